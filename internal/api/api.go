@@ -1,0 +1,278 @@
+// Package api is Herald's HTTP API v1 (DESIGN.md "HTTP API v1"): JSON over
+// HTTP, bearer API key, RFC 9457 problem+json errors, cursor-paginated lists,
+// and an OpenAPI 3.1 document generated from the handlers' types by huma.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// URLChecker applies the endpoint URL policy (internal/egress).
+type URLChecker interface {
+	// CheckURL returns the parsed URL or an *egress.PolicyError naming the
+	// rule that failed.
+	CheckURL(raw string) (*url.URL, error)
+}
+
+// Config configures the API server.
+type Config struct {
+	Store store.Store
+	// URLs checks endpoint URLs on create and update. Required.
+	URLs URLChecker
+	// APIKeyHashes are SHA-256 hashes of the accepted API keys. Required.
+	APIKeyHashes [][]byte
+	// Notify is called after a publish committed new deliveries.
+	Notify func()
+	// Now tells the time; default time.Now in UTC.
+	Now func() time.Time
+	// MaxPayloadBytes caps the event body sent to endpoints; default 65536.
+	MaxPayloadBytes int
+	// Version is reported in /openapi.json and /healthz.
+	Version string
+	// Contract, when set, is served at GET /contract.
+	Contract any
+	Logger   *slog.Logger
+}
+
+// Server serves the API.
+type Server struct {
+	cfg     Config
+	api     huma.API
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// New builds the API and registers every route.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.URLs == nil {
+		return nil, errors.New("api: Config.Store and Config.URLs are required")
+	}
+	if len(cfg.APIKeyHashes) == 0 {
+		return nil, errors.New("api: at least one API key hash is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func() {}
+	}
+	if cfg.MaxPayloadBytes <= 0 {
+		cfg.MaxPayloadBytes = 64 << 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	hc := huma.DefaultConfig("Herald API", cfg.Version)
+	hc.CreateHooks = nil // no "$schema" fields or Link headers in responses
+	hc.DocsPath = "/docs"
+	hc.OpenAPI.Info.Description = "Herald webhook platform API v1. Errors are RFC 9457 application/problem+json."
+	hc.OpenAPI.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "Authorization: Bearer <api key>"},
+	}
+	api := humago.New(mux, hc)
+	s := &Server{cfg: cfg, api: api, mux: mux}
+	s.registerEndpoints()
+	s.registerEvents()
+	s.registerDeliveries()
+	s.registerHealth()
+	s.handler = s.authenticate(checkJSON(mux))
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// OpenAPI returns the generated OpenAPI document.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// HashAPIKey returns the SHA-256 of an API key, the form in which keys are
+// stored and compared.
+func HashAPIKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// authenticate requires "Authorization: Bearer <key>" on /v1/ routes. The
+// presented key is hashed and compared in constant time with every stored
+// hash.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		scheme, key, ok := strings.Cut(auth, " ")
+		if auth == "" {
+			writeProblem(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <api key>")
+			return
+		}
+		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			writeProblem(w, http.StatusUnauthorized, "malformed Authorization header: expected Bearer <api key>")
+			return
+		}
+		h := HashAPIKey(key)
+		match := 0
+		for _, want := range s.cfg.APIKeyHashes {
+			match |= subtle.ConstantTimeCompare(h, want)
+		}
+		if match != 1 {
+			writeProblem(w, http.StatusUnauthorized, "invalid API key")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxRequestBytes bounds any request body before the per-route limits.
+const maxRequestBytes = 1 << 20
+
+// checkJSON answers 400 for a request body that is not well-formed JSON
+// (RFC 8259), before huma validates it against the schema (which answers
+// 422 for missing, mistyped or unknown fields). Bodies over 1 MiB get 413.
+func checkJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxRequestBytes))
+				return
+			}
+			writeProblem(w, http.StatusBadRequest, "could not read the request body")
+			return
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			var v any
+			dec := json.NewDecoder(bytes.NewReader(body))
+			if err := dec.Decode(&v); err != nil {
+				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+				return
+			}
+			if dec.More() {
+				writeProblem(w, http.StatusBadRequest, "malformed JSON: data after the top-level value")
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+}
+
+// problem maps store errors to HTTP problems; this is the one place where
+// application errors become statuses.
+func (s *Server) problem(err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return huma.Error404NotFound(what + " not found")
+	case errors.Is(err, store.ErrConflict):
+		return huma.Error409Conflict(err.Error())
+	case errors.Is(err, context.Canceled):
+		return huma.NewError(499, "client closed request")
+	default:
+		s.cfg.Logger.Error("store error", "error", err, "op", what)
+		return huma.Error503ServiceUnavailable("the store is unavailable; nothing was changed, retry later")
+	}
+}
+
+// invalid is a 422 naming the field (location) and the rule that failed.
+func invalid(location, rule string, value any) error {
+	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})
+}
+
+// Cursors are opaque to clients: base64url of the last id of the page.
+func encodeCursor(id string) string {
+	if id == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+func decodeCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) == 0 || len(b) > 200 || !validID(string(b)) {
+		return "", huma.Error400BadRequest("invalid cursor", &huma.ErrorDetail{Location: "query.cursor", Message: "not a cursor returned by this API", Value: c})
+	}
+	return string(b), nil
+}
+
+// ListQuery is the pagination of every list route.
+type ListQuery struct {
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"page size, 1–1000"`
+	Cursor string `query:"cursor" maxLength:"300" doc:"next_cursor of the previous page"`
+}
+
+func (q ListQuery) params() (store.ListParams, error) {
+	id, err := decodeCursor(q.Cursor)
+	return store.ListParams{Limit: q.Limit, Cursor: id}, err
+}
+
+func validID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) registerHealth() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", s.cfg.Version)
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Store.Ping(ctx); err != nil {
+			writeProblem(w, http.StatusServiceUnavailable, "the store is not reachable")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ready"}`)
+	})
+	if s.cfg.Contract != nil {
+		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(s.cfg.Contract)
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// DeliveryOut is a delivery as the API shows it.
+type DeliveryOut struct {
+	ID             string     `json:"id" doc:"dlv_…"`
+	EventID        string     `json:"event_id"`
+	EndpointID     string     `json:"endpoint_id"`
+	EventType      string     `json:"event_type"`
+	State          string     `json:"state" enum:"pending,succeeded,dead,paused"`
+	Attempts       int        `json:"attempts" doc:"attempts made so far"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at" doc:"when the next attempt is due; null unless pending"`
+	LastStatusCode int        `json:"last_status_code" doc:"HTTP status of the last attempt; 0 when none was received"`
+	LastError      string     `json:"last_error" doc:"error class of the last attempt (timeout, dns, blocked, redirect, …); empty when it got an HTTP answer"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+// DeliveryList is a page of deliveries.
+type DeliveryList struct {
+	Data       []DeliveryOut `json:"data"`
+	NextCursor string        `json:"next_cursor"`
+}
+
+func deliveryOut(d store.Delivery) DeliveryOut {
+	out := DeliveryOut{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID, EventType: d.EventType, State: string(d.State),
+		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	if d.State == store.DeliveryPending {
+		t := d.NextAttemptAt
+		out.NextAttemptAt = &t
+	}
+	return out
+}
+
+func deliveryList(pg store.Page[store.Delivery]) DeliveryList {
+	out := DeliveryList{Data: make([]DeliveryOut, len(pg.Data)), NextCursor: encodeCursor(pg.NextCursor)}
+	for i, d := range pg.Data {
+		out.Data[i] = deliveryOut(d)
+	}
+	return out
+}
+
+// AttemptOut is one HTTP try of a delivery.
+type AttemptOut struct {
+	Number          int       `json:"number" doc:"1-based; also sent as X-Delivery-Attempt"`
+	StartedAt       time.Time `json:"started_at"`
+	DurationMS      float64   `json:"duration_ms" doc:"milliseconds from the start of the attempt to the end of the response body read"`
+	StatusCode      int       `json:"status_code" doc:"0 when no HTTP answer was received"`
+	Error           string    `json:"error" doc:"error class: timeout, dns, connection_refused, connection_reset, tls, blocked, redirect, network; empty for an HTTP answer"`
+	ErrorDetail     string    `json:"error_detail,omitempty"`
+	Location        string    `json:"location,omitempty" doc:"Location of a 3xx answer (redirects are never followed)"`
+	ResponseExcerpt string    `json:"response_excerpt" doc:"at most 4 KiB of the response body"`
+}
+
+func (s *Server) registerDeliveries() {
+	sec := []map[string][]string{{"bearer": {}}}
+	type DeliveryIDPath struct {
+		ID string `path:"id" maxLength:"128" doc:"delivery id (dlv_…)"`
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-delivery", Method: http.MethodGet, Path: "/v1/deliveries/{id}", Tags: []string{"deliveries"},
+		Summary: "Read a delivery", Security: sec,
+	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body DeliveryOut }, error) {
+		d, err := s.cfg.Store.GetDelivery(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "delivery "+in.ID)
+		}
+		return &struct{ Body DeliveryOut }{Body: deliveryOut(d)}, nil
+	})
+
+	type attemptsOut struct {
+		Body struct {
+			Data       []AttemptOut `json:"data"`
+			NextCursor string       `json:"next_cursor"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-delivery-attempts", Method: http.MethodGet, Path: "/v1/deliveries/{id}/attempts", Tags: []string{"deliveries"},
+		Summary: "List a delivery's attempts, oldest first", Security: sec,
+	}, func(ctx context.Context, in *DeliveryIDPath) (*attemptsOut, error) {
+		as, err := s.cfg.Store.ListAttempts(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "delivery "+in.ID)
+		}
+		out := &attemptsOut{}
+		out.Body.Data = make([]AttemptOut, len(as))
+		for i, a := range as {
+			out.Body.Data[i] = AttemptOut{Number: a.Number, StartedAt: a.StartedAt, DurationMS: float64(a.Duration.Microseconds()) / 1000,
+				StatusCode: a.StatusCode, Error: a.Error, ErrorDetail: a.ErrorDetail, Location: a.Location, ResponseExcerpt: a.ResponseExcerpt}
+		}
+		return out, nil
+	})
+}

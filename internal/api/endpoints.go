@@ -1,0 +1,310 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// EndpointOut is an endpoint as the API shows it.
+type EndpointOut struct {
+	ID                 string            `json:"id" doc:"ep_…"`
+	Tenant             string            `json:"tenant"`
+	URL                string            `json:"url"`
+	Description        string            `json:"description"`
+	EventTypes         []string          `json:"event_types" doc:"filter patterns; empty = every type"`
+	Headers            map[string]string `json:"headers" doc:"custom headers sent with every attempt"`
+	RateLimitPerSecond int               `json:"rate_limit_per_second" doc:"0 = unlimited"`
+	State              string            `json:"state" enum:"enabled,paused,disabled"`
+	StateReason        string            `json:"state_reason,omitempty"`
+	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
+	CreatedAt          time.Time         `json:"created_at"`
+	UpdatedAt          time.Time         `json:"updated_at"`
+}
+
+func endpointOut(e store.Endpoint) EndpointOut {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	headers := e.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	return EndpointOut{
+		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Headers: headers,
+		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+}
+
+const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
+
+// CreateEndpointBody is the body of POST /v1/endpoints.
+type CreateEndpointBody struct {
+	Tenant             string            `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128"`
+	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
+	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type"`
+	Description        string            `json:"description,omitempty" maxLength:"1024"`
+	Headers            map[string]string `json:"headers,omitempty" doc:"custom headers sent with every attempt (at most 20; not the ones Herald sets)"`
+	RateLimitPerSecond int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000" doc:"0 = unlimited"`
+}
+
+// UpdateEndpointBody is the body of PATCH /v1/endpoints/{id}; absent
+// fields are left unchanged.
+type UpdateEndpointBody struct {
+	URL                *string            `json:"url,omitempty" minLength:"1" maxLength:"2048"`
+	EventTypes         *[]string          `json:"event_types,omitempty" maxItems:"100"`
+	Description        *string            `json:"description,omitempty" maxLength:"1024"`
+	Headers            *map[string]string `json:"headers,omitempty"`
+	RateLimitPerSecond *int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000"`
+}
+
+// reservedHeaders are set by Herald on every attempt (or by the HTTP
+// client) and cannot be overridden by custom headers.
+var reservedHeaders = map[string]bool{
+	"Content-Type": true, "Content-Length": true, "User-Agent": true, "Host": true, "Connection": true,
+	"Transfer-Encoding": true, "Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true,
+	"Proxy-Authorization": true, "Proxy-Connection": true, "Expect": true, "Content-Encoding": true,
+	"X-Event-Id": true, "X-Event-Type": true, "X-Delivery-Attempt": true, "X-Signature": true,
+	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
+}
+
+func validateHeaders(h map[string]string, loc string) error {
+	if len(h) > 20 {
+		return invalid(loc, "at most 20 custom headers", len(h))
+	}
+	for k, v := range h {
+		if k == "" || !isToken(k) {
+			return invalid(loc+"."+k, "header name must be an RFC 9110 token", k)
+		}
+		if reservedHeaders[textproto.CanonicalMIMEHeaderKey(k)] {
+			return invalid(loc+"."+k, "header is set by Herald and cannot be overridden", k)
+		}
+		if len(v) > 4096 || strings.ContainsAny(v, "\r\n\x00") {
+			return invalid(loc+"."+k, "header value must be at most 4096 bytes without CR, LF or NUL", nil)
+		}
+	}
+	return nil
+}
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validateEventTypes checks filter patterns: "*", an event type, or an
+// event type prefix followed by ".*".
+func validateEventTypes(types []string, loc string) error {
+	for i, t := range types {
+		if t == "*" {
+			continue
+		}
+		if !validEventType(strings.TrimSuffix(t, ".*")) {
+			return invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t)
+		}
+	}
+	return nil
+}
+
+func (s *Server) checkURL(raw, loc string) (string, error) {
+	u, err := s.cfg.URLs.CheckURL(raw)
+	if err != nil {
+		var pe *egress.PolicyError
+		if errors.As(err, &pe) {
+			return "", invalid(loc, "url rule "+pe.Rule+": "+pe.Message, raw)
+		}
+		return "", invalid(loc, err.Error(), raw)
+	}
+	return u.String(), nil
+}
+
+type EndpointIDPath struct {
+	ID string `path:"id" maxLength:"128" doc:"endpoint id (ep_…)"`
+}
+
+type endpointOutput struct {
+	Body EndpointOut
+}
+
+func (s *Server) registerEndpoints() {
+	sec := []map[string][]string{{"bearer": {}}}
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-endpoint", Method: http.MethodPost, Path: "/v1/endpoints", Tags: []string{"endpoints"},
+		Summary: "Create an endpoint", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 64 << 10,
+	}, func(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointOutput, error) {
+		b := in.Body
+		u, err := s.checkURL(b.URL, "body.url")
+		if err != nil {
+			return nil, err
+		}
+		if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
+			return nil, err
+		}
+		if err := validateHeaders(b.Headers, "body.headers"); err != nil {
+			return nil, err
+		}
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not generate a secret")
+		}
+		now := s.cfg.Now()
+		e, err := s.cfg.Store.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
+			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
+			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
+		}})
+		if err != nil {
+			return nil, s.problem(err, "endpoint")
+		}
+		out := endpointOut(e)
+		out.Secret = secret
+		return &endpointOutput{Body: out}, nil
+	})
+
+	type listOut struct {
+		Body struct {
+			Data       []EndpointOut `json:"data"`
+			NextCursor string        `json:"next_cursor"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-endpoints", Method: http.MethodGet, Path: "/v1/endpoints", Tags: []string{"endpoints"},
+		Summary: "List endpoints, newest first", Security: sec,
+	}, func(ctx context.Context, in *struct {
+		Tenant string `query:"tenant" maxLength:"128" doc:"only this tenant's endpoints"`
+		ListQuery
+	}) (*listOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.cfg.Store.ListEndpoints(ctx, store.ListEndpointsParams{Tenant: in.Tenant, ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "endpoints")
+		}
+		out := &listOut{}
+		out.Body.Data = make([]EndpointOut, len(pg.Data))
+		for i, e := range pg.Data {
+			out.Body.Data[i] = endpointOut(e)
+		}
+		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-endpoint", Method: http.MethodGet, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
+		Summary: "Read an endpoint", Security: sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
+		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		return &endpointOutput{Body: endpointOut(e)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "update-endpoint", Method: http.MethodPatch, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
+		Summary: "Change an endpoint", Security: sec, MaxBodyBytes: 64 << 10,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		Body UpdateEndpointBody
+	}) (*endpointOutput, error) {
+		b := in.Body
+		p := store.UpdateEndpointParams{ID: in.ID, Description: b.Description, EventTypes: b.EventTypes,
+			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, Now: s.cfg.Now()}
+		if b.URL != nil {
+			u, err := s.checkURL(*b.URL, "body.url")
+			if err != nil {
+				return nil, err
+			}
+			p.URL = &u
+		}
+		if b.EventTypes != nil {
+			if err := validateEventTypes(*b.EventTypes, "body.event_types"); err != nil {
+				return nil, err
+			}
+		}
+		if b.Headers != nil {
+			if err := validateHeaders(*b.Headers, "body.headers"); err != nil {
+				return nil, err
+			}
+		}
+		e, err := s.cfg.Store.UpdateEndpoint(ctx, p)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		return &endpointOutput{Body: endpointOut(e)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
+		Summary: "Delete an endpoint and its pending deliveries", DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
+		if err := s.cfg.Store.DeleteEndpoint(ctx, in.ID); err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		return &struct{}{}, nil
+	})
+
+	type secretOut struct {
+		Body struct {
+			Secret string `json:"secret" doc:"whsec_… (the current signing secret)"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-endpoint-secret", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secret", Tags: []string{"endpoints"},
+		Summary: "Read an endpoint's current signing secret", Security: sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*secretOut, error) {
+		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		out := &secretOut{}
+		if len(e.Secrets) > 0 {
+			out.Body.Secret = e.Secrets[0].Value
+		}
+		return out, nil
+	})
+
+	type deliveriesOut struct {
+		Body DeliveryList
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-endpoint-deliveries", Method: http.MethodGet, Path: "/v1/endpoints/{id}/deliveries", Tags: []string{"deliveries"},
+		Summary: "List an endpoint's deliveries; ?state=dead is its dead-letter queue", Security: sec,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		State string `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
+		ListQuery
+	}) (*deliveriesOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.cfg.Store.GetEndpoint(ctx, in.ID); err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State), ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "deliveries")
+		}
+		return &deliveriesOut{Body: deliveryList(pg)}, nil
+	})
+}

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// PublishBody is the body of POST /v1/events.
+type PublishBody struct {
+	Tenant     string          `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"whose endpoints receive the event"`
+	Type       string          `json:"type" minLength:"1" maxLength:"128" doc:"event type, e.g. file.extraction.completed"`
+	Data       json.RawMessage `json:"data" doc:"a JSON object: thin (ids, version, links), no content or personal data"`
+	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :); publishing the same id again returns the original event"`
+	OccurredAt *time.Time      `json:"occurred_at,omitempty" doc:"RFC 3339; default now"`
+}
+
+// EventOut is an event as the API shows it.
+type EventOut struct {
+	ID         string          `json:"id"`
+	Tenant     string          `json:"tenant"`
+	Type       string          `json:"type"`
+	OccurredAt time.Time       `json:"occurred_at"`
+	Data       json.RawMessage `json:"data"`
+	CreatedAt  time.Time       `json:"created_at"`
+}
+
+// PublishOut answers a publish.
+type PublishOut struct {
+	EventOut
+	Deliveries int  `json:"deliveries" doc:"number of deliveries the event fanned out to"`
+	Duplicate  bool `json:"duplicate" doc:"true when the id or Idempotency-Key was seen before: this is the original event and nothing new was delivered"`
+}
+
+// envelope is the body sent to endpoints: the same bytes on every attempt.
+type envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Tenant     string          `json:"tenant"`
+	OccurredAt string          `json:"occurred_at"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// encodeEnvelope renders the delivered body without HTML escaping, so the
+// producer's data reaches endpoints as sent (only whitespace is compacted).
+func encodeEnvelope(env envelope) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func eventOut(e store.Event) EventOut {
+	var env envelope
+	_ = json.Unmarshal(e.Body, &env)
+	return EventOut{ID: e.ID, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, CreatedAt: e.CreatedAt}
+}
+
+func validEventType(t string) bool {
+	if t == "" || len(t) > 128 {
+		return false
+	}
+	seg := 0
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-':
+			seg++
+		case c == '.':
+			if seg == 0 {
+				return false
+			}
+			seg = 0
+		default:
+			return false
+		}
+	}
+	return seg > 0
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func (s *Server) registerEvents() {
+	sec := []map[string][]string{{"bearer": {}}}
+
+	type publishIn struct {
+		IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) returns the original event"`
+		Body           PublishBody
+	}
+	type publishOutput struct {
+		Status int
+		Body   PublishOut
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
+		Summary:       "Publish an event to the tenant's subscribed endpoints",
+		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before.",
+		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
+		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, in *publishIn) (*publishOutput, error) {
+		b := in.Body
+		if !validEventType(b.Type) {
+			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
+		}
+		data := bytes.TrimSpace(b.Data)
+		if len(data) == 0 || data[0] != '{' {
+			return nil, invalid("body.data", "data must be a JSON object", nil)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, data); err != nil {
+			return nil, invalid("body.data", "data must be valid JSON", nil)
+		}
+		// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
+		if b.ID != "" && (!validID(b.ID) || strings.Contains(b.ID, ".")) {
+			return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
+		}
+		now := s.cfg.Now()
+		id := b.ID
+		if id == "" {
+			id = store.NewID("evt")
+		}
+		occurred := now
+		if b.OccurredAt != nil {
+			occurred = b.OccurredAt.UTC()
+		}
+		body, err := encodeEnvelope(envelope{ID: id, Type: b.Type, Tenant: b.Tenant, OccurredAt: occurred.Format(time.RFC3339Nano), Data: compact.Bytes()})
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not encode the event")
+		}
+		if len(body) > s.cfg.MaxPayloadBytes {
+			return nil, huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
+				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+		}
+		res, err := s.cfg.Store.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
+				IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+		})
+		if err != nil {
+			return nil, s.problem(err, "event")
+		}
+		out := &publishOutput{Status: http.StatusAccepted, Body: PublishOut{EventOut: eventOut(res.Event), Deliveries: res.Deliveries}}
+		if !res.Created {
+			out.Status = http.StatusOK
+			out.Body.Duplicate = true
+		} else if res.Deliveries > 0 {
+			s.cfg.Notify()
+		}
+		return out, nil
+	})
+
+	type eventsOut struct {
+		Body struct {
+			Data       []EventOut `json:"data"`
+			NextCursor string     `json:"next_cursor"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
+		Summary: "List events, newest first", Security: sec,
+	}, func(ctx context.Context, in *struct {
+		Tenant string `query:"tenant" maxLength:"128"`
+		Type   string `query:"type" maxLength:"128"`
+		ListQuery
+	}) (*eventsOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.cfg.Store.ListEvents(ctx, store.ListEventsParams{Tenant: in.Tenant, Type: in.Type, ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "events")
+		}
+		out := &eventsOut{}
+		out.Body.Data = make([]EventOut, len(pg.Data))
+		for i, e := range pg.Data {
+			out.Body.Data[i] = eventOut(e)
+		}
+		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		return out, nil
+	})
+
+	type EventIDPath struct {
+		ID string `path:"id" maxLength:"128" doc:"event id"`
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{id}", Tags: []string{"events"},
+		Summary: "Read an event", Security: sec,
+	}, func(ctx context.Context, in *EventIDPath) (*struct{ Body EventOut }, error) {
+		e, err := s.cfg.Store.GetEvent(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "event "+in.ID)
+		}
+		return &struct{ Body EventOut }{Body: eventOut(e)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-event-deliveries", Method: http.MethodGet, Path: "/v1/events/{id}/deliveries", Tags: []string{"deliveries"},
+		Summary: "List the deliveries of an event (one per endpoint)", Security: sec,
+	}, func(ctx context.Context, in *struct {
+		EventIDPath
+		ListQuery
+	}) (*struct{ Body DeliveryList }, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.cfg.Store.GetEvent(ctx, in.ID); err != nil {
+			return nil, s.problem(err, "event "+in.ID)
+		}
+		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EventID: in.ID, ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "deliveries")
+		}
+		return &struct{ Body DeliveryList }{Body: deliveryList(pg)}, nil
+	})
+}

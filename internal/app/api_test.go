@@ -1,0 +1,248 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Message  string `json:"message"`
+		Location string `json:"location"`
+	} `json:"errors"`
+}
+
+// TestAPIBadInput: every route answers bad input with the right status and
+// an RFC 9457 problem naming the rule, and nothing is stored.
+func TestAPIBadInput(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	good := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+
+	big := `{"tenant":"acme","type":"invoice.paid","data":{"blob":"` + strings.Repeat("x", 70<<10) + `"}}`
+	cases := []struct {
+		name, method, path string
+		body               string
+		hdr                []string
+		status             int
+		want               string // substring of detail or an error message/location
+	}{
+		{"no key", "GET", "/v1/endpoints", "", []string{"Authorization", ""}, 401, "missing API key"},
+		{"wrong key", "GET", "/v1/endpoints", "", []string{"Authorization", "Bearer nope"}, 401, "invalid API key"},
+		{"not bearer", "GET", "/v1/endpoints", "", []string{"Authorization", "Basic abc"}, 401, "expected Bearer"},
+		{"malformed json", "POST", "/v1/endpoints", `{"tenant":`, nil, 400, "malformed JSON"},
+		{"missing url", "POST", "/v1/endpoints", `{"tenant":"acme"}`, nil, 422, "url"},
+		{"missing tenant", "POST", "/v1/endpoints", `{"url":"https://example.com/"}`, nil, 422, "tenant"},
+		{"mistyped url", "POST", "/v1/endpoints", `{"tenant":"acme","url":42}`, nil, 422, "body.url"},
+		{"unknown field", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","colour":"red"}`, nil, 422, "colour"},
+		{"bad tenant", "POST", "/v1/endpoints", `{"tenant":"a b","url":"https://example.com/"}`, nil, 422, "body.tenant"},
+		{"url userinfo", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://user:pw@example.com/"}`, nil, 422, "userinfo"},
+		{"url scheme", "POST", "/v1/endpoints", `{"tenant":"acme","url":"ftp://example.com/"}`, nil, 422, "scheme"},
+		{"url fragment", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/#x"}`, nil, 422, "fragment"},
+		{"url metadata ip", "POST", "/v1/endpoints", `{"tenant":"acme","url":"http://169.254.169.254/latest"}`, nil, 422, "blocked_address"},
+		{"bad event type filter", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","event_types":["file..x"]}`, nil, 422, "body.event_types[0]"},
+		{"reserved header", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-Signature":"x"}}`, nil, 422, "set by Herald"},
+		{"header crlf", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"a\r\nb"}}`, nil, 422, "CR, LF"},
+		{"negative rate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","rate_limit_per_second":-1}`, nil, 422, "rate_limit_per_second"},
+		{"unknown endpoint", "GET", "/v1/endpoints/ep_nope", "", nil, 404, "endpoint ep_nope not found"},
+		{"unknown endpoint patch", "PATCH", "/v1/endpoints/ep_nope", `{"description":"x"}`, nil, 404, "not found"},
+		{"patch bad url", "PATCH", "/v1/endpoints/" + ep.ID, `{"url":"https://example.com/a b"}`, nil, 422, "whitespace"},
+		{"patch unknown field", "PATCH", "/v1/endpoints/" + ep.ID, `{"tenant":"other"}`, nil, 422, "tenant"},
+		{"unknown endpoint delete", "DELETE", "/v1/endpoints/ep_nope", "", nil, 404, "not found"},
+		{"unknown endpoint secret", "GET", "/v1/endpoints/ep_nope/secret", "", nil, 404, "not found"},
+		{"bad state filter", "GET", "/v1/endpoints/" + ep.ID + "/deliveries?state=lost", "", nil, 422, "state"},
+		{"bad limit", "GET", "/v1/endpoints?limit=0", "", nil, 422, "limit"},
+		{"bad cursor", "GET", "/v1/endpoints?cursor=!!!", "", nil, 400, "cursor"},
+		{"publish malformed", "POST", "/v1/events", `not json`, nil, 400, "malformed JSON"},
+		{"publish no type", "POST", "/v1/events", `{"tenant":"acme","data":{}}`, nil, 422, "type"},
+		{"publish bad type", "POST", "/v1/events", `{"tenant":"acme","type":"a..b","data":{}}`, nil, 422, "body.type"},
+		{"publish data not object", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":[1]}`, nil, 422, "JSON object"},
+		{"publish no data", "POST", "/v1/events", `{"tenant":"acme","type":"a.b"}`, nil, 422, "data"},
+		{"publish bad id", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"has space"}`, nil, 422, "body.id"},
+		{"publish unknown field", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"extra":1}`, nil, 422, "extra"},
+		{"publish too large", "POST", "/v1/events", big, nil, 413, ""},
+		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 409, "reused"},
+		{"unknown event", "GET", "/v1/events/evt_nope", "", nil, 404, "not found"},
+		{"unknown event deliveries", "GET", "/v1/events/evt_nope/deliveries", "", nil, 404, "not found"},
+		{"unknown delivery", "GET", "/v1/deliveries/dlv_nope", "", nil, 404, "not found"},
+		{"unknown delivery attempts", "GET", "/v1/deliveries/dlv_nope/attempts", "", nil, 404, "not found"},
+	}
+	countEvents := func() int {
+		pg, err := h.m.Store().ListEvents(context.Background(), store.ListEventsParams{ListParams: store.ListParams{Limit: 1000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(pg.Data)
+	}
+	countEndpoints := func() int {
+		pg, err := h.m.Store().ListEndpoints(context.Background(), store.ListEndpointsParams{ListParams: store.ListParams{Limit: 1000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(pg.Data)
+	}
+	events0, endpoints0 := countEvents(), countEndpoints()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var body any
+			if c.body != "" {
+				body = c.body
+			}
+			st, raw := h.call(c.method, c.path, body, nil, c.hdr...)
+			if st != c.status {
+				t.Fatalf("status = %d, want %d; body %s", st, c.status, raw)
+			}
+			var p problem
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatalf("body is not a problem document: %s", raw)
+			}
+			if p.Status != c.status || p.Title == "" {
+				t.Fatalf("problem = %+v, want status %d with a title", p, c.status)
+			}
+			all := p.Detail
+			for _, e := range p.Errors {
+				all += " | " + e.Location + ": " + e.Message
+			}
+			if !strings.Contains(all, c.want) {
+				t.Fatalf("problem %q does not name %q", all, c.want)
+			}
+		})
+	}
+	// The content type of a problem is application/problem+json.
+	req, _ := http.NewRequest("GET", h.base+"/v1/endpoints/ep_nope", nil)
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	if e, n := countEvents(), countEndpoints(); e != events0 || n != endpoints0 {
+		t.Fatalf("bad input changed the store: events %d→%d, endpoints %d→%d", events0, e, endpoints0, n)
+	}
+}
+
+// TestPublishIdempotency: the same Idempotency-Key or id again answers 200
+// with the original event and adds no delivery.
+func TestPublishIdempotency(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	h.createEndpoint("acme", rcv.URL)
+	body := `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_1"}}`
+	var first, again publishResp
+	if st, raw := h.call("POST", "/v1/events", body, &first, "Idempotency-Key", "k-1"); st != 202 {
+		t.Fatalf("first publish: %d %s", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/events", body, &again, "Idempotency-Key", "k-1"); st != 200 {
+		t.Fatalf("second publish: %d %s, want 200", st, raw)
+	}
+	if again.ID != first.ID || !again.Duplicate || again.Deliveries != 1 {
+		t.Fatalf("second publish = %+v, want the original %s marked duplicate", again, first.ID)
+	}
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"}}`, nil, "Idempotency-Key", "k-1"); st != 409 {
+		t.Fatalf("key reused with other data: %d %s, want 409", st, raw)
+	}
+	// A client-chosen id.
+	withID := `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_2"},"id":"order-42"}`
+	var a, b publishResp
+	if st, raw := h.call("POST", "/v1/events", withID, &a); st != 202 || a.ID != "order-42" {
+		t.Fatalf("publish with id: %d %s", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/events", withID, &b); st != 200 || b.ID != "order-42" || !b.Duplicate {
+		t.Fatalf("publish with the same id: %d %s, want 200 duplicate", st, raw)
+	}
+	if n := len(h.eventDeliveries(first.ID)); n != 1 {
+		t.Fatalf("event %s has %d deliveries, want 1", first.ID, n)
+	}
+	if n := len(h.eventDeliveries("order-42")); n != 1 {
+		t.Fatalf("event order-42 has %d deliveries, want 1", n)
+	}
+}
+
+// TestEndpointLifecycle: create, read, list by tenant with pagination,
+// update, read secret, delete.
+func TestEndpointLifecycle(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.createEndpoint("acme", "https://example.com/hook").ID)
+	}
+	h.createEndpoint("globex", "https://example.com/other")
+	var page1, page2 struct {
+		Data       []endpointResp `json:"data"`
+		NextCursor string         `json:"next_cursor"`
+	}
+	h.call("GET", "/v1/endpoints?tenant=acme&limit=2", nil, &page1)
+	if len(page1.Data) != 2 || page1.NextCursor == "" {
+		t.Fatalf("page 1 = %+v", page1)
+	}
+	h.call("GET", "/v1/endpoints?tenant=acme&limit=2&cursor="+page1.NextCursor, nil, &page2)
+	if len(page2.Data) != 1 || page2.NextCursor != "" {
+		t.Fatalf("page 2 = %+v", page2)
+	}
+	seen := map[string]bool{}
+	for _, e := range append(page1.Data, page2.Data...) {
+		seen[e.ID] = true
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			t.Fatalf("endpoint %s missing from the tenant's list", id)
+		}
+	}
+	var upd endpointResp
+	if st, raw := h.call("PATCH", "/v1/endpoints/"+ids[0], `{"url":"https://example.org/new","description":"moved"}`, &upd); st != 200 || upd.URL != "https://example.org/new" {
+		t.Fatalf("patch: %d %s", st, raw)
+	}
+	var sec struct{ Secret string }
+	if st, _ := h.call("GET", "/v1/endpoints/"+ids[0]+"/secret", nil, &sec); st != 200 || !strings.HasPrefix(sec.Secret, "whsec_") {
+		t.Fatalf("secret = %q", sec.Secret)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ids[0], nil, nil); st != 204 {
+		t.Fatalf("delete: %d %s", st, raw)
+	}
+	if st, _ := h.call("GET", "/v1/endpoints/"+ids[0], nil, nil); st != 404 {
+		t.Fatalf("get after delete: %d, want 404", st)
+	}
+}
+
+// TestOperationalRoutes: health, readiness, OpenAPI and the contract need no
+// key.
+func TestOperationalRoutes(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	for _, p := range []string{"/healthz", "/readyz", "/openapi.json", "/contract"} {
+		resp, err := http.Get(h.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: %d %v", p, resp.StatusCode, err)
+		}
+		if p == "/openapi.json" {
+			paths, _ := v["paths"].(map[string]any)
+			for _, want := range []string{"/v1/endpoints", "/v1/events", "/v1/deliveries/{id}/attempts"} {
+				if _, ok := paths[want]; !ok {
+					t.Errorf("openapi.json lacks %s", want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,257 @@
+// Package app wires Herald together: it opens the store, builds the egress
+// client, the delivery engine and the API, and runs them until the context
+// ends. cmd/herald only parses flags into Config; end-to-end tests drive the
+// same Main.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/delivery"
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/retry"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// Version is Herald's version, sent as User-Agent: Herald/<Version>.
+var Version = "0.1.0-dev"
+
+// Config is the running configuration of `herald serve`. Every field has a
+// flag and a HERALD_* environment twin (cmd/herald).
+type Config struct {
+	// Addr is the listen address of the API; default ":8080".
+	Addr string
+	// DB selects the store: "sqlite:herald.db" (default) or a file path.
+	DB string
+	// APIKey is the admin API key (HERALD_API_KEY). When empty, the keys
+	// stored in the database are accepted; on the very first start one is
+	// generated, stored hashed and printed once to Stdout.
+	APIKey string
+	// Dev allows http:// endpoint URLs and loopback destinations, for local
+	// work only.
+	Dev bool
+	// AllowHTTP allows http:// endpoint URLs.
+	AllowHTTP bool
+	// AllowCIDRs are destination ranges allowed despite the SSRF deny list.
+	AllowCIDRs []netip.Prefix
+	// RetrySchedule holds the upper bounds of the delays before attempts
+	// 2..N; default retry.DefaultSchedule (8 attempts, ~35 h).
+	RetrySchedule []time.Duration
+	// AttemptTimeout bounds one attempt; default 10 s.
+	AttemptTimeout time.Duration
+	// Workers is the number of attempts in flight at once; default 64.
+	Workers int
+	// Lease overrides the claim lease (default 2 × AttemptTimeout + 5 s).
+	Lease time.Duration
+	// RescueInterval overrides how often expired leases are rescued
+	// (default 5 s).
+	RescueInterval time.Duration
+	// MaxPayloadBytes caps the delivered body; default 65536.
+	MaxPayloadBytes int
+	// Logger; default a text logger on Stderr.
+	Logger *slog.Logger
+	// Stdout receives the one-time generated API key.
+	Stdout io.Writer
+}
+
+// Main is a running Herald node.
+type Main struct {
+	cfg    Config
+	store  store.Store
+	engine *delivery.Engine
+	api    *api.Server
+	egress *egress.Client
+	ln     net.Listener
+	srv    *http.Server
+	log    *slog.Logger
+	closed sync.Once
+}
+
+// New opens the store, prepares the API key, and binds the listen address;
+// Run starts serving.
+func New(ctx context.Context, cfg Config) (*Main, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = ":8080"
+	}
+	if cfg.DB == "" {
+		cfg.DB = "sqlite:herald.db"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.RetrySchedule == nil {
+		cfg.RetrySchedule = retry.DefaultSchedule
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 10 * time.Second
+	}
+	if cfg.MaxPayloadBytes <= 0 {
+		cfg.MaxPayloadBytes = 64 << 10
+	}
+	m := &Main{cfg: cfg, log: cfg.Logger}
+
+	st, err := openStore(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	m.store = st
+	keyHashes, err := m.apiKeyHashes(ctx)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m.egress, err = egress.New(egress.Config{
+		AllowHTTP:     cfg.AllowHTTP || cfg.Dev,
+		AllowLoopback: cfg.Dev,
+		AllowCIDRs:    cfg.AllowCIDRs,
+		Timeout:       cfg.AttemptTimeout,
+		UserAgent:     "Herald/" + Version,
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	m.engine, err = delivery.New(delivery.Config{
+		Store:          st,
+		Sender:         m.egress,
+		Policy:         retry.Policy{Schedule: cfg.RetrySchedule},
+		Workers:        cfg.Workers,
+		AttemptTimeout: cfg.AttemptTimeout,
+		Lease:          cfg.Lease,
+		RescueInterval: cfg.RescueInterval,
+		UserAgent:      "Herald/" + Version,
+		Logger:         cfg.Logger,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m.api, err = api.New(api.Config{
+		Store:           st,
+		URLs:            m.egress,
+		APIKeyHashes:    keyHashes,
+		Notify:          m.engine.Notify,
+		MaxPayloadBytes: cfg.MaxPayloadBytes,
+		Version:         Version,
+		Contract:        Contract(cfg),
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m.ln, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	m.srv = &http.Server{
+		Handler:           m.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return m, nil
+}
+
+// openStore parses --db.
+func openStore(ctx context.Context, db string) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		return nil, errors.New("--db: the PostgreSQL store is not available in this build yet; use sqlite:PATH")
+	case strings.HasPrefix(db, "sqlite:"):
+		return sqlite.Open(ctx, strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//"))
+	case strings.Contains(db, "://"):
+		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH", db)
+	default:
+		return sqlite.Open(ctx, db)
+	}
+}
+
+// apiKeyHashes returns the accepted API key hashes: HERALD_API_KEY's when
+// set; otherwise the stored ones, generating and printing one on first
+// start.
+func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
+	if m.cfg.APIKey != "" {
+		return [][]byte{api.HashAPIKey(m.cfg.APIKey)}, nil
+	}
+	hashes, err := m.store.APIKeyHashes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(hashes) > 0 {
+		return hashes, nil
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, err
+	}
+	key := "hk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	h := api.HashAPIKey(key)
+	if err := m.store.AddAPIKeyHash(ctx, h, time.Now().UTC()); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(m.cfg.Stdout, "Generated an admin API key (shown once; set HERALD_API_KEY to choose your own):\n\n    %s\n\n", key)
+	return [][]byte{h}, nil
+}
+
+// Addr returns the address the API listens on (useful with ":0").
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Store returns the store (for tests and tools).
+func (m *Main) Store() store.Store { return m.store }
+
+// Run serves the API and delivers until ctx ends, then shuts down
+// gracefully: the listener stops, requests in progress finish (up to
+// 10 s), attempts in flight finish and are recorded.
+func (m *Main) Run(ctx context.Context) error {
+	engineCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- m.engine.Run(engineCtx) }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- m.srv.Serve(m.ln) }()
+	m.log.Info("herald serving", "addr", m.Addr(), "db", m.cfg.DB, "version", Version, "dev", m.cfg.Dev)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = m.srv.Shutdown(shutdownCtx)
+	stopEngine()
+	<-engineDone
+	m.egress.CloseIdleConnections()
+	return errors.Join(err, m.Close())
+}
+
+// Close releases the store. Run calls it.
+func (m *Main) Close() error {
+	var err error
+	m.closed.Do(func() { err = m.store.Close() })
+	return err
+}

@@ -1,0 +1,74 @@
+package app
+
+import (
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/retry"
+)
+
+// ContractDoc is the published contract (DESIGN.md "The contract"),
+// generated from the running configuration so it cannot drift from what the
+// server does. Served at GET /contract.
+type ContractDoc struct {
+	Delivery      string   `json:"delivery"`
+	Order         string   `json:"order"`
+	Signature     string   `json:"signature"`
+	ReplayWindow  string   `json:"replay_window"`
+	Retries       Retries  `json:"retries"`
+	WhatIsRetried string   `json:"what_is_retried"`
+	Timeout       string   `json:"timeout"`
+	Payload       string   `json:"payload"`
+	MaxPayload    int      `json:"max_payload_bytes"`
+	EndpointURLs  string   `json:"endpoint_urls"`
+	AllowedCIDRs  []string `json:"allowed_cidrs"`
+}
+
+// Retries describes the retry schedule in force.
+type Retries struct {
+	MaxAttempts     int      `json:"max_attempts"`
+	DelayUpperBound []string `json:"delay_upper_bounds" doc:"d before attempts 2..N; the wait is uniform in [d/2, d]"`
+	Jitter          string   `json:"jitter"`
+	WorstCase       string   `json:"worst_case_total"`
+}
+
+// Contract returns the contract of a configuration.
+func Contract(cfg Config) ContractDoc {
+	sched := cfg.RetrySchedule
+	if sched == nil {
+		sched = retry.DefaultSchedule
+	}
+	bounds := make([]string, len(sched))
+	var total time.Duration
+	for i, d := range sched {
+		bounds[i] = d.String()
+		total += d
+	}
+	urls := "https only; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges; redirects never followed; environment proxies ignored"
+	if cfg.Dev {
+		urls = "DEV MODE: http and loopback destinations allowed. " + urls
+	} else if cfg.AllowHTTP {
+		urls = "http allowed by the operator. " + urls
+	}
+	cidrs := make([]string, 0, len(cfg.AllowCIDRs))
+	for _, p := range cfg.AllowCIDRs {
+		cidrs = append(cidrs, p.String())
+	}
+	return ContractDoc{
+		Delivery:     "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
+		Order:        "not guaranteed; keep the newest data.version and fetch current state",
+		Signature:    "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
+		ReplayWindow: "receivers reject |now - t| > 300 s",
+		Retries: Retries{
+			MaxAttempts:     len(sched) + 1,
+			DelayUpperBound: bounds,
+			Jitter:          "equal jitter: uniform in [d/2, d]",
+			WorstCase:       total.String(),
+		},
+		WhatIsRetried: "network errors, timeouts, 5xx, 408, 429 (Retry-After honoured, capped at 24h); other 4xx and 3xx (never followed): at most 2 retries; 410 Gone: dead letter at once and the endpoint is disabled",
+		Timeout:       (cfg.AttemptTimeout).String() + " per attempt (connect, TLS, headers, body); response bodies read up to 64 KiB, 4 KiB excerpt stored",
+		Payload:       "thin: ids, type, version, links; no content or personal data",
+		MaxPayload:    cfg.MaxPayloadBytes,
+		EndpointURLs:  urls,
+		AllowedCIDRs:  cidrs,
+	}
+}

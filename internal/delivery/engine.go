@@ -1,0 +1,474 @@
+// Package delivery is Herald's delivery engine: it claims due deliveries
+// from the store's queue in batches with a lease, makes one signed HTTP
+// attempt per claim on a pool of workers, decides the next step with the
+// retry policy, and writes completions in batches. A rescuer returns the
+// leases of crashed nodes to the queue.
+//
+// Flow: claimer → jobs → workers (sign, send, classify) → results →
+// completer (batched CompleteDeliveries). The claimer only claims as many
+// deliveries as there are idle workers, so nothing sits leased in memory
+// waiting for a worker.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/retry"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// Clock tells the time. Tests inject a fake; production uses SystemClock.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock in UTC.
+type SystemClock struct{}
+
+// Now returns time.Now().UTC().
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// Sender makes one HTTP attempt; *egress.Client implements it.
+type Sender interface {
+	Do(ctx context.Context, r egress.Request) egress.Result
+}
+
+// Config configures an Engine. Zero fields take the documented defaults
+// (WithDefaults).
+type Config struct {
+	// Store holds the queue. Required.
+	Store store.Store
+	// Sender sends attempts. Required.
+	Sender Sender
+	// Policy decides retries. Zero value: retry.DefaultSchedule.
+	Policy retry.Policy
+	// Clock; default SystemClock.
+	Clock Clock
+	// Owner names this node in leases; default a random "node_…" id.
+	Owner string
+	// Workers is the number of attempts in flight at once; default 64.
+	Workers int
+	// ClaimBatch caps one claim query; default 256.
+	ClaimBatch int
+	// AttemptTimeout bounds one attempt (connect, TLS, headers, body read);
+	// default 10 s.
+	AttemptTimeout time.Duration
+	// Lease is how long a claim is held before the rescuer may give it to
+	// another worker; default 2 × AttemptTimeout + 5 s, so a lease outlives
+	// any attempt.
+	Lease time.Duration
+	// PollInterval is the fallback wake-up when no notification arrives;
+	// default 1 s.
+	PollInterval time.Duration
+	// RescueInterval is how often expired leases are rescued; default 5 s.
+	RescueInterval time.Duration
+	// CompleteBatch caps one completion transaction; default 512.
+	CompleteBatch int
+	// UserAgent is sent with every attempt; default "Herald".
+	UserAgent string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Policy.Schedule == nil {
+		c.Policy.Schedule = retry.DefaultSchedule
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Owner == "" {
+		c.Owner = store.NewID("node")
+	}
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = 256
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 10 * time.Second
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2*c.AttemptTimeout + 5*time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.RescueInterval <= 0 {
+		c.RescueInterval = 5 * time.Second
+	}
+	if c.CompleteBatch <= 0 {
+		c.CompleteBatch = 512
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "Herald"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Store == nil {
+		return errors.New("delivery: Config.Store is required")
+	}
+	if c.Sender == nil {
+		return errors.New("delivery: Config.Sender is required")
+	}
+	if c.Lease <= c.AttemptTimeout {
+		return errors.New("delivery: Config.Lease must be longer than AttemptTimeout")
+	}
+	return nil
+}
+
+// Engine delivers pending deliveries. Create with New, start with Run.
+type Engine struct {
+	cfg     Config
+	wake    chan struct{} // a publish or a rescue made work claimable
+	slots   chan struct{} // one token per idle worker
+	jobs    chan store.Claim
+	results chan store.Completion
+}
+
+// New checks cfg and returns an engine.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.Workers),
+		jobs:    make(chan store.Claim, cfg.Workers),
+		results: make(chan store.Completion, cfg.Workers*2),
+	}
+	for range cfg.Workers {
+		e.slots <- struct{}{}
+	}
+	return e, nil
+}
+
+// Owner returns the lease owner name of this engine.
+func (e *Engine) Owner() string { return e.cfg.Owner }
+
+// Notify tells the engine that deliveries may have become due (a publish
+// committed). It never blocks.
+func (e *Engine) Notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers until ctx is cancelled, then lets attempts in flight finish
+// (each is bounded by AttemptTimeout), writes their completions, and
+// returns. Claims not yet started when ctx ends keep their lease and are
+// rescued after it expires.
+func (e *Engine) Run(ctx context.Context) error {
+	var workers sync.WaitGroup
+	for range e.cfg.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			e.work(ctx)
+		}()
+	}
+	completerDone := make(chan struct{})
+	go func() {
+		defer close(completerDone)
+		e.complete()
+	}()
+	rescuerDone := make(chan struct{})
+	go func() {
+		defer close(rescuerDone)
+		e.rescue(ctx)
+	}()
+
+	e.claim(ctx)
+
+	close(e.jobs)
+	workers.Wait()
+	close(e.results)
+	<-completerDone
+	<-rescuerDone
+	return nil
+}
+
+// claim is the claimer loop: wait for idle workers, claim up to that many
+// due deliveries, hand them out; when the queue has nothing due, sleep until
+// the next due time, a notification, or the poll interval.
+func (e *Engine) claim(ctx context.Context) {
+	log := e.cfg.Logger
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		// Take at least one idle worker, then every other idle one.
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.slots:
+		}
+		free := 1
+	more:
+		for free < e.cfg.ClaimBatch {
+			select {
+			case <-e.slots:
+				free++
+			default:
+				break more
+			}
+		}
+		claims, err := e.cfg.Store.ClaimDeliveries(ctx, store.ClaimParams{
+			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(),
+		})
+		if err != nil {
+			e.giveBack(free)
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("claim deliveries failed; retrying", "error", err, "retry_in", backoff)
+			e.sleep(ctx, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for _, c := range claims {
+			e.jobs <- c
+		}
+		e.giveBack(free - len(claims))
+		if len(claims) == free {
+			continue // maybe more due: claim again as soon as workers free up
+		}
+		e.waitForWork(ctx)
+	}
+}
+
+func (e *Engine) giveBack(n int) {
+	for range n {
+		e.slots <- struct{}{}
+	}
+}
+
+// waitForWork sleeps until a notification, the next due time or the poll
+// interval, whichever comes first.
+func (e *Engine) waitForWork(ctx context.Context) {
+	wait := e.cfg.PollInterval
+	if next, err := e.cfg.Store.NextDueAt(ctx); err == nil && !next.IsZero() {
+		if d := next.Sub(e.cfg.Clock.Now()); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	if wait == 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-e.wake:
+	case <-t.C:
+	}
+}
+
+func (e *Engine) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// work is one worker: attempt each job and pass the completion on.
+func (e *Engine) work(ctx context.Context) {
+	for c := range e.jobs {
+		if ctx.Err() != nil {
+			// Shutting down: leave the claim leased; it is rescued later.
+			continue
+		}
+		e.results <- e.attempt(ctx, c)
+		e.slots <- struct{}{}
+	}
+}
+
+// Headers set on every attempt besides the signature headers (DESIGN.md,
+// "Every outbound request").
+const (
+	HeaderEventID         = "X-Event-Id"
+	HeaderEventType       = "X-Event-Type"
+	HeaderDeliveryAttempt = "X-Delivery-Attempt"
+)
+
+// attempt makes one HTTP try of a claimed delivery and returns its
+// completion.
+func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
+	d, ev, ep := c.Delivery, c.Event, c.Endpoint
+	number := d.Attempts + 1
+	start := e.cfg.Clock.Now()
+
+	h := make(http.Header, 12+len(ep.Headers))
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", e.cfg.UserAgent)
+	h.Set(HeaderEventID, ev.ID)
+	h.Set(HeaderEventType, ev.Type)
+	h.Set(HeaderDeliveryAttempt, strconv.Itoa(number))
+
+	var res egress.Result
+	signer, err := webhook.NewSigner(ep.ActiveSecrets(start)...)
+	if err != nil {
+		// An endpoint without a usable secret is a storage fault; never
+		// send an unsigned request.
+		res = egress.Result{ErrorClass: "signing", ErrorDetail: "the endpoint has no usable signing secret"}
+	} else {
+		signer.Sign(h, ev.ID, start, ev.Body)
+		// The attempt outlives a shutdown of ctx: its result must be
+		// recorded, and it is bounded by the timeout anyway.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.AttemptTimeout)
+		res = e.cfg.Sender.Do(actx, egress.Request{URL: ep.URL, Header: h, Body: ev.Body})
+		cancel()
+	}
+	now := e.cfg.Clock.Now()
+
+	out := retry.Outcome{StatusCode: res.StatusCode, ErrorClass: res.ErrorClass}
+	if res.RetryAfter != "" && (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) {
+		if ra, ok := retry.ParseRetryAfter(res.RetryAfter, now); ok {
+			out.RetryAfter = ra
+		}
+	}
+	clientErr := IsClientError(res.StatusCode)
+	clientErrors := d.ClientErrors
+	if clientErr {
+		clientErrors++
+	}
+	dec := e.cfg.Policy.Decide(number, clientErrors, out)
+
+	a := store.Attempt{
+		DeliveryID:      d.ID,
+		Number:          number,
+		StartedAt:       start,
+		Duration:        res.Duration,
+		StatusCode:      res.StatusCode,
+		Error:           res.ErrorClass,
+		ErrorDetail:     res.ErrorDetail,
+		Location:        res.Location,
+		ResponseExcerpt: res.Excerpt,
+	}
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		a.Error = "redirect"
+		a.ErrorDetail = "redirects are not followed; the endpoint answered " + strconv.Itoa(res.StatusCode) + " with Location: " + res.Location
+	}
+	comp := store.Completion{
+		DeliveryID:  d.ID,
+		Owner:       e.cfg.Owner,
+		Attempt:     a,
+		ClientError: clientErr,
+		Now:         now,
+	}
+	switch dec.Verdict {
+	case retry.Succeeded:
+		comp.State = store.DeliverySucceeded
+	case retry.Retry:
+		comp.State = store.DeliveryPending
+		comp.NextAttemptAt = now.Add(dec.Delay)
+	default:
+		comp.State = store.DeliveryDead
+		if dec.DisableEndpoint {
+			comp.DisableEndpoint = true
+			comp.DisableReason = "the endpoint answered 410 Gone"
+		}
+	}
+	e.cfg.Logger.Debug("attempt", "delivery", d.ID, "event", ev.ID, "endpoint", ep.ID, "attempt", number,
+		"status", res.StatusCode, "error", a.Error, "verdict", dec.Verdict.String(), "reason", dec.Reason)
+	return comp
+}
+
+// IsClientError reports whether an HTTP status counts toward the
+// client-error budget (DESIGN.md "what is retried"): 3xx (never followed)
+// and 4xx other than 408 Request Timeout, 410 Gone and 429 Too Many
+// Requests.
+func IsClientError(status int) bool {
+	switch {
+	case status >= 300 && status < 400:
+		return true
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status == http.StatusGone:
+		return false
+	case status >= 400 && status < 500:
+		return true
+	}
+	return false
+}
+
+// complete writes completions in batches: it takes what has arrived (up to
+// CompleteBatch) and commits it in one transaction. A failed write is
+// retried with backoff until it succeeds, so no attempt's result is lost
+// while the database is briefly away.
+func (e *Engine) complete() {
+	batch := make([]store.Completion, 0, e.cfg.CompleteBatch)
+	for first := range e.results {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < e.cfg.CompleteBatch {
+			select {
+			case c, ok := <-e.results:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		backoff := 50 * time.Millisecond
+		for try := 0; ; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := e.cfg.Store.CompleteDeliveries(ctx, batch)
+			cancel()
+			if err == nil {
+				break
+			}
+			if try >= 100 {
+				e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
+				break
+			}
+			e.cfg.Logger.Warn("write completions failed; retrying", "error", err, "count", len(batch), "retry_in", backoff)
+			time.Sleep(backoff)
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		e.Notify() // retries may be due at once (zero-delay schedules)
+	}
+}
+
+// rescue periodically returns expired leases to the queue.
+func (e *Engine) rescue(ctx context.Context) {
+	t := time.NewTicker(e.cfg.RescueInterval)
+	defer t.Stop()
+	for {
+		n, err := e.cfg.Store.RescueExpiredLeases(ctx, e.cfg.Clock.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.cfg.Logger.Warn("rescue expired leases failed", "error", err)
+		case n > 0:
+			e.cfg.Logger.Info("rescued deliveries whose lease expired", "count", n)
+			e.Notify()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,324 @@
+// Package listen is a local webhook receiver for demos and debugging: it
+// verifies the signatures of each delivery with the public webhook package,
+// prints a readable block per request and answers with a scripted sequence
+// of status codes, so that retries, Retry-After and dead letters can be
+// watched from the receiving side. It backs `herald listen`.
+package listen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// DefaultMaxBodyBytes is the largest request body a Receiver accepts when
+// Config.MaxBodyBytes is zero; larger bodies are answered 413.
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxPrintedBody caps the printed body (after JSON indentation), in bytes.
+const maxPrintedBody = 2 << 10
+
+// Config configures a Receiver.
+type Config struct {
+	// Secrets are the whsec_… secrets to verify with; several are allowed
+	// for a rotation overlap (a signature by any of them verifies). With
+	// none, signatures are reported as "not verified: no --secret given".
+	Secrets []string
+
+	// Statuses is the script of statuses to answer, one per request in
+	// arrival order; the last one repeats. Empty means 200 for every
+	// request. Each must be in 100–599 (a 1xx is sent as an informational
+	// answer, after which net/http completes the request with 200).
+	Statuses []int
+
+	// RetryAfter, when set, is sent as the Retry-After header of 429 and
+	// 503 answers (seconds or an HTTP date).
+	RetryAfter string
+
+	// Out receives one printed block per request; nil discards.
+	Out io.Writer
+
+	// Now is the clock for arrival times and the replay window; nil means
+	// time.Now.
+	Now func() time.Time
+
+	// MaxBodyBytes caps the request body; zero means DefaultMaxBodyBytes.
+	// Larger bodies are answered 413 without consuming the status script.
+	MaxBodyBytes int64
+}
+
+// Receiver is an http.Handler that verifies, prints and answers webhook
+// deliveries as its Config says. It is safe for concurrent use: every
+// request takes exactly one step of the status script, and printed blocks
+// never interleave.
+type Receiver struct {
+	cfg      Config
+	verifier *webhook.Verifier // nil without secrets
+
+	mu    sync.Mutex // guards seen and script, and serialises writes to cfg.Out
+	seen  int
+	steps int // requests that consumed a step of the script
+}
+
+// New returns a Receiver for cfg. It rejects an empty secret, a status
+// outside 100–599 and a negative MaxBodyBytes.
+func New(cfg Config) (*Receiver, error) {
+	for i, s := range cfg.Secrets {
+		if s == "" {
+			return nil, fmt.Errorf("listen: secret %d is empty", i+1)
+		}
+	}
+	for _, st := range cfg.Statuses {
+		if st < 100 || st > 599 {
+			return nil, fmt.Errorf("listen: status %d is outside 100–599", st)
+		}
+	}
+	switch {
+	case cfg.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("listen: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	case cfg.MaxBodyBytes == 0:
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Secrets = append([]string(nil), cfg.Secrets...)
+	cfg.Statuses = append([]int(nil), cfg.Statuses...)
+	r := &Receiver{cfg: cfg}
+	if len(cfg.Secrets) > 0 {
+		r.verifier = &webhook.Verifier{Secrets: cfg.Secrets, Now: cfg.Now}
+	}
+	return r, nil
+}
+
+// Count returns the number of requests seen so far, including those
+// answered 413.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen
+}
+
+// ServeHTTP verifies, prints and answers one request.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	arrived := r.cfg.Now()
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "── %s  %s %s\n", arrived.UTC().Format("2006-01-02T15:04:05.000Z07:00"), req.Method, req.URL.RequestURI())
+	for _, h := range []string{"X-Event-Id", "X-Event-Type", "X-Delivery-Attempt"} {
+		v := req.Header.Get(h)
+		if v == "" {
+			v = "-"
+		}
+		field(&b, h, v)
+	}
+
+	var status int
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(readErr, &tooLarge):
+		status = http.StatusRequestEntityTooLarge
+		field(&b, "answered", fmt.Sprintf("%d %s (body larger than %d bytes)", status, http.StatusText(status), r.cfg.MaxBodyBytes))
+		r.mu.Lock()
+		r.seen++
+		r.mu.Unlock()
+	case readErr != nil:
+		status = http.StatusBadRequest
+		field(&b, "answered", fmt.Sprintf("%d %s (reading the body: %v)", status, http.StatusText(status), readErr))
+		r.mu.Lock()
+		r.seen++
+		r.mu.Unlock()
+	default:
+		for _, line := range r.verify(req.Header, body) {
+			field(&b, line[0], line[1])
+		}
+		status = r.next()
+		answer := fmt.Sprintf("%d %s", status, http.StatusText(status))
+		if r.cfg.RetryAfter != "" && retryAfterStatus(status) {
+			answer += " (Retry-After: " + r.cfg.RetryAfter + ")"
+		}
+		field(&b, "answered", answer)
+		printBody(&b, body)
+	}
+	b.WriteByte('\n')
+	// Print before answering, so that the block is out when the sender
+	// sees the answer.
+	r.mu.Lock()
+	_, _ = io.WriteString(r.cfg.Out, b.String())
+	r.mu.Unlock()
+
+	if r.cfg.RetryAfter != "" && retryAfterStatus(status) {
+		w.Header().Set("Retry-After", r.cfg.RetryAfter)
+	}
+	if bodyAllowed(status) {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if status == http.StatusRequestEntityTooLarge {
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+	}
+	w.WriteHeader(status)
+	if bodyAllowed(status) {
+		if status >= 200 && status < 300 {
+			_, _ = io.WriteString(w, `{"received":true}`)
+		} else {
+			_, _ = io.WriteString(w, `{"error":"scripted status"}`)
+		}
+	}
+}
+
+// next counts a request and returns its scripted status.
+func (r *Receiver) next() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen++
+	i := r.steps
+	r.steps++
+	switch n := len(r.cfg.Statuses); {
+	case n == 0:
+		return http.StatusOK
+	case i >= n:
+		return r.cfg.Statuses[n-1]
+	default:
+		return r.cfg.Statuses[i]
+	}
+}
+
+// verify returns one (label, result) line per signature scheme present in
+// h, or a single line when none is.
+func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
+	var lines [][2]string
+	herald, heraldErr := one(h, webhook.HeaderSignature)
+	if heraldErr != nil || herald != "" {
+		var err error
+		if heraldErr != nil {
+			err = heraldErr
+		} else if r.verifier != nil {
+			err = r.verifier.VerifyHerald(herald, body)
+		}
+		lines = append(lines, [2]string{"X-Signature", r.result(err)})
+	}
+
+	sets := [][4]string{
+		{"webhook-signature", webhook.HeaderWebhookID, webhook.HeaderWebhookTimestamp, webhook.HeaderWebhookSignature},
+		{"svix-signature", "Svix-Id", "Svix-Timestamp", "Svix-Signature"},
+	}
+	for _, set := range sets {
+		var vals [3]string
+		var err error
+		present := false
+		for i, name := range set[1:] {
+			v, e := one(h, name)
+			if e != nil && err == nil {
+				err = e
+			}
+			vals[i] = v
+			present = present || v != "" || e != nil
+		}
+		if !present {
+			continue
+		}
+		if err == nil && r.verifier != nil {
+			err = r.verifier.VerifyStandard(vals[0], vals[1], vals[2], body)
+		}
+		lines = append(lines, [2]string{set[0], r.result(err)})
+		break // svix-* headers count only when webhook-* are absent, as in webhook.Verifier.Verify
+	}
+
+	if len(lines) == 0 {
+		if r.verifier == nil {
+			return [][2]string{{"signature", "none (not verified: no --secret given)"}}
+		}
+		return [][2]string{{"signature", r.result(r.verifier.Verify(h, body))}}
+	}
+	return lines
+}
+
+// result renders a verification outcome.
+func (r *Receiver) result(err error) string {
+	switch {
+	case r.verifier == nil && err == nil:
+		return "not verified: no --secret given"
+	case err == nil:
+		return "verified"
+	default:
+		return "NOT VERIFIED: " + strings.TrimPrefix(err.Error(), "webhook: ")
+	}
+}
+
+// one returns the single value of header name ("" when absent); a header
+// sent more than once is malformed, as in webhook.Verifier.Verify.
+func one(h http.Header, name string) (string, error) {
+	switch vs := h.Values(name); len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	default:
+		return "", fmt.Errorf("%w: %s header sent %d times", webhook.ErrMalformedHeader, name, len(vs))
+	}
+}
+
+func field(b *strings.Builder, label, value string) {
+	fmt.Fprintf(b, "   %-19s %s\n", label+":", value)
+}
+
+// printBody appends the body: indented when it is JSON, raw otherwise
+// (quoted when it is not UTF-8 text), cut at maxPrintedBody bytes.
+func printBody(b *strings.Builder, body []byte) {
+	if len(body) == 0 {
+		field(b, "body", "(empty)")
+		return
+	}
+	kind := "raw"
+	var text []byte
+	var buf bytes.Buffer
+	switch {
+	case json.Valid(body) && json.Indent(&buf, body, "     ", "  ") == nil:
+		kind, text = "JSON", buf.Bytes()
+	case utf8.Valid(body):
+		text = body
+	default:
+		kind, text = "binary, quoted", []byte(strconv.Quote(string(body)))
+	}
+	field(b, "body", fmt.Sprintf("%d bytes, %s", len(body), kind))
+	cut := 0
+	if len(text) > maxPrintedBody {
+		n := maxPrintedBody
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		cut, text = len(text)-n, text[:n]
+	}
+	if kind == "raw" {
+		text = bytes.ReplaceAll(text, []byte("\n"), []byte("\n     "))
+	}
+	b.WriteString("     ")
+	b.Write(text)
+	b.WriteByte('\n')
+	if cut > 0 {
+		fmt.Fprintf(b, "     … (%d more bytes not shown)\n", cut)
+	}
+}
+
+func retryAfterStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+}
+
+// bodyAllowed reports whether an answer with status may carry a body.
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}

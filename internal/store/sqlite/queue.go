@@ -1,0 +1,460 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at"
+
+func scanEvent(sc scanner) (store.Event, error) {
+	var (
+		e                     store.Event
+		occurredAt, createdAt int64
+	)
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt); err != nil {
+		return e, err
+	}
+	e.OccurredAt, e.CreatedAt = fromMicro(occurredAt), fromMicro(createdAt)
+	return e, nil
+}
+
+// PublishEvent implements store.Store.
+func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	defer tx.Rollback()
+
+	ev := p.Event
+	// An existing event with the same id, or the same tenant and
+	// idempotency key, answers the publish: same content → the original,
+	// other content → conflict.
+	var existing store.Event
+	err = sql.ErrNoRows
+	if ev.IdempotencyKey != "" {
+		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?", ev.Tenant, ev.IdempotencyKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", ev.ID))
+	}
+	switch {
+	case err == nil:
+		if existing.Fingerprint != ev.Fingerprint {
+			return store.PublishResult{}, fmt.Errorf("event %s: id or idempotency key reused with a different tenant, type or data: %w", existing.ID, store.ErrConflict)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?", existing.ID).Scan(&n); err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
+		return store.PublishResult{Event: existing, Deliveries: n}, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return store.PublishResult{}, wrap("publish", err)
+	}
+
+	var idem any
+	if ev.IdempotencyKey != "" {
+		idem = ev.IdempotencyKey
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at) VALUES (?,?,?,?,?,?,?,?)",
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now)); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?", ev.Tenant)
+	if err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	type target struct {
+		id    string
+		state store.DeliveryState
+	}
+	var targets []target
+	for rows.Next() {
+		var id, state, types string
+		if err := rows.Scan(&id, &state, &types); err != nil {
+			rows.Close()
+			return store.PublishResult{}, wrap("publish", err)
+		}
+		var patterns []string
+		if err := json.Unmarshal([]byte(types), &patterns); err != nil {
+			rows.Close()
+			return store.PublishResult{}, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
+		}
+		if !store.MatchEventType(patterns, ev.Type) {
+			continue
+		}
+		st := store.DeliveryPending
+		if store.EndpointState(state) != store.EndpointEnabled {
+			st = store.DeliveryPaused
+		}
+		targets = append(targets, target{id, st})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	if len(targets) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+			VALUES (?,?,?,?,?,?,?,?,?)`)
+		if err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
+		defer stmt.Close()
+		now := micro(p.Now)
+		for _, t := range targets {
+			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
+				return store.PublishResult{}, wrap("publish", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	ev.CreatedAt = p.Now
+	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
+}
+
+// GetEvent implements store.Store.
+func (s *Store) GetEvent(ctx context.Context, id string) (store.Event, error) {
+	e, err := scanEvent(s.r.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", id))
+	return e, wrap("event "+id, err)
+}
+
+// ListEvents implements store.Store.
+func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store.Page[store.Event], error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, p.Tenant)
+	}
+	if p.Type != "" {
+		where = append(where, "type = ?")
+		args = append(args, p.Type)
+	}
+	if p.Cursor != "" {
+		where = append(where, "id < ?")
+		args = append(args, p.Cursor)
+	}
+	lim := limitOf(p.ListParams)
+	args = append(args, lim+1)
+	rows, err := s.r.QueryContext(ctx, "SELECT "+eventColumns+" FROM events"+whereClause(where)+" ORDER BY id DESC LIMIT ?", args...)
+	if err != nil {
+		return store.Page[store.Event]{}, wrap("list events", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return store.Page[store.Event]{}, wrap("list events", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Event]{}, wrap("list events", err)
+	}
+	return paginate(out, lim, func(e store.Event) string { return e.ID }), nil
+}
+
+const deliveryColumns = `id, event_id, endpoint_id, tenant, event_type, state, attempts, client_errors, next_attempt_at,
+	last_status_code, last_error, COALESCE(lease_owner, ''), lease_until, created_at, updated_at`
+
+func scanDelivery(sc scanner) (store.Delivery, error) {
+	var (
+		d                          store.Delivery
+		state                      string
+		next, createdAt, updatedAt int64
+		leaseUntil                 sql.NullInt64
+	)
+	if err := sc.Scan(&d.ID, &d.EventID, &d.EndpointID, &d.Tenant, &d.EventType, &state, &d.Attempts, &d.ClientErrors, &next,
+		&d.LastStatusCode, &d.LastError, &d.LeaseOwner, &leaseUntil, &createdAt, &updatedAt); err != nil {
+		return d, err
+	}
+	d.State = store.DeliveryState(state)
+	d.NextAttemptAt = fromMicro(next)
+	d.LeaseUntil = nullMicro(leaseUntil)
+	d.CreatedAt, d.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
+	return d, nil
+}
+
+// GetDelivery implements store.Store.
+func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
+	d, err := scanDelivery(s.r.QueryRowContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = ?", id))
+	return d, wrap("delivery "+id, err)
+}
+
+// ListDeliveries implements store.Store.
+func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) (store.Page[store.Delivery], error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.EndpointID != "" {
+		where = append(where, "endpoint_id = ?")
+		args = append(args, p.EndpointID)
+	}
+	if p.EventID != "" {
+		where = append(where, "event_id = ?")
+		args = append(args, p.EventID)
+	}
+	if p.State != "" {
+		where = append(where, "state = ?")
+		args = append(args, string(p.State))
+	}
+	if p.Cursor != "" {
+		where = append(where, "id < ?")
+		args = append(args, p.Cursor)
+	}
+	lim := limitOf(p.ListParams)
+	args = append(args, lim+1)
+	rows, err := s.r.QueryContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries"+whereClause(where)+" ORDER BY id DESC LIMIT ?", args...)
+	if err != nil {
+		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+	}
+	defer rows.Close()
+	var out []store.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+	}
+	return paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
+}
+
+// ListAttempts implements store.Store.
+func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.Attempt, error) {
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?", deliveryID).Scan(&one); err != nil {
+		return nil, wrap("delivery "+deliveryID, err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt
+		FROM attempts WHERE delivery_id = ? ORDER BY number`, deliveryID)
+	if err != nil {
+		return nil, wrap("list attempts", err)
+	}
+	defer rows.Close()
+	out := []store.Attempt{}
+	for rows.Next() {
+		var (
+			a            store.Attempt
+			started, dur int64
+		)
+		if err := rows.Scan(&a.DeliveryID, &a.Number, &started, &dur, &a.StatusCode, &a.Error, &a.ErrorDetail, &a.Location, &a.ResponseExcerpt); err != nil {
+			return nil, wrap("list attempts", err)
+		}
+		a.StartedAt = fromMicro(started)
+		a.Duration = time.Duration(dur) * time.Microsecond
+		out = append(out, a)
+	}
+	return out, wrap("list attempts", rows.Err())
+}
+
+// ClaimDeliveries implements store.Store. One UPDATE … RETURNING leases the
+// batch (SQLite has one writer, so no row can be claimed twice), then the
+// events and endpoints of the batch are read in the same transaction.
+func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]store.Claim, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrap("claim", err)
+	}
+	defer tx.Rollback()
+	now := micro(p.Now)
+	rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		             ORDER BY next_attempt_at LIMIT ?)
+		RETURNING `+deliveryColumns, p.Owner, micro(p.Now.Add(p.Lease)), now, now, p.Limit)
+	if err != nil {
+		return nil, wrap("claim", err)
+	}
+	var claims []store.Claim
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			rows.Close()
+			return nil, wrap("claim", err)
+		}
+		claims = append(claims, store.Claim{Delivery: d})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, wrap("claim", err)
+	}
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	for _, c := range claims {
+		events[c.Delivery.EventID] = store.Event{}
+		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
+	}
+	if err := loadByIDs(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id IN ", keys(events), func(sc scanner) error {
+		e, err := scanEvent(sc)
+		events[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, wrap("claim", err)
+	}
+	if err := loadByIDs(ctx, tx, "SELECT "+endpointColumns+" FROM endpoints WHERE id IN ", keys(endpoints), func(sc scanner) error {
+		e, err := scanEndpoint(sc)
+		endpoints[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, wrap("claim", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, wrap("claim", err)
+	}
+	for i := range claims {
+		claims[i].Event = events[claims[i].Delivery.EventID]
+		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
+	}
+	return claims, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func loadByIDs(ctx context.Context, q querier, prefix string, ids []string, scan func(scanner) error) error {
+	const chunk = 500
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		part := ids[:n]
+		ids = ids[n:]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := q.QueryContext(ctx, prefix+"("+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+")", args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CompleteDeliveries implements store.Store.
+func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	defer tx.Rollback()
+	insAttempt, err := tx.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		SELECT ?1, COALESCE((SELECT MAX(number) FROM attempts WHERE delivery_id = ?1), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+		WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)`)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	defer insAttempt.Close()
+	// A retry of a delivery whose endpoint was paused or disabled meanwhile
+	// is held (paused) instead of pending.
+	upd, err := tx.PrepareContext(ctx, `UPDATE deliveries SET
+		state = CASE WHEN ?1 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE ?1 END,
+		attempts = attempts + 1, client_errors = client_errors + ?2, next_attempt_at = ?3,
+		last_status_code = ?4, last_error = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?6
+		WHERE id = ?7 AND lease_owner = ?8`)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	defer upd.Close()
+	for _, c := range cs {
+		a := c.Attempt
+		if _, err := insAttempt.ExecContext(ctx, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt); err != nil {
+			return wrap("complete: attempt", err)
+		}
+		clientErr := 0
+		if c.ClientError {
+			clientErr = 1
+		}
+		next := micro(c.NextAttemptAt)
+		if c.State != store.DeliveryPending {
+			next = micro(c.Now)
+		}
+		if _, err := upd.ExecContext(ctx, string(c.State), clientErr, next, a.StatusCode, a.Error, micro(c.Now), c.DeliveryID, c.Owner); err != nil {
+			return wrap("complete: delivery", err)
+		}
+		if c.DisableEndpoint {
+			if err := disableEndpoint(ctx, tx, c.DeliveryID, c.DisableReason, c.Now); err != nil {
+				return wrap("complete: disable endpoint", err)
+			}
+		}
+	}
+	return wrap("complete", tx.Commit())
+}
+
+// disableEndpoint disables the endpoint of a delivery and holds its pending,
+// unleased deliveries (leased ones are held when they complete).
+func disableEndpoint(ctx context.Context, tx *sql.Tx, deliveryID, reason string, now time.Time) error {
+	var endpointID string
+	if err := tx.QueryRowContext(ctx, "SELECT endpoint_id FROM deliveries WHERE id = ?", deliveryID).Scan(&endpointID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ? WHERE id = ? AND state = 'enabled'",
+		reason, micro(now), endpointID); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
+		micro(now), endpointID)
+	return err
+}
+
+// RescueExpiredLeases implements store.Store.
+func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL AND lease_until < ?", micro(now))
+	if err != nil {
+		return 0, wrap("rescue", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// NextDueAt implements store.Store.
+func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
+	var v sql.NullInt64
+	err := s.r.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").Scan(&v)
+	if err != nil {
+		return time.Time{}, wrap("next due", err)
+	}
+	return nullMicro(v), nil
+}

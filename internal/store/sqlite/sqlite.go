@@ -1,0 +1,422 @@
+// Package sqlite is the embedded store driver: one database file, no other
+// service. It uses modernc.org/sqlite (pure Go, no cgo).
+//
+// Why one writer connection: SQLite allows one writer at a time. Funnelling
+// every write through a single *sql.DB connection turns lock contention
+// (SQLITE_BUSY, retries, sleeps) into an orderly Go-side queue, and lets
+// the delivery engine batch claims and completions into few transactions.
+// Reads use a separate pool: in WAL mode readers never block the writer and
+// the writer never blocks readers.
+//
+// Why synchronous=FULL: a 2xx to a publish promises the event is stored. In
+// WAL mode FULL syncs the log on every commit, so a power loss after the
+// answer loses nothing; the engine batches writes to amortise the fsync.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the SQLite implementation of store.Store.
+type Store struct {
+	w *sql.DB // exactly one connection: every write goes through it
+	r *sql.DB // read pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path, applies the
+// embedded migrations with goose, and returns the store. path is a file
+// path ("herald.db"); the "sqlite:" prefix of --db is removed by the
+// caller.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
+	}
+	base := "file:" + (&url.URL{Path: path}).EscapedPath()
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	w, err := sql.Open("sqlite", base+"?"+pragmas+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	goose.SetLogger(goose.NopLogger())
+	prov, err := goose.NewProvider(goose.DialectSQLite3, w, mustSub(migrations, "migrations"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	if _, err := prov.Up(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", base+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8)
+	return &Store{w: w, r: r}, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// micro and fromMicro convert times to and from INTEGER microseconds.
+func micro(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicro(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+func nullMicro(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicro(v.Int64)
+}
+
+// wrap classifies driver errors: sql.ErrNoRows becomes store.ErrNotFound,
+// anything else store.ErrUnavailable (the caller could not read or commit).
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+}
+
+// APIKeyHashes implements store.Store.
+func (s *Store) APIKeyHashes(ctx context.Context) ([][]byte, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT hash FROM api_keys")
+	if err != nil {
+		return nil, wrap("api keys", err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			return nil, wrap("api keys", err)
+		}
+		out = append(out, h)
+	}
+	return out, wrap("api keys", rows.Err())
+}
+
+// AddAPIKeyHash implements store.Store.
+func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error {
+	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys (hash, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", hash, micro(now))
+	return wrap("add api key", err)
+}
+
+type secretJSON struct {
+	Value     string `json:"value"`
+	CreatedAt int64  `json:"created_at"`
+	ExpiresAt int64  `json:"expires_at,omitempty"`
+}
+
+func encodeSecrets(ss []store.Secret) (string, error) {
+	out := make([]secretJSON, len(ss))
+	for i, s := range ss {
+		out[i] = secretJSON{Value: s.Value, CreatedAt: micro(s.CreatedAt), ExpiresAt: micro(s.ExpiresAt)}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+func decodeSecrets(v string) ([]store.Secret, error) {
+	var in []secretJSON
+	if err := json.Unmarshal([]byte(v), &in); err != nil {
+		return nil, err
+	}
+	out := make([]store.Secret, len(in))
+	for i, s := range in {
+		out[i] = store.Secret{Value: s.Value, CreatedAt: fromMicro(s.CreatedAt), ExpiresAt: fromMicro(s.ExpiresAt)}
+	}
+	return out, nil
+}
+
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at"
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEndpoint(sc scanner) (store.Endpoint, error) {
+	var (
+		e                       store.Endpoint
+		types, headers, secrets string
+		state                   string
+		createdAt, updatedAt    int64
+	)
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt); err != nil {
+		return e, err
+	}
+	e.State = store.EndpointState(state)
+	e.CreatedAt, e.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
+	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
+		return e, fmt.Errorf("endpoint %s event_types: %w", e.ID, err)
+	}
+	if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
+	}
+	var err error
+	if e.Secrets, err = decodeSecrets(secrets); err != nil {
+		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
+	}
+	return e, nil
+}
+
+func endpointArgs(e store.Endpoint) ([]any, error) {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	headers := e.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	tb, err := json.Marshal(types)
+	if err != nil {
+		return nil, err
+	}
+	hb, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	sec, err := encodeSecrets(e.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt)}, nil
+}
+
+// CreateEndpoint implements store.Store.
+func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams) (store.Endpoint, error) {
+	e := p.Endpoint
+	if e.State == "" {
+		e.State = store.EndpointEnabled
+	}
+	args, err := endpointArgs(e)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
+		}
+		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	return s.getEndpoint(ctx, s.w, e.ID)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func (s *Store) getEndpoint(ctx context.Context, q querier, id string) (store.Endpoint, error) {
+	e, err := scanEndpoint(q.QueryRowContext(ctx, "SELECT "+endpointColumns+" FROM endpoints WHERE id = ?", id))
+	if err != nil {
+		return store.Endpoint{}, wrap("endpoint "+id, err)
+	}
+	return e, nil
+}
+
+// GetEndpoint implements store.Store.
+func (s *Store) GetEndpoint(ctx context.Context, id string) (store.Endpoint, error) {
+	return s.getEndpoint(ctx, s.r, id)
+}
+
+func limitOf(p store.ListParams) int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	if p.Limit > 1000 {
+		return 1000
+	}
+	return p.Limit
+}
+
+// ListEndpoints implements store.Store.
+func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, p.Tenant)
+	}
+	if p.Cursor != "" {
+		where = append(where, "id < ?")
+		args = append(args, p.Cursor)
+	}
+	lim := limitOf(p.ListParams)
+	q := "SELECT " + endpointColumns + " FROM endpoints" + whereClause(where) + " ORDER BY id DESC LIMIT ?"
+	args = append(args, lim+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+	}
+	defer rows.Close()
+	var out []store.Endpoint
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+	}
+	return paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
+}
+
+func whereClause(w []string) string {
+	if len(w) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w, " AND ")
+}
+
+func paginate[T any](items []T, lim int, id func(T) string) store.Page[T] {
+	pg := store.Page[T]{Data: items}
+	if pg.Data == nil {
+		pg.Data = []T{}
+	}
+	if len(items) > lim {
+		pg.Data = items[:lim]
+		pg.NextCursor = id(items[lim-1])
+	}
+	return pg
+}
+
+// UpdateEndpoint implements store.Store.
+func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Endpoint{}, wrap("update endpoint", err)
+	}
+	defer tx.Rollback()
+	e, err := s.getEndpoint(ctx, tx, p.ID)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	if p.URL != nil {
+		e.URL = *p.URL
+	}
+	if p.Description != nil {
+		e.Description = *p.Description
+	}
+	if p.EventTypes != nil {
+		e.EventTypes = *p.EventTypes
+	}
+	if p.Headers != nil {
+		e.Headers = *p.Headers
+	}
+	if p.RateLimitPerSecond != nil {
+		e.RateLimitPerSecond = *p.RateLimitPerSecond
+	}
+	e.UpdatedAt = p.Now
+	args, err := endpointArgs(e)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
+	}
+	// args[0] is the id; move it to the end for the WHERE clause.
+	_, err = tx.ExecContext(ctx, `UPDATE endpoints SET tenant=?, url=?, description=?, event_types=?, headers=?,
+		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=? WHERE id=?`,
+		append(args[1:], args[0])...)
+	if err != nil {
+		return store.Endpoint{}, wrap("update endpoint", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Endpoint{}, wrap("update endpoint", err)
+	}
+	return e, nil
+}
+
+// DeleteEndpoint implements store.Store.
+func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap("delete endpoint", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, "DELETE FROM endpoints WHERE id = ?", id)
+	if err != nil {
+		return wrap("delete endpoint", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE endpoint_id = ?", id); err != nil {
+		return wrap("delete endpoint", err)
+	}
+	return wrap("delete endpoint", tx.Commit())
+}
+
+func mustSub(fsys embed.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err) // the directory is embedded at build time
+	}
+	return sub
+}

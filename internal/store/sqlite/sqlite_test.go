@@ -1,0 +1,277 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+	"github.com/herald-webhooks/herald/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func openStore(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store {
+		s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	})
+}
+
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// rawDB opens a second, independent handle on the database file.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatalf("sql.Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func gooseVersions(t *testing.T, db *sql.DB) (rows int, max int64) {
+	t.Helper()
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*), COALESCE(MAX(version_id), 0) FROM goose_db_version").Scan(&rows, &max); err != nil {
+		t.Fatalf("read goose_db_version: %v", err)
+	}
+	return rows, max
+}
+
+func TestReopenKeepsDataAndMigrationsAreIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "dir with space %20", "herald.db")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openStore(t, path)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database is not at the given path: %v", err)
+	}
+	ep := store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets:   []store.Secret{{Value: "whsec_x", CreatedAt: base}},
+		CreatedAt: base, UpdatedAt: base,
+	}
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	evID := store.NewID("evt")
+	res, err := s.PublishEvent(ctx, store.PublishParams{
+		Event:         store.Event{ID: evID, Tenant: "acme", Type: "file.created", OccurredAt: base, Body: []byte(`{"id":"x"}`), Fingerprint: store.Fingerprint("acme", "file.created", []byte(`{}`))},
+		Now:           base,
+		NewDeliveryID: func() string { return store.NewID("dlv") },
+	})
+	if err != nil || res.Deliveries != 1 {
+		t.Fatalf("PublishEvent = %+v, %v", res, err)
+	}
+	if err := s.AddAPIKeyHash(ctx, []byte("hash"), base); err != nil {
+		t.Fatalf("AddAPIKeyHash: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	db := rawDB(t, path)
+	rows1, v1 := gooseVersions(t, db)
+	if v1 == 0 {
+		t.Fatalf("no migration recorded after the first Open")
+	}
+
+	for i := range 2 {
+		s = openStore(t, path)
+		if _, err := s.GetEndpoint(ctx, ep.ID); err != nil {
+			t.Errorf("reopen %d: GetEndpoint: %v", i+1, err)
+		}
+		if _, err := s.GetEvent(ctx, evID); err != nil {
+			t.Errorf("reopen %d: GetEvent: %v", i+1, err)
+		}
+		if cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: base}); err != nil || len(cs) != 1-i {
+			t.Errorf("reopen %d: ClaimDeliveries = %d claims, %v; want %d", i+1, len(cs), err, 1-i)
+		}
+		if hs, err := s.APIKeyHashes(ctx); err != nil || len(hs) != 1 {
+			t.Errorf("reopen %d: APIKeyHashes = %q, %v", i+1, hs, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		rows, v := gooseVersions(t, db)
+		if rows != rows1 || v != v1 {
+			t.Errorf("reopen %d: goose_db_version has %d rows (max %d), want %d (max %d): migrations ran again", i+1, rows, v, rows1, v1)
+		}
+	}
+}
+
+func TestOpenRejectsBadPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct{ path, want string }{
+		{"", "empty"},
+		{filepath.Join(dir, "herald.db?mode=ro"), "must not contain"},
+		{filepath.Join(dir, "herald.db?_pragma=foreign_keys(0)"), "must not contain"},
+		{filepath.Join(dir, "herald#1.db"), "must not contain"},
+	}
+	for _, c := range cases {
+		s, err := sqlite.Open(t.Context(), c.path)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", c.path)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "sqlite") {
+			t.Errorf("Open(%q) error %q, want it to mention sqlite and %q", c.path, err, c.want)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("rejected paths created files: %v", entries)
+	}
+}
+
+func TestOpenUnwritableDirectoryFails(t *testing.T) {
+	t.Parallel()
+	_, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "missing", "dir", "herald.db"))
+	if err == nil {
+		t.Fatal("Open in a directory that does not exist succeeded")
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("ClaimDeliveries(canceled) = %v, want context.Canceled", err)
+	}
+}
+
+// The claim and NextDueAt queries, as in queue.go. Keep them in sync: this
+// test proves the queue stays on the partial index deliveries_due, so its
+// cost does not grow with succeeded, dead or leased rows.
+const (
+	claimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		             ORDER BY next_attempt_at LIMIT ?)
+		RETURNING id`
+	nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
+)
+
+func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN QUERY PLAN: %v", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var (
+			id, parent, notused int
+			detail              string
+		)
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatalf("scan plan: %v", err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("plan rows: %v", err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestClaimUsesDueIndex(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+
+	// Some rows in every state, so the planner has something to choose from.
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	for i := range 30 {
+		id := store.NewID("evt")
+		if _, err := s.PublishEvent(ctx, store.PublishParams{
+			Event:         store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+			Now:           base.Add(time.Duration(i) * time.Second),
+			NewDeliveryID: func() string { return store.NewID("dlv") },
+		}); err != nil {
+			t.Fatalf("PublishEvent: %v", err)
+		}
+	}
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 20, Lease: time.Minute, Now: base.Add(time.Hour)})
+	if err != nil {
+		t.Fatalf("ClaimDeliveries: %v", err)
+	}
+	var done []store.Completion
+	for i, c := range cs[:10] {
+		st := store.DeliverySucceeded
+		if i%2 == 0 {
+			st = store.DeliveryDead
+		}
+		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", State: st, Now: base.Add(time.Hour)})
+	}
+	if err := s.CompleteDeliveries(ctx, done); err != nil {
+		t.Fatalf("CompleteDeliveries: %v", err)
+	}
+
+	db := rawDB(t, path)
+	now := base.Add(time.Hour).UnixMicro()
+	for name, q := range map[string]struct {
+		query string
+		args  []any
+	}{
+		"claim":    {claimQuery, []any{"w", now, now, now, 10}},
+		"next due": {nextDueQuery, nil},
+	} {
+		plan := queryPlan(t, db, q.query, q.args...)
+		t.Logf("%s plan:\n%s", name, plan)
+		if !strings.Contains(plan, "deliveries_due") {
+			t.Errorf("%s query does not use the index deliveries_due; plan:\n%s", name, plan)
+		}
+		if strings.Contains(plan, "SCAN deliveries") && !strings.Contains(plan, "SCAN deliveries USING") {
+			t.Errorf("%s query scans the whole deliveries table; plan:\n%s", name, plan)
+		}
+		if strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("%s query sorts in a temporary b-tree instead of reading the index in order; plan:\n%s", name, plan)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+// Package store defines Herald's storage contract: the domain records
+// (endpoints, events, deliveries, attempts), the Store interface every
+// database driver implements, and the errors drivers return.
+//
+// The deliveries table is the delivery queue. A delivery is claimed by a
+// worker with a lease (LeaseOwner, LeaseUntil); completing it clears the lease
+// and writes the attempt; a rescuer clears leases that expired because their
+// owner crashed, so the delivery becomes claimable again. Drivers live in
+// sub-packages (sqlite, later postgres) and all pass the conformance suite in
+// storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors returned by every driver. The API maps them to HTTP statuses in one
+// place (internal/api).
+var (
+	// ErrNotFound: the record does not exist (404).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request reuses an id or idempotency key with different
+	// content (409).
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the database could not be reached or the write could not
+	// be committed; nothing was stored (503).
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// EndpointState is the state of an endpoint.
+type EndpointState string
+
+// Endpoint states (DESIGN.md vocabulary).
+const (
+	EndpointEnabled  EndpointState = "enabled"  // deliveries are attempted
+	EndpointPaused   EndpointState = "paused"   // paused by its owner; new deliveries are held
+	EndpointDisabled EndpointState = "disabled" // disabled by Herald (410 Gone, or failing for days); new deliveries are held
+)
+
+// DeliveryState is the state of a delivery.
+type DeliveryState string
+
+// Delivery states (DESIGN.md vocabulary).
+const (
+	DeliveryPending   DeliveryState = "pending"   // waiting for its next attempt (or in flight, when leased)
+	DeliverySucceeded DeliveryState = "succeeded" // a 2xx was received
+	DeliveryDead      DeliveryState = "dead"      // in the dead-letter queue
+	DeliveryPaused    DeliveryState = "paused"    // held because its endpoint is paused or disabled
+)
+
+// Valid reports whether s is one of the four delivery states.
+func (s DeliveryState) Valid() bool {
+	switch s {
+	case DeliveryPending, DeliverySucceeded, DeliveryDead, DeliveryPaused:
+		return true
+	}
+	return false
+}
+
+// Endpoint is a receiver URL owned by a tenant.
+type Endpoint struct {
+	ID                 string            // "ep_…"
+	Tenant             string            // owner key chosen by the producer
+	URL                string            // validated by the egress policy before it is stored
+	Description        string            //
+	EventTypes         []string          // filter patterns ("file.*", "invoice.paid"); empty = all
+	Headers            map[string]string // custom headers sent with every attempt
+	RateLimitPerSecond int               // 0 = unlimited
+	State              EndpointState     //
+	StateReason        string            // why the state last changed ("gone", "paused by owner", …)
+	Secrets            []Secret          // newest first; Secrets[0] is the current secret
+	CreatedAt          time.Time         //
+	UpdatedAt          time.Time         //
+}
+
+// Secret is one signing secret of an endpoint. ExpiresAt is zero for the
+// current secret and set for an old secret kept valid during a rotation
+// overlap.
+type Secret struct {
+	Value     string // "whsec_" + base64 of 32 bytes
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// ActiveSecrets returns the secrets that sign an attempt made at now: the
+// current one and every old one whose overlap has not ended.
+func (e *Endpoint) ActiveSecrets(now time.Time) []string {
+	out := make([]string, 0, len(e.Secrets))
+	for _, s := range e.Secrets {
+		if s.ExpiresAt.IsZero() || now.Before(s.ExpiresAt) {
+			out = append(out, s.Value)
+		}
+	}
+	return out
+}
+
+// Event is one published fact. Body holds the exact bytes sent on every
+// attempt: {"id","type","tenant","occurred_at","data"}.
+type Event struct {
+	ID             string    // "evt_…" or the producer's own id
+	Tenant         string    //
+	Type           string    // e.g. "file.extraction.completed"
+	OccurredAt     time.Time //
+	Body           []byte    // JSON, at most the configured payload cap
+	IdempotencyKey string    // the Idempotency-Key header, "" when none
+	Fingerprint    string    // hash of (tenant, type, data): detects an id or key reused with other content
+	CreatedAt      time.Time //
+}
+
+// Delivery is one event to one endpoint; its row is also its queue entry.
+type Delivery struct {
+	ID             string        // "dlv_…"
+	EventID        string        //
+	EndpointID     string        //
+	Tenant         string        //
+	EventType      string        //
+	State          DeliveryState //
+	Attempts       int           // attempts made so far
+	ClientErrors   int           // attempts answered with a 3xx or a non-retryable 4xx
+	NextAttemptAt  time.Time     // when the next attempt is due (pending only)
+	LastStatusCode int           // 0 when no HTTP answer was received
+	LastError      string        // error class of the last attempt, "" when it got an HTTP answer
+	LeaseOwner     string        // worker holding the lease, "" when none
+	LeaseUntil     time.Time     // zero when not leased
+	CreatedAt      time.Time     //
+	UpdatedAt      time.Time     //
+}
+
+// Attempt is one HTTP try of a delivery.
+type Attempt struct {
+	DeliveryID      string        //
+	Number          int           // 1-based
+	StartedAt       time.Time     //
+	Duration        time.Duration //
+	StatusCode      int           // 0 when no HTTP answer was received
+	Error           string        // error class: "", "timeout", "dns", "blocked", "redirect", …
+	ErrorDetail     string        // short human explanation, never internal addresses
+	Location        string        // Location header of a 3xx (never followed)
+	ResponseExcerpt string        // at most 4 KiB of the response body
+}
+
+// Page is a cursor-paginated list. NextCursor is "" on the last page.
+type Page[T any] struct {
+	Data       []T
+	NextCursor string
+}
+
+// ListParams pages a list: newest first; Cursor is the last id of the
+// previous page ("" for the first page); Limit is 1–1000.
+type ListParams struct {
+	Limit  int
+	Cursor string
+}
+
+// CreateEndpointParams creates an endpoint. ID and the first secret are
+// chosen by the caller.
+type CreateEndpointParams struct {
+	Endpoint Endpoint
+}
+
+// UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
+type UpdateEndpointParams struct {
+	ID                 string
+	URL                *string
+	Description        *string
+	EventTypes         *[]string
+	Headers            *map[string]string
+	RateLimitPerSecond *int
+	Now                time.Time
+}
+
+// ListEndpointsParams lists endpoints, optionally of one tenant.
+type ListEndpointsParams struct {
+	Tenant string
+	ListParams
+}
+
+// PublishParams stores an event and fans it out: one delivery per enabled
+// endpoint of the tenant whose filter matches the type (state pending, due
+// at Now) and one held delivery (state paused) per paused or disabled
+// matching endpoint. NewDeliveryID makes delivery ids.
+type PublishParams struct {
+	Event         Event
+	Now           time.Time
+	NewDeliveryID func() string
+}
+
+// PublishResult tells what PublishEvent did. Created is false when an event
+// with the same id, or the same tenant and idempotency key, already existed:
+// then Event is the original and no delivery was added.
+type PublishResult struct {
+	Event      Event
+	Deliveries int
+	Created    bool
+}
+
+// ListEventsParams lists events, optionally filtered.
+type ListEventsParams struct {
+	Tenant string
+	Type   string
+	ListParams
+}
+
+// ListDeliveriesParams lists deliveries of an endpoint or of an event,
+// optionally in one state.
+type ListDeliveriesParams struct {
+	EndpointID string
+	EventID    string
+	State      DeliveryState
+	ListParams
+}
+
+// ClaimParams claims up to Limit due deliveries (state pending, NextAttemptAt
+// <= Now, not leased, endpoint enabled) for Owner until Now+Lease, oldest due
+// first.
+type ClaimParams struct {
+	Owner string
+	Limit int
+	Lease time.Duration
+	Now   time.Time
+}
+
+// Claim is a leased delivery with everything one attempt needs.
+type Claim struct {
+	Delivery Delivery
+	Event    Event
+	Endpoint Endpoint
+}
+
+// Completion is the result of one attempt and the delivery's next state.
+// Drivers apply it only while Owner still holds the lease (otherwise the
+// attempt is recorded but the delivery is left to its new owner).
+type Completion struct {
+	DeliveryID      string
+	Owner           string
+	Attempt         Attempt
+	State           DeliveryState // pending (retry), succeeded or dead
+	NextAttemptAt   time.Time     // when State is pending
+	ClientError     bool          // this attempt counts toward the client-error budget
+	DisableEndpoint bool          // 410 Gone: disable the endpoint and hold its pending deliveries
+	DisableReason   string
+	Now             time.Time
+}
+
+// Store is implemented by every database driver. Every method is safe for
+// concurrent use. Methods return ErrNotFound, ErrConflict or ErrUnavailable
+// (wrapped) where the documentation says so.
+type Store interface {
+	// Ping checks the database answers (readiness).
+	Ping(ctx context.Context) error
+	// Close releases the database.
+	Close() error
+
+	// APIKeyHashes returns the SHA-256 hashes of the stored API keys.
+	APIKeyHashes(ctx context.Context) ([][]byte, error)
+	// AddAPIKeyHash stores the SHA-256 hash of an API key.
+	AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error
+
+	CreateEndpoint(ctx context.Context, p CreateEndpointParams) (Endpoint, error)
+	// GetEndpoint returns ErrNotFound for an unknown id.
+	GetEndpoint(ctx context.Context, id string) (Endpoint, error)
+	ListEndpoints(ctx context.Context, p ListEndpointsParams) (Page[Endpoint], error)
+	// UpdateEndpoint returns ErrNotFound for an unknown id.
+	UpdateEndpoint(ctx context.Context, p UpdateEndpointParams) (Endpoint, error)
+	// DeleteEndpoint removes the endpoint and its deliveries' queue entries
+	// (events are kept). ErrNotFound for an unknown id.
+	DeleteEndpoint(ctx context.Context, id string) error
+
+	// PublishEvent stores the event and its deliveries in one transaction.
+	// Reusing an id or (tenant, idempotency key) with a different type or
+	// body returns ErrConflict.
+	PublishEvent(ctx context.Context, p PublishParams) (PublishResult, error)
+	GetEvent(ctx context.Context, id string) (Event, error)
+	ListEvents(ctx context.Context, p ListEventsParams) (Page[Event], error)
+
+	GetDelivery(ctx context.Context, id string) (Delivery, error)
+	ListDeliveries(ctx context.Context, p ListDeliveriesParams) (Page[Delivery], error)
+	// ListAttempts returns the attempts of a delivery, oldest first;
+	// ErrNotFound for an unknown delivery.
+	ListAttempts(ctx context.Context, deliveryID string) ([]Attempt, error)
+
+	// ClaimDeliveries leases due deliveries; see ClaimParams.
+	ClaimDeliveries(ctx context.Context, p ClaimParams) ([]Claim, error)
+	// CompleteDeliveries records attempts and moves deliveries in one
+	// transaction.
+	CompleteDeliveries(ctx context.Context, cs []Completion) error
+	// RescueExpiredLeases clears leases that ended before now and returns how
+	// many deliveries became claimable again.
+	RescueExpiredLeases(ctx context.Context, now time.Time) (int, error)
+	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery, or
+	// the zero time when there is none.
+	NextDueAt(ctx context.Context) (time.Time, error)
+}

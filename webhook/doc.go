@@ -1,0 +1,62 @@
+// Package webhook signs and verifies Herald webhook deliveries.
+//
+// Herald's sender signs every delivery attempt with this package and
+// receivers verify with the same code, so both sides agree byte for byte.
+// Two schemes are supported, and Herald sends both on every attempt.
+//
+// # Herald scheme (Stripe-compatible)
+//
+// One header:
+//
+//	X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>[,v1=<hex>...]
+//
+// The MAC is HMAC-SHA256 over the bytes "<t>.<raw body>" where <t> is the
+// timestamp in decimal without leading zeros (a verifier re-formats the
+// parsed value, as Stripe's libraries do). The HMAC key is the
+// secret string's bytes as shown, including the "whsec_" prefix (no base64
+// decoding). During a secret rotation every active secret contributes one
+// v1 entry. Entries with other keys (v0, ...) are ignored. This is the scheme
+// of Stripe's "Verify webhook signatures manually" documentation
+// (https://docs.stripe.com/webhooks), so Stripe's libraries
+// verify Herald deliveries and this package verifies Stripe's.
+//
+// # Standard Webhooks scheme (Svix-compatible)
+//
+// Three headers, as in the Standard Webhooks specification
+// (https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md):
+//
+//	webhook-id:        <message id>          (Herald: the event id, evt_…)
+//	webhook-timestamp: <unix seconds>
+//	webhook-signature: v1,<base64 HMAC-SHA256>[ v1,<base64>...]
+//
+// The MAC is HMAC-SHA256 over "<id>.<timestamp>.<raw body>" (timestamp in
+// decimal without leading zeros) with the key
+// base64-decoded from the part of the secret after "whsec_" (a secret
+// without the prefix is decoded whole). Entries with other versions (v1a,
+// v2, ...) are ignored. Verification also accepts Svix's header names
+// svix-id, svix-timestamp and svix-signature when the webhook-* headers are
+// absent.
+//
+// # Replay window
+//
+// A [Verifier] rejects a timestamp that is more than its tolerance
+// (default [DefaultTolerance], 300 s) away from its clock in either
+// direction: ErrTimestampTooOld for the past, ErrTimestampTooNew for the
+// future. The clock is truncated to whole seconds, so a message exactly
+// 300 s old is accepted. Note that Stripe's own libraries accept any future
+// timestamp; Herald deliberately does not.
+//
+// # Secrets
+//
+// [NewSecret] returns "whsec_" + standard base64 of 32 random bytes, usable
+// by both schemes. Secrets that are not base64 (such as some Stripe
+// secrets) can still be used to verify the Herald/Stripe scheme, but not to
+// create a [Signer], which always signs with both schemes.
+//
+// # Safety
+//
+// All signature comparisons are constant time ([crypto/hmac.Equal]).
+// Header values longer than 8 KiB or with more than 16 signature entries are
+// rejected with ErrMalformedHeader before any MAC is computed. Error messages
+// never contain a secret or an expected signature.
+package webhook

@@ -75,6 +75,7 @@ on the first start, stored hashed and printed once.`,
 	f.IntVar(&cfg.Workers, "workers", 64, "attempts in flight at once")
 	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 64<<10, "largest event body delivered, in bytes")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
+	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newEndpointsCmd, newDLQCmd, newEventsCmd, newDeliveriesCmd)
+}
+
+// apiTimeout bounds one API call of the client commands.
+const apiTimeout = 30 * time.Second
+
+// maxAPIResponse caps the API answer read by the client commands.
+const maxAPIResponse = 32 << 20
+
+// apiOpts are the persistent flags of every API command group.
+type apiOpts struct {
+	server, apiKey string
+}
+
+// apiGroup returns a command group with the --server and --api-key
+// persistent flags and HERALD_* twins for every flag of its subcommands.
+func apiGroup(use, short string, o *apiOpts) *cobra.Command {
+	g := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+
+Talks to a running "herald serve" over HTTP. --server and --api-key default to
+HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
+		Args: cobra.NoArgs,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd) // cmd is the subcommand run; its flags include these persistent ones
+		},
+	}
+	pf := g.PersistentFlags()
+	pf.StringVar(&o.server, "server", "http://localhost:8080", "base URL of the Herald API")
+	pf.StringVar(&o.apiKey, "api-key", "", "API key, sent as Authorization: Bearer (default $HERALD_API_KEY)")
+	return g
+}
+
+// do sends one API request and prints the indented JSON answer to stdout.
+// body is nil, raw JSON bytes ([]byte) or a value to encode. On a non-2xx
+// answer it prints the problem details to stderr and returns an error.
+func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header http.Header) error {
+	base, err := url.Parse(strings.TrimRight(o.server, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", o.server)
+	}
+	if o.apiKey == "" {
+		return errors.New("no API key: use --api-key or set HERALD_API_KEY")
+	}
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, base.String()+path, rd)
+	if err != nil {
+		return err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Authorization", "Bearer "+o.apiKey)
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponse))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		printProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, data, "", "  ") != nil {
+		out.Reset()
+		out.Write(data)
+	}
+	out.WriteByte('\n')
+	_, err = cmd.OutOrStdout().Write(out.Bytes())
+	return err
+}
+
+// printProblem prints an RFC 9457 problem (or, failing that, the raw
+// answer) to w.
+func printProblem(w io.Writer, status int, data []byte) {
+	var p struct {
+		Status int    `json:"status"`
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Location string `json:"location"`
+			Message  string `json:"message"`
+			Value    any    `json:"value"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(data, &p) != nil || (p.Title == "" && p.Detail == "") {
+		text := strings.TrimSpace(string(data))
+		if len(text) > 2048 {
+			text = text[:2048] + "…"
+		}
+		fmt.Fprintf(w, "%d %s\n%s\n", status, http.StatusText(status), text)
+		return
+	}
+	if p.Status == 0 {
+		p.Status = status
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	fmt.Fprintf(w, "%d %s", p.Status, p.Title)
+	if p.Detail != "" {
+		fmt.Fprintf(w, ": %s", p.Detail)
+	}
+	fmt.Fprintln(w)
+	for _, e := range p.Errors {
+		loc := e.Location
+		if loc == "" {
+			loc = "-"
+		}
+		fmt.Fprintf(w, "  %s: %s", loc, e.Message)
+		if e.Value != nil {
+			if v, err := json.Marshal(e.Value); err == nil {
+				fmt.Fprintf(w, " (value %s)", v)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// idPath is prefix + "/" + the escaped id (+ suffix).
+func idPath(prefix, id, suffix string) string {
+	return prefix + "/" + url.PathEscape(id) + suffix
+}
+
+// query renders the non-empty values as a query string ("" or "?…").
+func query(kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// parseHeaders turns K=V flags into a map; empty entries are skipped (so
+// --header "" sends an empty map, clearing the headers on update).
+func parseHeaders(kvs []string) (map[string]string, error) {
+	h := map[string]string{}
+	for _, kv := range kvs {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--header %q: want NAME=VALUE", kv)
+		}
+		h[strings.TrimSpace(k)] = v
+	}
+	return h, nil
+}
+
+// endpointFields are the flags shared by endpoints create and update.
+type endpointFields struct {
+	url, description string
+	eventTypes       []string
+	headers          []string
+	rateLimit        int
+}
+
+func (e *endpointFields) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&e.url, "url", "", "https URL that receives the events")
+	f.StringVar(&e.description, "description", "", "description of the endpoint")
+	f.StringSliceVar(&e.eventTypes, "event-type", nil, "event type filter such as file.* (repeatable; default every type)")
+	f.StringArrayVar(&e.headers, "header", nil, "custom header NAME=VALUE sent with every attempt (repeatable)")
+	f.IntVar(&e.rateLimit, "rate-limit", 0, "deliveries per second to this endpoint (0 = unlimited)")
+}
+
+// body returns the JSON fields whose flags were given (all given ones
+// for update; create sends the same shape).
+func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
+	f := cmd.Flags()
+	b := map[string]any{}
+	if f.Changed("url") {
+		b["url"] = e.url
+	}
+	if f.Changed("description") {
+		b["description"] = e.description
+	}
+	if f.Changed("event-type") {
+		b["event_types"] = append([]string{}, e.eventTypes...)
+	}
+	if f.Changed("header") {
+		h, err := parseHeaders(e.headers)
+		if err != nil {
+			return nil, err
+		}
+		b["headers"] = h
+	}
+	if f.Changed("rate-limit") {
+		if e.rateLimit < 0 {
+			return nil, fmt.Errorf("--rate-limit %d: must be 0 (unlimited) or more", e.rateLimit)
+		}
+		b["rate_limit_per_second"] = e.rateLimit
+	}
+	return b, nil
+}
+
+// idCmd is a subcommand taking one id argument.
+func idCmd(use, short string, run func(cmd *cobra.Command, id string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return run(cmd, args[0]) },
+	}
+}
+
+func newEndpointsCmd() *cobra.Command {
+	o := &apiOpts{}
+	g := apiGroup("endpoints", "Manage endpoints: the URLs that receive a tenant's events", o)
+
+	var tenant string
+	var create endpointFields
+	createCmd := &cobra.Command{
+		Use:   "create --tenant T --url U",
+		Short: "Create an endpoint (POST /v1/endpoints); the answer shows its secret",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" || create.url == "" {
+				return errors.New("--tenant and --url are required")
+			}
+			b, err := create.body(cmd)
+			if err != nil {
+				return err
+			}
+			b["tenant"] = tenant
+			return o.do(cmd, http.MethodPost, "/v1/endpoints", b, nil)
+		},
+	}
+	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint")
+	create.bind(createCmd)
+
+	var listTenant, limit, cursor string
+	listCmd := &cobra.Command{
+		Use:   "list",
+		Short: "List endpoints (GET /v1/endpoints)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.do(cmd, http.MethodGet, "/v1/endpoints"+query("tenant", listTenant, "limit", limit, "cursor", cursor), nil, nil)
+		},
+	}
+	listCmd.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's endpoints")
+	pageFlags(listCmd, &limit, &cursor)
+
+	var update endpointFields
+	updateCmd := idCmd("update ID", "Change an endpoint's given fields (PATCH /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+		b, err := update.body(cmd)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			return errors.New("nothing to change: give --url, --description, --event-type, --header or --rate-limit")
+		}
+		return o.do(cmd, http.MethodPatch, idPath("/v1/endpoints", id, ""), b, nil)
+	})
+	update.bind(updateCmd)
+	updateCmd.Flags().Lookup("event-type").Usage += `; --event-type "" for every type`
+	updateCmd.Flags().Lookup("header").Usage += `; --header "" removes all`
+
+	var state, dlvLimit, dlvCursor string
+	deliveriesCmd := idCmd("deliveries ID", "List an endpoint's deliveries (GET /v1/endpoints/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
+		return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/deliveries")+query("state", state, "limit", dlvLimit, "cursor", dlvCursor), nil, nil)
+	})
+	deliveriesCmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, succeeded, dead or paused")
+	pageFlags(deliveriesCmd, &dlvLimit, &dlvCursor)
+
+	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd,
+		idCmd("get ID", "Show an endpoint (GET /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, ""), nil, nil)
+		}),
+		idCmd("delete ID", "Delete an endpoint (DELETE /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodDelete, idPath("/v1/endpoints", id, ""), nil, nil)
+		}),
+		idCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/secret"), nil, nil)
+		}),
+	)
+	return g
+}
+
+func newDLQCmd() *cobra.Command {
+	o := &apiOpts{}
+	g := apiGroup("dlq", "Inspect dead-letter queues: the deliveries in state dead, per endpoint", o)
+	var limit, cursor string
+	list := idCmd("list ENDPOINT_ID", "List an endpoint's dead letters (GET /v1/endpoints/{id}/deliveries?state=dead)", func(cmd *cobra.Command, id string) error {
+		return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/deliveries")+query("state", "dead", "limit", limit, "cursor", cursor), nil, nil)
+	})
+	pageFlags(list, &limit, &cursor)
+	g.AddCommand(list)
+	return g
+}
+
+func newEventsCmd() *cobra.Command {
+	o := &apiOpts{}
+	g := apiGroup("events", "Publish and inspect events", o)
+
+	var tenant, typ, data, dataFile, id, idemKey string
+	publish := &cobra.Command{
+		Use:   "publish --tenant T --type TYPE --data JSON",
+		Short: "Publish an event (POST /v1/events)",
+		Long: `Publish an event (POST /v1/events) to the tenant's subscribed endpoints.
+The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" || typ == "" {
+				return errors.New("--tenant and --type are required")
+			}
+			raw := []byte(data)
+			switch {
+			case data != "" && dataFile != "":
+				return errors.New("give --data or --data-file, not both")
+			case dataFile == "-":
+				b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxAPIResponse))
+				if err != nil {
+					return fmt.Errorf("--data-file: %w", err)
+				}
+				raw = b
+			case dataFile != "":
+				b, err := os.ReadFile(dataFile)
+				if err != nil {
+					return fmt.Errorf("--data-file: %w", err)
+				}
+				raw = b
+			case data == "":
+				return errors.New("--data or --data-file is required")
+			}
+			if !json.Valid(raw) {
+				return errors.New("--data: not valid JSON")
+			}
+			fields := map[string]string{"tenant": tenant, "type": typ}
+			if id != "" {
+				fields["id"] = id
+			}
+			head, err := json.Marshal(fields)
+			if err != nil {
+				return err
+			}
+			// Splice the data in as given: encoding it as a json.RawMessage
+			// would compact and HTML-escape it.
+			body := append(head[:len(head)-1:len(head)-1], `,"data":`...)
+			body = append(append(body, raw...), '}')
+			var h http.Header
+			if idemKey != "" {
+				h = http.Header{"Idempotency-Key": {idemKey}}
+			}
+			return o.do(cmd, http.MethodPost, "/v1/events", body, h)
+		},
+	}
+	pf := publish.Flags()
+	pf.StringVar(&tenant, "tenant", "", "tenant whose endpoints receive the event")
+	pf.StringVar(&typ, "type", "", "event type, e.g. file.extraction.completed")
+	pf.StringVar(&data, "data", "", `event data, a JSON object such as '{"file_id":"f_1","version":2}'`)
+	pf.StringVar(&dataFile, "data-file", "", "file holding the event data, - for stdin")
+	pf.StringVar(&id, "id", "", "your own event id (publishing the same id again returns the original event)")
+	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: retrying with the same key returns the original event")
+
+	var listTenant, listType, limit, cursor string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List events (GET /v1/events)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.do(cmd, http.MethodGet, "/v1/events"+query("tenant", listTenant, "type", listType, "limit", limit, "cursor", cursor), nil, nil)
+		},
+	}
+	list.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's events")
+	list.Flags().StringVar(&listType, "type", "", "only events of this type")
+	pageFlags(list, &limit, &cursor)
+
+	g.AddCommand(publish, list,
+		idCmd("get ID", "Show an event (GET /v1/events/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/events", id, ""), nil, nil)
+		}),
+		idCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/events", id, "/deliveries"), nil, nil)
+		}),
+	)
+	return g
+}
+
+func newDeliveriesCmd() *cobra.Command {
+	o := &apiOpts{}
+	g := apiGroup("deliveries", "Inspect deliveries: one event to one endpoint, and their attempts", o)
+	g.AddCommand(
+		idCmd("get ID", "Show a delivery (GET /v1/deliveries/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/deliveries", id, ""), nil, nil)
+		}),
+		idCmd("attempts ID", "List a delivery's attempts (GET /v1/deliveries/{id}/attempts)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, idPath("/v1/deliveries", id, "/attempts"), nil, nil)
+		}),
+	)
+	return g
+}
+
+// pageFlags adds --limit and --cursor to a list command.
+func pageFlags(cmd *cobra.Command, limit, cursor *string) {
+	cmd.Flags().StringVar(limit, "limit", "", "page size")
+	cmd.Flags().StringVar(cursor, "cursor", "", "next_cursor of the previous page")
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKill9LosesNothing runs the real binary, kills it with SIGKILL while
+// deliveries are in flight, restarts it on the same database, and checks
+// that every (event, endpoint) pair reaches a final state and arrives.
+func TestKill9LosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the herald binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "herald")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// Two slow receivers: every request takes 30 ms, so many are in flight.
+	var mu sync.Mutex
+	seen := map[string]int{} // "endpoint-n/event id" → requests
+	mk := func(name string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			seen[name+"/"+r.Header.Get("X-Event-Id")]++
+			mu.Unlock()
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	r1, r2 := mk("a"), mk("b")
+
+	db := "sqlite:" + filepath.Join(dir, "herald.db")
+	const key = "crash-test-key"
+	start := func() (*exec.Cmd, string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--db", db, "--workers", "8",
+			"--attempt-timeout", "1s", "--lease", "3s", "--rescue-interval", "200ms", "--retry-schedule", "100ms,100ms,100ms,100ms")
+		cmd.Env = append(os.Environ(), "HERALD_API_KEY="+key)
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("server log:\n%s", logs.String())
+			}
+		})
+		base := "http://" + addr
+		for i := 0; ; i++ {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if i > 200 {
+				t.Fatalf("server did not become ready: %v\n%s", err, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return cmd, base
+	}
+	call := func(base, method, path, body string) []byte {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return b
+	}
+
+	cmd, base := start()
+	call(base, "POST", "/v1/endpoints", `{"tenant":"acme","url":"`+r1.URL+`"}`)
+	call(base, "POST", "/v1/endpoints", `{"tenant":"acme","url":"`+r2.URL+`"}`)
+	const events = 200
+	ids := make([]string, 0, events)
+	for i := range events {
+		var p struct{ ID string }
+		json.Unmarshal(call(base, "POST", "/v1/events", fmt.Sprintf(`{"tenant":"acme","type":"file.created","data":{"n":%d}}`, i)), &p)
+		ids = append(ids, p.ID)
+	}
+	// Kill once some, but not all, deliveries have arrived.
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n >= 20 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	mu.Lock()
+	atKill := len(seen)
+	mu.Unlock()
+	if atKill >= 2*events {
+		t.Fatalf("all %d deliveries arrived before the kill; the test proves nothing", atKill)
+	}
+
+	_, base = start()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		final := 0
+		for _, id := range ids {
+			var ds struct{ Data []struct{ State string } }
+			json.Unmarshal(call(base, "GET", "/v1/events/"+id+"/deliveries", ""), &ds)
+			for _, d := range ds.Data {
+				if d.State == "succeeded" {
+					final++
+				}
+			}
+		}
+		if final == 2*events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliveries succeeded after restart", final, 2*events)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	dups := 0
+	for _, id := range ids {
+		for _, ep := range []string{"a", "b"} {
+			n := seen[ep+"/"+id]
+			if n == 0 {
+				t.Errorf("event %s never reached endpoint %s", id, ep)
+			}
+			dups += max(n-1, 0)
+		}
+	}
+	t.Logf("%d deliveries had arrived at the kill; %d duplicates afterwards (attempts in flight at the kill)", atKill, dups)
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,7 +97,7 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		printProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
+		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -112,9 +113,9 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 	return err
 }
 
-// printProblem prints an RFC 9457 problem (or, failing that, the raw
+// printAPIProblem prints an RFC 9457 problem (or, failing that, the raw
 // answer) to w.
-func printProblem(w io.Writer, status int, data []byte) {
+func printAPIProblem(w io.Writer, status int, data []byte) {
 	var p struct {
 		Status int    `json:"status"`
 		Title  string `json:"title"`
@@ -159,13 +160,13 @@ func printProblem(w io.Writer, status int, data []byte) {
 	}
 }
 
-// idPath is prefix + "/" + the escaped id (+ suffix).
-func idPath(prefix, id, suffix string) string {
+// apiPath is prefix + "/" + the escaped id (+ suffix).
+func apiPath(prefix, id, suffix string) string {
 	return prefix + "/" + url.PathEscape(id) + suffix
 }
 
-// query renders the non-empty values as a query string ("" or "?…").
-func query(kv ...string) string {
+// apiQuery renders the non-empty values as a query string ("" or "?…").
+func apiQuery(kv ...string) string {
 	q := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if kv[i+1] != "" {
@@ -178,9 +179,9 @@ func query(kv ...string) string {
 	return "?" + q.Encode()
 }
 
-// parseHeaders turns K=V flags into a map; empty entries are skipped (so
+// parseHeaderFlags turns K=V flags into a map; empty entries are skipped (so
 // --header "" sends an empty map, clearing the headers on update).
-func parseHeaders(kvs []string) (map[string]string, error) {
+func parseHeaderFlags(kvs []string) (map[string]string, error) {
 	h := map[string]string{}
 	for _, kv := range kvs {
 		if kv == "" {
@@ -227,7 +228,7 @@ func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
 		b["event_types"] = append([]string{}, e.eventTypes...)
 	}
 	if f.Changed("header") {
-		h, err := parseHeaders(e.headers)
+		h, err := parseHeaderFlags(e.headers)
 		if err != nil {
 			return nil, err
 		}
@@ -242,8 +243,8 @@ func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
 	return b, nil
 }
 
-// idCmd is a subcommand taking one id argument.
-func idCmd(use, short string, run func(cmd *cobra.Command, id string) error) *cobra.Command {
+// apiIDCmd is a subcommand taking one id argument.
+func apiIDCmd(use, short string, run func(cmd *cobra.Command, id string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -277,20 +278,25 @@ func newEndpointsCmd() *cobra.Command {
 	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint")
 	create.bind(createCmd)
 
-	var listTenant, limit, cursor string
+	var listTenant string
+	var listPage *pageOpts
 	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List endpoints (GET /v1/endpoints)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.do(cmd, http.MethodGet, "/v1/endpoints"+query("tenant", listTenant, "limit", limit, "cursor", cursor), nil, nil)
+			q, err := listPage.query("tenant", listTenant)
+			if err != nil {
+				return err
+			}
+			return o.do(cmd, http.MethodGet, "/v1/endpoints"+q, nil, nil)
 		},
 	}
 	listCmd.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's endpoints")
-	pageFlags(listCmd, &limit, &cursor)
+	listPage = pageFlags(listCmd)
 
 	var update endpointFields
-	updateCmd := idCmd("update ID", "Change an endpoint's given fields (PATCH /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+	updateCmd := apiIDCmd("update ID", "Change an endpoint's given fields (PATCH /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
 		b, err := update.body(cmd)
 		if err != nil {
 			return err
@@ -298,28 +304,33 @@ func newEndpointsCmd() *cobra.Command {
 		if len(b) == 0 {
 			return errors.New("nothing to change: give --url, --description, --event-type, --header or --rate-limit")
 		}
-		return o.do(cmd, http.MethodPatch, idPath("/v1/endpoints", id, ""), b, nil)
+		return o.do(cmd, http.MethodPatch, apiPath("/v1/endpoints", id, ""), b, nil)
 	})
 	update.bind(updateCmd)
 	updateCmd.Flags().Lookup("event-type").Usage += `; --event-type "" for every type`
 	updateCmd.Flags().Lookup("header").Usage += `; --header "" removes all`
 
-	var state, dlvLimit, dlvCursor string
-	deliveriesCmd := idCmd("deliveries ID", "List an endpoint's deliveries (GET /v1/endpoints/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
-		return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/deliveries")+query("state", state, "limit", dlvLimit, "cursor", dlvCursor), nil, nil)
+	var state string
+	var dlvPage *pageOpts
+	deliveriesCmd := apiIDCmd("deliveries ID", "List an endpoint's deliveries (GET /v1/endpoints/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
+		q, err := dlvPage.query("state", state)
+		if err != nil {
+			return err
+		}
+		return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/deliveries")+q, nil, nil)
 	})
 	deliveriesCmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, succeeded, dead or paused")
-	pageFlags(deliveriesCmd, &dlvLimit, &dlvCursor)
+	dlvPage = pageFlags(deliveriesCmd)
 
 	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd,
-		idCmd("get ID", "Show an endpoint (GET /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, ""), nil, nil)
+		apiIDCmd("get ID", "Show an endpoint (GET /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, ""), nil, nil)
 		}),
-		idCmd("delete ID", "Delete an endpoint (DELETE /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodDelete, idPath("/v1/endpoints", id, ""), nil, nil)
+		apiIDCmd("delete ID", "Delete an endpoint (DELETE /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodDelete, apiPath("/v1/endpoints", id, ""), nil, nil)
 		}),
-		idCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/secret"), nil, nil)
+		apiIDCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secret"), nil, nil)
 		}),
 	)
 	return g
@@ -328,11 +339,15 @@ func newEndpointsCmd() *cobra.Command {
 func newDLQCmd() *cobra.Command {
 	o := &apiOpts{}
 	g := apiGroup("dlq", "Inspect dead-letter queues: the deliveries in state dead, per endpoint", o)
-	var limit, cursor string
-	list := idCmd("list ENDPOINT_ID", "List an endpoint's dead letters (GET /v1/endpoints/{id}/deliveries?state=dead)", func(cmd *cobra.Command, id string) error {
-		return o.do(cmd, http.MethodGet, idPath("/v1/endpoints", id, "/deliveries")+query("state", "dead", "limit", limit, "cursor", cursor), nil, nil)
+	var p *pageOpts
+	list := apiIDCmd("list ENDPOINT_ID", "List an endpoint's dead letters (GET /v1/endpoints/{id}/deliveries?state=dead)", func(cmd *cobra.Command, id string) error {
+		q, err := p.query("state", "dead")
+		if err != nil {
+			return err
+		}
+		return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/deliveries")+q, nil, nil)
 	})
-	pageFlags(list, &limit, &cursor)
+	p = pageFlags(list)
 	g.AddCommand(list)
 	return g
 }
@@ -401,25 +416,30 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 	pf.StringVar(&id, "id", "", "your own event id (publishing the same id again returns the original event)")
 	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: retrying with the same key returns the original event")
 
-	var listTenant, listType, limit, cursor string
+	var listTenant, listType string
+	var listPage *pageOpts
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List events (GET /v1/events)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.do(cmd, http.MethodGet, "/v1/events"+query("tenant", listTenant, "type", listType, "limit", limit, "cursor", cursor), nil, nil)
+			q, err := listPage.query("tenant", listTenant, "type", listType)
+			if err != nil {
+				return err
+			}
+			return o.do(cmd, http.MethodGet, "/v1/events"+q, nil, nil)
 		},
 	}
 	list.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's events")
 	list.Flags().StringVar(&listType, "type", "", "only events of this type")
-	pageFlags(list, &limit, &cursor)
+	listPage = pageFlags(list)
 
 	g.AddCommand(publish, list,
-		idCmd("get ID", "Show an event (GET /v1/events/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/events", id, ""), nil, nil)
+		apiIDCmd("get ID", "Show an event (GET /v1/events/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, ""), nil, nil)
 		}),
-		idCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/events", id, "/deliveries"), nil, nil)
+		apiIDCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "/deliveries"), nil, nil)
 		}),
 	)
 	return g
@@ -429,18 +449,38 @@ func newDeliveriesCmd() *cobra.Command {
 	o := &apiOpts{}
 	g := apiGroup("deliveries", "Inspect deliveries: one event to one endpoint, and their attempts", o)
 	g.AddCommand(
-		idCmd("get ID", "Show a delivery (GET /v1/deliveries/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/deliveries", id, ""), nil, nil)
+		apiIDCmd("get ID", "Show a delivery (GET /v1/deliveries/{id})", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/deliveries", id, ""), nil, nil)
 		}),
-		idCmd("attempts ID", "List a delivery's attempts (GET /v1/deliveries/{id}/attempts)", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, idPath("/v1/deliveries", id, "/attempts"), nil, nil)
+		apiIDCmd("attempts ID", "List a delivery's attempts (GET /v1/deliveries/{id}/attempts)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/deliveries", id, "/attempts"), nil, nil)
 		}),
 	)
 	return g
 }
 
+// pageOpts holds the --limit and --cursor flags of a list command.
+type pageOpts struct {
+	limit  int
+	cursor string
+}
+
 // pageFlags adds --limit and --cursor to a list command.
-func pageFlags(cmd *cobra.Command, limit, cursor *string) {
-	cmd.Flags().StringVar(limit, "limit", "", "page size")
-	cmd.Flags().StringVar(cursor, "cursor", "", "next_cursor of the previous page")
+func pageFlags(cmd *cobra.Command) *pageOpts {
+	p := &pageOpts{}
+	cmd.Flags().IntVar(&p.limit, "limit", 0, "page size (default: the server's)")
+	cmd.Flags().StringVar(&p.cursor, "cursor", "", "next_cursor of the previous page")
+	return p
+}
+
+// query renders kv (name, value pairs; empty values skipped) and the page
+// flags as a query string ("" or "?…").
+func (p *pageOpts) query(kv ...string) (string, error) {
+	if p.limit < 0 {
+		return "", fmt.Errorf("--limit %d: must be positive", p.limit)
+	}
+	if p.limit > 0 {
+		kv = append(kv, "limit", strconv.Itoa(p.limit))
+	}
+	return apiQuery(append(kv, "cursor", p.cursor)...), nil
 }

@@ -40,7 +40,7 @@ Every flag has an environment twin: --retry-after is HERALD_RETRY_AFTER.`,
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
-			statuses, err := parseStatuses(status)
+			statuses, err := parseStatusScript(status)
 			if err != nil {
 				return err
 			}
@@ -79,8 +79,8 @@ Every flag has an environment twin: --retry-after is HERALD_RETRY_AFTER.`,
 	return cmd
 }
 
-// parseStatuses parses the --status script.
-func parseStatuses(s string) ([]int, error) {
+// parseStatusScript parses the --status script.
+func parseStatusScript(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}

@@ -15,19 +15,19 @@ import (
 
 func init() { extraCommands = append(extraCommands, newVerifyCmd) }
 
-// exitProcess ends the process with a status other than main's 1; tests
+// verifyExit ends the process with a status other than main's 1; tests
 // replace it.
-var exitProcess = os.Exit
+var verifyExit = os.Exit
 
 // maxVerifyBody caps the body read by herald verify.
 const maxVerifyBody = 64 << 20
 
-// usageError is a mistake in how a command was called: exit status 2.
-type usageError struct{ msg string }
+// verifyUsageError is a mistake in how a command was called: exit status 2.
+type verifyUsageError struct{ msg string }
 
-func (e usageError) Error() string { return e.msg }
+func (e verifyUsageError) Error() string { return e.msg }
 
-func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+func verifyUsagef(format string, a ...any) error { return verifyUsageError{fmt.Sprintf(format, a...)} }
 
 func newVerifyCmd() *cobra.Command {
 	var (
@@ -54,17 +54,17 @@ Exit status: 0 all given signatures valid, 1 one is invalid, 2 usage error.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := runVerify(cmd, secrets, bodyFile, xSig, [3]string{whID, whTimestamp, whSignatures}, tolerance, at)
-			var ue usageError
+			var ue verifyUsageError
 			if errors.As(err, &ue) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "herald verify: %v\nRun 'herald verify --help' for usage.\n", err)
-				exitProcess(2)
+				verifyExit(2)
 			}
 			return err
 		},
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "herald verify: %v\nRun 'herald verify --help' for usage.\n", err)
-		exitProcess(2)
+		verifyExit(2)
 		return err
 	})
 	f := cmd.Flags()
@@ -81,48 +81,48 @@ Exit status: 0 all given signatures valid, 1 one is invalid, 2 usage error.`,
 
 func runVerify(cmd *cobra.Command, secrets []string, bodyFile, xSig string, std [3]string, tolerance time.Duration, at int64) error {
 	if err := bindEnv(cmd); err != nil {
-		return usageError{err.Error()}
+		return verifyUsageError{err.Error()}
 	}
 	if len(secrets) == 0 {
-		return usagef("--secret is required")
+		return verifyUsagef("--secret is required")
 	}
 	for i, s := range secrets {
 		if strings.TrimSpace(s) == "" {
-			return usagef("--secret %d is empty", i+1)
+			return verifyUsagef("--secret %d is empty", i+1)
 		}
 	}
 	if bodyFile == "" {
-		return usagef("--body-file is required (- reads stdin)")
+		return verifyUsagef("--body-file is required (- reads stdin)")
 	}
 	stdGiven := std[0] != "" || std[1] != "" || std[2] != ""
 	if xSig == "" && !stdGiven {
-		return usagef("no signature given: use --x-signature, or --webhook-id, --webhook-timestamp and --webhook-signature")
+		return verifyUsagef("no signature given: use --x-signature, or --webhook-id, --webhook-timestamp and --webhook-signature")
 	}
 	if stdGiven && (std[0] == "" || std[1] == "" || std[2] == "") {
-		return usagef("--webhook-id, --webhook-timestamp and --webhook-signature go together")
+		return verifyUsagef("--webhook-id, --webhook-timestamp and --webhook-signature go together")
 	}
 	if tolerance <= 0 {
-		return usagef("--tolerance %s: must be positive", tolerance)
+		return verifyUsagef("--tolerance %s: must be positive", tolerance)
 	}
 	if cmd.Flags().Changed("at") && at < 0 {
-		return usagef("--at %d: must be unix seconds (≥ 0)", at)
+		return verifyUsagef("--at %d: must be unix seconds (≥ 0)", at)
 	}
 
 	var r io.Reader = cmd.InOrStdin()
 	if bodyFile != "-" {
 		fh, err := os.Open(bodyFile)
 		if err != nil {
-			return usagef("--body-file: %v", err)
+			return verifyUsagef("--body-file: %v", err)
 		}
 		defer fh.Close()
 		r = fh
 	}
 	body, err := io.ReadAll(io.LimitReader(r, maxVerifyBody+1))
 	if err != nil {
-		return usagef("--body-file: %v", err)
+		return verifyUsagef("--body-file: %v", err)
 	}
 	if len(body) > maxVerifyBody {
-		return usagef("--body-file: larger than %d bytes", maxVerifyBody)
+		return verifyUsagef("--body-file: larger than %d bytes", maxVerifyBody)
 	}
 
 	v := &webhook.Verifier{Secrets: secrets, Tolerance: tolerance}
@@ -146,14 +146,7 @@ func runVerify(cmd *cobra.Command, secrets []string, bodyFile, xSig string, std 
 		report("webhook-signature", v.VerifyStandard(std[0], std[1], std[2], body))
 	}
 	if invalid > 0 {
-		return fmt.Errorf("%d of %d signature(s) invalid", invalid, btoi(xSig != "")+btoi(stdGiven))
+		return fmt.Errorf("signature verification failed (%d invalid)", invalid)
 	}
 	return nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

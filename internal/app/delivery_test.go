@@ -111,7 +111,7 @@ func TestClientErrorStopsAfterTwoRetries(t *testing.T) {
 	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
 	d := h.waitDelivery(pub.ID, "dead", 10*time.Second)
 	if d.Attempts != 3 || len(rcv.got()) != 3 {
-		t.Fatalf("attempts = %d, receiver saw %d; want 3 (1 + 2 retries)", d.Attempts, len(rcv.got()))
+		t.Fatalf("attempts = %d, receiver saw %d; want 3 (1 + 2 retries): %+v", d.Attempts, len(rcv.got()), h.attempts(d.ID))
 	}
 }
 

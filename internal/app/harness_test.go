@@ -37,7 +37,7 @@ func startHerald(t *testing.T, mod func(*app.Config)) *herald {
 		APIKey:         testAPIKey,
 		Dev:            true,
 		RetrySchedule:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
-		AttemptTimeout: 2 * time.Second,
+		AttemptTimeout: 10 * time.Second,
 		RescueInterval: 100 * time.Millisecond,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

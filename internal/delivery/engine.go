@@ -343,7 +343,13 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
 	}
 	now := e.cfg.Clock.Now()
 
+	// When the status line arrived, the status is the endpoint's answer; a
+	// failure while reading the body afterwards only shortens the excerpt
+	// (a 2xx whose body was cut is still a success: the receiver has it).
 	out := retry.Outcome{StatusCode: res.StatusCode, ErrorClass: res.ErrorClass}
+	if res.StatusCode != 0 {
+		out.ErrorClass = ""
+	}
 	if res.RetryAfter != "" && (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) {
 		if ra, ok := retry.ParseRetryAfter(res.RetryAfter, now); ok {
 			out.RetryAfter = ra

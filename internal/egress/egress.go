@@ -38,6 +38,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -70,6 +71,8 @@ const (
 	maxResponseHeaderBytes = 64 << 10
 	// maxDetail bounds Result.ErrorDetail.
 	maxDetail = 200
+	// maxRetryAfterLen bounds Result.RetryAfter (an HTTP-date is 29 bytes).
+	maxRetryAfterLen = 64
 )
 
 // Error classes reported in Result.ErrorClass. Every non-empty class is a
@@ -149,6 +152,7 @@ type Client struct {
 	guardian  *ssrf.Guardian
 	transport *http.Transport
 	hc        *http.Client
+	bufs      sync.Pool // *[]byte of len ExcerptBytes, for reading excerpts
 }
 
 // extraDeniedV4 are IPv4 ranges denied in addition to ssrf.IPv4DeniedPrefixes
@@ -235,6 +239,10 @@ func New(cfg Config) (*Client, error) {
 	cfg.AllowCIDRs = cidrs
 
 	c := &Client{cfg: cfg}
+	c.bufs.New = func() any {
+		b := make([]byte, cfg.ExcerptBytes)
+		return &b
+	}
 	c.guardian = ssrf.New(
 		ssrf.WithAnyPort(),
 		ssrf.WithAllowedV4Prefixes(allowV4...),
@@ -342,10 +350,10 @@ type Result struct {
 	// StatusCode is the HTTP status code, 0 when no response arrived.
 	StatusCode int
 	// Location is the Location header of a 3xx answer (never followed),
-	// "" otherwise.
+	// "" otherwise; at most MaxURLLength bytes of valid UTF-8.
 	Location string
-	// RetryAfter is the raw Retry-After header ("" if absent); see
-	// retry.ParseRetryAfter.
+	// RetryAfter is the raw Retry-After header ("" if absent), at most 64
+	// bytes of valid UTF-8; see retry.ParseRetryAfter.
 	RetryAfter string
 	// Excerpt is the first ExcerptBytes of the response body, cut on a
 	// UTF-8 boundary. It is always valid UTF-8 without NUL bytes, at most
@@ -423,14 +431,21 @@ func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Resu
 	defer resp.Body.Close() // unread data is not drained: the connection is closed instead
 
 	res.StatusCode = resp.StatusCode
-	res.RetryAfter = resp.Header.Get("Retry-After")
+	// Header values may hold any bytes: store them as bounded, valid text.
+	res.RetryAfter = excerpt([]byte(resp.Header.Get("Retry-After")), false, maxRetryAfterLen)
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
-		res.Location = resp.Header.Get("Location")
+		res.Location = excerpt([]byte(resp.Header.Get("Location")), false, MaxURLLength)
 	}
 
-	// Read at most MaxResponseBytes (+1 to detect truncation).
-	lr := io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1)
-	buf := make([]byte, c.cfg.ExcerptBytes)
+	// Read at most MaxResponseBytes (+1 byte to detect truncation).
+	limit := c.cfg.MaxResponseBytes + 1
+	if limit < 0 { // MaxResponseBytes == math.MaxInt64
+		limit = c.cfg.MaxResponseBytes
+	}
+	lr := io.LimitReader(resp.Body, limit)
+	bp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bp)
+	buf := *bp
 	n, err := io.ReadFull(lr, buf)
 	total := int64(n)
 	full := err == nil

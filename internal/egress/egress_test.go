@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,7 +224,19 @@ func TestDoRedirectNotFollowed(t *testing.T) {
 			t.Errorf("%d: %+v", code, res)
 		}
 	}
-	res := c.Do(context.Background(), Request{URL: redir.URL})
+	// header values are stored as valid, bounded text
+	odd := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/caf\xe9/"+strings.Repeat("a", 5000))
+		w.Header().Set("Retry-After", "\xff"+strings.Repeat("9", 100))
+		w.WriteHeader(http.StatusMovedPermanently)
+	})
+	res := c.Do(context.Background(), Request{URL: odd.URL})
+	if !strings.HasPrefix(res.Location, "/caf\uFFFD/aaa") || len(res.Location) > MaxURLLength || !utf8.ValidString(res.Location) ||
+		!strings.HasPrefix(res.RetryAfter, "\uFFFD999") || len(res.RetryAfter) > 64 || !utf8.ValidString(res.RetryAfter) {
+		t.Errorf("odd headers: Location %d bytes %.20q, Retry-After %q", len(res.Location), res.Location, res.RetryAfter)
+	}
+
+	res = c.Do(context.Background(), Request{URL: redir.URL})
 	if res.StatusCode != http.StatusFound || res.ErrorClass != "" {
 		t.Fatalf("result = %+v", res)
 	}
@@ -825,8 +836,9 @@ func FuzzCheckURL(f *testing.F) {
 		if _, err := http.NewRequest(http.MethodPost, raw, nil); err != nil {
 			t.Fatalf("CheckURL(%q) accepted a URL net/http refuses: %v", raw, err)
 		}
-		if _, err := url.Parse(u.String()); err != nil {
-			t.Fatalf("CheckURL(%q): re-parse of %q: %v", raw, u.String(), err)
+		// The API stores u.String() and Do checks it again: it must pass too.
+		if _, err := c.CheckURL(u.String()); err != nil {
+			t.Fatalf("CheckURL(%q) accepted, but not its normalized form %q: %v", raw, u.String(), err)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,7 +119,10 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	if err := tx.Commit(); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
-	ev.CreatedAt = p.Now
+	// Answer with the event as stored, as GetEvent would: times truncated to
+	// microseconds in UTC.
+	ev.OccurredAt = fromMicro(micro(ev.OccurredAt))
+	ev.CreatedAt = fromMicro(micro(p.Now))
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
 }
 
@@ -324,6 +328,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if err := tx.Commit(); err != nil {
 		return nil, wrap("claim", err)
 	}
+	// RETURNING yields rows in update order, not in the subquery's order:
+	// restore "oldest due first".
+	slices.SortFunc(claims, func(a, b store.Claim) int {
+		if c := a.Delivery.NextAttemptAt.Compare(b.Delivery.NextAttemptAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
+	})
 	for i := range claims {
 		claims[i].Event = events[claims[i].Delivery.EventID]
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
@@ -439,13 +451,28 @@ func disableEndpoint(ctx context.Context, tx *sql.Tx, deliveryID, reason string,
 	return err
 }
 
-// RescueExpiredLeases implements store.Store.
+// RescueExpiredLeases implements store.Store. A rescued delivery whose
+// endpoint was paused or disabled while it was leased is held (paused), as
+// its completion would have done; it does not count as claimable again.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL AND lease_until < ?", micro(now))
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("rescue", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = ?1
+		WHERE lease_owner IS NOT NULL AND lease_until < ?1 AND state = 'pending'
+		  AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled'`, micro(now)); err != nil {
+		return 0, wrap("rescue", err)
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL AND lease_until < ?", micro(now))
 	if err != nil {
 		return 0, wrap("rescue", err)
 	}
 	n, _ := res.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return 0, wrap("rescue", err)
+	}
 	return int(n), nil
 }
 

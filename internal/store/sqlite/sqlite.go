@@ -67,8 +67,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	goose.SetLogger(goose.NopLogger())
-	prov, err := goose.NewProvider(goose.DialectSQLite3, w, mustSub(migrations, "migrations"))
+	// The logger is set on the provider, not with goose.SetLogger: that
+	// writes a package global, a data race when stores are opened
+	// concurrently.
+	prov, err := goose.NewProvider(goose.DialectSQLite3, w, mustSub(migrations, "migrations"), goose.WithLogger(goose.NopLogger()))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrations: %w", err)
@@ -386,6 +388,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		append(args[1:], args[0])...)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
+	}
+	// Answer with the stored row, as GetEndpoint would: times truncated to
+	// microseconds in UTC, empty filters and headers as stored.
+	if e, err = s.getEndpoint(ctx, tx, p.ID); err != nil {
+		return store.Endpoint{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)

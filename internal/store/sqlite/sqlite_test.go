@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,5 +274,68 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		if strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s query sorts in a temporary b-tree instead of reading the index in order; plan:\n%s", name, plan)
 		}
+	}
+}
+
+// Several stores may be opened at once in one process (the conformance suite
+// does, and so may a program with more than one database).
+func TestOpenConcurrently(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			s, err := sqlite.Open(t.Context(), filepath.Join(dir, fmt.Sprintf("herald-%d.db", i)))
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// Deleting an endpoint leaves no orphaned attempt rows behind (the attempts
+// table cascades from deliveries; that needs foreign_keys on the writer).
+func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	ep := store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	id := store.NewID("evt")
+	if _, err := s.PublishEvent(ctx, store.PublishParams{
+		Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+		Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
+	}); err != nil {
+		t.Fatalf("PublishEvent: %v", err)
+	}
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
+		t.Fatalf("CompleteDeliveries: %v", err)
+	}
+	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Fatalf("DeleteEndpoint: %v", err)
+	}
+	var attempts, deliveries, events int
+	if err := rawDB(t, path).QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM deliveries), (SELECT COUNT(*) FROM events)").Scan(&attempts, &deliveries, &events); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || deliveries != 0 || events != 1 {
+		t.Errorf("after DeleteEndpoint: %d attempts, %d deliveries, %d events; want 0, 0, 1", attempts, deliveries, events)
 	}
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestListenCommand(t *testing.T) {
+	secret, _ := webhook.NewSecret()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRoot()
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetArgs([]string{"listen", "--port", "0", "--secret", secret, "--status", "503,200", "--retry-after", "2", "--path", "/hooks"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+/hooks) \(verifying with 1 secret\(s\)\)`)
+	var url string
+	for deadline := time.Now().Add(5 * time.Second); url == ""; {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no listening line; stdout %q stderr %q", out.String(), errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	body := []byte(`{"id":"evt_1"}`)
+	send := func(u string) *http.Response {
+		req, _ := http.NewRequest("POST", u, bytes.NewReader(body))
+		s, _ := webhook.NewSigner(secret)
+		s.Sign(req.Header, "evt_1", time.Now(), body)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := send(url); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "2" {
+		t.Fatalf("first answer %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp := send(strings.TrimSuffix(url, "hooks") + "elsewhere"); resp.StatusCode != 404 {
+		t.Fatalf("other path answered %d", resp.StatusCode)
+	}
+	if resp := send(url); resp.StatusCode != 200 {
+		t.Fatalf("second answer %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("listen returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("listen did not stop on cancel")
+	}
+	s := out.String()
+	if strings.Count(s, "X-Signature:        verified") != 2 || strings.Count(s, "webhook-signature:  verified") != 2 ||
+		!strings.Contains(s, "503 Service Unavailable (Retry-After: 2)") || !strings.Contains(s, "200 OK") {
+		t.Fatalf("stdout:\n%s", s)
+	}
+	if !strings.Contains(errOut.String(), "ignored POST /elsewhere") {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+func TestListenBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--status", "503,abc"}, "--status"},
+		{[]string{"--status", "99"}, "--status"},
+		{[]string{"--status", "600"}, "--status"},
+		{[]string{"--port", "x"}, "--port"},
+		{[]string{"--port", "70000"}, "--port"},
+		{[]string{"--path", "hooks"}, "--path"},
+		{[]string{"--retry-after", "soon"}, "--retry-after"},
+		{[]string{"--retry-after", "-1"}, "--retry-after"},
+		{[]string{"--secret", ""}, "--secret"},
+	} {
+		_, _, err := execHerald(t, "", append([]string{"listen"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %s", c.args, err, c.want)
+		}
+	}
+}
+
+func TestParseStatusScript(t *testing.T) {
+	got, err := parseStatusScript(" 503, 503 ,200")
+	if err != nil || len(got) != 3 || got[0] != 503 || got[2] != 200 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := parseStatusScript(""); err != nil || got != nil {
+		t.Fatalf("%v %v", got, err)
+	}
+}

@@ -273,13 +273,13 @@ func TestClientEnvTwins(t *testing.T) {
 func TestClientUsageErrors(t *testing.T) {
 	t.Setenv("HERALD_API_KEY", "")
 	for _, args := range [][]string{
-		{"endpoints", "get", "ep_1", "--server", "http://127.0.0.1:1"},                       // no API key
-		{"endpoints", "get", "ep_1", "--server", "localhost:8080", "--api-key", "k"},         // not a URL
-		{"endpoints", "create", "--tenant", "t", "--api-key", "k"},                           // no --url
-		{"endpoints", "update", "ep_1", "--api-key", "k"},                                    // nothing to change
-		{"endpoints", "update", "ep_1", "--header", "novalue", "--api-key", "k"},             // bad header
-		{"endpoints", "list", "--limit", "-1", "--api-key", "k"},                             // bad limit
-		{"endpoints", "get", "--api-key", "k"},                                               // no id
+		{"endpoints", "get", "ep_1", "--server", "http://127.0.0.1:1"},               // no API key
+		{"endpoints", "get", "ep_1", "--server", "localhost:8080", "--api-key", "k"}, // not a URL
+		{"endpoints", "create", "--tenant", "t", "--api-key", "k"},                   // no --url
+		{"endpoints", "update", "ep_1", "--api-key", "k"},                            // nothing to change
+		{"endpoints", "update", "ep_1", "--header", "novalue", "--api-key", "k"},     // bad header
+		{"endpoints", "list", "--limit", "-1", "--api-key", "k"},                     // bad limit
+		{"endpoints", "get", "--api-key", "k"},                                       // no id
 	} {
 		if _, _, err := execHerald(t, "", args...); err == nil {
 			t.Errorf("%v accepted", args)

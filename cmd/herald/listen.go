@@ -40,6 +40,9 @@ Every flag has an environment twin: --retry-after is HERALD_RETRY_AFTER.`,
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("secret") && len(secrets) == 0 {
+				return fmt.Errorf("--secret is empty")
+			}
 			statuses, err := parseStatusScript(status)
 			if err != nil {
 				return err

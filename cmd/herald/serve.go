@@ -40,6 +40,7 @@ on the first start, stored hashed and printed once.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg.Stdout = cmd.OutOrStdout()
 			cfg.APIKey = os.Getenv("HERALD_API_KEY")
+			cfg.EncryptionKey = os.Getenv("HERALD_ENCRYPTION_KEY")
 			for _, c := range cidrs {
 				p, err := netip.ParsePrefix(c)
 				if err != nil {

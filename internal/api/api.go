@@ -194,6 +194,8 @@ func (s *Server) problem(err error, what string) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return huma.Error404NotFound(what + " not found")
+	case errors.Is(err, store.ErrInvalid):
+		return huma.Error400BadRequest(err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(err.Error())
 	case errors.Is(err, context.Canceled):

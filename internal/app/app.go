@@ -23,6 +23,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/retry"
+	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
@@ -41,6 +42,11 @@ type Config struct {
 	// stored in the database are accepted; on the very first start one is
 	// generated, stored hashed and printed once to Stdout.
 	APIKey string
+	// EncryptionKey is HERALD_ENCRYPTION_KEY: standard base64 of 32 bytes,
+	// the AES-256-GCM key that encrypts endpoint secrets at rest. When
+	// empty in embedded mode, the key is read from (or created in) the file
+	// "<database path>.key" with mode 0600, and a warning is logged.
+	EncryptionKey string
 	// Dev allows http:// endpoint URLs and loopback destinations, for local
 	// work only.
 	Dev bool
@@ -107,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
 
-	st, err := openStore(ctx, cfg.DB)
+	st, err := m.openStore(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -172,18 +178,42 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	return m, nil
 }
 
-// openStore parses --db.
-func openStore(ctx context.Context, db string) (store.Store, error) {
+// openStore parses --db and opens the store with the secret box.
+func (m *Main) openStore(ctx context.Context) (store.Store, error) {
+	db := m.cfg.DB
+	var path string
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		return nil, errors.New("--db: the PostgreSQL store is not available in this build yet; use sqlite:PATH")
 	case strings.HasPrefix(db, "sqlite:"):
-		return sqlite.Open(ctx, strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//"))
+		path = strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
 	case strings.Contains(db, "://"):
 		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH", db)
 	default:
-		return sqlite.Open(ctx, db)
+		path = db
 	}
+	var key []byte
+	if m.cfg.EncryptionKey != "" {
+		k, err := secretbox.ParseKey(m.cfg.EncryptionKey)
+		if err != nil {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
+		}
+		key = k
+	} else {
+		k, created, err := secretbox.LoadOrCreateKeyFile(path + ".key")
+		if err != nil {
+			return nil, fmt.Errorf("encryption key: %w (or set HERALD_ENCRYPTION_KEY)", err)
+		}
+		if created {
+			m.log.Warn("HERALD_ENCRYPTION_KEY is not set: created a key file beside the database to encrypt endpoint secrets at rest; back it up with the database, or set HERALD_ENCRYPTION_KEY", "file", path+".key")
+		}
+		key = k
+	}
+	box, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	return sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
 }
 
 // apiKeyHashes returns the accepted API key hashes: HERALD_API_KEY's when

@@ -24,6 +24,9 @@ var (
 	// ErrConflict: the request reuses an id or idempotency key with different
 	// content (409).
 	ErrConflict = errors.New("conflict")
+	// ErrInvalid: a parameter is malformed, e.g. a cursor that this store
+	// did not issue (400).
+	ErrInvalid = errors.New("invalid input")
 	// ErrUnavailable: the database could not be reached or the write could not
 	// be committed; nothing was stored (503).
 	ErrUnavailable = errors.New("store unavailable")
@@ -147,8 +150,9 @@ type Page[T any] struct {
 	NextCursor string
 }
 
-// ListParams pages a list: newest first; Cursor is the last id of the
-// previous page ("" for the first page); Limit is 1–1000.
+// ListParams pages a list, newest first. Cursor is the NextCursor of the
+// previous page ("" for the first page): an opaque, driver-defined string
+// (a driver answers ErrInvalid for one it did not issue). Limit is 1–1000.
 type ListParams struct {
 	Limit  int
 	Cursor string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,7 +133,9 @@ func (s *Store) GetEvent(ctx context.Context, id string) (store.Event, error) {
 	return e, wrap("event "+id, err)
 }
 
-// ListEvents implements store.Store.
+// ListEvents implements store.Store. Events are listed in insertion order
+// (newest first) by rowid, because producers may choose their own ids; the
+// cursor is the rowid of the last event of the page.
 func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store.Page[store.Event], error) {
 	var (
 		where []string
@@ -147,28 +150,51 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 		args = append(args, p.Type)
 	}
 	if p.Cursor != "" {
-		where = append(where, "id < ?")
-		args = append(args, p.Cursor)
+		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil || seq <= 0 {
+			return store.Page[store.Event]{}, fmt.Errorf("list events: cursor %q: %w", p.Cursor, store.ErrInvalid)
+		}
+		where = append(where, "rowid < ?")
+		args = append(args, seq)
 	}
 	lim := limitOf(p.ListParams)
 	args = append(args, lim+1)
-	rows, err := s.r.QueryContext(ctx, "SELECT "+eventColumns+" FROM events"+whereClause(where)+" ORDER BY id DESC LIMIT ?", args...)
+	rows, err := s.r.QueryContext(ctx, "SELECT rowid, "+eventColumns+" FROM events"+whereClause(where)+" ORDER BY rowid DESC LIMIT ?", args...)
 	if err != nil {
 		return store.Page[store.Event]{}, wrap("list events", err)
 	}
 	defer rows.Close()
-	var out []store.Event
+	var (
+		out  []store.Event
+		seqs []int64
+	)
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		var seq int64
+		e, err := scanEvent(prefixScanner{rows, &seq})
 		if err != nil {
 			return store.Page[store.Event]{}, wrap("list events", err)
 		}
 		out = append(out, e)
+		seqs = append(seqs, seq)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Event]{}, wrap("list events", err)
 	}
-	return paginate(out, lim, func(e store.Event) string { return e.ID }), nil
+	pg := paginate(out, lim, func(store.Event) string { return "" })
+	if len(out) > lim {
+		pg.NextCursor = strconv.FormatInt(seqs[lim-1], 10)
+	}
+	return pg, nil
+}
+
+// prefixScanner scans one extra leading column into first.
+type prefixScanner struct {
+	sc    scanner
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.sc.Scan(append([]any{p.first}, dest...)...)
 }
 
 const deliveryColumns = `id, event_id, endpoint_id, tenant, event_type, state, attempts, client_errors, next_attempt_at,
@@ -319,7 +345,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return nil, wrap("claim", err)
 	}
 	if err := loadByIDs(ctx, tx, "SELECT "+endpointColumns+" FROM endpoints WHERE id IN ", keys(endpoints), func(sc scanner) error {
-		e, err := scanEndpoint(sc)
+		e, err := s.scanEndpoint(sc)
 		endpoints[e.ID] = e
 		return err
 	}); err != nil {

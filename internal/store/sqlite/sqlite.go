@@ -36,8 +36,17 @@ var migrations embed.FS
 
 // Store is the SQLite implementation of store.Store.
 type Store struct {
-	w *sql.DB // exactly one connection: every write goes through it
-	r *sql.DB // read pool
+	w   *sql.DB         // exactly one connection: every write goes through it
+	r   *sql.DB         // read pool
+	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithSecretBox encrypts endpoint secrets at rest with box.
+func WithSecretBox(box store.SecretBox) Option {
+	return func(s *Store) { s.box = box }
 }
 
 var _ store.Store = (*Store)(nil)
@@ -46,7 +55,7 @@ var _ store.Store = (*Store)(nil)
 // embedded migrations with goose, and returns the store. path is a file
 // path ("herald.db"); the "sqlite:" prefix of --db is removed by the
 // caller.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
@@ -86,7 +95,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	return &Store{w: w, r: r}, nil
+	s := &Store{w: w, r: r}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Ping implements store.Store.
@@ -137,7 +150,7 @@ func wrap(op string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
@@ -167,38 +180,11 @@ func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) e
 	return wrap("add api key", err)
 }
 
-type secretJSON struct {
-	Value     string `json:"value"`
-	CreatedAt int64  `json:"created_at"`
-	ExpiresAt int64  `json:"expires_at,omitempty"`
-}
-
-func encodeSecrets(ss []store.Secret) (string, error) {
-	out := make([]secretJSON, len(ss))
-	for i, s := range ss {
-		out[i] = secretJSON{Value: s.Value, CreatedAt: micro(s.CreatedAt), ExpiresAt: micro(s.ExpiresAt)}
-	}
-	b, err := json.Marshal(out)
-	return string(b), err
-}
-
-func decodeSecrets(v string) ([]store.Secret, error) {
-	var in []secretJSON
-	if err := json.Unmarshal([]byte(v), &in); err != nil {
-		return nil, err
-	}
-	out := make([]store.Secret, len(in))
-	for i, s := range in {
-		out[i] = store.Secret{Value: s.Value, CreatedAt: fromMicro(s.CreatedAt), ExpiresAt: fromMicro(s.ExpiresAt)}
-	}
-	return out, nil
-}
-
 const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at"
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanEndpoint(sc scanner) (store.Endpoint, error) {
+func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 	var (
 		e                       store.Endpoint
 		types, headers, secrets string
@@ -217,13 +203,13 @@ func scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
 	}
 	var err error
-	if e.Secrets, err = decodeSecrets(secrets); err != nil {
+	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
 		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
 	}
 	return e, nil
 }
 
-func endpointArgs(e store.Endpoint) ([]any, error) {
+func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	types := e.EventTypes
 	if types == nil {
 		types = []string{}
@@ -240,7 +226,7 @@ func endpointArgs(e store.Endpoint) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	sec, err := encodeSecrets(e.Secrets)
+	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +239,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if e.State == "" {
 		e.State = store.EndpointEnabled
 	}
-	args, err := endpointArgs(e)
+	args, err := s.endpointArgs(e)
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
@@ -274,7 +260,7 @@ type querier interface {
 }
 
 func (s *Store) getEndpoint(ctx context.Context, q querier, id string) (store.Endpoint, error) {
-	e, err := scanEndpoint(q.QueryRowContext(ctx, "SELECT "+endpointColumns+" FROM endpoints WHERE id = ?", id))
+	e, err := s.scanEndpoint(q.QueryRowContext(ctx, "SELECT "+endpointColumns+" FROM endpoints WHERE id = ?", id))
 	if err != nil {
 		return store.Endpoint{}, wrap("endpoint "+id, err)
 	}
@@ -320,7 +306,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	defer rows.Close()
 	var out []store.Endpoint
 	for rows.Next() {
-		e, err := scanEndpoint(rows)
+		e, err := s.scanEndpoint(rows)
 		if err != nil {
 			return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
 		}
@@ -378,7 +364,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		e.RateLimitPerSecond = *p.RateLimitPerSecond
 	}
 	e.UpdatedAt = p.Now
-	args, err := endpointArgs(e)
+	args, err := s.endpointArgs(e)
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
 	}

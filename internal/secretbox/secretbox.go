@@ -1,0 +1,119 @@
+// Package secretbox encrypts endpoint signing secrets at rest with
+// AES-256-GCM (NIST SP 800-38D). The key comes from HERALD_ENCRYPTION_KEY
+// (standard base64 of 32 bytes) or, in embedded mode, from a key file
+// created beside the database with mode 0600.
+package secretbox
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// KeySize is the AES-256 key length in bytes.
+const KeySize = 32
+
+// ErrDecrypt is returned by Open when a ciphertext was not sealed with this
+// key for this context (wrong key, tampered data, or another row's data).
+var ErrDecrypt = errors.New("secretbox: cannot decrypt: wrong encryption key or corrupted data")
+
+// Box seals and opens small values. Safe for concurrent use.
+type Box struct {
+	aead cipher.AEAD
+}
+
+// New returns a Box for a 32-byte key.
+func New(key []byte) (*Box, error) {
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("secretbox: key must be %d bytes, got %d", KeySize, len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Box{aead: aead}, nil
+}
+
+// ParseKey decodes a key given as standard (or URL-safe) base64 of 32
+// bytes, as in HERALD_ENCRYPTION_KEY.
+func ParseKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			if len(k) != KeySize {
+				return nil, fmt.Errorf("encryption key must be base64 of %d bytes, got %d bytes", KeySize, len(k))
+			}
+			return k, nil
+		}
+	}
+	return nil, errors.New("encryption key must be base64 of 32 bytes (e.g. `openssl rand -base64 32`)")
+}
+
+// LoadOrCreateKeyFile reads the key file at path, or creates it with a new
+// random key and mode 0600 when it does not exist. created reports the
+// latter, so the caller can warn that the key must be backed up.
+func LoadOrCreateKeyFile(path string) (key []byte, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		k, err := ParseKey(string(b))
+		if err != nil {
+			return nil, false, fmt.Errorf("key file %s: %w", path, err)
+		}
+		return k, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("key file %s: %w", path, err)
+	}
+	key = make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("create key file %s: %w", path, err)
+	}
+	if _, err := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n"); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return key, true, f.Close()
+}
+
+// Seal encrypts plaintext bound to context (e.g. the endpoint id, so a
+// ciphertext copied to another row does not open). Output: nonce ‖
+// ciphertext ‖ tag.
+func (b *Box) Seal(plaintext, context []byte) ([]byte, error) {
+	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plaintext)+b.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return b.aead.Seal(nonce, nonce, plaintext, context), nil
+}
+
+// Open decrypts what Seal produced for the same context; ErrDecrypt
+// otherwise.
+func (b *Box) Open(sealed, context []byte) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(sealed) < n+b.aead.Overhead() {
+		return nil, ErrDecrypt
+	}
+	pt, err := b.aead.Open(nil, sealed[:n], sealed[n:], context)
+	if err != nil {
+		return nil, ErrDecrypt
+	}
+	return pt, nil
+}

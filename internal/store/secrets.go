@@ -1,0 +1,90 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SecretBox encrypts endpoint secrets at rest (internal/secretbox
+// implements it with AES-256-GCM). context binds a ciphertext to its row.
+type SecretBox interface {
+	Seal(plaintext, context []byte) ([]byte, error)
+	Open(sealed, context []byte) ([]byte, error)
+}
+
+type secretJSON struct {
+	Value     string `json:"value"`
+	CreatedAt int64  `json:"created_at"`           // microseconds since the epoch
+	ExpiresAt int64  `json:"expires_at,omitempty"` // microseconds since the epoch
+}
+
+// sealedPrefix marks an encrypted secrets column: "enc:v1:" + base64(nonce ‖
+// ciphertext ‖ tag) of the JSON list.
+const sealedPrefix = "enc:v1:"
+
+// EncodeSecrets renders an endpoint's secrets for its database column:
+// sealed by box (bound to endpointID) when box is not nil, else plain JSON.
+// Drivers store the result as text.
+func EncodeSecrets(box SecretBox, endpointID string, ss []Secret) (string, error) {
+	out := make([]secretJSON, len(ss))
+	for i, s := range ss {
+		out[i] = secretJSON{Value: s.Value, CreatedAt: micro(s.CreatedAt), ExpiresAt: micro(s.ExpiresAt)}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "", err
+	}
+	if box == nil {
+		return string(b), nil
+	}
+	sealed, err := box.Seal(b, []byte(endpointID))
+	if err != nil {
+		return "", fmt.Errorf("seal secrets: %w", err)
+	}
+	return sealedPrefix + base64.StdEncoding.EncodeToString(sealed), nil
+}
+
+// DecodeSecrets reverses EncodeSecrets. A sealed column without a box, or
+// one the box cannot open, is an error (the wrong HERALD_ENCRYPTION_KEY).
+func DecodeSecrets(box SecretBox, endpointID, v string) ([]Secret, error) {
+	raw := []byte(v)
+	if rest, ok := strings.CutPrefix(v, sealedPrefix); ok {
+		if box == nil {
+			return nil, errors.New("secrets are encrypted but no encryption key is configured")
+		}
+		sealed, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, fmt.Errorf("sealed secrets: %w", err)
+		}
+		if raw, err = box.Open(sealed, []byte(endpointID)); err != nil {
+			return nil, err
+		}
+	}
+	var in []secretJSON
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return nil, err
+	}
+	out := make([]Secret, len(in))
+	for i, s := range in {
+		out[i] = Secret{Value: s.Value, CreatedAt: fromMicro(s.CreatedAt), ExpiresAt: fromMicro(s.ExpiresAt)}
+	}
+	return out, nil
+}
+
+func micro(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicro(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}

@@ -3,9 +3,9 @@ package app_test
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/webhook"
@@ -74,6 +75,25 @@ type Config struct {
 	CompleteBatch int
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
+	// EndpointConcurrency caps the attempts in flight to one endpoint on
+	// this node; default 10. A slow or black-holed endpoint holds at most
+	// this many workers.
+	EndpointConcurrency int
+	// BreakerThreshold is the number of consecutive transport failures
+	// (no answer, or 5xx) that opens an endpoint's circuit; default 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open circuit stays open before one
+	// probe is let through; default 30 s. While open, the endpoint's due
+	// deliveries are postponed without consuming attempts.
+	BreakerCooldown time.Duration
+	// DeferDelay is the wait of a delivery turned away at its endpoint's
+	// concurrency cap; default 1 s.
+	DeferDelay time.Duration
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long (DESIGN.md: 5 days); 0 = never.
+	DisableAfter time.Duration
+	// Metrics, optional.
+	Metrics *metrics.Metrics
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -113,6 +133,18 @@ func (c Config) WithDefaults() Config {
 	if c.UserAgent == "" {
 		c.UserAgent = "Herald"
 	}
+	if c.EndpointConcurrency <= 0 {
+		c.EndpointConcurrency = 10
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = 5
+	}
+	if c.BreakerCooldown <= 0 {
+		c.BreakerCooldown = 30 * time.Second
+	}
+	if c.DeferDelay <= 0 {
+		c.DeferDelay = time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -139,6 +171,7 @@ type Engine struct {
 	slots   chan struct{} // one token per idle worker
 	jobs    chan store.Claim
 	results chan store.Completion
+	gate    *gate
 }
 
 // New checks cfg and returns an engine.
@@ -153,6 +186,7 @@ func New(cfg Config) (*Engine, error) {
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan store.Claim, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
+		gate:    newGate(cfg.EndpointConcurrency, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
 	}
 	for range cfg.Workers {
 		e.slots <- struct{}{}
@@ -297,7 +331,7 @@ func (e *Engine) work(ctx context.Context) {
 			// Shutting down: leave the claim leased; it is rescued later.
 			continue
 		}
-		e.results <- e.attempt(ctx, c)
+		e.results <- e.process(ctx, c)
 		e.slots <- struct{}{}
 	}
 }
@@ -310,9 +344,36 @@ const (
 	HeaderDeliveryAttempt = "X-Delivery-Attempt"
 )
 
+// process passes a claim through the endpoint's gate: an admitted claim is
+// attempted; one turned away is deferred without consuming an attempt.
+func (e *Engine) process(ctx context.Context, c store.Claim) store.Completion {
+	now := e.cfg.Clock.Now()
+	ok, retryAt, reason := e.gate.admit(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
+	if !ok {
+		e.cfg.Metrics.Deferred(reason)
+		return store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
+			Deferred: true, NextAttemptAt: retryAt, Now: now}
+	}
+	comp, transportFailure := e.attempt(ctx, c)
+	if until, opened := e.gate.done(c.Endpoint.ID, transportFailure, e.cfg.Clock.Now()); opened {
+		e.cfg.Metrics.CircuitOpened()
+		e.cfg.Logger.Warn("circuit opened: the endpoint keeps failing; its deliveries wait without consuming attempts",
+			"endpoint", c.Endpoint.ID, "until", until)
+		go func() {
+			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := e.cfg.Store.PostponeEndpointDeliveries(pctx, c.Endpoint.ID, until); err != nil {
+				e.cfg.Logger.Warn("postpone deliveries of an open circuit failed", "endpoint", c.Endpoint.ID, "error", err)
+			}
+		}()
+	}
+	return comp
+}
+
 // attempt makes one HTTP try of a claimed delivery and returns its
-// completion.
-func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
+// completion, and whether it failed at the transport level (no answer, or
+// 5xx) for the circuit breaker.
+func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, bool) {
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
@@ -360,7 +421,9 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
 	if clientErr {
 		clientErrors++
 	}
-	dec := e.cfg.Policy.Decide(number, clientErrors, out)
+	// The retry budget counts from the last replay; the attempt number sent
+	// in X-Delivery-Attempt counts every attempt of the delivery.
+	dec := e.cfg.Policy.Decide(number-d.ReplayBase, clientErrors, out)
 
 	a := store.Attempt{
 		DeliveryID:      d.ID,
@@ -378,11 +441,13 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
 		a.ErrorDetail = "redirects are not followed; the endpoint answered " + strconv.Itoa(res.StatusCode) + " with Location: " + res.Location
 	}
 	comp := store.Completion{
-		DeliveryID:  d.ID,
-		Owner:       e.cfg.Owner,
-		Attempt:     a,
-		ClientError: clientErr,
-		Now:         now,
+		DeliveryID:   d.ID,
+		EndpointID:   ep.ID,
+		Owner:        e.cfg.Owner,
+		Attempt:      a,
+		ClientError:  clientErr,
+		DisableAfter: e.cfg.DisableAfter,
+		Now:          now,
 	}
 	switch dec.Verdict {
 	case retry.Succeeded:
@@ -399,7 +464,16 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) store.Completion {
 	}
 	e.cfg.Logger.Debug("attempt", "delivery", d.ID, "event", ev.ID, "endpoint", ep.ID, "attempt", number,
 		"status", res.StatusCode, "error", a.Error, "verdict", dec.Verdict.String(), "reason", dec.Reason)
-	return comp
+	outcome := "retry"
+	switch comp.State {
+	case store.DeliverySucceeded:
+		outcome = "succeeded"
+	case store.DeliveryDead:
+		outcome = "dead"
+	}
+	e.cfg.Metrics.Attempt(comp.State == store.DeliverySucceeded, res.Duration, outcome)
+	transportFailure := res.StatusCode == 0 || res.StatusCode >= 500
+	return comp, transportFailure
 }
 
 // IsClientError reports whether an HTTP status counts toward the
@@ -468,6 +542,7 @@ func (e *Engine) rescue(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			e.cfg.Logger.Warn("rescue expired leases failed", "error", err)
 		case n > 0:
+			e.cfg.Metrics.LeasesRescued(n)
 			e.cfg.Logger.Info("rescued deliveries whose lease expired", "count", n)
 			e.Notify()
 		}

@@ -74,6 +74,7 @@ type Endpoint struct {
 	State              EndpointState     //
 	StateReason        string            // why the state last changed ("gone", "paused by owner", …)
 	Secrets            []Secret          // newest first; Secrets[0] is the current secret
+	FailingSince       time.Time         // start of the current streak of failed attempts; zero after a success
 	CreatedAt          time.Time         //
 	UpdatedAt          time.Time         //
 }
@@ -125,6 +126,7 @@ type Delivery struct {
 	NextAttemptAt  time.Time     // when the next attempt is due (pending only)
 	LastStatusCode int           // 0 when no HTTP answer was received
 	LastError      string        // error class of the last attempt, "" when it got an HTTP answer
+	ReplayBase     int           // Attempts when the delivery was last replayed: the retry budget counts from here
 	LeaseOwner     string        // worker holding the lease, "" when none
 	LeaseUntil     time.Time     // zero when not leased
 	CreatedAt      time.Time     //
@@ -212,7 +214,10 @@ type ListEventsParams struct {
 type ListDeliveriesParams struct {
 	EndpointID string
 	EventID    string
+	Tenant     string
 	State      DeliveryState
+	EventType  string    // only this event type
+	Since      time.Time // only deliveries last changed at or after this time (e.g. dead-lettered since)
 	ListParams
 }
 
@@ -238,6 +243,7 @@ type Claim struct {
 // attempt is recorded but the delivery is left to its new owner).
 type Completion struct {
 	DeliveryID      string
+	EndpointID      string // the delivery's endpoint (for its failure streak)
 	Owner           string
 	Attempt         Attempt
 	State           DeliveryState // pending (retry), succeeded or dead
@@ -245,7 +251,77 @@ type Completion struct {
 	ClientError     bool          // this attempt counts toward the client-error budget
 	DisableEndpoint bool          // 410 Gone: disable the endpoint and hold its pending deliveries
 	DisableReason   string
-	Now             time.Time
+	// DisableAfter, when positive, disables the endpoint (with notice
+	// endpoint.disabled) once its current failure streak is at least this
+	// long: every attempt since FailingSince failed. A success resets the
+	// streak.
+	DisableAfter time.Duration
+	// Deferred: no attempt was made (the endpoint was at its concurrency
+	// cap, rate limit or open circuit); the delivery is only moved to
+	// NextAttemptAt and its lease cleared. Attempt is ignored.
+	Deferred bool
+	Now      time.Time
+}
+
+// SetEndpointStateParams changes an endpoint's state. To paused or
+// disabled: its pending, unleased deliveries are held (paused). To enabled:
+// its held deliveries are released (pending, due Now) and the failure
+// streak is reset. Notice, when set, records an operational event to emit
+// (e.g. "endpoint.enabled").
+type SetEndpointStateParams struct {
+	ID     string
+	State  EndpointState
+	Reason string
+	Notice string
+	Now    time.Time
+}
+
+// ReplayParams moves dead letters (or, explicitly, succeeded deliveries)
+// back to pending, due Now, keeping their event id and attempt history.
+// Either DeliveryID or EndpointID is set. Only deliveries in one of States
+// are touched, so replaying what is already pending does nothing.
+// Deliveries of an endpoint that is not enabled are held (paused) instead.
+type ReplayParams struct {
+	DeliveryID string
+	EndpointID string
+	States     []DeliveryState // default: dead only
+	Since      time.Time       // only those last changed at or after Since
+	EventType  string          // only this event type
+	Now        time.Time
+}
+
+// Notice is an operational event waiting to be emitted about an endpoint.
+type Notice struct {
+	Endpoint Endpoint
+	Type     string    // "endpoint.disabled", "endpoint.enabled"
+	At       time.Time // when the state changed
+	// LastStatusCode and LastError describe the endpoint's last attempt.
+	LastStatusCode int
+	LastError      string
+}
+
+// DeadLetterCount is the number of dead letters of one endpoint.
+type DeadLetterCount struct {
+	EndpointID string
+	Tenant     string
+	Count      int
+}
+
+// Stats are the gauges exported as metrics.
+type Stats struct {
+	DeliveriesByState map[DeliveryState]int
+	EndpointsByState  map[EndpointState]int
+}
+
+// PurgeParams deletes old history in one small batch: succeeded
+// deliveries (with their attempts) last changed before SucceededBefore,
+// dead letters before DeadBefore, and events older than EventsBefore that
+// have no delivery left. At most Limit rows of each kind.
+type PurgeParams struct {
+	SucceededBefore time.Time
+	DeadBefore      time.Time
+	EventsBefore    time.Time
+	Limit           int
 }
 
 // Store is implemented by every database driver. Every method is safe for
@@ -296,4 +372,32 @@ type Store interface {
 	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery, or
 	// the zero time when there is none.
 	NextDueAt(ctx context.Context) (time.Time, error)
+
+	// SetEndpointState pauses, resumes, disables or enables an endpoint; it
+	// returns the endpoint and how many deliveries were held or released.
+	// ErrNotFound for an unknown id.
+	SetEndpointState(ctx context.Context, p SetEndpointStateParams) (Endpoint, int, error)
+	// ReplayDeliveries replays dead letters; it returns how many deliveries
+	// were moved. ErrNotFound for an unknown delivery or endpoint.
+	ReplayDeliveries(ctx context.Context, p ReplayParams) (int, error)
+	// PostponeEndpointDeliveries moves the endpoint's pending, unleased
+	// deliveries due before until to until (an open circuit breaker); no
+	// attempt is consumed. It returns how many moved.
+	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
+	// PendingNotices returns up to limit operational events to emit.
+	PendingNotices(ctx context.Context, limit int) ([]Notice, error)
+	// ClearNotice marks the notice of an endpoint emitted, if it is still
+	// the one recorded at the given time.
+	ClearNotice(ctx context.Context, endpointID string, at time.Time) error
+	// DeadLetterCounts counts dead letters per endpoint (of one tenant when
+	// tenant is not empty), changed at or after since (zero: all).
+	DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]DeadLetterCount, error)
+	// ClaimSpikeAlert records that a dead-letter spike alert for the
+	// endpoint is emitted at now, unless one was already emitted after
+	// windowStart; it reports whether the caller should emit it.
+	ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error)
+	// Stats counts deliveries and endpoints by state.
+	Stats(ctx context.Context) (Stats, error)
+	// Purge deletes old history; it returns the number of rows deleted.
+	Purge(ctx context.Context, p PurgeParams) (int, error)
 }

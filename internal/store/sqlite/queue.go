@@ -198,7 +198,7 @@ func (p prefixScanner) Scan(dest ...any) error {
 }
 
 const deliveryColumns = `id, event_id, endpoint_id, tenant, event_type, state, attempts, client_errors, next_attempt_at,
-	last_status_code, last_error, COALESCE(lease_owner, ''), lease_until, created_at, updated_at`
+	last_status_code, last_error, COALESCE(lease_owner, ''), lease_until, created_at, updated_at, replay_base`
 
 func scanDelivery(sc scanner) (store.Delivery, error) {
 	var (
@@ -208,7 +208,7 @@ func scanDelivery(sc scanner) (store.Delivery, error) {
 		leaseUntil                 sql.NullInt64
 	)
 	if err := sc.Scan(&d.ID, &d.EventID, &d.EndpointID, &d.Tenant, &d.EventType, &state, &d.Attempts, &d.ClientErrors, &next,
-		&d.LastStatusCode, &d.LastError, &d.LeaseOwner, &leaseUntil, &createdAt, &updatedAt); err != nil {
+		&d.LastStatusCode, &d.LastError, &d.LeaseOwner, &leaseUntil, &createdAt, &updatedAt, &d.ReplayBase); err != nil {
 		return d, err
 	}
 	d.State = store.DeliveryState(state)
@@ -238,9 +238,21 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		where = append(where, "event_id = ?")
 		args = append(args, p.EventID)
 	}
+	if p.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, p.Tenant)
+	}
 	if p.State != "" {
 		where = append(where, "state = ?")
 		args = append(args, string(p.State))
+	}
+	if p.EventType != "" {
+		where = append(where, "event_type = ?")
+		args = append(args, p.EventType)
+	}
+	if !p.Since.IsZero() {
+		where = append(where, "updated_at >= ?")
+		args = append(args, micro(p.Since))
 	}
 	if p.Cursor != "" {
 		where = append(where, "id < ?")
@@ -295,6 +307,22 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 	return out, wrap("list attempts", rows.Err())
 }
 
+// The queue's two hot queries. INDEXED BY pins them to the partial index
+// deliveries_due, which holds only claimable rows, so their cost does not
+// grow with succeeded, dead, held or leased rows (the planner would
+// otherwise pick the (state, updated_at) index and sort); SQLite fails the
+// statement rather than silently falling back if the index is unusable.
+const (
+	// ClaimQuery is completed with the RETURNING column list.
+	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
+		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		             ORDER BY next_attempt_at LIMIT ?)
+		RETURNING `
+	// NextDueQuery finds the earliest due time of a claimable delivery.
+	NextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL"
+)
+
 // ClaimDeliveries implements store.Store. One UPDATE … RETURNING leases the
 // batch (SQLite has one writer, so no row can be claimed twice), then the
 // events and endpoints of the batch are read in the same transaction.
@@ -308,10 +336,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	defer tx.Rollback()
 	now := micro(p.Now)
-	rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
-		WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ?)
-		RETURNING `+deliveryColumns, p.Owner, micro(p.Now.Add(p.Lease)), now, now, p.Limit)
+	rows, err := tx.QueryContext(ctx, ClaimQuery+deliveryColumns, p.Owner, micro(p.Now.Add(p.Lease)), now, now, p.Limit)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -433,7 +458,20 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		return wrap("complete", err)
 	}
 	defer upd.Close()
+	deferStmt, err := tx.PrepareContext(ctx, `UPDATE deliveries SET
+		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
+		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	defer deferStmt.Close()
 	for _, c := range cs {
+		if c.Deferred {
+			if _, err := deferStmt.ExecContext(ctx, micro(c.NextAttemptAt), c.DeliveryID, c.Owner); err != nil {
+				return wrap("complete: defer", err)
+			}
+			continue
+		}
 		a := c.Attempt
 		if _, err := insAttempt.ExecContext(ctx, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt); err != nil {
 			return wrap("complete: attempt", err)
@@ -449,30 +487,68 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if _, err := upd.ExecContext(ctx, string(c.State), clientErr, next, a.StatusCode, a.Error, micro(c.Now), c.DeliveryID, c.Owner); err != nil {
 			return wrap("complete: delivery", err)
 		}
+		endpointID := c.EndpointID
+		if endpointID == "" {
+			if err := tx.QueryRowContext(ctx, "SELECT endpoint_id FROM deliveries WHERE id = ?", c.DeliveryID).Scan(&endpointID); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // deleted meanwhile
+				}
+				return wrap("complete", err)
+			}
+		}
 		if c.DisableEndpoint {
-			if err := disableEndpoint(ctx, tx, c.DeliveryID, c.DisableReason, c.Now); err != nil {
+			if err := disableEndpoint(ctx, tx, endpointID, c.DisableReason, c.Now); err != nil {
 				return wrap("complete: disable endpoint", err)
 			}
+			continue
+		}
+		if err := s.updateStreak(ctx, tx, endpointID, c); err != nil {
+			return wrap("complete: failure streak", err)
 		}
 	}
 	return wrap("complete", tx.Commit())
 }
 
-// disableEndpoint disables the endpoint of a delivery and holds its pending,
-// unleased deliveries (leased ones are held when they complete).
-func disableEndpoint(ctx context.Context, tx *sql.Tx, deliveryID, reason string, now time.Time) error {
-	var endpointID string
-	if err := tx.QueryRowContext(ctx, "SELECT endpoint_id FROM deliveries WHERE id = ?", deliveryID).Scan(&endpointID); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
+// updateStreak keeps the endpoint's failure streak: a success ends it; a
+// failure starts it (if none) and, past DisableAfter, disables the endpoint.
+func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
+	if c.State == store.DeliverySucceeded {
+		_, err := tx.ExecContext(ctx, "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", endpointID)
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ? WHERE id = ? AND state = 'enabled'",
-		reason, micro(now), endpointID); err != nil {
+	var since sql.NullInt64
+	err := tx.QueryRowContext(ctx, "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since",
+		micro(c.Attempt.StartedAt), endpointID).Scan(&since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil || c.DisableAfter <= 0 || !since.Valid {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
+	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter {
+		return nil
+	}
+	last := "error " + c.Attempt.Error
+	if c.Attempt.StatusCode != 0 {
+		last = "status " + strconv.Itoa(c.Attempt.StatusCode)
+	}
+	reason := "every attempt failed since " + fromMicro(since.Int64).Format(time.RFC3339) + " (last: " + last + ")"
+	return disableEndpoint(ctx, tx, endpointID, reason, c.Now)
+}
+
+// disableEndpoint disables an enabled endpoint, records the notice
+// endpoint.disabled, and holds its pending, unleased deliveries (leased ones
+// are held when they complete).
+func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2, notice = 'endpoint.disabled', notice_at = ?2
+		WHERE id = ?3 AND state = 'enabled'`, reason, micro(now), endpointID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
 		micro(now), endpointID)
 	return err
 }
@@ -505,7 +581,7 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 // NextDueAt implements store.Store.
 func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
 	var v sql.NullInt64
-	err := s.r.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").Scan(&v)
+	err := s.r.QueryRowContext(ctx, NextDueQuery).Scan(&v)
 	if err != nil {
 		return time.Time{}, wrap("next due", err)
 	}

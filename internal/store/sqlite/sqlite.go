@@ -180,7 +180,7 @@ func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) e
 	return wrap("add api key", err)
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -190,10 +190,12 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		types, headers, secrets string
 		state                   string
 		createdAt, updatedAt    int64
+		failingSince            sql.NullInt64
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince); err != nil {
 		return e, err
 	}
+	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
@@ -230,7 +232,11 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt)}, nil
+	var failing any
+	if !e.FailingSince.IsZero() {
+		failing = micro(e.FailingSince)
+	}
+	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing}, nil
 }
 
 // CreateEndpoint implements store.Store.
@@ -243,7 +249,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
@@ -349,6 +355,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		return store.Endpoint{}, err
 	}
 	if p.URL != nil {
+		if *p.URL != e.URL {
+			e.FailingSince = time.Time{} // a new URL starts a new failure streak
+		}
 		e.URL = *p.URL
 	}
 	if p.Description != nil {
@@ -370,7 +379,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	}
 	// args[0] is the id; move it to the end for the WHERE clause.
 	_, err = tx.ExecContext(ctx, `UPDATE endpoints SET tenant=?, url=?, description=?, event_types=?, headers=?,
-		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=? WHERE id=?`,
+		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=? WHERE id=?`,
 		append(args[1:], args[0])...)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)

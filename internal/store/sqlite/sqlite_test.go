@@ -179,15 +179,12 @@ func TestCanceledContext(t *testing.T) {
 	}
 }
 
-// The claim and NextDueAt queries, as in queue.go. Keep them in sync: this
-// test proves the queue stays on the partial index deliveries_due, so its
-// cost does not grow with succeeded, dead or leased rows.
-const (
-	claimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
-		WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ?)
-		RETURNING id`
-	nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
+// The claim and NextDueAt queries come from queue.go: this test proves the
+// queue stays on the partial index deliveries_due, so its cost does not
+// grow with succeeded, dead or leased rows.
+var (
+	claimQuery   = sqlite.ClaimQuery + "id"
+	nextDueQuery = sqlite.NextDueQuery
 )
 
 func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {

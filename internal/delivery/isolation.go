@@ -1,0 +1,117 @@
+package delivery
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// gate keeps one endpoint from taking more than its share of the workers:
+// a per-endpoint concurrency cap, the endpoint's rate limit, and a circuit
+// breaker that stops attempts to an endpoint that keeps failing at the
+// transport level (timeouts, refused connections, 5xx) until a cooldown has
+// passed, then lets a single probe through (half-open).
+//
+// A delivery the gate turns away is deferred: its lease is released with a
+// new due time and no attempt is consumed, so its own schedule (attempt
+// count, dead-lettering) is unchanged, and the workers stay free for other
+// endpoints.
+//
+// The state is per node. With several nodes an endpoint may get up to
+// (nodes × cap) attempts in flight; the cap bounds each node's workers,
+// which is what isolation needs.
+//
+// Lock order: gate.mu only; no other lock is taken while holding it.
+type gate struct {
+	mu        sync.Mutex
+	eps       map[string]*endpointGate
+	cap       int           // attempts in flight per endpoint
+	threshold int           // consecutive failures that open the circuit
+	cooldown  time.Duration // how long an open circuit stays open
+	deferFor  time.Duration // wait of a delivery turned away at the cap
+}
+
+type endpointGate struct {
+	inflight  int
+	failures  int       // consecutive transport-level failures
+	openUntil time.Time // circuit open until then; zero = closed
+	probing   bool      // half-open: one probe in flight
+	limiter   *rate.Limiter
+	limit     int
+}
+
+func newGate(capPerEndpoint, threshold int, cooldown, deferFor time.Duration) *gate {
+	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, threshold: threshold, cooldown: cooldown, deferFor: deferFor}
+}
+
+// admit reports whether an attempt to the endpoint may start now; if not,
+// retryAt says when to try again. An admitted attempt must be followed by
+// exactly one call to done.
+func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.eps[endpointID]
+	if e == nil {
+		e = &endpointGate{}
+		g.eps[endpointID] = e
+	}
+	if !e.openUntil.IsZero() {
+		if now.Before(e.openUntil) {
+			return false, e.openUntil, "circuit_open"
+		}
+		if e.probing {
+			return false, now.Add(g.deferFor), "circuit_half_open"
+		}
+	}
+	if e.inflight >= g.cap {
+		return false, now.Add(g.deferFor), "concurrency_cap"
+	}
+	if ratePerSecond > 0 {
+		if e.limiter == nil || e.limit != ratePerSecond {
+			e.limiter = rate.NewLimiter(rate.Limit(ratePerSecond), max(1, ratePerSecond/10))
+			e.limit = ratePerSecond
+		}
+		r := e.limiter.ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return false, now.Add(d), "rate_limit"
+		}
+	} else {
+		e.limiter = nil
+	}
+	if !e.openUntil.IsZero() {
+		e.probing = true // the circuit's cooldown passed: this is the probe
+	}
+	e.inflight++
+	return true, time.Time{}, ""
+}
+
+// done records the end of an admitted attempt. failed is a transport-level
+// failure (no answer, or 5xx). It returns the time until which the circuit
+// is now open (zero if it is closed), and whether this call opened it.
+func (g *gate) done(endpointID string, failed bool, now time.Time) (openUntil time.Time, opened bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.eps[endpointID]
+	if e == nil {
+		return time.Time{}, false
+	}
+	e.inflight--
+	wasProbe := e.probing
+	e.probing = false
+	if !failed {
+		e.failures = 0
+		e.openUntil = time.Time{}
+		if e.inflight == 0 && e.limiter == nil {
+			delete(g.eps, endpointID) // keep the map small
+		}
+		return time.Time{}, false
+	}
+	e.failures++
+	if wasProbe || (e.failures >= g.threshold && e.openUntil.IsZero()) {
+		e.openUntil = now.Add(g.cooldown)
+		return e.openUntil, true
+	}
+	return e.openUntil, false
+}

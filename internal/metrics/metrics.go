@@ -1,0 +1,176 @@
+// Package metrics exports Herald's Prometheus metrics from a private
+// registry (never the global one). Labels are bounded sets (states,
+// outcomes, result classes): never an event, delivery or endpoint id.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Metrics holds the collectors. A nil *Metrics is valid and records
+// nothing, so packages can be used without metrics in tests.
+type Metrics struct {
+	reg              *prometheus.Registry
+	eventsPublished  prometheus.Counter
+	attempts         *prometheus.CounterVec
+	deliveries       *prometheus.CounterVec
+	attemptDuration  *prometheus.HistogramVec
+	deferred         *prometheus.CounterVec
+	circuitsOpened   prometheus.Counter
+	leasesRescued    prometheus.Counter
+	operationalEvent *prometheus.CounterVec
+	inbound          *prometheus.CounterVec
+}
+
+// New registers every collector in a new registry. stats, when not nil, is
+// called at each scrape (with a 5 s timeout) for the queue-depth and
+// endpoint gauges.
+func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_events_published_total", Help: "Events accepted by POST /v1/events (duplicates excluded).",
+	})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_attempts_total", Help: "Delivery attempts by result: success (2xx) or failure (anything else).",
+	}, []string{"result"})
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_deliveries_total", Help: "Deliveries reaching an outcome after an attempt: succeeded, retry (scheduled again) or dead (dead-lettered).",
+	}, []string{"outcome"})
+	m.attemptDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "herald_attempt_duration_seconds", Help: "Duration of delivery attempts in seconds, from start to the end of the response body read.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"result"})
+	m.deferred = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, rate_limit, circuit_open, circuit_half_open).",
+	}, []string{"reason"})
+	m.circuitsOpened = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_circuit_breaker_opened_total", Help: "Times an endpoint's circuit breaker opened after consecutive transport failures.",
+	})
+	m.leasesRescued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_leases_rescued_total", Help: "Deliveries whose lease expired (their worker crashed) and were returned to the queue.",
+	})
+	m.operationalEvent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
+	}, []string{"type"})
+	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, error).",
+	}, []string{"result"})
+	m.reg.MustRegister(m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
+		m.leasesRescued, m.operationalEvent, m.inbound,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if stats != nil {
+		m.reg.MustRegister(&stateCollector{stats: stats})
+	}
+	return m
+}
+
+// Handler serves /metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry returns the private registry (tests).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// EventPublished counts one accepted event.
+func (m *Metrics) EventPublished() {
+	if m != nil {
+		m.eventsPublished.Inc()
+	}
+}
+
+// Attempt records one attempt: whether it got a 2xx, its duration, and the
+// delivery outcome ("succeeded", "retry", "dead").
+func (m *Metrics) Attempt(success bool, d time.Duration, outcome string) {
+	if m == nil {
+		return
+	}
+	result := "failure"
+	if success {
+		result = "success"
+	}
+	m.attempts.WithLabelValues(result).Inc()
+	m.attemptDuration.WithLabelValues(result).Observe(d.Seconds())
+	m.deliveries.WithLabelValues(outcome).Inc()
+}
+
+// Deferred counts a delivery put back without an attempt.
+func (m *Metrics) Deferred(reason string) {
+	if m != nil {
+		m.deferred.WithLabelValues(reason).Inc()
+	}
+}
+
+// CircuitOpened counts an opened circuit breaker.
+func (m *Metrics) CircuitOpened() {
+	if m != nil {
+		m.circuitsOpened.Inc()
+	}
+}
+
+// LeasesRescued counts rescued leases.
+func (m *Metrics) LeasesRescued(n int) {
+	if m != nil {
+		m.leasesRescued.Add(float64(n))
+	}
+}
+
+// OperationalEvent counts an emitted operational event.
+func (m *Metrics) OperationalEvent(typ string) {
+	if m != nil {
+		m.operationalEvent.WithLabelValues(typ).Inc()
+	}
+}
+
+// Inbound counts an inbound gateway request by result.
+func (m *Metrics) Inbound(result string) {
+	if m != nil {
+		m.inbound.WithLabelValues(result).Inc()
+	}
+}
+
+// stateCollector reads the queue depth and endpoint states from the store
+// at scrape time, so the gauges are true across nodes and restarts.
+type stateCollector struct {
+	stats func(ctx context.Context) (store.Stats, error)
+}
+
+var (
+	queueDepthDesc  = prometheus.NewDesc("herald_queue_depth", "Deliveries by state (pending, paused, succeeded, dead).", []string{"state"}, nil)
+	deadLettersDesc = prometheus.NewDesc("herald_dead_letters", "Deliveries in the dead-letter queue (state dead).", nil, nil)
+	endpointsDesc   = prometheus.NewDesc("herald_endpoints", "Endpoints by state (enabled, paused, disabled).", []string{"state"}, nil)
+	scrapeErrorDesc = prometheus.NewDesc("herald_store_scrape_error", "1 if reading the store for these gauges failed at this scrape.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- deadLettersDesc
+	ch <- endpointsDesc
+	ch <- scrapeErrorDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 0)
+	for _, s := range []store.DeliveryState{store.DeliveryPending, store.DeliveryPaused, store.DeliverySucceeded, store.DeliveryDead} {
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.DeliveriesByState[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(deadLettersDesc, prometheus.GaugeValue, float64(st.DeliveriesByState[store.DeliveryDead]))
+	for _, s := range []store.EndpointState{store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled} {
+		ch <- prometheus.MustNewConstMetric(endpointsDesc, prometheus.GaugeValue, float64(st.EndpointsByState[s]), string(s))
+	}
+}

@@ -1,0 +1,298 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// SetEndpointState implements store.Store.
+func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
+	switch p.State {
+	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
+	default:
+		return store.Endpoint{}, 0, fmt.Errorf("set endpoint state %q: %w", p.State, store.ErrInvalid)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Endpoint{}, 0, wrap("set endpoint state", err)
+	}
+	defer tx.Rollback()
+	now := micro(p.Now)
+	var res sql.Result
+	if p.State == store.EndpointEnabled {
+		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = 'enabled', state_reason = ?1, failing_since = NULL, updated_at = ?2,
+			notice = CASE WHEN ?3 <> '' THEN ?3 ELSE notice END, notice_at = CASE WHEN ?3 <> '' THEN ?2 ELSE notice_at END WHERE id = ?4`,
+			p.Reason, now, p.Notice, p.ID)
+	} else {
+		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = ?1, state_reason = ?2, updated_at = ?3,
+			notice = CASE WHEN ?4 <> '' THEN ?4 ELSE notice END, notice_at = CASE WHEN ?4 <> '' THEN ?3 ELSE notice_at END WHERE id = ?5`,
+			string(p.State), p.Reason, now, p.Notice, p.ID)
+	}
+	if err != nil {
+		return store.Endpoint{}, 0, wrap("set endpoint state", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.Endpoint{}, 0, fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+	}
+	if p.State == store.EndpointEnabled {
+		res, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1 WHERE endpoint_id = ?2 AND state = 'paused'", now, p.ID)
+	} else {
+		res, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?1 WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL", now, p.ID)
+	}
+	if err != nil {
+		return store.Endpoint{}, 0, wrap("set endpoint state", err)
+	}
+	moved, _ := res.RowsAffected()
+	e, err := s.getEndpoint(ctx, tx, p.ID)
+	if err != nil {
+		return store.Endpoint{}, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Endpoint{}, 0, wrap("set endpoint state", err)
+	}
+	return e, int(moved), nil
+}
+
+// ReplayDeliveries implements store.Store.
+func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
+	if (p.DeliveryID == "") == (p.EndpointID == "") {
+		return 0, fmt.Errorf("replay: exactly one of delivery and endpoint: %w", store.ErrInvalid)
+	}
+	states := p.States
+	if len(states) == 0 {
+		states = []store.DeliveryState{store.DeliveryDead}
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("replay", err)
+	}
+	defer tx.Rollback()
+	var one int
+	if p.DeliveryID != "" {
+		err = tx.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?", p.DeliveryID).Scan(&one)
+	} else {
+		err = tx.QueryRowContext(ctx, "SELECT 1 FROM endpoints WHERE id = ?", p.EndpointID).Scan(&one)
+	}
+	if err != nil {
+		return 0, wrap("replay", err)
+	}
+	where := []string{}
+	args := []any{micro(p.Now)}
+	if p.DeliveryID != "" {
+		where = append(where, "id = ?")
+		args = append(args, p.DeliveryID)
+	} else {
+		where = append(where, "endpoint_id = ?")
+		args = append(args, p.EndpointID)
+	}
+	ph := make([]string, len(states))
+	for i, st := range states {
+		if st != store.DeliveryDead && st != store.DeliverySucceeded {
+			return 0, fmt.Errorf("replay: only dead or succeeded deliveries can be replayed, not %q: %w", st, store.ErrInvalid)
+		}
+		ph[i] = "?"
+		args = append(args, string(st))
+	}
+	where = append(where, "state IN ("+strings.Join(ph, ",")+")")
+	if !p.Since.IsZero() {
+		where = append(where, "updated_at >= ?")
+		args = append(args, micro(p.Since))
+	}
+	if p.EventType != "" {
+		where = append(where, "event_type = ?")
+		args = append(args, p.EventType)
+	}
+	// The first parameter (now) is used twice through ?1.
+	q := `UPDATE deliveries SET
+		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS 'enabled' THEN 'pending' ELSE 'paused' END,
+		next_attempt_at = ?1, updated_at = ?1, client_errors = 0, replay_base = attempts
+		WHERE ` + strings.Join(where, " AND ")
+	q = numberPlaceholders(q, 2)
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, wrap("replay", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), wrap("replay", tx.Commit())
+}
+
+// numberPlaceholders rewrites each bare "?" as ?N, ?N+1, … so bare and
+// numbered parameters can be mixed safely.
+func numberPlaceholders(q string, from int) string {
+	var b strings.Builder
+	n := from
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' && (i+1 >= len(q) || q[i+1] < '0' || q[i+1] > '9') {
+			fmt.Fprintf(&b, "?%d", n)
+			n++
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// PostponeEndpointDeliveries implements store.Store.
+func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
+		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < ?1`, micro(until), endpointID)
+	if err != nil {
+		return 0, wrap("postpone", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// PendingNotices implements store.Store.
+func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, "SELECT "+endpointColumns+`, notice, notice_at,
+		COALESCE((SELECT last_status_code FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.attempts > 0 ORDER BY d.updated_at DESC LIMIT 1), 0),
+		COALESCE((SELECT last_error FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.attempts > 0 ORDER BY d.updated_at DESC LIMIT 1), '')
+		FROM endpoints WHERE notice <> '' ORDER BY notice_at LIMIT ?`, limit)
+	if err != nil {
+		return nil, wrap("pending notices", err)
+	}
+	defer rows.Close()
+	var out []store.Notice
+	for rows.Next() {
+		var (
+			n  store.Notice
+			at int64
+		)
+		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at, &n.LastStatusCode, &n.LastError}})
+		if err != nil {
+			return nil, wrap("pending notices", err)
+		}
+		n.Endpoint, n.At = e, fromMicro(at)
+		out = append(out, n)
+	}
+	return out, wrap("pending notices", rows.Err())
+}
+
+// suffixScanner scans extra trailing columns into rest.
+type suffixScanner struct {
+	sc   scanner
+	rest []any
+}
+
+func (p suffixScanner) Scan(dest ...any) error {
+	return p.sc.Scan(append(dest, p.rest...)...)
+}
+
+// ClearNotice implements store.Store.
+func (s *Store) ClearNotice(ctx context.Context, endpointID string, at time.Time) error {
+	_, err := s.w.ExecContext(ctx, "UPDATE endpoints SET notice = '' WHERE id = ? AND notice_at = ?", endpointID, micro(at))
+	return wrap("clear notice", err)
+}
+
+// DeadLetterCounts implements store.Store.
+func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {
+	q := "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries WHERE state = 'dead'"
+	var args []any
+	if tenant != "" {
+		q += " AND tenant = ?"
+		args = append(args, tenant)
+	}
+	if !since.IsZero() {
+		q += " AND updated_at >= ?"
+		args = append(args, micro(since))
+	}
+	q += " GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id"
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, wrap("dead letter counts", err)
+	}
+	defer rows.Close()
+	out := []store.DeadLetterCount{}
+	for rows.Next() {
+		var c store.DeadLetterCount
+		if err := rows.Scan(&c.EndpointID, &c.Tenant, &c.Count); err != nil {
+			return nil, wrap("dead letter counts", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("dead letter counts", rows.Err())
+}
+
+// ClaimSpikeAlert implements store.Store.
+func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error) {
+	res, err := s.w.ExecContext(ctx, "UPDATE endpoints SET last_spike_at = ? WHERE id = ? AND last_spike_at < ?", micro(now), endpointID, micro(windowStart))
+	if err != nil {
+		return false, wrap("spike alert", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.Stats{DeliveriesByState: map[store.DeliveryState]int{}, EndpointsByState: map[store.EndpointState]int{}}
+	for _, q := range []struct {
+		sql string
+		put func(string, int)
+	}{
+		{"SELECT state, COUNT(*) FROM deliveries GROUP BY state", func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }},
+		{"SELECT state, COUNT(*) FROM endpoints GROUP BY state", func(k string, n int) { st.EndpointsByState[store.EndpointState(k)] = n }},
+	} {
+		rows, err := s.r.QueryContext(ctx, q.sql)
+		if err != nil {
+			return st, wrap("stats", err)
+		}
+		for rows.Next() {
+			var (
+				k string
+				n int
+			)
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return st, wrap("stats", err)
+			}
+			q.put(k, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return st, wrap("stats", err)
+		}
+	}
+	return st, nil
+}
+
+// Purge implements store.Store. Each kind is deleted in one statement of at
+// most Limit rows, so the writer is never held for long.
+func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
+	if p.Limit <= 0 {
+		p.Limit = 500
+	}
+	total := 0
+	for _, q := range []struct {
+		sql   string
+		bound time.Time
+	}{
+		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < ? LIMIT ?)", p.SucceededBefore},
+		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < ? LIMIT ?)", p.DeadBefore},
+		{"DELETE FROM events WHERE id IN (SELECT id FROM events e WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT ?)", p.EventsBefore},
+	} {
+		if q.bound.IsZero() {
+			continue
+		}
+		res, err := s.w.ExecContext(ctx, q.sql, micro(q.bound), p.Limit)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return total, err
+			}
+			return total, wrap("purge", err)
+		}
+		n, _ := res.RowsAffected()
+		total += int(n)
+	}
+	return total, nil
+}

@@ -55,6 +55,13 @@ on the first start, stored hashed and printed once.`,
 			if cfg.AttemptTimeout <= 0 {
 				return fmt.Errorf("--attempt-timeout must be positive")
 			}
+			// 0 on the command line means "never"/"forever"; inside app a
+			// zero means "default", so map it to a negative value.
+			for _, d := range []*time.Duration{&cfg.DisableAfter, &cfg.SucceededRetention, &cfg.DeadRetention} {
+				if *d == 0 {
+					*d = -1
+				}
+			}
 			if cfg.Dev {
 				cfg.Logger.Warn("dev mode: http and loopback endpoint URLs are allowed; never use --dev in production")
 			}
@@ -77,6 +84,16 @@ on the first start, stored hashed and printed once.`,
 	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 64<<10, "largest event body delivered, in bytes")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
+	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 10, "attempts in flight to one endpoint (isolation of slow endpoints)")
+	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
+	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
+	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
+	f.StringVar(&cfg.OperatorTenant, "operator-tenant", "", "tenant that also receives every operational event (endpoint.disabled, …)")
+	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", 10, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (negative = off)")
+	f.DurationVar(&cfg.SpikeWindow, "dlq-spike-window", 15*time.Minute, "window of the dead-letter spike alert")
+	f.Var(newDaysValue(&cfg.SucceededRetention, 7*24*time.Hour), "retention", "keep succeeded deliveries and their attempts this long (e.g. 7d; 0 = forever)")
+	f.Var(newDaysValue(&cfg.DeadRetention, 30*24*time.Hour), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
+	f.DurationVar(&cfg.HousekeepingInterval, "housekeeping-interval", 5*time.Second, "period of operational events, spike checks and retention")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
+	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -49,7 +50,9 @@ type Config struct {
 	Version string
 	// Contract, when set, is served at GET /contract.
 	Contract any
-	Logger   *slog.Logger
+	// Metrics, when set, is served at GET /metrics.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 }
 
 // Server serves the API.
@@ -93,6 +96,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerEndpoints()
 	s.registerEvents()
 	s.registerDeliveries()
+	s.registerOperations()
 	s.registerHealth()
 	s.handler = s.authenticate(checkJSON(mux))
 	return s, nil
@@ -269,6 +273,9 @@ func (s *Server) registerHealth() {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
+	if s.cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+	}
 	if s.cfg.Contract != nil {
 		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

@@ -61,11 +61,13 @@ type AttemptOut struct {
 	ResponseExcerpt string    `json:"response_excerpt" doc:"at most 4 KiB of the response body"`
 }
 
+// DeliveryIDPath is the {id} of delivery routes.
+type DeliveryIDPath struct {
+	ID string `path:"id" maxLength:"128" doc:"delivery id (dlv_…)"`
+}
+
 func (s *Server) registerDeliveries() {
 	sec := []map[string][]string{{"bearer": {}}}
-	type DeliveryIDPath struct {
-		ID string `path:"id" maxLength:"128" doc:"delivery id (dlv_…)"`
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-delivery", Method: http.MethodGet, Path: "/v1/deliveries/{id}", Tags: []string{"deliveries"},
 		Summary: "Read a delivery", Security: sec,

@@ -291,7 +291,9 @@ func (s *Server) registerEndpoints() {
 		Summary: "List an endpoint's deliveries; ?state=dead is its dead-letter queue", Security: sec,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath
-		State string `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
+		State     string    `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
+		EventType string    `query:"event_type" maxLength:"128" doc:"only this event type"`
+		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
 		ListQuery
 	}) (*deliveriesOut, error) {
 		lp, err := in.params()
@@ -301,7 +303,8 @@ func (s *Server) registerEndpoints() {
 		if _, err := s.cfg.Store.GetEndpoint(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
-		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State), ListParams: lp})
+		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
+			EventType: in.EventType, Since: in.Since, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}

@@ -49,18 +49,6 @@ type envelope struct {
 	Data       json.RawMessage `json:"data"`
 }
 
-// encodeEnvelope renders the delivered body without HTML escaping, so the
-// producer's data reaches endpoints as sent (only whitespace is compacted).
-func encodeEnvelope(env envelope) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(env); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 func eventOut(e store.Event) EventOut {
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
@@ -134,7 +122,7 @@ func (s *Server) registerEvents() {
 		if b.OccurredAt != nil {
 			occurred = b.OccurredAt.UTC()
 		}
-		body, err := encodeEnvelope(envelope{ID: id, Type: b.Type, Tenant: b.Tenant, OccurredAt: occurred.Format(time.RFC3339Nano), Data: compact.Bytes()})
+		body, err := store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
 		if err != nil {
 			return nil, huma.Error500InternalServerError("could not encode the event")
 		}
@@ -154,8 +142,11 @@ func (s *Server) registerEvents() {
 		if !res.Created {
 			out.Status = http.StatusOK
 			out.Body.Duplicate = true
-		} else if res.Deliveries > 0 {
-			s.cfg.Notify()
+		} else {
+			s.cfg.Metrics.EventPublished()
+			if res.Deliveries > 0 {
+				s.cfg.Notify()
+			}
 		}
 		return out, nil
 	})

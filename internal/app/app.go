@@ -22,6 +22,8 @@ import (
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -68,6 +70,28 @@ type Config struct {
 	RescueInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
+	// EndpointConcurrency caps attempts in flight per endpoint; default 10.
+	EndpointConcurrency int
+	// BreakerThreshold and BreakerCooldown configure the per-endpoint
+	// circuit breaker; defaults 5 failures and 30 s.
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+	// DisableAfter disables an endpoint whose every attempt failed for this
+	// long; default 5 days; negative never disables.
+	DisableAfter time.Duration
+	// OperatorTenant also receives every operational event.
+	OperatorTenant string
+	// SpikeThreshold dead letters of one endpoint within SpikeWindow raise
+	// endpoint.dead_letter_spike; defaults 10 and 15 minutes.
+	SpikeThreshold int
+	SpikeWindow    time.Duration
+	// SucceededRetention and DeadRetention bound the history kept; defaults
+	// 7 and 30 days; negative keeps forever.
+	SucceededRetention time.Duration
+	DeadRetention      time.Duration
+	// HousekeepingInterval is the period of the housekeeping rounds
+	// (operational events, spikes, retention); default 5 s.
+	HousekeepingInterval time.Duration
 	// Logger; default a text logger on Stderr.
 	Logger *slog.Logger
 	// Stdout receives the one-time generated API key.
@@ -76,7 +100,9 @@ type Config struct {
 
 // Main is a running Herald node.
 type Main struct {
-	cfg    Config
+	cfg     Config
+	metrics *metrics.Metrics
+	ops     *ops.Housekeeper
 	store  store.Store
 	engine *delivery.Engine
 	api    *api.Server
@@ -111,6 +137,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = 64 << 10
 	}
+	if cfg.DisableAfter == 0 {
+		cfg.DisableAfter = 5 * 24 * time.Hour
+	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
 
 	st, err := m.openStore(ctx)
@@ -134,7 +163,17 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, fmt.Errorf("egress: %w", err)
 	}
+	m.metrics = metrics.New(st.Stats)
+	disableAfter := cfg.DisableAfter
+	if disableAfter < 0 {
+		disableAfter = 0
+	}
 	m.engine, err = delivery.New(delivery.Config{
+		EndpointConcurrency: cfg.EndpointConcurrency,
+		BreakerThreshold:    cfg.BreakerThreshold,
+		BreakerCooldown:     cfg.BreakerCooldown,
+		DisableAfter:        disableAfter,
+		Metrics:             m.metrics,
 		Store:          st,
 		Sender:         m.egress,
 		Policy:         retry.Policy{Schedule: cfg.RetrySchedule},
@@ -157,12 +196,25 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Version:         Version,
 		Contract:        Contract(cfg),
+		Metrics:         m.metrics,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	m.ops = ops.New(ops.Config{
+		Store:              st,
+		Notify:             m.engine.Notify,
+		OperatorTenant:     cfg.OperatorTenant,
+		SpikeThreshold:     cfg.SpikeThreshold,
+		SpikeWindow:        cfg.SpikeWindow,
+		SucceededRetention: cfg.SucceededRetention,
+		DeadRetention:      cfg.DeadRetention,
+		Interval:           cfg.HousekeepingInterval,
+		Logger:             cfg.Logger,
+		Metrics:            m.metrics,
+	})
 	m.ln, err = net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		st.Close()
@@ -257,6 +309,11 @@ func (m *Main) Run(ctx context.Context) error {
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- m.engine.Run(engineCtx) }()
+	opsDone := make(chan struct{})
+	go func() {
+		defer close(opsDone)
+		m.ops.Run(engineCtx)
+	}()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.srv.Serve(m.ln) }()
@@ -275,6 +332,7 @@ func (m *Main) Run(ctx context.Context) error {
 	_ = m.srv.Shutdown(shutdownCtx)
 	stopEngine()
 	<-engineDone
+	<-opsDone
 	m.egress.CloseIdleConnections()
 	return errors.Join(err, m.Close())
 }

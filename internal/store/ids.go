@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -39,18 +42,29 @@ func Fingerprint(tenant, typ string, data []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// OperationalPrefix starts the types of the operational events Herald
+// emits about endpoints (endpoint.disabled, endpoint.enabled,
+// endpoint.dead_letter_spike).
+const OperationalPrefix = "endpoint."
+
 // MatchEventType reports whether an endpoint with the filter patterns
-// receives events of type typ. An empty filter or "*" matches every type;
-// "file.*" matches "file.created" and "file.extraction.completed" (any type
-// under the "file." prefix); anything else matches exactly.
+// receives events of type typ. An empty filter or "*" matches every type
+// except operational events, which only endpoints that name them receive
+// ("endpoint.*" or an exact type), so a catch-all endpoint never gets
+// Herald's own notices; "file.*" matches "file.created" and
+// "file.extraction.completed" (any type under the "file." prefix); anything
+// else matches exactly.
 func MatchEventType(patterns []string, typ string) bool {
+	operational := strings.HasPrefix(typ, OperationalPrefix)
 	if len(patterns) == 0 {
-		return true
+		return !operational
 	}
 	for _, p := range patterns {
 		switch {
 		case p == "*":
-			return true
+			if !operational {
+				return true
+			}
 		case strings.HasSuffix(p, ".*"):
 			if strings.HasPrefix(typ, p[:len(p)-1]) {
 				return true
@@ -60,4 +74,26 @@ func MatchEventType(patterns []string, typ string) bool {
 		}
 	}
 	return false
+}
+
+// EncodeBody renders the body delivered to endpoints (DESIGN.md): the JSON
+// object {"id","type","tenant","occurred_at","data"} with occurred_at in RFC
+// 3339 UTC, data as given (already valid, compact JSON), and no HTML
+// escaping, so the producer's data arrives as sent. These bytes are stored
+// once and sent unchanged on every attempt.
+func EncodeBody(id, typ, tenant string, occurredAt time.Time, data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		ID         string          `json:"id"`
+		Type       string          `json:"type"`
+		Tenant     string          `json:"tenant"`
+		OccurredAt string          `json:"occurred_at"`
+		Data       json.RawMessage `json:"data"`
+	}{id, typ, tenant, occurredAt.UTC().Format(time.RFC3339Nano), data})
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -191,6 +191,9 @@ type PublishParams struct {
 	Event         Event
 	Now           time.Time
 	NewDeliveryID func() string
+	// ExcludeEndpointID gets no delivery even if it matches (the subject
+	// of an operational event).
+	ExcludeEndpointID string
 }
 
 // PublishResult tells what PublishEvent did. Created is false when an event

@@ -90,7 +90,7 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 			rows.Close()
 			return store.PublishResult{}, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
 		}
-		if !store.MatchEventType(patterns, ev.Type) {
+		if id == p.ExcludeEndpointID || !store.MatchEventType(patterns, ev.Type) {
 			continue
 		}
 		st := store.DeliveryPending

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// daysValue is a pflag.Value for long durations: Go durations ("36h",
+// "90s") or whole days ("5d").
+type daysValue struct{ d *time.Duration }
+
+func newDaysValue(d *time.Duration, def time.Duration) *daysValue {
+	*d = def
+	return &daysValue{d}
+}
+
+func (v *daysValue) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 {
+			return fmt.Errorf("%q: days must be a non-negative whole number, e.g. 7d", s)
+		}
+		*v.d = time.Duration(days) * 24 * time.Hour
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: use days (7d) or a Go duration (36h, 90s)", s)
+	}
+	*v.d = d
+	return nil
+}
+
+func (v *daysValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	if *v.d > 0 && *v.d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(*v.d/(24*time.Hour))) + "d"
+	}
+	return v.d.String()
+}
+
+func (v *daysValue) Type() string { return "duration" }

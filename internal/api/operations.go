@@ -1,0 +1,176 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// StateChangeOut answers pause, resume and enable.
+type StateChangeOut struct {
+	Endpoint EndpointOut `json:"endpoint"`
+	Held     int         `json:"held,omitempty" doc:"deliveries now held (pause)"`
+	Released int         `json:"released,omitempty" doc:"held deliveries released for delivery (resume, enable)"`
+}
+
+// ReplayOut answers a replay.
+type ReplayOut struct {
+	Replayed int `json:"replayed" doc:"deliveries moved back to pending (or held, if the endpoint is paused or disabled); 0 when there was nothing to replay"`
+}
+
+// DeadLetterCountOut is one endpoint's dead-letter count.
+type DeadLetterCountOut struct {
+	EndpointID string `json:"endpoint_id"`
+	Tenant     string `json:"tenant"`
+	Count      int    `json:"count"`
+}
+
+func (s *Server) registerOperations() {
+	sec := []map[string][]string{{"bearer": {}}}
+
+	changeState := func(ctx context.Context, id string, to store.EndpointState, reason string) (*struct{ Body StateChangeOut }, error) {
+		cur, err := s.cfg.Store.GetEndpoint(ctx, id)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+id)
+		}
+		notice := ""
+		if to == store.EndpointEnabled && cur.State == store.EndpointDisabled {
+			notice = "endpoint.enabled"
+		}
+		e, moved, err := s.cfg.Store.SetEndpointState(ctx, store.SetEndpointStateParams{ID: id, State: to, Reason: reason, Notice: notice, Now: s.cfg.Now()})
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+id)
+		}
+		out := &struct{ Body StateChangeOut }{Body: StateChangeOut{Endpoint: endpointOut(e)}}
+		if to == store.EndpointEnabled {
+			out.Body.Released = moved
+			s.cfg.Notify()
+		} else {
+			out.Body.Held = moved
+		}
+		return out, nil
+	}
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "pause-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/pause", Tags: []string{"endpoints"},
+		Summary:     "Pause an endpoint: its deliveries are held (not attempted, not dead-lettered) until resumed",
+		Security:    sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*struct{ Body StateChangeOut }, error) {
+		return changeState(ctx, in.ID, store.EndpointPaused, "paused through the API")
+	})
+	for _, op := range []struct{ id, path, summary string }{
+		{"resume-endpoint", "/v1/endpoints/{id}/resume", "Resume a paused endpoint: held deliveries are released (at the endpoint's rate limit and concurrency cap)"},
+		{"enable-endpoint", "/v1/endpoints/{id}/enable", "Enable a disabled endpoint: held deliveries are released and endpoint.enabled is emitted"},
+	} {
+		huma.Register(s.api, huma.Operation{
+			OperationID: op.id, Method: http.MethodPost, Path: op.path, Tags: []string{"endpoints"}, Summary: op.summary, Security: sec,
+		}, func(ctx context.Context, in *EndpointIDPath) (*struct{ Body StateChangeOut }, error) {
+			return changeState(ctx, in.ID, store.EndpointEnabled, "")
+		})
+	}
+
+	type replayEndpointBody struct {
+		State     string     `json:"state" enum:"dead" doc:"what to replay: dead letters"`
+		Since     *time.Time `json:"since,omitempty" doc:"only those dead-lettered at or after this time (RFC 3339)"`
+		EventType string     `json:"event_type,omitempty" maxLength:"128" doc:"only this event type"`
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "replay-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/replay", Tags: []string{"dead letters"},
+		Summary:     "Replay an endpoint's dead letters (all, or since a time): same event ids, attempts added to the same deliveries",
+		Security:    sec, MaxBodyBytes: 4096,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		Body replayEndpointBody
+	}) (*struct{ Body ReplayOut }, error) {
+		p := store.ReplayParams{EndpointID: in.ID, States: []store.DeliveryState{store.DeliveryDead}, EventType: in.Body.EventType, Now: s.cfg.Now()}
+		if in.Body.Since != nil {
+			p.Since = *in.Body.Since
+		}
+		n, err := s.cfg.Store.ReplayDeliveries(ctx, p)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		if n > 0 {
+			s.cfg.Notify()
+		}
+		return &struct{ Body ReplayOut }{Body: ReplayOut{Replayed: n}}, nil
+	})
+
+	replayOne := func(ctx context.Context, id string, state store.DeliveryState) (*struct{ Body ReplayOut }, error) {
+		n, err := s.cfg.Store.ReplayDeliveries(ctx, store.ReplayParams{DeliveryID: id, States: []store.DeliveryState{state}, Now: s.cfg.Now()})
+		if err != nil {
+			return nil, s.problem(err, "delivery "+id)
+		}
+		if n > 0 {
+			s.cfg.Notify()
+		}
+		return &struct{ Body ReplayOut }{Body: ReplayOut{Replayed: n}}, nil
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "replay-delivery", Method: http.MethodPost, Path: "/v1/deliveries/{id}/replay", Tags: []string{"dead letters"},
+		Summary:     "Replay one dead letter (back to pending, same event id); a delivery that is not dead is left alone (replayed: 0)",
+		Security:    sec,
+	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body ReplayOut }, error) {
+		return replayOne(ctx, in.ID, store.DeliveryDead)
+	})
+	huma.Register(s.api, huma.Operation{
+		OperationID: "redeliver-delivery", Method: http.MethodPost, Path: "/v1/deliveries/{id}/redeliver", Tags: []string{"deliveries"},
+		Summary:     "Deliver a succeeded delivery again (explicit: the receiver will see the event id twice)",
+		Security:    sec,
+	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body ReplayOut }, error) {
+		return replayOne(ctx, in.ID, store.DeliverySucceeded)
+	})
+
+	type deliveriesOut struct{ Body DeliveryList }
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-deliveries", Method: http.MethodGet, Path: "/v1/deliveries", Tags: []string{"deliveries"},
+		Summary:     "List deliveries across endpoints; ?state=dead&tenant=… is a tenant's dead-letter queue",
+		Security:    sec,
+	}, func(ctx context.Context, in *struct {
+		Tenant    string    `query:"tenant" maxLength:"128"`
+		State     string    `query:"state" enum:"pending,succeeded,dead,paused"`
+		EventType string    `query:"event_type" maxLength:"128"`
+		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
+		ListQuery
+	}) (*deliveriesOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: in.Tenant, State: store.DeliveryState(in.State),
+			EventType: in.EventType, Since: in.Since, ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "deliveries")
+		}
+		return &deliveriesOut{Body: deliveryList(pg)}, nil
+	})
+
+	type countsOut struct {
+		Body struct {
+			Data []DeadLetterCountOut `json:"data"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "dead-letter-counts", Method: http.MethodGet, Path: "/v1/dead-letters", Tags: []string{"dead letters"},
+		Summary:     "Count dead letters per endpoint (optionally of one tenant, since a time), largest first",
+		Security:    sec,
+	}, func(ctx context.Context, in *struct {
+		Tenant string    `query:"tenant" maxLength:"128"`
+		Since  time.Time `query:"since"`
+	}) (*countsOut, error) {
+		cs, err := s.cfg.Store.DeadLetterCounts(ctx, in.Tenant, in.Since)
+		if err != nil {
+			return nil, s.problem(err, "dead letters")
+		}
+		out := &countsOut{}
+		out.Body.Data = make([]DeadLetterCountOut, len(cs))
+		for i, c := range cs {
+			out.Body.Data[i] = DeadLetterCountOut{EndpointID: c.EndpointID, Tenant: c.Tenant, Count: c.Count}
+		}
+		return out, nil
+	})
+}

@@ -103,14 +103,14 @@ type Main struct {
 	cfg     Config
 	metrics *metrics.Metrics
 	ops     *ops.Housekeeper
-	store  store.Store
-	engine *delivery.Engine
-	api    *api.Server
-	egress *egress.Client
-	ln     net.Listener
-	srv    *http.Server
-	log    *slog.Logger
-	closed sync.Once
+	store   store.Store
+	engine  *delivery.Engine
+	api     *api.Server
+	egress  *egress.Client
+	ln      net.Listener
+	srv     *http.Server
+	log     *slog.Logger
+	closed  sync.Once
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -174,15 +174,15 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
 		Metrics:             m.metrics,
-		Store:          st,
-		Sender:         m.egress,
-		Policy:         retry.Policy{Schedule: cfg.RetrySchedule},
-		Workers:        cfg.Workers,
-		AttemptTimeout: cfg.AttemptTimeout,
-		Lease:          cfg.Lease,
-		RescueInterval: cfg.RescueInterval,
-		UserAgent:      "Herald/" + Version,
-		Logger:         cfg.Logger,
+		Store:               st,
+		Sender:              m.egress,
+		Policy:              retry.Policy{Schedule: cfg.RetrySchedule},
+		Workers:             cfg.Workers,
+		AttemptTimeout:      cfg.AttemptTimeout,
+		Lease:               cfg.Lease,
+		RescueInterval:      cfg.RescueInterval,
+		UserAgent:           "Herald/" + Version,
+		Logger:              cfg.Logger,
 	})
 	if err != nil {
 		st.Close()

@@ -197,7 +197,9 @@ func TestBlackHoleCutAtTimeout(t *testing.T) {
 		c.RetrySchedule = []time.Duration{10 * time.Millisecond}
 	})
 	rcv := newReceiver(t, 200)
+	rcv.mu.Lock()
 	rcv.block = make(chan struct{})
+	rcv.mu.Unlock()
 	h.createEndpoint("acme", rcv.URL)
 	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
 	d := h.waitDelivery(pub.ID, "dead", 10*time.Second)

@@ -39,7 +39,10 @@ func startHerald(t *testing.T, mod func(*app.Config)) *herald {
 		RetrySchedule:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
 		AttemptTimeout: 10 * time.Second,
 		RescueInterval: 100 * time.Millisecond,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// The circuit breaker would postpone retries of the always-failing
+		// receivers of these tests; it has its own tests.
+		BreakerThreshold: 1000,
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -225,12 +228,26 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T, statuses ...int) *receiver {
+	return newReceiverWith(t, nil, statuses...)
+}
+
+// newReceiverWith wraps the receiver's handler (e.g. to count concurrent
+// requests).
+func newReceiverWith(t *testing.T, wrap func(http.Handler) http.Handler, statuses ...int) *receiver {
 	r := &receiver{script: statuses, headers: map[string]string{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
+	var h http.Handler = http.HandlerFunc(r.serve)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	r.Server = httptest.NewServer(h)
 	t.Cleanup(func() {
+		r.mu.Lock()
 		if r.block != nil {
 			close(r.block)
+			r.block = nil
 		}
+		r.mu.Unlock()
+		r.CloseClientConnections()
 		r.Close()
 	})
 	return r

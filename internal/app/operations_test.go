@@ -1,0 +1,345 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/herald-webhooks/herald/internal/app"
+)
+
+// TestReplayDeadLetter: a dead-lettered delivery replayed with one call
+// reaches the receiver with the same event id and ends succeeded; a second
+// replay replays nothing; history is kept on the same delivery.
+func TestReplayDeadLetter(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) { c.RetrySchedule = []time.Duration{10 * time.Millisecond} })
+	rcv := newReceiver(t, 500, 500, 200) // dead after 2 attempts; the replay gets 200
+	ep := h.createEndpoint("acme", rcv.URL)
+	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+	dead := h.waitDelivery(pub.ID, "dead", 10*time.Second)
+
+	var out struct{ Replayed int }
+	if st, raw := h.call("POST", "/v1/deliveries/"+dead.ID+"/replay", nil, &out); st != 200 || out.Replayed != 1 {
+		t.Fatalf("replay: %d %s", st, raw)
+	}
+	d := h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	if d.ID != dead.ID || d.Attempts != 3 {
+		t.Fatalf("after replay: %+v, want the same delivery with 3 attempts", d)
+	}
+	reqs := rcv.got()
+	if len(reqs) != 3 || reqs[2].Header.Get("X-Event-Id") != pub.ID || string(reqs[2].Body) != string(reqs[0].Body) {
+		t.Fatalf("receiver got %d requests; the replay must carry the same event id and body", len(reqs))
+	}
+	if got := reqs[2].Header.Get("X-Delivery-Attempt"); got != "3" {
+		t.Errorf("replayed attempt X-Delivery-Attempt = %q, want 3", got)
+	}
+	if n := len(h.attempts(d.ID)); n != 3 {
+		t.Fatalf("attempt history has %d entries, want 3", n)
+	}
+	if st, raw := h.call("POST", "/v1/deliveries/"+dead.ID+"/replay", nil, &out); st != 200 || out.Replayed != 0 {
+		t.Fatalf("second replay: %d %s, want replayed 0", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead"}`, &out); st != 200 || out.Replayed != 0 {
+		t.Fatalf("endpoint replay with an empty dead-letter queue: %d %s", st, raw)
+	}
+	time.Sleep(50 * time.Millisecond) // nothing may arrive; a late request would show up below
+	if n := len(rcv.got()); n != 3 {
+		t.Fatalf("receiver got %d requests after replaying nothing, want 3", n)
+	}
+	if n := len(h.eventDeliveries(pub.ID)); n != 1 {
+		t.Fatalf("event has %d deliveries after replays, want 1 (no duplicate rows)", n)
+	}
+}
+
+// TestReplayEndpointDeadLetters: replaying an endpoint's dead-letter queue
+// replays every dead delivery of it, and only those.
+func TestReplayEndpointDeadLetters(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) { c.RetrySchedule = []time.Duration{10 * time.Millisecond} })
+	rcv := newReceiver(t, 500)
+	ep := h.createEndpoint("acme", rcv.URL)
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`).ID)
+	}
+	for _, id := range ids {
+		h.waitDelivery(id, "dead", 10*time.Second)
+	}
+	rcv.mu.Lock()
+	rcv.script = []int{200}
+	rcv.mu.Unlock()
+	var out struct{ Replayed int }
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead"}`, &out); st != 200 || out.Replayed != 3 {
+		t.Fatalf("replay: %d %s, want replayed 3", st, raw)
+	}
+	for _, id := range ids {
+		h.waitDelivery(id, "succeeded", 10*time.Second)
+	}
+}
+
+// TestPauseHoldsAndResumeReleases: pause holds three events; resume
+// delivers exactly those three.
+func TestPauseHoldsAndResumeReleases(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	var st struct {
+		Endpoint endpointResp
+		Held     int
+		Released int
+	}
+	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/pause", nil, &st); code != 200 || st.Endpoint.State != "paused" {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`).ID)
+	}
+	for _, id := range ids {
+		d := h.eventDeliveries(id)
+		if len(d) != 1 || d[0].State != "paused" || d[0].Attempts != 0 {
+			t.Fatalf("delivery while paused = %+v, want held", d)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a paused endpoint must see nothing, even given time
+	if n := len(rcv.got()); n != 0 {
+		t.Fatalf("paused endpoint received %d requests", n)
+	}
+	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/resume", nil, &st); code != 200 || st.Released != 3 || st.Endpoint.State != "enabled" {
+		t.Fatalf("resume: %d %s, want 3 released", code, raw)
+	}
+	for _, id := range ids {
+		h.waitDelivery(id, "succeeded", 10*time.Second)
+	}
+	got := map[string]int{}
+	for _, r := range rcv.got() {
+		got[r.Header.Get("X-Event-Id")]++
+	}
+	if len(got) != 3 {
+		t.Fatalf("receiver got events %v, want exactly the 3 held ones", got)
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Fatalf("event %s arrived %d times, want once", id, got[id])
+		}
+	}
+}
+
+// TestAutoDisableNotifiesOwner: an endpoint failing longer than
+// --disable-after becomes disabled, the tenant's endpoint.* endpoint
+// receives endpoint.disabled naming it, the operator tenant too, and the
+// endpoint gets no further attempts until enabled.
+func TestAutoDisableNotifiesOwner(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) {
+		c.DisableAfter = 300 * time.Millisecond
+		c.RetrySchedule = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+		c.BreakerThreshold = 1000
+		c.HousekeepingInterval = 50 * time.Millisecond
+		c.OperatorTenant = "ops"
+	})
+	failing := newReceiver(t, 503)
+	owner := newReceiver(t, 200)
+	catchAll := newReceiver(t, 200)
+	operator := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", failing.URL)
+	h.createEndpoint("acme", catchAll.URL)
+	for _, c := range []struct{ tenant, url string }{{"acme", owner.URL}, {"ops", operator.URL}} {
+		if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": c.tenant, "url": c.url, "event_types": []string{"endpoint.*"}}, nil); st != 201 {
+			t.Fatalf("create: %d %s", st, raw)
+		}
+	}
+	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+
+	deadline := time.Now().Add(15 * time.Second)
+	var got endpointResp
+	for time.Now().Before(deadline) {
+		h.call("GET", "/v1/endpoints/"+ep.ID, nil, &got)
+		if got.State == "disabled" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got.State != "disabled" {
+		t.Fatalf("endpoint state = %q after failing past --disable-after, want disabled", got.State)
+	}
+	ds := h.eventDeliveries(pub.ID)
+	var mine deliveryResp
+	for _, d := range ds {
+		if d.EndpointID == ep.ID {
+			mine = d
+		}
+	}
+	if mine.State != "paused" {
+		t.Fatalf("the failing endpoint's delivery = %+v, want held (paused) once disabled", mine)
+	}
+	waitFor := func(r *receiver, what string) received {
+		t.Helper()
+		for time.Now().Before(deadline) {
+			for _, q := range r.got() {
+				if q.Header.Get("X-Event-Type") == "endpoint.disabled" {
+					return q
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s never received endpoint.disabled", what)
+		return received{}
+	}
+	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
+		q := waitFor(r, name)
+		var body struct {
+			Type   string
+			Tenant string
+			Data   struct {
+				EndpointID     string `json:"endpoint_id"`
+				Reason         string `json:"reason"`
+				LastStatusCode int    `json:"last_status_code"`
+			}
+		}
+		if err := json.Unmarshal(q.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Data.EndpointID != ep.ID || body.Data.LastStatusCode != 503 || !strings.Contains(body.Data.Reason, "503") {
+			t.Fatalf("%s got %s, want it to name %s with the last status 503", name, q.Body, ep.ID)
+		}
+	}
+	for _, q := range catchAll.got() {
+		if strings.HasPrefix(q.Header.Get("X-Event-Type"), "endpoint.") {
+			t.Fatalf("a catch-all endpoint received an operational event")
+		}
+	}
+	// No further attempts while disabled.
+	n := len(failing.got())
+	time.Sleep(300 * time.Millisecond)
+	if m := len(failing.got()); m != n {
+		t.Fatalf("disabled endpoint got %d more attempts", m-n)
+	}
+	// Enabled again: the held delivery is released.
+	failing.mu.Lock()
+	failing.script = []int{200}
+	failing.mu.Unlock()
+	var st struct{ Released int }
+	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/enable", nil, &st); code != 200 || st.Released != 1 {
+		t.Fatalf("enable: %d %s, want 1 released", code, raw)
+	}
+	for time.Now().Before(deadline) {
+		ds = h.eventDeliveries(pub.ID)
+		for _, d := range ds {
+			if d.EndpointID == ep.ID {
+				mine = d
+			}
+		}
+		if mine.State == "succeeded" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if mine.State != "succeeded" {
+		t.Fatalf("after enable the held delivery is %+v, want succeeded", mine)
+	}
+}
+
+// TestBlackHoledEndpointDoesNotHoldUpOthers: one endpoint that accepts
+// connections and never answers, nine healthy ones. With 8 workers and a
+// per-endpoint cap of 2, every healthy delivery completes while the black
+// hole still holds its connections open — no timing assumption: the black
+// hole only lets go when the test ends. Without the cap its 40 deliveries,
+// published first, would take every worker and nothing else would move.
+func TestBlackHoledEndpointDoesNotHoldUpOthers(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) {
+		c.Workers = 8
+		c.EndpointConcurrency = 2
+		c.AttemptTimeout = time.Minute
+		c.Lease = 3 * time.Minute
+	})
+	var inflight, peak atomic.Int64
+	hole := newReceiverWith(t, func(h http.Handler) http.Handler { return countConcurrent(h, &inflight, &peak) }, 200)
+	hole.mu.Lock()
+	hole.block = make(chan struct{})
+	hole.mu.Unlock()
+	h.createEndpoint("hole", hole.URL)
+	var healthy []*receiver
+	for i := range 9 {
+		r := newReceiver(t, 200)
+		healthy = append(healthy, r)
+		h.createEndpoint("t"+string(rune('a'+i)), r.URL)
+	}
+	for range 40 {
+		h.publish("hole", "invoice.paid", `{"n":1}`)
+	}
+	var ids []string
+	for i := range 9 {
+		for range 10 {
+			ids = append(ids, h.publish("t"+string(rune('a'+i)), "invoice.paid", `{"n":2}`).ID)
+		}
+	}
+	for _, id := range ids {
+		h.waitDelivery(id, "succeeded", 20*time.Second)
+	}
+	if p := peak.Load(); p > 2 {
+		t.Fatalf("the black-holed endpoint had %d attempts in flight, more than its cap of 2", p)
+	}
+	if n := inflight.Load(); n == 0 {
+		t.Fatalf("the black hole holds no connection: the test proves nothing")
+	}
+}
+
+func countConcurrent(next http.Handler, inflight, peak *atomic.Int64) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		mu.Lock()
+		if n > peak.Load() {
+			peak.Store(n)
+		}
+		mu.Unlock()
+		defer inflight.Add(-1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestMetricsParse: /metrics is valid Prometheus text with the documented
+// families, and counts what happened.
+func TestMetricsParse(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	h.createEndpoint("acme", rcv.URL)
+	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	resp, err := http.Get(h.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	for _, name := range []string{"herald_events_published_total", "herald_attempts_total", "herald_deliveries_total",
+		"herald_attempt_duration_seconds", "herald_queue_depth", "herald_dead_letters", "herald_endpoints"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if v := fams["herald_events_published_total"].GetMetric()[0].GetCounter().GetValue(); v != 1 {
+		t.Errorf("herald_events_published_total = %v, want 1", v)
+	}
+	for _, m := range fams["herald_queue_depth"].GetMetric() {
+		if m.GetLabel()[0].GetValue() == "succeeded" && m.GetGauge().GetValue() != 1 {
+			t.Errorf("queue depth succeeded = %v, want 1", m.GetGauge().GetValue())
+		}
+	}
+}

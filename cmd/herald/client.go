@@ -310,19 +310,31 @@ func newEndpointsCmd() *cobra.Command {
 	updateCmd.Flags().Lookup("event-type").Usage += `; --event-type "" for every type`
 	updateCmd.Flags().Lookup("header").Usage += `; --header "" removes all`
 
-	var state string
+	var state, dlvType string
+	var dlvSince sinceValue
 	var dlvPage *pageOpts
 	deliveriesCmd := apiIDCmd("deliveries ID", "List an endpoint's deliveries (GET /v1/endpoints/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
-		q, err := dlvPage.query("state", state)
+		q, err := dlvPage.query("state", state, "event_type", dlvType, "since", dlvSince.s)
 		if err != nil {
 			return err
 		}
 		return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/deliveries")+q, nil, nil)
 	})
 	deliveriesCmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, succeeded, dead or paused")
+	deliveriesCmd.Flags().StringVar(&dlvType, "event-type", "", "only deliveries of this event type")
+	deliveriesCmd.Flags().Var(&dlvSince, "since", "only deliveries last changed at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
 	dlvPage = pageFlags(deliveriesCmd)
 
+	stateCmd := func(verb, short string) *cobra.Command {
+		return apiIDCmd(verb+" ID", short+" (POST /v1/endpoints/{id}/"+verb+")", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/"+verb), nil, nil)
+		})
+	}
+
 	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd,
+		stateCmd("pause", "Pause an endpoint: its deliveries are held, not attempted, until it is resumed"),
+		stateCmd("resume", "Resume a paused endpoint: its held deliveries are released"),
+		stateCmd("enable", "Enable a disabled endpoint: its held deliveries are released and endpoint.enabled is emitted"),
 		apiIDCmd("get ID", "Show an endpoint (GET /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, ""), nil, nil)
 		}),
@@ -338,17 +350,92 @@ func newEndpointsCmd() *cobra.Command {
 
 func newDLQCmd() *cobra.Command {
 	o := &apiOpts{}
-	g := apiGroup("dlq", "Inspect dead-letter queues: the deliveries in state dead, per endpoint", o)
+	g := apiGroup("dlq", "Inspect and replay dead-letter queues: the deliveries in state dead", o)
+
+	var listTenant, listType string
+	var listSince sinceValue
 	var p *pageOpts
-	list := apiIDCmd("list ENDPOINT_ID", "List an endpoint's dead letters (GET /v1/endpoints/{id}/deliveries?state=dead)", func(cmd *cobra.Command, id string) error {
-		q, err := p.query("state", "dead")
-		if err != nil {
-			return err
-		}
-		return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/deliveries")+q, nil, nil)
-	})
+	list := &cobra.Command{
+		Use:   "list [ENDPOINT_ID | --tenant T]",
+		Short: "List dead letters of an endpoint, of a tenant, or all of them",
+		Long: `List dead letters, newest first:
+  herald dlq list ENDPOINT_ID    GET /v1/endpoints/{id}/deliveries?state=dead
+  herald dlq list --tenant T     GET /v1/deliveries?state=dead&tenant=T
+  herald dlq list                GET /v1/deliveries?state=dead (every tenant)`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && listTenant != "" {
+				return errors.New("give ENDPOINT_ID or --tenant, not both")
+			}
+			q, err := p.query("state", "dead", "tenant", listTenant, "event_type", listType, "since", listSince.s)
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", args[0], "/deliveries")+q, nil, nil)
+			}
+			return o.do(cmd, http.MethodGet, "/v1/deliveries"+q, nil, nil)
+		},
+	}
+	list.Flags().StringVar(&listTenant, "tenant", "", "the dead letters of every endpoint of this tenant (instead of ENDPOINT_ID)")
+	list.Flags().StringVar(&listType, "event-type", "", "only dead letters of this event type")
+	list.Flags().Var(&listSince, "since", "only those dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
 	p = pageFlags(list)
-	g.AddCommand(list)
+
+	var countTenant string
+	var countSince sinceValue
+	counts := &cobra.Command{
+		Use:   "counts",
+		Short: "Count dead letters per endpoint, largest first (GET /v1/dead-letters)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.do(cmd, http.MethodGet, "/v1/dead-letters"+apiQuery("tenant", countTenant, "since", countSince.s), nil, nil)
+		},
+	}
+	counts.Flags().StringVar(&countTenant, "tenant", "", "only this tenant's endpoints")
+	counts.Flags().Var(&countSince, "since", "only dead letters dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
+
+	var replayDelivery, replayType string
+	var replaySince sinceValue
+	replay := &cobra.Command{
+		Use:   "replay ENDPOINT_ID | --delivery DLV_ID",
+		Short: "Replay dead letters: an endpoint's (all, since a time, of a type) or one delivery",
+		Long: `Replay dead letters: they go back to pending (held instead, if the endpoint is
+paused or disabled) with the same event ids, and their attempts are added to
+the same deliveries. The answer is {"replayed":N}.
+  herald dlq replay ENDPOINT_ID [--since T] [--event-type TYPE]
+      POST /v1/endpoints/{id}/replay {"state":"dead","since":T,"event_type":TYPE}
+  herald dlq replay --delivery DLV_ID
+      POST /v1/deliveries/{id}/replay (replayed: 0 if it is not dead)`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if replayDelivery != "" {
+				if len(args) == 1 {
+					return errors.New("give ENDPOINT_ID or --delivery, not both")
+				}
+				if replaySince.s != "" || replayType != "" {
+					return errors.New("--since and --event-type select an endpoint's dead letters; not with --delivery")
+				}
+				return o.do(cmd, http.MethodPost, apiPath("/v1/deliveries", replayDelivery, "/replay"), nil, nil)
+			}
+			if len(args) == 0 {
+				return errors.New("give ENDPOINT_ID (replay its dead letters) or --delivery DLV_ID (replay one)")
+			}
+			b := map[string]string{"state": "dead"}
+			if replaySince.s != "" {
+				b["since"] = replaySince.s
+			}
+			if replayType != "" {
+				b["event_type"] = replayType
+			}
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", args[0], "/replay"), b, nil)
+		},
+	}
+	replay.Flags().StringVar(&replayDelivery, "delivery", "", "replay this one dead delivery (dlv_…) instead of an endpoint's")
+	replay.Flags().StringVar(&replayType, "event-type", "", "only dead letters of this event type")
+	replay.Flags().Var(&replaySince, "since", "only those dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
+
+	g.AddCommand(list, counts, replay)
 	return g
 }
 
@@ -447,8 +534,36 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 
 func newDeliveriesCmd() *cobra.Command {
 	o := &apiOpts{}
-	g := apiGroup("deliveries", "Inspect deliveries: one event to one endpoint, and their attempts", o)
-	g.AddCommand(
+	g := apiGroup("deliveries", "Inspect, replay and redeliver deliveries: one event to one endpoint, and their attempts", o)
+
+	var tenant, state, typ string
+	var since sinceValue
+	var page *pageOpts
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List deliveries across endpoints, newest first (GET /v1/deliveries)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := page.query("tenant", tenant, "state", state, "event_type", typ, "since", since.s)
+			if err != nil {
+				return err
+			}
+			return o.do(cmd, http.MethodGet, "/v1/deliveries"+q, nil, nil)
+		},
+	}
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's deliveries")
+	list.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, succeeded, dead or paused")
+	list.Flags().StringVar(&typ, "event-type", "", "only deliveries of this event type")
+	list.Flags().Var(&since, "since", "only deliveries last changed at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
+	page = pageFlags(list)
+
+	g.AddCommand(list,
+		apiIDCmd("replay ID", "Replay one dead delivery: back to pending, same event id (POST /v1/deliveries/{id}/replay)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/deliveries", id, "/replay"), nil, nil)
+		}),
+		apiIDCmd("redeliver ID", "Send a succeeded delivery again; the receiver sees its event id twice (POST /v1/deliveries/{id}/redeliver)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/deliveries", id, "/redeliver"), nil, nil)
+		}),
 		apiIDCmd("get ID", "Show a delivery (GET /v1/deliveries/{id})", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/deliveries", id, ""), nil, nil)
 		}),
@@ -484,3 +599,30 @@ func (p *pageOpts) query(kv ...string) (string, error) {
 	}
 	return apiQuery(append(kv, "cursor", p.cursor)...), nil
 }
+
+// sinceValue is a pflag.Value for --since: an RFC 3339 time, sent as given,
+// or a duration ago (a Go duration such as 90m, or whole days such as 2d),
+// sent as the RFC 3339 UTC time it names when the flag is parsed.
+type sinceValue struct{ s string }
+
+func (v *sinceValue) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		v.s = ""
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		v.s = s
+		return nil
+	}
+	var ago time.Duration
+	if err := newDaysValue(&ago, 0).Set(s); err != nil {
+		return fmt.Errorf("%q: want an RFC 3339 time (2026-01-31T09:00:00Z) or a duration ago (90m, 36h, 2d)", s)
+	}
+	v.s = time.Now().UTC().Add(-ago).Format(time.RFC3339)
+	return nil
+}
+
+func (v *sinceValue) String() string { return v.s }
+
+func (v *sinceValue) Type() string { return "time" }

@@ -42,6 +42,8 @@ type Config struct {
 	APIKeyHashes [][]byte
 	// Notify is called after a publish committed new deliveries.
 	Notify func()
+	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
+	Tester Tester
 	// Now tells the time; default time.Now in UTC.
 	Now func() time.Time
 	// MaxPayloadBytes caps the event body sent to endpoints; default 65536.
@@ -53,6 +55,12 @@ type Config struct {
 	// Metrics, when set, is served at GET /metrics.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+}
+
+// Tester sends one signed test event to an endpoint now, through the
+// egress policy, and returns the attempt and the test event's id.
+type Tester interface {
+	SendTest(ctx context.Context, ep store.Endpoint) (store.Attempt, string, error)
 }
 
 // Server serves the API.

@@ -96,9 +96,13 @@ func (s *Server) registerDeliveries() {
 		out := &attemptsOut{}
 		out.Body.Data = make([]AttemptOut, len(as))
 		for i, a := range as {
-			out.Body.Data[i] = AttemptOut{Number: a.Number, StartedAt: a.StartedAt, DurationMS: float64(a.Duration.Microseconds()) / 1000,
-				StatusCode: a.StatusCode, Error: a.Error, ErrorDetail: a.ErrorDetail, Location: a.Location, ResponseExcerpt: a.ResponseExcerpt}
+			out.Body.Data[i] = attemptOut(a)
 		}
 		return out, nil
 	})
+}
+
+func attemptOut(a store.Attempt) AttemptOut {
+	return AttemptOut{Number: a.Number, StartedAt: a.StartedAt, DurationMS: float64(a.Duration.Microseconds()) / 1000,
+		StatusCode: a.StatusCode, Error: a.Error, ErrorDetail: a.ErrorDetail, Location: a.Location, ResponseExcerpt: a.ResponseExcerpt}
 }

@@ -283,6 +283,77 @@ func (s *Server) registerEndpoints() {
 		return out, nil
 	})
 
+	type rotateBody struct {
+		OverlapSeconds *int `json:"overlap_seconds,omitempty" minimum:"0" maximum:"604800" doc:"how long the previous secret stays valid, in seconds (0–604800 = 7 days); default 86400"`
+	}
+	type rotateOut struct {
+		Body struct {
+			Secret            string     `json:"secret" doc:"the new current secret (whsec_…)"`
+			PreviousExpiresAt *time.Time `json:"previous_expires_at" doc:"until when the previous secret still signs; null when it was dropped at once"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "rotate-endpoint-secret", Method: http.MethodPost, Path: "/v1/endpoints/{id}/rotate-secret", Tags: []string{"endpoints"},
+		Summary:     "Rotate the signing secret; during the overlap every attempt is signed with the old and the new secret",
+		Security:    sec, MaxBodyBytes: 4096,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		Body *rotateBody `required:"false"`
+	}) (*rotateOut, error) {
+		overlap := 86400
+		if in.Body != nil && in.Body.OverlapSeconds != nil {
+			overlap = *in.Body.OverlapSeconds
+		}
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not generate a secret")
+		}
+		now := s.cfg.Now()
+		e, err := s.cfg.Store.RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
+			PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		out := &rotateOut{}
+		out.Body.Secret = secret
+		if len(e.Secrets) > 1 {
+			t := e.Secrets[1].ExpiresAt
+			out.Body.PreviousExpiresAt = &t
+		}
+		return out, nil
+	})
+
+	type testOut struct {
+		Body struct {
+			EventID string     `json:"event_id" doc:"id of the test event (type herald.test); nothing is stored"`
+			Attempt AttemptOut `json:"attempt"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "test-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/test", Tags: []string{"endpoints"},
+		Summary:     "Send a signed test event (type herald.test) now and show the attempt; nothing is stored or retried",
+		Security:    sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*testOut, error) {
+		if s.cfg.Tester == nil {
+			return nil, huma.Error501NotImplemented("test events are not available")
+		}
+		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		if _, err := s.checkURL(e.URL, "endpoint.url"); err != nil {
+			return nil, err
+		}
+		a, id, err := s.cfg.Tester.SendTest(ctx, e)
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not send the test event")
+		}
+		out := &testOut{}
+		out.Body.EventID = id
+		out.Body.Attempt = attemptOut(a)
+		return out, nil
+	})
+
 	type deliveriesOut struct {
 		Body DeliveryList
 	}

@@ -193,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		URLs:            m.egress,
 		APIKeyHashes:    keyHashes,
 		Notify:          m.engine.Notify,
+		Tester:          m.engine,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Version:         Version,
 		Contract:        Contract(cfg),

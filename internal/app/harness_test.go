@@ -71,6 +71,12 @@ func startHerald(t *testing.T, mod func(*app.Config)) *herald {
 // nil). It returns the status and the raw body.
 func (h *herald) call(method, path string, body any, out any, hdr ...string) (int, []byte) {
 	h.t.Helper()
+	return h.callWithKey(testAPIKey, method, path, body, out, hdr...)
+}
+
+// callWithKey is call with another API key.
+func (h *herald) callWithKey(key, method, path string, body any, out any, hdr ...string) (int, []byte) {
+	h.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -89,7 +95,7 @@ func (h *herald) call(method, path string, body any, out any, hdr ...string) (in
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -377,31 +377,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
-
-	h := make(http.Header, 12+len(ep.Headers))
-	for k, v := range ep.Headers {
-		h.Set(k, v)
-	}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", e.cfg.UserAgent)
-	h.Set(HeaderEventID, ev.ID)
-	h.Set(HeaderEventType, ev.Type)
-	h.Set(HeaderDeliveryAttempt, strconv.Itoa(number))
-
-	var res egress.Result
-	signer, err := webhook.NewSigner(ep.ActiveSecrets(start)...)
-	if err != nil {
-		// An endpoint without a usable secret is a storage fault; never
-		// send an unsigned request.
-		res = egress.Result{ErrorClass: "signing", ErrorDetail: "the endpoint has no usable signing secret"}
-	} else {
-		signer.Sign(h, ev.ID, start, ev.Body)
-		// The attempt outlives a shutdown of ctx: its result must be
-		// recorded, and it is bounded by the timeout anyway.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.AttemptTimeout)
-		res = e.cfg.Sender.Do(actx, egress.Request{URL: ep.URL, Header: h, Body: ev.Body})
-		cancel()
-	}
+	res := e.send(ctx, ep, ev.ID, ev.Type, ev.Body, number, start)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a
@@ -474,6 +450,54 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	e.cfg.Metrics.Attempt(comp.State == store.DeliverySucceeded, res.Duration, outcome)
 	transportFailure := res.StatusCode == 0 || res.StatusCode >= 500
 	return comp, transportFailure
+}
+
+// send signs and sends one attempt of a body to an endpoint with the
+// contract's headers (DESIGN.md "Every outbound request").
+func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, number int, start time.Time) egress.Result {
+	h := make(http.Header, 12+len(ep.Headers))
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", e.cfg.UserAgent)
+	h.Set(HeaderEventID, eventID)
+	h.Set(HeaderEventType, eventType)
+	h.Set(HeaderDeliveryAttempt, strconv.Itoa(number))
+	signer, err := webhook.NewSigner(ep.ActiveSecrets(start)...)
+	if err != nil {
+		// An endpoint without a usable secret is a storage fault; never
+		// send an unsigned request.
+		return egress.Result{ErrorClass: "signing", ErrorDetail: "the endpoint has no usable signing secret"}
+	}
+	signer.Sign(h, eventID, start, body)
+	// The attempt outlives a shutdown of ctx: its result must be recorded,
+	// and it is bounded by the timeout anyway.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.AttemptTimeout)
+	defer cancel()
+	return e.cfg.Sender.Do(actx, egress.Request{URL: ep.URL, Header: h, Body: body})
+}
+
+// TestEventType is the type of the events sent by SendTest.
+const TestEventType = "herald.test"
+
+// SendTest sends a signed test event to the endpoint now, through the same
+// egress policy, signing and headers as every delivery, and returns the
+// attempt without storing anything (POST /v1/endpoints/{id}/test).
+func (e *Engine) SendTest(ctx context.Context, ep store.Endpoint) (store.Attempt, string, error) {
+	start := e.cfg.Clock.Now()
+	id := store.NewID("evt_test")
+	body, err := store.EncodeBody(id, TestEventType, ep.Tenant, start, []byte(`{"message":"test event from Herald"}`))
+	if err != nil {
+		return store.Attempt{}, "", err
+	}
+	res := e.send(ctx, ep, id, TestEventType, body, 1, start)
+	a := store.Attempt{Number: 1, StartedAt: start, Duration: res.Duration, StatusCode: res.StatusCode, Error: res.ErrorClass,
+		ErrorDetail: res.ErrorDetail, Location: res.Location, ResponseExcerpt: res.Excerpt}
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		a.Error = "redirect"
+	}
+	return a, id, nil
 }
 
 // IsClientError reports whether an HTTP status counts toward the

@@ -88,3 +88,28 @@ func fromMicro(v int64) time.Time {
 	}
 	return time.UnixMicro(v).UTC()
 }
+
+// MaxSecrets bounds the secrets an endpoint holds (the current one and
+// those still in a rotation overlap).
+const MaxSecrets = 5
+
+// RotatedSecrets returns the secret list after a rotation: the new secret
+// first; the previous current secret valid until p.PreviousExpiresAt
+// (dropped if that is not after p.Now); older secrets keep their expiry;
+// expired secrets are dropped; at most MaxSecrets are kept. Drivers share
+// it so the rule is the same everywhere.
+func RotatedSecrets(old []Secret, p RotateSecretParams) []Secret {
+	out := []Secret{{Value: p.Secret, CreatedAt: p.Now}}
+	for i, s := range old {
+		if i == 0 && s.ExpiresAt.IsZero() {
+			s.ExpiresAt = p.PreviousExpiresAt
+		}
+		if s.ExpiresAt.IsZero() || !s.ExpiresAt.After(p.Now) {
+			continue
+		}
+		if len(out) < MaxSecrets {
+			out = append(out, s)
+		}
+	}
+	return out
+}

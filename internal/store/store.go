@@ -293,6 +293,14 @@ type ReplayParams struct {
 	Now        time.Time
 }
 
+// RotateSecretParams rotates an endpoint's signing secret.
+type RotateSecretParams struct {
+	ID                string
+	Secret            string
+	PreviousExpiresAt time.Time
+	Now               time.Time
+}
+
 // Notice is an operational event waiting to be emitted about an endpoint.
 type Notice struct {
 	Endpoint Endpoint
@@ -399,6 +407,11 @@ type Store interface {
 	// endpoint is emitted at now, unless one was already emitted after
 	// windowStart; it reports whether the caller should emit it.
 	ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error)
+	// RotateSecret makes Secret the endpoint's current secret; the previous
+	// current secret stays valid until PreviousExpiresAt (no later than Now:
+	// dropped at once); secrets already expired at Now are dropped.
+	// ErrNotFound for an unknown id.
+	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)
 	// Purge deletes old history; it returns the number of rows deleted.

@@ -149,15 +149,15 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	return int(n), nil
 }
 
-// PendingNotices implements store.Store.
+// PendingNotices implements store.Store. LastStatusCode and LastError come
+// from the attempt that started last among the endpoint's deliveries: a
+// delivery's own updated_at is no guide, since claims, pauses and replays
+// move it without an attempt.
 func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT "+endpointColumns+`, notice, notice_at,
-		COALESCE((SELECT last_status_code FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.attempts > 0 ORDER BY d.updated_at DESC LIMIT 1), 0),
-		COALESCE((SELECT last_error FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.attempts > 0 ORDER BY d.updated_at DESC LIMIT 1), '')
-		FROM endpoints WHERE notice <> '' ORDER BY notice_at LIMIT ?`, limit)
+	rows, err := s.r.QueryContext(ctx, "SELECT "+endpointColumns+", notice, notice_at FROM endpoints WHERE notice <> '' ORDER BY notice_at LIMIT ?", limit)
 	if err != nil {
 		return nil, wrap("pending notices", err)
 	}
@@ -168,14 +168,25 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			n  store.Notice
 			at int64
 		)
-		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at, &n.LastStatusCode, &n.LastError}})
+		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at}})
 		if err != nil {
 			return nil, wrap("pending notices", err)
 		}
 		n.Endpoint, n.At = e, fromMicro(at)
 		out = append(out, n)
 	}
-	return out, wrap("pending notices", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, wrap("pending notices", err)
+	}
+	rows.Close()
+	for i := range out {
+		err := s.r.QueryRowContext(ctx, `SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
+			WHERE d.endpoint_id = ? ORDER BY a.started_at DESC, a.number DESC LIMIT 1`, out[i].Endpoint.ID).Scan(&out[i].LastStatusCode, &out[i].LastError)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, wrap("pending notices", err)
+		}
+	}
+	return out, nil
 }
 
 // suffixScanner scans extra trailing columns into rest.
@@ -225,7 +236,7 @@ func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.
 
 // ClaimSpikeAlert implements store.Store.
 func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error) {
-	res, err := s.w.ExecContext(ctx, "UPDATE endpoints SET last_spike_at = ? WHERE id = ? AND last_spike_at < ?", micro(now), endpointID, micro(windowStart))
+	res, err := s.w.ExecContext(ctx, "UPDATE endpoints SET last_spike_at = ? WHERE id = ? AND last_spike_at <= ?", micro(now), endpointID, micro(windowStart))
 	if err != nil {
 		return false, wrap("spike alert", err)
 	}
@@ -295,4 +306,32 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		total += int(n)
 	}
 	return total, nil
+}
+
+// RotateSecret implements store.Store; the read and the write happen in one
+// transaction, so concurrent rotations never lose a secret.
+func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Endpoint{}, wrap("rotate secret", err)
+	}
+	defer tx.Rollback()
+	e, err := s.getEndpoint(ctx, tx, p.ID)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	e.Secrets = store.RotatedSecrets(e.Secrets, p)
+	e.UpdatedAt = p.Now
+	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(p.Now), p.ID); err != nil {
+		return store.Endpoint{}, wrap("rotate secret", err)
+	}
+	e, err = s.getEndpoint(ctx, tx, p.ID)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	return e, wrap("rotate secret", tx.Commit())
 }

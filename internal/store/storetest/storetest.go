@@ -56,6 +56,17 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Attempts", s.attempts)
 	group("NextDueAt", s.nextDueAt)
 	group("Time", s.times)
+	group("EndpointState", s.endpointState)
+	group("Replay", s.replay)
+	group("Deferred", s.deferred)
+	group("FailureStreak", s.failureStreak)
+	group("Postpone", s.postpone)
+	group("Notices", s.noticesGroup)
+	group("DeadLetterCounts", s.deadLetterCounts)
+	group("SpikeAlert", s.spikeAlert)
+	group("Stats", s.stats)
+	group("Purge", s.purge)
+	group("DeliveryFilters", s.deliveryFilters)
 }
 
 type suite struct {

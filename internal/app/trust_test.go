@@ -1,0 +1,182 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// TestSecretRotationOverlap: during the overlap a receiver holding only the
+// old secret and one holding only the new one both verify; afterwards only
+// the new one does.
+func TestSecretRotationOverlap(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	oldSecret := ep.Secret
+	var rot struct {
+		Secret            string     `json:"secret"`
+		PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{"overlap_seconds":1}`, &rot); st != 200 || !strings.HasPrefix(rot.Secret, "whsec_") || rot.PreviousExpiresAt == nil {
+		t.Fatalf("rotate: %d %s", st, raw)
+	}
+	newSecret := rot.Secret
+	var cur struct{ Secret string }
+	h.call("GET", "/v1/endpoints/"+ep.ID+"/secret", nil, &cur)
+	if cur.Secret != newSecret {
+		t.Fatalf("current secret after rotation = %q, want the new one", cur.Secret)
+	}
+	oldV := &webhook.Verifier{Secrets: []string{oldSecret}}
+	newV := &webhook.Verifier{Secrets: []string{newSecret}}
+	check := func(r received, oldOK bool) {
+		t.Helper()
+		for name, v := range map[string]*webhook.Verifier{"old": oldV, "new": newV} {
+			want := name == "new" || oldOK
+			errH := v.VerifyHerald(r.Header.Get("X-Signature"), r.Body)
+			errS := v.VerifyStandard(r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature"), r.Body)
+			if (errH == nil) != want || (errS == nil) != want {
+				t.Fatalf("receiver with the %s secret: X-Signature err=%v, webhook-signature err=%v; want verified=%v", name, errH, errS, want)
+			}
+		}
+	}
+	p1 := h.publish("acme", "invoice.paid", `{"n":1}`)
+	h.waitDelivery(p1.ID, "succeeded", 10*time.Second)
+	during := rcv.got()[0]
+	if n := strings.Count(during.Header.Get("X-Signature"), "v1="); n != 2 {
+		t.Fatalf("X-Signature during the overlap has %d v1 entries, want 2: %s", n, during.Header.Get("X-Signature"))
+	}
+	check(during, true)
+
+	time.Sleep(time.Until(*rot.PreviousExpiresAt) + 50*time.Millisecond) // let the 1 s overlap end
+	p2 := h.publish("acme", "invoice.paid", `{"n":2}`)
+	h.waitDelivery(p2.ID, "succeeded", 10*time.Second)
+	after := rcv.got()[1]
+	if n := strings.Count(after.Header.Get("X-Signature"), "v1="); n != 1 {
+		t.Fatalf("X-Signature after the overlap has %d v1 entries, want 1", n)
+	}
+	check(after, false)
+
+	for _, bad := range []string{`{"overlap_seconds":-1}`, `{"overlap_seconds":604801}`, `{"overlap_seconds":"1"}`} {
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", bad, nil); st != 422 {
+			t.Errorf("rotate with %s: %d %s, want 422", bad, st, raw)
+		}
+	}
+	if st, _ := h.call("POST", "/v1/endpoints/ep_nope/rotate-secret", `{}`, nil); st != 404 {
+		t.Errorf("rotate unknown endpoint: %d, want 404", st)
+	}
+}
+
+// TestNoSecretsInClearOnDisk reads the raw database files and finds neither
+// an endpoint secret nor the generated admin API key.
+func TestNoSecretsInClearOnDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout bytes.Buffer
+	m, err := app.New(context.Background(), app.Config{
+		Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(dir, "herald.db"), Dev: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stdout: &stdout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiKey := regexp.MustCompile(`hk_[A-Za-z0-9_-]+`).FindString(stdout.String())
+	if apiKey == "" {
+		t.Fatalf("no generated API key printed: %q", stdout.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	h := &herald{t: t, base: "http://" + m.Addr(), m: m}
+	// The harness sends testAPIKey; use the generated key instead.
+	var secrets []string
+	for range 3 {
+		var ep endpointResp
+		st, raw := h.callWithKey(apiKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook"}`, &ep)
+		if st != 201 {
+			t.Fatalf("create: %d %s", st, raw)
+		}
+		secrets = append(secrets, ep.Secret)
+		var rot struct{ Secret string }
+		h.callWithKey(apiKey, "POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{}`, &rot)
+		secrets = append(secrets, rot.Secret)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "herald.db*"))
+	var all []byte
+	for _, f := range files {
+		if strings.HasSuffix(f, ".key") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if len(all) == 0 {
+		t.Fatal("read no database bytes")
+	}
+	for _, s := range append(secrets, apiKey) {
+		raw := strings.TrimPrefix(s, "whsec_")
+		forms := []string{s, raw}
+		if k, err := base64.StdEncoding.DecodeString(raw); err == nil {
+			forms = append(forms, string(k))
+		}
+		for _, f := range forms {
+			if bytes.Contains(all, []byte(f)) {
+				t.Fatalf("the database files contain a secret in clear (%d bytes)", len(f))
+			}
+		}
+	}
+	info, err := os.Stat(filepath.Join(dir, "herald.db.key"))
+	if err != nil {
+		t.Fatalf("no key file beside the database: %v", err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, want 0600", info.Mode().Perm())
+	}
+}
+
+// TestSendTestEvent: POST /v1/endpoints/{id}/test sends a signed herald.test
+// event now and stores nothing.
+func TestSendTestEvent(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	var out struct {
+		EventID string      `json:"event_id"`
+		Attempt attemptResp `json:"attempt"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/test", nil, &out); st != 200 || out.Attempt.StatusCode != 200 {
+		t.Fatalf("test: %d %s", st, raw)
+	}
+	reqs := rcv.got()
+	if len(reqs) != 1 || reqs[0].Header.Get("X-Event-Type") != "herald.test" || reqs[0].Header.Get("X-Event-Id") != out.EventID {
+		t.Fatalf("receiver got %d requests", len(reqs))
+	}
+	if err := (&webhook.Verifier{Secrets: []string{ep.Secret}}).Verify(reqs[0].Header, reqs[0].Body); err != nil {
+		t.Fatalf("test event does not verify: %v", err)
+	}
+	var evs struct{ Data []any }
+	h.call("GET", "/v1/events", nil, &evs)
+	if len(evs.Data) != 0 {
+		t.Fatalf("a test event was stored: %d events", len(evs.Data))
+	}
+}

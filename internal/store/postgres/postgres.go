@@ -1,0 +1,495 @@
+// Package postgres is the PostgreSQL store driver, for running Herald as
+// several stateless nodes on one database. It uses pgx v5 with a pgxpool
+// pool; migrations are embedded and applied by goose under a session-level
+// advisory lock, so nodes starting together migrate once.
+//
+// # Semantics
+//
+// Every method has the semantics of the SQLite driver (the reference), which
+// is fully serialised by its single writer connection. Here transactions run
+// concurrently at READ COMMITTED, so the driver adds the locks that give the
+// same outcomes:
+//
+//   - Claims pick due rows with FOR UPDATE SKIP LOCKED: concurrent claimers,
+//     on one node or many, never lease one delivery twice and never wait on
+//     each other.
+//   - Publishes insert the event with ON CONFLICT DO NOTHING and, when a
+//     concurrent publish won, read the original back: one publish of an id or
+//     idempotency key creates the event, the others answer with it.
+//   - A per-tenant advisory lock (transaction scoped) orders fan-out against
+//     changes of the endpoint set: publishes, completions and rescues take it
+//     shared; deleting an endpoint and disabling one (410 Gone) take it
+//     exclusively. So a publish never adds a pending delivery to an endpoint
+//     that a concurrent 410 has just disabled (it would not be held), nor a
+//     delivery to an endpoint being deleted (it would be orphaned), and a
+//     retry completed concurrently with a 410 is held as it would be in
+//     SQLite.
+//   - Completions lock their deliveries' rows (in id order) before numbering
+//     attempts MAX(number)+1, so a stale owner's late attempt and the current
+//     owner's attempt of one delivery never collide.
+//
+// Locks are always taken in the order tenant locks (sorted by key), then
+// delivery rows (sorted by id), then endpoint rows, which keeps deadlocks out
+// of the normal paths.
+//
+// # Notifications
+//
+// A publish that creates pending deliveries, and a rescue that makes leased
+// deliveries claimable again, send NOTIFY herald_deliveries with the commit;
+// Listen turns those into calls of a function, so every node's engine wakes
+// up when there is work, not only the node that took the request.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLockID is the key of the session-level advisory lock held while
+// migrating: Herald's own, so it does not wait on other applications that
+// use goose in the same database.
+const migrationLockID int64 = 0x6865726d6967 // "hermig"
+
+// tenantLockClass is the first key of the per-tenant advisory locks
+// (pg_advisory_xact_lock(class, hashtext(tenant))); two-key advisory locks
+// do not collide with single-key ones such as the migration lock.
+const tenantLockClass = 1751479905 // "hera"
+
+// Store is the PostgreSQL implementation of store.Store.
+type Store struct {
+	pool *pgxpool.Pool
+	box  store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+}
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithSecretBox encrypts endpoint secrets at rest with box.
+func WithSecretBox(box store.SecretBox) Option {
+	return func(s *Store) { s.box = box }
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string, including pgxpool settings such as pool_max_conns),
+// applies the embedded migrations and returns the store. Several processes
+// may Open one database at the same time: one migrates, the others wait for
+// it and find nothing to do.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's ParseConfigError redacts the password.
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", describe(cfg), classify(err))
+	}
+	if err := migrate(ctx, cfg.ConnConfig); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), classify(err))
+	}
+	s := &Store{pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// describe names the database for error messages, without credentials.
+func describe(cfg *pgxpool.Config) string {
+	return fmt.Sprintf("database %q on %s:%d", cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+}
+
+// migrate applies the embedded migrations through database/sql on its own
+// connections (not the pool's): the session-level advisory lock goose holds
+// while migrating then can never stay behind on a pooled connection.
+func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
+	db := stdlib.OpenDB(*cc)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(migrationLockID),
+		lock.WithLockTimeout(1, 300), // try every second for 5 minutes
+		lock.WithUnlockTimeout(1, 60),
+	)
+	if err != nil {
+		return err
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	// The logger is set on the provider, not with goose.SetLogger: that
+	// writes a package global, a data race when stores are opened
+	// concurrently. The global registry of Go migrations is not ours.
+	prov, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(locker),
+		goose.WithLogger(goose.NopLogger()),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return err
+	}
+	_, err = prov.Up(ctx)
+	return err
+}
+
+// Pool returns the connection pool (for health metrics and tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return wrap("ping", err)
+	}
+	return nil
+}
+
+// Close implements store.Store. It waits for acquired connections to be
+// released; Listen loops end with their own context, not with Close.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// ts prepares a time for a timestamptz column: microsecond precision (what
+// the column keeps), UTC.
+func ts(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
+
+// nullTS is ts for a nullable column: the zero time is NULL.
+func nullTS(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	v := ts(t)
+	return &v
+}
+
+// fromNullTS reads a nullable timestamptz: NULL is the zero time.
+func fromNullTS(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// classify maps a driver error to the store's errors: context errors stay
+// as they are, anything else means the database could not be reached or
+// could not do the work: store.ErrUnavailable, with the cause kept in the
+// chain (errors.As finds the *pgconn.PgError).
+func classify(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrUnavailable):
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+}
+
+// wrap names the operation and classifies err; pgx.ErrNoRows becomes
+// store.ErrNotFound.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", op, classify(err))
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// APIKeyHashes implements store.Store.
+func (s *Store) APIKeyHashes(ctx context.Context) ([][]byte, error) {
+	rows, err := s.pool.Query(ctx, "SELECT hash FROM api_keys")
+	if err != nil {
+		return nil, wrap("api keys", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	return out, wrap("api keys", err)
+}
+
+// AddAPIKeyHash implements store.Store.
+func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error {
+	_, err := s.pool.Exec(ctx, "INSERT INTO api_keys (hash, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING", hash, ts(now))
+	return wrap("add api key", err)
+}
+
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since"
+
+func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
+	var (
+		e                    store.Endpoint
+		types, headers       []byte
+		state, secrets       string
+		createdAt, updatedAt time.Time
+		failingSince         *time.Time
+	)
+	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince); err != nil {
+		return e, err
+	}
+	e.State = store.EndpointState(state)
+	e.CreatedAt, e.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
+	e.FailingSince = fromNullTS(failingSince)
+	if err := json.Unmarshal(types, &e.EventTypes); err != nil {
+		return e, fmt.Errorf("endpoint %s event_types: %w", e.ID, err)
+	}
+	if err := json.Unmarshal(headers, &e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
+	}
+	var err error
+	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
+		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
+	}
+	return e, nil
+}
+
+// jsonOf renders v as JSON text for a jsonb parameter.
+func jsonOf(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func eventTypesJSON(types []string) (string, error) {
+	if types == nil {
+		types = []string{}
+	}
+	return jsonOf(types)
+}
+
+func headersJSON(h map[string]string) (string, error) {
+	if h == nil {
+		h = map[string]string{}
+	}
+	return jsonOf(h)
+}
+
+// CreateEndpoint implements store.Store.
+func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams) (store.Endpoint, error) {
+	e := p.Endpoint
+	if e.State == "" {
+		e.State = store.EndpointEnabled
+	}
+	types, err := eventTypesJSON(e.EventTypes)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	headers, err := headersJSON(e.Headers)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	// Answer with the row as stored, as GetEndpoint would.
+	got, err := s.scanEndpoint(s.pool.QueryRow(ctx, "INSERT INTO endpoints ("+endpointColumns+`)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13) RETURNING `+endpointColumns,
+		e.ID, e.Tenant, e.URL, e.Description, types, headers, e.RateLimitPerSecond, string(e.State), e.StateReason, sec, ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince)))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
+		}
+		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	return got, nil
+}
+
+// GetEndpoint implements store.Store.
+func (s *Store) GetEndpoint(ctx context.Context, id string) (store.Endpoint, error) {
+	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, "SELECT "+endpointColumns+" FROM endpoints WHERE id = $1", id))
+	if err != nil {
+		return store.Endpoint{}, wrap("endpoint "+id, err)
+	}
+	return e, nil
+}
+
+func limitOf(p store.ListParams) int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	if p.Limit > 1000 {
+		return 1000
+	}
+	return p.Limit
+}
+
+// filter builds a WHERE clause with numbered parameters.
+type filter struct {
+	where []string
+	args  []any
+}
+
+// add appends a condition; "?" in cond is replaced by the next parameter.
+func (f *filter) add(cond string, arg any) {
+	f.args = append(f.args, arg)
+	f.where = append(f.where, strings.Replace(cond, "?", fmt.Sprintf("$%d", len(f.args)), 1))
+}
+
+func (f *filter) clause() string {
+	if len(f.where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(f.where, " AND ")
+}
+
+// limit appends the LIMIT parameter and returns its placeholder.
+func (f *filter) limit(n int) string {
+	f.args = append(f.args, n)
+	return fmt.Sprintf(" LIMIT $%d", len(f.args))
+}
+
+// ListEndpoints implements store.Store. Endpoints are listed newest first
+// by id (ids are time-sortable); the cursor is the last id of the page.
+func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
+	var f filter
+	if p.Tenant != "" {
+		f.add("tenant = ?", p.Tenant)
+	}
+	if p.Cursor != "" {
+		f.add("id < ?", p.Cursor)
+	}
+	lim := limitOf(p.ListParams)
+	q := "SELECT " + endpointColumns + " FROM endpoints" + f.clause() + " ORDER BY id DESC" + f.limit(lim+1)
+	rows, err := s.pool.Query(ctx, q, f.args...)
+	if err != nil {
+		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+	}
+	defer rows.Close()
+	var out []store.Endpoint
+	for rows.Next() {
+		e, err := s.scanEndpoint(rows)
+		if err != nil {
+			return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
+	}
+	return paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
+}
+
+func paginate[T any](items []T, lim int, id func(T) string) store.Page[T] {
+	pg := store.Page[T]{Data: items}
+	if pg.Data == nil {
+		pg.Data = []T{}
+	}
+	if len(items) > lim {
+		pg.Data = items[:lim]
+		pg.NextCursor = id(items[lim-1])
+	}
+	return pg
+}
+
+// UpdateEndpoint implements store.Store. One UPDATE: fields left nil keep
+// their stored value (COALESCE with a NULL parameter), so there is no
+// read-modify-write window for a concurrent change to fall into. A new URL
+// starts a new failure streak.
+func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
+	var types, headers *string
+	if p.EventTypes != nil {
+		v, err := eventTypesJSON(*p.EventTypes)
+		if err != nil {
+			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
+		}
+		types = &v
+	}
+	if p.Headers != nil {
+		v, err := headersJSON(*p.Headers)
+		if err != nil {
+			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
+		}
+		headers = &v
+	}
+	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, `UPDATE endpoints SET
+		failing_since = CASE WHEN $2::text IS NOT NULL AND $2::text <> url THEN NULL ELSE failing_since END,
+		url = COALESCE($2::text, url),
+		description = COALESCE($3::text, description),
+		event_types = COALESCE($4::jsonb, event_types),
+		headers = COALESCE($5::jsonb, headers),
+		rate_limit_per_second = COALESCE($6::integer, rate_limit_per_second),
+		updated_at = $7
+		WHERE id = $1 RETURNING `+endpointColumns,
+		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now)))
+	if err != nil {
+		return store.Endpoint{}, wrap("update endpoint "+p.ID, err)
+	}
+	return e, nil
+}
+
+// DeleteEndpoint implements store.Store. The tenant lock is taken
+// exclusively first: publishes of the tenant that already read the endpoint
+// commit before the deliveries are deleted (so theirs are deleted too), and
+// later ones no longer see it.
+func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+	var deleted int64
+	b := newTxBatch()
+	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
+	b.Queue("DELETE FROM endpoints WHERE id = $1", id).Exec(func(ct pgconn.CommandTag) error {
+		deleted = ct.RowsAffected()
+		return nil
+	})
+	b.Queue("DELETE FROM deliveries WHERE endpoint_id = $1", id)
+	return s.txBatch(ctx, "delete endpoint", b, func(pgx.Tx) error {
+		if deleted == 0 {
+			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// newTxBatch returns a batch that begins a transaction: BEGIN travels with
+// the first statements, saving a round trip.
+func newTxBatch() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	return b
+}
+
+// txBatch sends b (made by newTxBatch) as the first round trip of a
+// transaction, runs then (further round trips on the transaction; may be
+// nil) and commits. Any error rolls the transaction back and is wrapped with
+// op.
+func (s *Store) txBatch(ctx context.Context, op string, b *pgx.Batch, then func(tx pgx.Tx) error) error {
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; releases the connection
+	if err := br.Close(); err != nil {
+		return wrap(op, err)
+	}
+	if then != nil {
+		if err := then(tx); err != nil {
+			return wrap(op, err)
+		}
+	}
+	return wrap(op, tx.Commit(ctx))
+}

@@ -1,0 +1,563 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// notifyChannel is the channel of NOTIFY/LISTEN: a notification means
+// "deliveries may have become claimable".
+const notifyChannel = "herald_deliveries"
+
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at"
+
+func scanEvent(row pgx.Row) (store.Event, error) {
+	var e store.Event
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt); err != nil {
+		return e, err
+	}
+	e.OccurredAt, e.CreatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC()
+	return e, nil
+}
+
+// PublishEvent implements store.Store.
+//
+// The event is inserted with ON CONFLICT DO NOTHING: when an event with the
+// same id or (tenant, idempotency key) exists, or is being inserted by a
+// concurrent publish (the insert waits for that transaction), nothing is
+// inserted and the existing event is read back and answers the publish, as
+// in the SQLite driver. The common case, a new event, takes two round trips
+// and the commit: BEGIN + tenant lock + insert + the tenant's endpoints,
+// then the deliveries (one statement) + NOTIFY.
+func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	ev := p.Event
+	body := ev.Body
+	if body == nil {
+		body = []byte{}
+	}
+	var idem *string
+	if ev.IdempotencyKey != "" {
+		idem = &ev.IdempotencyKey
+	}
+	type target struct {
+		id    string
+		state store.DeliveryState
+	}
+	var (
+		inserted bool
+		targets  []target
+		res      store.PublishResult
+	)
+	b := newTxBatch()
+	// Shared: concurrent publishes do not wait on each other; a delete or a
+	// disable of one of the tenant's endpoints waits for them, and they for it.
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2))", tenantLockClass, ev.Tenant)
+	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), body, idem, ev.Fingerprint, ts(p.Now)).Exec(func(ct pgconn.CommandTag) error {
+		inserted = ct.RowsAffected() == 1
+		return nil
+	})
+	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1", ev.Tenant).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				id, state string
+				types     []byte
+			)
+			if err := rows.Scan(&id, &state, &types); err != nil {
+				return err
+			}
+			var patterns []string
+			if err := json.Unmarshal(types, &patterns); err != nil {
+				return fmt.Errorf("endpoint %s event_types: %w", id, err)
+			}
+			if id == p.ExcludeEndpointID || !store.MatchEventType(patterns, ev.Type) {
+				continue
+			}
+			st := store.DeliveryPending
+			if store.EndpointState(state) != store.EndpointEnabled {
+				st = store.DeliveryPaused
+			}
+			targets = append(targets, target{id, st})
+		}
+		return rows.Err()
+	})
+	err := s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
+		if !inserted {
+			existing, n, err := existingEvent(ctx, tx, ev)
+			if err != nil {
+				return err
+			}
+			res = store.PublishResult{Event: existing, Deliveries: n}
+			return nil
+		}
+		if len(targets) == 0 {
+			return nil
+		}
+		ids := make([]string, len(targets))
+		endpoints := make([]string, len(targets))
+		states := make([]string, len(targets))
+		pending := false
+		for i, t := range targets {
+			ids[i], endpoints[i], states[i] = p.NewDeliveryID(), t.id, string(t.state)
+			pending = pending || t.state == store.DeliveryPending
+		}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+			SELECT u.id, $4, u.endpoint_id, $5, $6, u.state, $7, $7, $7
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, endpoint_id, state)`,
+			ids, endpoints, states, ev.ID, ev.Tenant, ev.Type, ts(p.Now))
+		if pending {
+			// Sent by the server when the transaction commits.
+			b.Queue("SELECT pg_notify($1, '')", notifyChannel)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return store.PublishResult{}, err
+	}
+	if !inserted {
+		return res, nil
+	}
+	// Answer with the event as stored, as GetEvent would: times truncated to
+	// microseconds in UTC.
+	ev.OccurredAt = ts(ev.OccurredAt)
+	ev.CreatedAt = ts(p.Now)
+	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
+}
+
+// existingEvent finds the event that made the insert of ev do nothing: the
+// one with the same tenant and idempotency key, else the one with the same
+// id. Same fingerprint: it answers the publish (with its delivery count);
+// otherwise the publish is a conflict.
+func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event) (store.Event, int, error) {
+	var (
+		existing store.Event
+		err      = pgx.ErrNoRows
+	)
+	if ev.IdempotencyKey != "" {
+		existing, err = scanEvent(tx.QueryRow(ctx, "SELECT "+eventColumns+" FROM events WHERE tenant = $1 AND idempotency_key = $2", ev.Tenant, ev.IdempotencyKey))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		existing, err = scanEvent(tx.QueryRow(ctx, "SELECT "+eventColumns+" FROM events WHERE id = $1", ev.ID))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Events are never deleted, and the insert conflicted with a
+		// committed row: this cannot happen, but must not pass for success.
+		return store.Event{}, 0, fmt.Errorf("event %s: the insert conflicted but no event was found", ev.ID)
+	}
+	if err != nil {
+		return store.Event{}, 0, err
+	}
+	if existing.Fingerprint != ev.Fingerprint {
+		return store.Event{}, 0, fmt.Errorf("event %s: id or idempotency key reused with a different tenant, type or data: %w", existing.ID, store.ErrConflict)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = $1", existing.ID).Scan(&n); err != nil {
+		return store.Event{}, 0, err
+	}
+	return existing, n, nil
+}
+
+// GetEvent implements store.Store.
+func (s *Store) GetEvent(ctx context.Context, id string) (store.Event, error) {
+	e, err := scanEvent(s.pool.QueryRow(ctx, "SELECT "+eventColumns+" FROM events WHERE id = $1", id))
+	return e, wrap("event "+id, err)
+}
+
+// ListEvents implements store.Store. Events are listed in insertion order
+// (newest first) by seq, because producers may choose their own ids; the
+// cursor is the seq of the last event of the page.
+func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store.Page[store.Event], error) {
+	var f filter
+	if p.Tenant != "" {
+		f.add("tenant = ?", p.Tenant)
+	}
+	if p.Type != "" {
+		f.add("type = ?", p.Type)
+	}
+	if p.Cursor != "" {
+		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil || seq <= 0 {
+			return store.Page[store.Event]{}, fmt.Errorf("list events: cursor %q: %w", p.Cursor, store.ErrInvalid)
+		}
+		f.add("seq < ?", seq)
+	}
+	lim := limitOf(p.ListParams)
+	rows, err := s.pool.Query(ctx, "SELECT seq, "+eventColumns+" FROM events"+f.clause()+" ORDER BY seq DESC"+f.limit(lim+1), f.args...)
+	if err != nil {
+		return store.Page[store.Event]{}, wrap("list events", err)
+	}
+	defer rows.Close()
+	var (
+		out  []store.Event
+		seqs []int64
+	)
+	for rows.Next() {
+		var seq int64
+		e, err := scanEvent(prefixScanner{rows, &seq})
+		if err != nil {
+			return store.Page[store.Event]{}, wrap("list events", err)
+		}
+		out = append(out, e)
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Event]{}, wrap("list events", err)
+	}
+	pg := paginate(out, lim, func(store.Event) string { return "" })
+	if len(out) > lim {
+		pg.NextCursor = strconv.FormatInt(seqs[lim-1], 10)
+	}
+	return pg, nil
+}
+
+// prefixScanner scans one extra leading column into first.
+type prefixScanner struct {
+	row   pgx.Row
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append([]any{p.first}, dest...)...)
+}
+
+const deliveryColumns = `id, event_id, endpoint_id, tenant, event_type, state, attempts, client_errors, next_attempt_at,
+	last_status_code, last_error, COALESCE(lease_owner, ''), lease_until, created_at, updated_at, replay_base`
+
+func scanDelivery(row pgx.Row) (store.Delivery, error) {
+	var (
+		d          store.Delivery
+		state      string
+		leaseUntil *time.Time
+	)
+	if err := row.Scan(&d.ID, &d.EventID, &d.EndpointID, &d.Tenant, &d.EventType, &state, &d.Attempts, &d.ClientErrors, &d.NextAttemptAt,
+		&d.LastStatusCode, &d.LastError, &d.LeaseOwner, &leaseUntil, &d.CreatedAt, &d.UpdatedAt, &d.ReplayBase); err != nil {
+		return d, err
+	}
+	d.State = store.DeliveryState(state)
+	d.NextAttemptAt = d.NextAttemptAt.UTC()
+	d.LeaseUntil = fromNullTS(leaseUntil)
+	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// GetDelivery implements store.Store.
+func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1", id))
+	return d, wrap("delivery "+id, err)
+}
+
+// ListDeliveries implements store.Store.
+func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) (store.Page[store.Delivery], error) {
+	var f filter
+	if p.EndpointID != "" {
+		f.add("endpoint_id = ?", p.EndpointID)
+	}
+	if p.EventID != "" {
+		f.add("event_id = ?", p.EventID)
+	}
+	if p.Tenant != "" {
+		f.add("tenant = ?", p.Tenant)
+	}
+	if p.State != "" {
+		f.add("state = ?", string(p.State))
+	}
+	if p.EventType != "" {
+		f.add("event_type = ?", p.EventType)
+	}
+	if !p.Since.IsZero() {
+		f.add("updated_at >= ?", ts(p.Since))
+	}
+	if p.Cursor != "" {
+		f.add("id < ?", p.Cursor)
+	}
+	lim := limitOf(p.ListParams)
+	rows, err := s.pool.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries"+f.clause()+" ORDER BY id DESC"+f.limit(lim+1), f.args...)
+	if err != nil {
+		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+	}
+	defer rows.Close()
+	var out []store.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
+	}
+	return paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
+}
+
+// ListAttempts implements store.Store. One query: the delivery left-joined
+// with its attempts, so an unknown delivery (no row) is told apart from one
+// without attempts (one row of NULLs).
+func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.number IS NOT NULL, COALESCE(a.number, 0), COALESCE(a.started_at, 'epoch'), COALESCE(a.duration_us, 0),
+		COALESCE(a.status_code, 0), COALESCE(a.error, ''), COALESCE(a.error_detail, ''), COALESCE(a.location, ''), COALESCE(a.response_excerpt, '')
+		FROM deliveries d LEFT JOIN attempts a ON a.delivery_id = d.id
+		WHERE d.id = $1 ORDER BY a.number`, deliveryID)
+	if err != nil {
+		return nil, wrap("list attempts", err)
+	}
+	defer rows.Close()
+	var (
+		out   = []store.Attempt{}
+		found bool
+	)
+	for rows.Next() {
+		found = true
+		var (
+			a   = store.Attempt{DeliveryID: deliveryID}
+			ok  bool
+			dur int64
+		)
+		if err := rows.Scan(&ok, &a.Number, &a.StartedAt, &dur, &a.StatusCode, &a.Error, &a.ErrorDetail, &a.Location, &a.ResponseExcerpt); err != nil {
+			return nil, wrap("list attempts", err)
+		}
+		if !ok {
+			continue
+		}
+		a.StartedAt = a.StartedAt.UTC()
+		a.Duration = time.Duration(dur) * time.Microsecond
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list attempts", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("delivery %s: %w", deliveryID, store.ErrNotFound)
+	}
+	return out, nil
+}
+
+// claimQuery leases due deliveries. The inner SELECT walks the partial index
+// deliveries_due in next_attempt_at order and stops after $4 rows it could
+// lock (SKIP LOCKED: rows another claimer is taking are passed over, never
+// waited for, never returned twice). ARRAY(…) makes it an InitPlan run once,
+// so the UPDATE finds the rows by primary key whatever the planner thinks
+// of LIMIT $4.
+const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2, updated_at = $3
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		ORDER BY next_attempt_at
+		LIMIT $4
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + deliveryColumns
+
+// nextDueQuery is the earliest due time of a claimable delivery: the first
+// entry of deliveries_due.
+const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
+
+// ClaimDeliveries implements store.Store: the claim, then the events and
+// endpoints of the batch, in one transaction (three round trips with the
+// commit).
+func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]store.Claim, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	var claims []store.Claim
+	b := newTxBatch()
+	b.Queue(claimQuery, p.Owner, ts(p.Now.Add(p.Lease)), ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return err
+			}
+			claims = append(claims, store.Claim{Delivery: d})
+		}
+		return rows.Err()
+	})
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	err := s.txBatch(ctx, "claim", b, func(tx pgx.Tx) error {
+		if len(claims) == 0 {
+			return nil
+		}
+		for _, c := range claims {
+			events[c.Delivery.EventID] = store.Event{}
+			endpoints[c.Delivery.EndpointID] = store.Endpoint{}
+		}
+		b := &pgx.Batch{}
+		b.Queue("SELECT "+eventColumns+" FROM events WHERE id = ANY ($1)", keys(events)).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				e, err := scanEvent(rows)
+				if err != nil {
+					return err
+				}
+				events[e.ID] = e
+			}
+			return rows.Err()
+		})
+		b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = ANY ($1)", keys(endpoints)).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				e, err := s.scanEndpoint(rows)
+				if err != nil {
+					return err
+				}
+				endpoints[e.ID] = e
+			}
+			return rows.Err()
+		})
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	// RETURNING yields rows in update order, not in the subquery's order:
+	// restore "oldest due first".
+	slices.SortFunc(claims, func(a, b store.Claim) int {
+		if c := a.Delivery.NextAttemptAt.Compare(b.Delivery.NextAttemptAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
+	})
+	for i := range claims {
+		claims[i].Event = events[claims[i].Delivery.EventID]
+		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
+	}
+	return claims, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// lockTenantsOfDeliveries takes the tenant locks of the deliveries $1, in
+// key order: exclusive for a tenant where $2 (per delivery) is true, shared
+// otherwise. Unknown deliveries lock nothing.
+const lockTenantsOfDeliveries = `SELECT CASE WHEN s.x THEN pg_advisory_xact_lock($3::integer, s.h) ELSE pg_advisory_xact_lock_shared($3::integer, s.h) END
+	FROM (SELECT hashtext(d.tenant) AS h, bool_or(u.x) AS x
+	      FROM unnest($1::text[], $2::boolean[]) AS u (id, x) JOIN deliveries d ON d.id = u.id
+	      GROUP BY 1 ORDER BY 1) AS s`
+
+// CompleteDeliveries implements store.Store: the whole batch in one round
+// trip plus the commit. In order: the tenant locks (exclusive for a tenant
+// whose endpoint a completion disables), the row locks of the batch's
+// deliveries in id order (attempt numbers are MAX+1 under that lock), then
+// per completion its attempt, its delivery and, for a 410, the endpoint and
+// its held deliveries, in batch order (a later completion sees an earlier
+// one's effects, as in SQLite). A completion of a delivery that no longer
+// exists matches no row and changes nothing.
+func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(cs))
+	disable := make([]bool, len(cs))
+	for i, c := range cs {
+		ids[i], disable[i] = c.DeliveryID, c.DisableEndpoint
+	}
+	b := newTxBatch()
+	b.Queue(lockTenantsOfDeliveries, ids, disable, tenantLockClass)
+	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
+	for _, c := range cs {
+		a := c.Attempt
+		b.Queue(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+			SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1, $2, $3, $4, $5, $6, $7, $8
+			FROM deliveries d WHERE d.id = $1`,
+			c.DeliveryID, ts(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
+		clientErr := 0
+		if c.ClientError {
+			clientErr = 1
+		}
+		next := c.NextAttemptAt
+		if c.State != store.DeliveryPending {
+			next = c.Now
+		}
+		// A retry of a delivery whose endpoint was paused or disabled
+		// meanwhile is held (paused) instead of pending.
+		b.Queue(`UPDATE deliveries SET
+			state = CASE WHEN $1::text = 'pending' AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'
+			             THEN 'paused' ELSE $1::text END,
+			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
+			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
+			WHERE id = $7 AND lease_owner = $8`,
+			string(c.State), clientErr, ts(next), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
+		if c.DisableEndpoint {
+			// Disable the endpoint and hold its pending, unleased deliveries
+			// (leased ones are held when they complete).
+			b.Queue(`UPDATE endpoints SET state = 'disabled', state_reason = $2, updated_at = $3
+				WHERE id = (SELECT endpoint_id FROM deliveries WHERE id = $1) AND state = 'enabled'`,
+				c.DeliveryID, c.DisableReason, ts(c.Now))
+			b.Queue(`UPDATE deliveries SET state = 'paused', updated_at = $2
+				WHERE endpoint_id = (SELECT endpoint_id FROM deliveries WHERE id = $1) AND state = 'pending' AND lease_owner IS NULL`,
+				c.DeliveryID, ts(c.Now))
+		}
+	}
+	return s.txBatch(ctx, "complete", b, nil)
+}
+
+// RescueExpiredLeases implements store.Store. A rescued delivery whose
+// endpoint was paused or disabled while it was leased is held (paused), as
+// its completion would have done; it does not count as claimable again.
+// The tenant locks and then the row locks (id order) are taken first, as
+// completions take them.
+func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
+	now = ts(now)
+	var ids []string
+	b := newTxBatch()
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($2::integer, s.h)
+		FROM (SELECT DISTINCT hashtext(tenant) AS h FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until < $1 ORDER BY 1) AS s`,
+		now, tenantLockClass)
+	b.Queue("SELECT id FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until < $1 ORDER BY id FOR NO KEY UPDATE", now).Query(func(rows pgx.Rows) error {
+		var err error
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	var n int64
+	err := s.txBatch(ctx, "rescue", b, func(tx pgx.Tx) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = $1
+			WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1 AND state = 'pending'
+			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids)
+		b.Queue("UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1",
+			now, ids).Exec(func(ct pgconn.CommandTag) error {
+			n = ct.RowsAffected()
+			return nil
+		})
+		// Wake every node's engine (sent on commit) when a delivery became
+		// claimable.
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ANY ($2) AND state = 'pending' AND lease_owner IS NULL)`,
+			notifyChannel, ids)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// NextDueAt implements store.Store.
+func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
+	var next *time.Time
+	if err := s.pool.QueryRow(ctx, nextDueQuery).Scan(&next); err != nil {
+		return time.Time{}, wrap("next due", err)
+	}
+	return fromNullTS(next), nil
+}

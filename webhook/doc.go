@@ -1,4 +1,4 @@
-// Package webhook signs and verifies Herald webhook deliveries.
+// Package webhook signs, verifies and receives Herald webhook deliveries.
 //
 // Herald's sender signs every delivery attempt with this package and
 // receivers verify with the same code, so both sides agree byte for byte.
@@ -52,6 +52,44 @@
 // by both schemes. Secrets that are not base64 (such as some Stripe
 // secrets) can still be used to verify the Herald/Stripe scheme, but not to
 // create a [Signer], which always signs with both schemes.
+//
+// # Receiving webhooks
+//
+// [Middleware] turns an http.Handler into a receiver that keeps the
+// promises of the contract on the receiving side:
+//
+//	store := webhook.NewMemoryStore() // one process; sqlstore/redisstore for several
+//	h := webhook.Middleware(webhook.HandlerConfig{
+//		Verifier: &webhook.Verifier{Secrets: []string{newSecret, oldSecret}},
+//		Store:    store,
+//		OnError:  func(r *http.Request, err error) { log.Print(err) },
+//	})(handler)
+//
+// It reads the raw body (at most 1 MiB by default; 413 beyond), verifies
+// it with either scheme (401 {"error":"invalid signature"} with no detail;
+// the reason goes to OnError), claims the event id atomically in an
+// [IdempotencyStore] and calls the handler once per event id, with the
+// raw body in r.Body and in [RawBody]. A redelivery of an event already
+// handled is answered 200 {"duplicate":true} without calling the handler.
+// If the handler fails (5xx, 408, 429, panic) the claim is released, so the
+// sender's retry is handled; a claim whose process died lapses after a
+// lease (5 min by default), and a redelivery arriving while the first
+// delivery is still being handled is answered 503 with Retry-After. The
+// event id is the signed webhook-id (or svix-id) when present, else
+// X-Event-Id checked against the signed body's "id": the identifier that
+// stays the same on every retry of one message (Standard Webhooks spec,
+// "Webhook headers"; Stripe, "Handle duplicate events",
+// https://docs.stripe.com/webhooks#best-practices).
+//
+// Stores: [MemoryStore] here; package sqlstore (SQLite and PostgreSQL, one
+// INSERT ... ON CONFLICT per claim) and package redisstore (SET NX PX) for
+// receivers running as several processes. Package storetest checks other
+// implementations.
+//
+// Events may also arrive out of order: a [VersionGate] keeps, per resource
+// id, the newest data.version acted on and reports older or equal versions
+// as stale ([NewMemoryVersionGate]; sqlstore.VersionGate, whose CheckTx
+// advances the gate in the caller's transaction).
 //
 // # Safety
 //

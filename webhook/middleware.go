@@ -156,11 +156,12 @@ const (
 // Every answer of the middleware itself is JSON with Content-Type
 // application/json. Middleware panics if cfg.Verifier or cfg.Store is nil.
 //
-// References: Standard Webhooks spec, "Idempotency" and "Verifying
-// signatures"
+// References: the Standard Webhooks spec, "Webhook headers" (webhook-id is
+// the unique message identifier, the same on every retry of a message) and
+// "Verifying signatures"
 // (https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md);
-// Stripe, "Handle duplicate events" and "Quickly return a 2xx response"
-// (https://docs.stripe.com/webhooks#best-practices).
+// Stripe's webhook best practices, "Handle duplicate events" and "Quickly
+// return a 2xx response" (https://docs.stripe.com/webhooks#best-practices).
 func Middleware(cfg HandlerConfig) func(http.Handler) http.Handler {
 	if cfg.Verifier == nil {
 		panic("webhook.Middleware: HandlerConfig.Verifier is nil")

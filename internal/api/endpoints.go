@@ -294,8 +294,8 @@ func (s *Server) registerEndpoints() {
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "rotate-endpoint-secret", Method: http.MethodPost, Path: "/v1/endpoints/{id}/rotate-secret", Tags: []string{"endpoints"},
-		Summary:     "Rotate the signing secret; during the overlap every attempt is signed with the old and the new secret",
-		Security:    sec, MaxBodyBytes: 4096,
+		Summary:  "Rotate the signing secret; during the overlap every attempt is signed with the old and the new secret",
+		Security: sec, MaxBodyBytes: 4096,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath
 		Body *rotateBody `required:"false"`
@@ -331,8 +331,8 @@ func (s *Server) registerEndpoints() {
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "test-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/test", Tags: []string{"endpoints"},
-		Summary:     "Send a signed test event (type herald.test) now and show the attempt; nothing is stored or retried",
-		Security:    sec,
+		Summary:  "Send a signed test event (type herald.test) now and show the attempt; nothing is stored or retried",
+		Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*testOut, error) {
 		if s.cfg.Tester == nil {
 			return nil, huma.Error501NotImplemented("test events are not available")

@@ -57,8 +57,8 @@ func (s *Server) registerOperations() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "pause-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/pause", Tags: []string{"endpoints"},
-		Summary:     "Pause an endpoint: its deliveries are held (not attempted, not dead-lettered) until resumed",
-		Security:    sec,
+		Summary:  "Pause an endpoint: its deliveries are held (not attempted, not dead-lettered) until resumed",
+		Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{ Body StateChangeOut }, error) {
 		return changeState(ctx, in.ID, store.EndpointPaused, "paused through the API")
 	})
@@ -80,8 +80,8 @@ func (s *Server) registerOperations() {
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "replay-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/replay", Tags: []string{"dead letters"},
-		Summary:     "Replay an endpoint's dead letters (all, or since a time): same event ids, attempts added to the same deliveries",
-		Security:    sec, MaxBodyBytes: 4096,
+		Summary:  "Replay an endpoint's dead letters (all, or since a time): same event ids, attempts added to the same deliveries",
+		Security: sec, MaxBodyBytes: 4096,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath
 		Body replayEndpointBody
@@ -112,15 +112,15 @@ func (s *Server) registerOperations() {
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "replay-delivery", Method: http.MethodPost, Path: "/v1/deliveries/{id}/replay", Tags: []string{"dead letters"},
-		Summary:     "Replay one dead letter (back to pending, same event id); a delivery that is not dead is left alone (replayed: 0)",
-		Security:    sec,
+		Summary:  "Replay one dead letter (back to pending, same event id); a delivery that is not dead is left alone (replayed: 0)",
+		Security: sec,
 	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body ReplayOut }, error) {
 		return replayOne(ctx, in.ID, store.DeliveryDead)
 	})
 	huma.Register(s.api, huma.Operation{
 		OperationID: "redeliver-delivery", Method: http.MethodPost, Path: "/v1/deliveries/{id}/redeliver", Tags: []string{"deliveries"},
-		Summary:     "Deliver a succeeded delivery again (explicit: the receiver will see the event id twice)",
-		Security:    sec,
+		Summary:  "Deliver a succeeded delivery again (explicit: the receiver will see the event id twice)",
+		Security: sec,
 	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body ReplayOut }, error) {
 		return replayOne(ctx, in.ID, store.DeliverySucceeded)
 	})
@@ -128,8 +128,8 @@ func (s *Server) registerOperations() {
 	type deliveriesOut struct{ Body DeliveryList }
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-deliveries", Method: http.MethodGet, Path: "/v1/deliveries", Tags: []string{"deliveries"},
-		Summary:     "List deliveries across endpoints; ?state=dead&tenant=… is a tenant's dead-letter queue",
-		Security:    sec,
+		Summary:  "List deliveries across endpoints; ?state=dead&tenant=… is a tenant's dead-letter queue",
+		Security: sec,
 	}, func(ctx context.Context, in *struct {
 		Tenant    string    `query:"tenant" maxLength:"128"`
 		State     string    `query:"state" enum:"pending,succeeded,dead,paused"`
@@ -156,8 +156,8 @@ func (s *Server) registerOperations() {
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "dead-letter-counts", Method: http.MethodGet, Path: "/v1/dead-letters", Tags: []string{"dead letters"},
-		Summary:     "Count dead letters per endpoint (optionally of one tenant, since a time), largest first",
-		Security:    sec,
+		Summary:  "Count dead letters per endpoint (optionally of one tenant, since a time), largest first",
+		Security: sec,
 	}, func(ctx context.Context, in *struct {
 		Tenant string    `query:"tenant" maxLength:"128"`
 		Since  time.Time `query:"since"`

@@ -49,12 +49,19 @@ func openSQLite(t *testing.T) *sql.DB {
 	return db
 }
 
-func openPostgres(t *testing.T) *sql.DB {
+// skipUnavailable skips t when the backend's server is not configured, so
+// that a suite skips once rather than in each subtest.
+func skipUnavailable(t *testing.T, be backend) {
 	t.Helper()
-	url := os.Getenv(postgresEnv)
-	if url == "" {
+	if be.dialect == sqlstore.Postgres && os.Getenv(postgresEnv) == "" {
 		t.Skipf("PostgreSQL tests skipped: set %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run them", postgresEnv)
 	}
+}
+
+func openPostgres(t *testing.T) *sql.DB {
+	t.Helper()
+	skipUnavailable(t, backend{dialect: sqlstore.Postgres})
+	url := os.Getenv(postgresEnv)
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +127,7 @@ func newGate(t *testing.T, be backend) (*sqlstore.VersionGate, *sql.DB) {
 func TestStoreConformance(t *testing.T) {
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
+			skipUnavailable(t, be)
 			storetest.TestIdempotencyStore(t, func(t *testing.T) storetest.Harness {
 				s, clock, _ := newStore(t, be)
 				return storetest.Harness{Store: s, Advance: clock.Advance}
@@ -131,6 +139,7 @@ func TestStoreConformance(t *testing.T) {
 func TestVersionGateConformance(t *testing.T) {
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
+			skipUnavailable(t, be)
 			storetest.TestVersionGate(t, func(t *testing.T) webhook.VersionGate {
 				g, _ := newGate(t, be)
 				return g
@@ -143,6 +152,7 @@ func TestDeleteExpired(t *testing.T) {
 	ctx := context.Background()
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
+			skipUnavailable(t, be)
 			s, clock, db := newStore(t, be)
 			mustClaim := func(key string, lease time.Duration) {
 				t.Helper()
@@ -189,6 +199,7 @@ func TestCheckTxRollback(t *testing.T) {
 	ctx := context.Background()
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
+			skipUnavailable(t, be)
 			g, db := newGate(t, be)
 			if fresh, err := g.Check(ctx, "file_1", 1); err != nil || !fresh {
 				t.Fatalf("Check(1) = %v, %v", fresh, err)
@@ -250,6 +261,7 @@ func TestStoreSharedBetweenHandles(t *testing.T) {
 	ctx := context.Background()
 	for _, be := range backends() {
 		t.Run(be.name, func(t *testing.T) {
+			skipUnavailable(t, be)
 			a, _, db := newStore(t, be)
 			b, err := sqlstore.New(db, be.dialect, a.Table())
 			if err != nil {

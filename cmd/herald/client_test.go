@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // execHerald runs the herald command line in-process with stdin and
@@ -226,7 +228,18 @@ func TestRoutes(t *testing.T) {
 		{[]string{"endpoints", "delete", "ep_1"}, "DELETE", "/v1/endpoints/ep_1", ""},
 		{[]string{"endpoints", "secret", "ep_1"}, "GET", "/v1/endpoints/ep_1/secret", ""},
 		{[]string{"endpoints", "deliveries", "ep_1", "--state", "dead"}, "GET", "/v1/endpoints/ep_1/deliveries", "state=dead"},
+		{[]string{"endpoints", "deliveries", "ep_1", "--event-type", "file.created", "--since", "2026-01-31T09:00:00Z"}, "GET", "/v1/endpoints/ep_1/deliveries", "event_type=file.created&since=2026-01-31T09%3A00%3A00Z"},
 		{[]string{"dlq", "list", "ep_1"}, "GET", "/v1/endpoints/ep_1/deliveries", "state=dead"},
+		{[]string{"dlq", "list", "ep_1", "--since", "2026-01-31T09:00:00+01:00", "--event-type", "file.created", "--limit", "5"}, "GET", "/v1/endpoints/ep_1/deliveries",
+			"event_type=file.created&limit=5&since=2026-01-31T09%3A00%3A00%2B01%3A00&state=dead"},
+		{[]string{"dlq", "list", "--tenant", "acme"}, "GET", "/v1/deliveries", "state=dead&tenant=acme"},
+		{[]string{"dlq", "list", "--tenant", "acme", "--since", "2026-01-31T09:00:00Z", "--cursor", "c1"}, "GET", "/v1/deliveries", "cursor=c1&since=2026-01-31T09%3A00%3A00Z&state=dead&tenant=acme"},
+		{[]string{"dlq", "list"}, "GET", "/v1/deliveries", "state=dead"},
+		{[]string{"dlq", "counts"}, "GET", "/v1/dead-letters", ""},
+		{[]string{"dlq", "counts", "--tenant", "acme", "--since", "2026-01-31T09:00:00Z"}, "GET", "/v1/dead-letters", "since=2026-01-31T09%3A00%3A00Z&tenant=acme"},
+		{[]string{"deliveries", "list"}, "GET", "/v1/deliveries", ""},
+		{[]string{"deliveries", "list", "--tenant", "acme", "--state", "pending", "--event-type", "file.created", "--since", "2026-01-31T09:00:00Z", "--limit", "3"},
+			"GET", "/v1/deliveries", "event_type=file.created&limit=3&since=2026-01-31T09%3A00%3A00Z&state=pending&tenant=acme"},
 		{[]string{"events", "list", "--tenant", "acme", "--type", "file.x"}, "GET", "/v1/events", "tenant=acme&type=file.x"},
 		{[]string{"events", "get", "evt_1"}, "GET", "/v1/events/evt_1", ""},
 		{[]string{"events", "deliveries", "evt_1"}, "GET", "/v1/events/evt_1/deliveries", ""},
@@ -284,5 +297,162 @@ func TestClientUsageErrors(t *testing.T) {
 		if _, _, err := execHerald(t, "", args...); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// TestPostRoutes covers the commands that POST without a body and print the
+// answer: pause, resume, enable, replay and redeliver.
+func TestPostRoutes(t *testing.T) {
+	cases := []struct {
+		args   []string
+		path   string
+		answer string
+	}{
+		{[]string{"endpoints", "pause", "ep_1"}, "/v1/endpoints/ep_1/pause", `{"endpoint":{"id":"ep_1","state":"paused"},"held":3}`},
+		{[]string{"endpoints", "resume", "ep_1"}, "/v1/endpoints/ep_1/resume", `{"endpoint":{"id":"ep_1","state":"enabled"},"released":3}`},
+		{[]string{"endpoints", "enable", "ep/1"}, "/v1/endpoints/ep%2F1/enable", `{"endpoint":{"id":"ep/1","state":"enabled"},"released":7}`},
+		{[]string{"deliveries", "replay", "dlv_1"}, "/v1/deliveries/dlv_1/replay", `{"replayed":1}`},
+		{[]string{"deliveries", "redeliver", "dlv_1"}, "/v1/deliveries/dlv_1/redeliver", `{"replayed":1}`},
+		{[]string{"dlq", "replay", "--delivery", "dlv_1"}, "/v1/deliveries/dlv_1/replay", `{"replayed":0}`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			srv, last := fakeAPI(t, 200, "application/json", c.answer)
+			out, _, err := execHerald(t, "", append(c.args, "--server", srv.URL, "--api-key", "k")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := last()
+			if r.method != "POST" || r.path != c.path || r.query != "" {
+				t.Fatalf("got %s %s?%s, want POST %s", r.method, r.path, r.query, c.path)
+			}
+			if len(r.body) != 0 || r.header.Get("Content-Type") != "" {
+				t.Fatalf("unexpected body %q (Content-Type %q)", r.body, r.header.Get("Content-Type"))
+			}
+			if r.header.Get("Authorization") != "Bearer k" {
+				t.Fatalf("Authorization %q", r.header.Get("Authorization"))
+			}
+			var want bytes.Buffer
+			if err := json.Indent(&want, []byte(c.answer), "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			if out != want.String()+"\n" {
+				t.Fatalf("stdout %q, want %q", out, want.String()+"\n")
+			}
+		})
+	}
+}
+
+func TestDLQReplayEndpoint(t *testing.T) {
+	cases := []struct {
+		args []string
+		body string
+	}{
+		{nil, `{"state":"dead"}`},
+		{[]string{"--since", "2026-01-31T09:00:00Z"}, `{"since":"2026-01-31T09:00:00Z","state":"dead"}`},
+		{[]string{"--event-type", "file.created", "--since", "2026-01-31T09:00:00.5+02:00"}, `{"event_type":"file.created","since":"2026-01-31T09:00:00.5+02:00","state":"dead"}`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			srv, last := fakeAPI(t, 200, "application/json", `{"replayed":4}`)
+			out, _, err := execHerald(t, "", append([]string{"dlq", "replay", "ep_1", "--server", srv.URL, "--api-key", "k"}, c.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := last()
+			if r.method != "POST" || r.path != "/v1/endpoints/ep_1/replay" || r.query != "" {
+				t.Fatalf("request %s %s?%s", r.method, r.path, r.query)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+			if string(r.body) != c.body {
+				t.Fatalf("body %s, want %s", r.body, c.body)
+			}
+			if out != "{\n  \"replayed\": 4\n}\n" {
+				t.Fatalf("stdout %q", out)
+			}
+		})
+	}
+}
+
+// TestSinceDurationAgo checks that --since 90m or 2d is sent as the RFC 3339
+// UTC time that long ago.
+func TestSinceDurationAgo(t *testing.T) {
+	for _, c := range []struct {
+		arg string
+		ago time.Duration
+	}{{"90m", 90 * time.Minute}, {"2d", 48 * time.Hour}, {"36h", 36 * time.Hour}} {
+		t.Run(c.arg, func(t *testing.T) {
+			srv, last := fakeAPI(t, 200, "application/json", `{"data":[]}`)
+			before := time.Now().UTC().Add(-c.ago).Truncate(time.Second)
+			if _, _, err := execHerald(t, "", "dlq", "counts", "--since", c.arg, "--server", srv.URL, "--api-key", "k"); err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now().UTC().Add(-c.ago)
+			q, err := url.ParseQuery(last().query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := q.Get("since")
+			got, err := time.Parse(time.RFC3339, raw)
+			if err != nil || !strings.HasSuffix(raw, "Z") {
+				t.Fatalf("since %q: want an RFC 3339 UTC time (%v)", raw, err)
+			}
+			if got.Before(before) || got.After(after) {
+				t.Fatalf("since %s, want between %s and %s", got, before, after)
+			}
+		})
+	}
+}
+
+func TestSinceFromEnv(t *testing.T) {
+	srv, last := fakeAPI(t, 200, "application/json", `{"data":[]}`)
+	t.Setenv("HERALD_SINCE", "2026-01-31T09:00:00Z")
+	if _, _, err := execHerald(t, "", "dlq", "list", "--tenant", "acme", "--server", srv.URL, "--api-key", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if q := last().query; q != "since=2026-01-31T09%3A00%3A00Z&state=dead&tenant=acme" {
+		t.Fatalf("query %q", q)
+	}
+}
+
+func TestOperationsUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"dlq", "list", "ep_1", "--tenant", "acme"},                     // both an endpoint and a tenant
+		{"dlq", "list", "ep_1", "ep_2"},                                 // two endpoints
+		{"dlq", "list", "ep_1", "--since", "yesterday"},                 // not a time
+		{"dlq", "list", "ep_1", "--since", "-5m"},                       // negative duration
+		{"dlq", "counts", "--since", "2026-01-31"},                      // a date without a time
+		{"dlq", "counts", "ep_1"},                                       // no argument taken
+		{"dlq", "replay"},                                               // nothing to replay
+		{"dlq", "replay", "ep_1", "--delivery", "dlv_1"},                // both
+		{"dlq", "replay", "--delivery", "dlv_1", "--since", "1h"},       // --since selects an endpoint's
+		{"dlq", "replay", "--delivery", "dlv_1", "--event-type", "a.b"}, // so does --event-type
+		{"endpoints", "pause"},                                          // no id
+		{"endpoints", "resume", "ep_1", "ep_2"},                         // two ids
+		{"deliveries", "replay"},                                        // no id
+		{"deliveries", "redeliver"},                                     // no id
+		{"deliveries", "list", "dlv_1"},                                 // no argument taken
+		{"deliveries", "list", "--limit", "-2"},                         // bad limit
+	} {
+		srv, _ := fakeAPI(t, 200, "application/json", `{}`)
+		if _, _, err := execHerald(t, "", append(args, "--server", srv.URL, "--api-key", "k")...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestReplayNotFound(t *testing.T) {
+	srv, last := fakeAPI(t, 404, "application/problem+json", `{"title":"Not Found","status":404,"detail":"endpoint ep_x not found"}`)
+	out, errOut, err := execHerald(t, "", "dlq", "replay", "ep_x", "--server", srv.URL, "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("err %v", err)
+	}
+	if out != "" || !strings.Contains(errOut, "404 Not Found: endpoint ep_x not found") {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	if r := last(); r.path != "/v1/endpoints/ep_x/replay" {
+		t.Fatalf("path %s", r.path)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -135,10 +136,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		auth := r.Header.Get("Authorization")
 		scheme, key, ok := strings.Cut(auth, " ")
 		if auth == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			writeProblem(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <api key>")
 			return
 		}
+		key = strings.TrimSpace(key)
 		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			writeProblem(w, http.StatusUnauthorized, "malformed Authorization header: expected Bearer <api key>")
 			return
 		}
@@ -148,6 +152,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			match |= subtle.ConstantTimeCompare(h, want)
 		}
 		if match != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
 			writeProblem(w, http.StatusUnauthorized, "invalid API key")
 			return
 		}
@@ -178,20 +183,81 @@ func checkJSON(next http.Handler) http.Handler {
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
-			var v any
-			dec := json.NewDecoder(bytes.NewReader(body))
-			if err := dec.Decode(&v); err != nil {
+			if err := wellFormedJSON(body); err != nil {
 				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 				return
 			}
-			if dec.More() {
-				writeProblem(w, http.StatusBadRequest, "malformed JSON: data after the top-level value")
-				return
-			}
+		}
+		// Media types are case-insensitive (RFC 9110 §8.3.1).
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			r.Header.Set("Content-Type", strings.ToLower(ct))
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// wellFormedJSON checks a request body: valid UTF-8 (RFC 8259 §8.1), one
+// JSON value, and no object with the same member name twice (RFC 8259 §4
+// leaves duplicates' meaning undefined; accepting them lets two readers of
+// one request disagree).
+func wellFormedJSON(body []byte) error {
+	if !utf8.Valid(body) {
+		return errors.New("the body is not valid UTF-8")
+	}
+	if bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
+		return errors.New("the body starts with a byte-order mark")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := checkValue(dec, 0); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the top-level value")
+	}
+	return nil
+}
+
+// checkValue walks one JSON value, rejecting duplicate member names and
+// nesting deeper than 64.
+func checkValue(dec *json.Decoder, depth int) error {
+	if depth > 64 {
+		return errors.New("nested deeper than 64 levels")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return fmt.Errorf("member %q appears twice in one object", key)
+			}
+			seen[key] = true
+			if err := checkValue(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return err
+	case json.Delim('['):
+		for dec.More() {
+			if err := checkValue(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
+	}
+	return nil
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
@@ -209,7 +275,7 @@ func (s *Server) problem(err error, what string) error {
 	case errors.Is(err, store.ErrInvalid):
 		return huma.Error400BadRequest(err.Error())
 	case errors.Is(err, store.ErrConflict):
-		return huma.Error409Conflict(err.Error())
+		return huma.Error409Conflict(strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
 	default:
@@ -280,6 +346,10 @@ func (s *Server) registerHealth() {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"status":"ready"}`)
+	})
+	// Anything no route matches gets a problem, not text/plain.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path+"; see /openapi.json")
 	})
 	if s.cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())

@@ -83,18 +83,36 @@ func validateHeaders(h map[string]string, loc string) error {
 	if len(h) > 20 {
 		return invalid(loc, "at most 20 custom headers", len(h))
 	}
+	seen := map[string]string{}
 	for k, v := range h {
 		if k == "" || !isToken(k) {
 			return invalid(loc+"."+k, "header name must be an RFC 9110 token", k)
 		}
-		if reservedHeaders[textproto.CanonicalMIMEHeaderKey(k)] {
+		canon := textproto.CanonicalMIMEHeaderKey(k)
+		if reservedHeaders[canon] {
 			return invalid(loc+"."+k, "header is set by Herald and cannot be overridden", k)
 		}
-		if len(v) > 4096 || strings.ContainsAny(v, "\r\n\x00") {
-			return invalid(loc+"."+k, "header value must be at most 4096 bytes without CR, LF or NUL", nil)
+		if other, dup := seen[canon]; dup {
+			return invalid(loc+"."+k, "header names are case-insensitive: "+k+" and "+other+" are the same header", k)
+		}
+		seen[canon] = k
+		if len(v) > 4096 || !validFieldValue(v) {
+			return invalid(loc+"."+k, "header value must be at most 4096 bytes of visible characters, spaces and tabs (RFC 9110 §5.5: no CR, LF, NUL or other control characters)", nil)
 		}
 	}
 	return nil
+}
+
+// validFieldValue follows RFC 9110 §5.5: visible ASCII, space, tab and
+// obs-text (bytes ≥ 0x80); no control characters (including DEL).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func isToken(s string) bool {
@@ -188,7 +206,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "list-endpoints", Method: http.MethodGet, Path: "/v1/endpoints", Tags: []string{"endpoints"},
 		Summary: "List endpoints, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct {
-		Tenant string `query:"tenant" maxLength:"128" doc:"only this tenant's endpoints"`
+		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
 		ListQuery
 	}) (*listOut, error) {
 		lp, err := in.params()
@@ -255,7 +273,7 @@ func (s *Server) registerEndpoints() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
-		Summary: "Delete an endpoint and its pending deliveries", DefaultStatus: http.StatusNoContent, Security: sec,
+		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
 		if err := s.cfg.Store.DeleteEndpoint(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)

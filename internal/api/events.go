@@ -122,6 +122,8 @@ func (s *Server) registerEvents() {
 		if b.OccurredAt != nil {
 			occurred = b.OccurredAt.UTC()
 		}
+		// Stored at microsecond precision: the delivered body says the same.
+		occurred = occurred.Truncate(time.Microsecond)
 		body, err := store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
 		if err != nil {
 			return nil, huma.Error500InternalServerError("could not encode the event")
@@ -133,7 +135,7 @@ func (s *Server) registerEvents() {
 		res, err := s.cfg.Store.PublishEvent(ctx, store.PublishParams{
 			Event: store.Event{ID: id, Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
 				IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
-			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "",
 		})
 		if err != nil {
 			return nil, s.problem(err, "event")

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -245,7 +246,10 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	default:
 		path = db
 	}
-	var key []byte
+	var (
+		key        []byte
+		createdKey bool
+	)
 	if m.cfg.EncryptionKey != "" {
 		k, err := secretbox.ParseKey(m.cfg.EncryptionKey)
 		if err != nil {
@@ -253,10 +257,16 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	} else {
+		if _, err := os.Stat(path + ".key"); errors.Is(err, os.ErrNotExist) {
+			if info, err := os.Stat(path); err == nil && info.Size() > 0 {
+				m.log.Warn("the database exists but its key file does not: creating a new key; if this database holds endpoints, Herald will refuse to start (restore the key file or set HERALD_ENCRYPTION_KEY)", "file", path+".key")
+			}
+		}
 		k, created, err := secretbox.LoadOrCreateKeyFile(path + ".key")
 		if err != nil {
 			return nil, fmt.Errorf("encryption key: %w (or set HERALD_ENCRYPTION_KEY)", err)
 		}
+		createdKey = created
 		if created {
 			m.log.Warn("HERALD_ENCRYPTION_KEY is not set: created a key file beside the database to encrypt endpoint secrets at rest; back it up with the database, or set HERALD_ENCRYPTION_KEY", "file", path+".key")
 		}
@@ -266,7 +276,22 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	keyFile := path + ".key"
+	if m.cfg.EncryptionKey != "" {
+		keyFile = "HERALD_ENCRYPTION_KEY"
+	}
+	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckKey(ctx, st, box); err != nil {
+		st.Close()
+		if createdKey {
+			os.Remove(path + ".key") // a key made just now cannot be the right one
+		}
+		return nil, fmt.Errorf("%s: %w", keyFile, err)
+	}
+	return st, nil
 }
 
 // apiKeyHashes returns the accepted API key hashes: HERALD_API_KEY's when

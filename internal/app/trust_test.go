@@ -180,3 +180,37 @@ func TestSendTestEvent(t *testing.T) {
 		t.Fatalf("a test event was stored: %d events", len(evs.Data))
 	}
 }
+
+// TestWrongEncryptionKeyRefusesToStart: a database written with one key
+// does not start with another (or with its key file lost), instead of
+// failing every delivery later.
+func TestWrongEncryptionKeyRefusesToStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "herald.db")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func(key string) (*app.Main, error) {
+		return app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: db, APIKey: testAPIKey, Dev: true, EncryptionKey: key, Logger: quiet})
+	}
+	m, err := start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.Remove(filepath.Join(dir, "herald.db.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start(""); err == nil || !strings.Contains(err.Error(), "encryption key does not match") {
+		t.Fatalf("start with the key file lost: err = %v, want a refusal naming the key", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "herald.db.key")); !os.IsNotExist(err) {
+		t.Fatalf("a wrong key file was left behind: %v", err)
+	}
+	other := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	if _, err := start(other); err == nil || !strings.Contains(err.Error(), "HERALD_ENCRYPTION_KEY") {
+		t.Fatalf("start with another HERALD_ENCRYPTION_KEY: err = %v, want a refusal", err)
+	}
+	if _, err := start("not base64!"); err == nil || !strings.Contains(err.Error(), "base64 of 32 bytes") {
+		t.Fatalf("malformed key: err = %v", err)
+	}
+}

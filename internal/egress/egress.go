@@ -3,8 +3,10 @@
 // "endpoint URLs" and "timeout" rows of the DESIGN.md contract:
 //
 //   - endpoint URLs are https only (http with AllowHTTP), without userinfo,
-//     fragment, whitespace, backslash or control characters, at most 2048
-//     bytes (CheckURL, at create/update time and again before each attempt);
+//     fragment, whitespace, backslash or control characters, without
+//     credentials in the query (token=, api_key=, …: secrets belong in
+//     custom endpoint headers), at most 2048 bytes (CheckURL, at
+//     create/update time and again before each attempt);
 //   - every IP address the client dials is checked at connect time, inside
 //     net.Dialer.Control, by an ssrf.Guardian (code.dny.dev/ssrf) against
 //     private, loopback, link-local, unspecified, CGNAT, multicast, reserved,
@@ -142,6 +144,12 @@ type Config struct {
 	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
 	// per destination host. Zero means DefaultMaxIdleConnsPerHost (64).
 	MaxIdleConnsPerHost int
+	// Resolver, if non-nil, resolves endpoint host names for the dialer
+	// instead of net.DefaultResolver. It is meant for tests (a fake DNS
+	// server) and special deployments (a dedicated resolver for
+	// deliveries). It cannot widen the policy: every address it returns is
+	// still checked at connect time like any other.
+	Resolver *net.Resolver
 }
 
 // Client sends delivery attempts. It holds one shared http.Transport, so
@@ -253,6 +261,7 @@ func New(cfg Config) (*Client, error) {
 		Timeout:   cfg.Timeout,
 		KeepAlive: 30 * time.Second,
 		Control:   c.control,
+		Resolver:  cfg.Resolver, // nil: net.DefaultResolver
 	}
 	c.transport = &http.Transport{
 		Proxy:                  nil, // environment proxies are ignored (DESIGN.md "endpoint URLs")
@@ -288,8 +297,12 @@ func (c *Client) Config() Config {
 func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
 
 // nat64 is the well-known NAT64 prefix (RFC 6052); an address in it carries
-// an IPv4 address in its last 32 bits.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// an IPv4 address in its last 32 bits. sixToFour is the 6to4 prefix (RFC
+// 3056); an address in it carries an IPv4 address in bits 16..47.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // control is the net.Dialer Control hook: it runs for every address the
 // client connects to, after DNS resolution and before connect(2), so a
@@ -316,17 +329,26 @@ func (c *Client) checkAddr(a netip.Addr) error {
 	return c.checkEmbedded(a)
 }
 
-// checkEmbedded re-checks the IPv4 address inside a NAT64 address. NAT64 is
-// denied by default; if an operator allows 64:ff9b::/96 for an IPv6-only
-// network, 64:ff9b::7f00:1 must still not reach 127.0.0.1.
+// checkEmbedded re-checks the IPv4 address inside a NAT64 or 6to4 address.
+// Both are denied by default; if an operator allows 64:ff9b::/96 for an
+// IPv6-only network (or 2002::/16), 64:ff9b::7f00:1 (or 2002:7f00:1::)
+// must still not reach 127.0.0.1.
 func (c *Client) checkEmbedded(a netip.Addr) error {
-	if !a.Is6() || !nat64.Contains(a) {
+	if !a.Is6() {
 		return nil
 	}
 	b := a.As16()
-	v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	var v4 netip.Addr
+	switch {
+	case nat64.Contains(a):
+		v4 = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case sixToFour.Contains(a):
+		v4 = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+	default:
+		return nil
+	}
 	if err := c.guardian.SafeAddr(v4); err != nil {
-		return fmt.Errorf("%w: NAT64 address embeds a denied IPv4 address", ssrf.ErrProhibitedIP)
+		return fmt.Errorf("%w: NAT64 or 6to4 address embeds a denied IPv4 address", ssrf.ErrProhibitedIP)
 	}
 	return nil
 }
@@ -628,6 +650,11 @@ const (
 	RuleHost             = "host"              // missing or malformed host name
 	RulePort             = "port"              // port not a number in 1..65535
 	RuleBlockedAddress   = "blocked_address"   // a literal IP address (or localhost) the egress policy denies
+	// RuleCredentialsInQuery: a query parameter named like a credential
+	// (token, secret, password, api_key, key, signature, auth, …). Secrets
+	// in URLs end up in logs, proxies and dashboards; they belong in
+	// headers (custom endpoint headers).
+	RuleCredentialsInQuery = "credentials_in_query"
 )
 
 // PolicyError is returned by CheckURL when a URL violates the endpoint URL
@@ -636,7 +663,7 @@ type PolicyError struct {
 	// Rule is the stable machine name of the rule that failed: one of the
 	// Rule* constants ("scheme", "userinfo", "fragment", "host",
 	// "whitespace", "backslash", "control_character", "blocked_address",
-	// "port", "length", "syntax").
+	// "port", "length", "syntax", "credentials_in_query").
 	Rule string
 	// Message explains the failure to a human; it may quote the offending
 	// part of the URL.
@@ -670,7 +697,9 @@ func policyErr(rule, format string, args ...any) *PolicyError {
 //  8. blocked_address: a literal IP host is checked against the same
 //     address policy as the dialer (so https://127.0.0.1/ is refused unless
 //     AllowLoopback or AllowCIDRs permit it); "localhost" and
-//     "*.localhost" are refused unless AllowLoopback.
+//     "*.localhost" are refused unless AllowLoopback;
+//  9. credentials_in_query: no query parameter named like a credential
+//     (see credentialParam); secrets belong in custom endpoint headers.
 //
 // Host names are not resolved here: their addresses are checked when
 // dialed. It returns the parsed URL, or a *PolicyError.
@@ -750,7 +779,74 @@ func (c *Client) CheckURL(raw string) (*url.URL, error) {
 	if err := c.checkHost(u); err != nil {
 		return nil, err
 	}
+	if name, ok := credentialParam(u.RawQuery); ok {
+		return nil, policyErr(RuleCredentialsInQuery,
+			"query parameter %q looks like a credential; secrets must not be put in URLs (they end up in logs): send them in headers (custom endpoint headers)",
+			clipName(name))
+	}
 	return u, nil
+}
+
+// Query parameter names treated as credentials by CheckURL. A name is
+// compared case-insensitively after %-decoding and with everything but
+// ASCII letters and digits removed ("API-Key", "api_key" and "apiKey" are
+// all "apikey"): it is a credential if it equals one of credentialNames or
+// ends with one of credentialSuffixes ("access_token", "client_secret",
+// "X-Amz-Signature", "hub.verify_token", "auth[token]", …).
+var (
+	credentialNames = map[string]bool{
+		"key": true, "auth": true, "authorization": true, "sig": true, "jwt": true, "bearer": true,
+		"pass": true, "pwd": true, "accesskey": true, "secretkey": true, "privatekey": true,
+	}
+	credentialSuffixes = []string{
+		"token", "secret", "password", "passwd", "apikey", "signature", "credential", "credentials",
+	}
+)
+
+// credentialParam returns the first query parameter of rawQuery whose name
+// looks like a credential. Both "&" and ";" separate parameters (some
+// receivers split on ";").
+func credentialParam(rawQuery string) (string, bool) {
+	for _, part := range strings.FieldsFunc(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		compact := strings.Map(func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+				return r
+			case r >= 'A' && r <= 'Z':
+				return r + 'a' - 'A'
+			}
+			return -1
+		}, name)
+		if compact == "" {
+			continue
+		}
+		if credentialNames[compact] {
+			return name, true
+		}
+		for _, s := range credentialSuffixes {
+			if strings.HasSuffix(compact, s) {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// clipName bounds a quoted query parameter name in a message.
+func clipName(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
 
 func (c *Client) schemes() string {

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -96,4 +97,18 @@ func EncodeBody(id, typ, tenant string, occurredAt time.Time, data []byte) ([]by
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// PublishConflict explains why a publish conflicts with the existing event
+// found by its id or idempotency key; it wraps ErrConflict. Drivers share it
+// so the message is the same everywhere.
+func PublishConflict(existing, ev Event, idFromClient bool) error {
+	switch {
+	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && idFromClient && existing.ID != ev.ID:
+		return fmt.Errorf("Idempotency-Key %q was already used for event %s, not %s: %w", ev.IdempotencyKey, existing.ID, ev.ID, ErrConflict)
+	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey:
+		return fmt.Errorf("Idempotency-Key %q was already used for event %s with a different tenant, type or data: %w", ev.IdempotencyKey, existing.ID, ErrConflict)
+	default:
+		return fmt.Errorf("event id %s already exists with a different tenant, type or data: %w", existing.ID, ErrConflict)
+	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -112,4 +113,35 @@ func RotatedSecrets(old []Secret, p RotateSecretParams) []Secret {
 		}
 	}
 	return out
+}
+
+// KeyCheckMeta is the meta key holding a value sealed with the encryption
+// key, written on first start.
+const KeyCheckMeta = "encryption_key_check"
+
+// ErrWrongKey means the configured encryption key is not the one this
+// database's secrets were encrypted with.
+var ErrWrongKey = errors.New("the encryption key does not match the one this database was written with: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key")
+
+// CheckKey makes sure box holds the key this database was first written
+// with: on first start it stores a sealed check value; later it must open.
+// It returns ErrWrongKey otherwise, so a node with the wrong key refuses to
+// start instead of failing every delivery.
+func CheckKey(ctx context.Context, st Store, box SecretBox) error {
+	sealed, err := box.Seal([]byte("herald key check v1"), []byte(KeyCheckMeta))
+	if err != nil {
+		return err
+	}
+	stored, err := st.EnsureMeta(ctx, KeyCheckMeta, base64.StdEncoding.EncodeToString(sealed))
+	if err != nil {
+		return err
+	}
+	raw, err := base64.StdEncoding.DecodeString(stored)
+	if err != nil {
+		return fmt.Errorf("%s: %w", KeyCheckMeta, err)
+	}
+	if _, err := box.Open(raw, []byte(KeyCheckMeta)); err != nil {
+		return ErrWrongKey
+	}
+	return nil
 }

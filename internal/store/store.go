@@ -194,6 +194,9 @@ type PublishParams struct {
 	// ExcludeEndpointID gets no delivery even if it matches (the subject
 	// of an operational event).
 	ExcludeEndpointID string
+	// IDFromClient: the producer chose Event.ID. An idempotency key already
+	// used for an event with another id is then a conflict.
+	IDFromClient bool
 }
 
 // PublishResult tells what PublishEvent did. Created is false when an event
@@ -343,6 +346,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+
+	// EnsureMeta stores value under key unless a value is already there, and
+	// returns the stored value (atomic: the first writer wins).
+	EnsureMeta(ctx context.Context, key, value string) (string, error)
 
 	// APIKeyHashes returns the SHA-256 hashes of the stored API keys.
 	APIKeyHashes(ctx context.Context) ([][]byte, error)

@@ -153,6 +153,12 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	if err != nil {
 		return err
 	}
+	// The usual start (nodes restarting on a migrated database) needs no
+	// lock: HasPending reads the version table without it. Up takes the
+	// lock and checks again, so a race between nodes is still safe.
+	if pending, err := prov.HasPending(ctx); err == nil && !pending {
+		return nil
+	}
 	_, err = prov.Up(ctx)
 	return err
 }

@@ -445,35 +445,83 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// lockTenantsOfDeliveries takes the tenant locks of the deliveries $1, in
-// key order: exclusive for a tenant where $2 (per delivery) is true, shared
+// lockTenantsOfCompletions takes the tenant locks of a batch of
+// completions (deliveries $1), in key order: exclusive for a tenant where a
+// completion disables an endpoint (a 410, $2) or probably will (its failure
+// streak started before the cutoff $3 of its DisableAfter), shared
 // otherwise. Unknown deliveries lock nothing.
-const lockTenantsOfDeliveries = `SELECT CASE WHEN s.x THEN pg_advisory_xact_lock($3::integer, s.h) ELSE pg_advisory_xact_lock_shared($3::integer, s.h) END
-	FROM (SELECT hashtext(d.tenant) AS h, bool_or(u.x) AS x
-	      FROM unnest($1::text[], $2::boolean[]) AS u (id, x) JOIN deliveries d ON d.id = u.id
+const lockTenantsOfCompletions = `SELECT CASE WHEN s.x THEN pg_advisory_xact_lock($4::integer, s.h) ELSE pg_advisory_xact_lock_shared($4::integer, s.h) END
+	FROM (SELECT hashtext(d.tenant) AS h,
+	             bool_or(u.x OR (u.cutoff IS NOT NULL AND e.state = 'enabled' AND e.failing_since <= u.cutoff)) AS x
+	      FROM unnest($1::text[], $2::boolean[], $3::timestamptz[]) AS u (id, x, cutoff)
+	      JOIN deliveries d ON d.id = u.id
+	      LEFT JOIN endpoints e ON e.id = d.endpoint_id
 	      GROUP BY 1 ORDER BY 1) AS s`
 
+// completionEndpoint is the endpoint of a completion: $1 (Completion.EndpointID)
+// or, when that is empty, the endpoint of the delivery $2.
+const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id FROM deliveries WHERE id = $2))`
+
+// disableEndpointQuery disables the completion's endpoint if it is enabled
+// (and cond holds), records the notice endpoint.disabled, and then holds the
+// endpoint's pending, unleased deliveries (leased ones are held when they
+// complete). $3 is the reason, $4 now.
+func disableEndpointQuery(reason, cond string) string {
+	return `WITH dis AS (
+		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4, notice = 'endpoint.disabled', notice_at = $4
+		WHERE id = ` + completionEndpoint + ` AND state = 'enabled'` + cond + `
+		RETURNING id)
+	UPDATE deliveries SET state = 'paused', updated_at = $4
+	WHERE endpoint_id = (SELECT id FROM dis) AND state = 'pending' AND lease_owner IS NULL`
+}
+
+var (
+	// goneQuery: a 410 Gone; $3 is the reason given.
+	goneQuery = disableEndpointQuery("$3::text", "")
+	// streakQuery: the failure streak started at or before the cutoff $5;
+	// $3 describes the last attempt. The reason reads as the SQLite
+	// driver's: "every attempt failed since <RFC 3339> (last: status 503)".
+	streakQuery = disableEndpointQuery(
+		`'every attempt failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (last: ' || $3::text || ')'`,
+		" AND failing_since <= $5")
+)
+
 // CompleteDeliveries implements store.Store: the whole batch in one round
-// trip plus the commit. In order: the tenant locks (exclusive for a tenant
-// whose endpoint a completion disables), the row locks of the batch's
-// deliveries in id order (attempt numbers are MAX+1 under that lock), then
-// per completion its attempt, its delivery and, for a 410, the endpoint and
-// its held deliveries, in batch order (a later completion sees an earlier
-// one's effects, as in SQLite). A completion of a delivery that no longer
-// exists matches no row and changes nothing.
+// trip plus the commit. In order: the tenant locks, the row locks of the
+// batch's deliveries in id order (attempt numbers are MAX+1 under that
+// lock), then per completion, in batch order (a later completion sees an
+// earlier one's effects, as in SQLite): its attempt, its delivery, and its
+// endpoint (a 410 disables it; otherwise the failure streak starts, ends or,
+// past DisableAfter, disables it). A deferral only moves the delivery. A
+// completion whose lease was lost records its attempt only; one of a
+// delivery that no longer exists changes nothing.
 func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
 	if len(cs) == 0 {
 		return nil
 	}
 	ids := make([]string, len(cs))
-	disable := make([]bool, len(cs))
+	gone := make([]bool, len(cs))
+	cutoffs := make([]*time.Time, len(cs))
 	for i, c := range cs {
-		ids[i], disable[i] = c.DeliveryID, c.DisableEndpoint
+		ids[i], gone[i] = c.DeliveryID, c.DisableEndpoint && !c.Deferred
+		if !c.Deferred && !c.DisableEndpoint && c.State != store.DeliverySucceeded && c.DisableAfter > 0 {
+			cutoffs[i] = nullTS(c.Now.Add(-c.DisableAfter))
+		}
 	}
 	b := newTxBatch()
-	b.Queue(lockTenantsOfDeliveries, ids, disable, tenantLockClass)
+	b.Queue(lockTenantsOfCompletions, ids, gone, cutoffs, tenantLockClass)
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
-	for _, c := range cs {
+	for i, c := range cs {
+		if c.Deferred {
+			// No attempt was made: only the due time moves, and the lease
+			// is given back (held if the endpoint is no longer enabled).
+			b.Queue(`UPDATE deliveries SET
+				state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled' THEN 'paused' ELSE state END,
+				next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
+				WHERE id = $2 AND lease_owner = $3`,
+				ts(c.NextAttemptAt), c.DeliveryID, c.Owner)
+			continue
+		}
 		a := c.Attempt
 		b.Queue(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
 			SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1, $2, $3, $4, $5, $6, $7, $8
@@ -496,15 +544,25 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
 			WHERE id = $7 AND lease_owner = $8`,
 			string(c.State), clientErr, ts(next), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
-		if c.DisableEndpoint {
-			// Disable the endpoint and hold its pending, unleased deliveries
-			// (leased ones are held when they complete).
-			b.Queue(`UPDATE endpoints SET state = 'disabled', state_reason = $2, updated_at = $3
-				WHERE id = (SELECT endpoint_id FROM deliveries WHERE id = $1) AND state = 'enabled'`,
-				c.DeliveryID, c.DisableReason, ts(c.Now))
-			b.Queue(`UPDATE deliveries SET state = 'paused', updated_at = $2
-				WHERE endpoint_id = (SELECT endpoint_id FROM deliveries WHERE id = $1) AND state = 'pending' AND lease_owner IS NULL`,
-				c.DeliveryID, ts(c.Now))
+		switch {
+		case c.DisableEndpoint:
+			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
+		case c.State == store.DeliverySucceeded:
+			// A success ends the failure streak (no write when there is none).
+			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
+				c.EndpointID, c.DeliveryID)
+		default:
+			// A failure starts the streak (no write when one is running)…
+			b.Queue(`UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
+				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
+			// …and one that has lasted DisableAfter disables the endpoint.
+			if cutoffs[i] != nil {
+				last := "error " + a.Error
+				if a.StatusCode != 0 {
+					last = "status " + strconv.Itoa(a.StatusCode)
+				}
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
+			}
 		}
 	}
 	return s.txBatch(ctx, "complete", b, nil)

@@ -335,3 +335,10 @@ func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (s
 	}
 	return e, wrap("rotate secret", tx.Commit())
 }
+
+// EnsureMeta implements store.Store.
+func (s *Store) EnsureMeta(ctx context.Context, key, value string) (string, error) {
+	var stored string
+	err := s.w.QueryRowContext(ctx, `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = value RETURNING value`, key, value).Scan(&stored)
+	return stored, wrap("meta "+key, err)
+}

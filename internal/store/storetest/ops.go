@@ -716,6 +716,30 @@ func (s suite) failureStreak(t *testing.T) {
 			diff(t, "claimable after the disable", []string{f.deliveryFor(other.ID, g.ID).ID}, claimIDs(f.claim("w", 100, time.Minute, at(1000*time.Hour))))
 		})
 	}
+	s.run(t, "FailingSinceRoundTrip", func(t *testing.T, f *fixture) {
+		e := newEndpoint("acme")
+		e.FailingSince = at(-48 * time.Hour)
+		diff(t, "CreateEndpoint result", e, f.createEndpoint(e))
+		diff(t, "GetEndpoint", e, f.getEndpoint(e.ID))
+		pg, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "acme", ListParams: store.ListParams{Limit: 10}})
+		if err != nil {
+			t.Fatalf("ListEndpoints: %v", err)
+		}
+		diff(t, "ListEndpoints", []store.Endpoint{e}, pg.Data)
+		f.publish("acme", "file.created", base)
+		c := f.claimOne("w", time.Minute, base)
+		diff(t, "claimed endpoint", e, c.Endpoint)
+		// A failure keeps the streak's start; a success ends it.
+		f.complete(failure(c, base, at(time.Second), at(time.Minute), 500, ""))
+		if got := f.getEndpoint(e.ID).FailingSince; !got.Equal(e.FailingSince) {
+			t.Errorf("FailingSince after a failure = %v, want %v", got, e.FailingSince)
+		}
+		c = f.claimOne("w", time.Minute, at(time.Minute))
+		f.complete(attempt(c, store.DeliverySucceeded, at(time.Minute)))
+		if got := f.getEndpoint(e.ID).FailingSince; !got.IsZero() {
+			t.Errorf("FailingSince after a success = %v, want zero", got)
+		}
+	})
 	s.run(t, "SuccessResetsStreak", func(t *testing.T, f *fixture) {
 		const after = 120 * time.Hour
 		e := f.endpoint("acme")

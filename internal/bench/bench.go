@@ -1,0 +1,511 @@
+// Package bench is `herald bench`: reproducible performance figures for
+// Herald, measured against the targets in DESIGN.md ("Performance
+// targets").
+//
+// Every scenario runs the real binary: Herald (`herald serve --dev`, as a
+// subprocess on a fresh database in a temporary directory) and the
+// receivers (`herald bench receiver`, hidden, also subprocesses) listen on
+// loopback; the bench process drives the load through the HTTP API and
+// reads what arrived from the receivers' control endpoint
+// (/_bench/stats, /_bench/latencies). Publish→arrival latency is measured
+// with the machine's wall clock: the publisher stamps the send time into
+// the event's data ("sent_ns") and the receiver subtracts it from the
+// arrival time.
+//
+// A scenario prints a table and, with JSON output, exactly one JSON object
+// as the last line of stdout. Progress goes to stderr.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Scenarios lists the scenarios in the order of DESIGN.md.
+var Scenarios = []string{"drain", "latency", "publish", "isolation", "backlog", "inbound"}
+
+// ErrNotAvailable is returned for scenarios that are documented but not
+// built yet.
+var ErrNotAvailable = errors.New("not available yet")
+
+// Options configures one run. Zero fields take the defaults of the
+// scenario (Defaults).
+type Options struct {
+	// Exe is the herald binary started as `serve` and `bench receiver`;
+	// default os.Executable().
+	Exe string
+	// DB is "sqlite" (a fresh sqlite:<tmpdir>/…/bench.db per Herald start),
+	// "sqlite:PATH", or a postgres:// URL passed to serve as is.
+	DB string
+	// JSON prints the result as one JSON object on the last line of stdout.
+	JSON bool
+	// Workers is herald serve --workers (and the reference's concurrency).
+	Workers int
+	// RetrySchedule is herald serve --retry-schedule; empty = Herald's
+	// default (backlog: "1h").
+	RetrySchedule string
+	// ServeArgs are extra arguments for herald serve, e.g.
+	// "--endpoint-concurrency=64".
+	ServeArgs []string
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// BodyBytes is the size of the delivered body (the event envelope).
+	BodyBytes int
+	// Publishers is the number of concurrent API clients that publish the
+	// events of a setup phase (drain, isolation, backlog).
+	Publishers int
+	// Keep keeps the temporary directory (databases, logs).
+	Keep bool
+
+	// Events is the number of events published (drain; isolation's and
+	// backlog's throughput phases).
+	Events int
+	// Endpoints is the number of endpoints each event fans out to
+	// (isolation: all of them, 20 % black-holed).
+	Endpoints int
+	// Concurrency is the number of publishing clients (publish) or the
+	// cap on publishes in flight (latency, isolation).
+	Concurrency int
+	// Rate is the publish rate in events per second (latency, isolation).
+	Rate int
+	// Duration of the load (latency, publish, isolation).
+	Duration time.Duration
+	// Size is the number of deliveries waiting for retry (backlog).
+	Size int
+	// BacklogEndpoints share the backlog (backlog).
+	BacklogEndpoints int
+	// Deliver keeps the endpoints enabled while publishing (publish): the
+	// deliveries are made during the measurement instead of being held.
+	Deliver bool
+	// BlackholeFraction of the endpoints never answer (isolation); 0.2.
+	BlackholeFraction float64
+
+	// Stdout receives the table and the JSON line; Stderr the progress.
+	Stdout, Stderr io.Writer
+}
+
+// Defaults returns o with the zero fields of the scenario set.
+func (o Options) Defaults(scenario string) Options {
+	setInt := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	if o.DB == "" {
+		o.DB = "sqlite"
+	}
+	setInt(&o.Workers, 64)
+	setInt(&o.BodyBytes, 512)
+	setInt(&o.Publishers, 32)
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Minute
+	}
+	if o.BlackholeFraction <= 0 {
+		o.BlackholeFraction = 0.2
+	}
+	switch scenario {
+	case "drain":
+		setInt(&o.Events, 20000)
+		setInt(&o.Endpoints, 4)
+	case "latency":
+		setInt(&o.Rate, 1000)
+		setInt(&o.Endpoints, 1)
+		setInt(&o.Concurrency, 256)
+		if o.Duration <= 0 {
+			o.Duration = 10 * time.Second
+		}
+	case "publish":
+		setInt(&o.Concurrency, 32)
+		setInt(&o.Endpoints, 1)
+		if o.Duration <= 0 {
+			o.Duration = 10 * time.Second
+		}
+	case "isolation":
+		setInt(&o.Endpoints, 10)
+		setInt(&o.Rate, 100)
+		setInt(&o.Concurrency, 256)
+		setInt(&o.Events, 2000)
+		if o.Duration <= 0 {
+			o.Duration = 20 * time.Second
+		}
+	case "backlog":
+		setInt(&o.Size, 1000000)
+		setInt(&o.BacklogEndpoints, 8)
+		setInt(&o.Events, 10000)
+		setInt(&o.Endpoints, 4)
+		if o.RetrySchedule == "" {
+			o.RetrySchedule = "1h"
+		}
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	return o
+}
+
+func (o Options) validate(scenario string) error {
+	positive := func(name string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("%s must be positive (got %d)", name, v)
+		}
+		return nil
+	}
+	if err := errors.Join(positive("--workers", o.Workers), positive("--body-bytes", o.BodyBytes),
+		positive("--publishers", o.Publishers)); err != nil {
+		return err
+	}
+	if o.BodyBytes < minBodyBytes || o.BodyBytes > 64<<10 {
+		return fmt.Errorf("--body-bytes %d: must be %d–65536 (the envelope alone takes %d bytes; Herald's payload cap is 64 KiB)", o.BodyBytes, minBodyBytes, minBodyBytes)
+	}
+	switch {
+	case o.DB == "sqlite", strings.HasPrefix(o.DB, "sqlite:"), strings.HasPrefix(o.DB, "postgres://"), strings.HasPrefix(o.DB, "postgresql://"):
+	default:
+		return fmt.Errorf("--db %q: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", o.DB)
+	}
+	switch scenario {
+	case "drain":
+		return errors.Join(positive("--events", o.Events), positive("--endpoints", o.Endpoints))
+	case "latency":
+		return errors.Join(positive("--rate", o.Rate), positive("--endpoints", o.Endpoints), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "publish":
+		return errors.Join(positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "isolation":
+		if o.Endpoints < 2 {
+			return fmt.Errorf("--endpoints %d: isolation needs at least 2 endpoints (some healthy, some black-holed)", o.Endpoints)
+		}
+		if o.BlackholeFraction >= 1 {
+			return fmt.Errorf("--blackhole-fraction %g: must be below 1", o.BlackholeFraction)
+		}
+		return errors.Join(positive("--rate", o.Rate), positive("--events", o.Events), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "backlog":
+		return errors.Join(positive("--size", o.Size), positive("--backlog-endpoints", o.BacklogEndpoints),
+			positive("--events", o.Events), positive("--endpoints", o.Endpoints))
+	}
+	return nil
+}
+
+func positiveDur(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s must be positive (got %s)", name, d)
+	}
+	return nil
+}
+
+// Run runs one scenario and prints its result.
+func Run(ctx context.Context, scenario string, o Options) error {
+	switch scenario {
+	case "inbound":
+		return fmt.Errorf("bench inbound: %w: the inbound gateway (POST /in/{source}) has no benchmark yet; it comes with the inbound gateway issue", ErrNotAvailable)
+	case "drain", "latency", "publish", "isolation", "backlog":
+	default:
+		return fmt.Errorf("unknown scenario %q: use one of %s", scenario, strings.Join(Scenarios, ", "))
+	}
+	o = o.Defaults(scenario)
+	if err := o.validate(scenario); err != nil {
+		return fmt.Errorf("bench %s: %w", scenario, err)
+	}
+	if o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: cannot find the herald binary: %w", err)
+		}
+		o.Exe = exe
+	}
+	r, err := newRunner(o, scenario)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	r.ctx = ctx
+
+	started := time.Now()
+	machine := readMachine()
+	var res *Result
+	switch scenario {
+	case "drain":
+		res, err = r.drain(ctx)
+	case "latency":
+		res, err = r.latency(ctx)
+	case "publish":
+		res, err = r.publish(ctx)
+	case "isolation":
+		res, err = r.isolation(ctx)
+	case "backlog":
+		res, err = r.backlog(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("bench %s: %w", scenario, r.explain(ctx, err))
+	}
+	machine.LoadAvgEnd = loadAvg()
+	res.Scenario = scenario
+	res.Machine = machine
+	res.DB = dbKind(o.DB)
+	res.StartedAt = started.UTC()
+	res.Elapsed = time.Since(started)
+	res.ServeArgs = r.serveArgsShown
+	return res.print(o.Stdout, o.JSON)
+}
+
+// explain turns a context error into one that says which limit was hit.
+func (r *runner) explain(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return fmt.Errorf("time limit --timeout %s reached: %w", r.o.Timeout, err)
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return err
+}
+
+func dbKind(db string) string {
+	if strings.HasPrefix(db, "postgres") {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// Field is one figure of a result.
+type Field struct {
+	Key   string
+	Value any
+	Unit  string // shown in the table only
+}
+
+// Target is a DESIGN.md performance target checked by a result.
+type Target struct {
+	Metric string  `json:"metric"`
+	Op     string  `json:"op"` // ">=" or "<="
+	Value  float64 `json:"value"`
+	Actual float64 `json:"actual"`
+	Met    bool    `json:"met"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// Result is the outcome of one scenario.
+type Result struct {
+	Scenario  string
+	DB        string
+	Machine   Machine
+	StartedAt time.Time
+	Elapsed   time.Duration
+	ServeArgs []string
+	Fields    []Field
+	Targets   []Target
+	Notes     []string
+}
+
+func (res *Result) add(key string, value any, unit string) {
+	res.Fields = append(res.Fields, Field{Key: key, Value: value, Unit: unit})
+}
+
+func (res *Result) target(metric, op string, value, actual float64, note string) {
+	met := actual >= value
+	if op == "<=" {
+		met = actual <= value
+	}
+	res.Targets = append(res.Targets, Target{Metric: metric, Op: op, Value: value, Actual: actual, Met: met, Note: note})
+}
+
+// JSON renders the result as one JSON object (no newline), the fields in
+// order.
+func (res *Result) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	put := func(k string, v any) error {
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(enc)
+		return nil
+	}
+	head := []Field{
+		{Key: "scenario", Value: res.Scenario},
+		{Key: "db", Value: res.DB},
+		{Key: "started_at", Value: res.StartedAt.Format(time.RFC3339)},
+		{Key: "elapsed_seconds", Value: round(res.Elapsed.Seconds(), 3)},
+	}
+	for _, f := range append(head, res.Fields...) {
+		if err := put(f.Key, f.Value); err != nil {
+			return nil, err
+		}
+	}
+	targets := res.Targets
+	if targets == nil {
+		targets = []Target{}
+	}
+	allMet := true
+	for _, t := range targets {
+		allMet = allMet && t.Met
+	}
+	serveArgs := res.ServeArgs
+	if serveArgs == nil {
+		serveArgs = []string{}
+	}
+	notes := res.Notes
+	if notes == nil {
+		notes = []string{}
+	}
+	for _, f := range []Field{{Key: "targets", Value: targets}, {Key: "targets_met", Value: allMet},
+		{Key: "machine", Value: res.Machine}, {Key: "serve_args", Value: serveArgs}, {Key: "notes", Value: notes}} {
+		if err := put(f.Key, f.Value); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func (res *Result) print(w io.Writer, asJSON bool) error {
+	m := res.Machine
+	fmt.Fprintf(w, "herald bench %s — %s\n", res.Scenario, res.DB)
+	fmt.Fprintf(w, "machine: %d cores (GOMAXPROCS %d), %s memory, %s %s/%s%s\n", m.Cores, m.GOMAXPROCS,
+		humanBytes(m.MemTotalBytes), m.GoVersion, m.OS, m.Arch, cpuSuffix(m.CPUModel))
+	fmt.Fprintf(w, "load average: %s at start, %s at end\n", fmtLoad(m.LoadAvgStart), fmtLoad(m.LoadAvgEnd))
+	if len(res.ServeArgs) > 0 {
+		fmt.Fprintf(w, "herald %s\n", strings.Join(res.ServeArgs, " "))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, f := range res.Fields {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Key, fmtValue(f.Value), f.Unit)
+	}
+	tw.Flush()
+	if len(res.Targets) > 0 {
+		fmt.Fprintln(w, "targets (DESIGN.md):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range res.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = "NOT MET"
+			}
+			note := ""
+			if t.Note != "" {
+				note = "  (" + t.Note + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s %s\t%s%s\n", t.Metric, fmtValue(t.Actual), t.Op, fmtValue(t.Value), verdict, note)
+		}
+		tw.Flush()
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintf(w, "elapsed: %s\n", res.Elapsed.Round(time.Millisecond))
+	if asJSON {
+		j, err := res.JSON()
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", j)
+		return err
+	}
+	return nil
+}
+
+func cpuSuffix(model string) string {
+	if model == "" {
+		return ""
+	}
+	return ", " + model
+}
+
+func fmtLoad(l [3]float64) string {
+	return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2])
+}
+
+func fmtValue(v any) string {
+	switch x := v.(type) {
+	case float64:
+		switch {
+		case x == math.Trunc(x) && math.Abs(x) < 1e15:
+			return fmt.Sprintf("%.0f", x)
+		case math.Abs(x) >= 100:
+			return fmt.Sprintf("%.1f", x)
+		default:
+			return fmt.Sprintf("%.3f", x)
+		}
+	case time.Duration:
+		return x.String()
+	case []string:
+		return strings.Join(x, " ")
+	case map[string]float64:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+"="+fmtValue(x[k]))
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, " ")
+	}
+	return fmt.Sprint(v)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// round rounds x to d decimals.
+func round(x float64, d int) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	p := math.Pow(10, float64(d))
+	return math.Round(x*p) / p
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func randomKey32() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}

@@ -1,0 +1,325 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// SetEndpointState implements store.Store. The tenant lock is taken
+// exclusively, so no publish of the tenant is between reading the old state
+// and committing its deliveries: none is left pending for a paused endpoint,
+// or held for one that was just enabled.
+func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
+	switch p.State {
+	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
+	default:
+		return store.Endpoint{}, 0, fmt.Errorf("set endpoint state %q: %w", p.State, store.ErrInvalid)
+	}
+	now := ts(p.Now)
+	var (
+		e     store.Endpoint
+		moved int64
+	)
+	b := newTxBatch()
+	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.ID, tenantLockClass)
+	// Enabling ends the failure streak. The notice, when given, replaces
+	// any earlier one not yet emitted.
+	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
+		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
+		notice = CASE WHEN $5 <> '' THEN $5 ELSE notice END,
+		notice_at = CASE WHEN $5 <> '' THEN $4 ELSE notice_at END
+		WHERE id = $1 RETURNING `+endpointColumns,
+		p.ID, string(p.State), p.Reason, now, p.Notice).QueryRow(func(row pgx.Row) error {
+		var err error
+		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	var q string
+	if p.State == store.EndpointEnabled {
+		// Release what was held: due now.
+		q = "UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2 WHERE endpoint_id = $1 AND state = 'paused'"
+	} else {
+		// Hold what waits; leased deliveries are held when they complete.
+		q = "UPDATE deliveries SET state = 'paused', updated_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL"
+	}
+	b.Queue(q, p.ID, now).Exec(func(ct pgconn.CommandTag) error {
+		moved = ct.RowsAffected()
+		return nil
+	})
+	if p.State == store.EndpointEnabled {
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
+			notifyChannel, p.ID)
+	}
+	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
+		return store.Endpoint{}, 0, err
+	}
+	return e, int(moved), nil
+}
+
+// ReplayDeliveries implements store.Store. It takes the tenant lock shared,
+// so whether a replayed delivery is pending or held agrees with the
+// endpoint's state when the replay commits.
+func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
+	if (p.DeliveryID == "") == (p.EndpointID == "") {
+		return 0, fmt.Errorf("replay: exactly one of delivery and endpoint: %w", store.ErrInvalid)
+	}
+	states := p.States
+	if len(states) == 0 {
+		states = []store.DeliveryState{store.DeliveryDead}
+	}
+	var (
+		found         bool
+		moved, queued int
+	)
+	b := newTxBatch()
+	if p.DeliveryID != "" {
+		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM deliveries WHERE id = $1", p.DeliveryID, tenantLockClass)
+	} else {
+		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.EndpointID, tenantLockClass)
+	}
+	b.QueuedQueries[len(b.QueuedQueries)-1].Exec(func(ct pgconn.CommandTag) error {
+		found = ct.RowsAffected() > 0
+		return nil
+	})
+	err := s.txBatch(ctx, "replay", b, func(tx pgx.Tx) error {
+		if !found {
+			if p.DeliveryID != "" {
+				return fmt.Errorf("delivery %s: %w", p.DeliveryID, store.ErrNotFound)
+			}
+			return fmt.Errorf("endpoint %s: %w", p.EndpointID, store.ErrNotFound)
+		}
+		names := make([]string, len(states))
+		for i, st := range states {
+			if st != store.DeliveryDead && st != store.DeliverySucceeded {
+				return fmt.Errorf("only dead or succeeded deliveries can be replayed, not %q: %w", st, store.ErrInvalid)
+			}
+			names[i] = string(st)
+		}
+		f := filter{args: []any{ts(p.Now)}} // $1 is now
+		if p.DeliveryID != "" {
+			f.add("id = ?", p.DeliveryID)
+		} else {
+			f.add("endpoint_id = ?", p.EndpointID)
+		}
+		f.add("state = ANY (?::text[])", names)
+		if !p.Since.IsZero() {
+			f.add("updated_at >= ?", ts(p.Since))
+		}
+		if p.EventType != "" {
+			f.add("event_type = ?", p.EventType)
+		}
+		// The attempts so far stay; the retry budget counts from here.
+		q := `WITH r AS (UPDATE deliveries SET
+			state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) = 'enabled' THEN 'pending' ELSE 'paused' END,
+			next_attempt_at = $1, updated_at = $1, client_errors = 0, replay_base = attempts` + f.clause() + ` RETURNING state)
+			SELECT count(*), count(*) FILTER (WHERE state = 'pending') FROM r`
+		if err := tx.QueryRow(ctx, q, f.args...).Scan(&moved, &queued); err != nil {
+			return err
+		}
+		if queued > 0 {
+			_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return moved, nil
+}
+
+// PostponeEndpointDeliveries implements store.Store.
+func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
+	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
+		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1`, ts(until), endpointID)
+	if err != nil {
+		return 0, wrap("postpone", err)
+	}
+	return int(ct.RowsAffected()), nil
+}
+
+// PendingNotices implements store.Store. LastStatusCode and LastError come
+// from the attempt that started last among the endpoint's deliveries (a
+// delivery's updated_at is no guide: claims, pauses and replays move it
+// without an attempt).
+func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+endpointColumns+`, notice, notice_at, COALESCE(l.status_code, 0), COALESCE(l.error, '')
+		FROM endpoints LEFT JOIN LATERAL (
+			SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
+			WHERE d.endpoint_id = endpoints.id
+			ORDER BY a.started_at DESC, a.number DESC LIMIT 1) AS l ON true
+		WHERE notice <> '' ORDER BY notice_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, wrap("pending notices", err)
+	}
+	defer rows.Close()
+	var out []store.Notice
+	for rows.Next() {
+		var (
+			n  store.Notice
+			at *time.Time
+		)
+		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at, &n.LastStatusCode, &n.LastError}})
+		if err != nil {
+			return nil, wrap("pending notices", err)
+		}
+		n.Endpoint, n.At = e, fromNullTS(at)
+		out = append(out, n)
+	}
+	return out, wrap("pending notices", rows.Err())
+}
+
+// suffixScanner scans extra trailing columns into rest.
+type suffixScanner struct {
+	row  pgx.Row
+	rest []any
+}
+
+func (p suffixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append(dest, p.rest...)...)
+}
+
+// ClearNotice implements store.Store.
+func (s *Store) ClearNotice(ctx context.Context, endpointID string, at time.Time) error {
+	_, err := s.pool.Exec(ctx, "UPDATE endpoints SET notice = '' WHERE id = $1 AND notice_at = $2", endpointID, ts(at))
+	return wrap("clear notice", err)
+}
+
+// DeadLetterCounts implements store.Store.
+func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {
+	var f filter
+	f.where = append(f.where, "state = 'dead'")
+	if tenant != "" {
+		f.add("tenant = ?", tenant)
+	}
+	if !since.IsZero() {
+		f.add("updated_at >= ?", ts(since))
+	}
+	rows, err := s.pool.Query(ctx, "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries"+f.clause()+
+		" GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id", f.args...)
+	if err != nil {
+		return nil, wrap("dead letter counts", err)
+	}
+	defer rows.Close()
+	out := []store.DeadLetterCount{}
+	for rows.Next() {
+		var c store.DeadLetterCount
+		if err := rows.Scan(&c.EndpointID, &c.Tenant, &c.Count); err != nil {
+			return nil, wrap("dead letter counts", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("dead letter counts", rows.Err())
+}
+
+// ClaimSpikeAlert implements store.Store. One conditional UPDATE: of
+// concurrent callers (several nodes) exactly one wins. An alert emitted at
+// windowStart exactly is not "after windowStart".
+func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error) {
+	ct, err := s.pool.Exec(ctx, "UPDATE endpoints SET last_spike_at = $1 WHERE id = $2 AND COALESCE(last_spike_at, '-infinity') <= $3",
+		ts(now), endpointID, ts(windowStart))
+	if err != nil {
+		return false, wrap("spike alert", err)
+	}
+	return ct.RowsAffected() == 1, nil
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.Stats{DeliveriesByState: map[store.DeliveryState]int{}, EndpointsByState: map[store.EndpointState]int{}}
+	count := func(put func(string, int)) func(pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					k string
+					n int
+				)
+				if err := rows.Scan(&k, &n); err != nil {
+					return err
+				}
+				put(k, n)
+			}
+			return rows.Err()
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT state, COUNT(*) FROM deliveries GROUP BY state").Query(count(func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }))
+	b.Queue("SELECT state, COUNT(*) FROM endpoints GROUP BY state").Query(count(func(k string, n int) { st.EndpointsByState[store.EndpointState(k)] = n }))
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return st, wrap("stats", err)
+	}
+	return st, nil
+}
+
+// Purge implements store.Store. Each kind is deleted by one statement of at
+// most Limit rows, so no statement holds many locks for long. The outer
+// conditions repeat the inner ones: a row changed meanwhile (a succeeded
+// delivery replayed) is re-checked and kept.
+func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
+	if p.Limit <= 0 {
+		p.Limit = 500
+	}
+	total := 0
+	for _, q := range []struct {
+		sql   string
+		bound time.Time
+	}{
+		{`DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < $1 LIMIT $2))
+			AND state = 'succeeded' AND updated_at < $1`, p.SucceededBefore},
+		{`DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < $1 LIMIT $2))
+			AND state = 'dead' AND updated_at < $1`, p.DeadBefore},
+		{`DELETE FROM events WHERE id = ANY (ARRAY(
+				SELECT e.id FROM events e WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT $2))
+			AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, p.EventsBefore},
+	} {
+		if q.bound.IsZero() {
+			continue
+		}
+		ct, err := s.pool.Exec(ctx, q.sql, ts(q.bound), p.Limit)
+		if err != nil {
+			return total, wrap("purge", err)
+		}
+		total += int(ct.RowsAffected())
+	}
+	return total, nil
+}
+
+// RotateSecret implements store.Store. The endpoint's row is locked while
+// the new list is computed (store.RotatedSecrets, the drivers' shared rule)
+// and written, so concurrent rotations never lose a secret.
+func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	var e store.Endpoint
+	b := newTxBatch()
+	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", p.ID).QueryRow(func(row pgx.Row) error {
+		var err error
+		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	err := s.txBatch(ctx, "rotate secret", b, func(tx pgx.Tx) error {
+		sec, err := store.EncodeSecrets(s.box, e.ID, store.RotatedSecrets(e.Secrets, p))
+		if err != nil {
+			return err
+		}
+		e, err = s.scanEndpoint(tx.QueryRow(ctx, "UPDATE endpoints SET secrets = $2, updated_at = $3 WHERE id = $1 RETURNING "+endpointColumns,
+			p.ID, sec, ts(p.Now)))
+		return err
+	})
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	return e, nil
+}

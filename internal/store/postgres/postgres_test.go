@@ -1,0 +1,694 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/storetest"
+)
+
+// The tests need a PostgreSQL server: HERALD_TEST_POSTGRES_URL is the URL of
+// a database the test user may connect to and CREATE DATABASE from (CI sets
+// it). Every test gets its own throwaway database, dropped at its end.
+const urlEnv = "HERALD_TEST_POSTGRES_URL"
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func baseURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv(urlEnv)
+	if u == "" {
+		t.Skip(urlEnv + " is not set; skipping PostgreSQL tests (CI sets it)")
+	}
+	return u
+}
+
+// newDatabase creates an empty database, drops it (with FORCE) when the
+// test ends, and returns its URL with a small pool (the conformance suite
+// runs its subtests in parallel).
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	base := baseURL(t)
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Fatalf("%s must be a postgres:// URL", urlEnv)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	name := "herald_test_" + hex.EncodeToString(b[:])
+	admin := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := admin("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("CREATE DATABASE %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("DROP DATABASE %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	q := u.Query()
+	if q.Get("pool_max_conns") == "" {
+		q.Set("pool_max_conns", "4")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func openStore(t *testing.T, dbURL string, opts ...Option) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dbURL, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// rawConn is a plain connection to the database, outside the store.
+func rawConn(t *testing.T, dbURL string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL) // drops the pool_* settings
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(t.Context(), cfg.ConnConfig)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestConformance(t *testing.T) {
+	baseURL(t)
+	start := time.Now()
+	t.Cleanup(func() { t.Logf("conformance suite: %v", time.Since(start).Round(time.Millisecond)) })
+	storetest.Exercise(t, func(t *testing.T) store.Store {
+		return openStore(t, newDatabase(t))
+	})
+}
+
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newEndpoint(tenant string) store.Endpoint {
+	id := store.NewID("ep")
+	return store.Endpoint{
+		ID: id, Tenant: tenant, URL: "https://example.com/h/" + id, State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_" + id, CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}
+}
+
+func createEndpoint(t *testing.T, s *Store, e store.Endpoint) store.Endpoint {
+	t.Helper()
+	got, err := s.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: e})
+	if err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	return got
+}
+
+func newEvent(tenant string) store.Event {
+	id := store.NewID("evt")
+	return store.Event{ID: id, Tenant: tenant, Type: "file.created", OccurredAt: base, Body: []byte(`{"id":"` + id + `"}`), Fingerprint: id}
+}
+
+func publish(t *testing.T, s *Store, ev store.Event, now time.Time) store.PublishResult {
+	t.Helper()
+	res, err := s.PublishEvent(t.Context(), store.PublishParams{Event: ev, Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }})
+	if err != nil {
+		t.Fatalf("PublishEvent: %v", err)
+	}
+	return res
+}
+
+func gooseVersions(t *testing.T, conn *pgx.Conn) (rows int, max int64) {
+	t.Helper()
+	if err := conn.QueryRow(t.Context(), "SELECT COUNT(*), COALESCE(MAX(version_id), 0) FROM goose_db_version").Scan(&rows, &max); err != nil {
+		t.Fatalf("read goose_db_version: %v", err)
+	}
+	return rows, max
+}
+
+func TestMigrationsTwiceAreNoOp(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	s, err := Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	ep := createEndpoint(t, s, newEndpoint("acme"))
+	s.Close()
+	conn := rawConn(t, dbURL)
+	rows1, v1 := gooseVersions(t, conn)
+	if v1 == 0 {
+		t.Fatal("no migration recorded after the first Open")
+	}
+	for i := range 2 {
+		s, err := Open(t.Context(), dbURL)
+		if err != nil {
+			t.Fatalf("reopen %d: %v", i+1, err)
+		}
+		if _, err := s.GetEndpoint(t.Context(), ep.ID); err != nil {
+			t.Errorf("reopen %d: GetEndpoint: %v", i+1, err)
+		}
+		s.Close()
+		if rows, v := gooseVersions(t, conn); rows != rows1 || v != v1 {
+			t.Errorf("reopen %d: goose_db_version has %d rows (max %d), want %d (max %d): migrations ran again", i+1, rows, v, rows1, v1)
+		}
+	}
+}
+
+// Nodes started together on an empty database: one migrates, the others
+// wait for goose's session lock and find nothing left to do.
+func TestConcurrentOpensOnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	const nodes = 3
+	errs := make(chan error, nodes)
+	start := time.Now()
+	for range nodes {
+		go func() {
+			s, err := Open(t.Context(), dbURL)
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open: %v", err)
+		}
+	}
+	t.Logf("%d concurrent Opens on an empty database: %v", nodes, time.Since(start).Round(time.Millisecond))
+	rows, v := gooseVersions(t, rawConn(t, dbURL))
+	if v != 1 || rows != 2 { // goose's version 0 row and migration 1
+		t.Errorf("goose_db_version: %d rows, max %d; want 2 rows, max 1 (each migration applied once)", rows, v)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	baseURL(t)
+	ctx := t.Context()
+	if _, err := Open(ctx, "postgres://%zz"); err == nil || !strings.Contains(err.Error(), "postgres") {
+		t.Errorf("Open(malformed URL) = %v, want an error naming postgres", err)
+	}
+	// Nothing listens on port 1.
+	_, err := Open(ctx, "postgres://herald:s3cr3t-pw@127.0.0.1:1/herald?sslmode=disable&connect_timeout=2")
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Open(unreachable) = %v, want ErrUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t-pw") {
+		t.Errorf("Open error shows the password: %v", err)
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, newDatabase(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ClaimDeliveries(canceled) = %v, want context.Canceled", err)
+	}
+	if _, err := s.GetEndpoint(ctx, "ep_x"); !errors.Is(err, context.Canceled) {
+		t.Errorf("GetEndpoint(canceled) = %v, want context.Canceled", err)
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: "dlv_x", Owner: "w", State: store.DeliverySucceeded, Now: base}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("CompleteDeliveries(canceled) = %v, want context.Canceled", err)
+	}
+	// The store still works.
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping after canceled calls: %v", err)
+	}
+}
+
+func TestSecretsEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	key := make([]byte, secretbox.KeySize)
+	rand.Read(key)
+	box, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dbURL, WithSecretBox(box))
+	e := newEndpoint("acme")
+	createEndpoint(t, s, e)
+	var raw string
+	if err := rawConn(t, dbURL).QueryRow(t.Context(), "SELECT secrets FROM endpoints WHERE id = $1", e.ID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(raw, "enc:v1:") || strings.Contains(raw, e.Secrets[0].Value) {
+		t.Errorf("secrets column = %q, want it sealed", raw)
+	}
+	got, err := s.GetEndpoint(t.Context(), e.ID)
+	if err != nil || len(got.Secrets) != 1 || got.Secrets[0].Value != e.Secrets[0].Value {
+		t.Errorf("GetEndpoint = %+v, %v; want the secret back", got.Secrets, err)
+	}
+	// Without the key the endpoint cannot be read (and is not mistaken for plain JSON).
+	plain := openStore(t, dbURL)
+	if _, err := plain.GetEndpoint(t.Context(), e.ID); err == nil {
+		t.Error("GetEndpoint without the encryption key succeeded")
+	}
+}
+
+// The claim and NextDueAt queries stay on the partial index deliveries_due
+// (and the claim's UPDATE on the primary key) with custom and generic plans,
+// so the queue's cost does not grow with succeeded, dead or leased rows.
+func TestQueueQueriesUseDueIndex(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	s := openStore(t, dbURL)
+	ep := createEndpoint(t, s, newEndpoint("acme"))
+	conn := rawConn(t, dbURL)
+	ctx := t.Context()
+	// 30,000 events: 20,000 deliveries succeeded, 5,000 dead, 2,000 leased,
+	// 2,000 due later, 1,000 due now.
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 30000) AS i`, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
+		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't',
+		       CASE WHEN i <= 20000 THEN 'succeeded' WHEN i <= 25000 THEN 'dead' ELSE 'pending' END,
+		       CASE WHEN i > 29000 THEN $1::timestamptz ELSE $1::timestamptz + interval '1 hour' END,
+		       CASE WHEN i > 25000 AND i <= 27000 THEN 'w' END,
+		       CASE WHEN i > 25000 AND i <= 27000 THEN $1::timestamptz + interval '1 minute' END,
+		       $1, $1
+		FROM generate_series(1, 30000) AS i`, base, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	explain := func(q string, args ...any) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN "+q, args...)
+		if err != nil {
+			t.Fatalf("EXPLAIN: %v", err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("EXPLAIN: %v", err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	if _, err := conn.Exec(ctx, "PREPARE claim (text, timestamptz, timestamptz, integer) AS "+claimQuery); err != nil {
+		t.Fatalf("PREPARE claim: %v", err)
+	}
+	now := base.Add(time.Second)
+	plans := map[string]string{"next due": explain(nextDueQuery)}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		plans["claim, "+mode] = explain(fmt.Sprintf("EXECUTE claim ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+	}
+	for name, plan := range plans {
+		t.Logf("%s plan:\n%s", name, plan)
+		if !strings.Contains(plan, "deliveries_due") {
+			t.Errorf("%s: the plan does not use deliveries_due", name)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s: the plan scans the deliveries table", name)
+		}
+		if strings.HasPrefix(name, "claim") {
+			if !strings.Contains(plan, "deliveries_pkey") {
+				t.Errorf("%s: the UPDATE does not find the claimed rows by primary key", name)
+			}
+			if strings.Contains(plan, "Sort") {
+				t.Errorf("%s: the plan sorts instead of reading deliveries_due in order", name)
+			}
+		}
+	}
+	// And the claim takes what is due, oldest first.
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w2", Limit: 2000, Lease: time.Minute, Now: now})
+	if err != nil || len(cs) != 1000 {
+		t.Fatalf("ClaimDeliveries = %d claims, %v; want the 1000 due", len(cs), err)
+	}
+}
+
+// Two nodes (two pools) with four claimers each never lease one delivery
+// twice, and between them claim every delivery.
+func TestConcurrentClaimersOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	for range 10 {
+		createEndpoint(t, nodes[0], newEndpoint("acme"))
+	}
+	for i := range 40 {
+		publish(t, nodes[i%2], newEvent("acme"), base)
+	}
+	const claimers = 8
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		got = map[string]string{}
+		dup []string
+	)
+	for w := range claimers {
+		s := nodes[w%2]
+		owner := fmt.Sprintf("node-%d/worker-%d", w%2, w)
+		wg.Go(func() {
+			for {
+				cs, err := s.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: owner, Limit: 7, Lease: time.Minute, Now: base.Add(time.Second)})
+				if err != nil {
+					t.Errorf("%s: ClaimDeliveries: %v", owner, err)
+					return
+				}
+				if len(cs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range cs {
+					if prev, ok := got[c.Delivery.ID]; ok {
+						dup = append(dup, c.Delivery.ID+" by "+prev+" and "+owner)
+					}
+					got[c.Delivery.ID] = owner
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(dup) > 0 {
+		t.Fatalf("claimed twice: %v", dup)
+	}
+	if len(got) != 400 {
+		t.Fatalf("claimed %d deliveries, want 400", len(got))
+	}
+	for id, owner := range got {
+		d, err := nodes[1].GetDelivery(t.Context(), id)
+		if err != nil || d.LeaseOwner != owner {
+			t.Fatalf("delivery %s leased to %q (%v), claimed by %q", id, d.LeaseOwner, err, owner)
+		}
+	}
+}
+
+// Concurrent publishes of one event id on two nodes: one creates it, the
+// others answer with it; the deliveries are made once.
+func TestConcurrentPublishSameIDOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	for range 3 {
+		createEndpoint(t, nodes[0], newEndpoint("acme"))
+	}
+	ev := newEvent("acme")
+	var created, answered atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			res, err := nodes[i%2].PublishEvent(t.Context(), store.PublishParams{Event: ev, Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }})
+			switch {
+			case err != nil:
+				t.Errorf("PublishEvent: %v", err)
+			case res.Created:
+				created.Add(1)
+			case res.Event.ID == ev.ID && res.Deliveries == 3:
+				answered.Add(1)
+			default:
+				t.Errorf("PublishEvent = %+v", res)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 || answered.Load() != 7 {
+		t.Errorf("8 publishes of one id: %d created, %d answered with the original; want 1, 7", created.Load(), answered.Load())
+	}
+	var n int
+	if err := rawConn(t, dbURL).QueryRow(t.Context(), "SELECT COUNT(*) FROM deliveries").Scan(&n); err != nil || n != 3 {
+		t.Errorf("deliveries = %d (%v), want 3", n, err)
+	}
+}
+
+// Publishes racing with deleting, pausing and enabling endpoints of their
+// tenant leave no delivery of a deleted endpoint, none pending for a paused
+// one and none held for an enabled one (the tenant lock).
+func TestFanOutRacesWithEndpointChanges(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	ctx := t.Context()
+	doomed := createEndpoint(t, nodes[0], newEndpoint("acme"))
+	toggled := createEndpoint(t, nodes[0], newEndpoint("acme"))
+	createEndpoint(t, nodes[0], newEndpoint("acme"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := nodes[i%2].PublishEvent(ctx, store.PublishParams{Event: newEvent("acme"), Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+					t.Errorf("PublishEvent: %v", err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := nodes[1].DeleteEndpoint(ctx, doomed.ID); err != nil {
+		t.Errorf("DeleteEndpoint: %v", err)
+	}
+	for i := range 10 {
+		st := store.EndpointPaused
+		if i%2 == 1 {
+			st = store.EndpointEnabled
+		}
+		if _, _, err := nodes[i%2].SetEndpointState(ctx, store.SetEndpointStateParams{ID: toggled.ID, State: st, Now: base}); err != nil {
+			t.Errorf("SetEndpointState: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := nodes[0].SetEndpointState(ctx, store.SetEndpointStateParams{ID: toggled.ID, State: store.EndpointPaused, Now: base}); err != nil {
+		t.Errorf("SetEndpointState: %v", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	conn := rawConn(t, dbURL)
+	var orphans, pendingPaused, total int
+	if err := conn.QueryRow(ctx, `SELECT
+		(SELECT COUNT(*) FROM deliveries d WHERE NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id)),
+		(SELECT COUNT(*) FROM deliveries WHERE endpoint_id = $1 AND state = 'pending'),
+		(SELECT COUNT(*) FROM deliveries)`, toggled.ID).Scan(&orphans, &pendingPaused, &total); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d deliveries published during the changes", total)
+	if orphans != 0 {
+		t.Errorf("%d deliveries of the deleted endpoint survived", orphans)
+	}
+	if pendingPaused != 0 {
+		t.Errorf("%d deliveries pending for the paused endpoint", pendingPaused)
+	}
+	// Enabled at last: nothing of it stays held.
+	if _, _, err := nodes[0].SetEndpointState(ctx, store.SetEndpointStateParams{ID: toggled.ID, State: store.EndpointEnabled, Now: base}); err != nil {
+		t.Fatal(err)
+	}
+	var held int
+	if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM deliveries WHERE state = 'paused'").Scan(&held); err != nil || held != 0 {
+		t.Errorf("held deliveries after enabling = %d (%v), want 0", held, err)
+	}
+}
+
+// Completions of one delivery by its stale and its current owner on two
+// nodes at once number their attempts 1 and 2, never failing on a
+// duplicate number.
+func TestConcurrentCompletionsNumberAttempts(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	ctx := t.Context()
+	createEndpoint(t, nodes[0], newEndpoint("acme"))
+	for range 20 {
+		publish(t, nodes[0], newEvent("acme"), base)
+	}
+	old, err := nodes[0].ClaimDeliveries(ctx, store.ClaimParams{Owner: "a", Limit: 100, Lease: time.Second, Now: base})
+	if err != nil || len(old) != 20 {
+		t.Fatalf("claim: %d, %v", len(old), err)
+	}
+	if n, err := nodes[0].RescueExpiredLeases(ctx, base.Add(time.Minute)); err != nil || n != 20 {
+		t.Fatalf("rescue: %d, %v", n, err)
+	}
+	cur, err := nodes[1].ClaimDeliveries(ctx, store.ClaimParams{Owner: "b", Limit: 100, Lease: time.Minute, Now: base.Add(time.Minute)})
+	if err != nil || len(cur) != 20 {
+		t.Fatalf("reclaim: %d, %v", len(cur), err)
+	}
+	batch := func(cs []store.Claim, owner string, reverse bool) []store.Completion {
+		out := make([]store.Completion, len(cs))
+		for i, c := range cs {
+			j := i
+			if reverse {
+				j = len(cs) - 1 - i
+			}
+			out[j] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: owner, State: store.DeliverySucceeded,
+				Attempt: store.Attempt{StartedAt: base, StatusCode: 200}, Now: base.Add(time.Minute)}
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := nodes[0].CompleteDeliveries(ctx, batch(old, "a", false)); err != nil {
+			t.Errorf("stale owner's completions: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := nodes[1].CompleteDeliveries(ctx, batch(cur, "b", true)); err != nil {
+			t.Errorf("owner's completions: %v", err)
+		}
+	})
+	wg.Wait()
+	for _, c := range cur {
+		as, err := nodes[0].ListAttempts(ctx, c.Delivery.ID)
+		if err != nil || len(as) != 2 || as[0].Number != 1 || as[1].Number != 2 {
+			t.Fatalf("attempts of %s = %+v, %v; want numbers 1, 2", c.Delivery.ID, as, err)
+		}
+		if d, _ := nodes[0].GetDelivery(ctx, c.Delivery.ID); d.State != store.DeliverySucceeded || d.Attempts != 1 {
+			t.Fatalf("delivery %s: %s, %d attempts counted; want succeeded by its owner, 1", d.ID, d.State, d.Attempts)
+		}
+	}
+}
+
+// Listen wakes up once when it starts listening and once per publish that
+// made pending deliveries, and survives the loss of its connection.
+func TestListen(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	s := openStore(t, dbURL)
+	other := openStore(t, dbURL) // another node publishes
+	conn := rawConn(t, dbURL)
+	enabled := createEndpoint(t, s, newEndpoint("acme"))
+	paused := newEndpoint("held")
+	paused.State = store.EndpointPaused
+	createEndpoint(t, s, paused)
+
+	calls := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func() { calls <- struct{}{} }) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Listen returned %v, want context.Canceled", err)
+		}
+	}()
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no call of onNotify: %s", what)
+		}
+	}
+	expectNone := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+			t.Fatalf("unexpected call of onNotify: %s", what)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	listenerPID := func() uint32 {
+		t.Helper()
+		var pid uint32
+		err := conn.QueryRow(t.Context(), "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN "+notifyChannel+"'").Scan(&pid)
+		if err != nil {
+			t.Fatalf("find the listening backend: %v", err)
+		}
+		return pid
+	}
+
+	expect("the first connection")
+	publish(t, other, newEvent("held"), base) // only a held delivery: nothing to do
+	expectNone("a publish without pending deliveries")
+	publish(t, other, newEvent("acme"), base)
+	expect("a publish with a pending delivery")
+	expectNone("one publish, one notification")
+
+	pid := listenerPID()
+	if _, err := conn.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatalf("pg_terminate_backend: %v", err)
+	}
+	expect("the reconnection")
+	if again := listenerPID(); again == pid {
+		t.Fatalf("the listener still uses backend %d", pid)
+	}
+	publish(t, other, newEvent("acme"), base)
+	expect("a publish after the reconnection")
+
+	// Rescued leases wake the nodes up too.
+	cs, err := s.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Second, Now: base})
+	if err != nil || len(cs) != 2 || cs[0].Endpoint.ID != enabled.ID {
+		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
+	}
+	if n, err := other.RescueExpiredLeases(t.Context(), base.Add(time.Minute)); err != nil || n != 2 {
+		t.Fatalf("RescueExpiredLeases = %d, %v", n, err)
+	}
+	expect("a rescue")
+}
+
+// Deleting an endpoint leaves no attempt rows behind.
+func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint("acme"))
+	publish(t, s, newEvent("acme"), base)
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
+		t.Fatalf("CompleteDeliveries: %v", err)
+	}
+	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Fatalf("DeleteEndpoint: %v", err)
+	}
+	var attempts, deliveries, events int
+	if err := rawConn(t, dbURL).QueryRow(ctx, "SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM deliveries), (SELECT COUNT(*) FROM events)").Scan(&attempts, &deliveries, &events); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || deliveries != 0 || events != 1 {
+		t.Errorf("after DeleteEndpoint: %d attempts, %d deliveries, %d events; want 0, 0, 1", attempts, deliveries, events)
+	}
+}

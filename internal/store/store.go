@@ -75,6 +75,7 @@ type Endpoint struct {
 	StateReason        string            // why the state last changed ("gone", "paused by owner", …)
 	Secrets            []Secret          // newest first; Secrets[0] is the current secret
 	FailingSince       time.Time         // start of the current streak of failed attempts; zero after a success
+	Kind               string            // "" for a tenant's endpoint; "source" for an inbound source's forwarding endpoint (operator-set destination, exempt from the tenant URL policy)
 	CreatedAt          time.Time         //
 	UpdatedAt          time.Time         //
 }
@@ -110,6 +111,7 @@ type Event struct {
 	Body           []byte    // JSON, at most the configured payload cap
 	IdempotencyKey string    // the Idempotency-Key header, "" when none
 	Fingerprint    string    // hash of (tenant, type, data): detects an id or key reused with other content
+	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's); nil for published events
 	CreatedAt      time.Time //
 }
 
@@ -177,9 +179,11 @@ type UpdateEndpointParams struct {
 	Now                time.Time
 }
 
-// ListEndpointsParams lists endpoints, optionally of one tenant.
+// ListEndpointsParams lists endpoints, optionally of one tenant. Sources'
+// forwarding endpoints are listed only when IncludeSources is set.
 type ListEndpointsParams struct {
-	Tenant string
+	Tenant         string
+	IncludeSources bool
 	ListParams
 }
 
@@ -294,6 +298,38 @@ type ReplayParams struct {
 	Since      time.Time       // only those last changed at or after Since
 	EventType  string          // only this event type
 	Now        time.Time
+}
+
+// EndpointKindSource marks the forwarding endpoint of an inbound source.
+const EndpointKindSource = "source"
+
+// Source is an inbound provider configuration (the gateway's side). Config
+// is opaque to the store (JSON owned by internal/inbound) and sealed at
+// rest, because it holds the provider's secrets.
+type Source struct {
+	ID         string // "src_…"
+	Name       string
+	EndpointID string // its forwarding endpoint
+	Config     []byte
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// CreateSourceParams creates a source and its forwarding endpoint (Kind
+// "source", Tenant = source id) in one transaction.
+type CreateSourceParams struct {
+	Source   Source
+	Endpoint Endpoint
+}
+
+// UpdateSourceParams changes a source; nil fields are left unchanged.
+// DestinationURL changes its endpoint's URL.
+type UpdateSourceParams struct {
+	ID             string
+	Name           *string
+	Config         *[]byte
+	DestinationURL *string
+	Now            time.Time
 }
 
 // RotateSecretParams rotates an endpoint's signing secret.
@@ -419,6 +455,18 @@ type Store interface {
 	// dropped at once); secrets already expired at Now are dropped.
 	// ErrNotFound for an unknown id.
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
+	// CreateSource stores a source and its forwarding endpoint.
+	CreateSource(ctx context.Context, p CreateSourceParams) (Source, error)
+	// GetSource returns ErrNotFound for an unknown id.
+	GetSource(ctx context.Context, id string) (Source, error)
+	// ListSources lists sources, newest first.
+	ListSources(ctx context.Context, p ListParams) (Page[Source], error)
+	// UpdateSource returns ErrNotFound for an unknown id.
+	UpdateSource(ctx context.Context, p UpdateSourceParams) (Source, error)
+	// DeleteSource removes the source, its endpoint and its deliveries
+	// (events are kept until retention). ErrNotFound for an unknown id.
+	DeleteSource(ctx context.Context, id string) error
+
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)
 	// Purge deletes old history; it returns the number of rows deleted.

@@ -323,3 +323,12 @@ func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (s
 	}
 	return e, nil
 }
+
+// EnsureMeta implements store.Store: the first writer wins, concurrent
+// callers all get its value.
+func (s *Store) EnsureMeta(ctx context.Context, key, value string) (string, error) {
+	var stored string
+	err := s.pool.QueryRow(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET value = meta.value RETURNING value`, key, value).Scan(&stored)
+	return stored, wrap("meta "+key, err)
+}

@@ -42,10 +42,12 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"strings"
 	"time"
@@ -63,10 +65,16 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// migrationLockID is the key of the session-level advisory lock held while
-// migrating: Herald's own, so it does not wait on other applications that
-// use goose in the same database.
-const migrationLockID int64 = 0x6865726d6967 // "hermig"
+// migrationLockID returns the key of the session-level advisory lock held
+// while migrating: Herald's own (it does not wait on other applications that
+// use goose in the same database) and one per schema, since the schema
+// (search_path) holds the tables and goose's version table: Herald
+// deployments in two schemas of one database migrate independently.
+func migrationLockID(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("herald migrations\x00" + schema))
+	return int64(h.Sum64() &^ (1 << 63))
+}
 
 // tenantLockClass is the first key of the per-tenant advisory locks
 // (pg_advisory_xact_lock(class, hashtext(tenant))); two-key advisory locks
@@ -130,8 +138,15 @@ func describe(cfg *pgxpool.Config) string {
 func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	db := stdlib.OpenDB(*cc)
 	defer db.Close()
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return err
+	}
+	if !schema.Valid {
+		return errors.New("no schema of the search_path exists")
+	}
 	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(migrationLockID),
+		lock.WithLockID(migrationLockID(schema.String)),
 		lock.WithLockTimeout(1, 300), // try every second for 5 minutes
 		lock.WithUnlockTimeout(1, 60),
 	)

@@ -42,44 +42,68 @@ func baseURL(t *testing.T) string {
 }
 
 // newDatabase creates an empty database, drops it (with FORCE) when the
-// test ends, and returns its URL with a small pool (the conformance suite
-// runs its subtests in parallel).
+// test ends, and returns its URL with a small pool (tests run in parallel).
+// Tests that need a database of their own use it (LISTEN/NOTIFY channels
+// and advisory locks are per database); the others use newSchema, which is
+// much faster.
 func newDatabase(t *testing.T) string {
 	t.Helper()
-	base := baseURL(t)
-	u, err := url.Parse(base)
+	name := scratchName()
+	u := scratchURL(t, url.Values{"pool_max_conns": {"4"}})
+	adminExec(t, "CREATE DATABASE "+name)
+	t.Cleanup(func() { adminExec(t, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	u.Path = "/" + name
+	return u.String()
+}
+
+// newSchema creates an empty schema in the test database, drops it when
+// the test ends, and returns a URL whose connections use it (search_path)
+// with a small pool.
+func newSchema(t *testing.T) string {
+	t.Helper()
+	name := scratchName()
+	u := scratchURL(t, url.Values{"pool_max_conns": {"4"}, "search_path": {name}})
+	adminExec(t, "CREATE SCHEMA "+name)
+	t.Cleanup(func() { adminExec(t, "DROP SCHEMA IF EXISTS "+name+" CASCADE") })
+	return u.String()
+}
+
+func scratchName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "herald_test_" + hex.EncodeToString(b[:])
+}
+
+// scratchURL is the test URL with params set (unless the URL sets them).
+func scratchURL(t *testing.T, params url.Values) *url.URL {
+	t.Helper()
+	u, err := url.Parse(baseURL(t))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("%s must be a postgres:// URL", urlEnv)
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	name := "herald_test_" + hex.EncodeToString(b[:])
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("CREATE DATABASE %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("DROP DATABASE %s: %v", name, err)
-		}
-	})
-	u.Path = "/" + name
 	q := u.Query()
-	if q.Get("pool_max_conns") == "" {
-		q.Set("pool_max_conns", "4")
+	for k, v := range params {
+		if q.Get(k) == "" {
+			q[k] = v
+		}
 	}
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u
+}
+
+// adminExec runs sql on the test database, outside any store.
+func adminExec(t *testing.T, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, baseURL(t))
+	if err != nil {
+		t.Fatalf("connect to %s: %v", urlEnv, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Errorf("%s: %v", sql, err)
+	}
 }
 
 func openStore(t *testing.T, dbURL string, opts ...Option) *Store {
@@ -116,7 +140,7 @@ func TestConformance(t *testing.T) {
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("conformance suite: %v", time.Since(start).Round(time.Millisecond)) })
 	storetest.Exercise(t, func(t *testing.T) store.Store {
-		return openStore(t, newDatabase(t))
+		return openStore(t, newSchema(t))
 	})
 }
 
@@ -163,7 +187,7 @@ func gooseVersions(t *testing.T, conn *pgx.Conn) (rows int, max int64) {
 
 func TestMigrationsTwiceAreNoOp(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	s, err := Open(t.Context(), dbURL)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -238,7 +262,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestCanceledContext(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, newDatabase(t))
+	s := openStore(t, newSchema(t))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base}); !errors.Is(err, context.Canceled) {
@@ -258,7 +282,7 @@ func TestCanceledContext(t *testing.T) {
 
 func TestSecretsEncryptedAtRest(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	key := make([]byte, secretbox.KeySize)
 	rand.Read(key)
 	box, err := secretbox.New(key)
@@ -291,7 +315,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 // so the queue's cost does not grow with succeeded, dead or leased rows.
 func TestQueueQueriesUseDueIndex(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	ep := createEndpoint(t, s, newEndpoint("acme"))
 	conn := rawConn(t, dbURL)
@@ -366,7 +390,7 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 // twice, and between them claim every delivery.
 func TestConcurrentClaimersOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
 	for range 10 {
 		createEndpoint(t, nodes[0], newEndpoint("acme"))
@@ -424,7 +448,7 @@ func TestConcurrentClaimersOnTwoNodes(t *testing.T) {
 // others answer with it; the deliveries are made once.
 func TestConcurrentPublishSameIDOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
 	for range 3 {
 		createEndpoint(t, nodes[0], newEndpoint("acme"))
@@ -462,7 +486,7 @@ func TestConcurrentPublishSameIDOnTwoNodes(t *testing.T) {
 // one and none held for an enabled one (the tenant lock).
 func TestFanOutRacesWithEndpointChanges(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
 	ctx := t.Context()
 	doomed := createEndpoint(t, nodes[0], newEndpoint("acme"))
@@ -535,7 +559,7 @@ func TestFanOutRacesWithEndpointChanges(t *testing.T) {
 // duplicate number.
 func TestConcurrentCompletionsNumberAttempts(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
 	ctx := t.Context()
 	createEndpoint(t, nodes[0], newEndpoint("acme"))
@@ -669,7 +693,7 @@ func TestListen(t *testing.T) {
 // Deleting an endpoint leaves no attempt rows behind.
 func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	t.Parallel()
-	dbURL := newDatabase(t)
+	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	ctx := t.Context()
 	ep := createEndpoint(t, s, newEndpoint("acme"))

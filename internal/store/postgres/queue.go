@@ -95,7 +95,7 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	})
 	err := s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
 		if !inserted {
-			existing, n, err := existingEvent(ctx, tx, ev)
+			existing, n, err := existingEvent(ctx, tx, ev, p.IDFromClient)
 			if err != nil {
 				return err
 			}
@@ -140,8 +140,9 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 // existingEvent finds the event that made the insert of ev do nothing: the
 // one with the same tenant and idempotency key, else the one with the same
 // id. Same fingerprint: it answers the publish (with its delivery count);
-// otherwise the publish is a conflict.
-func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event) (store.Event, int, error) {
+// otherwise, or when the producer chose an id and the key belongs to
+// another, the publish is a conflict.
+func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event, idFromClient bool) (store.Event, int, error) {
 	var (
 		existing store.Event
 		err      = pgx.ErrNoRows
@@ -160,8 +161,9 @@ func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event) (store.Event,
 	if err != nil {
 		return store.Event{}, 0, err
 	}
-	if existing.Fingerprint != ev.Fingerprint {
-		return store.Event{}, 0, fmt.Errorf("event %s: id or idempotency key reused with a different tenant, type or data: %w", existing.ID, store.ErrConflict)
+	keyOfAnother := idFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID
+	if existing.Fingerprint != ev.Fingerprint || keyOfAnother {
+		return store.Event{}, 0, store.PublishConflict(existing, ev, idFromClient)
 	}
 	var n int
 	if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = $1", existing.ID).Scan(&n); err != nil {

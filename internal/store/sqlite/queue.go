@@ -14,15 +14,21 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
 
 func scanEvent(sc scanner) (store.Event, error) {
 	var (
 		e                     store.Event
 		occurredAt, createdAt int64
+		headers               string
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers); err != nil {
 		return e, err
+	}
+	if headers != "" {
+		if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
+			return e, fmt.Errorf("event %s headers: %w", e.ID, err)
+		}
 	}
 	e.OccurredAt, e.CreatedAt = fromMicro(occurredAt), fromMicro(createdAt)
 	return e, nil
@@ -66,8 +72,16 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at) VALUES (?,?,?,?,?,?,?,?)",
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now)); err != nil {
+	headers := ""
+	if len(ev.Headers) > 0 {
+		b, err := json.Marshal(ev.Headers)
+		if err != nil {
+			return store.PublishResult{}, fmt.Errorf("publish: headers: %w", err)
+		}
+		headers = string(b)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)",
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
 	rows, err := tx.QueryContext(ctx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?", ev.Tenant)

@@ -180,7 +180,7 @@ func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) e
 	return wrap("add api key", err)
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -192,7 +192,7 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		createdAt, updatedAt    int64
 		failingSince            sql.NullInt64
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
 		return e, err
 	}
 	e.FailingSince = nullMicro(failingSince)
@@ -236,7 +236,7 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	if !e.FailingSince.IsZero() {
 		failing = micro(e.FailingSince)
 	}
-	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing}, nil
+	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing, e.Kind}, nil
 }
 
 // CreateEndpoint implements store.Store.
@@ -249,7 +249,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
@@ -297,6 +297,9 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if p.Tenant != "" {
 		where = append(where, "tenant = ?")
 		args = append(args, p.Tenant)
+	}
+	if !p.IncludeSources {
+		where = append(where, "kind = ''")
 	}
 	if p.Cursor != "" {
 		where = append(where, "id < ?")
@@ -379,7 +382,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	}
 	// args[0] is the id; move it to the end for the WHERE clause.
 	_, err = tx.ExecContext(ctx, `UPDATE endpoints SET tenant=?, url=?, description=?, event_types=?, headers=?,
-		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=? WHERE id=?`,
+		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=?, kind=? WHERE id=?`,
 		append(args[1:], args[0])...)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)

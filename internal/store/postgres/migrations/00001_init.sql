@@ -88,7 +88,15 @@ CREATE TABLE attempts (
     PRIMARY KEY (delivery_id, number)
 );
 
+-- Facts about the database itself, e.g. a value sealed with the encryption
+-- key so a node started with another key refuses to run.
+CREATE TABLE meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+
 -- +goose Down
+DROP TABLE meta;
 DROP TABLE attempts;
 DROP TABLE deliveries;
 DROP TABLE events;

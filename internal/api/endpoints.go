@@ -145,7 +145,11 @@ func (s *Server) checkURL(raw, loc string) (string, error) {
 	if err != nil {
 		var pe *egress.PolicyError
 		if errors.As(err, &pe) {
-			return "", invalid(loc, "url rule "+pe.Rule+": "+pe.Message, raw)
+			var echo any = raw
+			if pe.Rule == egress.RuleCredentialsInQuery || pe.Rule == egress.RuleUserinfo {
+				echo = nil // never repeat a secret back
+			}
+			return "", invalid(loc, "url rule "+pe.Rule+": "+pe.Message, echo)
 		}
 		return "", invalid(loc, err.Error(), raw)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -580,6 +581,16 @@ func TestAddressPolicy(t *testing.T) {
 	if err := n64.checkAddr(netip.MustParseAddr("64:ff9b::7f00:1")); !isBlocked(err) {
 		t.Errorf("NAT64 of 127.0.0.1 with 64:ff9b::/96 allowed: %v, want denied", err)
 	}
+	// Likewise allowing 6to4 still checks the embedded IPv4 (bits 16..47).
+	s64 := newClient(t, Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("2002::/16")}})
+	if err := s64.checkAddr(netip.MustParseAddr("2002:808:808::1")); err != nil {
+		t.Errorf("6to4 of 8.8.8.8 with 2002::/16 allowed: %v", err)
+	}
+	for _, s := range []string{"2002:7f00:1::", "2002:a00:1::1", "2002:a9fe:a9fe::1"} {
+		if err := s64.checkAddr(netip.MustParseAddr(s)); !isBlocked(err) {
+			t.Errorf("6to4 %s with 2002::/16 allowed: %v, want denied", s, err)
+		}
+	}
 	// Loopback mode opens loopback only.
 	dev := newClient(t, devConfig())
 	for _, s := range []string{"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"} {
@@ -637,6 +648,13 @@ func TestCheckURL(t *testing.T) {
 		{"dev localhost", dev, "http://localhost:8080/", ""},
 		{"dev ::1", dev, "http://[::1]:8080/", ""},
 		{"allowed cidr", cidr, "https://10.1.2.3/", ""},
+		{"query words that are not credentials", prod, "https://example.com/?page=2&sort=key&keyword=x&monkey=1&author=me&tokens=3", ""},
+		{"credential in the value only", prod, "https://example.com/?type=token&q=password", ""},
+		{"empty query", prod, "https://example.com/?", ""},
+		{"token param", prod, "https://example.com/?token=x", RuleCredentialsInQuery},
+		{"encoded api_key", prod, "https://example.com/?api%5Fkey=x", RuleCredentialsInQuery},
+		{"hub.verify_token", prod, "https://example.com/?hub.verify_token=x", RuleCredentialsInQuery},
+		{"dev too", dev, "http://localhost:8080/?secret=x", RuleCredentialsInQuery},
 
 		{"http refused", prod, "http://example.com/", RuleScheme},
 		{"ftp", dev, "ftp://example.com/", RuleScheme},
@@ -717,10 +735,12 @@ func TestCheckURL(t *testing.T) {
 	if _, err := prod.CheckURL(u); err != nil {
 		t.Errorf("URL of %d bytes: %v", len(u), err)
 	}
-	// messages do not echo secrets from userinfo
-	_, err := prod.CheckURL("https://user:s3cret@example.com/")
-	if strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("error echoes the password: %v", err)
+	// messages do not echo secrets from userinfo or the query
+	for _, raw := range []string{"https://user:s3cret@example.com/", "https://example.com/?a=1&access_token=s3cret"} {
+		_, err := prod.CheckURL(raw)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("CheckURL(%q) = %v: want an error that does not echo the secret", raw, err)
+		}
 	}
 }
 
@@ -793,7 +813,18 @@ func FuzzCheckURL(f *testing.F) {
 		"https://example.com/#f", "https://2130706433/", "https://[fe80::1%25eth0]/", "HTTPS://EXAMPLE.COM",
 		"https://example.com:443/a?b=c", `https://a\b`, "https:example", "https://%41/", "https://a..b/",
 		"https://[::ffff:10.0.0.1]:1/", "https://xn--bcher-kva.example/", "https://example.com:/",
+		"https://example.com/?page=2&sort=key", "https://example.com/?token=x", "https://localhost./",
 	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	// Every class of TestHostileDestinations (loopback, private, link-local,
+	// unspecified, CGNAT, mapped, compatible, NAT64, 6to4, multicast,
+	// broadcast, reserved, documentation, metadata, numeric forms,
+	// userinfo, fragment, backslash, white space, controls, localhost,
+	// credentials in the query, schemes, %-encoding, IDN homographs).
+	for _, row := range hostileRows() {
+		s := strings.ReplaceAll(row.url, "{P}", "8080")
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -830,6 +861,20 @@ func FuzzCheckURL(f *testing.F) {
 		if a, err := netip.ParseAddr(u.Hostname()); err == nil {
 			if err := c.checkAddr(a); err != nil {
 				t.Fatalf("CheckURL(%q) accepted a denied address: %v", raw, err)
+			}
+		} else {
+			name := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+			labels := strings.Split(name, ".")
+			if numericLabel(labels[len(labels)-1]) {
+				t.Fatalf("CheckURL(%q) accepted a numeric IPv4 form", raw)
+			}
+			if !isDev && (name == "localhost" || strings.HasSuffix(name, ".localhost")) {
+				t.Fatalf("CheckURL(%q) accepted localhost", raw)
+			}
+		}
+		for k := range u.Query() {
+			if _, bad := credentialParam(url.QueryEscape(k)); bad {
+				t.Fatalf("CheckURL(%q) accepted credential parameter %q", raw, k)
 			}
 		}
 		// net/http must be able to build a request from it.

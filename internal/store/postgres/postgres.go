@@ -264,7 +264,7 @@ func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) e
 	return wrap("add api key", err)
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
 
 func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 	var (
@@ -274,7 +274,7 @@ func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 		createdAt, updatedAt time.Time
 		failingSince         *time.Time
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
 		return e, err
 	}
 	e.State = store.EndpointState(state)
@@ -315,33 +315,42 @@ func headersJSON(h map[string]string) (string, error) {
 
 // CreateEndpoint implements store.Store.
 func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams) (store.Endpoint, error) {
-	e := p.Endpoint
+	q, args, err := s.insertEndpoint(p.Endpoint)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	// Answer with the row as stored, as GetEndpoint would.
+	got, err := s.scanEndpoint(s.pool.QueryRow(ctx, q, args...))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", p.Endpoint.ID, store.ErrConflict)
+		}
+		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	return got, nil
+}
+
+// insertEndpoint is the INSERT … RETURNING of a new endpoint.
+func (s *Store) insertEndpoint(e store.Endpoint) (string, []any, error) {
 	if e.State == "" {
 		e.State = store.EndpointEnabled
 	}
 	types, err := eventTypesJSON(e.EventTypes)
 	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+		return "", nil, err
 	}
 	headers, err := headersJSON(e.Headers)
 	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+		return "", nil, err
 	}
 	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
 	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+		return "", nil, err
 	}
-	// Answer with the row as stored, as GetEndpoint would.
-	got, err := s.scanEndpoint(s.pool.QueryRow(ctx, "INSERT INTO endpoints ("+endpointColumns+`)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13) RETURNING `+endpointColumns,
-		e.ID, e.Tenant, e.URL, e.Description, types, headers, e.RateLimitPerSecond, string(e.State), e.StateReason, sec, ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince)))
-	if err != nil {
-		if isUniqueViolation(err) {
-			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
-		}
-		return store.Endpoint{}, wrap("create endpoint", err)
-	}
-	return got, nil
+	return "INSERT INTO endpoints (" + endpointColumns + `)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING ` + endpointColumns,
+		[]any{e.ID, e.Tenant, e.URL, e.Description, types, headers, e.RateLimitPerSecond, string(e.State), e.StateReason, sec,
+			ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince), e.Kind}, nil
 }
 
 // GetEndpoint implements store.Store.
@@ -394,6 +403,9 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	var f filter
 	if p.Tenant != "" {
 		f.add("tenant = ?", p.Tenant)
+	}
+	if !p.IncludeSources {
+		f.where = append(f.where, "kind = ''")
 	}
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)

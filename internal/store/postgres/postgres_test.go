@@ -75,8 +75,11 @@ func scratchName() string {
 }
 
 // scratchURL is the test URL with params set (unless the URL sets them).
+// Commits do not wait for the WAL flush (synchronous_commit=off): the
+// tests do not crash the server, and the suite runs several times faster.
 func scratchURL(t *testing.T, params url.Values) *url.URL {
 	t.Helper()
+	params.Set("synchronous_commit", "off")
 	u, err := url.Parse(baseURL(t))
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("%s must be a postgres:// URL", urlEnv)
@@ -714,5 +717,150 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	}
 	if attempts != 0 || deliveries != 0 || events != 1 {
 		t.Errorf("after DeleteEndpoint: %d attempts, %d deliveries, %d events; want 0, 0, 1", attempts, deliveries, events)
+	}
+}
+
+// Sources are not in the conformance suite yet: the SQLite driver's
+// behaviour, checked here.
+func TestSources(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	key := make([]byte, secretbox.KeySize)
+	rand.Read(key)
+	box, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dbURL, WithSecretBox(box))
+	ctx := t.Context()
+	createEndpoint(t, s, newEndpoint("acme"))
+	var srcs []store.Source
+	for i := range 3 {
+		id := store.NewID("src")
+		ep := newEndpoint("ignored")
+		ep.URL = "http://localhost:9000/in"
+		src, err := s.CreateSource(ctx, store.CreateSourceParams{
+			Source:   store.Source{ID: id, Name: fmt.Sprintf("stripe %d", i), Config: []byte(`{"secret":"whsec_provider"}`), CreatedAt: base, UpdatedAt: base},
+			Endpoint: ep,
+		})
+		if err != nil {
+			t.Fatalf("CreateSource: %v", err)
+		}
+		if src.EndpointID != ep.ID || string(src.Config) != `{"secret":"whsec_provider"}` || !src.CreatedAt.Equal(base) {
+			t.Fatalf("CreateSource = %+v", src)
+		}
+		got, err := s.GetEndpoint(ctx, ep.ID)
+		if err != nil || got.Kind != store.EndpointKindSource || got.Tenant != id {
+			t.Fatalf("source endpoint = %+v, %v; want kind source, tenant %s", got, err, id)
+		}
+		srcs = append(srcs, src)
+	}
+	if _, err := s.CreateSource(ctx, store.CreateSourceParams{Source: store.Source{ID: srcs[0].ID, Config: []byte("{}")}, Endpoint: newEndpoint("x")}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateSource(existing id) = %v, want ErrConflict", err)
+	}
+	var raw string
+	if err := rawConn(t, dbURL).QueryRow(ctx, "SELECT config FROM sources WHERE id = $1", srcs[0].ID).Scan(&raw); err != nil || strings.Contains(raw, "whsec_provider") {
+		t.Errorf("config column = %q (%v), want it sealed", raw, err)
+	}
+	pg, err := s.ListEndpoints(ctx, store.ListEndpointsParams{ListParams: store.ListParams{Limit: 100}})
+	if err != nil || len(pg.Data) != 1 {
+		t.Errorf("ListEndpoints = %d, %v; want only the tenant's endpoint", len(pg.Data), err)
+	}
+	if pg, err = s.ListEndpoints(ctx, store.ListEndpointsParams{IncludeSources: true, ListParams: store.ListParams{Limit: 100}}); err != nil || len(pg.Data) != 4 {
+		t.Errorf("ListEndpoints(IncludeSources) = %d, %v; want 4", len(pg.Data), err)
+	}
+	var listed []string
+	for cursor := ""; ; {
+		page, err := s.ListSources(ctx, store.ListParams{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("ListSources: %v", err)
+		}
+		for _, src := range page.Data {
+			listed = append(listed, src.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if want := []string{srcs[2].ID, srcs[1].ID, srcs[0].ID}; strings.Join(listed, ",") != strings.Join(want, ",") {
+		t.Errorf("ListSources = %v, want %v (newest first)", listed, want)
+	}
+
+	// An inbound event with forwarded headers, to the source's endpoint.
+	ev := newEvent(srcs[0].ID)
+	ev.Headers = map[string]string{"Stripe-Signature": "t=1,v1=ab"}
+	publish(t, s, ev, base)
+	if got, err := s.GetEvent(ctx, ev.ID); err != nil || got.Headers["Stripe-Signature"] != "t=1,v1=ab" {
+		t.Errorf("GetEvent headers = %v, %v", got.Headers, err)
+	}
+	plain := newEvent("acme")
+	publish(t, s, plain, base)
+	if got, err := s.GetEvent(ctx, plain.ID); err != nil || got.Headers != nil {
+		t.Errorf("GetEvent headers of a published event = %#v, %v; want nil", got.Headers, err)
+	}
+
+	name, dest := "renamed", "http://localhost:9001/in"
+	upd, err := s.UpdateSource(ctx, store.UpdateSourceParams{ID: srcs[0].ID, Name: &name, DestinationURL: &dest, Now: base.Add(time.Hour)})
+	if err != nil || upd.Name != name || string(upd.Config) != `{"secret":"whsec_provider"}` || !upd.UpdatedAt.Equal(base.Add(time.Hour)) {
+		t.Errorf("UpdateSource = %+v, %v", upd, err)
+	}
+	if ep, err := s.GetEndpoint(ctx, srcs[0].EndpointID); err != nil || ep.URL != dest {
+		t.Errorf("source endpoint after UpdateSource: %+v, %v; want URL %s", ep, err, dest)
+	}
+	if _, err := s.UpdateSource(ctx, store.UpdateSourceParams{ID: "src_unknown", Name: &name, Now: base}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateSource(unknown) = %v, want ErrNotFound", err)
+	}
+
+	if err := s.DeleteSource(ctx, srcs[0].ID); err != nil {
+		t.Fatalf("DeleteSource: %v", err)
+	}
+	if _, err := s.GetSource(ctx, srcs[0].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSource(deleted) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetEndpoint(ctx, srcs[0].EndpointID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetEndpoint(deleted source's) = %v, want ErrNotFound", err)
+	}
+	if d := listDeliveries(t, s, srcs[0].EndpointID); len(d) != 0 {
+		t.Errorf("deliveries of the deleted source's endpoint: %d", len(d))
+	}
+	if err := s.DeleteSource(ctx, srcs[0].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteSource again = %v, want ErrNotFound", err)
+	}
+}
+
+func listDeliveries(t *testing.T, s *Store, endpointID string) []store.Delivery {
+	t.Helper()
+	pg, err := s.ListDeliveries(t.Context(), store.ListDeliveriesParams{EndpointID: endpointID, ListParams: store.ListParams{Limit: 1000}})
+	if err != nil {
+		t.Fatalf("ListDeliveries: %v", err)
+	}
+	return pg.Data
+}
+
+// Nodes starting together with their encryption key checks: the first
+// value stored wins and every node reads it.
+func TestEnsureMetaFirstWriterWins(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			v, err := nodes[i%2].EnsureMeta(t.Context(), "k", fmt.Sprint("value ", i))
+			if err != nil {
+				t.Errorf("EnsureMeta: %v", err)
+			}
+			got[i] = v
+		})
+	}
+	wg.Wait()
+	for _, v := range got {
+		if v != got[0] {
+			t.Fatalf("EnsureMeta answers %q, want one value for all", got)
+		}
+	}
+	if v, err := nodes[0].EnsureMeta(t.Context(), "k", "later"); err != nil || v != got[0] {
+		t.Errorf("EnsureMeta later = %q, %v; want %q", v, err, got[0])
 	}
 }

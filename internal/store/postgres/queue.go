@@ -20,12 +20,20 @@ import (
 // "deliveries may have become claimable".
 const notifyChannel = "herald_deliveries"
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
 
 func scanEvent(row pgx.Row) (store.Event, error) {
-	var e store.Event
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt); err != nil {
+	var (
+		e       store.Event
+		headers []byte
+	)
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers); err != nil {
 		return e, err
+	}
+	if headers != nil {
+		if err := json.Unmarshal(headers, &e.Headers); err != nil {
+			return e, fmt.Errorf("event %s headers: %w", e.ID, err)
+		}
 	}
 	e.OccurredAt, e.CreatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC()
 	return e, nil
@@ -46,9 +54,16 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	if body == nil {
 		body = []byte{}
 	}
-	var idem *string
+	var idem, headers *string
 	if ev.IdempotencyKey != "" {
 		idem = &ev.IdempotencyKey
+	}
+	if len(ev.Headers) > 0 { // none is NULL, read back as nil
+		h, err := jsonOf(ev.Headers)
+		if err != nil {
+			return store.PublishResult{}, fmt.Errorf("publish: headers: %w", err)
+		}
+		headers = &h
 	}
 	type target struct {
 		id    string
@@ -63,9 +78,9 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	// Shared: concurrent publishes do not wait on each other; a delete or a
 	// disable of one of the tenant's endpoints waits for them, and they for it.
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2))", tenantLockClass, ev.Tenant)
-	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), body, idem, ev.Fingerprint, ts(p.Now)).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING`,
+		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), body, idem, ev.Fingerprint, ts(p.Now), headers).Exec(func(ct pgconn.CommandTag) error {
 		inserted = ct.RowsAffected() == 1
 		return nil
 	})

@@ -56,8 +56,13 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 	}
 	switch {
 	case err == nil:
+		// When the producer chose the id, a key that belongs to another
+		// event is a conflict too (not a retry of this publish).
+		if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
+			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+		}
 		if existing.Fingerprint != ev.Fingerprint {
-			return store.PublishResult{}, fmt.Errorf("event %s: id or idempotency key reused with a different tenant, type or data: %w", existing.ID, store.ErrConflict)
+			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?", existing.ID).Scan(&n); err != nil {

@@ -1376,3 +1376,43 @@ func (s suite) deliveryFilters(t *testing.T) {
 		}
 	})
 }
+
+// ---------------------------------------------------------------------------
+// PublishParams.IDFromClient
+
+func (s suite) publishClientID(t *testing.T) {
+	s.run(t, "KeyOfAnotherClientIDIsConflict", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		ev := newEvent("acme", "file.created", `{"n":1}`)
+		ev.IdempotencyKey = "key-1"
+		p := publishParams(ev, base)
+		p.IDFromClient = true
+		first, err := f.s.PublishEvent(f.ctx, p)
+		if err != nil || !first.Created {
+			t.Fatalf("PublishEvent = %+v, %v", first, err)
+		}
+		// The same client id and key again: the original.
+		again, err := f.s.PublishEvent(f.ctx, p)
+		if err != nil || again.Created || again.Event.ID != ev.ID || again.Deliveries != 1 {
+			t.Errorf("republish of the same client id and key = %+v, %v; want the original", again, err)
+		}
+		// Another client-chosen id with the same key and content: conflict.
+		other := newEvent("acme", "file.created", `{"n":1}`)
+		other.IdempotencyKey = "key-1"
+		po := publishParams(other, at(time.Minute))
+		po.IDFromClient = true
+		_, err = f.s.PublishEvent(f.ctx, po)
+		wantErr(t, "PublishEvent(key of another client id)", err, store.ErrConflict)
+		_, err = f.s.GetEvent(f.ctx, other.ID)
+		wantErr(t, "GetEvent(refused id)", err, store.ErrNotFound)
+		// A server-chosen id with the key: a client retry, the original.
+		po.IDFromClient = false
+		res, err := f.s.PublishEvent(f.ctx, po)
+		if err != nil || res.Created || res.Event.ID != ev.ID {
+			t.Errorf("retry with a server id = %+v, %v; want the original", res, err)
+		}
+		if got := f.listDeliveries(store.ListDeliveriesParams{}); len(got) != 1 {
+			t.Errorf("deliveries = %d, want 1", len(got))
+		}
+	})
+}

@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Stats", s.stats)
 	group("Purge", s.purge)
 	group("DeliveryFilters", s.deliveryFilters)
+	group("PublishClientID", s.publishClientID)
 }
 
 type suite struct {

@@ -25,7 +25,8 @@ CREATE TABLE endpoints (
     failing_since         timestamptz,                 -- start of the current failure streak
     notice                text NOT NULL DEFAULT '',    -- operational event to emit ('' = none)
     notice_at             timestamptz,                 -- when the notice was recorded
-    last_spike_at         timestamptz                  -- last dead-letter spike alert
+    last_spike_at         timestamptz,                 -- last dead-letter spike alert
+    kind                  text NOT NULL DEFAULT ''     -- '' (a tenant's) or 'source' (an inbound source's forwarding endpoint)
 );
 CREATE INDEX endpoints_tenant ON endpoints (tenant, id);
 CREATE INDEX endpoints_notice ON endpoints (notice_at) WHERE notice <> '';
@@ -41,7 +42,8 @@ CREATE TABLE events (
     body            bytea NOT NULL,
     idempotency_key text,
     fingerprint     text NOT NULL,
-    created_at      timestamptz NOT NULL
+    created_at      timestamptz NOT NULL,
+    headers         jsonb                 -- forwarded headers (inbound events); NULL = none
 );
 CREATE UNIQUE INDEX events_idempotency ON events (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX events_seq ON events (seq);
@@ -88,6 +90,18 @@ CREATE TABLE attempts (
     PRIMARY KEY (delivery_id, number)
 );
 
+-- Inbound gateway. A source verifies a provider's requests and forwards
+-- them to its destination through its own endpoint (kind 'source', tenant =
+-- the source id), so retries, dead letters, replay and metrics apply.
+CREATE TABLE sources (
+    id          text COLLATE "C" PRIMARY KEY,
+    name        text NOT NULL,
+    endpoint_id text COLLATE "C" NOT NULL,
+    config      text NOT NULL, -- sealed JSON: scheme, secrets, tolerance, dedupe, limits
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL
+);
+
 -- Facts about the database itself, e.g. a value sealed with the encryption
 -- key so a node started with another key refuses to run.
 CREATE TABLE meta (
@@ -97,6 +111,7 @@ CREATE TABLE meta (
 
 -- +goose Down
 DROP TABLE meta;
+DROP TABLE sources;
 DROP TABLE attempts;
 DROP TABLE deliveries;
 DROP TABLE events;

@@ -45,6 +45,12 @@ type Config struct {
 	Notify func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
+	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
+	// key: the provider's signature is the authentication).
+	Inbound http.Handler
+	// SourceChanged is called after a source was updated or deleted (the
+	// gateway drops its cached configuration).
+	SourceChanged func(id string)
 	// Now tells the time; default time.Now in UTC.
 	Now func() time.Time
 	// MaxPayloadBytes caps the event body sent to endpoints; default 65536.
@@ -86,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}
 	}
+	if cfg.SourceChanged == nil {
+		cfg.SourceChanged = func(string) {}
+	}
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = 64 << 10
 	}
@@ -106,6 +115,10 @@ func New(cfg Config) (*Server, error) {
 	s.registerEvents()
 	s.registerDeliveries()
 	s.registerOperations()
+	s.registerSources()
+	if cfg.Inbound != nil {
+		mux.Handle("/in/{source_id}", cfg.Inbound)
+	}
 	s.registerHealth()
 	s.handler = s.authenticate(checkJSON(mux))
 	return s, nil
@@ -168,7 +181,9 @@ const maxRequestBytes = 1 << 20
 // 422 for missing, mistyped or unknown fields). Bodies over 1 MiB get 413.
 func checkJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete {
+		// The inbound gateway reads providers' raw bytes itself (any
+		// content type, its own size cap).
+		if r.Body == nil || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || strings.HasPrefix(r.URL.Path, "/in/") {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -72,7 +72,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish bad id", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"has space"}`, nil, 422, "body.id"},
 		{"publish unknown field", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"extra":1}`, nil, 422, "extra"},
 		{"publish too large", "POST", "/v1/events", big, nil, 413, ""},
-		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 409, "reused"},
+		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 409, "already exists with a different"},
 		{"duplicate member", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","tenant":"other"}`, nil, 400, "appears twice"},
 		{"invalid utf-8", "POST", "/v1/events", "{\"tenant\":\"acme\",\"type\":\"a.b\",\"data\":{\"k\":\"\xff\xfe\"}}", nil, 400, "UTF-8"},
 		{"byte-order mark", "POST", "/v1/events", "\xef\xbb\xbf{}", nil, 400, "byte-order mark"},

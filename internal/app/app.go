@@ -23,11 +23,13 @@ import (
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/inbound"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
@@ -104,6 +106,8 @@ type Main struct {
 	cfg     Config
 	metrics *metrics.Metrics
 	ops     *ops.Housekeeper
+	gateway *inbound.Gateway
+	trusted *egress.Client
 	store   store.Store
 	engine  *delivery.Engine
 	api     *api.Server
@@ -164,6 +168,20 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, fmt.Errorf("egress: %w", err)
 	}
+	// Inbound sources' destinations are set by operators and may be
+	// private: their client allows every address (still https or http,
+	// still no redirects, no proxies).
+	m.trusted, err = egress.New(egress.Config{
+		AllowHTTP:     true,
+		AllowLoopback: true,
+		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		Timeout:       cfg.AttemptTimeout,
+		UserAgent:     "Herald/" + Version,
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("egress: %w", err)
+	}
 	m.metrics = metrics.New(st.Stats)
 	disableAfter := cfg.DisableAfter
 	if disableAfter < 0 {
@@ -189,7 +207,10 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger})
 	m.api, err = api.New(api.Config{
+		Inbound:         m.gateway,
+		SourceChanged:   m.gateway.Forget,
 		Store:           st,
 		URLs:            m.egress,
 		APIKeyHashes:    keyHashes,
@@ -238,11 +259,11 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	var path string
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
-		return nil, errors.New("--db: the PostgreSQL store is not available in this build yet; use sqlite:PATH")
+		return m.openPostgres(ctx, db)
 	case strings.HasPrefix(db, "sqlite:"):
 		path = strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
 	case strings.Contains(db, "://"):
-		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH", db)
+		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", db)
 	default:
 		path = db
 	}
@@ -294,6 +315,32 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	return st, nil
 }
 
+// openPostgres opens the shared PostgreSQL store. Every node must use the
+// same HERALD_ENCRYPTION_KEY, so it is required (no key file: nodes do not
+// share a disk).
+func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error) {
+	if m.cfg.EncryptionKey == "" {
+		return nil, errors.New("HERALD_ENCRYPTION_KEY is required with PostgreSQL: every node must encrypt endpoint secrets with the same key (generate one with `openssl rand -base64 32`)")
+	}
+	key, err := secretbox.ParseKey(m.cfg.EncryptionKey)
+	if err != nil {
+		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
+	}
+	box, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := postgres.Open(ctx, url, postgres.WithSecretBox(box))
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckKey(ctx, st, box); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
+	}
+	return st, nil
+}
+
 // apiKeyHashes returns the accepted API key hashes: HERALD_API_KEY's when
 // set; otherwise the stored ones, generating and printing one on first
 // start.
@@ -335,6 +382,13 @@ func (m *Main) Run(ctx context.Context) error {
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- m.engine.Run(engineCtx) }()
+	// PostgreSQL: a publish on any node wakes this node's workers at once
+	// (LISTEN/NOTIFY); polling remains the fallback.
+	if l, ok := m.store.(interface {
+		Listen(ctx context.Context, onNotify func()) error
+	}); ok {
+		go func() { _ = l.Listen(engineCtx, m.engine.Notify) }()
+	}
 	opsDone := make(chan struct{})
 	go func() {
 		defer close(opsDone)
@@ -360,6 +414,7 @@ func (m *Main) Run(ctx context.Context) error {
 	<-engineDone
 	<-opsDone
 	m.egress.CloseIdleConnections()
+	m.trusted.CloseIdleConnections()
 	return errors.Join(err, m.Close())
 }
 

@@ -47,8 +47,12 @@ type Sender interface {
 type Config struct {
 	// Store holds the queue. Required.
 	Store store.Store
-	// Sender sends attempts. Required.
+	// Sender sends attempts to tenants' endpoints (SSRF policy). Required.
 	Sender Sender
+	// TrustedSender sends attempts to inbound sources' destinations, which
+	// operators set and which may be private addresses (redirects are still
+	// never followed). Default: Sender.
+	TrustedSender Sender
 	// Policy decides retries. Zero value: retry.DefaultSchedule.
 	Policy retry.Policy
 	// Clock; default SystemClock.
@@ -100,6 +104,9 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	if c.TrustedSender == nil {
+		c.TrustedSender = c.Sender
+	}
 	if c.Policy.Schedule == nil {
 		c.Policy.Schedule = retry.DefaultSchedule
 	}
@@ -377,7 +384,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
-	res := e.send(ctx, ep, ev.ID, ev.Type, ev.Body, number, start)
+	res := e.send(ctx, ep, ev.ID, ev.Type, ev.Body, ev.Headers, number, start)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a
@@ -454,12 +461,19 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 
 // send signs and sends one attempt of a body to an endpoint with the
 // contract's headers (DESIGN.md "Every outbound request").
-func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, number int, start time.Time) egress.Result {
-	h := make(http.Header, 12+len(ep.Headers))
+func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, forwarded map[string]string, number int, start time.Time) egress.Result {
+	h := make(http.Header, 12+len(ep.Headers)+len(forwarded))
+	// Forwarded headers (an inbound provider's) first, then the endpoint's
+	// custom headers, then Herald's own, which nothing overrides.
+	for k, v := range forwarded {
+		h.Set(k, v)
+	}
 	for k, v := range ep.Headers {
 		h.Set(k, v)
 	}
-	h.Set("Content-Type", "application/json")
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
 	h.Set("User-Agent", e.cfg.UserAgent)
 	h.Set(HeaderEventID, eventID)
 	h.Set(HeaderEventType, eventType)
@@ -475,7 +489,11 @@ func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType
 	// and it is bounded by the timeout anyway.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.AttemptTimeout)
 	defer cancel()
-	return e.cfg.Sender.Do(actx, egress.Request{URL: ep.URL, Header: h, Body: body})
+	sender := e.cfg.Sender
+	if ep.Kind == store.EndpointKindSource {
+		sender = e.cfg.TrustedSender
+	}
+	return sender.Do(actx, egress.Request{URL: ep.URL, Header: h, Body: body})
 }
 
 // TestEventType is the type of the events sent by SendTest.
@@ -491,7 +509,7 @@ func (e *Engine) SendTest(ctx context.Context, ep store.Endpoint) (store.Attempt
 	if err != nil {
 		return store.Attempt{}, "", err
 	}
-	res := e.send(ctx, ep, id, TestEventType, body, 1, start)
+	res := e.send(ctx, ep, id, TestEventType, body, nil, 1, start)
 	a := store.Attempt{Number: 1, StartedAt: start, Duration: res.Duration, StatusCode: res.StatusCode, Error: res.ErrorClass,
 		ErrorDetail: res.ErrorDetail, Location: res.Location, ResponseExcerpt: res.Excerpt}
 	if res.StatusCode >= 300 && res.StatusCode < 400 {

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/inbound"
+	"github.com/herald-webhooks/herald/internal/inbound/scheme"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// HMACBody configures the generic "hmac" scheme.
+type HMACBody struct {
+	Header          string `json:"header" minLength:"1" maxLength:"128" doc:"header carrying the signature"`
+	Algorithm       string `json:"algorithm,omitempty" enum:"sha256,sha1,sha512" doc:"default sha256"`
+	Encoding        string `json:"encoding,omitempty" enum:"hex,base64" doc:"default hex"`
+	Prefix          string `json:"prefix,omitempty" maxLength:"64" doc:"stripped before decoding, e.g. sha256="`
+	TimestampHeader string `json:"timestamp_header,omitempty" maxLength:"128" doc:"header with unix seconds; enables the replay window"`
+	Template        string `json:"template,omitempty" maxLength:"256" doc:"signed content; placeholders {body}, {timestamp}, {header:Name}; default {body}"`
+}
+
+func (h *HMACBody) config() *scheme.HMACConfig {
+	if h == nil {
+		return nil
+	}
+	return &scheme.HMACConfig{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix,
+		TimestampHeader: h.TimestampHeader, Template: h.Template}
+}
+
+// CreateSourceBody is the body of POST /v1/sources.
+type CreateSourceBody struct {
+	Name             string    `json:"name" minLength:"1" maxLength:"128"`
+	Scheme           string    `json:"scheme" enum:"herald,standard-webhooks,stripe,github,shopify,slack,hmac" doc:"how the provider signs"`
+	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
+	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300"`
+	Dedupe           string    `json:"dedupe,omitempty" maxLength:"256" doc:"dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>"`
+	DestinationURL   string    `json:"destination_url" minLength:"1" maxLength:"2048" doc:"where events are forwarded; set by operators, may be a private address"`
+	MaxBodyBytes     int64     `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216" doc:"largest accepted body in bytes; default 1 MiB"`
+	HMAC             *HMACBody `json:"hmac,omitempty" doc:"for scheme hmac"`
+}
+
+// UpdateSourceBody is the body of PATCH /v1/sources/{id}.
+type UpdateSourceBody struct {
+	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128"`
+	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
+	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
+	Dedupe           *string   `json:"dedupe,omitempty" maxLength:"256"`
+	DestinationURL   *string   `json:"destination_url,omitempty" minLength:"1" maxLength:"2048"`
+	MaxBodyBytes     *int64    `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216"`
+	HMAC             *HMACBody `json:"hmac,omitempty"`
+}
+
+// SourceOut is a source as the API shows it (secrets are write-only).
+type SourceOut struct {
+	ID               string    `json:"id" doc:"src_…"`
+	Name             string    `json:"name"`
+	Scheme           string    `json:"scheme"`
+	Secrets          int       `json:"secrets" doc:"number of secrets configured (their values are never shown)"`
+	ToleranceSeconds int       `json:"tolerance_seconds"`
+	Dedupe           string    `json:"dedupe"`
+	MaxBodyBytes     int64     `json:"max_body_bytes"`
+	DestinationURL   string    `json:"destination_url"`
+	EndpointID       string    `json:"endpoint_id" doc:"the forwarding endpoint: its deliveries, dead letters and replay are under /v1/endpoints/{endpoint_id}"`
+	IngestPath       string    `json:"ingest_path" doc:"POST provider webhooks here: /in/{id}"`
+	HMAC             *HMACBody `json:"hmac,omitempty"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+}
+
+// checkDestination accepts an absolute http(s) URL without userinfo or
+// fragment. The SSRF policy of tenants' endpoints does not apply: operators
+// set destinations, typically private services.
+func checkDestination(raw, loc string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || strings.ContainsAny(raw, " \t\r\n\\"):
+		return "", invalid(loc, "destination_url must be an absolute http(s) URL", raw)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", invalid(loc, "destination_url scheme must be http or https", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return "", invalid(loc, "destination_url needs a host", raw)
+	case u.User != nil:
+		return "", invalid(loc, "destination_url must not contain userinfo; use a header", nil)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "", invalid(loc, "destination_url must not contain a fragment", raw)
+	}
+	return u.String(), nil
+}
+
+func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, error) {
+	var sc inbound.SourceConfig
+	if err := json.Unmarshal(src.Config, &sc); err != nil {
+		return SourceOut{}, huma.Error500InternalServerError("source configuration unreadable")
+	}
+	out := SourceOut{ID: src.ID, Name: src.Name, Scheme: sc.Scheme, Secrets: len(sc.Secrets), ToleranceSeconds: sc.ToleranceSeconds,
+		Dedupe: sc.Dedupe, MaxBodyBytes: sc.Limit(), EndpointID: src.EndpointID, IngestPath: "/in/" + src.ID,
+		CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt}
+	if out.ToleranceSeconds == 0 {
+		out.ToleranceSeconds = int(inbound.DefaultTolerance.Seconds())
+	}
+	if h := sc.HMAC; h != nil {
+		out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
+	}
+	if ep, err := s.cfg.Store.GetEndpoint(ctx, src.EndpointID); err == nil {
+		out.DestinationURL = ep.URL
+	}
+	return out, nil
+}
+
+func validateSourceConfig(sc inbound.SourceConfig) error {
+	if err := sc.Validate(); err != nil {
+		return invalid("body", err.Error(), nil)
+	}
+	return nil
+}
+
+// SourceList is a page of sources.
+type SourceList struct {
+	Data       []SourceOut `json:"data"`
+	NextCursor string      `json:"next_cursor"`
+}
+
+// SourceIDPath is the {id} of source routes.
+type SourceIDPath struct {
+	ID string `path:"id" maxLength:"128" doc:"source id (src_…)"`
+}
+
+func (s *Server) registerSources() {
+	sec := []map[string][]string{{"bearer": {}}}
+	type sourceOutput struct{ Body SourceOut }
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-source", Method: http.MethodPost, Path: "/v1/sources", Tags: []string{"sources"},
+		Summary: "Create an inbound source: verify a provider's webhooks and forward them to a destination", DefaultStatus: http.StatusCreated,
+		Security: sec, MaxBodyBytes: 64 << 10,
+	}, func(ctx context.Context, in *struct{ Body CreateSourceBody }) (*sourceOutput, error) {
+		b := in.Body
+		dest, err := checkDestination(b.DestinationURL, "body.destination_url")
+		if err != nil {
+			return nil, err
+		}
+		sc := inbound.SourceConfig{Scheme: b.Scheme, Secrets: b.Secrets, ToleranceSeconds: b.ToleranceSeconds, Dedupe: b.Dedupe,
+			MaxBodyBytes: b.MaxBodyBytes, HMAC: b.HMAC.config()}
+		if err := validateSourceConfig(sc); err != nil {
+			return nil, err
+		}
+		raw, _ := json.Marshal(sc)
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not generate a secret")
+		}
+		now := s.cfg.Now()
+		id := store.NewID("src")
+		src, err := s.cfg.Store.CreateSource(ctx, store.CreateSourceParams{
+			Source: store.Source{ID: id, Name: b.Name, Config: raw, CreatedAt: now, UpdatedAt: now},
+			Endpoint: store.Endpoint{ID: store.NewID("ep"), URL: dest, Description: "forwarding endpoint of source " + id,
+				State: store.EndpointEnabled, Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now},
+		})
+		if err != nil {
+			return nil, s.problem(err, "source")
+		}
+		out, err := s.sourceOut(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceOutput{Body: out}, nil
+	})
+
+	type sourceListOut struct {
+		Body SourceList
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-sources", Method: http.MethodGet, Path: "/v1/sources", Tags: []string{"sources"},
+		Summary: "List inbound sources, newest first", Security: sec,
+	}, func(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.cfg.Store.ListSources(ctx, lp)
+		if err != nil {
+			return nil, s.problem(err, "sources")
+		}
+		out := &sourceListOut{}
+		out.Body.Data = make([]SourceOut, 0, len(pg.Data))
+		for _, src := range pg.Data {
+			o, err := s.sourceOut(ctx, src)
+			if err != nil {
+				return nil, err
+			}
+			out.Body.Data = append(out.Body.Data, o)
+		}
+		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-source", Method: http.MethodGet, Path: "/v1/sources/{id}", Tags: []string{"sources"},
+		Summary: "Read a source", Security: sec,
+	}, func(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
+		src, err := s.cfg.Store.GetSource(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "source "+in.ID)
+		}
+		out, err := s.sourceOut(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceOutput{Body: out}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "update-source", Method: http.MethodPatch, Path: "/v1/sources/{id}", Tags: []string{"sources"},
+		Summary: "Change a source (e.g. rotate the provider's secrets: send the new and the old one)", Security: sec, MaxBodyBytes: 64 << 10,
+	}, func(ctx context.Context, in *struct {
+		SourceIDPath
+		Body UpdateSourceBody
+	}) (*sourceOutput, error) {
+		src, err := s.cfg.Store.GetSource(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "source "+in.ID)
+		}
+		var sc inbound.SourceConfig
+		if err := json.Unmarshal(src.Config, &sc); err != nil {
+			return nil, huma.Error500InternalServerError("source configuration unreadable")
+		}
+		b := in.Body
+		if b.Secrets != nil {
+			sc.Secrets = *b.Secrets
+		}
+		if b.ToleranceSeconds != nil {
+			sc.ToleranceSeconds = *b.ToleranceSeconds
+		}
+		if b.Dedupe != nil {
+			sc.Dedupe = *b.Dedupe
+		}
+		if b.MaxBodyBytes != nil {
+			sc.MaxBodyBytes = *b.MaxBodyBytes
+		}
+		if b.HMAC != nil {
+			sc.HMAC = b.HMAC.config()
+		}
+		if err := validateSourceConfig(sc); err != nil {
+			return nil, err
+		}
+		raw, _ := json.Marshal(sc)
+		p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
+		if b.DestinationURL != nil {
+			dest, err := checkDestination(*b.DestinationURL, "body.destination_url")
+			if err != nil {
+				return nil, err
+			}
+			p.DestinationURL = &dest
+		}
+		src, err = s.cfg.Store.UpdateSource(ctx, p)
+		if err != nil {
+			return nil, s.problem(err, "source "+in.ID)
+		}
+		s.cfg.SourceChanged(in.ID)
+		out, err := s.sourceOut(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceOutput{Body: out}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "delete-source", Method: http.MethodDelete, Path: "/v1/sources/{id}", Tags: []string{"sources"},
+		Summary: "Delete a source, its forwarding endpoint and its pending deliveries", DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *SourceIDPath) (*struct{}, error) {
+		if err := s.cfg.Store.DeleteSource(ctx, in.ID); err != nil {
+			return nil, s.problem(err, "source "+in.ID)
+		}
+		s.cfg.SourceChanged(in.ID)
+		return &struct{}{}, nil
+	})
+}

@@ -1,0 +1,340 @@
+package app_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+type sourceResp struct {
+	ID         string `json:"id"`
+	EndpointID string `json:"endpoint_id"`
+	IngestPath string `json:"ingest_path"`
+}
+
+func (h *herald) createSource(body map[string]any) sourceResp {
+	h.t.Helper()
+	var s sourceResp
+	if st, raw := h.call("POST", "/v1/sources", body, &s); st != 201 {
+		h.t.Fatalf("create source: %d %s", st, raw)
+	}
+	return s
+}
+
+// ingest POSTs a provider request to the gateway (no API key).
+func (h *herald) ingest(path string, hdr http.Header, body []byte) (int, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest("POST", h.base+path, bytes.NewReader(body))
+	for k, vs := range hdr {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func hmacHex(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func hmacB64(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// providerRequest signs body the way each provider does (their published
+// rules; the interop module checks the real libraries).
+func providerRequest(t *testing.T, scheme, secret string, ts time.Time, body []byte, id string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	unix := strconv.FormatInt(ts.Unix(), 10)
+	switch scheme {
+	case "stripe":
+		h.Set("Stripe-Signature", "t="+unix+",v1="+hmacHex(secret, unix+"."+string(body)))
+	case "herald":
+		h.Set("X-Signature", "t="+unix+",v1="+webhook.SignHerald(secret, ts.Unix(), body))
+		h.Set("X-Event-Id", id)
+	case "github":
+		h.Set("X-Hub-Signature-256", "sha256="+hmacHex(secret, string(body)))
+		h.Set("X-GitHub-Delivery", id)
+		h.Set("X-GitHub-Event", "push")
+	case "shopify":
+		h.Set("X-Shopify-Hmac-Sha256", hmacB64(secret, string(body)))
+		h.Set("X-Shopify-Webhook-Id", id)
+		h.Set("X-Shopify-Topic", "orders/create")
+	case "slack":
+		h.Set("X-Slack-Request-Timestamp", unix)
+		h.Set("X-Slack-Signature", "v0="+hmacHex(secret, "v0:"+unix+":"+string(body)))
+	case "standard-webhooks":
+		sig, err := webhook.SignStandard(secret, id, ts.Unix(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Set("Webhook-Id", id)
+		h.Set("Webhook-Timestamp", unix)
+		h.Set("Webhook-Signature", "v1,"+sig)
+	}
+	return h
+}
+
+// TestInboundSchemes: each scheme's correctly signed request is accepted
+// (200) and forwarded with the original bytes, the provider's headers and
+// Herald's own signature; tampered bodies, wrong secrets, old and future
+// timestamps, missing and malformed headers get 401 and store nothing.
+func TestInboundSchemes(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const sw = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	for _, sch := range []string{"stripe", "herald", "github", "shopify", "slack", "standard-webhooks"} {
+		t.Run(sch, func(t *testing.T) {
+			secret := "shh-" + sch + "-secret"
+			if sch == "standard-webhooks" || sch == "herald" {
+				secret = sw
+			}
+			old := "old-secret-xyz"
+			if sch == "standard-webhooks" || sch == "herald" {
+				old = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+			}
+			var src sourceResp
+			if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": sch, "scheme": sch, "secrets": []string{old, secret}, "destination_url": dest.URL + "/" + sch}, &src); st != 201 {
+				t.Fatalf("create source: %d %s", st, raw)
+			}
+			now := time.Now()
+			mk := func(n int) []byte {
+				// A trailing newline, escaped slashes and non-ASCII text:
+				// the bytes are never re-serialised.
+				return []byte(fmt.Sprintf("{\"id\":\"evt_%s_%d\",\"type\":\"thing.happened\",\"url\":\"https:\\/\\/x.example\\/a\",\"name\":\"Zoë 🚀\",\"event_id\":\"Ev%d\"}\n", sch, n, n))
+			}
+			body := mk(1)
+			id := sch + "-delivery-1"
+			wrongSecret := "not-the-secret"
+			if sch == "standard-webhooks" {
+				wrongSecret = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+			}
+			bad := []struct {
+				name string
+				hdr  http.Header
+				body []byte
+			}{
+				{"tampered body", providerRequest(t, sch, secret, now, body, id), append(bytes.TrimSuffix(body, []byte("\n")), ' ')},
+				{"wrong secret", providerRequest(t, sch, wrongSecret, now, body, id), body},
+				{"no signature", http.Header{"Content-Type": {"application/json"}}, body},
+			}
+			if sch == "stripe" || sch == "slack" || sch == "standard-webhooks" || sch == "herald" {
+				bad = append(bad,
+					struct {
+						name string
+						hdr  http.Header
+						body []byte
+					}{"old timestamp", providerRequest(t, sch, secret, now.Add(-10*time.Minute), body, id), body},
+					struct {
+						name string
+						hdr  http.Header
+						body []byte
+					}{"future timestamp", providerRequest(t, sch, secret, now.Add(10*time.Minute), body, id), body})
+			}
+			malformed := providerRequest(t, sch, secret, now, body, id)
+			for k := range malformed {
+				if k != "Content-Type" && !strings.Contains(k, "Id") && !strings.Contains(k, "Delivery") && !strings.Contains(k, "Topic") && !strings.Contains(k, "Event") {
+					malformed.Set(k, "garbage=,,=")
+				}
+			}
+			bad = append(bad, struct {
+				name string
+				hdr  http.Header
+				body []byte
+			}{"malformed header", malformed, body})
+			for _, b := range bad {
+				st, resp := h.ingest(src.IngestPath, b.hdr, b.body)
+				if st != 401 || strings.Contains(resp, "secret") {
+					t.Errorf("%s: %d %s, want 401 without detail", b.name, st, resp)
+				}
+			}
+			var evs struct{ Data []any }
+			h.call("GET", "/v1/events?tenant="+src.ID, nil, &evs)
+			if len(evs.Data) != 0 {
+				t.Fatalf("refused requests stored %d events", len(evs.Data))
+			}
+			st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, now, body, id), body)
+			if st != 200 || !strings.Contains(resp, `"received":true`) {
+				t.Fatalf("valid request: %d %s", st, resp)
+			}
+			// Forwarded: same bytes, provider headers, Herald's signature.
+			deadline := time.Now().Add(10 * time.Second)
+			var got *received
+			for got == nil && time.Now().Before(deadline) {
+				for _, r := range dest.got() {
+					if bytes.Equal(r.Body, body) {
+						got = &r
+						break
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got == nil {
+				t.Fatal("the event was not forwarded to the destination")
+			}
+			var sec struct{ Secret string }
+			h.call("GET", "/v1/endpoints/"+src.EndpointID+"/secret", nil, &sec)
+			if err := (&webhook.Verifier{Secrets: []string{sec.Secret}}).VerifyHerald(got.Header.Get("X-Signature"), got.Body); err != nil {
+				t.Errorf("forward is not signed by Herald: %v", err)
+			}
+			for k := range providerRequest(t, sch, secret, now, body, id) {
+				if k == "X-Signature" || strings.HasPrefix(k, "Webhook-") {
+					k = "X-Original-" + k
+				}
+				if got.Header.Get(k) == "" {
+					t.Errorf("provider header %s was not forwarded", k)
+				}
+			}
+		})
+	}
+}
+
+// TestInboundDedupeConcurrent: 50 concurrent copies of one event → every
+// answer 2xx, exactly one stored and one forwarded.
+func TestInboundDedupeConcurrent(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cret"}, "destination_url": dest.URL})
+	body := []byte(`{"action":"opened","number":7}`)
+	hdr := providerRequest(t, "github", "s3cret", time.Now(), body, "7f1c-delivery")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[int]int{}
+	received := 0
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, resp := h.ingest(src.IngestPath, hdr, body)
+			mu.Lock()
+			answers[st]++
+			if strings.Contains(resp, `"received":true`) {
+				received++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if answers[200] != 50 || received != 1 {
+		t.Fatalf("answers %v, %d received; want 50 × 200 with exactly one received", answers, received)
+	}
+	var evs struct{ Data []any }
+	h.call("GET", "/v1/events?tenant="+src.ID, nil, &evs)
+	if len(evs.Data) != 1 {
+		t.Fatalf("%d events stored, want 1", len(evs.Data))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(dest.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a second forward would show up here
+	if n := len(dest.got()); n != 1 {
+		t.Fatalf("destination got %d requests, want 1", n)
+	}
+}
+
+// TestInboundAckDoesNotWait: with a destination that never answers, the
+// provider still gets 200 at once, and the event arrives once the
+// destination recovers; a 2 MiB body gets 413.
+func TestInboundAckDoesNotWait(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) {
+		c.AttemptTimeout = 200 * time.Millisecond
+		c.RetrySchedule = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
+	})
+	dest := newReceiver(t, 200)
+	dest.mu.Lock()
+	dest.block = make(chan struct{})
+	dest.mu.Unlock()
+	src := h.createSource(map[string]any{"name": "sh", "scheme": "shopify", "secrets": []string{"k"}, "destination_url": dest.URL})
+	body := []byte(`{"id":1}`)
+	st, resp := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), body, "wh-1"), body)
+	if st != 200 {
+		t.Fatalf("ack with a hanging destination: %d %s", st, resp)
+	}
+	// The first attempt hangs and times out; once a retry has arrived too,
+	// the destination recovers.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(dest.got()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(dest.got()) < 2 {
+		t.Fatalf("no retry reached the hanging destination")
+	}
+	dest.mu.Lock()
+	close(dest.block)
+	dest.block = nil
+	dest.mu.Unlock()
+	for time.Now().Before(deadline) {
+		var ds struct{ Data []deliveryResp }
+		h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &ds)
+		if len(ds.Data) == 1 && ds.Data[0].State == "succeeded" && ds.Data[0].Attempts >= 2 {
+			goto arrived
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the event never reached the recovered destination")
+arrived:
+	big := bytes.Repeat([]byte("a"), 2<<20)
+	if st, _ := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), big, "wh-2"), big); st != 413 {
+		t.Fatalf("2 MiB body: %d, want 413", st)
+	}
+	if st, _ := h.ingest("/in/src_nope", nil, body); st != 404 {
+		t.Fatalf("unknown source: %d, want 404", st)
+	}
+}
+
+// TestSourcesAPIBadInput: the sources API refuses bad configurations with
+// 422 naming the rule.
+func TestSourcesAPIBadInput(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	for _, c := range []struct {
+		name string
+		body string
+		want string
+	}{
+		{"unknown scheme", `{"name":"x","scheme":"carrier-pigeon","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "scheme"},
+		{"no secrets", `{"name":"x","scheme":"github","secrets":[],"destination_url":"http://10.0.0.1/"}`, "secrets"},
+		{"bad destination", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"ftp://10.0.0.1/"}`, "destination_url"},
+		{"destination userinfo", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://u:p@10.0.0.1/"}`, "userinfo"},
+		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
+		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
+		{"unknown field", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
+	} {
+		st, raw := h.call("POST", "/v1/sources", c.body, nil)
+		if st != 422 || !strings.Contains(string(raw), c.want) {
+			t.Errorf("%s: %d %s, want 422 naming %q", c.name, st, raw, c.want)
+		}
+	}
+	var list struct{ Data []any }
+	h.call("GET", "/v1/sources", nil, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("bad input stored %d sources", len(list.Data))
+	}
+}

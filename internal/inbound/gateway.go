@@ -1,0 +1,336 @@
+// Package inbound is Herald's receiving half: a gateway in front of a
+// service that receives webhooks from providers (Stripe, GitHub, Shopify,
+// Slack, Standard Webhooks senders, other Herald instances).
+//
+// POST /in/{source_id}: read the raw bytes up to the source's cap (413),
+// verify the provider's signature on those bytes (401 without detail),
+// extract the provider's event id as the dedupe key, and store the event
+// with the key unique per source in one transaction (the same statement
+// answers "duplicate"); only then answer 200. The event is then forwarded
+// asynchronously to the source's destination by the delivery engine —
+// retries, dead letters, replay and metrics apply — with the original body
+// bytes, the provider's headers, and Herald's own signature.
+package inbound
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/inbound/scheme"
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Defaults of a source.
+const (
+	DefaultMaxBodyBytes = 1 << 20 // 1 MiB
+	MaxMaxBodyBytes     = 16 << 20
+	DefaultTolerance    = 300 * time.Second
+)
+
+// SourceConfig is the verification and dedupe configuration of a source,
+// stored sealed (it holds the provider's secrets).
+type SourceConfig struct {
+	Scheme           string             `json:"scheme"`
+	Secrets          []string           `json:"secrets"`
+	ToleranceSeconds int                `json:"tolerance_seconds,omitempty"`
+	Dedupe           string             `json:"dedupe,omitempty"` // "" (the scheme's id), "header:Name" or "json:/pointer"
+	MaxBodyBytes     int64              `json:"max_body_bytes,omitempty"`
+	HMAC             *scheme.HMACConfig `json:"hmac,omitempty"`
+}
+
+// Scheme returns the verification configuration.
+func (c SourceConfig) SchemeConfig() scheme.Config {
+	tol := DefaultTolerance
+	if c.ToleranceSeconds > 0 {
+		tol = time.Duration(c.ToleranceSeconds) * time.Second
+	}
+	return scheme.Config{Scheme: c.Scheme, Secrets: c.Secrets, Tolerance: tol, HMAC: c.HMAC}
+}
+
+// Limit returns the body cap in bytes.
+func (c SourceConfig) Limit() int64 {
+	if c.MaxBodyBytes > 0 {
+		return c.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
+}
+
+// Validate checks the configuration; errors name the rule.
+func (c SourceConfig) Validate() error {
+	if err := c.SchemeConfig().Validate(); err != nil {
+		return err
+	}
+	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > 3600 {
+		return errors.New("tolerance_seconds must be 0 (default 300) to 3600")
+	}
+	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > MaxMaxBodyBytes {
+		return fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)
+	}
+	if c.Dedupe != "" && !strings.HasPrefix(c.Dedupe, "header:") && !strings.HasPrefix(c.Dedupe, "json:/") {
+		return errors.New(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>"`)
+	}
+	return nil
+}
+
+// Config configures the gateway.
+type Config struct {
+	Store   store.Store
+	Notify  func() // wakes the delivery engine
+	Now     func() time.Time
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// CacheTTL bounds how long a source's configuration is cached; default
+	// 2 s (a changed secret takes effect within it).
+	CacheTTL time.Duration
+}
+
+// Gateway serves POST /in/{source_id}.
+type Gateway struct {
+	cfg   Config
+	mu    sync.Mutex
+	cache map[string]cachedSource
+}
+
+type cachedSource struct {
+	src     store.Source
+	cfg     SourceConfig
+	expires time.Time
+}
+
+// New returns a gateway.
+func New(cfg Config) *Gateway {
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func() {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CacheTTL <= 0 {
+		cfg.CacheTTL = 2 * time.Second
+	}
+	return &Gateway{cfg: cfg, cache: map[string]cachedSource{}}
+}
+
+// Forget drops a source from the cache (after an update or delete).
+func (g *Gateway) Forget(id string) {
+	g.mu.Lock()
+	delete(g.cache, id)
+	g.mu.Unlock()
+}
+
+func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceConfig, error) {
+	now := time.Now()
+	g.mu.Lock()
+	c, ok := g.cache[id]
+	g.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.src, c.cfg, nil
+	}
+	src, err := g.cfg.Store.GetSource(ctx, id)
+	if err != nil {
+		return store.Source{}, SourceConfig{}, err
+	}
+	var sc SourceConfig
+	if err := json.Unmarshal(src.Config, &sc); err != nil {
+		return store.Source{}, SourceConfig{}, fmt.Errorf("source %s config: %w", id, err)
+	}
+	g.mu.Lock()
+	g.cache[id] = cachedSource{src: src, cfg: sc, expires: now.Add(g.cfg.CacheTTL)}
+	g.mu.Unlock()
+	return src, sc, nil
+}
+
+type answer struct {
+	Received  bool   `json:"received,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	ID        string `json:"id,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+// ServeHTTP handles POST /in/{source_id}.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, http.StatusMethodNotAllowed, "inbound webhooks are POSTed")
+		return
+	}
+	id := r.PathValue("source_id")
+	src, sc, err := g.source(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			g.cfg.Metrics.Inbound("unknown_source")
+			writeProblem(w, http.StatusNotFound, "no such source")
+			return
+		}
+		g.cfg.Metrics.Inbound("error")
+		g.cfg.Logger.Error("inbound: read source", "source", id, "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "temporarily unavailable; retry")
+		return
+	}
+	limit := sc.Limit()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			g.cfg.Metrics.Inbound("too_large")
+			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
+			return
+		}
+		g.cfg.Metrics.Inbound("error")
+		writeProblem(w, http.StatusBadRequest, "could not read the body")
+		return
+	}
+	now := g.cfg.Now()
+	if err := scheme.Verify(sc.SchemeConfig(), r.Header, body, now); err != nil {
+		// No detail that helps an attacker; the reason goes to the log.
+		g.cfg.Metrics.Inbound("unauthorized")
+		g.cfg.Logger.Info("inbound: signature refused", "source", id, "reason", err)
+		writeProblem(w, http.StatusUnauthorized, "invalid signature")
+		return
+	}
+	key, err := scheme.DedupeKey(sc.Scheme, sc.Dedupe, r.Header, body)
+	if err != nil || key == "" {
+		key = scheme.BodyKey(body)
+	}
+	typ := eventType(sc.Scheme, r.Header, body)
+	headers := forwardHeaders(r.Header)
+	evID := store.NewID("evt")
+	res, err := g.cfg.Store.PublishEvent(r.Context(), store.PublishParams{
+		Event: store.Event{ID: evID, Tenant: src.ID, Type: typ, OccurredAt: now, Body: body, IdempotencyKey: key,
+			Fingerprint: store.Fingerprint(src.ID, typ, body), Headers: headers},
+		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		// The same provider event id with other bytes: still the same
+		// event to the provider. Never an error, or it retries forever.
+		g.cfg.Metrics.Inbound("duplicate")
+		writeJSON(w, http.StatusOK, answer{Duplicate: true})
+		return
+	case err != nil:
+		g.cfg.Metrics.Inbound("error")
+		g.cfg.Logger.Error("inbound: store event", "source", id, "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "could not store the event; retry")
+		return
+	case !res.Created:
+		g.cfg.Metrics.Inbound("duplicate")
+		writeJSON(w, http.StatusOK, answer{Duplicate: true, ID: res.Event.ID})
+		return
+	}
+	g.cfg.Metrics.Inbound("accepted")
+	g.cfg.Notify()
+	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
+}
+
+// dropHeaders are never forwarded: hop-by-hop and connection-specific
+// headers, credentials meant for the gateway, proxies' additions, and
+// Herald's own headers (which the forward sets itself).
+var dropHeaders = map[string]bool{
+	"Host": true, "Content-Length": true, "Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Te": true,
+	"Trailer": true, "Upgrade": true, "Proxy-Authorization": true, "Proxy-Connection": true, "Authorization": true,
+	"Cookie": true, "Accept-Encoding": true, "Expect": true, "Forwarded": true, "X-Forwarded-For": true,
+	"X-Forwarded-Host": true, "X-Forwarded-Proto": true, "X-Real-Ip": true, "User-Agent": true,
+	"X-Event-Id": true, "X-Event-Type": true, "X-Delivery-Attempt": true,
+}
+
+// renamed are provider headers that collide with the ones Herald signs its
+// forward with; they travel as X-Original-<name>.
+var renamed = map[string]bool{"X-Signature": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true}
+
+// forwardHeaders keeps the provider's headers (at most 64, 4 KiB each).
+func forwardHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for k, vs := range h {
+		k = textproto.CanonicalMIMEHeaderKey(k)
+		if dropHeaders[k] || len(vs) == 0 || len(out) >= 64 {
+			continue
+		}
+		v := strings.Join(vs, ", ")
+		if len(v) > 4096 {
+			continue
+		}
+		if renamed[k] {
+			k = "X-Original-" + k
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// eventType names an inbound event after the provider's own type when it
+// is cheap to find (Stripe/Standard Webhooks JSON "type", GitHub
+// X-GitHub-Event, Shopify X-Shopify-Topic, Slack event.type), as
+// "<scheme>.<type>"; otherwise "<scheme>.event".
+func eventType(sch string, h http.Header, body []byte) string {
+	var t string
+	switch sch {
+	case "github":
+		t = h.Get("X-GitHub-Event")
+	case "shopify":
+		t = h.Get("X-Shopify-Topic")
+	case "herald":
+		t = h.Get("X-Event-Type")
+	default:
+		var probe struct {
+			Type  string `json:"type"`
+			Event struct {
+				Type string `json:"type"`
+			} `json:"event"`
+		}
+		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && json.Unmarshal(body, &probe) == nil {
+			t = probe.Type
+			if sch == "slack" && probe.Event.Type != "" {
+				t = probe.Event.Type
+			}
+		}
+	}
+	t = sanitizeType(t)
+	prefix := strings.ReplaceAll(sch, "-", "_")
+	if t == "" {
+		return prefix + ".event"
+	}
+	return prefix + "." + t
+}
+
+// sanitizeType maps a provider's type to Herald's event type alphabet
+// (letters, digits, _ - and dots), at most 100 bytes.
+func sanitizeType(t string) string {
+	var b strings.Builder
+	for i := 0; i < len(t) && b.Len() < 100; i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			b.WriteByte(c)
+		case c == '.' || c == '/' || c == ':':
+			if b.Len() > 0 && !strings.HasSuffix(b.String(), ".") {
+				b.WriteByte('.')
+			}
+		}
+	}
+	return strings.Trim(b.String(), ".")
+}

@@ -104,15 +104,15 @@ func (e *Endpoint) ActiveSecrets(now time.Time) []string {
 // Event is one published fact. Body holds the exact bytes sent on every
 // attempt: {"id","type","tenant","occurred_at","data"}.
 type Event struct {
-	ID             string    // "evt_…" or the producer's own id
-	Tenant         string    //
-	Type           string    // e.g. "file.extraction.completed"
-	OccurredAt     time.Time //
-	Body           []byte    // JSON, at most the configured payload cap
-	IdempotencyKey string    // the Idempotency-Key header, "" when none
-	Fingerprint    string    // hash of (tenant, type, data): detects an id or key reused with other content
+	ID             string            // "evt_…" or the producer's own id
+	Tenant         string            //
+	Type           string            // e.g. "file.extraction.completed"
+	OccurredAt     time.Time         //
+	Body           []byte            // JSON, at most the configured payload cap
+	IdempotencyKey string            // the Idempotency-Key header, "" when none
+	Fingerprint    string            // hash of (tenant, type, data): detects an id or key reused with other content
 	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's); nil for published events
-	CreatedAt      time.Time //
+	CreatedAt      time.Time         //
 }
 
 // Delivery is one event to one endpoint; its row is also its queue entry.

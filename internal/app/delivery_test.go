@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -240,9 +239,10 @@ func TestEgressPolicyBlocksLoopback(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
-	db := "sqlite:" + filepath.Join(t.TempDir(), "herald.db")
+	db, key := testDB(t)
 	strict := func(c *app.Config) {
 		c.DB = db
+		c.EncryptionKey = key
 		c.Dev = false
 		c.AllowHTTP = true
 		c.RetrySchedule = []time.Duration{10 * time.Millisecond}

@@ -3,6 +3,12 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"os"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,10 +20,63 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for creating test databases
+
 	"github.com/herald-webhooks/herald/internal/app"
 )
 
 const testAPIKey = "test-admin-key"
+
+// testDB returns a fresh, empty store for one test: a SQLite file, or —
+// with HERALD_TEST_E2E_DB=postgres — a new database on the server of
+// HERALD_TEST_POSTGRES_URL (dropped at cleanup), with the encryption key
+// every node of it must share.
+func testDB(t *testing.T) (db, encryptionKey string) {
+	t.Helper()
+	if os.Getenv("HERALD_TEST_E2E_DB") != "postgres" {
+		return "sqlite:" + filepath.Join(t.TempDir(), "herald.db"), ""
+	}
+	admin := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if admin == "" {
+		t.Fatal("HERALD_TEST_E2E_DB=postgres needs HERALD_TEST_POSTGRES_URL")
+	}
+	conn, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := "herald_e2e_" + hex.EncodeToString(rnd[:])
+	if _, err := conn.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := sql.Open("pgx", admin)
+		if err == nil {
+			c.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+			c.Close()
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	q.Set("pool_max_conns", "8")
+	u.RawQuery = q.Encode()
+	var key [32]byte
+	rand.Read(key[:])
+	return u.String(), base64.StdEncoding.EncodeToString(key[:])
+}
+
+// sqliteOnly skips a test that reads SQLite files directly.
+func sqliteOnly(t *testing.T) {
+	if os.Getenv("HERALD_TEST_E2E_DB") == "postgres" {
+		t.Skip("reads the SQLite database files; the end-to-end run on PostgreSQL skips it")
+	}
+}
 
 // herald is a running server for one test.
 type herald struct {
@@ -31,9 +90,11 @@ type herald struct {
 // on a loopback port. mod adjusts the configuration.
 func startHerald(t *testing.T, mod func(*app.Config)) *herald {
 	t.Helper()
+	db, key := testDB(t)
 	cfg := app.Config{
 		Addr:           "127.0.0.1:0",
-		DB:             "sqlite:" + filepath.Join(t.TempDir(), "herald.db"),
+		DB:             db,
+		EncryptionKey:  key,
 		APIKey:         testAPIKey,
 		Dev:            true,
 		RetrySchedule:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},

@@ -83,6 +83,7 @@ func TestSecretRotationOverlap(t *testing.T) {
 // an endpoint secret nor the generated admin API key.
 func TestNoSecretsInClearOnDisk(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t)
 	dir := t.TempDir()
 	var stdout bytes.Buffer
 	m, err := app.New(context.Background(), app.Config{
@@ -186,6 +187,7 @@ func TestSendTestEvent(t *testing.T) {
 // failing every delivery later.
 func TestWrongEncryptionKeyRefusesToStart(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t)
 	dir := t.TempDir()
 	db := "sqlite:" + filepath.Join(dir, "herald.db")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -17,13 +17,15 @@
 //     concurrent publish won, read the original back: one publish of an id or
 //     idempotency key creates the event, the others answer with it.
 //   - A per-tenant advisory lock (transaction scoped) orders fan-out against
-//     changes of the endpoint set: publishes, completions and rescues take it
-//     shared; deleting an endpoint and disabling one (410 Gone) take it
-//     exclusively. So a publish never adds a pending delivery to an endpoint
-//     that a concurrent 410 has just disabled (it would not be held), nor a
-//     delivery to an endpoint being deleted (it would be orphaned), and a
-//     retry completed concurrently with a 410 is held as it would be in
-//     SQLite.
+//     changes of the tenant's endpoints: publishes, completions, rescues and
+//     replays take it shared; deleting an endpoint or a source, changing an
+//     endpoint's state, and disabling one (410 Gone, or a failure streak
+//     past DisableAfter) take it exclusively. So a publish never adds a
+//     pending delivery to an endpoint that was just paused or disabled (it
+//     would not be held), a held one to an endpoint that was just enabled
+//     (it would stay held), or any to an endpoint being deleted (it would be
+//     orphaned); and a retry completed concurrently with a pause is held, as
+//     it would be in SQLite.
 //   - Completions lock their deliveries' rows (in id order) before numbering
 //     attempts MAX(number)+1, so a stale owner's late attempt and the current
 //     owner's attempt of one delivery never collide.
@@ -34,10 +36,11 @@
 //
 // # Notifications
 //
-// A publish that creates pending deliveries, and a rescue that makes leased
-// deliveries claimable again, send NOTIFY herald_deliveries with the commit;
-// Listen turns those into calls of a function, so every node's engine wakes
-// up when there is work, not only the node that took the request.
+// A publish that creates pending deliveries (and a rescue, a replay or an
+// enable that makes deliveries claimable) sends NOTIFY herald_deliveries
+// with its commit; Listen turns those into calls of a function, so every
+// node's engine wakes up when there is work, not only the node that took
+// the request.
 package postgres
 
 import (
@@ -138,8 +141,11 @@ func describe(cfg *pgxpool.Config) string {
 func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	db := stdlib.OpenDB(*cc)
 	defer db.Close()
-	var schema sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	var (
+		schema   sql.NullString
+		migrated bool
+	)
+	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL").Scan(&schema, &migrated); err != nil {
 		return err
 	}
 	if !schema.Valid {
@@ -170,9 +176,13 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	// The usual start (nodes restarting on a migrated database) needs no
 	// lock: HasPending reads the version table without it. Up takes the
-	// lock and checks again, so a race between nodes is still safe.
-	if pending, err := prov.HasPending(ctx); err == nil && !pending {
-		return nil
+	// lock and checks again, so a race between nodes is still safe. On an
+	// empty database HasPending is skipped: it would create the version
+	// table outside the lock, racing with the other nodes.
+	if migrated {
+		if pending, err := prov.HasPending(ctx); err == nil && !pending {
+			return nil
+		}
 	}
 	_, err = prov.Up(ctx)
 	return err

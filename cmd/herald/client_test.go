@@ -422,7 +422,7 @@ func TestOperationsUsageErrors(t *testing.T) {
 		{"dlq", "list", "ep_1", "--tenant", "acme"},                     // both an endpoint and a tenant
 		{"dlq", "list", "ep_1", "ep_2"},                                 // two endpoints
 		{"dlq", "list", "ep_1", "--since", "yesterday"},                 // not a time
-		{"dlq", "list", "ep_1", "--since", "-5m"},                       // negative duration
+		{"dlq", "list", "ep_1", "--since=-5m"},                          // negative duration
 		{"dlq", "counts", "--since", "2026-01-31"},                      // a date without a time
 		{"dlq", "counts", "ep_1"},                                       // no argument taken
 		{"dlq", "replay"},                                               // nothing to replay

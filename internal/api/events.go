@@ -101,6 +101,9 @@ func (s *Server) registerEvents() {
 		if !validEventType(b.Type) {
 			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 		}
+		if strings.HasPrefix(b.Type, store.OperationalPrefix) || strings.HasPrefix(b.Type, "herald.") {
+			return nil, invalid("body.type", "event types starting with endpoint. or herald. are reserved for Herald's own operational and test events", b.Type)
+		}
 		data := bytes.TrimSpace(b.Data)
 		if len(data) == 0 || data[0] != '{' {
 			return nil, invalid("body.data", "data must be a JSON object", nil)

@@ -13,8 +13,8 @@ import (
 // StateChangeOut answers pause, resume and enable.
 type StateChangeOut struct {
 	Endpoint EndpointOut `json:"endpoint"`
-	Held     int         `json:"held,omitempty" doc:"deliveries now held (pause)"`
-	Released int         `json:"released,omitempty" doc:"held deliveries released for delivery (resume, enable)"`
+	Held     int         `json:"held" doc:"deliveries now held (pause)"`
+	Released int         `json:"released" doc:"held deliveries released for delivery (resume, enable)"`
 }
 
 // ReplayOut answers a replay.
@@ -36,6 +36,9 @@ func (s *Server) registerOperations() {
 		cur, err := s.cfg.Store.GetEndpoint(ctx, id)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+id)
+		}
+		if to == store.EndpointPaused && cur.State == store.EndpointDisabled {
+			return nil, huma.Error409Conflict("endpoint " + id + " is disabled (" + cur.StateReason + "); enable it (POST /v1/endpoints/" + id + "/enable) rather than pausing it")
 		}
 		notice := ""
 		if to == store.EndpointEnabled && cur.State == store.EndpointDisabled {
@@ -74,7 +77,7 @@ func (s *Server) registerOperations() {
 	}
 
 	type replayEndpointBody struct {
-		State     string     `json:"state" enum:"dead" doc:"what to replay: dead letters"`
+		State     string     `json:"state,omitempty" enum:"dead" doc:"what to replay: dead letters (the default)"`
 		Since     *time.Time `json:"since,omitempty" doc:"only those dead-lettered at or after this time (RFC 3339)"`
 		EventType string     `json:"event_type,omitempty" maxLength:"128" doc:"only this event type"`
 	}
@@ -84,11 +87,14 @@ func (s *Server) registerOperations() {
 		Security: sec, MaxBodyBytes: 4096,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath
-		Body replayEndpointBody
+		Body *replayEndpointBody `required:"false"`
 	}) (*struct{ Body ReplayOut }, error) {
-		p := store.ReplayParams{EndpointID: in.ID, States: []store.DeliveryState{store.DeliveryDead}, EventType: in.Body.EventType, Now: s.cfg.Now()}
-		if in.Body.Since != nil {
-			p.Since = *in.Body.Since
+		p := store.ReplayParams{EndpointID: in.ID, States: []store.DeliveryState{store.DeliveryDead}, Now: s.cfg.Now()}
+		if b := in.Body; b != nil {
+			p.EventType = b.EventType
+			if b.Since != nil {
+				p.Since = *b.Since
+			}
 		}
 		n, err := s.cfg.Store.ReplayDeliveries(ctx, p)
 		if err != nil {

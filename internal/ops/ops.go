@@ -226,6 +226,7 @@ func (h *Housekeeper) publish(ctx context.Context, typ string, ep store.Endpoint
 	if err != nil {
 		return 0, err
 	}
+	at = at.Truncate(time.Microsecond) // stored at microsecond precision: the body says the same
 	created := 0
 	tenants := []string{ep.Tenant}
 	if h.cfg.OperatorTenant != "" && h.cfg.OperatorTenant != ep.Tenant {

@@ -131,6 +131,9 @@ func TestGoneDisablesEndpoint(t *testing.T) {
 	if got.State != "disabled" {
 		t.Fatalf("endpoint state = %q, want disabled", got.State)
 	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/pause", nil, nil); st != 409 || !strings.Contains(string(raw), "enable it") {
+		t.Fatalf("pausing a disabled endpoint: %d %s, want 409 pointing to enable", st, raw)
+	}
 	pub2 := h.publish("acme", "invoice.paid", `{"invoice_id":"in_2"}`)
 	d2 := h.eventDeliveries(pub2.ID)
 	if len(d2) != 1 || d2[0].State != "paused" || d2[0].Attempts != 0 {

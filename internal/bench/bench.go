@@ -29,6 +29,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -100,7 +101,7 @@ type Options struct {
 // Defaults returns o with the zero fields of the scenario set.
 func (o Options) Defaults(scenario string) Options {
 	setInt := func(p *int, v int) {
-		if *p <= 0 {
+		if *p == 0 {
 			*p = v
 		}
 	}
@@ -110,10 +111,10 @@ func (o Options) Defaults(scenario string) Options {
 	setInt(&o.Workers, 64)
 	setInt(&o.BodyBytes, 512)
 	setInt(&o.Publishers, 32)
-	if o.Timeout <= 0 {
+	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Minute
 	}
-	if o.BlackholeFraction <= 0 {
+	if o.BlackholeFraction == 0 {
 		o.BlackholeFraction = 0.2
 	}
 	switch scenario {
@@ -124,13 +125,13 @@ func (o Options) Defaults(scenario string) Options {
 		setInt(&o.Rate, 1000)
 		setInt(&o.Endpoints, 1)
 		setInt(&o.Concurrency, 256)
-		if o.Duration <= 0 {
+		if o.Duration == 0 {
 			o.Duration = 10 * time.Second
 		}
 	case "publish":
 		setInt(&o.Concurrency, 32)
 		setInt(&o.Endpoints, 1)
-		if o.Duration <= 0 {
+		if o.Duration == 0 {
 			o.Duration = 10 * time.Second
 		}
 	case "isolation":
@@ -138,7 +139,7 @@ func (o Options) Defaults(scenario string) Options {
 		setInt(&o.Rate, 100)
 		setInt(&o.Concurrency, 256)
 		setInt(&o.Events, 2000)
-		if o.Duration <= 0 {
+		if o.Duration == 0 {
 			o.Duration = 20 * time.Second
 		}
 	case "backlog":
@@ -167,7 +168,7 @@ func (o Options) validate(scenario string) error {
 		return nil
 	}
 	if err := errors.Join(positive("--workers", o.Workers), positive("--body-bytes", o.BodyBytes),
-		positive("--publishers", o.Publishers)); err != nil {
+		positive("--publishers", o.Publishers), positiveDur("--timeout", o.Timeout)); err != nil {
 		return err
 	}
 	if o.BodyBytes < minBodyBytes || o.BodyBytes > 64<<10 {
@@ -189,8 +190,8 @@ func (o Options) validate(scenario string) error {
 		if o.Endpoints < 2 {
 			return fmt.Errorf("--endpoints %d: isolation needs at least 2 endpoints (some healthy, some black-holed)", o.Endpoints)
 		}
-		if o.BlackholeFraction >= 1 {
-			return fmt.Errorf("--blackhole-fraction %g: must be below 1", o.BlackholeFraction)
+		if o.BlackholeFraction <= 0 || o.BlackholeFraction >= 1 {
+			return fmt.Errorf("black-holed fraction %g: must be between 0 and 1", o.BlackholeFraction)
 		}
 		return errors.Join(positive("--rate", o.Rate), positive("--events", o.Events), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
 	case "backlog":
@@ -297,7 +298,10 @@ type Target struct {
 	Value  float64 `json:"value"`
 	Actual float64 `json:"actual"`
 	Met    bool    `json:"met"`
-	Note   string  `json:"note,omitempty"`
+	// Applies is false when the run's size differs from the target's
+	// (e.g. a backlog smaller than 1,000,000): the figure is indicative.
+	Applies bool   `json:"applies"`
+	Note    string `json:"note,omitempty"`
 }
 
 // Result is the outcome of one scenario.
@@ -317,12 +321,28 @@ func (res *Result) add(key string, value any, unit string) {
 	res.Fields = append(res.Fields, Field{Key: key, Value: value, Unit: unit})
 }
 
+// target records a DESIGN.md target; a non-empty note says why it does not
+// apply to this run's size.
 func (res *Result) target(metric, op string, value, actual float64, note string) {
 	met := actual >= value
 	if op == "<=" {
 		met = actual <= value
 	}
-	res.Targets = append(res.Targets, Target{Metric: metric, Op: op, Value: value, Actual: actual, Met: met, Note: note})
+	res.Targets = append(res.Targets, Target{Metric: metric, Op: op, Value: value, Actual: actual, Met: met, Applies: note == "", Note: note})
+}
+
+// targetsMet is true when every applicable target is met, nil when none
+// applies.
+func (res *Result) targetsMet() *bool {
+	var met *bool
+	for _, t := range res.Targets {
+		if !t.Applies {
+			continue
+		}
+		v := t.Met && (met == nil || *met)
+		met = &v
+	}
+	return met
 }
 
 // JSON renders the result as one JSON object (no newline), the fields in
@@ -331,8 +351,17 @@ func (res *Result) JSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	first := true
+	marshal := func(v any) ([]byte, error) {
+		var vb bytes.Buffer
+		enc := json.NewEncoder(&vb)
+		enc.SetEscapeHTML(false) // ">=" and "<tmpdir>" stay readable
+		if err := enc.Encode(v); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(vb.Bytes(), []byte("\n")), nil
+	}
 	put := func(k string, v any) error {
-		enc, err := json.Marshal(v)
+		enc, err := marshal(v)
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
@@ -340,7 +369,7 @@ func (res *Result) JSON() ([]byte, error) {
 			b.WriteByte(',')
 		}
 		first = false
-		kb, _ := json.Marshal(k)
+		kb, _ := marshal(k)
 		b.Write(kb)
 		b.WriteByte(':')
 		b.Write(enc)
@@ -361,10 +390,6 @@ func (res *Result) JSON() ([]byte, error) {
 	if targets == nil {
 		targets = []Target{}
 	}
-	allMet := true
-	for _, t := range targets {
-		allMet = allMet && t.Met
-	}
 	serveArgs := res.ServeArgs
 	if serveArgs == nil {
 		serveArgs = []string{}
@@ -373,7 +398,7 @@ func (res *Result) JSON() ([]byte, error) {
 	if notes == nil {
 		notes = []string{}
 	}
-	for _, f := range []Field{{Key: "targets", Value: targets}, {Key: "targets_met", Value: allMet},
+	for _, f := range []Field{{Key: "targets", Value: targets}, {Key: "targets_met", Value: res.targetsMet()},
 		{Key: "machine", Value: res.Machine}, {Key: "serve_args", Value: serveArgs}, {Key: "notes", Value: notes}} {
 		if err := put(f.Key, f.Value); err != nil {
 			return nil, err
@@ -404,6 +429,9 @@ func (res *Result) print(w io.Writer, asJSON bool) error {
 			verdict := "met"
 			if !t.Met {
 				verdict = "NOT MET"
+			}
+			if !t.Applies {
+				verdict = "(" + strings.ToLower(verdict) + ")"
 			}
 			note := ""
 			if t.Note != "" {
@@ -442,14 +470,7 @@ func fmtLoad(l [3]float64) string {
 func fmtValue(v any) string {
 	switch x := v.(type) {
 	case float64:
-		switch {
-		case x == math.Trunc(x) && math.Abs(x) < 1e15:
-			return fmt.Sprintf("%.0f", x)
-		case math.Abs(x) >= 100:
-			return fmt.Sprintf("%.1f", x)
-		default:
-			return fmt.Sprintf("%.3f", x)
-		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	case time.Duration:
 		return x.String()
 	case []string:

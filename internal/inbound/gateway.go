@@ -77,8 +77,10 @@ func (c SourceConfig) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > MaxMaxBodyBytes {
 		return fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)
 	}
-	if c.Dedupe != "" && !strings.HasPrefix(c.Dedupe, "header:") && !strings.HasPrefix(c.Dedupe, "json:/") {
-		return errors.New(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>"`)
+	if c.Dedupe != "" {
+		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
+			return fmt.Errorf(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>": %w`, err)
+		}
 	}
 	return nil
 }

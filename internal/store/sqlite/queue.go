@@ -36,18 +36,18 @@ func scanEvent(sc scanner) (store.Event, error) {
 
 // PublishEvent implements store.Store.
 func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return store.PublishResult{}, wrap("publish", err)
-	}
-	defer tx.Rollback()
+	return s.commits.publish(ctx, p)
+}
 
+// publishTx runs one publish inside tx (the group commit's transaction).
+// Its result is final only once tx commits.
+func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams) (store.PublishResult, error) {
 	ev := p.Event
 	// An existing event with the same id, or the same tenant and
 	// idempotency key, answers the publish: same content → the original,
 	// other content → conflict.
 	var existing store.Event
-	err = sql.ErrNoRows
+	var err error = sql.ErrNoRows
 	if ev.IdempotencyKey != "" {
 		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?", ev.Tenant, ev.IdempotencyKey))
 	}
@@ -135,9 +135,6 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 				return store.PublishResult{}, wrap("publish", err)
 			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return store.PublishResult{}, wrap("publish", err)
 	}
 	// Answer with the event as stored, as GetEvent would: times truncated to
 	// microseconds in UTC.

@@ -39,6 +39,8 @@ type Store struct {
 	w   *sql.DB         // exactly one connection: every write goes through it
 	r   *sql.DB         // read pool
 	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	// commits groups concurrent publishes into one transaction (one fsync).
+	commits *committer
 }
 
 // Option configures Open.
@@ -99,6 +101,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.commits = newCommitter(s)
 	return s, nil
 }
 
@@ -116,6 +119,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
+	s.commits.close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -18,7 +20,8 @@ func newServeCmd() *cobra.Command {
 		cfg      app.Config
 		cidrs    []string
 		schedule string
-		logLevel string
+		logLevel  string
+		debugAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -65,6 +68,17 @@ on the first start, stored hashed and printed once.`,
 			if cfg.Dev {
 				cfg.Logger.Warn("dev mode: http and loopback endpoint URLs are allowed; never use --dev in production")
 			}
+			if debugAddr != "" {
+				go func() {
+					mux := http.NewServeMux()
+					mux.HandleFunc("/debug/pprof/", pprof.Index)
+					mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+					mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+					srv := &http.Server{Addr: debugAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+					cfg.Logger.Info("pprof listening", "addr", debugAddr)
+					_ = srv.ListenAndServe()
+				}()
+			}
 			m, err := app.New(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -94,6 +108,7 @@ on the first start, stored hashed and printed once.`,
 	f.Var(newDaysValue(&cfg.SucceededRetention, 7*24*time.Hour), "retention", "keep succeeded deliveries and their attempts this long (e.g. 7d; 0 = forever)")
 	f.Var(newDaysValue(&cfg.DeadRetention, 30*24*time.Hour), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
 	f.DurationVar(&cfg.HousekeepingInterval, "housekeeping-interval", 5*time.Second, "period of operational events, spike checks and retention")
+	f.StringVar(&debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -127,18 +127,18 @@ func (c *committer) commit(group []*publishRequest) {
 			answers[i].err = err // the caller gave up before its publish began
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT publish"); err != nil {
+		if _, err := c.s.stmt(ctx, tx, "SAVEPOINT publish").ExecContext(ctx); err != nil {
 			fail(err)
 			return
 		}
 		res, err := c.s.publishTx(ctx, tx, r.p)
 		if err != nil {
-			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO publish"); rerr != nil {
+			if _, rerr := c.s.stmt(ctx, tx, "ROLLBACK TO publish").ExecContext(ctx); rerr != nil {
 				fail(rerr)
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE publish"); err != nil {
+		if _, err := c.s.stmt(ctx, tx, "RELEASE publish").ExecContext(ctx); err != nil {
 			fail(err)
 			return
 		}

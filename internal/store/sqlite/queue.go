@@ -49,10 +49,10 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	var existing store.Event
 	var err error = sql.ErrNoRows
 	if ev.IdempotencyKey != "" {
-		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?", ev.Tenant, ev.IdempotencyKey))
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", ev.ID))
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
 	}
 	switch {
 	case err == nil:
@@ -65,7 +65,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
 		}
 		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?", existing.ID).Scan(&n); err != nil {
+		if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
 			return store.PublishResult{}, wrap("publish", err)
 		}
 		return store.PublishResult{Event: existing, Deliveries: n}, nil
@@ -85,11 +85,11 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		}
 		headers = string(b)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)",
+	if _, err := s.stmt(ctx, tx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)").ExecContext(ctx,
 		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?", ev.Tenant)
+	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?").QueryContext(ctx, ev.Tenant)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
@@ -123,12 +123,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		return store.PublishResult{}, wrap("publish", err)
 	}
 	if len(targets) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-			VALUES (?,?,?,?,?,?,?,?,?)`)
-		if err != nil {
-			return store.PublishResult{}, wrap("publish", err)
-		}
-		defer stmt.Close()
+		stmt := s.stmt(ctx, tx, insertDeliverySQL)
 		now := micro(p.Now)
 		for _, t := range targets {
 			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
@@ -142,6 +137,9 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	ev.CreatedAt = fromMicro(micro(p.Now))
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
 }
+
+const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+	VALUES (?,?,?,?,?,?,?,?,?)`
 
 // GetEvent implements store.Store.
 func (s *Store) GetEvent(ctx context.Context, id string) (store.Event, error) {

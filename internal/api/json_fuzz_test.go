@@ -1,0 +1,72 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// referenceDuplicates finds duplicate members with the token decoder (slow
+// but obviously right).
+func referenceDuplicates(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var walk func() bool
+	walk = func() bool {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, _ := dec.Token()
+				key, _ := k.(string)
+				if seen[key] {
+					return true
+				}
+				seen[key] = true
+				if walk() {
+					return true
+				}
+			}
+			dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if walk() {
+					return true
+				}
+			}
+			dec.Token()
+		}
+		return false
+	}
+	return walk()
+}
+
+// FuzzWellFormedJSON: the request-body check never panics, accepts only
+// valid UTF-8 JSON, and finds duplicate members exactly when the reference
+// does.
+func FuzzWellFormedJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"a":1},{"a":1}]`, `{"a\u0062":1,"ab":2}`,
+		`{"a":"\"","b":"\\"}`, `{"x":[1,2,{"y":null,"z":true}]}`, `"s"`, `1e400`, `{"a":1}{}`, `{"` + strings.Repeat("k", 20) + `":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		err := wellFormedJSON(body)
+		if err == nil && !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		if json.Valid(body) && utf8.Valid(body) && !bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
+			dup := referenceDuplicates(body)
+			gotDup := err != nil && strings.Contains(err.Error(), "appears twice")
+			deep := err != nil && strings.Contains(err.Error(), "deeper")
+			if dup != gotDup && !deep {
+				t.Fatalf("duplicates: reference %v, check %v (%v) for %q", dup, gotDup, err, body)
+			}
+		}
+	})
+}

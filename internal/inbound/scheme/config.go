@@ -1,0 +1,361 @@
+package scheme
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// Scheme names, the values of [Config.Scheme].
+const (
+	Herald           = "herald"
+	StandardWebhooks = "standard-webhooks"
+	Stripe           = "stripe"
+	GitHub           = "github"
+	Shopify          = "shopify"
+	Slack            = "slack"
+	HMAC             = "hmac"
+)
+
+// Schemes lists every scheme name in documentation order.
+var Schemes = []string{Herald, StandardWebhooks, Stripe, GitHub, Shopify, Slack, HMAC}
+
+const (
+	// DefaultTolerance is the replay window used when Config.Tolerance is
+	// zero: 300 s in either direction, as in webhook.DefaultTolerance.
+	DefaultTolerance = webhook.DefaultTolerance
+
+	// MaxSecrets caps Config.Secrets: every secret costs one HMAC per
+	// request, and a rotation needs two.
+	MaxSecrets = 16
+
+	// maxHeaderLen caps every header value read (bytes), as in package
+	// webhook.
+	maxHeaderLen = 8 << 10
+	// maxTemplateLen caps HMACConfig.Template and maxPrefixLen
+	// HMACConfig.Prefix (bytes).
+	maxTemplateLen = 1 << 10
+	maxPrefixLen   = 64
+)
+
+// Config is a source's verification configuration (stored as JSON by the
+// gateway). Check it with [Config.Validate] when a source is created or
+// changed; [Verify] checks it again and refuses to verify with an invalid
+// one.
+type Config struct {
+	// Scheme is one of [Schemes]: "herald", "standard-webhooks", "stripe",
+	// "github", "shopify", "slack" or "hmac".
+	Scheme string `json:"scheme"`
+
+	// Secrets holds every currently valid secret, several during a
+	// rotation: a signature made with any one of them verifies. For every
+	// scheme but standard-webhooks the HMAC key is the secret string's
+	// bytes as given (Stripe's "whsec_…" included, GitHub's and Slack's
+	// signing secrets, Shopify's app client secret). For standard-webhooks
+	// the key is the base64-decoded part after "whsec_", so each secret
+	// must pass webhook.ValidateSecret.
+	Secrets []string `json:"secrets"`
+
+	// Tolerance is the replay window for schemes with a timestamp (herald,
+	// standard-webhooks, stripe, slack, hmac with TimestampHeader): a
+	// timestamp further than Tolerance from the gateway's clock, in either
+	// direction, is refused. Applied in whole seconds. Zero means
+	// [DefaultTolerance] (300 s); otherwise it must be at least 1 s.
+	Tolerance time.Duration `json:"-"`
+
+	// HMAC configures scheme "hmac", and must be nil for every other.
+	HMAC *HMACConfig `json:"hmac,omitempty"`
+}
+
+// HMACConfig describes a generic HMAC signature: one header holding one
+// MAC of a signed content built from a template.
+type HMACConfig struct {
+	// Header carries the signature, e.g. "X-Signature-256".
+	Header string `json:"header"`
+	// Algorithm is the HMAC hash: "sha256" (default when empty), "sha1" or
+	// "sha512".
+	Algorithm string `json:"algorithm"`
+	// Encoding of the MAC in Header: "hex" (default when empty; either
+	// case) or "base64" (standard alphabet, padded or not).
+	Encoding string `json:"encoding"`
+	// Prefix, when set, must begin the header value and is stripped
+	// before decoding, e.g. "sha256=".
+	Prefix string `json:"prefix,omitempty"`
+	// TimestampHeader, when set, names a header holding unix seconds
+	// (plain decimal digits); the replay window then applies, and Template
+	// must sign the timestamp ({timestamp} or {header:<TimestampHeader>}).
+	TimestampHeader string `json:"timestamp_header,omitempty"`
+	// Template is the signed content: literal text and the placeholders
+	// {body} (the raw body, required), {timestamp} (the TimestampHeader
+	// value as sent; needs TimestampHeader) and {header:Name} (the value
+	// of request header Name; an absent header is ErrMissingSignature).
+	// Default "{body}". A "{" must open one of these placeholders.
+	Template string `json:"template,omitempty"`
+}
+
+// ErrInvalidConfig is wrapped by every error of [Config.Validate], and by
+// [Verify] when it is given an invalid configuration.
+var ErrInvalidConfig = errors.New("invalid verification config")
+
+// ConfigError is the error of [Config.Validate]: the field that broke a
+// rule, as a JSON path ("scheme", "secrets[1]", "hmac.template", …), and
+// the rule. Its message is "<field>: <rule>"; it never contains a secret.
+type ConfigError struct {
+	Field string
+	Rule  string
+	Err   error // the underlying cause, if any (e.g. webhook.ErrInvalidSecret)
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Rule }
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Unwrap returns the underlying cause, if any.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErr(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the configuration and returns nil or a *[ConfigError]
+// (wrapping [ErrInvalidConfig]) naming the first rule broken, in this
+// order:
+//
+//	scheme: unknown scheme "x" (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)
+//	secrets: at least one secret is required
+//	secrets: more than 16 secrets
+//	secrets[i]: empty
+//	secrets[i]: not a Standard Webhooks secret (whsec_ followed by standard base64)
+//	tolerance: must be 0 (default 300s) or at least 1s
+//	hmac: required for scheme hmac
+//	hmac: only allowed with scheme hmac
+//	hmac.header: required
+//	hmac.header: not a valid header name
+//	hmac.algorithm: unknown algorithm "x" (want sha256, sha1 or sha512)
+//	hmac.encoding: unknown encoding "x" (want hex or base64)
+//	hmac.prefix: longer than 64 bytes
+//	hmac.prefix: contains a control character
+//	hmac.timestamp_header: not a valid header name
+//	hmac.timestamp_header: must differ from hmac.header
+//	hmac.template: longer than 1024 bytes
+//	hmac.template: unterminated placeholder at byte N
+//	hmac.template: unknown placeholder "{x}" (want {body}, {timestamp} or {header:Name})
+//	hmac.template: placeholder "{header:x}" needs a valid header name
+//	hmac.template: must contain {body}
+//	hmac.template: {timestamp} needs hmac.timestamp_header
+//	hmac.template: must sign the timestamp ({timestamp}) when hmac.timestamp_header is set
+//
+// (i counts from 0.) The last rule exists because a timestamp that is not
+// signed can be changed by anyone, so its replay window would protect
+// nothing.
+func (c Config) Validate() error {
+	_, err := c.check()
+	return err
+}
+
+// check validates c and returns the compiled HMACConfig for scheme hmac.
+func (c Config) check() (*hmacSpec, error) {
+	if !knownScheme(c.Scheme) {
+		return nil, configErr("scheme", "unknown scheme %q (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)", c.Scheme)
+	}
+	switch {
+	case len(c.Secrets) == 0:
+		return nil, configErr("secrets", "at least one secret is required")
+	case len(c.Secrets) > MaxSecrets:
+		return nil, configErr("secrets", "more than %d secrets", MaxSecrets)
+	}
+	for i, s := range c.Secrets {
+		if s == "" {
+			return nil, configErr(fmt.Sprintf("secrets[%d]", i), "empty")
+		}
+		if c.Scheme == StandardWebhooks {
+			if err := webhook.ValidateSecret(s); err != nil {
+				return nil, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i), Rule: "not a Standard Webhooks secret (whsec_ followed by standard base64)", Err: err}
+			}
+		}
+	}
+	if c.Tolerance < 0 || (c.Tolerance > 0 && c.Tolerance < time.Second) {
+		return nil, configErr("tolerance", "must be 0 (default 300s) or at least 1s")
+	}
+	switch {
+	case c.Scheme == HMAC && c.HMAC == nil:
+		return nil, configErr("hmac", "required for scheme hmac")
+	case c.Scheme != HMAC && c.HMAC != nil:
+		return nil, configErr("hmac", "only allowed with scheme hmac")
+	case c.HMAC != nil:
+		return c.HMAC.compile()
+	}
+	return nil, nil
+}
+
+func knownScheme(s string) bool {
+	for _, k := range Schemes {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Template parts.
+const (
+	partLiteral = iota
+	partBody
+	partTimestamp
+	partHeader
+)
+
+type part struct {
+	kind int
+	text string // literal text, or the canonical header name for partHeader
+}
+
+// hmacSpec is a validated HMACConfig.
+type hmacSpec struct {
+	header    string // canonical
+	algorithm string // sha256, sha1, sha512
+	base64    bool
+	prefix    string
+	tsHeader  string // canonical; "" when no replay window
+	parts     []part
+}
+
+// compile validates h and returns its normalised form.
+func (h *HMACConfig) compile() (*hmacSpec, error) {
+	s := &hmacSpec{algorithm: h.Algorithm, prefix: h.Prefix}
+	switch {
+	case h.Header == "":
+		return nil, configErr("hmac.header", "required")
+	case !validHeaderName(h.Header):
+		return nil, configErr("hmac.header", "not a valid header name")
+	}
+	s.header = canonicalHeader(h.Header)
+	switch h.Algorithm {
+	case "":
+		s.algorithm = "sha256"
+	case "sha256", "sha1", "sha512":
+	default:
+		return nil, configErr("hmac.algorithm", "unknown algorithm %q (want sha256, sha1 or sha512)", h.Algorithm)
+	}
+	switch h.Encoding {
+	case "", "hex":
+	case "base64":
+		s.base64 = true
+	default:
+		return nil, configErr("hmac.encoding", "unknown encoding %q (want hex or base64)", h.Encoding)
+	}
+	if len(h.Prefix) > maxPrefixLen {
+		return nil, configErr("hmac.prefix", "longer than %d bytes", maxPrefixLen)
+	}
+	for i := 0; i < len(h.Prefix); i++ {
+		if c := h.Prefix[i]; c < 0x20 || c == 0x7f {
+			return nil, configErr("hmac.prefix", "contains a control character")
+		}
+	}
+	if h.TimestampHeader != "" {
+		if !validHeaderName(h.TimestampHeader) {
+			return nil, configErr("hmac.timestamp_header", "not a valid header name")
+		}
+		s.tsHeader = canonicalHeader(h.TimestampHeader)
+		if s.tsHeader == s.header {
+			return nil, configErr("hmac.timestamp_header", "must differ from hmac.header")
+		}
+	}
+	tmpl := h.Template
+	if tmpl == "" {
+		tmpl = "{body}"
+	}
+	parts, err := parseTemplate(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	var haveBody, haveTS, signsTS bool
+	for _, p := range parts {
+		switch p.kind {
+		case partBody:
+			haveBody = true
+		case partTimestamp:
+			haveTS, signsTS = true, true
+		case partHeader:
+			if s.tsHeader != "" && p.text == s.tsHeader {
+				signsTS = true
+			}
+		}
+	}
+	switch {
+	case !haveBody:
+		return nil, configErr("hmac.template", "must contain {body}")
+	case haveTS && s.tsHeader == "":
+		return nil, configErr("hmac.template", "{timestamp} needs hmac.timestamp_header")
+	case s.tsHeader != "" && !signsTS:
+		return nil, configErr("hmac.template", "must sign the timestamp ({timestamp}) when hmac.timestamp_header is set")
+	}
+	s.parts = parts
+	return s, nil
+}
+
+// parseTemplate splits a signed-content template into literal text and
+// placeholders.
+func parseTemplate(t string) ([]part, error) {
+	if len(t) > maxTemplateLen {
+		return nil, configErr("hmac.template", "longer than %d bytes", maxTemplateLen)
+	}
+	var parts []part
+	for pos := 0; pos < len(t); {
+		open := strings.IndexByte(t[pos:], '{')
+		if open < 0 {
+			parts = append(parts, part{kind: partLiteral, text: t[pos:]})
+			break
+		}
+		if open > 0 {
+			parts = append(parts, part{kind: partLiteral, text: t[pos : pos+open]})
+		}
+		start := pos + open
+		end := strings.IndexByte(t[start:], '}')
+		if end < 0 {
+			return nil, configErr("hmac.template", "unterminated placeholder at byte %d", start)
+		}
+		ph := t[start : start+end+1]
+		switch {
+		case ph == "{body}":
+			parts = append(parts, part{kind: partBody})
+		case ph == "{timestamp}":
+			parts = append(parts, part{kind: partTimestamp})
+		case strings.HasPrefix(ph, "{header:"):
+			name := ph[len("{header:") : len(ph)-1]
+			if !validHeaderName(name) {
+				return nil, configErr("hmac.template", "placeholder %q needs a valid header name", ph)
+			}
+			parts = append(parts, part{kind: partHeader, text: canonicalHeader(name)})
+		default:
+			return nil, configErr("hmac.template", "unknown placeholder %q (want {body}, {timestamp} or {header:Name})", ph)
+		}
+		pos = start + end + 1
+	}
+	return parts, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}

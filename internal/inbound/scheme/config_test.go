@@ -1,0 +1,127 @@
+package scheme
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+func TestValidateAccepts(t *testing.T) {
+	for _, c := range []Config{
+		{Scheme: Herald, Secrets: []string{"any non-empty string"}},
+		{Scheme: Stripe, Secrets: []string{"whsec_test_secret", "whsec_old"}},
+		{Scheme: StandardWebhooks, Secrets: []string{secretA, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}},
+		{Scheme: GitHub, Secrets: []string{"It's a Secret to Everybody"}},
+		{Scheme: Shopify, Secrets: []string{"hush"}},
+		{Scheme: Slack, Secrets: []string{"e6b19c573432dcc6b075501d51b51bb8"}, Tolerance: time.Minute},
+		{Scheme: HMAC, Secrets: []string{"s"}, HMAC: &HMACConfig{Header: "X-Signature-256"}},
+		{Scheme: HMAC, Secrets: []string{"s"}, HMAC: testHMAC},
+		{Scheme: HMAC, Secrets: []string{"s"}, HMAC: &HMACConfig{Header: "X-Sig", Algorithm: "sha1", Encoding: "base64", TimestampHeader: "X-Ts", Template: "{header:x-ts}.{body}"}},
+		{Scheme: HMAC, Secrets: []string{"s"}, HMAC: &HMACConfig{Header: "X-Sig", Algorithm: "sha512", Encoding: "hex", Template: "}literal{body}}"}},
+		{Scheme: Herald, Secrets: []string{"s"}, Tolerance: time.Second},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// TestValidateErrors pins the exact messages: the API shows them as the
+// rule that failed.
+func TestValidateErrors(t *testing.T) {
+	hm := func(h HMACConfig) Config { return Config{Scheme: HMAC, Secrets: []string{"s"}, HMAC: &h} }
+	tooMany := make([]string, MaxSecrets+1)
+	for i := range tooMany {
+		tooMany[i] = "s"
+	}
+	cases := []struct {
+		c     Config
+		field string
+		want  string
+	}{
+		{Config{Secrets: []string{"s"}}, "scheme", `scheme: unknown scheme "" (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)`},
+		{Config{Scheme: "Stripe", Secrets: []string{"s"}}, "scheme", `scheme: unknown scheme "Stripe" (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)`},
+		{Config{Scheme: Stripe}, "secrets", "secrets: at least one secret is required"},
+		{Config{Scheme: Stripe, Secrets: []string{}}, "secrets", "secrets: at least one secret is required"},
+		{Config{Scheme: Stripe, Secrets: tooMany}, "secrets", "secrets: more than 16 secrets"},
+		{Config{Scheme: GitHub, Secrets: []string{"a", ""}}, "secrets[1]", "secrets[1]: empty"},
+		{Config{Scheme: StandardWebhooks, Secrets: []string{secretA, "whsec_not base64!"}}, "secrets[1]", "secrets[1]: not a Standard Webhooks secret (whsec_ followed by standard base64)"},
+		{Config{Scheme: StandardWebhooks, Secrets: []string{"whsec_"}}, "secrets[0]", "secrets[0]: not a Standard Webhooks secret (whsec_ followed by standard base64)"},
+		{Config{Scheme: Slack, Secrets: []string{"s"}, Tolerance: -time.Second}, "tolerance", "tolerance: must be 0 (default 300s) or at least 1s"},
+		{Config{Scheme: Slack, Secrets: []string{"s"}, Tolerance: 999 * time.Millisecond}, "tolerance", "tolerance: must be 0 (default 300s) or at least 1s"},
+		{Config{Scheme: HMAC, Secrets: []string{"s"}}, "hmac", "hmac: required for scheme hmac"},
+		{Config{Scheme: GitHub, Secrets: []string{"s"}, HMAC: &HMACConfig{Header: "X"}}, "hmac", "hmac: only allowed with scheme hmac"},
+		{hm(HMACConfig{}), "hmac.header", "hmac.header: required"},
+		{hm(HMACConfig{Header: "X Sig"}), "hmac.header", "hmac.header: not a valid header name"},
+		{hm(HMACConfig{Header: "X-Sig:"}), "hmac.header", "hmac.header: not a valid header name"},
+		{hm(HMACConfig{Header: "X-Sig", Algorithm: "md5"}), "hmac.algorithm", `hmac.algorithm: unknown algorithm "md5" (want sha256, sha1 or sha512)`},
+		{hm(HMACConfig{Header: "X-Sig", Algorithm: "SHA256"}), "hmac.algorithm", `hmac.algorithm: unknown algorithm "SHA256" (want sha256, sha1 or sha512)`},
+		{hm(HMACConfig{Header: "X-Sig", Encoding: "base64url"}), "hmac.encoding", `hmac.encoding: unknown encoding "base64url" (want hex or base64)`},
+		{hm(HMACConfig{Header: "X-Sig", Prefix: strings.Repeat("p", 65)}), "hmac.prefix", "hmac.prefix: longer than 64 bytes"},
+		{hm(HMACConfig{Header: "X-Sig", Prefix: "sha256=\n"}), "hmac.prefix", "hmac.prefix: contains a control character"},
+		{hm(HMACConfig{Header: "X-Sig", TimestampHeader: "X Ts"}), "hmac.timestamp_header", "hmac.timestamp_header: not a valid header name"},
+		{hm(HMACConfig{Header: "X-Sig", TimestampHeader: "x-sig", Template: "{timestamp}{body}"}), "hmac.timestamp_header", "hmac.timestamp_header: must differ from hmac.header"},
+		{hm(HMACConfig{Header: "X-Sig", Template: strings.Repeat("{body}", 200)}), "hmac.template", "hmac.template: longer than 1024 bytes"},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{body}.{timestamp"}), "hmac.template", "hmac.template: unterminated placeholder at byte 7"},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{body}{id}"}), "hmac.template", `hmac.template: unknown placeholder "{id}" (want {body}, {timestamp} or {header:Name})`},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{{body}}"}), "hmac.template", `hmac.template: unknown placeholder "{{body}" (want {body}, {timestamp} or {header:Name})`},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{body}{header:}"}), "hmac.template", `hmac.template: placeholder "{header:}" needs a valid header name`},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{body}{header:a b}"}), "hmac.template", `hmac.template: placeholder "{header:a b}" needs a valid header name`},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{timestamp}.{header:X-Id}"}), "hmac.template", "hmac.template: must contain {body}"},
+		{hm(HMACConfig{Header: "X-Sig", Template: "{timestamp}.{body}"}), "hmac.template", "hmac.template: {timestamp} needs hmac.timestamp_header"},
+		{hm(HMACConfig{Header: "X-Sig", TimestampHeader: "X-Ts"}), "hmac.template", "hmac.template: must sign the timestamp ({timestamp}) when hmac.timestamp_header is set"},
+		{hm(HMACConfig{Header: "X-Sig", TimestampHeader: "X-Ts", Template: "{header:X-Other}.{body}"}), "hmac.template", "hmac.template: must sign the timestamp ({timestamp}) when hmac.timestamp_header is set"},
+	}
+	for _, tc := range cases {
+		err := tc.c.Validate()
+		if err == nil {
+			t.Errorf("%+v: no error, want %q", tc.c, tc.want)
+			continue
+		}
+		if err.Error() != tc.want {
+			t.Errorf("%+v:\n got %q\nwant %q", tc.c, err.Error(), tc.want)
+		}
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%q: ConfigError field %v, want %q", err, ce, tc.field)
+		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%q does not wrap ErrInvalidConfig", err)
+		}
+		for _, s := range tc.c.Secrets {
+			if len(s) > 8 && strings.Contains(err.Error(), s) {
+				t.Errorf("%q contains a secret", err)
+			}
+		}
+	}
+}
+
+func TestValidateSecretCause(t *testing.T) {
+	err := Config{Scheme: StandardWebhooks, Secrets: []string{"whsec_!!"}}.Validate()
+	if !errors.Is(err, webhook.ErrInvalidSecret) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("%v: want both ErrInvalidConfig and webhook.ErrInvalidSecret", err)
+	}
+}
+
+// TestConfigJSON: the stored form. Tolerance is not part of it.
+func TestConfigJSON(t *testing.T) {
+	c := Config{Scheme: HMAC, Secrets: []string{"a", "b"}, Tolerance: time.Minute, HMAC: &HMACConfig{
+		Header: "X-Sig", Algorithm: "sha1", Encoding: "base64", Prefix: "sha1=", TimestampHeader: "X-Ts", Template: "{timestamp}.{body}",
+	}}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"scheme":"hmac","secrets":["a","b"],"hmac":{"header":"X-Sig","algorithm":"sha1","encoding":"base64","prefix":"sha1=","timestamp_header":"X-Ts","template":"{timestamp}.{body}"}}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+	b, _ = json.Marshal(Config{Scheme: GitHub, Secrets: []string{"s"}})
+	if string(b) != `{"scheme":"github","secrets":["s"]}` {
+		t.Fatalf("got %s", b)
+	}
+}

@@ -1,0 +1,227 @@
+package scheme
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxKeyLen caps a dedupe key (bytes). Real provider ids are far shorter
+// (a UUID, "evt_…", "msg_…"); a longer value is refused rather than stored.
+const MaxKeyLen = 512
+
+// Errors of [DedupeKey] and [ValidateDedupeRule]; every error of those
+// functions wraps exactly one of them.
+var (
+	// ErrNoDedupeKey: the request carries no usable key for the rule —
+	// header or JSON value absent, empty, sent twice, not a string or
+	// number, longer than MaxKeyLen, not valid UTF-8 or containing control
+	// characters; body not JSON; scheme hmac without a rule.
+	ErrNoDedupeKey = errors.New("no dedupe key")
+	// ErrBadDedupeRule: the rule itself is invalid (unknown prefix, bad
+	// header name, bad JSON pointer) or, with no rule, the scheme is
+	// unknown. A configuration error: reject it when the source is saved.
+	ErrBadDedupeRule = errors.New("invalid dedupe rule")
+)
+
+// Natural id headers (canonical form).
+const (
+	headerEventID         = "X-Event-Id"
+	headerWebhookID       = "Webhook-Id"
+	headerSvixID          = "Svix-Id"
+	headerGitHubDelivery  = "X-Github-Delivery"
+	headerShopifyWebhook  = "X-Shopify-Webhook-Id"
+	rulePrefixHeader      = "header:"
+	rulePrefixJSONPointer = "json:"
+)
+
+// ValidateDedupeRule checks a dedupe rule: "" (the scheme's natural id),
+// "header:<Name>" with a valid header field name, or "json:<pointer>" with
+// an RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
+// "json:/a~1b" for member "a/b"). Errors wrap [ErrBadDedupeRule].
+func ValidateDedupeRule(rule string) error {
+	_, _, err := parseRule(rule)
+	return err
+}
+
+type ruleKind int
+
+const (
+	ruleNatural ruleKind = iota
+	ruleHeader
+	ruleJSON
+)
+
+// parseRule returns the rule's kind and its header name (canonical) or
+// pointer tokens.
+func parseRule(rule string) (ruleKind, any, error) {
+	switch {
+	case rule == "":
+		return ruleNatural, nil, nil
+	case strings.HasPrefix(rule, rulePrefixHeader):
+		name := rule[len(rulePrefixHeader):]
+		if !validHeaderName(name) {
+			return 0, nil, fmt.Errorf("%w: %q is not a valid header name", ErrBadDedupeRule, name)
+		}
+		return ruleHeader, canonicalHeader(name), nil
+	case strings.HasPrefix(rule, rulePrefixJSONPointer):
+		tokens, err := parsePointer(rule[len(rulePrefixJSONPointer):])
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: %w", ErrBadDedupeRule, err)
+		}
+		return ruleJSON, tokens, nil
+	default:
+		return 0, nil, fmt.Errorf("%w: %q (want \"\", \"header:<Name>\" or \"json:<JSON pointer>\")", ErrBadDedupeRule, rule)
+	}
+}
+
+// DedupeKey returns the key under which the gateway stores a verified
+// request, unique per source: the same key again is a duplicate. Call it
+// only after [Verify] succeeded.
+//
+// With rule "" it is the scheme's natural event id, the identifier the
+// provider keeps the same on every retry of one event:
+//
+//   - standard-webhooks: webhook-id, else svix-id (signed).
+//   - stripe: the event's top-level JSON "id" ("evt_…"; signed). Stripe,
+//     "Handle duplicate events": https://docs.stripe.com/webhooks#handle-duplicate-events
+//   - github: X-GitHub-Delivery, a GUID that a redelivery keeps. GitHub,
+//     "Best practices for using webhooks":
+//     https://docs.github.com/en/webhooks/using-webhooks/best-practices-for-using-webhooks
+//   - shopify: X-Shopify-Webhook-Id. (Shopify's "Ignore duplicate
+//     webhooks", https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates,
+//     names X-Shopify-Event-Id, which is shared by the deliveries of one
+//     event to several subscriptions; use rule "header:X-Shopify-Event-Id"
+//     for that behaviour.)
+//   - slack: the JSON "event_id" of an Events API callback; for a
+//     "url_verification" request, its "challenge" value (Slack, "Events
+//     API", https://api.slack.com/apis/events-api). Slash commands and
+//     interactivity payloads are form-encoded and have no id: they fall
+//     back to the body key.
+//   - herald: X-Event-Id, else webhook-id.
+//   - hmac: none; ErrNoDedupeKey unless a rule is configured.
+//
+// Headers are not covered by the github, shopify and herald (X-Signature)
+// signatures: a captured request replayed with another id header is not
+// recognised as a duplicate. "json:/id" keys a Herald source on the signed
+// event id instead.
+//
+// A rule overrides the scheme: "header:<Name>" takes that request header,
+// "json:<pointer>" the value an RFC 6901 pointer designates in the JSON
+// body (https://www.rfc-editor.org/rfc/rfc6901): a string's unescaped
+// text, or a number's literal text as sent.
+//
+// The key is never empty. Errors wrap [ErrNoDedupeKey] (the request has
+// none) or [ErrBadDedupeRule] (the rule or scheme is invalid). On either,
+// the gateway keys the request with [BodyKey] instead.
+func DedupeKey(scheme, rule string, h http.Header, body []byte) (string, error) {
+	kind, arg, err := parseRule(rule)
+	if err != nil {
+		return "", err
+	}
+	switch kind {
+	case ruleHeader:
+		return headerKey(h, arg.(string))
+	case ruleJSON:
+		return jsonKey(body, arg.([]string), rule[len(rulePrefixJSONPointer):])
+	}
+	switch scheme {
+	case StandardWebhooks:
+		return firstHeaderKey(h, headerWebhookID, headerSvixID)
+	case Stripe:
+		return jsonKey(body, []string{"id"}, "/id")
+	case GitHub:
+		return headerKey(h, headerGitHubDelivery)
+	case Shopify:
+		return headerKey(h, headerShopifyWebhook)
+	case Slack:
+		return slackKey(body)
+	case Herald:
+		return firstHeaderKey(h, headerEventID, headerWebhookID)
+	case HMAC:
+		return "", fmt.Errorf("%w: scheme hmac has no natural event id (configure a header: or json: rule)", ErrNoDedupeKey)
+	default:
+		return "", fmt.Errorf("%w: unknown scheme %q", ErrBadDedupeRule, scheme)
+	}
+}
+
+// BodyKey is the gateway's fallback dedupe key when [DedupeKey] fails:
+// "sha256:" followed by the lowercase hex SHA-256 of the raw body. Requests
+// with byte-identical bodies are then duplicates of each other, which holds
+// for a provider that retries with the same bytes (the signature headers
+// may change between attempts; the body does not), and is the only
+// sensible identity of a message that carries no id. A provider that puts
+// attempt-specific data in the body defeats it: configure a rule instead.
+func BodyKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// headerKey returns the single value of header name as a key.
+func headerKey(h http.Header, name string) (string, error) {
+	vs := h.Values(name)
+	switch {
+	case len(vs) == 0:
+		return "", fmt.Errorf("%w: no %s header", ErrNoDedupeKey, name)
+	case len(vs) > 1:
+		return "", fmt.Errorf("%w: %s header sent %d times", ErrNoDedupeKey, name, len(vs))
+	}
+	return checkKey(vs[0], name+" header")
+}
+
+// firstHeaderKey returns the key of the first header present.
+func firstHeaderKey(h http.Header, names ...string) (string, error) {
+	for _, name := range names {
+		if len(h.Values(name)) > 0 {
+			return headerKey(h, name)
+		}
+	}
+	return "", fmt.Errorf("%w: none of the headers %s", ErrNoDedupeKey, strings.Join(names, ", "))
+}
+
+// jsonKey returns the string or number at tokens in the JSON body.
+func jsonKey(body []byte, tokens []string, pointer string) (string, error) {
+	raw, err := lookupJSON(body, tokens)
+	if err != nil {
+		return "", fmt.Errorf("%w: JSON pointer %q: %w", ErrNoDedupeKey, pointer, err)
+	}
+	s, err := scalarText(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: JSON pointer %q: %w", ErrNoDedupeKey, pointer, err)
+	}
+	return checkKey(s, "JSON pointer "+pointer)
+}
+
+// slackKey returns event_id, or the challenge of a url_verification.
+func slackKey(body []byte) (string, error) {
+	if raw, err := lookupJSON(body, []string{"type"}); err == nil {
+		if t, err := scalarText(raw); err == nil && t == "url_verification" {
+			return jsonKey(body, []string{"challenge"}, "/challenge")
+		}
+	}
+	return jsonKey(body, []string{"event_id"}, "/event_id")
+}
+
+// checkKey applies the rules every key obeys: non-empty, at most
+// MaxKeyLen bytes, valid UTF-8 without control characters (keys are stored
+// as text; PostgreSQL refuses NUL and invalid UTF-8).
+func checkKey(k, what string) (string, error) {
+	switch {
+	case k == "":
+		return "", fmt.Errorf("%w: %s is empty", ErrNoDedupeKey, what)
+	case len(k) > MaxKeyLen:
+		return "", fmt.Errorf("%w: %s is longer than %d bytes", ErrNoDedupeKey, what, MaxKeyLen)
+	case !utf8.ValidString(k):
+		return "", fmt.Errorf("%w: %s is not valid UTF-8", ErrNoDedupeKey, what)
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return "", fmt.Errorf("%w: %s contains a control character", ErrNoDedupeKey, what)
+		}
+	}
+	return k, nil
+}

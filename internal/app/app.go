@@ -64,7 +64,7 @@ type Config struct {
 	RetrySchedule []time.Duration
 	// AttemptTimeout bounds one attempt; default 10 s.
 	AttemptTimeout time.Duration
-	// Workers is the number of attempts in flight at once; default 64.
+	// Workers is the number of attempts in flight at once; default 128.
 	Workers int
 	// Lease overrides the claim lease (default 2 × AttemptTimeout + 5 s).
 	Lease time.Duration
@@ -73,7 +73,7 @@ type Config struct {
 	RescueInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
-	// EndpointConcurrency caps attempts in flight per endpoint; default 10.
+	// EndpointConcurrency caps attempts in flight per endpoint; default 32.
 	EndpointConcurrency int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.

@@ -59,7 +59,7 @@ type Config struct {
 	Clock Clock
 	// Owner names this node in leases; default a random "node_…" id.
 	Owner string
-	// Workers is the number of attempts in flight at once; default 64.
+	// Workers is the number of attempts in flight at once; default 128.
 	Workers int
 	// ClaimBatch caps one claim query; default 256.
 	ClaimBatch int
@@ -80,7 +80,7 @@ type Config struct {
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
 	// EndpointConcurrency caps the attempts in flight to one endpoint on
-	// this node; default 10. A slow or black-holed endpoint holds at most
+	// this node; default 32. A slow or black-holed endpoint holds at most
 	// this many workers.
 	EndpointConcurrency int
 	// BreakerThreshold is the number of consecutive transport failures
@@ -117,7 +117,7 @@ func (c Config) WithDefaults() Config {
 		c.Owner = store.NewID("node")
 	}
 	if c.Workers <= 0 {
-		c.Workers = 64
+		c.Workers = 128
 	}
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = 256
@@ -141,7 +141,7 @@ func (c Config) WithDefaults() Config {
 		c.UserAgent = "Herald"
 	}
 	if c.EndpointConcurrency <= 0 {
-		c.EndpointConcurrency = 10
+		c.EndpointConcurrency = 32
 	}
 	if c.BreakerThreshold <= 0 {
 		c.BreakerThreshold = 5
@@ -179,6 +179,11 @@ type Engine struct {
 	jobs    chan store.Claim
 	results chan store.Completion
 	gate    *gate
+	// congested is signalled when a claim had to be deferred because its
+	// endpoint was at the cap with parking full: the claimer then waits
+	// for an attempt to finish before claiming more.
+	congested chan struct{}
+	progress  chan struct{} // signalled when an attempt finishes
 }
 
 // New checks cfg and returns an engine.
@@ -193,7 +198,9 @@ func New(cfg Config) (*Engine, error) {
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan store.Claim, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
-		gate:    newGate(cfg.EndpointConcurrency, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
+		gate:      newGate(cfg.EndpointConcurrency, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
+		congested: make(chan struct{}, 1),
+		progress:  make(chan struct{}, 1),
 	}
 	for range cfg.Workers {
 		e.slots <- struct{}{}
@@ -254,6 +261,19 @@ func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		// After a congested batch, wait for an attempt to finish (or a
+		// short while) before claiming more.
+		select {
+		case <-e.congested:
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-e.progress:
+			case <-t.C:
+			}
+			t.Stop()
+		default:
+		}
 		// Take at least one idle worker, then every other idle one.
 		select {
 		case <-ctx.Done():
@@ -338,9 +358,76 @@ func (e *Engine) work(ctx context.Context) {
 			// Shutting down: leave the claim leased; it is rescued later.
 			continue
 		}
-		e.results <- e.process(ctx, c)
+		e.handle(ctx, c)
 		e.slots <- struct{}{}
+		select {
+		case e.progress <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// handle passes a claim through its endpoint's gate. An admitted claim is
+// attempted, and then this worker carries on with the endpoint's next
+// parked claim, if any; a claim parked at the cap is left for the worker
+// that finishes the endpoint's current attempt; any other claim turned
+// away is deferred without consuming an attempt.
+func (e *Engine) handle(ctx context.Context, c store.Claim) {
+	for {
+		now := e.cfg.Clock.Now()
+		ok, parked, retryAt, reason := e.gate.admitOrPark(c, now)
+		if parked {
+			return
+		}
+		if !ok {
+			e.deferClaim(c, retryAt, reason, now)
+			return
+		}
+		comp, transportFailure := e.attempt(ctx, c)
+		e.results <- comp
+		until, opened := e.gate.done(c.Endpoint.ID, transportFailure, e.cfg.Clock.Now())
+		if opened {
+			e.circuitOpened(c.Endpoint.ID, until)
+			for _, p := range e.gate.unparkAll(c.Endpoint.ID) {
+				e.deferClaim(p, until, "circuit_open", e.cfg.Clock.Now())
+			}
+			return
+		}
+		next, more := e.gate.next(c.Endpoint.ID)
+		if !more || ctx.Err() != nil {
+			return
+		}
+		c = next
+	}
+}
+
+// deferClaim puts a claim back without an attempt, due at retryAt.
+func (e *Engine) deferClaim(c store.Claim, retryAt time.Time, reason string, now time.Time) {
+	e.cfg.Metrics.Deferred(reason)
+	e.results <- store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
+		Deferred: true, NextAttemptAt: retryAt, Now: now}
+	if reason == "concurrency_cap" {
+		// Claims are outrunning what the endpoints can take: tell the
+		// claimer to wait for progress instead of claiming more of them.
+		select {
+		case e.congested <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// circuitOpened postpones the endpoint's due deliveries in the store.
+func (e *Engine) circuitOpened(endpointID string, until time.Time) {
+	e.cfg.Metrics.CircuitOpened()
+	e.cfg.Logger.Warn("circuit opened: the endpoint keeps failing; its deliveries wait without consuming attempts",
+		"endpoint", endpointID, "until", until)
+	go func() {
+		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := e.cfg.Store.PostponeEndpointDeliveries(pctx, endpointID, until); err != nil {
+			e.cfg.Logger.Warn("postpone deliveries of an open circuit failed", "endpoint", endpointID, "error", err)
+		}
+	}()
 }
 
 // Headers set on every attempt besides the signature headers (DESIGN.md,
@@ -350,32 +437,6 @@ const (
 	HeaderEventType       = "X-Event-Type"
 	HeaderDeliveryAttempt = "X-Delivery-Attempt"
 )
-
-// process passes a claim through the endpoint's gate: an admitted claim is
-// attempted; one turned away is deferred without consuming an attempt.
-func (e *Engine) process(ctx context.Context, c store.Claim) store.Completion {
-	now := e.cfg.Clock.Now()
-	ok, retryAt, reason := e.gate.admit(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
-	if !ok {
-		e.cfg.Metrics.Deferred(reason)
-		return store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
-			Deferred: true, NextAttemptAt: retryAt, Now: now}
-	}
-	comp, transportFailure := e.attempt(ctx, c)
-	if until, opened := e.gate.done(c.Endpoint.ID, transportFailure, e.cfg.Clock.Now()); opened {
-		e.cfg.Metrics.CircuitOpened()
-		e.cfg.Logger.Warn("circuit opened: the endpoint keeps failing; its deliveries wait without consuming attempts",
-			"endpoint", c.Endpoint.ID, "until", until)
-		go func() {
-			pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := e.cfg.Store.PostponeEndpointDeliveries(pctx, c.Endpoint.ID, until); err != nil {
-				e.cfg.Logger.Warn("postpone deliveries of an open circuit failed", "endpoint", c.Endpoint.ID, "error", err)
-			}
-		}()
-	}
-	return comp
-}
 
 // attempt makes one HTTP try of a claimed delivery and returns its
 // completion, and whether it failed at the transport level (no answer, or

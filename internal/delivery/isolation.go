@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // gate keeps one endpoint from taking more than its share of the workers:
@@ -13,10 +15,15 @@ import (
 // transport level (timeouts, refused connections, 5xx) until a cooldown has
 // passed, then lets a single probe through (half-open).
 //
-// A delivery the gate turns away is deferred: its lease is released with a
-// new due time and no attempt is consumed, so its own schedule (attempt
-// count, dead-lettering) is unchanged, and the workers stay free for other
-// endpoints.
+// A delivery that finds its endpoint at the cap is parked in memory (up to
+// one cap's worth per endpoint): the worker that finishes an attempt to
+// that endpoint takes the next parked delivery at once, with no database
+// round trip. A parked delivery holds no worker, and waits at most about
+// one attempt timeout, well inside its lease. A delivery the gate turns
+// away otherwise (rate limit, open circuit, parking full) is deferred: its
+// lease is released with a new due time and no attempt is consumed, so its
+// own schedule (attempt count, dead-lettering) is unchanged, and the
+// workers stay free for other endpoints.
 //
 // The state is per node. With several nodes an endpoint may get up to
 // (nodes × cap) attempts in flight; the cap bounds each node's workers,
@@ -39,6 +46,7 @@ type endpointGate struct {
 	probing   bool      // half-open: one probe in flight
 	limiter   *rate.Limiter
 	limit     int
+	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
 }
 
 func newGate(capPerEndpoint, threshold int, cooldown, deferFor time.Duration) *gate {
@@ -51,6 +59,54 @@ func newGate(capPerEndpoint, threshold int, cooldown, deferFor time.Duration) *g
 func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.admitLocked(endpointID, ratePerSecond, now)
+}
+
+// admitOrPark is admit, except that a claim turned away only because its
+// endpoint is at the cap is parked (parked = true) while there is room.
+// Both happen under one lock, so a parked claim can never miss the finish
+// of the attempt that would take it.
+func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retryAt time.Time, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ok, retryAt, reason = g.admitLocked(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
+	if !ok && reason == "concurrency_cap" {
+		e := g.eps[c.Endpoint.ID]
+		if len(e.parked) < g.cap {
+			e.parked = append(e.parked, c)
+			return false, true, time.Time{}, reason
+		}
+	}
+	return ok, false, retryAt, reason
+}
+
+// next takes the endpoint's oldest parked claim, if any.
+func (g *gate) next(endpointID string) (store.Claim, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.eps[endpointID]
+	if e == nil || len(e.parked) == 0 {
+		return store.Claim{}, false
+	}
+	c := e.parked[0]
+	e.parked = e.parked[1:]
+	return c, true
+}
+
+// unparkAll takes every parked claim of the endpoint (its circuit opened).
+func (g *gate) unparkAll(endpointID string) []store.Claim {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.eps[endpointID]
+	if e == nil {
+		return nil
+	}
+	out := e.parked
+	e.parked = nil
+	return out
+}
+
+func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	e := g.eps[endpointID]
 	if e == nil {
 		e = &endpointGate{}
@@ -103,7 +159,7 @@ func (g *gate) done(endpointID string, failed bool, now time.Time) (openUntil ti
 	if !failed {
 		e.failures = 0
 		e.openUntil = time.Time{}
-		if e.inflight == 0 && e.limiter == nil {
+		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 {
 			delete(g.eps, endpointID) // keep the map small
 		}
 		return time.Time{}, false

@@ -58,7 +58,7 @@
 // [Middleware] turns an http.Handler into a receiver that keeps the
 // promises of the contract on the receiving side:
 //
-//	store := webhook.NewMemoryStore() // one process; sqlstore/redisstore for several
+//	store := webhook.NewMemoryStore() // tests only: forgets on restart, and Herald retries for ~35 h; use sqlstore or redisstore
 //	h := webhook.Middleware(webhook.HandlerConfig{
 //		Verifier: &webhook.Verifier{Secrets: []string{newSecret, oldSecret}},
 //		Store:    store,

@@ -99,12 +99,15 @@ type HandlerConfig struct {
 	// negative means DefaultLease (5 min).
 	Lease time.Duration
 
-	// OnError, if set, is called with the real reason of every request that
-	// is not handed to the handler (bad signature, oversize body, store
-	// failure, ...) and of every failure after the handler ran (store
-	// Complete/Release errors, handler panics). Use it for logging; the
-	// client only gets a fixed message. It may be called concurrently and
-	// must not write to the response.
+	// OnError, if set, is called with the real reason of every request
+	// refused with an error status (401 bad signature, 413 oversize body,
+	// 400 missing or mismatched event id, 503 store failure) and of every
+	// failure after the handler ran (store Complete/Release errors, handler
+	// panics). Duplicates (200 {"duplicate":true}) and events still in
+	// progress elsewhere (503 with Retry-After) are normal outcomes, not
+	// errors: they are not reported here. Use it for logging; the client
+	// only gets a fixed message. It may be called concurrently and must not
+	// write to the response.
 	OnError func(r *http.Request, err error)
 }
 
@@ -288,7 +291,7 @@ func (h *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // retryable reports whether a handler's status asks the sender to retry:
 // 5xx, 408 Request Timeout and 429 Too Many Requests, the codes Herald's
-// sender retries (DESIGN.md, "what is retried"). 0 (nothing written) is
+// sender retries (the Herald contract, docs/contract.md, "what is retried"). 0 (nothing written) is
 // 200.
 func retryable(status int) bool {
 	return status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests

@@ -8,7 +8,7 @@ import (
 
 // VersionGate drops out-of-order thin events. Herald does not guarantee
 // order; every event carries data.version, a number that grows with each
-// change of the resource it describes (DESIGN.md, "order"). A receiver asks
+// change of the resource it describes (the Herald contract, docs/contract.md, "order"). A receiver asks
 // the gate before acting on an event and ignores stale ones, then fetches the
 // resource's current state rather than trusting the payload.
 //

@@ -81,7 +81,8 @@ type Config struct {
 	UserAgent string
 	// EndpointConcurrency caps the attempts in flight to one endpoint on
 	// this node; default 32. A slow or black-holed endpoint holds at most
-	// this many workers.
+	// this many workers; one that has answered fast (under 250 ms) three
+	// times in a row may use every worker until it is slow or fails again.
 	EndpointConcurrency int
 	// BreakerThreshold is the number of consecutive transport failures
 	// (no answer, or 5xx) that opens an endpoint's circuit; default 5.
@@ -198,7 +199,7 @@ func New(cfg Config) (*Engine, error) {
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan store.Claim, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
-		gate:      newGate(cfg.EndpointConcurrency, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
+		gate:      newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
 	}
@@ -358,8 +359,9 @@ func (e *Engine) work(ctx context.Context) {
 			// Shutting down: leave the claim leased; it is rescued later.
 			continue
 		}
-		e.handle(ctx, c)
-		e.slots <- struct{}{}
+		for range e.handle(ctx, c) {
+			e.slots <- struct{}{}
+		}
 		select {
 		case e.progress <- struct{}{}:
 		default:
@@ -372,30 +374,41 @@ func (e *Engine) work(ctx context.Context) {
 // parked claim, if any; a claim parked at the cap is left for the worker
 // that finishes the endpoint's current attempt; any other claim turned
 // away is deferred without consuming an attempt.
-func (e *Engine) handle(ctx context.Context, c store.Claim) {
+//
+// Every claim holds one of the claimer's tokens (Workers in all) from the
+// claim until it is attempted or deferred — parked claims too, so claims
+// never outrun what can be attempted. handle returns how many tokens the
+// worker must give back.
+func (e *Engine) handle(ctx context.Context, c store.Claim) (release int) {
+	release = 1 // c's token
 	for {
 		now := e.cfg.Clock.Now()
 		ok, parked, retryAt, reason := e.gate.admitOrPark(c, now)
 		if parked {
-			return
+			return release - 1 // the parked claim keeps its token
 		}
 		if !ok {
 			e.deferClaim(c, retryAt, reason, now)
-			return
+			return release
 		}
 		comp, transportFailure := e.attempt(ctx, c)
 		e.results <- comp
-		until, opened := e.gate.done(c.Endpoint.ID, transportFailure, e.cfg.Clock.Now())
+		until, opened := e.gate.done(c.Endpoint.ID, transportFailure, comp.Attempt.Duration, e.cfg.Clock.Now())
 		if opened {
 			e.circuitOpened(c.Endpoint.ID, until)
 			for _, p := range e.gate.unparkAll(c.Endpoint.ID) {
 				e.deferClaim(p, until, "circuit_open", e.cfg.Clock.Now())
+				release++
 			}
-			return
+			return release
 		}
 		next, more := e.gate.next(c.Endpoint.ID)
-		if !more || ctx.Err() != nil {
-			return
+		if !more {
+			return release
+		}
+		release++ // next brings its token along
+		if ctx.Err() != nil {
+			return release // shutting down: next stays leased, rescued later
 		}
 		c = next
 	}

@@ -16,7 +16,7 @@ import (
 // passed, then lets a single probe through (half-open).
 //
 // A delivery that finds its endpoint at the cap is parked in memory (up to
-// one cap's worth per endpoint): the worker that finishes an attempt to
+// a quarter of the cap per endpoint): the worker that finishes an attempt to
 // that endpoint takes the next parked delivery at once, with no database
 // round trip. A parked delivery holds no worker, and waits at most about
 // one attempt timeout, well inside its lease. A delivery the gate turns
@@ -33,7 +33,8 @@ import (
 type gate struct {
 	mu        sync.Mutex
 	eps       map[string]*endpointGate
-	cap       int           // attempts in flight per endpoint
+	cap       int           // attempts in flight per endpoint until it has proven fast
+	fastCap   int           // attempts in flight per endpoint that answers fast (all workers)
 	threshold int           // consecutive failures that open the circuit
 	cooldown  time.Duration // how long an open circuit stays open
 	deferFor  time.Duration // wait of a delivery turned away at the cap
@@ -47,10 +48,29 @@ type endpointGate struct {
 	limiter   *rate.Limiter
 	limit     int
 	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
+	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
 }
 
-func newGate(capPerEndpoint, threshold int, cooldown, deferFor time.Duration) *gate {
-	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, threshold: threshold, cooldown: cooldown, deferFor: deferFor}
+// fastAnswer is the attempt duration under which an answer counts as fast,
+// and fastProof how many fast answers in a row lift an endpoint from cap to
+// fastCap. A healthy, quick endpoint may use every worker (a drain is not
+// held back by the cap); one that is slow, times out or fails goes back to
+// cap at once, so a black hole never holds more than cap workers.
+const (
+	fastAnswer = 250 * time.Millisecond
+	fastProof  = 3
+)
+
+func (e *endpointGate) maxInflight(g *gate) int {
+	if e.fast >= fastProof {
+		return g.fastCap
+	}
+	return g.cap
+}
+
+func newGate(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *gate {
+	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
+		threshold: threshold, cooldown: cooldown, deferFor: deferFor}
 }
 
 // admit reports whether an attempt to the endpoint may start now; if not,
@@ -72,7 +92,7 @@ func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retry
 	ok, retryAt, reason = g.admitLocked(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
 	if !ok && reason == "concurrency_cap" {
 		e := g.eps[c.Endpoint.ID]
-		if len(e.parked) < g.cap {
+		if len(e.parked) < max(1, e.maxInflight(g)/4) {
 			e.parked = append(e.parked, c)
 			return false, true, time.Time{}, reason
 		}
@@ -120,7 +140,7 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 			return false, now.Add(g.deferFor), "circuit_half_open"
 		}
 	}
-	if e.inflight >= g.cap {
+	if e.inflight >= e.maxInflight(g) {
 		return false, now.Add(g.deferFor), "concurrency_cap"
 	}
 	if ratePerSecond > 0 {
@@ -143,10 +163,10 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 	return true, time.Time{}, ""
 }
 
-// done records the end of an admitted attempt. failed is a transport-level
-// failure (no answer, or 5xx). It returns the time until which the circuit
+// done records the end of an admitted attempt that took took. failed is a
+// transport-level failure (no answer, or 5xx). It returns the time until which the circuit
 // is now open (zero if it is closed), and whether this call opened it.
-func (g *gate) done(endpointID string, failed bool, now time.Time) (openUntil time.Time, opened bool) {
+func (g *gate) done(endpointID string, failed bool, took time.Duration, now time.Time) (openUntil time.Time, opened bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := g.eps[endpointID]
@@ -154,12 +174,17 @@ func (g *gate) done(endpointID string, failed bool, now time.Time) (openUntil ti
 		return time.Time{}, false
 	}
 	e.inflight--
+	if !failed && took < fastAnswer {
+		e.fast++
+	} else {
+		e.fast = 0
+	}
 	wasProbe := e.probing
 	e.probing = false
 	if !failed {
 		e.failures = 0
 		e.openUntil = time.Time{}
-		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 {
+		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 {
 			delete(g.eps, endpointID) // keep the map small
 		}
 		return time.Time{}, false

@@ -8,7 +8,7 @@ import (
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestGateConcurrencyCap(t *testing.T) {
-	g := newGate(2, 5, 30*time.Second, time.Second)
+	g := newGate(2, 2, 5, 30*time.Second, time.Second)
 	for i := range 2 {
 		if ok, _, _ := g.admit("ep", 0, t0); !ok {
 			t.Fatalf("attempt %d refused under the cap", i+1)
@@ -21,20 +21,20 @@ func TestGateConcurrencyCap(t *testing.T) {
 	if ok, _, _ := g.admit("other", 0, t0); !ok {
 		t.Fatal("another endpoint is refused because of the first one's cap")
 	}
-	g.done("ep", false, t0)
+	g.done("ep", false, time.Millisecond, t0)
 	if ok, _, _ := g.admit("ep", 0, t0); !ok {
 		t.Fatal("refused after a slot was freed")
 	}
 }
 
 func TestGateRateLimit(t *testing.T) {
-	g := newGate(100, 5, 30*time.Second, time.Second)
+	g := newGate(100, 100, 5, 30*time.Second, time.Second)
 	// 10 per second with a burst of 1: the second attempt at the same
 	// instant waits 100 ms.
 	if ok, _, _ := g.admit("ep", 10, t0); !ok {
 		t.Fatal("first attempt refused")
 	}
-	g.done("ep", false, t0)
+	g.done("ep", false, time.Millisecond, t0)
 	ok, at, reason := g.admit("ep", 10, t0)
 	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond {
 		t.Fatalf("second attempt: ok=%v wait=%v reason=%q, want rate_limit 100ms", ok, at.Sub(t0), reason)
@@ -45,13 +45,13 @@ func TestGateRateLimit(t *testing.T) {
 }
 
 func TestGateCircuitBreaker(t *testing.T) {
-	g := newGate(10, 3, 30*time.Second, time.Second)
+	g := newGate(10, 10, 3, 30*time.Second, time.Second)
 	now := t0
 	for i := range 3 {
 		if ok, _, _ := g.admit("ep", 0, now); !ok {
 			t.Fatalf("attempt %d refused before the circuit opened", i+1)
 		}
-		until, opened := g.done("ep", true, now)
+		until, opened := g.done("ep", true, time.Second, now)
 		if opened != (i == 2) {
 			t.Fatalf("failure %d: opened=%v", i+1, opened)
 		}
@@ -71,7 +71,7 @@ func TestGateCircuitBreaker(t *testing.T) {
 		t.Fatalf("second attempt during the probe: ok=%v reason=%q", ok, reason)
 	}
 	// The probe fails: open again.
-	if until, opened := g.done("ep", true, later); !opened || !until.Equal(later.Add(30*time.Second)) {
+	if until, opened := g.done("ep", true, time.Second, later); !opened || !until.Equal(later.Add(30*time.Second)) {
 		t.Fatalf("failed probe: opened=%v until=%v", opened, until)
 	}
 	// Next probe succeeds: closed.
@@ -79,12 +79,44 @@ func TestGateCircuitBreaker(t *testing.T) {
 	if ok, _, _ := g.admit("ep", 0, later2); !ok {
 		t.Fatal("second probe refused")
 	}
-	if _, opened := g.done("ep", false, later2); opened {
+	if _, opened := g.done("ep", false, time.Millisecond, later2); opened {
 		t.Fatal("a success opened the circuit")
 	}
 	for range 5 {
 		if ok, _, _ := g.admit("ep", 0, later2); !ok {
 			t.Fatal("refused after the circuit closed")
 		}
+	}
+}
+
+func TestGateFastEndpointUsesEveryWorker(t *testing.T) {
+	g := newGate(2, 8, 5, 30*time.Second, time.Second)
+	// Until proven fast: the cap.
+	for range 2 {
+		if ok, _, _ := g.admit("ep", 0, t0); !ok {
+			t.Fatal("refused under the cap")
+		}
+	}
+	if ok, _, _ := g.admit("ep", 0, t0); ok {
+		t.Fatal("a new endpoint went past the cap")
+	}
+	g.done("ep", false, time.Millisecond, t0)
+	g.done("ep", false, time.Millisecond, t0)
+	for range 3 { // the third fast answer lifts it
+		g.admit("ep", 0, t0)
+		g.done("ep", false, time.Millisecond, t0)
+	}
+	for i := range 8 {
+		if ok, _, _ := g.admit("ep", 0, t0); !ok {
+			t.Fatalf("fast endpoint refused at %d in flight, want up to 8", i)
+		}
+	}
+	if ok, _, reason := g.admit("ep", 0, t0); ok || reason != "concurrency_cap" {
+		t.Fatal("fast endpoint went past every worker")
+	}
+	// One slow answer: back to the cap (8 in flight → 7, still over 2).
+	g.done("ep", false, time.Second, t0)
+	if ok, _, _ := g.admit("ep", 0, t0); ok {
+		t.Fatal("a slow answer did not bring the endpoint back to its cap")
 	}
 }

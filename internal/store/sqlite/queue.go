@@ -344,13 +344,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if p.Limit <= 0 {
 		return nil, nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, done, err := s.queueTx(ctx)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	now := micro(p.Now)
-	rows, err := tx.QueryContext(ctx, ClaimQuery+deliveryColumns, p.Owner, micro(p.Now.Add(p.Lease)), now, now, p.Limit)
+	rows, err := s.stmt(ctx, tx, ClaimQuery+deliveryColumns).QueryContext(ctx, p.Owner, micro(p.Now.Add(p.Lease)), now, now, p.Limit)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -376,14 +376,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		events[c.Delivery.EventID] = store.Event{}
 		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
 	}
-	if err := loadByIDs(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id IN ", keys(events), func(sc scanner) error {
+	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
 		e, err := scanEvent(sc)
 		events[e.ID] = e
 		return err
 	}); err != nil {
 		return nil, wrap("claim", err)
 	}
-	if err := loadByIDs(ctx, tx, "SELECT "+endpointColumns+" FROM endpoints WHERE id IN ", keys(endpoints), func(sc scanner) error {
+	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
 		e, err := s.scanEndpoint(sc)
 		endpoints[e.ID] = e
 		return err
@@ -416,32 +416,30 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-func loadByIDs(ctx context.Context, q querier, prefix string, ids []string, scan func(scanner) error) error {
-	const chunk = 500
-	for len(ids) > 0 {
-		n := min(chunk, len(ids))
-		part := ids[:n]
-		ids = ids[n:]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := q.QueryContext(ctx, prefix+"("+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+")", args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+// Statements that read a claim's events and endpoints: one prepared
+// statement each, the ids passed as one JSON array (json_each), instead of
+// SQL text that changes with the batch size and is parsed every time.
+var (
+	claimEventsQuery    = "SELECT " + eventColumns + " FROM events WHERE id IN (SELECT value FROM json_each(?))"
+	claimEndpointsQuery = "SELECT " + endpointColumns + " FROM endpoints WHERE id IN (SELECT value FROM json_each(?))"
+)
+
+func (s *Store) loadByIDs(ctx context.Context, tx *sql.Tx, query string, ids []string, scan func(scanner) error) error {
+	arr, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	rows, err := s.stmt(ctx, tx, query).QueryContext(ctx, string(arr))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
 			return err
 		}
 	}
-	return nil
+	return rows.Err()
 }
 
 // CompleteDeliveries implements store.Store.
@@ -449,36 +447,20 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	if len(cs) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, done, err := s.queueTx(ctx)
 	if err != nil {
 		return wrap("complete", err)
 	}
-	defer tx.Rollback()
-	insAttempt, err := tx.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
-		SELECT ?1, COALESCE((SELECT MAX(number) FROM attempts WHERE delivery_id = ?1), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
-		WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)`)
-	if err != nil {
-		return wrap("complete", err)
+	defer done()
+	if err := s.completeBulk(ctx, tx, cs); err != errNotBulk {
+		if err != nil {
+			return wrap("complete", err)
+		}
+		return wrap("complete", tx.Commit())
 	}
-	defer insAttempt.Close()
-	// A retry of a delivery whose endpoint was paused or disabled meanwhile
-	// is held (paused) instead of pending.
-	upd, err := tx.PrepareContext(ctx, `UPDATE deliveries SET
-		state = CASE WHEN ?1 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE ?1 END,
-		attempts = attempts + 1, client_errors = client_errors + ?2, next_attempt_at = ?3,
-		last_status_code = ?4, last_error = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?6
-		WHERE id = ?7 AND lease_owner = ?8`)
-	if err != nil {
-		return wrap("complete", err)
-	}
-	defer upd.Close()
-	deferStmt, err := tx.PrepareContext(ctx, `UPDATE deliveries SET
-		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
-		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`)
-	if err != nil {
-		return wrap("complete", err)
-	}
-	defer deferStmt.Close()
+	insAttempt := s.stmt(ctx, tx, insertAttemptSQL)
+	upd := s.stmt(ctx, tx, completeDeliverySQL)
+	deferStmt := s.stmt(ctx, tx, deferDeliverySQL)
 	for _, c := range cs {
 		if c.Deferred {
 			if _, err := deferStmt.ExecContext(ctx, micro(c.NextAttemptAt), c.DeliveryID, c.Owner); err != nil {
@@ -523,16 +505,157 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	return wrap("complete", tx.Commit())
 }
 
+const (
+	// insertAttemptSQL numbers the attempt after the delivery's last one,
+	// so a repeated attempt (a rescued lease) never collides; nothing is
+	// written for a delivery deleted meanwhile.
+	insertAttemptSQL = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		SELECT ?1, COALESCE((SELECT MAX(number) FROM attempts WHERE delivery_id = ?1), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+		WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)`
+	// completeDeliverySQL: a retry of a delivery whose endpoint was paused
+	// or disabled meanwhile is held (paused) instead of pending.
+	completeDeliverySQL = `UPDATE deliveries SET
+		state = CASE WHEN ?1 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE ?1 END,
+		attempts = attempts + 1, client_errors = client_errors + ?2, next_attempt_at = ?3,
+		last_status_code = ?4, last_error = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?6
+		WHERE id = ?7 AND lease_owner = ?8`
+	deferDeliverySQL = `UPDATE deliveries SET
+		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
+		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
+	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
+	startStreakSQL = "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since"
+)
+
+var errNotBulk = errors.New("batch needs the row-by-row path")
+
+// completionJSON is one completion as a row of the bulk statements.
+type completionJSON struct {
+	D  string `json:"d"`  // delivery id
+	O  string `json:"o"`  // lease owner
+	St string `json:"st"` // next state
+	N  int64  `json:"n"`  // next_attempt_at, µs
+	CE int    `json:"ce"` // client error: 0 or 1
+	S  int64  `json:"s"`  // attempt started_at, µs
+	U  int64  `json:"u"`  // attempt duration, µs
+	C  int    `json:"c"`  // status code
+	E  string `json:"e"`  // error class
+	ED string `json:"ed"` // error detail
+	L  string `json:"l"`  // location
+	X  string `json:"x"`  // response excerpt
+	T  int64  `json:"t"`  // now, µs
+}
+
+const (
+	// The bulk statements take the whole batch as one JSON array: three
+	// statements per batch instead of three per completion (each Exec
+	// through database/sql and the driver costs more than the row).
+	bulkInsertAttemptsSQL = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		SELECT j.value->>'d', COALESCE((SELECT MAX(number) FROM attempts a WHERE a.delivery_id = j.value->>'d'), 0) + 1,
+		       j.value->>'s', j.value->>'u', j.value->>'c', j.value->>'e', j.value->>'ed', j.value->>'l', j.value->>'x'
+		FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = j.value->>'d')`
+	bulkCompleteSQL = `UPDATE deliveries SET
+		state = CASE WHEN c.st = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE c.st END,
+		attempts = attempts + 1, client_errors = client_errors + c.ce, next_attempt_at = c.n,
+		last_status_code = c.code, last_error = c.err, lease_owner = NULL, lease_until = NULL, updated_at = c.t
+		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'st' AS st, value->>'ce' AS ce, value->>'n' AS n,
+		             value->>'c' AS code, value->>'e' AS err, value->>'t' AS t FROM json_each(?1)) AS c
+		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
+	bulkDeferSQL = `UPDATE deliveries SET
+		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
+		next_attempt_at = c.n, lease_owner = NULL, lease_until = NULL
+		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'n' AS n FROM json_each(?1)) AS c
+		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
+	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL
+		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL`
+)
+
+// completeBulk applies a batch with the bulk statements. It returns
+// errNotBulk (having changed nothing) for a batch the row-by-row path must
+// handle: one naming a delivery twice, or without endpoint ids.
+func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
+	seen := make(map[string]bool, len(cs))
+	var attempted, deferred []completionJSON
+	var succeededEndpoints []string
+	for _, c := range cs {
+		if seen[c.DeliveryID] || c.EndpointID == "" {
+			return errNotBulk
+		}
+		seen[c.DeliveryID] = true
+		if c.Deferred {
+			deferred = append(deferred, completionJSON{D: c.DeliveryID, O: c.Owner, N: micro(c.NextAttemptAt)})
+			continue
+		}
+		a := c.Attempt
+		row := completionJSON{D: c.DeliveryID, O: c.Owner, St: string(c.State), N: micro(c.NextAttemptAt),
+			S: micro(a.StartedAt), U: a.Duration.Microseconds(), C: a.StatusCode, E: a.Error, ED: a.ErrorDetail,
+			L: a.Location, X: a.ResponseExcerpt, T: micro(c.Now)}
+		if c.ClientError {
+			row.CE = 1
+		}
+		if c.State != store.DeliveryPending {
+			row.N = micro(c.Now)
+		}
+		attempted = append(attempted, row)
+		if c.State == store.DeliverySucceeded && !c.DisableEndpoint {
+			succeededEndpoints = append(succeededEndpoints, c.EndpointID)
+		}
+	}
+	if len(deferred) > 0 {
+		arr, err := json.Marshal(deferred)
+		if err != nil {
+			return err
+		}
+		if _, err := s.stmt(ctx, tx, bulkDeferSQL).ExecContext(ctx, string(arr)); err != nil {
+			return err
+		}
+	}
+	if len(attempted) > 0 {
+		arr, err := json.Marshal(attempted)
+		if err != nil {
+			return err
+		}
+		if _, err := s.stmt(ctx, tx, bulkInsertAttemptsSQL).ExecContext(ctx, string(arr)); err != nil {
+			return err
+		}
+		if _, err := s.stmt(ctx, tx, bulkCompleteSQL).ExecContext(ctx, string(arr)); err != nil {
+			return err
+		}
+	}
+	if len(succeededEndpoints) > 0 {
+		arr, err := json.Marshal(succeededEndpoints)
+		if err != nil {
+			return err
+		}
+		if _, err := s.stmt(ctx, tx, bulkClearStreakSQL).ExecContext(ctx, string(arr)); err != nil {
+			return err
+		}
+	}
+	// Endpoint state changes stay row by row (rare: failures and 410s).
+	for _, c := range cs {
+		switch {
+		case c.Deferred || c.State == store.DeliverySucceeded:
+		case c.DisableEndpoint:
+			if err := disableEndpoint(ctx, tx, c.EndpointID, c.DisableReason, c.Now); err != nil {
+				return err
+			}
+		default:
+			if err := s.updateStreak(ctx, tx, c.EndpointID, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
 // failure starts it (if none) and, past DisableAfter, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
-		_, err := tx.ExecContext(ctx, "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", endpointID)
+		_, err := s.stmt(ctx, tx, clearStreakSQL).ExecContext(ctx, endpointID)
 		return err
 	}
 	var since sql.NullInt64
-	err := tx.QueryRowContext(ctx, "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since",
-		micro(c.Attempt.StartedAt), endpointID).Scan(&since)
+	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}

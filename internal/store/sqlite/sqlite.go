@@ -16,6 +16,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,44 @@ var hotStatements = []string{
 	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
+	ClaimQuery + deliveryColumns, claimEventsQuery, claimEndpointsQuery,
+	insertAttemptSQL, completeDeliverySQL, deferDeliverySQL, clearStreakSQL, startStreakSQL,
+	bulkInsertAttemptsSQL, bulkCompleteSQL, bulkDeferSQL, bulkClearStreakSQL,
+}
+
+// queueTx begins a transaction for the queue's own bookkeeping (claims and
+// completions) with synchronous=NORMAL: it is not fsynced at commit, the
+// next durable commit syncs it. Losing such a commit in a power failure
+// only repeats an attempt (at least once), never loses an event; publishes
+// and API changes stay synchronous=FULL. A process crash (kill -9) loses
+// nothing in either mode. done commits nothing: it rolls back an
+// uncommitted transaction, restores FULL and releases the connection.
+func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	restore := func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
+			// Never leave the writer non-durable: drop the connection; the
+			// pool opens a new one with the DSN's synchronous=FULL.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}
+	tx, err = conn.BeginTx(ctx, nil)
+	if err != nil {
+		restore()
+		return nil, nil, err
+	}
+	return tx, func() {
+		tx.Rollback()
+		restore()
+	}, nil
 }
 
 // stmt returns query as a statement of tx: the one prepared at Open when

@@ -8,6 +8,10 @@
 // Reads use a separate pool: in WAL mode readers never block the writer and
 // the writer never blocks readers.
 //
+// Why temp_store=MEMORY: each publish of a group commit runs in a
+// SAVEPOINT, whose statement journal would otherwise be a temporary file
+// written page by page (12 % of the publish path's CPU in a profile).
+//
 // Why synchronous=FULL: a 2xx to a publish promises the event is stored. In
 // WAL mode FULL syncs the log on every commit, so a power loss after the
 // answer loses nothing; the engine batches writes to amortise the fsync.
@@ -136,7 +140,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 	w, err := sql.Open("sqlite", base+"?"+pragmas+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -169,4 +172,140 @@ func TestKill9LosesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d deliveries had arrived at the kill; %d duplicates afterwards (attempts in flight at the kill)", atKill, dups)
+}
+
+// TestInboundSurvivesKill9: the gateway answers 200 while the destination
+// is down; the server is then killed with SIGKILL and restarted; every
+// acknowledged event reaches the destination once it is up.
+func TestInboundSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the herald binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "herald")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// The destination: a port that refuses connections until the test
+	// starts a server on it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	destAddr := ln.Addr().String()
+	ln.Close()
+
+	db := "sqlite:" + filepath.Join(dir, "herald.db")
+	const key = "inbound-crash-key"
+	start := func() (*exec.Cmd, string) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		cmd := exec.Command(bin, "serve", "--addr", addr, "--db", db, "--attempt-timeout", "1s", "--breaker-cooldown", "1s",
+			"--rescue-interval", "200ms", "--lease", "3s", "--retry-schedule", "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms")
+		cmd.Env = append(os.Environ(), "HERALD_API_KEY="+key)
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("server log:\n%s", logs.String())
+			}
+		})
+		for i := 0; ; i++ {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if i > 200 {
+				t.Fatalf("not ready: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return cmd, "http://" + addr
+	}
+	cmd, base := start()
+	req, _ := http.NewRequest("POST", base+"/v1/sources", strings.NewReader(`{"name":"gh","scheme":"github","secrets":["s3"],"destination_url":"http://`+destAddr+`/hook"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src struct {
+		IngestPath string `json:"ingest_path"`
+	}
+	json.NewDecoder(resp.Body).Decode(&src)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || src.IngestPath == "" {
+		t.Fatalf("create source: %d", resp.StatusCode)
+	}
+	const events = 30
+	for i := range events {
+		body := fmt.Sprintf(`{"n":%d}`, i)
+		r, _ := http.NewRequest("POST", base+src.IngestPath, strings.NewReader(body))
+		r.Header.Set("X-GitHub-Delivery", fmt.Sprintf("d-%d", i))
+		r.Header.Set("X-Hub-Signature-256", "sha256="+hmacSHA256Hex("s3", body))
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("ingest %d: %d", i, resp.StatusCode)
+		}
+		if d := time.Since(start); d > 900*time.Millisecond {
+			t.Logf("ingest %d took %s (the destination is down; the ack must not wait for it)", i, d)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// The destination comes up; Herald restarts.
+	var mu sync.Mutex
+	got := map[string]int{}
+	dl, err := net.Listen("tcp", destAddr)
+	if err != nil {
+		t.Fatalf("listen on the destination address: %v", err)
+	}
+	dest := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[string(b)]++
+		mu.Unlock()
+	})}
+	go dest.Serve(dl)
+	t.Cleanup(func() { dest.Close() })
+	start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged events reached the destination after the restart", n, events)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func hmacSHA256Hex(key, msg string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
 }

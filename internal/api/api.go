@@ -203,9 +203,14 @@ func checkJSON(next http.Handler) http.Handler {
 				return
 			}
 		}
-		// Media types are case-insensitive (RFC 9110 §8.3.1).
-		if ct := r.Header.Get("Content-Type"); ct != "" {
-			r.Header.Set("Content-Type", strings.ToLower(ct))
+		// Media types are case-insensitive (RFC 9110 §8.3.1). A JSON body
+		// sent without a type, or with curl's default form type, is taken
+		// as the JSON it is.
+		switch ct := strings.ToLower(r.Header.Get("Content-Type")); {
+		case len(bytes.TrimSpace(body)) > 0 && (ct == "" || ct == "application/x-www-form-urlencoded"):
+			r.Header.Set("Content-Type", "application/json")
+		case ct != "":
+			r.Header.Set("Content-Type", ct)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)

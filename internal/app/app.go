@@ -195,6 +195,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Metrics:             m.metrics,
 		Store:               st,
 		Sender:              m.egress,
+		TrustedSender:       m.trusted,
 		Policy:              retry.Policy{Schedule: cfg.RetrySchedule},
 		Workers:             cfg.Workers,
 		AttemptTimeout:      cfg.AttemptTimeout,

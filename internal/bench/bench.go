@@ -254,6 +254,7 @@ func Run(ctx context.Context, scenario string, o Options) error {
 		res, err = r.backlog(ctx)
 	}
 	if err != nil {
+		r.showHeraldLogs()
 		return fmt.Errorf("bench %s: %w", scenario, r.explain(ctx, err))
 	}
 	machine.LoadAvgEnd = loadAvg()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Herald interoperability tests: Herald's webhook package against stripe-go,
-# the Standard Webhooks and Svix Go libraries, and (through Node) the
-# standardwebhooks and svix npm packages. Run from anywhere:
+# Herald interoperability tests: Herald's webhook package and inbound gateway
+# against stripe-go, go-github, slack-go, the Standard Webhooks and Svix Go
+# libraries, and (through Node) the standardwebhooks and svix npm packages.
+# Run from anywhere:
 #   bash interop/run.sh [go test flags...]
 # Needs Go and Node.js with npm; the npm registry is used only by `npm ci`.
 set -euo pipefail

@@ -40,7 +40,9 @@ Scenarios:
   backlog    --size deliveries waiting for retry (endpoints answering 429
              Retry-After: 3600); fresh-delivery throughput against an empty
              queue, and Herald's RSS
-  inbound    not available yet
+  inbound    --concurrency providers sending signed requests to POST /in/{source}
+             for --duration (requests/s), then --rate requests/s open loop
+             (ack p50/p99)
 
 Examples:
   herald bench drain --events 20000 --endpoints 4 --workers 64
@@ -139,14 +141,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		scenario("publish", "Durable publish throughput of concurrent API clients", fEndpoints|fConcurrency|fDuration|fDeliver),
 		scenario("isolation", "Healthy endpoints' latency and throughput with 20 % black holes", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
 		scenario("backlog", "Fresh-delivery throughput and RSS with deliveries waiting for retry", fEvents|fEndpoints|fSize),
-		&cobra.Command{
-			Use:   "inbound",
-			Short: "Inbound gateway ack latency and throughput (not available yet)",
-			Args:  cobra.NoArgs,
-			RunE: func(c *cobra.Command, _ []string) error {
-				return bench.Run(c.Context(), "inbound", o)
-			},
-		},
+		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests)", fConcurrency|fRate|fDuration),
 		newBenchReceiverCmd(),
 	)
 	return cmd

@@ -142,6 +142,12 @@ func (o Options) Defaults(scenario string) Options {
 		if o.Duration == 0 {
 			o.Duration = 20 * time.Second
 		}
+	case "inbound":
+		setInt(&o.Concurrency, 32)
+		setInt(&o.Rate, 2000)
+		if o.Duration == 0 {
+			o.Duration = 10 * time.Second
+		}
 	case "backlog":
 		setInt(&o.Size, 1000000)
 		setInt(&o.BacklogEndpoints, 8)
@@ -194,6 +200,8 @@ func (o Options) validate(scenario string) error {
 			return fmt.Errorf("black-holed fraction %g: must be between 0 and 1", o.BlackholeFraction)
 		}
 		return errors.Join(positive("--rate", o.Rate), positive("--events", o.Events), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "inbound":
+		return errors.Join(positive("--rate", o.Rate), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
 	case "backlog":
 		return errors.Join(positive("--size", o.Size), positive("--backlog-endpoints", o.BacklogEndpoints),
 			positive("--events", o.Events), positive("--endpoints", o.Endpoints))
@@ -211,9 +219,7 @@ func positiveDur(name string, d time.Duration) error {
 // Run runs one scenario and prints its result.
 func Run(ctx context.Context, scenario string, o Options) error {
 	switch scenario {
-	case "inbound":
-		return fmt.Errorf("bench inbound: %w: the inbound gateway (POST /in/{source}) has no benchmark yet; it comes with the inbound gateway issue", ErrNotAvailable)
-	case "drain", "latency", "publish", "isolation", "backlog":
+	case "drain", "latency", "publish", "isolation", "backlog", "inbound":
 	default:
 		return fmt.Errorf("unknown scenario %q: use one of %s", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -252,6 +258,8 @@ func Run(ctx context.Context, scenario string, o Options) error {
 		res, err = r.isolation(ctx)
 	case "backlog":
 		res, err = r.backlog(ctx)
+	case "inbound":
+		res, err = r.inbound(ctx)
 	}
 	if err != nil {
 		r.showHeraldLogs()

@@ -257,8 +257,8 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("defaults of %s: %v", s, err)
 		}
 	}
-	if err := Run(context.Background(), "inbound", Options{}); err == nil || !strings.Contains(err.Error(), "not available yet") {
-		t.Errorf("inbound: %v", err)
+	if err := Run(context.Background(), "inbound", Options{Rate: -1}); err == nil || !strings.Contains(err.Error(), "--rate must be positive") {
+		t.Errorf("inbound with a negative rate: %v", err)
 	}
 	if err := Run(context.Background(), "nope", Options{}); err == nil || !strings.Contains(err.Error(), "drain") {
 		t.Errorf("unknown scenario: %v", err)

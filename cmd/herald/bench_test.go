@@ -87,12 +87,6 @@ func TestBenchScenarios(t *testing.T) {
 		})
 	}
 
-	t.Run("inbound", func(t *testing.T) {
-		out, err := exec.Command(bin, "bench", "inbound").CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "not available yet") {
-			t.Fatalf("bench inbound: %v\n%s", err, out)
-		}
-	})
 	t.Run("interrupt", func(t *testing.T) { testBenchInterrupt(t, bin) })
 	t.Run("unknown", func(t *testing.T) {
 		out, err := exec.Command(bin, "bench", "nope").CombinedOutput()

@@ -107,48 +107,65 @@ func (c *committer) run() {
 	}
 }
 
-// commit runs a group in one transaction.
+// commit runs a group in one transaction. A publish writes nothing until
+// its checks passed (a duplicate or a conflict is answered from reads), so
+// no savepoint is needed per publish; if a write fails — a database fault,
+// not the request's — the group is rolled back and its publishes are run
+// one transaction each, so one bad request can never fail the others.
 func (c *committer) commit(group []*publishRequest) {
 	answers := make([]publishAnswer, len(group))
 	ctx := context.Background()
-	fail := func(err error) {
-		for _, r := range group {
-			r.done <- publishAnswer{err: wrap("publish", err)}
-		}
-	}
 	tx, err := c.s.w.BeginTx(ctx, nil)
 	if err != nil {
-		fail(err)
+		c.oneByOne(group)
 		return
 	}
 	defer tx.Rollback()
+	tenants := map[string][]target{} // the endpoints of each tenant, read once per group
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			answers[i].err = err // the caller gave up before its publish began
 			continue
 		}
-		if _, err := c.s.stmt(ctx, tx, "SAVEPOINT publish").ExecContext(ctx); err != nil {
-			fail(err)
-			return
-		}
-		res, err := c.s.publishTx(ctx, tx, r.p)
-		if err != nil {
-			if _, rerr := c.s.stmt(ctx, tx, "ROLLBACK TO publish").ExecContext(ctx); rerr != nil {
-				fail(rerr)
-				return
-			}
-		}
-		if _, err := c.s.stmt(ctx, tx, "RELEASE publish").ExecContext(ctx); err != nil {
-			fail(err)
+		res, err := c.s.publishTx(ctx, tx, r.p, tenants)
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			tx.Rollback()
+			c.oneByOne(group)
 			return
 		}
 		answers[i] = publishAnswer{res: res, err: err}
 	}
 	if err := tx.Commit(); err != nil {
-		fail(err)
+		c.oneByOne(group)
 		return
 	}
 	for i, r := range group {
 		r.done <- answers[i]
+	}
+}
+
+// oneByOne runs each publish of a group in its own transaction.
+func (c *committer) oneByOne(group []*publishRequest) {
+	ctx := context.Background()
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- publishAnswer{err: err}
+			continue
+		}
+		tx, err := c.s.w.BeginTx(ctx, nil)
+		if err != nil {
+			r.done <- publishAnswer{err: wrap("publish", err)}
+			continue
+		}
+		res, err := c.s.publishTx(ctx, tx, r.p, nil)
+		if err == nil {
+			err = tx.Commit()
+		}
+		tx.Rollback()
+		if err != nil {
+			r.done <- publishAnswer{err: wrap("publish", err)}
+			continue
+		}
+		r.done <- publishAnswer{res: res}
 	}
 }

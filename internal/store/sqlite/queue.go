@@ -41,7 +41,10 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 
 // publishTx runs one publish inside tx (the group commit's transaction).
 // Its result is final only once tx commits.
-func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams) (store.PublishResult, error) {
+//
+// tenants, when not nil, caches the endpoints of each tenant for the rest
+// of the transaction (a group commit reads them once per tenant).
+func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, tenants map[string][]target) (store.PublishResult, error) {
 	ev := p.Event
 	// An existing event with the same id, or the same tenant and
 	// idempotency key, answers the publish: same content → the original,
@@ -89,38 +92,22 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
-	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?").QueryContext(ctx, ev.Tenant)
-	if err != nil {
-		return store.PublishResult{}, wrap("publish", err)
-	}
-	type target struct {
-		id    string
-		state store.DeliveryState
+	all, cached := tenants[ev.Tenant]
+	if !cached {
+		var err error
+		if all, err = s.tenantTargets(ctx, tx, ev.Tenant); err != nil {
+			return store.PublishResult{}, err
+		}
+		if tenants != nil {
+			tenants[ev.Tenant] = all
+		}
 	}
 	var targets []target
-	for rows.Next() {
-		var id, state, types string
-		if err := rows.Scan(&id, &state, &types); err != nil {
-			rows.Close()
-			return store.PublishResult{}, wrap("publish", err)
-		}
-		var patterns []string
-		if err := json.Unmarshal([]byte(types), &patterns); err != nil {
-			rows.Close()
-			return store.PublishResult{}, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
-		}
-		if id == p.ExcludeEndpointID || !store.MatchEventType(patterns, ev.Type) {
+	for _, t := range all {
+		if t.id == p.ExcludeEndpointID || !store.MatchEventType(t.patterns, ev.Type) {
 			continue
 		}
-		st := store.DeliveryPending
-		if store.EndpointState(state) != store.EndpointEnabled {
-			st = store.DeliveryPaused
-		}
-		targets = append(targets, target{id, st})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return store.PublishResult{}, wrap("publish", err)
+		targets = append(targets, t)
 	}
 	if len(targets) > 0 {
 		stmt := s.stmt(ctx, tx, insertDeliverySQL)
@@ -140,6 +127,38 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 
 const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
 	VALUES (?,?,?,?,?,?,?,?,?)`
+
+// target is an endpoint a publish may fan out to.
+type target struct {
+	id       string
+	state    store.DeliveryState // of its deliveries: pending, or paused when the endpoint is not enabled
+	patterns []string
+}
+
+// tenantTargets reads the endpoints of a tenant.
+func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([]target, error) {
+	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?").QueryContext(ctx, tenant)
+	if err != nil {
+		return nil, wrap("publish", err)
+	}
+	defer rows.Close()
+	var out []target
+	for rows.Next() {
+		var id, state, types string
+		if err := rows.Scan(&id, &state, &types); err != nil {
+			return nil, wrap("publish", err)
+		}
+		t := target{id: id, state: store.DeliveryPending}
+		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
+			return nil, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
+		}
+		if store.EndpointState(state) != store.EndpointEnabled {
+			t.state = store.DeliveryPaused
+		}
+		out = append(out, t)
+	}
+	return out, wrap("publish", rows.Err())
+}
 
 // GetEvent implements store.Store.
 func (s *Store) GetEvent(ctx context.Context, id string) (store.Event, error) {

@@ -47,109 +47,25 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 // inserted and the existing event is read back and answers the publish, as
 // in the SQLite driver. The common case, a new event, takes two round trips
 // and the commit: BEGIN + tenant lock + insert + the tenant's endpoints,
-// then the deliveries (one statement) + NOTIFY.
+// then the deliveries (one statement) + NOTIFY. The statements are those of
+// PublishTx (publish.go), which runs them on a caller's transaction.
 func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
-	ev := p.Event
-	body := ev.Body
-	if body == nil {
-		body = []byte{}
+	op, err := newPublishOp(p)
+	if err != nil {
+		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
-	var idem, headers *string
-	if ev.IdempotencyKey != "" {
-		idem = &ev.IdempotencyKey
-	}
-	if len(ev.Headers) > 0 { // none is NULL, read back as nil
-		h, err := jsonOf(ev.Headers)
-		if err != nil {
-			return store.PublishResult{}, fmt.Errorf("publish: headers: %w", err)
-		}
-		headers = &h
-	}
-	type target struct {
-		id    string
-		state store.DeliveryState
-	}
-	var (
-		inserted bool
-		targets  []target
-		res      store.PublishResult
-	)
 	b := newTxBatch()
-	// Shared: concurrent publishes do not wait on each other; a delete or a
-	// disable of one of the tenant's endpoints waits for them, and they for it.
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2))", tenantLockClass, ev.Tenant)
-	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING`,
-		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), body, idem, ev.Fingerprint, ts(p.Now), headers).Exec(func(ct pgconn.CommandTag) error {
-		inserted = ct.RowsAffected() == 1
-		return nil
-	})
-	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1", ev.Tenant).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				id, state string
-				types     []byte
-			)
-			if err := rows.Scan(&id, &state, &types); err != nil {
-				return err
-			}
-			var patterns []string
-			if err := json.Unmarshal(types, &patterns); err != nil {
-				return fmt.Errorf("endpoint %s event_types: %w", id, err)
-			}
-			if id == p.ExcludeEndpointID || !store.MatchEventType(patterns, ev.Type) {
-				continue
-			}
-			st := store.DeliveryPending
-			if store.EndpointState(state) != store.EndpointEnabled {
-				st = store.DeliveryPaused
-			}
-			targets = append(targets, target{id, st})
-		}
-		return rows.Err()
-	})
-	err := s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
-		if !inserted {
-			existing, n, err := existingEvent(ctx, tx, ev, p.IDFromClient)
-			if err != nil {
-				return err
-			}
-			res = store.PublishResult{Event: existing, Deliveries: n}
-			return nil
-		}
-		if len(targets) == 0 {
-			return nil
-		}
-		ids := make([]string, len(targets))
-		endpoints := make([]string, len(targets))
-		states := make([]string, len(targets))
-		pending := false
-		for i, t := range targets {
-			ids[i], endpoints[i], states[i] = p.NewDeliveryID(), t.id, string(t.state)
-			pending = pending || t.state == store.DeliveryPending
-		}
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-			SELECT u.id, $4, u.endpoint_id, $5, $6, u.state, $7, $7, $7
-			FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, endpoint_id, state)`,
-			ids, endpoints, states, ev.ID, ev.Tenant, ev.Type, ts(p.Now))
-		if pending {
-			// Sent by the server when the transaction commits.
-			b.Queue("SELECT pg_notify($1, '')", notifyChannel)
-		}
-		return tx.SendBatch(ctx, b).Close()
+	op.queue(b)
+	var res store.PublishResult
+	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
+		var err error
+		res, err = op.finish(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return store.PublishResult{}, err
 	}
-	if !inserted {
-		return res, nil
-	}
-	// Answer with the event as stored, as GetEvent would: times truncated to
-	// microseconds in UTC.
-	ev.OccurredAt = ts(ev.OccurredAt)
-	ev.CreatedAt = ts(p.Now)
-	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
+	return res, nil
 }
 
 // existingEvent finds the event that made the insert of ev do nothing: the

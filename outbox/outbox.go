@@ -1,0 +1,383 @@
+// Package outbox publishes Herald events inside an application's own
+// PostgreSQL transaction: the transactional outbox.
+//
+// An application that shares Herald's PostgreSQL database (the database
+// `herald serve --db postgres://…` runs on) calls Publish with its pgx.Tx
+// next to its own writes. The event and its deliveries are written by that
+// transaction, so they exist if and only if it commits: a rolled-back
+// change never announces itself, and a committed one is always announced,
+// even if the process dies right after the commit. On commit PostgreSQL
+// sends NOTIFY herald_deliveries, which wakes the delivery workers of every
+// Herald node at once.
+//
+// The event is stored exactly as POST /v1/events stores it: the same
+// validation rules, the same delivered body {"id","type","tenant",
+// "occurred_at","data"}, the same ids ("evt_…", "dlv_…"), the same fan-out
+// (one delivery per matching endpoint of the tenant, held for paused or
+// disabled endpoints) and the same idempotency: publishing an id or an
+// Idempotency-Key again, through this package or through the API, answers
+// with the original event (Result.Duplicate) and delivers nothing new;
+// reusing one with other content is ErrConflict.
+//
+// Requirements: the transaction runs at READ COMMITTED (PostgreSQL's
+// default; anything else is ErrIsolation), on a connection whose
+// search_path finds Herald's tables (Herald must have started once on the
+// database, which creates them). Until the transaction ends it holds a
+// shared advisory lock on the event's tenant, so pausing, deleting or
+// disabling one of that tenant's endpoints waits for it: keep publishing
+// transactions short.
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
+)
+
+// DefaultMaxPayloadBytes is the largest delivered body Publish accepts, the
+// default of `herald serve --max-payload-bytes`.
+const DefaultMaxPayloadBytes = 64 << 10
+
+// Event is an event to publish. Tenant, Type and Data are required.
+type Event struct {
+	// Tenant owns the endpoints that receive the event: 1–128 letters,
+	// digits, _ . : or -.
+	Tenant string
+	// Type is the event type, e.g. "file.extraction.completed": segments of
+	// letters, digits, _ or - joined by dots, at most 128 bytes.
+	Type string
+	// Data is the event's data, a JSON object: thin (ids, version, links),
+	// no content or personal data. A json.RawMessage or []byte is used as
+	// JSON text (compacted; valid UTF-8, no member twice in one object);
+	// any other value is encoded with encoding/json (without HTML
+	// escaping) and must encode as an object.
+	Data any
+	// ID is your own event id (1–128 letters, digits, _ - or :, no dots);
+	// default a new "evt_…" id. Publishing the same id again answers with
+	// the original event.
+	ID string
+	// IdempotencyKey is the Idempotency-Key of POST /v1/events: per tenant,
+	// the same key answers with the original event. At most 255 bytes of
+	// UTF-8 without control characters; "" for none.
+	IdempotencyKey string
+	// OccurredAt is when it happened; default now. Stored (and delivered)
+	// in UTC at microsecond precision.
+	OccurredAt time.Time
+}
+
+// Result tells what Publish did.
+type Result struct {
+	// ID is the event's id: the new event's, or the original's when
+	// Duplicate.
+	ID string
+	// Deliveries is the number of deliveries the event fanned out to (the
+	// original's, when Duplicate).
+	Deliveries int
+	// Duplicate: the id or the idempotency key was used before with the
+	// same content; nothing was written.
+	Duplicate bool
+}
+
+// Errors returned by Publish. Match them with errors.Is.
+var (
+	// ErrInvalid: the event breaks a rule of POST /v1/events (the API's
+	// 422); the error is an *InvalidError naming the field.
+	ErrInvalid = errors.New("invalid event")
+	// ErrTooLarge: the delivered body would exceed the payload cap (the
+	// API's 413). Such an error also matches ErrInvalid.
+	ErrTooLarge = errors.New("event too large")
+	// ErrConflict: the id or the idempotency key was already used for an
+	// event with another tenant, type or data (the API's 409).
+	ErrConflict = errors.New("id or idempotency key already used with other content")
+	// ErrIsolation: the transaction does not run at READ COMMITTED.
+	ErrIsolation = postgres.ErrIsolation
+)
+
+// InvalidError is a validation failure: Field is the Event field, Rule the
+// rule it breaks (the same wording as the API's problem details).
+type InvalidError struct {
+	Field    string
+	Rule     string
+	tooLarge bool
+}
+
+func (e *InvalidError) Error() string { return "outbox: invalid " + e.Field + ": " + e.Rule }
+
+// Is makes an *InvalidError match ErrInvalid (and ErrTooLarge for an event
+// over the payload cap).
+func (e *InvalidError) Is(target error) bool {
+	return target == ErrInvalid || (e.tooLarge && target == ErrTooLarge)
+}
+
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string        { return "outbox: " + e.msg }
+func (e *conflictError) Is(target error) bool { return target == ErrConflict }
+
+// Publisher publishes with settings other than the defaults. The zero
+// value is what Publish uses.
+type Publisher struct {
+	// MaxPayloadBytes caps the delivered body (the nodes' --max-payload-
+	// bytes); default DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// Now tells the time (the default OccurredAt, and when the deliveries
+	// are due); default time.Now.
+	Now func() time.Time
+}
+
+// Publish stores ev and its deliveries on tx with the default settings;
+// see Publisher.Publish.
+func Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
+	return Publisher{}.Publish(ctx, tx, ev)
+}
+
+// Publish validates ev, then stores it and its deliveries on tx: they
+// exist if and only if tx commits, and Herald's nodes are woken when it
+// does.
+//
+// A validation error (ErrInvalid, ErrTooLarge) is returned before anything
+// is sent on tx; ErrIsolation, ErrConflict and a duplicate leave tx as it
+// was, usable. Any other error comes from the database (errors.As finds a
+// *pgconn.PgError) or ctx, and leaves tx aborted: roll it back.
+func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	t := now().UTC()
+	params, err := p.prepare(ev, t)
+	if err != nil {
+		return Result{}, err
+	}
+	if tx == nil {
+		return Result{}, errors.New("outbox: nil transaction")
+	}
+	res, err := postgres.PublishTx(ctx, tx, params)
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			msg := strings.TrimPrefix(err.Error(), "publish: ")
+			return Result{}, &conflictError{strings.TrimSuffix(msg, ": "+store.ErrConflict.Error())}
+		}
+		return Result{}, fmt.Errorf("outbox: %w", err)
+	}
+	return Result{ID: res.Event.ID, Deliveries: res.Deliveries, Duplicate: !res.Created}, nil
+}
+
+// Validate checks ev against the rules of POST /v1/events (and the default
+// payload cap) without publishing it.
+func Validate(ev Event) error {
+	_, err := Publisher{}.prepare(ev, time.Now().UTC())
+	return err
+}
+
+// prepare validates ev and renders what POST /v1/events stores for it.
+func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error) {
+	maxBytes := p.MaxPayloadBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxPayloadBytes
+	}
+	if !validTenant(ev.Tenant) {
+		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: 1–128 letters, digits, _ . : or -"}
+	}
+	if !validEventType(ev.Type) {
+		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"}
+	}
+	data, err := encodeData(ev.Data)
+	if err != nil {
+		return store.PublishParams{}, err
+	}
+	if ev.ID != "" && !validID(ev.ID) {
+		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")"}
+	}
+	if !validIdempotencyKey(ev.IdempotencyKey) {
+		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: "idempotency key: at most 255 bytes of UTF-8 without control characters"}
+	}
+	id := ev.ID
+	if id == "" {
+		id = store.NewID("evt")
+	}
+	occurred := now
+	if !ev.OccurredAt.IsZero() {
+		occurred = ev.OccurredAt.UTC()
+	}
+	// Stored at microsecond precision: the delivered body says the same.
+	occurred = occurred.Truncate(time.Microsecond)
+	body, err := store.EncodeBody(id, ev.Type, ev.Tenant, occurred, data)
+	if err != nil {
+		return store.PublishParams{}, fmt.Errorf("outbox: encode the event: %w", err)
+	}
+	if len(body) > maxBytes {
+		return store.PublishParams{}, &InvalidError{Field: "Data", tooLarge: true,
+			Rule: fmt.Sprintf("event too large: the delivered body would be %d bytes; the limit is %d bytes (send ids and links, not content)", len(body), maxBytes)}
+	}
+	return store.PublishParams{
+		Event: store.Event{ID: id, Tenant: ev.Tenant, Type: ev.Type, OccurredAt: occurred, Body: body,
+			IdempotencyKey: ev.IdempotencyKey, Fingerprint: store.Fingerprint(ev.Tenant, ev.Type, data)},
+		Now:           now,
+		NewDeliveryID: func() string { return store.NewID("dlv") },
+		IDFromClient:  ev.ID != "",
+	}, nil
+}
+
+// encodeData returns the data as compact JSON text, or an *InvalidError.
+func encodeData(v any) ([]byte, error) {
+	var raw []byte
+	switch d := v.(type) {
+	case nil:
+		return nil, &InvalidError{Field: "Data", Rule: "data must be a JSON object"}
+	case json.RawMessage:
+		raw = d
+	case []byte:
+		raw = d
+	default:
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // the data arrives as the producer wrote it
+		if err := enc.Encode(v); err != nil {
+			return nil, &InvalidError{Field: "Data", Rule: "data must encode as JSON: " + err.Error()}
+		}
+		raw = buf.Bytes()
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, &InvalidError{Field: "Data", Rule: "data must be a JSON object"}
+	}
+	if err := wellFormed(raw); err != nil {
+		return nil, &InvalidError{Field: "Data", Rule: "data must be valid JSON: " + err.Error()}
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, &InvalidError{Field: "Data", Rule: "data must be valid JSON"}
+	}
+	return compact.Bytes(), nil
+}
+
+// wellFormed applies the API's request-body rules to data: valid UTF-8,
+// one JSON value, no member name twice in one object, nesting at most 64
+// deep.
+func wellFormed(b []byte) error {
+	if !utf8.Valid(b) {
+		return errors.New("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := walk(dec, 1); err != nil { // data is one level below the request body
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the object")
+	}
+	return nil
+}
+
+func walk(dec *json.Decoder, depth int) error {
+	if depth > 64 {
+		return errors.New("nested deeper than 64 levels")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			name, _ := k.(string)
+			if seen[name] {
+				return fmt.Errorf("member %q appears twice in one object", name)
+			}
+			seen[name] = true
+			if err := walk(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	case json.Delim('['):
+		for dec.More() {
+			if err := walk(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	return nil
+}
+
+func validTenant(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validEventType(t string) bool {
+	if t == "" || len(t) > 128 {
+		return false
+	}
+	seg := 0
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-':
+			seg++
+		case c == '.':
+			if seg == 0 {
+				return false
+			}
+			seg = 0
+		default:
+			return false
+		}
+	}
+	return seg > 0
+}
+
+// validID: the API's producer id rule (no dots: Standard Webhooks signs
+// "<id>.<t>.<body>").
+func validID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func validIdempotencyKey(k string) bool {
+	if len(k) > 255 || !utf8.ValidString(k) {
+		return false
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}

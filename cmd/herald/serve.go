@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"log/slog"
 	"net/netip"
 	"os"
 	"time"
@@ -17,9 +17,9 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		cfg      app.Config
-		cidrs    []string
-		schedule string
+		cfg       app.Config
+		cidrs     []string
+		schedule  string
 		logLevel  string
 		debugAddr string
 	)
@@ -88,7 +88,7 @@ on the first start, stored hashed and printed once.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Addr, "addr", ":8080", "listen address of the API")
-	f.StringVar(&cfg.DB, "db", "sqlite:herald.db", "store: sqlite:PATH (embedded)")
+	f.StringVar(&cfg.DB, "db", "sqlite:herald.db", "store: sqlite:PATH (embedded) or postgres://… (several nodes; needs HERALD_ENCRYPTION_KEY)")
 	f.BoolVar(&cfg.Dev, "dev", false, "local development: allow http:// and loopback endpoint URLs")
 	f.BoolVar(&cfg.AllowHTTP, "allow-http", false, "allow plain http:// endpoint URLs")
 	f.StringArrayVar(&cidrs, "allow-cidr", nil, "allow destinations in this CIDR despite the SSRF deny list (repeatable)")

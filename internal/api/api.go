@@ -109,6 +109,12 @@ func New(cfg Config) (*Server, error) {
 	hc.OpenAPI.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "Authorization: Bearer <api key>"},
 	}
+	// checkJSON has already read every body; huma's own 5 s body-read
+	// deadline would otherwise stay on the connection and cancel a request
+	// whose store call takes longer (answered as if the client had gone).
+	hc.OpenAPI.OnAddOperation = append(hc.OpenAPI.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
+		op.BodyReadTimeout = -1
+	})
 	api := humago.New(mux, hc)
 	s := &Server{cfg: cfg, api: api, mux: mux}
 	s.registerEndpoints()
@@ -335,11 +341,9 @@ func (s *Server) problem(err error, what string) error {
 		return huma.Error400BadRequest(err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
-	case errors.Is(err, context.Canceled):
-		return huma.NewError(499, "client closed request")
 	default:
 		s.cfg.Logger.Error("store error", "error", err, "op", what)
-		return huma.Error503ServiceUnavailable("the store is unavailable; nothing was changed, retry later")
+		return huma.Error503ServiceUnavailable("the store is unavailable; retry later (a publish: retry with the same id or Idempotency-Key, it will not be stored twice)")
 	}
 }
 

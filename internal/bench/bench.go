@@ -242,7 +242,6 @@ func Run(ctx context.Context, scenario string, o Options) error {
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	r.ctx = ctx
 
 	started := time.Now()
 	machine := readMachine()

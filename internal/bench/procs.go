@@ -24,7 +24,6 @@ import (
 type runner struct {
 	o        Options
 	scenario string
-	ctx      context.Context
 	dir      string
 	runID    string
 	apiKey   string

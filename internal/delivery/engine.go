@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -185,6 +186,10 @@ type Engine struct {
 	// for an attempt to finish before claiming more.
 	congested chan struct{}
 	progress  chan struct{} // signalled when an attempt finishes
+	// unwritten is set while the completer holds results it could not
+	// write: the rescuer then waits, or it would free this node's own
+	// leases and have those deliveries attempted twice.
+	unwritten atomic.Bool
 }
 
 // New checks cfg and returns an engine.
@@ -194,11 +199,11 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:     cfg,
-		wake:    make(chan struct{}, 1),
-		slots:   make(chan struct{}, cfg.Workers),
-		jobs:    make(chan store.Claim, cfg.Workers),
-		results: make(chan store.Completion, cfg.Workers*2),
+		cfg:       cfg,
+		wake:      make(chan struct{}, 1),
+		slots:     make(chan struct{}, cfg.Workers),
+		jobs:      make(chan store.Claim, cfg.Workers),
+		results:   make(chan store.Completion, cfg.Workers*2),
 		gate:      newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
@@ -291,9 +296,11 @@ func (e *Engine) claim(ctx context.Context) {
 				break more
 			}
 		}
-		claims, err := e.cfg.Store.ClaimDeliveries(ctx, store.ClaimParams{
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a hung database must not stall the claimer forever
+		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(),
 		})
+		cancel()
 		if err != nil {
 			e.giveBack(free)
 			if ctx.Err() != nil {
@@ -326,7 +333,10 @@ func (e *Engine) giveBack(n int) {
 // interval, whichever comes first.
 func (e *Engine) waitForWork(ctx context.Context) {
 	wait := e.cfg.PollInterval
-	if next, err := e.cfg.Store.NextDueAt(ctx); err == nil && !next.IsZero() {
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	next, err := e.cfg.Store.NextDueAt(nctx)
+	cancel()
+	if err == nil && !next.IsZero() {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {
 			wait = max(d, 0)
 		}
@@ -634,8 +644,10 @@ func (e *Engine) complete() {
 			err := e.cfg.Store.CompleteDeliveries(ctx, batch)
 			cancel()
 			if err == nil {
+				e.unwritten.Store(false)
 				break
 			}
+			e.unwritten.Store(true)
 			if try >= 100 {
 				e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
 				break
@@ -653,7 +665,17 @@ func (e *Engine) rescue(ctx context.Context) {
 	t := time.NewTicker(e.cfg.RescueInterval)
 	defer t.Stop()
 	for {
-		n, err := e.cfg.Store.RescueExpiredLeases(ctx, e.cfg.Clock.Now())
+		if e.unwritten.Load() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := e.cfg.Store.RescueExpiredLeases(rctx, e.cfg.Clock.Now())
+		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.cfg.Logger.Warn("rescue expired leases failed", "error", err)

@@ -45,7 +45,7 @@ Scenarios:
              (ack p50/p99)
 
 Examples:
-  herald bench drain --events 20000 --endpoints 4 --workers 64
+  herald bench drain --events 20000 --endpoints 4 --workers 128
   herald bench latency --rate 1000 --duration 10s --json
   herald bench backlog --size 100000
 
@@ -62,7 +62,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.DB, "db", "sqlite", "store of herald serve: sqlite (a fresh temporary database per run), sqlite:PATH, or a postgres:// URL (passed as is)")
 	pf.BoolVar(&o.JSON, "json", false, "print the result as one JSON object on the last line of stdout")
-	pf.IntVar(&o.Workers, "workers", 64, "herald serve --workers; also the reference's concurrency (drain)")
+	pf.IntVar(&o.Workers, "workers", 128, "herald serve --workers; also the reference's concurrency (drain)")
 	pf.StringVar(&o.RetrySchedule, "retry-schedule", "", "herald serve --retry-schedule (default: Herald's; backlog: 1h)")
 	pf.StringArrayVar(&o.ServeArgs, "serve-arg", nil, "extra argument for herald serve, e.g. --serve-arg=--endpoint-concurrency=64 (repeatable)")
 	pf.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "time limit of the whole run")

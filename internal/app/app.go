@@ -73,7 +73,8 @@ type Config struct {
 	RescueInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
-	// EndpointConcurrency caps attempts in flight per endpoint; default 32.
+	// EndpointConcurrency caps attempts in flight per endpoint until it has
+	// proven fast; default Workers/8.
 	EndpointConcurrency int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.

@@ -108,7 +108,7 @@ func (o Options) Defaults(scenario string) Options {
 	if o.DB == "" {
 		o.DB = "sqlite"
 	}
-	setInt(&o.Workers, 64)
+	setInt(&o.Workers, 128) // herald serve's default
 	setInt(&o.BodyBytes, 512)
 	setInt(&o.Publishers, 32)
 	if o.Timeout == 0 {

@@ -81,7 +81,7 @@ type Config struct {
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
 	// EndpointConcurrency caps the attempts in flight to one endpoint on
-	// this node; default 32. A slow or black-holed endpoint holds at most
+	// this node; default Workers/8. A slow or black-holed endpoint holds at most
 	// this many workers; one that has answered fast (under 250 ms) three
 	// times in a row may use every worker until it is slow or fails again.
 	EndpointConcurrency int
@@ -143,7 +143,10 @@ func (c Config) WithDefaults() Config {
 		c.UserAgent = "Herald"
 	}
 	if c.EndpointConcurrency <= 0 {
-		c.EndpointConcurrency = 32
+		// An eighth of the workers: even several black-holed endpoints
+		// (each also parking a quarter of its cap) leave most workers to
+		// the healthy ones.
+		c.EndpointConcurrency = max(1, c.Workers/8)
 	}
 	if c.BreakerThreshold <= 0 {
 		c.BreakerThreshold = 5

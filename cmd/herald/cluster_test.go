@@ -718,7 +718,7 @@ func TestPostgresOutage(t *testing.T) {
 			}
 		case http.StatusServiceUnavailable:
 			rejected++
-			if !strings.Contains(a.body, "nothing was changed, retry later") {
+			if !strings.Contains(a.body, "the store is unavailable; retry later") {
 				t.Errorf("503 for %s without the problem detail: %s", id, a.body)
 			}
 		default:

@@ -25,6 +25,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/ui"
 )
 
 // URLChecker applies the endpoint URL policy (internal/egress).
@@ -417,6 +418,8 @@ func (s *Server) registerHealth() {
 	if s.cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
 	}
+	s.mux.Handle("GET /ui/", ui.Handler())
+	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	if s.cfg.Contract != nil {
 		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -252,6 +253,36 @@ func TestOperationalRoutes(t *testing.T) {
 					t.Errorf("openapi.json lacks %s", want)
 				}
 			}
+		}
+	}
+}
+
+// TestWebUI: /ui/ serves the page, whose buttons call the API routes the
+// page names (replay, pause, resume, enable).
+func TestWebUI(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	resp, err := http.Get(h.base + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("/ui/: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"/v1/endpoints", "/replay", "/v1/dead-letters", "Replay dead letters", "Authorization"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the page does not mention %q", want)
+		}
+	}
+	var openapi struct{ Paths map[string]any }
+	r2, _ := http.Get(h.base + "/openapi.json")
+	json.NewDecoder(r2.Body).Decode(&openapi)
+	r2.Body.Close()
+	for _, p := range []string{"/v1/endpoints/{id}/replay", "/v1/deliveries/{id}/replay", "/v1/endpoints/{id}/pause", "/v1/endpoints/{id}/resume", "/v1/endpoints/{id}/enable", "/v1/dead-letters", "/v1/endpoints/{id}/deliveries", "/v1/deliveries/{id}/attempts"} {
+		if _, ok := openapi.Paths[p]; !ok {
+			t.Errorf("the page calls %s, which the API does not have", p)
 		}
 	}
 }

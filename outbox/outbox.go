@@ -187,17 +187,17 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxPayloadBytes
 	}
-	if !validTenant(ev.Tenant) {
+	if !store.ValidTenant(ev.Tenant) {
 		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: 1–128 letters, digits, _ . : or -"}
 	}
-	if !validEventType(ev.Type) {
+	if !store.ValidEventType(ev.Type) {
 		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"}
 	}
 	data, err := encodeData(ev.Data)
 	if err != nil {
 		return store.PublishParams{}, err
 	}
-	if ev.ID != "" && !validID(ev.ID) {
+	if ev.ID != "" && !store.ValidEventID(ev.ID) {
 		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")"}
 	}
 	if !validIdempotencyKey(ev.IdempotencyKey) {
@@ -318,56 +318,6 @@ func walk(dec *json.Decoder, depth int) error {
 		return err
 	}
 	return nil
-}
-
-func validTenant(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func validEventType(t string) bool {
-	if t == "" || len(t) > 128 {
-		return false
-	}
-	seg := 0
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-':
-			seg++
-		case c == '.':
-			if seg == 0 {
-				return false
-			}
-			seg = 0
-		default:
-			return false
-		}
-	}
-	return seg > 0
-}
-
-// validID: the API's producer id rule (no dots: Standard Webhooks signs
-// "<id>.<t>.<body>").
-func validID(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':') {
-			return false
-		}
-	}
-	return true
 }
 
 func validIdempotencyKey(k string) bool {

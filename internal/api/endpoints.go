@@ -133,7 +133,7 @@ func validateEventTypes(types []string, loc string) error {
 		if t == "*" {
 			continue
 		}
-		if !validEventType(strings.TrimSuffix(t, ".*")) {
+		if !store.ValidEventType(strings.TrimSuffix(t, ".*")) {
 			return invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t)
 		}
 	}

@@ -55,28 +55,6 @@ func eventOut(e store.Event) EventOut {
 	return EventOut{ID: e.ID, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, CreatedAt: e.CreatedAt}
 }
 
-func validEventType(t string) bool {
-	if t == "" || len(t) > 128 {
-		return false
-	}
-	seg := 0
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-':
-			seg++
-		case c == '.':
-			if seg == 0 {
-				return false
-			}
-			seg = 0
-		default:
-			return false
-		}
-	}
-	return seg > 0
-}
-
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func (s *Server) registerEvents() {
@@ -98,7 +76,7 @@ func (s *Server) registerEvents() {
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, func(ctx context.Context, in *publishIn) (*publishOutput, error) {
 		b := in.Body
-		if !validEventType(b.Type) {
+		if !store.ValidEventType(b.Type) {
 			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 		}
 		if strings.HasPrefix(b.Type, store.OperationalPrefix) || strings.HasPrefix(b.Type, "herald.") {
@@ -113,7 +91,7 @@ func (s *Server) registerEvents() {
 			return nil, invalid("body.data", "data must be valid JSON", nil)
 		}
 		// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
-		if b.ID != "" && (!validID(b.ID) || strings.Contains(b.ID, ".")) {
+		if b.ID != "" && !store.ValidEventID(b.ID) {
 			return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
 		}
 		now := s.cfg.Now()

@@ -127,8 +127,8 @@ func (s *Server) registerEvents() {
 			out.Body.Duplicate = true
 		} else {
 			s.cfg.Metrics.EventPublished()
-			if res.Deliveries > 0 {
-				s.cfg.Notify()
+			if res.Pending > 0 {
+				s.cfg.Notify() // held deliveries need no worker
 			}
 		}
 		return out, nil

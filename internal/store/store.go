@@ -209,7 +209,21 @@ type PublishParams struct {
 type PublishResult struct {
 	Event      Event
 	Deliveries int
-	Created    bool
+	// Pending counts the new deliveries due now (the rest are held for
+	// paused or disabled endpoints): only they need a worker woken.
+	Pending int
+	Created bool
+}
+
+// CountPending counts the pending states among a publish's targets.
+func CountPending(states []DeliveryState) int {
+	n := 0
+	for _, s := range states {
+		if s == DeliveryPending {
+			n++
+		}
+	}
+	return n
 }
 
 // ListEventsParams lists events, optionally filtered.

@@ -184,5 +184,9 @@ func (op *publishOp) finish(ctx context.Context, tx pgx.Tx) (store.PublishResult
 	// microseconds in UTC.
 	ev.OccurredAt = ts(ev.OccurredAt)
 	ev.CreatedAt = ts(p.Now)
-	return store.PublishResult{Event: ev, Deliveries: len(op.targets), Created: true}, nil
+	states := make([]store.DeliveryState, len(op.targets))
+	for i, t := range op.targets {
+		states[i] = t.state
+	}
+	return store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(states), Created: true}, nil
 }

@@ -122,7 +122,11 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	// microseconds in UTC.
 	ev.OccurredAt = fromMicro(micro(ev.OccurredAt))
 	ev.CreatedAt = fromMicro(micro(p.Now))
-	return store.PublishResult{Event: ev, Deliveries: len(targets), Created: true}, nil
+	states := make([]store.DeliveryState, len(targets))
+	for i, t := range targets {
+		states[i] = t.state
+	}
+	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
 }
 
 const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)

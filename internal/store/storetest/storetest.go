@@ -790,6 +790,9 @@ func (s suite) publish(t *testing.T) {
 		if res.Deliveries != 3 {
 			t.Fatalf("Deliveries = %d, want 3 (held ones count)", res.Deliveries)
 		}
+		if res.Pending != 1 {
+			t.Fatalf("Pending = %d, want 1 (only the enabled endpoint's delivery is due)", res.Pending)
+		}
 		for ep, want := range map[string]store.DeliveryState{enabled.ID: store.DeliveryPending, paused.ID: store.DeliveryPaused, disabled.ID: store.DeliveryPaused} {
 			if d := f.deliveryFor(res.Event.ID, ep); d.State != want {
 				t.Errorf("delivery to %s endpoint: state %s, want %s", f.getEndpoint(ep).State, d.State, want)

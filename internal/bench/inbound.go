@@ -10,8 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -41,116 +39,56 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	url := h.api.base + src.IngestPath
 	payload := bytes.Repeat([]byte("x"), max(0, o.BodyBytes-40))
 	client := loadClient(o.Concurrency)
-	var seq atomic.Int64
-	send := func(ctx context.Context) (time.Duration, error) {
-		n := seq.Add(1)
-		b := fmt.Appendf(nil, `{"action":"bench","n":%d,"pad":"%s"}`, n, payload)
+	// send posts signed request i: each has its own delivery id, so every
+	// one is a new event (the dedupe path is tested elsewhere).
+	send := func(ctx context.Context, i int, _ time.Time) error {
+		b := fmt.Appendf(nil, `{"action":"bench","n":%d,"pad":"%s"}`, i, payload)
 		m := hmac.New(sha256.New, []byte(secret))
 		m.Write(b)
 		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))
 		if err != nil {
-			return 0, err
+			return err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-GitHub-Delivery", r.runID+"-"+strconv.FormatInt(n, 10))
+		req.Header.Set("X-GitHub-Delivery", r.runID+"-"+strconv.Itoa(i))
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
-		t := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		el := time.Since(t)
 		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("ack %s", resp.Status)
+			return fmt.Errorf("ack %s", resp.Status)
 		}
-		return el, nil
+		return nil
 	}
 
 	// Throughput: closed loop.
 	r.logf("inbound: %d providers sending for %s", o.Concurrency, o.Duration)
 	cpu0 := procCPU(h.pid())
-	var (
-		mu       sync.Mutex
-		ok, bad  int
-		firstErr error
-		calls    []int64
-		wg       sync.WaitGroup
-	)
-	start := time.Now()
-	deadline := start.Add(o.Duration)
-	for range o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				d, err := send(ctx)
-				mu.Lock()
-				if err != nil {
-					bad++
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else {
-					ok++
-					calls = append(calls, int64(d))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	cl := runClosedLoop(ctx, o.Concurrency, o.Duration, send)
 	cpu := round(procCPU(h.pid())-cpu0, 2)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if ok == 0 {
-		return nil, fmt.Errorf("no request was acknowledged: %v", firstErr)
+	if cl.OK == 0 {
+		return nil, fmt.Errorf("no request was acknowledged: %v", cl.FirstErr)
 	}
-	rps := perSecond(int64(ok), elapsed)
-	tp := percentiles(calls)
+	rps := perSecond(int64(cl.OK), cl.Elapsed)
+	tp := percentiles(cl.CallNS)
 
-	// Ack latency at a fixed rate: open loop.
+	// Ack latency at a fixed rate: open loop. Ids continue after the
+	// throughput phase's.
 	rate := o.Rate
 	r.logf("inbound: %d requests/s for %s (open loop)", rate, o.Duration)
-	total := int(float64(rate) * o.Duration.Seconds())
-	interval := time.Second / time.Duration(rate)
-	var (
-		lat      []int64
-		latErrs  int
-		late     int
-		wg2      sync.WaitGroup
-		sem      = make(chan struct{}, o.Concurrency)
-		startLat = time.Now()
-	)
-	for i := 0; i < total && ctx.Err() == nil; i++ {
-		due := startLat.Add(time.Duration(i) * interval)
-		if w := time.Until(due); w > 0 {
-			time.Sleep(w)
-		}
-		if time.Since(due) > lateAfter {
-			late++
-		}
-		sem <- struct{}{}
-		wg2.Add(1)
-		go func() {
-			defer wg2.Done()
-			defer func() { <-sem }()
-			d, err := send(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				latErrs++
-				return
-			}
-			lat = append(lat, int64(d))
-		}()
-	}
-	wg2.Wait()
-	lp := percentiles(lat)
+	offset := cl.OK + cl.Errors + o.Concurrency
+	ol := runOpenLoop(ctx, rate, o.Duration, o.Concurrency, func(ctx context.Context, i int, t time.Time) error {
+		return send(ctx, offset+i, t)
+	})
+	lp := percentiles(ol.CallNS)
+	ok, bad, firstErr, elapsed, late, latErrs := cl.OK, cl.Errors, cl.FirstErr, cl.Elapsed, ol.Late, ol.Errors
 
 	res := &Result{}
 	res.add("providers", o.Concurrency, "concurrent clients (throughput phase)")

@@ -87,6 +87,16 @@ const lateAfter = time.Millisecond
 // i is due at start + i/rate whatever the answers), with at most inflight
 // publishes outstanding. Each event's data carries its send time.
 func publishOpenLoop(ctx context.Context, api *apiClient, m *eventMaker, rate int, d time.Duration, inflight int) openLoop {
+	return runOpenLoop(ctx, rate, d, inflight, func(ctx context.Context, i int, t time.Time) error {
+		_, err := api.publish(ctx, m.publishBody(i, t.UnixNano()))
+		return err
+	})
+}
+
+// runOpenLoop calls send rate times per second for d (open loop: call i is
+// due at start + i/rate whatever the answers), with at most inflight calls
+// outstanding; t is the call's start.
+func runOpenLoop(ctx context.Context, rate int, d time.Duration, inflight int, send func(ctx context.Context, i int, t time.Time) error) openLoop {
 	total := int(math.Round(float64(rate) * d.Seconds()))
 	interval := time.Second / time.Duration(rate)
 	var (
@@ -120,7 +130,7 @@ func publishOpenLoop(ctx context.Context, api *apiClient, m *eventMaker, rate in
 			defer wg.Done()
 			defer func() { <-sem }()
 			t := time.Now()
-			_, err := api.publish(ctx, m.publishBody(i, t.UnixNano()))
+			err := send(ctx, i, t)
 			el := time.Since(t)
 			mu.Lock()
 			defer mu.Unlock()
@@ -152,6 +162,15 @@ type closedLoop struct {
 // publishClosedLoop runs `clients` clients, each publishing one event after
 // the other, for d.
 func publishClosedLoop(ctx context.Context, api *apiClient, m *eventMaker, clients int, d time.Duration) closedLoop {
+	return runClosedLoop(ctx, clients, d, func(ctx context.Context, i int, t time.Time) error {
+		_, err := api.publish(ctx, m.publishBody(i, t.UnixNano()))
+		return err
+	})
+}
+
+// runClosedLoop runs `clients` clients, each calling send one call after
+// the other, for d.
+func runClosedLoop(ctx context.Context, clients int, d time.Duration, send func(ctx context.Context, i int, t time.Time) error) closedLoop {
 	var (
 		res closedLoop
 		mu  sync.Mutex
@@ -170,7 +189,7 @@ func publishClosedLoop(ctx context.Context, api *apiClient, m *eventMaker, clien
 			for ctx.Err() == nil && time.Now().Before(stop) {
 				i := int(seq.Add(1) - 1)
 				t := time.Now()
-				_, err := api.publish(ctx, m.publishBody(i, t.UnixNano()))
+				err := send(ctx, i, t)
 				end := time.Now()
 				if err != nil {
 					errs++

@@ -486,7 +486,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 			out.RetryAfter = ra
 		}
 	}
-	clientErr := IsClientError(res.StatusCode)
+	clientErr := retry.IsClientError(res.StatusCode)
 	clientErrors := d.ClientErrors
 	if clientErr {
 		clientErrors++
@@ -495,21 +495,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	// in X-Delivery-Attempt counts every attempt of the delivery.
 	dec := e.cfg.Policy.Decide(number-d.ReplayBase, clientErrors, out)
 
-	a := store.Attempt{
-		DeliveryID:      d.ID,
-		Number:          number,
-		StartedAt:       start,
-		Duration:        res.Duration,
-		StatusCode:      res.StatusCode,
-		Error:           res.ErrorClass,
-		ErrorDetail:     res.ErrorDetail,
-		Location:        res.Location,
-		ResponseExcerpt: res.Excerpt,
-	}
-	if res.StatusCode >= 300 && res.StatusCode < 400 {
-		a.Error = "redirect"
-		a.ErrorDetail = "redirects are not followed; the endpoint answered " + strconv.Itoa(res.StatusCode) + " with Location: " + res.Location
-	}
+	a := attemptRecord(d.ID, number, start, res)
 	comp := store.Completion{
 		DeliveryID:   d.ID,
 		EndpointID:   ep.ID,
@@ -597,28 +583,29 @@ func (e *Engine) SendTest(ctx context.Context, ep store.Endpoint) (store.Attempt
 		return store.Attempt{}, "", err
 	}
 	res := e.send(ctx, ep, id, TestEventType, body, nil, 1, start)
-	a := store.Attempt{Number: 1, StartedAt: start, Duration: res.Duration, StatusCode: res.StatusCode, Error: res.ErrorClass,
-		ErrorDetail: res.ErrorDetail, Location: res.Location, ResponseExcerpt: res.Excerpt}
-	if res.StatusCode >= 300 && res.StatusCode < 400 {
-		a.Error = "redirect"
-	}
-	return a, id, nil
+	return attemptRecord("", 1, start, res), id, nil
 }
 
-// IsClientError reports whether an HTTP status counts toward the
-// client-error budget (DESIGN.md "what is retried"): 3xx (never followed)
-// and 4xx other than 408 Request Timeout, 410 Gone and 429 Too Many
-// Requests.
-func IsClientError(status int) bool {
-	switch {
-	case status >= 300 && status < 400:
-		return true
-	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status == http.StatusGone:
-		return false
-	case status >= 400 && status < 500:
-		return true
+// attemptRecord is the record of one attempt's result. A 3xx is recorded
+// with the error class "redirect" and its Location (redirects are never
+// followed).
+func attemptRecord(deliveryID string, number int, start time.Time, res egress.Result) store.Attempt {
+	a := store.Attempt{
+		DeliveryID:      deliveryID,
+		Number:          number,
+		StartedAt:       start,
+		Duration:        res.Duration,
+		StatusCode:      res.StatusCode,
+		Error:           res.ErrorClass,
+		ErrorDetail:     res.ErrorDetail,
+		Location:        res.Location,
+		ResponseExcerpt: res.Excerpt,
 	}
-	return false
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		a.Error = "redirect"
+		a.ErrorDetail = "redirects are not followed; the endpoint answered " + strconv.Itoa(res.StatusCode) + " with Location: " + res.Location
+	}
+	return a
 }
 
 // complete writes completions in batches: it takes what has arrived (up to

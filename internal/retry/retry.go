@@ -358,7 +358,7 @@ func (p Policy) Decide(n int, clientErrors int, o Outcome) Decision {
 		reason = ReasonRequestTimeout
 	case code == 429:
 		reason = ReasonTooManyRequests
-	case code >= 300 && code <= 499:
+	case IsClientError(code):
 		if clientErrors < 1 {
 			clientErrors = 1
 		}
@@ -384,6 +384,18 @@ func (p Policy) Decide(n int, clientErrors int, o Outcome) Decision {
 		}
 	}
 	return Decision{Verdict: Retry, Delay: delay, Reason: reason}
+}
+
+// IsClientError reports whether an HTTP status counts toward the
+// client-error budget (DESIGN.md "what is retried"): 3xx (never followed)
+// and 4xx other than 408 Request Timeout, 410 Gone and 429 Too Many
+// Requests. The caller counts such answers and passes the count to Decide.
+func IsClientError(status int) bool {
+	switch status {
+	case 408, 410, 429:
+		return false
+	}
+	return status >= 300 && status <= 499
 }
 
 // maxRetryAfterSeconds saturates huge delay-seconds values (2^31 s, about

@@ -509,3 +509,12 @@ func FuzzParseSchedule(f *testing.F) {
 		}
 	})
 }
+
+func TestIsClientError(t *testing.T) {
+	for status, want := range map[int]bool{0: false, 200: false, 204: false, 301: true, 302: true, 399: true,
+		400: true, 401: true, 404: true, 408: false, 410: false, 422: true, 429: false, 499: true, 500: false, 503: false} {
+		if got := IsClientError(status); got != want {
+			t.Errorf("IsClientError(%d) = %v, want %v", status, got, want)
+		}
+	}
+}

@@ -33,37 +33,25 @@ const sealedPrefix = "enc:v1:"
 func EncodeSecrets(box SecretBox, endpointID string, ss []Secret) (string, error) {
 	out := make([]secretJSON, len(ss))
 	for i, s := range ss {
-		out[i] = secretJSON{Value: s.Value, CreatedAt: micro(s.CreatedAt), ExpiresAt: micro(s.ExpiresAt)}
+		out[i] = secretJSON{Value: s.Value, CreatedAt: UnixMicro(s.CreatedAt), ExpiresAt: UnixMicro(s.ExpiresAt)}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return "", err
 	}
-	if box == nil {
-		return string(b), nil
-	}
-	sealed, err := box.Seal(b, []byte(endpointID))
+	v, err := SealBytes(box, endpointID, b)
 	if err != nil {
 		return "", fmt.Errorf("seal secrets: %w", err)
 	}
-	return sealedPrefix + base64.StdEncoding.EncodeToString(sealed), nil
+	return v, nil
 }
 
 // DecodeSecrets reverses EncodeSecrets. A sealed column without a box, or
 // one the box cannot open, is an error (the wrong HERALD_ENCRYPTION_KEY).
 func DecodeSecrets(box SecretBox, endpointID, v string) ([]Secret, error) {
-	raw := []byte(v)
-	if rest, ok := strings.CutPrefix(v, sealedPrefix); ok {
-		if box == nil {
-			return nil, errors.New("secrets are encrypted but no encryption key is configured")
-		}
-		sealed, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return nil, fmt.Errorf("sealed secrets: %w", err)
-		}
-		if raw, err = box.Open(sealed, []byte(endpointID)); err != nil {
-			return nil, err
-		}
+	raw, err := OpenBytes(box, endpointID, v)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
 	}
 	var in []secretJSON
 	if err := json.Unmarshal(raw, &in); err != nil {
@@ -71,19 +59,22 @@ func DecodeSecrets(box SecretBox, endpointID, v string) ([]Secret, error) {
 	}
 	out := make([]Secret, len(in))
 	for i, s := range in {
-		out[i] = Secret{Value: s.Value, CreatedAt: fromMicro(s.CreatedAt), ExpiresAt: fromMicro(s.ExpiresAt)}
+		out[i] = Secret{Value: s.Value, CreatedAt: FromUnixMicro(s.CreatedAt), ExpiresAt: FromUnixMicro(s.ExpiresAt)}
 	}
 	return out, nil
 }
 
-func micro(t time.Time) int64 {
+// UnixMicro encodes a time as microseconds since the Unix epoch, the zero
+// time as 0 (the SQLite driver's and the secrets' column format).
+func UnixMicro(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
 	return t.UnixMicro()
 }
 
-func fromMicro(v int64) time.Time {
+// FromUnixMicro reverses UnixMicro (in UTC).
+func FromUnixMicro(v int64) time.Time {
 	if v == 0 {
 		return time.Time{}
 	}

@@ -162,6 +162,29 @@ type ListParams struct {
 	Cursor string
 }
 
+// PageSize is Limit within 1–1000; 0 or less means 50.
+func (p ListParams) PageSize() int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	return min(p.Limit, 1000)
+}
+
+// Paginate turns up to PageSize+1 rows (drivers read one more than a page)
+// into a page: the rows of the page, and the cursor of its last row when
+// there is a next page. cursor names a row's position in the order.
+func Paginate[T any](items []T, size int, cursor func(T) string) Page[T] {
+	pg := Page[T]{Data: items}
+	if pg.Data == nil {
+		pg.Data = []T{}
+	}
+	if len(items) > size {
+		pg.Data = items[:size]
+		pg.NextCursor = cursor(items[size-1])
+	}
+	return pg
+}
+
 // CreateEndpointParams creates an endpoint. ID and the first secret are
 // chosen by the caller.
 type CreateEndpointParams struct {

@@ -372,16 +372,6 @@ func (s *Store) GetEndpoint(ctx context.Context, id string) (store.Endpoint, err
 	return e, nil
 }
 
-func limitOf(p store.ListParams) int {
-	if p.Limit <= 0 {
-		return 50
-	}
-	if p.Limit > 1000 {
-		return 1000
-	}
-	return p.Limit
-}
-
 // filter builds a WHERE clause with numbered parameters.
 type filter struct {
 	where []string
@@ -420,7 +410,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	q := "SELECT " + endpointColumns + " FROM endpoints" + f.clause() + " ORDER BY id DESC" + f.limit(lim+1)
 	rows, err := s.pool.Query(ctx, q, f.args...)
 	if err != nil {
@@ -438,19 +428,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
 	}
-	return paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
-}
-
-func paginate[T any](items []T, lim int, id func(T) string) store.Page[T] {
-	pg := store.Page[T]{Data: items}
-	if pg.Data == nil {
-		pg.Data = []T{}
-	}
-	if len(items) > lim {
-		pg.Data = items[:lim]
-		pg.NextCursor = id(items[lim-1])
-	}
-	return pg
+	return store.Paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
 }
 
 // UpdateEndpoint implements store.Store. One UPDATE: fields left nil keep

@@ -127,7 +127,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 		}
 		f.add("seq < ?", seq)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	rows, err := s.pool.Query(ctx, "SELECT seq, "+eventColumns+" FROM events"+f.clause()+" ORDER BY seq DESC"+f.limit(lim+1), f.args...)
 	if err != nil {
 		return store.Page[store.Event]{}, wrap("list events", err)
@@ -149,7 +149,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Event]{}, wrap("list events", err)
 	}
-	pg := paginate(out, lim, func(store.Event) string { return "" })
+	pg := store.Paginate(out, lim, func(store.Event) string { return "" })
 	if len(out) > lim {
 		pg.NextCursor = strconv.FormatInt(seqs[lim-1], 10)
 	}
@@ -216,7 +216,7 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	rows, err := s.pool.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries"+f.clause()+" ORDER BY id DESC"+f.limit(lim+1), f.args...)
 	if err != nil {
 		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
@@ -233,7 +233,7 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
 	}
-	return paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
+	return store.Paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
 }
 
 // ListAttempts implements store.Store. One query: the delivery left-joined

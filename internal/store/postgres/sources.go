@@ -80,7 +80,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
-	lim := limitOf(p)
+	lim := p.PageSize()
 	rows, err := s.pool.Query(ctx, "SELECT "+sourceColumns+" FROM sources"+f.clause()+" ORDER BY id DESC"+f.limit(lim+1), f.args...)
 	if err != nil {
 		return store.Page[store.Source]{}, wrap("list sources", err)
@@ -97,7 +97,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Source]{}, wrap("list sources", err)
 	}
-	return paginate(out, lim, func(s store.Source) string { return s.ID }), nil
+	return store.Paginate(out, lim, func(s store.Source) string { return s.ID }), nil
 }
 
 // UpdateSource implements store.Store. A new destination is a new URL of

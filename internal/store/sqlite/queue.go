@@ -194,7 +194,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 		where = append(where, "rowid < ?")
 		args = append(args, seq)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	args = append(args, lim+1)
 	rows, err := s.r.QueryContext(ctx, "SELECT rowid, "+eventColumns+" FROM events"+whereClause(where)+" ORDER BY rowid DESC LIMIT ?", args...)
 	if err != nil {
@@ -217,7 +217,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Event]{}, wrap("list events", err)
 	}
-	pg := paginate(out, lim, func(store.Event) string { return "" })
+	pg := store.Paginate(out, lim, func(store.Event) string { return "" })
 	if len(out) > lim {
 		pg.NextCursor = strconv.FormatInt(seqs[lim-1], 10)
 	}
@@ -295,7 +295,7 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		where = append(where, "id < ?")
 		args = append(args, p.Cursor)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	args = append(args, lim+1)
 	rows, err := s.r.QueryContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries"+whereClause(where)+" ORDER BY id DESC LIMIT ?", args...)
 	if err != nil {
@@ -313,7 +313,7 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Delivery]{}, wrap("list deliveries", err)
 	}
-	return paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
+	return store.Paginate(out, lim, func(d store.Delivery) string { return d.ID }), nil
 }
 
 // ListAttempts implements store.Store.

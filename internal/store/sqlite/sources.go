@@ -85,7 +85,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 		q += " WHERE id < ?"
 		args = append(args, p.Cursor)
 	}
-	lim := limitOf(p)
+	lim := p.PageSize()
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, lim+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
@@ -104,7 +104,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Source]{}, wrap("list sources", err)
 	}
-	return paginate(out, lim, func(s store.Source) string { return s.ID }), nil
+	return store.Paginate(out, lim, func(s store.Source) string { return s.ID }), nil
 }
 
 // UpdateSource implements store.Store.

@@ -54,7 +54,6 @@ type Store struct {
 // parsing SQL was a quarter of the publish path's CPU before, because
 // modernc's driver keeps no statement cache of its own.
 var hotStatements = []string{
-	"SAVEPOINT publish", "ROLLBACK TO publish", "RELEASE publish",
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
 	"INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -211,19 +210,10 @@ func (s *Store) Close() error {
 }
 
 // micro and fromMicro convert times to and from INTEGER microseconds.
-func micro(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func fromMicro(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(v).UTC()
-}
+var (
+	micro     = store.UnixMicro
+	fromMicro = store.FromUnixMicro
+)
 
 func nullMicro(v sql.NullInt64) time.Time {
 	if !v.Valid {
@@ -369,16 +359,6 @@ func (s *Store) GetEndpoint(ctx context.Context, id string) (store.Endpoint, err
 	return s.getEndpoint(ctx, s.r, id)
 }
 
-func limitOf(p store.ListParams) int {
-	if p.Limit <= 0 {
-		return 50
-	}
-	if p.Limit > 1000 {
-		return 1000
-	}
-	return p.Limit
-}
-
 // ListEndpoints implements store.Store.
 func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
 	var (
@@ -396,7 +376,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 		where = append(where, "id < ?")
 		args = append(args, p.Cursor)
 	}
-	lim := limitOf(p.ListParams)
+	lim := p.ListParams.PageSize()
 	q := "SELECT " + endpointColumns + " FROM endpoints" + whereClause(where) + " ORDER BY id DESC LIMIT ?"
 	args = append(args, lim+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
@@ -415,7 +395,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if err := rows.Err(); err != nil {
 		return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
 	}
-	return paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
+	return store.Paginate(out, lim, func(e store.Endpoint) string { return e.ID }), nil
 }
 
 func whereClause(w []string) string {
@@ -423,18 +403,6 @@ func whereClause(w []string) string {
 		return ""
 	}
 	return " WHERE " + strings.Join(w, " AND ")
-}
-
-func paginate[T any](items []T, lim int, id func(T) string) store.Page[T] {
-	pg := store.Page[T]{Data: items}
-	if pg.Data == nil {
-		pg.Data = []T{}
-	}
-	if len(items) > lim {
-		pg.Data = items[:lim]
-		pg.NextCursor = id(items[lim-1])
-	}
-	return pg
 }
 
 // UpdateEndpoint implements store.Store.

@@ -246,6 +246,12 @@ func TestOperationalRoutes(t *testing.T) {
 		if resp.StatusCode != 200 || err != nil {
 			t.Fatalf("%s: %d %v", p, resp.StatusCode, err)
 		}
+		if p == "/contract" {
+			r, _ := v["retries"].(map[string]any)
+			if r["schedule"] != "20ms,20ms,20ms" || r["max_attempts"] != float64(4) {
+				t.Errorf("contract retries = %v, want the running schedule 20ms,20ms,20ms and 4 attempts", r)
+			}
+		}
 		if p == "/openapi.json" {
 			paths, _ := v["paths"].(map[string]any)
 			for _, want := range []string{"/v1/endpoints", "/v1/events", "/v1/deliveries/{id}/attempts"} {

@@ -26,6 +26,7 @@ type ContractDoc struct {
 // Retries describes the retry schedule in force.
 type Retries struct {
 	MaxAttempts     int      `json:"max_attempts"`
+	Schedule        string   `json:"schedule" doc:"the --retry-schedule value in force"`
 	DelayUpperBound []string `json:"delay_upper_bounds" doc:"d before attempts 2..N; the wait is uniform in [d/2, d]"`
 	Jitter          string   `json:"jitter"`
 	WorstCase       string   `json:"worst_case_total"`
@@ -60,6 +61,7 @@ func Contract(cfg Config) ContractDoc {
 		ReplayWindow: "receivers reject |now - t| > 300 s",
 		Retries: Retries{
 			MaxAttempts:     len(sched) + 1,
+			Schedule:        retry.FormatSchedule(sched),
 			DelayUpperBound: bounds,
 			Jitter:          "equal jitter: uniform in [d/2, d]",
 			WorstCase:       total.String(),

@@ -38,10 +38,6 @@ import (
 // Scenarios lists the scenarios in the order of DESIGN.md.
 var Scenarios = []string{"drain", "latency", "publish", "isolation", "backlog", "inbound"}
 
-// ErrNotAvailable is returned for scenarios that are documented but not
-// built yet.
-var ErrNotAvailable = errors.New("not available yet")
-
 // Options configures one run. Zero fields take the defaults of the
 // scenario (Defaults).
 type Options struct {

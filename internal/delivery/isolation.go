@@ -73,17 +73,11 @@ func newGate(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Dur
 		threshold: threshold, cooldown: cooldown, deferFor: deferFor}
 }
 
-// admit reports whether an attempt to the endpoint may start now; if not,
-// retryAt says when to try again. An admitted attempt must be followed by
-// exactly one call to done.
-func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.admitLocked(endpointID, ratePerSecond, now)
-}
-
-// admitOrPark is admit, except that a claim turned away only because its
-// endpoint is at the cap is parked (parked = true) while there is room.
+// admitOrPark reports whether an attempt of the claim may start now; if
+// not, retryAt says when to try again — except that a claim turned away
+// only because its endpoint is at the cap is parked (parked = true) while
+// there is room. An admitted attempt must be followed by exactly one call
+// to done.
 // Both happen under one lock, so a parked claim can never miss the finish
 // of the attempt that would take it.
 func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retryAt time.Time, reason string) {

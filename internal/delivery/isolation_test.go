@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// admit is admitOrPark without parking, for these tests.
+func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.admitLocked(endpointID, ratePerSecond, now)
+}
+
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestGateConcurrencyCap(t *testing.T) {

@@ -240,9 +240,14 @@ func TestConcurrentOpensOnEmptyDatabase(t *testing.T) {
 		}
 	}
 	t.Logf("%d concurrent Opens on an empty database: %v", nodes, time.Since(start).Round(time.Millisecond))
+	files, err := migrations.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(files))
 	rows, v := gooseVersions(t, rawConn(t, dbURL))
-	if v != 1 || rows != 2 { // goose's version 0 row and migration 1
-		t.Errorf("goose_db_version: %d rows, max %d; want 2 rows, max 1 (each migration applied once)", rows, v)
+	if v != n || int64(rows) != n+1 { // goose's version 0 row and one per migration
+		t.Errorf("goose_db_version: %d rows, max %d; want %d rows, max %d (each migration applied once)", rows, v, n+1, n)
 	}
 }
 
@@ -862,5 +867,71 @@ func TestEnsureMetaFirstWriterWins(t *testing.T) {
 	}
 	if v, err := nodes[0].EnsureMeta(t.Context(), "k", "later"); err != nil || v != got[0] {
 		t.Errorf("EnsureMeta later = %q, %v; want %q", v, err, got[0])
+	}
+}
+
+// Two nodes completing batches that touch the same endpoints in opposite
+// orders do not deadlock: endpoint rows are locked in id order, after the
+// deliveries. Each batch starts a failure streak on one endpoint, then
+// after 99 more completions on another; without the ordering the two
+// transactions wait for each other's endpoint row.
+func TestConcurrentCompletionsDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	nodes := []*Store{openStore(t, dbURL), openStore(t, dbURL)}
+	ctx := t.Context()
+	e1 := createEndpoint(t, nodes[0], newEndpoint("acme"))
+	e2 := createEndpoint(t, nodes[0], newEndpoint("acme"))
+	conn := rawConn(t, dbURL)
+	const perBatch = 100
+	for round := range 5 {
+		if _, err := conn.Exec(ctx, "UPDATE endpoints SET failing_since = NULL"); err != nil {
+			t.Fatal(err)
+		}
+		for range perBatch + 1 {
+			publish(t, nodes[0], newEvent("acme"), base)
+		}
+		claims, err := nodes[0].ClaimDeliveries(ctx, store.ClaimParams{Owner: "a", Limit: 1000, Lease: time.Minute, Now: base.Add(time.Hour)})
+		if err != nil || len(claims) != 2*(perBatch+1) {
+			t.Fatalf("round %d: claim: %d, %v", round, len(claims), err)
+		}
+		byEndpoint := map[string][]store.Claim{}
+		for _, c := range claims {
+			byEndpoint[c.Delivery.EndpointID] = append(byEndpoint[c.Delivery.EndpointID], c)
+		}
+		fail := func(c store.Claim) store.Completion {
+			return store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "a", State: store.DeliveryPending,
+				NextAttemptAt: base.Add(48 * time.Hour), Attempt: store.Attempt{StartedAt: base, StatusCode: 503}, Now: base.Add(time.Hour)}
+		}
+		// x: e1 ×100 then e2 ×1; y: e2 ×100 then e1 ×1.
+		var x, y []store.Completion
+		for _, c := range byEndpoint[e1.ID][:perBatch] {
+			x = append(x, fail(c))
+		}
+		x = append(x, fail(byEndpoint[e2.ID][perBatch]))
+		for _, c := range byEndpoint[e2.ID][:perBatch] {
+			y = append(y, fail(c))
+		}
+		y = append(y, fail(byEndpoint[e1.ID][perBatch]))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, batch := range [][]store.Completion{x, y} {
+			wg.Go(func() {
+				<-start
+				if err := nodes[i].CompleteDeliveries(ctx, batch); err != nil {
+					t.Errorf("round %d: batch %d: %v", round, i, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for _, ep := range []store.Endpoint{e1, e2} {
+			if got, _ := nodes[0].GetEndpoint(ctx, ep.ID); !got.FailingSince.Equal(base) {
+				t.Fatalf("round %d: endpoint %s failing since %v, want %v", round, ep.ID, got.FailingSince, base)
+			}
+		}
 	}
 }

@@ -444,6 +444,21 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	b := newTxBatch()
 	b.Queue(lockTenantsOfCompletions, ids, gone, cutoffs, tenantLockClass)
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
+	// The endpoint statements run after every delivery statement, in
+	// endpoint id order (batch order within one endpoint), so that
+	// concurrent batches lock endpoint rows in one order and cannot
+	// deadlock. The outcome is the batch-order one: a delivery updated
+	// before its endpoint is disabled is pending and unleased when the
+	// disabling statement holds the endpoint's pending deliveries.
+	type endpointStmt struct {
+		endpoint string
+		sql      string
+		args     []any
+	}
+	var epStmts []endpointStmt
+	queueEndpoint := func(c store.Completion, sql string, args ...any) {
+		epStmts = append(epStmts, endpointStmt{c.EndpointID, sql, args})
+	}
 	for i, c := range cs {
 		if c.Deferred {
 			// No attempt was made: only the due time moves, and the lease
@@ -479,14 +494,14 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			string(c.State), clientErr, ts(next), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
 		switch {
 		case c.DisableEndpoint:
-			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
+			queueEndpoint(c, goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
 		case c.State == store.DeliverySucceeded:
 			// A success ends the failure streak (no write when there is none).
-			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
+			queueEndpoint(c, `UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
 				c.EndpointID, c.DeliveryID)
 		default:
 			// A failure starts the streak (no write when one is running)…
-			b.Queue(`UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
+			queueEndpoint(c, `UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
 			// …and one that has lasted DisableAfter disables the endpoint.
 			if cutoffs[i] != nil {
@@ -494,9 +509,13 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				if a.StatusCode != 0 {
 					last = "status " + strconv.Itoa(a.StatusCode)
 				}
-				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
+				queueEndpoint(c, streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
 			}
 		}
+	}
+	slices.SortStableFunc(epStmts, func(x, y endpointStmt) int { return strings.Compare(x.endpoint, y.endpoint) })
+	for _, st := range epStmts {
+		b.Queue(st.sql, st.args...)
 	}
 	return s.txBatch(ctx, "complete", b, nil)
 }

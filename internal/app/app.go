@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -71,6 +72,10 @@ type Config struct {
 	// RescueInterval overrides how often expired leases are rescued
 	// (default 5 s).
 	RescueInterval time.Duration
+	// HeartbeatInterval is the time between a node's heartbeats on a store
+	// that several nodes share (PostgreSQL); default 1 s. See
+	// delivery.Config.Membership.
+	HeartbeatInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
 	// EndpointConcurrency caps attempts in flight per endpoint until it has
@@ -188,7 +193,10 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if disableAfter < 0 {
 		disableAfter = 0
 	}
+	membership, _ := st.(store.Membership)
 	m.engine, err = delivery.New(delivery.Config{
+		Membership:          membership,
+		HeartbeatInterval:   cfg.HeartbeatInterval,
 		EndpointConcurrency: cfg.EndpointConcurrency,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
@@ -265,7 +273,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	case strings.HasPrefix(db, "sqlite:"):
 		path = strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
 	case strings.Contains(db, "://"):
-		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", db)
+		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
 	default:
 		path = db
 	}
@@ -399,7 +407,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- m.srv.Serve(m.ln) }()
-	m.log.Info("herald serving", "addr", m.Addr(), "db", m.cfg.DB, "version", Version, "dev", m.cfg.Dev)
+	m.log.Info("herald serving", "addr", m.Addr(), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
 
 	var err error
 	select {
@@ -425,4 +433,25 @@ func (m *Main) Close() error {
 	var err error
 	m.closed.Do(func() { err = m.store.Close() })
 	return err
+}
+
+// RedactDB returns a --db value fit for logs and error messages: in a URL
+// ("postgres://…", or any "scheme://…"), a password in the user
+// information or in a password query parameter becomes "xxxxx", and a URL
+// that does not parse is not shown. Other values (sqlite:PATH) are
+// returned unchanged.
+func RedactDB(db string) string {
+	scheme, _, ok := strings.Cut(db, "://")
+	if !ok {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return scheme + "://(a URL that does not parse; not shown)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }

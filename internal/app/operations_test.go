@@ -329,9 +329,15 @@ func TestMetricsParse(t *testing.T) {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
 	for _, name := range []string{"herald_events_published_total", "herald_attempts_total", "herald_deliveries_total",
-		"herald_attempt_duration_seconds", "herald_queue_depth", "herald_dead_letters", "herald_endpoints"} {
+		"herald_attempt_duration_seconds", "herald_queue_depth", "herald_dead_letters", "herald_endpoints", "herald_cluster_nodes"} {
 		if fams[name] == nil {
 			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	// One node (on PostgreSQL it has delivered, so its warm-up is over).
+	if f := fams["herald_cluster_nodes"]; f != nil {
+		if v := f.GetMetric()[0].GetGauge().GetValue(); v != 1 {
+			t.Errorf("herald_cluster_nodes = %v, want 1", v)
 		}
 	}
 	if v := fams["herald_events_published_total"].GetMetric()[0].GetCounter().GetValue(); v != 1 {
@@ -341,5 +347,30 @@ func TestMetricsParse(t *testing.T) {
 		if m.GetLabel()[0].GetValue() == "succeeded" && m.GetGauge().GetValue() != 1 {
 			t.Errorf("queue depth succeeded = %v, want 1", m.GetGauge().GetValue())
 		}
+	}
+}
+
+// A database password never reaches the logs or an error message.
+func TestRedactDB(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"sqlite:herald.db", "sqlite:herald.db"},
+		{"sqlite:/var/lib/herald/h.db", "sqlite:/var/lib/herald/h.db"},
+		{"postgres://herald@db:5432/herald?sslmode=disable", "postgres://herald@db:5432/herald?sslmode=disable"},
+		{"postgres://herald:s3cret@db:5432/herald", "postgres://herald:xxxxx@db:5432/herald"},
+		{"postgresql://herald:s3cret@db/herald", "postgresql://herald:xxxxx@db/herald"},
+		{"postgres://db/herald?user=herald&password=s3cret", "postgres://db/herald?password=xxxxx&user=herald"},
+		{"postgress://herald:s3cret@db/herald", "postgress://herald:xxxxx@db/herald"},
+		{"postgres://herald:s3%zz@db/herald", "postgres://(a URL that does not parse; not shown)"},
+	} {
+		if got := app.RedactDB(c.in); got != c.want {
+			t.Errorf("RedactDB(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if strings.Contains(app.RedactDB(c.in), "s3") {
+			t.Errorf("RedactDB(%q) shows the password", c.in)
+		}
+	}
+	_, err := app.New(t.Context(), app.Config{DB: "postgress://herald:s3cret@db/herald", APIKey: "k"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "unknown scheme") {
+		t.Errorf("app.New with a mistyped scheme: %v, want an unknown-scheme error without the password", err)
 	}
 }

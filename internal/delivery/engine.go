@@ -80,10 +80,12 @@ type Config struct {
 	CompleteBatch int
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
-	// EndpointConcurrency caps the attempts in flight to one endpoint on
-	// this node; default Workers/8. A slow or black-holed endpoint holds at most
-	// this many workers; one that has answered fast (under 250 ms) three
-	// times in a row may use every worker until it is slow or fails again.
+	// EndpointConcurrency caps the attempts in flight to one endpoint;
+	// default Workers/8. With Membership set it is the cap of the whole
+	// cluster, split between the live nodes (cluster.go). A slow or
+	// black-holed endpoint holds at most this many workers; one that has
+	// answered fast (under 250 ms) three times in a row may use every
+	// worker of a node until it is slow or fails again.
 	EndpointConcurrency int
 	// BreakerThreshold is the number of consecutive transport failures
 	// (no answer, or 5xx) that opens an endpoint's circuit; default 5.
@@ -98,6 +100,17 @@ type Config struct {
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (DESIGN.md: 5 days); 0 = never.
 	DisableAfter time.Duration
+	// Membership, when set (drivers whose database several nodes share),
+	// makes endpoints' concurrency caps and rate limits hold across the
+	// nodes: each node heartbeats and takes its share (cluster.go). Nil: a
+	// single node with the whole of every limit.
+	Membership store.Membership
+	// HeartbeatInterval is the time between heartbeats with Membership;
+	// default 1 s. A node that joins waits two intervals before it claims.
+	HeartbeatInterval time.Duration
+	// NodeTTL is how long a node that stops heartbeating is still counted
+	// by the others; default 10 × HeartbeatInterval.
+	NodeTTL time.Duration
 	// Metrics, optional.
 	Metrics *metrics.Metrics
 	// Logger; default slog.Default().
@@ -157,6 +170,12 @@ func (c Config) WithDefaults() Config {
 	if c.DeferDelay <= 0 {
 		c.DeferDelay = time.Second
 	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.NodeTTL <= 0 {
+		c.NodeTTL = 10 * c.HeartbeatInterval
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -172,6 +191,9 @@ func (c Config) validate() error {
 	}
 	if c.Lease <= c.AttemptTimeout {
 		return errors.New("delivery: Config.Lease must be longer than AttemptTimeout")
+	}
+	if c.NodeTTL < 4*c.HeartbeatInterval {
+		return errors.New("delivery: Config.NodeTTL must be at least 4 × HeartbeatInterval")
 	}
 	return nil
 }
@@ -253,10 +275,32 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.rescue(ctx)
 	}()
 
-	e.claim(ctx)
+	// With Membership, claim nothing until this node holds its share;
+	// the heartbeat runs until the last attempt has ended, so the other
+	// nodes keep counting this one while it has attempts in flight.
+	heartbeatCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	heartbeatDone := make(chan struct{})
+	ready := make(chan struct{})
+	if e.cfg.Membership != nil {
+		go func() {
+			defer close(heartbeatDone)
+			e.heartbeat(heartbeatCtx, ready)
+		}()
+	} else {
+		close(heartbeatDone)
+		close(ready)
+		e.cfg.Metrics.ClusterNodes(1)
+	}
+	select {
+	case <-ready:
+		e.claim(ctx)
+	case <-ctx.Done():
+	}
 
 	close(e.jobs)
 	workers.Wait()
+	stopHeartbeat()
+	<-heartbeatDone
 	close(e.results)
 	<-completerDone
 	<-rescuerDone

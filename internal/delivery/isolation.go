@@ -25,9 +25,9 @@ import (
 // own schedule (attempt count, dead-lettering) is unchanged, and the
 // workers stay free for other endpoints.
 //
-// The state is per node. With several nodes an endpoint may get up to
-// (nodes × cap) attempts in flight; the cap bounds each node's workers,
-// which is what isolation needs.
+// The state is per node. With several nodes on one database, each node
+// applies its share of the cap and of the rate limit (setShare; see
+// cluster.go), so both hold across the cluster.
 //
 // Lock order: gate.mu only; no other lock is taken while holding it.
 type gate struct {
@@ -38,6 +38,8 @@ type gate struct {
 	threshold int           // consecutive failures that open the circuit
 	cooldown  time.Duration // how long an open circuit stays open
 	deferFor  time.Duration // wait of a delivery turned away at the cap
+	rank      int           // this node's rank among the live nodes
+	nodes     int           // live nodes; 0 = this node holds no share of the limits
 }
 
 type endpointGate struct {
@@ -46,7 +48,8 @@ type endpointGate struct {
 	openUntil time.Time // circuit open until then; zero = closed
 	probing   bool      // half-open: one probe in flight
 	limiter   *rate.Limiter
-	limit     int
+	limit     int           // the endpoint's rate limit per second the limiter was made for
+	limNodes  int           // the nodes count the limiter's share was made for
 	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
 	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
 }
@@ -65,12 +68,20 @@ func (e *endpointGate) maxInflight(g *gate) int {
 	if e.fast >= fastProof {
 		return g.fastCap
 	}
-	return g.cap
+	return capShare(g.cap, g.rank, g.nodes)
+}
+
+// setShare records this node's rank among nodes live nodes (nodes == 0:
+// it holds no share of the endpoints' caps and rate limits).
+func (g *gate) setShare(rank, nodes int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rank, g.nodes = rank, nodes
 }
 
 func newGate(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *gate {
 	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
-		threshold: threshold, cooldown: cooldown, deferFor: deferFor}
+		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1}
 }
 
 // admitOrPark reports whether an attempt of the claim may start now; if
@@ -86,7 +97,9 @@ func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retry
 	ok, retryAt, reason = g.admitLocked(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
 	if !ok && reason == "concurrency_cap" {
 		e := g.eps[c.Endpoint.ID]
-		if len(e.parked) < max(1, e.maxInflight(g)/4) {
+		// Only behind an attempt in flight, whose end takes the parked claim
+		// (with a share of 0 nothing is in flight).
+		if e.inflight > 0 && len(e.parked) < max(1, e.maxInflight(g)/4) {
 			e.parked = append(e.parked, c)
 			return false, true, time.Time{}, reason
 		}
@@ -138,9 +151,19 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 		return false, now.Add(g.deferFor), "concurrency_cap"
 	}
 	if ratePerSecond > 0 {
-		if e.limiter == nil || e.limit != ratePerSecond {
-			e.limiter = rate.NewLimiter(rate.Limit(ratePerSecond), max(1, ratePerSecond/10))
-			e.limit = ratePerSecond
+		if g.nodes == 0 {
+			return false, now.Add(g.deferFor), "rate_limit" // no share of the rate
+		}
+		if e.limiter == nil || e.limit != ratePerSecond || e.limNodes != g.nodes {
+			limit, burst := rateShare(ratePerSecond, g.nodes)
+			if e.limiter == nil || e.limit != ratePerSecond {
+				e.limiter = rate.NewLimiter(limit, burst)
+			} else {
+				// The cluster changed: keep the tokens, change the share.
+				e.limiter.SetLimitAt(now, limit)
+				e.limiter.SetBurstAt(now, burst)
+			}
+			e.limit, e.limNodes = ratePerSecond, g.nodes
 		}
 		r := e.limiter.ReserveN(now, 1)
 		if d := r.DelayFrom(now); d > 0 {

@@ -28,6 +28,7 @@ type Metrics struct {
 	leasesRescued    prometheus.Counter
 	operationalEvent *prometheus.CounterVec
 	inbound          *prometheus.CounterVec
+	clusterNodes     prometheus.Gauge
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
@@ -61,9 +62,12 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
 	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, error).",
+		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unknown_source, error).",
 	}, []string{"result"})
-	m.reg.MustRegister(m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
+	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
+	})
+	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.inbound,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
@@ -127,6 +131,14 @@ func (m *Metrics) LeasesRescued(n int) {
 func (m *Metrics) OperationalEvent(typ string) {
 	if m != nil {
 		m.operationalEvent.WithLabelValues(typ).Inc()
+	}
+}
+
+// ClusterNodes sets the number of live nodes this node counts when it
+// splits endpoints' limits (0 while it holds no share).
+func (m *Metrics) ClusterNodes(n int) {
+	if m != nil {
+		m.clusterNodes.Set(float64(n))
 	}
 }
 

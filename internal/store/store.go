@@ -414,6 +414,21 @@ type PurgeParams struct {
 // Store is implemented by every database driver. Every method is safe for
 // concurrent use. Methods return ErrNotFound, ErrConflict or ErrUnavailable
 // (wrapped) where the documentation says so.
+// Membership is implemented by drivers whose database several Herald
+// nodes share (the PostgreSQL driver). The delivery engine uses it to split
+// each endpoint's concurrency cap and rate limit between the live nodes, so
+// that the limits hold for the cluster as a whole (ARCHITECTURE.md,
+// "Limits across nodes").
+type Membership interface {
+	// Heartbeat records that node is alive at the database's current time,
+	// forgets every node not seen for ttl, and returns the ids of the live
+	// nodes (seen within ttl, node included), sorted. ttl must be positive.
+	Heartbeat(ctx context.Context, node string, ttl time.Duration) ([]string, error)
+	// Leave removes node from the live nodes at once (a clean shutdown);
+	// leaving twice, or without a heartbeat, is not an error.
+	Leave(ctx context.Context, node string) error
+}
+
 type Store interface {
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error

@@ -121,7 +121,14 @@ func (s *Server) registerEvents() {
 		if err != nil {
 			return nil, s.problem(err, "event")
 		}
-		out := &publishOutput{Status: http.StatusAccepted, Body: PublishOut{EventOut: eventOut(res.Event), Deliveries: res.Deliveries}}
+		out := &publishOutput{Status: http.StatusAccepted, Body: PublishOut{Deliveries: res.Deliveries}}
+		if res.Created {
+			// The stored body is the one encoded above: its data is compact.
+			e := res.Event
+			out.Body.EventOut = EventOut{ID: e.ID, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), CreatedAt: e.CreatedAt}
+		} else {
+			out.Body.EventOut = eventOut(res.Event) // the original event
+		}
 		if !res.Created {
 			out.Status = http.StatusOK
 			out.Body.Duplicate = true

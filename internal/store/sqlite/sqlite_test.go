@@ -274,6 +274,40 @@ func TestClaimUsesDueIndex(t *testing.T) {
 	}
 }
 
+// The bulk completion statements look each delivery up by its id: their
+// cost follows the batch, not the table.
+func TestCompleteValuesUsePrimaryKey(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	db := rawDB(t, path)
+	for _, n := range []int{1, 4} {
+		attempt := make([]any, 0, 8*n)
+		complete := make([]any, 0, 8*n)
+		for i := range n {
+			id := fmt.Sprintf("dlv_%d", i)
+			attempt = append(attempt, id, 1, 1, 200, "", "", "", "")
+			complete = append(complete, id, "w", "succeeded", 0, 1, 200, "", 1)
+		}
+		for name, q := range map[string]struct {
+			query string
+			args  []any
+		}{
+			"attempts": {sqlite.InsertAttemptsValuesSQL(n), attempt},
+			"complete": {sqlite.CompleteValuesSQL(n), complete},
+		} {
+			plan := queryPlan(t, db, q.query, q.args...)
+			t.Logf("%s (%d rows) plan:\n%s", name, n, plan)
+			for _, table := range []string{"deliveries", "attempts", "endpoints"} {
+				if strings.Contains(plan, "SCAN "+table) {
+					t.Errorf("%s (%d rows) scans %s; plan:\n%s", name, n, table, plan)
+				}
+			}
+		}
+	}
+}
+
 // Several stores may be opened at once in one process (the conformance suite
 // does, and so may a program with more than one database).
 func TestOpenConcurrently(t *testing.T) {

@@ -24,7 +24,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/webhook"
 )
 
 // Clock tells the time. Tests inject a fake; production uses SystemClock.
@@ -193,6 +192,7 @@ type Engine struct {
 	// write: the rescuer then waits, or it would free this node's own
 	// leases and have those deliveries attempted twice.
 	unwritten atomic.Bool
+	signers   signers // one webhook.Signer per endpoint and set of active secrets
 }
 
 // New checks cfg and returns an engine.
@@ -584,7 +584,7 @@ func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType
 	h.Set(HeaderEventID, eventID)
 	h.Set(HeaderEventType, eventType)
 	h.Set(HeaderDeliveryAttempt, strconv.Itoa(number))
-	signer, err := webhook.NewSigner(ep.ActiveSecrets(start)...)
+	signer, err := e.signers.get(&ep, start)
 	if err != nil {
 		// An endpoint without a usable secret is a storage fault; never
 		// send an unsigned request.

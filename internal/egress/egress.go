@@ -358,8 +358,10 @@ type Request struct {
 	// URL is the endpoint URL; it must pass CheckURL.
 	URL string
 	// Header holds the complete headers to send (signature, event id,
-	// custom endpoint headers, …). It is not modified. The client sets
-	// Content-Type: application/json and adds User-Agent if absent.
+	// custom endpoint headers, …). It is not modified, but it may be sent
+	// as is: the caller must not change it until Do returns. The client
+	// sets Content-Type: application/json and adds User-Agent if absent
+	// (on a copy).
 	Header http.Header
 	// Body is the request body, the same bytes on every attempt.
 	Body []byte
@@ -437,12 +439,19 @@ func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Resu
 		res.ErrorClass, res.ErrorDetail = ClassBlocked, "endpoint URL cannot be parsed"
 		return res
 	}
-	if r.Header != nil {
-		req.Header = r.Header.Clone()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if ct := r.Header["Content-Type"]; len(ct) == 1 && ct[0] == "application/json" && r.Header.Get("User-Agent") != "" {
+		// Nothing to add: send the caller's header as is, without a copy
+		// (a copy of the dozen headers of an attempt was 7 % of the bytes
+		// a drain allocated).
+		req.Header = r.Header
+	} else {
+		if r.Header != nil {
+			req.Header = r.Header.Clone()
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if req.Header.Get("User-Agent") == "" {
+			req.Header.Set("User-Agent", c.cfg.UserAgent)
+		}
 	}
 
 	resp, err := c.hc.Do(req)

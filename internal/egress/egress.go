@@ -159,7 +159,6 @@ type Client struct {
 	cfg       Config
 	guardian  *ssrf.Guardian
 	transport *http.Transport
-	hc        *http.Client
 	bufs      sync.Pool // *[]byte of len ExcerptBytes, for reading excerpts
 }
 
@@ -274,11 +273,6 @@ func New(cfg Config) (*Client, error) {
 		IdleConnTimeout:        idleConnTimeout,
 		DisableCompression:     true, // the excerpt shows the bytes as sent; no decompression work
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
-	}
-	c.hc = &http.Client{
-		Transport: c.transport,
-		// 3xx answers are never followed (SSRF); Do reports Location.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c, nil
 }
@@ -454,7 +448,12 @@ func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Resu
 		}
 	}
 
-	resp, err := c.hc.Do(req)
+	// The transport itself, not an http.Client: a Client would only add
+	// redirect handling, which must never happen here (SSRF: 3xx answers
+	// are reported with their Location, not followed), and it copies every
+	// request's headers to be ready for a redirect (9 % of the bytes a
+	// drain allocated).
+	resp, err := c.transport.RoundTrip(req)
 	if err != nil {
 		res.ErrorClass, res.ErrorDetail = classify(ctx, err, c.cfg.Timeout)
 		return res

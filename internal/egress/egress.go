@@ -425,8 +425,13 @@ func (c *Client) Do(ctx context.Context, r Request) Result {
 func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Result) {
 	defer func() { res.Duration = time.Since(start) }()
 
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
+	// A caller's deadline within the timeout already bounds the attempt
+	// (the engine sets one per attempt): no second timer then.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.cfg.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {

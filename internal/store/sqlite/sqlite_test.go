@@ -257,7 +257,7 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":    {claimQuery, []any{"w", now, now, now, 10}},
+		"claim":    {claimQuery, []any{"w", now, now, 10}},
 		"next due": {nextDueQuery, nil},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)

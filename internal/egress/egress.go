@@ -440,8 +440,8 @@ func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Resu
 	}
 	if ct := r.Header["Content-Type"]; len(ct) == 1 && ct[0] == "application/json" && r.Header.Get("User-Agent") != "" {
 		// Nothing to add: send the caller's header as is, without a copy
-		// (a copy of the dozen headers of an attempt was 7 % of the bytes
-		// a drain allocated).
+		// (a copy of the dozen headers of an attempt was ~0.7 KB, 4 % of
+		// the bytes a drain allocated per delivery).
 		req.Header = r.Header
 	} else {
 		if r.Header != nil {

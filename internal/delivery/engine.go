@@ -582,13 +582,18 @@ func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType
 	for k, v := range ep.Headers {
 		h.Set(k, v)
 	}
+	// Herald's own values share one backing array (one allocation instead
+	// of one per header); the keys are in canonical form, and assigning
+	// replaces any value set above, as Set would.
+	own := [...]string{"application/json", e.cfg.UserAgent, eventID, eventType, strconv.Itoa(number)}
+	vals := own[:]
 	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
+		h["Content-Type"] = vals[0:1:1]
 	}
-	h.Set("User-Agent", e.cfg.UserAgent)
-	h.Set(HeaderEventID, eventID)
-	h.Set(HeaderEventType, eventType)
-	h.Set(HeaderDeliveryAttempt, strconv.Itoa(number))
+	h["User-Agent"] = vals[1:2:2]
+	h[HeaderEventID] = vals[2:3:3]
+	h[HeaderEventType] = vals[3:4:4]
+	h[HeaderDeliveryAttempt] = vals[4:5:5]
 	signer, err := e.signers.get(&ep, start)
 	if err != nil {
 		// An endpoint without a usable secret is a storage fault; never

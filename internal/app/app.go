@@ -163,12 +163,22 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	// A fast endpoint may have every worker's attempt in flight at once:
+	// keep that many idle connections per host, or each burst closes the
+	// connections over the limit and the next one dials them again (in a
+	// drain to one host with the default 64 and 128 workers, dialing was a
+	// tenth of the allocations).
+	idlePerHost := cfg.Workers
+	if idlePerHost <= 0 {
+		idlePerHost = 128 // the engine's default worker count
+	}
 	m.egress, err = egress.New(egress.Config{
-		AllowHTTP:     cfg.AllowHTTP || cfg.Dev,
-		AllowLoopback: cfg.Dev,
-		AllowCIDRs:    cfg.AllowCIDRs,
-		Timeout:       cfg.AttemptTimeout,
-		UserAgent:     "Herald/" + Version,
+		AllowHTTP:           cfg.AllowHTTP || cfg.Dev,
+		AllowLoopback:       cfg.Dev,
+		AllowCIDRs:          cfg.AllowCIDRs,
+		Timeout:             cfg.AttemptTimeout,
+		UserAgent:           "Herald/" + Version,
+		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
 		st.Close()
@@ -178,11 +188,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	// private: their client allows every address (still https or http,
 	// still no redirects, no proxies).
 	m.trusted, err = egress.New(egress.Config{
-		AllowHTTP:     true,
-		AllowLoopback: true,
-		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
-		Timeout:       cfg.AttemptTimeout,
-		UserAgent:     "Herald/" + Version,
+		AllowHTTP:           true,
+		AllowLoopback:       true,
+		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		Timeout:             cfg.AttemptTimeout,
+		UserAgent:           "Herald/" + Version,
+		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
 		st.Close()

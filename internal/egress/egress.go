@@ -159,7 +159,6 @@ type Client struct {
 	cfg       Config
 	guardian  *ssrf.Guardian
 	transport *http.Transport
-	hc        *http.Client
 	bufs      sync.Pool // *[]byte of len ExcerptBytes, for reading excerpts
 }
 
@@ -275,11 +274,6 @@ func New(cfg Config) (*Client, error) {
 		DisableCompression:     true, // the excerpt shows the bytes as sent; no decompression work
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
-	c.hc = &http.Client{
-		Transport: c.transport,
-		// 3xx answers are never followed (SSRF); Do reports Location.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 	return c, nil
 }
 
@@ -358,8 +352,10 @@ type Request struct {
 	// URL is the endpoint URL; it must pass CheckURL.
 	URL string
 	// Header holds the complete headers to send (signature, event id,
-	// custom endpoint headers, …). It is not modified. The client sets
-	// Content-Type: application/json and adds User-Agent if absent.
+	// custom endpoint headers, …). It is not modified, but it may be sent
+	// as is: the caller must not change it until Do returns. The client
+	// sets Content-Type: application/json and adds User-Agent if absent
+	// (on a copy).
 	Header http.Header
 	// Body is the request body, the same bytes on every attempt.
 	Body []byte
@@ -429,23 +425,40 @@ func (c *Client) Do(ctx context.Context, r Request) Result {
 func (c *Client) send(ctx context.Context, start time.Time, r Request) (res Result) {
 	defer func() { res.Duration = time.Since(start) }()
 
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
+	// A caller's deadline within the timeout already bounds the attempt
+	// (the engine sets one per attempt): no second timer then.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.cfg.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
 		res.ErrorClass, res.ErrorDetail = ClassBlocked, "endpoint URL cannot be parsed"
 		return res
 	}
-	if r.Header != nil {
-		req.Header = r.Header.Clone()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if ct := r.Header["Content-Type"]; len(ct) == 1 && ct[0] == "application/json" && r.Header.Get("User-Agent") != "" {
+		// Nothing to add: send the caller's header as is, without a copy
+		// (a copy of the dozen headers of an attempt was ~0.7 KB, 4 % of
+		// the bytes a drain allocated per delivery).
+		req.Header = r.Header
+	} else {
+		if r.Header != nil {
+			req.Header = r.Header.Clone()
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if req.Header.Get("User-Agent") == "" {
+			req.Header.Set("User-Agent", c.cfg.UserAgent)
+		}
 	}
 
-	resp, err := c.hc.Do(req)
+	// The transport itself, not an http.Client: a Client would only add
+	// redirect handling, which must never happen here (SSRF: 3xx answers
+	// are reported with their Location, not followed), and it copies every
+	// request's headers to be ready for a redirect (9 % of the bytes a
+	// drain allocated).
+	resp, err := c.transport.RoundTrip(req)
 	if err != nil {
 		res.ErrorClass, res.ErrorDetail = classify(ctx, err, c.cfg.Timeout)
 		return res

@@ -771,9 +771,6 @@ func TestNew(t *testing.T) {
 	if c.transport.Proxy != nil || !c.transport.ForceAttemptHTTP2 || c.transport.MaxIdleConnsPerHost != DefaultMaxIdleConnsPerHost {
 		t.Error("transport not configured as required")
 	}
-	if err := c.hc.CheckRedirect(nil, nil); !errors.Is(err, http.ErrUseLastResponse) {
-		t.Errorf("CheckRedirect = %v", err)
-	}
 }
 
 func TestExcerpt(t *testing.T) {

@@ -132,7 +132,12 @@ type Delivery struct {
 	LeaseOwner     string        // worker holding the lease, "" when none
 	LeaseUntil     time.Time     // zero when not leased
 	CreatedAt      time.Time     //
-	UpdatedAt      time.Time     //
+	// UpdatedAt is the time of the delivery's last change the API shows
+	// (publish, attempt, pause, resume, replay). A claim does not move it:
+	// leases are bookkeeping, as deferrals and lease rescues already were
+	// (a claim used to move it, which cost two index writes per delivery
+	// in a SQLite drain).
+	UpdatedAt time.Time
 }
 
 // Attempt is one HTTP try of a delivery.

@@ -284,7 +284,7 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 // waited for, never returned twice). ARRAY(…) makes it an InitPlan run once,
 // so the UPDATE finds the rows by primary key whatever the planner thinks
 // of LIMIT $4.
-const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2, updated_at = $3
+const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
 		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3

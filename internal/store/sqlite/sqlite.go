@@ -62,7 +62,13 @@ var hotStatements = []string{
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
 	ClaimQuery + deliveryColumns, claimEventsQuery, claimEndpointsQuery,
 	insertAttemptSQL, completeDeliverySQL, deferDeliverySQL, clearStreakSQL, startStreakSQL,
-	bulkInsertAttemptsSQL, bulkCompleteSQL, bulkDeferSQL, bulkClearStreakSQL,
+	bulkDeferSQL, bulkClearStreakSQL,
+}
+
+func init() {
+	for _, n := range valuesChunks {
+		hotStatements = append(hotStatements, insertAttemptsValuesSQL(n), completeValuesSQL(n))
+	}
 }
 
 // queueTx begins a transaction for the queue's own bookkeeping (claims and

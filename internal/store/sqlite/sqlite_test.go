@@ -257,7 +257,7 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":    {claimQuery, []any{"w", now, now, now, 10}},
+		"claim":    {claimQuery, []any{"w", now, now, 10}},
 		"next due": {nextDueQuery, nil},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)
@@ -270,6 +270,40 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		}
 		if strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s query sorts in a temporary b-tree instead of reading the index in order; plan:\n%s", name, plan)
+		}
+	}
+}
+
+// The bulk completion statements look each delivery up by its id: their
+// cost follows the batch, not the table.
+func TestCompleteValuesUsePrimaryKey(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	db := rawDB(t, path)
+	for _, n := range []int{1, 4} {
+		attempt := make([]any, 0, 8*n)
+		complete := make([]any, 0, 8*n)
+		for i := range n {
+			id := fmt.Sprintf("dlv_%d", i)
+			attempt = append(attempt, id, 1, 1, 200, "", "", "", "")
+			complete = append(complete, id, "w", "succeeded", 0, 1, 200, "", 1)
+		}
+		for name, q := range map[string]struct {
+			query string
+			args  []any
+		}{
+			"attempts": {sqlite.InsertAttemptsValuesSQL(n), attempt},
+			"complete": {sqlite.CompleteValuesSQL(n), complete},
+		} {
+			plan := queryPlan(t, db, q.query, q.args...)
+			t.Logf("%s (%d rows) plan:\n%s", name, n, plan)
+			for _, table := range []string{"deliveries", "attempts", "endpoints"} {
+				if strings.Contains(plan, "SCAN "+table) {
+					t.Errorf("%s (%d rows) scans %s; plan:\n%s", name, n, table, plan)
+				}
+			}
 		}
 	}
 }

@@ -551,8 +551,9 @@ func TestClusterThreeNodes(t *testing.T) {
 // every connection of the database is terminated over and over for 5 s
 // while new ones are refused (ALLOW_CONNECTIONS false), which leaves the
 // other databases of the server, and the tests using them, alone. With
-// HERALD_TEST_POSTGRES_RESTART=1 the whole server is restarted instead
-// (pg_ctlcluster … restart; for a machine where nothing else uses it).
+// HERALD_TEST_POSTGRES_RESTART=1 the whole server is stopped for 5 s and
+// started again instead (pg_ctlcluster; .ci/run does that last, when
+// nothing else uses the server).
 //
 // Publishes during the outage answer 503, never a 2xx for an event that was
 // not stored; the node recovers by itself (its pool reconnects, the
@@ -623,11 +624,18 @@ func TestPostgresOutage(t *testing.T) {
 		if len(versions) == 0 {
 			t.Fatal("HERALD_TEST_POSTGRES_RESTART=1 needs pg_ctlcluster (/etc/postgresql)")
 		}
-		out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", versions[0].Name(), "main", "restart").CombinedOutput()
-		if err != nil {
-			t.Fatalf("restart PostgreSQL: %v\n%s", err, out)
+		// Stopped (pg_ctlcluster's default fast shutdown disconnects every
+		// session), down for 5 s (connections refused), started again.
+		ctl := func(action string) {
+			out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", versions[0].Name(), "main", action).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s PostgreSQL: %v\n%s", action, err, out)
+			}
 		}
-		t.Logf("restarted PostgreSQL %s in %v", versions[0].Name(), time.Since(outageStart).Round(time.Millisecond))
+		ctl("stop")
+		time.Sleep(5 * time.Second)
+		ctl("start")
+		t.Logf("stopped PostgreSQL %s and started it again %v later", versions[0].Name(), time.Since(outageStart).Round(time.Millisecond))
 	} else {
 		e.adminExec("ALTER DATABASE " + e.dbName + " ALLOW_CONNECTIONS false")
 		var killed int

@@ -75,7 +75,9 @@ func (r *limitsReceiver) maxInWindow(w time.Duration) int {
 // endpoint limited to 10 requests/s never receives more than
 // R·T + burst + (nodes − 1) = 10 + 1 + 2 = 13 requests in any second (each
 // node alone would allow 10/s: 30/s in all), with one more allowed for
-// loopback jitter between a node's send and the arrival.
+// loopback jitter between a node's send and the arrival. Then a fourth
+// node joins while a slower endpoint (1.5 s answers) has the whole cap in
+// flight, and the cap still holds.
 func TestClusterLimitsHoldAcrossNodes(t *testing.T) {
 	const (
 		nodesN  = 3
@@ -144,6 +146,45 @@ func TestClusterLimitsHoldAcrossNodes(t *testing.T) {
 	}
 	t.Logf("slow endpoint: max %d in flight (cap %d); rated endpoint: max %d requests in 1 s (limit %d/s, bound %d); all delivered in %v",
 		maxIn, capN, perSecond, perSec, maxRate, took.Round(time.Millisecond))
+
+	// A fourth node joins while a slower endpoint (1.5 s answers) has the
+	// whole cap in flight: it must not start attempts before the others'
+	// attempts under their former, larger shares have ended.
+	const slowerN = 40
+	slower := newLimitsReceiver(t, 1500*time.Millisecond)
+	nodes[2].mustCall(t, "POST", "/v1/endpoints", `{"tenant":"slower","url":"`+slower.URL+`"}`)
+	for i := range slowerN {
+		nodes[i%nodesN].mustCall(t, "POST", "/v1/events", fmt.Sprintf(`{"tenant":"slower","type":"t.x","data":{"n":%d}}`, i))
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		slower.mu.Lock()
+		busy := slower.inflight
+		slower.mu.Unlock()
+		if busy >= capN {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slower endpoint never had %d requests in flight (%d)", capN, busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	joined := e.start("n3", flags...)
+	deadline = time.Now().Add(3 * time.Minute)
+	for slower.delivered() < slowerN {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 3 minutes: slower endpoint %d/%d delivered", slower.delivered(), slowerN)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	slower.mu.Lock()
+	maxIn = slower.maxIn
+	slower.mu.Unlock()
+	if maxIn > capN {
+		t.Errorf("slower endpoint: %d requests in flight at once while a node joined, want ≤ %d", maxIn, capN)
+	}
+	_, b, _ := joined.call("GET", "/metrics", "")
+	t.Logf("slower endpoint across a join: max %d in flight (cap %d); the new node: %s", maxIn, capN, regexp.MustCompile(`(?m)^herald_cluster_nodes .*$`).FindString(string(b)))
 }
 
 func grepLines(s, substr string) string {

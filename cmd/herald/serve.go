@@ -58,8 +58,28 @@ on the first start, stored hashed and printed once.`,
 			if cfg.AttemptTimeout <= 0 {
 				return fmt.Errorf("--attempt-timeout must be positive")
 			}
-			if cfg.HeartbeatInterval < 10*time.Millisecond {
-				return fmt.Errorf("--heartbeat-interval must be at least 10ms")
+			if cfg.HeartbeatInterval < 10*time.Millisecond || cfg.HeartbeatInterval > time.Minute {
+				return fmt.Errorf("--heartbeat-interval %v: use 10ms to 1m (a starting node waits 3 intervals before it delivers)", cfg.HeartbeatInterval)
+			}
+			if cfg.Lease != 0 && cfg.Lease <= cfg.AttemptTimeout {
+				return fmt.Errorf("--lease %v must be longer than --attempt-timeout %v (a lease must outlive its attempt)", cfg.Lease, cfg.AttemptTimeout)
+			}
+			if cfg.Workers < 1 {
+				return fmt.Errorf("--workers must be at least 1")
+			}
+			if cfg.EndpointConcurrency < 0 {
+				return fmt.Errorf("--endpoint-concurrency must be 0 (workers/8) or more")
+			}
+			if cfg.BreakerThreshold < 1 {
+				return fmt.Errorf("--breaker-threshold must be at least 1")
+			}
+			for _, d := range []struct {
+				name string
+				v    time.Duration
+			}{{"--rescue-interval", cfg.RescueInterval}, {"--breaker-cooldown", cfg.BreakerCooldown}, {"--housekeeping-interval", cfg.HousekeepingInterval}} {
+				if d.v <= 0 {
+					return fmt.Errorf("%s must be positive", d.name)
+				}
 			}
 			// 0 on the command line means "never"/"forever"; inside app a
 			// zero means "default", so map it to a negative value.
@@ -102,7 +122,7 @@ on the first start, stored hashed and printed once.`,
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight to one endpoint until it has answered fast three times (isolation: a slow or black-holed endpoint never holds more workers); on PostgreSQL the cap of the whole cluster, split between the nodes; 0 = workers/8")
-	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals, and a joining node waits 2 before it delivers)")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals, and a joining node waits 3, plus the other nodes' attempt timeout, before it delivers)")
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
 	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")

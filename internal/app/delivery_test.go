@@ -2,16 +2,22 @@ package app_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/webhook"
 )
 
@@ -310,4 +316,69 @@ func TestFanOutAndFilters(t *testing.T) {
 	if len(all.got()) != 1 || len(files.got()) != 1 || len(invoices.got()) != 0 || len(other.got()) != 0 {
 		t.Fatalf("requests: all=%d files=%d invoices=%d other-tenant=%d; want 1 1 0 0", len(all.got()), len(files.got()), len(invoices.got()), len(other.got()))
 	}
+}
+
+// TestCleanShutdownLeavesNoLease: stopping Herald while deliveries wait for
+// a slow endpoint (parked behind its attempt, or queued for a worker) puts
+// them back due at once; none keeps a lease that another node would have
+// to wait out (--lease) before a rescue.
+func TestCleanShutdownLeavesNoLease(t *testing.T) {
+	t.Parallel()
+	db, key := testDB(t)
+	same := func(c *app.Config) {
+		c.DB, c.EncryptionKey = db, key
+		c.Workers, c.EndpointConcurrency = 4, 1
+	}
+	h := startHerald(t, same)
+	// The first attempt is held until the shutdown has begun, so the
+	// engine stops with claims parked behind it and queued for workers.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	arrived := make(chan struct{}, 100)
+	slow := newReceiverWith(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			<-release
+			next.ServeHTTP(w, r)
+		})
+	}, 200)
+	h.createEndpoint("acme", slow.URL)
+	for i := range 10 {
+		h.publish("acme", "invoice.paid", fmt.Sprintf(`{"n":%d}`, i))
+	}
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no attempt reached the receiver")
+	}
+	stopped := make(chan struct{})
+	go func() { h.stop(); close(stopped) }()
+	time.Sleep(2 * time.Second) // the API shuts down, then the engine's context ends
+	releaseOnce.Do(func() { close(release) })
+	<-stopped
+
+	m, err := app.New(context.Background(), app.Config{DB: db, EncryptionKey: key, APIKey: testAPIKey, Dev: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	page, err := m.Store().ListDeliveries(context.Background(), store.ListDeliveriesParams{ListParams: store.ListParams{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending int
+	for _, d := range page.Data {
+		if d.LeaseOwner != "" {
+			t.Errorf("delivery %s (%s) still leased by %s until %v after a clean shutdown", d.ID, d.State, d.LeaseOwner, d.LeaseUntil)
+		}
+		if d.State == store.DeliveryPending {
+			pending++
+		}
+	}
+	if len(page.Data) != 10 || pending == 0 {
+		t.Fatalf("%d deliveries, %d pending after the shutdown; want 10, some pending (the test stops mid-drain)", len(page.Data), pending)
+	}
+	t.Logf("%d of 10 deliveries were still pending at the shutdown; none kept a lease", pending)
 }

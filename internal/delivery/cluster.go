@@ -3,9 +3,12 @@ package delivery
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // Limits across nodes. Several nodes delivering from one database split
@@ -21,12 +24,17 @@ import (
 //     any interval of T seconds the endpoint receives at most
 //     R·T + B + n − 1 attempts from the whole cluster.
 //
-// A node that joins holds no share (it claims nothing) for two heartbeat
-// intervals, by which time every other node has counted it and shrunk its
-// own share; a node that leaves deletes its row, and a node that dies is
-// forgotten after the TTL (until then the others under-use, never over-use).
-// A node whose heartbeats fail for half the TTL, so that the others may
-// soon forget it, holds no share until it has rejoined the same way.
+// A node that joins holds no share (it claims nothing) until every other
+// node has counted it and shrunk its own share, and the attempts the
+// others started under their former shares have ended (see the timings
+// below); a node that stops finishes its attempts, puts back the claims it
+// had not started, then deletes its row; a node that dies is forgotten
+// after 10 of its heartbeat intervals (until then the others under-use,
+// never over-use). A node whose heartbeats fail holds no share after 2.5
+// intervals, since it cannot know of a node that joined meanwhile, and
+// one cut off for 5 intervals or more rejoins as a new node would. Nodes
+// may run with different heartbeat intervals and attempt timeouts: each
+// is judged by its own, and a joining node waits for the slowest.
 //
 // An endpoint that has proven fast (three answers under 250 ms in a row) is
 // not held to the cap on any node (see gate): the cap exists to keep a slow
@@ -62,47 +70,66 @@ func rateShare(perSecond, nodes int) (rate.Limit, int) {
 	return rate.Limit(float64(perSecond) / float64(nodes)), (burst + nodes - 1) / nodes
 }
 
+// Membership timings, in heartbeat intervals I of a node. A heartbeat
+// times out after I/2 and a new one starts I after the last one started
+// (the loop ticks every I/4). A node whose last successful heartbeat
+// started more than 2.5 I ago holds no share (it may not know of a node
+// that joined since), so at any moment a node's share comes from a
+// heartbeat that started at most 2.5 I + I/2 = 3 I ago. Hence a node that
+// joins waits 3 × the longest interval of the live nodes (by then each has
+// counted it), plus the longest attempt timeout of the others (their
+// attempts started under their former, larger shares have ended).
+const (
+	heartbeatTimeoutIntervals = 0.5
+	staleAfterIntervals       = 2.5
+	settleIntervals           = 3
+)
+
 // nodeView turns the heartbeats of one node into its share (rank, nodes);
 // nodes == 0 while it holds none. Not safe for concurrent use: only the
 // heartbeat loop calls it.
 type nodeView struct {
-	self     string
-	interval time.Duration // between heartbeats
-	ttl      time.Duration // a node not seen for this long is forgotten
+	self store.Node
 
-	lastOK   time.Time // last successful heartbeat
+	lastOK   time.Time // start of the last successful heartbeat
 	settleAt time.Time // the share applies from then (joined or rejoined)
 	rank     int
 	nodes    int
 }
 
-// observe records the outcome of the heartbeat that ended at now: live is
-// the sorted list of live node ids, err the heartbeat's error.
-func (v *nodeView) observe(live []string, err error, now time.Time) (rank, nodes int) {
-	detached := v.lastOK.IsZero() || now.Sub(v.lastOK) > v.ttl/2
+// observe records the outcome of a heartbeat that started at start and
+// ended at now: live is the live nodes sorted by id, err the heartbeat's
+// error.
+func (v *nodeView) observe(live []store.Node, err error, start, now time.Time) (rank, nodes int) {
 	if err != nil {
-		if detached {
-			return 0, 0 // the others may forget this node: take nothing
-		}
 		return v.current(now)
 	}
-	if detached {
-		// Joining, or rejoining after the others may have forgotten us:
-		// wait until every node has counted us (each heartbeats within an
-		// interval) before taking a share.
-		v.settleAt = now.Add(2 * v.interval)
+	ttl := store.NodeTTLIntervals * v.self.HeartbeatInterval
+	if v.lastOK.IsZero() || now.Sub(v.lastOK) > ttl/2 {
+		// Joining, or rejoining after the others may have forgotten us.
+		interval, attempts := v.self.HeartbeatInterval, time.Duration(0)
+		for _, n := range live {
+			interval = max(interval, n.HeartbeatInterval)
+			if n.ID != v.self.ID {
+				attempts = max(attempts, n.AttemptTimeout)
+			}
+		}
+		v.settleAt = now.Add(settleIntervals*interval + attempts)
 	}
-	v.lastOK = now
-	i, found := slices.BinarySearch(live, v.self)
-	if !found {
-		live = slices.Insert(slices.Clone(live), i, v.self)
-	}
+	v.lastOK = start
+	i, found := slices.BinarySearchFunc(live, v.self.ID, func(n store.Node, id string) int { return strings.Compare(n.ID, id) })
 	v.rank, v.nodes = i, len(live)
+	if !found {
+		v.nodes++
+	}
 	return v.current(now)
 }
 
+// current is the share at now: none while settling or when the last
+// successful heartbeat is stale.
 func (v *nodeView) current(now time.Time) (rank, nodes int) {
-	if now.Before(v.settleAt) {
+	stale := time.Duration(staleAfterIntervals * float64(v.self.HeartbeatInterval))
+	if v.lastOK.IsZero() || now.Sub(v.lastOK) > stale || now.Before(v.settleAt) {
 		return 0, 0
 	}
 	return v.rank, v.nodes
@@ -113,16 +140,18 @@ func (v *nodeView) current(now time.Time) (rank, nodes int) {
 // (the claimer waits for it).
 func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	m := e.cfg.Membership
-	v := nodeView{self: e.cfg.Owner, interval: e.cfg.HeartbeatInterval, ttl: e.cfg.NodeTTL}
-	t := time.NewTicker(e.cfg.HeartbeatInterval / 4) // fine enough to notice the end of the warm-up
+	interval := e.cfg.HeartbeatInterval
+	v := nodeView{self: store.Node{ID: e.cfg.Owner, HeartbeatInterval: interval, AttemptTimeout: e.cfg.AttemptTimeout}}
+	t := time.NewTicker(interval / 4)
 	defer t.Stop()
-	var last time.Time
+	var last time.Time // start of the last heartbeat
 	for {
 		now := e.cfg.Clock.Now()
 		var rank, nodes int
-		if last.IsZero() || now.Sub(last) >= e.cfg.HeartbeatInterval {
-			hctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatInterval)
-			live, err := m.Heartbeat(hctx, e.cfg.Owner, e.cfg.NodeTTL)
+		if last.IsZero() || now.Sub(last) >= interval {
+			last = now
+			hctx, cancel := context.WithTimeout(ctx, time.Duration(heartbeatTimeoutIntervals*float64(interval)))
+			live, err := m.Heartbeat(hctx, v.self)
 			cancel()
 			if ctx.Err() != nil {
 				break
@@ -130,8 +159,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 			if err != nil {
 				e.cfg.Logger.Warn("heartbeat failed", "error", err)
 			}
-			last = now
-			rank, nodes = v.observe(live, err, e.cfg.Clock.Now())
+			rank, nodes = v.observe(live, err, now, e.cfg.Clock.Now())
 		} else {
 			rank, nodes = v.current(now)
 		}
@@ -151,6 +179,6 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := m.Leave(lctx, e.cfg.Owner); err != nil {
-		e.cfg.Logger.Warn("leaving the cluster failed; the other nodes forget this one after the node TTL", "error", err, "ttl", e.cfg.NodeTTL)
+		e.cfg.Logger.Warn("leaving the cluster failed; the other nodes forget this one after 10 heartbeat intervals", "error", err)
 	}
 }

@@ -83,19 +83,21 @@ func TestGateClusterShare(t *testing.T) {
 		t.Fatal("first attempt refused")
 	}
 	ok, at, reason = g.admit("ep", 30, t0)
-	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond {
-		t.Fatalf("second attempt at 10/s: ok=%v wait=%v reason=%q, want rate_limit 100ms", ok, at.Sub(t0), reason)
+	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond+rateSlack {
+		t.Fatalf("second attempt at 10/s: ok=%v wait=%v reason=%q, want rate_limit 100ms (+slack)", ok, at.Sub(t0), reason)
 	}
 	// The node is alone now: the whole 30/s. 34 ms after the first attempt
-	// it holds 0.34 token (accrued at 10/s); the rest accrues at 30/s:
-	// 22 ms more, not the 66 ms of 10/s. Tokens are kept across the change.
+	// it holds 0.34 token (accrued at 10/s); the rest accrues at 30/s and
+	// is complete 22 ms later, not the 66 ms of 10/s: at t0+57ms an attempt
+	// is admitted. Tokens are kept across the change.
 	g.setShare(0, 1)
-	ok, at, reason = g.admit("ep", 30, t0.Add(34*time.Millisecond))
-	if want := t0.Add(56 * time.Millisecond); ok || reason != "rate_limit" || !at.Equal(want) {
-		t.Fatalf("after the others left, 34 ms later: ok=%v at=t0+%v reason=%q, want rate_limit until t0+56ms", ok, at.Sub(t0), reason)
+	// (The new share applies to the endpoint's limiter when the gate next
+	// looks at it: here 34 ms after the first attempt, 0.34 token.)
+	if ok, _, _ := g.admit("ep", 30, t0.Add(34*time.Millisecond)); ok {
+		t.Fatal("admitted with 0.34 token")
 	}
-	if ok, _, reason := g.admit("ep", 30, t0.Add(56*time.Millisecond)); !ok {
-		t.Fatalf("at t0+56ms: refused (%s)", reason)
+	if ok, at, reason := g.admit("ep", 30, t0.Add(57*time.Millisecond)); !ok {
+		t.Fatalf("after the others left, at t0+57ms: refused (%s until t0+%v); at 30/s a token is there", reason, at.Sub(t0))
 	}
 
 	// A fast endpoint is not held to the cap, but its rate limit still
@@ -116,60 +118,102 @@ func TestGateClusterShare(t *testing.T) {
 	}
 }
 
+// viewRun drives a nodeView: beat(at, live) is a successful heartbeat
+// started at t0+at (ending 10 ms later); fail(at) a failed one; want
+// checks the share at a moment.
+type viewRun struct {
+	t *testing.T
+	v nodeView
+}
+
+func (r *viewRun) beat(at time.Duration, live ...store.Node) {
+	r.v.observe(live, nil, t0.Add(at), t0.Add(at+10*time.Millisecond))
+}
+
+// beats is a successful heartbeat every second from from to to.
+func (r *viewRun) beats(from, to time.Duration, live ...store.Node) {
+	for at := from; at <= to; at += time.Second {
+		r.beat(at, live...)
+	}
+}
+
+func (r *viewRun) fail(at time.Duration) {
+	r.v.observe(nil, errors.New("connection refused"), t0.Add(at), t0.Add(at+10*time.Millisecond))
+}
+
+func (r *viewRun) want(at time.Duration, rank, nodes int) {
+	r.t.Helper()
+	if gr, gn := r.v.current(t0.Add(at)); gr != rank || gn != nodes {
+		r.t.Fatalf("at t0+%v: share (%d of %d), want (%d of %d)", at, gr, gn, rank, nodes)
+	}
+}
+
 func TestNodeView(t *testing.T) {
-	const interval = time.Second
-	type step struct {
-		at        time.Duration // since t0
-		live      []string      // nil with err
-		err       bool
-		rank, nds int // expected share (nds 0 = none)
+	const sec = time.Second
+	const ms = time.Millisecond
+	self := store.Node{ID: "b", HeartbeatInterval: sec, AttemptTimeout: 10 * sec}
+	node := func(id string) store.Node {
+		return store.Node{ID: id, HeartbeatInterval: sec, AttemptTimeout: 4 * sec}
 	}
-	for _, tc := range []struct {
-		name  string
-		steps []step
-	}{
-		{"alone: waits two intervals, then holds everything", []step{
-			{0, []string{"b"}, false, 0, 0},
-			{time.Second, []string{"b"}, false, 0, 0},
-			{2 * time.Second, []string{"b"}, false, 0, 1},
-		}},
-		{"joining two others", []step{
-			{0, []string{"a", "b", "c"}, false, 0, 0},
-			{2 * time.Second, []string{"a", "b", "c"}, false, 1, 3},
-			{3 * time.Second, []string{"b", "c"}, false, 0, 2}, // a left
-			{4 * time.Second, []string{"a", "b", "c", "d"}, false, 1, 4},
-		}},
-		{"own id missing from the list is added", []step{
-			{0, []string{"a", "c"}, false, 0, 0},
-			{2 * time.Second, []string{"a", "c"}, false, 1, 3},
-		}},
-		{"a failed heartbeat keeps the view for half the TTL, then holds nothing", []step{
-			{0, []string{"a", "b"}, false, 0, 0},
-			{2 * time.Second, []string{"a", "b"}, false, 1, 2},
-			{4 * time.Second, nil, true, 1, 2},
-			{7 * time.Second, nil, true, 1, 2},                 // 5 s since the last success = TTL/2
-			{8 * time.Second, nil, true, 0, 0},                 // 6 s: the others may forget us soon
-			{9 * time.Second, []string{"a", "b"}, false, 0, 0}, // rejoined: warm up again
-			{11 * time.Second, []string{"a", "b"}, false, 1, 2},
-		}},
-		{"the first heartbeat fails", []step{
-			{0, nil, true, 0, 0},
-			{time.Second, []string{"b"}, false, 0, 0},
-			{3 * time.Second, []string{"b"}, false, 0, 1},
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := nodeView{self: "b", interval: interval, ttl: 10 * interval}
-			for i, s := range tc.steps {
-				var err error
-				if s.err {
-					err = errors.New("connection refused")
-				}
-				rank, nodes := v.observe(s.live, err, t0.Add(s.at))
-				if rank != s.rank || nodes != s.nds {
-					t.Fatalf("step %d (t+%v, live %v, err %v): share (%d of %d), want (%d of %d)", i, s.at, s.live, err, rank, nodes, s.rank, s.nds)
-				}
-			}
-		})
-	}
+	a, c, d := node("a"), node("c"), node("d")
+	newRun := func(t *testing.T) *viewRun { return &viewRun{t: t, v: nodeView{self: self}} }
+
+	t.Run("alone: waits 3 intervals, then holds everything", func(t *testing.T) {
+		r := newRun(t)
+		r.beats(0, 2*sec, self)
+		r.want(3*sec, 0, 0)
+		r.want(3*sec+10*ms, 0, 1)
+	})
+	t.Run("joining others: 3 intervals plus their longest attempt timeout", func(t *testing.T) {
+		r := newRun(t)
+		r.beats(0, 6*sec, a, self, c)
+		r.want(7*sec, 0, 0)
+		r.want(7*sec+10*ms, 1, 3)
+		r.beat(7*sec, self, c) // a left: no new wait
+		r.want(7*sec+10*ms, 0, 2)
+		r.beat(8*sec, a, self, c, d)
+		r.want(8*sec+10*ms, 1, 4)
+	})
+	t.Run("waits for the slowest node's interval", func(t *testing.T) {
+		r := newRun(t)
+		slow := store.Node{ID: "a", HeartbeatInterval: 5 * sec, AttemptTimeout: sec}
+		r.beats(0, 15*sec, slow, self)
+		r.want(16*sec, 0, 0)
+		r.want(16*sec+10*ms, 1, 2) // 3 × 5 s + 1 s after the first heartbeat ended
+	})
+	t.Run("own id missing from the list counts", func(t *testing.T) {
+		r := newRun(t)
+		r.beats(0, 7*sec, a, c)
+		r.want(7*sec+10*ms, 1, 3)
+	})
+	t.Run("failed heartbeats: the share holds for 2.5 intervals, then none until one succeeds", func(t *testing.T) {
+		r := newRun(t)
+		r.beats(0, 8*sec, a, self)
+		r.want(8*sec+10*ms, 1, 2)
+		r.fail(9 * sec)
+		r.fail(10 * sec)
+		r.want(10*sec+500*ms, 1, 2) // 2.5 s after the last good start
+		r.want(10*sec+501*ms, 0, 0)
+		r.beat(11*sec, a, self) // back within half the TTL: no new wait
+		r.want(11*sec+10*ms, 1, 2)
+	})
+	t.Run("cut off for half the TTL: rejoins with a wait", func(t *testing.T) {
+		r := newRun(t)
+		r.beats(0, 8*sec, a, self)
+		for at := 9 * sec; at <= 13*sec; at += sec {
+			r.fail(at)
+		}
+		r.beat(14*sec, a, self) // 6 s since the last success > 5 s
+		r.want(14*sec+10*ms, 0, 0)
+		r.beats(15*sec, 20*sec, a, self)
+		r.want(21*sec, 0, 0)
+		r.want(21*sec+10*ms, 1, 2)
+	})
+	t.Run("the first heartbeat fails", func(t *testing.T) {
+		r := newRun(t)
+		r.fail(0)
+		r.want(10*ms, 0, 0)
+		r.beats(sec, 3*sec, self)
+		r.want(4*sec+10*ms, 0, 1)
+	})
 }

@@ -105,11 +105,10 @@ type Config struct {
 	// single node with the whole of every limit.
 	Membership store.Membership
 	// HeartbeatInterval is the time between heartbeats with Membership;
-	// default 1 s. A node that joins waits two intervals before it claims.
+	// default 1 s. A node that joins claims nothing for 3 intervals (plus
+	// the longest attempt timeout of the other nodes, if there are any);
+	// one that stops heartbeating is forgotten after 10.
 	HeartbeatInterval time.Duration
-	// NodeTTL is how long a node that stops heartbeating is still counted
-	// by the others; default 10 × HeartbeatInterval.
-	NodeTTL time.Duration
 	// Metrics, optional.
 	Metrics *metrics.Metrics
 	// Logger; default slog.Default().
@@ -172,9 +171,6 @@ func (c Config) WithDefaults() Config {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
 	}
-	if c.NodeTTL <= 0 {
-		c.NodeTTL = 10 * c.HeartbeatInterval
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -190,9 +186,6 @@ func (c Config) validate() error {
 	}
 	if c.Lease <= c.AttemptTimeout {
 		return errors.New("delivery: Config.Lease must be longer than AttemptTimeout")
-	}
-	if c.NodeTTL < 4*c.HeartbeatInterval {
-		return errors.New("delivery: Config.NodeTTL must be at least 4 × HeartbeatInterval")
 	}
 	return nil
 }
@@ -253,8 +246,9 @@ func (e *Engine) Notify() {
 
 // Run delivers until ctx is cancelled, then lets attempts in flight finish
 // (each is bounded by AttemptTimeout), writes their completions, and
-// returns. Claims not yet started when ctx ends keep their lease and are
-// rescued after it expires.
+// returns. Claims not yet started when ctx ends (queued for a worker or
+// parked behind their endpoint's attempt) are put back, due at once,
+// without an attempt: a clean shutdown leaves no lease to rescue.
 func (e *Engine) Run(ctx context.Context) error {
 	var workers sync.WaitGroup
 	for range e.cfg.Workers {
@@ -451,7 +445,10 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) {
 func (e *Engine) work(ctx context.Context) {
 	for c := range e.jobs {
 		if ctx.Err() != nil {
-			// Shutting down: leave the claim leased; it is rescued later.
+			// Shutting down: put the claim back, due now, for another node
+			// (or this one's next start) without waiting for its lease.
+			e.deferClaim(c, e.cfg.Clock.Now(), "shutdown", e.cfg.Clock.Now())
+			e.slots <- struct{}{}
 			continue
 		}
 		for range e.handle(ctx, c) {
@@ -503,7 +500,15 @@ func (e *Engine) handle(ctx context.Context, c store.Claim) (release int) {
 		}
 		release++ // next brings its token along
 		if ctx.Err() != nil {
-			return release // shutting down: next stays leased, rescued later
+			// Shutting down: put back next and every other claim parked
+			// behind this endpoint.
+			now := e.cfg.Clock.Now()
+			e.deferClaim(next, now, "shutdown", now)
+			for _, p := range e.gate.unparkAll(c.Endpoint.ID) {
+				e.deferClaim(p, now, "shutdown", now)
+				release++
+			}
+			return release
 		}
 		c = next
 	}

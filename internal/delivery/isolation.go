@@ -50,6 +50,7 @@ type endpointGate struct {
 	limiter   *rate.Limiter
 	limit     int           // the endpoint's rate limit per second the limiter was made for
 	limNodes  int           // the nodes count the limiter's share was made for
+	nextSlot  time.Time     // due time for the next claim turned away by the rate limit
 	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
 	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
 }
@@ -83,6 +84,10 @@ func newGate(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Dur
 	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
 		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1}
 }
+
+// rateSlack is added to the due time of a claim turned away by the rate
+// limit, so that it comes back just after its token, not just before.
+const rateSlack = 2 * time.Millisecond
 
 // admitOrPark reports whether an attempt of the claim may start now; if
 // not, retryAt says when to try again — except that a claim turned away
@@ -168,7 +173,15 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 		r := e.limiter.ReserveN(now, 1)
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
-			return false, now.Add(d), "rate_limit"
+			// Spread the claims turned away over the coming tokens, one per
+			// token, instead of sending them all back for the next one (of
+			// which all but one would be turned away again).
+			at := now.Add(d + rateSlack)
+			if at.Before(e.nextSlot) {
+				at = e.nextSlot
+			}
+			e.nextSlot = at.Add(time.Duration(float64(time.Second) / float64(e.limiter.Limit())))
+			return false, at, "rate_limit"
 		}
 	} else {
 		e.limiter = nil

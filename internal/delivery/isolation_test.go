@@ -43,11 +43,40 @@ func TestGateRateLimit(t *testing.T) {
 	}
 	g.done("ep", false, time.Millisecond, t0)
 	ok, at, reason := g.admit("ep", 10, t0)
-	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond {
-		t.Fatalf("second attempt: ok=%v wait=%v reason=%q, want rate_limit 100ms", ok, at.Sub(t0), reason)
+	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond+rateSlack {
+		t.Fatalf("second attempt: ok=%v wait=%v reason=%q, want rate_limit 100ms (+slack)", ok, at.Sub(t0), reason)
 	}
 	if ok, _, _ := g.admit("ep", 10, t0.Add(100*time.Millisecond)); !ok {
 		t.Fatal("refused once the rate allows")
+	}
+}
+
+// Claims turned away by the rate limit come back one per token, in the
+// order they were turned away, and each is admitted when it comes back.
+func TestGateRateLimitSpreadsDeferrals(t *testing.T) {
+	g := newGate(100, 100, 5, 30*time.Second, time.Second)
+	if ok, _, _ := g.admit("ep", 10, t0); !ok {
+		t.Fatal("first attempt refused")
+	}
+	g.done("ep", false, time.Millisecond, t0)
+	var due []time.Time
+	for i := range 4 {
+		ok, at, reason := g.admit("ep", 10, t0)
+		want := t0.Add(time.Duration(i+1)*100*time.Millisecond + rateSlack)
+		if ok || reason != "rate_limit" || !at.Equal(want) {
+			t.Fatalf("claim %d: ok=%v due t0+%v (%s), want rate_limit due t0+%v", i+2, ok, at.Sub(t0), reason, want.Sub(t0))
+		}
+		due = append(due, at)
+	}
+	for i, at := range due {
+		if ok, next, reason := g.admit("ep", 10, at); !ok {
+			t.Fatalf("claim %d back at t0+%v: refused (%s, until t0+%v)", i+2, at.Sub(t0), reason, next.Sub(t0))
+		}
+		g.done("ep", false, time.Millisecond, at)
+	}
+	// Later, with tokens again, no spreading is left over.
+	if ok, _, _ := g.admit("ep", 10, t0.Add(2*time.Second)); !ok {
+		t.Fatal("refused after an idle second")
 	}
 }
 

@@ -425,14 +425,29 @@ type PurgeParams struct {
 // that the limits hold for the cluster as a whole (ARCHITECTURE.md,
 // "Limits across nodes").
 type Membership interface {
-	// Heartbeat records that node is alive at the database's current time,
-	// forgets every node not seen for ttl, and returns the ids of the live
-	// nodes (seen within ttl, node included), sorted. ttl must be positive.
-	Heartbeat(ctx context.Context, node string, ttl time.Duration) ([]string, error)
-	// Leave removes node from the live nodes at once (a clean shutdown);
-	// leaving twice, or without a heartbeat, is not an error.
-	Leave(ctx context.Context, node string) error
+	// Heartbeat records that the node is alive at the database's current
+	// time, with its heartbeat interval and attempt timeout; forgets every
+	// node not seen for NodeTTLIntervals of its own intervals; and returns
+	// the live nodes (the caller included), sorted by id. ErrInvalid for an
+	// empty id or an interval or timeout that is not positive.
+	Heartbeat(ctx context.Context, self Node) ([]Node, error)
+	// Leave removes the node from the live nodes at once (a clean
+	// shutdown); leaving twice, or without a heartbeat, is not an error.
+	Leave(ctx context.Context, id string) error
 }
+
+// Node is one Herald node of a shared database, as its heartbeat describes
+// it. Nodes may run with different intervals and timeouts: each is judged
+// by its own.
+type Node struct {
+	ID                string        // the engine's lease owner ("node_…")
+	HeartbeatInterval time.Duration // time between its heartbeats
+	AttemptTimeout    time.Duration // the longest its attempts run
+}
+
+// NodeTTLIntervals is how many of its own heartbeat intervals a node stays
+// live without a heartbeat.
+const NodeTTLIntervals = 10
 
 type Store interface {
 	// Ping checks the database answers (readiness).

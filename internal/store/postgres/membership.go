@@ -2,53 +2,66 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // heartbeatQuery upserts the node's row at the database's time (so node
-// clocks need not agree), deletes the rows not seen for $2 seconds, and
-// returns the live nodes. The statement's snapshot does not show its own
-// upsert, so Heartbeat adds the node itself.
+// clocks need not agree), deletes the rows not seen for 10 of their own
+// intervals ($4 = store.NodeTTLIntervals), and returns the other live
+// nodes. The statement's snapshot does not show its own upsert, so
+// Heartbeat adds the node itself.
 const heartbeatQuery = `WITH up AS (
-		INSERT INTO nodes (id, seen_at) VALUES ($1, now())
-		ON CONFLICT (id) DO UPDATE SET seen_at = now()),
+		INSERT INTO nodes (id, seen_at, interval_us, attempt_timeout_us) VALUES ($1, now(), $2, $3)
+		ON CONFLICT (id) DO UPDATE SET seen_at = now(), interval_us = $2, attempt_timeout_us = $3),
 	gone AS (
-		DELETE FROM nodes WHERE seen_at < now() - make_interval(secs => $2))
-	SELECT id FROM nodes WHERE seen_at >= now() - make_interval(secs => $2) AND id <> $1`
+		DELETE FROM nodes WHERE seen_at < now() - make_interval(secs => $4 * interval_us / 1e6))
+	SELECT id, interval_us, attempt_timeout_us FROM nodes
+	WHERE seen_at >= now() - make_interval(secs => $4 * interval_us / 1e6) AND id <> $1`
 
 // Heartbeat implements store.Membership.
-func (s *Store) Heartbeat(ctx context.Context, node string, ttl time.Duration) ([]string, error) {
-	if node == "" {
-		return nil, errors.New("postgres: heartbeat: empty node id")
+func (s *Store) Heartbeat(ctx context.Context, self store.Node) ([]store.Node, error) {
+	switch {
+	case self.ID == "":
+		return nil, fmt.Errorf("heartbeat: empty node id: %w", store.ErrInvalid)
+	case self.HeartbeatInterval <= 0:
+		return nil, fmt.Errorf("heartbeat: interval %v is not positive: %w", self.HeartbeatInterval, store.ErrInvalid)
+	case self.AttemptTimeout <= 0:
+		return nil, fmt.Errorf("heartbeat: attempt timeout %v is not positive: %w", self.AttemptTimeout, store.ErrInvalid)
 	}
-	if ttl <= 0 {
-		return nil, errors.New("postgres: heartbeat: ttl must be positive")
-	}
-	rows, err := s.pool.Query(ctx, heartbeatQuery, node, ttl.Seconds())
+	rows, err := s.pool.Query(ctx, heartbeatQuery, self.ID, max(1, self.HeartbeatInterval.Microseconds()),
+		max(1, self.AttemptTimeout.Microseconds()), store.NodeTTLIntervals)
 	if err != nil {
 		return nil, wrap("heartbeat", err)
 	}
 	defer rows.Close()
-	live := []string{node}
+	live := []store.Node{self}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var (
+			n           store.Node
+			interval    int64
+			attemptTime int64
+		)
+		if err := rows.Scan(&n.ID, &interval, &attemptTime); err != nil {
 			return nil, wrap("heartbeat", err)
 		}
-		live = append(live, id)
+		n.HeartbeatInterval, n.AttemptTimeout = time.Duration(interval)*time.Microsecond, time.Duration(attemptTime)*time.Microsecond
+		live = append(live, n)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, wrap("heartbeat", err)
 	}
-	slices.Sort(live)
+	slices.SortFunc(live, func(a, b store.Node) int { return strings.Compare(a.ID, b.ID) })
 	return live, nil
 }
 
 // Leave implements store.Membership.
-func (s *Store) Leave(ctx context.Context, node string) error {
-	if _, err := s.pool.Exec(ctx, "DELETE FROM nodes WHERE id = $1", node); err != nil {
+func (s *Store) Leave(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, "DELETE FROM nodes WHERE id = $1", id); err != nil {
 		return wrap("leave", err)
 	}
 	return nil

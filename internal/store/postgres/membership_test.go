@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -10,54 +11,71 @@ import (
 
 var _ store.Membership = (*Store)(nil)
 
-// Two nodes see each other; a node not seen for the TTL is forgotten (and
-// its row deleted); a node that leaves is gone at once; bad arguments are
-// refused and change nothing.
+func nodeIDs(ns []store.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID
+	}
+	return out
+}
+
+// Two nodes see each other, with their intervals and timeouts; a node not
+// seen for 10 of its own intervals is forgotten (and its row deleted),
+// whatever the interval of the node that looks; a node that leaves is gone
+// at once; bad arguments are refused and change nothing.
 func TestMembership(t *testing.T) {
 	t.Parallel()
 	dbURL := newSchema(t)
 	a := openStore(t, dbURL)
 	b := openStore(t, dbURL)
 	ctx := t.Context()
-	const ttl = 10 * time.Second
+	nb := store.Node{ID: "node_b0", HeartbeatInterval: time.Second, AttemptTimeout: 10 * time.Second}
+	na := store.Node{ID: "node_a1", HeartbeatInterval: 50 * time.Millisecond, AttemptTimeout: 2 * time.Second}
 
-	live, err := a.Heartbeat(ctx, "node_b0", ttl)
+	live, err := a.Heartbeat(ctx, nb)
 	if err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	if want := []string{"node_b0"}; !slices.Equal(live, want) {
-		t.Fatalf("first node alone: live = %v, want %v", live, want)
+	if !slices.Equal(live, []store.Node{nb}) {
+		t.Fatalf("first node alone: live = %+v", live)
 	}
-	live, err = b.Heartbeat(ctx, "node_a1", ttl)
+	live, err = b.Heartbeat(ctx, na)
 	if err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	if want := []string{"node_a1", "node_b0"}; !slices.Equal(live, want) {
-		t.Fatalf("second node: live = %v, want %v (sorted)", live, want)
+	if want := []store.Node{na, nb}; !slices.Equal(live, want) {
+		t.Fatalf("second node: live = %+v, want %+v (sorted, with intervals and timeouts)", live, want)
 	}
-	if live, _ = a.Heartbeat(ctx, "node_b0", ttl); !slices.Equal(live, []string{"node_a1", "node_b0"}) {
-		t.Fatalf("first node after the second joined: live = %v", live)
+	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_a1", "node_b0"}) {
+		t.Fatalf("first node after the second joined: live = %v", nodeIDs(live))
 	}
 
-	// A third node died 11 s ago: live nodes do not count it, and the next
-	// heartbeat deletes its row.
 	conn := rawConn(t, dbURL)
-	if _, err := conn.Exec(ctx, "INSERT INTO nodes (id, seen_at) VALUES ('node_c2', now() - interval '11 seconds')"); err != nil {
-		t.Fatal(err)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if live, _ = a.Heartbeat(ctx, "node_b0", ttl); !slices.Equal(live, []string{"node_a1", "node_b0"}) {
-		t.Errorf("a node unseen for longer than the TTL is counted: live = %v", live)
+	// node_a1 (50 ms interval) was seen 0.45 s ago: live for node_b0 (1 s
+	// interval) too; 0.55 s ago: gone for everyone, its row deleted.
+	exec("UPDATE nodes SET seen_at = now() - interval '450 milliseconds' WHERE id = 'node_a1'")
+	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_a1", "node_b0"}) {
+		t.Errorf("a node seen within 10 of its intervals is not counted: live = %v", nodeIDs(live))
+	}
+	exec("UPDATE nodes SET seen_at = now() - interval '550 milliseconds' WHERE id = 'node_a1'")
+	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_b0"}) {
+		t.Errorf("a node unseen for 10 of its intervals is counted: live = %v", nodeIDs(live))
 	}
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM nodes WHERE id = 'node_c2'").Scan(&n); err != nil || n != 0 {
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM nodes WHERE id = 'node_a1'").Scan(&n); err != nil || n != 0 {
 		t.Errorf("expired node row still there (count %d, err %v)", n, err)
 	}
-	// Seen 9 s ago: still live with a 10 s TTL.
-	if _, err := conn.Exec(ctx, "UPDATE nodes SET seen_at = now() - interval '9 seconds' WHERE id = 'node_a1'"); err != nil {
-		t.Fatal(err)
-	}
-	if live, _ = a.Heartbeat(ctx, "node_b0", ttl); !slices.Equal(live, []string{"node_a1", "node_b0"}) {
-		t.Errorf("a node seen within the TTL is not counted: live = %v", live)
+	// node_b0 (1 s interval) seen 9 s ago is live for node_a1 (50 ms).
+	b.Heartbeat(ctx, na)
+	exec("UPDATE nodes SET seen_at = now() - interval '9 seconds' WHERE id = 'node_b0'")
+	if live, _ = b.Heartbeat(ctx, na); !slices.Equal(nodeIDs(live), []string{"node_a1", "node_b0"}) {
+		t.Errorf("a node with a longer interval is forgotten by its own TTL: live = %v", nodeIDs(live))
 	}
 
 	if err := b.Leave(ctx, "node_a1"); err != nil {
@@ -66,24 +84,24 @@ func TestMembership(t *testing.T) {
 	if err := b.Leave(ctx, "node_a1"); err != nil {
 		t.Errorf("leaving twice: %v", err)
 	}
-	if live, _ = a.Heartbeat(ctx, "node_b0", ttl); !slices.Equal(live, []string{"node_b0"}) {
-		t.Errorf("after node_a1 left: live = %v, want [node_b0]", live)
+	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_b0"}) {
+		t.Errorf("after node_a1 left: live = %v, want [node_b0]", nodeIDs(live))
 	}
 
 	for _, tc := range []struct {
-		node string
-		ttl  time.Duration
+		node store.Node
 		want string
 	}{
-		{"", ttl, "postgres: heartbeat: empty node id"},
-		{"node_x", 0, "postgres: heartbeat: ttl must be positive"},
-		{"node_x", -time.Second, "postgres: heartbeat: ttl must be positive"},
+		{store.Node{HeartbeatInterval: time.Second, AttemptTimeout: time.Second}, "heartbeat: empty node id: invalid input"},
+		{store.Node{ID: "node_x", AttemptTimeout: time.Second}, "heartbeat: interval 0s is not positive: invalid input"},
+		{store.Node{ID: "node_x", HeartbeatInterval: -time.Second, AttemptTimeout: time.Second}, "heartbeat: interval -1s is not positive: invalid input"},
+		{store.Node{ID: "node_x", HeartbeatInterval: time.Second}, "heartbeat: attempt timeout 0s is not positive: invalid input"},
 	} {
-		if _, err := a.Heartbeat(ctx, tc.node, tc.ttl); err == nil || err.Error() != tc.want {
-			t.Errorf("Heartbeat(%q, %v) = %v, want %q", tc.node, tc.ttl, err, tc.want)
+		if _, err := a.Heartbeat(ctx, tc.node); err == nil || err.Error() != tc.want || !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("Heartbeat(%+v) = %v, want %q (ErrInvalid)", tc.node, err, tc.want)
 		}
 	}
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM nodes WHERE id = 'node_x' OR id = ''").Scan(&n); err != nil || n != 0 {
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM nodes WHERE id IN ('node_x', '')").Scan(&n); err != nil || n != 0 {
 		t.Errorf("refused heartbeats stored rows (count %d, err %v)", n, err)
 	}
 }

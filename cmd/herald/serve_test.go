@@ -1,0 +1,32 @@
+package main
+
+import "testing"
+
+// Every bad serve flag is refused before anything starts, with an error
+// that names the flag and the rule.
+func TestServeBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attempt-timeout", "0s"}, "--attempt-timeout must be positive"},
+		{[]string{"--heartbeat-interval", "0s"}, "--heartbeat-interval 0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
+		{[]string{"--heartbeat-interval", "-1s"}, "--heartbeat-interval -1s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
+		{[]string{"--heartbeat-interval", "24h"}, "--heartbeat-interval 24h0m0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
+		{[]string{"--lease", "5s"}, "--lease 5s must be longer than --attempt-timeout 10s (a lease must outlive its attempt)"},
+		{[]string{"--lease", "-1s", "--attempt-timeout", "2s"}, "--lease -1s must be longer than --attempt-timeout 2s (a lease must outlive its attempt)"},
+		{[]string{"--workers", "0"}, "--workers must be at least 1"},
+		{[]string{"--endpoint-concurrency", "-3"}, "--endpoint-concurrency must be 0 (workers/8) or more"},
+		{[]string{"--breaker-threshold", "0"}, "--breaker-threshold must be at least 1"},
+		{[]string{"--rescue-interval", "0s"}, "--rescue-interval must be positive"},
+		{[]string{"--breaker-cooldown", "-5s"}, "--breaker-cooldown must be positive"},
+		{[]string{"--housekeeping-interval", "0s"}, "--housekeeping-interval must be positive"},
+		{[]string{"--log-level", "loud"}, `--log-level "loud": use debug, info, warn or error`},
+		{[]string{"--allow-cidr", "10.0.0.0"}, `--allow-cidr "10.0.0.0": not a CIDR prefix such as 10.0.0.0/8`},
+	} {
+		_, _, err := execHerald(t, "", append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db"}, c.args...)...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("serve %v: err %v, want %q", c.args, err, c.want)
+		}
+	}
+}

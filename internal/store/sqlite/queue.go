@@ -46,36 +46,11 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 // of the transaction (a group commit reads them once per tenant).
 func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, tenants map[string][]target) (store.PublishResult, error) {
 	ev := p.Event
-	// An existing event with the same id, or the same tenant and
-	// idempotency key, answers the publish: same content → the original,
-	// other content → conflict.
-	var existing store.Event
-	var err error = sql.ErrNoRows
-	if ev.IdempotencyKey != "" {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
-	}
-	switch {
-	case err == nil:
-		// When the producer chose the id, a key that belongs to another
-		// event is a conflict too (not a retry of this publish).
-		if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
-			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
-		}
-		if existing.Fingerprint != ev.Fingerprint {
-			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
-		}
-		var n int
-		if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
-			return store.PublishResult{}, wrap("publish", err)
-		}
-		return store.PublishResult{Event: existing, Deliveries: n}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return store.PublishResult{}, wrap("publish", err)
-	}
-
+	// Insert first: a new event (the common case) costs one statement. The
+	// insert does nothing when the id, or the tenant and idempotency key,
+	// is taken; only then is the existing event looked up, and it answers
+	// the publish: same content → the original, other content → conflict.
+	// The single writer makes the insert and the lookup atomic.
 	var idem any
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
@@ -88,9 +63,15 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		}
 		headers = string(b)
 	}
-	if _, err := s.stmt(ctx, tx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)").ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers); err != nil {
+	ins, err := s.stmt(ctx, tx, insertEventSQL).ExecContext(ctx,
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
+	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
+	}
+	if n, err := ins.RowsAffected(); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	} else if n == 0 {
+		return s.existingPublish(ctx, tx, p)
 	}
 	all, cached := tenants[ev.Tenant]
 	if !cached {
@@ -127,6 +108,43 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		states[i] = t.state
 	}
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
+}
+
+// insertEventSQL inserts an event unless its id, or its tenant and
+// idempotency key, is taken (then it changes no row).
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
+	VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+
+// existingPublish answers a publish whose insert found its id, or its
+// tenant and idempotency key, taken: the event with the same key (else the
+// same id) is the original when the content matches, a conflict otherwise.
+func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.PublishParams) (store.PublishResult, error) {
+	ev := p.Event
+	var existing store.Event
+	var err error = sql.ErrNoRows
+	if ev.IdempotencyKey != "" {
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
+	}
+	if err != nil {
+		// sql.ErrNoRows too: the insert found a taken key that is gone.
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	// When the producer chose the id, a key that belongs to another event
+	// is a conflict too (not a retry of this publish).
+	if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
+		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+	}
+	if existing.Fingerprint != ev.Fingerprint {
+		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+	}
+	var n int
+	if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	return store.PublishResult{Event: existing, Deliveries: n}, nil
 }
 
 const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)

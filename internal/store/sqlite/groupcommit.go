@@ -23,9 +23,10 @@ import (
 const maxGroup = 256
 
 type publishRequest struct {
-	ctx  context.Context
-	p    store.PublishParams
-	done chan publishAnswer
+	ctx     context.Context
+	p       store.PublishParams
+	headers string // p.Event.Headers encoded (eventHeaders) by the caller, not the writer
+	done    chan publishAnswer
 }
 
 type publishAnswer struct {
@@ -52,7 +53,11 @@ var errClosed = errors.New("sqlite: store closed")
 // publish hands a publish to the committer and waits for the group's
 // commit.
 func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
-	req := &publishRequest{ctx: ctx, p: p, done: make(chan publishAnswer, 1)}
+	headers, err := eventHeaders(p.Event.Headers)
+	if err != nil {
+		return store.PublishResult{}, err
+	}
+	req := &publishRequest{ctx: ctx, p: p, headers: headers, done: make(chan publishAnswer, 1)}
 	select {
 	case c.queue <- req:
 	case <-c.stop:
@@ -127,7 +132,7 @@ func (c *committer) commit(group []*publishRequest) {
 			answers[i].err = err // the caller gave up before its publish began
 			continue
 		}
-		res, err := c.s.publishTx(ctx, tx, r.p, tenants)
+		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, tenants)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			tx.Rollback()
 			c.oneByOne(group)
@@ -157,7 +162,7 @@ func (c *committer) oneByOne(group []*publishRequest) {
 			r.done <- publishAnswer{err: wrap("publish", err)}
 			continue
 		}
-		res, err := c.s.publishTx(ctx, tx, r.p, nil)
+		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, nil)
 		if err == nil {
 			err = tx.Commit()
 		}

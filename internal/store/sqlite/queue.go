@@ -42,9 +42,11 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 // publishTx runs one publish inside tx (the group commit's transaction).
 // Its result is final only once tx commits.
 //
-// tenants, when not nil, caches the endpoints of each tenant for the rest
-// of the transaction (a group commit reads them once per tenant).
-func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, tenants map[string][]target) (store.PublishResult, error) {
+// headers is the event's Headers as stored (eventHeaders), encoded by the
+// caller outside the single writer. tenants, when not nil, caches the
+// endpoints of each tenant for the rest of the transaction (a group commit
+// reads them once per tenant).
+func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, headers string, tenants map[string][]target) (store.PublishResult, error) {
 	ev := p.Event
 	// Insert first: a new event (the common case) costs one statement. The
 	// insert does nothing when the id, or the tenant and idempotency key,
@@ -54,14 +56,6 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	var idem any
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
-	}
-	headers := ""
-	if len(ev.Headers) > 0 {
-		b, err := json.Marshal(ev.Headers)
-		if err != nil {
-			return store.PublishResult{}, fmt.Errorf("publish: headers: %w", err)
-		}
-		headers = string(b)
 	}
 	ins, err := s.stmt(ctx, tx, insertEventSQL).ExecContext(ctx,
 		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
@@ -108,6 +102,19 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		states[i] = t.state
 	}
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
+}
+
+// eventHeaders encodes an event's forwarded headers as stored: a JSON
+// object, or "" for none.
+func eventHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("publish: headers: %w", err)
+	}
+	return string(b), nil
 }
 
 // insertEventSQL inserts an event unless its id, or its tenant and

@@ -12,9 +12,10 @@ import (
 // Group commit. A durable publish costs one fsync of the WAL
 // (synchronous=FULL); done one by one, concurrent publishes queue behind
 // the single writer and each waits for its own fsync. The committer instead
-// takes every publish that is waiting, runs them in one transaction — each
-// inside its own SAVEPOINT, so one failing publish is rolled back alone —
-// and commits once: one fsync for the whole group. Each caller gets its
+// takes every publish that is waiting, runs them in one transaction (a new
+// event costs one INSERT … ON CONFLICT DO NOTHING and its deliveries'
+// inserts; see commit for a failing one) and commits once: one fsync for
+// the whole group. Each caller gets its
 // answer only after that commit, so a 2xx still means "on disk". Under
 // light load a group is a single publish and nothing is added to its
 // latency: the committer never waits for company.

@@ -135,8 +135,12 @@ func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.Publish
 	if errors.Is(err, sql.ErrNoRows) {
 		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
 	}
+	if errors.Is(err, sql.ErrNoRows) {
+		// The insert changed nothing, yet no event holds the id or the key
+		// (another uniqueness rule?): a fault, not "not found".
+		return store.PublishResult{}, wrap("publish", fmt.Errorf("event %s: insert changed nothing and no event has its id or key", ev.ID))
+	}
 	if err != nil {
-		// sql.ErrNoRows too: the insert found a taken key that is gone.
 		return store.PublishResult{}, wrap("publish", err)
 	}
 	// When the producer chose the id, a key that belongs to another event

@@ -127,13 +127,13 @@ func (c *committer) commit(group []*publishRequest) {
 		return
 	}
 	defer tx.Rollback()
-	tenants := map[string][]target{} // the endpoints of each tenant, read once per group
+	g := newGroupTx() // endpoints and statements, read and bound once per group
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			answers[i].err = err // the caller gave up before its publish began
 			continue
 		}
-		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, tenants)
+		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, g)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			tx.Rollback()
 			c.oneByOne(group)

@@ -43,10 +43,10 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 // Its result is final only once tx commits.
 //
 // headers is the event's Headers as stored (eventHeaders), encoded by the
-// caller outside the single writer. tenants, when not nil, caches the
-// endpoints of each tenant for the rest of the transaction (a group commit
-// reads them once per tenant).
-func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, headers string, tenants map[string][]target) (store.PublishResult, error) {
+// caller outside the single writer. g, when not nil, keeps what the rest
+// of the transaction can reuse (a group commit reads each tenant's
+// endpoints once and binds each statement to the transaction once).
+func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, headers string, g *groupTx) (store.PublishResult, error) {
 	ev := p.Event
 	// Insert first: a new event (the common case) costs one statement. The
 	// insert does nothing when the id, or the tenant and idempotency key,
@@ -57,7 +57,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
 	}
-	ins, err := s.stmt(ctx, tx, insertEventSQL).ExecContext(ctx,
+	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
 		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
@@ -67,14 +67,18 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	} else if n == 0 {
 		return s.existingPublish(ctx, tx, p)
 	}
-	all, cached := tenants[ev.Tenant]
+	var all []target
+	cached := false
+	if g != nil {
+		all, cached = g.tenants[ev.Tenant]
+	}
 	if !cached {
 		var err error
 		if all, err = s.tenantTargets(ctx, tx, ev.Tenant); err != nil {
 			return store.PublishResult{}, err
 		}
-		if tenants != nil {
-			tenants[ev.Tenant] = all
+		if g != nil {
+			g.tenants[ev.Tenant] = all
 		}
 	}
 	var targets []target
@@ -85,7 +89,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		targets = append(targets, t)
 	}
 	if len(targets) > 0 {
-		stmt := s.stmt(ctx, tx, insertDeliverySQL)
+		stmt := g.stmt(ctx, s, tx, insertDeliverySQL)
 		now := micro(p.Now)
 		for _, t := range targets {
 			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
@@ -102,6 +106,30 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		states[i] = t.state
 	}
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
+}
+
+// groupTx is what one group commit's transaction reads once and reuses.
+type groupTx struct {
+	tenants map[string][]target  // the endpoints of each tenant
+	stmts   map[string]*sql.Stmt // hot statements bound to the transaction
+}
+
+func newGroupTx() *groupTx {
+	return &groupTx{tenants: map[string][]target{}, stmts: map[string]*sql.Stmt{}}
+}
+
+// stmt returns query bound to tx, once per transaction (s.stmt when g is
+// nil). database/sql makes a new Stmt each time a statement is bound.
+func (g *groupTx) stmt(ctx context.Context, s *Store, tx *sql.Tx, query string) *sql.Stmt {
+	if g == nil {
+		return s.stmt(ctx, tx, query)
+	}
+	if st, ok := g.stmts[query]; ok {
+		return st
+	}
+	st := s.stmt(ctx, tx, query)
+	g.stmts[query] = st
+	return st
 }
 
 // eventHeaders encodes an event's forwarded headers as stored: a JSON

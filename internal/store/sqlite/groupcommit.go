@@ -15,10 +15,10 @@ import (
 // takes every publish that is waiting, runs them in one transaction (a new
 // event costs one INSERT … ON CONFLICT DO NOTHING and its deliveries'
 // inserts; see commit for a failing one) and commits once: one fsync for
-// the whole group. Each caller gets its
-// answer only after that commit, so a 2xx still means "on disk". Under
-// light load a group is a single publish and nothing is added to its
-// latency: the committer never waits for company.
+// the whole group. Each caller gets its answer only after that commit, so a
+// 2xx still means "on disk". Under light load a group is a single publish
+// and nothing is added to its latency: the committer never waits for
+// company.
 
 // maxGroup bounds a group (and so the time the writer is held).
 const maxGroup = 256

@@ -12,20 +12,22 @@ import (
 // Group commit. A durable publish costs one fsync of the WAL
 // (synchronous=FULL); done one by one, concurrent publishes queue behind
 // the single writer and each waits for its own fsync. The committer instead
-// takes every publish that is waiting, runs them in one transaction — each
-// inside its own SAVEPOINT, so one failing publish is rolled back alone —
-// and commits once: one fsync for the whole group. Each caller gets its
-// answer only after that commit, so a 2xx still means "on disk". Under
-// light load a group is a single publish and nothing is added to its
-// latency: the committer never waits for company.
+// takes every publish that is waiting, runs them in one transaction (a new
+// event costs one INSERT … ON CONFLICT DO NOTHING and its deliveries'
+// inserts; see commit for a failing one) and commits once: one fsync for
+// the whole group. Each caller gets its answer only after that commit, so a
+// 2xx still means "on disk". Under light load a group is a single publish
+// and nothing is added to its latency: the committer never waits for
+// company.
 
 // maxGroup bounds a group (and so the time the writer is held).
 const maxGroup = 256
 
 type publishRequest struct {
-	ctx  context.Context
-	p    store.PublishParams
-	done chan publishAnswer
+	ctx     context.Context
+	p       store.PublishParams
+	headers string // p.Event.Headers encoded (eventHeaders) by the caller, not the writer
+	done    chan publishAnswer
 }
 
 type publishAnswer struct {
@@ -52,7 +54,11 @@ var errClosed = errors.New("sqlite: store closed")
 // publish hands a publish to the committer and waits for the group's
 // commit.
 func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
-	req := &publishRequest{ctx: ctx, p: p, done: make(chan publishAnswer, 1)}
+	headers, err := eventHeaders(p.Event.Headers)
+	if err != nil {
+		return store.PublishResult{}, err
+	}
+	req := &publishRequest{ctx: ctx, p: p, headers: headers, done: make(chan publishAnswer, 1)}
 	select {
 	case c.queue <- req:
 	case <-c.stop:
@@ -121,13 +127,13 @@ func (c *committer) commit(group []*publishRequest) {
 		return
 	}
 	defer tx.Rollback()
-	tenants := map[string][]target{} // the endpoints of each tenant, read once per group
+	g := newGroupTx() // endpoints and statements, read and bound once per group
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			answers[i].err = err // the caller gave up before its publish began
 			continue
 		}
-		res, err := c.s.publishTx(ctx, tx, r.p, tenants)
+		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, g)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			tx.Rollback()
 			c.oneByOne(group)
@@ -157,7 +163,7 @@ func (c *committer) oneByOne(group []*publishRequest) {
 			r.done <- publishAnswer{err: wrap("publish", err)}
 			continue
 		}
-		res, err := c.s.publishTx(ctx, tx, r.p, nil)
+		res, err := c.s.publishTx(ctx, tx, r.p, r.headers, nil)
 		if err == nil {
 			err = tx.Commit()
 		}

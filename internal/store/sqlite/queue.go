@@ -42,64 +42,43 @@ func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.
 // publishTx runs one publish inside tx (the group commit's transaction).
 // Its result is final only once tx commits.
 //
-// tenants, when not nil, caches the endpoints of each tenant for the rest
-// of the transaction (a group commit reads them once per tenant).
-func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, tenants map[string][]target) (store.PublishResult, error) {
+// headers is the event's Headers as stored (eventHeaders), encoded by the
+// caller outside the single writer. g, when not nil, keeps what the rest
+// of the transaction can reuse (a group commit reads each tenant's
+// endpoints once and binds each statement to the transaction once).
+func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams, headers string, g *groupTx) (store.PublishResult, error) {
 	ev := p.Event
-	// An existing event with the same id, or the same tenant and
-	// idempotency key, answers the publish: same content → the original,
-	// other content → conflict.
-	var existing store.Event
-	var err error = sql.ErrNoRows
-	if ev.IdempotencyKey != "" {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
-	}
-	switch {
-	case err == nil:
-		// When the producer chose the id, a key that belongs to another
-		// event is a conflict too (not a retry of this publish).
-		if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
-			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
-		}
-		if existing.Fingerprint != ev.Fingerprint {
-			return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
-		}
-		var n int
-		if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
-			return store.PublishResult{}, wrap("publish", err)
-		}
-		return store.PublishResult{Event: existing, Deliveries: n}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return store.PublishResult{}, wrap("publish", err)
-	}
-
+	// Insert first: a new event (the common case) costs one statement. The
+	// insert does nothing when the id, or the tenant and idempotency key,
+	// is taken; only then is the existing event looked up, and it answers
+	// the publish: same content → the original, other content → conflict.
+	// The single writer makes the insert and the lookup atomic.
 	var idem any
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
 	}
-	headers := ""
-	if len(ev.Headers) > 0 {
-		b, err := json.Marshal(ev.Headers)
-		if err != nil {
-			return store.PublishResult{}, fmt.Errorf("publish: headers: %w", err)
-		}
-		headers = string(b)
-	}
-	if _, err := s.stmt(ctx, tx, "INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)").ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers); err != nil {
+	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
+	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
-	all, cached := tenants[ev.Tenant]
+	if n, err := ins.RowsAffected(); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	} else if n == 0 {
+		return s.existingPublish(ctx, tx, p)
+	}
+	var all []target
+	cached := false
+	if g != nil {
+		all, cached = g.tenants[ev.Tenant]
+	}
 	if !cached {
 		var err error
 		if all, err = s.tenantTargets(ctx, tx, ev.Tenant); err != nil {
 			return store.PublishResult{}, err
 		}
-		if tenants != nil {
-			tenants[ev.Tenant] = all
+		if g != nil {
+			g.tenants[ev.Tenant] = all
 		}
 	}
 	var targets []target
@@ -110,7 +89,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		targets = append(targets, t)
 	}
 	if len(targets) > 0 {
-		stmt := s.stmt(ctx, tx, insertDeliverySQL)
+		stmt := g.stmt(ctx, s, tx, insertDeliverySQL)
 		now := micro(p.Now)
 		for _, t := range targets {
 			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
@@ -127,6 +106,84 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		states[i] = t.state
 	}
 	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
+}
+
+// groupTx is what one group commit's transaction reads once and reuses.
+type groupTx struct {
+	tenants map[string][]target  // the endpoints of each tenant
+	stmts   map[string]*sql.Stmt // hot statements bound to the transaction
+}
+
+func newGroupTx() *groupTx {
+	return &groupTx{tenants: map[string][]target{}, stmts: map[string]*sql.Stmt{}}
+}
+
+// stmt returns query bound to tx, once per transaction (s.stmt when g is
+// nil). database/sql makes a new Stmt each time a statement is bound.
+func (g *groupTx) stmt(ctx context.Context, s *Store, tx *sql.Tx, query string) *sql.Stmt {
+	if g == nil {
+		return s.stmt(ctx, tx, query)
+	}
+	if st, ok := g.stmts[query]; ok {
+		return st
+	}
+	st := s.stmt(ctx, tx, query)
+	g.stmts[query] = st
+	return st
+}
+
+// eventHeaders encodes an event's forwarded headers as stored: a JSON
+// object, or "" for none.
+func eventHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("publish: headers: %w", err)
+	}
+	return string(b), nil
+}
+
+// insertEventSQL inserts an event unless its id, or its tenant and
+// idempotency key, is taken (then it changes no row).
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
+	VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+
+// existingPublish answers a publish whose insert found its id, or its
+// tenant and idempotency key, taken: the event with the same key (else the
+// same id) is the original when the content matches, a conflict otherwise.
+func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.PublishParams) (store.PublishResult, error) {
+	ev := p.Event
+	var existing store.Event
+	var err error = sql.ErrNoRows
+	if ev.IdempotencyKey != "" {
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		// The insert changed nothing, yet no event holds the id or the key
+		// (another uniqueness rule?): a fault, not "not found".
+		return store.PublishResult{}, wrap("publish", fmt.Errorf("event %s: insert changed nothing and no event has its id or key", ev.ID))
+	}
+	if err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	// When the producer chose the id, a key that belongs to another event
+	// is a conflict too (not a retry of this publish).
+	if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
+		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+	}
+	if existing.Fingerprint != ev.Fingerprint {
+		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+	}
+	var n int
+	if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	return store.PublishResult{Event: existing, Deliveries: n}, nil
 }
 
 const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)

@@ -56,7 +56,7 @@ type Store struct {
 var hotStatements = []string{
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
-	"INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers) VALUES (?,?,?,?,?,?,?,?,?)",
+	insertEventSQL,
 	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",

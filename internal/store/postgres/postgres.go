@@ -86,8 +86,9 @@ const tenantLockClass = 1751479905 // "hera"
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
-	pool *pgxpool.Pool
-	box  store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	pool      *pgxpool.Pool
+	box       store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	committer *committer      // group commit of PublishEvent
 }
 
 // Option configures Open.
@@ -127,6 +128,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.committer = newCommitter(s)
 	return s, nil
 }
 
@@ -199,9 +201,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements store.Store. It waits for acquired connections to be
-// released; Listen loops end with their own context, not with Close.
+// Close implements store.Store. Publishes still queued are answered with
+// store.ErrUnavailable, group commits in flight finish; then Close waits
+// for acquired connections to be released. Listen loops end with their own
+// context, not with Close.
 func (s *Store) Close() error {
+	s.committer.close()
 	s.pool.Close()
 	return nil
 }

@@ -41,31 +41,46 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 
 // PublishEvent implements store.Store.
 //
+// Concurrent publishes are group-committed (groupcommit.go): the publishes
+// waiting when a group starts share one transaction, one commit (one WAL
+// flush) and one NOTIFY, and each caller is answered after that commit.
+//
 // The event is inserted with ON CONFLICT DO NOTHING: when an event with the
 // same id or (tenant, idempotency key) exists, or is being inserted by a
 // concurrent publish (the insert waits for that transaction), nothing is
 // inserted and the existing event is read back and answers the publish, as
-// in the SQLite driver. The common case, a new event, takes two round trips
-// and the commit: BEGIN + tenant lock + insert + the tenant's endpoints,
-// then the deliveries (one statement) + NOTIFY. The statements are those of
-// PublishTx (publish.go), which runs them on a caller's transaction.
+// in the SQLite driver. A group takes two round trips and the commit:
+// BEGIN + tenant locks + the tenants' endpoints + the inserts, then the
+// deliveries of the whole group (one statement) + NOTIFY. The statements
+// are those of PublishTx (publish.go), which runs them on a caller's
+// transaction.
 func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	return s.committer.publish(ctx, p)
+}
+
+// publishOne runs one publish in its own transaction (a group's fallback
+// when one of its statements failed).
+func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
 	op, err := newPublishOp(p)
 	if err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	b := newTxBatch()
-	op.queue(b)
-	var res store.PublishResult
+	b.Queue(lockTenantShared, tenantLockClass, p.Event.Tenant)
+	tenants := map[string]*tenantEndpoints{}
+	queueEndpoints(b, tenants, p.Event.Tenant)
+	op.queueInsert(b)
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
-		var err error
-		res, err = op.finish(ctx, tx)
-		return err
+		op.target(tenants[p.Event.Tenant])
+		if err := finishOps(ctx, tx, []*publishOp{op}); err != nil {
+			return err
+		}
+		return op.err
 	})
 	if err != nil {
 		return store.PublishResult{}, err
 	}
-	return res, nil
+	return op.res, nil
 }
 
 // existingEvent finds the event that made the insert of ev do nothing: the

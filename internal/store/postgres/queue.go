@@ -312,16 +312,38 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2, up
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
 
-// ClaimDeliveries implements store.Store: the claim, then the events and
-// endpoints of the batch, in one transaction (three round trips with the
-// commit).
+// claimedEvents and claimedEndpoints read the events and endpoints of the
+// deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
+// own, unless the same owner claimed before with the same clock reading, in
+// which case a few rows more are read and ignored).
+const (
+	claimedEvents = "SELECT " + eventColumns + ` FROM events WHERE id IN
+		(SELECT event_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
+	claimedEndpoints = "SELECT " + endpointColumns + ` FROM endpoints WHERE id IN
+		(SELECT endpoint_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
+)
+
+// asyncCommit makes the commit of the transaction it runs in return
+// without waiting for the WAL flush. Only the queue's bookkeeping uses it
+// (claims, completions): a crash of the database server may lose the last
+// of those, which only repeats an attempt (at least once) — never a publish.
+const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
+
+// ClaimDeliveries implements store.Store: the claim and the events and
+// endpoints of the batch, in one round trip (one implicit transaction,
+// committed without waiting for the WAL flush: a lost claim is only a lease
+// that never was).
 func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]store.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
 	var claims []store.Claim
-	b := newTxBatch()
-	b.Queue(claimQuery, p.Owner, ts(p.Now.Add(p.Lease)), ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
+	until := ts(p.Now.Add(p.Lease))
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
+	b.Queue(claimQuery, p.Owner, until, ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
@@ -331,41 +353,28 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return rows.Err()
 	})
-	events := map[string]store.Event{}
-	endpoints := map[string]store.Endpoint{}
-	err := s.txBatch(ctx, "claim", b, func(tx pgx.Tx) error {
-		if len(claims) == 0 {
-			return nil
-		}
-		for _, c := range claims {
-			events[c.Delivery.EventID] = store.Event{}
-			endpoints[c.Delivery.EndpointID] = store.Endpoint{}
-		}
-		b := &pgx.Batch{}
-		b.Queue("SELECT "+eventColumns+" FROM events WHERE id = ANY ($1)", keys(events)).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				e, err := scanEvent(rows)
-				if err != nil {
-					return err
-				}
-				events[e.ID] = e
+	b.Queue(claimedEvents, p.Owner, until).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := scanEvent(rows)
+			if err != nil {
+				return err
 			}
-			return rows.Err()
-		})
-		b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = ANY ($1)", keys(endpoints)).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				e, err := s.scanEndpoint(rows)
-				if err != nil {
-					return err
-				}
-				endpoints[e.ID] = e
-			}
-			return rows.Err()
-		})
-		return tx.SendBatch(ctx, b).Close()
+			events[e.ID] = e
+		}
+		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
+	b.Queue(claimedEndpoints, p.Owner, until).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := s.scanEndpoint(rows)
+			if err != nil {
+				return err
+			}
+			endpoints[e.ID] = e
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, wrap("claim", err)
 	}
 	if len(claims) == 0 {
 		return nil, nil
@@ -435,7 +444,9 @@ var (
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
-// trip plus the commit. In order: the tenant locks, the row locks of the
+// trip (one implicit transaction, committed without waiting for the WAL
+// flush: a completion lost in a crash of the database server only repeats
+// its attempt). In order: the tenant locks, the row locks of the
 // batch's deliveries in id order (attempt numbers are MAX+1 under that
 // lock), then per completion, in batch order (a later completion sees an
 // earlier one's effects, as in SQLite): its attempt, its delivery, and its
@@ -456,9 +467,14 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			cutoffs[i] = nullTS(c.Now.Add(-c.DisableAfter))
 		}
 	}
-	b := newTxBatch()
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
 	b.Queue(lockTenantsOfCompletions, ids, gone, cutoffs, tenantLockClass)
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
+	if allSuccesses(cs) {
+		queueSuccesses(b, cs)
+		return wrap("complete", s.pool.SendBatch(ctx, b).Close())
+	}
 	for i, c := range cs {
 		if c.Deferred {
 			// No attempt was made: only the due time moves, and the lease
@@ -513,7 +529,63 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			}
 		}
 	}
-	return s.txBatch(ctx, "complete", b, nil)
+	return wrap("complete", s.pool.SendBatch(ctx, b).Close())
+}
+
+// allSuccesses reports whether a batch holds only successful attempts, each
+// of another delivery: the batch every healthy drain writes, which
+// queueSuccesses writes with three statements whatever its size, since
+// their order within the batch cannot change the outcome.
+func allSuccesses(cs []store.Completion) bool {
+	seen := make(map[string]struct{}, len(cs))
+	for _, c := range cs {
+		if c.Deferred || c.DisableEndpoint || c.State != store.DeliverySucceeded {
+			return false
+		}
+		if _, dup := seen[c.DeliveryID]; dup {
+			return false
+		}
+		seen[c.DeliveryID] = struct{}{}
+	}
+	return true
+}
+
+// queueSuccesses queues the statements of a batch of successes (after the
+// tenant and row locks): the attempts (numbered MAX+1 under the row locks),
+// the deliveries still leased by their writers, and the end of their
+// endpoints' failure streaks — what the per-completion statements of
+// CompleteDeliveries do for each success, in one statement each.
+func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
+	n := len(cs)
+	var (
+		ids, owners, endpoints, errs, details, locations, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		started, nows                                              = make([]time.Time, n), make([]time.Time, n)
+		durations                                                  = make([]int64, n)
+		codes                                                      = make([]int32, n)
+	)
+	for i, c := range cs {
+		a := c.Attempt
+		ids[i], owners[i], endpoints[i] = c.DeliveryID, c.Owner, c.EndpointID
+		started[i], nows[i], durations[i], codes[i] = ts(a.StartedAt), ts(c.Now), a.Duration.Microseconds(), int32(a.StatusCode)
+		errs[i], details[i], locations[i], excerpts[i] = a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt
+	}
+	b.Queue(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1,
+		       u.started_at, u.duration_us, u.status_code, u.error, u.error_detail, u.location, u.response_excerpt
+		FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::integer[], $5::text[], $6::text[], $7::text[], $8::text[])
+		     AS u (id, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		JOIN deliveries d ON d.id = u.id`,
+		ids, started, durations, codes, errs, details, locations, excerpts)
+	b.Queue(`UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = u.now,
+		       last_status_code = u.status_code, last_error = u.error, lease_owner = NULL, lease_until = NULL, updated_at = u.now
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)
+		WHERE d.id = u.id AND d.lease_owner = u.owner`,
+		ids, owners, nows, codes, errs)
+	b.Queue(`UPDATE endpoints SET failing_since = NULL
+		WHERE id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
+		             FROM unnest($1::text[], $2::text[]) AS u (id, endpoint_id) LEFT JOIN deliveries d ON d.id = u.id)
+		  AND failing_since IS NOT NULL`,
+		ids, endpoints)
 }
 
 // RescueExpiredLeases implements store.Store. A rescued delivery whose

@@ -158,12 +158,22 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	// Every worker may be sending to one host (one receiver behind many
+	// endpoints): keep as many keep-alive connections to it as there are
+	// workers, or the ones past the idle limit are closed after each
+	// attempt and dialled again (a TCP handshake per delivery).
+	idlePerHost := cfg.Workers
+	if idlePerHost <= 0 {
+		idlePerHost = 128 // the engine's default
+	}
+	idlePerHost = max(idlePerHost, egress.DefaultMaxIdleConnsPerHost)
 	m.egress, err = egress.New(egress.Config{
-		AllowHTTP:     cfg.AllowHTTP || cfg.Dev,
-		AllowLoopback: cfg.Dev,
-		AllowCIDRs:    cfg.AllowCIDRs,
-		Timeout:       cfg.AttemptTimeout,
-		UserAgent:     "Herald/" + Version,
+		AllowHTTP:           cfg.AllowHTTP || cfg.Dev,
+		AllowLoopback:       cfg.Dev,
+		AllowCIDRs:          cfg.AllowCIDRs,
+		Timeout:             cfg.AttemptTimeout,
+		UserAgent:           "Herald/" + Version,
+		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
 		st.Close()
@@ -173,11 +183,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	// private: their client allows every address (still https or http,
 	// still no redirects, no proxies).
 	m.trusted, err = egress.New(egress.Config{
-		AllowHTTP:     true,
-		AllowLoopback: true,
-		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
-		Timeout:       cfg.AttemptTimeout,
-		UserAgent:     "Herald/" + Version,
+		AllowHTTP:           true,
+		AllowLoopback:       true,
+		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		Timeout:             cfg.AttemptTimeout,
+		UserAgent:           "Herald/" + Version,
+		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
 		st.Close()

@@ -646,8 +646,25 @@ func (e *Engine) complete() {
 			time.Sleep(backoff)
 			backoff = min(backoff*2, 5*time.Second)
 		}
-		e.Notify() // retries may be due at once (zero-delay schedules)
+		if dueBy(batch, e.cfg.Clock.Now()) {
+			e.Notify() // a retry is due at once (zero-delay schedules)
+		}
 	}
+}
+
+// dueBy reports whether a batch of completions made a delivery claimable by
+// now: only then does the claimer need waking. Workers freed by the batch
+// need none (the claimer waits for them when its last claim was full), and
+// later due times are found by its NextDueAt wait. Waking it for every
+// batch costs a claim that finds nothing — on PostgreSQL a database round
+// trip for each completion batch.
+func dueBy(batch []store.Completion, now time.Time) bool {
+	for _, c := range batch {
+		if (c.Deferred || c.State == store.DeliveryPending) && !c.NextAttemptAt.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // rescue periodically returns expired leases to the queue.

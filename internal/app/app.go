@@ -199,7 +199,16 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if disableAfter < 0 {
 		disableAfter = 0
 	}
+	// On PostgreSQL a claim and a completion batch are round trips to the
+	// server: two claim loops and two completion writers keep the workers
+	// fed while one of them waits for its answer.
+	claimers := 1
+	if _, ok := st.(*postgres.Store); ok {
+		claimers = 2
+	}
 	m.engine, err = delivery.New(delivery.Config{
+		Claimers:            claimers,
+		Completers:          claimers,
 		EndpointConcurrency: cfg.EndpointConcurrency,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,

@@ -64,6 +64,11 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps one claim query; default 256.
 	ClaimBatch int
+	// Claimers is the number of claim loops; default 1. Where a claim is a
+	// network round trip (PostgreSQL), a second loop claims for the
+	// workers freed while the first one's claim is in flight, instead of
+	// leaving them idle until it returns.
+	Claimers int
 	// AttemptTimeout bounds one attempt (connect, TLS, headers, body read);
 	// default 10 s.
 	AttemptTimeout time.Duration
@@ -78,6 +83,11 @@ type Config struct {
 	RescueInterval time.Duration
 	// CompleteBatch caps one completion transaction; default 512.
 	CompleteBatch int
+	// Completers is the number of completion writers; default 1. Where a
+	// batch's write takes a round trip and per-row work on a server
+	// (PostgreSQL), a second writer commits one batch while the other is
+	// in flight.
+	Completers int
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
 	// EndpointConcurrency caps the attempts in flight to one endpoint on
@@ -124,6 +134,9 @@ func (c Config) WithDefaults() Config {
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = 256
 	}
+	if c.Claimers <= 0 {
+		c.Claimers = 1
+	}
 	if c.AttemptTimeout <= 0 {
 		c.AttemptTimeout = 10 * time.Second
 	}
@@ -138,6 +151,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CompleteBatch <= 0 {
 		c.CompleteBatch = 512
+	}
+	if c.Completers <= 0 {
+		c.Completers = 1
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = "Herald"
@@ -192,7 +208,7 @@ type Engine struct {
 	// unwritten is set while the completer holds results it could not
 	// write: the rescuer then waits, or it would free this node's own
 	// leases and have those deliveries attempted twice.
-	unwritten atomic.Bool
+	unwritten atomic.Int32 // completers holding such results
 }
 
 // New checks cfg and returns an engine.
@@ -245,7 +261,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	completerDone := make(chan struct{})
 	go func() {
 		defer close(completerDone)
-		e.complete()
+		var completers sync.WaitGroup
+		for range e.cfg.Completers {
+			completers.Go(e.complete)
+		}
+		completers.Wait()
 	}()
 	rescuerDone := make(chan struct{})
 	go func() {
@@ -253,7 +273,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.rescue(ctx)
 	}()
 
-	e.claim(ctx)
+	var claimers sync.WaitGroup
+	for range e.cfg.Claimers {
+		claimers.Go(func() { e.claim(ctx) })
+	}
+	claimers.Wait()
 
 	close(e.jobs)
 	workers.Wait()
@@ -320,6 +344,9 @@ func (e *Engine) claim(ctx context.Context) {
 		}
 		e.giveBack(free - len(claims))
 		if len(claims) == free {
+			if e.cfg.Claimers > 1 {
+				e.Notify() // maybe more due: get the other claimers going
+			}
 			continue // maybe more due: claim again as soon as workers free up
 		}
 		e.waitForWork(ctx)
@@ -629,15 +656,18 @@ func (e *Engine) complete() {
 			}
 		}
 		backoff := 50 * time.Millisecond
+		failing := false
 		for try := 0; ; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := e.cfg.Store.CompleteDeliveries(ctx, batch)
 			cancel()
 			if err == nil {
-				e.unwritten.Store(false)
 				break
 			}
-			e.unwritten.Store(true)
+			if !failing {
+				failing = true
+				e.unwritten.Add(1)
+			}
 			if try >= 100 {
 				e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
 				break
@@ -645,6 +675,9 @@ func (e *Engine) complete() {
 			e.cfg.Logger.Warn("write completions failed; retrying", "error", err, "count", len(batch), "retry_in", backoff)
 			time.Sleep(backoff)
 			backoff = min(backoff*2, 5*time.Second)
+		}
+		if failing {
+			e.unwritten.Add(-1)
 		}
 		if dueBy(batch, e.cfg.Clock.Now()) {
 			e.Notify() // a retry is due at once (zero-delay schedules)
@@ -672,7 +705,7 @@ func (e *Engine) rescue(ctx context.Context) {
 	t := time.NewTicker(e.cfg.RescueInterval)
 	defer t.Stop()
 	for {
-		if e.unwritten.Load() {
+		if e.unwritten.Load() > 0 {
 			select {
 			case <-ctx.Done():
 				return

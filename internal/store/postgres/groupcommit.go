@@ -235,7 +235,7 @@ func (c *committer) commit(group []*publishRequest) {
 	for _, op := range ops {
 		op.target(tenants[op.p.Event.Tenant])
 	}
-	if err := finishOps(ctx, tx, ops); err != nil {
+	if err := finishOps(ctx, tx, ops, c.s.tag); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)
 		return

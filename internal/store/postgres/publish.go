@@ -68,7 +68,7 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	op.target(tenants[p.Event.Tenant])
-	if err := finishOps(ctx, tx, []*publishOp{op}); err != nil {
+	if err := finishOps(ctx, tx, []*publishOp{op}, ""); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if op.err != nil {
@@ -194,8 +194,11 @@ func (op *publishOp) target(te *tenantEndpoints) {
 // NOTIFY is queued for the commit when one of them is pending); then each
 // op that inserted nothing is answered with the existing event, or a
 // conflict (op.err). Ops are answered in op.res/op.err; a returned error is
-// the database's and leaves tx aborted.
-func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
+// the database's and leaves tx aborted. payload is the notification's
+// payload: the publishing store's tag (its own Listen skips it, since
+// PublishEvent's callers wake their engine themselves), or "" (a caller's
+// transaction: every node is woken).
+func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string) error {
 	var (
 		ids, endpoints, states, events, tenants, types []string
 		times                                          []time.Time
@@ -226,7 +229,7 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
 			ids, events, endpoints, tenants, types, states, times)
 		if pending {
 			// Sent by the server when the transaction commits.
-			b.Queue("SELECT pg_notify($1, '')", notifyChannel)
+			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, payload)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err

@@ -72,7 +72,7 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	op.queueInsert(b)
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
 		op.target(tenants[p.Event.Tenant])
-		if err := finishOps(ctx, tx, []*publishOp{op}); err != nil {
+		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
 			return err
 		}
 		return op.err

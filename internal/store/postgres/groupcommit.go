@@ -226,7 +226,7 @@ func (c *committer) commit(group []*publishRequest) {
 	}
 	br := c.s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
-	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit; releases the connection
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; releases the connection
 	if err := br.Close(); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)

@@ -31,8 +31,9 @@
 //     owner's attempt of one delivery never collide.
 //
 // Locks are always taken in the order tenant locks (sorted by key), then
-// delivery rows (sorted by id), then endpoint rows, which keeps deadlocks out
-// of the normal paths.
+// delivery rows (sorted by id), then endpoint rows (sorted by id; a batch of
+// completions locks the endpoints it may update before updating them), which
+// keeps deadlocks out of the normal paths.
 //
 // # Group commit and asynchronous bookkeeping
 //

@@ -415,6 +415,22 @@ const lockTenantsOfCompletions = `SELECT CASE WHEN s.x THEN pg_advisory_xact_loc
 	      LEFT JOIN endpoints e ON e.id = d.endpoint_id
 	      GROUP BY 1 ORDER BY 1) AS s`
 
+// lockEndpointsOfCompletions locks, in id order, the endpoint rows of the
+// attempts of a batch of completions ($1 the deliveries, $2 their
+// Completion.EndpointID, empty for the delivery's, $3 whether an attempt was
+// made, i.e. not deferred): the completions then update them one by one in
+// batch order (a failure streak starts or ends, an endpoint is disabled).
+// Without it, two batches (two nodes, or two completers of one node)
+// updating two endpoints in opposite orders deadlock. Batches of successes
+// only do not come here (queueSuccesses), so a healthy drain's batches never
+// wait on each other for an endpoint row.
+const lockEndpointsOfCompletions = `SELECT e.id FROM endpoints e
+	WHERE e.id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
+	               FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u (id, endpoint_id, attempted)
+	               LEFT JOIN deliveries d ON d.id = u.id
+	               WHERE u.attempted)
+	ORDER BY e.id FOR NO KEY UPDATE`
+
 // completionEndpoint is the endpoint of a completion: $1 (Completion.EndpointID)
 // or, when that is empty, the endpoint of the delivery $2.
 const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id FROM deliveries WHERE id = $2))`
@@ -461,8 +477,11 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	ids := make([]string, len(cs))
 	gone := make([]bool, len(cs))
 	cutoffs := make([]*time.Time, len(cs))
+	endpointIDs := make([]string, len(cs))
+	attempted := make([]bool, len(cs))
 	for i, c := range cs {
 		ids[i], gone[i] = c.DeliveryID, c.DisableEndpoint && !c.Deferred
+		endpointIDs[i], attempted[i] = c.EndpointID, !c.Deferred
 		if !c.Deferred && !c.DisableEndpoint && c.State != store.DeliverySucceeded && c.DisableAfter > 0 {
 			cutoffs[i] = nullTS(c.Now.Add(-c.DisableAfter))
 		}
@@ -475,6 +494,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		queueSuccesses(b, cs)
 		return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 	}
+	b.Queue(lockEndpointsOfCompletions, ids, endpointIDs, attempted)
 	for i, c := range cs {
 		if c.Deferred {
 			// No attempt was made: only the due time moves, and the lease
@@ -581,10 +601,16 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)
 		WHERE d.id = u.id AND d.lease_owner = u.owner`,
 		ids, owners, nows, codes, errs)
-	b.Queue(`UPDATE endpoints SET failing_since = NULL
+	// The rows are locked in id order first (as lockEndpointsOfCompletions
+	// does), and only those: a streak started by a batch that commits
+	// meanwhile is left to run, as if it had come after this batch.
+	b.Queue(`WITH locked AS (
+		SELECT id FROM endpoints
 		WHERE id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
 		             FROM unnest($1::text[], $2::text[]) AS u (id, endpoint_id) LEFT JOIN deliveries d ON d.id = u.id)
-		  AND failing_since IS NOT NULL`,
+		  AND failing_since IS NOT NULL
+		ORDER BY id FOR NO KEY UPDATE)
+	UPDATE endpoints e SET failing_since = NULL FROM locked WHERE e.id = locked.id`,
 		ids, endpoints)
 }
 

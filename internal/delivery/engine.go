@@ -205,10 +205,10 @@ type Engine struct {
 	// for an attempt to finish before claiming more.
 	congested chan struct{}
 	progress  chan struct{} // signalled when an attempt finishes
-	// unwritten is set while the completer holds results it could not
-	// write: the rescuer then waits, or it would free this node's own
-	// leases and have those deliveries attempted twice.
-	unwritten atomic.Int32 // completers holding such results
+	// unwritten counts the completers holding results they could not
+	// write: while it is positive the rescuer waits, or it would free this
+	// node's own leases and have those deliveries attempted twice.
+	unwritten atomic.Int32
 }
 
 // New checks cfg and returns an engine.

@@ -163,15 +163,15 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
-	// A fast endpoint may have every worker's attempt in flight at once:
-	// keep that many idle connections per host, or each burst closes the
-	// connections over the limit and the next one dials them again (in a
-	// drain to one host with the default 64 and 128 workers, dialing was a
-	// tenth of the allocations).
+	// Every worker may be sending to one host (one receiver behind many
+	// endpoints): keep as many keep-alive connections to it as there are
+	// workers, or the ones past the idle limit are closed after each
+	// attempt and dialled again (a TCP handshake per delivery).
 	idlePerHost := cfg.Workers
 	if idlePerHost <= 0 {
-		idlePerHost = 128 // the engine's default worker count
+		idlePerHost = 128 // the engine's default
 	}
+	idlePerHost = max(idlePerHost, egress.DefaultMaxIdleConnsPerHost)
 	m.egress, err = egress.New(egress.Config{
 		AllowHTTP:           cfg.AllowHTTP || cfg.Dev,
 		AllowLoopback:       cfg.Dev,
@@ -205,9 +205,18 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		disableAfter = 0
 	}
 	membership, _ := st.(store.Membership)
+	// On PostgreSQL a claim and a completion batch are round trips to the
+	// server: two claim loops and two completion writers keep the workers
+	// fed while one of them waits for its answer.
+	claimers := 1
+	if _, ok := st.(*postgres.Store); ok {
+		claimers = 2
+	}
 	m.engine, err = delivery.New(delivery.Config{
 		Membership:          membership,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
+		Claimers:            claimers,
+		Completers:          claimers,
 		EndpointConcurrency: cfg.EndpointConcurrency,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,

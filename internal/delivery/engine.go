@@ -63,6 +63,11 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps one claim query; default 256.
 	ClaimBatch int
+	// Claimers is the number of claim loops; default 1. Where a claim is a
+	// network round trip (PostgreSQL), a second loop claims for the
+	// workers freed while the first one's claim is in flight, instead of
+	// leaving them idle until it returns.
+	Claimers int
 	// AttemptTimeout bounds one attempt (connect, TLS, headers, body read);
 	// default 10 s.
 	AttemptTimeout time.Duration
@@ -77,6 +82,11 @@ type Config struct {
 	RescueInterval time.Duration
 	// CompleteBatch caps one completion transaction; default 512.
 	CompleteBatch int
+	// Completers is the number of completion writers; default 1. Where a
+	// batch's write takes a round trip and per-row work on a server
+	// (PostgreSQL), a second writer commits one batch while the other is
+	// in flight.
+	Completers int
 	// UserAgent is sent with every attempt; default "Herald".
 	UserAgent string
 	// EndpointConcurrency caps the attempts in flight to one endpoint;
@@ -135,6 +145,9 @@ func (c Config) WithDefaults() Config {
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = 256
 	}
+	if c.Claimers <= 0 {
+		c.Claimers = 1
+	}
 	if c.AttemptTimeout <= 0 {
 		c.AttemptTimeout = 10 * time.Second
 	}
@@ -149,6 +162,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CompleteBatch <= 0 {
 		c.CompleteBatch = 512
+	}
+	if c.Completers <= 0 {
+		c.Completers = 1
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = "Herald"
@@ -203,10 +219,10 @@ type Engine struct {
 	// for an attempt to finish before claiming more.
 	congested chan struct{}
 	progress  chan struct{} // signalled when an attempt finishes
-	// unwritten is set while the completer holds results it could not
-	// write: the rescuer then waits, or it would free this node's own
-	// leases and have those deliveries attempted twice.
-	unwritten atomic.Bool
+	// unwritten counts the completers holding results they could not
+	// write: while it is positive the rescuer waits, or it would free this
+	// node's own leases and have those deliveries attempted twice.
+	unwritten atomic.Int32
 	signers   signers // one webhook.Signer per endpoint and set of active secrets
 }
 
@@ -261,7 +277,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	completerDone := make(chan struct{})
 	go func() {
 		defer close(completerDone)
-		e.complete()
+		var completers sync.WaitGroup
+		for range e.cfg.Completers {
+			completers.Go(e.complete)
+		}
+		completers.Wait()
 	}()
 	rescuerDone := make(chan struct{})
 	go func() {
@@ -287,7 +307,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	select {
 	case <-ready:
-		e.claim(ctx)
+		var claimers sync.WaitGroup
+		for range e.cfg.Claimers {
+			claimers.Go(func() { e.claim(ctx) })
+		}
+		claimers.Wait()
 	case <-ctx.Done():
 	}
 
@@ -350,6 +374,9 @@ func (e *Engine) claim(ctx context.Context) {
 		}
 		e.giveBack(free - len(claims))
 		if backlog = len(claims) == free; backlog {
+			if e.cfg.Claimers > 1 {
+				e.Notify() // maybe more due: get the other claimers going
+			}
 			continue // maybe more due: claim again as soon as workers free up
 		}
 		e.waitForWork(ctx)
@@ -752,15 +779,18 @@ func (e *Engine) complete() {
 		}
 		t.Stop() // Go ≥ 1.23 timers: no stale tick survives Stop or Reset
 		backoff := 50 * time.Millisecond
+		failing := false
 		for try := 0; ; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := e.cfg.Store.CompleteDeliveries(ctx, batch)
 			cancel()
 			if err == nil {
-				e.unwritten.Store(false)
 				break
 			}
-			e.unwritten.Store(true)
+			if !failing {
+				failing = true
+				e.unwritten.Add(1)
+			}
 			if try >= 100 {
 				e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
 				break
@@ -769,8 +799,28 @@ func (e *Engine) complete() {
 			time.Sleep(backoff)
 			backoff = min(backoff*2, 5*time.Second)
 		}
-		e.Notify() // retries may be due at once (zero-delay schedules)
+		if failing {
+			e.unwritten.Add(-1)
+		}
+		if dueBy(batch, e.cfg.Clock.Now()) {
+			e.Notify() // a retry is due at once (zero-delay schedules)
+		}
 	}
+}
+
+// dueBy reports whether a batch of completions made a delivery claimable by
+// now: only then does the claimer need waking. Workers freed by the batch
+// need none (the claimer waits for them when its last claim was full), and
+// later due times are found by its NextDueAt wait. Waking it for every
+// batch costs a claim that finds nothing — on PostgreSQL a database round
+// trip for each completion batch.
+func dueBy(batch []store.Completion, now time.Time) bool {
+	for _, c := range batch {
+		if (c.Deferred || c.State == store.DeliveryPending) && !c.NextAttemptAt.After(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // rescue periodically returns expired leases to the queue.
@@ -778,7 +828,7 @@ func (e *Engine) rescue(ctx context.Context) {
 	t := time.NewTicker(e.cfg.RescueInterval)
 	defer t.Stop()
 	for {
-		if e.unwritten.Load() {
+		if e.unwritten.Load() > 0 {
 			select {
 			case <-ctx.Done():
 				return

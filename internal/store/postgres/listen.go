@@ -20,7 +20,10 @@ var (
 // Listen holds one dedicated connection (not from the pool) doing LISTEN
 // herald_deliveries and calls onNotify once per notification, from one
 // goroutine, so the delivery engine of every node wakes up when a publish
-// on any node commits pending deliveries.
+// on any node commits pending deliveries. Notifications of this store's own
+// PublishEvent calls are skipped: their callers wake the engine themselves
+// (as with SQLite, which has no notifications), and a second wake-up would
+// only cost an empty claim.
 //
 // onNotify is also called once each time the connection is established
 // (the first time and after every reconnection): a notification sent while
@@ -34,7 +37,7 @@ func (s *Store) Listen(ctx context.Context, onNotify func()) error {
 	cfg := s.pool.Config().ConnConfig
 	backoff := listenMinBackoff
 	for {
-		connected, _ := listenOnce(ctx, cfg, onNotify)
+		connected, _ := listenOnce(ctx, cfg, s.tag, onNotify)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -54,7 +57,7 @@ func (s *Store) Listen(ctx context.Context, onNotify func()) error {
 
 // listenOnce connects, listens and delivers notifications until the
 // connection fails or ctx ends. connected reports whether LISTEN succeeded.
-func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, onNotify func()) (connected bool, err error) {
+func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, own string, onNotify func()) (connected bool, err error) {
 	dialCtx, cancel := context.WithTimeout(ctx, listenDialTimeout)
 	conn, err := pgx.ConnectConfig(dialCtx, cfg)
 	if err != nil {
@@ -75,9 +78,12 @@ func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, onNotify func()) (conn
 	onNotify()
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, listenHealthEvery)
-		_, err := conn.WaitForNotification(waitCtx)
+		n, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		switch {
+		case err == nil && n.Payload == own:
+			// This store's own PublishEvent: its caller has woken the
+			// engine already.
 		case err == nil:
 			onNotify()
 		case ctx.Err() != nil:

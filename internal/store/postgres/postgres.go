@@ -31,14 +31,23 @@
 //     owner's attempt of one delivery never collide.
 //
 // Locks are always taken in the order tenant locks (sorted by key), then
-// delivery rows (sorted by id), then endpoint rows, which keeps deadlocks out
-// of the normal paths.
+// delivery rows (sorted by id), then endpoint rows (sorted by id; a batch of
+// completions locks the endpoints it may update before updating them), which
+// keeps deadlocks out of the normal paths.
+//
+// # Group commit and asynchronous bookkeeping
+//
+// Concurrent PublishEvent calls are group-committed (groupcommit.go): one
+// transaction, one WAL flush and one NOTIFY per group, each caller answered
+// after the commit. Claims and completions commit with synchronous_commit
+// off: a crash of the server may lose the last of them, which only repeats
+// attempts (at least once); publishes keep the server's setting.
 //
 // # Notifications
 //
 // A publish that creates pending deliveries (and a rescue, a replay or an
 // enable that makes deliveries claimable) sends NOTIFY herald_deliveries
-// with its commit; Listen turns those into calls of a function, so every
+// with its commit (one per group of publishes); Listen turns those into calls of a function, so every
 // node's engine wakes up when there is work, not only the node that took
 // the request.
 package postgres
@@ -86,8 +95,13 @@ const tenantLockClass = 1751479905 // "hera"
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
-	pool *pgxpool.Pool
-	box  store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	pool      *pgxpool.Pool
+	box       store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	committer *committer      // group commit of PublishEvent
+	// tag is the payload of the notifications of this store's publishes:
+	// its own Listen skips them (PublishEvent's callers wake their engine
+	// themselves), every other node's wakes up.
+	tag string
 }
 
 // Option configures Open.
@@ -123,10 +137,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), classify(err))
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, tag: store.NewID("node")}
 	for _, o := range opts {
 		o(s)
 	}
+	s.committer = newCommitter(s)
 	return s, nil
 }
 
@@ -199,9 +214,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements store.Store. It waits for acquired connections to be
-// released; Listen loops end with their own context, not with Close.
+// Close implements store.Store. Publishes still queued are answered with
+// store.ErrUnavailable, group commits in flight finish; then Close waits
+// for acquired connections to be released. Listen loops end with their own
+// context, not with Close.
 func (s *Store) Close() error {
+	s.committer.close()
 	s.pool.Close()
 	return nil
 }

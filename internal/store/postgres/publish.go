@@ -60,28 +60,39 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		return store.PublishResult{}, fmt.Errorf("publish: the transaction runs at %s: %w", level, ErrIsolation)
 	}
 	b := &pgx.Batch{}
-	op.queue(b)
+	b.Queue(lockTenantShared, tenantLockClass, p.Event.Tenant)
+	tenants := map[string]*tenantEndpoints{}
+	queueEndpoints(b, tenants, p.Event.Tenant)
+	op.queueInsert(b)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
-	res, err := op.finish(ctx, tx)
-	if err != nil {
+	op.target(tenants[p.Event.Tenant])
+	if err := finishOps(ctx, tx, []*publishOp{op}, ""); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
-	return res, nil
+	if op.err != nil {
+		return store.PublishResult{}, fmt.Errorf("publish: %w", op.err)
+	}
+	return op.res, nil
 }
 
-// publishOp is one publish: the statements of its first round trip (queued
-// after the BEGIN of PublishEvent, or alone on a caller's transaction) and
-// what they found, then finish's second round trip.
+// publishOp is one publish: its insert (queued after a BEGIN, or on a
+// caller's transaction) and what it found, then finishOps' deliveries and
+// answer. A group commit (groupcommit.go) runs many on one transaction.
 type publishOp struct {
 	p             store.PublishParams
 	body          []byte
 	idem, headers *string
 
-	// Set by the statements of queue.
+	// Set by the insert's callback and target.
 	inserted bool
 	targets  []publishTarget
+
+	// The answer, set by finishOps: res, or err (a conflict) when the
+	// transaction is still usable.
+	res store.PublishResult
+	err error
 }
 
 type publishTarget struct {
@@ -107,20 +118,30 @@ func newPublishOp(p store.PublishParams) (*publishOp, error) {
 	return op, nil
 }
 
-// queue adds the first round trip: the tenant lock, the insert and the
-// tenant's endpoints.
-func (op *publishOp) queue(b *pgx.Batch) {
-	ev, p := op.p.Event, op.p
-	// Shared: concurrent publishes do not wait on each other; a delete or a
-	// disable of one of the tenant's endpoints waits for them, and they for it.
-	b.Queue("SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2))", tenantLockClass, ev.Tenant)
-	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING`,
-		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers).Exec(func(ct pgconn.CommandTag) error {
-		op.inserted = ct.RowsAffected() == 1
-		return nil
-	})
-	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1", ev.Tenant).Query(func(rows pgx.Rows) error {
+// lockTenantShared takes a tenant's advisory lock shared ($1 the class, $2
+// the tenant): concurrent publishes do not wait on each other; a delete or
+// a disable of one of the tenant's endpoints waits for them, and they for
+// it.
+const lockTenantShared = "SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2))"
+
+// tenantEndpoints are the endpoints of one tenant as a publish reads them
+// (after the tenant lock), with their filters parsed once.
+type tenantEndpoints struct {
+	list []endpointFilter
+}
+
+type endpointFilter struct {
+	id       string
+	enabled  bool
+	patterns []string
+}
+
+// queueEndpoints queues the read of tenant's endpoints into tenants[tenant]
+// (after the tenant lock, which the caller queued first).
+func queueEndpoints(b *pgx.Batch, tenants map[string]*tenantEndpoints, tenant string) {
+	te := &tenantEndpoints{}
+	tenants[tenant] = te
+	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1", tenant).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				id, state string
@@ -133,60 +154,112 @@ func (op *publishOp) queue(b *pgx.Batch) {
 			if err := json.Unmarshal(types, &patterns); err != nil {
 				return fmt.Errorf("endpoint %s event_types: %w", id, err)
 			}
-			if id == p.ExcludeEndpointID || !store.MatchEventType(patterns, ev.Type) {
-				continue
-			}
-			st := store.DeliveryPending
-			if store.EndpointState(state) != store.EndpointEnabled {
-				st = store.DeliveryPaused
-			}
-			op.targets = append(op.targets, publishTarget{id, st})
+			te.list = append(te.list, endpointFilter{id: id, enabled: store.EndpointState(state) == store.EndpointEnabled, patterns: patterns})
 		}
 		return rows.Err()
 	})
 }
 
-// finish runs on the transaction after queue's statements: it answers with
-// the existing event when nothing was inserted, otherwise inserts the
-// deliveries (and queues NOTIFY for the commit when one is pending).
-func (op *publishOp) finish(ctx context.Context, tx pgx.Tx) (store.PublishResult, error) {
+// queueInsert queues the insert of the event; a conflict with an existing
+// event (same id, or same tenant and idempotency key) inserts nothing.
+func (op *publishOp) queueInsert(b *pgx.Batch) {
 	ev, p := op.p.Event, op.p
-	if !op.inserted {
-		existing, n, err := existingEvent(ctx, tx, ev, p.IDFromClient)
-		if err != nil {
-			return store.PublishResult{}, err
+	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING`,
+		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers).Exec(func(ct pgconn.CommandTag) error {
+		op.inserted = ct.RowsAffected() == 1
+		return nil
+	})
+}
+
+// target picks the deliveries of the event among its tenant's endpoints:
+// pending for an enabled endpoint, held (paused) otherwise.
+func (op *publishOp) target(te *tenantEndpoints) {
+	ev, p := op.p.Event, op.p
+	op.targets = op.targets[:0]
+	for _, e := range te.list {
+		if e.id == p.ExcludeEndpointID || !store.MatchEventType(e.patterns, ev.Type) {
+			continue
 		}
-		return store.PublishResult{Event: existing, Deliveries: n}, nil
+		st := store.DeliveryPending
+		if !e.enabled {
+			st = store.DeliveryPaused
+		}
+		op.targets = append(op.targets, publishTarget{e.id, st})
 	}
-	if len(op.targets) > 0 {
-		ids := make([]string, len(op.targets))
-		endpoints := make([]string, len(op.targets))
-		states := make([]string, len(op.targets))
-		pending := false
-		for i, t := range op.targets {
-			ids[i], endpoints[i], states[i] = p.NewDeliveryID(), t.id, string(t.state)
+}
+
+// finishOps runs on the transaction after the ops' inserts and targets: one
+// statement inserts the deliveries of every op that inserted its event (and
+// NOTIFY is queued for the commit when one of them is pending); then each
+// op that inserted nothing is answered with the existing event, or a
+// conflict (op.err). Ops are answered in op.res/op.err; a returned error is
+// the database's and leaves tx aborted. payload is the notification's
+// payload: the publishing store's tag (its own Listen skips it, since
+// PublishEvent's callers wake their engine themselves), or "" (a caller's
+// transaction: every node is woken).
+func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string) error {
+	var (
+		ids, endpoints, states, events, tenants, types []string
+		times                                          []time.Time
+		pending                                        bool
+	)
+	for _, op := range ops {
+		if !op.inserted {
+			continue
+		}
+		ev := op.p.Event
+		for _, t := range op.targets {
+			ids = append(ids, op.p.NewDeliveryID())
+			endpoints = append(endpoints, t.id)
+			states = append(states, string(t.state))
+			events = append(events, ev.ID)
+			tenants = append(tenants, ev.Tenant)
+			types = append(types, ev.Type)
+			times = append(times, ts(op.p.Now))
 			pending = pending || t.state == store.DeliveryPending
 		}
+	}
+	if len(ids) > 0 {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-			SELECT u.id, $4, u.endpoint_id, $5, $6, u.state, $7, $7, $7
-			FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, endpoint_id, state)`,
-			ids, endpoints, states, ev.ID, ev.Tenant, ev.Type, ts(p.Now))
+			SELECT u.id, u.event_id, u.endpoint_id, u.tenant, u.event_type, u.state, u.at, u.at, u.at
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+			     AS u (id, event_id, endpoint_id, tenant, event_type, state, at)`,
+			ids, events, endpoints, tenants, types, states, times)
 		if pending {
 			// Sent by the server when the transaction commits.
-			b.Queue("SELECT pg_notify($1, '')", notifyChannel)
+			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, payload)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return store.PublishResult{}, err
+			return err
 		}
 	}
-	// Answer with the event as stored, as GetEvent would: times truncated to
-	// microseconds in UTC.
-	ev.OccurredAt = ts(ev.OccurredAt)
-	ev.CreatedAt = ts(p.Now)
-	states := make([]store.DeliveryState, len(op.targets))
-	for i, t := range op.targets {
-		states[i] = t.state
+	for _, op := range ops {
+		ev, p := op.p.Event, op.p
+		if !op.inserted {
+			// After the deliveries: an event inserted by an earlier op of
+			// the same group is answered with its delivery count.
+			existing, n, err := existingEvent(ctx, tx, ev, p.IDFromClient)
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				op.err = err
+			case err != nil:
+				return err
+			default:
+				op.res = store.PublishResult{Event: existing, Deliveries: n}
+			}
+			continue
+		}
+		// Answer with the event as stored, as GetEvent would: times
+		// truncated to microseconds in UTC.
+		ev.OccurredAt = ts(ev.OccurredAt)
+		ev.CreatedAt = ts(p.Now)
+		st := make([]store.DeliveryState, len(op.targets))
+		for i, t := range op.targets {
+			st[i] = t.state
+		}
+		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true}
 	}
-	return store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(states), Created: true}, nil
+	return nil
 }

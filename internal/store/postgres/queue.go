@@ -41,31 +41,46 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 
 // PublishEvent implements store.Store.
 //
+// Concurrent publishes are group-committed (groupcommit.go): the publishes
+// waiting when a group starts share one transaction, one commit (one WAL
+// flush) and one NOTIFY, and each caller is answered after that commit.
+//
 // The event is inserted with ON CONFLICT DO NOTHING: when an event with the
 // same id or (tenant, idempotency key) exists, or is being inserted by a
 // concurrent publish (the insert waits for that transaction), nothing is
 // inserted and the existing event is read back and answers the publish, as
-// in the SQLite driver. The common case, a new event, takes two round trips
-// and the commit: BEGIN + tenant lock + insert + the tenant's endpoints,
-// then the deliveries (one statement) + NOTIFY. The statements are those of
-// PublishTx (publish.go), which runs them on a caller's transaction.
+// in the SQLite driver. A group takes two round trips and the commit:
+// BEGIN + tenant locks + the tenants' endpoints + the inserts, then the
+// deliveries of the whole group (one statement) + NOTIFY. The statements
+// are those of PublishTx (publish.go), which runs them on a caller's
+// transaction.
 func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	return s.committer.publish(ctx, p)
+}
+
+// publishOne runs one publish in its own transaction (a group's fallback
+// when one of its statements failed).
+func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
 	op, err := newPublishOp(p)
 	if err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	b := newTxBatch()
-	op.queue(b)
-	var res store.PublishResult
+	b.Queue(lockTenantShared, tenantLockClass, p.Event.Tenant)
+	tenants := map[string]*tenantEndpoints{}
+	queueEndpoints(b, tenants, p.Event.Tenant)
+	op.queueInsert(b)
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
-		var err error
-		res, err = op.finish(ctx, tx)
-		return err
+		op.target(tenants[p.Event.Tenant])
+		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
+			return err
+		}
+		return op.err
 	})
 	if err != nil {
 		return store.PublishResult{}, err
 	}
-	return res, nil
+	return op.res, nil
 }
 
 // existingEvent finds the event that made the insert of ev do nothing: the
@@ -297,16 +312,38 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
 
-// ClaimDeliveries implements store.Store: the claim, then the events and
-// endpoints of the batch, in one transaction (three round trips with the
-// commit).
+// claimedEvents and claimedEndpoints read the events and endpoints of the
+// deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
+// own, unless the same owner claimed before with the same clock reading, in
+// which case a few rows more are read and ignored).
+const (
+	claimedEvents = "SELECT " + eventColumns + ` FROM events WHERE id IN
+		(SELECT event_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
+	claimedEndpoints = "SELECT " + endpointColumns + ` FROM endpoints WHERE id IN
+		(SELECT endpoint_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
+)
+
+// asyncCommit makes the commit of the transaction it runs in return
+// without waiting for the WAL flush. Only the queue's bookkeeping uses it
+// (claims, completions): a crash of the database server may lose the last
+// of those, which only repeats an attempt (at least once) — never a publish.
+const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
+
+// ClaimDeliveries implements store.Store: the claim and the events and
+// endpoints of the batch, in one round trip (one implicit transaction,
+// committed without waiting for the WAL flush: a lost claim is only a lease
+// that never was).
 func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]store.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
 	var claims []store.Claim
-	b := newTxBatch()
-	b.Queue(claimQuery, p.Owner, ts(p.Now.Add(p.Lease)), ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
+	until := ts(p.Now.Add(p.Lease))
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
+	b.Queue(claimQuery, p.Owner, until, ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
@@ -316,41 +353,28 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return rows.Err()
 	})
-	events := map[string]store.Event{}
-	endpoints := map[string]store.Endpoint{}
-	err := s.txBatch(ctx, "claim", b, func(tx pgx.Tx) error {
-		if len(claims) == 0 {
-			return nil
-		}
-		for _, c := range claims {
-			events[c.Delivery.EventID] = store.Event{}
-			endpoints[c.Delivery.EndpointID] = store.Endpoint{}
-		}
-		b := &pgx.Batch{}
-		b.Queue("SELECT "+eventColumns+" FROM events WHERE id = ANY ($1)", keys(events)).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				e, err := scanEvent(rows)
-				if err != nil {
-					return err
-				}
-				events[e.ID] = e
+	b.Queue(claimedEvents, p.Owner, until).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := scanEvent(rows)
+			if err != nil {
+				return err
 			}
-			return rows.Err()
-		})
-		b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = ANY ($1)", keys(endpoints)).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				e, err := s.scanEndpoint(rows)
-				if err != nil {
-					return err
-				}
-				endpoints[e.ID] = e
-			}
-			return rows.Err()
-		})
-		return tx.SendBatch(ctx, b).Close()
+			events[e.ID] = e
+		}
+		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
+	b.Queue(claimedEndpoints, p.Owner, until).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			e, err := s.scanEndpoint(rows)
+			if err != nil {
+				return err
+			}
+			endpoints[e.ID] = e
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, wrap("claim", err)
 	}
 	if len(claims) == 0 {
 		return nil, nil
@@ -391,6 +415,22 @@ const lockTenantsOfCompletions = `SELECT CASE WHEN s.x THEN pg_advisory_xact_loc
 	      LEFT JOIN endpoints e ON e.id = d.endpoint_id
 	      GROUP BY 1 ORDER BY 1) AS s`
 
+// lockEndpointsOfCompletions locks, in id order, the endpoint rows of the
+// attempts of a batch of completions ($1 the deliveries, $2 their
+// Completion.EndpointID, empty for the delivery's, $3 whether an attempt was
+// made, i.e. not deferred): the completions then update them one by one in
+// batch order (a failure streak starts or ends, an endpoint is disabled).
+// Without it, two batches (two nodes, or two completers of one node)
+// updating two endpoints in opposite orders deadlock. Batches of successes
+// only do not come here (queueSuccesses), so a healthy drain's batches never
+// wait on each other for an endpoint row.
+const lockEndpointsOfCompletions = `SELECT e.id FROM endpoints e
+	WHERE e.id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
+	               FROM unnest($1::text[], $2::text[], $3::boolean[]) AS u (id, endpoint_id, attempted)
+	               LEFT JOIN deliveries d ON d.id = u.id
+	               WHERE u.attempted)
+	ORDER BY e.id FOR NO KEY UPDATE`
+
 // completionEndpoint is the endpoint of a completion: $1 (Completion.EndpointID)
 // or, when that is empty, the endpoint of the delivery $2.
 const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id FROM deliveries WHERE id = $2))`
@@ -420,7 +460,9 @@ var (
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
-// trip plus the commit. In order: the tenant locks, the row locks of the
+// trip (one implicit transaction, committed without waiting for the WAL
+// flush: a completion lost in a crash of the database server only repeats
+// its attempt). In order: the tenant locks, the row locks of the
 // batch's deliveries in id order (attempt numbers are MAX+1 under that
 // lock), then per completion, in batch order (a later completion sees an
 // earlier one's effects, as in SQLite): its attempt, its delivery, and its
@@ -435,30 +477,24 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	ids := make([]string, len(cs))
 	gone := make([]bool, len(cs))
 	cutoffs := make([]*time.Time, len(cs))
+	endpointIDs := make([]string, len(cs))
+	attempted := make([]bool, len(cs))
 	for i, c := range cs {
 		ids[i], gone[i] = c.DeliveryID, c.DisableEndpoint && !c.Deferred
+		endpointIDs[i], attempted[i] = c.EndpointID, !c.Deferred
 		if !c.Deferred && !c.DisableEndpoint && c.State != store.DeliverySucceeded && c.DisableAfter > 0 {
 			cutoffs[i] = nullTS(c.Now.Add(-c.DisableAfter))
 		}
 	}
-	b := newTxBatch()
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
 	b.Queue(lockTenantsOfCompletions, ids, gone, cutoffs, tenantLockClass)
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
-	// The endpoint statements run after every delivery statement, in
-	// endpoint id order (batch order within one endpoint), so that
-	// concurrent batches lock endpoint rows in one order and cannot
-	// deadlock. The outcome is the batch-order one: a delivery updated
-	// before its endpoint is disabled is pending and unleased when the
-	// disabling statement holds the endpoint's pending deliveries.
-	type endpointStmt struct {
-		endpoint string
-		sql      string
-		args     []any
+	if allSuccesses(cs) {
+		queueSuccesses(b, cs)
+		return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 	}
-	var epStmts []endpointStmt
-	queueEndpoint := func(c store.Completion, sql string, args ...any) {
-		epStmts = append(epStmts, endpointStmt{c.EndpointID, sql, args})
-	}
+	b.Queue(lockEndpointsOfCompletions, ids, endpointIDs, attempted)
 	for i, c := range cs {
 		if c.Deferred {
 			// No attempt was made: only the due time moves, and the lease
@@ -494,14 +530,14 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			string(c.State), clientErr, ts(next), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
 		switch {
 		case c.DisableEndpoint:
-			queueEndpoint(c, goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
+			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
 		case c.State == store.DeliverySucceeded:
 			// A success ends the failure streak (no write when there is none).
-			queueEndpoint(c, `UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
+			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
 				c.EndpointID, c.DeliveryID)
 		default:
 			// A failure starts the streak (no write when one is running)…
-			queueEndpoint(c, `UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
+			b.Queue(`UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
 			// …and one that has lasted DisableAfter disables the endpoint.
 			if cutoffs[i] != nil {
@@ -509,15 +545,73 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				if a.StatusCode != 0 {
 					last = "status " + strconv.Itoa(a.StatusCode)
 				}
-				queueEndpoint(c, streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
 			}
 		}
 	}
-	slices.SortStableFunc(epStmts, func(x, y endpointStmt) int { return strings.Compare(x.endpoint, y.endpoint) })
-	for _, st := range epStmts {
-		b.Queue(st.sql, st.args...)
+	return wrap("complete", s.pool.SendBatch(ctx, b).Close())
+}
+
+// allSuccesses reports whether a batch holds only successful attempts, each
+// of another delivery: the batch every healthy drain writes, which
+// queueSuccesses writes with three statements whatever its size, since
+// their order within the batch cannot change the outcome.
+func allSuccesses(cs []store.Completion) bool {
+	seen := make(map[string]struct{}, len(cs))
+	for _, c := range cs {
+		if c.Deferred || c.DisableEndpoint || c.State != store.DeliverySucceeded {
+			return false
+		}
+		if _, dup := seen[c.DeliveryID]; dup {
+			return false
+		}
+		seen[c.DeliveryID] = struct{}{}
 	}
-	return s.txBatch(ctx, "complete", b, nil)
+	return true
+}
+
+// queueSuccesses queues the statements of a batch of successes (after the
+// tenant and row locks): the attempts (numbered MAX+1 under the row locks),
+// the deliveries still leased by their writers, and the end of their
+// endpoints' failure streaks — what the per-completion statements of
+// CompleteDeliveries do for each success, in one statement each.
+func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
+	n := len(cs)
+	var (
+		ids, owners, endpoints, errs, details, locations, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		started, nows                                              = make([]time.Time, n), make([]time.Time, n)
+		durations                                                  = make([]int64, n)
+		codes                                                      = make([]int32, n)
+	)
+	for i, c := range cs {
+		a := c.Attempt
+		ids[i], owners[i], endpoints[i] = c.DeliveryID, c.Owner, c.EndpointID
+		started[i], nows[i], durations[i], codes[i] = ts(a.StartedAt), ts(c.Now), a.Duration.Microseconds(), int32(a.StatusCode)
+		errs[i], details[i], locations[i], excerpts[i] = a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt
+	}
+	b.Queue(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1,
+		       u.started_at, u.duration_us, u.status_code, u.error, u.error_detail, u.location, u.response_excerpt
+		FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::integer[], $5::text[], $6::text[], $7::text[], $8::text[])
+		     AS u (id, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
+		JOIN deliveries d ON d.id = u.id`,
+		ids, started, durations, codes, errs, details, locations, excerpts)
+	b.Queue(`UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = u.now,
+		       last_status_code = u.status_code, last_error = u.error, lease_owner = NULL, lease_until = NULL, updated_at = u.now
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)
+		WHERE d.id = u.id AND d.lease_owner = u.owner`,
+		ids, owners, nows, codes, errs)
+	// The rows are locked in id order first (as lockEndpointsOfCompletions
+	// does), and only those: a streak started by a batch that commits
+	// meanwhile is left to run, as if it had come after this batch.
+	b.Queue(`WITH locked AS (
+		SELECT id FROM endpoints
+		WHERE id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
+		             FROM unnest($1::text[], $2::text[]) AS u (id, endpoint_id) LEFT JOIN deliveries d ON d.id = u.id)
+		  AND failing_since IS NOT NULL
+		ORDER BY id FOR NO KEY UPDATE)
+	UPDATE endpoints e SET failing_since = NULL FROM locked WHERE e.id = locked.id`,
+		ids, endpoints)
 }
 
 // RescueExpiredLeases implements store.Store. A rescued delivery whose

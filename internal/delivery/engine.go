@@ -353,7 +353,11 @@ func (e *Engine) claim(ctx context.Context) {
 		case <-e.slots:
 		}
 		free := e.gather(ctx, 1, backlog)
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second) // a hung database must not stall the claimer forever
+		// Not cancelled by shutdown: a claim cut short may still commit
+		// (its leases would wait for a rescue); a finished one is handed to
+		// the workers, which put its claims back at shutdown. The timeout
+		// keeps a hung database from stalling the claimer forever.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(),
 		})

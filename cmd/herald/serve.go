@@ -122,7 +122,7 @@ on the first start, stored hashed and printed once.`,
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight to one endpoint until it has answered fast three times (isolation: a slow or black-holed endpoint never holds more workers); on PostgreSQL the cap of the whole cluster, split between the nodes; 0 = workers/8")
-	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals, and a joining node waits 3, plus the other nodes' attempt timeout, before it delivers)")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals; a node joining others waits 3 intervals plus their attempt timeout before it delivers)")
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
 	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")

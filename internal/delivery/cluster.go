@@ -27,7 +27,10 @@ import (
 // A node that joins holds no share (it claims nothing) until every other
 // node has counted it and shrunk its own share, and the attempts the
 // others started under their former shares have ended (see the timings
-// below); a node that stops finishes its attempts, puts back the claims it
+// below) — unless two heartbeats in a row, the second started after the
+// first committed, find it alone: then no other node holds a share to give
+// up, and of two nodes starting together at least one sees the other on
+// its second heartbeat and waits. A node that stops finishes its attempts, puts back the claims it
 // had not started, then deletes its row; a node that dies is forgotten
 // after 10 of its heartbeat intervals (until then the others under-use,
 // never over-use). A node whose heartbeats fail holds no share after 2.5
@@ -91,10 +94,11 @@ const (
 type nodeView struct {
 	self store.Node
 
-	lastOK   time.Time // start of the last successful heartbeat
-	settleAt time.Time // the share applies from then (joined or rejoined)
-	rank     int
-	nodes    int
+	lastOK       time.Time // start of the last successful heartbeat
+	settleAt     time.Time // the share applies from then (joined or rejoined)
+	confirmAlone bool      // joined alone: the next heartbeat confirms it
+	rank         int
+	nodes        int
 }
 
 // observe records the outcome of a heartbeat that started at start and
@@ -105,8 +109,8 @@ func (v *nodeView) observe(live []store.Node, err error, start, now time.Time) (
 		return v.current(now)
 	}
 	ttl := store.NodeTTLIntervals * v.self.HeartbeatInterval
-	if v.lastOK.IsZero() || now.Sub(v.lastOK) > ttl/2 {
-		// Joining, or rejoining after the others may have forgotten us.
+	alone := len(live) == 0 || len(live) == 1 && live[0].ID == v.self.ID
+	joinWait := func() time.Duration {
 		interval, attempts := v.self.HeartbeatInterval, time.Duration(0)
 		for _, n := range live {
 			interval = max(interval, n.HeartbeatInterval)
@@ -114,7 +118,26 @@ func (v *nodeView) observe(live []store.Node, err error, start, now time.Time) (
 				attempts = max(attempts, n.AttemptTimeout)
 			}
 		}
-		v.settleAt = now.Add(settleIntervals*interval + attempts)
+		return settleIntervals*interval + attempts
+	}
+	switch {
+	case v.lastOK.IsZero() || now.Sub(v.lastOK) > ttl/2:
+		// Joining, or rejoining after the others may have forgotten us.
+		v.settleAt = now.Add(joinWait())
+		v.confirmAlone = alone
+	case v.confirmAlone:
+		// The heartbeat after a join that found no other node. It started
+		// after the first one committed, so a node that started at the same
+		// time and was missed by the first is seen now, unless that node's
+		// own second heartbeat is the one to see this node (it will, and it
+		// will wait). Alone twice: no other node has a share to give up;
+		// otherwise wait as a joiner does, from now.
+		v.confirmAlone = false
+		if alone {
+			v.settleAt = now
+		} else {
+			v.settleAt = now.Add(joinWait())
+		}
 	}
 	v.lastOK = start
 	i, found := slices.BinarySearchFunc(live, v.self.ID, func(n store.Node, id string) int { return strings.Compare(n.ID, id) })
@@ -160,6 +183,9 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 				e.cfg.Logger.Warn("heartbeat failed", "error", err)
 			}
 			rank, nodes = v.observe(live, err, now, e.cfg.Clock.Now())
+			if v.confirmAlone {
+				last = time.Time{} // confirm at once, not an interval later
+			}
 		} else {
 			rank, nodes = v.current(now)
 		}

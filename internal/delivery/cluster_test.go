@@ -158,11 +158,21 @@ func TestNodeView(t *testing.T) {
 	a, c, d := node("a"), node("c"), node("d")
 	newRun := func(t *testing.T) *viewRun { return &viewRun{t: t, v: nodeView{self: self}} }
 
-	t.Run("alone: waits 3 intervals, then holds everything", func(t *testing.T) {
+	t.Run("alone twice in a row: holds everything at once", func(t *testing.T) {
 		r := newRun(t)
-		r.beats(0, 2*sec, self)
-		r.want(3*sec, 0, 0)
-		r.want(3*sec+10*ms, 0, 1)
+		r.beat(0, self)
+		r.want(10*ms, 0, 0)
+		r.beat(250*ms, self)
+		r.want(260*ms, 0, 1)
+	})
+	t.Run("alone, then another node on the confirming heartbeat: waits as a joiner", func(t *testing.T) {
+		r := newRun(t)
+		r.beat(0, self)
+		r.beat(250*ms, a, self)
+		r.want(260*ms, 0, 0)
+		r.beats(sec, 7*sec, a, self)
+		r.want(7*sec+250*ms, 0, 0)
+		r.want(7*sec+260*ms, 1, 2) // 3 s + a's 4 s attempt timeout after the confirming heartbeat
 	})
 	t.Run("joining others: 3 intervals plus their longest attempt timeout", func(t *testing.T) {
 		r := newRun(t)
@@ -213,7 +223,11 @@ func TestNodeView(t *testing.T) {
 		r := newRun(t)
 		r.fail(0)
 		r.want(10*ms, 0, 0)
-		r.beats(sec, 3*sec, self)
-		r.want(4*sec+10*ms, 0, 1)
+		r.beat(sec, self)
+		r.want(sec+10*ms, 0, 0)
+		r.fail(1250 * ms) // the confirmation waits for a success
+		r.want(1260*ms, 0, 0)
+		r.beat(1500*ms, self)
+		r.want(1510*ms, 0, 1)
 	})
 }

@@ -100,8 +100,9 @@ func startHerald(t *testing.T, mod func(*app.Config)) *herald {
 		RetrySchedule:  []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
 		AttemptTimeout: 10 * time.Second,
 		RescueInterval: 100 * time.Millisecond,
-		// On PostgreSQL a node delivers two heartbeats after it starts.
-		HeartbeatInterval: 50 * time.Millisecond,
+		// On PostgreSQL a node alone delivers after two heartbeats (a
+		// quarter interval apart); each heartbeat may take half an interval.
+		HeartbeatInterval: 200 * time.Millisecond,
 		// The circuit breaker would postpone retries of the always-failing
 		// receivers of these tests; it has its own tests.
 		BreakerThreshold: 1000,

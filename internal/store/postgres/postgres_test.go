@@ -937,3 +937,57 @@ func TestConcurrentCompletionsDoNotDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// A failed attempt asks whether its endpoint's failure streak has lasted
+// long enough to disable it (streakQuery). When it has not, the deliveries
+// are not scanned at all: the plan gates the UPDATE on a one-time filter,
+// and the scan node never runs. (Without it the planner walked the whole
+// due index once per failed attempt: 110 attempts/s beside a million
+// waiting deliveries.)
+func TestDisableQuerySkipsScan(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ep := createEndpoint(t, s, newEndpoint("acme"))
+	conn := rawConn(t, dbURL)
+	ctx := t.Context()
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 5000) AS i`, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't', 'pending', $1::timestamptz + interval '1 hour', $1, $1
+		FROM generate_series(1, 5000) AS i`, base, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE endpoints SET failing_since = $1 WHERE id = $2", base, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// The streak started at base; the cutoff is an hour earlier: not yet.
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	t.Logf("plan:\n%s", plan)
+	if !strings.Contains(plan, "One-Time Filter") {
+		t.Error("the deliveries UPDATE is not gated by a one-time filter")
+	}
+	for _, l := range lines {
+		if (strings.Contains(l, "Scan") && strings.Contains(l, "on deliveries")) && !strings.Contains(l, "never executed") {
+			t.Errorf("the deliveries are scanned although nothing was disabled: %s", strings.TrimSpace(l))
+		}
+	}
+}

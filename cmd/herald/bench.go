@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/herald-webhooks/herald/internal/bench"
 )
@@ -97,6 +98,18 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 				}
 				if !dbGiven {
 					o.DB = "sqlite"
+				}
+				// Zero means "the scenario's default" to bench.Options, not on
+				// the command line: a 0 given there is refused.
+				var zero []string
+				c.Flags().Visit(func(f *pflag.Flag) {
+					switch f.Value.String() {
+					case "0", "0s":
+						zero = append(zero, "--"+f.Name)
+					}
+				})
+				if len(zero) > 0 {
+					return fmt.Errorf("bench %s: %s must be positive (got 0)", name, strings.Join(zero, ", "))
 				}
 				opts := o
 				opts.Events, opts.Endpoints, opts.Concurrency, opts.Rate = so.Events, so.Endpoints, so.Concurrency, so.Rate

@@ -198,3 +198,25 @@ func childPIDs(pid int) []int {
 	}
 	return out
 }
+
+// A 0 on the command line is refused with the flag's name, not silently
+// taken for the scenario's default.
+func TestBenchRefusesZero(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "latency", "--rate", "0"}, "bench latency: --rate must be positive (got 0)"},
+		{[]string{"bench", "latency", "--duration", "0s"}, "bench latency: --duration must be positive (got 0)"},
+		{[]string{"bench", "publish", "--concurrency", "0"}, "bench publish: --concurrency must be positive (got 0)"},
+		{[]string{"bench", "drain", "--events", "0", "--endpoints", "0"}, "bench drain: --endpoints, --events must be positive (got 0)"},
+		{[]string{"bench", "backlog", "--size", "0"}, "bench backlog: --size must be positive (got 0)"},
+		{[]string{"bench", "drain", "--timeout", "0s"}, "bench drain: --timeout must be positive (got 0)"},
+		{[]string{"bench", "drain", "--workers", "0"}, "bench drain: --workers must be positive (got 0)"},
+	} {
+		_, _, err := execHerald(t, "", c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -173,7 +173,10 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		var rank, nodes int
 		if last.IsZero() || now.Sub(last) >= interval {
 			last = now
-			hctx, cancel := context.WithTimeout(ctx, time.Duration(heartbeatTimeoutIntervals*float64(interval)))
+			// Not cancelled by shutdown: a heartbeat cut short may still
+			// commit after the Leave below and leave a row the next node
+			// would count (and wait for) until it expires.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(heartbeatTimeoutIntervals*float64(interval)))
 			live, err := m.Heartbeat(hctx, v.self)
 			cancel()
 			if ctx.Err() != nil {

@@ -315,6 +315,24 @@ type Completion struct {
 	Now      time.Time
 }
 
+// ClientErrors is what the completion adds to the delivery's client-error
+// count: 1 for an attempt that counts toward the budget, else 0.
+func (c Completion) ClientErrors() int {
+	if c.ClientError {
+		return 1
+	}
+	return 0
+}
+
+// DueAt is the delivery's next_attempt_at after the completion: NextAttemptAt
+// for a retry (state pending), Now for a final state.
+func (c Completion) DueAt() time.Time {
+	if c.State != DeliveryPending {
+		return c.Now
+	}
+	return c.NextAttemptAt
+}
+
 // SetEndpointStateParams changes an endpoint's state. To paused or
 // disabled: its pending, unleased deliveries are held (paused). To enabled:
 // its held deliveries are released (pending, due Now) and the failure

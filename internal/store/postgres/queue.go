@@ -516,14 +516,6 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1, $2, $3, $4, $5, $6, $7, $8
 			FROM deliveries d WHERE d.id = $1`,
 			c.DeliveryID, ts(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
-		clientErr := 0
-		if c.ClientError {
-			clientErr = 1
-		}
-		next := c.NextAttemptAt
-		if c.State != store.DeliveryPending {
-			next = c.Now
-		}
 		// A retry of a delivery whose endpoint was paused or disabled
 		// meanwhile is held (paused) instead of pending.
 		b.Queue(`UPDATE deliveries SET
@@ -532,7 +524,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
 			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
 			WHERE id = $7 AND lease_owner = $8`,
-			string(c.State), clientErr, ts(next), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
+			string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
 		switch {
 		case c.DisableEndpoint:
 			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))

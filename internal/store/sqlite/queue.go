@@ -557,15 +557,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if _, err := insAttempt.ExecContext(ctx, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt); err != nil {
 			return wrap("complete: attempt", err)
 		}
-		clientErr := 0
-		if c.ClientError {
-			clientErr = 1
-		}
-		next := micro(c.NextAttemptAt)
-		if c.State != store.DeliveryPending {
-			next = micro(c.Now)
-		}
-		if _, err := upd.ExecContext(ctx, string(c.State), clientErr, next, a.StatusCode, a.Error, micro(c.Now), c.DeliveryID, c.Owner); err != nil {
+		if _, err := upd.ExecContext(ctx, string(c.State), c.ClientErrors(), micro(c.DueAt()), a.StatusCode, a.Error, micro(c.Now), c.DeliveryID, c.Owner); err != nil {
 			return wrap("complete: delivery", err)
 		}
 		endpointID := c.EndpointID
@@ -678,15 +670,7 @@ func appendAttemptArgs(args []any, c store.Completion) []any {
 }
 
 func appendCompleteArgs(args []any, c store.Completion) []any {
-	clientErr := 0
-	if c.ClientError {
-		clientErr = 1
-	}
-	next := micro(c.NextAttemptAt)
-	if c.State != store.DeliveryPending {
-		next = micro(c.Now)
-	}
-	return append(args, c.DeliveryID, c.Owner, string(c.State), clientErr, next, c.Attempt.StatusCode, c.Attempt.Error, micro(c.Now))
+	return append(args, c.DeliveryID, c.Owner, string(c.State), c.ClientErrors(), micro(c.DueAt()), c.Attempt.StatusCode, c.Attempt.Error, micro(c.Now))
 }
 
 // completeBulk applies a batch with the bulk statements. It returns

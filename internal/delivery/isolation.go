@@ -161,10 +161,9 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 		}
 		if e.limiter == nil || e.limit != ratePerSecond || e.limNodes != g.nodes {
 			limit, burst := rateShare(ratePerSecond, g.nodes)
-			if e.limiter == nil || e.limit != ratePerSecond {
+			if e.limiter == nil {
 				e.limiter = rate.NewLimiter(limit, burst)
-			} else {
-				// The cluster changed: keep the tokens, change the share.
+			} else { // the endpoint's rate or the cluster changed: keep the tokens
 				e.limiter.SetLimitAt(now, limit)
 				e.limiter.SetBurstAt(now, burst)
 			}

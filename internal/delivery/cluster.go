@@ -168,7 +168,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	t := time.NewTicker(interval / 4)
 	defer t.Stop()
 	var last time.Time // start of the last heartbeat
-	for {
+	for ctx.Err() == nil {
 		now := e.cfg.Clock.Now()
 		var rank, nodes int
 		if last.IsZero() || now.Sub(last) >= interval {
@@ -201,9 +201,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-			continue
 		}
-		break
 	}
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -156,11 +156,7 @@ func (r *runner) drainTarget() float64 {
 
 func (r *runner) drain(ctx context.Context) (*Result, error) {
 	o := r.o
-	rcv, err := r.startReceiver(ctx, "receiver", ModeOK, "--track")
-	if err != nil {
-		return nil, err
-	}
-	h, err := r.startHerald(ctx)
+	rcv, h, err := r.startTrackedPair(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +191,7 @@ func (r *runner) drain(ctx context.Context) (*Result, error) {
 
 func (r *runner) latency(ctx context.Context) (*Result, error) {
 	o := r.o
-	rcv, err := r.startReceiver(ctx, "receiver", ModeOK, "--track")
-	if err != nil {
-		return nil, err
-	}
-	h, err := r.startHerald(ctx)
+	rcv, h, err := r.startTrackedPair(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -261,11 +253,7 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 
 func (r *runner) publish(ctx context.Context) (*Result, error) {
 	o := r.o
-	rcv, err := r.startReceiver(ctx, "receiver", ModeOK, "--track")
-	if err != nil {
-		return nil, err
-	}
-	h, err := r.startHerald(ctx)
+	rcv, h, err := r.startTrackedPair(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -700,4 +688,18 @@ func dbBytes(db string) int64 {
 		}
 	}
 	return n
+}
+
+// startTrackedPair starts the scenario's receiver (answering 2xx, tracking
+// arrivals) and then Herald.
+func (r *runner) startTrackedPair(ctx context.Context) (*receiverProc, *heraldProc, error) {
+	rcv, err := r.startReceiver(ctx, "receiver", ModeOK, "--track")
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := r.startHerald(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rcv, h, nil
 }

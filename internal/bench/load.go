@@ -22,51 +22,61 @@ const setupTries = 6
 // safely (up to setupTries times, with backoff); it returns the number of
 // retries. It stops at the first publish that keeps failing.
 func publishAll(ctx context.Context, api *apiClient, m *eventMaker, n, clients int, keyPrefix string) (int, error) {
+	var retries atomic.Int64
+	err := forEach(ctx, n, clients, func(ctx context.Context, i int) error {
+		body := m.publishBody(i, time.Now().UnixNano())
+		key := keyPrefix + itoa(i)
+		backoff := 100 * time.Millisecond
+		for try := 1; ; try++ {
+			status, err := api.publish(ctx, body, key)
+			if err == nil {
+				return nil
+			}
+			retryable := status == 0 || status == 429 || status == 499 || status >= 500
+			if !retryable || try == setupTries || ctx.Err() != nil {
+				return fmt.Errorf("publishing event %d of %d (try %d): %w", i+1, n, try, err)
+			}
+			retries.Add(1)
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	})
+	return int(retries.Load()), err
+}
+
+// forEach calls do for i = 0..n-1 from up to workers goroutines, each
+// taking the next i; it stops at the first error, cancels the others'
+// context and returns that error (or ctx's).
+func forEach(ctx context.Context, n, workers int, do func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var next, retries atomic.Int64
-	var once sync.Once
-	var firstErr error
-	var wg sync.WaitGroup
-	for range min(clients, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var (
+		next     atomic.Int64
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range min(workers, n) {
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
 				}
-				body := m.publishBody(i, time.Now().UnixNano())
-				key := keyPrefix + itoa(i)
-				backoff := 100 * time.Millisecond
-				for try := 1; ; try++ {
-					status, err := api.publish(ctx, body, key)
-					if err == nil {
-						break
-					}
-					retryable := status == 0 || status == 429 || status == 499 || status >= 500
-					if !retryable || try == setupTries || ctx.Err() != nil {
-						once.Do(func() {
-							firstErr = fmt.Errorf("publishing event %d of %d (try %d): %w", i+1, n, try, err)
-							cancel()
-						})
-						return
-					}
-					retries.Add(1)
-					if sleepCtx(ctx, backoff) != nil {
-						return
-					}
-					backoff = min(2*backoff, 5*time.Second)
+				if err := do(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return int(retries.Load()), firstErr
+		return firstErr
 	}
-	return int(retries.Load()), ctx.Err()
+	return ctx.Err()
 }
 
 // openLoop is the result of publishing at a fixed rate.
@@ -225,51 +235,24 @@ func runClosedLoop(ctx context.Context, clients int, d time.Duration, send func(
 func reference(ctx context.Context, url string, bodies [][]byte, n, concurrency int) error {
 	hc := loadClient(concurrency)
 	defer hc.CloseIdleConnections()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var next atomic.Int64
-	var once sync.Once
-	var firstErr error
-	var wg sync.WaitGroup
-	for range min(concurrency, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				err := func() error {
-					req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bodies[i%len(bodies)]))
-					if err != nil {
-						return err
-					}
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("X-Event-Id", "ref_"+itoa(i))
-					resp, err := hc.Do(req)
-					if err != nil {
-						return err
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode/100 != 2 {
-						return fmt.Errorf("answer %s", resp.Status)
-					}
-					return nil
-				}()
-				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("reference request %d: %w", i, err); cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return forEach(ctx, n, concurrency, func(ctx context.Context, i int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bodies[i%len(bodies)]))
+		if err != nil {
+			return fmt.Errorf("reference request %d: %w", i, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Event-Id", "ref_"+itoa(i))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("reference request %d: %w", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("reference request %d: answer %s", i, resp.Status)
+		}
+		return nil
+	})
 }
 
 // waitArrivals polls the receiver until `want` unique arrivals are under

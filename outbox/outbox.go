@@ -171,7 +171,7 @@ func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, er
 		}
 		return Result{}, fmt.Errorf("outbox: %w", err)
 	}
-	return Result{ID: res.Event.ID, Deliveries: res.Deliveries, Duplicate: !res.Created}, nil
+	return Result{ID: store.PublicEventID(res.Event.ID), Deliveries: res.Deliveries, Duplicate: !res.Created}, nil
 }
 
 // Validate checks ev against the rules of POST /v1/events (and the default
@@ -200,6 +200,9 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if ev.ID != "" && !store.ValidEventID(ev.ID) {
 		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")"}
 	}
+	if store.HeraldEventID(ev.ID) {
+		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "ids of the form evt_ + 26 characters (and evt_op_…) are Herald's own; choose another id"}
+	}
 	if !validIdempotencyKey(ev.IdempotencyKey) {
 		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: "idempotency key: at most 255 bytes of UTF-8 without control characters"}
 	}
@@ -222,7 +225,7 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 			Rule: fmt.Sprintf("event too large: the delivered body would be %d bytes; the limit is %d bytes (send ids and links, not content)", len(body), maxBytes)}
 	}
 	return store.PublishParams{
-		Event: store.Event{ID: id, Tenant: ev.Tenant, Type: ev.Type, OccurredAt: occurred, Body: body,
+		Event: store.Event{ID: store.EventKey(ev.Tenant, id, ev.ID != ""), Tenant: ev.Tenant, Type: ev.Type, OccurredAt: occurred, Body: body,
 			IdempotencyKey: ev.IdempotencyKey, Fingerprint: store.Fingerprint(ev.Tenant, ev.Type, data)},
 		Now:           now,
 		NewDeliveryID: func() string { return store.NewID("dlv") },

@@ -34,7 +34,7 @@ import (
 // from (CI sets it). Every test gets its own database, dropped at its end.
 const urlEnv = "HERALD_TEST_POSTGRES_URL"
 
-const apiKey = "outbox-test-key"
+const apiKey = "outbox-test-admin-key-0123456789abcdef"
 
 // newDatabase creates an empty database and returns its URL.
 func newDatabase(t *testing.T) string {

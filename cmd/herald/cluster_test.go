@@ -36,7 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-const clusterAPIKey = "cluster-test-key"
+const clusterAPIKey = "cluster-test-admin-key-0123456789abcdef"
 
 // clusterEnv is a fresh database and a freshly built binary.
 type clusterEnv struct {

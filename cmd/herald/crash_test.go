@@ -52,7 +52,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	r1, r2 := mk("a"), mk("b")
 
 	db := "sqlite:" + filepath.Join(dir, "herald.db")
-	const key = "crash-test-key"
+	const key = "crash-test-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -196,7 +196,7 @@ func TestInboundSurvivesKill9(t *testing.T) {
 	ln.Close()
 
 	db := "sqlite:" + filepath.Join(dir, "herald.db")
-	const key = "inbound-crash-key"
+	const key = "inbound-crash-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -6,8 +6,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -23,6 +21,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	segjson "github.com/segmentio/encoding/json"
+	"golang.org/x/time/rate"
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -41,8 +40,20 @@ type Config struct {
 	Store store.Store
 	// URLs checks endpoint URLs on create and update. Required.
 	URLs URLChecker
-	// APIKeyHashes are SHA-256 hashes of the accepted API keys. Required.
-	APIKeyHashes [][]byte
+	// AdminKeyHashes are SHA-256 hashes (HashAPIKey) of admin keys given
+	// in the configuration (HERALD_API_KEY); other keys are read from the
+	// store (API keys and portal sessions).
+	AdminKeyHashes [][]byte
+	// AuthFailureBurst and AuthFailureRate shape the per-client-address
+	// token bucket spent by failed authentications: Burst failures at
+	// once, then Rate per second; an address with an empty bucket gets
+	// 429 with Retry-After. Defaults 20 and 1.
+	AuthFailureBurst int
+	AuthFailureRate  float64
+	// PublicURL, when set (e.g. https://herald.example.com), is the base of
+	// the URLs Herald hands out (portal sessions); default: the scheme and
+	// Host the request came to.
+	PublicURL string
 	// Notify is called after a publish committed new deliveries.
 	Notify func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
@@ -74,10 +85,12 @@ type Tester interface {
 
 // Server serves the API.
 type Server struct {
-	cfg     Config
-	api     huma.API
-	mux     *http.ServeMux
-	handler http.Handler
+	cfg      Config
+	api      huma.API
+	mux      *http.ServeMux
+	handler  http.Handler
+	keys     *keyring
+	throttle *throttle
 }
 
 // New builds the API and registers every route.
@@ -85,8 +98,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.URLs == nil {
 		return nil, errors.New("api: Config.Store and Config.URLs are required")
 	}
-	if len(cfg.APIKeyHashes) == 0 {
-		return nil, errors.New("api: at least one API key hash is required")
+	if cfg.AuthFailureBurst <= 0 {
+		cfg.AuthFailureBurst = 20
+	}
+	if cfg.AuthFailureRate <= 0 {
+		cfg.AuthFailureRate = 1
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return time.Now().UTC() }
@@ -119,12 +135,20 @@ func New(cfg Config) (*Server, error) {
 		op.BodyReadTimeout = -1
 	})
 	api := humago.New(mux, hc)
-	s := &Server{cfg: cfg, api: api, mux: mux}
+	s := &Server{cfg: cfg, api: api, mux: mux,
+		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
+		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
+	}
+	api.UseMiddleware(s.authorize)
 	s.registerEndpoints()
 	s.registerEvents()
 	s.registerDeliveries()
 	s.registerOperations()
 	s.registerSources()
+	s.registerKeys()
+	if err := s.applyPolicy(); err != nil {
+		return nil, err
+	}
 	if cfg.Inbound != nil {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
@@ -138,49 +162,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // OpenAPI returns the generated OpenAPI document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
-
-// HashAPIKey returns the SHA-256 of an API key, the form in which keys are
-// stored and compared.
-func HashAPIKey(key string) []byte {
-	h := sha256.Sum256([]byte(key))
-	return h[:]
-}
-
-// authenticate requires "Authorization: Bearer <key>" on /v1/ routes. The
-// presented key is hashed and compared in constant time with every stored
-// hash.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/v1/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		auth := r.Header.Get("Authorization")
-		scheme, key, ok := strings.Cut(auth, " ")
-		if auth == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			writeProblem(w, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <api key>")
-			return
-		}
-		key = strings.TrimSpace(key)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			writeProblem(w, http.StatusUnauthorized, "malformed Authorization header: expected Bearer <api key>")
-			return
-		}
-		h := HashAPIKey(key)
-		match := 0
-		for _, want := range s.cfg.APIKeyHashes {
-			match |= subtle.ConstantTimeCompare(h, want)
-		}
-		if match != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-			writeProblem(w, http.StatusUnauthorized, "invalid API key")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // maxRequestBytes bounds any request body before the per-route limits.
 const maxRequestBytes = 1 << 20

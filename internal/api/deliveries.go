@@ -32,7 +32,7 @@ type DeliveryList struct {
 }
 
 func deliveryOut(d store.Delivery) DeliveryOut {
-	out := DeliveryOut{ID: d.ID, EventID: d.EventID, EndpointID: d.EndpointID, EventType: d.EventType, State: string(d.State),
+	out := DeliveryOut{ID: d.ID, EventID: store.PublicEventID(d.EventID), EndpointID: d.EndpointID, EventType: d.EventType, State: string(d.State),
 		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	if d.State == store.DeliveryPending {
 		t := d.NextAttemptAt
@@ -72,7 +72,7 @@ func (s *Server) registerDeliveries() {
 		OperationID: "get-delivery", Method: http.MethodGet, Path: "/v1/deliveries/{id}", Tags: []string{"deliveries"},
 		Summary: "Read a delivery", Security: sec,
 	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body DeliveryOut }, error) {
-		d, err := s.cfg.Store.GetDelivery(ctx, in.ID)
+		d, err := s.db(ctx).GetDelivery(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "delivery "+in.ID)
 		}
@@ -89,7 +89,7 @@ func (s *Server) registerDeliveries() {
 		OperationID: "list-delivery-attempts", Method: http.MethodGet, Path: "/v1/deliveries/{id}/attempts", Tags: []string{"deliveries"},
 		Summary: "List a delivery's attempts, oldest first", Security: sec,
 	}, func(ctx context.Context, in *DeliveryIDPath) (*attemptsOut, error) {
-		as, err := s.cfg.Store.ListAttempts(ctx, in.ID)
+		as, err := s.db(ctx).ListAttempts(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "delivery "+in.ID)
 		}

@@ -51,7 +51,7 @@ const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
 
 // CreateEndpointBody is the body of POST /v1/endpoints.
 type CreateEndpointBody struct {
-	Tenant             string            `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128"`
+	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`
 	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
 	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type"`
 	Description        string            `json:"description,omitempty" maxLength:"1024"`
@@ -172,6 +172,14 @@ func (s *Server) registerEndpoints() {
 		Summary: "Create an endpoint", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 64 << 10,
 	}, func(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointOutput, error) {
 		b := in.Body
+		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+		if err != nil {
+			return nil, err
+		}
+		if tenant == "" {
+			return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+		}
+		b.Tenant = tenant
 		u, err := s.checkURL(b.URL, "body.url")
 		if err != nil {
 			return nil, err
@@ -187,7 +195,7 @@ func (s *Server) registerEndpoints() {
 			return nil, huma.Error500InternalServerError("could not generate a secret")
 		}
 		now := s.cfg.Now()
-		e, err := s.cfg.Store.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+		e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
 			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
@@ -217,7 +225,11 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.cfg.Store.ListEndpoints(ctx, store.ListEndpointsParams{Tenant: in.Tenant, ListParams: lp})
+		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "endpoints")
 		}
@@ -234,7 +246,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "get-endpoint", Method: http.MethodGet, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Read an endpoint", Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
-		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -268,7 +280,7 @@ func (s *Server) registerEndpoints() {
 				return nil, err
 			}
 		}
-		e, err := s.cfg.Store.UpdateEndpoint(ctx, p)
+		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -279,7 +291,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
-		if err := s.cfg.Store.DeleteEndpoint(ctx, in.ID); err != nil {
+		if err := s.db(ctx).DeleteEndpoint(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
 		return &struct{}{}, nil
@@ -294,7 +306,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "get-endpoint-secret", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secret", Tags: []string{"endpoints"},
 		Summary: "Read an endpoint's current signing secret", Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*secretOut, error) {
-		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -331,7 +343,7 @@ func (s *Server) registerEndpoints() {
 			return nil, huma.Error500InternalServerError("could not generate a secret")
 		}
 		now := s.cfg.Now()
-		e, err := s.cfg.Store.RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
+		e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
 			PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
@@ -359,7 +371,7 @@ func (s *Server) registerEndpoints() {
 		if s.cfg.Tester == nil {
 			return nil, huma.Error501NotImplemented("test events are not available")
 		}
-		e, err := s.cfg.Store.GetEndpoint(ctx, in.ID)
+		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -393,10 +405,10 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.cfg.Store.GetEndpoint(ctx, in.ID); err != nil {
+		if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
-		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
+		pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
 			EventType: in.EventType, Since: in.Since, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "deliveries")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,10 +17,10 @@ import (
 
 // PublishBody is the body of POST /v1/events.
 type PublishBody struct {
-	Tenant     string          `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"whose endpoints receive the event"`
+	Tenant     string          `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"whose endpoints receive the event; default (and only allowed value for a tenant key) the key's tenant"`
 	Type       string          `json:"type" minLength:"1" maxLength:"128" doc:"event type, e.g. file.extraction.completed"`
 	Data       json.RawMessage `json:"data" doc:"a JSON object: thin (ids, version, links), no content or personal data"`
-	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :); publishing the same id again returns the original event"`
+	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :), unique per tenant; publishing the same id again for the same tenant returns the original event"`
 	OccurredAt *time.Time      `json:"occurred_at,omitempty" doc:"RFC 3339; default now"`
 }
 
@@ -52,7 +53,7 @@ type envelope struct {
 func eventOut(e store.Event) EventOut {
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
-	return EventOut{ID: e.ID, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, CreatedAt: e.CreatedAt}
+	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, CreatedAt: e.CreatedAt}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -76,6 +77,14 @@ func (s *Server) registerEvents() {
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, func(ctx context.Context, in *publishIn) (*publishOutput, error) {
 		b := in.Body
+		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+		if err != nil {
+			return nil, err
+		}
+		if tenant == "" {
+			return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+		}
+		b.Tenant = tenant
 		if !store.ValidEventType(b.Type) {
 			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 		}
@@ -93,6 +102,9 @@ func (s *Server) registerEvents() {
 		// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
 		if b.ID != "" && !store.ValidEventID(b.ID) {
 			return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
+		}
+		if store.HeraldEventID(b.ID) {
+			return nil, invalid("body.id", "ids of the form evt_ + 26 characters (and evt_op_…) are Herald's own; choose another id", b.ID)
 		}
 		now := s.cfg.Now()
 		id := b.ID
@@ -113,8 +125,8 @@ func (s *Server) registerEvents() {
 			return nil, huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
 				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
 		}
-		res, err := s.cfg.Store.PublishEvent(ctx, store.PublishParams{
-			Event: store.Event{ID: id, Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
+		res, err := s.db(ctx).PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
 				IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "",
 		})
@@ -125,7 +137,7 @@ func (s *Server) registerEvents() {
 		if res.Created {
 			// The stored body is the one encoded above: its data is compact.
 			e := res.Event
-			out.Body.EventOut = EventOut{ID: e.ID, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), CreatedAt: e.CreatedAt}
+			out.Body.EventOut = EventOut{ID: id, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), CreatedAt: e.CreatedAt}
 		} else {
 			out.Body.EventOut = eventOut(res.Event) // the original event
 		}
@@ -159,7 +171,11 @@ func (s *Server) registerEvents() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.cfg.Store.ListEvents(ctx, store.ListEventsParams{Tenant: in.Tenant, Type: in.Type, ListParams: lp})
+		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "events")
 		}
@@ -173,15 +189,16 @@ func (s *Server) registerEvents() {
 	})
 
 	type EventIDPath struct {
-		ID string `path:"id" maxLength:"128" doc:"event id"`
+		ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
+		Tenant string `query:"tenant" maxLength:"128" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{id}", Tags: []string{"events"},
 		Summary: "Read an event", Security: sec,
 	}, func(ctx context.Context, in *EventIDPath) (*struct{ Body EventOut }, error) {
-		e, err := s.cfg.Store.GetEvent(ctx, in.ID)
+		e, err := s.findEvent(ctx, in.ID, in.Tenant)
 		if err != nil {
-			return nil, s.problem(err, "event "+in.ID)
+			return nil, err
 		}
 		return &struct{ Body EventOut }{Body: eventOut(e)}, nil
 	})
@@ -197,13 +214,48 @@ func (s *Server) registerEvents() {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.cfg.Store.GetEvent(ctx, in.ID); err != nil {
-			return nil, s.problem(err, "event "+in.ID)
+		e, err := s.findEvent(ctx, in.ID, in.Tenant)
+		if err != nil {
+			return nil, err
 		}
-		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{EventID: in.ID, ListParams: lp})
+		pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EventID: e.ID, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
 		return &struct{ Body DeliveryList }{Body: deliveryList(pg)}, nil
 	})
+}
+
+// findEvent reads an event by the id the API shows. Herald's own ids
+// ("evt_…") are unique everywhere; a producer-chosen id is unique per
+// tenant (store.EventKey), so it is looked up in the principal's tenant, or
+// for an admin in the tenant it names (?tenant=). An admin who names no
+// tenant finds only Herald's ids: the answer is never a guess between
+// tenants.
+func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, error) {
+	tenant, err := s.tenantFor(ctx, named, "query.tenant")
+	if err != nil {
+		return store.Event{}, err
+	}
+	db := s.db(ctx)
+	if tenant != "" {
+		e, err := db.GetEvent(ctx, store.EventKey(tenant, id, true))
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return e, s.problem(err, "event "+id)
+		}
+	}
+	e, err := db.GetEvent(ctx, id)
+	if err == nil && (tenant != "" && e.Tenant != tenant || store.PublicEventID(e.ID) != id) {
+		err = store.ErrNotFound
+	}
+	if err == nil {
+		return e, nil
+	}
+	if errors.Is(err, store.ErrNotFound) && tenant == "" {
+		return store.Event{}, huma.Error404NotFound("event " + id + " not found (an id chosen by a producer is unique per tenant only: add ?tenant=<tenant>)")
+	}
+	return e, s.problem(err, "event "+id)
 }

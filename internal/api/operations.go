@@ -33,7 +33,7 @@ func (s *Server) registerOperations() {
 	sec := []map[string][]string{{"bearer": {}}}
 
 	changeState := func(ctx context.Context, id string, to store.EndpointState, reason string) (*struct{ Body StateChangeOut }, error) {
-		cur, err := s.cfg.Store.GetEndpoint(ctx, id)
+		cur, err := s.db(ctx).GetEndpoint(ctx, id)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+id)
 		}
@@ -44,7 +44,7 @@ func (s *Server) registerOperations() {
 		if to == store.EndpointEnabled && cur.State == store.EndpointDisabled {
 			notice = "endpoint.enabled"
 		}
-		e, moved, err := s.cfg.Store.SetEndpointState(ctx, store.SetEndpointStateParams{ID: id, State: to, Reason: reason, Notice: notice, Now: s.cfg.Now()})
+		e, moved, err := s.db(ctx).SetEndpointState(ctx, store.SetEndpointStateParams{ID: id, State: to, Reason: reason, Notice: notice, Now: s.cfg.Now()})
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+id)
 		}
@@ -96,7 +96,7 @@ func (s *Server) registerOperations() {
 				p.Since = *b.Since
 			}
 		}
-		n, err := s.cfg.Store.ReplayDeliveries(ctx, p)
+		n, err := s.db(ctx).ReplayDeliveries(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -107,7 +107,7 @@ func (s *Server) registerOperations() {
 	})
 
 	replayOne := func(ctx context.Context, id string, state store.DeliveryState) (*struct{ Body ReplayOut }, error) {
-		n, err := s.cfg.Store.ReplayDeliveries(ctx, store.ReplayParams{DeliveryID: id, States: []store.DeliveryState{state}, Now: s.cfg.Now()})
+		n, err := s.db(ctx).ReplayDeliveries(ctx, store.ReplayParams{DeliveryID: id, States: []store.DeliveryState{state}, Now: s.cfg.Now()})
 		if err != nil {
 			return nil, s.problem(err, "delivery "+id)
 		}
@@ -147,7 +147,11 @@ func (s *Server) registerOperations() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.cfg.Store.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: in.Tenant, State: store.DeliveryState(in.State),
+		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, State: store.DeliveryState(in.State),
 			EventType: in.EventType, Since: in.Since, ListParams: lp})
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
@@ -168,7 +172,11 @@ func (s *Server) registerOperations() {
 		Tenant string    `query:"tenant" maxLength:"128"`
 		Since  time.Time `query:"since"`
 	}) (*countsOut, error) {
-		cs, err := s.cfg.Store.DeadLetterCounts(ctx, in.Tenant, in.Since)
+		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+		if err != nil {
+			return nil, err
+		}
+		cs, err := s.db(ctx).DeadLetterCounts(ctx, tenant, in.Since)
 		if err != nil {
 			return nil, s.problem(err, "dead letters")
 		}

@@ -30,7 +30,7 @@ func (anyURL) CheckURL(raw string) (*url.URL, error) { return url.Parse(raw) }
 // a store that does nothing, on a 512-byte body like `herald bench
 // publish`'s.
 func BenchmarkPublishAPI(b *testing.B) {
-	s, err := New(Config{Store: publishOnlyStore{}, URLs: anyURL{}, APIKeyHashes: [][]byte{HashAPIKey("k")}})
+	s, err := New(Config{Store: publishOnlyStore{}, URLs: anyURL{}, AdminKeyHashes: [][]byte{HashAPIKey("k")}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	if h := sc.HMAC; h != nil {
 		out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
 	}
-	if ep, err := s.cfg.Store.GetEndpoint(ctx, src.EndpointID); err == nil {
+	if ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID); err == nil {
 		out.DestinationURL = ep.URL
 	}
 	return out, nil
@@ -158,7 +158,7 @@ func (s *Server) registerSources() {
 		}
 		now := s.cfg.Now()
 		id := store.NewID("src")
-		src, err := s.cfg.Store.CreateSource(ctx, store.CreateSourceParams{
+		src, err := s.db(ctx).CreateSource(ctx, store.CreateSourceParams{
 			Source: store.Source{ID: id, Name: b.Name, Config: raw, CreatedAt: now, UpdatedAt: now},
 			Endpoint: store.Endpoint{ID: store.NewID("ep"), URL: dest, Description: "forwarding endpoint of source " + id,
 				State: store.EndpointEnabled, Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now},
@@ -184,7 +184,7 @@ func (s *Server) registerSources() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.cfg.Store.ListSources(ctx, lp)
+		pg, err := s.db(ctx).ListSources(ctx, lp)
 		if err != nil {
 			return nil, s.problem(err, "sources")
 		}
@@ -205,7 +205,7 @@ func (s *Server) registerSources() {
 		OperationID: "get-source", Method: http.MethodGet, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary: "Read a source", Security: sec,
 	}, func(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
-		src, err := s.cfg.Store.GetSource(ctx, in.ID)
+		src, err := s.db(ctx).GetSource(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "source "+in.ID)
 		}
@@ -223,7 +223,7 @@ func (s *Server) registerSources() {
 		SourceIDPath
 		Body UpdateSourceBody
 	}) (*sourceOutput, error) {
-		src, err := s.cfg.Store.GetSource(ctx, in.ID)
+		src, err := s.db(ctx).GetSource(ctx, in.ID)
 		if err != nil {
 			return nil, s.problem(err, "source "+in.ID)
 		}
@@ -259,7 +259,7 @@ func (s *Server) registerSources() {
 			}
 			p.DestinationURL = &dest
 		}
-		src, err = s.cfg.Store.UpdateSource(ctx, p)
+		src, err = s.db(ctx).UpdateSource(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "source "+in.ID)
 		}
@@ -275,7 +275,7 @@ func (s *Server) registerSources() {
 		OperationID: "delete-source", Method: http.MethodDelete, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary: "Delete a source, its forwarding endpoint and its pending deliveries", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *SourceIDPath) (*struct{}, error) {
-		if err := s.cfg.Store.DeleteSource(ctx, in.ID); err != nil {
+		if err := s.db(ctx).DeleteSource(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "source "+in.ID)
 		}
 		s.cfg.SourceChanged(in.ID)

@@ -30,6 +30,9 @@ func TestAPIBadInput(t *testing.T) {
 	rcv := newReceiver(t, 200)
 	ep := h.createEndpoint("acme", rcv.URL)
 	good := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_r"},"id":"inv-reused"}`, nil); st != 202 {
+		t.Fatalf("publish inv-reused: %d %s", st, raw)
+	}
 
 	big := `{"tenant":"acme","type":"invoice.paid","data":{"blob":"` + strings.Repeat("x", 70<<10) + `"}}`
 	cases := []struct {
@@ -74,7 +77,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish bad id", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"has space"}`, nil, 422, "body.id"},
 		{"publish unknown field", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"extra":1}`, nil, 422, "extra"},
 		{"publish too large", "POST", "/v1/events", big, nil, 413, ""},
-		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 409, "already exists with a different"},
+		{"publish Herald's id", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 422, "Herald's own"},
+		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"inv-reused"}`, nil, 409, "already exists with a different"},
 		{"duplicate member", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","tenant":"other"}`, nil, 400, "appears twice"},
 		{"invalid utf-8", "POST", "/v1/events", "{\"tenant\":\"acme\",\"type\":\"a.b\",\"data\":{\"k\":\"\xff\xfe\"}}", nil, 400, "UTF-8"},
 		{"byte-order mark", "POST", "/v1/events", "\xef\xbb\xbf{}", nil, 400, "byte-order mark"},
@@ -178,8 +182,10 @@ func TestPublishIdempotency(t *testing.T) {
 	if n := len(h.eventDeliveries(first.ID)); n != 1 {
 		t.Fatalf("event %s has %d deliveries, want 1", first.ID, n)
 	}
-	if n := len(h.eventDeliveries("order-42")); n != 1 {
-		t.Fatalf("event order-42 has %d deliveries, want 1", n)
+	// A producer-chosen id is unique per tenant: an admin names the tenant.
+	var ds struct{ Data []deliveryResp }
+	if st, raw := h.call("GET", "/v1/events/order-42/deliveries?tenant=acme", nil, &ds); st != 200 || len(ds.Data) != 1 {
+		t.Fatalf("event order-42 of acme: %d %s, want 1 delivery", st, raw)
 	}
 }
 

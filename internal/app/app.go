@@ -6,8 +6,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -44,9 +42,12 @@ type Config struct {
 	Addr string
 	// DB selects the store: "sqlite:herald.db" (default) or a file path.
 	DB string
-	// APIKey is the admin API key (HERALD_API_KEY). When empty, the keys
-	// stored in the database are accepted; on the very first start one is
-	// generated, stored hashed and printed once to Stdout.
+	// APIKey is an admin API key given in the configuration
+	// (HERALD_API_KEY), at least 32 characters (api.MinAdminKeyLength);
+	// accepted besides the keys stored in the database (herald keys
+	// create). When empty and no key is stored, one admin key is
+	// generated on the first start, stored hashed and printed once to
+	// Stdout.
 	APIKey string
 	// EncryptionKey is HERALD_ENCRYPTION_KEY: standard base64 of 32 bytes,
 	// the AES-256-GCM key that encrypts endpoint secrets at rest. When
@@ -151,6 +152,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.DisableAfter == 0 {
 		cfg.DisableAfter = 5 * 24 * time.Hour
 	}
+	if cfg.APIKey != "" && len(cfg.APIKey) < api.MinAdminKeyLength {
+		return nil, fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -base64 32)", len(cfg.APIKey), api.MinAdminKeyLength)
+	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
 
 	st, err := m.openStore(ctx)
@@ -243,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		SourceChanged:   m.gateway.Forget,
 		Store:           st,
 		URLs:            m.egress,
-		APIKeyHashes:    keyHashes,
+		AdminKeyHashes:  keyHashes,
 		Notify:          m.engine.Notify,
 		Tester:          m.engine,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
@@ -371,31 +375,27 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	return st, nil
 }
 
-// apiKeyHashes returns the accepted API key hashes: HERALD_API_KEY's when
-// set; otherwise the stored ones, generating and printing one on first
-// start.
+// apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when
+// no API key is stored yet (the very first start), it generates an admin
+// key, stores it hashed and prints it once.
 func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 	if m.cfg.APIKey != "" {
 		return [][]byte{api.HashAPIKey(m.cfg.APIKey)}, nil
 	}
-	hashes, err := m.store.APIKeyHashes(ctx)
+	n, err := m.store.CountAPIKeys(ctx)
+	if err != nil || n > 0 {
+		return nil, err
+	}
+	key, err := api.NewSecretKey(api.APIKeyPrefix)
 	if err != nil {
 		return nil, err
 	}
-	if len(hashes) > 0 {
-		return hashes, nil
-	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, err
-	}
-	key := "hk_" + base64.RawURLEncoding.EncodeToString(raw[:])
-	h := api.HashAPIKey(key)
-	if err := m.store.AddAPIKeyHash(ctx, h, time.Now().UTC()); err != nil {
+	if _, err := m.store.CreateAPIKey(ctx, store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin key (generated at first start)",
+		Role: store.RoleAdmin, Hash: api.HashAPIKey(key), CreatedAt: time.Now().UTC()}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(m.cfg.Stdout, "Generated an admin API key (shown once; set HERALD_API_KEY to choose your own):\n\n    %s\n\n", key)
-	return [][]byte{h}, nil
+	return nil, nil
 }
 
 // Addr returns the address the API listens on (useful with ":0").

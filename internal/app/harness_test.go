@@ -25,7 +25,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/app"
 )
 
-const testAPIKey = "test-admin-key"
+const testAPIKey = "test-admin-key-0123456789abcdefghijkl"
 
 // testDB returns a fresh, empty store for one test: a SQLite file, or —
 // with HERALD_TEST_E2E_DB=postgres — a new database on the server of

@@ -173,7 +173,7 @@ func TestInboundSchemes(t *testing.T) {
 				}
 			}
 			var evs struct{ Data []any }
-			h.call("GET", "/v1/events?tenant="+src.ID, nil, &evs)
+			h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &evs) // one delivery per stored inbound event (its tenant cannot be named)
 			if len(evs.Data) != 0 {
 				t.Fatalf("refused requests stored %d events", len(evs.Data))
 			}
@@ -244,7 +244,7 @@ func TestInboundDedupeConcurrent(t *testing.T) {
 		t.Fatalf("answers %v, %d received; want 50 × 200 with exactly one received", answers, received)
 	}
 	var evs struct{ Data []any }
-	h.call("GET", "/v1/events?tenant="+src.ID, nil, &evs)
+	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &evs) // one delivery per stored inbound event (its tenant cannot be named)
 	if len(evs.Data) != 1 {
 		t.Fatalf("%d events stored, want 1", len(evs.Data))
 	}

@@ -93,7 +93,7 @@ func TestNoSecretsInClearOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiKey := regexp.MustCompile(`hk_[A-Za-z0-9_-]+`).FindString(stdout.String())
+	apiKey := regexp.MustCompile(`herald_key_[A-Za-z0-9_-]+`).FindString(stdout.String())
 	if apiKey == "" {
 		t.Fatalf("no generated API key printed: %q", stdout.String())
 	}

@@ -28,6 +28,7 @@ type Metrics struct {
 	leasesRescued    prometheus.Counter
 	operationalEvent *prometheus.CounterVec
 	inbound          *prometheus.CounterVec
+	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
 }
 
@@ -64,11 +65,14 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unknown_source, error).",
 	}, []string{"result"})
+	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_auth_failures_total", Help: "API requests refused at authentication, by reason (missing, malformed, invalid, expired, revoked, throttled).",
+	}, []string{"reason"})
 	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.inbound,
+		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.reg.MustRegister(&stateCollector{stats: stats})
@@ -83,6 +87,14 @@ func (m *Metrics) Handler() http.Handler {
 
 // Registry returns the private registry (tests).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// AuthFailure counts one API request refused at authentication: reason is
+// missing, malformed, invalid, expired, revoked or throttled.
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
 
 // EventPublished counts one accepted event.
 func (m *Metrics) EventPublished() {

@@ -105,10 +105,40 @@ func EncodeBody(id, typ, tenant string, occurredAt time.Time, data []byte) ([]by
 func PublishConflict(existing, ev Event, idFromClient bool) error {
 	switch {
 	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && idFromClient && existing.ID != ev.ID:
-		return fmt.Errorf("Idempotency-Key %q was already used for event %s, not %s: %w", ev.IdempotencyKey, existing.ID, ev.ID, ErrConflict)
+		return fmt.Errorf("Idempotency-Key %q was already used for event %s, not %s: %w", ev.IdempotencyKey, PublicEventID(existing.ID), PublicEventID(ev.ID), ErrConflict)
 	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey:
-		return fmt.Errorf("Idempotency-Key %q was already used for event %s with a different tenant, type or data: %w", ev.IdempotencyKey, existing.ID, ErrConflict)
+		return fmt.Errorf("Idempotency-Key %q was already used for event %s with a different type or data: %w", ev.IdempotencyKey, PublicEventID(existing.ID), ErrConflict)
 	default:
-		return fmt.Errorf("event id %s already exists with a different tenant, type or data: %w", existing.ID, ErrConflict)
+		return fmt.Errorf("event id %s already exists with a different type or data: %w", PublicEventID(existing.ID), ErrConflict)
 	}
+}
+
+// EventKey is the stored key of an event (Event.ID, the id deliveries
+// refer to). Herald's own ids ("evt_…") are unique everywhere and stored as
+// they are. A producer-chosen id is unique per tenant only (two tenants may
+// both publish "inv-1"), so it is stored as "<tenant>~<id>": neither tenant
+// names nor event ids may contain "~", so the key splits unambiguously.
+// PublicEventID undoes it.
+func EventKey(tenant, id string, fromClient bool) string {
+	if !fromClient {
+		return id
+	}
+	return tenant + "~" + id
+}
+
+// HeraldEventID reports whether id has the shape of an id Herald makes
+// itself ("evt_" + 26 characters, or an operational "evt_op_…"): such ids
+// are unique everywhere, and a producer may not choose one (it would make
+// one id name two events of a tenant).
+func HeraldEventID(id string) bool {
+	return strings.HasPrefix(id, "evt_") && (len(id) == 30 || strings.HasPrefix(id, "evt_op_"))
+}
+
+// PublicEventID is the id an event is known by outside the store: the
+// producer's id (the X-Event-Id header, the body's "id", the API's "id").
+func PublicEventID(key string) string {
+	if i := strings.LastIndexByte(key, '~'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
 }

@@ -400,6 +400,41 @@ type RotateSecretParams struct {
 	Now               time.Time
 }
 
+// Roles of an API key (docs/operations.md, "Keys, roles and tenants").
+const (
+	RoleAdmin     = "admin"     // every tenant, sources, API keys, portal sessions
+	RoleManager   = "manager"   // its tenant's endpoints, secrets, deliveries, replays
+	RolePublisher = "publisher" // publishes and reads its tenant's events
+	RoleViewer    = "viewer"    // reads its tenant's endpoints, events, deliveries; never secrets
+)
+
+// Kinds of stored credentials.
+const (
+	KeyKindAPIKey = "key"    // an API key: listed, revoked through /v1/api-keys
+	KeyKindPortal = "portal" // a portal session token: expires, never listed
+)
+
+// APIKey is a stored credential: an API key or a portal session. Only the
+// SHA-256 of the secret is stored (Hash); the secret is shown once.
+type APIKey struct {
+	ID         string    // "key_…" or "ps_…"
+	Kind       string    // KeyKindAPIKey or KeyKindPortal
+	Name       string    // what the key is for, chosen by the admin
+	Role       string    // RoleAdmin, RoleManager, RolePublisher or RoleViewer
+	Tenant     string    // "" for admin; the tenant of a tenant role
+	Hash       []byte    // SHA-256 of the secret
+	CreatedAt  time.Time //
+	ExpiresAt  time.Time // zero: never
+	RevokedAt  time.Time // zero: not revoked
+	LastUsedAt time.Time // zero: never used (written at most once a minute)
+}
+
+// Usable reports whether the key authenticates at now: not revoked and not
+// expired.
+func (k APIKey) Usable(now time.Time) bool {
+	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
+}
+
 // Notice is an operational event waiting to be emitted about an endpoint.
 type Notice struct {
 	Endpoint Endpoint
@@ -477,10 +512,24 @@ type Store interface {
 	// returns the stored value (atomic: the first writer wins).
 	EnsureMeta(ctx context.Context, key, value string) (string, error)
 
-	// APIKeyHashes returns the SHA-256 hashes of the stored API keys.
-	APIKeyHashes(ctx context.Context) ([][]byte, error)
-	// AddAPIKeyHash stores the SHA-256 hash of an API key.
-	AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error
+	// CreateAPIKey stores an API key or portal session (its hash only).
+	// ErrConflict when the id or hash exists.
+	CreateAPIKey(ctx context.Context, k APIKey) (APIKey, error)
+	// LookupAPIKey returns the key whose Hash equals hash, revoked and
+	// expired ones included (the caller decides); ErrNotFound when none.
+	LookupAPIKey(ctx context.Context, hash []byte) (APIKey, error)
+	// CountAPIKeys counts the stored API keys (kind "key") that are not
+	// revoked.
+	CountAPIKeys(ctx context.Context) (int, error)
+	// ListAPIKeys lists API keys (kind "key", revoked ones included),
+	// newest first.
+	ListAPIKeys(ctx context.Context, p ListParams) (Page[APIKey], error)
+	// RevokeAPIKey marks the key (kind "key") revoked at now; revoking it
+	// again changes nothing. ErrNotFound for an unknown id.
+	RevokeAPIKey(ctx context.Context, id string, now time.Time) error
+	// TouchAPIKeys records when each key (id → time) was last used; a
+	// time older than the stored one is ignored.
+	TouchAPIKeys(ctx context.Context, used map[string]time.Time) error
 
 	CreateEndpoint(ctx context.Context, p CreateEndpointParams) (Endpoint, error)
 	// GetEndpoint returns ErrNotFound for an unknown id.

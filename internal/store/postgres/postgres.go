@@ -276,22 +276,6 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// APIKeyHashes implements store.Store.
-func (s *Store) APIKeyHashes(ctx context.Context) ([][]byte, error) {
-	rows, err := s.pool.Query(ctx, "SELECT hash FROM api_keys")
-	if err != nil {
-		return nil, wrap("api keys", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	return out, wrap("api keys", err)
-}
-
-// AddAPIKeyHash implements store.Store.
-func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error {
-	_, err := s.pool.Exec(ctx, "INSERT INTO api_keys (hash, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING", hash, ts(now))
-	return wrap("add api key", err)
-}
-
 const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
 
 func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {

@@ -243,30 +243,6 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
 }
 
-// APIKeyHashes implements store.Store.
-func (s *Store) APIKeyHashes(ctx context.Context) ([][]byte, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT hash FROM api_keys")
-	if err != nil {
-		return nil, wrap("api keys", err)
-	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			return nil, wrap("api keys", err)
-		}
-		out = append(out, h)
-	}
-	return out, wrap("api keys", rows.Err())
-}
-
-// AddAPIKeyHash implements store.Store.
-func (s *Store) AddAPIKeyHash(ctx context.Context, hash []byte, now time.Time) error {
-	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys (hash, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", hash, micro(now))
-	return wrap("add api key", err)
-}
-
 const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
 
 type scanner interface{ Scan(dest ...any) error }

@@ -12,6 +12,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		})
 	}
 	group("Ping", s.ping)
-	group("APIKeyHashes", s.apiKeys)
+	group("APIKeys", s.apiKeys)
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)
 	group("Events", s.events)
@@ -431,43 +432,78 @@ func (s suite) ping(t *testing.T) {
 }
 
 func (s suite) apiKeys(t *testing.T) {
+	key := func(id, role, tenant string, hash byte) store.APIKey {
+		return store.APIKey{ID: id, Kind: store.KeyKindAPIKey, Name: "n " + id, Role: role, Tenant: tenant,
+			Hash: bytes.Repeat([]byte{hash}, 32), CreatedAt: base}
+	}
 	s.run(t, "EmptyStoreHasNone", func(t *testing.T, f *fixture) {
-		hs, err := f.s.APIKeyHashes(f.ctx)
-		if err != nil {
-			t.Fatalf("APIKeyHashes: %v", err)
+		if n, err := f.s.CountAPIKeys(f.ctx); err != nil || n != 0 {
+			t.Fatalf("CountAPIKeys = %d, %v; want 0", n, err)
 		}
-		if len(hs) != 0 {
-			t.Fatalf("APIKeyHashes = %x, want none", hs)
+		if _, err := f.s.LookupAPIKey(f.ctx, bytes.Repeat([]byte{1}, 32)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("LookupAPIKey of nothing = %v, want ErrNotFound", err)
 		}
 	})
-	s.run(t, "AddAndList", func(t *testing.T, f *fixture) {
-		h1 := []byte("0123456789abcdef0123456789abcdef")
-		h2 := []byte{0, 1, 2, 3, 0xff, 0xfe, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}
-		for _, h := range [][]byte{h1, h2} {
-			if err := f.s.AddAPIKeyHash(f.ctx, h, base); err != nil {
-				t.Fatalf("AddAPIKeyHash(%x): %v", h, err)
+	s.run(t, "CreateLookupListRevoke", func(t *testing.T, f *fixture) {
+		a := key("key_a", store.RoleAdmin, "", 1)
+		p := key("key_b", store.RolePublisher, "acme", 2)
+		p.ExpiresAt = at(time.Hour)
+		portal := key("ps_c", store.RoleViewer, "acme", 3)
+		portal.Kind = store.KeyKindPortal
+		for _, k := range []store.APIKey{a, p, portal} {
+			got, err := f.s.CreateAPIKey(f.ctx, k)
+			if err != nil {
+				t.Fatalf("CreateAPIKey(%s): %v", k.ID, err)
 			}
+			diff(t, "created "+k.ID, k, got)
 		}
-		hs, err := f.s.APIKeyHashes(f.ctx)
+		if _, err := f.s.CreateAPIKey(f.ctx, key("key_a", store.RoleAdmin, "", 9)); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("CreateAPIKey with a used id = %v, want ErrConflict", err)
+		}
+		got, err := f.s.LookupAPIKey(f.ctx, p.Hash)
 		if err != nil {
-			t.Fatalf("APIKeyHashes: %v", err)
+			t.Fatalf("LookupAPIKey: %v", err)
 		}
-		got := mapSlice(hs, func(b []byte) string { return string(b) })
-		diff(t, "hashes", sorted([]string{string(h1), string(h2)}), sorted(got))
-	})
-	s.run(t, "AddTwiceIsNotAnError", func(t *testing.T, f *fixture) {
-		h := []byte("same-hash-same-hash-same-hash-32")
-		for i := range 2 {
-			if err := f.s.AddAPIKeyHash(f.ctx, h, at(time.Duration(i)*time.Hour)); err != nil {
-				t.Fatalf("AddAPIKeyHash #%d: %v", i+1, err)
-			}
+		diff(t, "looked up", p, got)
+		pg, err := f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 1})
+		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_b" || pg.NextCursor == "" {
+			t.Fatalf("ListAPIKeys page 1 = %+v, %v; want key_b and a cursor (portal sessions are not listed)", pg, err)
 		}
-		hs, err := f.s.APIKeyHashes(f.ctx)
-		if err != nil {
-			t.Fatalf("APIKeyHashes: %v", err)
+		pg, err = f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 5, Cursor: pg.NextCursor})
+		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_a" || pg.NextCursor != "" {
+			t.Fatalf("ListAPIKeys page 2 = %+v, %v; want key_a only", pg, err)
 		}
-		if len(hs) != 1 || string(hs[0]) != string(h) {
-			t.Fatalf("APIKeyHashes = %q, want exactly [%q]", hs, h)
+		if n, _ := f.s.CountAPIKeys(f.ctx); n != 2 {
+			t.Fatalf("CountAPIKeys = %d, want 2", n)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Minute)); err != nil {
+			t.Fatalf("RevokeAPIKey: %v", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Hour)); err != nil {
+			t.Fatalf("RevokeAPIKey again: %v", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, "ps_c", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey of a portal session = %v, want ErrNotFound (sessions expire)", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, "key_nope", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey of an unknown id = %v, want ErrNotFound", err)
+		}
+		got, _ = f.s.LookupAPIKey(f.ctx, p.Hash)
+		if !got.RevokedAt.Equal(at(time.Minute)) || got.Usable(at(2*time.Minute)) {
+			t.Fatalf("after revoke: RevokedAt = %v, usable = %v; want the first revocation time, unusable", got.RevokedAt, got.Usable(at(2*time.Minute)))
+		}
+		if n, _ := f.s.CountAPIKeys(f.ctx); n != 1 {
+			t.Fatalf("CountAPIKeys after a revoke = %d, want 1", n)
+		}
+		if err := f.s.TouchAPIKeys(f.ctx, map[string]time.Time{"key_a": at(2 * time.Minute)}); err != nil {
+			t.Fatalf("TouchAPIKeys: %v", err)
+		}
+		if err := f.s.TouchAPIKeys(f.ctx, map[string]time.Time{"key_a": at(time.Minute)}); err != nil {
+			t.Fatalf("TouchAPIKeys older: %v", err)
+		}
+		got, _ = f.s.LookupAPIKey(f.ctx, a.Hash)
+		if !got.LastUsedAt.Equal(at(2 * time.Minute)) {
+			t.Fatalf("LastUsedAt = %v, want %v (an older touch is ignored)", got.LastUsedAt, at(2*time.Minute))
 		}
 	})
 }

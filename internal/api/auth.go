@@ -1,0 +1,474 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"golang.org/x/time/rate"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// This file is the boundary between tenants (docs/operations.md, "Keys,
+// roles and tenants"). Every /v1/ request goes through three steps, each
+// in exactly one place:
+//
+//  1. authenticate (HTTP middleware): the bearer key becomes a Principal
+//     (admin, or a tenant role with its tenant), or the request is refused
+//     with 401; failures are throttled per client address (429).
+//  2. authorize (huma middleware): the operation's row in the policy table
+//     names the roles allowed; any other role gets 403. An operation
+//     without a row cannot be registered (New fails).
+//  3. scope (scope.go): handlers reach the store only through Server.db,
+//     which for a tenant principal is a view of the store restricted to
+//     its tenant: other tenants' records are not found (404, exactly like
+//     unknown ids), lists are filtered, writes to another tenant refused.
+
+// Prefixes of the secrets Herald issues. They are recognisable so secret
+// scanners (GitHub secret scanning, gitleaks, trufflehog) can find leaked
+// ones: "herald_key_" + 43 base64url characters (32 random bytes) for API
+// keys, "herald_portal_" + 43 for portal session tokens.
+const (
+	APIKeyPrefix      = "herald_key_"
+	PortalTokenPrefix = "herald_portal_"
+)
+
+// MinAdminKeyLength is the shortest HERALD_API_KEY accepted: 32 characters.
+const MinAdminKeyLength = 32
+
+// NewSecretKey returns a new random credential with the given prefix
+// (APIKeyPrefix or PortalTokenPrefix): the prefix and 32 random bytes in
+// base64url.
+func NewSecretKey(prefix string) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// HashAPIKey returns the SHA-256 of an API key, the form in which keys are
+// stored and compared. Keys are 256-bit random values, so a fast hash is
+// enough: nothing can be guessed from it.
+func HashAPIKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// Principal is who makes a request: an admin, or a tenant role (manager,
+// publisher, viewer) bound to one tenant.
+type Principal struct {
+	KeyID  string // "key_…", "ps_…" (portal session), or "env" for HERALD_API_KEY
+	Role   string // store.RoleAdmin, RoleManager, RolePublisher or RoleViewer
+	Tenant string // "" for admin
+	Portal bool   // a portal session token
+}
+
+// Admin reports whether the principal may act on every tenant.
+func (p Principal) Admin() bool { return p.Role == store.RoleAdmin }
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal of an authenticated request; ok is
+// false outside /v1/ routes.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+func principal(ctx context.Context) Principal {
+	p, _ := PrincipalFrom(ctx)
+	return p
+}
+
+// keyCacheTTL bounds how long a node keeps using a stored key's record
+// without reading it again: a key revoked on one node is refused by every
+// node within this time (the revoking node forgets it at once).
+const keyCacheTTL = 500 * time.Millisecond
+
+// touchEvery bounds the writes of last_used_at: at most one per key per
+// node per minute, off the request path.
+const touchEvery = time.Minute
+
+type cachedKey struct {
+	key     store.APIKey
+	fetched time.Time
+}
+
+// keyring resolves presented keys to stored records.
+type keyring struct {
+	admin [][]byte // hashes of HERALD_API_KEY (compared in constant time)
+
+	mu      sync.Mutex
+	cache   map[[32]byte]cachedKey
+	touched map[string]time.Time // key id → last last_used_at write
+}
+
+func (kr *keyring) forget(id string) {
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	for h, c := range kr.cache {
+		if c.key.ID == id {
+			delete(kr.cache, h)
+		}
+	}
+}
+
+// authFailure is why a request was refused at authentication.
+type authFailure struct {
+	reason string // missing, malformed, invalid, expired, revoked
+	detail string
+}
+
+// resolve authenticates a presented key.
+func (s *Server) resolve(ctx context.Context, presented string) (Principal, *authFailure, error) {
+	h := HashAPIKey(presented)
+	match := 0
+	for _, want := range s.keys.admin {
+		match |= subtle.ConstantTimeCompare(h, want)
+	}
+	if match == 1 {
+		return Principal{KeyID: "env", Role: store.RoleAdmin}, nil, nil
+	}
+	var hk [32]byte
+	copy(hk[:], h)
+	wall := time.Now()
+	s.keys.mu.Lock()
+	c, ok := s.keys.cache[hk]
+	s.keys.mu.Unlock()
+	if !ok || wall.Sub(c.fetched) > keyCacheTTL {
+		k, err := s.cfg.Store.LookupAPIKey(ctx, h)
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, &authFailure{"invalid", "invalid API key"}, nil
+		}
+		if err != nil {
+			return Principal{}, nil, err
+		}
+		c = cachedKey{key: k, fetched: wall}
+		s.keys.mu.Lock()
+		if len(s.keys.cache) > 4096 {
+			for h, old := range s.keys.cache {
+				if wall.Sub(old.fetched) > keyCacheTTL {
+					delete(s.keys.cache, h)
+				}
+			}
+		}
+		s.keys.cache[hk] = c
+		s.keys.mu.Unlock()
+	}
+	k := c.key
+	// The database found the row by its hash; the comparison that decides
+	// is still constant-time.
+	if subtle.ConstantTimeCompare(k.Hash, h) != 1 {
+		return Principal{}, &authFailure{"invalid", "invalid API key"}, nil
+	}
+	now := s.cfg.Now()
+	what := "API key"
+	if k.Kind == store.KeyKindPortal {
+		what = "portal session"
+	}
+	if !k.RevokedAt.IsZero() {
+		return Principal{}, &authFailure{"revoked", what + " revoked"}, nil
+	}
+	if !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt) {
+		return Principal{}, &authFailure{"expired", what + " expired at " + k.ExpiresAt.Format(time.RFC3339)}, nil
+	}
+	s.touch(k.ID, now)
+	return Principal{KeyID: k.ID, Role: k.Role, Tenant: k.Tenant, Portal: k.Kind == store.KeyKindPortal}, nil, nil
+}
+
+// touch records a key's use: at most once a minute per key, in the
+// background (a request never waits for it).
+func (s *Server) touch(id string, now time.Time) {
+	s.keys.mu.Lock()
+	last, ok := s.keys.touched[id]
+	due := !ok || now.Sub(last) >= touchEvery || now.Before(last)
+	if due {
+		s.keys.touched[id] = now
+	}
+	s.keys.mu.Unlock()
+	if !due {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.cfg.Store.TouchAPIKeys(ctx, map[string]time.Time{id: now}); err != nil {
+			s.cfg.Logger.Warn("could not record an API key's last use", "key", id, "error", err)
+		}
+	}()
+}
+
+// throttle is a token bucket per client address, spent only by failed
+// authentications: Burst failures at once, then Rate per second. While an
+// address's bucket is empty, its requests get 429 before any key is
+// checked; other addresses are not affected.
+type throttle struct {
+	rate  rate.Limit
+	burst int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+func (t *throttle) bucket(addr string) *rate.Limiter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.buckets[addr]
+	if !ok {
+		if len(t.buckets) >= 10000 { // forget addresses whose bucket refilled
+			now := time.Now()
+			for a, old := range t.buckets {
+				if old.TokensAt(now) >= float64(t.burst) {
+					delete(t.buckets, a)
+				}
+			}
+		}
+		b = rate.NewLimiter(t.rate, t.burst)
+		t.buckets[addr] = b
+	}
+	return b
+}
+
+// blocked returns how long the address must wait (0: not blocked).
+func (t *throttle) blocked(addr string) time.Duration {
+	t.mu.Lock()
+	b, ok := t.buckets[addr]
+	t.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	tokens := b.Tokens()
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / float64(t.rate) * float64(time.Second))
+}
+
+func (t *throttle) fail(addr string) { t.bucket(addr).Allow() }
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// authenticate requires "Authorization: Bearer <key>" on /v1/ routes and
+// puts the request's Principal in its context.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		addr := clientAddr(r)
+		if wait := s.throttle.blocked(addr); wait > 0 {
+			s.cfg.Metrics.AuthFailure("throttled")
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeProblem(w, http.StatusTooManyRequests, "too many failed authentications from this address; retry later")
+			return
+		}
+		refuse := func(f authFailure) {
+			s.throttle.fail(addr)
+			s.cfg.Metrics.AuthFailure(f.reason)
+			// Never the presented key: only where it came from and why.
+			s.cfg.Logger.Info("authentication failed", "client", addr, "reason", f.reason, "method", r.Method, "path", r.URL.Path)
+			challenge := `Bearer realm="herald"`
+			if f.reason != "missing" && f.reason != "malformed" {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeProblem(w, http.StatusUnauthorized, f.detail)
+		}
+		auth := r.Header.Get("Authorization")
+		scheme, key, ok := strings.Cut(auth, " ")
+		if auth == "" {
+			refuse(authFailure{"missing", "missing API key: send Authorization: Bearer <api key>"})
+			return
+		}
+		key = strings.TrimSpace(key)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+			refuse(authFailure{"malformed", "malformed Authorization header: expected Bearer <api key>"})
+			return
+		}
+		p, fail, err := s.resolve(r.Context(), key)
+		if err != nil {
+			s.cfg.Logger.Error("store error", "error", err, "op", "authenticate")
+			writeProblem(w, http.StatusServiceUnavailable, "the store is unavailable; retry later")
+			return
+		}
+		if fail != nil {
+			refuse(*fail)
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		ctx = context.WithValue(ctx, baseURLKey{}, baseURL(r))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+type baseURLKey struct{}
+
+// baseURL is the scheme and host the client reached this node at (for the
+// URLs Herald hands out, e.g. a portal session's).
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// Access is one row of the policy table: the roles, besides admin, that may
+// call an operation. No roles: admin only.
+type Access struct {
+	Roles []string
+}
+
+var (
+	adminOnly  = Access{}
+	managers   = Access{Roles: []string{store.RoleManager}}
+	readers    = Access{Roles: []string{store.RoleManager, store.RoleViewer}}
+	publishers = Access{Roles: []string{store.RolePublisher}}
+	eventRead  = Access{Roles: []string{store.RoleManager, store.RolePublisher, store.RoleViewer}}
+)
+
+// Policy is the access rule of every operation of the API, by operation
+// id: the one table that decides who may call what (the tenant a caller
+// may touch is decided by scope.go). Registering an operation that has no
+// row here fails New.
+var Policy = map[string]Access{
+	// endpoints
+	"create-endpoint":          managers,
+	"list-endpoints":           readers,
+	"get-endpoint":             readers,
+	"update-endpoint":          managers,
+	"delete-endpoint":          managers,
+	"get-endpoint-secret":      managers,
+	"rotate-endpoint-secret":   managers,
+	"test-endpoint":            managers,
+	"pause-endpoint":           managers,
+	"resume-endpoint":          managers,
+	"enable-endpoint":          managers,
+	"list-endpoint-deliveries": readers,
+	"replay-endpoint":          managers,
+	// events
+	"publish-event":         publishers,
+	"list-events":           eventRead,
+	"get-event":             eventRead,
+	"list-event-deliveries": readers,
+	// deliveries
+	"get-delivery":           readers,
+	"list-delivery-attempts": readers,
+	"replay-delivery":        managers,
+	"redeliver-delivery":     managers,
+	"list-deliveries":        readers,
+	"dead-letter-counts":     readers,
+	// sources, keys, sessions: operators only
+	"create-source":         adminOnly,
+	"list-sources":          adminOnly,
+	"get-source":            adminOnly,
+	"update-source":         adminOnly,
+	"delete-source":         adminOnly,
+	"create-api-key":        adminOnly,
+	"list-api-keys":         adminOnly,
+	"revoke-api-key":        adminOnly,
+	"create-portal-session": adminOnly,
+}
+
+// allows reports whether the role may call the operation.
+func (a Access) allows(role string) bool {
+	return role == store.RoleAdmin || slices.Contains(a.Roles, role)
+}
+
+// describe is the sentence the OpenAPI document carries.
+func (a Access) describe() string {
+	return "Requires role: " + strings.Join(append([]string{store.RoleAdmin}, a.Roles...), ", ") + "."
+}
+
+// authorize is the huma middleware applying Policy.
+func (s *Server) authorize(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
+	a, ok := Policy[op.OperationID]
+	if !ok { // New refuses this; kept as a closed default
+		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "operation "+op.OperationID+" has no access rule")
+		return
+	}
+	p := principal(ctx.Context())
+	if !a.allows(p.Role) {
+		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, fmt.Sprintf("role %s may not %s (%s)", p.Role, op.Summary, strings.TrimSuffix(a.describe(), ".")))
+		return
+	}
+	next(ctx)
+}
+
+// applyPolicy checks that every registered operation has a row in Policy
+// and states the row in the OpenAPI document (description and
+// x-herald-roles).
+func (s *Server) applyPolicy() error {
+	var missing []string
+	for path, item := range s.api.OpenAPI().Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
+			if op == nil {
+				continue
+			}
+			a, ok := Policy[op.OperationID]
+			if !ok {
+				missing = append(missing, op.OperationID+" ("+path+")")
+				continue
+			}
+			if op.Description != "" {
+				op.Description += "\n\n"
+			}
+			op.Description += a.describe()
+			if op.Extensions == nil {
+				op.Extensions = map[string]any{}
+			}
+			op.Extensions["x-herald-roles"] = append([]string{store.RoleAdmin}, a.Roles...)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("api: operations without a row in the access policy (internal/api/auth.go Policy): %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// InternalTenantPrefix starts the tenants Herald keeps for itself: an
+// inbound source's forwarding endpoint and events belong to the tenant
+// named by the source id ("src_…"). No request may name such a tenant.
+const InternalTenantPrefix = "src_"
+
+// tenantFor resolves the tenant a request acts on. named is the tenant the
+// request names ("" when it names none; loc is where, for the error). A
+// tenant principal acts on its own tenant: naming another answers 403. An
+// admin acts on the tenant it names. Internal tenants cannot be named (422).
+func (s *Server) tenantFor(ctx context.Context, named, loc string) (string, error) {
+	if strings.HasPrefix(named, InternalTenantPrefix) {
+		return "", invalid(loc, "tenant names starting with "+InternalTenantPrefix+" are reserved for inbound sources and cannot be named through the API", named)
+	}
+	p := principal(ctx)
+	if p.Tenant == "" {
+		return named, nil
+	}
+	if named != "" && named != p.Tenant {
+		return "", huma.Error403Forbidden("this credential belongs to tenant " + p.Tenant + "; it cannot act on tenant " + named)
+	}
+	return p.Tenant, nil
+}

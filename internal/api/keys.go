@@ -1,0 +1,181 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// CreateAPIKeyBody is the body of POST /v1/api-keys.
+type CreateAPIKeyBody struct {
+	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher"`
+	Role      string     `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
+	Tenant    string     `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"required for manager, publisher and viewer; absent for admin"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"RFC 3339; the key stops working then; default never"`
+}
+
+// APIKeyOut is an API key as the API shows it: never its secret, except
+// Key in the answer to its creation.
+type APIKeyOut struct {
+	ID         string     `json:"id" doc:"key_…"`
+	Key        string     `json:"key,omitempty" doc:"the secret (herald_key_…): shown once, in the answer to the creation only"`
+	Name       string     `json:"name"`
+	Role       string     `json:"role" enum:"admin,manager,publisher,viewer"`
+	Tenant     string     `json:"tenant" doc:"empty for admin"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at" doc:"null: never"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty" doc:"set once revoked"`
+	LastUsedAt *time.Time `json:"last_used_at" doc:"last authenticated request, to the minute; null: never used"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func apiKeyOut(k store.APIKey) APIKeyOut {
+	return APIKeyOut{ID: k.ID, Name: k.Name, Role: k.Role, Tenant: k.Tenant, CreatedAt: k.CreatedAt,
+		ExpiresAt: optTime(k.ExpiresAt), RevokedAt: optTime(k.RevokedAt), LastUsedAt: optTime(k.LastUsedAt)}
+}
+
+// APIKeyList is a page of API keys.
+type APIKeyList struct {
+	Data       []APIKeyOut `json:"data"`
+	NextCursor string      `json:"next_cursor"`
+}
+
+// CreatePortalSessionBody is the body of POST /v1/portal-sessions.
+type CreatePortalSessionBody struct {
+	Tenant     string `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the tenant whose endpoint owners open the portal"`
+	Role       string `json:"role,omitempty" enum:"manager,viewer" doc:"default viewer"`
+	TTLSeconds int    `json:"ttl_seconds,omitempty" minimum:"60" maximum:"604800" doc:"lifetime in seconds, 60–604800 (7 days); default 3600"`
+}
+
+// PortalSessionOut answers POST /v1/portal-sessions.
+type PortalSessionOut struct {
+	Token     string    `json:"token" doc:"herald_portal_…: acts as an API key of the tenant and role until expires_at"`
+	URL       string    `json:"url" doc:"opens the web UI signed in as the tenant: <base>/ui/portal#token=<token> (the token is in the fragment, so it is never sent to a server or logged)"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// PortalPath is where a portal session's URL points; the token follows in
+// the fragment ("#token=…").
+const PortalPath = "/ui/portal"
+
+func (s *Server) registerKeys() {
+	sec := []map[string][]string{{"bearer": {}}}
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-api-key", Method: http.MethodPost, Path: "/v1/api-keys", Tags: []string{"api keys"},
+		Summary: "Create an API key (its secret is shown once)", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 4096,
+	}, func(ctx context.Context, in *struct{ Body CreateAPIKeyBody }) (*struct{ Body APIKeyOut }, error) {
+		b := in.Body
+		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case b.Role == store.RoleAdmin && tenant != "":
+			return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
+		case b.Role != store.RoleAdmin && tenant == "":
+			return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
+		}
+		now := s.cfg.Now()
+		k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}
+		if b.ExpiresAt != nil {
+			if !b.ExpiresAt.After(now) {
+				return nil, invalid("body.expires_at", "expires_at must be in the future", b.ExpiresAt)
+			}
+			k.ExpiresAt = b.ExpiresAt.UTC().Truncate(time.Microsecond)
+		}
+		secret, err := NewSecretKey(APIKeyPrefix)
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not generate a key")
+		}
+		k.Hash = HashAPIKey(secret)
+		k, err = s.db(ctx).CreateAPIKey(ctx, k)
+		if err != nil {
+			return nil, s.problem(err, "api key")
+		}
+		out := apiKeyOut(k)
+		out.Key = secret
+		return &struct{ Body APIKeyOut }{Body: out}, nil
+	})
+
+	type apiKeyListOut struct {
+		Body APIKeyList
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/v1/api-keys", Tags: []string{"api keys"},
+		Summary: "List API keys, newest first (never their secrets; revoked keys included)", Security: sec,
+	}, func(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.db(ctx).ListAPIKeys(ctx, lp)
+		if err != nil {
+			return nil, s.problem(err, "api keys")
+		}
+		out := &apiKeyListOut{}
+		out.Body.Data = make([]APIKeyOut, len(pg.Data))
+		for i, k := range pg.Data {
+			out.Body.Data[i] = apiKeyOut(k)
+		}
+		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-api-key", Method: http.MethodDelete, Path: "/v1/api-keys/{id}", Tags: []string{"api keys"},
+		Summary: "Revoke an API key: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *struct {
+		ID string `path:"id" maxLength:"128" doc:"key id (key_…)"`
+	}) (*struct{}, error) {
+		if err := s.db(ctx).RevokeAPIKey(ctx, in.ID, s.cfg.Now()); err != nil {
+			return nil, s.problem(err, "api key "+in.ID)
+		}
+		s.keys.forget(in.ID)
+		return &struct{}{}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-portal-session", Method: http.MethodPost, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
+		Summary: "Create a portal session: a token acting as a tenant's manager or viewer key until it expires, and the URL that opens the web UI with it", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 4096,
+	}, func(ctx context.Context, in *struct{ Body CreatePortalSessionBody }) (*struct{ Body PortalSessionOut }, error) {
+		b := in.Body
+		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+		if err != nil {
+			return nil, err
+		}
+		role, ttl := b.Role, b.TTLSeconds
+		if role == "" {
+			role = store.RoleViewer
+		}
+		if ttl == 0 {
+			ttl = 3600
+		}
+		now := s.cfg.Now().Truncate(time.Microsecond)
+		token, err := NewSecretKey(PortalTokenPrefix)
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not generate a token")
+		}
+		k, err := s.db(ctx).CreateAPIKey(ctx, store.APIKey{ID: store.NewID("ps"), Kind: store.KeyKindPortal, Name: "portal session",
+			Role: role, Tenant: tenant, Hash: HashAPIKey(token), CreatedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second)})
+		if err != nil {
+			return nil, s.problem(err, "portal session")
+		}
+		base := strings.TrimSuffix(s.cfg.PublicURL, "/")
+		if base == "" {
+			base, _ = ctx.Value(baseURLKey{}).(string)
+		}
+		return &struct{ Body PortalSessionOut }{Body: PortalSessionOut{Token: token, URL: base + PortalPath + "#token=" + token, ExpiresAt: k.ExpiresAt}}, nil
+	})
+}

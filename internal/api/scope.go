@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// db is the store as the request's principal may see it: the whole store
+// for an admin, a tenantStore for a tenant principal. Handlers reach the
+// store only through it (TestHandlersUseScopedStore checks the source).
+func (s *Server) db(ctx context.Context) store.Store {
+	p := principal(ctx)
+	if p.Admin() {
+		return s.cfg.Store
+	}
+	return tenantStore{Store: s.cfg.Store, tenant: p.Tenant}
+}
+
+// tenantStore restricts a store to one tenant. A record of another tenant
+// is ErrNotFound, exactly as an unknown id (no existence leak); lists are
+// filtered to the tenant; a write naming another tenant is ErrNotFound too
+// (the API has already answered 403 for a request naming one, this is the
+// second wall). Sources and API keys do not exist for a tenant.
+type tenantStore struct {
+	store.Store
+	tenant string
+}
+
+func (t tenantStore) notFound(what, id string) error {
+	return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
+}
+
+func (t tenantStore) GetEndpoint(ctx context.Context, id string) (store.Endpoint, error) {
+	e, err := t.Store.GetEndpoint(ctx, id)
+	if err == nil && e.Tenant != t.tenant {
+		return store.Endpoint{}, t.notFound("endpoint", id)
+	}
+	return e, err
+}
+
+func (t tenantStore) own(ctx context.Context, endpointID string) error {
+	_, err := t.GetEndpoint(ctx, endpointID)
+	return err
+}
+
+func (t tenantStore) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams) (store.Endpoint, error) {
+	if p.Endpoint.Tenant != t.tenant {
+		return store.Endpoint{}, t.notFound("tenant", p.Endpoint.Tenant)
+	}
+	return t.Store.CreateEndpoint(ctx, p)
+}
+
+func (t tenantStore) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
+	p.Tenant, p.IncludeSources = t.tenant, false
+	return t.Store.ListEndpoints(ctx, p)
+}
+
+func (t tenantStore) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, err
+	}
+	return t.Store.UpdateEndpoint(ctx, p)
+}
+
+func (t tenantStore) DeleteEndpoint(ctx context.Context, id string) error {
+	if err := t.own(ctx, id); err != nil {
+		return err
+	}
+	return t.Store.DeleteEndpoint(ctx, id)
+}
+
+func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, err
+	}
+	return t.Store.RotateSecret(ctx, p)
+}
+
+func (t tenantStore) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, 0, err
+	}
+	return t.Store.SetEndpointState(ctx, p)
+}
+
+func (t tenantStore) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	if p.Event.Tenant != t.tenant {
+		return store.PublishResult{}, t.notFound("tenant", p.Event.Tenant)
+	}
+	return t.Store.PublishEvent(ctx, p)
+}
+
+func (t tenantStore) GetEvent(ctx context.Context, id string) (store.Event, error) {
+	e, err := t.Store.GetEvent(ctx, id)
+	if err == nil && e.Tenant != t.tenant {
+		return store.Event{}, t.notFound("event", id)
+	}
+	return e, err
+}
+
+func (t tenantStore) ListEvents(ctx context.Context, p store.ListEventsParams) (store.Page[store.Event], error) {
+	p.Tenant = t.tenant
+	return t.Store.ListEvents(ctx, p)
+}
+
+func (t tenantStore) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
+	d, err := t.Store.GetDelivery(ctx, id)
+	if err == nil && d.Tenant != t.tenant {
+		return store.Delivery{}, t.notFound("delivery", id)
+	}
+	return d, err
+}
+
+func (t tenantStore) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) (store.Page[store.Delivery], error) {
+	p.Tenant = t.tenant
+	return t.Store.ListDeliveries(ctx, p)
+}
+
+func (t tenantStore) ListAttempts(ctx context.Context, deliveryID string) ([]store.Attempt, error) {
+	if _, err := t.GetDelivery(ctx, deliveryID); err != nil {
+		return nil, err
+	}
+	return t.Store.ListAttempts(ctx, deliveryID)
+}
+
+func (t tenantStore) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
+	if p.DeliveryID != "" {
+		if _, err := t.GetDelivery(ctx, p.DeliveryID); err != nil {
+			return 0, err
+		}
+	}
+	if p.EndpointID != "" {
+		if err := t.own(ctx, p.EndpointID); err != nil {
+			return 0, err
+		}
+	}
+	if p.DeliveryID == "" && p.EndpointID == "" {
+		return 0, t.notFound("deliveries", "")
+	}
+	return t.Store.ReplayDeliveries(ctx, p)
+}
+
+func (t tenantStore) DeadLetterCounts(ctx context.Context, _ string, since time.Time) ([]store.DeadLetterCount, error) {
+	return t.Store.DeadLetterCounts(ctx, t.tenant, since)
+}
+
+func (t tenantStore) CreateSource(context.Context, store.CreateSourceParams) (store.Source, error) {
+	return store.Source{}, t.notFound("source", "")
+}
+
+func (t tenantStore) GetSource(_ context.Context, id string) (store.Source, error) {
+	return store.Source{}, t.notFound("source", id)
+}
+
+func (t tenantStore) ListSources(context.Context, store.ListParams) (store.Page[store.Source], error) {
+	return store.Page[store.Source]{Data: []store.Source{}}, nil
+}
+
+func (t tenantStore) UpdateSource(_ context.Context, p store.UpdateSourceParams) (store.Source, error) {
+	return store.Source{}, t.notFound("source", p.ID)
+}
+
+func (t tenantStore) DeleteSource(_ context.Context, id string) error {
+	return t.notFound("source", id)
+}
+
+func (t tenantStore) CreateAPIKey(_ context.Context, k store.APIKey) (store.APIKey, error) {
+	return store.APIKey{}, t.notFound("api key", k.ID)
+}
+
+func (t tenantStore) ListAPIKeys(context.Context, store.ListParams) (store.Page[store.APIKey], error) {
+	return store.Page[store.APIKey]{Data: []store.APIKey{}}, nil
+}
+
+func (t tenantStore) RevokeAPIKey(_ context.Context, id string, _ time.Time) error {
+	return t.notFound("api key", id)
+}

@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at"
+
+func scanAPIKey(row pgx.Row) (store.APIKey, error) {
+	var (
+		k                          store.APIKey
+		created                    time.Time
+		expires, revoked, lastUsed *time.Time
+	)
+	if err := row.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed); err != nil {
+		return k, err
+	}
+	k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.LastUsedAt = created.UTC(), fromNullTS(expires), fromNullTS(revoked), fromNullTS(lastUsed)
+	return k, nil
+}
+
+// CreateAPIKey implements store.Store.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
+	row := s.pool.QueryRow(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING "+apiKeyColumns,
+		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, ts(k.CreatedAt), nullTS(k.ExpiresAt), nullTS(k.RevokedAt), nullTS(k.LastUsedAt))
+	out, err := scanAPIKey(row)
+	if isUniqueViolation(err) {
+		return store.APIKey{}, fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+	}
+	return out, wrap("create api key", err)
+}
+
+// LookupAPIKey implements store.Store.
+func (s *Store) LookupAPIKey(ctx context.Context, hash []byte) (store.APIKey, error) {
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, "SELECT "+apiKeyColumns+" FROM api_keys WHERE hash = $1", hash))
+	return k, wrap("api key", err)
+}
+
+// CountAPIKeys implements store.Store.
+func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM api_keys WHERE kind = 'key' AND revoked_at IS NULL").Scan(&n)
+	return n, wrap("count api keys", err)
+}
+
+// ListAPIKeys implements store.Store.
+func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page[store.APIKey], error) {
+	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = 'key'"
+	args := []any{}
+	if p.Cursor != "" {
+		q += " AND id < $1"
+		args = append(args, p.Cursor)
+	}
+	size := p.PageSize()
+	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", size+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return store.Page[store.APIKey]{}, wrap("api keys", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.APIKey, error) { return scanAPIKey(r) })
+	if err != nil {
+		return store.Page[store.APIKey]{}, wrap("api keys", err)
+	}
+	return store.Paginate(out, size, func(k store.APIKey) string { return k.ID }), nil
+}
+
+// RevokeAPIKey implements store.Store.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, now time.Time) error {
+	ct, err := s.pool.Exec(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 AND kind = 'key'", ts(now), id)
+	if err != nil {
+		return wrap("revoke api key", err)
+	}
+	if ct.RowsAffected() == 0 {
+		return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// TouchAPIKeys implements store.Store.
+func (s *Store) TouchAPIKeys(ctx context.Context, used map[string]time.Time) error {
+	for id, at := range used {
+		if _, err := s.pool.Exec(ctx, "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)", ts(at), id); err != nil {
+			return wrap("touch api keys", err)
+		}
+	}
+	return nil
+}

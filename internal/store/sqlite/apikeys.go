@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at"
+
+func scanAPIKey(sc scanner) (store.APIKey, error) {
+	var (
+		k                          store.APIKey
+		created                    int64
+		expires, revoked, lastUsed sql.NullInt64
+	)
+	if err := sc.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed); err != nil {
+		return k, err
+	}
+	k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.LastUsedAt = fromMicro(created), nullMicro(expires), nullMicro(revoked), nullMicro(lastUsed)
+	return k, nil
+}
+
+func optMicro(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micro(t)
+}
+
+// CreateAPIKey implements store.Store.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
+	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt))
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return store.APIKey{}, fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return store.APIKey{}, wrap("create api key", err)
+	}
+	return s.LookupAPIKey(ctx, k.Hash)
+}
+
+// LookupAPIKey implements store.Store.
+func (s *Store) LookupAPIKey(ctx context.Context, hash []byte) (store.APIKey, error) {
+	k, err := scanAPIKey(s.r.QueryRowContext(ctx, "SELECT "+apiKeyColumns+" FROM api_keys WHERE hash = ?", hash))
+	return k, wrap("api key", err)
+}
+
+// CountAPIKeys implements store.Store.
+func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM api_keys WHERE kind = 'key' AND revoked_at IS NULL").Scan(&n)
+	return n, wrap("count api keys", err)
+}
+
+// ListAPIKeys implements store.Store.
+func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page[store.APIKey], error) {
+	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = 'key'"
+	args := []any{}
+	if p.Cursor != "" {
+		q += " AND id < ?"
+		args = append(args, p.Cursor)
+	}
+	size := p.PageSize()
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, size+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return store.Page[store.APIKey]{}, wrap("api keys", err)
+	}
+	defer rows.Close()
+	var out []store.APIKey
+	for rows.Next() {
+		k, err := scanAPIKey(rows)
+		if err != nil {
+			return store.Page[store.APIKey]{}, wrap("api keys", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[store.APIKey]{}, wrap("api keys", err)
+	}
+	return store.Paginate(out, size, func(k store.APIKey) string { return k.ID }), nil
+}
+
+// RevokeAPIKey implements store.Store.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, now time.Time) error {
+	res, err := s.w.ExecContext(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ? AND kind = 'key'", micro(now), id)
+	if err != nil {
+		return wrap("revoke api key", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// TouchAPIKeys implements store.Store.
+func (s *Store) TouchAPIKeys(ctx context.Context, used map[string]time.Time) error {
+	for id, at := range used {
+		if _, err := s.w.ExecContext(ctx, "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)", micro(at), id, micro(at)); err != nil {
+			return wrap("touch api keys", err)
+		}
+	}
+	return nil
+}

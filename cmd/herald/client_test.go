@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -454,5 +455,37 @@ func TestReplayNotFound(t *testing.T) {
 	}
 	if r := last(); r.path != "/v1/endpoints/ep_x/replay" {
 		t.Fatalf("path %s", r.path)
+	}
+}
+
+func TestKeysCommands(t *testing.T) {
+	srv, last := fakeAPI(t, 201, "application/json", `{"id":"key_1","key":"herald_key_x","role":"publisher","tenant":"acme"}`)
+	if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--name", "billing", "--role", "publisher", "--tenant", "acme", "--expires-in", "2d"); err != nil {
+		t.Fatal(err)
+	}
+	r := last()
+	var got map[string]any
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := time.Parse(time.RFC3339, fmt.Sprint(got["expires_at"]))
+	if r.method != "POST" || r.path != "/v1/api-keys" || got["name"] != "billing" || got["role"] != "publisher" || got["tenant"] != "acme" ||
+		err != nil || time.Until(exp) < 47*time.Hour || time.Until(exp) > 49*time.Hour {
+		t.Fatalf("keys create sent %s %s %s", r.method, r.path, r.body)
+	}
+	if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--role", "viewer"); err == nil || !strings.Contains(err.Error(), "--name") {
+		t.Fatalf("keys create without --name: %v", err)
+	}
+	srv, last = fakeAPI(t, 204, "", ``)
+	out, _, err := execHerald(t, "", "keys", "revoke", "key_1", "--server", srv.URL, "--api-key", "k")
+	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/api-keys/key_1" || out != "revoked key_1\n" {
+		t.Fatalf("keys revoke: %v, %s %s, %q", err, r.method, r.path, out)
+	}
+	srv, last = fakeAPI(t, 200, "application/json", `{"data":[],"next_cursor":""}`)
+	if _, _, err := execHerald(t, "", "keys", "list", "--server", srv.URL, "--api-key", "k", "--limit", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); r.method != "GET" || r.path != "/v1/api-keys" || r.query != "limit=5" {
+		t.Fatalf("keys list sent %s %s?%s", r.method, r.path, r.query)
 	}
 }

@@ -331,6 +331,40 @@ func (s *Server) problem(err error, what string) error {
 	}
 }
 
+// secretFields name the request fields whose values an error never
+// repeats (a 422 must not echo a submitted secret back: error bodies end
+// up in logs and support tickets).
+var secretFields = map[string]bool{"secret": true, "secrets": true, "key": true, "token": true, "password": true,
+	"headers": true, "destination_url": true, "hmac": true}
+
+func init() {
+	base := huma.NewError
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		for _, e := range errs {
+			if d, ok := e.(*huma.ErrorDetail); ok && d != nil && secretLocation(d.Location, d.Value) {
+				d.Value = nil
+			}
+		}
+		return base(status, msg, errs...)
+	}
+}
+
+// secretLocation reports whether an error at location (e.g.
+// "body.secrets[0]", "body.headers.Authorization") with value may repeat a
+// secret: a field in secretFields, anywhere in the path, or a URL with a
+// query or userinfo.
+func secretLocation(location string, value any) bool {
+	for _, part := range strings.FieldsFunc(location, func(r rune) bool { return r == '.' || r == '[' || r == ']' }) {
+		if secretFields[strings.ToLower(part)] {
+			return true
+		}
+	}
+	if v, ok := value.(string); ok && strings.HasSuffix(location, "url") && strings.ContainsAny(v, "?@") {
+		return true
+	}
+	return false
+}
+
 // invalid is a 422 naming the field (location) and the rule that failed.
 func invalid(location, rule string, value any) error {
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})

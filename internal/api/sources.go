@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/inbound"
 	"github.com/herald-webhooks/herald/internal/inbound/scheme"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -74,22 +75,28 @@ type SourceOut struct {
 	UpdatedAt        time.Time `json:"updated_at"`
 }
 
-// checkDestination accepts an absolute http(s) URL without userinfo or
-// fragment. The SSRF policy of tenants' endpoints does not apply: operators
-// set destinations, typically private services.
+// checkDestination accepts an absolute http(s) URL without userinfo,
+// fragment or a credential in the query (the rule of endpoint URLs:
+// secrets in URLs end up in logs; send them as headers). The SSRF policy
+// of tenants' endpoints does not apply: operators set destinations,
+// typically private services. The submitted URL is never echoed back in
+// the error (it may hold a secret).
 func checkDestination(raw, loc string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || strings.ContainsAny(raw, " \t\r\n\\"):
-		return "", invalid(loc, "destination_url must be an absolute http(s) URL", raw)
+		return "", invalid(loc, "destination_url must be an absolute http(s) URL", nil)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", invalid(loc, "destination_url scheme must be http or https", raw)
+		return "", invalid(loc, "destination_url scheme must be http or https", nil)
 	case u.Host == "" || u.Hostname() == "":
-		return "", invalid(loc, "destination_url needs a host", raw)
+		return "", invalid(loc, "destination_url needs a host", nil)
 	case u.User != nil:
 		return "", invalid(loc, "destination_url must not contain userinfo; use a header", nil)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return "", invalid(loc, "destination_url must not contain a fragment", raw)
+		return "", invalid(loc, "destination_url must not contain a fragment", nil)
+	}
+	if name, found := egress.CredentialInQuery(u.RawQuery); found {
+		return "", invalid(loc, "url rule "+egress.RuleCredentialsInQuery+": destination_url must not carry a credential in its query (parameter "+name+"); secrets in URLs end up in logs", nil)
 	}
 	return u.String(), nil
 }

@@ -816,6 +816,11 @@ var (
 	}
 )
 
+// CredentialInQuery returns the first query parameter of rawQuery whose
+// name looks like a credential (the rule RuleCredentialsInQuery), for URLs
+// checked outside CheckURL (inbound sources' destinations).
+func CredentialInQuery(rawQuery string) (string, bool) { return credentialParam(rawQuery) }
+
 // credentialParam returns the first query parameter of rawQuery whose name
 // looks like a credential. Both "&" and ";" separate parameters (some
 // receivers split on ";").

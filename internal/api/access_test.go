@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,16 +16,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // adminKey is the configured admin key (HERALD_API_KEY) of these tests.
 const adminKey = "access-test-admin-key-0123456789abcdef"
-
-type anyURL struct{}
-
-func (anyURL) CheckURL(raw string) (*url.URL, error) { return url.Parse(raw) }
 
 type okTester struct{}
 
@@ -73,7 +69,11 @@ func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 	}
 	t.Cleanup(func() { st.Close() })
 	w := &world{t: t, st: st, now: time.Now().UTC().Truncate(time.Microsecond)}
-	c := api.Config{Store: st, URLs: anyURL{}, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, Now: w.clock,
+	eg, err := egress.New(egress.Config{}) // the real endpoint URL policy
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, Now: w.clock,
 		AuthFailureBurst: 1 << 20, PublicURL: "https://herald.example", Logger: slog.New(slog.DiscardHandler)}
 	if cfg != nil {
 		cfg(&c)
@@ -130,6 +130,16 @@ func (w *world) call(key, method, path, body string) (int, []byte) {
 }
 
 func (w *world) callFrom(addr, key, method, path, body string) (int, []byte) {
+	rec := w.request(addr, key, method, path, body)
+	return rec.Code, rec.Body.Bytes()
+}
+
+// rawCall is callFrom without a body, answering the recorder (headers).
+func (w *world) rawCall(addr, key, method, path string) *httptest.ResponseRecorder {
+	return w.request(addr, key, method, path, "")
+}
+
+func (w *world) request(addr, key, method, path, body string) *httptest.ResponseRecorder {
 	var r *http.Request
 	if body != "" {
 		r = httptest.NewRequest(method, path, strings.NewReader(body))
@@ -143,7 +153,7 @@ func (w *world) callFrom(addr, key, method, path, body string) (int, []byte) {
 	}
 	rec := httptest.NewRecorder()
 	w.srv.ServeHTTP(rec, r)
-	return rec.Code, rec.Body.Bytes()
+	return rec
 }
 
 func (w *world) mustCall(key, method, path, body string, want int, out any) {

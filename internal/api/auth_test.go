@@ -1,0 +1,106 @@
+package api_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// TestFailedAuthThrottled: 100 bad keys from one address empty its bucket
+// (20) and then get 429 with Retry-After, while a good key from another
+// address is unaffected; the failures are counted in a metric and logged
+// without the presented key.
+func TestFailedAuthThrottled(t *testing.T) {
+	var logs bytes.Buffer
+	m := metrics.New(nil)
+	w := newWorld(t, func(c *api.Config) {
+		c.AuthFailureBurst, c.AuthFailureRate = 20, 0.01
+		c.Metrics = m
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	good, _ := w.newKey(store.RoleViewer, "acme", "")
+	const bad = api.APIKeyPrefix + "guessed-key-guessed-key-guessed-key-guess"
+	counts := map[int]int{}
+	for i := range 100 {
+		st, raw := w.callFrom("192.0.2.66", bad+strconv.Itoa(i%10), "GET", "/v1/endpoints", "")
+		counts[st]++
+		if i < 20 && st != 401 || i >= 20 && st != 429 {
+			t.Fatalf("bad key #%d: %d %s; want 401 for the first 20, then 429", i+1, st, raw)
+		}
+		if st, raw := w.callFrom("192.0.2.77", good, "GET", "/v1/endpoints", ""); st != 200 {
+			t.Fatalf("good key from another address after %d bad ones: %d %s", i+1, st, raw)
+		}
+	}
+	// The throttled address is refused before its key is looked at, with
+	// the time until its bucket holds a token again.
+	r := w.rawCall("192.0.2.66", good, "GET", "/v1/endpoints")
+	if ra, _ := strconv.Atoi(r.Header().Get("Retry-After")); r.Code != 429 || ra < 90 || ra > 100 {
+		t.Fatalf("good key from the throttled address: %d, Retry-After %q; want 429, about 100 s (one token at 0.01/s)", r.Code, r.Header().Get("Retry-After"))
+	}
+	if n := counterValue(t, m, "invalid"); n != 20 {
+		t.Errorf("herald_auth_failures_total{reason=invalid} = %v, want 20", n)
+	}
+	if n := counterValue(t, m, "throttled"); n != 81 {
+		t.Errorf("herald_auth_failures_total{reason=throttled} = %v, want 81", n)
+	}
+	if strings.Contains(logs.String(), "guessed-key") || !strings.Contains(logs.String(), "client=192.0.2.66") {
+		t.Errorf("logs must name the address and never the key:\n%s", logs.String())
+	}
+}
+
+func counterValue(t *testing.T, m *metrics.Metrics, reason string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "herald_auth_failures_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+
+// TestUnprocessableNeverEchoesSecrets: a 422 names the field and the rule
+// but never repeats a submitted secret, wherever it was put.
+func TestUnprocessableNeverEchoesSecrets(t *testing.T) {
+	w := newWorld(t, nil)
+	const secret = "SuperSecretValue-7f3a9"
+	cases := []struct{ name, method, path, body, field string }{
+		{"source destination with a token in the query", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"https://internal.example/in?token=` + secret + `"}`, "body.destination_url"},
+		{"source destination with userinfo", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"https://u:` + secret + `@internal.example/in"}`, "body.destination_url"},
+		{"source secrets of the wrong type", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":"` + secret + `","destination_url":"https://internal.example/in"}`, "body.secrets"},
+		{"source secrets, one too many", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["` + secret + `","2","3","4","5","6"],"destination_url":"https://internal.example/in"}`, "body.secrets"},
+		{"source update destination", "PATCH", "/v1/sources/" + w.srcID, `{"destination_url":"https://internal.example/in?api_key=` + secret + `"}`, "body.destination_url"},
+		{"endpoint url with a credential", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook?access_token=` + secret + `"}`, "body.url"},
+		{"endpoint header of the wrong type", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":["Bearer ` + secret + `"]}}`, "body.headers"},
+		{"endpoint header with a newline", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":"Bearer ` + secret + `\n"}}`, "body.headers"},
+		{"a secret in an unknown field", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","secret":"` + secret + `"}`, "secret"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, raw := w.call(adminKey, c.method, c.path, c.body)
+			if st != 422 || !strings.Contains(string(raw), c.field) {
+				t.Fatalf("%d %s; want 422 naming %s", st, raw, c.field)
+			}
+			if strings.Contains(string(raw), secret) {
+				t.Fatalf("the 422 repeats the secret: %s", raw)
+			}
+		})
+	}
+}

@@ -75,7 +75,6 @@ func counterValue(t *testing.T, m *metrics.Metrics, reason string) float64 {
 	return 0
 }
 
-
 // TestUnprocessableNeverEchoesSecrets: a 422 names the field and the rule
 // but never repeats a submitted secret, wherever it was put.
 func TestUnprocessableNeverEchoesSecrets(t *testing.T) {

@@ -412,7 +412,7 @@ func (s *Server) authorize(ctx huma.Context, next func(huma.Context)) {
 	}
 	p := principal(ctx.Context())
 	if !a.allows(p.Role) {
-		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, fmt.Sprintf("role %s may not %s (%s)", p.Role, op.Summary, strings.TrimSuffix(a.describe(), ".")))
+		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, fmt.Sprintf("role %s may not call %s %s (operation %s): %s", p.Role, op.Method, op.Path, op.OperationID, a.describe()))
 		return
 	}
 	next(ctx)

@@ -295,6 +295,7 @@ type receiver struct {
 	headers  map[string]string
 	requests []received
 	block    chan struct{} // when set, handlers wait on it (black hole)
+	body     string        // when set, the answer's body
 }
 
 func newReceiver(t *testing.T, statuses ...int) *receiver {
@@ -335,7 +336,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	for k, v := range r.headers {
 		w.Header().Set(k, v)
 	}
-	block := r.block
+	block, answer := r.block, r.body
 	r.mu.Unlock()
 	if block != nil {
 		select {
@@ -345,6 +346,10 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.WriteHeader(status)
+	if answer != "" {
+		io.WriteString(w, answer)
+		return
+	}
 	io.WriteString(w, `{"answer":`+strconv.Itoa(status)+`}`)
 }
 

@@ -1,0 +1,262 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tenancyFixture is a running Herald with one Stripe source (forwarding to
+// an internal destination that answers a private body) and tenant keys of
+// acme.
+type tenancyFixture struct {
+	h                   *herald
+	dest                *receiver // the source's internal destination
+	attacker            *receiver // a receiver the attacker controls
+	src                 sourceResp
+	manager, publisher  string
+	stripeSecret, event string
+}
+
+func newTenancyFixture(t *testing.T) *tenancyFixture {
+	t.Helper()
+	f := &tenancyFixture{h: startHerald(t, nil), stripeSecret: "whsec_stripe_provider_secret"}
+	f.dest = newReceiver(t, 200)
+	f.dest.headers = map[string]string{}
+	f.attacker = newReceiver(t, 200)
+	f.src = f.h.createSource(map[string]any{"name": "stripe", "scheme": "stripe", "secrets": []string{f.stripeSecret}, "destination_url": f.dest.URL})
+	f.manager = f.key("manager", "acme")
+	f.publisher = f.key("publisher", "acme")
+	f.event = `{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1"}}}`
+	return f
+}
+
+func (f *tenancyFixture) key(role, tenant string) string {
+	f.h.t.Helper()
+	var k struct{ Key string }
+	if st, raw := f.h.call("POST", "/v1/api-keys", map[string]any{"name": role, "role": role, "tenant": tenant}, &k); st != 201 {
+		f.h.t.Fatalf("create key: %d %s", st, raw)
+	}
+	return k.Key
+}
+
+// stored counts every event and delivery Herald holds (admin view, no
+// filter), and the deliveries of the source's forwarding endpoint.
+func (f *tenancyFixture) stored() (events, sourceDeliveries int) {
+	f.h.t.Helper()
+	var evs, ds struct{ Data []json.RawMessage }
+	f.h.call("GET", "/v1/events?limit=1000", nil, &evs)
+	f.h.call("GET", "/v1/endpoints/"+f.src.EndpointID+"/deliveries?limit=1000", nil, &ds)
+	return len(evs.Data), len(ds.Data)
+}
+
+// ingestStripe sends the provider's real, signed event to the gateway.
+func (f *tenancyFixture) ingestStripe() string {
+	f.h.t.Helper()
+	body := []byte(f.event)
+	st, resp := f.h.ingest(f.src.IngestPath, providerRequest(f.h.t, "stripe", f.stripeSecret, time.Now(), body, ""), body)
+	if st != 200 {
+		f.h.t.Fatalf("ingest: %d %s", st, resp)
+	}
+	return resp
+}
+
+func (f *tenancyFixture) waitForwarded(n int) {
+	f.h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.dest.got()) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // one more forward would show up here
+	if got := len(f.dest.got()); got != n {
+		f.h.t.Fatalf("the destination got %d requests, want %d", got, n)
+	}
+}
+
+// TestAttackForgeInboundEvent: a key holder (even an admin) cannot publish
+// into a source's internal tenant, so no forged "provider" event reaches
+// the internal destination; nothing is stored.
+func TestAttackForgeInboundEvent(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	ev0, d0 := f.stored()
+	forged := map[string]any{"tenant": f.src.ID, "type": "invoice.paid", "data": map[string]any{"forged": true}}
+	for name, key := range map[string]string{"admin": testAPIKey, "publisher": f.publisher} {
+		st, raw := f.h.callWithKey(key, "POST", "/v1/events", forged, nil)
+		if st != 422 || !strings.Contains(string(raw), "reserved for inbound sources") {
+			t.Errorf("%s publishing into %s: %d %s, want 422 (reserved tenant)", name, f.src.ID, st, raw)
+		}
+	}
+	if st, raw := f.h.callWithKey(f.manager, "POST", "/v1/events", forged, nil); st != 403 {
+		t.Errorf("manager publishing: %d %s, want 403 (managers do not publish)", st, raw)
+	}
+	if ev, d := f.stored(); ev != ev0 || d != d0 {
+		t.Fatalf("refused publishes stored events %d→%d, source deliveries %d→%d", ev0, ev, d0, d)
+	}
+	time.Sleep(200 * time.Millisecond) // a forward would show up here
+	if n := len(f.dest.got()); n != 0 {
+		t.Fatalf("the internal destination got %d forged requests", n)
+	}
+}
+
+// TestAttackSwallowProviderEvent: publishing a provider's event id first
+// (as the event id or as an Idempotency-Key) no longer makes the real
+// provider event a "duplicate": the real one is received and forwarded.
+func TestAttackSwallowProviderEvent(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	const stripeID = "evt_1NG8Du2eZvKYlo2CUI79vXWy"
+	// Into the source's tenant: refused.
+	st, raw := f.h.callWithKey(f.publisher, "POST", "/v1/events", map[string]any{"tenant": f.src.ID, "type": "x.y", "data": map[string]any{}},
+		nil, "Idempotency-Key", stripeID)
+	if st != 422 {
+		t.Fatalf("idempotency key into the source's tenant: %d %s, want 422", st, raw)
+	}
+	// Into the attacker's own tenant, with the provider's id and key: a
+	// separate event of acme (ids are per tenant), harmless to the source.
+	for _, hdr := range [][]string{nil, {"Idempotency-Key", stripeID}} {
+		st, raw = f.h.callWithKey(f.publisher, "POST", "/v1/events", map[string]any{"id": stripeID, "type": "invoice.paid", "data": map[string]any{}}, nil, hdr...)
+		if st != 202 && st != 200 {
+			t.Fatalf("publish %s in acme: %d %s", stripeID, st, raw)
+		}
+	}
+	if resp := f.ingestStripe(); !strings.Contains(resp, `"received":true`) {
+		t.Fatalf("the real provider event was taken for a duplicate: %s", resp)
+	}
+	f.waitForwarded(1)
+}
+
+// TestAttackSubscribeToInternalTenant: no endpoint can be created in (or
+// listed for) a source's tenant, so no one receives copies of its inbound
+// webhooks.
+func TestAttackSubscribeToInternalTenant(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	for name, key := range map[string]string{"admin": testAPIKey, "manager": f.manager} {
+		st, raw := f.h.callWithKey(key, "POST", "/v1/endpoints", map[string]any{"tenant": f.src.ID, "url": f.attacker.URL}, nil)
+		if st != 422 || !strings.Contains(string(raw), "reserved") {
+			t.Errorf("%s subscribing to %s: %d %s, want 422", name, f.src.ID, st, raw)
+		}
+		for _, list := range []string{"/v1/endpoints", "/v1/events", "/v1/deliveries", "/v1/dead-letters"} {
+			if st, raw := f.h.callWithKey(key, "GET", list+"?tenant="+f.src.ID, nil, nil); st != 422 {
+				t.Errorf("%s listing %s?tenant=%s: %d %s, want 422", name, list, f.src.ID, st, raw)
+			}
+		}
+	}
+	var eps struct{ Data []json.RawMessage }
+	f.h.call("GET", "/v1/endpoints?limit=1000", nil, &eps)
+	if len(eps.Data) != 0 {
+		t.Fatalf("refused creations stored %d endpoints", len(eps.Data))
+	}
+	f.ingestStripe()
+	f.waitForwarded(1)
+	if n := len(f.attacker.got()); n != 0 {
+		t.Fatalf("the attacker's receiver got %d copies of inbound webhooks", n)
+	}
+}
+
+// TestAttackReadInternalAnswer: a tenant key cannot read the attempts of a
+// source's deliveries (whose response excerpts hold the internal service's
+// answers): they are another tenant's, so unknown (404), absent from lists.
+func TestAttackReadInternalAnswer(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	const private = "internal-service-private-answer"
+	f.dest.mu.Lock()
+	f.dest.body = private
+	f.dest.mu.Unlock()
+	f.ingestStripe()
+	f.waitForwarded(1)
+	var ds struct {
+		Data []struct{ ID string }
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		f.h.call("GET", "/v1/endpoints/"+f.src.EndpointID+"/deliveries?state=succeeded", nil, &ds)
+		if len(ds.Data) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(ds.Data) != 1 {
+		t.Fatalf("source deliveries: %+v", ds.Data)
+	}
+	dlv := ds.Data[0].ID
+	if a := f.h.attempts(dlv); len(a) != 1 || !strings.Contains(a[0].ResponseExcerpt, private) {
+		t.Fatalf("the admin's view of the attempt: %+v (the fixture must hold the private answer)", a)
+	}
+	viewer := f.key("viewer", "acme")
+	for name, key := range map[string]string{"manager": f.manager, "viewer": viewer, "publisher": f.publisher} {
+		for _, c := range []struct {
+			path string
+			want []int
+		}{
+			{"/v1/deliveries/" + dlv + "/attempts", []int{404, 403}},
+			{"/v1/deliveries/" + dlv, []int{404, 403}},
+			{"/v1/endpoints/" + f.src.EndpointID + "/deliveries", []int{404, 403}},
+			{"/v1/endpoints/" + f.src.EndpointID, []int{404, 403}},
+			{"/v1/deliveries?limit=1000", []int{200, 403}},
+			{"/v1/events?limit=1000", []int{200}},
+			{"/v1/sources", []int{403}},
+			{"/v1/sources/" + f.src.ID, []int{403}},
+		} {
+			st, raw := f.h.callWithKey(key, "GET", c.path, nil, nil)
+			if !containsInt(c.want, st) || strings.Contains(string(raw), private) || strings.Contains(string(raw), dlv) && st == http.StatusOK {
+				t.Errorf("%s GET %s: %d %s; want one of %v and nothing of the source", name, c.path, st, raw, c.want)
+			}
+		}
+	}
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSameProducerIDTwoTenants: two tenants publish "inv-1" (and the same
+// Idempotency-Key): both get 202 and each is delivered to its own
+// endpoints only; an admin reads each by naming the tenant.
+func TestSameProducerIDTwoTenants(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	f := &tenancyFixture{h: h}
+	rcv := map[string]*receiver{}
+	for _, tn := range []string{"acme", "bravo"} {
+		rcv[tn] = newReceiver(t, 200)
+		h.createEndpoint(tn, rcv[tn].URL)
+		pub := f.key("publisher", tn)
+		var out publishResp
+		st, raw := h.callWithKey(pub, "POST", "/v1/events", `{"id":"inv-1","type":"invoice.paid","data":{"for":"`+tn+`"}}`, &out, "Idempotency-Key", "idem-1")
+		if st != 202 || out.ID != "inv-1" || out.Duplicate || out.Deliveries != 1 {
+			t.Fatalf("%s publishes inv-1: %d %s, want 202 with one delivery", tn, st, raw)
+		}
+	}
+	for tn, r := range rcv {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(r.got()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		got := r.got()
+		if len(got) != 1 || got[0].Header.Get("X-Event-Id") != "inv-1" || got[0].Header.Get("Webhook-Id") != "inv-1" ||
+			!strings.Contains(string(got[0].Body), `"for":"`+tn+`"`) || !strings.Contains(string(got[0].Body), `"id":"inv-1"`) {
+			t.Fatalf("%s's receiver got %d requests: %+v", tn, len(got), got)
+		}
+	}
+	// The admin names the tenant; without it, a producer's id is not guessed.
+	for _, tn := range []string{"acme", "bravo"} {
+		var ev struct{ ID, Tenant string }
+		if st, raw := h.call("GET", "/v1/events/inv-1?tenant="+tn, nil, &ev); st != 200 || ev.ID != "inv-1" || ev.Tenant != tn {
+			t.Fatalf("admin GET inv-1 of %s: %d %s", tn, st, raw)
+		}
+	}
+	if st, raw := h.call("GET", "/v1/events/inv-1", nil, nil); st != 404 || !strings.Contains(string(raw), "?tenant=") {
+		t.Fatalf("admin GET inv-1 without a tenant: %d %s, want 404 naming ?tenant=", st, raw)
+	}
+}

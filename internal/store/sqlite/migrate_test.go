@@ -1,0 +1,123 @@
+package sqlite_test
+
+import (
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// mainSchemaVersion is the last migration of the release before tenancy.
+const mainSchemaVersion = 4
+
+// TestMigrateFromPreTenancySchema: a database written at the schema before
+// migration 00030 (an admin key hash; events with a producer-chosen id, a
+// Herald id and an operational id; deliveries and attempts) migrates
+// forward with its data intact: the key stays an admin key, a producer id
+// moves under its tenant (store.EventKey) with its deliveries, and
+// publishing the same id again is still a duplicate.
+func TestMigrateFromPreTenancySchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.MigrateTo(ctx, db, mainSchemaVersion); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	us := now.UnixMicro()
+	hash := sha256.Sum256([]byte("legacy-admin-key"))
+	secrets, err := store.EncodeSecrets(nil, "ep_a", []store.Secret{{Value: "whsec_legacy", CreatedAt: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heraldID := store.NewID("evt")
+	opID := "evt_op_disabled_ep_a_123"
+	body := []byte(`{"id":"inv-1","type":"invoice.paid","tenant":"acme","occurred_at":"2026-11-01T12:00:00Z","data":{}}`)
+	fp := store.Fingerprint("acme", "invoice.paid", []byte(`{}`))
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{"INSERT INTO api_keys (hash, created_at) VALUES (?, ?)", []any{hash[:], us}},
+		{"INSERT INTO endpoints (id, tenant, url, state, secrets, created_at, updated_at) VALUES ('ep_a', 'acme', 'https://a.example/', 'enabled', ?, ?, ?)", []any{secrets, us, us}},
+		{"INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at) VALUES ('inv-1', 'acme', 'invoice.paid', ?, ?, 'idem-1', ?, ?)", []any{us, body, fp, us}},
+		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES (?, 'acme', 'invoice.paid', ?, '{}', 'x', ?)", []any{heraldID, us, us}},
+		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES (?, 'acme', 'endpoint.disabled', ?, '{}', 'y', ?)", []any{opID, us, us}},
+		{"INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, attempts, next_attempt_at, created_at, updated_at) VALUES ('dlv_1', 'inv-1', 'ep_a', 'acme', 'invoice.paid', 'dead', 1, ?, ?, ?)", []any{us, us, us}},
+		{"INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at) VALUES ('dlv_2', ?, 'ep_a', 'acme', 'invoice.paid', 'pending', ?, ?, ?)", []any{heraldID, us, us, us}},
+		{"INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at) VALUES ('dlv_3', ?, 'ep_a', 'acme', 'endpoint.disabled', 'succeeded', ?, ?, ?)", []any{opID, us, us, us}},
+		{"INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, response_excerpt) VALUES ('dlv_1', 1, ?, 1000, 500, 'boom')", []any{us}},
+	}
+	for _, st := range stmts {
+		if _, err := db.ExecContext(ctx, st.q, st.args...); err != nil {
+			t.Fatalf("%s: %v", st.q, err)
+		}
+	}
+	db.Close()
+
+	s := openStore(t, path)
+	defer s.Close()
+	k, err := s.LookupAPIKey(ctx, hash[:])
+	if err != nil || k.Role != store.RoleAdmin || k.Tenant != "" || k.Kind != store.KeyKindAPIKey || k.ID == "" || !k.Usable(now) || !k.CreatedAt.Equal(now) {
+		t.Fatalf("the stored key after the migration: %+v, %v; want a usable admin key with an id", k, err)
+	}
+	if _, err := s.GetEvent(ctx, "inv-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetEvent(inv-1) = %v; the producer id moved under its tenant", err)
+	}
+	ev, err := s.GetEvent(ctx, "acme~inv-1")
+	if err != nil || string(ev.Body) != string(body) || ev.IdempotencyKey != "idem-1" || store.PublicEventID(ev.ID) != "inv-1" {
+		t.Fatalf("GetEvent(acme~inv-1) = %+v, %v", ev, err)
+	}
+	for _, id := range []string{heraldID, opID} {
+		if _, err := s.GetEvent(ctx, id); err != nil {
+			t.Fatalf("Herald's id %s changed: %v", id, err)
+		}
+	}
+	pg, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: "ep_a"})
+	if err != nil || len(pg.Data) != 3 {
+		t.Fatalf("deliveries: %+v, %v", pg.Data, err)
+	}
+	byID := map[string]string{}
+	for _, d := range pg.Data {
+		byID[d.ID] = d.EventID
+	}
+	if byID["dlv_1"] != "acme~inv-1" || byID["dlv_2"] != heraldID || byID["dlv_3"] != opID {
+		t.Fatalf("deliveries' events after the migration: %v", byID)
+	}
+	if as, err := s.ListAttempts(ctx, "dlv_1"); err != nil || len(as) != 1 || as[0].ResponseExcerpt != "boom" {
+		t.Fatalf("attempts: %+v, %v", as, err)
+	}
+	if ep, err := s.GetEndpoint(ctx, "ep_a"); err != nil || len(ep.Secrets) != 1 || ep.Secrets[0].Value != "whsec_legacy" {
+		t.Fatalf("endpoint: %+v, %v", ep, err)
+	}
+	// The producer id keeps its meaning: the same publish is a duplicate,
+	// another tenant's inv-1 is a new event.
+	res, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: store.EventKey("acme", "inv-1", true), Tenant: "acme", Type: "invoice.paid",
+		OccurredAt: now, Body: body, Fingerprint: fp}, Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: true})
+	if err != nil || res.Created {
+		t.Fatalf("republishing inv-1 of acme: %+v, %v; want the original", res, err)
+	}
+	res, err = s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: store.EventKey("bravo", "inv-1", true), Tenant: "bravo", Type: "invoice.paid",
+		OccurredAt: now, Body: body, Fingerprint: store.Fingerprint("bravo", "invoice.paid", []byte(`{}`))}, Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: true})
+	if err != nil || !res.Created {
+		t.Fatalf("bravo publishing inv-1: %+v, %v; want a new event", res, err)
+	}
+	raw := rawDB(t, path)
+	rows, err := raw.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		t.Fatal("foreign_key_check finds rows whose parent is gone")
+	}
+}

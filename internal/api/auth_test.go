@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/metrics"
@@ -101,5 +102,60 @@ func TestUnprocessableNeverEchoesSecrets(t *testing.T) {
 				t.Fatalf("the 422 repeats the secret: %s", raw)
 			}
 		})
+	}
+}
+
+// TestLastUsedAtWrittenAtMostOncePerMinute: a key's use is recorded (in
+// the background), and uses within the following minute write nothing.
+func TestLastUsedAtWrittenAtMostOncePerMinute(t *testing.T) {
+	w := newWorld(t, nil)
+	key, id := w.newKey(store.RoleViewer, "acme", "")
+	lastUsed := func() time.Time {
+		k, err := w.st.LookupAPIKey(t.Context(), api.HashAPIKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.LastUsedAt
+	}
+	waitFor := func(want time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !lastUsed().Equal(want) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := lastUsed(); !got.Equal(want) {
+			t.Fatalf("last_used_at = %v, want %v", got, want)
+		}
+	}
+	if !lastUsed().IsZero() {
+		t.Fatal("a new key has a last use")
+	}
+	t0 := w.clock()
+	w.mustCall(key, "GET", "/v1/endpoints", "", 200, nil)
+	waitFor(t0)
+	w.advance(59 * time.Second)
+	w.mustCall(key, "GET", "/v1/endpoints", "", 200, nil)
+	time.Sleep(50 * time.Millisecond) // a write would land here
+	if got := lastUsed(); !got.Equal(t0) {
+		t.Fatalf("a use 59 s later wrote last_used_at = %v", got)
+	}
+	w.advance(time.Second)
+	w.mustCall(key, "GET", "/v1/endpoints", "", 200, nil)
+	waitFor(t0.Add(time.Minute))
+	var list struct {
+		Data []struct {
+			ID         string
+			Key        string
+			LastUsedAt *time.Time `json:"last_used_at"`
+		}
+	}
+	w.mustCall(adminKey, "GET", "/v1/api-keys", "", 200, &list)
+	for _, k := range list.Data {
+		if k.Key != "" {
+			t.Fatalf("the list shows a secret: %+v", k)
+		}
+		if k.ID == id && (k.LastUsedAt == nil || !k.LastUsedAt.Equal(t0.Add(time.Minute))) {
+			t.Fatalf("listed last_used_at = %v", k.LastUsedAt)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
 )
 
 // tenancyFixture is a running Herald with one Stripe source (forwarding to
@@ -258,5 +260,64 @@ func TestSameProducerIDTwoTenants(t *testing.T) {
 	}
 	if st, raw := h.call("GET", "/v1/events/inv-1", nil, nil); st != 404 || !strings.Contains(string(raw), "?tenant=") {
 		t.Fatalf("admin GET inv-1 without a tenant: %d %s, want 404 naming ?tenant=", st, raw)
+	}
+}
+
+// TestPortalSession: an admin mints a portal session for a tenant; its URL
+// opens the web UI (the token in the fragment), and the token acts as the
+// tenant's key of that role. Out-of-range lifetimes and roles are refused.
+func TestPortalSession(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	h.createEndpoint("acme", "https://acme.example/hook")
+	h.createEndpoint("bravo", "https://bravo.example/hook")
+	var ps struct {
+		Token, URL string
+		ExpiresAt  time.Time `json:"expires_at"`
+	}
+	before := time.Now()
+	if st, raw := h.call("POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "role": "viewer", "ttl_seconds": 3600}, &ps); st != 201 {
+		t.Fatalf("create portal session: %d %s", st, raw)
+	}
+	if !strings.HasPrefix(ps.Token, "herald_portal_") || ps.URL != h.base+"/ui/portal#token="+ps.Token ||
+		ps.ExpiresAt.Before(before.Add(time.Hour-time.Minute)) || ps.ExpiresAt.After(time.Now().Add(time.Hour+time.Minute)) {
+		t.Fatalf("portal session %+v", ps)
+	}
+	resp, err := http.Get(ps.URL) // the client drops the fragment: the token never reaches the server
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET %s: %d %s", ps.URL, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var eps struct{ Data []struct{ Tenant string } }
+	if st, raw := h.callWithKey(ps.Token, "GET", "/v1/endpoints", nil, &eps); st != 200 || len(eps.Data) != 1 || eps.Data[0].Tenant != "acme" {
+		t.Fatalf("the token lists %d %s; want acme's endpoint only", st, raw)
+	}
+	if st, raw := h.callWithKey(ps.Token, "POST", "/v1/endpoints", map[string]any{"url": "https://x.example/"}, nil); st != 403 {
+		t.Fatalf("a viewer token creating an endpoint: %d %s, want 403", st, raw)
+	}
+	for _, body := range []map[string]any{
+		{"tenant": "acme", "role": "viewer", "ttl_seconds": 7*24*3600 + 1},
+		{"tenant": "acme", "role": "admin"},
+		{"tenant": "acme", "role": "publisher"},
+		{"tenant": "src_x"},
+		{"role": "viewer"},
+	} {
+		if st, raw := h.call("POST", "/v1/portal-sessions", body, nil); st != 422 {
+			t.Errorf("portal session %v: %d %s, want 422", body, st, raw)
+		}
+	}
+}
+
+// TestShortAdminKeyRefused: HERALD_API_KEY under 32 characters stops the
+// start with the reason.
+func TestShortAdminKeyRefused(t *testing.T) {
+	t.Parallel()
+	db, key := testDB(t)
+	_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: "dev-key"})
+	if err == nil || !strings.Contains(err.Error(), "HERALD_API_KEY is 7 characters") || !strings.Contains(err.Error(), "at least 32") || strings.Contains(err.Error(), "dev-key") {
+		t.Fatalf("app.New with a 7-character admin key: %v; want the reason, without the key", err)
 	}
 }

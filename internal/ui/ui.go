@@ -17,7 +17,9 @@ var page []byte
 // Handler serves the page.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/ui/" && r.URL.Path != "/ui" {
+		// /ui/portal is where portal sessions' URLs point
+		// (/ui/portal#token=…): the same page, signed in by the token.
+		if r.URL.Path != "/ui/" && r.URL.Path != "/ui" && r.URL.Path != "/ui/portal" {
 			http.NotFound(w, r)
 			return
 		}

@@ -29,8 +29,9 @@ func newServeCmd() *cobra.Command {
 		Long: `Run Herald: the API and the delivery workers, on the embedded SQLite store by default.
 
 Every flag has an environment twin: --attempt-timeout is HERALD_ATTEMPT_TIMEOUT.
-The admin API key comes from HERALD_API_KEY; when it is unset, a key is generated
-on the first start, stored hashed and printed once.`,
+An admin API key comes from HERALD_API_KEY (at least 32 characters); when it is
+unset and no key is stored, one is generated on the first start, stored hashed and
+printed once. More keys, with roles and tenants: herald keys create.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
@@ -126,6 +127,7 @@ on the first start, stored hashed and printed once.`,
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
 	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
+	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach Herald at (e.g. https://herald.example.com), for the links Herald hands out (portal sessions); default: the scheme and host of each request")
 	f.StringVar(&cfg.OperatorTenant, "operator-tenant", "", "tenant that also receives every operational event (endpoint.disabled, …)")
 	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", 10, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (negative = off)")
 	f.DurationVar(&cfg.SpikeWindow, "dlq-spike-window", 15*time.Minute, "window of the dead-letter spike alert")

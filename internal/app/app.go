@@ -91,6 +91,9 @@ type Config struct {
 	DisableAfter time.Duration
 	// OperatorTenant also receives every operational event.
 	OperatorTenant string
+	// PublicURL is the base URL clients reach Herald at, for the links it
+	// hands out (portal sessions); default: each request's scheme and host.
+	PublicURL string
 	// SpikeThreshold dead letters of one endpoint within SpikeWindow raise
 	// endpoint.dead_letter_spike; defaults 10 and 15 minutes.
 	SpikeThreshold int
@@ -248,6 +251,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Store:           st,
 		URLs:            m.egress,
 		AdminKeyHashes:  keyHashes,
+		PublicURL:       cfg.PublicURL,
 		Notify:          m.engine.Notify,
 		Tester:          m.engine,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,

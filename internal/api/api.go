@@ -25,7 +25,6 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/ui"
 )
 
 // URLChecker applies the endpoint URL policy (internal/egress).
@@ -122,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	hc := huma.DefaultConfig("Herald API", cfg.Version)
 	hc.CreateHooks = nil // no "$schema" fields or Link headers in responses
-	hc.DocsPath = "/docs"
+	hc.DocsPath = ""     // the console serves /docs from embedded assets (internal/console)
 	hc.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	hc.OpenAPI.Info.Description = "Herald webhook platform API v1. Errors are RFC 9457 application/problem+json."
 	hc.OpenAPI.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
@@ -435,8 +434,6 @@ func (s *Server) registerHealth() {
 	if s.cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
 	}
-	s.mux.Handle("GET /ui/", ui.Handler())
-	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	if s.cfg.Contract != nil {
 		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/inbound"
@@ -281,8 +282,15 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
+	// The console serves /ui/, /docs and GET /; it reads and changes data
+	// only through m.api, as the signed-in key.
+	con, err := console.New(console.Config{API: m.api, Version: Version, Logger: cfg.Logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	m.srv = &http.Server{
-		Handler:           m.api,
+		Handler:           con,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,

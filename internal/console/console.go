@@ -1,0 +1,523 @@
+// Package console serves Herald's web console at /ui/ (and the API
+// reference at /docs): server-rendered html/template pages over the HTTP
+// API v1, for operators (an admin key: every tenant) and for a tenant's
+// endpoint owners (a manager or viewer key, or a portal session link).
+//
+// The console holds no data and makes no access decision of its own:
+// every page is built from in-process calls to the API handler with the
+// signed-in credential as its bearer key, so the API's single enforcement
+// point (authenticate, authorize by the Policy table, the tenant-scoped
+// store) decides what each page may read or change. The console only hides
+// buttons the Policy would refuse (api.Allowed).
+//
+// Sign-in turns an API key or a portal session token into a server-side
+// session: cookie herald_console (HttpOnly, SameSite=Strict, Secure behind
+// TLS, path /), idle expiry (default 30 min) and absolute expiry (default
+// 12 h, never past the credential's own expiry, which the API enforces).
+// Every POST carries the session's CSRF token (a hidden form field,
+// compared in constant time); the sign-in form carries a pre-session token
+// in a cookie and a field (double submit). Responses carry a strict
+// Content-Security-Policy (no inline script or style; everything from
+// 'self'); the pages' CSS and script are embedded in the binary.
+//
+// Sessions live in the memory of the node that signed in: behind a load
+// balancer with several Herald nodes, route /ui/ with session affinity, or
+// sign in again on another node.
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/api"
+)
+
+//go:embed templates static
+var assets embed.FS
+
+// Defaults of Config.
+const (
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultAbsoluteTimeout = 12 * time.Hour
+)
+
+// API is what the console needs of the API server: its handler (every
+// page's data goes through it) and its authentication (sign-in).
+type API interface {
+	http.Handler
+	Authenticate(ctx context.Context, addr, key string) (api.Principal, error)
+	OpenAPI() *huma.OpenAPI
+}
+
+// Config configures the console.
+type Config struct {
+	API             API
+	Version         string
+	IdleTimeout     time.Duration    // a session unused this long ends; default 30 min
+	AbsoluteTimeout time.Duration    // a session ends this long after sign-in; default 12 h
+	Now             func() time.Time // default time.Now
+	Logger          *slog.Logger
+}
+
+// Console serves /ui/, /docs and GET / (a redirect to /ui/), and passes
+// every other request to the API.
+type Console struct {
+	cfg   Config
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+	docs  []byte // /docs, rendered once from the OpenAPI document
+
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+// session is one signed-in browser.
+type session struct {
+	id         string
+	csrf       string
+	credential string // the API key or portal token, sent as the bearer of API calls
+	principal  api.Principal
+	created    time.Time
+	seen       time.Time
+	flash      string
+}
+
+const (
+	sessionCookie = "herald_console"
+	signinCookie  = "herald_signin"
+)
+
+// New builds the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.API == nil {
+		return nil, errors.New("console: Config.API is required")
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.AbsoluteTimeout <= 0 {
+		cfg.AbsoluteTimeout = DefaultAbsoluteTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*session{}}
+	if err := c.parseTemplates(); err != nil {
+		return nil, err
+	}
+	docs, err := renderDocs(cfg.API.OpenAPI(), cfg.Version)
+	if err != nil {
+		return nil, err
+	}
+	c.docs = docs
+	c.routes()
+	return c, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	if p == "/" || p == "/ui" || p == "/docs" || p == "/docs/" || strings.HasPrefix(p, "/ui/") {
+		c.mux.ServeHTTP(w, r)
+		return
+	}
+	c.cfg.API.ServeHTTP(w, r)
+}
+
+func (c *Console) parseTemplates() error {
+	funcs := template.FuncMap{
+		"ts":           fmtTime,
+		"tsp":          fmtTimePtr,
+		"ago":          func(t time.Time) string { return ago(c.cfg.Now(), t) },
+		"pretty":       prettyJSON,
+		"join":         strings.Join,
+		"ms":           func(f float64) string { return fmt.Sprintf("%.0f ms", f) },
+		"pct":          func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
+		"urlq":         url.QueryEscape,
+		"path":         url.PathEscape,
+		"headers":      fmtHeaders,
+		"split":        strings.Fields,
+		"healthSample": func() int { return healthSample },
+	}
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_attempts.html")
+	if err != nil {
+		return err
+	}
+	pages, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	c.pages = map[string]*template.Template{}
+	for _, p := range pages {
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "templates/"), ".html")
+		if name == "layout" || strings.HasPrefix(name, "partial_") {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(assets, p)
+		if err != nil {
+			return fmt.Errorf("console: template %s: %w", p, err)
+		}
+		c.pages[name] = t
+	}
+	return nil
+}
+
+// csp is the Content-Security-Policy of every console page: nothing inline,
+// nothing from elsewhere, no framing, forms only to this origin.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func secureHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+}
+
+// view is what every page template receives.
+type view struct {
+	Title     string
+	Nav       string
+	S         *session
+	CSRF      string
+	Flash     string
+	Error     string
+	Version   string
+	Principal api.Principal
+	Data      any
+}
+
+// Can reports whether the signed-in role may call an API operation (to
+// hide what the API would refuse).
+func (v view) Can(op string) bool { return v.S != nil && api.Allowed(v.S.principal.Role, op) }
+
+// Admin reports whether the signed-in principal sees every tenant.
+func (v view) Admin() bool { return v.S != nil && v.S.principal.Admin() }
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, s *session, title, nav string, data any) {
+	t, ok := c.pages[page]
+	if !ok {
+		http.Error(w, "no page "+page, http.StatusInternalServerError)
+		return
+	}
+	v := view{Title: title, Nav: nav, S: s, Version: c.cfg.Version, Data: data}
+	if s != nil {
+		v.CSRF, v.Principal = s.csrf, s.principal
+		c.mu.Lock()
+		v.Flash, s.flash = s.flash, ""
+		c.mu.Unlock()
+	}
+	if e, ok := data.(interface{ errText() string }); ok {
+		v.Error = e.errText()
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		c.cfg.Logger.Error("console: render", "page", page, "error", err)
+		http.Error(w, "could not render the page", http.StatusInternalServerError)
+		return
+	}
+	secureHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// errorPage is the data of the error page.
+type errorPage struct {
+	Status int
+	Msg    string
+}
+
+func (e errorPage) errText() string { return e.Msg }
+
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
+	c.render(w, r, status, "error", s, http.StatusText(status), "", errorPage{Status: status, Msg: msg})
+}
+
+// --- sessions -----------------------------------------------------------
+
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (c *Console) newSession(cred string, p api.Principal) *session {
+	now := c.cfg.Now()
+	s := &session{id: randomToken(), csrf: randomToken(), credential: cred, principal: p, created: now, seen: now}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, old := range c.sessions { // forget expired ones
+		if c.expired(old, now) {
+			delete(c.sessions, id)
+		}
+	}
+	c.sessions[s.id] = s
+	return s
+}
+
+func (c *Console) expired(s *session, now time.Time) bool {
+	return now.Sub(s.seen) >= c.cfg.IdleTimeout || now.Sub(s.created) >= c.cfg.AbsoluteTimeout
+}
+
+// current returns the request's live session, or nil.
+func (c *Console) current(r *http.Request) *session {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.sessions[ck.Value]
+	if !ok {
+		return nil
+	}
+	if c.expired(s, now) {
+		delete(c.sessions, s.id)
+		return nil
+	}
+	s.seen = now
+	return s
+}
+
+func (c *Console) end(s *session) {
+	c.mu.Lock()
+	delete(c.sessions, s.id)
+	c.mu.Unlock()
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"), MaxAge: maxAge})
+}
+
+// csrfOK checks a POST's CSRF token against the session's.
+func csrfOK(r *http.Request, s *session) bool {
+	got := r.PostFormValue("csrf")
+	return s != nil && got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1
+}
+
+// page wraps a GET handler that needs a session: without one the browser
+// is sent to the sign-in page.
+func (c *Console) page(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.current(r)
+		if s == nil {
+			http.Redirect(w, r, "/ui/sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// action wraps a POST handler: it needs a session and the session's CSRF
+// token, or it is refused with 403 and changes nothing.
+func (c *Console) action(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		s := c.current(r)
+		if s == nil {
+			c.fail(w, r, nil, http.StatusForbidden, "this action needs a signed-in session: sign in again")
+			return
+		}
+		if !csrfOK(r, s) {
+			c.cfg.Logger.Warn("console: POST without a valid CSRF token refused", "path", r.URL.Path, "client", r.RemoteAddr)
+			c.fail(w, r, s, http.StatusForbidden, "missing or invalid CSRF token: the request did not come from a console page (reload the page and try again)")
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+func (c *Console) setFlash(s *session, msg string) {
+	c.mu.Lock()
+	s.flash = msg
+	c.mu.Unlock()
+}
+
+// --- calling the API ----------------------------------------------------
+
+// apiError is an API answer with status >= 400 (an RFC 9457 problem).
+type apiError struct {
+	Status int
+	Detail string
+}
+
+func (e *apiError) Error() string { return e.Detail }
+
+// recorder is a minimal in-memory http.ResponseWriter.
+type recorder struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+// call makes one API request as the session's principal and decodes the
+// JSON answer into out (may be nil). An answer >= 400 is an *apiError
+// carrying the problem's detail (and its first validation error).
+func (c *Console) call(r *http.Request, s *session, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, path, rd)
+	if err != nil {
+		return err
+	}
+	req.RemoteAddr, req.Host, req.TLS = r.RemoteAddr, r.Host, r.TLS
+	req.Header.Set("Authorization", "Bearer "+s.credential)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	rec := &recorder{h: http.Header{}}
+	c.cfg.API.ServeHTTP(rec, req)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	if rec.status >= 400 {
+		var p struct {
+			Title  string `json:"title"`
+			Detail string `json:"detail"`
+			Errors []struct {
+				Message  string `json:"message"`
+				Location string `json:"location"`
+			} `json:"errors"`
+		}
+		_ = json.Unmarshal(rec.body.Bytes(), &p)
+		msg := p.Detail
+		if msg == "" {
+			msg = p.Title
+		}
+		for _, e := range p.Errors {
+			msg += "; " + strings.TrimPrefix(e.Location, "body.") + ": " + e.Message
+		}
+		if rec.status == http.StatusUnauthorized { // revoked or expired credential: the session ends
+			c.end(s)
+		}
+		return &apiError{Status: rec.status, Detail: msg}
+	}
+	if out != nil && rec.body.Len() > 0 {
+		return json.Unmarshal(rec.body.Bytes(), out)
+	}
+	return nil
+}
+
+// apiFail renders an API error as the page's answer (401 sends the browser
+// to sign in again).
+func (c *Console) apiFail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		if ae.Status == http.StatusUnauthorized {
+			http.Redirect(w, r, "/ui/sign-in", http.StatusSeeOther)
+			return
+		}
+		c.fail(w, r, s, ae.Status, ae.Detail)
+		return
+	}
+	c.cfg.Logger.Error("console: API call", "error", err)
+	c.fail(w, r, s, http.StatusInternalServerError, "the API answer could not be read")
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// --- formatting ---------------------------------------------------------
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return fmtTime(*t)
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "in " + (-d).Round(time.Second).String()
+	case d < time.Minute:
+		return fmt.Sprintf("%d s ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+func prettyJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func fmtHeaders(h map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		fmt.Fprintf(&b, "%s: %s\n", k, h[k])
+	}
+	return b.String()
+}

@@ -1,0 +1,1202 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/api"
+)
+
+func (c *Console) routes() {
+	m := c.mux
+	static, _ := fs.Sub(assets, "static")
+	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
+	m.Handle("GET /ui/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secureHeaders(w)
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(w, r)
+	}))
+	m.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	m.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	m.HandleFunc("GET /docs", c.serveDocs)
+	m.HandleFunc("GET /docs/", c.serveDocs)
+
+	m.HandleFunc("GET /ui/sign-in", c.signInPage)
+	m.HandleFunc("GET /ui/portal", c.signInPage)
+	m.HandleFunc("POST /ui/sign-in", c.signIn)
+	m.HandleFunc("POST /ui/sign-out", c.action(c.signOut))
+
+	m.HandleFunc("GET /ui/{$}", c.page(c.overview))
+	m.HandleFunc("GET /ui/endpoints", c.page(c.endpoints))
+	m.HandleFunc("GET /ui/endpoints/new", c.page(c.endpointForm))
+	m.HandleFunc("POST /ui/endpoints", c.action(c.createEndpoint))
+	m.HandleFunc("GET /ui/endpoints/{id}", c.page(c.endpointDetail))
+	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.endpointForm))
+	m.HandleFunc("POST /ui/endpoints/{id}", c.action(c.updateEndpoint))
+	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.confirmDelete))
+	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(c.deleteEndpoint))
+	m.HandleFunc("POST /ui/endpoints/{id}/secret", c.action(c.revealSecret))
+	m.HandleFunc("POST /ui/endpoints/{id}/rotate", c.action(c.rotateSecret))
+	m.HandleFunc("POST /ui/endpoints/{id}/test", c.action(c.testEndpoint))
+	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
+	m.HandleFunc("GET /ui/deliveries/{id}", c.page(c.deliveryDetail))
+	m.HandleFunc("GET /ui/events", c.page(c.events))
+	m.HandleFunc("GET /ui/events/{id}", c.page(c.eventDetail))
+	m.HandleFunc("GET /ui/dead-letters", c.page(c.deadLetters))
+	m.HandleFunc("POST /ui/dead-letters/replay", c.action(c.replay))
+	m.HandleFunc("GET /ui/sources", c.page(c.sources))
+	m.HandleFunc("POST /ui/sources", c.action(c.createSource))
+	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
+	m.HandleFunc("POST /ui/sources/{id}", c.action(c.updateSource))
+	m.HandleFunc("GET /ui/keys", c.page(c.keys))
+	m.HandleFunc("POST /ui/keys", c.action(c.createKey))
+	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.revokeKey))
+	m.HandleFunc("POST /ui/portal-links", c.action(c.createPortalLink))
+	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, c.current(r), http.StatusNotFound, "no console page "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// --- sign-in ------------------------------------------------------------
+
+type signInData struct {
+	Next   string
+	Portal bool
+	Token  string // pre-session CSRF token
+	Err    string
+}
+
+func (d signInData) errText() string { return d.Err }
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	tok := randomToken()
+	setCookie(w, r, signinCookie, tok, 600)
+	next := r.URL.Query().Get("next")
+	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok})
+}
+
+// safeNext keeps a post-sign-in redirect on the console.
+func safeNext(n string) string {
+	if !strings.HasPrefix(n, "/ui/") || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
+		return "/ui/"
+	}
+	return n
+}
+
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	ck, err := r.Cookie(signinCookie)
+	got := r.PostFormValue("csrf")
+	if err != nil || ck.Value == "" || got == "" || ck.Value != got {
+		c.fail(w, r, nil, http.StatusForbidden, "missing or invalid sign-in token: open the sign-in page and try again")
+		return
+	}
+	key := r.PostFormValue("key")
+	p, err := c.cfg.API.Authenticate(r.Context(), clientIP(r), key)
+	if err != nil {
+		var ae *api.ErrAuthentication
+		status, msg := http.StatusUnauthorized, "sign-in failed"
+		if errors.As(err, &ae) {
+			msg = "sign-in failed: " + ae.Detail
+		} else {
+			status, msg = http.StatusServiceUnavailable, "the store is unavailable; retry later"
+		}
+		tok := randomToken()
+		setCookie(w, r, signinCookie, tok, 600)
+		c.render(w, r, status, "signin", nil, "Sign in", "", signInData{Next: safeNext(r.PostFormValue("next")), Token: tok, Err: msg})
+		return
+	}
+	if old := c.current(r); old != nil {
+		c.end(old)
+	}
+	s := c.newSession(key, p)
+	setCookie(w, r, signinCookie, "", -1)
+	setCookie(w, r, sessionCookie, s.id, 0)
+	next := safeNext(r.PostFormValue("next"))
+	if p.Portal && next == "/ui/" {
+		next = "/ui/endpoints"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s *session) {
+	c.end(s)
+	setCookie(w, r, sessionCookie, "", -1)
+	http.Redirect(w, r, "/ui/sign-in", http.StatusSeeOther)
+}
+
+// --- endpoints ----------------------------------------------------------
+
+type endpointList struct {
+	Data       []api.EndpointOut `json:"data"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+type deliveryList struct {
+	Data       []api.DeliveryOut `json:"data"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+type attemptList struct {
+	Data       []api.AttemptOut `json:"data"`
+	NextCursor string           `json:"next_cursor"`
+}
+
+// health is an endpoint's recent delivery health, from its latest
+// deliveries (at most healthSample) and their last attempts.
+type health struct {
+	Sample      int
+	SuccessRate float64
+	P95         float64 // ms; 0 with no attempt
+	LastSuccess time.Time
+	DeadLetters int
+}
+
+const healthSample = 20
+
+func (c *Console) health(r *http.Request, s *session, id string) health {
+	var dl deliveryList
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/deliveries?limit="+strconv.Itoa(healthSample), nil, &dl); err != nil {
+		return health{}
+	}
+	h := health{}
+	var ok, tried int
+	var durations []float64
+	for _, d := range dl.Data {
+		if d.Attempts == 0 {
+			continue
+		}
+		tried++
+		if d.State == "succeeded" {
+			ok++
+			if d.UpdatedAt.After(h.LastSuccess) {
+				h.LastSuccess = d.UpdatedAt
+			}
+		}
+		var al attemptList
+		if c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(d.ID)+"/attempts?limit=1000", nil, &al) == nil && len(al.Data) > 0 {
+			durations = append(durations, al.Data[len(al.Data)-1].DurationMS)
+		}
+	}
+	h.Sample = tried
+	if tried > 0 {
+		h.SuccessRate = float64(ok) / float64(tried)
+	}
+	if len(durations) > 0 {
+		sort.Float64s(durations)
+		h.P95 = durations[(len(durations)*95+99)/100-1]
+	}
+	return h
+}
+
+type endpointRow struct {
+	E api.EndpointOut
+	H health
+}
+
+type endpointsData struct {
+	Rows       []endpointRow
+	State      string
+	Tenant     string
+	Q          string
+	NextCursor string
+	Cursor     string
+}
+
+func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Q: q.Get("q"), Cursor: q.Get("cursor")}
+	v := url.Values{"limit": {"100"}}
+	if d.Tenant != "" {
+		v.Set("tenant", d.Tenant)
+	}
+	if d.Cursor != "" {
+		v.Set("cursor", d.Cursor)
+	}
+	var el endpointList
+	if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	var counts struct {
+		Data []api.DeadLetterCountOut `json:"data"`
+	}
+	_ = c.call(r, s, "GET", "/v1/dead-letters", nil, &counts)
+	dead := map[string]int{}
+	for _, x := range counts.Data {
+		dead[x.EndpointID] = x.Count
+	}
+	for _, e := range el.Data {
+		if d.State != "" && e.State != d.State {
+			continue
+		}
+		if d.Q != "" && !strings.Contains(strings.ToLower(e.URL+" "+e.Description+" "+e.ID), strings.ToLower(d.Q)) {
+			continue
+		}
+		h := c.health(r, s, e.ID)
+		h.DeadLetters = dead[e.ID]
+		d.Rows = append(d.Rows, endpointRow{E: e, H: h})
+	}
+	d.NextCursor = el.NextCursor
+	c.render(w, r, http.StatusOK, "endpoints", s, "Endpoints", "endpoints", d)
+}
+
+type endpointFormData struct {
+	E          api.EndpointOut
+	New        bool
+	EventTypes string
+	Headers    string
+	Err        string
+}
+
+func (d endpointFormData) errText() string { return d.Err }
+
+func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	d := endpointFormData{New: id == ""}
+	if id != "" {
+		if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		d.EventTypes = strings.Join(d.E.EventTypes, "\n")
+		d.Headers = fmtHeaders(d.E.Headers)
+	}
+	title := "New endpoint"
+	if !d.New {
+		title = "Edit " + id
+	}
+	c.render(w, r, http.StatusOK, "endpoint_form", s, title, "endpoints", d)
+}
+
+// formList splits a textarea of one item a line (or comma-separated).
+func formList(s string) []string {
+	out := []string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ',' || r == '\r' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// formHeaders parses "Name: value" lines.
+func formHeaders(s string) (map[string]string, error) {
+	h := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("headers: %q is not a \"Name: value\" line", line)
+		}
+		h[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return h, nil
+}
+
+func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
+	b := map[string]any{
+		"url":         strings.TrimSpace(r.PostFormValue("url")),
+		"description": r.PostFormValue("description"),
+		"event_types": formList(r.PostFormValue("event_types")),
+	}
+	h, err := formHeaders(r.PostFormValue("headers"))
+	if err != nil {
+		return nil, err
+	}
+	b["headers"] = h
+	rl := strings.TrimSpace(r.PostFormValue("rate_limit_per_second"))
+	if rl == "" {
+		rl = "0"
+	}
+	n, err := strconv.Atoi(rl)
+	if err != nil {
+		return nil, fmt.Errorf("rate limit: %q is not a whole number of deliveries per second", rl)
+	}
+	b["rate_limit_per_second"] = n
+	return b, nil
+}
+
+func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
+	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"), Err: err.Error()}
+	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
+	d.E.RateLimitPerSecond, _ = strconv.Atoi(r.PostFormValue("rate_limit_per_second"))
+	status := http.StatusUnprocessableEntity
+	var ae *apiError
+	if errors.As(err, &ae) {
+		status = ae.Status
+	}
+	c.render(w, r, status, "endpoint_form", s, "Endpoint", "endpoints", d)
+}
+
+type secretData struct {
+	E                 api.EndpointOut
+	Secret            string
+	Rotated           bool
+	PreviousExpiresAt *time.Time
+	Created           bool
+}
+
+func (c *Console) createEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	b, err := c.endpointBody(r)
+	if err != nil {
+		c.formAgain(w, r, s, "", err)
+		return
+	}
+	if t := strings.TrimSpace(r.PostFormValue("tenant")); t != "" {
+		b["tenant"] = t
+	}
+	var e api.EndpointOut
+	if err := c.call(r, s, "POST", "/v1/endpoints", b, &e); err != nil {
+		c.formAgain(w, r, s, "", err)
+		return
+	}
+	c.render(w, r, http.StatusCreated, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
+}
+
+func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	b, err := c.endpointBody(r)
+	if err != nil {
+		c.formAgain(w, r, s, id, err)
+		return
+	}
+	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
+		c.formAgain(w, r, s, id, err)
+		return
+	}
+	c.setFlash(s, "Endpoint "+id+" saved.")
+	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+func (c *Console) confirmDelete(w http.ResponseWriter, r *http.Request, s *session) {
+	var e api.EndpointOut
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(r.PathValue("id")), nil, &e); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "confirm_delete", s, "Delete "+e.ID, "endpoints", e)
+}
+
+func (c *Console) deleteEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if err := c.call(r, s, "DELETE", "/v1/endpoints/"+url.PathEscape(id), nil, nil); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "Endpoint "+id+" deleted.")
+	http.Redirect(w, r, "/ui/endpoints", http.StatusSeeOther)
+}
+
+func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	d := secretData{}
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/secret", nil, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Secret = out.Secret
+	c.render(w, r, http.StatusOK, "secret", s, "Signing secret", "endpoints", d)
+}
+
+func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	overlap, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("overlap_seconds")))
+	if err != nil {
+		c.fail(w, r, s, http.StatusUnprocessableEntity, "overlap: a whole number of seconds (0–604800) during which the previous secret still signs")
+		return
+	}
+	d := secretData{Rotated: true}
+	var out struct {
+		Secret            string     `json:"secret"`
+		PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	}
+	if err := c.call(r, s, "POST", "/v1/endpoints/"+url.PathEscape(id)+"/rotate-secret", map[string]any{"overlap_seconds": overlap}, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Secret, d.PreviousExpiresAt = out.Secret, out.PreviousExpiresAt
+	c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+}
+
+type testData struct {
+	E       api.EndpointOut
+	EventID string
+	Attempt api.AttemptOut
+}
+
+func (c *Console) testEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	d := testData{}
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	var out struct {
+		EventID string         `json:"event_id"`
+		Attempt api.AttemptOut `json:"attempt"`
+	}
+	if err := c.call(r, s, "POST", "/v1/endpoints/"+url.PathEscape(id)+"/test", nil, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.EventID, d.Attempt = out.EventID, out.Attempt
+	c.render(w, r, http.StatusOK, "test", s, "Test event", "endpoints", d)
+}
+
+func (c *Console) changeState(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	to := r.PostFormValue("to")
+	if to != "pause" && to != "resume" && to != "enable" {
+		c.fail(w, r, s, http.StatusUnprocessableEntity, "to: one of pause, resume, enable")
+		return
+	}
+	var out api.StateChangeOut
+	if err := c.call(r, s, "POST", "/v1/endpoints/"+url.PathEscape(id)+"/"+to, nil, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	msg := fmt.Sprintf("Endpoint %s is %s", id, out.Endpoint.State)
+	if out.Held > 0 {
+		msg += fmt.Sprintf("; %d deliveries held", out.Held)
+	}
+	if out.Released > 0 {
+		msg += fmt.Sprintf("; %d held deliveries released", out.Released)
+	}
+	c.setFlash(s, msg+".")
+	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+type endpointDetailData struct {
+	E          api.EndpointOut
+	H          health
+	Deliveries []api.DeliveryOut
+	State      string
+	Cursor     string
+	NextCursor string
+}
+
+func (c *Console) endpointDetail(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	d := endpointDetailData{State: q.Get("state"), Cursor: q.Get("cursor")}
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	v := url.Values{"limit": {"50"}}
+	if d.State != "" {
+		v.Set("state", d.State)
+	}
+	if d.Cursor != "" {
+		v.Set("cursor", d.Cursor)
+	}
+	var dl deliveryList
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/deliveries?"+v.Encode(), nil, &dl); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Deliveries, d.NextCursor = dl.Data, dl.NextCursor
+	d.H = c.health(r, s, id)
+	c.render(w, r, http.StatusOK, "endpoint", s, "Endpoint "+id, "endpoints", d)
+}
+
+type deliveryDetailData struct {
+	D        api.DeliveryOut
+	Attempts []api.AttemptOut
+}
+
+func (c *Console) deliveryDetail(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	d := deliveryDetailData{}
+	if err := c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(id), nil, &d.D); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	var al attemptList
+	if err := c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(id)+"/attempts?limit=1000", nil, &al); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Attempts = al.Data
+	c.render(w, r, http.StatusOK, "delivery", s, "Delivery "+id, "events", d)
+}
+
+// --- events -------------------------------------------------------------
+
+type eventsData struct {
+	ID, Type, Tenant, From, Until string
+	Events                        []api.EventOut
+	NextCursor, Cursor            string
+	Scanned                       int
+	Err                           string
+}
+
+func (d eventsData) errText() string { return d.Err }
+
+// eventScanLimit bounds how many events one time-range search reads
+// before it offers the next page.
+const eventScanLimit = 5000
+
+func parseFormTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: use RFC 3339 (2026-01-02T15:04:05Z) or 2026-01-02T15:04 (UTC)", s)
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := eventsData{ID: strings.TrimSpace(q.Get("id")), Type: strings.TrimSpace(q.Get("type")), Tenant: strings.TrimSpace(q.Get("tenant")),
+		From: q.Get("from"), Until: q.Get("until"), Cursor: q.Get("cursor")}
+	if d.ID != "" {
+		v := url.Values{}
+		if d.Tenant != "" {
+			v.Set("tenant", d.Tenant)
+		}
+		var e api.EventOut
+		err := c.call(r, s, "GET", "/v1/events/"+url.PathEscape(d.ID)+"?"+v.Encode(), nil, &e)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			d.Err = ae.Detail
+		} else if err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		} else {
+			d.Events = []api.EventOut{e}
+		}
+		c.render(w, r, http.StatusOK, "events", s, "Events", "events", d)
+		return
+	}
+	from, err1 := parseFormTime(d.From)
+	until, err2 := parseFormTime(d.Until)
+	if err := errors.Join(err1, err2); err != nil {
+		d.Err = err.Error()
+		c.render(w, r, http.StatusUnprocessableEntity, "events", s, "Events", "events", d)
+		return
+	}
+	cursor := d.Cursor
+	for {
+		v := url.Values{"limit": {"200"}}
+		if d.Tenant != "" {
+			v.Set("tenant", d.Tenant)
+		}
+		if d.Type != "" {
+			v.Set("type", d.Type)
+		}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var page struct {
+			Data       []api.EventOut `json:"data"`
+			NextCursor string         `json:"next_cursor"`
+		}
+		if err := c.call(r, s, "GET", "/v1/events?"+v.Encode(), nil, &page); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
+				d.Err = ae.Detail
+				c.render(w, r, ae.Status, "events", s, "Events", "events", d)
+				return
+			}
+			c.apiFail(w, r, s, err)
+			return
+		}
+		d.Scanned += len(page.Data)
+		older := false
+		for _, e := range page.Data { // newest first
+			if !until.IsZero() && !e.OccurredAt.Before(until) {
+				continue
+			}
+			if !from.IsZero() && e.OccurredAt.Before(from) {
+				older = true
+				continue
+			}
+			d.Events = append(d.Events, e)
+		}
+		cursor = page.NextCursor
+		if cursor == "" || len(d.Events) >= 50 || d.Scanned >= eventScanLimit || (older && d.From != "") {
+			break
+		}
+	}
+	d.NextCursor = cursor
+	c.render(w, r, http.StatusOK, "events", s, "Events", "events", d)
+}
+
+type eventDetailData struct {
+	E          api.EventOut
+	Deliveries []deliveryWithAttempts
+}
+
+type deliveryWithAttempts struct {
+	D        api.DeliveryOut
+	Attempts []api.AttemptOut
+}
+
+func (c *Console) eventDetail(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	v := url.Values{}
+	if t := r.URL.Query().Get("tenant"); t != "" {
+		v.Set("tenant", t)
+	}
+	d := eventDetailData{}
+	if err := c.call(r, s, "GET", "/v1/events/"+url.PathEscape(id)+"?"+v.Encode(), nil, &d.E); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	v.Set("limit", "1000")
+	var dl deliveryList
+	if err := c.call(r, s, "GET", "/v1/events/"+url.PathEscape(id)+"/deliveries?"+v.Encode(), nil, &dl); err != nil {
+		var ae *apiError // a publisher may read events but not deliveries
+		if !errors.As(err, &ae) || ae.Status != http.StatusForbidden {
+			c.apiFail(w, r, s, err)
+			return
+		}
+	}
+	for _, x := range dl.Data {
+		var al attemptList
+		_ = c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(x.ID)+"/attempts?limit=1000", nil, &al)
+		d.Deliveries = append(d.Deliveries, deliveryWithAttempts{D: x, Attempts: al.Data})
+	}
+	c.render(w, r, http.StatusOK, "event", s, "Event "+d.E.ID, "events", d)
+}
+
+// --- dead letters -------------------------------------------------------
+
+type deadData struct {
+	Endpoint   string
+	Tenant     string
+	Counts     []api.DeadLetterCountOut
+	Total      int
+	Letters    []api.DeliveryOut
+	Cursor     string
+	NextCursor string
+}
+
+func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	d := deadData{Endpoint: q.Get("endpoint"), Tenant: q.Get("tenant"), Cursor: q.Get("cursor")}
+	cv := url.Values{}
+	if d.Tenant != "" {
+		cv.Set("tenant", d.Tenant)
+	}
+	var counts struct {
+		Data []api.DeadLetterCountOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/dead-letters?"+cv.Encode(), nil, &counts); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Counts = counts.Data
+	for _, x := range d.Counts {
+		if d.Endpoint == "" || x.EndpointID == d.Endpoint {
+			d.Total += x.Count
+		}
+	}
+	v := url.Values{"state": {"dead"}, "limit": {"100"}}
+	if d.Cursor != "" {
+		v.Set("cursor", d.Cursor)
+	}
+	path := "/v1/deliveries?"
+	if d.Endpoint != "" {
+		path = "/v1/endpoints/" + url.PathEscape(d.Endpoint) + "/deliveries?"
+	} else if d.Tenant != "" {
+		v.Set("tenant", d.Tenant)
+	}
+	var dl deliveryList
+	if err := c.call(r, s, "GET", path+v.Encode(), nil, &dl); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Letters, d.NextCursor = dl.Data, dl.NextCursor
+	c.render(w, r, http.StatusOK, "dead_letters", s, "Dead letters", "dead", d)
+}
+
+type replayData struct {
+	Endpoint, Tenant string
+	Since, Until     string
+	IDs              []string
+	Letters          []api.DeliveryOut
+	Back             string
+}
+
+// replay is two steps: the first POST (selected ids, or all dead letters
+// dead-lettered between since and until) answers a confirmation page that
+// names how many will be replayed; the POST of that page (confirm=yes,
+// the ids listed) replays them, one replay-delivery call each.
+func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
+	d := replayData{Endpoint: r.PostFormValue("endpoint"), Tenant: r.PostFormValue("tenant"), Since: r.PostFormValue("since"), Until: r.PostFormValue("until")}
+	back := url.Values{}
+	if d.Endpoint != "" {
+		back.Set("endpoint", d.Endpoint)
+	}
+	if d.Tenant != "" {
+		back.Set("tenant", d.Tenant)
+	}
+	d.Back = "/ui/dead-letters?" + back.Encode()
+	_ = r.ParseForm()
+	ids := r.PostForm["id"]
+	if r.PostFormValue("confirm") == "yes" {
+		replayed, failed := 0, []string{}
+		for _, id := range ids {
+			var out api.ReplayOut
+			if err := c.call(r, s, "POST", "/v1/deliveries/"+url.PathEscape(id)+"/replay", nil, &out); err != nil {
+				var ae *apiError
+				if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+					c.apiFail(w, r, s, err)
+					return
+				}
+				failed = append(failed, id+" ("+err.Error()+")")
+				continue
+			}
+			replayed += out.Replayed
+		}
+		msg := fmt.Sprintf("Replayed %d dead letter(s).", replayed)
+		if len(failed) > 0 {
+			msg += " Not replayed: " + strings.Join(failed, ", ")
+		}
+		if n := len(ids) - replayed - len(failed); n > 0 {
+			msg += fmt.Sprintf(" %d were no longer dead letters.", n)
+		}
+		c.setFlash(s, msg)
+		http.Redirect(w, r, d.Back, http.StatusSeeOther)
+		return
+	}
+	if r.PostFormValue("scope") == "range" {
+		since, err1 := parseFormTime(d.Since)
+		until, err2 := parseFormTime(d.Until)
+		if err := errors.Join(err1, err2); err != nil {
+			c.fail(w, r, s, http.StatusUnprocessableEntity, err.Error())
+			return
+		}
+		letters, err := c.deadBetween(r, s, d.Endpoint, d.Tenant, since, until)
+		if err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		d.Letters = letters
+	} else {
+		if len(ids) == 0 {
+			c.fail(w, r, s, http.StatusUnprocessableEntity, "select at least one dead letter (or replay a time range)")
+			return
+		}
+		for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) {
+			var x api.DeliveryOut
+			if err := c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(id), nil, &x); err != nil {
+				c.apiFail(w, r, s, err)
+				return
+			}
+			if x.State == "dead" {
+				d.Letters = append(d.Letters, x)
+			}
+		}
+	}
+	for _, x := range d.Letters {
+		d.IDs = append(d.IDs, x.ID)
+	}
+	c.render(w, r, http.StatusOK, "replay_confirm", s, "Replay dead letters", "dead", d)
+}
+
+// maxReplayBatch bounds one confirmation page.
+const maxReplayBatch = 10000
+
+// deadBetween lists the dead letters (of an endpoint, a tenant or all)
+// last changed (dead-lettered) in [since, until).
+func (c *Console) deadBetween(r *http.Request, s *session, endpoint, tenant string, since, until time.Time) ([]api.DeliveryOut, error) {
+	var out []api.DeliveryOut
+	cursor := ""
+	for len(out) < maxReplayBatch {
+		v := url.Values{"state": {"dead"}, "limit": {"1000"}}
+		if !since.IsZero() {
+			v.Set("since", since.Format(time.RFC3339Nano))
+		}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		path := "/v1/deliveries?"
+		if endpoint != "" {
+			path = "/v1/endpoints/" + url.PathEscape(endpoint) + "/deliveries?"
+		} else if tenant != "" {
+			v.Set("tenant", tenant)
+		}
+		var dl deliveryList
+		if err := c.call(r, s, "GET", path+v.Encode(), nil, &dl); err != nil {
+			return nil, err
+		}
+		for _, x := range dl.Data {
+			if until.IsZero() || x.UpdatedAt.Before(until) {
+				out = append(out, x)
+			}
+		}
+		if dl.NextCursor == "" {
+			break
+		}
+		cursor = dl.NextCursor
+	}
+	return out, nil
+}
+
+// --- overview -----------------------------------------------------------
+
+type overviewData struct {
+	Hour, Day    chart
+	DeadPerEP    []api.DeadLetterCountOut
+	Failing      []failingEndpoint
+	Endpoints    map[string]int // by state
+	QueueDepth   int
+	QueueCapped  bool
+	OldestDue    *time.Time
+	OldestDueID  string
+	Capped       bool
+	SampleLimit  int
+	GeneratedAt  time.Time
+	EndpointsAll int
+}
+
+type failingEndpoint struct {
+	E           api.EndpointOut
+	Pending     int
+	LastStatus  int
+	LastError   string
+	LastFailure time.Time
+}
+
+// overviewScan bounds how many deliveries of each state the overview reads.
+const overviewScan = 20000
+
+func (c *Console) listAll(r *http.Request, s *session, v url.Values, limit int) ([]api.DeliveryOut, bool, error) {
+	var out []api.DeliveryOut
+	cursor := ""
+	for {
+		v.Set("limit", "1000")
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var dl deliveryList
+		if err := c.call(r, s, "GET", "/v1/deliveries?"+v.Encode(), nil, &dl); err != nil {
+			return nil, false, err
+		}
+		out = append(out, dl.Data...)
+		if dl.NextCursor == "" {
+			return out, false, nil
+		}
+		if len(out) >= limit {
+			return out, true, nil
+		}
+		cursor = dl.NextCursor
+	}
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	now := c.cfg.Now().UTC()
+	d := overviewData{SampleLimit: overviewScan, GeneratedAt: now, Endpoints: map[string]int{}}
+	since := now.Add(-24 * time.Hour).Format(time.RFC3339)
+	var series [3][]time.Time // succeeded, retrying, dead
+	for i, st := range []string{"succeeded", "pending", "dead"} {
+		ds, capped, err := c.listAll(r, s, url.Values{"state": {st}, "since": {since}}, overviewScan)
+		if err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		d.Capped = d.Capped || capped
+		for _, x := range ds {
+			if st == "pending" && x.Attempts == 0 {
+				continue
+			}
+			series[i] = append(series[i], x.UpdatedAt)
+		}
+	}
+	d.Hour = buildChart("last hour, per minute", now, time.Minute, 60, series)
+	d.Day = buildChart("last 24 hours, per 15 minutes", now, 15*time.Minute, 96, series)
+
+	var counts struct {
+		Data []api.DeadLetterCountOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/dead-letters", nil, &counts); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.DeadPerEP = counts.Data
+
+	pending, capped, err := c.listAll(r, s, url.Values{"state": {"pending"}}, overviewScan)
+	if err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.QueueDepth, d.QueueCapped = len(pending), capped
+	failing := map[string]*failingEndpoint{}
+	for _, x := range pending {
+		if x.NextAttemptAt != nil && (d.OldestDue == nil || x.NextAttemptAt.Before(*d.OldestDue)) {
+			t := *x.NextAttemptAt
+			d.OldestDue, d.OldestDueID = &t, x.ID
+		}
+		if x.Attempts > 0 {
+			f := failing[x.EndpointID]
+			if f == nil {
+				f = &failingEndpoint{}
+				failing[x.EndpointID] = f
+			}
+			f.Pending++
+			if x.UpdatedAt.After(f.LastFailure) {
+				f.LastFailure, f.LastStatus, f.LastError = x.UpdatedAt, x.LastStatusCode, x.LastError
+			}
+		}
+	}
+	cursor := ""
+	for {
+		v := url.Values{"limit": {"1000"}}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var el endpointList
+		if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		for _, e := range el.Data {
+			d.Endpoints[e.State]++
+			d.EndpointsAll++
+			if f := failing[e.ID]; f != nil {
+				f.E = e
+				d.Failing = append(d.Failing, *f)
+			} else if e.State == "disabled" {
+				d.Failing = append(d.Failing, failingEndpoint{E: e})
+			}
+		}
+		if el.NextCursor == "" {
+			break
+		}
+		cursor = el.NextCursor
+	}
+	sort.Slice(d.Failing, func(i, j int) bool { return d.Failing[i].Pending > d.Failing[j].Pending })
+	c.render(w, r, http.StatusOK, "overview", s, "Overview", "overview", d)
+}
+
+// --- sources (admin) ----------------------------------------------------
+
+type sourcesData struct {
+	Sources []api.SourceOut
+	Err     string
+	Created *api.SourceOut
+}
+
+func (d sourcesData) errText() string { return d.Err }
+
+func (c *Console) sources(w http.ResponseWriter, r *http.Request, s *session) {
+	c.sourcesPage(w, r, s, http.StatusOK, sourcesData{})
+}
+
+func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session, status int, d sourcesData) {
+	var sl struct {
+		Data []api.SourceOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/sources?limit=1000", nil, &sl); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Sources = sl.Data
+	c.render(w, r, status, "sources", s, "Inbound sources", "sources", d)
+}
+
+func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
+	b := map[string]any{
+		"name":            strings.TrimSpace(r.PostFormValue("name")),
+		"scheme":          r.PostFormValue("scheme"),
+		"secrets":         formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")),
+		"destination_url": strings.TrimSpace(r.PostFormValue("destination_url")),
+	}
+	if t := strings.TrimSpace(r.PostFormValue("tolerance_seconds")); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil {
+			c.sourcesPage(w, r, s, http.StatusUnprocessableEntity, sourcesData{Err: "tolerance: a whole number of seconds"})
+			return
+		}
+		b["tolerance_seconds"] = n
+	}
+	if v := strings.TrimSpace(r.PostFormValue("dedupe")); v != "" {
+		b["dedupe"] = v
+	}
+	var out api.SourceOut
+	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+			c.sourcesPage(w, r, s, ae.Status, sourcesData{Err: ae.Detail})
+			return
+		}
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.sourcesPage(w, r, s, http.StatusCreated, sourcesData{Created: &out})
+}
+
+type sourceDetailData struct {
+	S          api.SourceOut
+	Forwarding api.EndpointOut
+	Dead       []api.DeliveryOut
+	Err        string
+}
+
+func (d sourceDetailData) errText() string { return d.Err }
+
+func (c *Console) sourceDetail(w http.ResponseWriter, r *http.Request, s *session) {
+	c.sourceDetailPage(w, r, s, http.StatusOK, "")
+}
+
+func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *session, status int, errMsg string) {
+	id := r.PathValue("id")
+	d := sourceDetailData{Err: errMsg}
+	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(id), nil, &d.S); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	if d.S.EndpointID != "" {
+		_ = c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(d.S.EndpointID), nil, &d.Forwarding)
+		var dl deliveryList
+		_ = c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(d.S.EndpointID)+"/deliveries?state=dead&limit=20", nil, &dl)
+		d.Dead = dl.Data
+	}
+	c.render(w, r, status, "source", s, "Source "+id, "sources", d)
+}
+
+func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	b := map[string]any{}
+	if v := strings.TrimSpace(r.PostFormValue("name")); v != "" {
+		b["name"] = v
+	}
+	if v := strings.TrimSpace(r.PostFormValue("destination_url")); v != "" {
+		b["destination_url"] = v
+	}
+	if sec := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")); len(sec) > 0 {
+		b["secrets"] = sec
+	}
+	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
+			c.sourceDetailPage(w, r, s, ae.Status, ae.Detail)
+			return
+		}
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "Source "+id+" saved.")
+	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// --- API keys and portal links (admin) ----------------------------------
+
+type keysData struct {
+	Keys       []api.APIKeyOut
+	Created    *api.APIKeyOut
+	Portal     *api.PortalSessionOut
+	Err        string
+	NextCursor string
+}
+
+func (d keysData) errText() string { return d.Err }
+
+func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
+	c.keysPage(w, r, s, http.StatusOK, keysData{})
+}
+
+func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, status int, d keysData) {
+	var kl struct {
+		Data       []api.APIKeyOut `json:"data"`
+		NextCursor string          `json:"next_cursor"`
+	}
+	v := url.Values{"limit": {"1000"}}
+	if cur := r.URL.Query().Get("cursor"); cur != "" {
+		v.Set("cursor", cur)
+	}
+	if err := c.call(r, s, "GET", "/v1/api-keys?"+v.Encode(), nil, &kl); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Keys, d.NextCursor = kl.Data, kl.NextCursor
+	c.render(w, r, status, "keys", s, "API keys", "keys", d)
+}
+
+func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail})
+		return
+	}
+	c.apiFail(w, r, s, err)
+}
+
+func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) {
+	b := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name")), "role": r.PostFormValue("role")}
+	if t := strings.TrimSpace(r.PostFormValue("tenant")); t != "" {
+		b["tenant"] = t
+	}
+	if e := strings.TrimSpace(r.PostFormValue("expires_at")); e != "" {
+		t, err := parseFormTime(e)
+		if err != nil {
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "expires: " + err.Error()})
+			return
+		}
+		b["expires_at"] = t
+	}
+	var out api.APIKeyOut
+	if err := c.call(r, s, "POST", "/v1/api-keys", b, &out); err != nil {
+		c.keysError(w, r, s, err)
+		return
+	}
+	c.keysPage(w, r, s, http.StatusCreated, keysData{Created: &out})
+}
+
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if err := c.call(r, s, "DELETE", "/v1/api-keys/"+url.PathEscape(id), nil, nil); err != nil {
+		c.keysError(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "API key "+id+" revoked.")
+	http.Redirect(w, r, "/ui/keys", http.StatusSeeOther)
+}
+
+func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *session) {
+	b := map[string]any{"tenant": strings.TrimSpace(r.PostFormValue("tenant")), "role": r.PostFormValue("role")}
+	if t := strings.TrimSpace(r.PostFormValue("ttl_minutes")); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil {
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "lifetime: a whole number of minutes (1–10080)"})
+			return
+		}
+		b["ttl_seconds"] = n * 60
+	}
+	var out api.PortalSessionOut
+	if err := c.call(r, s, "POST", "/v1/portal-sessions", b, &out); err != nil {
+		c.keysError(w, r, s, err)
+		return
+	}
+	c.keysPage(w, r, s, http.StatusCreated, keysData{Portal: &out})
+}

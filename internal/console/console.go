@@ -506,12 +506,44 @@ func ago(now, t time.Time) string {
 	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
 }
 
+// prettyJSON indents a JSON document for display and undoes the \u003c,
+// \u003e and \u0026 escapes Go's encoder puts in strings, so a payload
+// reads as it was published (the template escapes it for HTML).
 func prettyJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		return string(raw)
 	}
-	return buf.String()
+	return unescapeHTMLEscapes(buf.String())
+}
+
+func unescapeHTMLEscapes(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			if s[i+1] == 'u' && i+6 <= len(s) {
+				switch s[i+2 : i+6] {
+				case "003c":
+					b.WriteByte('<')
+					i += 5
+					continue
+				case "003e":
+					b.WriteByte('>')
+					i += 5
+					continue
+				case "0026":
+					b.WriteByte('&')
+					i += 5
+					continue
+				}
+			}
+			b.WriteString(s[i : i+2]) // any other escape, kept whole
+			i++
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func fmtHeaders(h map[string]string) string {

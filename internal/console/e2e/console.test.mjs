@@ -1,0 +1,382 @@
+// Browser tests of Herald's console: Debian's Chromium (/usr/bin/chromium)
+// driven by playwright-core against a real `herald serve` built from this
+// tree, with every request to anything but loopback blocked.
+//
+//   cd internal/console/e2e && npm ci && node console.test.mjs
+//
+// Environment: HERALD_BIN (a built herald; default: go build into a temp
+// dir), CHROMIUM (default /usr/bin/chromium), SCREENSHOTS (directory for
+// the page screenshots; default ../../../docs/ui).
+import { chromium } from 'playwright-core';
+import { spawn, execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, '../../..');
+const shots = resolve(process.env.SCREENSHOTS || join(repo, 'docs/ui'));
+mkdirSync(shots, { recursive: true });
+const work = mkdtempSync(join(tmpdir(), 'herald-e2e-'));
+const ADMIN = 'e2e-admin-key-0123456789abcdef0123456789';
+
+let step = '';
+const log = (s) => { step = s; console.log('• ' + s); };
+
+// --- the receiver: /ok answers 200; /fail 500 with markup in the body;
+// /flaky 503 until healed; /forge is a page of another origin that posts
+// to Herald without the CSRF token.
+const received = [];
+let healed = false;
+let heraldBase = '';
+let forgeTarget = '';
+const receiver = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', () => {
+    const path = req.url.split('?')[0];
+    if (path === '/forge') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<!doctype html><form id="f" method="post" action="${forgeTarget}"><input name="x" value="1"></form><script>document.getElementById('f').submit()</script>`);
+      return;
+    }
+    received.push({ path, body, id: req.headers['webhook-id'] });
+    if (path.startsWith('/ok') || (path.startsWith('/flaky') && healed)) {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('thanks');
+    } else if (path.startsWith('/fail')) {
+      res.writeHead(500, { 'content-type': 'text/html' });
+      res.end('<script>window.__xss=1</script><b id="injected">boom</b>');
+    } else {
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('down for maintenance');
+    }
+  });
+});
+
+function listen(srv) {
+  return new Promise((ok) => srv.listen(0, '127.0.0.1', () => ok(srv.address().port)));
+}
+
+function freePort() {
+  return new Promise((ok) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
+  });
+}
+
+async function waitFor(what, fn, ms = 15000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error('timed out waiting for ' + what);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function api(method, path, body, key = ADMIN) {
+  const r = await fetch(heraldBase + path, {
+    method, headers: { authorization: 'Bearer ' + key, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+const isLoopback = (u) => {
+  const h = new URL(u).hostname;
+  return h === '127.0.0.1' || h === '[::1]' || h === 'localhost';
+};
+
+async function newContext(browser, blocked) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await ctx.route('**/*', (route) => {
+    const u = route.request().url();
+    if (u.startsWith('data:') || isLoopback(u)) return route.continue();
+    blocked.push(u);
+    return route.abort();
+  });
+  return ctx;
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(shots, name + '.png'), fullPage: true });
+}
+
+let herald, browser;
+async function main() {
+  const rport = await listen(receiver);
+  const R = `http://127.0.0.1:${rport}`;
+
+  let bin = process.env.HERALD_BIN;
+  if (!bin) {
+    log('build herald');
+    bin = join(work, 'herald');
+    execFileSync('go', ['build', '-o', bin, './cmd/herald'], { cwd: repo, stdio: 'inherit' });
+  }
+  const port = await freePort();
+  heraldBase = `http://127.0.0.1:${port}`;
+  log('start herald serve on ' + heraldBase);
+  herald = spawn(bin, ['serve', '--dev', '--addr', `127.0.0.1:${port}`, '--db', 'sqlite:' + join(work, 'herald.db'),
+    '--retry-schedule', '150ms', '--breaker-threshold', '100'], {
+    env: { ...process.env, HERALD_API_KEY: ADMIN }, stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  await waitFor('herald ready', async () => { try { return (await fetch(heraldBase + '/readyz')).ok; } catch { return false; } });
+
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  const blocked = [];
+  const ctx = await newContext(browser, blocked);
+  const page = await ctx.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
+
+  log('GET / leads to the console sign-in');
+  await page.goto(heraldBase + '/');
+  assert.match(page.url(), /\/ui\/sign-in/);
+  await shot(page, 'sign-in');
+
+  log('a wrong key is refused');
+  await page.fill('#key', 'herald_key_wrong');
+  await page.click('#signin button[type=submit]');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error'), /invalid API key/);
+
+  log('sign in with the admin key');
+  await page.fill('#key', ADMIN);
+  await page.click('#signin button[type=submit]');
+  await page.waitForURL(heraldBase + '/ui/');
+  assert.match(await page.textContent('[data-testid=who]'), /admin/);
+  const cookies = await ctx.cookies();
+  const sess = cookies.find((c) => c.name === 'herald_console');
+  assert.ok(sess && sess.httpOnly && sess.sameSite === 'Strict', 'session cookie HttpOnly, SameSite=Strict');
+
+  log('create an endpoint from the page (description and URL carry markup)');
+  const descXSS = '<img src=x onerror="window.__xss=1"><b>Billing</b> hooks';
+  const urlXSS = `${R}/ok?q=<b>u</b>"><img/src=x>`;
+  await page.click('text=Endpoints');
+  await page.click('text=New endpoint');
+  await page.fill('input[name=tenant]', 'acme');
+  await page.fill('input[name=url]', urlXSS);
+  await page.fill('input[name=description]', descXSS);
+  await page.fill('textarea[name=event_types]', 'order.<b>x</b>');
+  await shot(page, 'endpoint-new');
+  await page.click('#endpoint-form button[type=submit]');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error'), /event type/, 'an event type with markup is refused by the API rule');
+  await page.fill('textarea[name=event_types]', 'order.*\nherald.test');
+  await page.click('#endpoint-form button[type=submit]');
+  await page.waitForSelector('[data-testid=secret]');
+  const secret1 = (await page.textContent('[data-testid=secret]')).trim();
+  assert.match(secret1, /^whsec_/);
+  await shot(page, 'endpoint-created');
+  await page.click('text=Go to the endpoint');
+  const epOK = page.url().split('/ui/endpoints/')[1];
+  assert.match(epOK, /^ep_/);
+  assert.equal((await page.textContent('[data-testid=description]')).trim(), descXSS, 'description renders as text');
+  assert.equal(await page.textContent('h1'), urlXSS, 'URL renders as text');
+
+  log('send a test event and see the attempt');
+  await page.click('text=Send test event');
+  await page.waitForSelector('[data-testid=test-attempt]');
+  assert.match(await page.textContent('[data-testid=test-attempt]'), /HTTP 200/);
+  assert.match(await page.textContent('[data-testid=test-attempt]'), /thanks/);
+  await shot(page, 'endpoint-test');
+  assert.ok(received.some((x) => x.body.includes('herald.test')), 'the receiver got the test event');
+
+  log('endpoints of two tenants, a failing one and a flaky one');
+  const epFail = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/fail`, description: 'always 500' })).body.id;
+  const epFlaky = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/flaky`, event_types: ['invoice.*'] })).body.id;
+  const epOther = (await api('POST', '/v1/endpoints', { tenant: 'globex', url: `${R}/ok/globex`, description: 'globex only' })).body.id;
+  assert.ok(epFail && epFlaky && epOther);
+  await api('PATCH', `/v1/endpoints/${epFail}`, { event_types: ['order.*'] });
+  await api('PATCH', `/v1/endpoints/${epOK}`, { event_types: ['shipment.*', 'herald.test'] });
+
+  log('publish events through the API');
+  const payloadXSS = { note: '<script>window.__xss=1</script>', html: '<b id="injected">bold</b>' };
+  const pub = await api('POST', '/v1/events', { tenant: 'acme', type: 'order.created', id: 'ord-1001', data: payloadXSS });
+  assert.equal(pub.status, 202);
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await api('POST', '/v1/events', { tenant: 'acme', type: 'invoice.paid', id: 'inv-' + i, data: { n: i } })).status, 202);
+  }
+  const other = await api('POST', '/v1/events', { tenant: 'globex', type: 'order.created', id: 'gx-1', data: { n: 1 } });
+  assert.equal(other.status, 202);
+  assert.equal((await api('POST', '/v1/events', { tenant: 'acme', type: 'order.<b>x</b>', data: {} })).status, 422, 'markup in an event type is refused');
+  await waitFor('4 dead letters on acme', async () => {
+    const d = await api('GET', '/v1/dead-letters?tenant=acme');
+    return d.body.data.reduce((n, x) => n + x.count, 0) === 4;
+  });
+  const otherDelivery = await waitFor('globex delivery', async () => {
+    const d = await api('GET', `/v1/endpoints/${epOther}/deliveries`);
+    return d.body.data[0]?.id;
+  });
+
+  log('overview');
+  await page.goto(heraldBase + '/ui/');
+  assert.match(await page.textContent('main'), /Dead letters per endpoint/);
+  assert.ok(await page.$('svg.chart rect.bar-dead'), 'the chart draws the dead letters');
+  await shot(page, 'overview');
+
+  log('endpoints list');
+  await page.goto(heraldBase + '/ui/endpoints');
+  assert.match(await page.textContent('[data-testid=endpoints]'), /always 500/);
+  await shot(page, 'endpoints');
+
+  log('find the event by id, open it: payload and the failed attempt\'s response excerpt as text');
+  await page.click('nav >> text=Events');
+  await page.fill('#event-search input[name=id]', 'ord-1001');
+  await page.fill('#event-search input[name=tenant]', 'acme');
+  await page.click('#event-search button[type=submit]');
+  await page.click('[data-testid=events] >> text=ord-1001');
+  await page.waitForSelector('[data-testid=payload]');
+  const payloadText = await page.textContent('[data-testid=payload]');
+  assert.ok(payloadText.includes(JSON.stringify(payloadXSS.note)) && payloadText.includes(JSON.stringify(payloadXSS.html)), 'payload shown as text: ' + payloadText);
+  assert.match(await page.textContent('main'), /HTTP 500/);
+  const excerpts = await page.$$eval('pre.excerpt', (els) => els.map((e) => e.textContent));
+  assert.ok(excerpts.some((t) => t.includes('<b id="injected">boom</b>')), 'response excerpt shown as text');
+  assert.equal(await page.$('#injected'), null, 'no markup from stored data became an element');
+  assert.equal(await page.evaluate(() => window.__xss), undefined, 'no stored script ran');
+  await shot(page, 'event');
+  await page.goto(heraldBase + '/ui/events?tenant=acme');
+  await shot(page, 'events');
+
+  log('endpoint detail with deliveries, and a delivery with its attempts');
+  await page.goto(`${heraldBase}/ui/endpoints/${epFail}`);
+  await page.click('[data-testid=deliveries] a[href^="/ui/deliveries/"]');
+  assert.match(await page.textContent('main'), /boom/);
+  await shot(page, 'delivery');
+  await page.goto(`${heraldBase}/ui/endpoints/${epFlaky}?state=dead`);
+  assert.equal(await page.$$eval('[data-testid=deliveries] a[href^="/ui/deliveries/"]', (a) => a.length), 3);
+  await shot(page, 'endpoint');
+
+  log('select two dead letters, replay them with the confirmation');
+  healed = true;
+  await page.goto(`${heraldBase}/ui/dead-letters?endpoint=${epFlaky}`);
+  assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), '3');
+  const boxes = await page.$$('#replay-selected input[name=id]');
+  const picked = [await boxes[0].getAttribute('value'), await boxes[1].getAttribute('value')];
+  await boxes[0].check();
+  await boxes[1].check();
+  await shot(page, 'dead-letters');
+  await page.click('text=Replay selected…');
+  await page.waitForSelector('[data-testid=confirm]');
+  assert.match(await page.textContent('[data-testid=confirm]'), /Replay 2 dead letter/);
+  await shot(page, 'replay-confirm');
+  await page.click('button:has-text("Replay 2 dead letter")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /Replayed 2 dead letter/);
+  assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), '1', 'the count dropped to 1');
+  await waitFor('the receiver got the two replays', async () => {
+    const ok = [];
+    for (const id of picked) {
+      const d = await api('GET', `/v1/deliveries/${id}`);
+      ok.push(d.body.state === 'succeeded');
+    }
+    return ok.every(Boolean);
+  });
+  assert.ok(received.filter((x) => x.path.startsWith('/flaky') && healed).length >= 2);
+  await page.goto(`${heraldBase}/ui/dead-letters`);
+  await shot(page, 'dead-letters-all');
+
+  log('rotate a secret');
+  await page.goto(`${heraldBase}/ui/endpoints/${epOK}`);
+  await page.click('#rotate button[type=submit]');
+  await page.waitForSelector('[data-testid=overlap]');
+  const secret2 = (await page.textContent('[data-testid=secret]')).trim();
+  assert.match(secret2, /^whsec_/);
+  assert.notEqual(secret2, secret1);
+  assert.match(await page.textContent('[data-testid=overlap]'), /previous secret also signs until/);
+  await shot(page, 'secret-rotated');
+
+  log('inbound sources');
+  await page.goto(heraldBase + '/ui/sources');
+  await page.fill('input[name=name]', 'stripe-live');
+  await page.fill('textarea[name=secrets]', 'whsec_test_secret_for_e2e');
+  await page.fill('input[name=destination_url]', `${R}/ok/stripe`);
+  await page.click('button:has-text("Create source")');
+  await page.waitForSelector('[data-testid=sources] >> text=stripe-live');
+  await shot(page, 'sources');
+  await page.click('[data-testid=sources] >> text=stripe-live');
+  await shot(page, 'source');
+
+  log('API keys: create one (shown once), create a portal link for acme');
+  await page.goto(heraldBase + '/ui/keys');
+  await page.fill('.form input[name=name]', 'billing publisher');
+  await page.selectOption('.form select[name=role]', 'publisher');
+  await page.fill('.form input[name=tenant]', 'acme');
+  await page.click('button:has-text("Create key")');
+  assert.match(await page.textContent('[data-testid=new-key]'), /^herald_key_/);
+  await page.fill('#portal-form input[name=tenant]', 'acme');
+  await page.selectOption('#portal-form select[name=role]', 'manager');
+  await page.click('button:has-text("Create portal link")');
+  const portalURL = (await page.textContent('[data-testid=portal-url]')).trim();
+  assert.ok(portalURL.startsWith(heraldBase + '/ui/portal#token=herald_portal_'), portalURL);
+  await shot(page, 'keys');
+
+  log('open the portal link in a fresh context: only acme');
+  const blocked2 = [];
+  const ctx2 = await newContext(browser, blocked2);
+  const portal = await ctx2.newPage();
+  await portal.goto(portalURL);
+  await portal.waitForURL(heraldBase + '/ui/endpoints');
+  assert.match(await portal.textContent('[data-testid=who]'), /manager · tenant acme · portal/);
+  const listed = await portal.$$eval('[data-testid=endpoints] tr[data-endpoint]', (rows) => rows.map((r) => r.dataset.endpoint));
+  assert.deepEqual(listed.sort(), [epOK, epFail, epFlaky].sort());
+  assert.ok(!(await portal.textContent('main')).includes('globex'));
+  assert.equal(await portal.$('nav >> text=API keys'), null, 'no API keys page for a tenant');
+  await shot(portal, 'portal');
+  const refused = await portal.goto(`${heraldBase}/ui/deliveries/${otherDelivery}`);
+  assert.ok([403, 404].includes(refused.status()), 'another tenant\'s delivery is refused: ' + refused.status());
+  assert.ok(!(await portal.textContent('main')).includes(epOther));
+  const refused2 = await portal.goto(`${heraldBase}/ui/endpoints/${epOther}`);
+  assert.ok([403, 404].includes(refused2.status()));
+  const refused3 = await portal.goto(`${heraldBase}/ui/keys`);
+  assert.equal(refused3.status(), 403, 'the keys page is refused to a tenant');
+  await ctx2.close();
+  assert.deepEqual(blocked2, []);
+
+  log('a forged cross-site POST without the CSRF token is refused');
+  forgeTarget = `${heraldBase}/ui/endpoints/${epOK}/delete`;
+  const forged = page.waitForResponse((r) => r.url() === forgeTarget);
+  await page.goto(`${R}/forge`);
+  assert.equal((await forged).status(), 403);
+  const direct = await ctx.request.post(forgeTarget, { form: { x: '1' } });
+  assert.equal(direct.status(), 403);
+  const wrong = await ctx.request.post(forgeTarget, { form: { csrf: 'not-the-token' } });
+  assert.equal(wrong.status(), 403);
+  assert.equal((await api('GET', `/v1/endpoints/${epOK}`)).status, 200, 'the endpoint is still there');
+
+  log('API reference at /docs, offline');
+  await page.goto(heraldBase + '/docs');
+  assert.match(await page.textContent('main'), /\/v1\/endpoints/);
+  await shot(page, 'docs');
+
+  log('sign out');
+  await page.goto(heraldBase + '/ui/endpoints');
+  await page.click('text=Sign out');
+  await page.waitForURL(/\/ui\/sign-in/);
+  await page.goto(heraldBase + '/ui/endpoints');
+  assert.match(page.url(), /\/ui\/sign-in/, 'signed out: back to sign-in');
+
+  assert.deepEqual(blocked, [], 'no request left loopback');
+  assert.deepEqual(pageErrors.filter((e) => !/^Failed to load resource: the server responded with a status of (401|403|404|422)/.test(e)), [], 'no script or CSP error in the pages');
+  console.log('PASS: console browser tests');
+}
+
+main().then(() => 0, (e) => {
+  console.error(`FAIL at "${step}":`, e);
+  return 1;
+}).then(async (code) => {
+  try { await browser?.close(); } catch {}
+  herald?.kill('SIGTERM');
+  receiver.close();
+  rmSync(work, { recursive: true, force: true });
+  process.exit(code);
+});

@@ -481,25 +481,25 @@ func Allowed(role, operationID string) bool {
 	return ok && a.allows(role)
 }
 
-// ErrAuthentication is returned by Authenticate for a key the API would
+// AuthenticationError is returned by Authenticate for a key the API would
 // answer 401 (or 429 while the client address is throttled); its message
 // is the API's detail.
-type ErrAuthentication struct{ Detail string }
+type AuthenticationError struct{ Detail string }
 
-func (e *ErrAuthentication) Error() string { return e.Detail }
+func (e *AuthenticationError) Error() string { return e.Detail }
 
 // Authenticate resolves a presented API key or portal session token to its
 // Principal exactly as the bearer authentication of /v1/ does, counting a
 // failure against the client address (addr, an IP) in the same throttle.
-// It returns *ErrAuthentication for a refused key, or a store error.
+// It returns *AuthenticationError for a refused key, or a store error.
 func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal, error) {
 	if wait := s.throttle.blocked(addr); wait > 0 {
 		s.cfg.Metrics.AuthFailure("throttled")
-		return Principal{}, &ErrAuthentication{Detail: fmt.Sprintf("too many failed sign-ins from this address; retry in %d s", int(math.Ceil(wait.Seconds())))}
+		return Principal{}, &AuthenticationError{Detail: fmt.Sprintf("too many failed sign-ins from this address; retry in %d s", int(math.Ceil(wait.Seconds())))}
 	}
 	key = strings.TrimSpace(key)
 	if key == "" {
-		return Principal{}, &ErrAuthentication{Detail: "missing API key"}
+		return Principal{}, &AuthenticationError{Detail: "missing API key"}
 	}
 	p, fail, err := s.resolve(ctx, key)
 	if err != nil {
@@ -509,7 +509,7 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 		s.throttle.fail(addr)
 		s.cfg.Metrics.AuthFailure(fail.reason)
 		s.cfg.Logger.Info("authentication failed", "client", addr, "reason", fail.reason, "via", "console sign-in")
-		return Principal{}, &ErrAuthentication{Detail: fail.detail}
+		return Principal{}, &AuthenticationError{Detail: fail.detail}
 	}
 	return p, nil
 }

@@ -102,7 +102,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	key := r.PostFormValue("key")
 	p, err := c.cfg.API.Authenticate(r.Context(), clientIP(r), key)
 	if err != nil {
-		var ae *api.ErrAuthentication
+		var ae *api.AuthenticationError
 		status, msg := http.StatusUnauthorized, "sign-in failed"
 		if errors.As(err, &ae) {
 			msg = "sign-in failed: " + ae.Detail

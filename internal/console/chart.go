@@ -60,8 +60,9 @@ func buildChart(title string, now time.Time, step time.Duration, n int, series [
 				left+float64(i)*bw+0.5, y, maxf(bw-1, 0.5), bh, outcomeNames[k], start.Add(time.Duration(i)*step).UTC().Format("15:04"), c[k], outcomeNames[k])
 		}
 	}
-	for _, i := range []int{0, n / 2, n - 1} {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" class="tick-x">%s</text>`, left+float64(i)*bw, h-4, start.Add(time.Duration(i)*step).UTC().Format("15:04"))
+	for k, i := range []int{0, n / 2, n} {
+		anchor := [3]string{"start", "middle", "end"}[k]
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" class="tick-x" text-anchor="%s">%s</text>`, left+float64(i)*bw, h-4, anchor, start.Add(time.Duration(i)*step).UTC().Format("15:04"))
 	}
 	b.WriteString(`</svg>`)
 	ch.SVG = template.HTML(b.String()) // numbers and fixed class names only

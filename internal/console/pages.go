@@ -881,11 +881,13 @@ type overviewData struct {
 }
 
 type failingEndpoint struct {
-	E           api.EndpointOut
-	Pending     int
-	LastStatus  int
-	LastError   string
-	LastFailure time.Time
+	E            api.EndpointOut
+	Pending      int // deliveries waiting for a retry
+	DeadLastHour int
+	NextAttempt  *time.Time // earliest due retry: the end of an open circuit's cooldown, if open
+	LastStatus   int
+	LastError    string
+	LastFailure  time.Time
 }
 
 // overviewScan bounds how many deliveries of each state the overview reads.
@@ -918,7 +920,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	now := c.cfg.Now().UTC()
 	d := overviewData{SampleLimit: overviewScan, GeneratedAt: now, Endpoints: map[string]int{}}
 	since := now.Add(-24 * time.Hour).Format(time.RFC3339)
-	var series [3][]time.Time // succeeded, retrying, dead
+	var series [3][]time.Time        // succeeded, retrying, dead
+	deadLastHour := map[string]int{} // endpoint id → dead letters of the last hour
 	for i, st := range []string{"succeeded", "pending", "dead"} {
 		ds, capped, err := c.listAll(r, s, url.Values{"state": {st}, "since": {since}}, overviewScan)
 		if err != nil {
@@ -931,6 +934,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 				continue
 			}
 			series[i] = append(series[i], x.UpdatedAt)
+			if st == "dead" && now.Sub(x.UpdatedAt) < time.Hour {
+				deadLastHour[x.EndpointID]++
+			}
 		}
 	}
 	d.Hour = buildChart("last hour, per minute", now, time.Minute, 60, series)
@@ -964,6 +970,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 				failing[x.EndpointID] = f
 			}
 			f.Pending++
+			if x.NextAttemptAt != nil && (f.NextAttempt == nil || x.NextAttemptAt.Before(*f.NextAttempt)) {
+				t := *x.NextAttemptAt
+				f.NextAttempt = &t
+			}
 			if x.UpdatedAt.After(f.LastFailure) {
 				f.LastFailure, f.LastStatus, f.LastError = x.UpdatedAt, x.LastStatusCode, x.LastError
 			}
@@ -983,11 +993,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		for _, e := range el.Data {
 			d.Endpoints[e.State]++
 			d.EndpointsAll++
-			if f := failing[e.ID]; f != nil {
-				f.E = e
+			f := failing[e.ID]
+			if f == nil && (e.State == "disabled" || deadLastHour[e.ID] > 0) {
+				f = &failingEndpoint{}
+			}
+			if f != nil {
+				f.E, f.DeadLastHour = e, deadLastHour[e.ID]
 				d.Failing = append(d.Failing, *f)
-			} else if e.State == "disabled" {
-				d.Failing = append(d.Failing, failingEndpoint{E: e})
 			}
 		}
 		if el.NextCursor == "" {
@@ -995,7 +1007,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		cursor = el.NextCursor
 	}
-	sort.Slice(d.Failing, func(i, j int) bool { return d.Failing[i].Pending > d.Failing[j].Pending })
+	sort.Slice(d.Failing, func(i, j int) bool {
+		return d.Failing[i].Pending+d.Failing[i].DeadLastHour > d.Failing[j].Pending+d.Failing[j].DeadLastHour
+	})
 	c.render(w, r, http.StatusOK, "overview", s, "Overview", "overview", d)
 }
 

@@ -3,6 +3,8 @@ package api_test
 import (
 	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,5 +159,38 @@ func TestLastUsedAtWrittenAtMostOncePerMinute(t *testing.T) {
 		if k.ID == id && (k.LastUsedAt == nil || !k.LastUsedAt.Equal(t0.Add(time.Minute))) {
 			t.Fatalf("listed last_used_at = %v", k.LastUsedAt)
 		}
+	}
+}
+
+// TestHandlersUseScopedStore: outside the authentication (auth.go), the
+// scope itself (scope.go) and the readiness probe (api.go), no file of the
+// API touches the store but through Server.db, the principal's view: a
+// handler cannot forget the tenant boundary.
+func TestHandlersUseScopedStore(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"auth.go": true, "scope.go": true, "api.go": true}
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || allowed[f] {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		if strings.Contains(string(src), "cfg.Store") {
+			t.Errorf("%s reaches the store through s.cfg.Store; use s.db(ctx), the principal's view", f)
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d files; the handlers' files were not found", checked)
+	}
+	api, _ := os.ReadFile("api.go")
+	if n := strings.Count(string(api), "cfg.Store."); n != 1 || !strings.Contains(string(api), "s.cfg.Store.Ping(") {
+		t.Errorf("api.go uses s.cfg.Store %d times; only the readiness probe (Ping) may", n)
 	}
 }

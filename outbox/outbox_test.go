@@ -508,7 +508,7 @@ func waitStates(t *testing.T, n *node, eventID string, want map[string]int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, raw := n.call("GET", "/v1/events/"+eventID+"/deliveries", nil)
+		st, raw := n.call("GET", "/v1/events/"+eventID+"/deliveries?tenant=acme", nil) // a producer-chosen id is per tenant
 		if st != http.StatusOK {
 			t.Fatalf("deliveries: %d %s", st, raw)
 		}
@@ -566,14 +566,14 @@ func TestSameAsAPI(t *testing.T) {
 	}
 	body := func(id string) string {
 		var b []byte
-		if err := pool.QueryRow(ctx, "SELECT body FROM events WHERE id = $1", id).Scan(&b); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT body FROM events WHERE id = $1", "acme~"+id).Scan(&b); err != nil { // producer ids are stored under their tenant (store.EventKey)
 			t.Fatal(err)
 		}
 		return string(b)
 	}
 	fingerprint := func(id string) string {
 		var f string
-		if err := pool.QueryRow(ctx, "SELECT fingerprint FROM events WHERE id = $1", id).Scan(&f); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT fingerprint FROM events WHERE id = $1", "acme~"+id).Scan(&f); err != nil {
 			t.Fatal(err)
 		}
 		return f
@@ -734,7 +734,7 @@ func TestConcurrentSameID(t *testing.T) {
 			if a.err != nil || a.res.Duplicate != commit || a.res.ID != ev.ID {
 				t.Fatalf("second: %+v %v (duplicate should be %v)", a.res, a.err, commit)
 			}
-			if got := count(t, pool, "SELECT count(*) FROM events WHERE id = $1", ev.ID); got != 1 {
+			if got := count(t, pool, "SELECT count(*) FROM events WHERE id = $1", "acme~"+ev.ID); got != 1 {
 				t.Fatalf("%d events", got)
 			}
 		})

@@ -260,22 +260,24 @@ func newEndpointsCmd() *cobra.Command {
 	var tenant string
 	var create endpointFields
 	createCmd := &cobra.Command{
-		Use:   "create --tenant T --url U",
+		Use:   "create [--tenant T] --url U",
 		Short: "Create an endpoint (POST /v1/endpoints); the answer shows its secret",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant == "" || create.url == "" {
-				return errors.New("--tenant and --url are required")
+			if create.url == "" {
+				return errors.New("--url is required")
 			}
 			b, err := create.body(cmd)
 			if err != nil {
 				return err
 			}
-			b["tenant"] = tenant
+			if tenant != "" { // a tenant key's own tenant by default
+				b["tenant"] = tenant
+			}
 			return o.do(cmd, http.MethodPost, "/v1/endpoints", b, nil)
 		},
 	}
-	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint")
+	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint (needed with an admin key; a tenant key's own by default)")
 	create.bind(createCmd)
 
 	var listTenant string
@@ -445,14 +447,14 @@ func newEventsCmd() *cobra.Command {
 
 	var tenant, typ, data, dataFile, id, idemKey string
 	publish := &cobra.Command{
-		Use:   "publish --tenant T --type TYPE --data JSON",
+		Use:   "publish [--tenant T] --type TYPE --data JSON",
 		Short: "Publish an event (POST /v1/events)",
 		Long: `Publish an event (POST /v1/events) to the tenant's subscribed endpoints.
 The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant == "" || typ == "" {
-				return errors.New("--tenant and --type are required")
+			if typ == "" {
+				return errors.New("--type is required")
 			}
 			raw := []byte(data)
 			switch {
@@ -476,7 +478,10 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 			if !json.Valid(raw) {
 				return errors.New("--data: not valid JSON")
 			}
-			fields := map[string]string{"tenant": tenant, "type": typ}
+			fields := map[string]string{"type": typ}
+			if tenant != "" { // a tenant key's own tenant by default
+				fields["tenant"] = tenant
+			}
 			if id != "" {
 				fields["id"] = id
 			}
@@ -496,7 +501,7 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 		},
 	}
 	pf := publish.Flags()
-	pf.StringVar(&tenant, "tenant", "", "tenant whose endpoints receive the event")
+	pf.StringVar(&tenant, "tenant", "", "tenant whose endpoints receive the event (needed with an admin key; a tenant key's own by default)")
 	pf.StringVar(&typ, "type", "", "event type, e.g. file.extraction.completed")
 	pf.StringVar(&data, "data", "", `event data, a JSON object such as '{"file_id":"f_1","version":2}'`)
 	pf.StringVar(&dataFile, "data-file", "", "file holding the event data, - for stdin")

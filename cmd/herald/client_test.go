@@ -489,3 +489,25 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("keys list sent %s %s?%s", r.method, r.path, r.query)
 	}
 }
+
+// TestTenantOptionalWithTenantKeys: a tenant key's tenant is the default,
+// so --tenant may be left out; the body then names none.
+func TestTenantOptionalWithTenantKeys(t *testing.T) {
+	srv, last := fakeAPI(t, 202, "application/json", `{"id":"evt_1"}`)
+	if _, _, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k", "--type", "a.b", "--data", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); strings.Contains(string(r.body), "tenant") {
+		t.Fatalf("publish without --tenant sent %s", r.body)
+	}
+	srv, last = fakeAPI(t, 201, "application/json", `{"id":"ep_1"}`)
+	if _, _, err := execHerald(t, "", "endpoints", "create", "--server", srv.URL, "--api-key", "k", "--url", "https://x.example/"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); strings.Contains(string(r.body), "tenant") {
+		t.Fatalf("endpoints create without --tenant sent %s", r.body)
+	}
+	if _, _, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k", "--data", `{}`); err == nil || !strings.Contains(err.Error(), "--type") {
+		t.Fatalf("publish without --type: %v", err)
+	}
+}

@@ -2,7 +2,11 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,5 +161,71 @@ func TestLastUsedAtWrittenAtMostOncePerMinute(t *testing.T) {
 		if k.ID == id && (k.LastUsedAt == nil || !k.LastUsedAt.Equal(t0.Add(time.Minute))) {
 			t.Fatalf("listed last_used_at = %v", k.LastUsedAt)
 		}
+	}
+}
+
+// TestHandlersUseScopedStore: outside the authentication (auth.go), the
+// scope itself (scope.go) and the readiness probe (api.go), no file of the
+// API touches the store but through Server.db, the principal's view: a
+// handler cannot forget the tenant boundary.
+func TestHandlersUseScopedStore(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"auth.go": true, "scope.go": true, "api.go": true}
+	checked := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || allowed[f] {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		if strings.Contains(string(src), "cfg.Store") {
+			t.Errorf("%s reaches the store through s.cfg.Store; use s.db(ctx), the principal's view", f)
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d files; the handlers' files were not found", checked)
+	}
+	api, _ := os.ReadFile("api.go")
+	if n := strings.Count(string(api), "cfg.Store."); n != 1 || !strings.Contains(string(api), "s.cfg.Store.Ping(") {
+		t.Errorf("api.go uses s.cfg.Store %d times; only the readiness probe (Ping) may", n)
+	}
+}
+
+// TestOpenAPIStatesRoles: the served document names, for every operation,
+// the roles it needs (in the description and in x-herald-roles).
+func TestOpenAPIStatesRoles(t *testing.T) {
+	w := newWorld(t, nil)
+	st, raw := w.call("", "GET", "/openapi.json", "")
+	if st != 200 {
+		t.Fatalf("GET /openapi.json: %d", st)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string   `json:"operationId"`
+			Description string   `json:"description"`
+			Roles       []string `json:"x-herald-roles"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			n++
+			want := append([]string{store.RoleAdmin}, api.Policy[op.OperationID].Roles...)
+			if !slices.Equal(op.Roles, want) || !strings.Contains(op.Description, "Requires role: "+strings.Join(want, ", ")+".") {
+				t.Errorf("%s %s (%s): x-herald-roles %v, description %q; want %v", method, path, op.OperationID, op.Roles, op.Description, want)
+			}
+		}
+	}
+	if n != len(api.Policy) {
+		t.Errorf("the document has %d operations, the policy %d rows", n, len(api.Policy))
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,7 +17,7 @@ func (s *Server) db(ctx context.Context) store.Store {
 	if p.Admin() {
 		return s.cfg.Store
 	}
-	return tenantStore{Store: s.cfg.Store, tenant: p.Tenant}
+	return tenantStore{base: s.cfg.Store, tenant: p.Tenant}
 }
 
 // tenantStore restricts a store to one tenant. A record of another tenant
@@ -24,17 +25,27 @@ func (s *Server) db(ctx context.Context) store.Store {
 // filtered to the tenant; a write naming another tenant is ErrNotFound too
 // (the API has already answered 403 for a request naming one, this is the
 // second wall). Sources and API keys do not exist for a tenant.
+//
+// It implements every method of store.Store itself (no embedding): a
+// method added to the store interface does not compile until it is given
+// its tenant rule here. The engine's methods are refused (errNotForTenant).
 type tenantStore struct {
-	store.Store
+	base   store.Store
 	tenant string
 }
+
+var _ store.Store = tenantStore{}
+
+// errNotForTenant answers the store methods of the engine and housekeeping,
+// which no API request of a tenant principal has a reason to call.
+var errNotForTenant = errors.New("not available to a tenant principal")
 
 func (t tenantStore) notFound(what, id string) error {
 	return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
 }
 
 func (t tenantStore) GetEndpoint(ctx context.Context, id string) (store.Endpoint, error) {
-	e, err := t.Store.GetEndpoint(ctx, id)
+	e, err := t.base.GetEndpoint(ctx, id)
 	if err == nil && e.Tenant != t.tenant {
 		return store.Endpoint{}, t.notFound("endpoint", id)
 	}
@@ -50,51 +61,51 @@ func (t tenantStore) CreateEndpoint(ctx context.Context, p store.CreateEndpointP
 	if p.Endpoint.Tenant != t.tenant {
 		return store.Endpoint{}, t.notFound("tenant", p.Endpoint.Tenant)
 	}
-	return t.Store.CreateEndpoint(ctx, p)
+	return t.base.CreateEndpoint(ctx, p)
 }
 
 func (t tenantStore) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
 	p.Tenant, p.IncludeSources = t.tenant, false
-	return t.Store.ListEndpoints(ctx, p)
+	return t.base.ListEndpoints(ctx, p)
 }
 
 func (t tenantStore) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
 	if err := t.own(ctx, p.ID); err != nil {
 		return store.Endpoint{}, err
 	}
-	return t.Store.UpdateEndpoint(ctx, p)
+	return t.base.UpdateEndpoint(ctx, p)
 }
 
 func (t tenantStore) DeleteEndpoint(ctx context.Context, id string) error {
 	if err := t.own(ctx, id); err != nil {
 		return err
 	}
-	return t.Store.DeleteEndpoint(ctx, id)
+	return t.base.DeleteEndpoint(ctx, id)
 }
 
 func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
 	if err := t.own(ctx, p.ID); err != nil {
 		return store.Endpoint{}, err
 	}
-	return t.Store.RotateSecret(ctx, p)
+	return t.base.RotateSecret(ctx, p)
 }
 
 func (t tenantStore) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
 	if err := t.own(ctx, p.ID); err != nil {
 		return store.Endpoint{}, 0, err
 	}
-	return t.Store.SetEndpointState(ctx, p)
+	return t.base.SetEndpointState(ctx, p)
 }
 
 func (t tenantStore) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
 	if p.Event.Tenant != t.tenant {
 		return store.PublishResult{}, t.notFound("tenant", p.Event.Tenant)
 	}
-	return t.Store.PublishEvent(ctx, p)
+	return t.base.PublishEvent(ctx, p)
 }
 
 func (t tenantStore) GetEvent(ctx context.Context, id string) (store.Event, error) {
-	e, err := t.Store.GetEvent(ctx, id)
+	e, err := t.base.GetEvent(ctx, id)
 	if err == nil && e.Tenant != t.tenant {
 		return store.Event{}, t.notFound("event", id)
 	}
@@ -103,11 +114,11 @@ func (t tenantStore) GetEvent(ctx context.Context, id string) (store.Event, erro
 
 func (t tenantStore) ListEvents(ctx context.Context, p store.ListEventsParams) (store.Page[store.Event], error) {
 	p.Tenant = t.tenant
-	return t.Store.ListEvents(ctx, p)
+	return t.base.ListEvents(ctx, p)
 }
 
 func (t tenantStore) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
-	d, err := t.Store.GetDelivery(ctx, id)
+	d, err := t.base.GetDelivery(ctx, id)
 	if err == nil && d.Tenant != t.tenant {
 		return store.Delivery{}, t.notFound("delivery", id)
 	}
@@ -116,14 +127,14 @@ func (t tenantStore) GetDelivery(ctx context.Context, id string) (store.Delivery
 
 func (t tenantStore) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) (store.Page[store.Delivery], error) {
 	p.Tenant = t.tenant
-	return t.Store.ListDeliveries(ctx, p)
+	return t.base.ListDeliveries(ctx, p)
 }
 
 func (t tenantStore) ListAttempts(ctx context.Context, deliveryID string) ([]store.Attempt, error) {
 	if _, err := t.GetDelivery(ctx, deliveryID); err != nil {
 		return nil, err
 	}
-	return t.Store.ListAttempts(ctx, deliveryID)
+	return t.base.ListAttempts(ctx, deliveryID)
 }
 
 func (t tenantStore) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
@@ -140,11 +151,11 @@ func (t tenantStore) ReplayDeliveries(ctx context.Context, p store.ReplayParams)
 	if p.DeliveryID == "" && p.EndpointID == "" {
 		return 0, t.notFound("deliveries", "")
 	}
-	return t.Store.ReplayDeliveries(ctx, p)
+	return t.base.ReplayDeliveries(ctx, p)
 }
 
 func (t tenantStore) DeadLetterCounts(ctx context.Context, _ string, since time.Time) ([]store.DeadLetterCount, error) {
-	return t.Store.DeadLetterCounts(ctx, t.tenant, since)
+	return t.base.DeadLetterCounts(ctx, t.tenant, since)
 }
 
 func (t tenantStore) CreateSource(context.Context, store.CreateSourceParams) (store.Source, error) {
@@ -177,4 +188,59 @@ func (t tenantStore) ListAPIKeys(context.Context, store.ListParams) (store.Page[
 
 func (t tenantStore) RevokeAPIKey(_ context.Context, id string, _ time.Time) error {
 	return t.notFound("api key", id)
+}
+
+func (t tenantStore) Ping(ctx context.Context) error { return t.base.Ping(ctx) }
+func (t tenantStore) Close() error                   { return errNotForTenant }
+
+func (t tenantStore) EnsureMeta(context.Context, string, string) (string, error) {
+	return "", errNotForTenant
+}
+
+func (t tenantStore) LookupAPIKey(context.Context, []byte) (store.APIKey, error) {
+	return store.APIKey{}, errNotForTenant
+}
+
+func (t tenantStore) CountAPIKeys(context.Context) (int, error) { return 0, errNotForTenant }
+
+func (t tenantStore) TouchAPIKeys(context.Context, map[string]time.Time) error {
+	return errNotForTenant
+}
+
+func (t tenantStore) ClaimDeliveries(context.Context, store.ClaimParams) ([]store.Claim, error) {
+	return nil, errNotForTenant
+}
+
+func (t tenantStore) CompleteDeliveries(context.Context, []store.Completion) error {
+	return errNotForTenant
+}
+
+func (t tenantStore) RescueExpiredLeases(context.Context, time.Time) (int, error) {
+	return 0, errNotForTenant
+}
+
+func (t tenantStore) NextDueAt(context.Context) (time.Time, error) {
+	return time.Time{}, errNotForTenant
+}
+
+func (t tenantStore) PostponeEndpointDeliveries(context.Context, string, time.Time) (int, error) {
+	return 0, errNotForTenant
+}
+
+func (t tenantStore) PendingNotices(context.Context, int) ([]store.Notice, error) {
+	return nil, errNotForTenant
+}
+
+func (t tenantStore) ClearNotice(context.Context, string, time.Time) error { return errNotForTenant }
+
+func (t tenantStore) ClaimSpikeAlert(context.Context, string, time.Time, time.Time) (bool, error) {
+	return false, errNotForTenant
+}
+
+func (t tenantStore) Stats(context.Context) (store.Stats, error) {
+	return store.Stats{}, errNotForTenant
+}
+
+func (t tenantStore) Purge(context.Context, store.PurgeParams) (int, error) {
+	return 0, errNotForTenant
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,9 +246,15 @@ func TestConcurrentOpensOnEmptyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := int64(len(files))
+	var last int64 // versions are numbered in blocks, not contiguously
+	for _, f := range files {
+		if v, err := strconv.ParseInt(strings.SplitN(f.Name(), "_", 2)[0], 10, 64); err == nil && v > last {
+			last = v
+		}
+	}
 	rows, v := gooseVersions(t, rawConn(t, dbURL))
-	if v != n || int64(rows) != n+1 { // goose's version 0 row and one per migration
-		t.Errorf("goose_db_version: %d rows, max %d; want %d rows, max %d (each migration applied once)", rows, v, n+1, n)
+	if v != last || int64(rows) != n+1 { // goose's version 0 row and one per migration
+		t.Errorf("goose_db_version: %d rows, max %d; want %d rows, max %d (each migration applied once)", rows, v, n+1, last)
 	}
 }
 

@@ -71,7 +71,7 @@ var deliberateDifferences = map[string]error{
 	// Stripe's libraries (stripe-go, stripe-node) only reject timestamps
 	// that are too old, so a signature dated one hour in the future
 	// verifies there. Herald's contract is |now - t| <= 300 s in both
-	// directions (DESIGN.md, "replay window"), so Herald rejects it.
+	// directions (docs/contract.md, "replay window"), so Herald rejects it.
 	"stripe_v1/future-1h": ErrTimestampTooNew,
 }
 

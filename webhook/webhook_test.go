@@ -208,7 +208,7 @@ func TestReplayWindow(t *testing.T) {
 		{"exactly 300 s early", time.Unix(testTS-300, 0), 0, nil},
 		{"301 s early", time.Unix(testTS-301, 0), 0, ErrTimestampTooNew},
 		// Herald deliberately differs from Stripe's libraries here (they
-		// accept any future timestamp): see DESIGN.md "replay window" and
+		// accept any future timestamp): see docs/contract.md "replay window" and
 		// peer vector stripe_v1/future-1h.
 		{"one hour early", time.Unix(testTS-3600, 0), 0, ErrTimestampTooNew},
 		{"custom tolerance ok", time.Unix(testTS+10, 0), 10 * time.Second, nil},

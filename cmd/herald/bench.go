@@ -20,7 +20,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
 		Short: "Measure Herald against its performance targets (drain, latency, publish, isolation, backlog)",
-		Long: `Measure Herald against the performance targets of DESIGN.md.
+		Long: `Measure Herald against the performance targets listed in docs/BENCHMARKS.md.
 
 Each scenario starts "herald serve --dev" (this binary) on a fresh database in a
 temporary directory and the receivers ("herald bench receiver") as separate

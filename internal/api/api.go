@@ -1,4 +1,4 @@
-// Package api is Herald's HTTP API v1 (DESIGN.md "HTTP API v1"): JSON over
+// Package api is Herald's HTTP API v1 (docs/operations.md, and the OpenAPI document at /openapi.json): JSON over
 // HTTP, bearer API key, RFC 9457 problem+json errors, cursor-paginated lists,
 // and an OpenAPI 3.1 document generated from the handlers' types by huma.
 package api

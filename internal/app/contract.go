@@ -6,7 +6,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/retry"
 )
 
-// ContractDoc is the published contract (DESIGN.md "The contract"),
+// ContractDoc is the published contract (docs/contract.md),
 // generated from the running configuration so it cannot drift from what the
 // server does. Served at GET /contract.
 type ContractDoc struct {

@@ -1,5 +1,5 @@
 // Package bench is `herald bench`: reproducible performance figures for
-// Herald, measured against the targets in DESIGN.md ("Performance
+// Herald, measured against the performance targets (docs/BENCHMARKS.md; "Performance
 // targets").
 //
 // Every scenario runs the real binary: Herald (`herald serve --dev`, as a
@@ -35,7 +35,7 @@ import (
 	"time"
 )
 
-// Scenarios lists the scenarios in the order of DESIGN.md.
+// Scenarios lists the scenarios in the order of docs/BENCHMARKS.md.
 var Scenarios = []string{"drain", "latency", "publish", "isolation", "backlog", "inbound"}
 
 // Options configures one run. Zero fields take the defaults of the
@@ -295,7 +295,7 @@ type Field struct {
 	Unit  string // shown in the table only
 }
 
-// Target is a DESIGN.md performance target checked by a result.
+// Target is a performance target (docs/BENCHMARKS.md) checked by a result.
 type Target struct {
 	Metric string  `json:"metric"`
 	Op     string  `json:"op"` // ">=" or "<="
@@ -325,7 +325,7 @@ func (res *Result) add(key string, value any, unit string) {
 	res.Fields = append(res.Fields, Field{Key: key, Value: value, Unit: unit})
 }
 
-// target records a DESIGN.md target; a non-empty note says why it does not
+// target records a performance target; a non-empty note says why it does not
 // apply to this run's size.
 func (res *Result) target(metric, op string, value, actual float64, note string) {
 	met := actual >= value
@@ -427,7 +427,7 @@ func (res *Result) print(w io.Writer, asJSON bool) error {
 	}
 	tw.Flush()
 	if len(res.Targets) > 0 {
-		fmt.Fprintln(w, "targets (DESIGN.md):")
+		fmt.Fprintln(w, "targets (docs/BENCHMARKS.md):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, t := range res.Targets {
 			verdict := "met"

@@ -146,7 +146,7 @@ func (r *runner) heraldCounters(ctx context.Context, res *Result, h *heraldProc)
 	res.add("herald_circuits_opened", pv.sum("herald_circuit_breaker_opened_total"), "")
 }
 
-// drainTarget is DESIGN.md's drain ratio for the store.
+// drainTarget is the drain ratio target (docs/BENCHMARKS.md) for the store.
 func (r *runner) drainTarget() float64 {
 	if dbKind(r.o.DB) == "postgres" {
 		return 0.6

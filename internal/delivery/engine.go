@@ -107,7 +107,7 @@ type Config struct {
 	// concurrency cap; default 1 s.
 	DeferDelay time.Duration
 	// DisableAfter disables an endpoint whose every attempt has failed for
-	// this long (DESIGN.md: 5 days); 0 = never.
+	// this long (docs/contract.md: 5 days); 0 = never.
 	DisableAfter time.Duration
 	// Membership, when set (drivers whose database several nodes share),
 	// makes endpoints' concurrency caps and rate limits hold across the
@@ -574,7 +574,7 @@ func (e *Engine) circuitOpened(endpointID string, until time.Time) {
 	}()
 }
 
-// Headers set on every attempt besides the signature headers (DESIGN.md,
+// Headers set on every attempt besides the signature headers (docs/contract.md,
 // "Every outbound request").
 const (
 	HeaderEventID         = "X-Event-Id"
@@ -651,7 +651,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 }
 
 // send signs and sends one attempt of a body to an endpoint with the
-// contract's headers (DESIGN.md "Every outbound request").
+// contract's headers (docs/contract.md, "headers").
 func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, forwarded map[string]string, number int, start time.Time) egress.Result {
 	h := make(http.Header, 12+len(ep.Headers)+len(forwarded))
 	// Forwarded headers (an inbound provider's) first, then the endpoint's

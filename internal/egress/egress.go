@@ -1,6 +1,6 @@
 // Package egress is Herald's one HTTP client for every delivery attempt
 // (outbound webhooks and inbound forwarding alike). It enforces the
-// "endpoint URLs" and "timeout" rows of the DESIGN.md contract:
+// "endpoint URLs" and "timeout" rows of the contract (docs/contract.md):
 //
 //   - endpoint URLs are https only (http with AllowHTTP), without userinfo,
 //     fragment, whitespace, backslash or control characters, without
@@ -49,7 +49,7 @@ import (
 	"code.dny.dev/ssrf"
 )
 
-// Defaults applied by New to zero Config fields (DESIGN.md contract,
+// Defaults applied by New to zero Config fields (docs/contract.md,
 // "timeout").
 const (
 	DefaultTimeout             = 10 * time.Second
@@ -263,7 +263,7 @@ func New(cfg Config) (*Client, error) {
 		Resolver:  cfg.Resolver, // nil: net.DefaultResolver
 	}
 	c.transport = &http.Transport{
-		Proxy:                  nil, // environment proxies are ignored (DESIGN.md "endpoint URLs")
+		Proxy:                  nil, // environment proxies are ignored (docs/contract.md "endpoint URLs")
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
@@ -671,7 +671,7 @@ const (
 )
 
 // PolicyError is returned by CheckURL when a URL violates the endpoint URL
-// policy (DESIGN.md contract, "endpoint URLs").
+// policy (docs/contract.md, "endpoint URLs").
 type PolicyError struct {
 	// Rule is the stable machine name of the rule that failed: one of the
 	// Rule* constants ("scheme", "userinfo", "fragment", "host",
@@ -690,7 +690,7 @@ func policyErr(rule, format string, args ...any) *PolicyError {
 	return &PolicyError{Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
 
-// CheckURL applies the endpoint URL policy (DESIGN.md contract, "endpoint
+// CheckURL applies the endpoint URL policy (docs/contract.md, "endpoint
 // URLs") at create/update time, and Do applies it again before each
 // attempt. The rules, checked in this order:
 //

@@ -3,7 +3,7 @@
 // long) or is dead (moved to the dead-letter queue).
 //
 // It implements the "retries" and "what is retried" rows of the contract in
-// DESIGN.md:
+// The contract (docs/contract.md):
 //
 //   - Attempt 1 is sent at once. Before attempt k ≥ 2 Herald waits a random
 //     time in [d/2, d] ("equal jitter", AWS Architecture Blog, "Exponential
@@ -34,7 +34,7 @@ import (
 )
 
 // DefaultSchedule is 30s,2m,8m,32m,2h8m,8h32m,24h: the upper bounds d of the
-// delay before attempts 2..8 (DESIGN.md contract, "retries":
+// delay before attempts 2..8 (the contract (docs/contract.md), "retries":
 // d = min(24h, 30s × 4^(k-2)) for attempt k). With it a delivery gets
 // 8 attempts spread over at most 35h22m30s.
 //
@@ -57,11 +57,11 @@ const (
 	// entry (the contract's 24 h ceiling).
 	MaxScheduleEntry = 24 * time.Hour
 	// DefaultMaxRetryAfter is the cap applied to a Retry-After answer when
-	// Policy.MaxRetryAfter is zero (DESIGN.md: "capped at 24 h").
+	// Policy.MaxRetryAfter is zero (docs/contract.md: "capped at 24 h").
 	DefaultMaxRetryAfter = 24 * time.Hour
 	// DefaultClientErrorRetries is the number of retries allowed after
 	// "client error" answers (other 4xx and 3xx) when
-	// Policy.ClientErrorRetries is zero (DESIGN.md: "at most 2 retries").
+	// Policy.ClientErrorRetries is zero (docs/contract.md: "at most 2 retries").
 	DefaultClientErrorRetries = 2
 )
 
@@ -118,7 +118,7 @@ func FormatSchedule(s []time.Duration) string {
 	return strings.Join(parts, ",")
 }
 
-// Policy is the retry policy of the DESIGN.md contract. The zero value is the
+// Policy is the retry policy of the the contract (docs/contract.md). The zero value is the
 // default policy: DefaultSchedule, Retry-After capped at 24h, 2 client-error
 // retries, math/rand/v2 randomness.
 //
@@ -196,7 +196,7 @@ func (p Policy) MaxAttempts() int {
 
 // Delay returns the wait before attempt n (n ≥ 2): a uniformly random
 // duration in [d/2, d] ("equal jitter", AWS Architecture Blog, "Exponential
-// Backoff and Jitter"; DESIGN.md contract, "retries") with d = Schedule[n-2];
+// Backoff and Jitter"; the contract (docs/contract.md), "retries") with d = Schedule[n-2];
 // for n beyond the schedule the last entry is used. d/2 is rounded down to
 // the nanosecond.
 //
@@ -275,7 +275,7 @@ const (
 )
 
 // String returns "succeeded", "retry" or "dead" (the delivery state words of
-// DESIGN.md where they apply), or "Verdict(n)" for an invalid value.
+// docs/contract.md where they apply), or "Verdict(n)" for an invalid value.
 func (v Verdict) String() string {
 	switch v {
 	case Succeeded:
@@ -313,7 +313,7 @@ type Decision struct {
 	// (0 otherwise).
 	Delay time.Duration
 	// DisableEndpoint is true for 410 Gone: the endpoint must be disabled
-	// and its owner notified (DESIGN.md "what is retried").
+	// and its owner notified (docs/contract.md, "what is retried").
 	DisableEndpoint bool
 	// Reason is a short machine-readable reason, one of the Reason*
 	// constants.
@@ -323,7 +323,7 @@ type Decision struct {
 // Decide classifies the outcome o of attempt n (1-based) of a delivery,
 // given clientErrors, the number of "client error" answers (4xx other than
 // 408/410/429, and 3xx) the delivery has had so far including this one. It
-// implements the "what is retried" row of the DESIGN.md contract:
+// implements the "what is retried" row of the the contract (docs/contract.md):
 //
 //   - ErrorClass != "" (network error, timeout, blocked, …): retryable.
 //   - 2xx: Succeeded.
@@ -387,7 +387,7 @@ func (p Policy) Decide(n int, clientErrors int, o Outcome) Decision {
 }
 
 // IsClientError reports whether an HTTP status counts toward the
-// client-error budget (DESIGN.md "what is retried"): 3xx (never followed)
+// client-error budget (docs/contract.md, "what is retried"): 3xx (never followed)
 // and 4xx other than 408 Request Timeout, 410 Gone and 429 Too Many
 // Requests. The caller counts such answers and passes the count to Decide.
 func IsClientError(status int) bool {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestDefaultSchedule(t *testing.T) {
-	// DESIGN.md: d = min(24h, 30s × 4^(k-2)) for k = 2..8.
+	// docs/contract.md: d = min(24h, 30s × 4^(k-2)) for k = 2..8.
 	if got, want := len(DefaultSchedule), 7; got != want {
 		t.Fatalf("len(DefaultSchedule) = %d, want %d", got, want)
 	}

@@ -77,7 +77,7 @@ func MatchEventType(patterns []string, typ string) bool {
 	return false
 }
 
-// EncodeBody renders the body delivered to endpoints (DESIGN.md): the JSON
+// EncodeBody renders the body delivered to endpoints (docs/contract.md "body"): the JSON
 // object {"id","type","tenant","occurred_at","data"} with occurred_at in RFC
 // 3339 UTC, data as given (already valid, compact JSON), and no HTML
 // escaping, so the producer's data arrives as sent. These bytes are stored

@@ -35,7 +35,7 @@ var (
 // EndpointState is the state of an endpoint.
 type EndpointState string
 
-// Endpoint states (DESIGN.md vocabulary).
+// Endpoint states (the states docs/operations.md documents).
 const (
 	EndpointEnabled  EndpointState = "enabled"  // deliveries are attempted
 	EndpointPaused   EndpointState = "paused"   // paused by its owner; new deliveries are held
@@ -45,7 +45,7 @@ const (
 // DeliveryState is the state of a delivery.
 type DeliveryState string
 
-// Delivery states (DESIGN.md vocabulary).
+// Delivery states (the states docs/operations.md documents).
 const (
 	DeliveryPending   DeliveryState = "pending"   // waiting for its next attempt (or in flight, when leased)
 	DeliverySucceeded DeliveryState = "succeeded" // a 2xx was received

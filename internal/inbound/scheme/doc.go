@@ -37,7 +37,7 @@
 // stripe, slack, and hmac with a timestamp header) reject a timestamp more
 // than [Config.Tolerance] (default 300 s) away from the gateway's clock, in
 // BOTH directions. Stripe's own libraries accept any future timestamp;
-// Herald does not (see DESIGN.md, "replay window"). GitHub and Shopify sign
+// Herald does not (see docs/contract.md, "replay window"). GitHub and Shopify sign
 // no timestamp, so their requests can be replayed by anyone who captured
 // one; the gateway's dedupe key is then the only defence.
 //

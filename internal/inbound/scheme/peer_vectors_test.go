@@ -91,7 +91,7 @@ var deliberateDifferences = map[string]error{
 	// Stripe's libraries (stripe-go, stripe-node) only reject timestamps
 	// that are too OLD, so a signature dated one hour in the future
 	// verifies there. Herald refuses timestamps outside the tolerance in
-	// both directions (DESIGN.md "replay window"; issue 5: "Stripe's own
+	// both directions (docs/contract.md "replay window"; "Stripe's own
 	// libraries accept any future timestamp, Herald does not").
 	"stripe_v1/future-1h": webhook.ErrTimestampTooNew,
 	// go-github's ValidatePayload falls back to the legacy SHA-1

@@ -358,6 +358,10 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
+	if err := m.sealClearHeaders(ctx, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -384,7 +388,30 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
+	if err := m.sealClearHeaders(ctx, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
+}
+
+// sealClearHeaders seals endpoint header values stored in clear by an
+// earlier version (store.SealHeaders), once the key is proven right.
+func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
+	s, ok := st.(interface {
+		SealClearHeaders(context.Context) (int, error)
+	})
+	if !ok {
+		return nil
+	}
+	n, err := s.SealClearHeaders(ctx)
+	if err != nil {
+		return fmt.Errorf("seal endpoint headers: %w", err)
+	}
+	if n > 0 {
+		m.log.Info("sealed the custom header values of endpoints stored in clear by an earlier version", "endpoints", n)
+	}
+	return nil
 }
 
 // apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when

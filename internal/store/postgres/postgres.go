@@ -299,6 +299,9 @@ func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
 	}
 	var err error
+	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s: %w", e.ID, err)
+	}
 	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
 		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
 	}
@@ -318,11 +321,17 @@ func eventTypesJSON(types []string) (string, error) {
 	return jsonOf(types)
 }
 
-func headersJSON(h map[string]string) (string, error) {
+// headersJSON renders an endpoint's custom headers for endpoints.headers,
+// each value sealed (store.SealHeaders).
+func (s *Store) headersJSON(endpointID string, h map[string]string) (string, error) {
 	if h == nil {
 		h = map[string]string{}
 	}
-	return jsonOf(h)
+	sealed, err := store.SealHeaders(s.box, endpointID, h)
+	if err != nil {
+		return "", err
+	}
+	return jsonOf(sealed)
 }
 
 // CreateEndpoint implements store.Store.
@@ -351,7 +360,7 @@ func (s *Store) insertEndpoint(e store.Endpoint) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	headers, err := headersJSON(e.Headers)
+	headers, err := s.headersJSON(e.ID, e.Headers)
 	if err != nil {
 		return "", nil, err
 	}
@@ -447,7 +456,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		types = &v
 	}
 	if p.Headers != nil {
-		v, err := headersJSON(*p.Headers)
+		v, err := s.headersJSON(p.ID, *p.Headers)
 		if err != nil {
 			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
 		}
@@ -515,4 +524,59 @@ func (s *Store) txBatch(ctx context.Context, op string, b *pgx.Batch, then func(
 		}
 	}
 	return wrap(op, tx.Commit(ctx))
+}
+
+// SealClearHeaders seals the custom header values of endpoints written
+// before header values were sealed (store.SealHeaders), and answers how
+// many endpoints it changed. Call it after store.CheckKey proved the key.
+func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, headers FROM endpoints`)
+	if err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	clear := map[string]map[string]string{}
+	for rows.Next() {
+		var id string
+		var raw []byte
+		if err := rows.Scan(&id, &raw); err != nil {
+			rows.Close()
+			return 0, wrap("seal headers", err)
+		}
+		var h map[string]string
+		if err := json.Unmarshal(raw, &h); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+		}
+		if !store.HeadersSealed(h) {
+			clear[id] = h
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	for id, h := range clear {
+		open, err := store.OpenHeaders(s.box, id, h)
+		if err != nil {
+			return 0, err
+		}
+		v, err := s.headersJSON(id, open)
+		if err != nil {
+			return 0, err
+		}
+		// Only a row still holding what was read: a concurrent update
+		// (already sealed) wins.
+		if _, err := s.pool.Exec(ctx, `UPDATE endpoints SET headers=$2::jsonb WHERE id=$1 AND headers=$3::jsonb`, id, v, mustJSON(h)); err != nil {
+			return 0, wrap("seal headers", err)
+		}
+	}
+	return len(clear), nil
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

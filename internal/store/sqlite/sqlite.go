@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -143,6 +145,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
+	}
+	if err := prepareFiles(path); err != nil {
+		return nil, err
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
@@ -268,6 +273,9 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
 	}
 	var err error
+	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s: %w", e.ID, err)
+	}
 	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
 		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
 	}
@@ -284,6 +292,10 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 		headers = map[string]string{}
 	}
 	tb, err := json.Marshal(types)
+	if err != nil {
+		return nil, err
+	}
+	headers, err = store.SealHeaders(s.box, e.ID, headers)
 	if err != nil {
 		return nil, err
 	}
@@ -465,4 +477,86 @@ func mustSub(fsys embed.FS, dir string) fs.FS {
 		panic(err) // the directory is embedded at build time
 	}
 	return sub
+}
+
+// SealClearHeaders seals the custom header values of endpoints written
+// before header values were sealed (store.SealHeaders), and answers how
+// many endpoints it changed. Call it after store.CheckKey proved the key.
+func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	rows, err := s.w.QueryContext(ctx, `SELECT id, headers FROM endpoints`)
+	if err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	clear := map[string]map[string]string{}
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			rows.Close()
+			return 0, wrap("seal headers", err)
+		}
+		var h map[string]string
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+		}
+		if !store.HeadersSealed(h) {
+			clear[id] = h
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	for id, h := range clear {
+		open, err := store.OpenHeaders(s.box, id, h)
+		if err != nil {
+			return 0, err
+		}
+		sealed, err := store.SealHeaders(s.box, id, open)
+		if err != nil {
+			return 0, err
+		}
+		b, err := json.Marshal(sealed)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := s.w.ExecContext(ctx, `UPDATE endpoints SET headers=? WHERE id=?`, string(b), id); err != nil {
+			return 0, wrap("seal headers", err)
+		}
+	}
+	return len(clear), nil
+}
+
+// prepareFiles makes the database's files private before SQLite opens
+// them: it refuses a directory others may write to (they could plant or
+// swap the -wal and -shm files), creates a new database file with mode
+// 0600 (SQLite gives the -wal and -shm files the database file's mode),
+// and takes group and other permissions off existing files.
+func prepareFiles(path string) error {
+	dir := filepath.Dir(path)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("sqlite: database directory: %w", err)
+	}
+	if info.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("sqlite: database directory %s is writable by every user (mode %04o): use a directory only Herald's user can write (chmod o-w)", dir, info.Mode().Perm())
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, info.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("sqlite: make %s private: %w", p, err)
+			}
+		}
+	}
+	return nil
 }

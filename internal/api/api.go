@@ -504,7 +504,8 @@ func (s *Server) registerHealth() {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Store.Ping(ctx); err != nil {
-			writeProblem(w, http.StatusServiceUnavailable, "the store is not reachable")
+			s.cfg.Logger.Warn("not ready", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -324,6 +324,14 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	} else {
+		// A key file without its database: the database was deleted or
+		// moved. Starting would create an empty database and lose every
+		// endpoint, event and delivery silently.
+		if _, err := os.Stat(path + ".key"); err == nil {
+			if info, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
+				return nil, fmt.Errorf("the database %s is missing or empty but its key file %s exists: the database was deleted or moved; restore it (with its -wal file), or remove the key file to start with an empty database", path, path+".key")
+			}
+		}
 		if _, err := os.Stat(path + ".key"); errors.Is(err, os.ErrNotExist) {
 			if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 				m.log.Warn("the database exists but its key file does not: creating a new key; if this database holds endpoints, Herald will refuse to start (restore the key file or set HERALD_ENCRYPTION_KEY)", "file", path+".key")

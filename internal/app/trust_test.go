@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,8 @@ func TestSecretRotationOverlap(t *testing.T) {
 }
 
 // TestNoSecretsInClearOnDisk reads the raw database files and finds neither
-// an endpoint secret nor the generated admin API key.
+// an endpoint secret, nor a custom header value (issue 13 point 13), nor
+// the generated admin API key; every database file is 0600.
 func TestNoSecretsInClearOnDisk(t *testing.T) {
 	t.Parallel()
 	sqliteOnly(t)
@@ -105,11 +107,12 @@ func TestNoSecretsInClearOnDisk(t *testing.T) {
 	var secrets []string
 	for range 3 {
 		var ep endpointResp
-		st, raw := h.callWithKey(apiKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook"}`, &ep)
+		cred := "receiver-credential-" + strings.Repeat(strconv.Itoa(len(secrets)), 12)
+		st, raw := h.callWithKey(apiKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook","headers":{"Authorization":"Bearer `+cred+`"}}`, &ep)
 		if st != 201 {
 			t.Fatalf("create: %d %s", st, raw)
 		}
-		secrets = append(secrets, ep.Secret)
+		secrets = append(secrets, ep.Secret, cred)
 		var rot struct{ Secret string }
 		h.callWithKey(apiKey, "POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{}`, &rot)
 		secrets = append(secrets, rot.Secret)
@@ -129,6 +132,9 @@ func TestNoSecretsInClearOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, b...)
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(f), info.Mode().Perm(), err)
+		}
 	}
 	if len(all) == 0 {
 		t.Fatal("read no database bytes")
@@ -214,5 +220,44 @@ func TestWrongEncryptionKeyRefusesToStart(t *testing.T) {
 	}
 	if _, err := start("not base64!"); err == nil || !strings.Contains(err.Error(), "base64 of 32 bytes") {
 		t.Fatalf("malformed key: err = %v", err)
+	}
+}
+
+// TestDeletedDatabaseDetected (issue 13 point 14): a database file deleted
+// while Herald runs fails /readyz, and the next start refuses to create an
+// empty database beside the existing key file, naming the reason.
+func TestDeletedDatabaseDetected(t *testing.T) {
+	t.Parallel()
+	sqliteOnly(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.db")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func() (*app.Main, error) {
+		return app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: testAPIKey, Dev: true, Logger: quiet})
+	}
+	m, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	h := &herald{t: t, base: "http://" + m.Addr(), m: m}
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
+		t.Fatalf("readyz: %d %s", st, raw)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		os.Remove(f)
+	}
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 503 {
+		t.Errorf("readyz after the database file was deleted: %d %s; want 503", st, raw)
+	}
+	cancel()
+	<-done
+	if _, err := start(); err == nil || !strings.Contains(err.Error(), "missing or empty but its key file") {
+		t.Fatalf("start without the database beside its key file: %v; want a refusal", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the refused start created a database: %v", err)
 	}
 }

@@ -1,10 +1,12 @@
 package sqlite_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -135,5 +137,73 @@ func TestDataFilesPrivate(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(open); len(entries) != 0 {
 		t.Errorf("refused Open created files: %v", entries)
+	}
+}
+
+// TestPingFailsWhenDatabaseFileDeleted (issue 13 point 14): a database
+// file deleted while the store is open fails readiness.
+func TestPingFailsWhenDatabaseFileDeleted(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Ping(t.Context())
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "deleted or replaced") {
+		t.Errorf("Ping after the file was deleted: %v; want ErrUnavailable naming the cause", err)
+	}
+}
+
+// TestPingFailsWhileStorageIsFull (issue 13 point 15): after a publish
+// failed because the storage is full, Ping fails for 10 s (renewed by
+// every further failure) and is tried again after 10 s without one.
+func TestPingFailsWhileStorageIsFull(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	now := base
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"), sqlite.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := sqlite.LimitPages(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	publish := func() error {
+		id := store.NewID("evt")
+		_, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`), Fingerprint: id},
+			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
+		})
+		return err
+	}
+	if err := publish(); err == nil {
+		t.Fatal("publish on a full database succeeded")
+	}
+	err = s.Ping(ctx)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "failed on storage") {
+		t.Fatalf("Ping after a publish failed on storage: %v; want ErrUnavailable", err)
+	}
+	now = now.Add(9 * time.Second)
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping 9 s after the failure succeeded; want it failing for 10 s")
+	}
+	now = now.Add(2 * time.Second)
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping 11 s after the failure: %v; want it tried again", err)
+	}
+	if err := publish(); err == nil {
+		t.Fatal("publish on a full database succeeded")
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping right after a second failure succeeded")
 	}
 }

@@ -30,10 +30,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	msqlite "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -50,6 +51,13 @@ type Store struct {
 	commits *committer
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
+
+	path     string      // the database file
+	file     os.FileInfo // the database file as opened (Ping: still the same file?)
+	now      func() time.Time
+	failMu   sync.Mutex
+	failedAt time.Time // the last publish that failed on storage (disk full, I/O error, read-only)
+	failErr  error
 }
 
 // hotStatements are prepared once on the writer connection at Open:
@@ -128,6 +136,11 @@ func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 // Option configures Open.
 type Option func(*Store)
 
+// WithClock sets the clock Ping reads (tests); default time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
 // WithSecretBox encrypts endpoint secrets at rest with box.
 func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
@@ -182,7 +195,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}}
+	file, err := os.Stat(path)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -199,16 +218,67 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Ping implements store.Store.
+// storageFailureWindow is how long a publish that failed on storage keeps
+// Ping failing: while the disk stays full, publishes keep failing and
+// renew it; once they stop (a load balancer sent traffic elsewhere), the
+// node is tried again after this long.
+const storageFailureWindow = 10 * time.Second
+
+// Ping implements store.Store; it is the readiness probe (/readyz). It
+// fails, wrapping store.ErrUnavailable, when
+//   - the database file was deleted or replaced since Open (SQLite keeps
+//     writing to the unlinked file: every commit would be lost at restart);
+//   - a publish failed on storage (SQLITE_FULL, SQLITE_IOERR,
+//     SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_CORRUPT, SQLITE_NOTADB) in
+//     the last 10 s;
+//   - a small write transaction (the meta row "readiness_probe") cannot
+//     commit.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	cur, err := os.Stat(s.path)
+	if err != nil || !os.SameFile(cur, s.file) {
+		return fmt.Errorf("%w: the database file %s was deleted or replaced while Herald runs (restart Herald after restoring it)", store.ErrUnavailable, s.path)
 	}
-	var one int
-	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	s.failMu.Lock()
+	failedAt, failErr := s.failedAt, s.failErr
+	s.failMu.Unlock()
+	if failErr != nil && s.now().Sub(failedAt) < storageFailureWindow {
+		return fmt.Errorf("%w: a publish failed on storage %s ago: %v", store.ErrUnavailable, s.now().Sub(failedAt).Round(time.Millisecond), failErr)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('readiness_probe', ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, s.now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("%w: the store cannot commit a write: %v", store.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// noteWrite records the outcome of a publish for Ping: a storage failure
+// (storageFailure) starts the failure window, a success ends it.
+func (s *Store) noteWrite(err error) {
+	if err != nil && !storageFailure(err) {
+		return
+	}
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if err == nil {
+		s.failErr = nil
+		return
+	}
+	s.failedAt, s.failErr = s.now(), err
+}
+
+// storageFailure reports whether err is SQLite saying the storage itself
+// failed (https://sqlite.org/rescode.html): full, I/O error, read-only,
+// cannot open, corrupt, not a database.
+func storageFailure(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case 8, 10, 11, 13, 14, 26: // READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB
+		return true
+	}
+	return false
 }
 
 // Close implements store.Store.
@@ -245,7 +315,7 @@ func wrap(op string, err error) error {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
 }
 
 const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"

@@ -6,6 +6,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,11 +31,13 @@ type Metrics struct {
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
+	state            *stateCollector
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
-// called at each scrape (with a 5 s timeout) for the queue-depth and
-// endpoint gauges.
+// called (with a 5 s timeout) for the queue-depth and endpoint gauges, at
+// most once per StatsMaxAge: scrapes in between, and concurrent scrapes,
+// share its last answer.
 func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
@@ -75,7 +78,8 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
-		m.reg.MustRegister(&stateCollector{stats: stats})
+		m.state = &stateCollector{stats: stats, now: time.Now}
+		m.reg.MustRegister(m.state)
 	}
 	return m
 }
@@ -83,6 +87,15 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 // Handler serves /metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// SetClock sets the clock of the store gauges' cache (tests).
+func (m *Metrics) SetClock(now func() time.Time) {
+	if m.state != nil {
+		m.state.mu.Lock()
+		m.state.now = now
+		m.state.mu.Unlock()
+	}
 }
 
 // Registry returns the private registry (tests).
@@ -161,10 +174,42 @@ func (m *Metrics) Inbound(result string) {
 	}
 }
 
+// StatsMaxAge is how old the store gauges (herald_queue_depth,
+// herald_dead_letters, herald_endpoints) may be: reading them counts every
+// delivery by state, so a scrape reuses an answer younger than this, and
+// concurrent scrapes wait for one read instead of each running it.
+const StatsMaxAge = 5 * time.Second
+
 // stateCollector reads the queue depth and endpoint states from the store
-// at scrape time, so the gauges are true across nodes and restarts.
+// (so the gauges are true across nodes and restarts), at most once per
+// StatsMaxAge.
 type stateCollector struct {
 	stats func(ctx context.Context) (store.Stats, error)
+
+	mu     sync.Mutex // held while reading: concurrent scrapes share one read
+	now    func() time.Time
+	at     time.Time // when last is from
+	last   store.Stats
+	lastOK bool
+}
+
+// read answers the cached stats when younger than StatsMaxAge, else reads
+// the store once (an error is not cached).
+func (c *stateCollector) read() (store.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastOK && c.now().Sub(c.at) < StatsMaxAge {
+		return c.last, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.stats(ctx)
+	if err != nil {
+		c.lastOK = false
+		return st, err
+	}
+	c.last, c.at, c.lastOK = st, c.now(), true
+	return st, nil
 }
 
 var (
@@ -182,9 +227,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := c.stats(ctx)
+	st, err := c.read()
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
 		return

@@ -118,7 +118,7 @@ func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 	}
 	w.markersB = append(w.markersB, "bravo-attempt-excerpt")
 	var src struct{ ID string }
-	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"stripe","scheme":"stripe","secrets":["whsec_provider"],"destination_url":"http://10.0.0.1/in"}`, 201, &src)
+	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"stripe","scheme":"stripe","secrets":["whsec_provider_0123"],"destination_url":"http://10.0.0.1/in"}`, 201, &src)
 	w.srcID = src.ID
 	return w
 }
@@ -255,13 +255,13 @@ func matrix(w *world) map[string]route {
 		"list-deliveries":        {roles: "MV", method: "GET", pathA: "/v1/deliveries", ok: 200, pathB: "/v1/deliveries?tenant=bravo", statusB: 403},
 		"dead-letter-counts":     {roles: "MV", method: "GET", pathA: "/v1/dead-letters", ok: 200, pathB: "/v1/dead-letters?tenant=bravo", statusB: 403},
 
-		"create-source": {roles: "", method: "POST", pathA: "/v1/sources", body: `{"name":"gh","scheme":"github","secrets":["s3cret-provider"],"destination_url":"http://10.0.0.2/in"}`, ok: 201},
+		"create-source": {roles: "", method: "POST", pathA: "/v1/sources", body: `{"name":"gh","scheme":"github","secrets":["s3cret-provider-0123"],"destination_url":"http://10.0.0.2/in"}`, ok: 201},
 		"list-sources":  {roles: "", method: "GET", pathA: "/v1/sources", ok: 200},
 		"get-source":    {roles: "", method: "GET", pathA: "/v1/sources/" + w.srcID, ok: 200},
 		"update-source": {roles: "", method: "PATCH", pathA: "/v1/sources/" + w.srcID, body: `{"name":"renamed"}`, ok: 200},
 		"delete-source": {roles: "", method: "DELETE", ok: 204, prep: func(w *world) (string, string) {
 			var src struct{ ID string }
-			w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.3/in"}`, 201, &src)
+			w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.3/in"}`, 201, &src)
 			return "/v1/sources/" + src.ID, ""
 		}},
 

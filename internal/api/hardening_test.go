@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,3 +64,33 @@ func TestBodiesReadOnlyAfterRoutingAndAuthentication(t *testing.T) {
 		t.Errorf("nesting bomb: %s; want the rule named", rec.Body.String())
 	}
 }
+
+// TestSourceSecretRulesAtSave (issue 13 point 9): a source secret shorter
+// than 16 bytes or with leading or trailing whitespace is refused with a
+// 422 naming the rule (and never the secret), and nothing is stored.
+func TestSourceSecretRulesAtSave(t *testing.T) {
+	w := newWorld(t, nil)
+	_, list := w.call(adminKey, "GET", "/v1/sources", "")
+	for _, c := range []struct{ secret, rule string }{
+		{"short-secret", "shorter than 16 bytes"},
+		{" leading-space-secret-0123", "leading or trailing whitespace"},
+		{"trailing-newline-secret-0123\n", "leading or trailing whitespace"},
+	} {
+		body := `{"name":"gh","scheme":"github","secrets":[` + strconvQuote(c.secret) + `],"destination_url":"http://10.0.0.2/in"}`
+		st, raw := w.call(adminKey, "POST", "/v1/sources", body)
+		if st != 422 || !strings.Contains(string(raw), c.rule) || !strings.Contains(string(raw), "secrets[0]") {
+			t.Errorf("secret %q: %d %s; want 422 naming secrets[0] and %q", c.secret, st, raw, c.rule)
+		}
+		if strings.Contains(string(raw), strings.TrimSpace(c.secret)) {
+			t.Errorf("secret %q: the problem repeats the secret: %s", c.secret, raw)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
+		t.Errorf("refused creates changed the sources:\n%s\n%s", list, after)
+	}
+	if st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://10.0.0.2/in"}`); st != 201 {
+		t.Errorf("a 16-byte secret: %d %s; want 201", st, raw)
+	}
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }

@@ -113,7 +113,7 @@ func TestInboundSchemes(t *testing.T) {
 			if sch == "standard-webhooks" || sch == "herald" {
 				secret = sw
 			}
-			old := "old-secret-xyz"
+			old := "old-secret-xyz-0123"
 			if sch == "standard-webhooks" || sch == "herald" {
 				old = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 			}
@@ -219,9 +219,9 @@ func TestInboundDedupeConcurrent(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t, nil)
 	dest := newReceiver(t, 200)
-	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cret"}, "destination_url": dest.URL})
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cret-github-0123"}, "destination_url": dest.URL})
 	body := []byte(`{"action":"opened","number":7}`)
-	hdr := providerRequest(t, "github", "s3cret", time.Now(), body, "7f1c-delivery")
+	hdr := providerRequest(t, "github", "s3cret-github-0123", time.Now(), body, "7f1c-delivery")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers := map[int]int{}
@@ -271,9 +271,9 @@ func TestInboundAckDoesNotWait(t *testing.T) {
 	dest.mu.Lock()
 	dest.block = make(chan struct{})
 	dest.mu.Unlock()
-	src := h.createSource(map[string]any{"name": "sh", "scheme": "shopify", "secrets": []string{"k"}, "destination_url": dest.URL})
+	src := h.createSource(map[string]any{"name": "sh", "scheme": "shopify", "secrets": []string{"shopify-key-0123456"}, "destination_url": dest.URL})
 	body := []byte(`{"id":1}`)
-	st, resp := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), body, "wh-1"), body)
+	st, resp := h.ingest(src.IngestPath, providerRequest(t, "shopify", "shopify-key-0123456", time.Now(), body, "wh-1"), body)
 	if st != 200 {
 		t.Fatalf("ack with a hanging destination: %d %s", st, resp)
 	}
@@ -301,7 +301,7 @@ func TestInboundAckDoesNotWait(t *testing.T) {
 	t.Fatal("the event never reached the recovered destination")
 arrived:
 	big := bytes.Repeat([]byte("a"), 2<<20)
-	if st, _ := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), big, "wh-2"), big); st != 413 {
+	if st, _ := h.ingest(src.IngestPath, providerRequest(t, "shopify", "shopify-key-0123456", time.Now(), big, "wh-2"), big); st != 413 {
 		t.Fatalf("2 MiB body: %d, want 413", st)
 	}
 	if st, _ := h.ingest("/in/src_nope", nil, body); st != 404 {
@@ -319,13 +319,13 @@ func TestSourcesAPIBadInput(t *testing.T) {
 		body string
 		want string
 	}{
-		{"unknown scheme", `{"name":"x","scheme":"carrier-pigeon","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "scheme"},
+		{"unknown scheme", `{"name":"x","scheme":"carrier-pigeon","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "scheme"},
 		{"no secrets", `{"name":"x","scheme":"github","secrets":[],"destination_url":"http://10.0.0.1/"}`, "secrets"},
-		{"bad destination", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"ftp://10.0.0.1/"}`, "destination_url"},
-		{"destination userinfo", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://u:p@10.0.0.1/"}`, "userinfo"},
-		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
-		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
-		{"unknown field", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
+		{"bad destination", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"ftp://10.0.0.1/"}`, "destination_url"},
+		{"destination userinfo", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://u:p@10.0.0.1/"}`, "userinfo"},
+		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
+		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
+		{"unknown field", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
 	} {
 		st, raw := h.call("POST", "/v1/sources", c.body, nil)
 		if st != 422 || !strings.Contains(string(raw), c.want) {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -336,5 +337,63 @@ func TestSourcesAPIBadInput(t *testing.T) {
 	h.call("GET", "/v1/sources", nil, &list)
 	if len(list.Data) != 0 {
 		t.Fatalf("bad input stored %d sources", len(list.Data))
+	}
+}
+
+// TestInboundGzipBody (issue 13 point 10): a gzip body whose provider
+// signed the uncompressed bytes is inflated, verified and forwarded
+// inflated (without Content-Encoding); an inflated body over the source's
+// cap is 413; an encoding Herald does not support is 415 and stores
+// nothing.
+func TestInboundGzipBody(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-github-gzip-0123"
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL, "max_body_bytes": 4096})
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	body := []byte(`{"action":"opened","number":8}`)
+	hdr := providerRequest(t, "github", secret, time.Now(), body, "gz-1")
+	hdr.Set("Content-Encoding", "gzip")
+	if st, resp := h.ingest(src.IngestPath, hdr, gz(body)); st != 200 || !strings.Contains(resp, `"received":true`) {
+		t.Fatalf("gzip body signed uncompressed: %d %s; want 200 received", st, resp)
+	}
+	for _, c := range []struct {
+		name, encoding string
+		body           []byte
+		want           int
+	}{
+		{"brotli", "br", body, 415},
+		{"gzip twice", "gzip, gzip", gz(gz(body)), 415},
+		{"not gzip", "gzip", body, 400},
+		{"inflates past the cap", "gzip", gz(bytes.Repeat([]byte(" "), 1<<20)), 413},
+	} {
+		hdr := providerRequest(t, "github", secret, time.Now(), body, "gz-"+c.name)
+		hdr.Set("Content-Encoding", c.encoding)
+		if st, resp := h.ingest(src.IngestPath, hdr, c.body); st != c.want {
+			t.Errorf("%s: %d %s; want %d", c.name, st, resp, c.want)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(dest.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := dest.got()
+	if len(got) != 1 {
+		t.Fatalf("destination got %d requests, want 1", len(got))
+	}
+	if string(got[0].Body) != string(body) || got[0].Header.Get("Content-Encoding") != "" {
+		t.Errorf("forwarded %q with Content-Encoding %q; want the inflated body without it", got[0].Body, got[0].Header.Get("Content-Encoding"))
+	}
+	var ds struct{ Data []any }
+	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &ds)
+	if len(ds.Data) != 1 {
+		t.Errorf("%d events stored; want 1 (refused requests store nothing)", len(ds.Data))
 	}
 }

@@ -397,3 +397,28 @@ func TestInboundGzipBody(t *testing.T) {
 		t.Errorf("%d events stored; want 1 (refused requests store nothing)", len(ds.Data))
 	}
 }
+
+// TestInboundReplayWithNewIDIsDuplicate (issue 13 point 11): for a scheme
+// with no signed timestamp (GitHub, Shopify), a captured body replayed
+// with a new, unsigned delivery-id header is a duplicate, not a new event;
+// a scheme with a replay window (Stripe) keeps its event id.
+func TestInboundReplayWithNewIDIsDuplicate(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	for _, sch := range []string{"github", "shopify"} {
+		secret := "replay-" + sch + "-secret-0123"
+		src := h.createSource(map[string]any{"name": sch, "scheme": sch, "secrets": []string{secret}, "destination_url": dest.URL})
+		body := []byte(`{"id":42,"action":"paid"}`)
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), body, "delivery-1"), body); st != 200 || !strings.Contains(resp, `"received":true`) {
+			t.Fatalf("%s first: %d %s", sch, st, resp)
+		}
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), body, "delivery-forged-2"), body); st != 200 || !strings.Contains(resp, `"duplicate":true`) {
+			t.Errorf("%s replay with a new delivery id: %d %s; want a duplicate", sch, st, resp)
+		}
+		other := []byte(`{"id":43,"action":"paid"}`)
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), other, "delivery-3"), other); st != 200 || !strings.Contains(resp, `"received":true`) {
+			t.Errorf("%s another body: %d %s; want received", sch, st, resp)
+		}
+	}
+}

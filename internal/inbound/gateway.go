@@ -229,7 +229,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := scheme.DedupeKey(sc.Scheme, sc.Dedupe, r.Header, body)
-	if err != nil || key == "" {
+	if err != nil || key == "" || bodyDedupe(sc) {
 		key = scheme.BodyKey(body)
 	}
 	typ := eventType(sc.Scheme, r.Header, body)
@@ -260,6 +260,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.cfg.Metrics.Inbound("accepted")
 	g.cfg.Notify()
 	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
+}
+
+// bodyDedupe reports whether a source's events are deduped on their body
+// rather than on an id header: a scheme with no signed timestamp
+// (scheme.ReplayWindow false) signs only the body, so a captured body
+// replayed with a new, unsigned delivery-id header would otherwise be a
+// new event forever. A json: rule reads the key from the signed body and
+// stays. The body key is kept as long as the event (retention), which is
+// the dedupe horizon; docs/inbound.md states the residual risk.
+func bodyDedupe(sc SourceConfig) bool {
+	return !scheme.ReplayWindow(sc.SchemeConfig()) && !strings.HasPrefix(sc.Dedupe, "json:")
 }
 
 // contentEncoding reads the request's Content-Encoding (RFC 9110 §8.4):

@@ -117,6 +117,22 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // Unwrap returns the underlying cause, if any.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// ReplayWindow reports whether c's scheme signs a timestamp, so a captured
+// request stops verifying after the tolerance: herald, stripe,
+// standard-webhooks, slack, and hmac with a timestamp_header. GitHub,
+// Shopify and hmac without one sign only the body: a captured request
+// verifies forever, and the gateway dedupes it on the body (BodyKey).
+func ReplayWindow(c Config) bool {
+	switch c.Scheme {
+	case Herald, Stripe, StandardWebhooks, Slack:
+		return true
+	case HMAC:
+		spec, err := c.check()
+		return err == nil && spec != nil && spec.tsHeader != ""
+	}
+	return false
+}
+
 // MinSecretBytes is the shortest provider secret a source may be saved
 // with: a shorter one can be guessed offline from one signed request.
 const MinSecretBytes = 16

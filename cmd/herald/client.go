@@ -41,7 +41,8 @@ func apiGroup(use, short string, o *apiOpts) *cobra.Command {
 
 Talks to a running "herald serve" over HTTP. --server and --api-key default to
 HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
+		RunE: unknownSubcommand,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return bindEnv(cmd) // cmd is the subcommand run; its flags include these persistent ones
 		},
@@ -333,7 +334,23 @@ func newEndpointsCmd() *cobra.Command {
 		})
 	}
 
-	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd,
+	var overlap int
+	rotateCmd := apiIDCmd("rotate-secret ID", "Rotate an endpoint's signing secret (POST /v1/endpoints/{id}/rotate-secret); the answer shows the new secret", func(cmd *cobra.Command, id string) error {
+		var b map[string]int
+		if cmd.Flags().Changed("overlap-seconds") {
+			b = map[string]int{"overlap_seconds": overlap}
+		}
+		if b == nil {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/rotate-secret"), []byte("{}"), nil)
+		}
+		return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/rotate-secret"), b, nil)
+	})
+	rotateCmd.Flags().IntVar(&overlap, "overlap-seconds", 86400, "how long the previous secret stays valid, seconds (0 = dropped at once)")
+
+	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd, rotateCmd,
+		apiIDCmd("test ID", "Send a signed herald.test event to an endpoint now (POST /v1/endpoints/{id}/test)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/test"), nil, nil)
+		}),
 		stateCmd("pause", "Pause an endpoint: its deliveries are held, not attempted, until it is resumed"),
 		stateCmd("resume", "Resume a paused endpoint: its held deliveries are released"),
 		stateCmd("enable", "Enable a disabled endpoint: its held deliveries are released and endpoint.enabled is emitted"),

@@ -281,14 +281,14 @@ func newEndpointsCmd() *cobra.Command {
 	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint (needed with an admin key; a tenant key's own by default)")
 	create.bind(createCmd)
 
-	var listTenant string
+	var listTenant, listKind string
 	var listPage *pageOpts
 	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List endpoints (GET /v1/endpoints)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := listPage.query("tenant", listTenant)
+			q, err := listPage.query("tenant", listTenant, "kind", listKind)
 			if err != nil {
 				return err
 			}
@@ -296,6 +296,7 @@ func newEndpointsCmd() *cobra.Command {
 		},
 	}
 	listCmd.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's endpoints")
+	listCmd.Flags().StringVar(&listKind, "kind", "", "tenant (default), source (inbound sources' forwarding endpoints) or all")
 	listPage = pageFlags(listCmd)
 
 	var update endpointFields

@@ -26,6 +26,7 @@ type EndpointOut struct {
 	RateLimitPerSecond int               `json:"rate_limit_per_second" doc:"0 = unlimited"`
 	State              string            `json:"state" enum:"enabled,paused,disabled"`
 	StateReason        string            `json:"state_reason,omitempty"`
+	Kind               string            `json:"kind" enum:"tenant,source" doc:"tenant: a tenant's endpoint; source: the forwarding endpoint of an inbound source (its tenant is the source id)"`
 	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
@@ -42,9 +43,16 @@ func endpointOut(e store.Endpoint) EndpointOut {
 	}
 	return EndpointOut{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Headers: headers,
-		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason,
+		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason, Kind: endpointKind(e),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
+}
+
+func endpointKind(e store.Endpoint) string {
+	if e.Kind == store.EndpointKindSource {
+		return "source"
+	}
+	return "tenant"
 }
 
 const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
@@ -219,6 +227,7 @@ func (s *Server) registerEndpoints() {
 		Summary: "List endpoints, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct {
 		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
+		Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
 		ListQuery
 	}) (*listOut, error) {
 		lp, err := in.params()
@@ -229,7 +238,8 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp})
+		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp,
+			OnlySources: in.Kind == "source", IncludeSources: in.Kind == "all"})
 		if err != nil {
 			return nil, s.problem(err, "endpoints")
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // countingReader counts the bytes a handler read from a request body.
@@ -94,3 +96,43 @@ func TestSourceSecretRulesAtSave(t *testing.T) {
 }
 
 func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// TestListSourceEndpoints (issue 13 point 19): inbound sources' forwarding
+// endpoints are listed with ?kind=source (or all) for an admin, each
+// marked kind "source"; the default lists tenants' endpoints only; a
+// tenant key sees none of them.
+func TestListSourceEndpoints(t *testing.T) {
+	w := newWorld(t, nil)
+	type page struct {
+		Data []struct{ ID, Tenant, Kind string }
+	}
+	list := func(key, q string) page {
+		var p page
+		w.mustCall(key, "GET", "/v1/endpoints"+q, "", 200, &p)
+		return p
+	}
+	def, src, all := list(adminKey, ""), list(adminKey, "?kind=source"), list(adminKey, "?kind=all")
+	if len(src.Data) == 0 {
+		t.Fatal("?kind=source lists nothing; the world has a source")
+	}
+	for _, e := range src.Data {
+		if e.Kind != "source" || !strings.HasPrefix(e.Tenant, "src_") {
+			t.Errorf("?kind=source listed %+v", e)
+		}
+	}
+	for _, e := range def.Data {
+		if e.Kind != "tenant" {
+			t.Errorf("default list has %+v", e)
+		}
+	}
+	if len(all.Data) != len(def.Data)+len(src.Data) {
+		t.Errorf("?kind=all: %d; want %d + %d", len(all.Data), len(def.Data), len(src.Data))
+	}
+	manager, _ := w.newKey(store.RoleManager, "acme", "")
+	if p := list(manager, "?kind=source"); len(p.Data) != 0 {
+		t.Errorf("a tenant key's ?kind=source: %+v; want nothing", p.Data)
+	}
+	if st, raw := w.call(adminKey, "GET", "/v1/endpoints?kind=sources", ""); st != 422 {
+		t.Errorf("?kind=sources: %d %s; want 422", st, raw)
+	}
+}

@@ -65,6 +65,8 @@ func (t tenantStore) CreateEndpoint(ctx context.Context, p store.CreateEndpointP
 }
 
 func (t tenantStore) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
+	// OnlySources stays: with the tenant forced, it lists nothing (a
+	// tenant owns no source's forwarding endpoint).
 	p.Tenant, p.IncludeSources = t.tenant, false
 	return t.base.ListEndpoints(ctx, p)
 }

@@ -212,6 +212,9 @@ type UpdateEndpointParams struct {
 type ListEndpointsParams struct {
 	Tenant         string
 	IncludeSources bool
+	// OnlySources lists only inbound sources' forwarding endpoints (Kind
+	// EndpointKindSource); it implies IncludeSources.
+	OnlySources bool
 	ListParams
 }
 

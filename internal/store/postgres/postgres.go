@@ -415,7 +415,10 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if p.Tenant != "" {
 		f.add("tenant = ?", p.Tenant)
 	}
-	if !p.IncludeSources {
+	switch {
+	case p.OnlySources:
+		f.where = append(f.where, "kind = 'source'")
+	case !p.IncludeSources:
 		f.where = append(f.where, "kind = ''")
 	}
 	if p.Cursor != "" {

@@ -433,7 +433,10 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 		where = append(where, "tenant = ?")
 		args = append(args, p.Tenant)
 	}
-	if !p.IncludeSources {
+	switch {
+	case p.OnlySources:
+		where = append(where, "kind = 'source'")
+	case !p.IncludeSources:
 		where = append(where, "kind = ''")
 	}
 	if p.Cursor != "" {

@@ -56,7 +56,7 @@ func Contract(cfg Config) ContractDoc {
 	}
 	return ContractDoc{
 		Delivery:     "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
-		Order:        "not guaranteed; keep the newest data.version and fetch current state",
+		Order:        "not guaranteed; Herald adds no version: when order matters, put your own in data (e.g. data.version) and keep the newest, or fetch current state",
 		Signature:    "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
 		ReplayWindow: "receivers reject |now - t| > 300 s",
 		Retries: Retries{

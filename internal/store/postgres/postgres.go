@@ -206,10 +206,23 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 // Pool returns the connection pool (for health metrics and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ping implements store.Store.
+// Ping implements store.Store; it is the readiness probe (/readyz): it
+// fails, wrapping store.ErrUnavailable, unless a transaction that rewrites
+// one existing meta row (the key check, unchanged) commits, so a server
+// that answers but cannot write (a read-only standby after a failover,
+// default_transaction_read_only, a full disk) is not ready. It adds no
+// rows.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
 		return wrap("ping", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "UPDATE meta SET value = value WHERE key = $1", store.KeyCheckMeta); err != nil {
+		return wrap("ping: the store cannot write", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return wrap("ping: the store cannot commit", err)
 	}
 	return nil
 }

@@ -354,6 +354,10 @@ func TestVerifyHeraldMultipleSignatures(t *testing.T) {
 			"t=" + ts(testNow) + ",v1=" + other + ",v1=" + good,
 			"t=" + ts(testNow) + ",v1=" + good + ",v1=" + other,
 			"t=" + ts(testNow) + ",v1=" + strings.ToUpper(good),
+			// Optional whitespace around "," and "=", as Stripe's libraries
+			// accept (issue 13 point 9).
+			"t=" + ts(testNow) + ", v1=" + good,
+			"t = " + ts(testNow) + " ,\tv1 = " + other + " , v1=" + good,
 		} {
 			if err := Verify(Config{Scheme: scheme, Secrets: []string{secretA}}, http.Header{header: {v}}, body, time.Unix(testNow, 0)); err != nil {
 				t.Errorf("%s %q: %v", scheme, v, err)

@@ -112,7 +112,7 @@ func TestDocsMatchServer(t *testing.T) {
 	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(gomod)[1]
 	for _, c := range []struct {
 		doc, name, text string
-		want           bool
+		want            bool
 	}{
 		{readme, "README", "Go ≥ " + goVersion, true},
 		{readme, "README", "HERALD_SERVER", true},

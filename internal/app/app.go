@@ -159,6 +159,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.APIKey != "" && len(cfg.APIKey) < api.MinAdminKeyLength {
 		return nil, fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -base64 32)", len(cfg.APIKey), api.MinAdminKeyLength)
 	}
+	if i := strings.IndexFunc(cfg.APIKey, func(r rune) bool { return r < 0x21 || r > 0x7e }); i >= 0 {
+		// A bearer token is one run of visible characters (RFC 6750 §2.1,
+		// b64token); clients trim or split at whitespace, so such a key
+		// could never be presented.
+		return nil, fmt.Errorf("HERALD_API_KEY has a space, control or non-ASCII character at byte %d: an API key must be visible ASCII characters only (RFC 6750 §2.1); check for a stray space or newline", i)
+	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
 
 	st, err := m.openStore(ctx)

@@ -91,6 +91,17 @@ func TestAttackForgeInboundEvent(t *testing.T) {
 			t.Errorf("%s publishing into %s: %d %s, want 422 (reserved tenant)", name, f.src.ID, st, raw)
 		}
 	}
+	// The prefix is reserved in any case: a look-alike tenant is refused too.
+	lookalike := map[string]any{"tenant": "SRC_" + strings.TrimPrefix(f.src.ID, "src_"), "type": "invoice.paid", "data": map[string]any{}}
+	for _, path := range []string{"/v1/events", "/v1/endpoints"} {
+		body := lookalike
+		if path == "/v1/endpoints" {
+			body = map[string]any{"tenant": lookalike["tenant"], "url": "https://x.example/"}
+		}
+		if st, raw := f.h.callWithKey(testAPIKey, "POST", path, body, nil); st != 422 || !strings.Contains(string(raw), "reserved for inbound sources") {
+			t.Errorf("admin POST %s naming %s: %d %s, want 422 (reserved tenant)", path, lookalike["tenant"], st, raw)
+		}
+	}
 	if st, raw := f.h.callWithKey(f.manager, "POST", "/v1/events", forged, nil); st != 403 {
 		t.Errorf("manager publishing: %d %s, want 403 (managers do not publish)", st, raw)
 	}
@@ -319,5 +330,24 @@ func TestShortAdminKeyRefused(t *testing.T) {
 	_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: "dev-key"})
 	if err == nil || !strings.Contains(err.Error(), "HERALD_API_KEY is 7 characters") || !strings.Contains(err.Error(), "at least 32") || strings.Contains(err.Error(), "dev-key") {
 		t.Fatalf("app.New with a 7-character admin key: %v; want the reason, without the key", err)
+	}
+}
+
+// TestBlankAdminKeyRefused: an admin key with whitespace (all blanks, or a
+// stray newline from a file) is long enough but could never be presented
+// as a bearer token; the start refuses it with the reason, never echoing it.
+func TestBlankAdminKeyRefused(t *testing.T) {
+	t.Parallel()
+	for name, k := range map[string]string{
+		"all spaces":       strings.Repeat(" ", 40),
+		"trailing newline": "0123456789abcdef0123456789abcdef0123\n",
+		"inner space":      "0123456789abcdef 0123456789abcdef0123",
+		"non-ASCII":        "0123456789abcdef0123456789abcdef0123é",
+	} {
+		db, key := testDB(t)
+		_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: k})
+		if err == nil || !strings.Contains(err.Error(), "visible ASCII") || (strings.TrimSpace(k) != "" && strings.Contains(err.Error(), strings.TrimSpace(k))) {
+			t.Errorf("%s: app.New: %v; want a refusal naming the rule, without the key", name, err)
+		}
 	}
 }

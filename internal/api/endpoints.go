@@ -22,7 +22,7 @@ type EndpointOut struct {
 	URL                string            `json:"url"`
 	Description        string            `json:"description"`
 	EventTypes         []string          `json:"event_types" doc:"filter patterns; empty = every type"`
-	Headers            map[string]string `json:"headers" doc:"custom headers sent with every attempt"`
+	Headers            map[string]string `json:"headers" doc:"custom headers sent with every attempt; their values are credentials, so a role that may not read the endpoint's secret (viewer) sees each value as [redacted]"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second" doc:"0 = unlimited"`
 	State              string            `json:"state" enum:"enabled,paused,disabled"`
 	StateReason        string            `json:"state_reason,omitempty"`
@@ -31,14 +31,26 @@ type EndpointOut struct {
 	UpdatedAt          time.Time         `json:"updated_at"`
 }
 
-func endpointOut(e store.Endpoint) EndpointOut {
+// RedactedHeaderValue replaces a custom header's value for a caller whose
+// role may not read the endpoint's secret: receivers' credentials live in
+// custom headers, and viewers never read secrets.
+const RedactedHeaderValue = "[redacted]"
+
+// endpointOut shapes an endpoint for the caller in ctx. Custom header
+// values are shown only to a role the access policy lets read the
+// endpoint's signing secret (the same Policy row, so one rule decides both).
+func endpointOut(ctx context.Context, e store.Endpoint) EndpointOut {
 	types := e.EventTypes
 	if types == nil {
 		types = []string{}
 	}
-	headers := e.Headers
-	if headers == nil {
-		headers = map[string]string{}
+	headers := make(map[string]string, len(e.Headers))
+	reveal := Allowed(principal(ctx).Role, "get-endpoint-secret")
+	for k, v := range e.Headers {
+		if !reveal {
+			v = RedactedHeaderValue
+		}
+		headers[k] = v
 	}
 	return EndpointOut{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Headers: headers,
@@ -203,7 +215,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "endpoint")
 		}
-		out := endpointOut(e)
+		out := endpointOut(ctx, e)
 		out.Secret = secret
 		return &endpointOutput{Body: out}, nil
 	})
@@ -236,7 +248,7 @@ func (s *Server) registerEndpoints() {
 		out := &listOut{}
 		out.Body.Data = make([]EndpointOut, len(pg.Data))
 		for i, e := range pg.Data {
-			out.Body.Data[i] = endpointOut(e)
+			out.Body.Data[i] = endpointOut(ctx, e)
 		}
 		out.Body.NextCursor = encodeCursor(pg.NextCursor)
 		return out, nil
@@ -250,7 +262,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
-		return &endpointOutput{Body: endpointOut(e)}, nil
+		return &endpointOutput{Body: endpointOut(ctx, e)}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -284,7 +296,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
-		return &endpointOutput{Body: endpointOut(e)}, nil
+		return &endpointOutput{Body: endpointOut(ctx, e)}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{

@@ -351,3 +351,36 @@ func TestBlankAdminKeyRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestViewerNeverReadsHeaderValues: custom header values are receivers'
+// credentials; a viewer key and a viewer portal token see the header
+// names with the values redacted, on get and list; a manager sees them.
+func TestViewerNeverReadsHeaderValues(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	viewer := f.key("viewer", "acme")
+	var ep struct{ ID string }
+	if st, raw := f.h.callWithKey(f.manager, "POST", "/v1/endpoints", map[string]any{"url": "https://x.example/hook",
+		"headers": map[string]string{"Authorization": "Bearer receiver-secret-123"}}, &ep); st != 201 {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	var ps struct{ Token string }
+	if st, raw := f.h.call("POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "role": "viewer"}, &ps); st != 201 {
+		t.Fatalf("portal session: %d %s", st, raw)
+	}
+	for name, k := range map[string]string{"viewer key": viewer, "viewer portal token": ps.Token, "manager": f.manager} {
+		for _, path := range []string{"/v1/endpoints/" + ep.ID, "/v1/endpoints"} {
+			st, raw := f.h.callWithKey(k, "GET", path, nil, nil)
+			if st != 200 || !strings.Contains(string(raw), `"Authorization"`) {
+				t.Fatalf("%s GET %s: %d %s", name, path, st, raw)
+			}
+			leaked := strings.Contains(string(raw), "receiver-secret-123")
+			if name == "manager" && !leaked {
+				t.Errorf("manager GET %s does not show the header value: %s", path, raw)
+			}
+			if name != "manager" && (leaked || !strings.Contains(string(raw), "[redacted]")) {
+				t.Errorf("%s GET %s: %s; want the header value redacted", name, path, raw)
+			}
+		}
+	}
+}

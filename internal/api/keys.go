@@ -139,6 +139,9 @@ func (s *Server) registerKeys() {
 	}, func(ctx context.Context, in *struct {
 		ID string `path:"id" maxLength:"128" doc:"key id (key_…)"`
 	}) (*struct{}, error) {
+		if err := s.keepAnAdmin(ctx, in.ID); err != nil {
+			return nil, err
+		}
 		if err := s.db(ctx).RevokeAPIKey(ctx, in.ID, s.cfg.Now()); err != nil {
 			return nil, s.problem(err, "api key "+in.ID)
 		}
@@ -178,4 +181,40 @@ func (s *Server) registerKeys() {
 		}
 		return &struct{ Body PortalSessionOut }{Body: PortalSessionOut{Token: token, URL: base + PortalPath + "#token=" + token, ExpiresAt: k.ExpiresAt}}, nil
 	})
+}
+
+// keepAnAdmin refuses (409) to revoke the last usable stored admin key when
+// no admin key is configured (HERALD_API_KEY): nobody could manage keys,
+// sources or tenants afterwards, and no key is generated again once keys
+// exist. Two admins revoking each other at the same instant can both
+// pass; the configured key is the way back (docs/operations.md).
+func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
+	if len(s.cfg.AdminKeyHashes) > 0 {
+		return nil
+	}
+	now := s.cfg.Now()
+	var target store.APIKey
+	admins := 0
+	for p := (store.ListParams{Limit: 1000}); ; {
+		pg, err := s.db(ctx).ListAPIKeys(ctx, p)
+		if err != nil {
+			return s.problem(err, "api keys")
+		}
+		for _, k := range pg.Data {
+			if k.ID == id {
+				target = k
+			}
+			if k.Role == store.RoleAdmin && k.Usable(now) {
+				admins++
+			}
+		}
+		if pg.NextCursor == "" {
+			break
+		}
+		p.Cursor = pg.NextCursor
+	}
+	if target.Role == store.RoleAdmin && target.Usable(now) && admins <= 1 {
+		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
+	}
+	return nil
 }

@@ -398,7 +398,22 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 // key, stores it hashed and prints it once.
 func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 	if m.cfg.APIKey != "" {
-		return [][]byte{api.HashAPIKey(m.cfg.APIKey)}, nil
+		h := api.HashAPIKey(m.cfg.APIKey)
+		// The configured admin key must be a key of its own: were it the
+		// secret of a stored key, that key's role would silently become
+		// admin and revoking it would change nothing.
+		k, err := m.store.LookupAPIKey(ctx, h)
+		switch {
+		case err == nil:
+			state := "a stored"
+			if !k.RevokedAt.IsZero() {
+				state = "a revoked"
+			}
+			return nil, fmt.Errorf("HERALD_API_KEY is the secret of %s API key (%s, role %s): the configured admin key must be a key of its own, or revoking that key would not stop it; choose a new one (openssl rand -base64 32)", state, k.ID, k.Role)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		return [][]byte{h}, nil
 	}
 	n, err := m.store.CountAPIKeys(ctx)
 	if err != nil || n > 0 {

@@ -2,12 +2,17 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // tenancyFixture is a running Herald with one Stripe source (forwarding to
@@ -382,5 +387,77 @@ func TestViewerNeverReadsHeaderValues(t *testing.T) {
 				t.Errorf("%s GET %s: %s; want the header value redacted", name, path, raw)
 			}
 		}
+	}
+}
+
+// TestAdminKeyMustNotBeAStoredKey: HERALD_API_KEY equal to a stored key's
+// secret (active or revoked) would turn that key into an admin key that
+// revocation cannot stop; the start refuses it and names the key, never
+// the secret. A key of its own still starts.
+func TestAdminKeyMustNotBeAStoredKey(t *testing.T) {
+	t.Parallel()
+	db, encKey := testDB(t)
+	start := func(apiKey string) (*app.Main, error) {
+		return app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: encKey, APIKey: apiKey, Dev: true,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	m, err := start(testAPIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, revoked := "herald_viewer_secret_0123456789abcdef0123", "herald_revoked_secret_0123456789abcdef012"
+	for id, secret := range map[string]string{"key_viewer": viewer, "key_revoked": revoked} {
+		if _, err := m.Store().CreateAPIKey(t.Context(), store.APIKey{ID: id, Kind: store.KeyKindAPIKey, Name: id, Role: store.RoleViewer,
+			Tenant: "acme", Hash: api.HashAPIKey(secret), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Store().RevokeAPIKey(t.Context(), "key_revoked", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	for secret, want := range map[string]string{viewer: "a stored API key (key_viewer, role viewer)", revoked: "a revoked API key (key_revoked"} {
+		if _, err := start(secret); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("start with a stored key's secret as HERALD_API_KEY: %v; want a refusal naming %q", err, want)
+		}
+	}
+	m, err = start(testAPIKey)
+	if err != nil {
+		t.Fatalf("restart with the admin key of its own: %v", err)
+	}
+	m.Close()
+}
+
+// TestLastAdminKeyKept: without HERALD_API_KEY, the last usable stored
+// admin key cannot be revoked (409 naming the way out); once another admin
+// key exists, the first can be revoked, and then the second cannot.
+func TestLastAdminKeyKept(t *testing.T) {
+	t.Parallel()
+	var printed strings.Builder
+	h := startHerald(t, func(c *app.Config) { c.APIKey = ""; c.Stdout = &printed })
+	generated := regexp.MustCompile(`herald_key_[\w-]+`).FindString(printed.String())
+	if generated == "" {
+		t.Fatalf("no generated admin key printed: %q", printed.String())
+	}
+	var keys struct{ Data []struct{ ID, Role string } }
+	if st, raw := h.callWithKey(generated, "GET", "/v1/api-keys", nil, &keys); st != 200 || len(keys.Data) != 1 {
+		t.Fatalf("list keys: %d %s", st, raw)
+	}
+	first := keys.Data[0].ID
+	if st, raw := h.callWithKey(generated, "DELETE", "/v1/api-keys/"+first, nil, nil); st != 409 || !strings.Contains(string(raw), "last usable admin key") {
+		t.Fatalf("revoking the last admin key: %d %s, want 409", st, raw)
+	}
+	var second struct{ ID, Key string }
+	if st, raw := h.callWithKey(generated, "POST", "/v1/api-keys", map[string]any{"name": "second admin", "role": "admin"}, &second); st != 201 {
+		t.Fatalf("create admin key: %d %s", st, raw)
+	}
+	if st, raw := h.callWithKey(second.Key, "DELETE", "/v1/api-keys/"+first, nil, nil); st != 204 {
+		t.Fatalf("revoking one of two admin keys: %d %s, want 204", st, raw)
+	}
+	if st, raw := h.callWithKey(second.Key, "DELETE", "/v1/api-keys/"+second.ID, nil, nil); st != 409 {
+		t.Fatalf("revoking the now last admin key: %d %s, want 409", st, raw)
+	}
+	if st, _ := h.callWithKey(second.Key, "GET", "/v1/api-keys", nil, nil); st != 200 {
+		t.Fatalf("the kept admin key no longer works: %d", st)
 	}
 }

@@ -350,9 +350,15 @@ func init() {
 
 // secretLocation reports whether an error at location (e.g.
 // "body.secrets[0]", "body.headers.Authorization") with value may repeat a
-// secret: a field in secretFields, anywhere in the path, or a URL with a
-// query or userinfo.
+// secret: a field in secretFields, anywhere in the path, a URL with a
+// query or userinfo, or an object or array (the validator reports an
+// unknown or missing property with the whole enclosing object as value,
+// which may hold headers or secrets; repeating it tells the client nothing).
 func secretLocation(location string, value any) bool {
+	switch value.(type) {
+	case map[string]any, []any:
+		return true
+	}
 	for _, part := range strings.FieldsFunc(location, func(r rune) bool { return r == '.' || r == '[' || r == ']' }) {
 		if secretFields[strings.ToLower(part)] {
 			return true

@@ -88,8 +88,10 @@ func (s *Server) registerEvents() {
 		if !store.ValidEventType(b.Type) {
 			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 		}
-		if strings.HasPrefix(b.Type, store.OperationalPrefix) || strings.HasPrefix(b.Type, "herald.") {
-			return nil, invalid("body.type", "event types starting with endpoint. or herald. are reserved for Herald's own operational and test events", b.Type)
+		// Reserved in any case: a receiver that folds case must not take
+		// "Endpoint.disabled" for Herald's own event.
+		if lt := strings.ToLower(b.Type); strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.") {
+			return nil, invalid("body.type", "event types starting with endpoint. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
 		}
 		data := bytes.TrimSpace(b.Data)
 		if len(data) == 0 || data[0] != '{' {

@@ -272,6 +272,9 @@ func (s *Server) registerEndpoints() {
 		EndpointIDPath
 		Body UpdateEndpointBody
 	}) (*endpointOutput, error) {
+		if err := s.refuseSourceEndpoint(ctx, in.ID, "change"); err != nil {
+			return nil, err
+		}
 		b := in.Body
 		p := store.UpdateEndpointParams{ID: in.ID, Description: b.Description, EventTypes: b.EventTypes,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, Now: s.cfg.Now()}
@@ -303,6 +306,9 @@ func (s *Server) registerEndpoints() {
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
+		if err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
+			return nil, err
+		}
 		if err := s.db(ctx).DeleteEndpoint(ctx, in.ID); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
@@ -427,4 +433,20 @@ func (s *Server) registerEndpoints() {
 		}
 		return &deliveriesOut{Body: deliveryList(pg)}, nil
 	})
+}
+
+// refuseSourceEndpoint answers 409 when id is an inbound source's
+// forwarding endpoint (its tenant is the source's internal tenant): the
+// source owns its URL and lifetime, so changing or deleting it here would
+// make the gateway accept provider events and forward them nowhere. The
+// source's own routes do it (PATCH or DELETE /v1/sources/{id}).
+func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) error {
+	e, err := s.db(ctx).GetEndpoint(ctx, id)
+	if err != nil {
+		return s.problem(err, "endpoint "+id)
+	}
+	if IsInternalTenant(e.Tenant) {
+		return huma.Error409Conflict("endpoint " + id + " forwards inbound source " + e.Tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + e.Tenant + ")")
+	}
+	return nil
 }

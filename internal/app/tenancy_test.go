@@ -461,3 +461,24 @@ func TestLastAdminKeyKept(t *testing.T) {
 		t.Fatalf("the kept admin key no longer works: %d", st)
 	}
 }
+
+// TestSourceEndpointOwnedBySource: a source's forwarding endpoint cannot be
+// changed or deleted through the endpoints API, even by an admin (409
+// naming the source's routes): the gateway would otherwise answer 200 to
+// the provider and forward nowhere. The source still forwards afterwards.
+func TestSourceEndpointOwnedBySource(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	for _, c := range []struct{ method, body string }{{"PATCH", `{"url":"https://elsewhere.example/"}`}, {"DELETE", ""}} {
+		var body any
+		if c.body != "" {
+			body = json.RawMessage(c.body)
+		}
+		st, raw := f.h.call(c.method, "/v1/endpoints/"+f.src.EndpointID, body, nil)
+		if st != 409 || !strings.Contains(string(raw), "/v1/sources/"+f.src.ID) {
+			t.Errorf("admin %s of the source's endpoint: %d %s, want 409 naming the source's routes", c.method, st, raw)
+		}
+	}
+	f.ingestStripe()
+	f.waitForwarded(1)
+}

@@ -490,6 +490,33 @@ func TestKeysCommands(t *testing.T) {
 	}
 }
 
+func TestPortalSessionsCommands(t *testing.T) {
+	srv, last := fakeAPI(t, 201, "application/json", `{"id":"ps_1","token":"herald_portal_x","url":"http://h/ui/portal#token=herald_portal_x"}`)
+	if _, _, err := execHerald(t, "", "portal-sessions", "create", "--server", srv.URL, "--api-key", "k", "--tenant", "acme", "--role", "manager", "--ttl", "2h"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); r.method != "POST" || r.path != "/v1/portal-sessions" || string(r.body) != `{"role":"manager","tenant":"acme","ttl_seconds":7200}` {
+		t.Fatalf("portal-sessions create sent %s %s %s", r.method, r.path, r.body)
+	}
+	for _, args := range [][]string{{"--ttl", "2h"}, {"--tenant", "acme", "--ttl", "30s"}, {"--tenant", "acme", "--ttl", "200h"}, {"--tenant", "acme", "--ttl", "90500ms"}} {
+		if _, _, err := execHerald(t, "", append([]string{"portal-sessions", "create", "--server", srv.URL, "--api-key", "k"}, args...)...); err == nil {
+			t.Errorf("portal-sessions create %v accepted", args)
+		}
+	}
+	srv, last = fakeAPI(t, 204, "", ``)
+	out, _, err := execHerald(t, "", "portal-sessions", "revoke", "ps_1", "--server", srv.URL, "--api-key", "k")
+	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/portal-sessions/ps_1" || out != "revoked ps_1\n" {
+		t.Fatalf("portal-sessions revoke: %v, %s %s, %q", err, r.method, r.path, out)
+	}
+	srv, last = fakeAPI(t, 200, "application/json", `{"data":[],"next_cursor":""}`)
+	if _, _, err := execHerald(t, "", "portal-sessions", "list", "--server", srv.URL, "--api-key", "k", "--limit", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); r.method != "GET" || r.path != "/v1/portal-sessions" || r.query != "limit=5" {
+		t.Fatalf("portal-sessions list sent %s %s?%s", r.method, r.path, r.query)
+	}
+}
+
 // TestTenantOptionalWithTenantKeys: a tenant key's tenant is the default,
 // so --tenant may be left out; the body then names none.
 func TestTenantOptionalWithTenantKeys(t *testing.T) {

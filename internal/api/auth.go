@@ -118,14 +118,29 @@ type keyring struct {
 	touched map[string]time.Time // key id → last last_used_at write
 }
 
+// forget drops the cached record of key id, and of the portal sessions it
+// created, so that a revocation takes effect at once on this node.
 func (kr *keyring) forget(id string) {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	for h, c := range kr.cache {
-		if c.key.ID == id {
+		if c.key.ID == id || c.key.CreatedBy == id {
 			delete(kr.cache, h)
 		}
 	}
+}
+
+// record returns the cached record of key id (the caller's own key was
+// cached when it authenticated this request).
+func (kr *keyring) record(id string) (store.APIKey, bool) {
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	for _, c := range kr.cache {
+		if c.key.ID == id {
+			return c.key, true
+		}
+	}
+	return store.APIKey{}, false
 }
 
 // authFailure is why a request was refused at authentication.
@@ -390,6 +405,8 @@ var Policy = map[string]Access{
 	"list-api-keys":         adminOnly,
 	"revoke-api-key":        adminOnly,
 	"create-portal-session": adminOnly,
+	"list-portal-sessions":  adminOnly,
+	"revoke-portal-session": adminOnly,
 }
 
 // allows reports whether the role may call the operation.

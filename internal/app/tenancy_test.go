@@ -412,7 +412,7 @@ func TestAdminKeyMustNotBeAStoredKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Store().RevokeAPIKey(t.Context(), "key_revoked", time.Now()); err != nil {
+	if err := m.Store().RevokeAPIKey(t.Context(), store.KeyKindAPIKey, "key_revoked", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
@@ -481,4 +481,72 @@ func TestSourceEndpointOwnedBySource(t *testing.T) {
 	}
 	f.ingestStripe()
 	f.waitForwarded(1)
+}
+
+// TestPortalSessionRevocation: an operator lists portal sessions (never
+// their tokens) and revokes one before it expires; revoking the admin key
+// that created a session revokes the session too; a session never
+// outlives its creating key's expiry.
+func TestPortalSessionRevocation(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	var admin struct{ ID, Key string }
+	expires := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": "support admin", "role": "admin", "expires_at": expires}, &admin); st != 201 {
+		t.Fatalf("create admin key: %d %s", st, raw)
+	}
+	type session struct {
+		ID, Token string
+		CreatedBy string    `json:"created_by"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	open := func(key string) session {
+		t.Helper()
+		var s session
+		if st, raw := h.callWithKey(key, "POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "role": "manager", "ttl_seconds": 7 * 24 * 3600}, &s); st != 201 {
+			t.Fatalf("create portal session: %d %s", st, raw)
+		}
+		return s
+	}
+	byAdmin, byEnv, direct := open(admin.Key), open(testAPIKey), open(testAPIKey)
+	if !byAdmin.ExpiresAt.Equal(expires) {
+		t.Errorf("a 7-day session made by a key expiring at %v expires at %v; want the key's expiry", expires, byAdmin.ExpiresAt)
+	}
+	works := func(s session) int {
+		st, _ := h.callWithKey(s.Token, "GET", "/v1/endpoints", nil, nil)
+		return st
+	}
+	for _, s := range []session{byAdmin, byEnv, direct} {
+		if st := works(s); st != 200 {
+			t.Fatalf("session %s: %d before any revocation", s.ID, st)
+		}
+	}
+	var list struct{ Data []json.RawMessage }
+	if st, raw := h.call("GET", "/v1/portal-sessions", nil, &list); st != 200 || len(list.Data) != 3 || strings.Contains(string(raw), "herald_portal_") ||
+		!strings.Contains(string(raw), `"created_by":"`+admin.ID+`"`) {
+		t.Fatalf("list portal sessions: %d %s; want 3 sessions, their creators, no tokens", st, raw)
+	}
+	// Revoking the creating key ends its session at once; others stay.
+	if st, raw := h.call("DELETE", "/v1/api-keys/"+admin.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke admin key: %d %s", st, raw)
+	}
+	if st := works(byAdmin); st != 401 {
+		t.Errorf("the session of a revoked key answers %d, want 401", st)
+	}
+	if st := works(byEnv); st != 200 {
+		t.Errorf("another key's session answers %d after an unrelated revocation, want 200", st)
+	}
+	// Revoking one session directly.
+	if st, raw := h.call("DELETE", "/v1/portal-sessions/"+direct.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke portal session: %d %s", st, raw)
+	}
+	if st := works(direct); st != 401 {
+		t.Errorf("a revoked session answers %d, want 401", st)
+	}
+	if st, raw := h.call("DELETE", "/v1/portal-sessions/ps_unknown", nil, nil); st != 404 {
+		t.Errorf("revoking an unknown session: %d %s, want 404", st, raw)
+	}
+	if st, _ := h.call("DELETE", "/v1/portal-sessions/"+admin.ID, nil, nil); st != 404 {
+		t.Errorf("revoking an API key through the sessions route: %d, want 404", st)
+	}
 }

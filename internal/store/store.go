@@ -427,6 +427,7 @@ type APIKey struct {
 	ExpiresAt  time.Time // zero: never
 	RevokedAt  time.Time // zero: not revoked
 	LastUsedAt time.Time // zero: never used (written at most once a minute)
+	CreatedBy  string    // portal sessions: the id of the key that created it ("env" for HERALD_API_KEY; "" before migration 31)
 }
 
 // Usable reports whether the key authenticates at now: not revoked and not
@@ -521,12 +522,14 @@ type Store interface {
 	// CountAPIKeys counts the stored API keys (kind "key") that are not
 	// revoked.
 	CountAPIKeys(ctx context.Context) (int, error)
-	// ListAPIKeys lists API keys (kind "key", revoked ones included),
-	// newest first.
-	ListAPIKeys(ctx context.Context, p ListParams) (Page[APIKey], error)
-	// RevokeAPIKey marks the key (kind "key") revoked at now; revoking it
-	// again changes nothing. ErrNotFound for an unknown id.
-	RevokeAPIKey(ctx context.Context, id string, now time.Time) error
+	// ListAPIKeys lists stored credentials of kind (KeyKindAPIKey or
+	// KeyKindPortal), revoked and expired ones included, newest first.
+	ListAPIKeys(ctx context.Context, kind string, p ListParams) (Page[APIKey], error)
+	// RevokeAPIKey marks the credential of kind revoked at now, and with it
+	// every portal session it created (CreatedBy), in one transaction;
+	// revoking it again changes nothing. ErrNotFound for an unknown id of
+	// that kind.
+	RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error
 	// TouchAPIKeys records when each key (id → time) was last used; a
 	// time older than the stored one is ignored.
 	TouchAPIKeys(ctx context.Context, used map[string]time.Time) error

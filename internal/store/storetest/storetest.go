@@ -449,8 +449,10 @@ func (s suite) apiKeys(t *testing.T) {
 		p := key("key_b", store.RolePublisher, "acme", 2)
 		p.ExpiresAt = at(time.Hour)
 		portal := key("ps_c", store.RoleViewer, "acme", 3)
-		portal.Kind = store.KeyKindPortal
-		for _, k := range []store.APIKey{a, p, portal} {
+		portal.Kind, portal.CreatedBy = store.KeyKindPortal, "key_b"
+		other := key("ps_d", store.RoleViewer, "acme", 4)
+		other.Kind, other.CreatedBy = store.KeyKindPortal, "key_a"
+		for _, k := range []store.APIKey{a, p, portal, other} {
 			got, err := f.s.CreateAPIKey(f.ctx, k)
 			if err != nil {
 				t.Fatalf("CreateAPIKey(%s): %v", k.ID, err)
@@ -465,27 +467,47 @@ func (s suite) apiKeys(t *testing.T) {
 			t.Fatalf("LookupAPIKey: %v", err)
 		}
 		diff(t, "looked up", p, got)
-		pg, err := f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 1})
+		pg, err := f.s.ListAPIKeys(f.ctx, store.KeyKindAPIKey, store.ListParams{Limit: 1})
 		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_b" || pg.NextCursor == "" {
 			t.Fatalf("ListAPIKeys page 1 = %+v, %v; want key_b and a cursor (portal sessions are not listed)", pg, err)
 		}
-		pg, err = f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 5, Cursor: pg.NextCursor})
+		pg, err = f.s.ListAPIKeys(f.ctx, store.KeyKindAPIKey, store.ListParams{Limit: 5, Cursor: pg.NextCursor})
 		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_a" || pg.NextCursor != "" {
 			t.Fatalf("ListAPIKeys page 2 = %+v, %v; want key_a only", pg, err)
+		}
+		pg, err = f.s.ListAPIKeys(f.ctx, store.KeyKindPortal, store.ListParams{Limit: 5})
+		if err != nil || len(pg.Data) != 2 || pg.Data[0].ID != "ps_d" || pg.Data[1].ID != "ps_c" || pg.Data[1].CreatedBy != "key_b" {
+			t.Fatalf("ListAPIKeys(portal) = %+v, %v; want ps_d, ps_c with their creators", pg, err)
 		}
 		if n, _ := f.s.CountAPIKeys(f.ctx); n != 2 {
 			t.Fatalf("CountAPIKeys = %d, want 2", n)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Minute)); err != nil {
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_b", at(time.Minute)); err != nil {
 			t.Fatalf("RevokeAPIKey: %v", err)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Hour)); err != nil {
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_b", at(time.Hour)); err != nil {
 			t.Fatalf("RevokeAPIKey again: %v", err)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "ps_c", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("RevokeAPIKey of a portal session = %v, want ErrNotFound (sessions expire)", err)
+		// Revoking key_b revoked the session it created (ps_c), not ps_d.
+		if got, _ := f.s.LookupAPIKey(f.ctx, portal.Hash); !got.RevokedAt.Equal(at(time.Minute)) {
+			t.Fatalf("ps_c after its creator was revoked: RevokedAt = %v, want %v", got.RevokedAt, at(time.Minute))
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_nope", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		if got, _ := f.s.LookupAPIKey(f.ctx, other.Hash); !got.RevokedAt.IsZero() {
+			t.Fatalf("ps_d (made by key_a) was revoked with key_b: %v", got.RevokedAt)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "ps_d", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey(key) of a portal session = %v, want ErrNotFound", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindPortal, "ps_d", at(2*time.Minute)); err != nil {
+			t.Fatalf("RevokeAPIKey(portal): %v", err)
+		}
+		if got, _ := f.s.LookupAPIKey(f.ctx, other.Hash); !got.RevokedAt.Equal(at(2 * time.Minute)) {
+			t.Fatalf("ps_d after its revocation: RevokedAt = %v", got.RevokedAt)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindPortal, "key_a", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey(portal) of an API key = %v, want ErrNotFound", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_nope", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("RevokeAPIKey of an unknown id = %v, want ErrNotFound", err)
 		}
 		got, _ = f.s.LookupAPIKey(f.ctx, p.Hash)

@@ -476,6 +476,11 @@ func TestKeysCommands(t *testing.T) {
 	if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--role", "viewer"); err == nil || !strings.Contains(err.Error(), "--name") {
 		t.Fatalf("keys create without --name: %v", err)
 	}
+	for flag, want := range map[string]string{"-1h": "must not be negative", "500ms": "at least 1m"} {
+		if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--name", "n", "--role", "viewer", "--tenant", "a", "--expires-in", flag); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("keys create --expires-in %s: %v, want %q", flag, err, want)
+		}
+	}
 	srv, last = fakeAPI(t, 204, "", ``)
 	out, _, err := execHerald(t, "", "keys", "revoke", "key_1", "--server", srv.URL, "--api-key", "k")
 	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/api-keys/key_1" || out != "revoked key_1\n" {

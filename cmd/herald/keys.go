@@ -38,6 +38,9 @@ tenant's events), viewer (read-only, never secrets).`,
 				b["tenant"] = tenant
 			}
 			if expires > 0 {
+				if expires < time.Minute {
+					return fmt.Errorf("--expires-in %v: at least 1m (expires_at is sent to the second)", expires)
+				}
 				b["expires_at"] = time.Now().UTC().Add(expires).Format(time.RFC3339)
 			}
 			return o.do(cmd, http.MethodPost, "/v1/api-keys", b, nil)

@@ -332,6 +332,7 @@ func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
 	backlog := false // the last claim took all it asked for
+	cursor := ""     // the tenant served last (round-robin; ClaimParams)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -359,7 +360,7 @@ func (e *Engine) claim(ctx context.Context) {
 		// keeps a hung database from stalling the claimer forever.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
-			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(),
+			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
 		})
 		cancel()
 		if err != nil {
@@ -373,6 +374,7 @@ func (e *Engine) claim(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		cursor = store.NextTenantCursor(cursor, claims)
 		for _, c := range claims {
 			e.jobs <- c
 		}

@@ -258,12 +258,12 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:       cfg,
-		wake:      make(chan struct{}, 1),
-		slots:     make(chan struct{}, cfg.Workers),
-		jobs:      make(chan store.Claim, cfg.Workers),
-		results:   make(chan store.Completion, cfg.Workers*2),
-		gate:      newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.Workers),
+		jobs:    make(chan store.Claim, cfg.Workers),
+		results: make(chan store.Completion, cfg.Workers*2),
+		gate: newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),

@@ -257,19 +257,20 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger})
 	m.api, err = api.New(api.Config{
-		Inbound:         m.gateway,
-		SourceChanged:   m.gateway.Forget,
-		Store:           st,
-		URLs:            m.egress,
-		AdminKeyHashes:  keyHashes,
-		PublicURL:       cfg.PublicURL,
-		Notify:          m.engine.Notify,
-		Tester:          m.engine,
-		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Version:         Version,
-		Contract:        Contract(cfg),
-		Metrics:         m.metrics,
-		Logger:          cfg.Logger,
+		Inbound:               m.gateway,
+		SourceChanged:         m.gateway.Forget,
+		Store:                 st,
+		URLs:                  m.egress,
+		AdminKeyHashes:        keyHashes,
+		PublicURL:             cfg.PublicURL,
+		Notify:                m.engine.Notify,
+		Tester:                m.engine,
+		MaxPayloadBytes:       cfg.MaxPayloadBytes,
+		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		Version:               Version,
+		Contract:              Contract(cfg),
+		Metrics:               m.metrics,
+		Logger:                cfg.Logger,
 	})
 	if err != nil {
 		st.Close()

@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,4 +92,26 @@ func TestFairDelivery(t *testing.T) {
 	if a, cd := hostA.peak.Load(), hostCD.peak.Load(); a > 4 || cd > 5 {
 		t.Fatalf("peak in flight: tenant a %d (cap 4), host of c and d %d (cap 5)", a, cd)
 	}
+}
+
+// TestMaxEndpointsPerTenant: past --max-endpoints-per-tenant a creation
+// answers 422 with the limit in the problem and creates nothing; other
+// tenants are not affected.
+func TestMaxEndpointsPerTenant(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) { c.MaxEndpointsPerTenant = 2 })
+	rcv := newReceiver(t, 200)
+	h.createEndpoint("a", rcv.URL)
+	h.createEndpoint("a", rcv.URL)
+	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "a", "url": rcv.URL}, nil)
+	if st != 422 || !strings.Contains(string(raw), "already has 2 endpoints") || !strings.Contains(string(raw), "--max-endpoints-per-tenant") {
+		t.Fatalf("third endpoint: %d %s; want 422 naming the limit of 2", st, raw)
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if st, raw := h.call("GET", "/v1/endpoints?tenant=a", nil, &list); st != 200 || len(list.Data) != 2 {
+		t.Fatalf("list: %d %s; want the 2 endpoints", st, raw)
+	}
+	h.createEndpoint("b", rcv.URL)
 }

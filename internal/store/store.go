@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -27,6 +28,9 @@ var (
 	// ErrInvalid: a parameter is malformed, e.g. a cursor that this store
 	// did not issue (400).
 	ErrInvalid = errors.New("invalid input")
+	// ErrLimit: a configured limit would be exceeded, e.g. endpoints per
+	// tenant (422); the error's text names the limit.
+	ErrLimit = errors.New("limit reached")
 	// ErrUnavailable: the database could not be reached or the write could not
 	// be committed; nothing was stored (503).
 	ErrUnavailable = errors.New("store unavailable")
@@ -194,6 +198,10 @@ func Paginate[T any](items []T, size int, cursor func(T) string) Page[T] {
 // chosen by the caller.
 type CreateEndpointParams struct {
 	Endpoint Endpoint
+	// MaxPerTenant, when positive, refuses the endpoint with ErrLimit if
+	// its tenant already has this many (checked atomically with the
+	// insert).
+	MaxPerTenant int
 }
 
 // UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
@@ -648,4 +656,10 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Purge deletes old history; it returns the number of rows deleted.
 	Purge(ctx context.Context, p PurgeParams) (int, error)
+}
+
+// EndpointLimit is the error of an endpoint refused because its tenant
+// already has max endpoints (CreateEndpointParams.MaxPerTenant).
+func EndpointLimit(tenant string, max int) error {
+	return fmt.Errorf("tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant): %w", tenant, max, ErrLimit)
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Events", s.events)
 	group("Claim", s.claim)
 	group("FairClaim", s.fairClaim)
+	group("EndpointLimit", s.endpointLimit)
 	group("Rescue", s.rescue)
 	group("Complete", s.complete)
 	group("Deliveries", s.deliveries)
@@ -1323,6 +1325,33 @@ func (s suite) fairClaim(t *testing.T) {
 			cursor = store.NextTenantCursor(cursor, cs)
 		}
 		diff(t, "tenants served one per claim", []string{"a", "b", "c", "a", "b", "c", "a"}, served)
+	})
+}
+
+// endpointLimit: CreateEndpointParams.MaxPerTenant refuses the endpoint
+// past the limit with ErrLimit, per tenant, and stores nothing.
+func (s suite) endpointLimit(t *testing.T) {
+	s.run(t, "RefusedPastTheLimit", func(t *testing.T, f *fixture) {
+		for range 2 {
+			if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2}); err != nil {
+				t.Fatalf("CreateEndpoint under the limit: %v", err)
+			}
+		}
+		_, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
+		wantErr(t, "third endpoint of a with a limit of 2", err, store.ErrLimit)
+		if err != nil && !strings.Contains(err.Error(), "2 endpoints") {
+			t.Errorf("the error %q does not name the limit", err)
+		}
+		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("b"), MaxPerTenant: 2}); err != nil {
+			t.Fatalf("another tenant's endpoint: %v", err)
+		}
+		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a")}); err != nil {
+			t.Fatalf("without a limit: %v", err)
+		}
+		page, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "a", ListParams: store.ListParams{Limit: 100}})
+		if err != nil || len(page.Data) != 3 {
+			t.Fatalf("tenant a has %d endpoints (%v), want 3 (2 + 1 without a limit)", len(page.Data), err)
+		}
 	})
 }
 

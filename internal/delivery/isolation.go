@@ -57,6 +57,7 @@ type gate struct {
 type groupGate struct {
 	inflight  int
 	avg       time.Duration // moving average of its attempts' durations
+	busySince time.Time     // when inflight last went from 0 to 1
 	nextDefer time.Time     // due time for the next claim turned away at its cap
 }
 
@@ -72,6 +73,7 @@ type endpointGate struct {
 	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
 	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
 	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
+	busySince time.Time     // when inflight last went from 0 to 1
 	nextDefer time.Time     // due time for the next claim turned away at its cap
 	tenant    string        // the tenant and host its attempts in flight count for
 	host      string
@@ -95,12 +97,19 @@ const minDefer = 5 * time.Millisecond
 // capDefer is when a claim turned away at a cap of c attempts in flight
 // should come back, the attempts there lasting avg on average: one slot
 // frees about every avg/c, so successive claims turned away come back one
-// per expected free slot (next keeps the slot handed out last). Without a
-// measured duration yet (avg == 0) the wait is fallback (DeferDelay). The
-// interval is bounded by [minDefer, maxDefer].
-func capDefer(now time.Time, avg time.Duration, c int, next *time.Time, fallback, maxDefer time.Duration) time.Time {
+// per expected free slot (next keeps the slot handed out last). Before any
+// attempt there has ended (avg == 0), every attempt admitted since
+// busySince is still in flight, so the oldest has lasted now − busySince
+// and none is known to be faster: that age stands for avg (a black hole is
+// recognized as slow long before its first timeout). With neither, the
+// wait is fallback (DeferDelay). The interval is bounded by [minDefer,
+// maxDefer].
+func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next *time.Time, fallback, maxDefer time.Duration) time.Time {
 	if avg == 0 {
-		return now.Add(fallback)
+		if busySince.IsZero() || !now.After(busySince) {
+			return now.Add(fallback)
+		}
+		avg = now.Sub(busySince)
 	}
 	step := avg / time.Duration(max(1, c))
 	step = max(step, minDefer)
@@ -249,7 +258,7 @@ func (g *gate) admitLocked(k admitKey, now time.Time) (ok bool, retryAt time.Tim
 		}
 	}
 	if c := e.maxInflight(g); e.inflight >= c {
-		return false, capDefer(now, e.avg, c, &e.nextDefer, g.deferFor, g.maxDefer), "concurrency_cap"
+		return false, capDefer(now, e.avg, e.busySince, c, &e.nextDefer, g.deferFor, g.maxDefer), "concurrency_cap"
 	}
 	// The caps above the endpoint hold back endpoints that have not proven
 	// fast: those are the ones that keep workers (a fast answer gives its
@@ -260,13 +269,13 @@ func (g *gate) admitLocked(k admitKey, now time.Time) (ok bool, retryAt time.Tim
 	if g.tenantCap > 0 {
 		tg = group(g.tenants, e.tenant)
 		if c := capShare(g.tenantCap, g.rank, g.nodes); e.fast < fastProof && tg.inflight >= c {
-			return false, capDefer(now, tg.avg, c, &tg.nextDefer, g.deferFor, g.maxDefer), "tenant_cap"
+			return false, capDefer(now, tg.avg, tg.busySince, c, &tg.nextDefer, g.deferFor, g.maxDefer), "tenant_cap"
 		}
 	}
 	if g.hostCap > 0 {
 		hg = group(g.hosts, e.host)
 		if c := capShare(g.hostCap, g.rank, g.nodes); e.fast < fastProof && hg.inflight >= c {
-			return false, capDefer(now, hg.avg, c, &hg.nextDefer, g.deferFor, g.maxDefer), "host_cap"
+			return false, capDefer(now, hg.avg, hg.busySince, c, &hg.nextDefer, g.deferFor, g.maxDefer), "host_cap"
 		}
 	}
 	if ratePerSecond > 0 {
@@ -302,12 +311,18 @@ func (g *gate) admitLocked(k admitKey, now time.Time) (ok bool, retryAt time.Tim
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe
 	}
-	e.inflight++
-	if tg != nil {
-		tg.inflight++
+	if e.inflight == 0 {
+		e.busySince = now
 	}
-	if hg != nil {
-		hg.inflight++
+	e.inflight++
+	for _, gg := range []*groupGate{tg, hg} {
+		if gg == nil {
+			continue
+		}
+		if gg.inflight == 0 {
+			gg.busySince = now
+		}
+		gg.inflight++
 	}
 	return true, time.Time{}, ""
 }

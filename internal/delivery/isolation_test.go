@@ -263,3 +263,29 @@ func TestGateAdaptiveDeferDelay(t *testing.T) {
 		t.Fatalf("black hole: back at %v, want after the 2 s bound", at.Sub(t0))
 	}
 }
+
+// Before any attempt has ended, the age of the oldest attempt in flight
+// stands for the average: a black hole is seen as slow before its first
+// timeout, and the claims turned away are spread accordingly.
+func TestGateDeferDelayBeforeFirstAnswer(t *testing.T) {
+	g := newGate(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(4, 0, 10*time.Second)
+	for i := range 4 {
+		if ok, _, _ := g.admitAs(fmt.Sprint("hole", i), "a", "https://h.example/", t0); !ok {
+			t.Fatal("refused under the tenant cap")
+		}
+	}
+	// At t0 nothing is known: DeferDelay.
+	if _, at, reason := g.admitAs("hole9", "a", "https://h.example/", t0); reason != "tenant_cap" || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("at t0: back at %v (%s), want after DeferDelay", at.Sub(t0), reason)
+	}
+	// 2 s later the oldest of the 4 has run 2 s: one slot every 500 ms.
+	now := t0.Add(2 * time.Second)
+	var got []time.Duration
+	for range 2 {
+		_, at, _ := g.admitAs("hole9", "a", "https://h.example/", now)
+		got = append(got, at.Sub(now))
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]time.Duration{500 * time.Millisecond, time.Second}) {
+		t.Fatalf("defer delays %v, want [500ms 1s]", got)
+	}
+}

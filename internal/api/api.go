@@ -67,6 +67,9 @@ type Config struct {
 	Now func() time.Time
 	// MaxPayloadBytes caps the event body sent to endpoints; default 65536.
 	MaxPayloadBytes int
+	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
+	// its tenant with 422 naming the limit; 0 = no limit.
+	MaxEndpointsPerTenant int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
 	// Contract, when set, is served at GET /contract.
@@ -324,6 +327,8 @@ func (s *Server) problem(err error, what string) error {
 		return huma.Error400BadRequest(err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
+	case errors.Is(err, store.ErrLimit):
+		return huma.Error422UnprocessableEntity(strings.TrimSuffix(err.Error(), ": "+store.ErrLimit.Error()))
 	default:
 		s.cfg.Logger.Error("store error", "error", err, "op", what)
 		return huma.Error503ServiceUnavailable("the store is unavailable; retry later (a publish: retry with the same id or Idempotency-Key, it will not be stored twice)")

@@ -211,7 +211,7 @@ func (s *Server) registerEndpoints() {
 			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
-		}})
+		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant})
 		if err != nil {
 			return nil, s.problem(err, "endpoint")
 		}

@@ -83,6 +83,14 @@ type Config struct {
 	// EndpointConcurrency caps attempts in flight per endpoint until it has
 	// proven fast; default Workers/8.
 	EndpointConcurrency int
+	// TenantConcurrency and HostConcurrency cap attempts in flight per
+	// tenant and per destination host to endpoints that have not proven
+	// fast; defaults Workers/4 and Workers/2 (delivery.Config).
+	TenantConcurrency int
+	HostConcurrency   int
+	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
+	// its tenant (422); 0 = no limit.
+	MaxEndpointsPerTenant int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.
 	BreakerThreshold int
@@ -232,6 +240,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Claimers:            claimers,
 		Completers:          claimers,
 		EndpointConcurrency: cfg.EndpointConcurrency,
+		TenantConcurrency:   cfg.TenantConcurrency,
+		HostConcurrency:     cfg.HostConcurrency,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
@@ -253,19 +263,20 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger})
 	m.api, err = api.New(api.Config{
-		Inbound:         m.gateway,
-		SourceChanged:   m.gateway.Forget,
-		Store:           st,
-		URLs:            m.egress,
-		AdminKeyHashes:  keyHashes,
-		PublicURL:       cfg.PublicURL,
-		Notify:          m.engine.Notify,
-		Tester:          m.engine,
-		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Version:         Version,
-		Contract:        Contract(cfg),
-		Metrics:         m.metrics,
-		Logger:          cfg.Logger,
+		Inbound:               m.gateway,
+		SourceChanged:         m.gateway.Forget,
+		Store:                 st,
+		URLs:                  m.egress,
+		AdminKeyHashes:        keyHashes,
+		PublicURL:             cfg.PublicURL,
+		Notify:                m.engine.Notify,
+		Tester:                m.engine,
+		MaxPayloadBytes:       cfg.MaxPayloadBytes,
+		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		Version:               Version,
+		Contract:              Contract(cfg),
+		Metrics:               m.metrics,
+		Logger:                cfg.Logger,
 	})
 	if err != nil {
 		st.Close()

@@ -92,7 +92,6 @@ func TestNewCommandRoutes(t *testing.T) {
 		{[]string{"sources", "get", "src_1"}, "GET", "/v1/sources/src_1", ``},
 		{[]string{"sources", "update", "src_1", "--dedupe", "json:/id"}, "PATCH", "/v1/sources/src_1", `{"dedupe":"json:/id"}`},
 		{[]string{"sources", "delete", "src_1"}, "DELETE", "/v1/sources/src_1", ``},
-		{[]string{"portal", "create", "--tenant", "acme", "--role", "manager"}, "POST", "/v1/portal-sessions", `{"role":"manager","tenant":"acme"}`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			srv, last := fakeAPI(t, 200, "application/json", `{}`)

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	extraCommands = append(extraCommands, newSourcesCmd, newPortalCmd)
+	extraCommands = append(extraCommands, newSourcesCmd)
 }
 
 // sourceFields are the flags shared by sources create and update.
@@ -123,36 +123,5 @@ func newSourcesCmd() *cobra.Command {
 			return o.do(cmd, http.MethodDelete, apiPath("/v1/sources", id, ""), nil, nil)
 		}),
 	)
-	return g
-}
-
-// newPortalCmd is `herald portal create` over /v1/portal-sessions.
-func newPortalCmd() *cobra.Command {
-	o := &apiOpts{}
-	g := apiGroup("portal", "Open the web UI for a tenant's endpoint owners: short-lived portal sessions", o)
-	var tenant, role string
-	var ttl int
-	create := &cobra.Command{
-		Use:   "create --tenant T [--role viewer|manager] [--ttl-seconds N]",
-		Short: "Create a portal session (POST /v1/portal-sessions); the answer holds its URL and token",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant == "" {
-				return errors.New("--tenant is required")
-			}
-			b := map[string]any{"tenant": tenant}
-			if role != "" {
-				b["role"] = role
-			}
-			if ttl != 0 {
-				b["ttl_seconds"] = ttl
-			}
-			return o.do(cmd, http.MethodPost, "/v1/portal-sessions", b, nil)
-		},
-	}
-	create.Flags().StringVar(&tenant, "tenant", "", "the tenant whose endpoint owners open the portal")
-	create.Flags().StringVar(&role, "role", "", "viewer (default) or manager")
-	create.Flags().IntVar(&ttl, "ttl-seconds", 0, "lifetime in seconds, 60–604800 (default 3600)")
-	g.AddCommand(create)
 	return g
 }

@@ -166,7 +166,7 @@ func (h *Housekeeper) emitNotices(ctx context.Context) (int, error) {
 		if err != nil {
 			return published, err
 		}
-		if err := h.cfg.Store.ClearNotice(ctx, ep.ID, n.At); err != nil {
+		if err := h.cfg.Store.ClearNotice(ctx, n.ID); err != nil {
 			return published, err
 		}
 	}

@@ -435,10 +435,14 @@ func (k APIKey) Usable(now time.Time) bool {
 	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 }
 
-// Notice is an operational event waiting to be emitted about an endpoint.
+// Notice is an operational event waiting in the outbox to be emitted about
+// an endpoint: one per change, emitted in ID order, deleted once emitted.
 type Notice struct {
+	ID int64 // position in the outbox
+	// Endpoint is a snapshot taken at the change (ID, Tenant, URL, Kind,
+	// State, StateReason only): the endpoint may be gone or changed since.
 	Endpoint Endpoint
-	Type     string    // "endpoint.disabled", "endpoint.enabled"
+	Type     string    // "endpoint.disabled", "endpoint.enabled", "endpoint.created", …
 	At       time.Time // when the state changed
 	// LastStatusCode and LastError describe the endpoint's last attempt.
 	LastStatusCode int
@@ -577,11 +581,12 @@ type Store interface {
 	// deliveries due before until to until (an open circuit breaker); no
 	// attempt is consumed. It returns how many moved.
 	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
-	// PendingNotices returns up to limit operational events to emit.
+	// PendingNotices returns up to limit operational events to emit, oldest
+	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)
-	// ClearNotice marks the notice of an endpoint emitted, if it is still
-	// the one recorded at the given time.
-	ClearNotice(ctx context.Context, endpointID string, at time.Time) error
+	// ClearNotice removes an emitted notice from the outbox; an id not
+	// there (already cleared) is no error.
+	ClearNotice(ctx context.Context, id int64) error
 	// DeadLetterCounts counts dead letters per endpoint (of one tenant when
 	// tenant is not empty), changed at or after since (zero: all).
 	DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]DeadLetterCount, error)

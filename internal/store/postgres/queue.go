@@ -445,9 +445,12 @@ const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id F
 // deliveries, TestDisableQuerySkipsScan).
 func disableEndpointQuery(reason, cond string) string {
 	return `WITH dis AS (
-		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4, notice = 'endpoint.disabled', notice_at = $4
+		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4
 		WHERE id = ` + completionEndpoint + ` AND state = 'enabled'` + cond + `
-		RETURNING id)
+		RETURNING id, tenant, url, kind, state, state_reason),
+	notice AS (
+		INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.disabled', $4 FROM dis)
 	UPDATE deliveries SET state = 'paused', updated_at = $4
 	WHERE endpoint_id = (SELECT id FROM dis) AND state = 'pending' AND lease_owner IS NULL
 	  AND EXISTS (SELECT 1 FROM dis)`

@@ -3,6 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"testing/fstest"
 
 	"github.com/pressly/goose/v3"
 )
@@ -21,5 +26,33 @@ func MigrateTo(ctx context.Context, db *sql.DB, version int64) error {
 		return err
 	}
 	_, err = prov.UpTo(ctx, version)
+	return err
+}
+
+// MigrateExcept applies every embedded migration but the versions in skip
+// (a database written by a build that did not have them).
+func MigrateExcept(ctx context.Context, db *sql.DB, skip ...int64) error {
+	sub := mustSub(migrations, "migrations")
+	entries, err := fs.ReadDir(sub, ".")
+	if err != nil {
+		return err
+	}
+	keep := fstest.MapFS{}
+	for _, e := range entries {
+		v, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
+		if err != nil || slices.Contains(skip, v) {
+			continue
+		}
+		b, err := fs.ReadFile(sub, e.Name())
+		if err != nil {
+			return err
+		}
+		keep[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	prov, err := goose.NewProvider(goose.DialectSQLite3, db, keep, goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return err
+	}
+	_, err = prov.Up(ctx)
 	return err
 }

@@ -788,13 +788,16 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 // endpoint.disabled, and holds its pending, unleased deliveries (leased ones
 // are held when they complete).
 func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2, notice = 'endpoint.disabled', notice_at = ?2
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2
 		WHERE id = ?3 AND state = 'enabled'`, reason, micro(now), endpointID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
+	}
+	if err := addNotice(ctx, tx, endpointID, "endpoint.disabled", now); err != nil {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
 		micro(now), endpointID)

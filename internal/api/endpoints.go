@@ -199,7 +199,7 @@ func (s *Server) registerEndpoints() {
 			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
-		}})
+		}, Notice: true})
 		if err != nil {
 			return nil, s.problem(err, "endpoint")
 		}
@@ -280,6 +280,7 @@ func (s *Server) registerEndpoints() {
 				return nil, err
 			}
 		}
+		p.Notice = true
 		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
@@ -291,7 +292,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
-		if err := s.db(ctx).DeleteEndpoint(ctx, in.ID); err != nil {
+		if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
 		return &struct{}{}, nil

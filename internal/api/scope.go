@@ -76,11 +76,11 @@ func (t tenantStore) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointP
 	return t.base.UpdateEndpoint(ctx, p)
 }
 
-func (t tenantStore) DeleteEndpoint(ctx context.Context, id string) error {
-	if err := t.own(ctx, id); err != nil {
+func (t tenantStore) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	if err := t.own(ctx, p.ID); err != nil {
 		return err
 	}
-	return t.base.DeleteEndpoint(ctx, id)
+	return t.base.DeleteEndpoint(ctx, p)
 }
 
 func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {

@@ -91,3 +91,53 @@ func TestQuickStateChangesEmitEveryEvent(t *testing.T) {
 		t.Errorf("outbox after the rounds: %+v, %v; want empty", ns, err)
 	}
 }
+
+// Issue 13, point 7: deleting an endpoint emits endpoint.deleted, naming
+// its tenant and URL although its row is gone, to the owner's endpoint.*
+// endpoints and the operator tenant.
+func TestDeleteEmitsEndpointDeleted(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	newEndpoint(t, s, "ep_watch", "acme", "endpoint.*")
+	newEndpoint(t, s, "ep_ops", "ops", "endpoint.*")
+	e, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "acme", URL: "https://a.example/hook", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_ep_a-secret-value", CreatedAt: t0}}, CreatedAt: t0, UpdatedAt: t0}, Notice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return t0.Add(2 * time.Second) }, SpikeThreshold: -1})
+	if err := h.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "ops"} {
+		want := []string{"endpoint.created enabled", "endpoint.deleted enabled"}
+		if got := opEvents(t, s, tenant); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("%s's operational events = %q, want %q", tenant, got, want)
+		}
+		pg, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, EventType: ops.TypeEndpointDeleted})
+		if err != nil || len(pg.Data) != 1 {
+			t.Fatalf("%s's deliveries of endpoint.deleted: %+v, %v; want 1 (to its endpoint.* endpoint)", tenant, pg.Data, err)
+		}
+		ev, err := s.GetEvent(ctx, pg.Data[0].EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Tenant string
+			Data   struct {
+				EndpointID     string `json:"endpoint_id"`
+				EndpointTenant string `json:"endpoint_tenant"`
+				URL            string
+			}
+		}
+		if err := json.Unmarshal(ev.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Tenant != tenant || body.Data.EndpointID != "ep_a" || body.Data.EndpointTenant != "acme" || body.Data.URL != "https://a.example/hook" {
+			t.Errorf("%s's endpoint.deleted: %s", tenant, ev.Body)
+		}
+	}
+}

@@ -194,6 +194,18 @@ func Paginate[T any](items []T, size int, cursor func(T) string) Page[T] {
 // chosen by the caller.
 type CreateEndpointParams struct {
 	Endpoint Endpoint
+	// Notice records endpoint.created (at Endpoint.CreatedAt) in the
+	// notices outbox, in the same transaction.
+	Notice bool
+}
+
+// DeleteEndpointParams deletes an endpoint. Notice records
+// endpoint.deleted at Now in the notices outbox, in the same transaction,
+// with a snapshot of the endpoint (the row is gone afterwards).
+type DeleteEndpointParams struct {
+	ID     string
+	Notice bool
+	Now    time.Time
 }
 
 // UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
@@ -205,6 +217,9 @@ type UpdateEndpointParams struct {
 	Headers            *map[string]string
 	RateLimitPerSecond *int
 	Now                time.Time
+	// Notice records endpoint.updated (at Now, with the endpoint as
+	// updated) in the notices outbox, in the same transaction.
+	Notice bool
 }
 
 // ListEndpointsParams lists endpoints, optionally of one tenant. Sources'
@@ -435,6 +450,15 @@ func (k APIKey) Usable(now time.Time) bool {
 	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 }
 
+// Types of the notices the store records.
+const (
+	NoticeEndpointCreated  = "endpoint.created"
+	NoticeEndpointUpdated  = "endpoint.updated"
+	NoticeEndpointDeleted  = "endpoint.deleted"
+	NoticeEndpointDisabled = "endpoint.disabled"
+	NoticeEndpointEnabled  = "endpoint.enabled"
+)
+
 // Notice is an operational event waiting in the outbox to be emitted about
 // an endpoint: one per change, emitted in ID order, deleted once emitted.
 type Notice struct {
@@ -442,7 +466,7 @@ type Notice struct {
 	// Endpoint is a snapshot taken at the change (ID, Tenant, URL, Kind,
 	// State, StateReason only): the endpoint may be gone or changed since.
 	Endpoint Endpoint
-	Type     string    // "endpoint.disabled", "endpoint.enabled", "endpoint.created", …
+	Type     string    // NoticeEndpoint…
 	At       time.Time // when the state changed
 	// LastStatusCode and LastError describe the endpoint's last attempt.
 	LastStatusCode int
@@ -543,7 +567,7 @@ type Store interface {
 	UpdateEndpoint(ctx context.Context, p UpdateEndpointParams) (Endpoint, error)
 	// DeleteEndpoint removes the endpoint and its deliveries' queue entries
 	// (events are kept). ErrNotFound for an unknown id.
-	DeleteEndpoint(ctx context.Context, id string) error
+	DeleteEndpoint(ctx context.Context, p DeleteEndpointParams) error
 
 	// PublishEvent stores the event and its deliveries in one transaction.
 	// Reusing an id or (tenant, idempotency key) with a different type or

@@ -316,14 +316,28 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
-	return s.getEndpoint(ctx, s.w, e.ID)
+	if p.Notice {
+		if err := addNotice(ctx, tx, e.ID, store.NoticeEndpointCreated, e.CreatedAt); err != nil {
+			return store.Endpoint{}, wrap("create endpoint", err)
+		}
+	}
+	got, err := s.getEndpoint(ctx, tx, e.ID)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	return got, wrap("create endpoint", tx.Commit())
 }
 
 type querier interface {
@@ -437,6 +451,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	if e, err = s.getEndpoint(ctx, tx, p.ID); err != nil {
 		return store.Endpoint{}, err
 	}
+	if p.Notice {
+		if err := addNotice(ctx, tx, p.ID, store.NoticeEndpointUpdated, p.Now); err != nil {
+			return store.Endpoint{}, wrap("update endpoint", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
 	}
@@ -444,12 +463,19 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 }
 
 // DeleteEndpoint implements store.Store.
-func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	id := p.ID
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap("delete endpoint", err)
 	}
 	defer tx.Rollback()
+	if p.Notice {
+		// The snapshot is taken before the row goes.
+		if err := addNotice(ctx, tx, id, store.NoticeEndpointDeleted, p.Now); err != nil {
+			return wrap("delete endpoint", err)
+		}
+	}
 	res, err := tx.ExecContext(ctx, "DELETE FROM endpoints WHERE id = ?", id)
 	if err != nil {
 		return wrap("delete endpoint", err)

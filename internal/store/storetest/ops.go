@@ -958,6 +958,42 @@ func (s suite) noticesGroup(t *testing.T) {
 			t.Errorf("after clearing the second notice: %+v, want the first and the third", left)
 		}
 	})
+	// Issue 13, point 7: creating, updating and deleting an endpoint
+	// record endpoint.created, endpoint.updated and endpoint.deleted when
+	// asked, each with the endpoint as it was then — the deleted one's
+	// tenant and URL although its row is gone.
+	s.run(t, "EndpointLifecycle", func(t *testing.T, f *fixture) {
+		e := newEndpoint("acme")
+		e.CreatedAt, e.UpdatedAt = at(time.Second), at(time.Second)
+		created, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: e, Notice: true})
+		if err != nil {
+			t.Fatalf("CreateEndpoint: %v", err)
+		}
+		f.endpoint("acme") // without Notice: nothing recorded
+		u := "https://moved.example/hook"
+		updated, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &u, Now: at(2 * time.Second), Notice: true})
+		if err != nil {
+			t.Fatalf("UpdateEndpoint: %v", err)
+		}
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: at(3 * time.Second)}); err != nil {
+			t.Fatalf("DeleteEndpoint: %v", err)
+		}
+		diff(t, "PendingNotices", []store.Notice{
+			{Endpoint: snap(created), Type: store.NoticeEndpointCreated, At: at(time.Second)},
+			{Endpoint: snap(updated), Type: store.NoticeEndpointUpdated, At: at(2 * time.Second)},
+			{Endpoint: snap(updated), Type: store.NoticeEndpointDeleted, At: at(3 * time.Second)},
+		}, f.notices())
+		if updated.URL != u {
+			t.Errorf("updated URL = %q, want %q", updated.URL, u)
+		}
+		// A failed delete records nothing.
+		wantErr(t, "DeleteEndpoint again", f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: at(4 * time.Second)}), store.ErrNotFound)
+		_, err = f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &u, Now: at(5 * time.Second), Notice: true})
+		wantErr(t, "UpdateEndpoint after delete", err, store.ErrNotFound)
+		if got := len(f.notices()); got != 3 {
+			t.Errorf("notices after failed changes: %d, want 3", got)
+		}
+	})
 	s.run(t, "LastAttemptOfEndpoint", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		fresh := f.endpoint("globex", "nothing.*")

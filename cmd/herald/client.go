@@ -346,6 +346,20 @@ func newEndpointsCmd() *cobra.Command {
 		apiIDCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secret"), nil, nil)
 		}),
+		apiIDCmd("secrets ID", "List an endpoint's active signing secrets: ids and expiry, never values (GET /v1/endpoints/{id}/secrets)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secrets"), nil, nil)
+		}),
+		&cobra.Command{
+			Use:   "revoke-secret ID SECRET_ID",
+			Short: "Revoke an older secret before its rotation overlap ends (DELETE /v1/endpoints/{id}/secrets/{secret_id})",
+			Long: `Revoke one of the older secrets a rotation keeps signing during its overlap, now
+instead of at its expiry. SECRET_ID (sec_…) comes from 'herald endpoints secrets ID'.
+The current secret cannot be revoked (409): rotate it with overlap_seconds 0 instead.`,
+			Args: cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return o.do(cmd, http.MethodDelete, apiPath("/v1/endpoints", args[0], "/secrets/")+url.PathEscape(args[1]), nil, nil)
+			},
+		},
 	)
 	return g
 }

@@ -83,6 +83,13 @@ func (t tenantStore) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointP
 	return t.base.DeleteEndpoint(ctx, p)
 }
 
+func (t tenantStore) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, err
+	}
+	return t.base.RevokeSecret(ctx, p)
+}
+
 func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
 	if err := t.own(ctx, p.ID); err != nil {
 		return store.Endpoint{}, err

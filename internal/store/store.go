@@ -407,6 +407,14 @@ type UpdateSourceParams struct {
 	Now            time.Time
 }
 
+// RevokeSecretParams revokes one of an endpoint's older secrets (one kept
+// valid by a rotation overlap) before its expiry.
+type RevokeSecretParams struct {
+	ID       string // the endpoint
+	SecretID string // store.SecretID of the secret
+	Now      time.Time
+}
+
 // RotateSecretParams rotates an endpoint's signing secret.
 type RotateSecretParams struct {
 	ID                string
@@ -623,6 +631,10 @@ type Store interface {
 	// dropped at once); secrets already expired at Now are dropped.
 	// ErrNotFound for an unknown id.
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
+	// RevokeSecret drops one older secret (RevokedSecrets). ErrNotFound
+	// for an unknown endpoint or secret; ErrCurrentSecret for the current
+	// secret.
+	RevokeSecret(ctx context.Context, p RevokeSecretParams) (Endpoint, error)
 	// CreateSource stores a source and its forwarding endpoint.
 	CreateSource(ctx context.Context, p CreateSourceParams) (Source, error)
 	// GetSource returns ErrNotFound for an unknown id.

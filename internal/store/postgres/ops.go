@@ -298,22 +298,41 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // the new list is computed (store.RotatedSecrets, the drivers' shared rule)
 // and written, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RotatedSecrets(old, p), nil
+	})
+}
+
+// RevokeSecret implements store.Store, as RotateSecret.
+func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RevokedSecrets(old, p.SecretID, p.Now)
+	})
+}
+
+// changeSecrets replaces an endpoint's secrets with change(its secrets),
+// the row locked between the read and the write.
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	var e store.Endpoint
 	b := newTxBatch()
-	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", p.ID).QueryRow(func(row pgx.Row) error {
+	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", id).QueryRow(func(row pgx.Row) error {
 		var err error
 		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 		}
 		return err
 	})
-	err := s.txBatch(ctx, "rotate secret", b, func(tx pgx.Tx) error {
-		sec, err := store.EncodeSecrets(s.box, e.ID, store.RotatedSecrets(e.Secrets, p))
+	err := s.txBatch(ctx, op, b, func(tx pgx.Tx) error {
+		ss, err := change(e.Secrets)
+		if err != nil {
+			return err
+		}
+		sec, err := store.EncodeSecrets(s.box, e.ID, ss)
 		if err != nil {
 			return err
 		}
 		e, err = s.scanEndpoint(tx.QueryRow(ctx, "UPDATE endpoints SET secrets = $2, updated_at = $3 WHERE id = $1 RETURNING "+endpointColumns,
-			p.ID, sec, ts(p.Now)))
+			id, sec, ts(now)))
 		return err
 	})
 	if err != nil {

@@ -315,29 +315,45 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // RotateSecret implements store.Store; the read and the write happen in one
 // transaction, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RotatedSecrets(old, p), nil
+	})
+}
+
+// RevokeSecret implements store.Store, as RotateSecret.
+func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RevokedSecrets(old, p.SecretID, p.Now)
+	})
+}
+
+// changeSecrets replaces an endpoint's secrets with change(its secrets) in
+// one transaction.
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return store.Endpoint{}, wrap("rotate secret", err)
+		return store.Endpoint{}, wrap(op, err)
 	}
 	defer tx.Rollback()
-	e, err := s.getEndpoint(ctx, tx, p.ID)
+	e, err := s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	e.Secrets = store.RotatedSecrets(e.Secrets, p)
-	e.UpdatedAt = p.Now
+	if e.Secrets, err = change(e.Secrets); err != nil {
+		return store.Endpoint{}, err
+	}
 	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(p.Now), p.ID); err != nil {
-		return store.Endpoint{}, wrap("rotate secret", err)
+	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(now), id); err != nil {
+		return store.Endpoint{}, wrap(op, err)
 	}
-	e, err = s.getEndpoint(ctx, tx, p.ID)
+	e, err = s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	return e, wrap("rotate secret", tx.Commit())
+	return e, wrap(op, tx.Commit())
 }
 
 // EnsureMeta implements store.Store.

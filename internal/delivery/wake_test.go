@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -78,3 +79,31 @@ func TestDueBefore(t *testing.T) {
 type nopSender struct{}
 
 func (nopSender) Do(context.Context, egress.Request) egress.Result { return egress.Result{} }
+
+type blockedSender struct{}
+
+func (blockedSender) Do(context.Context, egress.Request) egress.Result {
+	return egress.Result{ErrorClass: egress.ClassBlocked, ErrorDetail: "destination address is not allowed by the egress policy"}
+}
+
+// Issue 13, point 3: an attempt the egress policy refuses dead-letters the
+// delivery at once, with the error "blocked", instead of retrying it on
+// the whole schedule.
+func TestBlockedDestinationIsDeadAtOnce(t *testing.T) {
+	if egress.ClassBlocked != retry.ErrorClassBlocked {
+		t.Fatalf("egress.ClassBlocked %q != retry.ErrorClassBlocked %q", egress.ClassBlocked, retry.ErrorClassBlocked)
+	}
+	e, err := New(Config{Store: wakeStore{}, Sender: blockedSender{}, Clock: fixedClock{t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Claim{
+		Delivery: store.Delivery{ID: "dlv_1", EndpointID: "ep_1"},
+		Event:    store.Event{ID: "evt_1", Type: "invoice.paid", Body: []byte(`{}`)},
+		Endpoint: store.Endpoint{ID: "ep_1", URL: "https://internal.example/", Secrets: []store.Secret{{Value: "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", CreatedAt: t0}}},
+	}
+	comp, _ := e.attempt(t.Context(), c)
+	if comp.State != store.DeliveryDead || comp.Attempt.Error != "blocked" || comp.Attempt.Number != 1 {
+		t.Fatalf("completion of a blocked first attempt: state %s, error %q, attempt %d; want dead, blocked, 1", comp.State, comp.Attempt.Error, comp.Attempt.Number)
+	}
+}

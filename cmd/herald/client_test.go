@@ -354,6 +354,7 @@ func TestDLQReplayEndpoint(t *testing.T) {
 	}{
 		{nil, `{"state":"dead"}`},
 		{[]string{"--since", "2026-01-31T09:00:00Z"}, `{"since":"2026-01-31T09:00:00Z","state":"dead"}`},
+		{[]string{"--since", "2026-01-31T09:00:00Z", "--until", "2026-01-31T10:00:00Z"}, `{"since":"2026-01-31T09:00:00Z","state":"dead","until":"2026-01-31T10:00:00Z"}`},
 		{[]string{"--event-type", "file.created", "--since", "2026-01-31T09:00:00.5+02:00"}, `{"event_type":"file.created","since":"2026-01-31T09:00:00.5+02:00","state":"dead"}`},
 	}
 	for _, c := range cases {
@@ -433,6 +434,7 @@ func TestOperationsUsageErrors(t *testing.T) {
 		{"dlq", "replay", "ep_1", "--delivery", "dlv_1"},                // both
 		{"dlq", "replay", "--delivery", "dlv_1", "--since", "1h"},       // --since selects an endpoint's
 		{"dlq", "replay", "--delivery", "dlv_1", "--event-type", "a.b"}, // so does --event-type
+		{"dlq", "replay", "--delivery", "dlv_1", "--until", "1h"},       // and --until
 		{"endpoints", "pause"},                                          // no id
 		{"endpoints", "resume", "ep_1", "ep_2"},                         // two ids
 		{"deliveries", "replay"},                                        // no id

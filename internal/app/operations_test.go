@@ -78,6 +78,15 @@ func TestReplayEndpointDeadLetters(t *testing.T) {
 	rcv.script = []int{200}
 	rcv.mu.Unlock()
 	var out struct{ Replayed int }
+	// until bounds the window (issue 13, point 5): nothing was dead-lettered
+	// before an hour ago; a window that ends before it starts is refused.
+	hourAgo := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead","until":"`+hourAgo+`"}`, &out); st != 200 || out.Replayed != 0 {
+		t.Fatalf("replay until an hour ago: %d %s, want replayed 0", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead","since":"`+hourAgo+`","until":"`+hourAgo+`"}`, nil); st != 422 || !strings.Contains(string(raw), "until must be after since") {
+		t.Fatalf("replay with until = since: %d %s, want 422", st, raw)
+	}
 	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead"}`, &out); st != 200 || out.Replayed != 3 {
 		t.Fatalf("replay: %d %s, want replayed 3", st, raw)
 	}

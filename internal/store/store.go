@@ -13,6 +13,8 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -290,7 +292,20 @@ type ListDeliveriesParams struct {
 
 // ClaimParams claims up to Limit due deliveries (state pending, NextAttemptAt
 // <= Now, not leased, endpoint enabled) for Owner until Now+Lease, oldest due
-// first.
+// first and, among those due at the same time (released by an enable or a
+// replay), in creation order (by id: ids are time-sortable); the claims
+// are returned in that order (SortClaims).
+// SortClaims orders claims as ClaimParams says: by NextAttemptAt, then by
+// delivery id.
+func SortClaims(cs []Claim) {
+	slices.SortFunc(cs, func(a, b Claim) int {
+		if c := a.Delivery.NextAttemptAt.Compare(b.Delivery.NextAttemptAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
+	})
+}
+
 type ClaimParams struct {
 	Owner string
 	Limit int
@@ -371,6 +386,7 @@ type ReplayParams struct {
 	EndpointID string
 	States     []DeliveryState // default: dead only
 	Since      time.Time       // only those last changed at or after Since
+	Until      time.Time       // zero, or only those last changed before Until
 	EventType  string          // only this event type
 	Now        time.Time
 }

@@ -115,6 +115,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		if !p.Since.IsZero() {
 			f.add("updated_at >= ?", ts(p.Since))
 		}
+		if !p.Until.IsZero() {
+			f.add("updated_at < ?", ts(p.Until))
+		}
 		if p.EventType != "" {
 			f.add("event_type = ?", p.EventType)
 		}

@@ -294,7 +294,9 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 }
 
 // claimQuery leases due deliveries. The inner SELECT walks the partial index
-// deliveries_due in next_attempt_at order and stops after $4 rows it could
+// deliveries_due in (next_attempt_at, id) order — deliveries due at the same
+// time (released by an enable or a replay) in creation order, ids being
+// time-sortable — and stops after $4 rows it could
 // lock (SKIP LOCKED: rows another claimer is taking are passed over, never
 // waited for, never returned twice). ARRAY(…) makes it an InitPlan run once,
 // so the UPDATE finds the rows by primary key whatever the planner thinks
@@ -303,7 +305,7 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
 		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
-		ORDER BY next_attempt_at
+		ORDER BY next_attempt_at, id
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
@@ -351,6 +353,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 			claims = append(claims, store.Claim{Delivery: d})
 		}
+		store.SortClaims(claims)
 		return rows.Err()
 	})
 	b.Queue(claimedEvents, p.Owner, until).Query(func(rows pgx.Rows) error {

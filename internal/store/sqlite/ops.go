@@ -107,6 +107,10 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		where = append(where, "updated_at >= ?")
 		args = append(args, micro(p.Since))
 	}
+	if !p.Until.IsZero() {
+		where = append(where, "updated_at < ?")
+		args = append(args, micro(p.Until))
+	}
 	if p.EventType != "" {
 		where = append(where, "event_type = ?")
 		args = append(args, p.EventType)

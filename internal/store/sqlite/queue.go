@@ -416,7 +416,7 @@ const (
 	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
 		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
 		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ? + 0)
+		             ORDER BY next_attempt_at, id LIMIT ? + 0)
 		RETURNING `
 	// NextDueQuery finds the earliest due time of a claimable delivery.
 	NextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL"
@@ -455,6 +455,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if len(claims) == 0 {
 		return nil, nil
 	}
+	store.SortClaims(claims)
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
 	for _, c := range claims {

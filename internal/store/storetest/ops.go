@@ -203,6 +203,41 @@ func (s suite) endpointState(t *testing.T) {
 			t.Errorf("PendingNotices after a pause without Notice = %+v, want none", ns)
 		}
 	})
+	// Issue 13, point 5: deliveries released together (due at the same
+	// time) are claimed in creation order, whatever order they were held
+	// or dead-lettered in.
+	s.run(t, "ReleasedInCreationOrder", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		var want []string
+		for i := range 6 {
+			res := f.publish("acme", "file.created", at(time.Duration(i)*time.Second))
+			want = append(want, f.deliveryFor(res.Event.ID, e.ID).ID)
+		}
+		// Claimed and failed in reverse order, then held by a pause while
+		// their retries wait.
+		cs := f.claim("w", 10, time.Minute, at(10*time.Second))
+		slices.Reverse(cs)
+		for i, c := range cs {
+			f.complete(failure(c, at(11*time.Second+time.Duration(i)*time.Millisecond), at(12*time.Second), at(time.Hour-time.Duration(i)*time.Second), 500, ""))
+		}
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointPaused, Now: at(time.Minute)})
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(2 * time.Minute)})
+		// One claim returns them in creation order (the engine hands them to
+		// its workers in that order), and so do claims of one at a time.
+		diff(t, "claim order after release", want, claimIDs(f.claim("w", 10, time.Minute, at(2*time.Minute))))
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointPaused, Now: at(3 * time.Minute)})
+		f.s.RescueExpiredLeases(f.ctx, at(time.Hour))
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(time.Hour)})
+		var got []string
+		for range want {
+			cs := f.claim("w", 1, time.Minute, at(time.Hour))
+			if len(cs) != 1 {
+				t.Fatalf("claim(limit 1) = %d claims, want 1", len(cs))
+			}
+			got = append(got, cs[0].Delivery.ID)
+		}
+		diff(t, "claim order after release, one at a time", want, got)
+	})
 	s.run(t, "PauseTwiceHoldsNothingMore", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		f.publish("acme", "file.created", base)
@@ -452,6 +487,10 @@ func (s suite) replay(t *testing.T) {
 		{"EndpointExplicitSucceeded", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded}}, []int{3}},
 		{"EndpointDeadAndSucceeded", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded, store.DeliveryDead}}, []int{0, 1, 2, 3}},
 		{"EndpointSucceededSince", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded}, Since: at(3 * time.Minute)}, []int{3}},
+		// Issue 13, point 5: until bounds the window (exclusive).
+		{"EndpointUntil", store.ReplayParams{Until: at(2 * time.Minute)}, []int{0}},
+		{"EndpointSinceUntil", store.ReplayParams{Since: at(2 * time.Minute), Until: at(3 * time.Minute)}, []int{1}},
+		{"EndpointUntilAfterAll", store.ReplayParams{Until: at(3*time.Minute + time.Microsecond)}, []int{0, 1, 2}},
 	}
 	for _, c := range cases {
 		s.run(t, "Filters/"+c.name, func(t *testing.T, f *fixture) {

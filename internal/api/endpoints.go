@@ -392,7 +392,7 @@ func (s *Server) registerEndpoints() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-endpoint-secret", Method: http.MethodDelete, Path: "/v1/endpoints/{id}/secrets/{secret_id}", Tags: []string{"endpoints"},
-		Summary: "Revoke an older secret before its overlap ends (409 for the current secret: rotate with overlap_seconds 0 instead)",
+		Summary:       "Revoke an older secret before its overlap ends (409 for the current secret: rotate with overlap_seconds 0 instead)",
 		DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath

@@ -152,6 +152,7 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t, func(c *app.Config) {
 		c.DisableAfter = 300 * time.Millisecond
+		c.DisableMinFailures = 3
 		c.RetrySchedule = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
 		c.BreakerThreshold = 1000
 		c.HousekeepingInterval = 50 * time.Millisecond

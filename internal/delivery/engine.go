@@ -110,6 +110,10 @@ type Config struct {
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (docs/contract.md: 5 days); 0 = never.
 	DisableAfter time.Duration
+	// DisableMinFailures is the least number of failed attempts the streak
+	// must count besides lasting DisableAfter; default 10 (docs/operations.md,
+	// "Auto-disable"). A single failure after a quiet period never disables.
+	DisableMinFailures int
 	// Membership, when set (drivers whose database several nodes share),
 	// makes endpoints' concurrency caps and rate limits hold across the
 	// nodes: each node heartbeats and takes its share (cluster.go). Nil: a
@@ -125,6 +129,9 @@ type Config struct {
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultDisableMinFailures is the default of Config.DisableMinFailures.
+const DefaultDisableMinFailures = 10
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -184,6 +191,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DeferDelay <= 0 {
 		c.DeferDelay = time.Second
+	}
+	if c.DisableMinFailures <= 0 {
+		c.DisableMinFailures = DefaultDisableMinFailures
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
@@ -628,13 +638,14 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 
 	a := attemptRecord(d.ID, number, start, res)
 	comp := store.Completion{
-		DeliveryID:   d.ID,
-		EndpointID:   ep.ID,
-		Owner:        e.cfg.Owner,
-		Attempt:      a,
-		ClientError:  clientErr,
-		DisableAfter: e.cfg.DisableAfter,
-		Now:          now,
+		DeliveryID:         d.ID,
+		EndpointID:         ep.ID,
+		Owner:              e.cfg.Owner,
+		Attempt:            a,
+		ClientError:        clientErr,
+		DisableAfter:       e.cfg.DisableAfter,
+		DisableMinFailures: e.cfg.DisableMinFailures,
+		Now:                now,
 	}
 	switch dec.Verdict {
 	case retry.Succeeded:

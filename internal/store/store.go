@@ -335,9 +335,12 @@ type Completion struct {
 	DisableReason   string
 	// DisableAfter, when positive, disables the endpoint (with notice
 	// endpoint.disabled) once its current failure streak is at least this
-	// long: every attempt since FailingSince failed. A success resets the
-	// streak.
-	DisableAfter time.Duration
+	// long — every attempt since FailingSince failed — and counts at least
+	// DisableMinFailures failed attempts (this one included), so a single
+	// failure after a quiet period does not disable it. A success resets
+	// the streak.
+	DisableAfter       time.Duration
+	DisableMinFailures int
 	// Deferred: no attempt was made (the endpoint was at its concurrency
 	// cap, rate limit or open circuit); the delivery is only moved to
 	// NextAttemptAt and its lease cleared. Attempt is ignored.

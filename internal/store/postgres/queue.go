@@ -462,12 +462,12 @@ func disableEndpointQuery(reason, cond string) string {
 var (
 	// goneQuery: a 410 Gone; $3 is the reason given.
 	goneQuery = disableEndpointQuery("$3::text", "")
-	// streakQuery: the failure streak started at or before the cutoff $5;
-	// $3 describes the last attempt. The reason reads as the SQLite
+	// streakQuery: the failure streak started at or before the cutoff $5
+	// and counts at least $6 failed attempts; $3 describes the last attempt. The reason reads as the SQLite
 	// driver's: "every attempt failed since <RFC 3339> (last: status 503)".
 	streakQuery = disableEndpointQuery(
 		`'every attempt failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (last: ' || $3::text || ')'`,
-		" AND failing_since <= $5")
+		" AND failing_since <= $5 AND failure_count >= $6::integer")
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
@@ -539,16 +539,19 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
 				c.EndpointID, c.DeliveryID)
 		default:
-			// A failure starts the streak (no write when one is running)…
-			b.Queue(`UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
+			// A failure starts the streak or adds to its count…
+			b.Queue(`UPDATE endpoints SET failing_since = COALESCE(failing_since, $3),
+				failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
+				WHERE id = `+completionEndpoint,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
-			// …and one that has lasted DisableAfter disables the endpoint.
+			// …and one that has lasted DisableAfter with enough failures
+			// disables the endpoint.
 			if cutoffs[i] != nil {
 				last := "error " + a.Error
 				if a.StatusCode != 0 {
 					last = "status " + strconv.Itoa(a.StatusCode)
 				}
-				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}
 	}

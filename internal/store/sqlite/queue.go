@@ -601,7 +601,9 @@ const (
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
 	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
-	startStreakSQL = "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since"
+	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
+		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
+		WHERE id = ?2 RETURNING failing_since, failure_count`
 )
 
 var errNotBulk = errors.New("batch needs the row-by-row path")
@@ -760,21 +762,25 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 }
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
-// failure starts it (if none) and, past DisableAfter, disables the endpoint.
+// failure starts it (if none) or adds to it and, past DisableAfter with at
+// least DisableMinFailures failures, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
 		_, err := s.stmt(ctx, tx, clearStreakSQL).ExecContext(ctx, endpointID)
 		return err
 	}
-	var since sql.NullInt64
-	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since)
+	var (
+		since    sql.NullInt64
+		failures int
+	)
+	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil || c.DisableAfter <= 0 || !since.Valid {
 		return err
 	}
-	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter {
+	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
 		return nil
 	}
 	last := "error " + c.Attempt.Error

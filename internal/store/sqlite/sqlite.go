@@ -321,12 +321,20 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
 	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	// One statement on the single writer: the count and the insert are
+	// atomic. ?15 is the limit (0 = none), ?2 the tenant.
+	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14"+
+		" WHERE ?15 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?15", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.Endpoint{}, wrap("create endpoint", err)
+	} else if n == 0 {
+		return store.Endpoint{}, store.EndpointLimit(e.Tenant, p.MaxPerTenant)
 	}
 	if p.Notice {
 		if err := addNotice(ctx, tx, e.ID, store.NoticeEndpointCreated, e.CreatedAt); err != nil {

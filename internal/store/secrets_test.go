@@ -68,4 +68,3 @@ func TestRevokedSecrets(t *testing.T) {
 		t.Errorf("SecretID = %q", id)
 	}
 }
-

@@ -364,6 +364,20 @@ func newEndpointsCmd() *cobra.Command {
 		apiIDCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secret"), nil, nil)
 		}),
+		apiIDCmd("secrets ID", "List an endpoint's active signing secrets: ids and expiry, never values (GET /v1/endpoints/{id}/secrets)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secrets"), nil, nil)
+		}),
+		&cobra.Command{
+			Use:   "revoke-secret ID SECRET_ID",
+			Short: "Revoke an older secret before its rotation overlap ends (DELETE /v1/endpoints/{id}/secrets/{secret_id})",
+			Long: `Revoke one of the older secrets a rotation keeps signing during its overlap, now
+instead of at its expiry. SECRET_ID (sec_…) comes from 'herald endpoints secrets ID'.
+The current secret cannot be revoked (409): rotate it with overlap_seconds 0 instead.`,
+			Args: cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return o.do(cmd, http.MethodDelete, apiPath("/v1/endpoints", args[0], "/secrets/")+url.PathEscape(args[1]), nil, nil)
+			},
+		},
 	)
 	return g
 }
@@ -416,15 +430,15 @@ func newDLQCmd() *cobra.Command {
 	counts.Flags().Var(&countSince, "since", "only dead letters dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
 
 	var replayDelivery, replayType string
-	var replaySince sinceValue
+	var replaySince, replayUntil sinceValue
 	replay := &cobra.Command{
 		Use:   "replay ENDPOINT_ID | --delivery DLV_ID",
-		Short: "Replay dead letters: an endpoint's (all, since a time, of a type) or one delivery",
+		Short: "Replay dead letters: an endpoint's (all, in a time window, of a type) or one delivery",
 		Long: `Replay dead letters: they go back to pending (held instead, if the endpoint is
 paused or disabled) with the same event ids, and their attempts are added to
 the same deliveries. The answer is {"replayed":N}.
-  herald dlq replay ENDPOINT_ID [--since T] [--event-type TYPE]
-      POST /v1/endpoints/{id}/replay {"state":"dead","since":T,"event_type":TYPE}
+  herald dlq replay ENDPOINT_ID [--since T] [--until T] [--event-type TYPE]
+      POST /v1/endpoints/{id}/replay {"state":"dead","since":T,"until":T,"event_type":TYPE}
   herald dlq replay --delivery DLV_ID
       POST /v1/deliveries/{id}/replay (replayed: 0 if it is not dead)`,
 		Args: cobra.MaximumNArgs(1),
@@ -433,8 +447,8 @@ the same deliveries. The answer is {"replayed":N}.
 				if len(args) == 1 {
 					return errors.New("give ENDPOINT_ID or --delivery, not both")
 				}
-				if replaySince.s != "" || replayType != "" {
-					return errors.New("--since and --event-type select an endpoint's dead letters; not with --delivery")
+				if replaySince.s != "" || replayUntil.s != "" || replayType != "" {
+					return errors.New("--since, --until and --event-type select an endpoint's dead letters; not with --delivery")
 				}
 				return o.do(cmd, http.MethodPost, apiPath("/v1/deliveries", replayDelivery, "/replay"), nil, nil)
 			}
@@ -445,6 +459,9 @@ the same deliveries. The answer is {"replayed":N}.
 			if replaySince.s != "" {
 				b["since"] = replaySince.s
 			}
+			if replayUntil.s != "" {
+				b["until"] = replayUntil.s
+			}
 			if replayType != "" {
 				b["event_type"] = replayType
 			}
@@ -454,6 +471,7 @@ the same deliveries. The answer is {"replayed":N}.
 	replay.Flags().StringVar(&replayDelivery, "delivery", "", "replay this one dead delivery (dlv_…) instead of an endpoint's")
 	replay.Flags().StringVar(&replayType, "event-type", "", "only dead letters of this event type")
 	replay.Flags().Var(&replaySince, "since", "only those dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
+	replay.Flags().Var(&replayUntil, "until", "only those dead-lettered before this time: RFC 3339, or a duration ago such as 30m")
 
 	g.AddCommand(list, counts, replay)
 	return g

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
 
@@ -58,6 +59,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			}
 			if cfg.AttemptTimeout <= 0 {
 				return fmt.Errorf("--attempt-timeout must be positive")
+			}
+			if cfg.DisableMinFailures < 1 {
+				return fmt.Errorf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", cfg.DisableMinFailures)
 			}
 			if cfg.HeartbeatInterval < 10*time.Millisecond || cfg.HeartbeatInterval > time.Minute {
 				return fmt.Errorf("--heartbeat-interval %v: use 10ms to 1m (a starting node waits 3 intervals before it delivers)", cfg.HeartbeatInterval)
@@ -139,6 +143,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
 	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
+	f.IntVar(&cfg.DisableMinFailures, "disable-min-failures", delivery.DefaultDisableMinFailures, "and only once that failure streak counts at least this many failed attempts")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach Herald at (e.g. https://herald.example.com), for the links Herald hands out (portal sessions); default: the scheme and host of each request")
 	f.StringVar(&cfg.OperatorTenant, "operator-tenant", "", "tenant that also receives every operational event (endpoint.disabled, …)")
 	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", 10, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (negative = off)")

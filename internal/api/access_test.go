@@ -228,7 +228,22 @@ func matrix(w *world) map[string]route {
 		w.mustCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"bravo","url":"https://bravo-receiver.example/2"}`, 201, &b)
 		return "/v1/endpoints/" + a.ID, "/v1/endpoints/" + b.ID
 	}
+	// oldSecrets rotates a fresh endpoint of each tenant and returns the
+	// paths of their previous secrets, kept by the overlap.
+	oldSecrets := func(w *world) (string, string) {
+		a, b := newEndpoints(w)
+		var paths [2]string
+		for i, ep := range []string{a, b} {
+			var list struct{ Data []struct{ ID string } }
+			w.mustCall(adminKey, "GET", ep+"/secrets", "", 200, &list)
+			w.mustCall(adminKey, "POST", ep+"/rotate-secret", `{"overlap_seconds":3600}`, 200, nil)
+			paths[i] = ep + "/secrets/" + list.Data[0].ID
+		}
+		return paths[0], paths[1]
+	}
 	return map[string]route{
+		"list-endpoint-secrets":    {roles: "M", method: "GET", pathA: "/v1/endpoints/" + w.epA + "/secrets", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/secrets", statusB: 404},
+		"revoke-endpoint-secret":   {roles: "M", method: "DELETE", ok: 204, statusB: 404, prep: oldSecrets},
 		"create-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints", body: `{"tenant":"acme","url":"https://acme-receiver.example/new"}`, ok: 201, pathB: "/v1/endpoints", bodyB: `{"tenant":"bravo","url":"https://x.example/"}`, statusB: 403},
 		"list-endpoints":           {roles: "MV", method: "GET", pathA: "/v1/endpoints", ok: 200, pathB: "/v1/endpoints?tenant=bravo", statusB: 403},
 		"get-endpoint":             {roles: "MV", method: "GET", pathA: "/v1/endpoints/" + w.epA, ok: 200, pathB: "/v1/endpoints/" + w.epB, statusB: 404},

@@ -377,6 +377,8 @@ var Policy = map[string]Access{
 	"delete-endpoint":          managers,
 	"get-endpoint-secret":      managers,
 	"rotate-endpoint-secret":   managers,
+	"list-endpoint-secrets":    managers,
+	"revoke-endpoint-secret":   managers,
 	"test-endpoint":            managers,
 	"pause-endpoint":           managers,
 	"resume-endpoint":          managers,

@@ -219,7 +219,7 @@ func (s *Server) registerEndpoints() {
 			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
-		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant})
+		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant, Notice: true})
 		if err != nil {
 			return nil, s.problem(err, "endpoint")
 		}
@@ -305,6 +305,7 @@ func (s *Server) registerEndpoints() {
 				return nil, err
 			}
 		}
+		p.Notice = true
 		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
@@ -319,7 +320,7 @@ func (s *Server) registerEndpoints() {
 		if err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
 			return nil, err
 		}
-		if err := s.db(ctx).DeleteEndpoint(ctx, in.ID); err != nil {
+		if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
 		return &struct{}{}, nil
@@ -383,6 +384,58 @@ func (s *Server) registerEndpoints() {
 			out.Body.PreviousExpiresAt = &t
 		}
 		return out, nil
+	})
+
+	type secretInfo struct {
+		ID        string     `json:"id" doc:"sec_… (a digest of the secret; the value is never listed)"`
+		Current   bool       `json:"current" doc:"true for the secret new signatures are made with"`
+		CreatedAt time.Time  `json:"created_at"`
+		ExpiresAt *time.Time `json:"expires_at" doc:"when an older secret stops signing (end of its rotation overlap); null for the current secret"`
+	}
+	type secretsOut struct {
+		Body struct {
+			Data []secretInfo `json:"data" doc:"the secrets every attempt is signed with now, the current one first"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-endpoint-secrets", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secrets", Tags: []string{"endpoints"},
+		Summary: "List an endpoint's active signing secrets with their expiry (values are never listed)", Security: sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*secretsOut, error) {
+		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		out := &secretsOut{}
+		out.Body.Data = []secretInfo{}
+		for i, sc := range store.ActiveSecrets(e.Secrets, s.cfg.Now()) {
+			info := secretInfo{ID: store.SecretID(sc.Value), Current: i == 0 && sc.ExpiresAt.IsZero(), CreatedAt: sc.CreatedAt}
+			if !sc.ExpiresAt.IsZero() {
+				t := sc.ExpiresAt
+				info.ExpiresAt = &t
+			}
+			out.Body.Data = append(out.Body.Data, info)
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-endpoint-secret", Method: http.MethodDelete, Path: "/v1/endpoints/{id}/secrets/{secret_id}", Tags: []string{"endpoints"},
+		Summary:       "Revoke an older secret before its overlap ends (409 for the current secret: rotate with overlap_seconds 0 instead)",
+		DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		SecretID string `path:"secret_id" maxLength:"64" doc:"sec_… from GET /v1/endpoints/{id}/secrets"`
+	}) (*struct{}, error) {
+		if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {
+					return nil, s.problem(gerr, "endpoint "+in.ID)
+				}
+				return nil, s.problem(err, "active secret "+in.SecretID+" of endpoint "+in.ID)
+			}
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		return &struct{}{}, nil
 	})
 
 	type testOut struct {

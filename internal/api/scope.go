@@ -78,11 +78,18 @@ func (t tenantStore) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointP
 	return t.base.UpdateEndpoint(ctx, p)
 }
 
-func (t tenantStore) DeleteEndpoint(ctx context.Context, id string) error {
-	if err := t.own(ctx, id); err != nil {
+func (t tenantStore) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	if err := t.own(ctx, p.ID); err != nil {
 		return err
 	}
-	return t.base.DeleteEndpoint(ctx, id)
+	return t.base.DeleteEndpoint(ctx, p)
+}
+
+func (t tenantStore) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, err
+	}
+	return t.base.RevokeSecret(ctx, p)
 }
 
 func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
@@ -233,7 +240,7 @@ func (t tenantStore) PendingNotices(context.Context, int) ([]store.Notice, error
 	return nil, errNotForTenant
 }
 
-func (t tenantStore) ClearNotice(context.Context, string, time.Time) error { return errNotForTenant }
+func (t tenantStore) ClearNotice(context.Context, int64) error { return errNotForTenant }
 
 func (t tenantStore) ClaimSpikeAlert(context.Context, string, time.Time, time.Time) (bool, error) {
 	return false, errNotForTenant

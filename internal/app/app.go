@@ -98,6 +98,10 @@ type Config struct {
 	// DisableAfter disables an endpoint whose every attempt failed for this
 	// long; default 5 days; negative never disables.
 	DisableAfter time.Duration
+	// DisableMinFailures is the least number of failed attempts a streak
+	// needs, besides lasting DisableAfter, to disable an endpoint; default
+	// 10.
+	DisableMinFailures int
 	// OperatorTenant also receives every operational event.
 	OperatorTenant string
 	// PublicURL is the base URL clients reach Herald at, for the links it
@@ -245,6 +249,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
+		DisableMinFailures:  cfg.DisableMinFailures,
 		Metrics:             m.metrics,
 		Store:               st,
 		Sender:              m.egress,

@@ -254,7 +254,9 @@ func TestEgressPolicyBlocksLoopback(t *testing.T) {
 		c.EncryptionKey = key
 		c.Dev = false
 		c.AllowHTTP = true
-		c.RetrySchedule = []time.Duration{10 * time.Millisecond}
+		// Hours between retries: the delivery is dead only because a
+		// blocked attempt is not retried (issue 13, point 3).
+		c.RetrySchedule = []time.Duration{time.Hour, time.Hour, time.Hour}
 	}
 	// A literal loopback IP is refused at create time…
 	h := startHerald(t, strict)
@@ -275,8 +277,8 @@ func TestEgressPolicyBlocksLoopback(t *testing.T) {
 	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
 	d := h.waitDelivery(pub.ID, "dead", 10*time.Second)
 	as := h.attempts(d.ID)
-	if len(as) == 0 || as[0].Error != "blocked" || as[0].StatusCode != 0 {
-		t.Fatalf("attempts = %+v, want error class blocked", as)
+	if len(as) != 1 || as[0].Error != "blocked" || as[0].StatusCode != 0 {
+		t.Fatalf("attempts = %+v, want one, with error class blocked (dead at once)", as)
 	}
 	if strings.Contains(as[0].ErrorDetail, "127.0.0.1") || strings.Contains(as[0].ErrorDetail, "::1") {
 		t.Fatalf("error detail leaks the internal address: %q", as[0].ErrorDetail)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -259,5 +260,80 @@ func TestDeletedDatabaseDetected(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the refused start created a database: %v", err)
+	}
+}
+
+// TestRotationWithoutOverlapKeepsOnlyTheNewSecret (issue 13, point 8):
+// S1→S2 with a day of overlap, then S2→S3 with none (a leaked secret):
+// the next delivery is signed with S3 alone, and GET …/secrets lists S3
+// alone. A secret kept by an overlap can be revoked early; the current one
+// cannot.
+func TestRotationWithoutOverlapKeepsOnlyTheNewSecret(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	type secretInfo struct {
+		ID        string     `json:"id"`
+		Current   bool       `json:"current"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}
+	list := func() []secretInfo {
+		t.Helper()
+		var out struct{ Data []secretInfo }
+		if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID+"/secrets", nil, &out); st != 200 {
+			t.Fatalf("list secrets: %d %s", st, raw)
+		}
+		if raw, _ := json.Marshal(out); strings.Contains(string(raw), "whsec_") {
+			t.Fatalf("the secrets list shows a secret's value: %s", raw)
+		}
+		return out.Data
+	}
+	rotate := func(overlap int) string {
+		t.Helper()
+		var rot struct{ Secret string }
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", map[string]int{"overlap_seconds": overlap}, &rot); st != 200 {
+			t.Fatalf("rotate: %d %s", st, raw)
+		}
+		return rot.Secret
+	}
+	rotate(86400)
+	if got := list(); len(got) != 2 || !got[0].Current || got[0].ExpiresAt != nil || got[1].Current || got[1].ExpiresAt == nil {
+		t.Fatalf("secrets after S1→S2 with a day of overlap: %+v, want S2 current and S1 expiring", got)
+	}
+	s3 := rotate(0)
+	if got := list(); len(got) != 1 || !got[0].Current {
+		t.Fatalf("secrets after S2→S3 without overlap: %+v, want S3 alone", got)
+	}
+	p := h.publish("acme", "invoice.paid", `{"n":1}`)
+	h.waitDelivery(p.ID, "succeeded", 10*time.Second)
+	r := rcv.got()[0]
+	if n := strings.Count(r.Header.Get("X-Signature"), "v1="); n != 1 {
+		t.Fatalf("X-Signature after an emergency rotation has %d v1 entries, want 1 (S3's): %s", n, r.Header.Get("X-Signature"))
+	}
+	if err := (&webhook.Verifier{Secrets: []string{s3}}).VerifyHerald(r.Header.Get("X-Signature"), r.Body); err != nil {
+		t.Fatalf("the delivery does not verify with S3: %v", err)
+	}
+
+	// Revoking early: S3 kept for an hour by the next rotation goes now.
+	rotate(3600)
+	got := list()
+	if len(got) != 2 {
+		t.Fatalf("secrets after S3→S4: %+v, want 2", got)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[0].ID, nil, nil); st != 409 || !strings.Contains(string(raw), "rotate") {
+		t.Errorf("revoke the current secret: %d %s, want 409 saying to rotate", st, raw)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[1].ID, nil, nil); st != 204 {
+		t.Fatalf("revoke S3: %d %s", st, raw)
+	}
+	if after := list(); len(after) != 1 || after[0].ID != got[0].ID {
+		t.Errorf("secrets after revoking S3: %+v, want S4 alone", after)
+	}
+	if st, _ := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[1].ID, nil, nil); st != 404 {
+		t.Errorf("revoke S3 again: %d, want 404", st)
+	}
+	if st, _ := h.call("DELETE", "/v1/endpoints/ep_nope/secrets/"+got[1].ID, nil, nil); st != 404 {
+		t.Errorf("revoke on an unknown endpoint: %d, want 404", st)
 	}
 }

@@ -202,6 +202,18 @@ type CreateEndpointParams struct {
 	// its tenant already has this many (checked atomically with the
 	// insert).
 	MaxPerTenant int
+	// Notice records endpoint.created (at Endpoint.CreatedAt) in the
+	// notices outbox, in the same transaction.
+	Notice bool
+}
+
+// DeleteEndpointParams deletes an endpoint. Notice records
+// endpoint.deleted at Now in the notices outbox, in the same transaction,
+// with a snapshot of the endpoint (the row is gone afterwards).
+type DeleteEndpointParams struct {
+	ID     string
+	Notice bool
+	Now    time.Time
 }
 
 // UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
@@ -213,6 +225,9 @@ type UpdateEndpointParams struct {
 	Headers            *map[string]string
 	RateLimitPerSecond *int
 	Now                time.Time
+	// Notice records endpoint.updated (at Now, with the endpoint as
+	// updated) in the notices outbox, in the same transaction.
+	Notice bool
 }
 
 // ListEndpointsParams lists endpoints, optionally of one tenant. Sources'
@@ -300,6 +315,8 @@ type ListDeliveriesParams struct {
 //
 // A tenant's new delivery is therefore claimed in the next claim whatever
 // the backlog of the others. The result is sorted oldest due first.
+// Among deliveries due at the same time (released by an enable or a
+// replay) a tenant's come in creation order (by id: ids are time-sortable).
 type ClaimParams struct {
 	Owner string
 	Limit int
@@ -354,9 +371,12 @@ type Completion struct {
 	DisableReason   string
 	// DisableAfter, when positive, disables the endpoint (with notice
 	// endpoint.disabled) once its current failure streak is at least this
-	// long: every attempt since FailingSince failed. A success resets the
-	// streak.
-	DisableAfter time.Duration
+	// long — every attempt since FailingSince failed — and counts at least
+	// DisableMinFailures failed attempts (this one included), so a single
+	// failure after a quiet period does not disable it. A success resets
+	// the streak.
+	DisableAfter       time.Duration
+	DisableMinFailures int
 	// Deferred: no attempt was made (the endpoint was at its concurrency
 	// cap, rate limit or open circuit); the delivery is only moved to
 	// NextAttemptAt and its lease cleared. Attempt is ignored.
@@ -405,6 +425,7 @@ type ReplayParams struct {
 	EndpointID string
 	States     []DeliveryState // default: dead only
 	Since      time.Time       // only those last changed at or after Since
+	Until      time.Time       // zero, or only those last changed before Until
 	EventType  string          // only this event type
 	Now        time.Time
 }
@@ -439,6 +460,14 @@ type UpdateSourceParams struct {
 	Config         *[]byte
 	DestinationURL *string
 	Now            time.Time
+}
+
+// RevokeSecretParams revokes one of an endpoint's older secrets (one kept
+// valid by a rotation overlap) before its expiry.
+type RevokeSecretParams struct {
+	ID       string // the endpoint
+	SecretID string // store.SecretID of the secret
+	Now      time.Time
 }
 
 // RotateSecretParams rotates an endpoint's signing secret.
@@ -485,10 +514,23 @@ func (k APIKey) Usable(now time.Time) bool {
 	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 }
 
-// Notice is an operational event waiting to be emitted about an endpoint.
+// Types of the notices the store records.
+const (
+	NoticeEndpointCreated  = "endpoint.created"
+	NoticeEndpointUpdated  = "endpoint.updated"
+	NoticeEndpointDeleted  = "endpoint.deleted"
+	NoticeEndpointDisabled = "endpoint.disabled"
+	NoticeEndpointEnabled  = "endpoint.enabled"
+)
+
+// Notice is an operational event waiting in the outbox to be emitted about
+// an endpoint: one per change, emitted in ID order, deleted once emitted.
 type Notice struct {
+	ID int64 // position in the outbox
+	// Endpoint is a snapshot taken at the change (ID, Tenant, URL, Kind,
+	// State, StateReason only): the endpoint may be gone or changed since.
 	Endpoint Endpoint
-	Type     string    // "endpoint.disabled", "endpoint.enabled"
+	Type     string    // NoticeEndpoint…
 	At       time.Time // when the state changed
 	// LastStatusCode and LastError describe the endpoint's last attempt.
 	LastStatusCode int
@@ -591,7 +633,7 @@ type Store interface {
 	UpdateEndpoint(ctx context.Context, p UpdateEndpointParams) (Endpoint, error)
 	// DeleteEndpoint removes the endpoint and its deliveries' queue entries
 	// (events are kept). ErrNotFound for an unknown id.
-	DeleteEndpoint(ctx context.Context, id string) error
+	DeleteEndpoint(ctx context.Context, p DeleteEndpointParams) error
 
 	// PublishEvent stores the event and its deliveries in one transaction.
 	// Reusing an id or (tenant, idempotency key) with a different type or
@@ -629,11 +671,12 @@ type Store interface {
 	// deliveries due before until to until (an open circuit breaker); no
 	// attempt is consumed. It returns how many moved.
 	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
-	// PendingNotices returns up to limit operational events to emit.
+	// PendingNotices returns up to limit operational events to emit, oldest
+	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)
-	// ClearNotice marks the notice of an endpoint emitted, if it is still
-	// the one recorded at the given time.
-	ClearNotice(ctx context.Context, endpointID string, at time.Time) error
+	// ClearNotice removes an emitted notice from the outbox; an id not
+	// there (already cleared) is no error.
+	ClearNotice(ctx context.Context, id int64) error
 	// DeadLetterCounts counts dead letters per endpoint (of one tenant when
 	// tenant is not empty), changed at or after since (zero: all).
 	DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]DeadLetterCount, error)
@@ -646,6 +689,10 @@ type Store interface {
 	// dropped at once); secrets already expired at Now are dropped.
 	// ErrNotFound for an unknown id.
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
+	// RevokeSecret drops one older secret (RevokedSecrets). ErrNotFound
+	// for an unknown endpoint or secret; ErrCurrentSecret for the current
+	// secret.
+	RevokeSecret(ctx context.Context, p RevokeSecretParams) (Endpoint, error)
 	// CreateSource stores a source and its forwarding endpoint.
 	CreateSource(ctx context.Context, p CreateSourceParams) (Source, error)
 	// GetSource returns ErrNotFound for an unknown id.

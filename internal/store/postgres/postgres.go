@@ -189,6 +189,10 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 		goose.WithSessionLocker(locker),
 		goose.WithLogger(goose.NopLogger()),
 		goose.WithDisableGlobalRegistry(true),
+		// Versions are handed out in blocks to parallel lines of work, so
+		// a database at version 30 may still lack 20–24: apply them then.
+		// Each migration is written to run before or after the others.
+		goose.WithAllowOutofOrder(true),
 	)
 	if err != nil {
 		return err
@@ -357,6 +361,13 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
+	if p.Notice {
+		// One statement: the endpoint and its endpoint.created notice.
+		q = `WITH ins AS (` + q + `), notice AS (
+			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+			SELECT id, tenant, url, kind, state, state_reason, '` + store.NoticeEndpointCreated + `', created_at FROM ins)
+			SELECT ` + endpointColumns + ` FROM ins`
+	}
 	// Answer with the row as stored, as GetEndpoint would.
 	var got store.Endpoint
 	if p.MaxPerTenant > 0 {
@@ -506,7 +517,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		}
 		headers = &v
 	}
-	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, `UPDATE endpoints SET
+	q := `UPDATE endpoints SET
 		failing_since = CASE WHEN $2::text IS NOT NULL AND $2::text <> url THEN NULL ELSE failing_since END,
 		url = COALESCE($2::text, url),
 		description = COALESCE($3::text, description),
@@ -514,7 +525,15 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		headers = COALESCE($5::jsonb, headers),
 		rate_limit_per_second = COALESCE($6::integer, rate_limit_per_second),
 		updated_at = $7
-		WHERE id = $1 RETURNING `+endpointColumns,
+		WHERE id = $1 RETURNING ` + endpointColumns
+	if p.Notice {
+		// One statement: the change and its endpoint.updated notice.
+		q = `WITH up AS (` + q + `), notice AS (
+			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+			SELECT id, tenant, url, kind, state, state_reason, '` + store.NoticeEndpointUpdated + `', updated_at FROM up)
+			SELECT ` + endpointColumns + ` FROM up`
+	}
+	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, q,
 		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now)))
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint "+p.ID, err)
@@ -526,10 +545,15 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // exclusively first: publishes of the tenant that already read the endpoint
 // commit before the deliveries are deleted (so theirs are deleted too), and
 // later ones no longer see it.
-func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	id := p.ID
 	var deleted int64
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
+	if p.Notice {
+		// The snapshot is taken before the row goes.
+		b.Queue(addNoticeQuery, id, store.NoticeEndpointDeleted, ts(p.Now))
+	}
 	b.Queue("DELETE FROM endpoints WHERE id = $1", id).Exec(func(ct pgconn.CommandTag) error {
 		deleted = ct.RowsAffected()
 		return nil

@@ -4,6 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"testing/fstest"
 
 	"github.com/pressly/goose/v3"
 )
@@ -34,5 +39,33 @@ func LimitPages(ctx context.Context, s *Store) error {
 		return err
 	}
 	_, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", n))
+	return err
+}
+
+// MigrateExcept applies every embedded migration but the versions in skip
+// (a database written by a build that did not have them).
+func MigrateExcept(ctx context.Context, db *sql.DB, skip ...int64) error {
+	sub := mustSub(migrations, "migrations")
+	entries, err := fs.ReadDir(sub, ".")
+	if err != nil {
+		return err
+	}
+	keep := fstest.MapFS{}
+	for _, e := range entries {
+		v, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
+		if err != nil || slices.Contains(skip, v) {
+			continue
+		}
+		b, err := fs.ReadFile(sub, e.Name())
+		if err != nil {
+			return err
+		}
+		keep[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	prov, err := goose.NewProvider(goose.DialectSQLite3, db, keep, goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return err
+	}
+	_, err = prov.Up(ctx)
 	return err
 }

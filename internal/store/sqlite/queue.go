@@ -416,7 +416,7 @@ const (
 	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
 		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
 		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ? + 0)
+		             ORDER BY next_attempt_at, id LIMIT ? + 0)
 		RETURNING `
 	// ClaimTenantQuery is ClaimQuery for one tenant's oldest due
 	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at).
@@ -684,7 +684,9 @@ const (
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
 	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
-	startStreakSQL = "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since"
+	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
+		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
+		WHERE id = ?2 RETURNING failing_since, failure_count`
 )
 
 var errNotBulk = errors.New("batch needs the row-by-row path")
@@ -843,21 +845,25 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 }
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
-// failure starts it (if none) and, past DisableAfter, disables the endpoint.
+// failure starts it (if none) or adds to it and, past DisableAfter with at
+// least DisableMinFailures failures, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
 		_, err := s.stmt(ctx, tx, clearStreakSQL).ExecContext(ctx, endpointID)
 		return err
 	}
-	var since sql.NullInt64
-	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since)
+	var (
+		since    sql.NullInt64
+		failures int
+	)
+	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil || c.DisableAfter <= 0 || !since.Valid {
 		return err
 	}
-	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter {
+	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
 		return nil
 	}
 	last := "error " + c.Attempt.Error
@@ -872,13 +878,16 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 // endpoint.disabled, and holds its pending, unleased deliveries (leased ones
 // are held when they complete).
 func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2, notice = 'endpoint.disabled', notice_at = ?2
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2
 		WHERE id = ?3 AND state = 'enabled'`, reason, micro(now), endpointID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
+	}
+	if err := addNotice(ctx, tx, endpointID, "endpoint.disabled", now); err != nil {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
 		micro(now), endpointID)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -33,8 +34,9 @@ import (
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
-// Version is Herald's version, sent as User-Agent: Herald/<Version>.
-var Version = "0.1.0-dev"
+// Version is Herald's version (buildinfo.Version); attempts are sent with
+// User-Agent buildinfo.UserAgent(): "Herald/<Version> (<commit>)".
+var Version = buildinfo.Version
 
 // Config is the running configuration of `herald serve`. Every field has a
 // flag and a HERALD_* environment twin (cmd/herald).
@@ -185,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       cfg.Dev,
 		AllowCIDRs:          cfg.AllowCIDRs,
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -200,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       true,
 		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -238,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AttemptTimeout:      cfg.AttemptTimeout,
 		Lease:               cfg.Lease,
 		RescueInterval:      cfg.RescueInterval,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		Logger:              cfg.Logger,
 	})
 	if err != nil {

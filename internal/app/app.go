@@ -21,6 +21,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -32,6 +33,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
+	"github.com/herald-webhooks/herald/internal/tlsreload"
 )
 
 // Version is Herald's version (buildinfo.Version); attempts are sent with
@@ -108,6 +110,15 @@ type Config struct {
 	// HousekeepingInterval is the period of the housekeeping rounds
 	// (operational events, spikes, retention); default 5 s.
 	HousekeepingInterval time.Duration
+	// TLSCertFile and TLSKeyFile (PEM) make the API serve HTTPS (TLS 1.2+,
+	// HTTP/2); both or neither. The files are read again when they change
+	// (checked at each handshake) or on Main.ReloadTLS (SIGHUP).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of throttling and logs
+	// (internal/clientip); none by default.
+	TrustedProxies []netip.Prefix
 	// Logger; default a text logger on Stderr.
 	Logger *slog.Logger
 	// Stdout receives the one-time generated API key.
@@ -127,6 +138,7 @@ type Main struct {
 	egress  *egress.Client
 	ln      net.Listener
 	srv     *http.Server
+	tls     *tlsreload.Reloader
 	log     *slog.Logger
 	closed  sync.Once
 }
@@ -291,12 +303,29 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		m.ln.Close()
+		st.Close()
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
 	m.srv = &http.Server{
-		Handler:           con,
+		Handler:           clientip.New(cfg.TrustedProxies).Middleware(con),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.TLSCertFile != "" {
+		m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			m.ln.Close()
+			st.Close()
+			return nil, err
+		}
+		m.tls.OnError = func(err error) {
+			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
+		}
+		m.srv.TLSConfig = m.tls.Config()
 	}
 	return m, nil
 }
@@ -415,6 +444,15 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 // Addr returns the address the API listens on (useful with ":0").
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
+// ReloadTLS reads the TLS certificate and key files again (SIGHUP); on
+// error the previous certificate stays in use. Without TLS it does nothing.
+func (m *Main) ReloadTLS() error {
+	if m.tls == nil {
+		return nil
+	}
+	return m.tls.Reload()
+}
+
 // Store returns the store (for tests and tools).
 func (m *Main) Store() store.Store { return m.store }
 
@@ -440,8 +478,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- m.srv.Serve(m.ln) }()
-	m.log.Info("herald serving", "addr", m.Addr(), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
+	go func() {
+		if m.tls != nil {
+			serveErr <- m.srv.ServeTLS(m.ln, "", "")
+			return
+		}
+		serveErr <- m.srv.Serve(m.ln)
+	}()
+	m.log.Info("herald serving", "addr", m.Addr(), "tls", m.tls != nil, "trusted_proxies", len(m.cfg.TrustedProxies), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
 
 	var err error
 	select {

@@ -49,6 +49,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			cfg.Stdout = cmd.OutOrStdout()
 			cfg.APIKey = os.Getenv("HERALD_API_KEY")
 			cfg.EncryptionKey = os.Getenv("HERALD_ENCRYPTION_KEY")
+			cfg.PreviousEncryptionKeys = splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))
 			for _, c := range cidrs {
 				p, err := netip.ParsePrefix(c)
 				if err != nil {

@@ -59,6 +59,11 @@ type Config struct {
 	// empty in embedded mode, the key is read from (or created in) the file
 	// "<database path>.key" with mode 0600, and a warning is logged.
 	EncryptionKey string
+	// PreviousEncryptionKeys are HERALD_ENCRYPTION_KEY_PREVIOUS (comma-
+	// separated, same format): values sealed with them still open while
+	// `herald rekey` moves them to EncryptionKey; new values are sealed
+	// with EncryptionKey only (secretbox.Keyring).
+	PreviousEncryptionKeys []string
 	// Dev allows http:// endpoint URLs and loopback destinations, for local
 	// work only.
 	Dev bool
@@ -370,7 +375,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +408,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -416,6 +421,28 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
 	return st, nil
+}
+
+// keyring returns the box sealing with key and opening with key or any of
+// PreviousEncryptionKeys.
+func (m *Main) keyring(key []byte) (*secretbox.Keyring, error) {
+	cur, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	var prev []*secretbox.Box
+	for i, v := range m.cfg.PreviousEncryptionKeys {
+		k, err := secretbox.ParseKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY_PREVIOUS (key %d): %w", i+1, err)
+		}
+		b, err := secretbox.New(k)
+		if err != nil {
+			return nil, err
+		}
+		prev = append(prev, b)
+	}
+	return secretbox.NewKeyring(cur, prev...), nil
 }
 
 // apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,5 +287,40 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	eps, err := st.ListEndpoints(t.Context(), store.ListEndpointsParams{Tenant: "acme"})
 	if err != nil || len(eps.Data) != 1 || len(eps.Data[0].Secrets) == 0 {
 		t.Fatalf("restored endpoint with its (decrypted) secret: %+v, %v", eps, err)
+	}
+}
+
+// TestTrustedProxyClientAddress: behind a trusted proxy (--trusted-proxy
+// 127.0.0.0/8) the authentication throttle counts the client of
+// X-Forwarded-For, so one client exhausting its bucket does not lock out
+// another behind the same proxy; without --trusted-proxy the header is
+// ignored and every request counts against the proxy's address.
+func TestTrustedProxyClientAddress(t *testing.T) {
+	t.Parallel()
+	exhaust := func(h *herald, client string) (sawThrottle bool) {
+		for i := 0; i < 40; i++ {
+			if st, _ := h.callWithKey("wrong-key", "GET", "/v1/endpoints", nil, nil, "X-Forwarded-For", client); st == http.StatusTooManyRequests {
+				return true
+			}
+		}
+		return false
+	}
+	trusted := startHerald(t, func(c *app.Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
+	if !exhaust(trusted, "198.51.100.1") {
+		t.Fatal("40 failed authentications from one client were never throttled")
+	}
+	if st, _ := trusted.callWithKey("wrong-key", "GET", "/v1/endpoints", nil, nil, "X-Forwarded-For", "198.51.100.2"); st != http.StatusUnauthorized {
+		t.Fatalf("another client behind the trusted proxy: %d, want 401 (its own bucket)", st)
+	}
+	if st, _ := trusted.callWithKey("wrong-key", "GET", "/v1/endpoints", nil, nil, "X-Forwarded-For", "198.51.100.1"); st != http.StatusTooManyRequests {
+		t.Fatalf("the throttled client again: %d, want 429", st)
+	}
+
+	plain := startHerald(t, nil)
+	if !exhaust(plain, "198.51.100.1") {
+		t.Fatal("never throttled")
+	}
+	if st, _ := plain.callWithKey("wrong-key", "GET", "/v1/endpoints", nil, nil, "X-Forwarded-For", "198.51.100.2"); st != http.StatusTooManyRequests {
+		t.Fatalf("without --trusted-proxy a forged X-Forwarded-For escaped the throttle: %d, want 429", st)
 	}
 }

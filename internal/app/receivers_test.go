@@ -13,10 +13,13 @@ import (
 	"time"
 )
 
-// TestReceiverSnippets: the Node (node:crypto) and Python (standard
-// library) receivers of docs/receivers.md, run as they are printed there
-// (docs/receivers/receiver.mjs and receiver.py, which the page includes
-// verbatim), verify a live delivery from Herald and refuse a forged one.
+// TestReceiverSnippets: the Node (node:crypto, the standardwebhooks and svix
+// npm packages) and Python (standard library) receivers of
+// docs/receivers.md, run as they are printed there (docs/receivers/*,
+// which the page includes verbatim), verify a live delivery from Herald
+// and refuse a forged one. The npm packages are those of interop/node
+// (npm ci --prefix interop/node); without them those cases skip, unless
+// HERALD_INTEROP_REQUIRE_NODE=1 (CI) makes that a failure.
 func TestReceiverSnippets(t *testing.T) {
 	t.Parallel()
 	page, err := os.ReadFile("../../docs/receivers.md")
@@ -27,9 +30,12 @@ func TestReceiverSnippets(t *testing.T) {
 		name string
 		cmd  []string
 		file string
+		npm  bool // needs interop/node/node_modules
 	}{
-		{"node", []string{"node"}, "receiver.mjs"},
-		{"python", []string{"python3"}, "receiver.py"},
+		{"node", []string{"node"}, "receiver.mjs", false},
+		{"node-standardwebhooks", []string{"node"}, "receiver-standardwebhooks.mjs", true},
+		{"node-svix", []string{"node"}, "receiver-svix.mjs", true},
+		{"python", []string{"python3"}, "receiver.py", false},
 	} {
 		t.Run(rc.name, func(t *testing.T) {
 			t.Parallel()
@@ -42,10 +48,33 @@ func TestReceiverSnippets(t *testing.T) {
 				t.Fatalf("docs/receivers.md does not include %s verbatim", rc.file)
 			}
 			if _, err := exec.LookPath(rc.cmd[0]); err != nil {
-				if os.Getenv("CI") != "" {
+				if os.Getenv("HERALD_INTEROP_REQUIRE_NODE") == "1" {
 					t.Fatalf("%s is not installed", rc.cmd[0])
 				}
 				t.Skipf("%s is not installed", rc.cmd[0])
+			}
+			if rc.npm {
+				// ESM resolves packages from the file's directory: run a copy
+				// beside a link to interop/node's node_modules.
+				mods, err := filepath.Abs(filepath.Join("..", "..", "interop", "node", "node_modules"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(mods); err != nil {
+					if os.Getenv("HERALD_INTEROP_REQUIRE_NODE") == "1" {
+						t.Fatalf("%s is missing (npm ci --prefix interop/node)", mods)
+					}
+					t.Skipf("%s is missing: run npm ci --prefix interop/node", mods)
+				}
+				dir := t.TempDir()
+				if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
+					t.Fatal(err)
+				}
+				copyPath := filepath.Join(dir, rc.file)
+				if err := os.WriteFile(copyPath, src, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				path = copyPath
 			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

@@ -30,10 +30,15 @@ func New(trusted []netip.Prefix) *Resolver {
 }
 
 // ParseCIDRs parses --trusted-proxy values ("10.0.0.0/8", "127.0.0.1/32";
-// a bare address is a single host). The error names the bad value.
+// a bare address is a single host; a value may hold several, comma-
+// separated, as HERALD_TRUSTED_PROXY does). The error names the bad value.
 func ParseCIDRs(vals []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
+	var split []string
 	for _, v := range vals {
+		split = append(split, strings.Split(v, ",")...)
+	}
+	for _, v := range split {
 		v = strings.TrimSpace(v)
 		if v == "" {
 			continue

@@ -10,7 +10,7 @@ import (
 
 func TestClientIP(t *testing.T) {
 	t.Parallel()
-	trusted, err := ParseCIDRs([]string{"10.0.0.0/8", "192.0.2.7"})
+	trusted, err := ParseCIDRs([]string{"10.0.0.0/8,192.0.2.7", ""})
 	if err != nil {
 		t.Fatal(err)
 	}

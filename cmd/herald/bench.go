@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Measure Herald against its performance targets (drain, latency, publish, isolation, backlog)",
+		Short: "Measure Herald against its performance targets (drain, latency, publish, isolation, backlog, fairness, fanout)",
 		Long: `Measure Herald against the performance targets listed in docs/BENCHMARKS.md.
 
 Each scenario starts "herald serve --dev" (this binary) on a fresh database in a
@@ -44,6 +44,12 @@ Scenarios:
   inbound    --concurrency providers sending signed requests to POST /in/{source}
              for --duration (requests/s), then --rate requests/s open loop
              (ack p50/p99)
+  fairness   tenant A's --endpoints never answer, A publishes 1 event/s to
+             them; tenant B publishes --rate events/s to a healthy endpoint;
+             B's publish → arrival p50/p99 against B alone (p99_ratio)
+  fanout     tenant A publishes --events events to --endpoints endpoints each
+             while tenant B publishes --rate events/s; B's publish p99 against
+             B alone (publish_p99_ratio), A's deliveries/s, each once
 
 Examples:
   herald bench drain --events 20000 --endpoints 4 --workers 128
@@ -155,6 +161,8 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		scenario("isolation", "Healthy endpoints' latency and throughput with 20 % black holes", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
 		scenario("backlog", "Fresh-delivery throughput and RSS with deliveries waiting for retry", fEvents|fEndpoints|fSize),
 		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests)", fConcurrency|fRate|fDuration),
+		scenario("fairness", "Tenant B's latency beside tenant A's --endpoints hanging endpoints, against B alone", fEndpoints|fConcurrency|fRate|fDuration),
+		scenario("fanout", "Tenant B's publish latency while tenant A fans out to --endpoints endpoints, against B alone", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
 		newBenchReceiverCmd(),
 	)
 	return cmd

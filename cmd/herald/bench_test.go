@@ -38,6 +38,10 @@ func TestBenchScenarios(t *testing.T) {
 			[]string{"p99_ratio", "throughput_ratio", "baseline_p99_ms", "blackhole_p99_ms", "baseline_deliveries_per_second", "blackhole_deliveries_per_second", "blackholed"}},
 		{"inbound", []string{"--concurrency", "4", "--rate", "50", "--duration", "1s"},
 			[]string{"requests_per_second", "ack_p50_ms", "ack_p99_ms", "acknowledged"}},
+		{"fairness", []string{"--endpoints", "5", "--rate", "20", "--duration", "1s"},
+			[]string{"p99_ratio", "alone_p99_ms", "p99_ms", "a_requests"}},
+		{"fanout", []string{"--endpoints", "20", "--events", "2", "--rate", "20", "--duration", "1s"},
+			[]string{"publish_p99_ratio", "alone_publish_p99_ms", "publish_p99_ms", "a_deliveries", "a_deliveries_per_second"}},
 		{"backlog", []string{"--size", "200", "--events", "20", "--endpoints", "2"},
 			[]string{"throughput_ratio", "rss_bytes", "rss_peak_bytes", "setup_seconds", "backlog_deliveries", "pending_deliveries", "empty_per_second", "backlog_per_second"}},
 	} {

@@ -505,8 +505,8 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 	pf.StringVar(&typ, "type", "", "event type, e.g. file.extraction.completed")
 	pf.StringVar(&data, "data", "", `event data, a JSON object such as '{"file_id":"f_1","version":2}'`)
 	pf.StringVar(&dataFile, "data-file", "", "file holding the event data, - for stdin")
-	pf.StringVar(&id, "id", "", "your own event id (publishing the same id again returns the original event)")
-	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header: retrying with the same key returns the original event")
+	pf.StringVar(&id, "id", "", "your own event id, unique per tenant: publishing it again with the same type and data returns the original event (200); with other content it is refused (409)")
+	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header, unique per tenant: a retry with the same key, type and data returns the original event (200); with other content it is refused (409)")
 
 	var listTenant, listType string
 	var listPage *pageOpts

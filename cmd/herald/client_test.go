@@ -476,6 +476,11 @@ func TestKeysCommands(t *testing.T) {
 	if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--role", "viewer"); err == nil || !strings.Contains(err.Error(), "--name") {
 		t.Fatalf("keys create without --name: %v", err)
 	}
+	for flag, want := range map[string]string{"-1h": "must not be negative", "500ms": "at least 1m"} {
+		if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--name", "n", "--role", "viewer", "--tenant", "a", "--expires-in", flag); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("keys create --expires-in %s: %v, want %q", flag, err, want)
+		}
+	}
 	srv, last = fakeAPI(t, 204, "", ``)
 	out, _, err := execHerald(t, "", "keys", "revoke", "key_1", "--server", srv.URL, "--api-key", "k")
 	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/api-keys/key_1" || out != "revoked key_1\n" {
@@ -487,6 +492,33 @@ func TestKeysCommands(t *testing.T) {
 	}
 	if r := last(); r.method != "GET" || r.path != "/v1/api-keys" || r.query != "limit=5" {
 		t.Fatalf("keys list sent %s %s?%s", r.method, r.path, r.query)
+	}
+}
+
+func TestPortalSessionsCommands(t *testing.T) {
+	srv, last := fakeAPI(t, 201, "application/json", `{"id":"ps_1","token":"herald_portal_x","url":"http://h/ui/portal#token=herald_portal_x"}`)
+	if _, _, err := execHerald(t, "", "portal-sessions", "create", "--server", srv.URL, "--api-key", "k", "--tenant", "acme", "--role", "manager", "--ttl", "2h"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); r.method != "POST" || r.path != "/v1/portal-sessions" || string(r.body) != `{"role":"manager","tenant":"acme","ttl_seconds":7200}` {
+		t.Fatalf("portal-sessions create sent %s %s %s", r.method, r.path, r.body)
+	}
+	for _, args := range [][]string{{"--ttl", "2h"}, {"--tenant", "acme", "--ttl", "30s"}, {"--tenant", "acme", "--ttl", "200h"}, {"--tenant", "acme", "--ttl", "90500ms"}} {
+		if _, _, err := execHerald(t, "", append([]string{"portal-sessions", "create", "--server", srv.URL, "--api-key", "k"}, args...)...); err == nil {
+			t.Errorf("portal-sessions create %v accepted", args)
+		}
+	}
+	srv, last = fakeAPI(t, 204, "", ``)
+	out, _, err := execHerald(t, "", "portal-sessions", "revoke", "ps_1", "--server", srv.URL, "--api-key", "k")
+	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/portal-sessions/ps_1" || out != "revoked ps_1\n" {
+		t.Fatalf("portal-sessions revoke: %v, %s %s, %q", err, r.method, r.path, out)
+	}
+	srv, last = fakeAPI(t, 200, "application/json", `{"data":[],"next_cursor":""}`)
+	if _, _, err := execHerald(t, "", "portal-sessions", "list", "--server", srv.URL, "--api-key", "k", "--limit", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); r.method != "GET" || r.path != "/v1/portal-sessions" || r.query != "limit=5" {
+		t.Fatalf("portal-sessions list sent %s %s?%s", r.method, r.path, r.query)
 	}
 }
 

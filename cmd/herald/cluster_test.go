@@ -739,6 +739,18 @@ func TestPostgresOutage(t *testing.T) {
 	// The database agrees: every accepted event has both deliveries, all
 	// succeeded; an event answered 503 is either absent or complete (its
 	// commit was acknowledged too late: stored, but the answer was 503).
+	// A receiver counts an arrival before Herald commits the attempt's
+	// completion (group commit), so the last arrivals' completions may
+	// still be in flight: wait until none is, within a bound.
+	for settle := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var unsettled int
+		if err := e.db().QueryRow(t.Context(), `SELECT count(*) FROM deliveries WHERE state <> 'succeeded'`).Scan(&unsettled); err != nil {
+			t.Fatal(err)
+		}
+		if unsettled == 0 || time.Now().After(settle) {
+			break
+		}
+	}
 	rows, err := e.db().Query(t.Context(), `SELECT regexp_replace(e.id, '^.*~', ''), count(d.id), count(d.id) FILTER (WHERE d.state = 'succeeded')
 		FROM events e LEFT JOIN deliveries d ON d.event_id = e.id GROUP BY e.id`)
 	if err != nil {

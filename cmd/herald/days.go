@@ -26,8 +26,11 @@ func (v *daysValue) Set(s string) error {
 		return nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	if err != nil {
 		return fmt.Errorf("%q: use days (7d) or a Go duration (36h, 90s)", s)
+	}
+	if d < 0 {
+		return fmt.Errorf("%q: must not be negative", s)
 	}
 	*v.d = d
 	return nil

@@ -38,6 +38,9 @@ tenant's events), viewer (read-only, never secrets).`,
 				b["tenant"] = tenant
 			}
 			if expires > 0 {
+				if expires < time.Minute {
+					return fmt.Errorf("--expires-in %v: at least 1m (expires_at is sent to the second)", expires)
+				}
 				b["expires_at"] = time.Now().UTC().Add(expires).Format(time.RFC3339)
 			}
 			return o.do(cmd, http.MethodPost, "/v1/api-keys", b, nil)
@@ -65,6 +68,72 @@ tenant's events), viewer (read-only, never secrets).`,
 
 	revoke := apiIDCmd("revoke ID", "Revoke an API key (DELETE /v1/api-keys/{id}): refused at once, on every node within a second", func(cmd *cobra.Command, id string) error {
 		if err := o.do(cmd, http.MethodDelete, apiPath("/v1/api-keys", id, ""), nil, nil); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", id)
+		return err
+	})
+	g.AddCommand(create, list, revoke)
+	return g
+}
+
+func init() { extraCommands = append(extraCommands, newPortalSessionsCmd) }
+
+// newPortalSessionsCmd is `herald portal-sessions create|list|revoke` over
+// /v1/portal-sessions (an admin key is needed).
+func newPortalSessionsCmd() *cobra.Command {
+	o := &apiOpts{}
+	g := apiGroup("portal-sessions", "Manage portal sessions: links that open the web UI as a tenant's manager or viewer", o)
+
+	var tenant, role string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use:   "create --tenant T [--role viewer|manager] [--ttl 1h]",
+		Short: "Create a portal session (POST /v1/portal-sessions); the answer shows its token and link once",
+		Long: `Create a portal session (POST /v1/portal-sessions): a token acting as the
+tenant's manager or viewer key until it expires, and the link that opens the
+web UI with it (the token is in the link's fragment). Hand the link to the
+endpoint owner. It expires after --ttl (60 s to 7 days), never after the key
+that created it, and revoking that key revokes the session.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" {
+				return errors.New("--tenant is required")
+			}
+			if ttl != 0 && (ttl < time.Minute || ttl > 7*24*time.Hour || ttl%time.Second != 0) {
+				return fmt.Errorf("--ttl %v: a whole number of seconds from 60 s to 7 days (168h)", ttl)
+			}
+			b := map[string]any{"tenant": tenant}
+			if role != "" {
+				b["role"] = role
+			}
+			if ttl > 0 {
+				b["ttl_seconds"] = int(ttl / time.Second)
+			}
+			return o.do(cmd, http.MethodPost, "/v1/portal-sessions", b, nil)
+		},
+	}
+	create.Flags().StringVar(&tenant, "tenant", "", "the tenant whose endpoint owner opens the portal")
+	create.Flags().StringVar(&role, "role", "", "viewer (default) or manager")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime, 1m to 168h (default 1h)")
+
+	var page *pageOpts
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List portal sessions (GET /v1/portal-sessions): never their tokens; who created each",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := page.query()
+			if err != nil {
+				return err
+			}
+			return o.do(cmd, http.MethodGet, "/v1/portal-sessions"+q, nil, nil)
+		},
+	}
+	page = pageFlags(list)
+
+	revoke := apiIDCmd("revoke ID", "Revoke a portal session (DELETE /v1/portal-sessions/{id}) before it expires", func(cmd *cobra.Command, id string) error {
+		if err := o.do(cmd, http.MethodDelete, apiPath("/v1/portal-sessions", id, ""), nil, nil); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", id)

@@ -79,6 +79,15 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			if cfg.EndpointConcurrency < 0 {
 				return fmt.Errorf("--endpoint-concurrency must be 0 (workers/8) or more")
 			}
+			if cfg.TenantConcurrency < 0 {
+				return fmt.Errorf("--tenant-concurrency must be 0 (workers/4) or more")
+			}
+			if cfg.HostConcurrency < 0 {
+				return fmt.Errorf("--host-concurrency must be 0 (workers/2) or more")
+			}
+			if cfg.MaxEndpointsPerTenant < 0 {
+				return fmt.Errorf("--max-endpoints-per-tenant must be 0 (no limit) or more")
+			}
 			if cfg.BreakerThreshold < 1 {
 				return fmt.Errorf("--breaker-threshold must be at least 1")
 			}
@@ -145,6 +154,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight to one endpoint until it has answered fast three times (isolation: a slow or black-holed endpoint never holds more workers); on PostgreSQL the cap of the whole cluster, split between the nodes; 0 = workers/8")
+	f.IntVar(&cfg.TenantConcurrency, "tenant-concurrency", 0, "attempts in flight for one tenant to its endpoints that have not answered fast (fairness: one tenant's slow or black-holed endpoints together never hold more workers); on PostgreSQL the cap of the whole cluster; 0 = workers/4")
+	f.IntVar(&cfg.HostConcurrency, "host-concurrency", 0, "attempts in flight to one destination host (all tenants) for endpoints that have not answered fast; on PostgreSQL the cap of the whole cluster; 0 = workers/2")
+	f.IntVar(&cfg.MaxEndpointsPerTenant, "max-endpoints-per-tenant", 0, "refuse creating an endpoint past this many in its tenant (422); 0 = no limit")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals; a node joining others waits 3 intervals plus their attempt timeout before it delivers)")
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")

@@ -272,6 +272,12 @@ func matrix(w *world) map[string]route {
 			return "/v1/api-keys/" + id, ""
 		}},
 		"create-portal-session": {roles: "", method: "POST", pathA: "/v1/portal-sessions", body: `{"tenant":"acme","role":"viewer","ttl_seconds":600}`, ok: 201},
+		"list-portal-sessions":  {roles: "", method: "GET", pathA: "/v1/portal-sessions", ok: 200},
+		"revoke-portal-session": {roles: "", method: "DELETE", ok: 204, prep: func(w *world) (string, string) {
+			var out struct{ ID string }
+			w.mustCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, 201, &out)
+			return "/v1/portal-sessions/" + out.ID, ""
+		}},
 	}
 }
 

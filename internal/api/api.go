@@ -68,6 +68,9 @@ type Config struct {
 	Now func() time.Time
 	// MaxPayloadBytes caps the event body sent to endpoints; default 65536.
 	MaxPayloadBytes int
+	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
+	// its tenant with 422 naming the limit; 0 = no limit.
+	MaxEndpointsPerTenant int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
 	// Contract, when set, is served at GET /contract.
@@ -325,6 +328,8 @@ func (s *Server) problem(err error, what string) error {
 		return huma.Error400BadRequest(err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
+	case errors.Is(err, store.ErrLimit):
+		return huma.Error422UnprocessableEntity(strings.TrimSuffix(err.Error(), ": "+store.ErrLimit.Error()))
 	default:
 		s.cfg.Logger.Error("store error", "error", err, "op", what)
 		return huma.Error503ServiceUnavailable("the store is unavailable; retry later (a publish: retry with the same id or Idempotency-Key, it will not be stored twice)")
@@ -351,9 +356,15 @@ func init() {
 
 // secretLocation reports whether an error at location (e.g.
 // "body.secrets[0]", "body.headers.Authorization") with value may repeat a
-// secret: a field in secretFields, anywhere in the path, or a URL with a
-// query or userinfo.
+// secret: a field in secretFields, anywhere in the path, a URL with a
+// query or userinfo, or an object or array (the validator reports an
+// unknown or missing property with the whole enclosing object as value,
+// which may hold headers or secrets; repeating it tells the client nothing).
 func secretLocation(location string, value any) bool {
+	switch value.(type) {
+	case map[string]any, []any:
+		return true
+	}
 	for _, part := range strings.FieldsFunc(location, func(r rune) bool { return r == '.' || r == '[' || r == ']' }) {
 		if secretFields[strings.ToLower(part)] {
 			return true

@@ -118,14 +118,29 @@ type keyring struct {
 	touched map[string]time.Time // key id → last last_used_at write
 }
 
+// forget drops the cached record of key id, and of the portal sessions it
+// created, so that a revocation takes effect at once on this node.
 func (kr *keyring) forget(id string) {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	for h, c := range kr.cache {
-		if c.key.ID == id {
+		if c.key.ID == id || c.key.CreatedBy == id {
 			delete(kr.cache, h)
 		}
 	}
+}
+
+// record returns the cached record of key id (the caller's own key was
+// cached when it authenticated this request).
+func (kr *keyring) record(id string) (store.APIKey, bool) {
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	for _, c := range kr.cache {
+		if c.key.ID == id {
+			return c.key, true
+		}
+	}
+	return store.APIKey{}, false
 }
 
 // authFailure is why a request was refused at authentication.
@@ -390,6 +405,8 @@ var Policy = map[string]Access{
 	"list-api-keys":         adminOnly,
 	"revoke-api-key":        adminOnly,
 	"create-portal-session": adminOnly,
+	"list-portal-sessions":  adminOnly,
+	"revoke-portal-session": adminOnly,
 }
 
 // allows reports whether the role may call the operation.
@@ -452,16 +469,24 @@ func (s *Server) applyPolicy() error {
 
 // InternalTenantPrefix starts the tenants Herald keeps for itself: an
 // inbound source's forwarding endpoint and events belong to the tenant
-// named by the source id ("src_…"). No request may name such a tenant.
+// named by the source id ("src_…"). No request may name such a tenant,
+// whatever the case of the prefix ("SRC_x" is refused too: tenants are
+// case-sensitive, but a look-alike of an internal tenant serves nobody).
 const InternalTenantPrefix = "src_"
+
+// IsInternalTenant reports whether a tenant name starts with
+// InternalTenantPrefix, compared without regard to case.
+func IsInternalTenant(name string) bool {
+	return len(name) >= len(InternalTenantPrefix) && strings.EqualFold(name[:len(InternalTenantPrefix)], InternalTenantPrefix)
+}
 
 // tenantFor resolves the tenant a request acts on. named is the tenant the
 // request names ("" when it names none; loc is where, for the error). A
 // tenant principal acts on its own tenant: naming another answers 403. An
 // admin acts on the tenant it names. Internal tenants cannot be named (422).
 func (s *Server) tenantFor(ctx context.Context, named, loc string) (string, error) {
-	if strings.HasPrefix(named, InternalTenantPrefix) {
-		return "", invalid(loc, "tenant names starting with "+InternalTenantPrefix+" are reserved for inbound sources and cannot be named through the API", named)
+	if IsInternalTenant(named) {
+		return "", invalid(loc, "tenant names starting with "+InternalTenantPrefix+" (in any case) are reserved for inbound sources and cannot be named through the API", named)
 	}
 	p := principal(ctx)
 	if p.Tenant == "" {

@@ -95,6 +95,11 @@ func TestUnprocessableNeverEchoesSecrets(t *testing.T) {
 		{"endpoint header of the wrong type", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":["Bearer ` + secret + `"]}}`, "body.headers"},
 		{"endpoint header with a newline", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":"Bearer ` + secret + `\n"}}`, "body.headers"},
 		{"a secret in an unknown field", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","secret":"` + secret + `"}`, "secret"},
+		// Errors about the object as a whole (an unknown or missing
+		// property) must not echo the object, with its headers or secrets.
+		{"headers beside a misspelt field", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":"Bearer ` + secret + `"},"descriptin":"x"}`, "descriptin"},
+		{"headers without the url", "POST", "/v1/endpoints", `{"tenant":"acme","headers":{"Authorization":"Bearer ` + secret + `"}}`, "url"},
+		{"source secrets without a name", "POST", "/v1/sources", `{"scheme":"github","secrets":["` + secret + `"],"destination_url":"https://internal.example/in"}`, "name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

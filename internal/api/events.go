@@ -62,7 +62,7 @@ func (s *Server) registerEvents() {
 	sec := []map[string][]string{{"bearer": {}}}
 
 	type publishIn struct {
-		IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) returns the original event"`
+		IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
 		Body           PublishBody
 	}
 	type publishOutput struct {
@@ -72,7 +72,7 @@ func (s *Server) registerEvents() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
 		Summary:       "Publish an event to the tenant's subscribed endpoints",
-		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before.",
+		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before with the same type and data; 409 when it was used with other content.",
 		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, func(ctx context.Context, in *publishIn) (*publishOutput, error) {
@@ -88,8 +88,10 @@ func (s *Server) registerEvents() {
 		if !store.ValidEventType(b.Type) {
 			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 		}
-		if strings.HasPrefix(b.Type, store.OperationalPrefix) || strings.HasPrefix(b.Type, "herald.") {
-			return nil, invalid("body.type", "event types starting with endpoint. or herald. are reserved for Herald's own operational and test events", b.Type)
+		// Reserved in any case: a receiver that folds case must not take
+		// "Endpoint.disabled" for Herald's own event.
+		if lt := strings.ToLower(b.Type); strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.") {
+			return nil, invalid("body.type", "event types starting with endpoint. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
 		}
 		data := bytes.TrimSpace(b.Data)
 		if len(data) == 0 || data[0] != '{' {

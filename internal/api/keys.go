@@ -58,11 +58,30 @@ type CreatePortalSessionBody struct {
 	TTLSeconds int    `json:"ttl_seconds,omitempty" minimum:"60" maximum:"604800" doc:"lifetime in seconds, 60–604800 (7 days); default 3600"`
 }
 
-// PortalSessionOut answers POST /v1/portal-sessions.
+// PortalSessionOut is a portal session; Token and URL only in the answer
+// to POST /v1/portal-sessions.
 type PortalSessionOut struct {
-	Token     string    `json:"token" doc:"herald_portal_…: acts as an API key of the tenant and role until expires_at"`
-	URL       string    `json:"url" doc:"opens the web UI signed in as the tenant: <base>/ui/portal#token=<token> (the token is in the fragment, so it is never sent to a server or logged)"`
-	ExpiresAt time.Time `json:"expires_at"`
+	ID         string     `json:"id" doc:"ps_…"`
+	Token      string     `json:"token,omitempty" doc:"herald_portal_…: acts as an API key of the tenant and role until expires_at; shown once, on create"`
+	URL        string     `json:"url,omitempty" doc:"opens the web UI signed in as the tenant: <base>/ui/portal#token=<token> (the token is in the fragment, so it is never sent to a server or logged); on create only"`
+	Tenant     string     `json:"tenant"`
+	Role       string     `json:"role" enum:"manager,viewer"`
+	CreatedBy  string     `json:"created_by" doc:"the key that created it (key_…, or env for HERALD_API_KEY): revoking that key revokes the session"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  time.Time  `json:"expires_at" doc:"at most ttl_seconds after creation, and never after the creating key expires"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+}
+
+// PortalSessionList is a page of portal sessions.
+type PortalSessionList struct {
+	Data       []PortalSessionOut `json:"data"`
+	NextCursor string             `json:"next_cursor"`
+}
+
+func portalSessionOut(k store.APIKey) PortalSessionOut {
+	return PortalSessionOut{ID: k.ID, Tenant: k.Tenant, Role: k.Role, CreatedBy: k.CreatedBy, CreatedAt: k.CreatedAt,
+		ExpiresAt: k.ExpiresAt, RevokedAt: optTime(k.RevokedAt), LastUsedAt: optTime(k.LastUsedAt)}
 }
 
 // PortalPath is where a portal session's URL points; the token follows in
@@ -120,7 +139,7 @@ func (s *Server) registerKeys() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.db(ctx).ListAPIKeys(ctx, lp)
+		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, lp)
 		if err != nil {
 			return nil, s.problem(err, "api keys")
 		}
@@ -135,14 +154,17 @@ func (s *Server) registerKeys() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-api-key", Method: http.MethodDelete, Path: "/v1/api-keys/{id}", Tags: []string{"api keys"},
-		Summary: "Revoke an API key: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
+		Summary: "Revoke an API key, and the portal sessions it created: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *struct {
 		ID string `path:"id" maxLength:"128" doc:"key id (key_…)"`
 	}) (*struct{}, error) {
-		if err := s.db(ctx).RevokeAPIKey(ctx, in.ID, s.cfg.Now()); err != nil {
+		if err := s.keepAnAdmin(ctx, in.ID); err != nil {
+			return nil, err
+		}
+		if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindAPIKey, in.ID, s.cfg.Now()); err != nil {
 			return nil, s.problem(err, "api key "+in.ID)
 		}
-		s.keys.forget(in.ID)
+		s.keys.forget(in.ID) // and the portal sessions it created
 		return &struct{}{}, nil
 	})
 
@@ -163,12 +185,19 @@ func (s *Server) registerKeys() {
 			ttl = 3600
 		}
 		now := s.cfg.Now().Truncate(time.Microsecond)
+		expires := now.Add(time.Duration(ttl) * time.Second)
+		// A session never outlives the key that made it: revoking that key
+		// revokes the session (RevokeAPIKey), and it expires with it.
+		creator := principal(ctx)
+		if k, ok := s.keys.record(creator.KeyID); ok && !k.ExpiresAt.IsZero() && k.ExpiresAt.Before(expires) {
+			expires = k.ExpiresAt
+		}
 		token, err := NewSecretKey(PortalTokenPrefix)
 		if err != nil {
 			return nil, huma.Error500InternalServerError("could not generate a token")
 		}
 		k, err := s.db(ctx).CreateAPIKey(ctx, store.APIKey{ID: store.NewID("ps"), Kind: store.KeyKindPortal, Name: "portal session",
-			Role: role, Tenant: tenant, Hash: HashAPIKey(token), CreatedAt: now, ExpiresAt: now.Add(time.Duration(ttl) * time.Second)})
+			Role: role, Tenant: tenant, Hash: HashAPIKey(token), CreatedAt: now, ExpiresAt: expires, CreatedBy: creator.KeyID})
 		if err != nil {
 			return nil, s.problem(err, "portal session")
 		}
@@ -176,6 +205,78 @@ func (s *Server) registerKeys() {
 		if base == "" {
 			base, _ = ctx.Value(baseURLKey{}).(string)
 		}
-		return &struct{ Body PortalSessionOut }{Body: PortalSessionOut{Token: token, URL: base + PortalPath + "#token=" + token, ExpiresAt: k.ExpiresAt}}, nil
+		out := portalSessionOut(k)
+		out.Token, out.URL = token, base+PortalPath+"#token="+token
+		return &struct{ Body PortalSessionOut }{Body: out}, nil
 	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-portal-sessions", Method: http.MethodGet, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
+		Summary: "List portal sessions, newest first (never their tokens; expired and revoked ones included)", Security: sec,
+	}, func(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
+		lp, err := in.params()
+		if err != nil {
+			return nil, err
+		}
+		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindPortal, lp)
+		if err != nil {
+			return nil, s.problem(err, "portal sessions")
+		}
+		out := &struct{ Body PortalSessionList }{}
+		out.Body.Data = make([]PortalSessionOut, len(pg.Data))
+		for i, k := range pg.Data {
+			out.Body.Data[i] = portalSessionOut(k)
+		}
+		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-portal-session", Method: http.MethodDelete, Path: "/v1/portal-sessions/{id}", Tags: []string{"api keys"},
+		Summary: "Revoke a portal session before it expires: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *struct {
+		ID string `path:"id" maxLength:"128" doc:"portal session id (ps_…)"`
+	}) (*struct{}, error) {
+		if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindPortal, in.ID, s.cfg.Now()); err != nil {
+			return nil, s.problem(err, "portal session "+in.ID)
+		}
+		s.keys.forget(in.ID)
+		return &struct{}{}, nil
+	})
+}
+
+// keepAnAdmin refuses (409) to revoke the last usable stored admin key when
+// no admin key is configured (HERALD_API_KEY): nobody could manage keys,
+// sources or tenants afterwards, and no key is generated again once keys
+// exist. Two admins revoking each other at the same instant can both
+// pass; the configured key is the way back (docs/operations.md).
+func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
+	if len(s.cfg.AdminKeyHashes) > 0 {
+		return nil
+	}
+	now := s.cfg.Now()
+	var target store.APIKey
+	admins := 0
+	for p := (store.ListParams{Limit: 1000}); ; {
+		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, p)
+		if err != nil {
+			return s.problem(err, "api keys")
+		}
+		for _, k := range pg.Data {
+			if k.ID == id {
+				target = k
+			}
+			if k.Role == store.RoleAdmin && k.Usable(now) {
+				admins++
+			}
+		}
+		if pg.NextCursor == "" {
+			break
+		}
+		p.Cursor = pg.NextCursor
+	}
+	if target.Role == store.RoleAdmin && target.Usable(now) && admins <= 1 {
+		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
+	}
+	return nil
 }

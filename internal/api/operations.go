@@ -48,7 +48,7 @@ func (s *Server) registerOperations() {
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+id)
 		}
-		out := &struct{ Body StateChangeOut }{Body: StateChangeOut{Endpoint: endpointOut(e)}}
+		out := &struct{ Body StateChangeOut }{Body: StateChangeOut{Endpoint: endpointOut(ctx, e)}}
 		if to == store.EndpointEnabled {
 			out.Body.Released = moved
 			s.cfg.Notify()

@@ -182,11 +182,11 @@ func (t tenantStore) CreateAPIKey(_ context.Context, k store.APIKey) (store.APIK
 	return store.APIKey{}, t.notFound("api key", k.ID)
 }
 
-func (t tenantStore) ListAPIKeys(context.Context, store.ListParams) (store.Page[store.APIKey], error) {
+func (t tenantStore) ListAPIKeys(context.Context, string, store.ListParams) (store.Page[store.APIKey], error) {
 	return store.Page[store.APIKey]{Data: []store.APIKey{}}, nil
 }
 
-func (t tenantStore) RevokeAPIKey(_ context.Context, id string, _ time.Time) error {
+func (t tenantStore) RevokeAPIKey(_ context.Context, _, id string, _ time.Time) error {
 	return t.notFound("api key", id)
 }
 

@@ -92,6 +92,14 @@ type Config struct {
 	// EndpointConcurrency caps attempts in flight per endpoint until it has
 	// proven fast; default Workers/8.
 	EndpointConcurrency int
+	// TenantConcurrency and HostConcurrency cap attempts in flight per
+	// tenant and per destination host to endpoints that have not proven
+	// fast; defaults Workers/4 and Workers/2 (delivery.Config).
+	TenantConcurrency int
+	HostConcurrency   int
+	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
+	// its tenant (422); 0 = no limit.
+	MaxEndpointsPerTenant int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.
 	BreakerThreshold int
@@ -178,6 +186,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if cfg.APIKey != "" && len(cfg.APIKey) < api.MinAdminKeyLength {
 		return nil, fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -base64 32)", len(cfg.APIKey), api.MinAdminKeyLength)
 	}
+	if i := strings.IndexFunc(cfg.APIKey, func(r rune) bool { return r < 0x21 || r > 0x7e }); i >= 0 {
+		// A bearer token is one run of visible characters (RFC 6750 §2.1,
+		// b64token); clients trim or split at whitespace, so such a key
+		// could never be presented.
+		return nil, fmt.Errorf("HERALD_API_KEY has a space, control or non-ASCII character at byte %d: an API key must be visible ASCII characters only (RFC 6750 §2.1); check for a stray space or newline", i)
+	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
 
 	st, err := m.openStore(ctx)
@@ -245,6 +259,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Claimers:            claimers,
 		Completers:          claimers,
 		EndpointConcurrency: cfg.EndpointConcurrency,
+		TenantConcurrency:   cfg.TenantConcurrency,
+		HostConcurrency:     cfg.HostConcurrency,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
@@ -266,19 +282,20 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger})
 	m.api, err = api.New(api.Config{
-		Inbound:         m.gateway,
-		SourceChanged:   m.gateway.Forget,
-		Store:           st,
-		URLs:            m.egress,
-		AdminKeyHashes:  keyHashes,
-		PublicURL:       cfg.PublicURL,
-		Notify:          m.engine.Notify,
-		Tester:          m.engine,
-		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Version:         Version,
-		Contract:        Contract(cfg),
-		Metrics:         m.metrics,
-		Logger:          cfg.Logger,
+		Inbound:               m.gateway,
+		SourceChanged:         m.gateway.Forget,
+		Store:                 st,
+		URLs:                  m.egress,
+		AdminKeyHashes:        keyHashes,
+		PublicURL:             cfg.PublicURL,
+		Notify:                m.engine.Notify,
+		Tester:                m.engine,
+		MaxPayloadBytes:       cfg.MaxPayloadBytes,
+		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		Version:               Version,
+		Contract:              Contract(cfg),
+		Metrics:               m.metrics,
+		Logger:                cfg.Logger,
 	})
 	if err != nil {
 		st.Close()
@@ -450,7 +467,22 @@ func (m *Main) keyring(key []byte) (*secretbox.Keyring, error) {
 // key, stores it hashed and prints it once.
 func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 	if m.cfg.APIKey != "" {
-		return [][]byte{api.HashAPIKey(m.cfg.APIKey)}, nil
+		h := api.HashAPIKey(m.cfg.APIKey)
+		// The configured admin key must be a key of its own: were it the
+		// secret of a stored key, that key's role would silently become
+		// admin and revoking it would change nothing.
+		k, err := m.store.LookupAPIKey(ctx, h)
+		switch {
+		case err == nil:
+			state := "a stored"
+			if !k.RevokedAt.IsZero() {
+				state = "a revoked"
+			}
+			return nil, fmt.Errorf("HERALD_API_KEY is the secret of %s API key (%s, role %s): the configured admin key must be a key of its own, or revoking that key would not stop it; choose a new one (openssl rand -base64 32)", state, k.ID, k.Role)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		return [][]byte{h}, nil
 	}
 	n, err := m.store.CountAPIKeys(ctx)
 	if err != nil || n > 0 {

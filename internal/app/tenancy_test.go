@@ -2,12 +2,17 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // tenancyFixture is a running Herald with one Stripe source (forwarding to
@@ -89,6 +94,17 @@ func TestAttackForgeInboundEvent(t *testing.T) {
 		st, raw := f.h.callWithKey(key, "POST", "/v1/events", forged, nil)
 		if st != 422 || !strings.Contains(string(raw), "reserved for inbound sources") {
 			t.Errorf("%s publishing into %s: %d %s, want 422 (reserved tenant)", name, f.src.ID, st, raw)
+		}
+	}
+	// The prefix is reserved in any case: a look-alike tenant is refused too.
+	lookalike := map[string]any{"tenant": "SRC_" + strings.TrimPrefix(f.src.ID, "src_"), "type": "invoice.paid", "data": map[string]any{}}
+	for _, path := range []string{"/v1/events", "/v1/endpoints"} {
+		body := lookalike
+		if path == "/v1/endpoints" {
+			body = map[string]any{"tenant": lookalike["tenant"], "url": "https://x.example/"}
+		}
+		if st, raw := f.h.callWithKey(testAPIKey, "POST", path, body, nil); st != 422 || !strings.Contains(string(raw), "reserved for inbound sources") {
+			t.Errorf("admin POST %s naming %s: %d %s, want 422 (reserved tenant)", path, lookalike["tenant"], st, raw)
 		}
 	}
 	if st, raw := f.h.callWithKey(f.manager, "POST", "/v1/events", forged, nil); st != 403 {
@@ -319,5 +335,218 @@ func TestShortAdminKeyRefused(t *testing.T) {
 	_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: "dev-key"})
 	if err == nil || !strings.Contains(err.Error(), "HERALD_API_KEY is 7 characters") || !strings.Contains(err.Error(), "at least 32") || strings.Contains(err.Error(), "dev-key") {
 		t.Fatalf("app.New with a 7-character admin key: %v; want the reason, without the key", err)
+	}
+}
+
+// TestBlankAdminKeyRefused: an admin key with whitespace (all blanks, or a
+// stray newline from a file) is long enough but could never be presented
+// as a bearer token; the start refuses it with the reason, never echoing it.
+func TestBlankAdminKeyRefused(t *testing.T) {
+	t.Parallel()
+	for name, k := range map[string]string{
+		"all spaces":       strings.Repeat(" ", 40),
+		"trailing newline": "0123456789abcdef0123456789abcdef0123\n",
+		"inner space":      "0123456789abcdef 0123456789abcdef0123",
+		"non-ASCII":        "0123456789abcdef0123456789abcdef0123é",
+	} {
+		db, key := testDB(t)
+		_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: k})
+		if err == nil || !strings.Contains(err.Error(), "visible ASCII") || (strings.TrimSpace(k) != "" && strings.Contains(err.Error(), strings.TrimSpace(k))) {
+			t.Errorf("%s: app.New: %v; want a refusal naming the rule, without the key", name, err)
+		}
+	}
+}
+
+// TestViewerNeverReadsHeaderValues: custom header values are receivers'
+// credentials; a viewer key and a viewer portal token see the header
+// names with the values redacted, on get and list; a manager sees them.
+func TestViewerNeverReadsHeaderValues(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	viewer := f.key("viewer", "acme")
+	var ep struct{ ID string }
+	if st, raw := f.h.callWithKey(f.manager, "POST", "/v1/endpoints", map[string]any{"url": "https://x.example/hook",
+		"headers": map[string]string{"Authorization": "Bearer receiver-secret-123"}}, &ep); st != 201 {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	var ps struct{ Token string }
+	if st, raw := f.h.call("POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "role": "viewer"}, &ps); st != 201 {
+		t.Fatalf("portal session: %d %s", st, raw)
+	}
+	for name, k := range map[string]string{"viewer key": viewer, "viewer portal token": ps.Token, "manager": f.manager} {
+		for _, path := range []string{"/v1/endpoints/" + ep.ID, "/v1/endpoints"} {
+			st, raw := f.h.callWithKey(k, "GET", path, nil, nil)
+			if st != 200 || !strings.Contains(string(raw), `"Authorization"`) {
+				t.Fatalf("%s GET %s: %d %s", name, path, st, raw)
+			}
+			leaked := strings.Contains(string(raw), "receiver-secret-123")
+			if name == "manager" && !leaked {
+				t.Errorf("manager GET %s does not show the header value: %s", path, raw)
+			}
+			if name != "manager" && (leaked || !strings.Contains(string(raw), "[redacted]")) {
+				t.Errorf("%s GET %s: %s; want the header value redacted", name, path, raw)
+			}
+		}
+	}
+}
+
+// TestAdminKeyMustNotBeAStoredKey: HERALD_API_KEY equal to a stored key's
+// secret (active or revoked) would turn that key into an admin key that
+// revocation cannot stop; the start refuses it and names the key, never
+// the secret. A key of its own still starts.
+func TestAdminKeyMustNotBeAStoredKey(t *testing.T) {
+	t.Parallel()
+	db, encKey := testDB(t)
+	start := func(apiKey string) (*app.Main, error) {
+		return app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: encKey, APIKey: apiKey, Dev: true,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	m, err := start(testAPIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, revoked := "herald_viewer_secret_0123456789abcdef0123", "herald_revoked_secret_0123456789abcdef012"
+	for id, secret := range map[string]string{"key_viewer": viewer, "key_revoked": revoked} {
+		if _, err := m.Store().CreateAPIKey(t.Context(), store.APIKey{ID: id, Kind: store.KeyKindAPIKey, Name: id, Role: store.RoleViewer,
+			Tenant: "acme", Hash: api.HashAPIKey(secret), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Store().RevokeAPIKey(t.Context(), store.KeyKindAPIKey, "key_revoked", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	for secret, want := range map[string]string{viewer: "a stored API key (key_viewer, role viewer)", revoked: "a revoked API key (key_revoked"} {
+		if _, err := start(secret); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("start with a stored key's secret as HERALD_API_KEY: %v; want a refusal naming %q", err, want)
+		}
+	}
+	m, err = start(testAPIKey)
+	if err != nil {
+		t.Fatalf("restart with the admin key of its own: %v", err)
+	}
+	m.Close()
+}
+
+// TestLastAdminKeyKept: without HERALD_API_KEY, the last usable stored
+// admin key cannot be revoked (409 naming the way out); once another admin
+// key exists, the first can be revoked, and then the second cannot.
+func TestLastAdminKeyKept(t *testing.T) {
+	t.Parallel()
+	var printed strings.Builder
+	h := startHerald(t, func(c *app.Config) { c.APIKey = ""; c.Stdout = &printed })
+	generated := regexp.MustCompile(`herald_key_[\w-]+`).FindString(printed.String())
+	if generated == "" {
+		t.Fatalf("no generated admin key printed: %q", printed.String())
+	}
+	var keys struct{ Data []struct{ ID, Role string } }
+	if st, raw := h.callWithKey(generated, "GET", "/v1/api-keys", nil, &keys); st != 200 || len(keys.Data) != 1 {
+		t.Fatalf("list keys: %d %s", st, raw)
+	}
+	first := keys.Data[0].ID
+	if st, raw := h.callWithKey(generated, "DELETE", "/v1/api-keys/"+first, nil, nil); st != 409 || !strings.Contains(string(raw), "last usable admin key") {
+		t.Fatalf("revoking the last admin key: %d %s, want 409", st, raw)
+	}
+	var second struct{ ID, Key string }
+	if st, raw := h.callWithKey(generated, "POST", "/v1/api-keys", map[string]any{"name": "second admin", "role": "admin"}, &second); st != 201 {
+		t.Fatalf("create admin key: %d %s", st, raw)
+	}
+	if st, raw := h.callWithKey(second.Key, "DELETE", "/v1/api-keys/"+first, nil, nil); st != 204 {
+		t.Fatalf("revoking one of two admin keys: %d %s, want 204", st, raw)
+	}
+	if st, raw := h.callWithKey(second.Key, "DELETE", "/v1/api-keys/"+second.ID, nil, nil); st != 409 {
+		t.Fatalf("revoking the now last admin key: %d %s, want 409", st, raw)
+	}
+	if st, _ := h.callWithKey(second.Key, "GET", "/v1/api-keys", nil, nil); st != 200 {
+		t.Fatalf("the kept admin key no longer works: %d", st)
+	}
+}
+
+// TestSourceEndpointOwnedBySource: a source's forwarding endpoint cannot be
+// changed or deleted through the endpoints API, even by an admin (409
+// naming the source's routes): the gateway would otherwise answer 200 to
+// the provider and forward nowhere. The source still forwards afterwards.
+func TestSourceEndpointOwnedBySource(t *testing.T) {
+	t.Parallel()
+	f := newTenancyFixture(t)
+	for _, c := range []struct{ method, body string }{{"PATCH", `{"url":"https://elsewhere.example/"}`}, {"DELETE", ""}} {
+		var body any
+		if c.body != "" {
+			body = json.RawMessage(c.body)
+		}
+		st, raw := f.h.call(c.method, "/v1/endpoints/"+f.src.EndpointID, body, nil)
+		if st != 409 || !strings.Contains(string(raw), "/v1/sources/"+f.src.ID) {
+			t.Errorf("admin %s of the source's endpoint: %d %s, want 409 naming the source's routes", c.method, st, raw)
+		}
+	}
+	f.ingestStripe()
+	f.waitForwarded(1)
+}
+
+// TestPortalSessionRevocation: an operator lists portal sessions (never
+// their tokens) and revokes one before it expires; revoking the admin key
+// that created a session revokes the session too; a session never
+// outlives its creating key's expiry.
+func TestPortalSessionRevocation(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	var admin struct{ ID, Key string }
+	expires := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": "support admin", "role": "admin", "expires_at": expires}, &admin); st != 201 {
+		t.Fatalf("create admin key: %d %s", st, raw)
+	}
+	type session struct {
+		ID, Token string
+		CreatedBy string    `json:"created_by"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	open := func(key string) session {
+		t.Helper()
+		var s session
+		if st, raw := h.callWithKey(key, "POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "role": "manager", "ttl_seconds": 7 * 24 * 3600}, &s); st != 201 {
+			t.Fatalf("create portal session: %d %s", st, raw)
+		}
+		return s
+	}
+	byAdmin, byEnv, direct := open(admin.Key), open(testAPIKey), open(testAPIKey)
+	if !byAdmin.ExpiresAt.Equal(expires) {
+		t.Errorf("a 7-day session made by a key expiring at %v expires at %v; want the key's expiry", expires, byAdmin.ExpiresAt)
+	}
+	works := func(s session) int {
+		st, _ := h.callWithKey(s.Token, "GET", "/v1/endpoints", nil, nil)
+		return st
+	}
+	for _, s := range []session{byAdmin, byEnv, direct} {
+		if st := works(s); st != 200 {
+			t.Fatalf("session %s: %d before any revocation", s.ID, st)
+		}
+	}
+	var list struct{ Data []json.RawMessage }
+	if st, raw := h.call("GET", "/v1/portal-sessions", nil, &list); st != 200 || len(list.Data) != 3 || strings.Contains(string(raw), "herald_portal_") ||
+		!strings.Contains(string(raw), `"created_by":"`+admin.ID+`"`) {
+		t.Fatalf("list portal sessions: %d %s; want 3 sessions, their creators, no tokens", st, raw)
+	}
+	// Revoking the creating key ends its session at once; others stay.
+	if st, raw := h.call("DELETE", "/v1/api-keys/"+admin.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke admin key: %d %s", st, raw)
+	}
+	if st := works(byAdmin); st != 401 {
+		t.Errorf("the session of a revoked key answers %d, want 401", st)
+	}
+	if st := works(byEnv); st != 200 {
+		t.Errorf("another key's session answers %d after an unrelated revocation, want 200", st)
+	}
+	// Revoking one session directly.
+	if st, raw := h.call("DELETE", "/v1/portal-sessions/"+direct.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke portal session: %d %s", st, raw)
+	}
+	if st := works(direct); st != 401 {
+		t.Errorf("a revoked session answers %d, want 401", st)
+	}
+	if st, raw := h.call("DELETE", "/v1/portal-sessions/ps_unknown", nil, nil); st != 404 {
+		t.Errorf("revoking an unknown session: %d %s, want 404", st, raw)
+	}
+	if st, _ := h.call("DELETE", "/v1/portal-sessions/"+admin.ID, nil, nil); st != 404 {
+		t.Errorf("revoking an API key through the sessions route: %d, want 404", st)
 	}
 }

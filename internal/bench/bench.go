@@ -36,7 +36,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order of docs/BENCHMARKS.md.
-var Scenarios = []string{"drain", "latency", "publish", "isolation", "backlog", "inbound"}
+var Scenarios = []string{"drain", "latency", "publish", "isolation", "backlog", "inbound", "fairness", "fanout"}
 
 // Options configures one run. Zero fields take the defaults of the
 // scenario (Defaults).
@@ -144,6 +144,21 @@ func (o Options) Defaults(scenario string) Options {
 		if o.Duration == 0 {
 			o.Duration = 10 * time.Second
 		}
+	case "fairness":
+		setInt(&o.Endpoints, 200)
+		setInt(&o.Rate, 100)
+		setInt(&o.Concurrency, 64)
+		if o.Duration == 0 {
+			o.Duration = 20 * time.Second
+		}
+	case "fanout":
+		setInt(&o.Endpoints, 10000)
+		setInt(&o.Events, 3)
+		setInt(&o.Rate, 500)
+		setInt(&o.Concurrency, 64)
+		if o.Duration == 0 {
+			o.Duration = 10 * time.Second
+		}
 	case "backlog":
 		setInt(&o.Size, 1000000)
 		setInt(&o.BacklogEndpoints, 8)
@@ -198,6 +213,10 @@ func (o Options) validate(scenario string) error {
 		return errors.Join(positive("--rate", o.Rate), positive("--events", o.Events), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
 	case "inbound":
 		return errors.Join(positive("--rate", o.Rate), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "fanout":
+		return errors.Join(positive("--endpoints", o.Endpoints), positive("--events", o.Events), positive("--rate", o.Rate), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
+	case "fairness":
+		return errors.Join(positive("--endpoints", o.Endpoints), positive("--rate", o.Rate), positive("--concurrency", o.Concurrency), positiveDur("--duration", o.Duration))
 	case "backlog":
 		return errors.Join(positive("--size", o.Size), positive("--backlog-endpoints", o.BacklogEndpoints),
 			positive("--events", o.Events), positive("--endpoints", o.Endpoints))
@@ -215,7 +234,7 @@ func positiveDur(name string, d time.Duration) error {
 // Run runs one scenario and prints its result.
 func Run(ctx context.Context, scenario string, o Options) error {
 	switch scenario {
-	case "drain", "latency", "publish", "isolation", "backlog", "inbound":
+	case "drain", "latency", "publish", "isolation", "backlog", "inbound", "fairness", "fanout":
 	default:
 		return fmt.Errorf("unknown scenario %q: use one of %s", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -255,6 +274,10 @@ func Run(ctx context.Context, scenario string, o Options) error {
 		res, err = r.backlog(ctx)
 	case "inbound":
 		res, err = r.inbound(ctx)
+	case "fairness":
+		res, err = r.fairness(ctx)
+	case "fanout":
+		res, err = r.fanout(ctx)
 	}
 	if err != nil {
 		r.showHeraldLogs()

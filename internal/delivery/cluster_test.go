@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -230,4 +231,39 @@ func TestNodeView(t *testing.T) {
 		r.beat(1500*ms, self)
 		r.want(1510*ms, 0, 1)
 	})
+}
+
+// The tenant and host caps are cluster-wide like the endpoint cap: each
+// node takes its share (capShare).
+func TestGateTenantAndHostCapsClusterShare(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		tenantCap, hostCap int
+		rank, nodes        int
+		want               int
+		reason             string
+	}{
+		{"tenant cap 10, rank 0 of 3", 10, 100, 0, 3, 4, "tenant_cap"},
+		{"tenant cap 10, rank 2 of 3", 10, 100, 2, 3, 3, "tenant_cap"},
+		{"host cap 7, rank 1 of 2", 100, 7, 1, 2, 3, "host_cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(tc.tenantCap, tc.hostCap, 10*time.Second)
+			g.setShare(tc.rank, tc.nodes)
+			got := 0
+			for i := range 20 {
+				ok, _, reason := g.admitAs(fmt.Sprint("ep", i), "a", "https://h.example/", t0)
+				if !ok {
+					if reason != tc.reason {
+						t.Fatalf("refused for %q, want %q", reason, tc.reason)
+					}
+					break
+				}
+				got++
+			}
+			if got != tc.want {
+				t.Fatalf("%d attempts admitted, want the node's share %d", got, tc.want)
+			}
+		})
+	}
 }

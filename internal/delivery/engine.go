@@ -96,6 +96,17 @@ type Config struct {
 	// answered fast (under 250 ms) three times in a row may use every
 	// worker of a node until it is slow or fails again.
 	EndpointConcurrency int
+	// TenantConcurrency caps the attempts in flight for one tenant to its
+	// endpoints that have not proven fast (see EndpointConcurrency);
+	// default Workers/4. With Membership it is the cap of the whole
+	// cluster. A tenant's slow or black-holed endpoints together hold at
+	// most this many workers, whatever their number.
+	TenantConcurrency int
+	// HostConcurrency caps the attempts in flight to one destination host
+	// (host:port of the URL, all tenants) for endpoints that have not
+	// proven fast; default Workers/2. With Membership it is the cap of the
+	// whole cluster.
+	HostConcurrency int
 	// BreakerThreshold is the number of consecutive transport failures
 	// (no answer, or 5xx) that opens an endpoint's circuit; default 5.
 	BreakerThreshold int
@@ -103,8 +114,11 @@ type Config struct {
 	// probe is let through; default 30 s. While open, the endpoint's due
 	// deliveries are postponed without consuming attempts.
 	BreakerCooldown time.Duration
-	// DeferDelay is the wait of a delivery turned away at its endpoint's
-	// concurrency cap; default 1 s.
+	// DeferDelay is the wait of a delivery turned away at a concurrency
+	// cap before any attempt's duration is known; default 1 s. Once
+	// attempts have ended the wait follows their moving average divided by
+	// the cap (one claim back per expected free slot), between 5 ms and
+	// AttemptTimeout.
 	DeferDelay time.Duration
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (docs/contract.md: 5 days); 0 = never.
@@ -175,6 +189,17 @@ func (c Config) WithDefaults() Config {
 		// the healthy ones.
 		c.EndpointConcurrency = max(1, c.Workers/8)
 	}
+	if c.TenantConcurrency <= 0 {
+		// A quarter of the workers: a tenant needs two slow endpoints at
+		// their cap (workers/8) to reach it, and three tenants whose every
+		// endpoint hangs still leave a quarter of the workers to the rest.
+		c.TenantConcurrency = max(1, c.Workers/4)
+	}
+	if c.HostConcurrency <= 0 {
+		// Half of the workers: one receiving service (many tenants'
+		// endpoints on one host) that hangs leaves the other half free.
+		c.HostConcurrency = max(1, c.Workers/2)
+	}
 	if c.BreakerThreshold <= 0 {
 		c.BreakerThreshold = 5
 	}
@@ -233,12 +258,13 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:       cfg,
-		wake:      make(chan struct{}, 1),
-		slots:     make(chan struct{}, cfg.Workers),
-		jobs:      make(chan store.Claim, cfg.Workers),
-		results:   make(chan store.Completion, cfg.Workers*2),
-		gate:      newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay),
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		slots:   make(chan struct{}, cfg.Workers),
+		jobs:    make(chan store.Claim, cfg.Workers),
+		results: make(chan store.Completion, cfg.Workers*2),
+		gate: newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
+			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
 	}
@@ -332,6 +358,7 @@ func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
 	backlog := false // the last claim took all it asked for
+	cursor := ""     // the tenant served last (round-robin; ClaimParams)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -359,7 +386,7 @@ func (e *Engine) claim(ctx context.Context) {
 		// keeps a hung database from stalling the claimer forever.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
-			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(),
+			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
 		})
 		cancel()
 		if err != nil {
@@ -373,6 +400,7 @@ func (e *Engine) claim(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		cursor = store.NextTenantCursor(cursor, claims)
 		for _, c := range claims {
 			e.jobs <- c
 		}
@@ -550,7 +578,7 @@ func (e *Engine) deferClaim(c store.Claim, retryAt time.Time, reason string, now
 	e.cfg.Metrics.Deferred(reason)
 	e.results <- store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
 		Deferred: true, NextAttemptAt: retryAt, Now: now}
-	if reason == "concurrency_cap" {
+	if reason == "concurrency_cap" || reason == "tenant_cap" || reason == "host_cap" {
 		// Claims are outrunning what the endpoints can take: tell the
 		// claimer to wait for progress instead of claiming more of them.
 		select {

@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,23 @@ type gate struct {
 	deferFor  time.Duration // wait of a delivery turned away at the cap
 	rank      int           // this node's rank among the live nodes
 	nodes     int           // live nodes; 0 = this node holds no share of the limits
+
+	// Caps above the endpoint (0 = none): attempts in flight per tenant
+	// and per destination host, counted for every attempt but enforced
+	// only on endpoints that have not proven fast (see admitLocked).
+	tenantCap, hostCap int
+	tenants, hosts     map[string]*groupGate
+	// maxDefer bounds the adaptive wait of a claim turned away at a cap
+	// (the attempt timeout: no slot stays taken longer).
+	maxDefer time.Duration
+}
+
+// groupGate is the state of a tenant or a destination host.
+type groupGate struct {
+	inflight  int
+	avg       time.Duration // moving average of its attempts' durations
+	busySince time.Time     // when inflight last went from 0 to 1
+	nextDefer time.Time     // due time for the next claim turned away at its cap
 }
 
 type endpointGate struct {
@@ -53,6 +72,75 @@ type endpointGate struct {
 	nextSlot  time.Time     // due time for the next claim turned away by the rate limit
 	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
 	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
+	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
+	busySince time.Time     // when inflight last went from 0 to 1
+	nextDefer time.Time     // due time for the next claim turned away at its cap
+	tenant    string        // the tenant and host its attempts in flight count for
+	host      string
+}
+
+// avgWeight is the weight of the newest duration in the moving averages
+// (an exponentially weighted moving average over about the last 4).
+const avgWeight = 4
+
+func updateAvg(avg *time.Duration, took time.Duration) {
+	if *avg == 0 {
+		*avg = max(took, time.Microsecond)
+		return
+	}
+	*avg += (took - *avg) / avgWeight
+}
+
+// minDefer is the shortest adaptive wait of a claim turned away at a cap.
+const minDefer = 5 * time.Millisecond
+
+// capDefer is when a claim turned away at a cap of c attempts in flight
+// should come back, the attempts there lasting avg on average: one slot
+// frees about every avg/c, so successive claims turned away come back one
+// per expected free slot (next keeps the slot handed out last). Before any
+// attempt there has ended (avg == 0), every attempt admitted since
+// busySince is still in flight, so the oldest has lasted now − busySince
+// and none is known to be faster: that age stands for avg (a black hole is
+// recognized as slow long before its first timeout). With neither, the
+// wait is fallback (DeferDelay). The interval is bounded by [minDefer,
+// maxDefer].
+func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next *time.Time, fallback, maxDefer time.Duration) time.Time {
+	if avg == 0 {
+		if busySince.IsZero() || !now.After(busySince) {
+			return now.Add(fallback)
+		}
+		avg = now.Sub(busySince)
+	}
+	step := avg / time.Duration(max(1, c))
+	step = max(step, minDefer)
+	if maxDefer > 0 {
+		step = min(step, maxDefer)
+	}
+	at := now.Add(step)
+	if at.Before(*next) {
+		at = *next
+	}
+	*next = at.Add(step)
+	return at
+}
+
+// admitKey is what the gate needs of a claim.
+type admitKey struct {
+	endpoint, tenant, url string
+	rate                  int // the endpoint's rate limit per second (0 = none)
+}
+
+func keyOf(c store.Claim) admitKey {
+	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond}
+}
+
+// hostOf is the host (with port, if any) an endpoint URL sends to.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.ToLower(u.Host)
 }
 
 // fastAnswer is the attempt duration under which an answer counts as fast,
@@ -82,7 +170,15 @@ func (g *gate) setShare(rank, nodes int) {
 
 func newGate(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *gate {
 	return &gate{eps: map[string]*endpointGate{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
-		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1}
+		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1,
+		tenants: map[string]*groupGate{}, hosts: map[string]*groupGate{}}
+}
+
+// withGroupCaps sets the caps per tenant and per host (0 = none) and the
+// longest adaptive wait.
+func (g *gate) withGroupCaps(tenantCap, hostCap int, maxDefer time.Duration) *gate {
+	g.tenantCap, g.hostCap, g.maxDefer = tenantCap, hostCap, maxDefer
+	return g
 }
 
 // rateSlack is added to the due time of a claim turned away by the rate
@@ -99,7 +195,7 @@ const rateSlack = 2 * time.Millisecond
 func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ok, retryAt, reason = g.admitLocked(c.Endpoint.ID, c.Endpoint.RateLimitPerSecond, now)
+	ok, retryAt, reason = g.admitLocked(keyOf(c), now)
 	if !ok && reason == "concurrency_cap" {
 		e := g.eps[c.Endpoint.ID]
 		// Only behind an attempt in flight, whose end takes the parked claim
@@ -138,11 +234,20 @@ func (g *gate) unparkAll(endpointID string) []store.Claim {
 	return out
 }
 
-func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
+func (g *gate) admitLocked(k admitKey, now time.Time) (ok bool, retryAt time.Time, reason string) {
+	endpointID, ratePerSecond := k.endpoint, k.rate
 	e := g.eps[endpointID]
 	if e == nil {
 		e = &endpointGate{}
 		g.eps[endpointID] = e
+	}
+	if e.inflight == 0 {
+		// Attempts in flight count for the tenant and host they were
+		// admitted under; a changed URL applies once they have ended.
+		e.tenant = k.tenant
+		if g.hostCap > 0 {
+			e.host = hostOf(k.url)
+		}
 	}
 	if !e.openUntil.IsZero() {
 		if now.Before(e.openUntil) {
@@ -152,8 +257,26 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 			return false, now.Add(g.deferFor), "circuit_half_open"
 		}
 	}
-	if e.inflight >= e.maxInflight(g) {
-		return false, now.Add(g.deferFor), "concurrency_cap"
+	if c := e.maxInflight(g); e.inflight >= c {
+		return false, capDefer(now, e.avg, e.busySince, c, &e.nextDefer, g.deferFor, g.maxDefer), "concurrency_cap"
+	}
+	// The caps above the endpoint hold back endpoints that have not proven
+	// fast: those are the ones that keep workers (a fast answer gives its
+	// worker back within fastAnswer), so a tenant's or a host's slow or
+	// black-holed endpoints together hold at most the cap, whatever their
+	// number.
+	var tg, hg *groupGate
+	if g.tenantCap > 0 {
+		tg = group(g.tenants, e.tenant)
+		if c := capShare(g.tenantCap, g.rank, g.nodes); e.fast < fastProof && tg.inflight >= c {
+			return false, capDefer(now, tg.avg, tg.busySince, c, &tg.nextDefer, g.deferFor, g.maxDefer), "tenant_cap"
+		}
+	}
+	if g.hostCap > 0 {
+		hg = group(g.hosts, e.host)
+		if c := capShare(g.hostCap, g.rank, g.nodes); e.fast < fastProof && hg.inflight >= c {
+			return false, capDefer(now, hg.avg, hg.busySince, c, &hg.nextDefer, g.deferFor, g.maxDefer), "host_cap"
+		}
 	}
 	if ratePerSecond > 0 {
 		if g.nodes == 0 {
@@ -188,8 +311,42 @@ func (g *gate) admitLocked(endpointID string, ratePerSecond int, now time.Time) 
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe
 	}
+	if e.inflight == 0 {
+		e.busySince = now
+	}
 	e.inflight++
+	for _, gg := range []*groupGate{tg, hg} {
+		if gg == nil {
+			continue
+		}
+		if gg.inflight == 0 {
+			gg.busySince = now
+		}
+		gg.inflight++
+	}
 	return true, time.Time{}, ""
+}
+
+func group(m map[string]*groupGate, key string) *groupGate {
+	gg := m[key]
+	if gg == nil {
+		gg = &groupGate{}
+		m[key] = gg
+	}
+	return gg
+}
+
+// groupDone records the end of an attempt of a tenant or host.
+func (g *gate) groupDone(m map[string]*groupGate, key string, took time.Duration) {
+	gg := m[key]
+	if gg == nil {
+		return
+	}
+	gg.inflight--
+	updateAvg(&gg.avg, took)
+	if gg.inflight <= 0 && gg.avg < fastAnswer {
+		delete(m, key) // nothing worth keeping: keep the map small
+	}
 }
 
 // done records the end of an admitted attempt that took took. failed is a
@@ -203,6 +360,13 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 		return time.Time{}, false
 	}
 	e.inflight--
+	updateAvg(&e.avg, took)
+	if g.tenantCap > 0 {
+		g.groupDone(g.tenants, e.tenant, took)
+	}
+	if g.hostCap > 0 {
+		g.groupDone(g.hosts, e.host, took)
+	}
 	if !failed && took < fastAnswer {
 		e.fast++
 	} else {
@@ -213,8 +377,8 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 	if !failed {
 		e.failures = 0
 		e.openUntil = time.Time{}
-		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 {
-			delete(g.eps, endpointID) // keep the map small
+		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 && e.avg < fastAnswer {
+			delete(g.eps, endpointID) // nothing worth keeping: keep the map small
 		}
 		return time.Time{}, false
 	}

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -9,7 +10,7 @@ import (
 func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.admitLocked(endpointID, ratePerSecond, now)
+	return g.admitLocked(admitKey{endpoint: endpointID, tenant: "t", url: "https://h.example/", rate: ratePerSecond}, now)
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -154,5 +155,137 @@ func TestGateFastEndpointUsesEveryWorker(t *testing.T) {
 	g.done("ep", false, time.Second, t0)
 	if ok, _, _ := g.admit("ep", 0, t0); ok {
 		t.Fatal("a slow answer did not bring the endpoint back to its cap")
+	}
+}
+
+func (g *gate) admitAs(endpoint, tenant, url string, now time.Time) (ok bool, retryAt time.Time, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.admitLocked(admitKey{endpoint: endpoint, tenant: tenant, url: url}, now)
+}
+
+// A tenant's endpoints together, and a host's endpoints of every tenant
+// together, hold at most their caps; other tenants and hosts are not held.
+func TestGateTenantAndHostCaps(t *testing.T) {
+	g := newGate(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(6, 8, 10*time.Second)
+	// Tenant a: 10 endpoints on 10 hosts, 4 each allowed; 6 for the tenant.
+	admitted := 0
+	for i := range 10 {
+		for range 4 {
+			if ok, _, _ := g.admitAs(fmt.Sprint("a", i), "a", fmt.Sprintf("https://a%d.example/", i), t0); ok {
+				admitted++
+			}
+		}
+	}
+	if admitted != 6 {
+		t.Fatalf("tenant a got %d attempts in flight, want its cap 6", admitted)
+	}
+	ok, at, reason := g.admitAs("a9", "a", "https://a9.example/", t0)
+	if ok || reason != "tenant_cap" || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("over the tenant cap: ok=%v at=%v reason=%q, want tenant_cap in DeferDelay (no duration known yet)", ok, at, reason)
+	}
+	// Tenant b is not held by a, but shares host shared.example with c.
+	admitted = 0
+	for i := range 3 {
+		for range 4 {
+			tenant := "b"
+			if i == 2 {
+				tenant = "c"
+			}
+			if ok, _, _ := g.admitAs(fmt.Sprint(tenant, i), tenant, "https://SHARED.example/"+fmt.Sprint(i), t0); ok {
+				admitted++
+			}
+		}
+	}
+	if admitted != 8 {
+		t.Fatalf("host shared.example got %d attempts in flight, want its cap 8", admitted)
+	}
+	if ok, _, reason := g.admitAs("c9", "c", "https://shared.example/x", t0); ok || reason != "host_cap" {
+		t.Fatalf("over the host cap: ok=%v reason=%q, want host_cap", ok, reason)
+	}
+	if ok, _, _ := g.admitAs("d0", "d", "https://d.example/", t0); !ok {
+		t.Fatal("tenant d on its own host refused")
+	}
+	// An attempt of a's ends: a has room again.
+	g.done("a0", false, 3*time.Second, t0)
+	if ok, _, _ := g.admitAs("a9", "a", "https://a9.example/", t0); !ok {
+		t.Fatal("tenant a refused after one of its attempts ended")
+	}
+}
+
+// Endpoints that have proven fast are not held by the tenant cap (their
+// attempts still count).
+func TestGateTenantCapSparesFastEndpoints(t *testing.T) {
+	g := newGate(2, 100, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
+	for range 3 {
+		g.admitAs("fast", "a", "https://f.example/", t0)
+		g.done("fast", false, time.Millisecond, t0)
+	}
+	for i := range 5 {
+		if ok, _, reason := g.admitAs("fast", "a", "https://f.example/", t0); !ok {
+			t.Fatalf("fast endpoint refused at %d in flight: %s", i, reason)
+		}
+	}
+	if ok, _, reason := g.admitAs("slow", "a", "https://s.example/", t0); ok || reason != "tenant_cap" {
+		t.Fatalf("a slow endpoint of a tenant with 5 in flight: ok=%v reason=%q, want tenant_cap", ok, reason)
+	}
+}
+
+// The wait of a claim turned away at the cap follows the endpoint's
+// attempt durations: a 300 ms endpoint with a cap of 2 frees a slot every
+// 150 ms, and successive claims come back one per slot.
+func TestGateAdaptiveDeferDelay(t *testing.T) {
+	g := newGate(2, 2, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, 10*time.Second)
+	for range 2 {
+		g.admit("ep", 0, t0)
+	}
+	g.done("ep", false, 300*time.Millisecond, t0)
+	g.admit("ep", 0, t0)
+	var got []time.Duration
+	for range 3 {
+		ok, at, reason := g.admit("ep", 0, t0)
+		if ok || reason != "concurrency_cap" {
+			t.Fatalf("ok=%v reason=%q, want concurrency_cap", ok, reason)
+		}
+		got = append(got, at.Sub(t0))
+	}
+	want := []time.Duration{150 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("defer delays %v, want %v", got, want)
+	}
+	// A black hole (10 s timeouts) with a cap of 2: 5 s, bounded by the
+	// attempt timeout.
+	h := newGate(1, 1, 100, 30*time.Second, time.Second).withGroupCaps(0, 0, 2*time.Second)
+	h.admit("hole", 0, t0)
+	h.done("hole", true, 10*time.Second, t0)
+	h.admit("hole", 0, t0)
+	if _, at, _ := h.admit("hole", 0, t0); !at.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("black hole: back at %v, want after the 2 s bound", at.Sub(t0))
+	}
+}
+
+// Before any attempt has ended, the age of the oldest attempt in flight
+// stands for the average: a black hole is seen as slow before its first
+// timeout, and the claims turned away are spread accordingly.
+func TestGateDeferDelayBeforeFirstAnswer(t *testing.T) {
+	g := newGate(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(4, 0, 10*time.Second)
+	for i := range 4 {
+		if ok, _, _ := g.admitAs(fmt.Sprint("hole", i), "a", "https://h.example/", t0); !ok {
+			t.Fatal("refused under the tenant cap")
+		}
+	}
+	// At t0 nothing is known: DeferDelay.
+	if _, at, reason := g.admitAs("hole9", "a", "https://h.example/", t0); reason != "tenant_cap" || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("at t0: back at %v (%s), want after DeferDelay", at.Sub(t0), reason)
+	}
+	// 2 s later the oldest of the 4 has run 2 s: one slot every 500 ms.
+	now := t0.Add(2 * time.Second)
+	var got []time.Duration
+	for range 2 {
+		_, at, _ := g.admitAs("hole9", "a", "https://h.example/", now)
+		got = append(got, at.Sub(now))
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]time.Duration{500 * time.Millisecond, time.Second}) {
+		t.Fatalf("defer delays %v, want [500ms 1s]", got)
 	}
 }

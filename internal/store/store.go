@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -27,6 +28,9 @@ var (
 	// ErrInvalid: a parameter is malformed, e.g. a cursor that this store
 	// did not issue (400).
 	ErrInvalid = errors.New("invalid input")
+	// ErrLimit: a configured limit would be exceeded, e.g. endpoints per
+	// tenant (422); the error's text names the limit.
+	ErrLimit = errors.New("limit reached")
 	// ErrUnavailable: the database could not be reached or the write could not
 	// be committed; nothing was stored (503).
 	ErrUnavailable = errors.New("store unavailable")
@@ -194,6 +198,10 @@ func Paginate[T any](items []T, size int, cursor func(T) string) Page[T] {
 // chosen by the caller.
 type CreateEndpointParams struct {
 	Endpoint Endpoint
+	// MaxPerTenant, when positive, refuses the endpoint with ErrLimit if
+	// its tenant already has this many (checked atomically with the
+	// insert).
+	MaxPerTenant int
 }
 
 // UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
@@ -274,13 +282,48 @@ type ListDeliveriesParams struct {
 }
 
 // ClaimParams claims up to Limit due deliveries (state pending, NextAttemptAt
-// <= Now, not leased, endpoint enabled) for Owner until Now+Lease, oldest due
-// first.
+// <= Now, not leased, endpoint enabled) for Owner until Now+Lease, fairly
+// across tenants:
+//
+//  1. the tenants with due deliveries are served in turn, in tenant order
+//     starting after TenantCursor and wrapping around (round-robin; at most
+//     Limit tenants per claim, at most ClaimTenantProbes·Limit tenants
+//     looked at);
+//  2. each of the k tenants found gets up to ceil(Limit/k) of its own
+//     oldest due deliveries;
+//  3. what is left of Limit (tenants with fewer due) is filled with the
+//     oldest due deliveries of any tenant, so one tenant alone still gets
+//     full batches.
+//
+// A tenant's new delivery is therefore claimed in the next claim whatever
+// the backlog of the others. The result is sorted oldest due first.
 type ClaimParams struct {
 	Owner string
 	Limit int
 	Lease time.Duration
 	Now   time.Time
+	// TenantCursor is the last tenant served by the previous claim (""
+	// = start at the first tenant); see NextTenantCursor.
+	TenantCursor string
+}
+
+// ClaimTenantProbes bounds the tenants a claim looks at (tenants whose
+// claimable deliveries are all due later cost one index probe each) to
+// this many times its Limit.
+const ClaimTenantProbes = 4
+
+// NextTenantCursor is the TenantCursor for the claim after one that took
+// claims: the tenant served last in that claim's round (greatest Turn), or
+// cursor when the claim served no tenant in turn. Tenant order is the
+// database's (its collation), so only drivers compare tenants.
+func NextTenantCursor(cursor string, claims []Claim) string {
+	turn := 0
+	for _, c := range claims {
+		if c.Turn > turn {
+			turn, cursor = c.Turn, c.Delivery.Tenant
+		}
+	}
+	return cursor
 }
 
 // Claim is a leased delivery with everything one attempt needs.
@@ -288,6 +331,9 @@ type Claim struct {
 	Delivery Delivery
 	Event    Event
 	Endpoint Endpoint
+	// Turn is the place (from 1) of the delivery's tenant in the claim's
+	// round-robin round; 0 when the tenant was not in it (the fill).
+	Turn int
 }
 
 // Completion is the result of one attempt and the delivery's next state.
@@ -427,6 +473,7 @@ type APIKey struct {
 	ExpiresAt  time.Time // zero: never
 	RevokedAt  time.Time // zero: not revoked
 	LastUsedAt time.Time // zero: never used (written at most once a minute)
+	CreatedBy  string    // portal sessions: the id of the key that created it ("env" for HERALD_API_KEY; "" before migration 31)
 }
 
 // Usable reports whether the key authenticates at now: not revoked and not
@@ -521,12 +568,14 @@ type Store interface {
 	// CountAPIKeys counts the stored API keys (kind "key") that are not
 	// revoked.
 	CountAPIKeys(ctx context.Context) (int, error)
-	// ListAPIKeys lists API keys (kind "key", revoked ones included),
-	// newest first.
-	ListAPIKeys(ctx context.Context, p ListParams) (Page[APIKey], error)
-	// RevokeAPIKey marks the key (kind "key") revoked at now; revoking it
-	// again changes nothing. ErrNotFound for an unknown id.
-	RevokeAPIKey(ctx context.Context, id string, now time.Time) error
+	// ListAPIKeys lists stored credentials of kind (KeyKindAPIKey or
+	// KeyKindPortal), revoked and expired ones included, newest first.
+	ListAPIKeys(ctx context.Context, kind string, p ListParams) (Page[APIKey], error)
+	// RevokeAPIKey marks the credential of kind revoked at now, and with it
+	// every portal session it created (CreatedBy), in one transaction;
+	// revoking it again changes nothing. ErrNotFound for an unknown id of
+	// that kind.
+	RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error
 	// TouchAPIKeys records when each key (id → time) was last used; a
 	// time older than the stored one is ignored.
 	TouchAPIKeys(ctx context.Context, used map[string]time.Time) error
@@ -610,4 +659,10 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	// Purge deletes old history; it returns the number of rows deleted.
 	Purge(ctx context.Context, p PurgeParams) (int, error)
+}
+
+// EndpointLimit is the error of an endpoint refused because its tenant
+// already has max endpoints (CreateEndpointParams.MaxPerTenant).
+func EndpointLimit(tenant string, max int) error {
+	return fmt.Errorf("tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant): %w", tenant, max, ErrLimit)
 }

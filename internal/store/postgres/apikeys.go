@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at"
+const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at, created_by"
 
 func scanAPIKey(row pgx.Row) (store.APIKey, error) {
 	var (
@@ -18,7 +19,7 @@ func scanAPIKey(row pgx.Row) (store.APIKey, error) {
 		created                    time.Time
 		expires, revoked, lastUsed *time.Time
 	)
-	if err := row.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed); err != nil {
+	if err := row.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed, &k.CreatedBy); err != nil {
 		return k, err
 	}
 	k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.LastUsedAt = created.UTC(), fromNullTS(expires), fromNullTS(revoked), fromNullTS(lastUsed)
@@ -27,8 +28,8 @@ func scanAPIKey(row pgx.Row) (store.APIKey, error) {
 
 // CreateAPIKey implements store.Store.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
-	row := s.pool.QueryRow(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING "+apiKeyColumns,
-		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, ts(k.CreatedAt), nullTS(k.ExpiresAt), nullTS(k.RevokedAt), nullTS(k.LastUsedAt))
+	row := s.pool.QueryRow(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING "+apiKeyColumns,
+		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, ts(k.CreatedAt), nullTS(k.ExpiresAt), nullTS(k.RevokedAt), nullTS(k.LastUsedAt), k.CreatedBy)
 	out, err := scanAPIKey(row)
 	if isUniqueViolation(err) {
 		return store.APIKey{}, fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
@@ -50,11 +51,11 @@ func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
 }
 
 // ListAPIKeys implements store.Store.
-func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page[store.APIKey], error) {
-	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = 'key'"
-	args := []any{}
+func (s *Store) ListAPIKeys(ctx context.Context, kind string, p store.ListParams) (store.Page[store.APIKey], error) {
+	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = $1"
+	args := []any{kind}
 	if p.Cursor != "" {
-		q += " AND id < $1"
+		q += " AND id < $2"
 		args = append(args, p.Cursor)
 	}
 	size := p.PageSize()
@@ -71,15 +72,22 @@ func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page
 }
 
 // RevokeAPIKey implements store.Store.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string, now time.Time) error {
-	ct, err := s.pool.Exec(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 AND kind = 'key'", ts(now), id)
-	if err != nil {
-		return wrap("revoke api key", err)
+func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ct, err := tx.Exec(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 AND kind = $3", ts(now), id, kind)
+		if err != nil {
+			return err
+		}
+		if ct.RowsAffected() == 0 {
+			return fmt.Errorf("%s %s: %w", kindName(kind), id, store.ErrNotFound)
+		}
+		_, err = tx.Exec(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE created_by = $2 AND kind = 'portal'", ts(now), id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return err
 	}
-	if ct.RowsAffected() == 0 {
-		return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return wrap("revoke api key", err)
 }
 
 // TouchAPIKeys implements store.Store.
@@ -90,4 +98,12 @@ func (s *Store) TouchAPIKeys(ctx context.Context, used map[string]time.Time) err
 		}
 	}
 	return nil
+}
+
+// kindName is how errors name a stored credential of kind.
+func kindName(kind string) string {
+	if kind == store.KeyKindPortal {
+		return "portal session"
+	}
+	return "api key"
 }

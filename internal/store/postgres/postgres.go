@@ -93,6 +93,10 @@ func migrationLockID(schema string) int64 {
 // do not collide with single-key ones such as the migration lock.
 const tenantLockClass = 1751479905 // "hera"
 
+// endpointCountLockClass is the first key of the lock that serializes
+// endpoint creations of one tenant when a limit applies.
+const endpointCountLockClass = 1751479906
+
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
 	pool      *pgxpool.Pool
@@ -335,7 +339,31 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
 	// Answer with the row as stored, as GetEndpoint would.
-	got, err := s.scanEndpoint(s.pool.QueryRow(ctx, q, args...))
+	var got store.Endpoint
+	if p.MaxPerTenant > 0 {
+		// The tenant's endpoint-count lock serializes creations in one
+		// tenant, so the count and the insert are atomic.
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var n int
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", endpointCountLockClass, p.Endpoint.Tenant); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM endpoints WHERE tenant = $1", p.Endpoint.Tenant).Scan(&n); err != nil {
+				return err
+			}
+			if n >= p.MaxPerTenant {
+				return store.EndpointLimit(p.Endpoint.Tenant, p.MaxPerTenant)
+			}
+			var err error
+			got, err = s.scanEndpoint(tx.QueryRow(ctx, q, args...))
+			return err
+		})
+		if errors.Is(err, store.ErrLimit) {
+			return store.Endpoint{}, err
+		}
+	} else {
+		got, err = s.scanEndpoint(s.pool.QueryRow(ctx, q, args...))
+	}
 	if err != nil {
 		if isUniqueViolation(err) {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", p.Endpoint.ID, store.ErrConflict)

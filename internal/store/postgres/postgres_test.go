@@ -369,6 +369,12 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 	if _, err := conn.Exec(ctx, "PREPARE claim (text, timestamptz, timestamptz, integer) AS "+claimQuery); err != nil {
 		t.Fatalf("PREPARE claim: %v", err)
 	}
+	if _, err := conn.Exec(ctx, "PREPARE claimfair (text, timestamptz, timestamptz, integer, text, integer) AS "+claimFairQuery); err != nil {
+		t.Fatalf("PREPARE claimfair: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE claimfill (text, timestamptz, timestamptz, integer) AS "+claimFillQuery); err != nil {
+		t.Fatalf("PREPARE claimfill: %v", err)
+	}
 	now := base.Add(time.Second)
 	plans := map[string]string{"next due": explain(nextDueQuery)}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
@@ -376,6 +382,15 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		plans["claim, "+mode] = explain(fmt.Sprintf("EXECUTE claim ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+		plans["claim fill, "+mode] = explain(fmt.Sprintf("EXECUTE claimfill ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+		fair := explain(fmt.Sprintf("EXECUTE claimfair ('w', '%s', '%s', 50, 'a', 200)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+		t.Logf("claim fair, %s plan:\n%s", mode, fair)
+		if !strings.Contains(fair, "using deliveries_due_tenant on deliveries d ") || !strings.Contains(fair, "deliveries_pkey") {
+			t.Errorf("claim fair, %s: the plan does not use deliveries_due_tenant and the primary key", mode)
+		}
+		if strings.Contains(fair, "Seq Scan on deliveries") {
+			t.Errorf("claim fair, %s: the plan scans the deliveries table", mode)
+		}
 	}
 	for name, plan := range plans {
 		t.Logf("%s plan:\n%s", name, plan)

@@ -308,6 +308,68 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
 
+// claimFairQuery is the round-robin part of a claim (store.ClaimParams):
+// a skip scan of deliveries_due_tenant (tenant, next_attempt_at) finds the
+// tenants with claimable deliveries after the cursor $5 ("after"), then
+// from the first tenant up to the cursor ("before"), one index probe per
+// tenant and at most $6 probes each; the first $4 of them with a delivery
+// due by $3 ("due", in that order) each get up to ceil($4 / their number)
+// of their oldest due deliveries, locked with SKIP LOCKED. That range is
+// written as row comparisons on (tenant, next_attempt_at), which only
+// deliveries_due_tenant answers: with "tenant = x" the planner may filter
+// deliveries_due instead, a walk that grows with the other tenants'
+// backlog. The UPDATE returns each row's tenant's turn.
+const claimFairQuery = `WITH RECURSIVE
+	after(tenant, due, n) AS (
+		(SELECT tenant, next_attempt_at, 1 FROM deliveries
+		 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > $5
+		 ORDER BY tenant, next_attempt_at LIMIT 1)
+		UNION ALL
+		SELECT x.tenant, x.next_attempt_at, a.n + 1 FROM after a CROSS JOIN LATERAL
+			(SELECT tenant, next_attempt_at FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > a.tenant
+			 ORDER BY tenant, next_attempt_at LIMIT 1) x
+		WHERE a.n < $6),
+	before(tenant, due, n) AS (
+		(SELECT tenant, next_attempt_at, 1 FROM deliveries
+		 WHERE state = 'pending' AND lease_owner IS NULL AND $5 <> '' AND tenant <= $5
+		 ORDER BY tenant, next_attempt_at LIMIT 1)
+		UNION ALL
+		SELECT x.tenant, x.next_attempt_at, b.n + 1 FROM before b CROSS JOIN LATERAL
+			(SELECT tenant, next_attempt_at FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > b.tenant AND tenant <= $5
+			 ORDER BY tenant, next_attempt_at LIMIT 1) x
+		WHERE b.n < $6),
+	due AS MATERIALIZED (
+		SELECT tenant, row_number() OVER (ORDER BY n) AS turn FROM (
+			SELECT tenant, due, n FROM after UNION ALL SELECT tenant, due, n + $6 FROM before) t
+		WHERE due <= $3 ORDER BY n LIMIT $4),
+	per AS (SELECT ((($4)::bigint + count(*) - 1) / GREATEST(count(*), 1))::int AS k FROM due)
+UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
+		SELECT p.id FROM due CROSS JOIN LATERAL
+			(SELECT id FROM deliveries d
+			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
+			   AND (d.tenant, d.next_attempt_at) >= (due.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (due.tenant, $3)
+			 ORDER BY d.tenant, d.next_attempt_at
+			 LIMIT (SELECT k FROM per)
+			 FOR UPDATE SKIP LOCKED) p
+		LIMIT $4))
+	RETURNING ` + deliveryColumns + `, COALESCE((SELECT turn FROM due WHERE due.tenant = deliveries.tenant), 0)`
+
+// claimFillQuery fills what the round left of the claim's $4 (tenants with
+// fewer due than their share) with the oldest due deliveries of any
+// tenant, as claimQuery does; it runs after claimFairQuery in the same
+// transaction and counts that one's rows by owner and lease end.
+const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		ORDER BY next_attempt_at
+		LIMIT GREATEST(0, $4 - (SELECT count(*) FROM deliveries WHERE lease_owner = $1 AND lease_until = $2))
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + deliveryColumns
+
 // nextDueQuery is the earliest due time of a claimable delivery: the first
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
@@ -337,19 +399,36 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if p.Limit <= 0 {
 		return nil, nil
 	}
-	var claims []store.Claim
+	var (
+		claims    []store.Claim
+		fairTurns map[string]int
+	)
 	until := ts(p.Now.Add(p.Lease))
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit)
-	b.Queue(claimQuery, p.Owner, until, ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
+	b.Queue(claimFairQuery, p.Owner, until, ts(p.Now), p.Limit, p.TenantCursor, store.ClaimTenantProbes*p.Limit).Query(func(rows pgx.Rows) error {
+		turns := map[string]int{}
+		for rows.Next() {
+			var turn int
+			d, err := scanDelivery(extraScanner{rows, &turn})
+			if err != nil {
+				return err
+			}
+			claims = append(claims, store.Claim{Delivery: d, Turn: turn})
+			turns[d.Tenant] = turn
+		}
+		fairTurns = turns
+		return rows.Err()
+	})
+	b.Queue(claimFillQuery, p.Owner, until, ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
 				return err
 			}
-			claims = append(claims, store.Claim{Delivery: d})
+			claims = append(claims, store.Claim{Delivery: d, Turn: fairTurns[d.Tenant]})
 		}
 		return rows.Err()
 	})
@@ -392,6 +471,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
 	return claims, nil
+}
+
+// extraScanner scans one extra trailing column into last.
+type extraScanner struct {
+	rows pgx.Rows
+	last any
+}
+
+func (x extraScanner) Scan(dest ...any) error {
+	return x.rows.Scan(append(dest, x.last)...)
 }
 
 func keys[V any](m map[string]V) []string {

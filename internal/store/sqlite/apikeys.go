@@ -10,7 +10,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at"
+const apiKeyColumns = "id, kind, name, role, tenant, hash, created_at, expires_at, revoked_at, last_used_at, created_by"
 
 func scanAPIKey(sc scanner) (store.APIKey, error) {
 	var (
@@ -18,7 +18,7 @@ func scanAPIKey(sc scanner) (store.APIKey, error) {
 		created                    int64
 		expires, revoked, lastUsed sql.NullInt64
 	)
-	if err := sc.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed); err != nil {
+	if err := sc.Scan(&k.ID, &k.Kind, &k.Name, &k.Role, &k.Tenant, &k.Hash, &created, &expires, &revoked, &lastUsed, &k.CreatedBy); err != nil {
 		return k, err
 	}
 	k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.LastUsedAt = fromMicro(created), nullMicro(expires), nullMicro(revoked), nullMicro(lastUsed)
@@ -34,8 +34,8 @@ func optMicro(t time.Time) any {
 
 // CreateAPIKey implements store.Store.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
-	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt))
+	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt), k.CreatedBy)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
 		return store.APIKey{}, fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
 	}
@@ -59,9 +59,9 @@ func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
 }
 
 // ListAPIKeys implements store.Store.
-func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page[store.APIKey], error) {
-	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = 'key'"
-	args := []any{}
+func (s *Store) ListAPIKeys(ctx context.Context, kind string, p store.ListParams) (store.Page[store.APIKey], error) {
+	q := "SELECT " + apiKeyColumns + " FROM api_keys WHERE kind = ?"
+	args := []any{kind}
 	if p.Cursor != "" {
 		q += " AND id < ?"
 		args = append(args, p.Cursor)
@@ -89,15 +89,23 @@ func (s *Store) ListAPIKeys(ctx context.Context, p store.ListParams) (store.Page
 }
 
 // RevokeAPIKey implements store.Store.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string, now time.Time) error {
-	res, err := s.w.ExecContext(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ? AND kind = 'key'", micro(now), id)
+func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return wrap("revoke api key", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ? AND kind = ?", micro(now), id, kind)
 	if err != nil {
 		return wrap("revoke api key", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", kindName(kind), id, store.ErrNotFound)
 	}
-	return nil
+	if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE created_by = ? AND kind = 'portal'", micro(now), id); err != nil {
+		return wrap("revoke api key", err)
+	}
+	return wrap("revoke api key", tx.Commit())
 }
 
 // TouchAPIKeys implements store.Store.
@@ -108,4 +116,12 @@ func (s *Store) TouchAPIKeys(ctx context.Context, used map[string]time.Time) err
 		}
 	}
 	return nil
+}
+
+// kindName is how errors name a stored credential of kind.
+func kindName(kind string) string {
+	if kind == store.KeyKindPortal {
+		return "portal session"
+	}
+	return "api key"
 }

@@ -418,6 +418,20 @@ const (
 		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
 		             ORDER BY next_attempt_at LIMIT ? + 0)
 		RETURNING `
+	// ClaimTenantQuery is ClaimQuery for one tenant's oldest due
+	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at).
+	ClaimTenantQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
+		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due_tenant
+		             WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		             ORDER BY next_attempt_at LIMIT ? + 0)
+		RETURNING `
+	// NextTenantQuery is one step of the claim's skip scan over the
+	// tenants with claimable deliveries: the first tenant from ? on (the
+	// tenant after t is from t+"\x00") and its earliest due time, one probe
+	// of deliveries_due_tenant.
+	NextTenantQuery = `SELECT tenant, next_attempt_at FROM deliveries INDEXED BY deliveries_due_tenant
+		WHERE state = 'pending' AND lease_owner IS NULL AND tenant >= ?
+		ORDER BY tenant, next_attempt_at LIMIT 1`
 	// NextDueQuery finds the earliest due time of a claimable delivery.
 	NextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL"
 )
@@ -434,23 +448,49 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return nil, wrap("claim", err)
 	}
 	defer done()
-	now := micro(p.Now)
-	rows, err := s.stmt(ctx, tx, ClaimQuery+deliveryColumns).QueryContext(ctx, p.Owner, micro(p.Now.Add(p.Lease)), now, p.Limit)
+	now, until := micro(p.Now), micro(p.Now.Add(p.Lease))
+	tenants, err := s.dueTenants(ctx, tx, p)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
 	var claims []store.Claim
-	for rows.Next() {
-		d, err := scanDelivery(rows)
+	turns := make(map[string]int, len(tenants))
+	for i, t := range tenants {
+		turns[t] = i + 1
+	}
+	take := func(query string, args ...any) error {
+		rows, err := s.stmt(ctx, tx, query+deliveryColumns).QueryContext(ctx, args...)
 		if err != nil {
-			rows.Close()
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return err
+			}
+			claims = append(claims, store.Claim{Delivery: d, Turn: turns[d.Tenant]})
+		}
+		return rows.Err()
+	}
+	if len(tenants) > 0 {
+		per := (p.Limit + len(tenants) - 1) / len(tenants)
+		for _, t := range tenants {
+			if err := take(ClaimTenantQuery, p.Owner, until, t, now, min(per, p.Limit-len(claims))); err != nil {
+				return nil, wrap("claim", err)
+			}
+			if len(claims) >= p.Limit {
+				break
+			}
+		}
+	}
+	if rest := p.Limit - len(claims); rest > 0 {
+		// Tenants with fewer due than their share leave room (or the probes
+		// ran out before a due tenant was found): fill it oldest due first,
+		// whatever the tenant.
+		if err := take(ClaimQuery, p.Owner, until, now, rest); err != nil {
 			return nil, wrap("claim", err)
 		}
-		claims = append(claims, store.Claim{Delivery: d})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, wrap("claim", err)
 	}
 	if len(claims) == 0 {
 		return nil, nil
@@ -491,6 +531,50 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
 	return claims, nil
+}
+
+// dueTenants walks the tenants with claimable deliveries in tenant order
+// from after p.TenantCursor, wrapping around, and returns those with a
+// delivery due by p.Now: at most p.Limit tenants, after at most
+// store.ClaimTenantProbes × p.Limit probes (one index probe each).
+func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams) ([]string, error) {
+	stmt := s.stmt(ctx, tx, NextTenantQuery)
+	now := micro(p.Now)
+	var out []string
+	probes := store.ClaimTenantProbes * p.Limit
+	// First the tenants after the cursor, then from the first tenant up to
+	// the cursor (included).
+	for pass := range 2 {
+		from := p.TenantCursor + "\x00"
+		if pass == 1 {
+			if p.TenantCursor == "" {
+				break
+			}
+			from = ""
+		}
+		for probes > 0 && len(out) < p.Limit {
+			probes--
+			var (
+				tenant string
+				due    int64
+			)
+			err := stmt.QueryRowContext(ctx, from).Scan(&tenant, &due)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if pass == 1 && tenant > p.TenantCursor {
+				break // wrapped around to where the first pass began
+			}
+			if due <= now {
+				out = append(out, tenant)
+			}
+			from = tenant + "\x00"
+		}
+	}
+	return out, nil
 }
 
 func keys[V any](m map[string]V) []string {

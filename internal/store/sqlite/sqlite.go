@@ -316,12 +316,20 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...)
+	// One statement on the single writer: the count and the insert are
+	// atomic. ?15 is the limit (0 = none), ?2 the tenant.
+	res, err := s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14"+
+		" WHERE ?15 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?15", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.Endpoint{}, wrap("create endpoint", err)
+	} else if n == 0 {
+		return store.Endpoint{}, store.EndpointLimit(e.Tenant, p.MaxPerTenant)
 	}
 	return s.getEndpoint(ctx, s.w, e.ID)
 }

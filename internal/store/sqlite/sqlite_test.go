@@ -183,8 +183,10 @@ func TestCanceledContext(t *testing.T) {
 // queue stays on the partial index deliveries_due, so its cost does not
 // grow with succeeded, dead or leased rows.
 var (
-	claimQuery   = sqlite.ClaimQuery + "id"
-	nextDueQuery = sqlite.NextDueQuery
+	claimQuery       = sqlite.ClaimQuery + "id"
+	claimTenantQuery = sqlite.ClaimTenantQuery + "id"
+	nextTenantQuery  = sqlite.NextTenantQuery
+	nextDueQuery     = sqlite.NextDueQuery
 )
 
 func queryPlan(t *testing.T, db *sql.DB, query string, args ...any) string {
@@ -257,8 +259,10 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":    {claimQuery, []any{"w", now, now, 10}},
-		"next due": {nextDueQuery, nil},
+		"claim":        {claimQuery, []any{"w", now, now, 10}},
+		"claim tenant": {claimTenantQuery, []any{"w", now, "acme", now, 10}},
+		"next tenant":  {nextTenantQuery, []any{""}},
+		"next due":     {nextDueQuery, nil},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)
 		t.Logf("%s plan:\n%s", name, plan)

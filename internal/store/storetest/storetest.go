@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Publish", s.publish)
 	group("Events", s.events)
 	group("Claim", s.claim)
+	group("FairClaim", s.fairClaim)
+	group("EndpointLimit", s.endpointLimit)
 	group("Rescue", s.rescue)
 	group("Complete", s.complete)
 	group("Deliveries", s.deliveries)
@@ -449,8 +452,10 @@ func (s suite) apiKeys(t *testing.T) {
 		p := key("key_b", store.RolePublisher, "acme", 2)
 		p.ExpiresAt = at(time.Hour)
 		portal := key("ps_c", store.RoleViewer, "acme", 3)
-		portal.Kind = store.KeyKindPortal
-		for _, k := range []store.APIKey{a, p, portal} {
+		portal.Kind, portal.CreatedBy = store.KeyKindPortal, "key_b"
+		other := key("ps_d", store.RoleViewer, "acme", 4)
+		other.Kind, other.CreatedBy = store.KeyKindPortal, "key_a"
+		for _, k := range []store.APIKey{a, p, portal, other} {
 			got, err := f.s.CreateAPIKey(f.ctx, k)
 			if err != nil {
 				t.Fatalf("CreateAPIKey(%s): %v", k.ID, err)
@@ -465,27 +470,47 @@ func (s suite) apiKeys(t *testing.T) {
 			t.Fatalf("LookupAPIKey: %v", err)
 		}
 		diff(t, "looked up", p, got)
-		pg, err := f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 1})
+		pg, err := f.s.ListAPIKeys(f.ctx, store.KeyKindAPIKey, store.ListParams{Limit: 1})
 		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_b" || pg.NextCursor == "" {
 			t.Fatalf("ListAPIKeys page 1 = %+v, %v; want key_b and a cursor (portal sessions are not listed)", pg, err)
 		}
-		pg, err = f.s.ListAPIKeys(f.ctx, store.ListParams{Limit: 5, Cursor: pg.NextCursor})
+		pg, err = f.s.ListAPIKeys(f.ctx, store.KeyKindAPIKey, store.ListParams{Limit: 5, Cursor: pg.NextCursor})
 		if err != nil || len(pg.Data) != 1 || pg.Data[0].ID != "key_a" || pg.NextCursor != "" {
 			t.Fatalf("ListAPIKeys page 2 = %+v, %v; want key_a only", pg, err)
+		}
+		pg, err = f.s.ListAPIKeys(f.ctx, store.KeyKindPortal, store.ListParams{Limit: 5})
+		if err != nil || len(pg.Data) != 2 || pg.Data[0].ID != "ps_d" || pg.Data[1].ID != "ps_c" || pg.Data[1].CreatedBy != "key_b" {
+			t.Fatalf("ListAPIKeys(portal) = %+v, %v; want ps_d, ps_c with their creators", pg, err)
 		}
 		if n, _ := f.s.CountAPIKeys(f.ctx); n != 2 {
 			t.Fatalf("CountAPIKeys = %d, want 2", n)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Minute)); err != nil {
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_b", at(time.Minute)); err != nil {
 			t.Fatalf("RevokeAPIKey: %v", err)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_b", at(time.Hour)); err != nil {
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_b", at(time.Hour)); err != nil {
 			t.Fatalf("RevokeAPIKey again: %v", err)
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "ps_c", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("RevokeAPIKey of a portal session = %v, want ErrNotFound (sessions expire)", err)
+		// Revoking key_b revoked the session it created (ps_c), not ps_d.
+		if got, _ := f.s.LookupAPIKey(f.ctx, portal.Hash); !got.RevokedAt.Equal(at(time.Minute)) {
+			t.Fatalf("ps_c after its creator was revoked: RevokedAt = %v, want %v", got.RevokedAt, at(time.Minute))
 		}
-		if err := f.s.RevokeAPIKey(f.ctx, "key_nope", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		if got, _ := f.s.LookupAPIKey(f.ctx, other.Hash); !got.RevokedAt.IsZero() {
+			t.Fatalf("ps_d (made by key_a) was revoked with key_b: %v", got.RevokedAt)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "ps_d", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey(key) of a portal session = %v, want ErrNotFound", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindPortal, "ps_d", at(2*time.Minute)); err != nil {
+			t.Fatalf("RevokeAPIKey(portal): %v", err)
+		}
+		if got, _ := f.s.LookupAPIKey(f.ctx, other.Hash); !got.RevokedAt.Equal(at(2 * time.Minute)) {
+			t.Fatalf("ps_d after its revocation: RevokedAt = %v", got.RevokedAt)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindPortal, "key_a", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("RevokeAPIKey(portal) of an API key = %v, want ErrNotFound", err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_nope", at(time.Minute)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("RevokeAPIKey of an unknown id = %v, want ErrNotFound", err)
 		}
 		got, _ = f.s.LookupAPIKey(f.ctx, p.Hash)
@@ -1245,6 +1270,112 @@ func (s suite) claim(t *testing.T) {
 
 // ---------------------------------------------------------------------------
 // Rescue
+
+// fairClaim: claims serve the tenants with due work in turn (ClaimParams),
+// not oldest-first over the whole queue.
+func (s suite) fairClaim(t *testing.T) {
+	tenantsOf := func(cs []store.Claim) map[string]int {
+		out := map[string]int{}
+		for _, c := range cs {
+			out[c.Delivery.Tenant]++
+		}
+		return out
+	}
+	s.run(t, "NewTenantNotBehindBacklog", func(t *testing.T, f *fixture) {
+		// Tenant a has 40 deliveries due long ago; b publishes one now. A
+		// claim of 8 takes b's (oldest-first would take 8 of a's).
+		f.endpoint("a")
+		f.endpoint("b")
+		for i := range 40 {
+			f.publish("a", "t", at(time.Duration(i)*time.Millisecond))
+		}
+		bev := f.publish("b", "t", at(time.Minute)).Event
+		cs := f.claim("w", 8, time.Hour, at(time.Minute))
+		diff(t, "tenants of the claim", map[string]int{"a": 7, "b": 1}, tenantsOf(cs))
+		found := false
+		for _, c := range cs {
+			found = found || c.Delivery.EventID == bev.ID
+		}
+		if !found {
+			t.Fatalf("b's delivery not claimed: %v", claimIDs(cs))
+		}
+	})
+	s.run(t, "EvenSharesThenFill", func(t *testing.T, f *fixture) {
+		for _, tn := range []string{"a", "b", "c"} {
+			f.endpoint(tn)
+		}
+		for range 10 {
+			f.publish("a", "t", base)
+			f.publish("b", "t", base)
+		}
+		f.publish("c", "t", base)
+		// 9 = 3 tenants × 3: c has only 1, the 2 left go to the oldest.
+		cs := f.claim("w", 9, time.Hour, base)
+		got := tenantsOf(cs)
+		if len(cs) != 9 || got["c"] != 1 || got["a"] < 3 || got["b"] < 3 {
+			t.Fatalf("claim of 9 = %v, want c 1 and at least 3 each of a and b, 9 in all", got)
+		}
+		// One tenant alone gets the whole batch.
+		f.endpoint("solo")
+		for range 5 {
+			f.publish("solo", "t", at(time.Hour))
+		}
+		rest := f.claim("w", 100, time.Hour, at(2*time.Hour))
+		diff(t, "the rest", map[string]int{"a": 10 - got["a"], "b": 10 - got["b"], "solo": 5}, tenantsOf(rest))
+	})
+	s.run(t, "RoundRobinCursor", func(t *testing.T, f *fixture) {
+		for _, tn := range []string{"a", "b", "c"} {
+			f.endpoint(tn)
+			for range 3 {
+				f.publish(tn, "t", base)
+			}
+		}
+		// Not due yet: costs a probe, never a turn.
+		f.endpoint("d")
+		f.publish("d", "t", at(time.Hour))
+		var served []string
+		cursor := ""
+		for range 7 {
+			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Hour, Now: base, TenantCursor: cursor})
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("ClaimDeliveries(cursor %q) = %d claims, %v; want 1", cursor, len(cs), err)
+			}
+			if cs[0].Turn != 1 {
+				t.Fatalf("turn %d, want 1", cs[0].Turn)
+			}
+			served = append(served, cs[0].Delivery.Tenant)
+			cursor = store.NextTenantCursor(cursor, cs)
+		}
+		diff(t, "tenants served one per claim", []string{"a", "b", "c", "a", "b", "c", "a"}, served)
+	})
+}
+
+// endpointLimit: CreateEndpointParams.MaxPerTenant refuses the endpoint
+// past the limit with ErrLimit, per tenant, and stores nothing.
+func (s suite) endpointLimit(t *testing.T) {
+	s.run(t, "RefusedPastTheLimit", func(t *testing.T, f *fixture) {
+		for range 2 {
+			if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2}); err != nil {
+				t.Fatalf("CreateEndpoint under the limit: %v", err)
+			}
+		}
+		_, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
+		wantErr(t, "third endpoint of a with a limit of 2", err, store.ErrLimit)
+		if err != nil && !strings.Contains(err.Error(), "2 endpoints") {
+			t.Errorf("the error %q does not name the limit", err)
+		}
+		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("b"), MaxPerTenant: 2}); err != nil {
+			t.Fatalf("another tenant's endpoint: %v", err)
+		}
+		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a")}); err != nil {
+			t.Fatalf("without a limit: %v", err)
+		}
+		page, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "a", ListParams: store.ListParams{Limit: 100}})
+		if err != nil || len(page.Data) != 3 {
+			t.Fatalf("tenant a has %d endpoints (%v), want 3 (2 + 1 without a limit)", len(page.Data), err)
+		}
+	})
+}
 
 func (s suite) rescue(t *testing.T) {
 	s.run(t, "OnlyExpiredLeases", func(t *testing.T, f *fixture) {

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"database/sql"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -322,5 +323,75 @@ func TestTrustedProxyClientAddress(t *testing.T) {
 	}
 	if st, _ := plain.callWithKey("wrong-key", "GET", "/v1/endpoints", nil, nil, "X-Forwarded-For", "198.51.100.2"); st != http.StatusTooManyRequests {
 		t.Fatalf("without --trusted-proxy a forged X-Forwarded-For escaped the throttle: %d, want 429", st)
+	}
+}
+
+// TestSealedColumnsListsEveryEncryptedColumn: after creating what Herald
+// encrypts at rest (an endpoint with custom headers, an inbound source),
+// every text value of every table of the SQLite database that is sealed
+// ("enc:v1:…") is in a column of store.SealedColumns, so `herald rekey`
+// cannot miss one: a new encrypted column fails this test until it is
+// listed there.
+func TestSealedColumnsListsEveryEncryptedColumn(t *testing.T) {
+	sqliteOnly(t)
+	t.Parallel()
+	dbPath := filepath.Join(t.TempDir(), "herald.db")
+	h := startHerald(t, func(c *app.Config) { c.DB = "sqlite:" + dbPath })
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": "https://example.com/hook", "headers": map[string]string{"X-Custom": "value-1"}}, nil); st != http.StatusCreated {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cr3t-github"}, "destination_url": "https://example.com/in"})
+	h.stop()
+
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	listed := map[string]bool{}
+	for _, c := range store.SealedColumns {
+		listed[c.Table+"."+c.Column] = true
+	}
+	tables, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tables.Next() {
+		var n string
+		tables.Scan(&n)
+		names = append(names, n)
+	}
+	tables.Close()
+	found := map[string]bool{}
+	for _, table := range names {
+		cols, err := db.Query("SELECT name FROM pragma_table_info(?)", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var colNames []string
+		for cols.Next() {
+			var n string
+			cols.Scan(&n)
+			colNames = append(colNames, n)
+		}
+		cols.Close()
+		for _, col := range colNames {
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM "`+table+`" WHERE typeof("`+col+`") = 'text' AND "`+col+`" LIKE 'enc:v1:%'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				found[table+"."+col] = true
+				if !listed[table+"."+col] {
+					t.Errorf("%s.%s holds sealed values but is not in store.SealedColumns: herald rekey would leave them under the old key", table, col)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"endpoints.secrets", "sources.config"} {
+		if !found[want] {
+			t.Errorf("no sealed value found in %s (the scan is not seeing what it should)", want)
+		}
 	}
 }

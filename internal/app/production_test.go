@@ -378,7 +378,7 @@ func TestSealedColumnsListsEveryEncryptedColumn(t *testing.T) {
 		cols.Close()
 		for _, col := range colNames {
 			var n int
-			if err := db.QueryRow(`SELECT count(*) FROM "`+table+`" WHERE typeof("`+col+`") = 'text' AND "`+col+`" LIKE 'enc:v1:%'`).Scan(&n); err != nil {
+			if err := db.QueryRow(`SELECT count(*) FROM "` + table + `" WHERE typeof("` + col + `") = 'text' AND "` + col + `" LIKE 'enc:v1:%'`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			if n > 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 )
 
 func main() {
@@ -32,7 +32,7 @@ func newRoot() *cobra.Command {
 		Short:         "Herald: webhooks that keep their promises (authenticity, delivery, truth)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       app.Version,
+		Version:       buildinfo.Version,
 	}
 	root.AddCommand(newServeCmd())
 	for _, add := range extraCommands {

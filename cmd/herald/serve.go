@@ -7,11 +7,14 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
@@ -20,6 +23,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		cfg       app.Config
 		cidrs     []string
+		proxies   []string
 		schedule  string
 		logLevel  string
 		debugAddr string
@@ -46,6 +50,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			cfg.Stdout = cmd.OutOrStdout()
 			cfg.APIKey = os.Getenv("HERALD_API_KEY")
 			cfg.EncryptionKey = os.Getenv("HERALD_ENCRYPTION_KEY")
+			cfg.PreviousEncryptionKeys = splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))
 			for _, c := range cidrs {
 				p, err := netip.ParsePrefix(c)
 				if err != nil {
@@ -54,6 +59,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				cfg.AllowCIDRs = append(cfg.AllowCIDRs, p.Masked())
 			}
 			var err error
+			if cfg.TrustedProxies, err = clientip.ParseCIDRs(proxies); err != nil {
+				return err
+			}
 			if cfg.RetrySchedule, err = retry.ParseSchedule(schedule); err != nil {
 				return fmt.Errorf("--retry-schedule: %w", err)
 			}
@@ -120,6 +128,20 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			if err != nil {
 				return err
 			}
+			// SIGHUP reads the TLS certificate files again (they are also
+			// reloaded when they change on disk).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for range hup {
+					if err := m.ReloadTLS(); err != nil {
+						cfg.Logger.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
+					} else {
+						cfg.Logger.Info("SIGHUP: TLS certificate reloaded")
+					}
+				}
+			}()
 			return m.Run(cmd.Context())
 		},
 	}
@@ -152,6 +174,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.Var(newDaysValue(&cfg.DeadRetention, 30*24*time.Hour), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
 	f.DurationVar(&cfg.HousekeepingInterval, "housekeeping-interval", 5*time.Second, "period of operational events, spike checks and retention")
 	f.StringVar(&debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS (HTTP/2) with this PEM certificate chain; reloaded when the file changes or on SIGHUP (needs --tls-key)")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "reverse proxy address or CIDR whose X-Forwarded-For gives the client address for throttling and logs (repeatable; default none: the TCP peer is the client)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

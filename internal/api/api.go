@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"io"
 	"log/slog"
 	"net/http"
@@ -509,7 +510,10 @@ func validID(s string) bool {
 func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", s.cfg.Version)
+		_ = json.NewEncoder(w).Encode(struct {
+			Status string `json:"status"`
+			buildinfo.Info
+		}{"ok", buildinfo.Get()})
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -31,10 +33,12 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
+	"github.com/herald-webhooks/herald/internal/tlsreload"
 )
 
-// Version is Herald's version, sent as User-Agent: Herald/<Version>.
-var Version = "0.1.0-dev"
+// Version is Herald's version (buildinfo.Version); attempts are sent with
+// User-Agent buildinfo.UserAgent(): "Herald/<Version> (<commit>)".
+var Version = buildinfo.Version
 
 // Config is the running configuration of `herald serve`. Every field has a
 // flag and a HERALD_* environment twin (cmd/herald).
@@ -55,6 +59,11 @@ type Config struct {
 	// empty in embedded mode, the key is read from (or created in) the file
 	// "<database path>.key" with mode 0600, and a warning is logged.
 	EncryptionKey string
+	// PreviousEncryptionKeys are HERALD_ENCRYPTION_KEY_PREVIOUS (comma-
+	// separated, same format): values sealed with them still open while
+	// `herald rekey` moves them to EncryptionKey; new values are sealed
+	// with EncryptionKey only (secretbox.Keyring).
+	PreviousEncryptionKeys []string
 	// Dev allows http:// endpoint URLs and loopback destinations, for local
 	// work only.
 	Dev bool
@@ -118,6 +127,15 @@ type Config struct {
 	// HousekeepingInterval is the period of the housekeeping rounds
 	// (operational events, spikes, retention); default 5 s.
 	HousekeepingInterval time.Duration
+	// TLSCertFile and TLSKeyFile (PEM) make the API serve HTTPS (TLS 1.2+,
+	// HTTP/2); both or neither. The files are read again when they change
+	// (checked at each handshake) or on Main.ReloadTLS (SIGHUP).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of throttling and logs
+	// (internal/clientip); none by default.
+	TrustedProxies []netip.Prefix
 	// Logger; default a text logger on Stderr.
 	Logger *slog.Logger
 	// Stdout receives the one-time generated API key.
@@ -137,6 +155,7 @@ type Main struct {
 	egress  *egress.Client
 	ln      net.Listener
 	srv     *http.Server
+	tls     *tlsreload.Reloader
 	log     *slog.Logger
 	closed  sync.Once
 }
@@ -203,7 +222,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       cfg.Dev,
 		AllowCIDRs:          cfg.AllowCIDRs,
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -218,7 +237,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       true,
 		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -259,7 +278,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AttemptTimeout:      cfg.AttemptTimeout,
 		Lease:               cfg.Lease,
 		RescueInterval:      cfg.RescueInterval,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -311,12 +330,29 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		m.ln.Close()
+		st.Close()
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
 	m.srv = &http.Server{
-		Handler:           con,
+		Handler:           clientip.New(cfg.TrustedProxies).Middleware(con),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.TLSCertFile != "" {
+		m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			m.ln.Close()
+			st.Close()
+			return nil, err
+		}
+		m.tls.OnError = func(err error) {
+			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
+		}
+		m.srv.TLSConfig = m.tls.Config()
 	}
 	return m, nil
 }
@@ -369,7 +405,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +442,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -442,6 +478,28 @@ func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
 		m.log.Info("sealed the custom header values of endpoints stored in clear by an earlier version", "endpoints", n)
 	}
 	return nil
+}
+
+// keyring returns the box sealing with key and opening with key or any of
+// PreviousEncryptionKeys.
+func (m *Main) keyring(key []byte) (*secretbox.Keyring, error) {
+	cur, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	var prev []*secretbox.Box
+	for i, v := range m.cfg.PreviousEncryptionKeys {
+		k, err := secretbox.ParseKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY_PREVIOUS (key %d): %w", i+1, err)
+		}
+		b, err := secretbox.New(k)
+		if err != nil {
+			return nil, err
+		}
+		prev = append(prev, b)
+	}
+	return secretbox.NewKeyring(cur, prev...), nil
 }
 
 // apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when
@@ -485,6 +543,15 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 // Addr returns the address the API listens on (useful with ":0").
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
+// ReloadTLS reads the TLS certificate and key files again (SIGHUP); on
+// error the previous certificate stays in use. Without TLS it does nothing.
+func (m *Main) ReloadTLS() error {
+	if m.tls == nil {
+		return nil
+	}
+	return m.tls.Reload()
+}
+
 // Store returns the store (for tests and tools).
 func (m *Main) Store() store.Store { return m.store }
 
@@ -510,8 +577,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- m.srv.Serve(m.ln) }()
-	m.log.Info("herald serving", "addr", m.Addr(), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
+	go func() {
+		if m.tls != nil {
+			serveErr <- m.srv.ServeTLS(m.ln, "", "")
+			return
+		}
+		serveErr <- m.srv.Serve(m.ln)
+	}()
+	m.log.Info("herald serving", "addr", m.Addr(), "tls", m.tls != nil, "trusted_proxies", len(m.cfg.TrustedProxies), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
 
 	var err error
 	select {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/webhook"
 )
@@ -58,7 +59,7 @@ func TestRetryThenSuccess(t *testing.T) {
 		if got := r.Header.Get("Content-Type"); got != "application/json" {
 			t.Errorf("attempt %d: Content-Type = %q", i+1, got)
 		}
-		if got := r.Header.Get("User-Agent"); got != "Herald/"+app.Version {
+		if got := r.Header.Get("User-Agent"); got != buildinfo.UserAgent() || !strings.HasPrefix(got, "Herald/"+app.Version) {
 			t.Errorf("attempt %d: User-Agent = %q", i+1, got)
 		}
 		if !bytes.Equal(r.Body, reqs[0].Body) {

@@ -183,6 +183,20 @@ func CheckKey(ctx context.Context, st Store, box SecretBox) error {
 	return nil
 }
 
+// CheckKeyValue reports whether box opens stored, the value of the
+// KeyCheckMeta row of a database (a backup being restored): ErrWrongKey
+// otherwise.
+func CheckKeyValue(box SecretBox, stored string) error {
+	raw, err := base64.StdEncoding.DecodeString(stored)
+	if err != nil {
+		return fmt.Errorf("%s: %w", KeyCheckMeta, err)
+	}
+	if _, err := box.Open(raw, []byte(KeyCheckMeta)); err != nil {
+		return ErrWrongKey
+	}
+	return nil
+}
+
 // SealBytes seals an opaque value for a database column ("enc:v1:" +
 // base64) bound to context; with a nil box it is stored as is (tests).
 func SealBytes(box SecretBox, context string, v []byte) (string, error) {

@@ -203,6 +203,9 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	// empty database HasPending is skipped: it would create the version
 	// table outside the lock, racing with the other nodes.
 	if migrated {
+		if err := checkSchema(ctx, prov); err != nil {
+			return err
+		}
 		if pending, err := prov.HasPending(ctx); err == nil && !pending {
 			return nil
 		}

@@ -188,6 +188,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrations: %w", err)
 	}
+	if err := checkSchema(ctx, prov); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
 	if _, err := prov.Up(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)

@@ -77,7 +77,7 @@ func TestDocumentedFlagDefaults(t *testing.T) {
 				return // a description (workers/8), not a literal
 			}
 			checked++
-			if got := docDefault(doc); got != f.DefValue {
+			if got := docDefault(doc); got != f.DefValue && !(doc == "none" && f.DefValue == "") { // "none": an empty list or string
 				t.Errorf("%s: --%s documented default %s; the binary's is %q", filepath.Base(file), name, doc, f.DefValue)
 			}
 		}

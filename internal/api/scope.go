@@ -264,3 +264,10 @@ func (t tenantStore) ListEventTypes(ctx context.Context) ([]store.EventType, err
 func (t tenantStore) UpdateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
 	return store.EventType{}, errNotForTenant
 }
+
+// publicCatalog reads the event catalog for the unauthenticated documents
+// that publish it (/contract, /openapi.json): the catalog is not a
+// tenant's, and every key may read it anyway (list-event-types).
+func (s *Server) publicCatalog(ctx context.Context) ([]store.EventType, error) {
+	return s.cfg.Store.ListEventTypes(ctx)
+}

@@ -143,7 +143,7 @@ func (s *Server) registerEventTypes() {
 		return &typeOutput{Body: eventTypeOut(t)}, nil
 	})
 
-	type listOut struct {
+	type eventTypesOut struct {
 		Body struct {
 			Data []EventTypeOut `json:"data"`
 		}
@@ -151,12 +151,12 @@ func (s *Server) registerEventTypes() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types", Tags: []string{"event types"},
 		Summary: "List the event catalog, by name", Security: sec,
-	}, func(ctx context.Context, in *struct{}) (*listOut, error) {
+	}, func(ctx context.Context, in *struct{}) (*eventTypesOut, error) {
 		ts, err := s.db(ctx).ListEventTypes(ctx)
 		if err != nil {
 			return nil, s.problem(err, "event types")
 		}
-		out := &listOut{}
+		out := &eventTypesOut{}
 		out.Body.Data = make([]EventTypeOut, len(ts))
 		for i, t := range ts {
 			out.Body.Data[i] = eventTypeOut(t)

@@ -177,8 +177,8 @@ func (s *Server) registerEventTypes() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "add-event-type-version", Method: http.MethodPost, Path: "/v1/event-types/{name}/versions", Tags: []string{"event types"},
-		Summary:     "Add a version (the newest plus one) to an event type",
-		Description: "Incompatible payload changes ship as a new version. Endpoints keep the version they pinned; publishers then supply the older versions' data in data_versions.",
+		Summary:       "Add a version (the newest plus one) to an event type",
+		Description:   "Incompatible payload changes ship as a new version. Endpoints keep the version they pinned; publishers then supply the older versions' data in data_versions.",
 		DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 256 << 10, Errors: []int{http.StatusConflict},
 	}, func(ctx context.Context, in *struct {
 		NamePath

@@ -107,9 +107,10 @@ func itoa(i int) string {
 }
 
 var (
-	// An addr-spec's common shape (RFC 5322 §3.4.1, dot-atom local part),
+	// An addr-spec's common shape (RFC 5322 §3.4.1, dot-atom local part
+	// without "/", so a URL's "//user@host" is seen as such),
 	// with a domain of at least two labels and an alphabetic top label.
-	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
+	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
 	// International (E.164, ITU-T: "+" and 8–15 digits, separators allowed)
 	// or a whole string in the North American format "(555) 123-4567".
 	phoneIntlRe = regexp.MustCompile(`(?:^|[^\w+])\+[1-9][0-9 ().-]{6,20}[0-9]`)

@@ -81,7 +81,7 @@ type Endpoint struct {
 	// named gets the version the event was published with (the newest).
 	Versions  map[string]int
 	CreatedAt time.Time //
-	UpdatedAt          time.Time         //
+	UpdatedAt time.Time //
 }
 
 // Secret is one signing secret of an endpoint. ExpiresAt is zero for the

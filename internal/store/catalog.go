@@ -51,10 +51,11 @@ func (t EventType) Version(v int) (EventTypeVersion, bool) {
 }
 
 // SequenceKeyOf is the counter key of PublishParams.SequenceKey: the
-// tenant, the event type and the resource id, separated by NUL bytes
-// (which none of them may contain).
+// tenant, the event type and the resource id as a JSON array (unambiguous
+// whatever the resource id holds, and valid text for every database).
 func SequenceKeyOf(tenant, eventType, resourceID string) string {
-	return tenant + "\x00" + eventType + "\x00" + resourceID
+	b, _ := json.Marshal([]string{tenant, eventType, resourceID})
+	return string(b)
 }
 
 // SequencePlaceholder is how EncodeVersionedBody writes the sequence of an

@@ -180,8 +180,11 @@ func TestCatalogPublishRefusals(t *testing.T) {
 			if st != http.StatusUnprocessableEntity {
 				t.Fatalf("publish = %d %s, want 422", st, raw)
 			}
+			if err := json.Unmarshal(raw, &prob); err != nil {
+				t.Fatal(err)
+			}
 			if !strings.Contains(prob.Detail, c.want) {
-				t.Fatalf("detail %q does not name %q", prob.Detail, c.want)
+				t.Fatalf("detail %q does not name %q: %s", prob.Detail, c.want, raw)
 			}
 			ptr, rule, _ := strings.Cut(c.want, ": ")
 			if len(prob.Errors) == 0 || prob.Errors[0].Location != ptr || !strings.HasPrefix(prob.Errors[0].Message, rule) {
@@ -302,7 +305,7 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 		for _, e := range verrs {
 			t.Errorf("OpenAPI 3.1: %s: %s", e.Message, e.Reason)
 			for _, se := range e.SchemaValidationErrors {
-				t.Errorf("  %s %s", se.Location, se.Reason)
+				t.Errorf("  %s %s", se.FieldPath, se.Reason)
 			}
 		}
 	}

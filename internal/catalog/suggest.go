@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// Suggest returns up to three names of known closest to name (Levenshtein
-// distance at most 2, or a third of name's length when longer), closest
-// first, for "did you mean …?" answers.
+// Suggest returns the names of known closest to name (Levenshtein
+// distance at most 2, or a third of name's length when longer): up to
+// three, all at the smallest distance found, for "did you mean …?" answers.
 func Suggest(name string, known []string) []string {
 	type cand struct {
 		name string
@@ -27,7 +27,7 @@ func Suggest(name string, known []string) []string {
 		return cs[i].name < cs[j].name
 	})
 	out := []string{}
-	for i := 0; i < len(cs) && i < 3; i++ {
+	for i := 0; i < len(cs) && i < 3 && cs[i].d == cs[0].d; i++ {
 		out = append(out, cs[i].name)
 	}
 	return out

@@ -150,7 +150,9 @@ func newEventTypesCmd() *cobra.Command {
 	g.AddCommand(create, addVersion, deprecate, describe,
 		&cobra.Command{
 			Use: "list", Short: "List the event catalog (GET /v1/event-types)", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error { return o.do(cmd, http.MethodGet, "/v1/event-types", nil, nil) },
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return o.do(cmd, http.MethodGet, "/v1/event-types", nil, nil)
+			},
 		},
 		apiIDCmd("show NAME", "Show an event type and its versions (GET /v1/event-types/{name})", func(cmd *cobra.Command, name string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/event-types", name, ""), nil, nil)

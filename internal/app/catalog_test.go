@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -292,6 +293,13 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]
 	if !strings.Contains(string(data), `"revision"`) {
 		t.Fatalf("v2's data schema: %s", data)
+	}
+	// .ci/openapi-types.sh generates a receiver's TypeScript types from
+	// this document and compiles a receiver with them.
+	if out := os.Getenv("HERALD_OPENAPI_OUT"); out != "" {
+		if err := os.WriteFile(out, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	d, err := libopenapi.NewDocument(raw)
 	if err != nil {

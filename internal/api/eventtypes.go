@@ -369,6 +369,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if mode := s.personalDataMode(false); mode != PersonalDataOff {
 			cp.warnings = catalog.ScanPersonalData(data, nil, "/data")
 			if mode == PersonalDataRefuse && len(cp.warnings) > 0 {
+				s.countRefused(cp.warnings)
 				return cp, personalDataProblem(typ, cp.warnings)
 			}
 		}
@@ -436,6 +437,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if mode != PersonalDataOff {
 			f := catalog.ScanPersonalData(c.data, sch, c.prefix)
 			if mode == PersonalDataRefuse && len(f) > 0 {
+				s.countRefused(f)
 				return cp, personalDataProblem(typ, f)
 			}
 			cp.warnings = append(cp.warnings, f...)
@@ -460,6 +462,12 @@ func personalDataProblem(typ string, f []catalog.Finding) error {
 		viol[i].Rule = "personal-data: " + f[i].Kind
 	}
 	return problemOf("personal data in an event of "+typ, viol)
+}
+
+func (s *Server) countRefused(f []catalog.Finding) {
+	for _, x := range f {
+		s.cfg.Metrics.PersonalData(x.Kind, "refused")
+	}
 }
 
 func (s *Server) personalDataMode(catalogued bool) string {

@@ -202,6 +202,7 @@ type endpointFields struct {
 	url, description string
 	eventTypes       []string
 	headers          []string
+	pins             []string
 	rateLimit        int
 }
 
@@ -212,6 +213,7 @@ func (e *endpointFields) bind(cmd *cobra.Command) {
 	f.StringSliceVar(&e.eventTypes, "event-type", nil, "event type filter such as file.* (repeatable; default every type)")
 	f.StringArrayVar(&e.headers, "header", nil, "custom header NAME=VALUE sent with every attempt (repeatable)")
 	f.IntVar(&e.rateLimit, "rate-limit", 0, "deliveries per second to this endpoint (0 = unlimited)")
+	f.StringArrayVar(&e.pins, "pin", nil, "pin a version of a catalogued event type, TYPE=VERSION such as file.updated=1 (repeatable; default the newest)")
 }
 
 // body returns the JSON fields whose flags were given (all given ones
@@ -234,6 +236,18 @@ func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
 			return nil, err
 		}
 		b["headers"] = h
+	}
+	if f.Changed("pin") {
+		pins := map[string]int{}
+		for _, kv := range e.pins {
+			name, v, ok := strings.Cut(kv, "=")
+			n, err := strconv.Atoi(v)
+			if !ok || name == "" || err != nil || n < 1 {
+				return nil, fmt.Errorf("--pin %q: want TYPE=VERSION, e.g. file.updated=1", kv)
+			}
+			pins[name] = n
+		}
+		b["versions"] = pins
 	}
 	if f.Changed("rate-limit") {
 		if e.rateLimit < 0 {

@@ -155,6 +155,8 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 10*time.Second, "timeout of one attempt: connect, TLS, headers and body")
 	f.IntVar(&cfg.Workers, "workers", 128, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
 	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 64<<10, "largest event body delivered, in bytes")
+	f.StringVar(&cfg.Catalog, "catalog", "permissive", "event catalog: permissive (uncatalogued event types are published as they are) or strict (refused with 422)")
+	f.StringVar(&cfg.PersonalData, "personal-data", "auto", "personal-data guard (e-mail, phone, payment card, IBAN in event data): refuse, warn or off; auto refuses for catalogued types and warns for uncatalogued ones")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight to one endpoint until it has answered fast three times (isolation: a slow or black-holed endpoint never holds more workers); on PostgreSQL the cap of the whole cluster, split between the nodes; 0 = workers/8")

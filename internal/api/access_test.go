@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -217,6 +218,7 @@ type route struct {
 	bodyB       string
 	statusB     int // for an allowed tenant-A credential: 404 (B's id) or 403 (B named)
 	prep        func(w *world) (string, string)
+	mkBody      func() string // when set, the body of each call (bodies that create unique records)
 }
 
 // matrix has one row per operation of the OpenAPI document, by operation
@@ -278,6 +280,21 @@ func matrix(w *world) map[string]route {
 			var src struct{ ID string }
 			w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.3/in"}`, 201, &src)
 			return "/v1/sources/" + src.ID, ""
+		}},
+
+		"create-event-type": {roles: "", method: "POST", pathA: "/v1/event-types", ok: 201, mkBody: func() string {
+			catalogN++
+			return `{"name":"zz.access.t` + itoa(catalogN) + `","versions":[{"version":1,"schema":{"type":"object"}}]}`
+		}},
+		"list-event-types": {roles: "MPV", method: "GET", pathA: "/v1/event-types", ok: 200},
+		"get-event-type": {roles: "MPV", method: "GET", ok: 200, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType(), ""
+		}},
+		"add-event-type-version": {roles: "", method: "POST", ok: 201, body: `{"version":2,"schema":{"type":"object"}}`, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType() + "/versions", ""
+		}},
+		"update-event-type": {roles: "", method: "PATCH", ok: 200, body: `{"deprecate":[1]}`, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType(), ""
 		}},
 
 		"create-api-key": {roles: "", method: "POST", pathA: "/v1/api-keys", body: `{"name":"n","role":"viewer","tenant":"acme"}`, ok: 201},
@@ -360,7 +377,11 @@ func TestAccessMatrix(t *testing.T) {
 					if r.prep != nil {
 						pathA, pathB = r.prep(w)
 					}
-					st, raw := w.call(c.key, r.method, pathA, r.body)
+					body := r.body
+					if r.mkBody != nil {
+						body = r.mkBody()
+					}
+					st, raw := w.call(c.key, r.method, pathA, body)
 					want := r.ok
 					switch {
 					case c.role == "":
@@ -414,4 +435,17 @@ func (w *world) assertNoB(t *testing.T, raw []byte, request string) {
 			t.Fatalf("tenant B's %q leaked to a tenant-A credential: %s", m, raw)
 		}
 	}
+}
+
+// catalogN numbers the event types the access matrix creates.
+var catalogN int
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// newEventType catalogues a fresh event type (version 1) and returns its name.
+func (w *world) newEventType() string {
+	catalogN++
+	name := "zz.access.t" + itoa(catalogN)
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	return name
 }

@@ -73,7 +73,15 @@ type Config struct {
 	MaxEndpointsPerTenant int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
-	// Contract, when set, is served at GET /contract.
+	// CatalogMode is CatalogPermissive ("" too) or CatalogStrict (publishing
+	// an uncatalogued event type answers 422).
+	CatalogMode string
+	// PersonalData is the personal-data guard's mode for every event type:
+	// PersonalDataRefuse, PersonalDataWarn or PersonalDataOff; "" refuses
+	// for catalogued types and warns for uncatalogued ones.
+	PersonalData string
+	// Contract, when set, is served at GET /contract (with the event
+	// catalog added as "event_types").
 	Contract any
 	// Metrics, when set, is served at GET /metrics.
 	Metrics *metrics.Metrics
@@ -149,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerOperations()
 	s.registerSources()
 	s.registerKeys()
+	s.registerEventTypes()
 	if err := s.applyPolicy(); err != nil {
 		return nil, err
 	}
@@ -156,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
 	s.registerHealth()
-	s.handler = s.authenticate(checkJSON(mux))
+	s.handler = s.authenticate(s.withWebhooks(checkJSON(mux)))
 	return s, nil
 }
 
@@ -535,10 +544,15 @@ func (s *Server) registerHealth() {
 	}
 	if s.cfg.Contract != nil {
 		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
+			doc, err := s.contractWithCatalog(r.Context())
+			if err != nil {
+				writeProblem(w, http.StatusServiceUnavailable, "the store is unavailable; retry later")
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			_ = enc.Encode(s.cfg.Contract)
+			_ = enc.Encode(doc)
 		})
 	}
 }

@@ -22,6 +22,7 @@ type EndpointOut struct {
 	URL                string            `json:"url"`
 	Description        string            `json:"description"`
 	EventTypes         []string          `json:"event_types" doc:"filter patterns; empty = every type"`
+	Versions           map[string]int    `json:"versions" doc:"the version of each catalogued event type this endpoint receives (pinned; default the newest when it subscribed)"`
 	Headers            map[string]string `json:"headers" doc:"custom headers sent with every attempt; their values are credentials, so a role that may not read the endpoint's secret (viewer) sees each value as [redacted]"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second" doc:"0 = unlimited"`
 	State              string            `json:"state" enum:"enabled,paused,disabled"`
@@ -53,8 +54,12 @@ func endpointOut(ctx context.Context, e store.Endpoint) EndpointOut {
 		}
 		headers[k] = v
 	}
+	versions := e.Versions
+	if versions == nil {
+		versions = map[string]int{}
+	}
 	return EndpointOut{
-		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Headers: headers,
+		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Versions: versions, Headers: headers,
 		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason, Kind: endpointKind(e),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
@@ -73,7 +78,8 @@ const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
 type CreateEndpointBody struct {
 	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`
 	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
-	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type"`
+	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type. Once the event catalog has entries, names must be catalogued and patterns must match one"`
+	Versions           map[string]int    `json:"versions,omitempty" doc:"pin a version per catalogued event type, e.g. {\"file.updated\": 1}; default the newest"`
 	Description        string            `json:"description,omitempty" maxLength:"1024"`
 	Headers            map[string]string `json:"headers,omitempty" doc:"custom headers sent with every attempt (at most 20; not the ones Herald sets)"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000" doc:"0 = unlimited"`
@@ -84,6 +90,7 @@ type CreateEndpointBody struct {
 type UpdateEndpointBody struct {
 	URL                *string            `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 	EventTypes         *[]string          `json:"event_types,omitempty" maxItems:"100"`
+	Versions           *map[string]int    `json:"versions,omitempty" doc:"pins to change (others are kept)"`
 	Description        *string            `json:"description,omitempty" maxLength:"1024"`
 	Headers            *map[string]string `json:"headers,omitempty"`
 	RateLimitPerSecond *int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000"`
@@ -207,6 +214,10 @@ func (s *Server) registerEndpoints() {
 		if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
 			return nil, err
 		}
+		pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil)
+		if err != nil {
+			return nil, err
+		}
 		if err := validateHeaders(b.Headers, "body.headers"); err != nil {
 			return nil, err
 		}
@@ -216,7 +227,7 @@ func (s *Server) registerEndpoints() {
 		}
 		now := s.cfg.Now()
 		e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
+			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes, Versions: pins,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
 		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant, Notice: true})
@@ -298,6 +309,27 @@ func (s *Server) registerEndpoints() {
 		if b.EventTypes != nil {
 			if err := validateEventTypes(*b.EventTypes, "body.event_types"); err != nil {
 				return nil, err
+			}
+		}
+		if b.EventTypes != nil || b.Versions != nil {
+			cur, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+			if err != nil {
+				return nil, s.problem(err, "endpoint "+in.ID)
+			}
+			types := cur.EventTypes
+			if b.EventTypes != nil {
+				types = *b.EventTypes
+			}
+			var given map[string]int
+			if b.Versions != nil {
+				given = *b.Versions
+			}
+			pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions)
+			if err != nil {
+				return nil, err
+			}
+			if pins != nil {
+				p.Versions = &pins
 			}
 		}
 		if b.Headers != nil {

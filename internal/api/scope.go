@@ -253,3 +253,30 @@ func (t tenantStore) Stats(context.Context) (store.Stats, error) {
 func (t tenantStore) Purge(context.Context, store.PurgeParams) (int, error) {
 	return 0, errNotForTenant
 }
+
+// The event catalog is shared by every tenant: every key reads it (the
+// catalog is what a receiver may be sent); only admins change it (Policy),
+// and this wall refuses a tenant's write as well.
+
+func (t tenantStore) CreateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
+	return store.EventType{}, errNotForTenant
+}
+
+func (t tenantStore) GetEventType(ctx context.Context, name string) (store.EventType, error) {
+	return t.base.GetEventType(ctx, name)
+}
+
+func (t tenantStore) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+	return t.base.ListEventTypes(ctx)
+}
+
+func (t tenantStore) UpdateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
+	return store.EventType{}, errNotForTenant
+}
+
+// publicCatalog reads the event catalog for the unauthenticated documents
+// that publish it (/contract, /openapi.json): the catalog is not a
+// tenant's, and every key may read it anyway (list-event-types).
+func (s *Server) publicCatalog(ctx context.Context) ([]store.EventType, error) {
+	return s.cfg.Store.ListEventTypes(ctx)
+}

@@ -89,6 +89,13 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
+	// Catalog is "permissive" (default: uncatalogued event types are
+	// published as they are) or "strict" (they are refused with 422).
+	Catalog string
+	// PersonalData is the personal-data guard's mode for every event
+	// type: "refuse", "warn" or "off"; "" refuses for catalogued types and
+	// warns for uncatalogued ones (docs/contract.md, "Thin payloads").
+	PersonalData string
 	// EndpointConcurrency caps attempts in flight per endpoint until it has
 	// proven fast; default Workers/8.
 	EndpointConcurrency int
@@ -183,6 +190,19 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = 64 << 10
+	}
+	switch cfg.Catalog {
+	case "", api.CatalogPermissive, api.CatalogStrict:
+	default:
+		return nil, fmt.Errorf("--catalog %q: want %s or %s", cfg.Catalog, api.CatalogPermissive, api.CatalogStrict)
+	}
+	switch cfg.PersonalData {
+	case "", "auto", api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff:
+	default:
+		return nil, fmt.Errorf("--personal-data %q: want auto, %s, %s or %s", cfg.PersonalData, api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff)
+	}
+	if cfg.PersonalData == "auto" {
+		cfg.PersonalData = ""
 	}
 	if cfg.DisableAfter == 0 {
 		cfg.DisableAfter = 5 * 24 * time.Hour
@@ -297,6 +317,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Tester:                m.engine,
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		CatalogMode:           cfg.Catalog,
+		PersonalData:          cfg.PersonalData,
 		Version:               Version,
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,

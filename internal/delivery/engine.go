@@ -640,7 +640,9 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
-	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.Body, ev.Headers, number, start)
+	// The bytes of the version the endpoint pinned (docs/contract.md,
+	// "Versions and pinning"), the same event id across versions.
+	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.Versions[ev.Type]), ev.Headers, number, start)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a

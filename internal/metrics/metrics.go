@@ -21,6 +21,7 @@ import (
 type Metrics struct {
 	reg              *prometheus.Registry
 	eventsPublished  prometheus.Counter
+	personalData     *prometheus.CounterVec
 	attempts         *prometheus.CounterVec
 	deliveries       *prometheus.CounterVec
 	attemptDuration  *prometheus.HistogramVec
@@ -74,6 +75,11 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
+	m.personalData = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_events_personal_data_total",
+		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
+	}, []string{"kind", "action"})
+	m.reg.MustRegister(m.personalData)
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -106,6 +112,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) AuthFailure(reason string) {
 	if m != nil {
 		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// PersonalData counts one string of a published event that looked like
+// personal data of kind, refused or warned about (action).
+func (m *Metrics) PersonalData(kind, action string) {
+	if m != nil {
+		m.personalData.WithLabelValues(kind, action).Inc()
 	}
 }
 

@@ -80,8 +80,12 @@ type Endpoint struct {
 	Secrets            []Secret          // newest first; Secrets[0] is the current secret
 	FailingSince       time.Time         // start of the current streak of failed attempts; zero after a success
 	Kind               string            // "" for a tenant's endpoint; "source" for an inbound source's forwarding endpoint (operator-set destination, exempt from the tenant URL policy)
-	CreatedAt          time.Time         //
-	UpdatedAt          time.Time         //
+	// Versions pins, per catalogued event type, the version of the event
+	// the endpoint receives (event type name → version ≥ 1); a type not
+	// named gets the version the event was published with (the newest).
+	Versions  map[string]int
+	CreatedAt time.Time //
+	UpdatedAt time.Time //
 }
 
 // Secret is one signing secret of an endpoint. ExpiresAt is zero for the
@@ -115,8 +119,25 @@ type Event struct {
 	Body           []byte            // JSON, at most the configured payload cap
 	IdempotencyKey string            // the Idempotency-Key header, "" when none
 	Fingerprint    string            // hash of (tenant, type, data): detects an id or key reused with other content
-	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's); nil for published events
-	CreatedAt      time.Time         //
+	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's; catalogued events with a sequence: X-Event-Sequence)
+	// VersionBodies are the bodies of the event's older versions (version →
+	// exact bytes), for endpoints that pin one (Endpoint.Versions); nil for
+	// an event published in one version only. Body is the newest version.
+	VersionBodies map[int][]byte
+	// Sequence is the event's number among the events of its type and
+	// resource id (docs/contract.md, "Sequence numbers"); 0 when none.
+	Sequence  int64
+	CreatedAt time.Time //
+}
+
+// BodyFor returns the bytes to send to an endpoint that pins version v of
+// the event's type (0: none pinned): the pinned version's body when the
+// event has it, else Body.
+func (e Event) BodyFor(v int) []byte {
+	if b, ok := e.VersionBodies[v]; ok && v > 0 {
+		return b
+	}
+	return e.Body
 }
 
 // Delivery is one event to one endpoint; its row is also its queue entry.
@@ -222,6 +243,7 @@ type UpdateEndpointParams struct {
 	URL                *string
 	Description        *string
 	EventTypes         *[]string
+	Versions           *map[string]int
 	Headers            *map[string]string
 	RateLimitPerSecond *int
 	Now                time.Time
@@ -255,6 +277,13 @@ type PublishParams struct {
 	// IDFromClient: the producer chose Event.ID. An idempotency key already
 	// used for an event with another id is then a conflict.
 	IDFromClient bool
+	// SequenceKey, when set, numbers the event: the driver increments the
+	// counter of this key in the publish's transaction (only when the event
+	// is new), so numbers of one key are 1, 2, 3… without gaps and strictly
+	// increasing in commit order, and writes the number into Event.Body and
+	// every VersionBodies entry (SetSequence) and the X-Event-Sequence
+	// header. The key is (tenant, type, resource id): SequenceKeyOf.
+	SequenceKey string
 }
 
 // PublishResult tells what PublishEvent did. Created is false when an event
@@ -704,6 +733,19 @@ type Store interface {
 	// DeleteSource removes the source, its endpoint and its deliveries
 	// (events are kept until retention). ErrNotFound for an unknown id.
 	DeleteSource(ctx context.Context, id string) error
+
+	// CreateEventType stores a catalogued event type (Revision 1).
+	// ErrConflict when the name exists.
+	CreateEventType(ctx context.Context, t EventType) (EventType, error)
+	// GetEventType returns ErrNotFound for an unknown name.
+	GetEventType(ctx context.Context, name string) (EventType, error)
+	// ListEventTypes returns the whole catalog, by name.
+	ListEventTypes(ctx context.Context) ([]EventType, error)
+	// UpdateEventType replaces the type's description, resource id and
+	// versions if its stored Revision is still t.Revision, and stores
+	// Revision+1 (optimistic concurrency). ErrNotFound for an unknown name,
+	// ErrConflict when another change came first.
+	UpdateEventType(ctx context.Context, t EventType) (EventType, error)
 
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)

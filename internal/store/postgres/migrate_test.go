@@ -84,6 +84,15 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	if err != nil || string(ev.Body) != string(body) || ev.IdempotencyKey != "idem-1" {
 		t.Fatalf("GetEvent(acme~inv-1) = %+v, %v", ev, err)
 	}
+	// Migration 50 (event catalog): an event published before the catalog
+	// reads as an unversioned, unnumbered event with the same bytes; the
+	// catalog starts empty.
+	if ev.Sequence != 0 || ev.VersionBodies != nil || string(ev.BodyFor(1)) != string(body) {
+		t.Fatalf("pre-catalog event after migration 50: sequence %d, version bodies %v", ev.Sequence, ev.VersionBodies)
+	}
+	if cat, err := s.ListEventTypes(ctx); err != nil || len(cat) != 0 {
+		t.Fatalf("ListEventTypes after migration = %v, %v", cat, err)
+	}
 	for _, id := range []string{heraldID, opID} {
 		if _, err := s.GetEvent(ctx, id); err != nil {
 			t.Fatalf("Herald's id %s changed: %v", id, err)

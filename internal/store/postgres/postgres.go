@@ -300,18 +300,21 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind, versions"
 
 func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 	var (
 		e                    store.Endpoint
-		types, headers       []byte
+		types, headers, vers []byte
 		state, secrets       string
 		createdAt, updatedAt time.Time
 		failingSince         *time.Time
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind, &vers); err != nil {
 		return e, err
+	}
+	if err := json.Unmarshal(vers, &e.Versions); err != nil {
+		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
 	}
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
@@ -343,6 +346,13 @@ func eventTypesJSON(types []string) (string, error) {
 		types = []string{}
 	}
 	return jsonOf(types)
+}
+
+func versionsJSON(v map[string]int) (string, error) {
+	if v == nil {
+		v = map[string]int{}
+	}
+	return jsonOf(v)
 }
 
 // headersJSON renders an endpoint's custom headers for endpoints.headers,
@@ -423,10 +433,14 @@ func (s *Store) insertEndpoint(e store.Endpoint) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	versions, err := versionsJSON(e.Versions)
+	if err != nil {
+		return "", nil, err
+	}
 	return "INSERT INTO endpoints (" + endpointColumns + `)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING ` + endpointColumns,
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) RETURNING ` + endpointColumns,
 		[]any{e.ID, e.Tenant, e.URL, e.Description, types, headers, e.RateLimitPerSecond, string(e.State), e.StateReason, sec,
-			ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince), e.Kind}, nil
+			ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince), e.Kind, versions}, nil
 }
 
 // GetEndpoint implements store.Store.
@@ -505,7 +519,14 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 // read-modify-write window for a concurrent change to fall into. A new URL
 // starts a new failure streak.
 func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
-	var types, headers *string
+	var types, headers, versions *string
+	if p.Versions != nil {
+		v, err := versionsJSON(*p.Versions)
+		if err != nil {
+			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
+		}
+		versions = &v
+	}
 	if p.EventTypes != nil {
 		v, err := eventTypesJSON(*p.EventTypes)
 		if err != nil {
@@ -527,7 +548,8 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		event_types = COALESCE($4::jsonb, event_types),
 		headers = COALESCE($5::jsonb, headers),
 		rate_limit_per_second = COALESCE($6::integer, rate_limit_per_second),
-		updated_at = $7
+		updated_at = $7,
+		versions = COALESCE($8::jsonb, versions)
 		WHERE id = $1 RETURNING ` + endpointColumns
 	if p.Notice {
 		// One statement: the change and its endpoint.updated notice.
@@ -537,7 +559,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 			SELECT ` + endpointColumns + ` FROM up`
 	}
 	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, q,
-		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now)))
+		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now), versions))
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint "+p.ID, err)
 	}

@@ -20,15 +20,20 @@ import (
 // "deliveries may have become claimable".
 const notifyChannel = "herald_deliveries"
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence"
 
 func scanEvent(row pgx.Row) (store.Event, error) {
 	var (
-		e       store.Event
-		headers []byte
+		e        store.Event
+		headers  []byte
+		versions string
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence); err != nil {
 		return e, err
+	}
+	var err error
+	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {
+		return e, fmt.Errorf("event %s version bodies: %w", e.ID, err)
 	}
 	if headers != nil {
 		if err := json.Unmarshal(headers, &e.Headers); err != nil {

@@ -14,16 +14,20 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence"
 
 func scanEvent(sc scanner) (store.Event, error) {
 	var (
 		e                     store.Event
 		occurredAt, createdAt int64
-		headers               string
+		headers, versions     string
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence); err != nil {
 		return e, err
+	}
+	var err error
+	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {
+		return e, fmt.Errorf("event %s version bodies: %w", e.ID, err)
 	}
 	if headers != "" {
 		if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
@@ -57,8 +61,12 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
 	}
+	versions, err := store.EncodeVersionBodies(ev.VersionBodies)
+	if err != nil {
+		return store.PublishResult{}, fmt.Errorf("publish: version bodies: %w", err)
+	}
 	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
@@ -66,6 +74,12 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		return store.PublishResult{}, wrap("publish", err)
 	} else if n == 0 {
 		return s.existingPublish(ctx, tx, p)
+	}
+	if p.SequenceKey != "" {
+		// The single writer orders the numbers by commit.
+		if ev, err = s.numberEvent(ctx, tx, ev, p.SequenceKey); err != nil {
+			return store.PublishResult{}, err
+		}
 	}
 	var all []target
 	cached := false
@@ -147,8 +161,32 @@ func eventHeaders(h map[string]string) (string, error) {
 
 // insertEventSQL inserts an event unless its id, or its tenant and
 // idempotency key, is taken (then it changes no row).
-const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
-	VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
+	VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+
+// numberEvent gives a new event the next number of its sequence key and
+// rewrites its bodies and headers with it (store.PublishParams.SequenceKey).
+func (s *Store) numberEvent(ctx context.Context, tx *sql.Tx, ev store.Event, key string) (store.Event, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO event_sequences (key, last) VALUES (?, 1)
+		ON CONFLICT (key) DO UPDATE SET last = last + 1 RETURNING last`, key).Scan(&n); err != nil {
+		return ev, wrap("publish: sequence", err)
+	}
+	ev = store.NumberEvent(ev, n)
+	headers, err := eventHeaders(ev.Headers)
+	if err != nil {
+		return ev, err
+	}
+	versions, err := store.EncodeVersionBodies(ev.VersionBodies)
+	if err != nil {
+		return ev, fmt.Errorf("publish: version bodies: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE events SET body = ?, version_bodies = ?, headers = ?, sequence = ? WHERE id = ?",
+		ev.Body, versions, headers, n, ev.ID); err != nil {
+		return ev, wrap("publish: sequence", err)
+	}
+	return ev, nil
+}
 
 // existingPublish answers a publish whose insert found its id, or its
 // tenant and idempotency key, taken: the event with the same key (else the

@@ -326,7 +326,7 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind, versions"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -334,12 +334,15 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 	var (
 		e                       store.Endpoint
 		types, headers, secrets string
-		state                   string
+		state, versions         string
 		createdAt, updatedAt    int64
 		failingSince            sql.NullInt64
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind, &versions); err != nil {
 		return e, err
+	}
+	if err := json.Unmarshal([]byte(versions), &e.Versions); err != nil {
+		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
 	}
 	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
@@ -389,7 +392,15 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	if !e.FailingSince.IsZero() {
 		failing = micro(e.FailingSince)
 	}
-	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing, e.Kind}, nil
+	versions := e.Versions
+	if versions == nil {
+		versions = map[string]int{}
+	}
+	vb, err := json.Marshal(versions)
+	if err != nil {
+		return nil, err
+	}
+	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing, e.Kind, string(vb)}, nil
 }
 
 // CreateEndpoint implements store.Store.
@@ -408,9 +419,9 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	}
 	defer tx.Rollback()
 	// One statement on the single writer: the count and the insert are
-	// atomic. ?15 is the limit (0 = none), ?2 the tenant.
-	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14"+
-		" WHERE ?15 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?15", append(args, p.MaxPerTenant)...)
+	// atomic. ?16 is the limit (0 = none), ?2 the tenant.
+	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15"+
+		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
@@ -528,6 +539,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	if p.Headers != nil {
 		e.Headers = *p.Headers
 	}
+	if p.Versions != nil {
+		e.Versions = *p.Versions
+	}
 	if p.RateLimitPerSecond != nil {
 		e.RateLimitPerSecond = *p.RateLimitPerSecond
 	}
@@ -538,7 +552,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	}
 	// args[0] is the id; move it to the end for the WHERE clause.
 	_, err = tx.ExecContext(ctx, `UPDATE endpoints SET tenant=?, url=?, description=?, event_types=?, headers=?,
-		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=?, kind=? WHERE id=?`,
+		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=?, kind=?, versions=? WHERE id=?`,
 		append(args[1:], args[0])...)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)

@@ -47,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		})
 	}
 	group("Ping", s.ping)
+	group("EventTypes", s.eventTypes)
 	group("APIKeys", s.apiKeys)
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)

@@ -98,7 +98,7 @@ func (s *Server) registerEvents() {
 		}
 		// Reserved in any case: a receiver that folds case must not take
 		// "Endpoint.disabled" for Herald's own event.
-		if lt := strings.ToLower(b.Type); strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.") {
+		if ReservedEventType(b.Type) {
 			return nil, invalid("body.type", "event types starting with endpoint. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
 		}
 		data := bytes.TrimSpace(b.Data)
@@ -309,4 +309,13 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 		return store.Event{}, huma.Error404NotFound("event " + id + " not found (an id chosen by a producer is unique per tenant only: add ?tenant=<tenant>)")
 	}
 	return e, s.problem(err, "event "+id)
+}
+
+// ReservedEventType reports whether typ (an event type or a filter
+// pattern) is in the namespaces Herald keeps for its own events —
+// "endpoint." (operational events) and "herald." (test events) — compared
+// without regard to case, so "Endpoint.disabled" cannot pass for one.
+func ReservedEventType(typ string) bool {
+	lt := strings.ToLower(typ)
+	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.")
 }

@@ -120,8 +120,8 @@ func (s *Server) registerEventTypes() {
 		if !store.ValidEventType(b.Name) {
 			return nil, invalid("body.name", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Name)
 		}
-		if strings.HasPrefix(b.Name, store.OperationalPrefix) || strings.HasPrefix(b.Name, "herald.") {
-			return nil, invalid("body.name", "event types starting with endpoint. or herald. are reserved for Herald's own events", b.Name)
+		if ReservedEventType(b.Name) {
+			return nil, invalid("body.name", "event types starting with endpoint. or herald. (in any case) are reserved for Herald's own events", b.Name)
 		}
 		if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
 			return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
@@ -271,20 +271,29 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 		}
 		return nil, nil
 	}
+	strict := s.cfg.CatalogMode == CatalogStrict
 	for i, p := range types {
 		switch {
-		case p == "*":
+		case p == "*", ReservedEventType(p):
+			// Herald's own operational and test events are never in the
+			// catalog; subscribing to them is always allowed.
 		case strings.HasSuffix(p, ".*"):
-			if !matchesAny([]string{p}, names) {
+			// Permissive mode publishes uncatalogued types, so a pattern
+			// may be for them.
+			if strict && !matchesAny([]string{p}, names) {
 				return nil, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p)
 			}
 		default:
 			if _, ok := byName[p]; !ok {
-				msg := "unknown event type " + p + ": not in the event catalog (GET /v1/event-types)"
-				if sug := catalog.Suggest(p, names); len(sug) > 0 {
-					msg = "unknown event type " + p + ": did you mean " + strings.Join(sug, " or ") + "?"
+				// A close catalogued name is a typo in either mode; an
+				// uncatalogued type is refused only in strict mode.
+				sug := catalog.Suggest(p, names)
+				if len(sug) > 0 {
+					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": did you mean "+strings.Join(sug, " or ")+"?", p)
 				}
-				return nil, invalid("body.event_types["+itoa(i)+"]", msg, p)
+				if strict {
+					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": not in the event catalog (GET /v1/event-types) and the server runs with --catalog strict", p)
+				}
 			}
 		}
 	}

@@ -318,3 +318,36 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogLeavesOwnAndUncataloguedTypesSubscribable: with a catalog,
+// Herald's own event types (endpoint.*, herald.*) stay subscribable in
+// either mode; in permissive mode (the default) so do uncatalogued types
+// and patterns, which may be published; a close misspelling of a
+// catalogued type is still refused with a suggestion.
+func TestCatalogLeavesOwnAndUncataloguedTypesSubscribable(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"permissive", "strict"} {
+		h := startHerald(t, func(c *app.Config) { c.Catalog = mode })
+		h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+		create := func(types string) (int, []byte) {
+			return h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":`+types+`}`, nil)
+		}
+		for _, types := range []string{`["endpoint.*"]`, `["endpoint.disabled","endpoint.enabled"]`, `["herald.test"]`} {
+			if st, raw := create(types); st != 201 {
+				t.Errorf("%s: subscribe to %s: %d %s, want 201", mode, types, st, raw)
+			}
+		}
+		want := 201
+		if mode == "strict" {
+			want = 422
+		}
+		for _, types := range []string{`["file.*"]`, `["file.created"]`} {
+			if st, raw := create(types); st != want {
+				t.Errorf("%s: subscribe to uncatalogued %s: %d %s, want %d", mode, types, st, raw, want)
+			}
+		}
+		if st, raw := create(`["invoice.piad"]`); st != 422 || !strings.Contains(string(raw), "did you mean invoice.paid?") {
+			t.Errorf("%s: misspelt subscription: %d %s, want 422 with a suggestion", mode, st, raw)
+		}
+	}
+}

@@ -752,7 +752,8 @@ func TestPostgresOutage(t *testing.T) {
 		}
 	}
 	rows, err := e.db().Query(t.Context(), `SELECT regexp_replace(e.id, '^.*~', ''), count(d.id), count(d.id) FILTER (WHERE d.state = 'succeeded')
-		FROM events e LEFT JOIN deliveries d ON d.event_id = e.id GROUP BY e.id`)
+		FROM events e LEFT JOIN deliveries d ON d.event_id = e.id
+		WHERE e.id NOT LIKE 'evt\_op\_%' GROUP BY e.id`) // operational events (endpoint.created…) have no subscriber here
 	if err != nil {
 		t.Fatal(err)
 	}

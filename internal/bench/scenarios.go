@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/metrics"
 )
 
 // stallAfter is how long a wait for arrivals may see no progress before
@@ -524,11 +526,24 @@ func (r *runner) backlog(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("building the backlog: %w", err)
 	}
 	setup := time.Since(t)
-	pv, err := h.api.metrics(ctx)
-	if err != nil {
-		return nil, err
+	// The queue-depth gauge is read from the store at most once every few
+	// seconds (metrics.StatsMaxAge): scrape until it shows the backlog.
+	var pending int64
+	for deadline := time.Now().Add(metrics.StatsMaxAge + 5*time.Second); ; {
+		pv, err := h.api.metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pending = int64(pv.byLabel("herald_queue_depth")["pending"])
+		if pending >= int64(total) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	pending := int64(pv.byLabel("herald_queue_depth")["pending"])
 	r.logf("backlog ready in %s: %d deliveries pending", setup.Round(time.Millisecond), pending)
 	memBacklog := readProcMem(h.pid())
 

@@ -70,6 +70,9 @@ type Config struct {
 	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
 	// its tenant with 422 naming the limit; 0 = no limit.
 	MaxEndpointsPerTenant int
+	// FanOutChunk is PublishParams.FanOutChunk for every publish: the most
+	// deliveries a publish's transaction creates (0: the store's default).
+	FanOutChunk int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
 	// Contract, when set, is served at GET /contract.

@@ -37,7 +37,7 @@ type EventOut struct {
 // PublishOut answers a publish.
 type PublishOut struct {
 	EventOut
-	Deliveries int  `json:"deliveries" doc:"number of deliveries the event fanned out to"`
+	Deliveries int  `json:"deliveries" doc:"number of deliveries the event fanned out to: the endpoints it matched when published. Past --fanout-chunk (500) endpoints only the first chunk exists when this answer is sent; the engine creates the rest within moments, each exactly once"`
 	Duplicate  bool `json:"duplicate" doc:"true when the id or Idempotency-Key was seen before: this is the original event and nothing new was delivered"`
 }
 
@@ -131,6 +131,7 @@ func (s *Server) registerEvents() {
 			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
 				IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "",
+			FanOutChunk: s.cfg.FanOutChunk,
 		})
 		if err != nil {
 			return nil, s.problem(err, "event")
@@ -148,8 +149,8 @@ func (s *Server) registerEvents() {
 			out.Body.Duplicate = true
 		} else {
 			s.cfg.Metrics.EventPublished()
-			if res.Pending > 0 {
-				s.cfg.Notify() // held deliveries need no worker
+			if res.Pending > 0 || res.FanOut {
+				s.cfg.Notify() // held deliveries need no worker; a fan-out needs the engine
 			}
 		}
 		return out, nil

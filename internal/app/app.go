@@ -91,6 +91,10 @@ type Config struct {
 	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
 	// its tenant (422); 0 = no limit.
 	MaxEndpointsPerTenant int
+	// FanOutChunk is the most deliveries one transaction creates: a
+	// publish to more endpoints writes the first chunk and the engine the
+	// rest, one chunk per transaction; default store.DefaultFanOutChunk.
+	FanOutChunk int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.
 	BreakerThreshold int
@@ -242,6 +246,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		EndpointConcurrency: cfg.EndpointConcurrency,
 		TenantConcurrency:   cfg.TenantConcurrency,
 		HostConcurrency:     cfg.HostConcurrency,
+		FanOutChunk:         cfg.FanOutChunk,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
@@ -273,6 +278,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Tester:                m.engine,
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		FanOutChunk:           cfg.FanOutChunk,
 		Version:               Version,
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,

@@ -55,6 +55,9 @@ type Config struct {
 	PublicURL string
 	// Notify is called after a publish committed new deliveries.
 	Notify func()
+	// NotifyFanOut is called after a publish left deliveries for the
+	// engine to create (store.PublishResult.FanOut); nil: none.
+	NotifyFanOut func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
 	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
@@ -111,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if cfg.NotifyFanOut == nil {
+		cfg.NotifyFanOut = func() {}
 	}
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}

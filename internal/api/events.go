@@ -149,8 +149,11 @@ func (s *Server) registerEvents() {
 			out.Body.Duplicate = true
 		} else {
 			s.cfg.Metrics.EventPublished()
-			if res.Pending > 0 || res.FanOut {
-				s.cfg.Notify() // held deliveries need no worker; a fan-out needs the engine
+			if res.Pending > 0 {
+				s.cfg.Notify() // held deliveries need no worker
+			}
+			if res.FanOut {
+				s.cfg.NotifyFanOut()
 			}
 		}
 		return out, nil

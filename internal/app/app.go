@@ -275,6 +275,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AdminKeyHashes:        keyHashes,
 		PublicURL:             cfg.PublicURL,
 		Notify:                m.engine.Notify,
+		NotifyFanOut:          m.engine.NotifyFanOut,
 		Tester:                m.engine,
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,

@@ -290,6 +290,11 @@ func (e *Engine) Notify() {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// NotifyFanOut tells the engine that a publish left deliveries for it to
+// create (store.PublishResult.FanOut). It never blocks.
+func (e *Engine) NotifyFanOut() {
 	select {
 	case e.fanWake <- struct{}{}:
 	default:

@@ -138,6 +138,15 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 	if p.NewDeliveryID == nil {
 		p.NewDeliveryID = func() string { return store.NewID("dlv") }
 	}
+	// Polled every second by every engine: ask the read pool first, and
+	// take the writer only when a fan-out is waiting.
+	var waiting bool
+	if err := s.r.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM fanouts)").Scan(&waiting); err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	if !waiting {
+		return store.FanOutResult{}, nil
+	}
 	tx, done, err := s.queueTx(ctx)
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)

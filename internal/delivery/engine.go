@@ -374,14 +374,16 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // fanOut is the fan-out loop: it creates the deliveries of publishes
 // larger than a chunk, one chunk per transaction (store.ContinueFanOut),
+// taking the unfinished fan-outs in turn (one chunk each),
 // waking the claimers after each chunk with pending deliveries; when none
 // is left it waits for a publish's notification or the poll interval (a
 // fan-out left by a crash, or published on another node).
 func (e *Engine) fanOut(ctx context.Context) {
 	backoff := 100 * time.Millisecond
+	last := "" // the fan-out advanced last: the next call takes the one after it
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res, err := e.cfg.Store.ContinueFanOut(fctx, store.FanOutParams{Chunk: e.cfg.FanOutChunk, Now: e.cfg.Clock.Now()})
+		res, err := e.cfg.Store.ContinueFanOut(fctx, store.FanOutParams{Chunk: e.cfg.FanOutChunk, Now: e.cfg.Clock.Now(), After: last})
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -403,6 +405,7 @@ func (e *Engine) fanOut(ctx context.Context) {
 			e.cfg.Logger.Debug("fan-out complete", "event", res.EventID)
 		}
 		if res.EventID != "" {
+			last = res.EventID
 			continue // this one or another may have more
 		}
 		if res.More {

@@ -259,6 +259,12 @@ type FanOutParams struct {
 	Now time.Time
 	// NewDeliveryID makes the deliveries' ids; nil makes "dlv_" ids.
 	NewDeliveryID func() string
+	// After is the event id of the fan-out the caller advanced last (""
+	// at first): the call takes the first fan-out after it in event id
+	// order, wrapping around, so unfinished fan-outs (of any tenants)
+	// advance in turn, one chunk each, and a small one is not queued
+	// behind a giant one.
+	After string
 }
 
 // FanOutResult tells what one ContinueFanOut call did.

@@ -316,7 +316,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		)
 		err := tx.QueryRow(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
 			FROM fanouts f JOIN events e ON e.id = f.event_id
-			ORDER BY f.created_at, f.event_id LIMIT 1 FOR UPDATE OF f SKIP LOCKED`).
+			ORDER BY f.event_id <= $1, f.event_id LIMIT 1 FOR UPDATE OF f SKIP LOCKED`, p.After).
 			Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// None free; others may be held by other nodes.

@@ -128,8 +128,8 @@ func fanOutChunk(n int) int {
 
 const insertFanOutSQL = `INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at) VALUES (?,?,?,?,?)`
 
-// ContinueFanOut implements store.Store: one chunk of the oldest
-// unfinished fan-out, on the single writer.
+// ContinueFanOut implements store.Store: one chunk of the next unfinished
+// fan-out after p.After, on the single writer.
 func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store.FanOutResult, error) {
 	chunk := fanOutChunk(p.Chunk)
 	if p.Now.IsZero() {
@@ -158,8 +158,8 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		publishedAt                       int64
 	)
 	err = s.stmt(ctx, tx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
-		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.created_at, f.event_id LIMIT 1`).
-		QueryRowContext(ctx).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
+		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.event_id <= ?, f.event_id LIMIT 1`).
+		QueryRowContext(ctx, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.FanOutResult{}, nil
 	}

@@ -127,6 +127,57 @@ func (s suite) fanOut(t *testing.T) {
 		f.wantFanOut(ev.ID, want)
 	})
 
+	s.run(t, "FanOutsTakeTurns", func(t *testing.T, f *fixture) {
+		for range 6 {
+			f.endpoint("a")
+		}
+		for range 3 {
+			f.endpoint("b")
+		}
+		var events []string
+		for _, tenant := range []string{"a", "b"} {
+			ev := newEvent(tenant, "order.paid", `{}`)
+			p := publishParams(ev, at(time.Minute))
+			p.FanOutChunk = 1
+			if _, err := f.s.PublishEvent(f.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			events = append(events, ev.ID)
+		}
+		// With the cursor passed back, the two fan-outs alternate until
+		// b's (3 endpoints: 2 chunks left) is done; a's (6) goes on alone.
+		var order []string
+		after := ""
+		for {
+			r, err := f.s.ContinueFanOut(f.ctx, store.FanOutParams{Chunk: 1, Now: at(time.Minute), After: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.EventID == "" {
+				break
+			}
+			order = append(order, r.EventID)
+			after = r.EventID
+		}
+		// a: 5 calls of one endpoint, then one that finds the end (a
+		// fan-out is done on the call that reads less than a chunk); b: 2
+		// and 1. Oldest first would switch once; in turn, 5 times.
+		seenA, seenB, switches := 0, 0, 0
+		for i, id := range order {
+			if id == events[0] {
+				seenA++
+			} else {
+				seenB++
+			}
+			if i > 0 && order[i-1] != id {
+				switches++
+			}
+		}
+		if seenA != 6 || seenB != 3 || switches < 5 {
+			t.Fatalf("chunk order %v: %d of a, %d of b, %d switches; want 6, 3 and the two in turn while both are unfinished", order, seenA, seenB, switches)
+		}
+	})
+
 	s.run(t, "ConcurrentEnginesShareFanOuts", func(t *testing.T, f *fixture) {
 		want := map[string]store.DeliveryState{}
 		for range 25 {

@@ -20,11 +20,14 @@ var strictBase64 = base64.StdEncoding.Strict()
 //
 // as described in Stripe's "Verify webhook signatures manually"
 // (https://docs.stripe.com/webhooks). Items are separated by
-// "," and split at the first "="; no whitespace is trimmed. It returns the
-// timestamp in unix seconds and the decoded v1 signatures in header order.
+// "," and split at the first "="; optional whitespace (spaces and tabs)
+// around "," and "=" is ignored, as Stripe's own libraries do
+// ("t=1, v1=…" verifies). It returns the timestamp in unix seconds and the
+// decoded v1 signatures in header order.
 //
 // Rules: exactly one t item, plain decimal digits that fit an int64 (no
-// sign, no spaces). Items with other keys (v0, ...) are ignored, as in
+// sign, no leading zero: the signed string is the timestamp's exact text,
+// which must be the decimal Herald recomputes). Items with other keys (v0, ...) are ignored, as in
 // Stripe's libraries. A v1 value that is not 64 hex digits (either case; a
 // 32-byte HMAC-SHA256) is skipped, as stripe-go does; at least one usable v1
 // must remain. The header may be at most 8 KiB long and hold at most 16
@@ -43,6 +46,7 @@ func ParseSignatureHeader(v string) (timestamp int64, v1 [][]byte, err error) {
 	for i, rest := 1, v; ; i++ {
 		item, more, hasMore := strings.Cut(rest, ",")
 		key, val, ok := strings.Cut(item, "=")
+		key, val = strings.Trim(key, ows), strings.Trim(val, ows)
 		if !ok || key == "" {
 			return 0, nil, fmt.Errorf("%w: item %d is not key=value", ErrMalformedHeader, i)
 		}
@@ -128,10 +132,19 @@ func ParseStandardSignatures(v string) (v1 [][]byte, err error) {
 	return v1, nil
 }
 
-// parseTimestamp parses unix seconds written as plain decimal digits.
+// ows is the optional whitespace of RFC 9110 §5.6.3 (space and tab).
+const ows = " \t"
+
+// parseTimestamp parses unix seconds written as plain decimal digits
+// without a leading zero ("0" itself is allowed): the MAC covers the
+// timestamp's text, and the verifier recomputes it from the number, so
+// only the one canonical spelling may be accepted.
 func parseTimestamp(s string) (int64, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty timestamp", ErrMalformedHeader)
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%w: timestamp has a leading zero", ErrMalformedHeader)
 	}
 	if len(s) > 19 { // math.MaxInt64 has 19 digits; refuse before ParseInt
 		return 0, fmt.Errorf("%w: timestamp longer than 19 digits", ErrMalformedHeader)

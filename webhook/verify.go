@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -140,17 +141,23 @@ func (v *Verifier) VerifyStandard(msgID, timestamp, signatures string, body []by
 //     Standard Webhooks scheme ([Verifier.VerifyStandard]).
 //
 // When both schemes are present both must verify. When neither is present
-// it returns [ErrMissingSignature]. A signature header sent more than once
-// is [ErrMalformedHeader]. Otherwise it returns the first error of the
-// scheme methods, Herald first; [ErrInvalidSecret] when v has no secrets.
+// it returns [ErrMissingSignature]. A signature header sent several times
+// (X-Signature, webhook-signature) is a list of candidates: X-Signature
+// verifies when any of its values does, webhook-signature's values are
+// joined into one list of entries (at most 16 values each). The id and
+// timestamp headers sent more than once are [ErrMalformedHeader]: the
+// signed string would be ambiguous. Otherwise it returns the first error
+// of the scheme methods, Herald first; [ErrInvalidSecret] when v has no
+// secrets.
 func (v *Verifier) Verify(h http.Header, body []byte) error {
 	if len(v.Secrets) == 0 {
 		return fmt.Errorf("%w: no secrets configured", ErrInvalidSecret)
 	}
-	herald, err := single(h, HeaderSignature)
-	if err != nil {
-		return err
+	heralds := h[HeaderSignature]
+	if len(heralds) > maxEntries {
+		return fmt.Errorf("%w: %s header sent %d times", ErrMalformedHeader, HeaderSignature, len(heralds))
 	}
+	herald := strings.Join(heralds, "") // non-empty when any candidate is
 	names := [3]string{HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature}
 	std, found, err := headerSet(h, names)
 	if err != nil {
@@ -166,8 +173,19 @@ func (v *Verifier) Verify(h http.Header, body []byte) error {
 		return fmt.Errorf("%w: neither %s nor webhook-signature headers present", ErrMissingSignature, HeaderSignature)
 	}
 	if herald != "" {
-		if err := v.VerifyHerald(herald, body); err != nil {
-			return err
+		var first error
+		for _, c := range heralds {
+			err := v.VerifyHerald(c, body)
+			if err == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
 		}
 	}
 	if found {
@@ -191,11 +209,19 @@ func single(h http.Header, key string) (string, error) {
 	}
 }
 
-// headerSet returns the values of the three headers and whether any of them
-// is non-empty.
+// headerSet returns the values of the three headers (id, timestamp,
+// signature) and whether any of them is non-empty. The signature header
+// may be sent several times: its values are joined with a space (one list
+// of entries).
 func headerSet(h http.Header, names [3]string) (vals [3]string, found bool, err error) {
 	for i, name := range names {
-		if vals[i], err = single(h, name); err != nil {
+		if i == 2 {
+			vs := h[name]
+			if len(vs) > maxEntries {
+				return vals, false, fmt.Errorf("%w: %s header sent %d times", ErrMalformedHeader, name, len(vs))
+			}
+			vals[i] = strings.Join(vs, " ")
+		} else if vals[i], err = single(h, name); err != nil {
 			return vals, false, err
 		}
 		found = found || vals[i] != ""

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 )
@@ -71,4 +72,22 @@ func (g *MemoryVersionGate) Check(ctx context.Context, resourceID string, versio
 	}
 	g.versions[resourceID] = version
 	return true, nil
+}
+
+// Sequence reads the "sequence" of a Herald event body: the number Herald
+// gives each event of a catalogued type that declares a resource_id, per
+// (tenant, type, resource id), strictly increasing in commit order with no
+// gaps (docs/contract.md, "Sequence numbers"; also sent as the unsigned
+// header X-Event-Sequence — read it from the signed body). It is a version
+// for [VersionGate]: gate.Check(ctx, resourceID, seq) lets each event
+// through once and in order, without the producer keeping versions.
+// ok is false when the body has no sequence.
+func Sequence(body []byte) (seq int64, ok bool) {
+	var env struct {
+		Sequence *int64 `json:"sequence"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Sequence == nil || *env.Sequence < 1 {
+		return 0, false
+	}
+	return *env.Sequence, true
 }

@@ -249,11 +249,11 @@ func TestTimestampExtremes(t *testing.T) {
 			t.Errorf("VerifyHerald(%.40q…) = %v, want %v", tc.header, err, tc.want)
 		}
 	}
-	// Leading zeros are accepted and signed over the canonical decimal, as
-	// in Stripe's and Standard Webhooks' libraries.
+	// A leading zero is refused (issue 13 point 9): the signed string is
+	// the timestamp's exact text, and Herald recomputes it from the number.
 	hdr := "t=0" + strconv.FormatInt(testTS, 10) + ",v1=" + SignHerald(testSecret, testTS, testBody)
-	if err := v.VerifyHerald(hdr, testBody); err != nil {
-		t.Errorf("leading zero: %v", err)
+	if err := v.VerifyHerald(hdr, testBody); !errors.Is(err, ErrMalformedHeader) {
+		t.Errorf("leading zero: %v; want ErrMalformedHeader", err)
 	}
 }
 
@@ -298,7 +298,10 @@ func TestBadInput(t *testing.T) {
 		{"empty t", okV, herald("t=,v1=" + goodHex), testBody, ErrMalformedHeader},
 		{"signed t", okV, herald("t=+" + ts + ",v1=" + goodHex), testBody, ErrMalformedHeader},
 		{"negative t", okV, herald("t=-" + ts + ",v1=" + goodHex), testBody, ErrMalformedHeader},
-		{"t with space", okV, herald("t= " + ts + ",v1=" + goodHex), testBody, ErrMalformedHeader},
+		// Optional whitespace around "," and "=" (issue 13 point 9).
+		{"t with space", okV, herald("t= " + ts + ",v1=" + goodHex), testBody, nil},
+		{"spaces around , and =", okV, herald("t = " + ts + " , v1 =\t" + goodHex + " "), testBody, nil},
+		{"t with a leading zero", okV, herald("t=0" + ts + ",v1=" + goodHex), testBody, ErrMalformedHeader},
 		{"fractional t", okV, herald("t=" + ts + ".5,v1=" + goodHex), testBody, ErrMalformedHeader},
 		{"t overflows int64", okV, herald("t=99999999999999999999,v1=" + goodHex), testBody, ErrMalformedHeader},
 		{"duplicate t", okV, herald("t=" + ts + ",t=" + ts + ",v1=" + goodHex), testBody, ErrMalformedHeader},
@@ -344,8 +347,20 @@ func TestBadInput(t *testing.T) {
 		{"X-Signature too long", okV, herald(goodX + ",x=" + strings.Repeat("a", maxHeaderLen)), testBody, ErrMalformedHeader},
 		{"webhook-signature too long", okV, standard(testMsgID, ts, goodStd+strings.Repeat(" ", maxHeaderLen)), testBody, ErrMalformedHeader},
 		{"webhook-id too long", okV, standard(strings.Repeat("a", maxHeaderLen+1), ts, goodStd), testBody, ErrMalformedHeader},
-		{"X-Signature twice", okV, with(func(h http.Header) { h.Add(HeaderSignature, goodX) }), testBody, ErrMalformedHeader},
-		{"webhook-signature twice", okV, with(func(h http.Header) { h.Add(HeaderWebhookSignature, goodStd) }), testBody, ErrMalformedHeader},
+		// A signature header sent several times is a list of candidates
+		// (issue 13 point 9).
+		{"X-Signature twice", okV, with(func(h http.Header) { h.Add(HeaderSignature, goodX) }), testBody, nil},
+		{"X-Signature: a bad candidate, then the good one", okV, with(func(h http.Header) {
+			h[HeaderSignature] = []string{"t=" + ts + ",v1=" + strings.Repeat("0", 64), goodX}
+		}), testBody, nil},
+		{"X-Signature: two bad candidates", okV, with(func(h http.Header) {
+			h[HeaderSignature] = []string{"t=" + ts + ",v1=" + strings.Repeat("0", 64), "t=" + ts + ",v1=" + strings.Repeat("1", 64)}
+		}), testBody, ErrNoMatchingSignature},
+		{"webhook-signature twice", okV, with(func(h http.Header) { h.Add(HeaderWebhookSignature, goodStd) }), testBody, nil},
+		{"webhook-signature: a bad value, then the good one", okV, with(func(h http.Header) {
+			h[HeaderWebhookSignature] = []string{"v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", goodStd}
+		}), testBody, nil},
+		{"webhook-timestamp twice", okV, with(func(h http.Header) { h.Add(HeaderWebhookTimestamp, ts) }), testBody, ErrMalformedHeader},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.v.Verify(tc.h, tc.body)

@@ -41,7 +41,8 @@ func apiGroup(use, short string, o *apiOpts) *cobra.Command {
 
 Talks to a running "herald serve" over HTTP. --server and --api-key default to
 HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
+		RunE: unknownSubcommand,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return bindEnv(cmd) // cmd is the subcommand run; its flags include these persistent ones
 		},
@@ -201,6 +202,7 @@ type endpointFields struct {
 	url, description string
 	eventTypes       []string
 	headers          []string
+	pins             []string
 	rateLimit        int
 }
 
@@ -211,6 +213,7 @@ func (e *endpointFields) bind(cmd *cobra.Command) {
 	f.StringSliceVar(&e.eventTypes, "event-type", nil, "event type filter such as file.* (repeatable; default every type)")
 	f.StringArrayVar(&e.headers, "header", nil, "custom header NAME=VALUE sent with every attempt (repeatable)")
 	f.IntVar(&e.rateLimit, "rate-limit", 0, "deliveries per second to this endpoint (0 = unlimited)")
+	f.StringArrayVar(&e.pins, "pin", nil, "pin a version of a catalogued event type, TYPE=VERSION such as file.updated=1 (repeatable; default the newest)")
 }
 
 // body returns the JSON fields whose flags were given (all given ones
@@ -233,6 +236,18 @@ func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
 			return nil, err
 		}
 		b["headers"] = h
+	}
+	if f.Changed("pin") {
+		pins := map[string]int{}
+		for _, kv := range e.pins {
+			name, v, ok := strings.Cut(kv, "=")
+			n, err := strconv.Atoi(v)
+			if !ok || name == "" || err != nil || n < 1 {
+				return nil, fmt.Errorf("--pin %q: want TYPE=VERSION, e.g. file.updated=1", kv)
+			}
+			pins[name] = n
+		}
+		b["versions"] = pins
 	}
 	if f.Changed("rate-limit") {
 		if e.rateLimit < 0 {
@@ -280,14 +295,14 @@ func newEndpointsCmd() *cobra.Command {
 	createCmd.Flags().StringVar(&tenant, "tenant", "", "owner of the endpoint (needed with an admin key; a tenant key's own by default)")
 	create.bind(createCmd)
 
-	var listTenant string
+	var listTenant, listKind string
 	var listPage *pageOpts
 	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List endpoints (GET /v1/endpoints)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := listPage.query("tenant", listTenant)
+			q, err := listPage.query("tenant", listTenant, "kind", listKind)
 			if err != nil {
 				return err
 			}
@@ -295,6 +310,7 @@ func newEndpointsCmd() *cobra.Command {
 		},
 	}
 	listCmd.Flags().StringVar(&listTenant, "tenant", "", "only this tenant's endpoints")
+	listCmd.Flags().StringVar(&listKind, "kind", "", "tenant (default), source (inbound sources' forwarding endpoints) or all")
 	listPage = pageFlags(listCmd)
 
 	var update endpointFields
@@ -333,7 +349,23 @@ func newEndpointsCmd() *cobra.Command {
 		})
 	}
 
-	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd,
+	var overlap int
+	rotateCmd := apiIDCmd("rotate-secret ID", "Rotate an endpoint's signing secret (POST /v1/endpoints/{id}/rotate-secret); the answer shows the new secret", func(cmd *cobra.Command, id string) error {
+		var b map[string]int
+		if cmd.Flags().Changed("overlap-seconds") {
+			b = map[string]int{"overlap_seconds": overlap}
+		}
+		if b == nil {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/rotate-secret"), []byte("{}"), nil)
+		}
+		return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/rotate-secret"), b, nil)
+	})
+	rotateCmd.Flags().IntVar(&overlap, "overlap-seconds", 86400, "how long the previous secret stays valid, seconds (0 = dropped at once)")
+
+	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd, rotateCmd,
+		apiIDCmd("test ID", "Send a signed herald.test event to an endpoint now (POST /v1/endpoints/{id}/test)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/test"), nil, nil)
+		}),
 		stateCmd("pause", "Pause an endpoint: its deliveries are held, not attempted, until it is resumed"),
 		stateCmd("resume", "Resume a paused endpoint: its held deliveries are released"),
 		stateCmd("enable", "Enable a disabled endpoint: its held deliveries are released and endpoint.enabled is emitted"),
@@ -346,6 +378,20 @@ func newEndpointsCmd() *cobra.Command {
 		apiIDCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secret"), nil, nil)
 		}),
+		apiIDCmd("secrets ID", "List an endpoint's active signing secrets: ids and expiry, never values (GET /v1/endpoints/{id}/secrets)", func(cmd *cobra.Command, id string) error {
+			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secrets"), nil, nil)
+		}),
+		&cobra.Command{
+			Use:   "revoke-secret ID SECRET_ID",
+			Short: "Revoke an older secret before its rotation overlap ends (DELETE /v1/endpoints/{id}/secrets/{secret_id})",
+			Long: `Revoke one of the older secrets a rotation keeps signing during its overlap, now
+instead of at its expiry. SECRET_ID (sec_…) comes from 'herald endpoints secrets ID'.
+The current secret cannot be revoked (409): rotate it with overlap_seconds 0 instead.`,
+			Args: cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return o.do(cmd, http.MethodDelete, apiPath("/v1/endpoints", args[0], "/secrets/")+url.PathEscape(args[1]), nil, nil)
+			},
+		},
 	)
 	return g
 }
@@ -398,15 +444,15 @@ func newDLQCmd() *cobra.Command {
 	counts.Flags().Var(&countSince, "since", "only dead letters dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
 
 	var replayDelivery, replayType string
-	var replaySince sinceValue
+	var replaySince, replayUntil sinceValue
 	replay := &cobra.Command{
 		Use:   "replay ENDPOINT_ID | --delivery DLV_ID",
-		Short: "Replay dead letters: an endpoint's (all, since a time, of a type) or one delivery",
+		Short: "Replay dead letters: an endpoint's (all, in a time window, of a type) or one delivery",
 		Long: `Replay dead letters: they go back to pending (held instead, if the endpoint is
 paused or disabled) with the same event ids, and their attempts are added to
 the same deliveries. The answer is {"replayed":N}.
-  herald dlq replay ENDPOINT_ID [--since T] [--event-type TYPE]
-      POST /v1/endpoints/{id}/replay {"state":"dead","since":T,"event_type":TYPE}
+  herald dlq replay ENDPOINT_ID [--since T] [--until T] [--event-type TYPE]
+      POST /v1/endpoints/{id}/replay {"state":"dead","since":T,"until":T,"event_type":TYPE}
   herald dlq replay --delivery DLV_ID
       POST /v1/deliveries/{id}/replay (replayed: 0 if it is not dead)`,
 		Args: cobra.MaximumNArgs(1),
@@ -415,8 +461,8 @@ the same deliveries. The answer is {"replayed":N}.
 				if len(args) == 1 {
 					return errors.New("give ENDPOINT_ID or --delivery, not both")
 				}
-				if replaySince.s != "" || replayType != "" {
-					return errors.New("--since and --event-type select an endpoint's dead letters; not with --delivery")
+				if replaySince.s != "" || replayUntil.s != "" || replayType != "" {
+					return errors.New("--since, --until and --event-type select an endpoint's dead letters; not with --delivery")
 				}
 				return o.do(cmd, http.MethodPost, apiPath("/v1/deliveries", replayDelivery, "/replay"), nil, nil)
 			}
@@ -427,6 +473,9 @@ the same deliveries. The answer is {"replayed":N}.
 			if replaySince.s != "" {
 				b["since"] = replaySince.s
 			}
+			if replayUntil.s != "" {
+				b["until"] = replayUntil.s
+			}
 			if replayType != "" {
 				b["event_type"] = replayType
 			}
@@ -436,6 +485,7 @@ the same deliveries. The answer is {"replayed":N}.
 	replay.Flags().StringVar(&replayDelivery, "delivery", "", "replay this one dead delivery (dlv_…) instead of an endpoint's")
 	replay.Flags().StringVar(&replayType, "event-type", "", "only dead letters of this event type")
 	replay.Flags().Var(&replaySince, "since", "only those dead-lettered at or after this time: RFC 3339, or a duration ago such as 90m or 2d")
+	replay.Flags().Var(&replayUntil, "until", "only those dead-lettered before this time: RFC 3339, or a duration ago such as 30m")
 
 	g.AddCommand(list, counts, replay)
 	return g

@@ -228,6 +228,9 @@ func TestRoutes(t *testing.T) {
 		{[]string{"endpoints", "get", "ep/1?x"}, "GET", "/v1/endpoints/ep%2F1%3Fx", ""},
 		{[]string{"endpoints", "delete", "ep_1"}, "DELETE", "/v1/endpoints/ep_1", ""},
 		{[]string{"endpoints", "secret", "ep_1"}, "GET", "/v1/endpoints/ep_1/secret", ""},
+		{[]string{"endpoints", "secrets", "ep_1"}, "GET", "/v1/endpoints/ep_1/secrets", ""},
+		{[]string{"endpoints", "revoke-secret", "ep_1", "sec_0123456789abcdef"}, "DELETE", "/v1/endpoints/ep_1/secrets/sec_0123456789abcdef", ""},
+		{[]string{"endpoints", "revoke-secret", "ep_1", "sec/1"}, "DELETE", "/v1/endpoints/ep_1/secrets/sec%2F1", ""},
 		{[]string{"endpoints", "deliveries", "ep_1", "--state", "dead"}, "GET", "/v1/endpoints/ep_1/deliveries", "state=dead"},
 		{[]string{"endpoints", "deliveries", "ep_1", "--event-type", "file.created", "--since", "2026-01-31T09:00:00Z"}, "GET", "/v1/endpoints/ep_1/deliveries", "event_type=file.created&since=2026-01-31T09%3A00%3A00Z"},
 		{[]string{"dlq", "list", "ep_1"}, "GET", "/v1/endpoints/ep_1/deliveries", "state=dead"},
@@ -351,6 +354,7 @@ func TestDLQReplayEndpoint(t *testing.T) {
 	}{
 		{nil, `{"state":"dead"}`},
 		{[]string{"--since", "2026-01-31T09:00:00Z"}, `{"since":"2026-01-31T09:00:00Z","state":"dead"}`},
+		{[]string{"--since", "2026-01-31T09:00:00Z", "--until", "2026-01-31T10:00:00Z"}, `{"since":"2026-01-31T09:00:00Z","state":"dead","until":"2026-01-31T10:00:00Z"}`},
 		{[]string{"--event-type", "file.created", "--since", "2026-01-31T09:00:00.5+02:00"}, `{"event_type":"file.created","since":"2026-01-31T09:00:00.5+02:00","state":"dead"}`},
 	}
 	for _, c := range cases {
@@ -430,6 +434,7 @@ func TestOperationsUsageErrors(t *testing.T) {
 		{"dlq", "replay", "ep_1", "--delivery", "dlv_1"},                // both
 		{"dlq", "replay", "--delivery", "dlv_1", "--since", "1h"},       // --since selects an endpoint's
 		{"dlq", "replay", "--delivery", "dlv_1", "--event-type", "a.b"}, // so does --event-type
+		{"dlq", "replay", "--delivery", "dlv_1", "--until", "1h"},       // and --until
 		{"endpoints", "pause"},                                          // no id
 		{"endpoints", "resume", "ep_1", "ep_2"},                         // two ids
 		{"deliveries", "replay"},                                        // no id

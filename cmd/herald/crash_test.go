@@ -235,7 +235,7 @@ func TestInboundSurvivesKill9(t *testing.T) {
 		return cmd, "http://" + addr
 	}
 	cmd, base := start()
-	req, _ := http.NewRequest("POST", base+"/v1/sources", strings.NewReader(`{"name":"gh","scheme":"github","secrets":["s3"],"destination_url":"http://`+destAddr+`/hook"}`))
+	req, _ := http.NewRequest("POST", base+"/v1/sources", strings.NewReader(`{"name":"gh","scheme":"github","secrets":["s3-crash-test-secret"],"destination_url":"http://`+destAddr+`/hook"}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -255,7 +255,7 @@ func TestInboundSurvivesKill9(t *testing.T) {
 		body := fmt.Sprintf(`{"n":%d}`, i)
 		r, _ := http.NewRequest("POST", base+src.IngestPath, strings.NewReader(body))
 		r.Header.Set("X-GitHub-Delivery", fmt.Sprintf("d-%d", i))
-		r.Header.Set("X-Hub-Signature-256", "sha256="+hmacSHA256Hex("s3", body))
+		r.Header.Set("X-Hub-Signature-256", "sha256="+hmacSHA256Hex("s3-crash-test-secret", body))
 		start := time.Now()
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil {

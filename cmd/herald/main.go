@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 )
 
 func main() {
@@ -32,13 +32,30 @@ func newRoot() *cobra.Command {
 		Short:         "Herald: webhooks that keep their promises (authenticity, delivery, truth)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       app.Version,
+		Version:       buildinfo.Version,
 	}
 	root.AddCommand(newServeCmd())
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
 	return root
+}
+
+// unknownSubcommand is the RunE of a command group: without arguments it
+// prints the group's help; with one it is an unknown subcommand, an error
+// (exit status 1) with cobra's suggestions ("Did you mean this?").
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())
 }
 
 // extraCommands are registered by other files of this package.

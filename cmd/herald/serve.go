@@ -7,11 +7,15 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/clientip"
+	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -20,6 +24,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		cfg       app.Config
 		cidrs     []string
+		proxies   []string
 		schedule  string
 		logLevel  string
 		debugAddr string
@@ -46,6 +51,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			cfg.Stdout = cmd.OutOrStdout()
 			cfg.APIKey = os.Getenv("HERALD_API_KEY")
 			cfg.EncryptionKey = os.Getenv("HERALD_ENCRYPTION_KEY")
+			cfg.PreviousEncryptionKeys = splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))
 			for _, c := range cidrs {
 				p, err := netip.ParsePrefix(c)
 				if err != nil {
@@ -54,11 +60,17 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				cfg.AllowCIDRs = append(cfg.AllowCIDRs, p.Masked())
 			}
 			var err error
+			if cfg.TrustedProxies, err = clientip.ParseCIDRs(proxies); err != nil {
+				return err
+			}
 			if cfg.RetrySchedule, err = retry.ParseSchedule(schedule); err != nil {
 				return fmt.Errorf("--retry-schedule: %w", err)
 			}
 			if cfg.AttemptTimeout <= 0 {
 				return fmt.Errorf("--attempt-timeout must be positive")
+			}
+			if cfg.DisableMinFailures < 1 {
+				return fmt.Errorf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", cfg.DisableMinFailures)
 			}
 			if cfg.HeartbeatInterval < 10*time.Millisecond || cfg.HeartbeatInterval > time.Minute {
 				return fmt.Errorf("--heartbeat-interval %v: use 10ms to 1m (a starting node waits 3 intervals before it delivers)", cfg.HeartbeatInterval)
@@ -120,6 +132,20 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			if err != nil {
 				return err
 			}
+			// SIGHUP reads the TLS certificate files again (they are also
+			// reloaded when they change on disk).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for range hup {
+					if err := m.ReloadTLS(); err != nil {
+						cfg.Logger.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
+					} else {
+						cfg.Logger.Info("SIGHUP: TLS certificate reloaded")
+					}
+				}
+			}()
 			return m.Run(cmd.Context())
 		},
 	}
@@ -133,6 +159,8 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 10*time.Second, "timeout of one attempt: connect, TLS, headers and body")
 	f.IntVar(&cfg.Workers, "workers", 128, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
 	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 64<<10, "largest event body delivered, in bytes")
+	f.StringVar(&cfg.Catalog, "catalog", "permissive", "event catalog: permissive (uncatalogued event types are published as they are) or strict (refused with 422)")
+	f.StringVar(&cfg.PersonalData, "personal-data", "auto", "personal-data guard (e-mail, phone, payment card, IBAN in event data): refuse, warn or off; auto refuses for catalogued types and warns for uncatalogued ones")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
 	f.DurationVar(&cfg.RescueInterval, "rescue-interval", 5*time.Second, "how often leases of crashed workers are checked for expiry")
 	f.IntVar(&cfg.EndpointConcurrency, "endpoint-concurrency", 0, "attempts in flight to one endpoint until it has answered fast three times (isolation: a slow or black-holed endpoint never holds more workers); on PostgreSQL the cap of the whole cluster, split between the nodes; 0 = workers/8")
@@ -144,6 +172,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
 	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
+	f.IntVar(&cfg.DisableMinFailures, "disable-min-failures", delivery.DefaultDisableMinFailures, "and only once that failure streak counts at least this many failed attempts")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach Herald at (e.g. https://herald.example.com), for the links Herald hands out (portal sessions); default: the scheme and host of each request")
 	f.StringVar(&cfg.OperatorTenant, "operator-tenant", "", "tenant that also receives every operational event (endpoint.disabled, …)")
 	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", 10, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (negative = off)")
@@ -152,6 +181,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.Var(newDaysValue(&cfg.DeadRetention, 30*24*time.Hour), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
 	f.DurationVar(&cfg.HousekeepingInterval, "housekeeping-interval", 5*time.Second, "period of operational events, spike checks and retention")
 	f.StringVar(&debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS (HTTP/2) with this PEM certificate chain; reloaded when the file changes or on SIGHUP (needs --tls-key)")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "reverse proxy address or CIDR whose X-Forwarded-For gives the client address for throttling and logs (repeatable; default none: the TCP peer is the client)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

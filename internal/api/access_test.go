@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,7 +119,7 @@ func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 	}
 	w.markersB = append(w.markersB, "bravo-attempt-excerpt")
 	var src struct{ ID string }
-	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"stripe","scheme":"stripe","secrets":["whsec_provider"],"destination_url":"http://10.0.0.1/in"}`, 201, &src)
+	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"stripe","scheme":"stripe","secrets":["whsec_provider_0123"],"destination_url":"http://10.0.0.1/in"}`, 201, &src)
 	w.srcID = src.ID
 	return w
 }
@@ -217,6 +218,7 @@ type route struct {
 	bodyB       string
 	statusB     int // for an allowed tenant-A credential: 404 (B's id) or 403 (B named)
 	prep        func(w *world) (string, string)
+	mkBody      func() string // when set, the body of each call (bodies that create unique records)
 }
 
 // matrix has one row per operation of the OpenAPI document, by operation
@@ -228,7 +230,22 @@ func matrix(w *world) map[string]route {
 		w.mustCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"bravo","url":"https://bravo-receiver.example/2"}`, 201, &b)
 		return "/v1/endpoints/" + a.ID, "/v1/endpoints/" + b.ID
 	}
+	// oldSecrets rotates a fresh endpoint of each tenant and returns the
+	// paths of their previous secrets, kept by the overlap.
+	oldSecrets := func(w *world) (string, string) {
+		a, b := newEndpoints(w)
+		var paths [2]string
+		for i, ep := range []string{a, b} {
+			var list struct{ Data []struct{ ID string } }
+			w.mustCall(adminKey, "GET", ep+"/secrets", "", 200, &list)
+			w.mustCall(adminKey, "POST", ep+"/rotate-secret", `{"overlap_seconds":3600}`, 200, nil)
+			paths[i] = ep + "/secrets/" + list.Data[0].ID
+		}
+		return paths[0], paths[1]
+	}
 	return map[string]route{
+		"list-endpoint-secrets":    {roles: "M", method: "GET", pathA: "/v1/endpoints/" + w.epA + "/secrets", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/secrets", statusB: 404},
+		"revoke-endpoint-secret":   {roles: "M", method: "DELETE", ok: 204, statusB: 404, prep: oldSecrets},
 		"create-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints", body: `{"tenant":"acme","url":"https://acme-receiver.example/new"}`, ok: 201, pathB: "/v1/endpoints", bodyB: `{"tenant":"bravo","url":"https://x.example/"}`, statusB: 403},
 		"list-endpoints":           {roles: "MV", method: "GET", pathA: "/v1/endpoints", ok: 200, pathB: "/v1/endpoints?tenant=bravo", statusB: 403},
 		"get-endpoint":             {roles: "MV", method: "GET", pathA: "/v1/endpoints/" + w.epA, ok: 200, pathB: "/v1/endpoints/" + w.epB, statusB: 404},
@@ -255,14 +272,29 @@ func matrix(w *world) map[string]route {
 		"list-deliveries":        {roles: "MV", method: "GET", pathA: "/v1/deliveries", ok: 200, pathB: "/v1/deliveries?tenant=bravo", statusB: 403},
 		"dead-letter-counts":     {roles: "MV", method: "GET", pathA: "/v1/dead-letters", ok: 200, pathB: "/v1/dead-letters?tenant=bravo", statusB: 403},
 
-		"create-source": {roles: "", method: "POST", pathA: "/v1/sources", body: `{"name":"gh","scheme":"github","secrets":["s3cret-provider"],"destination_url":"http://10.0.0.2/in"}`, ok: 201},
+		"create-source": {roles: "", method: "POST", pathA: "/v1/sources", body: `{"name":"gh","scheme":"github","secrets":["s3cret-provider-0123"],"destination_url":"http://10.0.0.2/in"}`, ok: 201},
 		"list-sources":  {roles: "", method: "GET", pathA: "/v1/sources", ok: 200},
 		"get-source":    {roles: "", method: "GET", pathA: "/v1/sources/" + w.srcID, ok: 200},
 		"update-source": {roles: "", method: "PATCH", pathA: "/v1/sources/" + w.srcID, body: `{"name":"renamed"}`, ok: 200},
 		"delete-source": {roles: "", method: "DELETE", ok: 204, prep: func(w *world) (string, string) {
 			var src struct{ ID string }
-			w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.3/in"}`, 201, &src)
+			w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.3/in"}`, 201, &src)
 			return "/v1/sources/" + src.ID, ""
+		}},
+
+		"create-event-type": {roles: "", method: "POST", pathA: "/v1/event-types", ok: 201, mkBody: func() string {
+			catalogN++
+			return `{"name":"zz.access.t` + itoa(catalogN) + `","versions":[{"version":1,"schema":{"type":"object"}}]}`
+		}},
+		"list-event-types": {roles: "MPV", method: "GET", pathA: "/v1/event-types", ok: 200},
+		"get-event-type": {roles: "MPV", method: "GET", ok: 200, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType(), ""
+		}},
+		"add-event-type-version": {roles: "", method: "POST", ok: 201, body: `{"version":2,"schema":{"type":"object"}}`, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType() + "/versions", ""
+		}},
+		"update-event-type": {roles: "", method: "PATCH", ok: 200, body: `{"deprecate":[1]}`, prep: func(w *world) (string, string) {
+			return "/v1/event-types/" + w.newEventType(), ""
 		}},
 
 		"create-api-key": {roles: "", method: "POST", pathA: "/v1/api-keys", body: `{"name":"n","role":"viewer","tenant":"acme"}`, ok: 201},
@@ -345,7 +377,11 @@ func TestAccessMatrix(t *testing.T) {
 					if r.prep != nil {
 						pathA, pathB = r.prep(w)
 					}
-					st, raw := w.call(c.key, r.method, pathA, r.body)
+					body := r.body
+					if r.mkBody != nil {
+						body = r.mkBody()
+					}
+					st, raw := w.call(c.key, r.method, pathA, body)
 					want := r.ok
 					switch {
 					case c.role == "":
@@ -399,4 +435,17 @@ func (w *world) assertNoB(t *testing.T, raw []byte, request string) {
 			t.Fatalf("tenant B's %q leaked to a tenant-A credential: %s", m, raw)
 		}
 	}
+}
+
+// catalogN numbers the event types the access matrix creates.
+var catalogN int
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// newEventType catalogues a fresh event type (version 1) and returns its name.
+func (w *world) newEventType() string {
+	catalogN++
+	name := "zz.access.t" + itoa(catalogN)
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	return name
 }

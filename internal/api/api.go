@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"io"
 	"log/slog"
 	"net/http"
@@ -78,7 +79,15 @@ type Config struct {
 	FanOutChunk int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
-	// Contract, when set, is served at GET /contract.
+	// CatalogMode is CatalogPermissive ("" too) or CatalogStrict (publishing
+	// an uncatalogued event type answers 422).
+	CatalogMode string
+	// PersonalData is the personal-data guard's mode for every event type:
+	// PersonalDataRefuse, PersonalDataWarn or PersonalDataOff; "" refuses
+	// for catalogued types and warns for uncatalogued ones.
+	PersonalData string
+	// Contract, when set, is served at GET /contract (with the event
+	// catalog added as "event_types").
 	Contract any
 	// Metrics, when set, is served at GET /metrics.
 	Metrics *metrics.Metrics
@@ -157,6 +166,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerOperations()
 	s.registerSources()
 	s.registerKeys()
+	s.registerEventTypes()
 	if err := s.applyPolicy(); err != nil {
 		return nil, err
 	}
@@ -164,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
 	s.registerHealth()
-	s.handler = s.authenticate(checkJSON(mux))
+	s.handler = s.authenticate(s.withWebhooks(checkJSON(mux)))
 	return s, nil
 }
 
@@ -177,25 +187,58 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // maxRequestBytes bounds any request body before the per-route limits.
 const maxRequestBytes = 1 << 20
 
+// maxBodyReaders bounds how many request bodies are read at once: bodies
+// are held in memory while huma validates them, so at most
+// maxBodyReaders × maxRequestBytes (64 MiB) is spent on them whatever the
+// number of clients; further requests wait for a slot (or their context).
+const maxBodyReaders = 64
+
+// maxNesting is the deepest JSON nesting a request body may have.
+const maxNesting = 64
+
 // checkJSON answers 400 for a request body that is not well-formed JSON
 // (RFC 8259), before huma validates it against the schema (which answers
 // 422 for missing, mistyped or unknown fields). Bodies over 1 MiB get 413.
-func checkJSON(next http.Handler) http.Handler {
+//
+// It runs after authenticate and reads a body only for a request a route
+// of the API will take (a /v1/ operation matched by method and path): an
+// unknown path, a wrong method or a missing key is answered without
+// reading a byte of the body. While reading, the nesting depth is checked
+// chunk by chunk, so a body of a million "[" is refused after 65 bytes.
+func checkJSON(mux *http.ServeMux) http.Handler {
+	slots := make(chan struct{}, maxBodyReaders)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The inbound gateway reads providers' raw bytes itself (any
-		// content type, its own size cap).
-		if r.Body == nil || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || strings.HasPrefix(r.URL.Path, "/in/") {
-			next.ServeHTTP(w, r)
+		// content type, its own size cap); other non-API paths take no
+		// JSON body.
+		if r.Body == nil || r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || !strings.HasPrefix(r.URL.Path, "/v1/") {
+			mux.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		if _, pattern := mux.Handler(r); pattern == "" || pattern == "/" {
+			// No operation takes this method and path: 404 or 405 from
+			// the mux, the body unread.
+			mux.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-r.Context().Done():
+			return
+		}
+		body, err := readJSONBody(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		<-slots
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			var de depthError
+			switch {
+			case errors.As(err, &mbe):
 				writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxRequestBytes))
-				return
+			case errors.As(err, &de):
+				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+de.Error())
+			default:
+				writeProblem(w, http.StatusBadRequest, "could not read the request body")
 			}
-			writeProblem(w, http.StatusBadRequest, "could not read the request body")
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
@@ -214,8 +257,58 @@ func checkJSON(next http.Handler) http.Handler {
 			r.Header.Set("Content-Type", ct)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 	})
+}
+
+// depthError is a body nested deeper than maxNesting, found while reading.
+type depthError struct{}
+
+func (depthError) Error() string { return fmt.Sprintf("nested deeper than %d levels", maxNesting) }
+
+// readJSONBody reads r in 32 KiB chunks, tracking JSON nesting (outside
+// strings) as it goes; it stops with depthError as soon as the depth
+// passes maxNesting.
+func readJSONBody(r io.Reader) ([]byte, error) {
+	var (
+		body     []byte
+		chunk    [32 << 10]byte
+		depth    int
+		inString bool
+		escaped  bool
+	)
+	for {
+		n, err := r.Read(chunk[:])
+		for _, c := range chunk[:n] {
+			switch {
+			case escaped:
+				escaped = false
+			case inString:
+				switch c {
+				case '\\':
+					escaped = true
+				case '"':
+					inString = false
+				}
+			case c == '"':
+				inString = true
+			case c == '[' || c == '{':
+				depth++
+				if depth > maxNesting {
+					return nil, depthError{}
+				}
+			case c == ']' || c == '}':
+				depth--
+			}
+		}
+		body = append(body, chunk[:n]...)
+		if err == io.EOF {
+			return body, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // wellFormedJSON checks a request body: valid UTF-8 (RFC 8259 §8.1), one
@@ -435,13 +528,17 @@ func validID(s string) bool {
 func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", s.cfg.Version)
+		_ = json.NewEncoder(w).Encode(struct {
+			Status string `json:"status"`
+			buildinfo.Info
+		}{"ok", buildinfo.Get()})
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Store.Ping(ctx); err != nil {
-			writeProblem(w, http.StatusServiceUnavailable, "the store is not reachable")
+			s.cfg.Logger.Warn("not ready", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -456,10 +553,15 @@ func (s *Server) registerHealth() {
 	}
 	if s.cfg.Contract != nil {
 		s.mux.HandleFunc("GET /contract", func(w http.ResponseWriter, r *http.Request) {
+			doc, err := s.contractWithCatalog(r.Context())
+			if err != nil {
+				writeProblem(w, http.StatusServiceUnavailable, "the store is unavailable; retry later")
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			_ = enc.Encode(s.cfg.Contract)
+			_ = enc.Encode(doc)
 		})
 	}
 }

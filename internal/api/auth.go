@@ -362,6 +362,7 @@ var (
 	readers    = Access{Roles: []string{store.RoleManager, store.RoleViewer}}
 	publishers = Access{Roles: []string{store.RolePublisher}}
 	eventRead  = Access{Roles: []string{store.RoleManager, store.RolePublisher, store.RoleViewer}}
+	allRoles   = eventRead
 )
 
 // Policy is the access rule of every operation of the API, by operation
@@ -377,6 +378,8 @@ var Policy = map[string]Access{
 	"delete-endpoint":          managers,
 	"get-endpoint-secret":      managers,
 	"rotate-endpoint-secret":   managers,
+	"list-endpoint-secrets":    managers,
+	"revoke-endpoint-secret":   managers,
 	"test-endpoint":            managers,
 	"pause-endpoint":           managers,
 	"resume-endpoint":          managers,
@@ -395,6 +398,12 @@ var Policy = map[string]Access{
 	"redeliver-delivery":     managers,
 	"list-deliveries":        readers,
 	"dead-letter-counts":     readers,
+	// event catalog: every key reads it, operators change it
+	"create-event-type":      adminOnly,
+	"list-event-types":       allRoles,
+	"get-event-type":         allRoles,
+	"add-event-type-version": adminOnly,
+	"update-event-type":      adminOnly,
 	// sources, keys, sessions: operators only
 	"create-source":         adminOnly,
 	"list-sources":          adminOnly,

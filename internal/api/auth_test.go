@@ -86,8 +86,8 @@ func TestUnprocessableNeverEchoesSecrets(t *testing.T) {
 	w := newWorld(t, nil)
 	const secret = "SuperSecretValue-7f3a9"
 	cases := []struct{ name, method, path, body, field string }{
-		{"source destination with a token in the query", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"https://internal.example/in?token=` + secret + `"}`, "body.destination_url"},
-		{"source destination with userinfo", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"https://u:` + secret + `@internal.example/in"}`, "body.destination_url"},
+		{"source destination with a token in the query", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"https://internal.example/in?token=` + secret + `"}`, "body.destination_url"},
+		{"source destination with userinfo", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"https://u:` + secret + `@internal.example/in"}`, "body.destination_url"},
 		{"source secrets of the wrong type", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":"` + secret + `","destination_url":"https://internal.example/in"}`, "body.secrets"},
 		{"source secrets, one too many", "POST", "/v1/sources", `{"name":"x","scheme":"github","secrets":["` + secret + `","2","3","4","5","6"],"destination_url":"https://internal.example/in"}`, "body.secrets"},
 		{"source update destination", "PATCH", "/v1/sources/" + w.srcID, `{"destination_url":"https://internal.example/in?api_key=` + secret + `"}`, "body.destination_url"},

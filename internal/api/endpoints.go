@@ -22,10 +22,12 @@ type EndpointOut struct {
 	URL                string            `json:"url"`
 	Description        string            `json:"description"`
 	EventTypes         []string          `json:"event_types" doc:"filter patterns; empty = every type"`
+	Versions           map[string]int    `json:"versions" doc:"the version of each catalogued event type this endpoint receives (pinned; default the newest when it subscribed)"`
 	Headers            map[string]string `json:"headers" doc:"custom headers sent with every attempt; their values are credentials, so a role that may not read the endpoint's secret (viewer) sees each value as [redacted]"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second" doc:"0 = unlimited"`
 	State              string            `json:"state" enum:"enabled,paused,disabled"`
 	StateReason        string            `json:"state_reason,omitempty"`
+	Kind               string            `json:"kind" enum:"tenant,source" doc:"tenant: a tenant's endpoint; source: the forwarding endpoint of an inbound source (its tenant is the source id)"`
 	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
@@ -52,11 +54,22 @@ func endpointOut(ctx context.Context, e store.Endpoint) EndpointOut {
 		}
 		headers[k] = v
 	}
+	versions := e.Versions
+	if versions == nil {
+		versions = map[string]int{}
+	}
 	return EndpointOut{
-		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Headers: headers,
-		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason,
+		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Versions: versions, Headers: headers,
+		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason, Kind: endpointKind(e),
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
+}
+
+func endpointKind(e store.Endpoint) string {
+	if e.Kind == store.EndpointKindSource {
+		return "source"
+	}
+	return "tenant"
 }
 
 const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
@@ -65,7 +78,8 @@ const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
 type CreateEndpointBody struct {
 	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`
 	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
-	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type"`
+	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type. Once the event catalog has entries, names must be catalogued and patterns must match one"`
+	Versions           map[string]int    `json:"versions,omitempty" doc:"pin a version per catalogued event type, e.g. {\"file.updated\": 1}; default the newest"`
 	Description        string            `json:"description,omitempty" maxLength:"1024"`
 	Headers            map[string]string `json:"headers,omitempty" doc:"custom headers sent with every attempt (at most 20; not the ones Herald sets)"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000" doc:"0 = unlimited"`
@@ -76,6 +90,7 @@ type CreateEndpointBody struct {
 type UpdateEndpointBody struct {
 	URL                *string            `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 	EventTypes         *[]string          `json:"event_types,omitempty" maxItems:"100"`
+	Versions           *map[string]int    `json:"versions,omitempty" doc:"pins to change (others are kept)"`
 	Description        *string            `json:"description,omitempty" maxLength:"1024"`
 	Headers            *map[string]string `json:"headers,omitempty"`
 	RateLimitPerSecond *int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000"`
@@ -199,6 +214,10 @@ func (s *Server) registerEndpoints() {
 		if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
 			return nil, err
 		}
+		pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil)
+		if err != nil {
+			return nil, err
+		}
 		if err := validateHeaders(b.Headers, "body.headers"); err != nil {
 			return nil, err
 		}
@@ -208,10 +227,10 @@ func (s *Server) registerEndpoints() {
 		}
 		now := s.cfg.Now()
 		e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes,
+			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes, Versions: pins,
 			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
 			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
-		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant})
+		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant, Notice: true})
 		if err != nil {
 			return nil, s.problem(err, "endpoint")
 		}
@@ -231,6 +250,7 @@ func (s *Server) registerEndpoints() {
 		Summary: "List endpoints, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct {
 		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
+		Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
 		ListQuery
 	}) (*listOut, error) {
 		lp, err := in.params()
@@ -241,7 +261,8 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, err
 		}
-		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp})
+		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp,
+			OnlySources: in.Kind == "source", IncludeSources: in.Kind == "all"})
 		if err != nil {
 			return nil, s.problem(err, "endpoints")
 		}
@@ -290,11 +311,33 @@ func (s *Server) registerEndpoints() {
 				return nil, err
 			}
 		}
+		if b.EventTypes != nil || b.Versions != nil {
+			cur, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+			if err != nil {
+				return nil, s.problem(err, "endpoint "+in.ID)
+			}
+			types := cur.EventTypes
+			if b.EventTypes != nil {
+				types = *b.EventTypes
+			}
+			var given map[string]int
+			if b.Versions != nil {
+				given = *b.Versions
+			}
+			pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions)
+			if err != nil {
+				return nil, err
+			}
+			if pins != nil {
+				p.Versions = &pins
+			}
+		}
 		if b.Headers != nil {
 			if err := validateHeaders(*b.Headers, "body.headers"); err != nil {
 				return nil, err
 			}
 		}
+		p.Notice = true
 		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
@@ -309,7 +352,7 @@ func (s *Server) registerEndpoints() {
 		if err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
 			return nil, err
 		}
-		if err := s.db(ctx).DeleteEndpoint(ctx, in.ID); err != nil {
+		if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
 		return &struct{}{}, nil
@@ -373,6 +416,58 @@ func (s *Server) registerEndpoints() {
 			out.Body.PreviousExpiresAt = &t
 		}
 		return out, nil
+	})
+
+	type secretInfo struct {
+		ID        string     `json:"id" doc:"sec_… (a digest of the secret; the value is never listed)"`
+		Current   bool       `json:"current" doc:"true for the secret new signatures are made with"`
+		CreatedAt time.Time  `json:"created_at"`
+		ExpiresAt *time.Time `json:"expires_at" doc:"when an older secret stops signing (end of its rotation overlap); null for the current secret"`
+	}
+	type secretsOut struct {
+		Body struct {
+			Data []secretInfo `json:"data" doc:"the secrets every attempt is signed with now, the current one first"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-endpoint-secrets", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secrets", Tags: []string{"endpoints"},
+		Summary: "List an endpoint's active signing secrets with their expiry (values are never listed)", Security: sec,
+	}, func(ctx context.Context, in *EndpointIDPath) (*secretsOut, error) {
+		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+		if err != nil {
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		out := &secretsOut{}
+		out.Body.Data = []secretInfo{}
+		for i, sc := range store.ActiveSecrets(e.Secrets, s.cfg.Now()) {
+			info := secretInfo{ID: store.SecretID(sc.Value), Current: i == 0 && sc.ExpiresAt.IsZero(), CreatedAt: sc.CreatedAt}
+			if !sc.ExpiresAt.IsZero() {
+				t := sc.ExpiresAt
+				info.ExpiresAt = &t
+			}
+			out.Body.Data = append(out.Body.Data, info)
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "revoke-endpoint-secret", Method: http.MethodDelete, Path: "/v1/endpoints/{id}/secrets/{secret_id}", Tags: []string{"endpoints"},
+		Summary:       "Revoke an older secret before its overlap ends (409 for the current secret: rotate with overlap_seconds 0 instead)",
+		DefaultStatus: http.StatusNoContent, Security: sec,
+	}, func(ctx context.Context, in *struct {
+		EndpointIDPath
+		SecretID string `path:"secret_id" maxLength:"64" doc:"sec_… from GET /v1/endpoints/{id}/secrets"`
+	}) (*struct{}, error) {
+		if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {
+					return nil, s.problem(gerr, "endpoint "+in.ID)
+				}
+				return nil, s.problem(err, "active secret "+in.SecretID+" of endpoint "+in.ID)
+			}
+			return nil, s.problem(err, "endpoint "+in.ID)
+		}
+		return &struct{}{}, nil
 	})
 
 	type testOut struct {

@@ -22,6 +22,9 @@ type PublishBody struct {
 	Data       json.RawMessage `json:"data" doc:"a JSON object: thin (ids, version, links), no content or personal data"`
 	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :), unique per tenant; publishing the same id again for the same tenant returns the original event"`
 	OccurredAt *time.Time      `json:"occurred_at,omitempty" doc:"RFC 3339; default now"`
+	// DataVersions: for a catalogued type, the data of older versions
+	// still pinned by subscribed endpoints.
+	DataVersions map[string]json.RawMessage `json:"data_versions,omitempty" doc:"catalogued types: the data of older versions (\"1\": {…}) that subscribed endpoints still pin; each is validated against its version's schema and delivered to the endpoints pinning it"`
 }
 
 // EventOut is an event as the API shows it.
@@ -31,6 +34,8 @@ type EventOut struct {
 	Type       string          `json:"type"`
 	OccurredAt time.Time       `json:"occurred_at"`
 	Data       json.RawMessage `json:"data"`
+	Version    int             `json:"version,omitempty" doc:"catalogued types: the newest version, whose data this is"`
+	Sequence   int64           `json:"sequence,omitempty" doc:"number of the event among its type's events about one resource (types with a resource_id)"`
 	CreatedAt  time.Time       `json:"created_at"`
 }
 
@@ -45,6 +50,8 @@ type PublishOut struct {
 type envelope struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
+	Version    int             `json:"version,omitempty"`
+	Sequence   int64           `json:"sequence,omitempty"`
 	Tenant     string          `json:"tenant"`
 	OccurredAt string          `json:"occurred_at"`
 	Data       json.RawMessage `json:"data"`
@@ -53,7 +60,7 @@ type envelope struct {
 func eventOut(e store.Event) EventOut {
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
-	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, CreatedAt: e.CreatedAt}
+	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -66,8 +73,9 @@ func (s *Server) registerEvents() {
 		Body           PublishBody
 	}
 	type publishOutput struct {
-		Status int
-		Body   PublishOut
+		Status  int
+		Warning string `header:"X-Herald-Personal-Data-Warning" doc:"set when the data looked like it carried personal data (JSON pointer and kind) and the guard only warns"`
+		Body    PublishOut
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
@@ -119,18 +127,49 @@ func (s *Server) registerEvents() {
 		}
 		// Stored at microsecond precision: the delivered body says the same.
 		occurred = occurred.Truncate(time.Microsecond)
-		body, err := store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
+		cp, err := s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions)
+		if err != nil {
+			return nil, err
+		}
+		tooLarge := func(body []byte) error {
+			if len(body) > s.cfg.MaxPayloadBytes {
+				return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
+					" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+			}
+			return nil
+		}
+		var body []byte
+		var older map[int][]byte
+		if cp.catalogued {
+			body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
+			for v, d := range cp.older {
+				if err != nil {
+					break
+				}
+				var ob []byte
+				if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
+					if older == nil {
+						older = map[int][]byte{}
+					}
+					older[v] = ob
+					if err := tooLarge(ob); err != nil {
+						return nil, err
+					}
+				}
+			}
+		} else {
+			body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
+		}
 		if err != nil {
 			return nil, huma.Error500InternalServerError("could not encode the event")
 		}
-		if len(body) > s.cfg.MaxPayloadBytes {
-			return nil, huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
-				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+		if err := tooLarge(body); err != nil {
+			return nil, err
 		}
 		res, err := s.db(ctx).PublishEvent(ctx, store.PublishParams{
 			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-				IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
-			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "",
+				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
 			FanOutChunk: s.cfg.FanOutChunk,
 		})
 		if err != nil {
@@ -140,15 +179,25 @@ func (s *Server) registerEvents() {
 		if res.Created {
 			// The stored body is the one encoded above: its data is compact.
 			e := res.Event
-			out.Body.EventOut = EventOut{ID: id, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), CreatedAt: e.CreatedAt}
+			out.Body.EventOut = EventOut{ID: id, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), Version: cp.version, Sequence: e.Sequence, CreatedAt: e.CreatedAt}
 		} else {
 			out.Body.EventOut = eventOut(res.Event) // the original event
+		}
+		if len(cp.warnings) > 0 {
+			parts := make([]string, len(cp.warnings))
+			for i, f := range cp.warnings {
+				parts[i] = f.Pointer + " " + f.Kind
+			}
+			out.Warning = strings.Join(parts, ", ")
 		}
 		if !res.Created {
 			out.Status = http.StatusOK
 			out.Body.Duplicate = true
 		} else {
 			s.cfg.Metrics.EventPublished()
+			for _, f := range cp.warnings {
+				s.cfg.Metrics.PersonalData(f.Kind, "warned")
+			}
 			if res.Pending > 0 {
 				s.cfg.Notify() // held deliveries need no worker
 			}

@@ -79,6 +79,7 @@ func (s *Server) registerOperations() {
 	type replayEndpointBody struct {
 		State     string     `json:"state,omitempty" enum:"dead" doc:"what to replay: dead letters (the default)"`
 		Since     *time.Time `json:"since,omitempty" doc:"only those dead-lettered at or after this time (RFC 3339)"`
+		Until     *time.Time `json:"until,omitempty" doc:"only those dead-lettered before this time (RFC 3339); after since"`
 		EventType string     `json:"event_type,omitempty" maxLength:"128" doc:"only this event type"`
 	}
 	huma.Register(s.api, huma.Operation{
@@ -94,6 +95,13 @@ func (s *Server) registerOperations() {
 			p.EventType = b.EventType
 			if b.Since != nil {
 				p.Since = *b.Since
+			}
+			if b.Until != nil {
+				p.Until = *b.Until
+				if b.Since != nil && !b.Until.After(*b.Since) {
+					return nil, huma.Error422UnprocessableEntity("body.until must be after body.since",
+						&huma.ErrorDetail{Location: "body.until", Message: "until must be after since", Value: b.Until})
+				}
 			}
 		}
 		n, err := s.db(ctx).ReplayDeliveries(ctx, p)

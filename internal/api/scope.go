@@ -65,6 +65,8 @@ func (t tenantStore) CreateEndpoint(ctx context.Context, p store.CreateEndpointP
 }
 
 func (t tenantStore) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) (store.Page[store.Endpoint], error) {
+	// OnlySources stays: with the tenant forced, it lists nothing (a
+	// tenant owns no source's forwarding endpoint).
 	p.Tenant, p.IncludeSources = t.tenant, false
 	return t.base.ListEndpoints(ctx, p)
 }
@@ -76,11 +78,18 @@ func (t tenantStore) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointP
 	return t.base.UpdateEndpoint(ctx, p)
 }
 
-func (t tenantStore) DeleteEndpoint(ctx context.Context, id string) error {
-	if err := t.own(ctx, id); err != nil {
+func (t tenantStore) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	if err := t.own(ctx, p.ID); err != nil {
 		return err
 	}
-	return t.base.DeleteEndpoint(ctx, id)
+	return t.base.DeleteEndpoint(ctx, p)
+}
+
+func (t tenantStore) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	if err := t.own(ctx, p.ID); err != nil {
+		return store.Endpoint{}, err
+	}
+	return t.base.RevokeSecret(ctx, p)
 }
 
 func (t tenantStore) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
@@ -235,7 +244,7 @@ func (t tenantStore) PendingNotices(context.Context, int) ([]store.Notice, error
 	return nil, errNotForTenant
 }
 
-func (t tenantStore) ClearNotice(context.Context, string, time.Time) error { return errNotForTenant }
+func (t tenantStore) ClearNotice(context.Context, int64) error { return errNotForTenant }
 
 func (t tenantStore) ClaimSpikeAlert(context.Context, string, time.Time, time.Time) (bool, error) {
 	return false, errNotForTenant
@@ -247,4 +256,31 @@ func (t tenantStore) Stats(context.Context) (store.Stats, error) {
 
 func (t tenantStore) Purge(context.Context, store.PurgeParams) (int, error) {
 	return 0, errNotForTenant
+}
+
+// The event catalog is shared by every tenant: every key reads it (the
+// catalog is what a receiver may be sent); only admins change it (Policy),
+// and this wall refuses a tenant's write as well.
+
+func (t tenantStore) CreateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
+	return store.EventType{}, errNotForTenant
+}
+
+func (t tenantStore) GetEventType(ctx context.Context, name string) (store.EventType, error) {
+	return t.base.GetEventType(ctx, name)
+}
+
+func (t tenantStore) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+	return t.base.ListEventTypes(ctx)
+}
+
+func (t tenantStore) UpdateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
+	return store.EventType{}, errNotForTenant
+}
+
+// publicCatalog reads the event catalog for the unauthenticated documents
+// that publish it (/contract, /openapi.json): the catalog is not a
+// tenant's, and every key may read it anyway (list-event-types).
+func (s *Server) publicCatalog(ctx context.Context) ([]store.EventType, error) {
+	return s.cfg.Store.ListEventTypes(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -259,6 +260,14 @@ func TestOperationalRoutes(t *testing.T) {
 			if r["schedule"] != "20ms,20ms,20ms" || r["max_attempts"] != float64(4) {
 				t.Errorf("contract retries = %v, want the running schedule 20ms,20ms,20ms and 4 attempts", r)
 			}
+			// Issue 13, point 2: the contract says how the breaker
+			// stretches the schedule, with the running values.
+			cb, _ := v["circuit_breaker"].(string)
+			for _, want := range []string{"after 1000 consecutive" /* the harness's --breaker-threshold */, "opens for 30s", "without consuming attempts", "lower bounds", "one attempt per 30s"} {
+				if !strings.Contains(cb, want) {
+					t.Errorf("contract circuit_breaker = %q, want it to say %q", cb, want)
+				}
+			}
 		}
 		if p == "/openapi.json" {
 			paths, _ := v["paths"].(map[string]any)
@@ -306,5 +315,22 @@ func TestWebUI(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("/v1/endpoints without a key: %d", r.StatusCode)
+	}
+}
+
+// TestContractDocsSayHowTheBreakerStretchesRetries (issue 13, point 2):
+// docs/contract.md and the README tell receivers that an open circuit
+// turns the schedule's delays into lower bounds.
+func TestContractDocsSayHowTheBreakerStretchesRetries(t *testing.T) {
+	for _, f := range []string{"../../docs/contract.md", "../../README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"--breaker-cooldown", "lower bounds"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s does not say %q about the circuit breaker and the retry schedule", f, want)
+			}
+		}
 	}
 }

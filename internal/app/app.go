@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -31,10 +33,12 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
+	"github.com/herald-webhooks/herald/internal/tlsreload"
 )
 
-// Version is Herald's version, sent as User-Agent: Herald/<Version>.
-var Version = "0.1.0-dev"
+// Version is Herald's version (buildinfo.Version); attempts are sent with
+// User-Agent buildinfo.UserAgent(): "Herald/<Version> (<commit>)".
+var Version = buildinfo.Version
 
 // Config is the running configuration of `herald serve`. Every field has a
 // flag and a HERALD_* environment twin (cmd/herald).
@@ -55,6 +59,11 @@ type Config struct {
 	// empty in embedded mode, the key is read from (or created in) the file
 	// "<database path>.key" with mode 0600, and a warning is logged.
 	EncryptionKey string
+	// PreviousEncryptionKeys are HERALD_ENCRYPTION_KEY_PREVIOUS (comma-
+	// separated, same format): values sealed with them still open while
+	// `herald rekey` moves them to EncryptionKey; new values are sealed
+	// with EncryptionKey only (secretbox.Keyring).
+	PreviousEncryptionKeys []string
 	// Dev allows http:// endpoint URLs and loopback destinations, for local
 	// work only.
 	Dev bool
@@ -80,6 +89,13 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
+	// Catalog is "permissive" (default: uncatalogued event types are
+	// published as they are) or "strict" (they are refused with 422).
+	Catalog string
+	// PersonalData is the personal-data guard's mode for every event
+	// type: "refuse", "warn" or "off"; "" refuses for catalogued types and
+	// warns for uncatalogued ones (docs/contract.md, "Thin payloads").
+	PersonalData string
 	// EndpointConcurrency caps attempts in flight per endpoint until it has
 	// proven fast; default Workers/8.
 	EndpointConcurrency int
@@ -102,6 +118,10 @@ type Config struct {
 	// DisableAfter disables an endpoint whose every attempt failed for this
 	// long; default 5 days; negative never disables.
 	DisableAfter time.Duration
+	// DisableMinFailures is the least number of failed attempts a streak
+	// needs, besides lasting DisableAfter, to disable an endpoint; default
+	// 10.
+	DisableMinFailures int
 	// OperatorTenant also receives every operational event.
 	OperatorTenant string
 	// PublicURL is the base URL clients reach Herald at, for the links it
@@ -118,6 +138,15 @@ type Config struct {
 	// HousekeepingInterval is the period of the housekeeping rounds
 	// (operational events, spikes, retention); default 5 s.
 	HousekeepingInterval time.Duration
+	// TLSCertFile and TLSKeyFile (PEM) make the API serve HTTPS (TLS 1.2+,
+	// HTTP/2); both or neither. The files are read again when they change
+	// (checked at each handshake) or on Main.ReloadTLS (SIGHUP).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed for the client address of throttling and logs
+	// (internal/clientip); none by default.
+	TrustedProxies []netip.Prefix
 	// Logger; default a text logger on Stderr.
 	Logger *slog.Logger
 	// Stdout receives the one-time generated API key.
@@ -137,6 +166,7 @@ type Main struct {
 	egress  *egress.Client
 	ln      net.Listener
 	srv     *http.Server
+	tls     *tlsreload.Reloader
 	log     *slog.Logger
 	closed  sync.Once
 }
@@ -164,6 +194,19 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	}
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = 64 << 10
+	}
+	switch cfg.Catalog {
+	case "", api.CatalogPermissive, api.CatalogStrict:
+	default:
+		return nil, fmt.Errorf("--catalog %q: want %s or %s", cfg.Catalog, api.CatalogPermissive, api.CatalogStrict)
+	}
+	switch cfg.PersonalData {
+	case "", "auto", api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff:
+	default:
+		return nil, fmt.Errorf("--personal-data %q: want auto, %s, %s or %s", cfg.PersonalData, api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff)
+	}
+	if cfg.PersonalData == "auto" {
+		cfg.PersonalData = ""
 	}
 	if cfg.DisableAfter == 0 {
 		cfg.DisableAfter = 5 * 24 * time.Hour
@@ -203,7 +246,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       cfg.Dev,
 		AllowCIDRs:          cfg.AllowCIDRs,
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -218,7 +261,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AllowLoopback:       true,
 		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		Timeout:             cfg.AttemptTimeout,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
 	})
 	if err != nil {
@@ -250,6 +293,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
+		DisableMinFailures:  cfg.DisableMinFailures,
 		Metrics:             m.metrics,
 		Store:               st,
 		Sender:              m.egress,
@@ -259,7 +303,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AttemptTimeout:      cfg.AttemptTimeout,
 		Lease:               cfg.Lease,
 		RescueInterval:      cfg.RescueInterval,
-		UserAgent:           "Herald/" + Version,
+		UserAgent:           buildinfo.UserAgent(),
 		Logger:              cfg.Logger,
 	})
 	if err != nil {
@@ -280,6 +324,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
 		FanOutChunk:           cfg.FanOutChunk,
+		CatalogMode:           cfg.Catalog,
+		PersonalData:          cfg.PersonalData,
 		Version:               Version,
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,
@@ -313,12 +359,29 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		m.ln.Close()
+		st.Close()
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
 	m.srv = &http.Server{
-		Handler:           con,
+		Handler:           clientip.New(cfg.TrustedProxies).Middleware(con),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.TLSCertFile != "" {
+		m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			m.ln.Close()
+			st.Close()
+			return nil, err
+		}
+		m.tls.OnError = func(err error) {
+			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
+		}
+		m.srv.TLSConfig = m.tls.Config()
 	}
 	return m, nil
 }
@@ -348,6 +411,14 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	} else {
+		// A key file without its database: the database was deleted or
+		// moved. Starting would create an empty database and lose every
+		// endpoint, event and delivery silently.
+		if _, err := os.Stat(path + ".key"); err == nil {
+			if info, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
+				return nil, fmt.Errorf("the database %s is missing or empty but its key file %s exists: the database was deleted or moved; restore it (with its -wal file), or remove the key file to start with an empty database", path, path+".key")
+			}
+		}
 		if _, err := os.Stat(path + ".key"); errors.Is(err, os.ErrNotExist) {
 			if info, err := os.Stat(path); err == nil && info.Size() > 0 {
 				m.log.Warn("the database exists but its key file does not: creating a new key; if this database holds endpoints, Herald will refuse to start (restore the key file or set HERALD_ENCRYPTION_KEY)", "file", path+".key")
@@ -363,7 +434,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		key = k
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -382,6 +453,10 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
+	if err := m.sealClearHeaders(ctx, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -396,7 +471,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
-	box, err := secretbox.New(key)
+	box, err := m.keyring(key)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +483,52 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
+	if err := m.sealClearHeaders(ctx, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return st, nil
+}
+
+// sealClearHeaders seals endpoint header values stored in clear by an
+// earlier version (store.SealHeaders), once the key is proven right.
+func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
+	s, ok := st.(interface {
+		SealClearHeaders(context.Context) (int, error)
+	})
+	if !ok {
+		return nil
+	}
+	n, err := s.SealClearHeaders(ctx)
+	if err != nil {
+		return fmt.Errorf("seal endpoint headers: %w", err)
+	}
+	if n > 0 {
+		m.log.Info("sealed the custom header values of endpoints stored in clear by an earlier version", "endpoints", n)
+	}
+	return nil
+}
+
+// keyring returns the box sealing with key and opening with key or any of
+// PreviousEncryptionKeys.
+func (m *Main) keyring(key []byte) (*secretbox.Keyring, error) {
+	cur, err := secretbox.New(key)
+	if err != nil {
+		return nil, err
+	}
+	var prev []*secretbox.Box
+	for i, v := range m.cfg.PreviousEncryptionKeys {
+		k, err := secretbox.ParseKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY_PREVIOUS (key %d): %w", i+1, err)
+		}
+		b, err := secretbox.New(k)
+		if err != nil {
+			return nil, err
+		}
+		prev = append(prev, b)
+	}
+	return secretbox.NewKeyring(cur, prev...), nil
 }
 
 // apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when
@@ -452,6 +572,15 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 // Addr returns the address the API listens on (useful with ":0").
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
+// ReloadTLS reads the TLS certificate and key files again (SIGHUP); on
+// error the previous certificate stays in use. Without TLS it does nothing.
+func (m *Main) ReloadTLS() error {
+	if m.tls == nil {
+		return nil
+	}
+	return m.tls.Reload()
+}
+
 // Store returns the store (for tests and tools).
 func (m *Main) Store() store.Store { return m.store }
 
@@ -477,8 +606,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- m.srv.Serve(m.ln) }()
-	m.log.Info("herald serving", "addr", m.Addr(), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
+	go func() {
+		if m.tls != nil {
+			serveErr <- m.srv.ServeTLS(m.ln, "", "")
+			return
+		}
+		serveErr <- m.srv.Serve(m.ln)
+	}()
+	m.log.Info("herald serving", "addr", m.Addr(), "tls", m.tls != nil, "trusted_proxies", len(m.cfg.TrustedProxies), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
 
 	var err error
 	select {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/retry"
@@ -10,17 +11,20 @@ import (
 // generated from the running configuration so it cannot drift from what the
 // server does. Served at GET /contract.
 type ContractDoc struct {
-	Delivery      string   `json:"delivery"`
-	Order         string   `json:"order"`
-	Signature     string   `json:"signature"`
-	ReplayWindow  string   `json:"replay_window"`
-	Retries       Retries  `json:"retries"`
-	WhatIsRetried string   `json:"what_is_retried"`
-	Timeout       string   `json:"timeout"`
-	Payload       string   `json:"payload"`
-	MaxPayload    int      `json:"max_payload_bytes"`
-	EndpointURLs  string   `json:"endpoint_urls"`
-	AllowedCIDRs  []string `json:"allowed_cidrs"`
+	Delivery      string  `json:"delivery"`
+	Order         string  `json:"order"`
+	Signature     string  `json:"signature"`
+	ReplayWindow  string  `json:"replay_window"`
+	Retries       Retries `json:"retries"`
+	WhatIsRetried string  `json:"what_is_retried"`
+	// CircuitBreaker says how an open circuit changes the retry schedule
+	// (the schedule's delays are then lower bounds).
+	CircuitBreaker string   `json:"circuit_breaker"`
+	Timeout        string   `json:"timeout"`
+	Payload        string   `json:"payload"`
+	MaxPayload     int      `json:"max_payload_bytes"`
+	EndpointURLs   string   `json:"endpoint_urls"`
+	AllowedCIDRs   []string `json:"allowed_cidrs"`
 }
 
 // Retries describes the retry schedule in force.
@@ -54,11 +58,24 @@ func Contract(cfg Config) ContractDoc {
 	for _, p := range cfg.AllowCIDRs {
 		cidrs = append(cidrs, p.String())
 	}
+	threshold, cooldown := cfg.BreakerThreshold, cfg.BreakerCooldown
+	if threshold <= 0 {
+		threshold = 5
+	}
+	if cooldown <= 0 {
+		cooldown = 30 * time.Second
+	}
+	breaker := fmt.Sprintf("after %d consecutive failed attempts to an endpoint without an answer or with a 5xx, its circuit opens for %s: "+
+		"its due deliveries wait without consuming attempts, then one probe is sent; a failed probe re-opens the circuit for another %s. "+
+		"The schedule's delays are then lower bounds: an endpoint that stays down gets about one attempt per %s across all its deliveries, "+
+		"so a delivery's attempts may be spread over much longer than the worst case above (with %s between attempts at least, once the circuit has opened)",
+		threshold, cooldown, cooldown, cooldown, cooldown)
 	return ContractDoc{
-		Delivery:     "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
-		Order:        "not guaranteed; keep the newest data.version and fetch current state",
-		Signature:    "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
-		ReplayWindow: "receivers reject |now - t| > 300 s",
+		CircuitBreaker: breaker,
+		Delivery:       "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
+		Order:          "not guaranteed; Herald adds no version: when order matters, put your own in data (e.g. data.version) and keep the newest, or fetch current state",
+		Signature:      "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
+		ReplayWindow:   "receivers reject |now - t| > 300 s",
 		Retries: Retries{
 			MaxAttempts:     len(sched) + 1,
 			Schedule:        retry.FormatSchedule(sched),
@@ -66,7 +83,7 @@ func Contract(cfg Config) ContractDoc {
 			Jitter:          "equal jitter: uniform in [d/2, d]",
 			WorstCase:       total.String(),
 		},
-		WhatIsRetried: "network errors, timeouts, 5xx, 408, 429 (Retry-After honoured, capped at 24h); other 4xx and 3xx (never followed): at most 2 retries; 410 Gone: dead letter at once and the endpoint is disabled",
+		WhatIsRetried: "network errors (except blocked by the egress policy: dead letter at once), timeouts, 5xx, 408, 429 (Retry-After honoured, capped at 24h); other 4xx and 3xx (never followed): at most 2 retries; 410 Gone: dead letter at once and the endpoint is disabled",
 		Timeout:       (cfg.AttemptTimeout).String() + " per attempt (connect, TLS, headers, body); response bodies read up to 64 KiB, 4 KiB excerpt stored",
 		Payload:       "thin: ids, type, version, links; no content or personal data",
 		MaxPayload:    cfg.MaxPayloadBytes,

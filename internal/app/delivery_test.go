@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/webhook"
 )
@@ -58,7 +59,7 @@ func TestRetryThenSuccess(t *testing.T) {
 		if got := r.Header.Get("Content-Type"); got != "application/json" {
 			t.Errorf("attempt %d: Content-Type = %q", i+1, got)
 		}
-		if got := r.Header.Get("User-Agent"); got != "Herald/"+app.Version {
+		if got := r.Header.Get("User-Agent"); got != buildinfo.UserAgent() || !strings.HasPrefix(got, "Herald/"+app.Version) {
 			t.Errorf("attempt %d: User-Agent = %q", i+1, got)
 		}
 		if !bytes.Equal(r.Body, reqs[0].Body) {
@@ -254,7 +255,9 @@ func TestEgressPolicyBlocksLoopback(t *testing.T) {
 		c.EncryptionKey = key
 		c.Dev = false
 		c.AllowHTTP = true
-		c.RetrySchedule = []time.Duration{10 * time.Millisecond}
+		// Hours between retries: the delivery is dead only because a
+		// blocked attempt is not retried (issue 13, point 3).
+		c.RetrySchedule = []time.Duration{time.Hour, time.Hour, time.Hour}
 	}
 	// A literal loopback IP is refused at create time…
 	h := startHerald(t, strict)
@@ -275,8 +278,8 @@ func TestEgressPolicyBlocksLoopback(t *testing.T) {
 	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
 	d := h.waitDelivery(pub.ID, "dead", 10*time.Second)
 	as := h.attempts(d.ID)
-	if len(as) == 0 || as[0].Error != "blocked" || as[0].StatusCode != 0 {
-		t.Fatalf("attempts = %+v, want error class blocked", as)
+	if len(as) != 1 || as[0].Error != "blocked" || as[0].StatusCode != 0 {
+		t.Fatalf("attempts = %+v, want one, with error class blocked (dead at once)", as)
 	}
 	if strings.Contains(as[0].ErrorDetail, "127.0.0.1") || strings.Contains(as[0].ErrorDetail, "::1") {
 		t.Fatalf("error detail leaks the internal address: %q", as[0].ErrorDetail)

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -113,7 +114,7 @@ func TestInboundSchemes(t *testing.T) {
 			if sch == "standard-webhooks" || sch == "herald" {
 				secret = sw
 			}
-			old := "old-secret-xyz"
+			old := "old-secret-xyz-0123"
 			if sch == "standard-webhooks" || sch == "herald" {
 				old = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 			}
@@ -219,9 +220,9 @@ func TestInboundDedupeConcurrent(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t, nil)
 	dest := newReceiver(t, 200)
-	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cret"}, "destination_url": dest.URL})
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cret-github-0123"}, "destination_url": dest.URL})
 	body := []byte(`{"action":"opened","number":7}`)
-	hdr := providerRequest(t, "github", "s3cret", time.Now(), body, "7f1c-delivery")
+	hdr := providerRequest(t, "github", "s3cret-github-0123", time.Now(), body, "7f1c-delivery")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers := map[int]int{}
@@ -271,9 +272,9 @@ func TestInboundAckDoesNotWait(t *testing.T) {
 	dest.mu.Lock()
 	dest.block = make(chan struct{})
 	dest.mu.Unlock()
-	src := h.createSource(map[string]any{"name": "sh", "scheme": "shopify", "secrets": []string{"k"}, "destination_url": dest.URL})
+	src := h.createSource(map[string]any{"name": "sh", "scheme": "shopify", "secrets": []string{"shopify-key-0123456"}, "destination_url": dest.URL})
 	body := []byte(`{"id":1}`)
-	st, resp := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), body, "wh-1"), body)
+	st, resp := h.ingest(src.IngestPath, providerRequest(t, "shopify", "shopify-key-0123456", time.Now(), body, "wh-1"), body)
 	if st != 200 {
 		t.Fatalf("ack with a hanging destination: %d %s", st, resp)
 	}
@@ -301,7 +302,7 @@ func TestInboundAckDoesNotWait(t *testing.T) {
 	t.Fatal("the event never reached the recovered destination")
 arrived:
 	big := bytes.Repeat([]byte("a"), 2<<20)
-	if st, _ := h.ingest(src.IngestPath, providerRequest(t, "shopify", "k", time.Now(), big, "wh-2"), big); st != 413 {
+	if st, _ := h.ingest(src.IngestPath, providerRequest(t, "shopify", "shopify-key-0123456", time.Now(), big, "wh-2"), big); st != 413 {
 		t.Fatalf("2 MiB body: %d, want 413", st)
 	}
 	if st, _ := h.ingest("/in/src_nope", nil, body); st != 404 {
@@ -319,13 +320,13 @@ func TestSourcesAPIBadInput(t *testing.T) {
 		body string
 		want string
 	}{
-		{"unknown scheme", `{"name":"x","scheme":"carrier-pigeon","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "scheme"},
+		{"unknown scheme", `{"name":"x","scheme":"carrier-pigeon","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "scheme"},
 		{"no secrets", `{"name":"x","scheme":"github","secrets":[],"destination_url":"http://10.0.0.1/"}`, "secrets"},
-		{"bad destination", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"ftp://10.0.0.1/"}`, "destination_url"},
-		{"destination userinfo", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://u:p@10.0.0.1/"}`, "userinfo"},
-		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["s"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
-		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
-		{"unknown field", `{"name":"x","scheme":"github","secrets":["s"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
+		{"bad destination", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"ftp://10.0.0.1/"}`, "destination_url"},
+		{"destination userinfo", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://u:p@10.0.0.1/"}`, "userinfo"},
+		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
+		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
+		{"unknown field", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
 	} {
 		st, raw := h.call("POST", "/v1/sources", c.body, nil)
 		if st != 422 || !strings.Contains(string(raw), c.want) {
@@ -336,5 +337,88 @@ func TestSourcesAPIBadInput(t *testing.T) {
 	h.call("GET", "/v1/sources", nil, &list)
 	if len(list.Data) != 0 {
 		t.Fatalf("bad input stored %d sources", len(list.Data))
+	}
+}
+
+// TestInboundGzipBody (issue 13 point 10): a gzip body whose provider
+// signed the uncompressed bytes is inflated, verified and forwarded
+// inflated (without Content-Encoding); an inflated body over the source's
+// cap is 413; an encoding Herald does not support is 415 and stores
+// nothing.
+func TestInboundGzipBody(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-github-gzip-0123"
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL, "max_body_bytes": 4096})
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	body := []byte(`{"action":"opened","number":8}`)
+	hdr := providerRequest(t, "github", secret, time.Now(), body, "gz-1")
+	hdr.Set("Content-Encoding", "gzip")
+	if st, resp := h.ingest(src.IngestPath, hdr, gz(body)); st != 200 || !strings.Contains(resp, `"received":true`) {
+		t.Fatalf("gzip body signed uncompressed: %d %s; want 200 received", st, resp)
+	}
+	for _, c := range []struct {
+		name, encoding string
+		body           []byte
+		want           int
+	}{
+		{"brotli", "br", body, 415},
+		{"gzip twice", "gzip, gzip", gz(gz(body)), 415},
+		{"not gzip", "gzip", body, 400},
+		{"inflates past the cap", "gzip", gz(bytes.Repeat([]byte(" "), 1<<20)), 413},
+	} {
+		hdr := providerRequest(t, "github", secret, time.Now(), body, "gz-"+c.name)
+		hdr.Set("Content-Encoding", c.encoding)
+		if st, resp := h.ingest(src.IngestPath, hdr, c.body); st != c.want {
+			t.Errorf("%s: %d %s; want %d", c.name, st, resp, c.want)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(dest.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := dest.got()
+	if len(got) != 1 {
+		t.Fatalf("destination got %d requests, want 1", len(got))
+	}
+	if string(got[0].Body) != string(body) || got[0].Header.Get("Content-Encoding") != "" {
+		t.Errorf("forwarded %q with Content-Encoding %q; want the inflated body without it", got[0].Body, got[0].Header.Get("Content-Encoding"))
+	}
+	var ds struct{ Data []any }
+	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &ds)
+	if len(ds.Data) != 1 {
+		t.Errorf("%d events stored; want 1 (refused requests store nothing)", len(ds.Data))
+	}
+}
+
+// TestInboundReplayWithNewIDIsDuplicate (issue 13 point 11): for a scheme
+// with no signed timestamp (GitHub, Shopify), a captured body replayed
+// with a new, unsigned delivery-id header is a duplicate, not a new event;
+// a scheme with a replay window (Stripe) keeps its event id.
+func TestInboundReplayWithNewIDIsDuplicate(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	for _, sch := range []string{"github", "shopify"} {
+		secret := "replay-" + sch + "-secret-0123"
+		src := h.createSource(map[string]any{"name": sch, "scheme": sch, "secrets": []string{secret}, "destination_url": dest.URL})
+		body := []byte(`{"id":42,"action":"paid"}`)
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), body, "delivery-1"), body); st != 200 || !strings.Contains(resp, `"received":true`) {
+			t.Fatalf("%s first: %d %s", sch, st, resp)
+		}
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), body, "delivery-forged-2"), body); st != 200 || !strings.Contains(resp, `"duplicate":true`) {
+			t.Errorf("%s replay with a new delivery id: %d %s; want a duplicate", sch, st, resp)
+		}
+		other := []byte(`{"id":43,"action":"paid"}`)
+		if st, resp := h.ingest(src.IngestPath, providerRequest(t, sch, secret, time.Now(), other, "delivery-3"), other); st != 200 || !strings.Contains(resp, `"received":true`) {
+			t.Errorf("%s another body: %d %s; want received", sch, st, resp)
+		}
 	}
 }

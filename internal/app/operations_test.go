@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,15 @@ func TestReplayEndpointDeadLetters(t *testing.T) {
 	rcv.script = []int{200}
 	rcv.mu.Unlock()
 	var out struct{ Replayed int }
+	// until bounds the window (issue 13, point 5): nothing was dead-lettered
+	// before an hour ago; a window that ends before it starts is refused.
+	hourAgo := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead","until":"`+hourAgo+`"}`, &out); st != 200 || out.Replayed != 0 {
+		t.Fatalf("replay until an hour ago: %d %s, want replayed 0", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead","since":"`+hourAgo+`","until":"`+hourAgo+`"}`, nil); st != 422 || !strings.Contains(string(raw), "until must be after since") {
+		t.Fatalf("replay with until = since: %d %s, want 422", st, raw)
+	}
 	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead"}`, &out); st != 200 || out.Replayed != 3 {
 		t.Fatalf("replay: %d %s, want replayed 3", st, raw)
 	}
@@ -142,6 +152,7 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t, func(c *app.Config) {
 		c.DisableAfter = 300 * time.Millisecond
+		c.DisableMinFailures = 3
 		c.RetrySchedule = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
 		c.BreakerThreshold = 1000
 		c.HousekeepingInterval = 50 * time.Millisecond
@@ -372,5 +383,62 @@ func TestRedactDB(t *testing.T) {
 	_, err := app.New(t.Context(), app.Config{DB: "postgress://herald:s3cret@db/herald", APIKey: "operations-test-admin-key-0123456789"})
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("app.New with a mistyped scheme: %v, want an unknown-scheme error without the password", err)
+	}
+}
+
+// TestDeleteEndpointNotifiesOwner (issue 13, point 7): deleting an
+// endpoint through the API sends endpoint.deleted, naming the deleted
+// endpoint and its URL, to the owner's endpoint.* endpoint and to the
+// operator tenant.
+func TestDeleteEndpointNotifiesOwner(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) {
+		c.HousekeepingInterval = 50 * time.Millisecond
+		c.OperatorTenant = "ops"
+	})
+	owner := newReceiver(t, 200)
+	operator := newReceiver(t, 200)
+	for _, c := range []struct{ tenant, url string }{{"acme", owner.URL}, {"ops", operator.URL}} {
+		if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": c.tenant, "url": c.url, "event_types": []string{"endpoint.*"}}, nil); st != 201 {
+			t.Fatalf("create: %d %s", st, raw)
+		}
+	}
+	doomed := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", doomed.URL)
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID, nil, nil); st != 204 {
+		t.Fatalf("delete: %d %s", st, raw)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
+		var got []string
+		var deleted []byte
+		for time.Now().Before(deadline) && deleted == nil {
+			got = got[:0]
+			for _, q := range r.got() {
+				got = append(got, q.Header.Get("X-Event-Type"))
+				if q.Header.Get("X-Event-Type") == "endpoint.deleted" {
+					deleted = q.Body
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if deleted == nil {
+			t.Fatalf("%s never received endpoint.deleted (got %q)", name, got)
+		}
+		var body struct {
+			Data struct {
+				EndpointID string `json:"endpoint_id"`
+				URL        string `json:"url"`
+			}
+		}
+		if err := json.Unmarshal(deleted, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Data.EndpointID != ep.ID || body.Data.URL != doomed.URL {
+			t.Fatalf("%s got %s, want it to name %s at %s", name, deleted, ep.ID, doomed.URL)
+		}
+		if !slices.Contains(got, "endpoint.created") {
+			t.Errorf("%s received %q, want endpoint.created too", name, got)
+		}
 	}
 }

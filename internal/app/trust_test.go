@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +82,8 @@ func TestSecretRotationOverlap(t *testing.T) {
 }
 
 // TestNoSecretsInClearOnDisk reads the raw database files and finds neither
-// an endpoint secret nor the generated admin API key.
+// an endpoint secret, nor a custom header value (issue 13 point 13), nor
+// the generated admin API key; every database file is 0600.
 func TestNoSecretsInClearOnDisk(t *testing.T) {
 	t.Parallel()
 	sqliteOnly(t)
@@ -105,11 +108,12 @@ func TestNoSecretsInClearOnDisk(t *testing.T) {
 	var secrets []string
 	for range 3 {
 		var ep endpointResp
-		st, raw := h.callWithKey(apiKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook"}`, &ep)
+		cred := "receiver-credential-" + strings.Repeat(strconv.Itoa(len(secrets)), 12)
+		st, raw := h.callWithKey(apiKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/hook","headers":{"Authorization":"Bearer `+cred+`"}}`, &ep)
 		if st != 201 {
 			t.Fatalf("create: %d %s", st, raw)
 		}
-		secrets = append(secrets, ep.Secret)
+		secrets = append(secrets, ep.Secret, cred)
 		var rot struct{ Secret string }
 		h.callWithKey(apiKey, "POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{}`, &rot)
 		secrets = append(secrets, rot.Secret)
@@ -129,6 +133,9 @@ func TestNoSecretsInClearOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, b...)
+		if info, err := os.Stat(f); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", filepath.Base(f), info.Mode().Perm(), err)
+		}
 	}
 	if len(all) == 0 {
 		t.Fatal("read no database bytes")
@@ -214,5 +221,119 @@ func TestWrongEncryptionKeyRefusesToStart(t *testing.T) {
 	}
 	if _, err := start("not base64!"); err == nil || !strings.Contains(err.Error(), "base64 of 32 bytes") {
 		t.Fatalf("malformed key: err = %v", err)
+	}
+}
+
+// TestDeletedDatabaseDetected (issue 13 point 14): a database file deleted
+// while Herald runs fails /readyz, and the next start refuses to create an
+// empty database beside the existing key file, naming the reason.
+func TestDeletedDatabaseDetected(t *testing.T) {
+	t.Parallel()
+	sqliteOnly(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.db")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func() (*app.Main, error) {
+		return app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: testAPIKey, Dev: true, Logger: quiet})
+	}
+	m, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	h := &herald{t: t, base: "http://" + m.Addr(), m: m}
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
+		t.Fatalf("readyz: %d %s", st, raw)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		os.Remove(f)
+	}
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 503 {
+		t.Errorf("readyz after the database file was deleted: %d %s; want 503", st, raw)
+	}
+	cancel()
+	<-done
+	if _, err := start(); err == nil || !strings.Contains(err.Error(), "missing or empty but its key file") {
+		t.Fatalf("start without the database beside its key file: %v; want a refusal", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the refused start created a database: %v", err)
+	}
+}
+
+// TestRotationWithoutOverlapKeepsOnlyTheNewSecret (issue 13, point 8):
+// S1→S2 with a day of overlap, then S2→S3 with none (a leaked secret):
+// the next delivery is signed with S3 alone, and GET …/secrets lists S3
+// alone. A secret kept by an overlap can be revoked early; the current one
+// cannot.
+func TestRotationWithoutOverlapKeepsOnlyTheNewSecret(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	ep := h.createEndpoint("acme", rcv.URL)
+	type secretInfo struct {
+		ID        string     `json:"id"`
+		Current   bool       `json:"current"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}
+	list := func() []secretInfo {
+		t.Helper()
+		var out struct{ Data []secretInfo }
+		if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID+"/secrets", nil, &out); st != 200 {
+			t.Fatalf("list secrets: %d %s", st, raw)
+		}
+		if raw, _ := json.Marshal(out); strings.Contains(string(raw), "whsec_") {
+			t.Fatalf("the secrets list shows a secret's value: %s", raw)
+		}
+		return out.Data
+	}
+	rotate := func(overlap int) string {
+		t.Helper()
+		var rot struct{ Secret string }
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", map[string]int{"overlap_seconds": overlap}, &rot); st != 200 {
+			t.Fatalf("rotate: %d %s", st, raw)
+		}
+		return rot.Secret
+	}
+	rotate(86400)
+	if got := list(); len(got) != 2 || !got[0].Current || got[0].ExpiresAt != nil || got[1].Current || got[1].ExpiresAt == nil {
+		t.Fatalf("secrets after S1→S2 with a day of overlap: %+v, want S2 current and S1 expiring", got)
+	}
+	s3 := rotate(0)
+	if got := list(); len(got) != 1 || !got[0].Current {
+		t.Fatalf("secrets after S2→S3 without overlap: %+v, want S3 alone", got)
+	}
+	p := h.publish("acme", "invoice.paid", `{"n":1}`)
+	h.waitDelivery(p.ID, "succeeded", 10*time.Second)
+	r := rcv.got()[0]
+	if n := strings.Count(r.Header.Get("X-Signature"), "v1="); n != 1 {
+		t.Fatalf("X-Signature after an emergency rotation has %d v1 entries, want 1 (S3's): %s", n, r.Header.Get("X-Signature"))
+	}
+	if err := (&webhook.Verifier{Secrets: []string{s3}}).VerifyHerald(r.Header.Get("X-Signature"), r.Body); err != nil {
+		t.Fatalf("the delivery does not verify with S3: %v", err)
+	}
+
+	// Revoking early: S3 kept for an hour by the next rotation goes now.
+	rotate(3600)
+	got := list()
+	if len(got) != 2 {
+		t.Fatalf("secrets after S3→S4: %+v, want 2", got)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[0].ID, nil, nil); st != 409 || !strings.Contains(string(raw), "rotate") {
+		t.Errorf("revoke the current secret: %d %s, want 409 saying to rotate", st, raw)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[1].ID, nil, nil); st != 204 {
+		t.Fatalf("revoke S3: %d %s", st, raw)
+	}
+	if after := list(); len(after) != 1 || after[0].ID != got[0].ID {
+		t.Errorf("secrets after revoking S3: %+v, want S4 alone", after)
+	}
+	if st, _ := h.call("DELETE", "/v1/endpoints/"+ep.ID+"/secrets/"+got[1].ID, nil, nil); st != 404 {
+		t.Errorf("revoke S3 again: %d, want 404", st)
+	}
+	if st, _ := h.call("DELETE", "/v1/endpoints/ep_nope/secrets/"+got[1].ID, nil, nil); st != 404 {
+		t.Errorf("revoke on an unknown endpoint: %d, want 404", st)
 	}
 }

@@ -386,3 +386,26 @@ func TestDocsAndRootWorkOffline(t *testing.T) {
 		t.Fatalf("/openapi.json: %d", w.Code)
 	}
 }
+
+// TestEndpointsPageShowsSourceEndpoints (issue 13 point 19): an admin sees
+// inbound sources' forwarding endpoints on the endpoints page with
+// kind=source (or all); the default page shows tenants' endpoints.
+func TestEndpointsPageShowsSourceEndpoints(t *testing.T) {
+	f := newFixture(t)
+	var src struct {
+		EndpointID string `json:"endpoint_id"`
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); st != 201 {
+		t.Fatalf("create source: %d", st)
+	}
+	b := f.browser()
+	b.signIn(adminKey)
+	if page := b.do("GET", "/ui/endpoints", nil).Body.String(); strings.Contains(page, src.EndpointID) {
+		t.Error("the default endpoints page lists a source's forwarding endpoint")
+	}
+	for _, kind := range []string{"source", "all"} {
+		if page := b.do("GET", "/ui/endpoints?kind="+kind, nil).Body.String(); !strings.Contains(page, src.EndpointID) {
+			t.Errorf("kind=%s: the source's forwarding endpoint %s is not listed", kind, src.EndpointID)
+		}
+	}
+}

@@ -206,6 +206,7 @@ type endpointsData struct {
 	Rows       []endpointRow
 	State      string
 	Tenant     string
+	Kind       string // tenant (default), source or all (GET /v1/endpoints?kind=)
 	Q          string
 	NextCursor string
 	Cursor     string
@@ -213,8 +214,14 @@ type endpointsData struct {
 
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Q: q.Get("q"), Cursor: q.Get("cursor")}
+	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
 	v := url.Values{"limit": {"100"}}
+	switch d.Kind {
+	case "source", "all":
+		v.Set("kind", d.Kind)
+	default:
+		d.Kind = "tenant"
+	}
 	if d.Tenant != "" {
 		v.Set("tenant", d.Tenant)
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -127,6 +128,10 @@ type Config struct {
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (docs/contract.md: 5 days); 0 = never.
 	DisableAfter time.Duration
+	// DisableMinFailures is the least number of failed attempts the streak
+	// must count besides lasting DisableAfter; default 10 (docs/operations.md,
+	// "Auto-disable"). A single failure after a quiet period never disables.
+	DisableMinFailures int
 	// Membership, when set (drivers whose database several nodes share),
 	// makes endpoints' concurrency caps and rate limits hold across the
 	// nodes: each node heartbeats and takes its share (cluster.go). Nil: a
@@ -142,6 +147,9 @@ type Config struct {
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultDisableMinFailures is the default of Config.DisableMinFailures.
+const DefaultDisableMinFailures = 10
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -213,6 +221,9 @@ func (c Config) WithDefaults() Config {
 	if c.DeferDelay <= 0 {
 		c.DeferDelay = time.Second
 	}
+	if c.DisableMinFailures <= 0 {
+		c.DisableMinFailures = DefaultDisableMinFailures
+	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
 	}
@@ -254,6 +265,12 @@ type Engine struct {
 	// node's own leases and have those deliveries attempted twice.
 	unwritten atomic.Int32
 	signers   signers // one webhook.Signer per endpoint and set of active secrets
+	// wakeAt is when a sleeping claimer will next wake up (Unix ns): 0
+	// while no claimer sleeps, math.MaxInt64 while one is finding its
+	// next due time. A completion that makes a delivery due before it
+	// wakes the claimer (see dueBefore), so a retry is claimed at its due
+	// time whatever the poll interval.
+	wakeAt atomic.Int64
 }
 
 // New checks cfg and returns an engine.
@@ -541,6 +558,11 @@ func (e *Engine) giveBack(n int) {
 // waitForWork sleeps until a notification, the next due time or the poll
 // interval, whichever comes first.
 func (e *Engine) waitForWork(ctx context.Context) {
+	// Announce the sleep before reading the next due time: a completion
+	// committed after the read sees a wake-up time and wakes the claimer
+	// if it is due earlier; one committed before is found by the read.
+	e.wakeAt.Store(math.MaxInt64)
+	defer e.wakeAt.Store(0)
 	wait := e.cfg.PollInterval
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	next, err := e.cfg.Store.NextDueAt(nctx)
@@ -553,6 +575,7 @@ func (e *Engine) waitForWork(ctx context.Context) {
 	if wait == 0 {
 		return
 	}
+	e.wakeAt.Store(e.cfg.Clock.Now().Add(wait).UnixNano())
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -688,7 +711,9 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
-	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.Body, ev.Headers, number, start)
+	// The bytes of the version the endpoint pinned (docs/contract.md,
+	// "Versions and pinning"), the same event id across versions.
+	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.Versions[ev.Type]), ev.Headers, number, start)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a
@@ -714,13 +739,14 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 
 	a := attemptRecord(d.ID, number, start, res)
 	comp := store.Completion{
-		DeliveryID:   d.ID,
-		EndpointID:   ep.ID,
-		Owner:        e.cfg.Owner,
-		Attempt:      a,
-		ClientError:  clientErr,
-		DisableAfter: e.cfg.DisableAfter,
-		Now:          now,
+		DeliveryID:         d.ID,
+		EndpointID:         ep.ID,
+		Owner:              e.cfg.Owner,
+		Attempt:            a,
+		ClientError:        clientErr,
+		DisableAfter:       e.cfg.DisableAfter,
+		DisableMinFailures: e.cfg.DisableMinFailures,
+		Now:                now,
 	}
 	switch dec.Verdict {
 	case retry.Succeeded:
@@ -905,21 +931,27 @@ func (e *Engine) complete() {
 		if failing {
 			e.unwritten.Add(-1)
 		}
-		if dueBy(batch, e.cfg.Clock.Now()) {
-			e.Notify() // a retry is due at once (zero-delay schedules)
+		if dueBefore(batch, e.wakeAt.Load()) {
+			e.Notify() // a retry is due before the claimer would wake
 		}
 	}
 }
 
-// dueBy reports whether a batch of completions made a delivery claimable by
-// now: only then does the claimer need waking. Workers freed by the batch
-// need none (the claimer waits for them when its last claim was full), and
-// later due times are found by its NextDueAt wait. Waking it for every
-// batch costs a claim that finds nothing — on PostgreSQL a database round
-// trip for each completion batch.
-func dueBy(batch []store.Completion, now time.Time) bool {
+// dueBefore reports whether a batch of completions made a delivery due
+// before wakeAt, the Unix ns time a sleeping claimer will wake up (0: no
+// claimer sleeps). Only then does the claimer need waking: a claimer that
+// is not asleep reads the next due time before it sleeps, and a retry due
+// after the wake-up is found by that read. Without this, a retry scheduled
+// earlier than the poll interval waited for the poll (issue: retries of a
+// 200 ms schedule came 1 s apart). Waking the claimer for every batch would
+// cost a claim that finds nothing — on PostgreSQL a database round trip for
+// each completion batch.
+func dueBefore(batch []store.Completion, wakeAt int64) bool {
+	if wakeAt == 0 {
+		return false
+	}
 	for _, c := range batch {
-		if (c.Deferred || c.State == store.DeliveryPending) && !c.NextAttemptAt.After(now) {
+		if (c.Deferred || c.State == store.DeliveryPending) && c.NextAttemptAt.UnixNano() < wakeAt {
 			return true
 		}
 	}

@@ -14,6 +14,7 @@ package inbound
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,9 +196,21 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := sc.Limit()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	gzipped, ok := contentEncoding(r.Header)
+	if !ok {
+		g.cfg.Metrics.Inbound("unsupported_encoding")
+		w.Header().Set("Accept-Encoding", "gzip")
+		writeProblem(w, http.StatusUnsupportedMediaType, "unsupported Content-Encoding: only gzip (or none) is accepted")
+		return
+	}
+	body, err := readBody(w, r, limit, gzipped)
 	if err != nil {
 		var mbe *http.MaxBytesError
+		if errors.Is(err, errBadGzip) {
+			g.cfg.Metrics.Inbound("error")
+			writeProblem(w, http.StatusBadRequest, "the body is not valid gzip")
+			return
+		}
 		if errors.As(err, &mbe) {
 			g.cfg.Metrics.Inbound("too_large")
 			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
@@ -216,7 +229,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := scheme.DedupeKey(sc.Scheme, sc.Dedupe, r.Header, body)
-	if err != nil || key == "" {
+	if err != nil || key == "" || bodyDedupe(sc) {
 		key = scheme.BodyKey(body)
 	}
 	typ := eventType(sc.Scheme, r.Header, body)
@@ -249,6 +262,72 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
 }
 
+// bodyDedupe reports whether a source's events are deduped on their body
+// rather than on an id header: a scheme with no signed timestamp
+// (scheme.ReplayWindow false) signs only the body, so a captured body
+// replayed with a new, unsigned delivery-id header would otherwise be a
+// new event forever. A json: rule reads the key from the signed body and
+// stays. The body key is kept as long as the event (retention), which is
+// the dedupe horizon; docs/inbound.md states the residual risk.
+func bodyDedupe(sc SourceConfig) bool {
+	return !scheme.ReplayWindow(sc.SchemeConfig()) && !strings.HasPrefix(sc.Dedupe, "json:")
+}
+
+// contentEncoding reads the request's Content-Encoding (RFC 9110 §8.4):
+// gzipped when it is gzip (or x-gzip); ok is false for any other coding or
+// a list of several (Herald answers 415 rather than store bytes it cannot
+// verify or forward as the provider meant).
+func contentEncoding(h http.Header) (gzipped, ok bool) {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	switch {
+	case len(codings) == 0:
+		return false, true
+	case len(codings) == 1 && (codings[0] == "gzip" || codings[0] == "x-gzip"):
+		return true, true
+	}
+	return false, false
+}
+
+var errBadGzip = errors.New("invalid gzip body")
+
+// readBody reads the body up to limit bytes; a gzip body is inflated, and
+// both the compressed and the inflated bytes are held to limit (an
+// *http.MaxBytesError past it), so a small bomb cannot grow past the cap.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, gzipped bool) ([]byte, error) {
+	in := http.MaxBytesReader(w, r.Body, limit)
+	if !gzipped {
+		return io.ReadAll(in)
+	}
+	zr, err := gzip.NewReader(in)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errBadGzip, err)
+	}
+	zr.Multistream(false)
+	body, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errBadGzip, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	return body, nil
+}
+
 // dropHeaders are never forwarded: hop-by-hop and connection-specific
 // headers, credentials meant for the gateway, proxies' additions, and
 // Herald's own headers (which the forward sets itself).
@@ -258,6 +337,7 @@ var dropHeaders = map[string]bool{
 	"Cookie": true, "Accept-Encoding": true, "Expect": true, "Forwarded": true, "X-Forwarded-For": true,
 	"X-Forwarded-Host": true, "X-Forwarded-Proto": true, "X-Real-Ip": true, "User-Agent": true,
 	"X-Event-Id": true, "X-Event-Type": true, "X-Delivery-Attempt": true,
+	"Content-Encoding": true, // the body is stored and forwarded inflated
 }
 
 // renamed are provider headers that collide with the ones Herald signs its

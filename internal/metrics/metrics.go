@@ -6,6 +6,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 type Metrics struct {
 	reg              *prometheus.Registry
 	eventsPublished  prometheus.Counter
+	personalData     *prometheus.CounterVec
 	attempts         *prometheus.CounterVec
 	deliveries       *prometheus.CounterVec
 	attemptDuration  *prometheus.HistogramVec
@@ -30,11 +32,13 @@ type Metrics struct {
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
+	state            *stateCollector
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
-// called at each scrape (with a 5 s timeout) for the queue-depth and
-// endpoint gauges.
+// called (with a 5 s timeout) for the queue-depth and endpoint gauges, at
+// most once per StatsMaxAge: scrapes in between, and concurrent scrapes,
+// share its last answer.
 func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
@@ -63,7 +67,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
 	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unknown_source, error).",
+		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, error).",
 	}, []string{"result"})
 	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_auth_failures_total", Help: "API requests refused at authentication, by reason (missing, malformed, invalid, expired, revoked, throttled).",
@@ -71,11 +75,17 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
+	m.personalData = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_events_personal_data_total",
+		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
+	}, []string{"kind", "action"})
+	m.reg.MustRegister(m.personalData)
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
-		m.reg.MustRegister(&stateCollector{stats: stats})
+		m.state = &stateCollector{stats: stats, now: time.Now}
+		m.reg.MustRegister(m.state)
 	}
 	return m
 }
@@ -83,6 +93,15 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 // Handler serves /metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// SetClock sets the clock of the store gauges' cache (tests).
+func (m *Metrics) SetClock(now func() time.Time) {
+	if m.state != nil {
+		m.state.mu.Lock()
+		m.state.now = now
+		m.state.mu.Unlock()
+	}
 }
 
 // Registry returns the private registry (tests).
@@ -93,6 +112,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) AuthFailure(reason string) {
 	if m != nil {
 		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// PersonalData counts one string of a published event that looked like
+// personal data of kind, refused or warned about (action).
+func (m *Metrics) PersonalData(kind, action string) {
+	if m != nil {
+		m.personalData.WithLabelValues(kind, action).Inc()
 	}
 }
 
@@ -161,10 +188,42 @@ func (m *Metrics) Inbound(result string) {
 	}
 }
 
+// StatsMaxAge is how old the store gauges (herald_queue_depth,
+// herald_dead_letters, herald_endpoints) may be: reading them counts every
+// delivery by state, so a scrape reuses an answer younger than this, and
+// concurrent scrapes wait for one read instead of each running it.
+const StatsMaxAge = 5 * time.Second
+
 // stateCollector reads the queue depth and endpoint states from the store
-// at scrape time, so the gauges are true across nodes and restarts.
+// (so the gauges are true across nodes and restarts), at most once per
+// StatsMaxAge.
 type stateCollector struct {
 	stats func(ctx context.Context) (store.Stats, error)
+
+	mu     sync.Mutex // held while reading: concurrent scrapes share one read
+	now    func() time.Time
+	at     time.Time // when last is from
+	last   store.Stats
+	lastOK bool
+}
+
+// read answers the cached stats when younger than StatsMaxAge, else reads
+// the store once (an error is not cached).
+func (c *stateCollector) read() (store.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastOK && c.now().Sub(c.at) < StatsMaxAge {
+		return c.last, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.stats(ctx)
+	if err != nil {
+		c.lastOK = false
+		return st, err
+	}
+	c.last, c.at, c.lastOK = st, c.now(), true
+	return st, nil
 }
 
 var (
@@ -182,9 +241,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := c.stats(ctx)
+	st, err := c.read()
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
 		return

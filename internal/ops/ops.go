@@ -1,6 +1,7 @@
 // Package ops runs Herald's housekeeping on every node: it emits the
-// operational events recorded by the store (endpoint.disabled,
-// endpoint.enabled), raises endpoint.dead_letter_spike when an endpoint's
+// operational events recorded by the store in its notices outbox
+// (endpoint.disabled, endpoint.enabled, endpoint.created, endpoint.updated,
+// endpoint.deleted; one per change, in order), raises endpoint.dead_letter_spike when an endpoint's
 // dead letters in a window pass a threshold, and purges old history in
 // small batches (retention).
 //
@@ -26,8 +27,11 @@ import (
 
 // Operational event types.
 const (
-	TypeEndpointDisabled = "endpoint.disabled"
-	TypeEndpointEnabled  = "endpoint.enabled"
+	TypeEndpointDisabled = store.NoticeEndpointDisabled
+	TypeEndpointEnabled  = store.NoticeEndpointEnabled
+	TypeEndpointCreated  = store.NoticeEndpointCreated
+	TypeEndpointUpdated  = store.NoticeEndpointUpdated
+	TypeEndpointDeleted  = store.NoticeEndpointDeleted
 	TypeDeadLetterSpike  = "endpoint.dead_letter_spike"
 )
 
@@ -166,7 +170,7 @@ func (h *Housekeeper) emitNotices(ctx context.Context) (int, error) {
 		if err != nil {
 			return published, err
 		}
-		if err := h.cfg.Store.ClearNotice(ctx, ep.ID, n.At); err != nil {
+		if err := h.cfg.Store.ClearNotice(ctx, n.ID); err != nil {
 			return published, err
 		}
 	}

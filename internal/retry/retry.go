@@ -288,6 +288,10 @@ func (v Verdict) String() string {
 	return "Verdict(" + strconv.Itoa(int(v)) + ")"
 }
 
+// ErrorClassBlocked is the error class of an attempt the egress policy
+// refused before connecting (egress.ClassBlocked).
+const ErrorClassBlocked = "blocked"
+
 // Reasons reported in Decision.Reason. They are stable machine-readable
 // strings, suitable for metrics labels and logs.
 const (
@@ -295,6 +299,7 @@ const (
 	ReasonGone                        = "gone"                           // Dead: 410 Gone; endpoint to be disabled
 	ReasonAttemptsExhausted           = "attempts_exhausted"             // Dead: retryable failure on the last attempt
 	ReasonClientErrorRetriesExhausted = "client_error_retries_exhausted" // Dead: too many other-4xx/3xx answers
+	ReasonBlocked                     = "blocked"                        // Dead: the egress policy refused the destination (ErrorClassBlocked)
 	ReasonRetryAfter                  = "retry_after"                    // Retry: the delay was set by Retry-After
 	ReasonError                       = "error"                          // Retry: no (complete) HTTP response, see Outcome.ErrorClass
 	ReasonServerError                 = "5xx"                            // Retry: 5xx answer
@@ -346,6 +351,11 @@ func (p Policy) Decide(n int, clientErrors int, o Outcome) Decision {
 	code := o.StatusCode
 	var reason string
 	switch {
+	case o.ErrorClass == ErrorClassBlocked:
+		// The destination resolves to an address the egress policy
+		// refuses: retrying on the schedule cannot help until the DNS (or
+		// the policy) changes, which a replay then picks up.
+		return Decision{Verdict: Dead, Reason: ReasonBlocked}
 	case o.ErrorClass != "":
 		reason = ReasonError
 	case code >= 200 && code <= 299:

@@ -251,13 +251,14 @@ func TestDecide(t *testing.T) {
 		{"204 on last attempt", 8, 0, Outcome{StatusCode: 204}, ok},
 		{"299", 1, 0, Outcome{StatusCode: 299}, ok},
 		{"2xx after client errors", 4, 2, Outcome{StatusCode: 200}, ok},
-		// network errors (all classes, incl. blocked) and timeouts
+		// network errors and timeouts; blocked is dead at once (issue 13, point 3)
 		{"timeout", 1, 0, Outcome{ErrorClass: "timeout"}, retry(1, ReasonError)},
 		{"dns", 2, 0, Outcome{ErrorClass: "dns"}, retry(2, ReasonError)},
 		{"connection_refused", 3, 0, Outcome{ErrorClass: "connection_refused"}, retry(3, ReasonError)},
 		{"connection_reset", 4, 0, Outcome{ErrorClass: "connection_reset"}, retry(4, ReasonError)},
 		{"tls", 5, 0, Outcome{ErrorClass: "tls"}, retry(5, ReasonError)},
-		{"blocked is retried", 6, 0, Outcome{ErrorClass: "blocked"}, retry(6, ReasonError)},
+		{"blocked is dead at once", 1, 0, Outcome{ErrorClass: "blocked"}, dead(ReasonBlocked)},
+		{"blocked after retries", 6, 0, Outcome{ErrorClass: "blocked"}, dead(ReasonBlocked)},
 		{"network", 7, 0, Outcome{ErrorClass: "network"}, retry(7, ReasonError)},
 		{"network on last attempt", 8, 0, Outcome{ErrorClass: "network"}, dead(ReasonAttemptsExhausted)},
 		{"network beyond last attempt", 9, 0, Outcome{ErrorClass: "network"}, dead(ReasonAttemptsExhausted)},

@@ -117,3 +117,43 @@ func (b *Box) Open(sealed, context []byte) ([]byte, error) {
 	}
 	return pt, nil
 }
+
+// Keyring seals with its current key and opens with the current key or
+// any previous one: nodes run with HERALD_ENCRYPTION_KEY (current) and
+// HERALD_ENCRYPTION_KEY_PREVIOUS while `herald rekey` re-encrypts the
+// values at rest, so every value opens whichever key sealed it. A sealed
+// value carries no key id; Open tries the keys in order (an AES-GCM tag
+// mismatch is detected without output).
+type Keyring struct {
+	current  *Box
+	previous []*Box
+}
+
+// NewKeyring returns a Keyring sealing with current and opening with
+// current or any of previous.
+func NewKeyring(current *Box, previous ...*Box) *Keyring {
+	return &Keyring{current: current, previous: previous}
+}
+
+// Seal seals with the current key.
+func (k *Keyring) Seal(plaintext, context []byte) ([]byte, error) {
+	return k.current.Seal(plaintext, context)
+}
+
+// Open opens with the current key, else with each previous key; ErrDecrypt
+// when none opens it.
+func (k *Keyring) Open(sealed, context []byte) ([]byte, error) {
+	pt, err := k.current.Open(sealed, context)
+	if err == nil {
+		return pt, nil
+	}
+	for _, b := range k.previous {
+		if pt, err := b.Open(sealed, context); err == nil {
+			return pt, nil
+		}
+	}
+	return nil, ErrDecrypt
+}
+
+// Current returns the Box of the current key.
+func (k *Keyring) Current() *Box { return k.current }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,14 +88,16 @@ func FromUnixMicro(v int64) time.Time {
 const MaxSecrets = 5
 
 // RotatedSecrets returns the secret list after a rotation: the new secret
-// first; the previous current secret valid until p.PreviousExpiresAt
-// (dropped if that is not after p.Now); older secrets keep their expiry;
-// expired secrets are dropped; at most MaxSecrets are kept. Drivers share
-// it so the rule is the same everywhere.
+// first; every older secret valid until p.PreviousExpiresAt at the latest
+// (an older secret whose own expiry is earlier keeps it), so a rotation
+// with overlap N leaves no older secret valid for more than N; a secret
+// whose expiry is not after p.Now is dropped (overlap 0: only the new
+// secret signs, the case of a leaked secret); at most MaxSecrets are kept.
+// Drivers share it so the rule is the same everywhere.
 func RotatedSecrets(old []Secret, p RotateSecretParams) []Secret {
 	out := []Secret{{Value: p.Secret, CreatedAt: p.Now}}
-	for i, s := range old {
-		if i == 0 && s.ExpiresAt.IsZero() {
+	for _, s := range old {
+		if s.ExpiresAt.IsZero() || s.ExpiresAt.After(p.PreviousExpiresAt) {
 			s.ExpiresAt = p.PreviousExpiresAt
 		}
 		if s.ExpiresAt.IsZero() || !s.ExpiresAt.After(p.Now) {
@@ -104,6 +108,48 @@ func RotatedSecrets(old []Secret, p RotateSecretParams) []Secret {
 		}
 	}
 	return out
+}
+
+// SecretID names a secret without revealing it: "sec_" and the first 16
+// hex digits of the SHA-256 of its value (GET /v1/endpoints/{id}/secrets,
+// DELETE /v1/endpoints/{id}/secrets/{secret_id}).
+func SecretID(value string) string {
+	h := sha256.Sum256([]byte(value))
+	return "sec_" + hex.EncodeToString(h[:8])
+}
+
+// ActiveSecrets returns the secrets that sign at now: the current one and
+// those whose overlap has not ended.
+func ActiveSecrets(ss []Secret, now time.Time) []Secret {
+	var out []Secret
+	for _, s := range ss {
+		if s.ExpiresAt.IsZero() || s.ExpiresAt.After(now) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ErrCurrentSecret is returned when revoking an endpoint's current secret:
+// an endpoint always has one; rotate it (with overlap_seconds 0) instead.
+var ErrCurrentSecret = fmt.Errorf("the current secret cannot be revoked: rotate it with overlap_seconds 0 instead: %w", ErrConflict)
+
+// RevokedSecrets returns the secret list after revoking the secret named
+// id (SecretID) at now: that secret and every expired one are dropped.
+// ErrNotFound when no active secret has that id; ErrCurrentSecret for the
+// current one. Drivers share it.
+func RevokedSecrets(old []Secret, id string, now time.Time) ([]Secret, error) {
+	active := ActiveSecrets(old, now)
+	for i, s := range active {
+		if SecretID(s.Value) != id {
+			continue
+		}
+		if i == 0 && s.ExpiresAt.IsZero() {
+			return nil, ErrCurrentSecret
+		}
+		return append(active[:i:i], active[i+1:]...), nil
+	}
+	return nil, fmt.Errorf("secret %s: %w", id, ErrNotFound)
 }
 
 // KeyCheckMeta is the meta key holding a value sealed with the encryption
@@ -127,6 +173,20 @@ func CheckKey(ctx context.Context, st Store, box SecretBox) error {
 	if err != nil {
 		return err
 	}
+	raw, err := base64.StdEncoding.DecodeString(stored)
+	if err != nil {
+		return fmt.Errorf("%s: %w", KeyCheckMeta, err)
+	}
+	if _, err := box.Open(raw, []byte(KeyCheckMeta)); err != nil {
+		return ErrWrongKey
+	}
+	return nil
+}
+
+// CheckKeyValue reports whether box opens stored, the value of the
+// KeyCheckMeta row of a database (a backup being restored): ErrWrongKey
+// otherwise.
+func CheckKeyValue(box SecretBox, stored string) error {
 	raw, err := base64.StdEncoding.DecodeString(stored)
 	if err != nil {
 		return fmt.Errorf("%s: %w", KeyCheckMeta, err)

@@ -80,8 +80,12 @@ type Endpoint struct {
 	Secrets            []Secret          // newest first; Secrets[0] is the current secret
 	FailingSince       time.Time         // start of the current streak of failed attempts; zero after a success
 	Kind               string            // "" for a tenant's endpoint; "source" for an inbound source's forwarding endpoint (operator-set destination, exempt from the tenant URL policy)
-	CreatedAt          time.Time         //
-	UpdatedAt          time.Time         //
+	// Versions pins, per catalogued event type, the version of the event
+	// the endpoint receives (event type name → version ≥ 1); a type not
+	// named gets the version the event was published with (the newest).
+	Versions  map[string]int
+	CreatedAt time.Time //
+	UpdatedAt time.Time //
 }
 
 // Secret is one signing secret of an endpoint. ExpiresAt is zero for the
@@ -115,8 +119,25 @@ type Event struct {
 	Body           []byte            // JSON, at most the configured payload cap
 	IdempotencyKey string            // the Idempotency-Key header, "" when none
 	Fingerprint    string            // hash of (tenant, type, data): detects an id or key reused with other content
-	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's); nil for published events
-	CreatedAt      time.Time         //
+	Headers        map[string]string // headers forwarded with the body (inbound events: the provider's; catalogued events with a sequence: X-Event-Sequence)
+	// VersionBodies are the bodies of the event's older versions (version →
+	// exact bytes), for endpoints that pin one (Endpoint.Versions); nil for
+	// an event published in one version only. Body is the newest version.
+	VersionBodies map[int][]byte
+	// Sequence is the event's number among the events of its type and
+	// resource id (docs/contract.md, "Sequence numbers"); 0 when none.
+	Sequence  int64
+	CreatedAt time.Time //
+}
+
+// BodyFor returns the bytes to send to an endpoint that pins version v of
+// the event's type (0: none pinned): the pinned version's body when the
+// event has it, else Body.
+func (e Event) BodyFor(v int) []byte {
+	if b, ok := e.VersionBodies[v]; ok && v > 0 {
+		return b
+	}
+	return e.Body
 }
 
 // Delivery is one event to one endpoint; its row is also its queue entry.
@@ -202,6 +223,18 @@ type CreateEndpointParams struct {
 	// its tenant already has this many (checked atomically with the
 	// insert).
 	MaxPerTenant int
+	// Notice records endpoint.created (at Endpoint.CreatedAt) in the
+	// notices outbox, in the same transaction.
+	Notice bool
+}
+
+// DeleteEndpointParams deletes an endpoint. Notice records
+// endpoint.deleted at Now in the notices outbox, in the same transaction,
+// with a snapshot of the endpoint (the row is gone afterwards).
+type DeleteEndpointParams struct {
+	ID     string
+	Notice bool
+	Now    time.Time
 }
 
 // UpdateEndpointParams changes an endpoint; nil fields are left unchanged.
@@ -210,9 +243,13 @@ type UpdateEndpointParams struct {
 	URL                *string
 	Description        *string
 	EventTypes         *[]string
+	Versions           *map[string]int
 	Headers            *map[string]string
 	RateLimitPerSecond *int
 	Now                time.Time
+	// Notice records endpoint.updated (at Now, with the endpoint as
+	// updated) in the notices outbox, in the same transaction.
+	Notice bool
 }
 
 // ListEndpointsParams lists endpoints, optionally of one tenant. Sources'
@@ -220,6 +257,9 @@ type UpdateEndpointParams struct {
 type ListEndpointsParams struct {
 	Tenant         string
 	IncludeSources bool
+	// OnlySources lists only inbound sources' forwarding endpoints (Kind
+	// EndpointKindSource); it implies IncludeSources.
+	OnlySources bool
 	ListParams
 }
 
@@ -237,6 +277,13 @@ type PublishParams struct {
 	// IDFromClient: the producer chose Event.ID. An idempotency key already
 	// used for an event with another id is then a conflict.
 	IDFromClient bool
+	// SequenceKey, when set, numbers the event: the driver increments the
+	// counter of this key in the publish's transaction (only when the event
+	// is new), so numbers of one key are 1, 2, 3… without gaps and strictly
+	// increasing in commit order, and writes the number into Event.Body and
+	// every VersionBodies entry (SetSequence) and the X-Event-Sequence
+	// header. The key is (tenant, type, resource id): SequenceKeyOf.
+	SequenceKey string
 	// FanOutChunk is the most deliveries the publish's own transaction
 	// creates; 0 means DefaultFanOutChunk. An event matching more endpoints
 	// gets the first FanOutChunk (by endpoint id) in the publish and the
@@ -346,6 +393,8 @@ type ListDeliveriesParams struct {
 //
 // A tenant's new delivery is therefore claimed in the next claim whatever
 // the backlog of the others. The result is sorted oldest due first.
+// Among deliveries due at the same time (released by an enable or a
+// replay) a tenant's come in creation order (by id: ids are time-sortable).
 type ClaimParams struct {
 	Owner string
 	Limit int
@@ -400,9 +449,12 @@ type Completion struct {
 	DisableReason   string
 	// DisableAfter, when positive, disables the endpoint (with notice
 	// endpoint.disabled) once its current failure streak is at least this
-	// long: every attempt since FailingSince failed. A success resets the
-	// streak.
-	DisableAfter time.Duration
+	// long — every attempt since FailingSince failed — and counts at least
+	// DisableMinFailures failed attempts (this one included), so a single
+	// failure after a quiet period does not disable it. A success resets
+	// the streak.
+	DisableAfter       time.Duration
+	DisableMinFailures int
 	// Deferred: no attempt was made (the endpoint was at its concurrency
 	// cap, rate limit or open circuit); the delivery is only moved to
 	// NextAttemptAt and its lease cleared. Attempt is ignored.
@@ -451,6 +503,7 @@ type ReplayParams struct {
 	EndpointID string
 	States     []DeliveryState // default: dead only
 	Since      time.Time       // only those last changed at or after Since
+	Until      time.Time       // zero, or only those last changed before Until
 	EventType  string          // only this event type
 	Now        time.Time
 }
@@ -485,6 +538,14 @@ type UpdateSourceParams struct {
 	Config         *[]byte
 	DestinationURL *string
 	Now            time.Time
+}
+
+// RevokeSecretParams revokes one of an endpoint's older secrets (one kept
+// valid by a rotation overlap) before its expiry.
+type RevokeSecretParams struct {
+	ID       string // the endpoint
+	SecretID string // store.SecretID of the secret
+	Now      time.Time
 }
 
 // RotateSecretParams rotates an endpoint's signing secret.
@@ -531,10 +592,23 @@ func (k APIKey) Usable(now time.Time) bool {
 	return k.RevokedAt.IsZero() && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 }
 
-// Notice is an operational event waiting to be emitted about an endpoint.
+// Types of the notices the store records.
+const (
+	NoticeEndpointCreated  = "endpoint.created"
+	NoticeEndpointUpdated  = "endpoint.updated"
+	NoticeEndpointDeleted  = "endpoint.deleted"
+	NoticeEndpointDisabled = "endpoint.disabled"
+	NoticeEndpointEnabled  = "endpoint.enabled"
+)
+
+// Notice is an operational event waiting in the outbox to be emitted about
+// an endpoint: one per change, emitted in ID order, deleted once emitted.
 type Notice struct {
+	ID int64 // position in the outbox
+	// Endpoint is a snapshot taken at the change (ID, Tenant, URL, Kind,
+	// State, StateReason only): the endpoint may be gone or changed since.
 	Endpoint Endpoint
-	Type     string    // "endpoint.disabled", "endpoint.enabled"
+	Type     string    // NoticeEndpoint…
 	At       time.Time // when the state changed
 	// LastStatusCode and LastError describe the endpoint's last attempt.
 	LastStatusCode int
@@ -637,7 +711,7 @@ type Store interface {
 	UpdateEndpoint(ctx context.Context, p UpdateEndpointParams) (Endpoint, error)
 	// DeleteEndpoint removes the endpoint and its deliveries' queue entries
 	// (events are kept). ErrNotFound for an unknown id.
-	DeleteEndpoint(ctx context.Context, id string) error
+	DeleteEndpoint(ctx context.Context, p DeleteEndpointParams) error
 
 	// PublishEvent stores the event and its deliveries in one transaction.
 	// Reusing an id or (tenant, idempotency key) with a different type or
@@ -688,11 +762,12 @@ type Store interface {
 	// deliveries due before until to until (an open circuit breaker); no
 	// attempt is consumed. It returns how many moved.
 	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
-	// PendingNotices returns up to limit operational events to emit.
+	// PendingNotices returns up to limit operational events to emit, oldest
+	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)
-	// ClearNotice marks the notice of an endpoint emitted, if it is still
-	// the one recorded at the given time.
-	ClearNotice(ctx context.Context, endpointID string, at time.Time) error
+	// ClearNotice removes an emitted notice from the outbox; an id not
+	// there (already cleared) is no error.
+	ClearNotice(ctx context.Context, id int64) error
 	// DeadLetterCounts counts dead letters per endpoint (of one tenant when
 	// tenant is not empty), changed at or after since (zero: all).
 	DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]DeadLetterCount, error)
@@ -705,6 +780,10 @@ type Store interface {
 	// dropped at once); secrets already expired at Now are dropped.
 	// ErrNotFound for an unknown id.
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
+	// RevokeSecret drops one older secret (RevokedSecrets). ErrNotFound
+	// for an unknown endpoint or secret; ErrCurrentSecret for the current
+	// secret.
+	RevokeSecret(ctx context.Context, p RevokeSecretParams) (Endpoint, error)
 	// CreateSource stores a source and its forwarding endpoint.
 	CreateSource(ctx context.Context, p CreateSourceParams) (Source, error)
 	// GetSource returns ErrNotFound for an unknown id.
@@ -716,6 +795,19 @@ type Store interface {
 	// DeleteSource removes the source, its endpoint and its deliveries
 	// (events are kept until retention). ErrNotFound for an unknown id.
 	DeleteSource(ctx context.Context, id string) error
+
+	// CreateEventType stores a catalogued event type (Revision 1).
+	// ErrConflict when the name exists.
+	CreateEventType(ctx context.Context, t EventType) (EventType, error)
+	// GetEventType returns ErrNotFound for an unknown name.
+	GetEventType(ctx context.Context, name string) (EventType, error)
+	// ListEventTypes returns the whole catalog, by name.
+	ListEventTypes(ctx context.Context) ([]EventType, error)
+	// UpdateEventType replaces the type's description, resource id and
+	// versions if its stored Revision is still t.Revision, and stores
+	// Revision+1 (optimistic concurrency). ErrNotFound for an unknown name,
+	// ErrConflict when another change came first.
+	UpdateEventType(ctx context.Context, t EventType) (EventType, error)
 
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)

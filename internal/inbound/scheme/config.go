@@ -117,6 +117,44 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // Unwrap returns the underlying cause, if any.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// ReplayWindow reports whether c's scheme signs a timestamp, so a captured
+// request stops verifying after the tolerance: herald, stripe,
+// standard-webhooks, slack, and hmac with a timestamp_header. GitHub,
+// Shopify and hmac without one sign only the body: a captured request
+// verifies forever, and the gateway dedupes it on the body (BodyKey).
+func ReplayWindow(c Config) bool {
+	switch c.Scheme {
+	case Herald, Stripe, StandardWebhooks, Slack:
+		return true
+	case HMAC:
+		spec, err := c.check()
+		return err == nil && spec != nil && spec.tsHeader != ""
+	}
+	return false
+}
+
+// MinSecretBytes is the shortest provider secret a source may be saved
+// with: a shorter one can be guessed offline from one signed request.
+const MinSecretBytes = 16
+
+// CheckSecretsAtSave applies the rules a source's secrets must pass when
+// they are saved (not when verifying, so a configuration saved earlier
+// keeps working): each at least MinSecretBytes bytes and without leading
+// or trailing whitespace (a copy-paste accident: the provider signs
+// without it, so every request would fail). It returns nil or a
+// *[ConfigError] naming the secret by index and the rule, never its value.
+func CheckSecretsAtSave(secrets []string) error {
+	for i, s := range secrets {
+		switch {
+		case strings.TrimSpace(s) != s:
+			return configErr(fmt.Sprintf("secrets[%d]", i), "has leading or trailing whitespace")
+		case len(s) < MinSecretBytes:
+			return configErr(fmt.Sprintf("secrets[%d]", i), "shorter than %d bytes", MinSecretBytes)
+		}
+	}
+	return nil
+}
+
 func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
 }

@@ -115,17 +115,47 @@ func verifier(c Config, now time.Time) *webhook.Verifier {
 }
 
 func verifyHeraldFormat(c Config, h http.Header, name string, body []byte, now time.Time) error {
-	v, err := single(h, name)
-	if err != nil {
-		return err
+	return anyCandidate(h, name, func(v string) error {
+		if err := verifier(c, now).VerifyHerald(v, body); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// maxCandidates caps how many times a signature header may be sent.
+const maxCandidates = 16
+
+// anyCandidate calls verify with each value of the signature header name
+// (a header sent several times is a list of candidates, as a proxy may
+// split or repeat it) and succeeds when one verifies; otherwise it answers
+// the first candidate's error. No value: ErrMissingSignature; more than 16
+// values or one longer than 8 KiB: ErrMalformedHeader.
+func anyCandidate(h http.Header, name string, verify func(v string) error) error {
+	vs := h.Values(name)
+	if len(vs) > maxCandidates {
+		return fmt.Errorf("%w: %s header sent %d times", webhook.ErrMalformedHeader, name, len(vs))
 	}
-	if v == "" {
+	var first error
+	for _, v := range vs {
+		if v == "" {
+			continue
+		}
+		if len(v) > maxHeaderLen {
+			return fmt.Errorf("%w: %s longer than %d bytes", webhook.ErrMalformedHeader, name, maxHeaderLen)
+		}
+		err := verify(v)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
 		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, name)
 	}
-	if err := verifier(c, now).VerifyHerald(v, body); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return nil
+	return first
 }
 
 func verifyStandard(c Config, h http.Header, body []byte, now time.Time) error {
@@ -145,16 +175,13 @@ func verifyStandard(c Config, h http.Header, body []byte, now time.Time) error {
 }
 
 func verifyGitHub(c Config, h http.Header, body []byte) error {
-	v, err := single(h, headerGitHub)
-	if err != nil {
-		return err
+	if len(h.Values(headerGitHub)) == 0 && len(h.Values(headerGitHubSHA1)) > 0 {
+		return fmt.Errorf("%w: no %s header (the SHA-1 %s alone is not accepted)", webhook.ErrMissingSignature, headerGitHub, headerGitHubSHA1)
 	}
-	if v == "" {
-		if len(h.Values(headerGitHubSHA1)) > 0 {
-			return fmt.Errorf("%w: no %s header (the SHA-1 %s alone is not accepted)", webhook.ErrMissingSignature, headerGitHub, headerGitHubSHA1)
-		}
-		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, headerGitHub)
-	}
+	return anyCandidate(h, headerGitHub, func(v string) error { return verifyGitHubValue(c, v, body) })
+}
+
+func verifyGitHubValue(c Config, v string, body []byte) error {
 	hexSig, ok := strings.CutPrefix(v, githubSignaturePrefix)
 	if !ok {
 		return fmt.Errorf("%w: %s does not start with %q", webhook.ErrMalformedHeader, headerGitHub, githubSignaturePrefix)
@@ -170,13 +197,10 @@ func verifyGitHub(c Config, h http.Header, body []byte) error {
 }
 
 func verifyShopify(c Config, h http.Header, body []byte) error {
-	v, err := single(h, headerShopify)
-	if err != nil {
-		return err
-	}
-	if v == "" {
-		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, headerShopify)
-	}
+	return anyCandidate(h, headerShopify, func(v string) error { return verifyShopifyValue(c, v, body) })
+}
+
+func verifyShopifyValue(c Config, v string, body []byte) error {
 	sig, err := decodeBase64(v, sha256.Size, false, headerShopify)
 	if err != nil {
 		return err
@@ -188,20 +212,17 @@ func verifyShopify(c Config, h http.Header, body []byte) error {
 }
 
 func verifySlack(c Config, h http.Header, body []byte, now time.Time) error {
-	sigHeader, err := single(h, headerSlackSignature)
-	if err != nil {
-		return err
-	}
 	tsHeader, err := single(h, headerSlackTimestamp)
 	if err != nil {
 		return err
 	}
-	switch {
-	case sigHeader == "":
-		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, headerSlackSignature)
-	case tsHeader == "":
+	if tsHeader == "" && len(h.Values(headerSlackSignature)) > 0 {
 		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, headerSlackTimestamp)
 	}
+	return anyCandidate(h, headerSlackSignature, func(v string) error { return verifySlackValue(c, v, tsHeader, body, now) })
+}
+
+func verifySlackValue(c Config, sigHeader, tsHeader string, body []byte, now time.Time) error {
 	hexSig, ok := strings.CutPrefix(sigHeader, slackVersionPrefix)
 	if !ok {
 		return fmt.Errorf("%w: %s does not start with %q", webhook.ErrMalformedHeader, headerSlackSignature, slackVersionPrefix)
@@ -232,14 +253,12 @@ func verifySlack(c Config, h http.Header, body []byte, now time.Time) error {
 }
 
 func verifyHMAC(c Config, s *hmacSpec, h http.Header, body []byte, now time.Time) error {
+	return anyCandidate(h, s.header, func(v string) error { return verifyHMACValue(c, s, v, h, body, now) })
+}
+
+func verifyHMACValue(c Config, s *hmacSpec, v string, h http.Header, body []byte, now time.Time) error {
 	newHash, size := hashFor(s.algorithm)
-	v, err := single(h, s.header)
-	if err != nil {
-		return err
-	}
-	if v == "" {
-		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, s.header)
-	}
+	var err error
 	enc, ok := strings.CutPrefix(v, s.prefix)
 	if !ok {
 		return fmt.Errorf("%w: %s does not start with the configured prefix", webhook.ErrMalformedHeader, s.header)
@@ -366,8 +385,11 @@ func decodeBase64(s string, size int, allowRaw bool, header string) ([]byte, err
 }
 
 // parseTimestamp parses unix seconds written as 1 to 19 plain decimal
-// digits (no sign, no spaces), as package webhook does.
+// digits (no sign, no spaces, no leading zero), as package webhook does.
 func parseTimestamp(s, header string) (int64, error) {
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%w: %s has a leading zero", webhook.ErrMalformedHeader, header)
+	}
 	if len(s) > 19 {
 		return 0, fmt.Errorf("%w: %s longer than 19 digits", webhook.ErrMalformedHeader, header)
 	}
@@ -421,6 +443,15 @@ func single(h http.Header, name string) (string, error) {
 // non-empty.
 func headerSet(h http.Header, names [3]string) (vals [3]string, found bool, err error) {
 	for i, name := range names {
+		if i == 2 { // the signature: several values are one list of entries
+			vs := h.Values(name)
+			if len(vs) > maxCandidates {
+				return vals, false, fmt.Errorf("%w: %s header sent %d times", webhook.ErrMalformedHeader, name, len(vs))
+			}
+			vals[i] = strings.Join(vs, " ")
+			found = found || vals[i] != ""
+			continue
+		}
 		if vals[i], err = single(h, name); err != nil {
 			return vals, false, err
 		}

@@ -194,9 +194,26 @@ func TestVerifyBadInputs(t *testing.T) {
 			h.Set(sc.sigHeader, sc.garbage)
 			cases = append(cases, tc{name: "malformed signature header", cfg: sc.config(secretA), h: h, body: body, want: webhook.ErrMalformedHeader})
 
+			// A signature header sent several times is a list of
+			// candidates (issue 13 point 9).
 			h = signed(secretA, testNow)
 			h.Add(sc.sigHeader, h.Get(sc.sigHeader))
-			cases = append(cases, tc{name: "signature header sent twice", cfg: sc.config(secretA), h: h, body: body, want: webhook.ErrMalformedHeader})
+			cases = append(cases, tc{name: "signature header sent twice", cfg: sc.config(secretA), h: h, body: body, want: nil})
+
+			h = signed(secretA, testNow)
+			good := h.Get(sc.sigHeader)
+			h[http.CanonicalHeaderKey(sc.sigHeader)] = []string{signed(secretB, testNow).Get(sc.sigHeader), good}
+			cases = append(cases, tc{name: "a wrong signature header, then the right one", cfg: sc.config(secretA), h: h, body: body, want: nil})
+
+			h = signed(secretB, testNow)
+			h.Add(sc.sigHeader, h.Get(sc.sigHeader))
+			cases = append(cases, tc{name: "two wrong signature headers", cfg: sc.config(secretA), h: h, body: body, want: webhook.ErrNoMatchingSignature})
+
+			h = signed(secretA, testNow)
+			for range 17 {
+				h.Add(sc.sigHeader, good)
+			}
+			cases = append(cases, tc{name: "signature header sent 18 times", cfg: sc.config(secretA), h: h, body: body, want: webhook.ErrMalformedHeader})
 
 			h = signed(secretA, testNow)
 			h.Set(sc.sigHeader, h.Get(sc.sigHeader)+strings.Repeat("0", 9<<10))
@@ -337,6 +354,10 @@ func TestVerifyHeraldMultipleSignatures(t *testing.T) {
 			"t=" + ts(testNow) + ",v1=" + other + ",v1=" + good,
 			"t=" + ts(testNow) + ",v1=" + good + ",v1=" + other,
 			"t=" + ts(testNow) + ",v1=" + strings.ToUpper(good),
+			// Optional whitespace around "," and "=", as Stripe's libraries
+			// accept (issue 13 point 9).
+			"t=" + ts(testNow) + ", v1=" + good,
+			"t = " + ts(testNow) + " ,\tv1 = " + other + " , v1=" + good,
 		} {
 			if err := Verify(Config{Scheme: scheme, Secrets: []string{secretA}}, http.Header{header: {v}}, body, time.Unix(testNow, 0)); err != nil {
 				t.Errorf("%s %q: %v", scheme, v, err)
@@ -346,10 +367,19 @@ func TestVerifyHeraldMultipleSignatures(t *testing.T) {
 }
 
 func TestVerifySlackTimestampAsSent(t *testing.T) {
-	// Slack signs the header text; a timestamp with a leading zero is
-	// signed with it.
+	// Slack signs the header text; a timestamp with a leading zero or a
+	// sign is refused (issue 13 point 9), whatever it was signed with.
 	body := `{"type":"event_callback","event_id":"Ev1"}`
-	sent := "0" + ts(testNow)
+	for _, sent := range []string{"0" + ts(testNow), "+" + ts(testNow)} {
+		h := http.Header{
+			"X-Slack-Signature":         {"v0=" + hex.EncodeToString(mac(sha256.New, []byte(secretA), "v0:", sent, ":", body))},
+			"X-Slack-Request-Timestamp": {sent},
+		}
+		if err := Verify(Config{Scheme: Slack, Secrets: []string{secretA}}, h, []byte(body), time.Unix(testNow, 0)); !errors.Is(err, webhook.ErrMalformedHeader) {
+			t.Fatalf("timestamp %q: %v; want ErrMalformedHeader", sent, err)
+		}
+	}
+	sent := ts(testNow)
 	h := http.Header{
 		"X-Slack-Signature":         {"v0=" + hex.EncodeToString(mac(sha256.New, []byte(secretA), "v0:", sent, ":", body))},
 		"X-Slack-Request-Timestamp": {sent},
@@ -357,7 +387,7 @@ func TestVerifySlackTimestampAsSent(t *testing.T) {
 	if err := Verify(Config{Scheme: Slack, Secrets: []string{secretA}}, h, []byte(body), time.Unix(testNow, 0)); err != nil {
 		t.Fatal(err)
 	}
-	h.Set("X-Slack-Request-Timestamp", ts(testNow))
+	h.Set("X-Slack-Request-Timestamp", ts(testNow+1))
 	if err := Verify(Config{Scheme: Slack, Secrets: []string{secretA}}, h, []byte(body), time.Unix(testNow, 0)); !errors.Is(err, webhook.ErrNoMatchingSignature) {
 		t.Fatalf("re-written timestamp: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
@@ -52,7 +53,7 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 		args []any
 	}{
 		{"INSERT INTO api_keys (hash, created_at) VALUES ($1, $2)", []any{hash[:], now}},
-		{"INSERT INTO endpoints (id, tenant, url, state, secrets, created_at, updated_at) VALUES ('ep_a', 'acme', 'https://a.example/', 'enabled', $1, $2, $2)", []any{secrets, now}},
+		{"INSERT INTO endpoints (id, tenant, url, state, state_reason, secrets, created_at, updated_at, notice, notice_at) VALUES ('ep_a', 'acme', 'https://a.example/', 'disabled', 'gone', $1, $2, $2, 'endpoint.disabled', $2)", []any{secrets, now}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at) VALUES ('inv-1', 'acme', 'invoice.paid', $1, $2, 'idem-1', $3, $1)", []any{now, body, fp}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES ($1, 'acme', 'invoice.paid', $2, '{}', 'x', $2)", []any{heraldID, now}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES ($1, 'acme', 'endpoint.disabled', $2, '{}', 'y', $2)", []any{opID, now}},
@@ -74,9 +75,23 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	if _, err := s.GetEvent(ctx, "inv-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetEvent(inv-1) = %v; the producer id moved under its tenant", err)
 	}
+	// The notice not yet emitted moved to the outbox (migration 00020).
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 1 || ns[0].Type != "endpoint.disabled" || !ns[0].At.Equal(now) ||
+		ns[0].Endpoint.ID != "ep_a" || ns[0].Endpoint.Tenant != "acme" || ns[0].Endpoint.StateReason != "gone" {
+		t.Fatalf("notices after the migration: %+v, %v; want ep_a's endpoint.disabled", ns, err)
+	}
 	ev, err := s.GetEvent(ctx, "acme~inv-1")
 	if err != nil || string(ev.Body) != string(body) || ev.IdempotencyKey != "idem-1" {
 		t.Fatalf("GetEvent(acme~inv-1) = %+v, %v", ev, err)
+	}
+	// Migration 50 (event catalog): an event published before the catalog
+	// reads as an unversioned, unnumbered event with the same bytes; the
+	// catalog starts empty.
+	if ev.Sequence != 0 || ev.VersionBodies != nil || string(ev.BodyFor(1)) != string(body) {
+		t.Fatalf("pre-catalog event after migration 50: sequence %d, version bodies %v", ev.Sequence, ev.VersionBodies)
+	}
+	if cat, err := s.ListEventTypes(ctx); err != nil || len(cat) != 0 {
+		t.Fatalf("ListEventTypes after migration = %v, %v", cat, err)
 	}
 	for _, id := range []string{heraldID, opID} {
 		if _, err := s.GetEvent(ctx, id); err != nil {
@@ -108,5 +123,52 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	// The foreign key is back: a delivery cannot name a missing event.
 	if _, err := conn.Exec(ctx, "INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at) VALUES ('dlv_x', 'nope', 'ep_a', 'acme', 'a', 'pending', now(), now(), now())"); err == nil {
 		t.Fatal("a delivery of a missing event was accepted: the foreign key was not restored")
+	}
+}
+
+// TestMigrateOutOfOrderBlock: a database at version 30 that lacks the
+// migrations 20–24 (written by a build of another line of work) gets them
+// at the next start; its pending notice moves to the outbox.
+func TestMigrateOutOfOrderBlock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dbURL := newSchema(t)
+	conn := rawConn(t, dbURL)
+	db := stdlib.OpenDB(*conn.Config())
+	defer db.Close()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fs.ReadDir(sub, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := fstest.MapFS{}
+	for _, e := range entries {
+		if v := e.Name()[:5]; v >= "00020" && v <= "00024" {
+			continue
+		}
+		b, err := fs.ReadFile(sub, e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		without[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	prov, err := goose.NewProvider(goose.DialectPostgres, db, without, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prov.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := conn.Exec(ctx, `INSERT INTO endpoints (id, tenant, url, state, secrets, created_at, updated_at, notice, notice_at)
+		VALUES ('ep_a', 'acme', 'https://a.example/', 'enabled', '[]', $1, $1, 'endpoint.enabled', $1)`, now); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dbURL)
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 1 || ns[0].Type != "endpoint.enabled" || ns[0].Endpoint.ID != "ep_a" {
+		t.Fatalf("notices after the migration: %+v, %v; want ep_a's endpoint.enabled", ns, err)
 	}
 }

@@ -29,20 +29,21 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	)
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.ID, tenantLockClass)
-	// Enabling ends the failure streak. The notice, when given, replaces
-	// any earlier one not yet emitted.
+	// Enabling ends the failure streak. The notice, when given, joins the
+	// outbox after any earlier one not yet emitted.
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
-		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
-		notice = CASE WHEN $5 <> '' THEN $5 ELSE notice END,
-		notice_at = CASE WHEN $5 <> '' THEN $4 ELSE notice_at END
+		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END
 		WHERE id = $1 RETURNING `+endpointColumns,
-		p.ID, string(p.State), p.Reason, now, p.Notice).QueryRow(func(row pgx.Row) error {
+		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error
 		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
 		}
 		return err
 	})
+	if p.Notice != "" {
+		b.Queue(addNoticeQuery, p.ID, p.Notice, now)
+	}
 	var q string
 	if p.State == store.EndpointEnabled {
 		// Release what was held: due now.
@@ -114,6 +115,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		if !p.Since.IsZero() {
 			f.add("updated_at >= ?", ts(p.Since))
 		}
+		if !p.Until.IsZero() {
+			f.add("updated_at < ?", ts(p.Until))
+		}
 		if p.EventType != "" {
 			f.add("event_type = ?", p.EventType)
 		}
@@ -147,6 +151,12 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	return int(ct.RowsAffected()), nil
 }
 
+// addNoticeQuery appends a notice of type $2 at $3 to the outbox with a
+// snapshot of the endpoint $1 as it is in the transaction (queue it after
+// the change, or before a delete).
+const addNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+	SELECT id, tenant, url, kind, state, state_reason, $2, $3 FROM endpoints WHERE id = $1`
+
 // PendingNotices implements store.Store. LastStatusCode and LastError come
 // from the attempt that started last among the endpoint's deliveries (a
 // delivery's updated_at is no guide: claims, pauses and replays move it
@@ -155,12 +165,13 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+endpointColumns+`, notice, notice_at, COALESCE(l.status_code, 0), COALESCE(l.error, '')
-		FROM endpoints LEFT JOIN LATERAL (
+	rows, err := s.pool.Query(ctx, `SELECT n.id, n.endpoint_id, n.tenant, n.url, n.kind, n.state, n.state_reason, n.type, n.created_at,
+			COALESCE(l.status_code, 0), COALESCE(l.error, '')
+		FROM notices n LEFT JOIN LATERAL (
 			SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
-			WHERE d.endpoint_id = endpoints.id
+			WHERE d.endpoint_id = n.endpoint_id
 			ORDER BY a.started_at DESC, a.number DESC LIMIT 1) AS l ON true
-		WHERE notice <> '' ORDER BY notice_at LIMIT $1`, limit)
+		ORDER BY n.id LIMIT $1`, limit)
 	if err != nil {
 		return nil, wrap("pending notices", err)
 	}
@@ -168,32 +179,22 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	var out []store.Notice
 	for rows.Next() {
 		var (
-			n  store.Notice
-			at *time.Time
+			n     store.Notice
+			state string
 		)
-		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at, &n.LastStatusCode, &n.LastError}})
-		if err != nil {
+		if err := rows.Scan(&n.ID, &n.Endpoint.ID, &n.Endpoint.Tenant, &n.Endpoint.URL, &n.Endpoint.Kind, &state, &n.Endpoint.StateReason,
+			&n.Type, &n.At, &n.LastStatusCode, &n.LastError); err != nil {
 			return nil, wrap("pending notices", err)
 		}
-		n.Endpoint, n.At = e, fromNullTS(at)
+		n.Endpoint.State, n.At = store.EndpointState(state), n.At.UTC()
 		out = append(out, n)
 	}
 	return out, wrap("pending notices", rows.Err())
 }
 
-// suffixScanner scans extra trailing columns into rest.
-type suffixScanner struct {
-	row  pgx.Row
-	rest []any
-}
-
-func (p suffixScanner) Scan(dest ...any) error {
-	return p.row.Scan(append(dest, p.rest...)...)
-}
-
 // ClearNotice implements store.Store.
-func (s *Store) ClearNotice(ctx context.Context, endpointID string, at time.Time) error {
-	_, err := s.pool.Exec(ctx, "UPDATE endpoints SET notice = '' WHERE id = $1 AND notice_at = $2", endpointID, ts(at))
+func (s *Store) ClearNotice(ctx context.Context, id int64) error {
+	_, err := s.pool.Exec(ctx, "DELETE FROM notices WHERE id = $1", id)
 	return wrap("clear notice", err)
 }
 
@@ -300,22 +301,41 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // the new list is computed (store.RotatedSecrets, the drivers' shared rule)
 // and written, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RotatedSecrets(old, p), nil
+	})
+}
+
+// RevokeSecret implements store.Store, as RotateSecret.
+func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RevokedSecrets(old, p.SecretID, p.Now)
+	})
+}
+
+// changeSecrets replaces an endpoint's secrets with change(its secrets),
+// the row locked between the read and the write.
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	var e store.Endpoint
 	b := newTxBatch()
-	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", p.ID).QueryRow(func(row pgx.Row) error {
+	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", id).QueryRow(func(row pgx.Row) error {
 		var err error
 		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 		}
 		return err
 	})
-	err := s.txBatch(ctx, "rotate secret", b, func(tx pgx.Tx) error {
-		sec, err := store.EncodeSecrets(s.box, e.ID, store.RotatedSecrets(e.Secrets, p))
+	err := s.txBatch(ctx, op, b, func(tx pgx.Tx) error {
+		ss, err := change(e.Secrets)
+		if err != nil {
+			return err
+		}
+		sec, err := store.EncodeSecrets(s.box, e.ID, ss)
 		if err != nil {
 			return err
 		}
 		e, err = s.scanEndpoint(tx.QueryRow(ctx, "UPDATE endpoints SET secrets = $2, updated_at = $3 WHERE id = $1 RETURNING "+endpointColumns,
-			p.ID, sec, ts(p.Now)))
+			id, sec, ts(now)))
 		return err
 	})
 	if err != nil {

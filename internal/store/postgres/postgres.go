@@ -191,6 +191,10 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 		goose.WithSessionLocker(locker),
 		goose.WithLogger(goose.NopLogger()),
 		goose.WithDisableGlobalRegistry(true),
+		// Versions are handed out in blocks to parallel lines of work, so
+		// a database at version 30 may still lack 20–24: apply them then.
+		// Each migration is written to run before or after the others.
+		goose.WithAllowOutofOrder(true),
 	)
 	if err != nil {
 		return err
@@ -201,6 +205,9 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	// empty database HasPending is skipped: it would create the version
 	// table outside the lock, racing with the other nodes.
 	if migrated {
+		if err := checkSchema(ctx, prov); err != nil {
+			return err
+		}
 		if pending, err := prov.HasPending(ctx); err == nil && !pending {
 			return nil
 		}
@@ -212,10 +219,23 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 // Pool returns the connection pool (for health metrics and tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ping implements store.Store.
+// Ping implements store.Store; it is the readiness probe (/readyz): it
+// fails, wrapping store.ErrUnavailable, unless a transaction that rewrites
+// one existing meta row (the key check, unchanged) commits, so a server
+// that answers but cannot write (a read-only standby after a failover,
+// default_transaction_read_only, a full disk) is not ready. It adds no
+// rows.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
 		return wrap("ping", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "UPDATE meta SET value = value WHERE key = $1", store.KeyCheckMeta); err != nil {
+		return wrap("ping: the store cannot write", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return wrap("ping: the store cannot commit", err)
 	}
 	return nil
 }
@@ -282,18 +302,21 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind, versions"
 
 func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 	var (
 		e                    store.Endpoint
-		types, headers       []byte
+		types, headers, vers []byte
 		state, secrets       string
 		createdAt, updatedAt time.Time
 		failingSince         *time.Time
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind, &vers); err != nil {
 		return e, err
+	}
+	if err := json.Unmarshal(vers, &e.Versions); err != nil {
+		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
 	}
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
@@ -305,6 +328,9 @@ func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
 	}
 	var err error
+	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s: %w", e.ID, err)
+	}
 	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
 		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
 	}
@@ -324,11 +350,24 @@ func eventTypesJSON(types []string) (string, error) {
 	return jsonOf(types)
 }
 
-func headersJSON(h map[string]string) (string, error) {
+func versionsJSON(v map[string]int) (string, error) {
+	if v == nil {
+		v = map[string]int{}
+	}
+	return jsonOf(v)
+}
+
+// headersJSON renders an endpoint's custom headers for endpoints.headers,
+// each value sealed (store.SealHeaders).
+func (s *Store) headersJSON(endpointID string, h map[string]string) (string, error) {
 	if h == nil {
 		h = map[string]string{}
 	}
-	return jsonOf(h)
+	sealed, err := store.SealHeaders(s.box, endpointID, h)
+	if err != nil {
+		return "", err
+	}
+	return jsonOf(sealed)
 }
 
 // CreateEndpoint implements store.Store.
@@ -336,6 +375,13 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	q, args, err := s.insertEndpoint(p.Endpoint)
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	if p.Notice {
+		// One statement: the endpoint and its endpoint.created notice.
+		q = `WITH ins AS (` + q + `), notice AS (
+			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+			SELECT id, tenant, url, kind, state, state_reason, '` + store.NoticeEndpointCreated + `', created_at FROM ins)
+			SELECT ` + endpointColumns + ` FROM ins`
 	}
 	// Answer with the row as stored, as GetEndpoint would.
 	var got store.Endpoint
@@ -381,7 +427,7 @@ func (s *Store) insertEndpoint(e store.Endpoint) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	headers, err := headersJSON(e.Headers)
+	headers, err := s.headersJSON(e.ID, e.Headers)
 	if err != nil {
 		return "", nil, err
 	}
@@ -389,10 +435,14 @@ func (s *Store) insertEndpoint(e store.Endpoint) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	versions, err := versionsJSON(e.Versions)
+	if err != nil {
+		return "", nil, err
+	}
 	return "INSERT INTO endpoints (" + endpointColumns + `)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING ` + endpointColumns,
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb) RETURNING ` + endpointColumns,
 		[]any{e.ID, e.Tenant, e.URL, e.Description, types, headers, e.RateLimitPerSecond, string(e.State), e.StateReason, sec,
-			ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince), e.Kind}, nil
+			ts(e.CreatedAt), ts(e.UpdatedAt), nullTS(e.FailingSince), e.Kind, versions}, nil
 }
 
 // GetEndpoint implements store.Store.
@@ -436,7 +486,10 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	if p.Tenant != "" {
 		f.add("tenant = ?", p.Tenant)
 	}
-	if !p.IncludeSources {
+	switch {
+	case p.OnlySources:
+		f.where = append(f.where, "kind = 'source'")
+	case !p.IncludeSources:
 		f.where = append(f.where, "kind = ''")
 	}
 	if p.Cursor != "" {
@@ -468,7 +521,14 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 // read-modify-write window for a concurrent change to fall into. A new URL
 // starts a new failure streak.
 func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
-	var types, headers *string
+	var types, headers, versions *string
+	if p.Versions != nil {
+		v, err := versionsJSON(*p.Versions)
+		if err != nil {
+			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
+		}
+		versions = &v
+	}
 	if p.EventTypes != nil {
 		v, err := eventTypesJSON(*p.EventTypes)
 		if err != nil {
@@ -477,22 +537,31 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		types = &v
 	}
 	if p.Headers != nil {
-		v, err := headersJSON(*p.Headers)
+		v, err := s.headersJSON(p.ID, *p.Headers)
 		if err != nil {
 			return store.Endpoint{}, fmt.Errorf("update endpoint: %w", err)
 		}
 		headers = &v
 	}
-	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, `UPDATE endpoints SET
+	q := `UPDATE endpoints SET
 		failing_since = CASE WHEN $2::text IS NOT NULL AND $2::text <> url THEN NULL ELSE failing_since END,
 		url = COALESCE($2::text, url),
 		description = COALESCE($3::text, description),
 		event_types = COALESCE($4::jsonb, event_types),
 		headers = COALESCE($5::jsonb, headers),
 		rate_limit_per_second = COALESCE($6::integer, rate_limit_per_second),
-		updated_at = $7
-		WHERE id = $1 RETURNING `+endpointColumns,
-		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now)))
+		updated_at = $7,
+		versions = COALESCE($8::jsonb, versions)
+		WHERE id = $1 RETURNING ` + endpointColumns
+	if p.Notice {
+		// One statement: the change and its endpoint.updated notice.
+		q = `WITH up AS (` + q + `), notice AS (
+			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+			SELECT id, tenant, url, kind, state, state_reason, '` + store.NoticeEndpointUpdated + `', updated_at FROM up)
+			SELECT ` + endpointColumns + ` FROM up`
+	}
+	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, q,
+		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now), versions))
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint "+p.ID, err)
 	}
@@ -503,10 +572,15 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // exclusively first: publishes of the tenant that already read the endpoint
 // commit before the deliveries are deleted (so theirs are deleted too), and
 // later ones no longer see it.
-func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	id := p.ID
 	var deleted int64
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
+	if p.Notice {
+		// The snapshot is taken before the row goes.
+		b.Queue(addNoticeQuery, id, store.NoticeEndpointDeleted, ts(p.Now))
+	}
 	b.Queue("DELETE FROM endpoints WHERE id = $1", id).Exec(func(ct pgconn.CommandTag) error {
 		deleted = ct.RowsAffected()
 		return nil
@@ -545,4 +619,59 @@ func (s *Store) txBatch(ctx context.Context, op string, b *pgx.Batch, then func(
 		}
 	}
 	return wrap(op, tx.Commit(ctx))
+}
+
+// SealClearHeaders seals the custom header values of endpoints written
+// before header values were sealed (store.SealHeaders), and answers how
+// many endpoints it changed. Call it after store.CheckKey proved the key.
+func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, headers FROM endpoints`)
+	if err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	clear := map[string]map[string]string{}
+	for rows.Next() {
+		var id string
+		var raw []byte
+		if err := rows.Scan(&id, &raw); err != nil {
+			rows.Close()
+			return 0, wrap("seal headers", err)
+		}
+		var h map[string]string
+		if err := json.Unmarshal(raw, &h); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+		}
+		if !store.HeadersSealed(h) {
+			clear[id] = h
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	for id, h := range clear {
+		open, err := store.OpenHeaders(s.box, id, h)
+		if err != nil {
+			return 0, err
+		}
+		v, err := s.headersJSON(id, open)
+		if err != nil {
+			return 0, err
+		}
+		// Only a row still holding what was read: a concurrent update
+		// (already sealed) wins.
+		if _, err := s.pool.Exec(ctx, `UPDATE endpoints SET headers=$2::jsonb WHERE id=$1 AND headers=$3::jsonb`, id, v, mustJSON(h)); err != nil {
+			return 0, wrap("seal headers", err)
+		}
+	}
+	return len(clear), nil
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

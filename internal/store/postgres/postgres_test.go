@@ -540,7 +540,7 @@ func TestFanOutRacesWithEndpointChanges(t *testing.T) {
 		})
 	}
 	time.Sleep(50 * time.Millisecond)
-	if err := nodes[1].DeleteEndpoint(ctx, doomed.ID); err != nil {
+	if err := nodes[1].DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: doomed.ID}); err != nil {
 		t.Errorf("DeleteEndpoint: %v", err)
 	}
 	for i := range 10 {
@@ -737,7 +737,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
 		t.Fatalf("CompleteDeliveries: %v", err)
 	}
-	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID}); err != nil {
 		t.Fatalf("DeleteEndpoint: %v", err)
 	}
 	var attempts, deliveries, events int
@@ -994,7 +994,7 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	// The streak started at base; the cutoff is an hour earlier: not yet.
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour))
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

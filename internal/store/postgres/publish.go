@@ -81,12 +81,15 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 // caller's transaction) and what it found, then finishOps' deliveries and
 // answer. A group commit (groupcommit.go) runs many on one transaction.
 type publishOp struct {
-	p             store.PublishParams
-	body          []byte
-	idem, headers *string
+	p                       store.PublishParams
+	body                    []byte
+	idem, headers, versions *string
 
 	// Set by the insert's callback and target.
 	inserted bool
+	// numbered is the event with its sequence number (numberOps), nil
+	// when it has none.
+	numbered *store.Event
 	targets  []publishTarget
 	fanOut   bool // only the first chunk of targets is written (fanouts row)
 
@@ -115,6 +118,13 @@ func newPublishOp(p store.PublishParams) (*publishOp, error) {
 			return nil, fmt.Errorf("headers: %w", err)
 		}
 		op.headers = &h
+	}
+	if len(p.Event.VersionBodies) > 0 {
+		v, err := store.EncodeVersionBodies(p.Event.VersionBodies)
+		if err != nil {
+			return nil, fmt.Errorf("version bodies: %w", err)
+		}
+		op.versions = &v
 	}
 	return op, nil
 }
@@ -165,9 +175,9 @@ func queueEndpoints(b *pgx.Batch, tenants map[string]*tenantEndpoints, tenant st
 // event (same id, or same tenant and idempotency key) inserts nothing.
 func (op *publishOp) queueInsert(b *pgx.Batch) {
 	ev, p := op.p.Event, op.p
-	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) ON CONFLICT DO NOTHING`,
-		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT DO NOTHING`,
+		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers, op.versions).Exec(func(ct pgconn.CommandTag) error {
 		op.inserted = ct.RowsAffected() == 1
 		return nil
 	})
@@ -205,6 +215,9 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 		times                                          []time.Time
 		pending                                        bool
 	)
+	if err := numberOps(ctx, tx, ops); err != nil {
+		return err
+	}
 	var fanEvents, fanTenants, fanAfter, fanExclude []string
 	var fanTimes []time.Time
 	for _, op := range ops {
@@ -272,6 +285,9 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 			}
 			continue
 		}
+		if op.numbered != nil {
+			ev = *op.numbered
+		}
 		// Answer with the event as stored, as GetEvent would: times
 		// truncated to microseconds in UTC.
 		ev.OccurredAt = ts(ev.OccurredAt)
@@ -281,6 +297,57 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 			st[i] = t.state
 		}
 		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true, FanOut: op.fanOut}
+	}
+	return nil
+}
+
+// sequenceLockKey is the advisory lock (class sequenceLockClass) a
+// transaction takes before it numbers events: one numbering transaction at
+// a time in the whole cluster. Counter rows are then locked by one
+// transaction at a time, so two group commits that number events of the
+// same resources in different orders cannot deadlock, and each counter row
+// stays locked until commit, so the numbers of a key increase in commit
+// order.
+const sequenceLockClass = 0x53455131 // "SEQ1"
+
+// numberOps gives every op that inserted a new event with a SequenceKey
+// the next number of its key, in op order, and rewrites the stored event
+// (store.NumberEvent). Runs after the inserts, on the same transaction.
+func numberOps(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
+	locked := false
+	for _, op := range ops {
+		if !op.inserted || op.p.SequenceKey == "" {
+			continue
+		}
+		if !locked {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::integer, 0)", sequenceLockClass); err != nil {
+				return err
+			}
+			locked = true
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, `INSERT INTO event_sequences (key, last) VALUES ($1, 1)
+			ON CONFLICT (key) DO UPDATE SET last = event_sequences.last + 1 RETURNING last`, op.p.SequenceKey).Scan(&n); err != nil {
+			return err
+		}
+		ev := store.NumberEvent(op.p.Event, n)
+		headers, err := jsonOf(ev.Headers)
+		if err != nil {
+			return err
+		}
+		var versions *string
+		if len(ev.VersionBodies) > 0 {
+			v, err := store.EncodeVersionBodies(ev.VersionBodies)
+			if err != nil {
+				return err
+			}
+			versions = &v
+		}
+		if _, err := tx.Exec(ctx, "UPDATE events SET body = $2, version_bodies = $3, headers = $4::jsonb, sequence = $5 WHERE id = $1",
+			ev.ID, ev.Body, versions, headers, n); err != nil {
+			return err
+		}
+		op.numbered = &ev
 	}
 	return nil
 }

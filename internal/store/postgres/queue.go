@@ -20,15 +20,20 @@ import (
 // "deliveries may have become claimable".
 const notifyChannel = "herald_deliveries"
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence"
 
 func scanEvent(row pgx.Row) (store.Event, error) {
 	var (
-		e       store.Event
-		headers []byte
+		e        store.Event
+		headers  []byte
+		versions string
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence); err != nil {
 		return e, err
+	}
+	var err error
+	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {
+		return e, fmt.Errorf("event %s version bodies: %w", e.ID, err)
 	}
 	if headers != nil {
 		if err := json.Unmarshal(headers, &e.Headers); err != nil {
@@ -294,7 +299,9 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 }
 
 // claimQuery leases due deliveries. The inner SELECT walks the partial index
-// deliveries_due in next_attempt_at order and stops after $4 rows it could
+// deliveries_due in (next_attempt_at, id) order — deliveries due at the same
+// time (released by an enable or a replay) in creation order, ids being
+// time-sortable — and stops after $4 rows it could
 // lock (SKIP LOCKED: rows another claimer is taking are passed over, never
 // waited for, never returned twice). ARRAY(…) makes it an InitPlan run once,
 // so the UPDATE finds the rows by primary key whatever the planner thinks
@@ -303,7 +310,7 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
 		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
-		ORDER BY next_attempt_at
+		ORDER BY next_attempt_at, id
 		LIMIT $4
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
@@ -534,9 +541,12 @@ const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id F
 // deliveries, TestDisableQuerySkipsScan).
 func disableEndpointQuery(reason, cond string) string {
 	return `WITH dis AS (
-		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4, notice = 'endpoint.disabled', notice_at = $4
+		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4
 		WHERE id = ` + completionEndpoint + ` AND state = 'enabled'` + cond + `
-		RETURNING id)
+		RETURNING id, tenant, url, kind, state, state_reason),
+	notice AS (
+		INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.disabled', $4 FROM dis)
 	UPDATE deliveries SET state = 'paused', updated_at = $4
 	WHERE endpoint_id = (SELECT id FROM dis) AND state = 'pending' AND lease_owner IS NULL
 	  AND EXISTS (SELECT 1 FROM dis)`
@@ -545,12 +555,12 @@ func disableEndpointQuery(reason, cond string) string {
 var (
 	// goneQuery: a 410 Gone; $3 is the reason given.
 	goneQuery = disableEndpointQuery("$3::text", "")
-	// streakQuery: the failure streak started at or before the cutoff $5;
-	// $3 describes the last attempt. The reason reads as the SQLite
+	// streakQuery: the failure streak started at or before the cutoff $5
+	// and counts at least $6 failed attempts; $3 describes the last attempt. The reason reads as the SQLite
 	// driver's: "every attempt failed since <RFC 3339> (last: status 503)".
 	streakQuery = disableEndpointQuery(
 		`'every attempt failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (last: ' || $3::text || ')'`,
-		" AND failing_since <= $5")
+		" AND failing_since <= $5 AND failure_count >= $6::integer")
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
@@ -622,16 +632,19 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
 				c.EndpointID, c.DeliveryID)
 		default:
-			// A failure starts the streak (no write when one is running)…
-			b.Queue(`UPDATE endpoints SET failing_since = $3 WHERE id = `+completionEndpoint+` AND failing_since IS NULL`,
+			// A failure starts the streak or adds to its count…
+			b.Queue(`UPDATE endpoints SET failing_since = COALESCE(failing_since, $3),
+				failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
+				WHERE id = `+completionEndpoint,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
-			// …and one that has lasted DisableAfter disables the endpoint.
+			// …and one that has lasted DisableAfter with enough failures
+			// disables the endpoint.
 			if cutoffs[i] != nil {
 				last := "error " + a.Error
 				if a.StatusCode != 0 {
 					last = "status " + strconv.Itoa(a.StatusCode)
 				}
-				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i])
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}
 	}

@@ -71,6 +71,7 @@ func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.P
 	// "failed" for an event that is stored. (A cancelled caller's request
 	// not yet started is skipped by the committer.)
 	a := <-req.done
+	c.s.noteWrite(a.err)
 	return a.res, a.err
 }
 

@@ -48,7 +48,7 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 		args []any
 	}{
 		{"INSERT INTO api_keys (hash, created_at) VALUES (?, ?)", []any{hash[:], us}},
-		{"INSERT INTO endpoints (id, tenant, url, state, secrets, created_at, updated_at) VALUES ('ep_a', 'acme', 'https://a.example/', 'enabled', ?, ?, ?)", []any{secrets, us, us}},
+		{"INSERT INTO endpoints (id, tenant, url, state, state_reason, secrets, created_at, updated_at, notice, notice_at) VALUES ('ep_a', 'acme', 'https://a.example/', 'disabled', 'gone', ?, ?, ?, 'endpoint.disabled', ?)", []any{secrets, us, us, us}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at) VALUES ('inv-1', 'acme', 'invoice.paid', ?, ?, 'idem-1', ?, ?)", []any{us, body, fp, us}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES (?, 'acme', 'invoice.paid', ?, '{}', 'x', ?)", []any{heraldID, us, us}},
 		{"INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES (?, 'acme', 'endpoint.disabled', ?, '{}', 'y', ?)", []any{opID, us, us}},
@@ -77,6 +77,15 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	if err != nil || string(ev.Body) != string(body) || ev.IdempotencyKey != "idem-1" || store.PublicEventID(ev.ID) != "inv-1" {
 		t.Fatalf("GetEvent(acme~inv-1) = %+v, %v", ev, err)
 	}
+	// Migration 50 (event catalog): an event published before the catalog
+	// reads as an unversioned, unnumbered event with the same bytes; the
+	// catalog starts empty.
+	if ev.Sequence != 0 || ev.VersionBodies != nil || string(ev.BodyFor(1)) != string(body) {
+		t.Fatalf("pre-catalog event after migration 50: sequence %d, version bodies %v", ev.Sequence, ev.VersionBodies)
+	}
+	if cat, err := s.ListEventTypes(ctx); err != nil || len(cat) != 0 {
+		t.Fatalf("ListEventTypes after migration = %v, %v", cat, err)
+	}
 	for _, id := range []string{heraldID, opID} {
 		if _, err := s.GetEvent(ctx, id); err != nil {
 			t.Fatalf("Herald's id %s changed: %v", id, err)
@@ -99,6 +108,11 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	if ep, err := s.GetEndpoint(ctx, "ep_a"); err != nil || len(ep.Secrets) != 1 || ep.Secrets[0].Value != "whsec_legacy" {
 		t.Fatalf("endpoint: %+v, %v", ep, err)
 	}
+	// The notice not yet emitted moved to the outbox (migration 00020).
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 1 || ns[0].Type != "endpoint.disabled" || !ns[0].At.Equal(now) ||
+		ns[0].Endpoint.ID != "ep_a" || ns[0].Endpoint.Tenant != "acme" || ns[0].Endpoint.StateReason != "gone" {
+		t.Fatalf("notices after the migration: %+v, %v; want ep_a's endpoint.disabled", ns, err)
+	}
 	// The producer id keeps its meaning: the same publish is a duplicate,
 	// another tenant's inv-1 is a new event.
 	res, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: store.EventKey("acme", "inv-1", true), Tenant: "acme", Type: "invoice.paid",
@@ -119,5 +133,32 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	defer rows.Close()
 	if rows.Next() {
 		t.Fatal("foreign_key_check finds rows whose parent is gone")
+	}
+}
+
+// TestMigrateOutOfOrderBlock: a database at version 30 that lacks the
+// migrations 20–24 (written by a build of another line of work) gets them
+// at the next start; its pending notice moves to the outbox.
+func TestMigrateOutOfOrderBlock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.MigrateExcept(ctx, db, 20, 21, 22, 23, 24); err != nil {
+		t.Fatal(err)
+	}
+	us := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).UnixMicro()
+	if _, err := db.ExecContext(ctx, `INSERT INTO endpoints (id, tenant, url, state, secrets, created_at, updated_at, notice, notice_at)
+		VALUES ('ep_a', 'acme', 'https://a.example/', 'enabled', '[]', ?, ?, 'endpoint.enabled', ?)`, us, us, us); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := openStore(t, path)
+	defer s.Close()
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 1 || ns[0].Type != "endpoint.enabled" || ns[0].Endpoint.ID != "ep_a" {
+		t.Fatalf("notices after the migration: %+v, %v; want ep_a's endpoint.enabled", ns, err)
 	}
 }

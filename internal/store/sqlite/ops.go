@@ -26,19 +26,22 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	now := micro(p.Now)
 	var res sql.Result
 	if p.State == store.EndpointEnabled {
-		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = 'enabled', state_reason = ?1, failing_since = NULL, updated_at = ?2,
-			notice = CASE WHEN ?3 <> '' THEN ?3 ELSE notice END, notice_at = CASE WHEN ?3 <> '' THEN ?2 ELSE notice_at END WHERE id = ?4`,
-			p.Reason, now, p.Notice, p.ID)
+		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = 'enabled', state_reason = ?1, failing_since = NULL, updated_at = ?2 WHERE id = ?3`,
+			p.Reason, now, p.ID)
 	} else {
-		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = ?1, state_reason = ?2, updated_at = ?3,
-			notice = CASE WHEN ?4 <> '' THEN ?4 ELSE notice END, notice_at = CASE WHEN ?4 <> '' THEN ?3 ELSE notice_at END WHERE id = ?5`,
-			string(p.State), p.Reason, now, p.Notice, p.ID)
+		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = ?1, state_reason = ?2, updated_at = ?3 WHERE id = ?4`,
+			string(p.State), p.Reason, now, p.ID)
 	}
 	if err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.Endpoint{}, 0, fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
+	}
+	if p.Notice != "" {
+		if err := addNotice(ctx, tx, p.ID, p.Notice, p.Now); err != nil {
+			return store.Endpoint{}, 0, wrap("set endpoint state", err)
+		}
 	}
 	if p.State == store.EndpointEnabled {
 		res, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1 WHERE endpoint_id = ?2 AND state = 'paused'", now, p.ID)
@@ -104,6 +107,10 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		where = append(where, "updated_at >= ?")
 		args = append(args, micro(p.Since))
 	}
+	if !p.Until.IsZero() {
+		where = append(where, "updated_at < ?")
+		args = append(args, micro(p.Until))
+	}
 	if p.EventType != "" {
 		where = append(where, "event_type = ?")
 		args = append(args, p.EventType)
@@ -149,6 +156,15 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	return int(n), nil
 }
 
+// addNotice appends a notice of type typ to the outbox with a snapshot of
+// the endpoint as it is in tx (call it after the change, or before a
+// delete).
+func addNotice(ctx context.Context, tx *sql.Tx, endpointID, typ string, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+		SELECT id, tenant, url, kind, state, state_reason, ?, ? FROM endpoints WHERE id = ?`, typ, micro(now), endpointID)
+	return err
+}
+
 // PendingNotices implements store.Store. LastStatusCode and LastError come
 // from the attempt that started last among the endpoint's deliveries: a
 // delivery's own updated_at is no guide, since claims, pauses and replays
@@ -157,7 +173,8 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, "SELECT "+endpointColumns+", notice, notice_at FROM endpoints WHERE notice <> '' ORDER BY notice_at LIMIT ?", limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, endpoint_id, tenant, url, kind, state, state_reason, type, created_at
+		FROM notices ORDER BY id LIMIT ?`, limit)
 	if err != nil {
 		return nil, wrap("pending notices", err)
 	}
@@ -165,14 +182,15 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	var out []store.Notice
 	for rows.Next() {
 		var (
-			n  store.Notice
-			at int64
+			n     store.Notice
+			at    int64
+			state string
+			kind  string
 		)
-		e, err := s.scanEndpoint(suffixScanner{rows, []any{&n.Type, &at}})
-		if err != nil {
+		if err := rows.Scan(&n.ID, &n.Endpoint.ID, &n.Endpoint.Tenant, &n.Endpoint.URL, &kind, &state, &n.Endpoint.StateReason, &n.Type, &at); err != nil {
 			return nil, wrap("pending notices", err)
 		}
-		n.Endpoint, n.At = e, fromMicro(at)
+		n.Endpoint.Kind, n.Endpoint.State, n.At = kind, store.EndpointState(state), fromMicro(at)
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {
@@ -189,19 +207,9 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	return out, nil
 }
 
-// suffixScanner scans extra trailing columns into rest.
-type suffixScanner struct {
-	sc   scanner
-	rest []any
-}
-
-func (p suffixScanner) Scan(dest ...any) error {
-	return p.sc.Scan(append(dest, p.rest...)...)
-}
-
 // ClearNotice implements store.Store.
-func (s *Store) ClearNotice(ctx context.Context, endpointID string, at time.Time) error {
-	_, err := s.w.ExecContext(ctx, "UPDATE endpoints SET notice = '' WHERE id = ? AND notice_at = ?", endpointID, micro(at))
+func (s *Store) ClearNotice(ctx context.Context, id int64) error {
+	_, err := s.w.ExecContext(ctx, "DELETE FROM notices WHERE id = ?", id)
 	return wrap("clear notice", err)
 }
 
@@ -311,29 +319,45 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // RotateSecret implements store.Store; the read and the write happen in one
 // transaction, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RotatedSecrets(old, p), nil
+	})
+}
+
+// RevokeSecret implements store.Store, as RotateSecret.
+func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+		return store.RevokedSecrets(old, p.SecretID, p.Now)
+	})
+}
+
+// changeSecrets replaces an endpoint's secrets with change(its secrets) in
+// one transaction.
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return store.Endpoint{}, wrap("rotate secret", err)
+		return store.Endpoint{}, wrap(op, err)
 	}
 	defer tx.Rollback()
-	e, err := s.getEndpoint(ctx, tx, p.ID)
+	e, err := s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	e.Secrets = store.RotatedSecrets(e.Secrets, p)
-	e.UpdatedAt = p.Now
+	if e.Secrets, err = change(e.Secrets); err != nil {
+		return store.Endpoint{}, err
+	}
 	sec, err := store.EncodeSecrets(s.box, e.ID, e.Secrets)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(p.Now), p.ID); err != nil {
-		return store.Endpoint{}, wrap("rotate secret", err)
+	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(now), id); err != nil {
+		return store.Endpoint{}, wrap(op, err)
 	}
-	e, err = s.getEndpoint(ctx, tx, p.ID)
+	e, err = s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err
 	}
-	return e, wrap("rotate secret", tx.Commit())
+	return e, wrap(op, tx.Commit())
 }
 
 // EnsureMeta implements store.Store.

@@ -14,16 +14,20 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence"
 
 func scanEvent(sc scanner) (store.Event, error) {
 	var (
 		e                     store.Event
 		occurredAt, createdAt int64
-		headers               string
+		headers, versions     string
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence); err != nil {
 		return e, err
+	}
+	var err error
+	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {
+		return e, fmt.Errorf("event %s version bodies: %w", e.ID, err)
 	}
 	if headers != "" {
 		if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
@@ -57,8 +61,12 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
 	}
+	versions, err := store.EncodeVersionBodies(ev.VersionBodies)
+	if err != nil {
+		return store.PublishResult{}, fmt.Errorf("publish: version bodies: %w", err)
+	}
 	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers)
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
@@ -66,6 +74,12 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		return store.PublishResult{}, wrap("publish", err)
 	} else if n == 0 {
 		return s.existingPublish(ctx, tx, p)
+	}
+	if p.SequenceKey != "" {
+		// The single writer orders the numbers by commit.
+		if ev, err = s.numberEvent(ctx, tx, ev, p.SequenceKey); err != nil {
+			return store.PublishResult{}, err
+		}
 	}
 	var all []target
 	cached := false
@@ -267,8 +281,32 @@ func eventHeaders(h map[string]string) (string, error) {
 
 // insertEventSQL inserts an event unless its id, or its tenant and
 // idempotency key, is taken (then it changes no row).
-const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers)
-	VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
+	VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+
+// numberEvent gives a new event the next number of its sequence key and
+// rewrites its bodies and headers with it (store.PublishParams.SequenceKey).
+func (s *Store) numberEvent(ctx context.Context, tx *sql.Tx, ev store.Event, key string) (store.Event, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO event_sequences (key, last) VALUES (?, 1)
+		ON CONFLICT (key) DO UPDATE SET last = last + 1 RETURNING last`, key).Scan(&n); err != nil {
+		return ev, wrap("publish: sequence", err)
+	}
+	ev = store.NumberEvent(ev, n)
+	headers, err := eventHeaders(ev.Headers)
+	if err != nil {
+		return ev, err
+	}
+	versions, err := store.EncodeVersionBodies(ev.VersionBodies)
+	if err != nil {
+		return ev, fmt.Errorf("publish: version bodies: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE events SET body = ?, version_bodies = ?, headers = ?, sequence = ? WHERE id = ?",
+		ev.Body, versions, headers, n, ev.ID); err != nil {
+		return ev, wrap("publish: sequence", err)
+	}
+	return ev, nil
+}
 
 // existingPublish answers a publish whose insert found its id, or its
 // tenant and idempotency key, taken: the event with the same key (else the
@@ -536,7 +574,7 @@ const (
 	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
 		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
 		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ? + 0)
+		             ORDER BY next_attempt_at, id LIMIT ? + 0)
 		RETURNING `
 	// ClaimTenantQuery is ClaimQuery for one tenant's oldest due
 	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at).
@@ -804,7 +842,9 @@ const (
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
 	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
-	startStreakSQL = "UPDATE endpoints SET failing_since = COALESCE(failing_since, ?) WHERE id = ? RETURNING failing_since"
+	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
+		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
+		WHERE id = ?2 RETURNING failing_since, failure_count`
 )
 
 var errNotBulk = errors.New("batch needs the row-by-row path")
@@ -963,21 +1003,25 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 }
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
-// failure starts it (if none) and, past DisableAfter, disables the endpoint.
+// failure starts it (if none) or adds to it and, past DisableAfter with at
+// least DisableMinFailures failures, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
 		_, err := s.stmt(ctx, tx, clearStreakSQL).ExecContext(ctx, endpointID)
 		return err
 	}
-	var since sql.NullInt64
-	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since)
+	var (
+		since    sql.NullInt64
+		failures int
+	)
+	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil || c.DisableAfter <= 0 || !since.Valid {
 		return err
 	}
-	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter {
+	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
 		return nil
 	}
 	last := "error " + c.Attempt.Error
@@ -992,13 +1036,16 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 // endpoint.disabled, and holds its pending, unleased deliveries (leased ones
 // are held when they complete).
 func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2, notice = 'endpoint.disabled', notice_at = ?2
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2
 		WHERE id = ?3 AND state = 'enabled'`, reason, micro(now), endpointID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
+	}
+	if err := addNotice(ctx, tx, endpointID, "endpoint.disabled", now); err != nil {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
 		micro(now), endpointID)

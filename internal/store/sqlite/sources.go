@@ -51,7 +51,7 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 		return store.Source{}, wrap("create source", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...); err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Source{}, fmt.Errorf("create source endpoint %s: %w", ep.ID, store.ErrConflict)
 		}

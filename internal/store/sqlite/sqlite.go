@@ -27,11 +27,14 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	msqlite "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -48,6 +51,13 @@ type Store struct {
 	commits *committer
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
+
+	path     string      // the database file
+	file     os.FileInfo // the database file as opened (Ping: still the same file?)
+	now      func() time.Time
+	failMu   sync.Mutex
+	failedAt time.Time // the last publish that failed on storage (disk full, I/O error, read-only)
+	failErr  error
 }
 
 // hotStatements are prepared once on the writer connection at Open:
@@ -126,6 +136,11 @@ func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 // Option configures Open.
 type Option func(*Store)
 
+// WithClock sets the clock Ping reads (tests); default time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
 // WithSecretBox encrypts endpoint secrets at rest with box.
 func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
@@ -144,6 +159,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
 	}
+	if err := prepareFiles(path); err != nil {
+		return nil, err
+	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 	w, err := sql.Open("sqlite", base+"?"+pragmas+"&_txlock=immediate")
@@ -161,10 +179,18 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// The logger is set on the provider, not with goose.SetLogger: that
 	// writes a package global, a data race when stores are opened
 	// concurrently.
-	prov, err := goose.NewProvider(goose.DialectSQLite3, w, mustSub(migrations, "migrations"), goose.WithLogger(goose.NopLogger()))
+	prov, err := goose.NewProvider(goose.DialectSQLite3, w, mustSub(migrations, "migrations"), goose.WithLogger(goose.NopLogger()),
+		// Versions are handed out in blocks to parallel lines of work, so
+		// a database at version 30 may still lack 20–24: apply them then.
+		// Each migration is written to run before or after the others.
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	if err := checkSchema(ctx, prov); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
 	if _, err := prov.Up(ctx); err != nil {
 		w.Close()
@@ -177,7 +203,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}}
+	file, err := os.Stat(path)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -194,16 +226,67 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Ping implements store.Store.
+// storageFailureWindow is how long a publish that failed on storage keeps
+// Ping failing: while the disk stays full, publishes keep failing and
+// renew it; once they stop (a load balancer sent traffic elsewhere), the
+// node is tried again after this long.
+const storageFailureWindow = 10 * time.Second
+
+// Ping implements store.Store; it is the readiness probe (/readyz). It
+// fails, wrapping store.ErrUnavailable, when
+//   - the database file was deleted or replaced since Open (SQLite keeps
+//     writing to the unlinked file: every commit would be lost at restart);
+//   - a publish failed on storage (SQLITE_FULL, SQLITE_IOERR,
+//     SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_CORRUPT, SQLITE_NOTADB) in
+//     the last 10 s;
+//   - a small write transaction (the meta row "readiness_probe") cannot
+//     commit.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	cur, err := os.Stat(s.path)
+	if err != nil || !os.SameFile(cur, s.file) {
+		return fmt.Errorf("%w: the database file %s was deleted or replaced while Herald runs (restart Herald after restoring it)", store.ErrUnavailable, s.path)
 	}
-	var one int
-	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	s.failMu.Lock()
+	failedAt, failErr := s.failedAt, s.failErr
+	s.failMu.Unlock()
+	if failErr != nil && s.now().Sub(failedAt) < storageFailureWindow {
+		return fmt.Errorf("%w: a publish failed on storage %s ago: %v", store.ErrUnavailable, s.now().Sub(failedAt).Round(time.Millisecond), failErr)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('readiness_probe', ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, s.now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("%w: the store cannot commit a write: %v", store.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// noteWrite records the outcome of a publish for Ping: a storage failure
+// (storageFailure) starts the failure window, a success ends it.
+func (s *Store) noteWrite(err error) {
+	if err != nil && !storageFailure(err) {
+		return
+	}
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if err == nil {
+		s.failErr = nil
+		return
+	}
+	s.failedAt, s.failErr = s.now(), err
+}
+
+// storageFailure reports whether err is SQLite saying the storage itself
+// failed (https://sqlite.org/rescode.html): full, I/O error, read-only,
+// cannot open, corrupt, not a database.
+func storageFailure(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case 8, 10, 11, 13, 14, 26: // READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB
+		return true
+	}
+	return false
 }
 
 // Close implements store.Store.
@@ -240,10 +323,10 @@ func wrap(op string, err error) error {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("%s: %w: %v", op, store.ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
 }
 
-const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind"
+const endpointColumns = "id, tenant, url, description, event_types, headers, rate_limit_per_second, state, state_reason, secrets, created_at, updated_at, failing_since, kind, versions"
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -251,12 +334,15 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 	var (
 		e                       store.Endpoint
 		types, headers, secrets string
-		state                   string
+		state, versions         string
 		createdAt, updatedAt    int64
 		failingSince            sql.NullInt64
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &types, &headers, &e.RateLimitPerSecond, &state, &e.StateReason, &secrets, &createdAt, &updatedAt, &failingSince, &e.Kind, &versions); err != nil {
 		return e, err
+	}
+	if err := json.Unmarshal([]byte(versions), &e.Versions); err != nil {
+		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
 	}
 	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
@@ -268,6 +354,9 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
 	}
 	var err error
+	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
+		return e, fmt.Errorf("endpoint %s: %w", e.ID, err)
+	}
 	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
 		return e, fmt.Errorf("endpoint %s secrets: %w", e.ID, err)
 	}
@@ -287,6 +376,10 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	headers, err = store.SealHeaders(s.box, e.ID, headers)
+	if err != nil {
+		return nil, err
+	}
 	hb, err := json.Marshal(headers)
 	if err != nil {
 		return nil, err
@@ -299,7 +392,15 @@ func (s *Store) endpointArgs(e store.Endpoint) ([]any, error) {
 	if !e.FailingSince.IsZero() {
 		failing = micro(e.FailingSince)
 	}
-	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing, e.Kind}, nil
+	versions := e.Versions
+	if versions == nil {
+		versions = map[string]int{}
+	}
+	vb, err := json.Marshal(versions)
+	if err != nil {
+		return nil, err
+	}
+	return []any{e.ID, e.Tenant, e.URL, e.Description, string(tb), string(hb), e.RateLimitPerSecond, string(e.State), e.StateReason, sec, micro(e.CreatedAt), micro(e.UpdatedAt), failing, e.Kind, string(vb)}, nil
 }
 
 // CreateEndpoint implements store.Store.
@@ -312,10 +413,15 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Endpoint{}, wrap("create endpoint", err)
+	}
+	defer tx.Rollback()
 	// One statement on the single writer: the count and the insert are
-	// atomic. ?15 is the limit (0 = none), ?2 the tenant.
-	res, err := s.w.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14"+
-		" WHERE ?15 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?15", append(args, p.MaxPerTenant)...)
+	// atomic. ?16 is the limit (0 = none), ?2 the tenant.
+	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15"+
+		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
@@ -327,7 +433,16 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	} else if n == 0 {
 		return store.Endpoint{}, store.EndpointLimit(e.Tenant, p.MaxPerTenant)
 	}
-	return s.getEndpoint(ctx, s.w, e.ID)
+	if p.Notice {
+		if err := addNotice(ctx, tx, e.ID, store.NoticeEndpointCreated, e.CreatedAt); err != nil {
+			return store.Endpoint{}, wrap("create endpoint", err)
+		}
+	}
+	got, err := s.getEndpoint(ctx, tx, e.ID)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	return got, wrap("create endpoint", tx.Commit())
 }
 
 type querier interface {
@@ -359,7 +474,10 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 		where = append(where, "tenant = ?")
 		args = append(args, p.Tenant)
 	}
-	if !p.IncludeSources {
+	switch {
+	case p.OnlySources:
+		where = append(where, "kind = 'source'")
+	case !p.IncludeSources:
 		where = append(where, "kind = ''")
 	}
 	if p.Cursor != "" {
@@ -421,6 +539,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	if p.Headers != nil {
 		e.Headers = *p.Headers
 	}
+	if p.Versions != nil {
+		e.Versions = *p.Versions
+	}
 	if p.RateLimitPerSecond != nil {
 		e.RateLimitPerSecond = *p.RateLimitPerSecond
 	}
@@ -431,7 +552,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	}
 	// args[0] is the id; move it to the end for the WHERE clause.
 	_, err = tx.ExecContext(ctx, `UPDATE endpoints SET tenant=?, url=?, description=?, event_types=?, headers=?,
-		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=?, kind=? WHERE id=?`,
+		rate_limit_per_second=?, state=?, state_reason=?, secrets=?, created_at=?, updated_at=?, failing_since=?, kind=?, versions=? WHERE id=?`,
 		append(args[1:], args[0])...)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
@@ -441,6 +562,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	if e, err = s.getEndpoint(ctx, tx, p.ID); err != nil {
 		return store.Endpoint{}, err
 	}
+	if p.Notice {
+		if err := addNotice(ctx, tx, p.ID, store.NoticeEndpointUpdated, p.Now); err != nil {
+			return store.Endpoint{}, wrap("update endpoint", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
 	}
@@ -448,12 +574,19 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 }
 
 // DeleteEndpoint implements store.Store.
-func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
+	id := p.ID
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap("delete endpoint", err)
 	}
 	defer tx.Rollback()
+	if p.Notice {
+		// The snapshot is taken before the row goes.
+		if err := addNotice(ctx, tx, id, store.NoticeEndpointDeleted, p.Now); err != nil {
+			return wrap("delete endpoint", err)
+		}
+	}
 	res, err := tx.ExecContext(ctx, "DELETE FROM endpoints WHERE id = ?", id)
 	if err != nil {
 		return wrap("delete endpoint", err)
@@ -473,4 +606,86 @@ func mustSub(fsys embed.FS, dir string) fs.FS {
 		panic(err) // the directory is embedded at build time
 	}
 	return sub
+}
+
+// SealClearHeaders seals the custom header values of endpoints written
+// before header values were sealed (store.SealHeaders), and answers how
+// many endpoints it changed. Call it after store.CheckKey proved the key.
+func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
+	if s.box == nil {
+		return 0, nil
+	}
+	rows, err := s.w.QueryContext(ctx, `SELECT id, headers FROM endpoints`)
+	if err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	clear := map[string]map[string]string{}
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			rows.Close()
+			return 0, wrap("seal headers", err)
+		}
+		var h map[string]string
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+		}
+		if !store.HeadersSealed(h) {
+			clear[id] = h
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	for id, h := range clear {
+		open, err := store.OpenHeaders(s.box, id, h)
+		if err != nil {
+			return 0, err
+		}
+		sealed, err := store.SealHeaders(s.box, id, open)
+		if err != nil {
+			return 0, err
+		}
+		b, err := json.Marshal(sealed)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := s.w.ExecContext(ctx, `UPDATE endpoints SET headers=? WHERE id=?`, string(b), id); err != nil {
+			return 0, wrap("seal headers", err)
+		}
+	}
+	return len(clear), nil
+}
+
+// prepareFiles makes the database's files private before SQLite opens
+// them: it refuses a directory others may write to (they could plant or
+// swap the -wal and -shm files), creates a new database file with mode
+// 0600 (SQLite gives the -wal and -shm files the database file's mode),
+// and takes group and other permissions off existing files.
+func prepareFiles(path string) error {
+	dir := filepath.Dir(path)
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("sqlite: database directory: %w", err)
+	}
+	if info.Mode().Perm()&0o002 != 0 {
+		return fmt.Errorf("sqlite: database directory %s is writable by every user (mode %04o): use a directory only Herald's user can write (chmod o-w)", dir, info.Mode().Perm())
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, info.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("sqlite: make %s private: %w", p, err)
+			}
+		}
+	}
+	return nil
 }

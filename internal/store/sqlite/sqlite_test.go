@@ -363,7 +363,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
 		t.Fatalf("CompleteDeliveries: %v", err)
 	}
-	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID}); err != nil {
 		t.Fatalf("DeleteEndpoint: %v", err)
 	}
 	var attempts, deliveries, events int

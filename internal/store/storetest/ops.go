@@ -36,22 +36,38 @@ func (f *fixture) replay(p store.ReplayParams) int {
 	return n
 }
 
-// notices returns every pending notice, sorted by endpoint id.
+// notices returns every pending notice without its outbox id, sorted by
+// endpoint id and, for one endpoint, in outbox order.
 func (f *fixture) notices() []store.Notice {
+	f.t.Helper()
+	ns := f.outbox()
+	for i := range ns {
+		ns[i].ID = 0
+	}
+	sort.SliceStable(ns, func(i, j int) bool { return ns[i].Endpoint.ID < ns[j].Endpoint.ID })
+	return ns
+}
+
+// outbox returns every pending notice as PendingNotices orders them.
+func (f *fixture) outbox() []store.Notice {
 	f.t.Helper()
 	ns, err := f.s.PendingNotices(f.ctx, 1000)
 	if err != nil {
 		f.t.Fatalf("PendingNotices: %v", err)
 	}
-	sort.Slice(ns, func(i, j int) bool { return ns[i].Endpoint.ID < ns[j].Endpoint.ID })
 	return ns
 }
 
-func (f *fixture) clearNotice(endpointID string, at time.Time) {
+func (f *fixture) clearNotice(id int64) {
 	f.t.Helper()
-	if err := f.s.ClearNotice(f.ctx, endpointID, at); err != nil {
-		f.t.Fatalf("ClearNotice(%s, %v): %v", endpointID, at, err)
+	if err := f.s.ClearNotice(f.ctx, id); err != nil {
+		f.t.Fatalf("ClearNotice(%d): %v", id, err)
 	}
+}
+
+// snap is the snapshot of an endpoint a notice carries.
+func snap(e store.Endpoint) store.Endpoint {
+	return store.Endpoint{ID: e.ID, Tenant: e.Tenant, URL: e.URL, Kind: e.Kind, State: e.State, StateReason: e.StateReason}
 }
 
 // claimFirst claims the single oldest due delivery at now for owner "w".
@@ -187,6 +203,41 @@ func (s suite) endpointState(t *testing.T) {
 			t.Errorf("PendingNotices after a pause without Notice = %+v, want none", ns)
 		}
 	})
+	// Issue 13, point 5: deliveries released together (due at the same
+	// time) are claimed in creation order, whatever order they were held
+	// or dead-lettered in.
+	s.run(t, "ReleasedInCreationOrder", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		var want []string
+		for i := range 6 {
+			res := f.publish("acme", "file.created", at(time.Duration(i)*time.Second))
+			want = append(want, f.deliveryFor(res.Event.ID, e.ID).ID)
+		}
+		// Claimed and failed in reverse order, then held by a pause while
+		// their retries wait.
+		cs := f.claim("w", 10, time.Minute, at(10*time.Second))
+		slices.Reverse(cs)
+		for i, c := range cs {
+			f.complete(failure(c, at(11*time.Second+time.Duration(i)*time.Millisecond), at(12*time.Second), at(time.Hour-time.Duration(i)*time.Second), 500, ""))
+		}
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointPaused, Now: at(time.Minute)})
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(2 * time.Minute)})
+		// One claim returns them in creation order (the engine hands them to
+		// its workers in that order), and so do claims of one at a time.
+		diff(t, "claim order after release", want, claimIDs(f.claim("w", 10, time.Minute, at(2*time.Minute))))
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointPaused, Now: at(3 * time.Minute)})
+		f.s.RescueExpiredLeases(f.ctx, at(time.Hour))
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(time.Hour)})
+		var got []string
+		for range want {
+			cs := f.claim("w", 1, time.Minute, at(time.Hour))
+			if len(cs) != 1 {
+				t.Fatalf("claim(limit 1) = %d claims, want 1", len(cs))
+			}
+			got = append(got, cs[0].Delivery.ID)
+		}
+		diff(t, "claim order after release, one at a time", want, got)
+	})
 	s.run(t, "PauseTwiceHoldsNothingMore", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		f.publish("acme", "file.created", base)
@@ -273,9 +324,9 @@ func (s suite) endpointState(t *testing.T) {
 		f.setState(store.SetEndpointStateParams{ID: e2.ID, State: store.EndpointDisabled, Reason: "by operator", Notice: "endpoint.disabled", Now: at(2 * time.Minute)})
 		f.setState(store.SetEndpointStateParams{ID: e3.ID, State: store.EndpointEnabled, Reason: "re-enabled", Notice: "endpoint.enabled", Now: at(3 * time.Minute)})
 		want := []store.Notice{
-			{Endpoint: f.getEndpoint(e1.ID), Type: "endpoint.disabled", At: at(time.Minute)},
-			{Endpoint: f.getEndpoint(e2.ID), Type: "endpoint.disabled", At: at(2 * time.Minute)},
-			{Endpoint: f.getEndpoint(e3.ID), Type: "endpoint.enabled", At: at(3 * time.Minute)},
+			{Endpoint: snap(f.getEndpoint(e1.ID)), Type: "endpoint.disabled", At: at(time.Minute)},
+			{Endpoint: snap(f.getEndpoint(e2.ID)), Type: "endpoint.disabled", At: at(2 * time.Minute)},
+			{Endpoint: snap(f.getEndpoint(e3.ID)), Type: "endpoint.enabled", At: at(3 * time.Minute)},
 		}
 		sort.Slice(want, func(i, j int) bool { return want[i].Endpoint.ID < want[j].Endpoint.ID })
 		diff(t, "PendingNotices", want, f.notices())
@@ -436,6 +487,10 @@ func (s suite) replay(t *testing.T) {
 		{"EndpointExplicitSucceeded", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded}}, []int{3}},
 		{"EndpointDeadAndSucceeded", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded, store.DeliveryDead}}, []int{0, 1, 2, 3}},
 		{"EndpointSucceededSince", store.ReplayParams{States: []store.DeliveryState{store.DeliverySucceeded}, Since: at(3 * time.Minute)}, []int{3}},
+		// Issue 13, point 5: until bounds the window (exclusive).
+		{"EndpointUntil", store.ReplayParams{Until: at(2 * time.Minute)}, []int{0}},
+		{"EndpointSinceUntil", store.ReplayParams{Since: at(2 * time.Minute), Until: at(3 * time.Minute)}, []int{1}},
+		{"EndpointUntilAfterAll", store.ReplayParams{Until: at(3*time.Minute + time.Microsecond)}, []int{0, 1, 2}},
 	}
 	for _, c := range cases {
 		s.run(t, "Filters/"+c.name, func(t *testing.T, f *fixture) {
@@ -664,6 +719,50 @@ func (s suite) failureStreak(t *testing.T) {
 			t.Errorf("endpoint failing 100 h without DisableAfter: %s, want enabled", st)
 		}
 	})
+	// Issue 13, point 4: three failures, a quiet period past DisableAfter,
+	// then one more failure does not disable the endpoint (4 failures <
+	// DisableMinFailures 5); the fifth failed attempt of the streak does.
+	s.run(t, "DisableNeedsMinFailures", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		for i := range 3 {
+			f.publish("acme", "file.created", at(time.Duration(i)*time.Second))
+		}
+		fail := func(c store.Claim, started time.Time) {
+			t.Helper()
+			cp := failure(c, started, started.Add(time.Second), time.Time{}, 503, "")
+			cp.DisableAfter, cp.DisableMinFailures = time.Hour, 5
+			f.complete(cp)
+		}
+		for i := range 3 {
+			fail(f.claimFirst(at(time.Minute+time.Duration(i)*time.Second)), at(time.Minute+time.Duration(i)*time.Second))
+		}
+		// A week later, one failure: past DisableAfter, but 4 failures.
+		week := 7 * 24 * time.Hour
+		f.publish("acme", "file.created", at(week))
+		fail(f.claimFirst(at(week)), at(week))
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointEnabled || !ep.FailingSince.Equal(at(time.Minute)) {
+			t.Fatalf("after a quiet week and one failure: %s (failing since %v), want enabled, failing since %v", ep.State, ep.FailingSince, at(time.Minute))
+		}
+		if ns := f.notices(); len(ns) != 0 {
+			t.Fatalf("notices: %+v, want none", ns)
+		}
+		f.publish("acme", "file.created", at(week+time.Minute))
+		fail(f.claimFirst(at(week+time.Minute)), at(week+time.Minute))
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointDisabled {
+			t.Fatalf("after the fifth failure: %s, want disabled", ep.State)
+		}
+		// A success ends the streak and its count: after enabling, four
+		// failures past DisableAfter do not disable it again.
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(week + time.Hour)})
+		for i := range 4 {
+			now := at(week + 2*time.Hour + time.Duration(i)*time.Hour)
+			f.publish("acme", "file.created", now)
+			fail(f.claimFirst(now), now)
+		}
+		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointEnabled {
+			t.Fatalf("four failures over 3 h of a new streak: %s, want enabled", ep.State)
+		}
+	})
 	for _, tc := range []struct {
 		name     string
 		status   int
@@ -703,7 +802,7 @@ func (s suite) failureStreak(t *testing.T) {
 				t.Fatalf("after 120 h of failures: state %s, reason %q; want disabled, a reason naming %q", ep.State, ep.StateReason, tc.inReason)
 			}
 			diff(t, "PendingNotices after the disable", []store.Notice{{
-				Endpoint: ep, Type: "endpoint.disabled", At: now, LastStatusCode: tc.status, LastError: tc.errClass,
+				Endpoint: snap(ep), Type: "endpoint.disabled", At: now, LastStatusCode: tc.status, LastError: tc.errClass,
 			}}, f.notices())
 			d0 := f.listDeliveries(store.ListDeliveriesParams{EndpointID: e.ID, State: store.DeliveryPaused})
 			if len(d0) != 2 {
@@ -813,16 +912,17 @@ func (s suite) failureStreak(t *testing.T) {
 			t.Fatalf("endpoint after 410: %s %q, want disabled gone", ep.State, ep.StateReason)
 		}
 		f.expectState(cs[0].Delivery.ID, store.DeliveryPaused)
-		diff(t, "PendingNotices after 410", []store.Notice{{Endpoint: ep, Type: "endpoint.disabled", At: at(3 * time.Second), LastStatusCode: 410}}, f.notices())
-		// Re-enabled: the streak is over.
+		disabled := store.Notice{Endpoint: snap(ep), Type: "endpoint.disabled", At: at(3 * time.Second), LastStatusCode: 410}
+		diff(t, "PendingNotices after 410", []store.Notice{disabled}, f.notices())
+		// Re-enabled before the notice was emitted: the streak is over, and
+		// both changes wait in the outbox, in order (issue 13, point 6: the
+		// single notice column lost endpoint.disabled).
 		got, _ := f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Reason: "fixed", Notice: "endpoint.enabled", Now: at(time.Hour)})
 		if !got.FailingSince.IsZero() {
 			t.Errorf("FailingSince after enable = %v, want zero", got.FailingSince)
 		}
-		ns := f.notices()
-		if len(ns) != 1 || ns[0].Type != "endpoint.enabled" || !ns[0].At.Equal(at(time.Hour)) {
-			t.Errorf("PendingNotices after enable = %+v, want endpoint.enabled at %v", ns, at(time.Hour))
-		}
+		diff(t, "PendingNotices after enable", []store.Notice{disabled,
+			{Endpoint: snap(got), Type: "endpoint.enabled", At: at(time.Hour), LastStatusCode: 410}}, f.notices())
 	})
 }
 
@@ -892,22 +992,18 @@ func (s suite) noticesGroup(t *testing.T) {
 			t.Fatalf("PendingNotices = %+v, want none", ns)
 		}
 	})
-	s.run(t, "ClearWithRecordedAt", func(t *testing.T, f *fixture) {
+	s.run(t, "ClearRemovesOne", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		o := f.endpoint("acme")
 		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Notice: "endpoint.disabled", Now: at(time.Minute)})
 		f.setState(store.SetEndpointStateParams{ID: o.ID, State: store.EndpointDisabled, Notice: "endpoint.disabled", Now: at(time.Minute)})
-		ns := f.notices()
-		if len(ns) != 2 {
-			t.Fatalf("PendingNotices = %+v, want 2", ns)
+		ns := f.outbox()
+		if len(ns) != 2 || ns[0].Endpoint.ID != e.ID || ns[1].Endpoint.ID != o.ID || ns[0].ID >= ns[1].ID {
+			t.Fatalf("PendingNotices = %+v, want %s's then %s's, in increasing id order", ns, e.ID, o.ID)
 		}
-		f.clearNotice(e.ID, at(time.Minute+time.Microsecond)) // not the recorded time
-		if got := len(f.notices()); got != 2 {
-			t.Errorf("ClearNotice with another time cleared the notice: %d left, want 2", got)
-		}
-		f.clearNotice(e.ID, at(time.Minute))
+		f.clearNotice(ns[0].ID)
 		diff(t, "PendingNotices after ClearNotice", []string{o.ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
-		if err := f.s.ClearNotice(f.ctx, e.ID, at(time.Minute)); err != nil {
+		if err := f.s.ClearNotice(f.ctx, ns[0].ID); err != nil {
 			t.Errorf("ClearNotice again: %v", err)
 		}
 		// Clearing does not change the endpoint.
@@ -915,29 +1011,70 @@ func (s suite) noticesGroup(t *testing.T) {
 			t.Errorf("endpoint after ClearNotice: %s, want disabled", ep.State)
 		}
 	})
-	s.run(t, "ClearWithOlderAtKeepsNewer", func(t *testing.T, f *fixture) {
+	// Issue 13, point 6: every change is kept, in order, with the
+	// endpoint as it was at that change, however quickly the next one
+	// comes, and clearing one never clears another.
+	s.run(t, "EveryChangeInOrder", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
-		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Notice: "endpoint.disabled", Now: at(time.Minute)})
-		first := f.notices()
-		if len(first) != 1 {
-			t.Fatalf("PendingNotices = %+v, want 1", first)
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "by operator", Notice: "endpoint.disabled", Now: at(time.Minute)})
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Reason: "", Notice: "endpoint.enabled", Now: at(time.Minute)})
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "again", Notice: "endpoint.disabled", Now: at(2 * time.Minute)})
+		ns := f.outbox()
+		type seen struct {
+			Type, State, Reason string
+			At                  time.Time
 		}
-		// While the first notice is being emitted, the endpoint is enabled again.
-		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Notice: "endpoint.enabled", Now: at(2 * time.Minute)})
-		f.clearNotice(e.ID, first[0].At)
-		ns := f.notices()
-		found := false
-		for _, n := range ns {
-			if n.Endpoint.ID == e.ID && n.Type == "endpoint.enabled" && n.At.Equal(at(2*time.Minute)) {
-				found = true
+		var got []seen
+		for i, n := range ns {
+			got = append(got, seen{n.Type, string(n.Endpoint.State), n.Endpoint.StateReason, n.At})
+			if i > 0 && n.ID <= ns[i-1].ID {
+				t.Errorf("notice ids not increasing: %d after %d", n.ID, ns[i-1].ID)
 			}
 		}
-		if !found {
-			t.Fatalf("PendingNotices after clearing the older notice = %+v, want endpoint.enabled at %v kept", ns, at(2*time.Minute))
+		diff(t, "PendingNotices", []seen{
+			{"endpoint.disabled", "disabled", "by operator", at(time.Minute)},
+			{"endpoint.enabled", "enabled", "", at(time.Minute)},
+			{"endpoint.disabled", "disabled", "again", at(2 * time.Minute)},
+		}, got)
+		f.clearNotice(ns[1].ID)
+		if left := f.outbox(); len(left) != 2 || left[0].ID != ns[0].ID || left[1].ID != ns[2].ID {
+			t.Errorf("after clearing the second notice: %+v, want the first and the third", left)
 		}
-		f.clearNotice(e.ID, at(2*time.Minute))
-		if ns := f.notices(); len(ns) != 0 {
-			t.Errorf("PendingNotices after clearing the newer notice = %+v, want none", ns)
+	})
+	// Issue 13, point 7: creating, updating and deleting an endpoint
+	// record endpoint.created, endpoint.updated and endpoint.deleted when
+	// asked, each with the endpoint as it was then — the deleted one's
+	// tenant and URL although its row is gone.
+	s.run(t, "EndpointLifecycle", func(t *testing.T, f *fixture) {
+		e := newEndpoint("acme")
+		e.CreatedAt, e.UpdatedAt = at(time.Second), at(time.Second)
+		created, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: e, Notice: true})
+		if err != nil {
+			t.Fatalf("CreateEndpoint: %v", err)
+		}
+		f.endpoint("acme") // without Notice: nothing recorded
+		u := "https://moved.example/hook"
+		updated, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &u, Now: at(2 * time.Second), Notice: true})
+		if err != nil {
+			t.Fatalf("UpdateEndpoint: %v", err)
+		}
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: at(3 * time.Second)}); err != nil {
+			t.Fatalf("DeleteEndpoint: %v", err)
+		}
+		diff(t, "PendingNotices", []store.Notice{
+			{Endpoint: snap(created), Type: store.NoticeEndpointCreated, At: at(time.Second)},
+			{Endpoint: snap(updated), Type: store.NoticeEndpointUpdated, At: at(2 * time.Second)},
+			{Endpoint: snap(updated), Type: store.NoticeEndpointDeleted, At: at(3 * time.Second)},
+		}, f.notices())
+		if updated.URL != u {
+			t.Errorf("updated URL = %q, want %q", updated.URL, u)
+		}
+		// A failed delete records nothing.
+		wantErr(t, "DeleteEndpoint again", f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: at(4 * time.Second)}), store.ErrNotFound)
+		_, err = f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &u, Now: at(5 * time.Second), Notice: true})
+		wantErr(t, "UpdateEndpoint after delete", err, store.ErrNotFound)
+		if got := len(f.notices()); got != 3 {
+			t.Errorf("notices after failed changes: %d, want 3", got)
 		}
 	})
 	s.run(t, "LastAttemptOfEndpoint", func(t *testing.T, f *fixture) {
@@ -958,8 +1095,8 @@ func (s suite) noticesGroup(t *testing.T) {
 		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "by operator", Notice: "endpoint.disabled", Now: at(time.Minute)})
 		f.setState(store.SetEndpointStateParams{ID: fresh.ID, State: store.EndpointDisabled, Reason: "by operator", Notice: "endpoint.disabled", Now: at(time.Minute)})
 		want := []store.Notice{
-			{Endpoint: f.getEndpoint(e.ID), Type: "endpoint.disabled", At: at(time.Minute), LastError: "timeout"},
-			{Endpoint: f.getEndpoint(fresh.ID), Type: "endpoint.disabled", At: at(time.Minute)},
+			{Endpoint: snap(f.getEndpoint(e.ID)), Type: "endpoint.disabled", At: at(time.Minute), LastError: "timeout"},
+			{Endpoint: snap(f.getEndpoint(fresh.ID)), Type: "endpoint.disabled", At: at(time.Minute)},
 		}
 		sort.Slice(want, func(i, j int) bool { return want[i].Endpoint.ID < want[j].Endpoint.ID })
 		diff(t, "PendingNotices (last attempt: the timeout at 10 s)", want, f.notices())

@@ -47,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		})
 	}
 	group("Ping", s.ping)
+	group("EventTypes", s.eventTypes)
 	group("APIKeys", s.apiKeys)
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)
@@ -707,13 +708,13 @@ func (s suite) endpoints(t *testing.T) {
 	s.run(t, "Delete", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		keep := f.endpoint("acme")
-		if err := f.s.DeleteEndpoint(f.ctx, e.ID); err != nil {
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID}); err != nil {
 			t.Fatalf("DeleteEndpoint: %v", err)
 		}
 		_, err := f.s.GetEndpoint(f.ctx, e.ID)
 		wantErr(t, "GetEndpoint after delete", err, store.ErrNotFound)
-		wantErr(t, "DeleteEndpoint again", f.s.DeleteEndpoint(f.ctx, e.ID), store.ErrNotFound)
-		wantErr(t, "DeleteEndpoint(unknown)", f.s.DeleteEndpoint(f.ctx, "ep_unknown"), store.ErrNotFound)
+		wantErr(t, "DeleteEndpoint again", f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: e.ID}), store.ErrNotFound)
+		wantErr(t, "DeleteEndpoint(unknown)", f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: "ep_unknown"}), store.ErrNotFound)
 		_, err = f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, Now: at(time.Second)})
 		wantErr(t, "UpdateEndpoint after delete", err, store.ErrNotFound)
 		pg, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "acme", ListParams: store.ListParams{Limit: 10}})
@@ -743,7 +744,7 @@ func (s suite) endpoints(t *testing.T) {
 		if len(goneDeliveries) != 2 {
 			t.Fatalf("deliveries of the endpoint before delete: %d, want 2", len(goneDeliveries))
 		}
-		if err := f.s.DeleteEndpoint(f.ctx, gone.ID); err != nil {
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: gone.ID}); err != nil {
 			t.Fatalf("DeleteEndpoint: %v", err)
 		}
 		if got := f.listDeliveries(store.ListDeliveriesParams{EndpointID: gone.ID}); len(got) != 0 {
@@ -1673,7 +1674,7 @@ func (s suite) complete(t *testing.T) {
 		if len(cs) != 2 {
 			t.Fatalf("claimed %d, want 2", len(cs))
 		}
-		if err := f.s.DeleteEndpoint(f.ctx, gone.ID); err != nil {
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: gone.ID}); err != nil {
 			t.Fatalf("DeleteEndpoint: %v", err)
 		}
 		var batch []store.Completion

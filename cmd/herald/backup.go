@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newBackupCmd, newRestoreCmd)
+}
+
+func newBackupCmd() *cobra.Command {
+	var db, to string
+	cmd := &cobra.Command{
+		Use:   "backup",
+		Short: "Copy a live SQLite database to a new file, consistently, without stopping deliveries",
+		Long: `Copy a live SQLite database to a new file with SQLite's VACUUM INTO: the copy is
+the database at one instant, taken while herald serve keeps publishing and
+delivering. The copy's secrets stay encrypted: keep the encryption key
+(HERALD_ENCRYPTION_KEY or the .key file) safe, and apart from the backup.
+
+PostgreSQL is backed up with its own tools (pg_dump, or base backups with WAL
+archiving for point-in-time recovery): see docs/production.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if isPostgres(db) {
+				return errors.New("herald backup copies SQLite databases; back PostgreSQL up with pg_dump or base backups and WAL archiving (docs/production.md)")
+			}
+			if to == "" {
+				return errors.New("--to FILE is required (a new file)")
+			}
+			if err := sqlite.Backup(cmd.Context(), sqlitePath(db), to); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s\n", sqlitePath(db), to)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "the live database: sqlite:PATH")
+	cmd.Flags().StringVar(&to, "to", "", "the backup file to create (must not exist)")
+	return cmd
+}
+
+func newRestoreCmd() *cobra.Command {
+	var db, from, keyFile string
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Restore a SQLite backup after checking it was written with the configured encryption key",
+		Long: `Restore a backup made by herald backup into a database path that does not exist
+yet (stop Herald and move the old database and its -wal/-shm files away first).
+
+The encryption key is HERALD_ENCRYPTION_KEY, or the key file given by
+--key-file (then copied beside the restored database as <path>.key when none is
+there). A backup written with another key is refused and nothing is written.
+The restored database is migrated to this binary's schema at the next start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if isPostgres(db) {
+				return errors.New("herald restore restores SQLite backups; restore PostgreSQL with pg_restore or from a base backup (docs/production.md)")
+			}
+			if from == "" {
+				return errors.New("--from FILE is required (a file made by herald backup)")
+			}
+			var (
+				keyText string
+				err     error
+			)
+			switch {
+			case os.Getenv("HERALD_ENCRYPTION_KEY") != "":
+				keyText = os.Getenv("HERALD_ENCRYPTION_KEY")
+			case keyFile != "":
+				b, err := os.ReadFile(keyFile)
+				if err != nil {
+					return fmt.Errorf("--key-file: %w", err)
+				}
+				keyText = string(b)
+			default:
+				return errors.New("the encryption key is needed to check the backup: set HERALD_ENCRYPTION_KEY or give --key-file")
+			}
+			key, err := secretbox.ParseKey(keyText)
+			if err != nil {
+				return fmt.Errorf("encryption key: %w", err)
+			}
+			box, err := secretbox.New(key)
+			if err != nil {
+				return err
+			}
+			path := sqlitePath(db)
+			if err := sqlite.Restore(cmd.Context(), from, path, box); err != nil {
+				return err
+			}
+			if keyFile != "" && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
+				if _, err := os.Stat(path + ".key"); os.IsNotExist(err) {
+					if err := os.WriteFile(path+".key", []byte(keyText), 0o600); err != nil {
+						return fmt.Errorf("restored %s but could not write its key file: %w", path, err)
+					}
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s (key checked)\n", from, path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "the database to create: sqlite:PATH (must not exist)")
+	cmd.Flags().StringVar(&from, "from", "", "the backup file")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "the key file of the backed-up database (when HERALD_ENCRYPTION_KEY is not set)")
+	return cmd
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// TestEveryOperationHasACommand (issue 13 point 17): every operation of
+// the API's OpenAPI document (the huma registry) has a CLI command naming
+// it as "METHOD /path" in its help; TestRoutes and TestNewCommandRoutes
+// check that the commands send those requests.
+func TestEveryOperationHasACommand(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{Store: st, URLs: eg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var helps []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		helps = append(helps, c.Short+"\n"+c.Long)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+	n := 0
+	for path, item := range srv.OpenAPI().Paths {
+		for method, op := range map[string]*huma.Operation{"GET": item.Get, "POST": item.Post, "PATCH": item.Patch, "PUT": item.Put, "DELETE": item.Delete} {
+			if op == nil {
+				continue
+			}
+			n++
+			want := method + " " + path
+			if !slices.ContainsFunc(helps, func(h string) bool { return strings.Contains(h, want) }) {
+				t.Errorf("no CLI command for %s", want)
+			}
+		}
+	}
+	if n < 30 {
+		t.Fatalf("only %d operations found; the walk is broken", n)
+	}
+}
+
+// TestUnknownSubcommandFails (issue 13 point 17): an unknown subcommand
+// exits non-zero with a suggestion, instead of printing help and
+// succeeding.
+func TestUnknownSubcommandFails(t *testing.T) {
+	for _, args := range [][]string{{"endpoints", "rotate-secrt", "ep_1"}, {"sourcs"}, {"dlq", "replai"}} {
+		_, _, err := execHerald(t, "", args...)
+		if err == nil || !strings.Contains(err.Error(), "unknown command") || !strings.Contains(err.Error(), "Did you mean this?") {
+			t.Errorf("herald %s: %v; want an unknown-command error with a suggestion", strings.Join(args, " "), err)
+		}
+	}
+	if out, _, err := execHerald(t, "", "endpoints"); err != nil || !strings.Contains(out, "Available Commands") {
+		t.Errorf("herald endpoints: %v %q; want its help", err, out)
+	}
+}
+
+// TestNewCommandRoutes: the commands added for issue 13 point 17 send the
+// requests they name.
+func TestNewCommandRoutes(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		method, path string
+		body         string
+	}{
+		{[]string{"endpoints", "rotate-secret", "ep_1"}, "POST", "/v1/endpoints/ep_1/rotate-secret", `{}`},
+		{[]string{"endpoints", "rotate-secret", "ep_1", "--overlap-seconds", "0"}, "POST", "/v1/endpoints/ep_1/rotate-secret", `{"overlap_seconds":0}`},
+		{[]string{"endpoints", "test", "ep_1"}, "POST", "/v1/endpoints/ep_1/test", ``},
+		{[]string{"sources", "create", "--name", "gh", "--scheme", "github", "--secret", "provider-secret-0123", "--destination-url", "http://10.0.0.1/in"}, "POST", "/v1/sources",
+			`{"destination_url":"http://10.0.0.1/in","name":"gh","scheme":"github","secrets":["provider-secret-0123"]}`},
+		{[]string{"sources", "list"}, "GET", "/v1/sources", ``},
+		{[]string{"sources", "get", "src_1"}, "GET", "/v1/sources/src_1", ``},
+		{[]string{"sources", "update", "src_1", "--dedupe", "json:/id"}, "PATCH", "/v1/sources/src_1", `{"dedupe":"json:/id"}`},
+		{[]string{"sources", "delete", "src_1"}, "DELETE", "/v1/sources/src_1", ``},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			srv, last := fakeAPI(t, 200, "application/json", `{}`)
+			if _, _, err := execHerald(t, "", append(c.args, "--server", srv.URL, "--api-key", "k")...); err != nil {
+				t.Fatal(err)
+			}
+			r := last()
+			if r.method != c.method || r.path != c.path || string(r.body) != c.body {
+				t.Fatalf("got %s %s %s, want %s %s %s", r.method, r.path, r.body, c.method, c.path, c.body)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newRekeyCmd)
+}
+
+// splitKeys splits HERALD_ENCRYPTION_KEY_PREVIOUS (comma-separated keys).
+func splitKeys(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func newRekeyCmd() *cobra.Command {
+	var db, newKey string
+	cmd := &cobra.Command{
+		Use:   "rekey",
+		Short: "Re-encrypt every secret and credential at rest under a new encryption key",
+		Long: `Re-encrypt every value encrypted at rest (endpoint secrets, inbound source
+configurations, the key check; the list is store.SealedColumns) under --new-key.
+
+The old key is HERALD_ENCRYPTION_KEY, HERALD_ENCRYPTION_KEY_PREVIOUS, or (SQLite
+without HERALD_ENCRYPTION_KEY) the key file beside the database. Procedure with
+running nodes (docs/production.md, "Key rotation"):
+
+  1. restart every node with HERALD_ENCRYPTION_KEY=<new> and
+     HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: they open both, seal with the new;
+  2. HERALD_ENCRYPTION_KEY_PREVIOUS=<old> herald rekey --db … --new-key <new>
+     (resumable: run it again after an interruption; values already under
+     the new key are skipped);
+  3. restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS.
+
+With a SQLite key file the new key is written to the key file at the end.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if newKey == "" {
+				return errors.New("--new-key is required (base64 of 32 bytes, e.g. `openssl rand -base64 32`)")
+			}
+			nk, err := secretbox.ParseKey(newKey)
+			if err != nil {
+				return fmt.Errorf("--new-key: %w", err)
+			}
+			newBox, _ := secretbox.New(nk)
+			var olds []string
+			if k := os.Getenv("HERALD_ENCRYPTION_KEY"); k != "" {
+				olds = append(olds, k)
+			}
+			olds = append(olds, splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))...)
+			keyFile := ""
+			if !isPostgres(db) && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
+				keyFile = sqlitePath(db) + ".key"
+				b, err := os.ReadFile(keyFile)
+				if err != nil {
+					return fmt.Errorf("the old key: set HERALD_ENCRYPTION_KEY or keep the key file: %w", err)
+				}
+				olds = append(olds, string(b))
+			}
+			if len(olds) == 0 {
+				return errors.New("the old key is needed: set HERALD_ENCRYPTION_KEY_PREVIOUS (or HERALD_ENCRYPTION_KEY) to it")
+			}
+			var prev []*secretbox.Box
+			for i, o := range olds {
+				k, err := secretbox.ParseKey(o)
+				if err != nil {
+					return fmt.Errorf("old key %d: %w", i+1, err)
+				}
+				b, _ := secretbox.New(k)
+				prev = append(prev, b)
+			}
+			oldRing := secretbox.NewKeyring(prev[0], prev[1:]...)
+			both := secretbox.NewKeyring(newBox, prev...)
+			var st interface {
+				store.Store
+				store.SealedStore
+			}
+			if isPostgres(db) {
+				st, err = postgres.Open(cmd.Context(), db, postgres.WithSecretBox(both))
+			} else {
+				st, err = sqlite.Open(cmd.Context(), sqlitePath(db), sqlite.WithSecretBox(both))
+			}
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := store.CheckKey(cmd.Context(), st, both); err != nil {
+				return fmt.Errorf("neither the new nor an old key is this database's: %w", err)
+			}
+			stats, err := store.Rekey(cmd.Context(), st, oldRing, newBox)
+			if err != nil {
+				return fmt.Errorf("%w (run herald rekey again to resume)", err)
+			}
+			if err := store.CheckKey(cmd.Context(), st, newBox); err != nil {
+				return err
+			}
+			if keyFile != "" {
+				tmp := keyFile + ".new"
+				if err := os.WriteFile(tmp, []byte(strings.TrimSpace(newKey)+"\n"), 0o600); err != nil {
+					return err
+				}
+				if err := os.Rename(tmp, keyFile); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rekeyed: %d values re-encrypted, %d already under the new key, %d unencrypted left alone\n", stats.Rewritten, stats.Current, stats.Plain)
+			if keyFile != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "the new key is in %s\n", keyFile)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "the old key can now be removed: restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "store: sqlite:PATH or postgres://…")
+	cmd.Flags().StringVar(&newKey, "new-key", "", "the new key: base64 of 32 bytes (environment twin HERALD_NEW_KEY)")
+	return cmd
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newVersionCmd, newMigrateCmd)
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print Herald's version, commit, build time, Go version and the stores it supports",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			i := buildinfo.Get()
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(i)
+			}
+			fmt.Fprintf(w, "herald %s\ncommit:     %s\nbuilt:      %s\ngo:         %s\nstores:     %s\n",
+				i.Version, orUnknown(i.Commit, i.Modified), orUnknown(i.BuildTime, false), i.GoVersion, strings.Join(i.Stores, ", "))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the fields of /healthz)")
+	return cmd
+}
+
+func orUnknown(s string, modified bool) string {
+	if s == "" {
+		return "unknown"
+	}
+	if modified {
+		s += " (modified)"
+	}
+	return s
+}
+
+func newMigrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Database schema: herald serve migrates at start; this shows where a database stands",
+	}
+	var (
+		db     string
+		asJSON bool
+	)
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the database's schema version, this binary's, and the migrations serve would apply",
+		Long: `Show the database's schema version, this binary's last migration, and the
+migrations herald serve would apply at start. Nothing is changed. A database
+newer than the binary is reported (serve refuses to start on it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			st, err := schemaStatus(cmd, db)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(st)
+			}
+			fmt.Fprintf(w, "store:             %s (%s)\ndatabase version:  %d\nbinary version:    %d\npending:           %v\n", st.Driver, app.RedactDB(db), st.Database, st.Binary, st.Pending)
+			if err := store.CheckSchemaVersion(st.Driver, st.Database, st.Binary); err != nil {
+				return err
+			}
+			return nil
+		},
+	}
+	status.Flags().StringVar(&db, "db", "sqlite:herald.db", "store: sqlite:PATH or postgres://…")
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(status)
+	return cmd
+}
+
+func schemaStatus(cmd *cobra.Command, db string) (store.SchemaStatus, error) {
+	if isPostgres(db) {
+		return postgres.SchemaStatus(cmd.Context(), db)
+	}
+	return sqlite.SchemaStatus(cmd.Context(), sqlitePath(db))
+}
+
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// sqlitePath removes the "sqlite:" (or "sqlite://") prefix of --db.
+func sqlitePath(db string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
+}

@@ -1,0 +1,503 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/catalog"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Catalog modes (Config.CatalogMode, herald serve --catalog).
+const (
+	CatalogPermissive = "permissive" // uncatalogued types are published as they are (default)
+	CatalogStrict     = "strict"     // publishing an uncatalogued type answers 422
+)
+
+// Personal-data modes (Config.PersonalData, herald serve --personal-data).
+// The default ("") refuses for catalogued types and warns for uncatalogued
+// ones.
+const (
+	PersonalDataRefuse = "refuse" // 422 naming the pointer and the kind
+	PersonalDataWarn   = "warn"   // published; metric and X-Herald-Personal-Data-Warning header
+	PersonalDataOff    = "off"    // not checked
+)
+
+// EventTypeVersionIn is one version of an event type in a request.
+type EventTypeVersionIn struct {
+	Version int             `json:"version" minimum:"1" doc:"1 for the first version; each new version is the newest plus one"`
+	Schema  json.RawMessage `json:"schema" doc:"JSON Schema 2020-12 of the event's data (an object); $ref only inside the schema; a property marked \"x-herald-personal-data\": true may carry personal data"`
+	Example json.RawMessage `json:"example,omitempty" doc:"an example of data; must validate against the schema and carry no unmarked personal data"`
+}
+
+// CreateEventTypeBody is the body of POST /v1/event-types.
+type CreateEventTypeBody struct {
+	Name        string               `json:"name" minLength:"1" maxLength:"128" doc:"event type, e.g. file.updated"`
+	Description string               `json:"description,omitempty" maxLength:"1024"`
+	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence)"`
+	Versions    []EventTypeVersionIn `json:"versions" minItems:"1" maxItems:"1" doc:"the first version (version 1)"`
+}
+
+// UpdateEventTypeBody is the body of PATCH /v1/event-types/{name}.
+type UpdateEventTypeBody struct {
+	Description *string `json:"description,omitempty" maxLength:"1024"`
+	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them)"`
+	Undeprecate []int   `json:"undeprecate,omitempty" maxItems:"100" doc:"versions to mark current again"`
+}
+
+// EventTypeVersionOut is one version as the API shows it.
+type EventTypeVersionOut struct {
+	Version    int             `json:"version"`
+	Schema     json.RawMessage `json:"schema"`
+	Example    json.RawMessage `json:"example,omitempty"`
+	Deprecated bool            `json:"deprecated"`
+	CreatedAt  time.Time       `json:"created_at"`
+}
+
+// EventTypeOut is a catalogued event type.
+type EventTypeOut struct {
+	Name        string                `json:"name"`
+	Description string                `json:"description"`
+	ResourceID  string                `json:"resource_id,omitempty"`
+	Versions    []EventTypeVersionOut `json:"versions" doc:"ascending; the last is the newest"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
+}
+
+func eventTypeOut(t store.EventType) EventTypeOut {
+	out := EventTypeOut{Name: t.Name, Description: t.Description, ResourceID: t.ResourceID, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Versions: make([]EventTypeVersionOut, len(t.Versions))}
+	for i, v := range t.Versions {
+		out.Versions[i] = EventTypeVersionOut{Version: v.Version, Schema: v.Schema, Example: v.Example, Deprecated: v.Deprecated, CreatedAt: v.CreatedAt}
+	}
+	return out
+}
+
+// checkVersion compiles a version's schema and checks its example (schema
+// and personal-data guard); loc is the version's location in the body.
+func checkVersion(v EventTypeVersionIn, loc string) (*catalog.Schema, error) {
+	sch, err := catalog.Compile(v.Schema)
+	if err != nil {
+		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if len(v.Example) > 0 {
+		viol, err := sch.Validate(v.Example, "")
+		if err != nil {
+			return nil, invalid(loc+".example", "example must be valid JSON", nil)
+		}
+		if len(viol) > 0 {
+			return nil, invalid(loc+".example", "example does not validate against the schema: "+viol[0].String(), nil)
+		}
+		if f := catalog.ScanPersonalData(v.Example, sch, ""); len(f) > 0 {
+			return nil, invalid(loc+".example", "example carries personal data ("+f[0].Kind+" at "+f[0].Pointer+") in a property not marked \"x-herald-personal-data\": true", nil)
+		}
+	}
+	return sch, nil
+}
+
+func (s *Server) registerEventTypes() {
+	sec := []map[string][]string{{"bearer": {}}}
+	type typeOutput struct{ Body EventTypeOut }
+	type NamePath struct {
+		Name string `path:"name" maxLength:"128" doc:"event type name"`
+	}
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-event-type", Method: http.MethodPost, Path: "/v1/event-types", Tags: []string{"event types"},
+		Summary: "Catalogue an event type with its first version", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 256 << 10,
+		Errors: []int{http.StatusConflict},
+	}, func(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
+		b := in.Body
+		if !store.ValidEventType(b.Name) {
+			return nil, invalid("body.name", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Name)
+		}
+		if strings.HasPrefix(b.Name, store.OperationalPrefix) || strings.HasPrefix(b.Name, "herald.") {
+			return nil, invalid("body.name", "event types starting with endpoint. or herald. are reserved for Herald's own events", b.Name)
+		}
+		if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
+			return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
+		}
+		v := b.Versions[0]
+		if v.Version != 1 {
+			return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
+		}
+		if _, err := checkVersion(v, "body.versions[0]"); err != nil {
+			return nil, err
+		}
+		now := s.cfg.Now()
+		t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
+			Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
+			CreatedAt: now, UpdatedAt: now})
+		if err != nil {
+			return nil, s.problem(err, "event type "+b.Name)
+		}
+		return &typeOutput{Body: eventTypeOut(t)}, nil
+	})
+
+	type eventTypesOut struct {
+		Body struct {
+			Data []EventTypeOut `json:"data"`
+		}
+	}
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types", Tags: []string{"event types"},
+		Summary: "List the event catalog, by name", Security: sec,
+	}, func(ctx context.Context, in *struct{}) (*eventTypesOut, error) {
+		ts, err := s.db(ctx).ListEventTypes(ctx)
+		if err != nil {
+			return nil, s.problem(err, "event types")
+		}
+		out := &eventTypesOut{}
+		out.Body.Data = make([]EventTypeOut, len(ts))
+		for i, t := range ts {
+			out.Body.Data[i] = eventTypeOut(t)
+		}
+		return out, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}", Tags: []string{"event types"},
+		Summary: "Read an event type and its versions", Security: sec,
+	}, func(ctx context.Context, in *NamePath) (*typeOutput, error) {
+		t, err := s.db(ctx).GetEventType(ctx, in.Name)
+		if err != nil {
+			return nil, s.problem(err, "event type "+in.Name)
+		}
+		return &typeOutput{Body: eventTypeOut(t)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "add-event-type-version", Method: http.MethodPost, Path: "/v1/event-types/{name}/versions", Tags: []string{"event types"},
+		Summary:       "Add a version (the newest plus one) to an event type",
+		Description:   "Incompatible payload changes ship as a new version. Endpoints keep the version they pinned; publishers then supply the older versions' data in data_versions.",
+		DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 256 << 10, Errors: []int{http.StatusConflict},
+	}, func(ctx context.Context, in *struct {
+		NamePath
+		Body EventTypeVersionIn
+	}) (*typeOutput, error) {
+		t, err := s.db(ctx).GetEventType(ctx, in.Name)
+		if err != nil {
+			return nil, s.problem(err, "event type "+in.Name)
+		}
+		newest, _ := t.Newest()
+		if in.Body.Version != newest.Version+1 {
+			return nil, invalid("body.version", fmt.Sprintf("versions only grow: the next version of %s is %d", t.Name, newest.Version+1), in.Body.Version)
+		}
+		if _, err := checkVersion(in.Body, "body"); err != nil {
+			return nil, err
+		}
+		now := s.cfg.Now()
+		t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
+		t.UpdatedAt = now
+		if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+			return nil, s.problem(err, "event type "+in.Name)
+		}
+		return &typeOutput{Body: eventTypeOut(t)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "update-event-type", Method: http.MethodPatch, Path: "/v1/event-types/{name}", Tags: []string{"event types"},
+		Summary: "Change an event type's description or mark versions deprecated", Security: sec, MaxBodyBytes: 16 << 10,
+		Errors: []int{http.StatusConflict},
+	}, func(ctx context.Context, in *struct {
+		NamePath
+		Body UpdateEventTypeBody
+	}) (*typeOutput, error) {
+		t, err := s.db(ctx).GetEventType(ctx, in.Name)
+		if err != nil {
+			return nil, s.problem(err, "event type "+in.Name)
+		}
+		if in.Body.Description != nil {
+			t.Description = *in.Body.Description
+		}
+		mark := func(vs []int, loc string, dep bool) error {
+			for i, v := range vs {
+				found := false
+				for j := range t.Versions {
+					if t.Versions[j].Version == v {
+						t.Versions[j].Deprecated, found = dep, true
+					}
+				}
+				if !found {
+					return invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v)
+				}
+			}
+			return nil
+		}
+		if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
+			return nil, err
+		}
+		if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
+			return nil, err
+		}
+		t.UpdatedAt = s.cfg.Now()
+		if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+			return nil, s.problem(err, "event type "+in.Name)
+		}
+		return &typeOutput{Body: eventTypeOut(t)}, nil
+	})
+}
+
+// checkSubscriptions applies the catalog to an endpoint's filter and pins
+// (docs/contract.md, "Versions and pinning"). With an empty catalog
+// anything goes (pins must then be empty). Otherwise every exact type must
+// be catalogued (422 with the closest names), every pattern must match a
+// catalogued type, every pin must name a catalogued type and one of its
+// versions, and each catalogued type the filter matches that has no pin
+// is pinned to its newest version. prev are the endpoint's current pins.
+func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int) (map[string]int, error) {
+	cat, err := s.db(ctx).ListEventTypes(ctx)
+	if err != nil {
+		return nil, s.problem(err, "event types")
+	}
+	byName := make(map[string]store.EventType, len(cat))
+	names := make([]string, 0, len(cat))
+	for _, t := range cat {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+	}
+	if len(cat) == 0 {
+		if len(pins) > 0 {
+			return nil, invalid("body.versions", "the event catalog is empty: there is no version to pin", nil)
+		}
+		return nil, nil
+	}
+	for i, p := range types {
+		switch {
+		case p == "*":
+		case strings.HasSuffix(p, ".*"):
+			if !matchesAny([]string{p}, names) {
+				return nil, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p)
+			}
+		default:
+			if _, ok := byName[p]; !ok {
+				msg := "unknown event type " + p + ": not in the event catalog (GET /v1/event-types)"
+				if sug := catalog.Suggest(p, names); len(sug) > 0 {
+					msg = "unknown event type " + p + ": did you mean " + strings.Join(sug, " or ") + "?"
+				}
+				return nil, invalid("body.event_types["+itoa(i)+"]", msg, p)
+			}
+		}
+	}
+	out := map[string]int{}
+	for name, v := range prev {
+		if _, ok := byName[name]; ok {
+			out[name] = v
+		}
+	}
+	keys := make([]string, 0, len(pins))
+	for k := range pins {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, name := range keys {
+		v := pins[name]
+		t, ok := byName[name]
+		if !ok {
+			return nil, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name)
+		}
+		if _, ok := t.Version(v); !ok {
+			newest, _ := t.Newest()
+			return nil, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v)
+		}
+		out[name] = v
+	}
+	for _, t := range cat {
+		if _, pinned := out[t.Name]; pinned || !(len(types) == 0 || store.MatchEventType(types, t.Name)) {
+			continue
+		}
+		newest, _ := t.Newest()
+		out[t.Name] = newest.Version
+	}
+	return out, nil
+}
+
+func matchesAny(patterns, names []string) bool {
+	for _, n := range names {
+		if store.MatchEventType(patterns, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// catalogPublish is what the catalog decides about one publish.
+type catalogPublish struct {
+	catalogued bool
+	version    int            // the newest version (0: uncatalogued)
+	older      map[int][]byte // compact data of the older versions supplied
+	seqKey     string         // store.PublishParams.SequenceKey
+	warnings   []catalog.Finding
+}
+
+// problemOf answers 422 with one error per violation: location the JSON
+// pointer in the request body, message the rule.
+func problemOf(summary string, viol []catalog.Violation) error {
+	errs := make([]error, len(viol))
+	parts := make([]string, len(viol))
+	for i, v := range viol {
+		errs[i] = &huma.ErrorDetail{Location: v.Pointer, Message: v.Rule + ": " + v.Message}
+		parts[i] = v.Pointer + ": " + v.Rule
+	}
+	return huma.NewError(http.StatusUnprocessableEntity, summary+": "+strings.Join(parts, "; "), errs...)
+}
+
+// checkPublish validates a publish against the catalog (docs/contract.md,
+// "Event types and versions"): the data against the newest version's
+// schema, data_versions against theirs, the versions pinned by the
+// tenant's subscribed endpoints present, and no personal data outside
+// marked properties. Nothing is stored when it answers an error.
+func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []byte, dataVersions map[string]json.RawMessage) (catalogPublish, error) {
+	var cp catalogPublish
+	t, err := s.db(ctx).GetEventType(ctx, typ)
+	if errors.Is(err, store.ErrNotFound) {
+		if s.cfg.CatalogMode == CatalogStrict {
+			return cp, invalid("body.type", "event type "+typ+" is not in the event catalog and the server runs with --catalog strict (POST /v1/event-types first)", typ)
+		}
+		if len(dataVersions) > 0 {
+			return cp, invalid("body.data_versions", "data_versions needs a catalogued event type; "+typ+" is not in the catalog", nil)
+		}
+		if mode := s.personalDataMode(false); mode != PersonalDataOff {
+			cp.warnings = catalog.ScanPersonalData(data, nil, "/data")
+			if mode == PersonalDataRefuse && len(cp.warnings) > 0 {
+				s.countRefused(cp.warnings)
+				return cp, personalDataProblem(typ, cp.warnings)
+			}
+		}
+		return cp, nil
+	}
+	if err != nil {
+		return cp, s.problem(err, "event type "+typ)
+	}
+	newest, ok := t.Newest()
+	if !ok {
+		return cp, huma.Error500InternalServerError("event type " + typ + " has no version")
+	}
+	cp.catalogued, cp.version = true, newest.Version
+	type check struct {
+		v      store.EventTypeVersion
+		data   []byte
+		prefix string
+	}
+	checks := []check{{newest, data, "/data"}}
+	cp.older = map[int][]byte{}
+	for k, raw := range dataVersions {
+		n, err := strconv.Atoi(k)
+		v, ok := t.Version(n)
+		if err != nil || !ok || n == newest.Version {
+			return cp, invalid("body.data_versions."+k, fmt.Sprintf("data_versions names the older versions of %s (1 to %d); the newest goes in data", typ, newest.Version-1), k)
+		}
+		var buf strings.Builder
+		if c, err := compactObject(raw); err != nil {
+			return cp, invalid("body.data_versions."+k, "must be a JSON object", nil)
+		} else {
+			buf.Write(c)
+		}
+		cp.older[n] = []byte(buf.String())
+		checks = append(checks, check{v, cp.older[n], "/data_versions/" + k})
+	}
+	// Every version a subscribed endpoint pins must be supplied.
+	need, err := s.pinnedVersions(ctx, tenant, typ)
+	if err != nil {
+		return cp, err
+	}
+	var missing []catalog.Violation
+	for v, n := range need {
+		if _, ok := cp.older[v]; !ok && v != newest.Version {
+			missing = append(missing, catalog.Violation{Pointer: "/data_versions/" + strconv.Itoa(v), Rule: "required",
+				Message: fmt.Sprintf("version %d of %s is pinned by %d endpoint(s) of tenant %s: supply its data", v, typ, n, tenant)})
+		}
+	}
+	if len(missing) > 0 {
+		sort.Slice(missing, func(i, j int) bool { return missing[i].Pointer < missing[j].Pointer })
+		return cp, problemOf("a version pinned by subscribed endpoints is missing", missing)
+	}
+	mode := s.personalDataMode(true)
+	for _, c := range checks {
+		sch, err := catalog.Compile(c.v.Schema)
+		if err != nil {
+			return cp, huma.Error500InternalServerError("the stored schema of " + typ + " does not compile")
+		}
+		viol, err := sch.Validate(c.data, c.prefix)
+		if err != nil {
+			return cp, invalid("body"+strings.ReplaceAll(c.prefix, "/", "."), "must be valid JSON", nil)
+		}
+		if len(viol) > 0 {
+			return cp, problemOf(fmt.Sprintf("data does not match %s version %d", typ, c.v.Version), viol)
+		}
+		if mode != PersonalDataOff {
+			f := catalog.ScanPersonalData(c.data, sch, c.prefix)
+			if mode == PersonalDataRefuse && len(f) > 0 {
+				s.countRefused(f)
+				return cp, personalDataProblem(typ, f)
+			}
+			cp.warnings = append(cp.warnings, f...)
+		}
+	}
+	if t.ResourceID != "" {
+		rid, err := catalog.ResourceValue(data, t.ResourceID)
+		if err != nil {
+			return cp, problemOf("the resource id of "+typ+" is missing", []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
+		}
+		cp.seqKey = store.SequenceKeyOf(tenant, typ, rid)
+	}
+	return cp, nil
+}
+
+func personalDataProblem(typ string, f []catalog.Finding) error {
+	viol := make([]catalog.Violation, len(f))
+	for i, x := range f {
+		viol[i] = catalog.Violation{Pointer: x.Pointer, Rule: "personal-data", Message: x.Kind + " found; events are thin (ids, links), or mark the property \"x-herald-personal-data\": true in the schema"}
+	}
+	for i := range viol {
+		viol[i].Rule = "personal-data: " + f[i].Kind
+	}
+	return problemOf("personal data in an event of "+typ, viol)
+}
+
+func (s *Server) countRefused(f []catalog.Finding) {
+	for _, x := range f {
+		s.cfg.Metrics.PersonalData(x.Kind, "refused")
+	}
+}
+
+func (s *Server) personalDataMode(catalogued bool) string {
+	if s.cfg.PersonalData != "" {
+		return s.cfg.PersonalData
+	}
+	if catalogued {
+		return PersonalDataRefuse
+	}
+	return PersonalDataWarn
+}
+
+// pinnedVersions counts, per version of typ, the tenant's endpoints whose
+// filter matches typ and that pin that version.
+func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[int]int, error) {
+	out := map[int]int{}
+	lp := store.ListParams{Limit: 1000}
+	for {
+		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp})
+		if err != nil {
+			return nil, s.problem(err, "endpoints")
+		}
+		for _, e := range pg.Data {
+			if v := e.Versions[typ]; v > 0 && store.MatchEventType(e.EventTypes, typ) {
+				out[v]++
+			}
+		}
+		if pg.NextCursor == "" {
+			return out, nil
+		}
+		lp.Cursor = pg.NextCursor
+	}
+}

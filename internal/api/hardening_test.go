@@ -1,0 +1,138 @@
+package api_test
+
+import (
+	"bytes"
+	"io"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// countingReader counts the bytes a handler read from a request body.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestBodiesReadOnlyAfterRoutingAndAuthentication (issue 13 point 12): a
+// body is not read for an unknown path, a method no route takes, or a
+// missing key; a deeply nested body is refused after its first bytes, not
+// after reading 1 MiB.
+func TestBodiesReadOnlyAfterRoutingAndAuthentication(t *testing.T) {
+	w := newWorld(t, nil)
+	big := strings.Repeat("[", 1<<20)
+	for _, c := range []struct {
+		name, key, method, path string
+		want                    int
+		maxRead                 int
+	}{
+		{"unknown path", "", "POST", "/nowhere", 404, 0},
+		{"unknown path with a key", adminKey, "POST", "/v1/nowhere", 404, 0},
+		{"unknown /v1/ path without a key", "", "POST", "/v1/nowhere", 401, 0},
+		{"route without a key", "", "POST", "/v1/events", 401, 0},
+		{"method no route takes", adminKey, "PATCH", "/v1/events", 404, 0},
+		{"nesting bomb on a route", adminKey, "POST", "/v1/events", 400, 64 << 10},
+	} {
+		body := &countingReader{r: strings.NewReader(big)}
+		req := httptest.NewRequest(c.method, c.path, body)
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		w.srv.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: %d %s; want %d", c.name, rec.Code, rec.Body.String(), c.want)
+		}
+		if body.n > c.maxRead {
+			t.Errorf("%s: read %d bytes of the body; want at most %d", c.name, body.n, c.maxRead)
+		}
+	}
+	// A nesting bomb's problem names the rule.
+	req := httptest.NewRequest("POST", "/v1/events", bytes.NewReader([]byte(big)))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	rec := httptest.NewRecorder()
+	w.srv.ServeHTTP(rec, req)
+	if !strings.Contains(rec.Body.String(), "nested deeper than 64") {
+		t.Errorf("nesting bomb: %s; want the rule named", rec.Body.String())
+	}
+}
+
+// TestSourceSecretRulesAtSave (issue 13 point 9): a source secret shorter
+// than 16 bytes or with leading or trailing whitespace is refused with a
+// 422 naming the rule (and never the secret), and nothing is stored.
+func TestSourceSecretRulesAtSave(t *testing.T) {
+	w := newWorld(t, nil)
+	_, list := w.call(adminKey, "GET", "/v1/sources", "")
+	for _, c := range []struct{ secret, rule string }{
+		{"short-secret", "shorter than 16 bytes"},
+		{" leading-space-secret-0123", "leading or trailing whitespace"},
+		{"trailing-newline-secret-0123\n", "leading or trailing whitespace"},
+	} {
+		body := `{"name":"gh","scheme":"github","secrets":[` + strconvQuote(c.secret) + `],"destination_url":"http://10.0.0.2/in"}`
+		st, raw := w.call(adminKey, "POST", "/v1/sources", body)
+		if st != 422 || !strings.Contains(string(raw), c.rule) || !strings.Contains(string(raw), "secrets[0]") {
+			t.Errorf("secret %q: %d %s; want 422 naming secrets[0] and %q", c.secret, st, raw, c.rule)
+		}
+		if strings.Contains(string(raw), strings.TrimSpace(c.secret)) {
+			t.Errorf("secret %q: the problem repeats the secret: %s", c.secret, raw)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
+		t.Errorf("refused creates changed the sources:\n%s\n%s", list, after)
+	}
+	if st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://10.0.0.2/in"}`); st != 201 {
+		t.Errorf("a 16-byte secret: %d %s; want 201", st, raw)
+	}
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// TestListSourceEndpoints (issue 13 point 19): inbound sources' forwarding
+// endpoints are listed with ?kind=source (or all) for an admin, each
+// marked kind "source"; the default lists tenants' endpoints only; a
+// tenant key sees none of them.
+func TestListSourceEndpoints(t *testing.T) {
+	w := newWorld(t, nil)
+	type page struct {
+		Data []struct{ ID, Tenant, Kind string }
+	}
+	list := func(key, q string) page {
+		var p page
+		w.mustCall(key, "GET", "/v1/endpoints"+q, "", 200, &p)
+		return p
+	}
+	def, src, all := list(adminKey, ""), list(adminKey, "?kind=source"), list(adminKey, "?kind=all")
+	if len(src.Data) == 0 {
+		t.Fatal("?kind=source lists nothing; the world has a source")
+	}
+	for _, e := range src.Data {
+		if e.Kind != "source" || !strings.HasPrefix(e.Tenant, "src_") {
+			t.Errorf("?kind=source listed %+v", e)
+		}
+	}
+	for _, e := range def.Data {
+		if e.Kind != "tenant" {
+			t.Errorf("default list has %+v", e)
+		}
+	}
+	if len(all.Data) != len(def.Data)+len(src.Data) {
+		t.Errorf("?kind=all: %d; want %d + %d", len(all.Data), len(def.Data), len(src.Data))
+	}
+	manager, _ := w.newKey(store.RoleManager, "acme", "")
+	if p := list(manager, "?kind=source"); len(p.Data) != 0 {
+		t.Errorf("a tenant key's ?kind=source: %+v; want nothing", p.Data)
+	}
+	if st, raw := w.call(adminKey, "GET", "/v1/endpoints?kind=sources", ""); st != 422 {
+		t.Errorf("?kind=sources: %d %s; want 422", st, raw)
+	}
+}

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// compactObject compacts raw, which must be a JSON object.
+func compactObject(raw []byte) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// contractWithCatalog is the configured contract with the event catalog
+// added: "event_types", each with its versions and their deprecation.
+func (s *Server) contractWithCatalog(ctx context.Context) (any, error) {
+	cat, err := s.publicCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(s.cfg.Contract)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return s.cfg.Contract, nil //nolint:nilerr // a contract that is not an object is served as it is
+	}
+	type ver struct {
+		Version    int  `json:"version"`
+		Deprecated bool `json:"deprecated"`
+	}
+	type entry struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		ResourceID  string `json:"resource_id,omitempty"`
+		Newest      int    `json:"newest_version"`
+		Versions    []ver  `json:"versions"`
+	}
+	list := make([]entry, 0, len(cat))
+	for _, t := range cat {
+		e := entry{Name: t.Name, Description: t.Description, ResourceID: t.ResourceID}
+		for _, v := range t.Versions {
+			e.Versions = append(e.Versions, ver{v.Version, v.Deprecated})
+			e.Newest = v.Version
+		}
+		list = append(list, e)
+	}
+	doc["event_types"] = list
+	return doc, nil
+}
+
+// withWebhooks serves GET /openapi.json with the OpenAPI 3.1 "webhooks"
+// section filled from the event catalog: one webhook per event type
+// version ("file.updated.v2"), whose request body is the delivered
+// envelope with the version's schema as data, so receivers can generate
+// types with standard tools. Everything else goes to next.
+func (s *Server) withWebhooks(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/openapi.json" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		doc, err := s.OpenAPIWithWebhooks(r.Context())
+		if err != nil {
+			writeProblem(w, http.StatusServiceUnavailable, "the store is unavailable; retry later")
+			return
+		}
+		w.Header().Set("Content-Type", "application/openapi+json")
+		_, _ = w.Write(doc)
+	})
+}
+
+// OpenAPIWithWebhooks renders the OpenAPI document with the catalog's
+// webhooks (see withWebhooks).
+func (s *Server) OpenAPIWithWebhooks(ctx context.Context) ([]byte, error) {
+	cat, err := s.publicCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base, err := json.Marshal(s.api.OpenAPI())
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(base, &doc); err != nil {
+		return nil, err
+	}
+	hooks := map[string]any{}
+	for _, t := range cat {
+		for _, v := range t.Versions {
+			hooks[t.Name+".v"+strconv.Itoa(v.Version)] = webhookItem(t, v)
+		}
+	}
+	doc["webhooks"] = hooks
+	return json.Marshal(doc)
+}
+
+func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
+	var data any
+	if err := json.Unmarshal(v.Schema, &data); err != nil {
+		data = map[string]any{"type": "object"}
+	}
+	if m, ok := data.(map[string]any); ok {
+		delete(m, "$schema") // the document's dialect (JSON Schema 2020-12) applies
+		delete(m, "$id")
+	}
+	props := map[string]any{
+		"id":          map[string]any{"type": "string", "description": "event id: the same for every version and attempt"},
+		"type":        map[string]any{"type": "string", "const": t.Name},
+		"version":     map[string]any{"type": "integer", "const": v.Version},
+		"tenant":      map[string]any{"type": "string"},
+		"occurred_at": map[string]any{"type": "string", "format": "date-time"},
+		"data":        data,
+	}
+	required := []string{"id", "type", "version", "tenant", "occurred_at", "data"}
+	if t.ResourceID != "" {
+		props["sequence"] = map[string]any{"type": "integer", "minimum": 1, "description": "number of the event among its type's events about the resource " + t.ResourceID + ": strictly increasing in commit order, no gaps"}
+		required = append(required, "sequence")
+	}
+	body := map[string]any{"type": "object", "properties": props, "required": required}
+	if len(v.Example) > 0 {
+		var ex any
+		if json.Unmarshal(v.Example, &ex) == nil {
+			body["examples"] = []any{map[string]any{"id": "evt_01JEXAMPLE0000000000000000", "type": t.Name, "version": v.Version,
+				"tenant": "acme", "occurred_at": "2026-01-01T00:00:00Z", "data": ex}}
+		}
+	}
+	desc := t.Description
+	if desc == "" {
+		desc = "Event " + t.Name
+	}
+	op := map[string]any{
+		"operationId": strings.NewReplacer(".", "-", "_", "-").Replace(t.Name) + "-v" + strconv.Itoa(v.Version),
+		"summary":     t.Name + " version " + strconv.Itoa(v.Version),
+		"description": desc + ". Signed with X-Signature and Standard Webhooks headers (docs/contract.md).",
+		"tags":        []string{"webhooks"},
+		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": body}}},
+		"responses":   map[string]any{"2XX": map[string]any{"description": "received; any other answer is retried"}},
+	}
+	if v.Deprecated {
+		op["deprecated"] = true
+	}
+	return map[string]any{"post": op}
+}

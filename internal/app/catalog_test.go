@@ -1,0 +1,320 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// Schemas of file.updated: v1 {file_id}, v2 {file_id, revision}, both
+// closed (additionalProperties false); owner_email may carry personal data.
+const (
+	fileV1 = `{"type":"object","required":["file_id"],"additionalProperties":false,
+		"properties":{"file_id":{"type":"string"},"note":{"type":"string"}}}`
+	fileV2 = `{"type":"object","required":["file_id","revision"],"additionalProperties":false,
+		"properties":{"file_id":{"type":"string"},"revision":{"type":"integer"},"note":{"type":"string"},
+		"owner_email":{"type":"string","x-herald-personal-data":true}}}`
+)
+
+func (h *herald) mustCall(method, path, body string, want int) []byte {
+	h.t.Helper()
+	st, raw := h.call(method, path, body, nil)
+	if st != want {
+		h.t.Fatalf("%s %s = %d %s, want %d", method, path, st, raw, want)
+	}
+	return raw
+}
+
+func (h *herald) eventCount(tenant string) int {
+	h.t.Helper()
+	var out struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if st, raw := h.call("GET", "/v1/events?tenant="+tenant+"&limit=1000", nil, &out); st != 200 {
+		h.t.Fatalf("list events: %d %s", st, raw)
+	}
+	return len(out.Data)
+}
+
+// TestCatalogPinnedVersions: an endpoint pinned to v1 keeps receiving v1
+// bytes after v2 ships while a second endpoint on v2 receives v2, both
+// with the same event id, both signatures verifying in both schemes.
+func TestCatalogPinnedVersions(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","description":"a file changed","resource_id":"/file_id",
+		"versions":[{"version":1,"schema":`+fileV1+`,"example":{"file_id":"f_1"}}]}`, 201)
+	rcv1, rcv2 := newReceiver(t, 200), newReceiver(t, 200)
+	var ep1, ep2 struct {
+		ID       string         `json:"id"`
+		Secret   string         `json:"secret"`
+		Versions map[string]int `json:"versions"`
+	}
+	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv1.URL, "event_types": []string{"file.updated"}}, &ep1)
+	if st != 201 || ep1.Versions["file.updated"] != 1 {
+		t.Fatalf("endpoint 1: %d %s (want pinned to the newest, 1)", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`,"example":{"file_id":"f_1","revision":2}}`, 201)
+	// Versions only grow.
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 422)
+	st, raw = h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv2.URL, "event_types": []string{"file.*"}}, &ep2)
+	if st != 201 || ep2.Versions["file.updated"] != 2 {
+		t.Fatalf("endpoint 2: %d %s (want pinned to the newest, 2)", st, raw)
+	}
+
+	var pub struct {
+		ID       string `json:"id"`
+		Version  int    `json:"version"`
+		Sequence int64  `json:"sequence"`
+	}
+	st, raw = h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_9","revision":7},
+		"data_versions":{"1":{"file_id":"f_9"}}}`, &pub)
+	if st != 202 || pub.Version != 2 || pub.Sequence != 1 {
+		t.Fatalf("publish: %d %s", st, raw)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (len(rcv1.got()) == 0 || len(rcv2.got()) == 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		rcv     *receiver
+		secret  string
+		version int
+		data    string
+	}{{rcv1, ep1.Secret, 1, `{"file_id":"f_9"}`}, {rcv2, ep2.Secret, 2, `{"file_id":"f_9","revision":7}`}} {
+		got := c.rcv.got()
+		if len(got) != 1 {
+			t.Fatalf("v%d receiver got %d requests", c.version, len(got))
+		}
+		r := got[0]
+		var env struct {
+			ID       string          `json:"id"`
+			Type     string          `json:"type"`
+			Version  int             `json:"version"`
+			Sequence int64           `json:"sequence"`
+			Data     json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(r.Body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.ID != pub.ID || r.Header.Get("X-Event-Id") != pub.ID || r.Header.Get("Webhook-Id") != pub.ID {
+			t.Errorf("v%d: event id %q / %q, want %q", c.version, env.ID, r.Header.Get("X-Event-Id"), pub.ID)
+		}
+		if env.Version != c.version || string(env.Data) != c.data || env.Type != "file.updated" {
+			t.Errorf("v%d receiver got %s", c.version, r.Body)
+		}
+		if env.Sequence != 1 || r.Header.Get("X-Event-Sequence") != "1" {
+			t.Errorf("v%d: sequence %d, header %q; want 1", c.version, env.Sequence, r.Header.Get("X-Event-Sequence"))
+		}
+		v := &webhook.Verifier{Secrets: []string{c.secret}}
+		if err := v.VerifyHerald(r.Header.Get("X-Signature"), r.Body); err != nil {
+			t.Errorf("v%d: X-Signature: %v", c.version, err)
+		}
+		if err := v.VerifyStandard(r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature"), r.Body); err != nil {
+			t.Errorf("v%d: webhook-signature: %v", c.version, err)
+		}
+	}
+	// The second event of the same file is number 2; another file starts at 1.
+	for _, c := range []struct {
+		file string
+		want int64
+	}{{"f_9", 2}, {"f_8", 1}} {
+		st, raw = h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"`+c.file+`","revision":8},
+			"data_versions":{"1":{"file_id":"`+c.file+`"}}}`, &pub)
+		if st != 202 || pub.Sequence != c.want {
+			t.Fatalf("publish %s: %d %s, want sequence %d", c.file, st, raw, c.want)
+		}
+	}
+	// The event as read back is the newest version.
+	var ev struct {
+		Version int             `json:"version"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if st, raw := h.call("GET", "/v1/events/"+pub.ID, nil, &ev); st != 200 || ev.Version != 2 {
+		t.Fatalf("get event: %d %s", st, raw)
+	}
+}
+
+// TestCatalogPublishRefusals: each class of bad data answers 422 with the
+// exact pointer and rule, and nothing is stored.
+func TestCatalogPublishRefusals(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	rcv := newReceiver(t, 200)
+	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL, "event_types": []string{"file.updated"}}, nil)
+	if st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+
+	v1 := `,"data_versions":{"1":{"file_id":"f_1"}}`
+	for _, c := range []struct {
+		name, body, want string
+	}{
+		{"missing field", `{"file_id":"f_1"}` + v1, "/data/revision: required"},
+		{"wrong type", `{"file_id":"f_1","revision":"two"}` + v1, "/data/revision: type"},
+		{"extra field", `{"file_id":"f_1","revision":2,"size":10}` + v1, "/data/size: additionalProperties"},
+		{"wrong type in an older version", `{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":3}}`, "/data_versions/1/file_id: type"},
+		{"pinned v1 missing", `{"file_id":"f_1","revision":2}`, "/data_versions/1: required"},
+		{"e-mail not marked personal", `{"file_id":"f_1","revision":2,"note":"ask jane.doe@example.com"}` + v1, "/data/note: personal-data: email"},
+		{"phone", `{"file_id":"f_1","revision":2,"note":"+44 20 7946 0958"}` + v1, "/data/note: personal-data: phone"},
+		{"card", `{"file_id":"f_1","revision":2,"note":"4111 1111 1111 1111"}` + v1, "/data/note: personal-data: payment-card"},
+		{"iban", `{"file_id":"f_1","revision":2,"note":"GB82WEST12345698765432"}` + v1, "/data/note: personal-data: iban"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var prob struct {
+				Detail string `json:"detail"`
+				Errors []struct {
+					Location string `json:"location"`
+					Message  string `json:"message"`
+				} `json:"errors"`
+			}
+			st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":`+c.body+`}`, &prob)
+			if st != http.StatusUnprocessableEntity {
+				t.Fatalf("publish = %d %s, want 422", st, raw)
+			}
+			if err := json.Unmarshal(raw, &prob); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(prob.Detail, c.want) {
+				t.Fatalf("detail %q does not name %q: %s", prob.Detail, c.want, raw)
+			}
+			ptr, rule, _ := strings.Cut(c.want, ": ")
+			if len(prob.Errors) == 0 || prob.Errors[0].Location != ptr || !strings.HasPrefix(prob.Errors[0].Message, rule) {
+				t.Fatalf("errors = %+v, want location %s and rule %s", prob.Errors, ptr, rule)
+			}
+		})
+	}
+	if n := h.eventCount("acme"); n != 0 {
+		t.Fatalf("%d events stored after refused publishes", n)
+	}
+	if len(rcv.got()) != 0 {
+		t.Fatal("a refused event was delivered")
+	}
+	// A marked property may carry an address; the pinned version is there.
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2,"owner_email":"jane.doe@example.com"}`+v1+`}`, 202)
+	// Uncatalogued types are only warned about by default.
+	st, raw = h.call("POST", "/v1/events", `{"tenant":"acme","type":"user.signed_up","data":{"email":"jane.doe@example.com"}}`, nil)
+	if st != 202 {
+		t.Fatalf("uncatalogued publish with an address: %d %s, want 202 with a warning", st, raw)
+	}
+}
+
+// TestCatalogSubscriptionsChecked: once the catalog has entries, an
+// endpoint's event types must be catalogued (with suggestions), patterns
+// must match one; --catalog strict refuses uncatalogued publishes.
+func TestCatalogSubscriptionsChecked(t *testing.T) {
+	h := startHerald(t, func(c *app.Config) { c.Catalog = "strict" })
+	// An empty catalog checks nothing (existing users are not broken)…
+	h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["anything.goes"]}`, 201)
+	// …but strict mode refuses publishing what is not catalogued.
+	raw := h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"i_1"}}`, 422)
+	if !strings.Contains(string(raw), "not in the event catalog") {
+		t.Fatalf("strict refusal: %s", raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object","required":["invoice_id"]}}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.voided","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	raw = h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["invoice.piad"]}`, 422)
+	if !strings.Contains(string(raw), "did you mean invoice.paid?") || !strings.Contains(string(raw), "body.event_types[0]") {
+		t.Fatalf("misspelt subscription: %s", raw)
+	}
+	raw = h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.*"]}`, 422)
+	if !strings.Contains(string(raw), "matches no catalogued event type") {
+		t.Fatalf("pattern matching nothing: %s", raw)
+	}
+	raw = h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["invoice.paid"],"versions":{"invoice.paid":3}}`, 422)
+	if !strings.Contains(string(raw), "has no version 3") {
+		t.Fatalf("pin of a missing version: %s", raw)
+	}
+	var ep struct {
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["invoice.*"]}`, &ep); st != 201 ||
+		ep.Versions["invoice.paid"] != 1 || ep.Versions["invoice.voided"] != 1 {
+		t.Fatalf("pattern subscription: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"i_1"}}`, 202)
+	// A tenant key reads the catalog but cannot change it.
+	// Deprecation shows in the catalog and /contract.
+	h.mustCall("PATCH", "/v1/event-types/invoice.voided", `{"deprecate":[1]}`, 200)
+	var contract struct {
+		EventTypes []struct {
+			Name     string `json:"name"`
+			Versions []struct {
+				Version    int  `json:"version"`
+				Deprecated bool `json:"deprecated"`
+			} `json:"versions"`
+		} `json:"event_types"`
+	}
+	if st, raw := h.call("GET", "/contract", nil, &contract); st != 200 || len(contract.EventTypes) != 2 ||
+		contract.EventTypes[1].Name != "invoice.voided" || !contract.EventTypes[1].Versions[0].Deprecated {
+		t.Fatalf("contract: %d %s", st, raw)
+	}
+}
+
+// TestCatalogOpenAPIWebhooks: /openapi.json describes every event type
+// version in its OpenAPI 3.1 webhooks section, and the document validates
+// against the OpenAPI 3.1 specification schema (pb33f/libopenapi-validator).
+func TestCatalogOpenAPIWebhooks(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`,"example":{"file_id":"f_1"}}]}`, 201)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	var doc struct {
+		OpenAPI  string `json:"openapi"`
+		Webhooks map[string]struct {
+			Post struct {
+				Deprecated  bool `json:"deprecated"`
+				RequestBody struct {
+					Content map[string]struct {
+						Schema struct {
+							Properties map[string]json.RawMessage `json:"properties"`
+						} `json:"schema"`
+					} `json:"content"`
+				} `json:"requestBody"`
+			} `json:"post"`
+		} `json:"webhooks"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 2 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
+		t.Fatalf("openapi %s, webhooks %+v", doc.OpenAPI, doc.Webhooks)
+	}
+	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]
+	if !strings.Contains(string(data), `"revision"`) {
+		t.Fatalf("v2's data schema: %s", data)
+	}
+	// .ci/openapi-types.sh generates a receiver's TypeScript types from
+	// this document and compiles a receiver with them.
+	if out := os.Getenv("HERALD_OPENAPI_OUT"); out != "" {
+		if err := os.WriteFile(out, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(d)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		for _, e := range verrs {
+			t.Errorf("OpenAPI 3.1: %s: %s", e.Message, e.Reason)
+			for _, se := range e.SchemaValidationErrors {
+				t.Errorf("  %s %s", se.FieldPath, se.Reason)
+			}
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package app_test
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReceiverSnippets: the Node (node:crypto, the standardwebhooks and svix
+// npm packages) and Python (standard library) receivers of
+// docs/receivers.md, run as they are printed there (docs/receivers/*,
+// which the page includes verbatim), verify a live delivery from Herald
+// and refuse a forged one. The npm packages are those of interop/node
+// (npm ci --prefix interop/node); without them those cases skip, unless
+// HERALD_INTEROP_REQUIRE_NODE=1 (CI) makes that a failure.
+func TestReceiverSnippets(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/receivers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range []struct {
+		name string
+		cmd  []string
+		file string
+		npm  bool // needs interop/node/node_modules
+	}{
+		{"node", []string{"node"}, "receiver.mjs", false},
+		{"node-standardwebhooks", []string{"node"}, "receiver-standardwebhooks.mjs", true},
+		{"node-svix", []string{"node"}, "receiver-svix.mjs", true},
+		{"python", []string{"python3"}, "receiver.py", false},
+	} {
+		t.Run(rc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join("..", "..", "docs", "receivers", rc.file)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(page), strings.TrimSpace(string(src))) {
+				t.Fatalf("docs/receivers.md does not include %s verbatim", rc.file)
+			}
+			if _, err := exec.LookPath(rc.cmd[0]); err != nil {
+				if os.Getenv("HERALD_INTEROP_REQUIRE_NODE") == "1" {
+					t.Fatalf("%s is not installed", rc.cmd[0])
+				}
+				t.Skipf("%s is not installed", rc.cmd[0])
+			}
+			if rc.npm {
+				// ESM resolves packages from the file's directory: run a copy
+				// beside a link to interop/node's node_modules.
+				mods, err := filepath.Abs(filepath.Join("..", "..", "interop", "node", "node_modules"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(mods); err != nil {
+					if os.Getenv("HERALD_INTEROP_REQUIRE_NODE") == "1" {
+						t.Fatalf("%s is missing (npm ci --prefix interop/node)", mods)
+					}
+					t.Skipf("%s is missing: run npm ci --prefix interop/node", mods)
+				}
+				dir := t.TempDir()
+				if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
+					t.Fatal(err)
+				}
+				copyPath := filepath.Join(dir, rc.file)
+				if err := os.WriteFile(copyPath, src, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				path = copyPath
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+
+			h := startHerald(t, nil)
+			ep := h.createEndpoint("acme", "http://127.0.0.1:"+strconv.Itoa(port)+"/hooks")
+			cmd := exec.Command(rc.cmd[0], append(rc.cmd[1:], path)...)
+			cmd.Env = append(os.Environ(), "HERALD_SECRET="+ep.Secret, "PORT="+strconv.Itoa(port))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			lines := make(chan string, 16)
+			go func() {
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			for i := 0; ; i++ {
+				c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+				if err == nil {
+					c.Close()
+					break
+				}
+				if i > 500 {
+					t.Fatalf("the %s receiver did not listen: %v", rc.name, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			// A forged delivery is refused.
+			resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(port)+"/hooks", "application/json", strings.NewReader(`{"id":"evt_forged","type":"x"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("forged request: %d, want 400", resp.StatusCode)
+			}
+
+			p := h.publish("acme", "invoice.paid", `{"amount":42}`)
+			select {
+			case line := <-lines:
+				if line != "verified "+p.ID+" invoice.paid" {
+					t.Fatalf("receiver printed %q, want verified %s invoice.paid", line, p.ID)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the receiver printed nothing for the live delivery")
+			}
+		})
+	}
+}

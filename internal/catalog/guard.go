@@ -1,0 +1,262 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Kinds of personal data the guard finds.
+const (
+	KindEmail = "email"
+	KindPhone = "phone"
+	KindCard  = "payment-card"
+	KindIBAN  = "iban"
+)
+
+// Finding is personal data found in a string of the event's data: Pointer
+// is the string's JSON pointer in the request body, Kind one of the kinds
+// above.
+type Finding struct {
+	Pointer string `json:"pointer"`
+	Kind    string `json:"kind"`
+}
+
+// ScanPersonalData checks every string of data (JSON) for e-mail
+// addresses, phone numbers, payment card numbers (Luhn-valid, with a card
+// network's prefix and length) and IBANs (ISO 13616 country length and
+// mod-97 checksum). A property marked "x-herald-personal-data": true in
+// schema (nil: none) is not looked into. prefix is put before each
+// pointer ("/data"). Findings are sorted by pointer.
+func ScanPersonalData(data []byte, schema *Schema, prefix string) []Finding {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	var raw any
+	if schema != nil {
+		raw = schema.raw
+	}
+	var out []Finding
+	scanValue(v, raw, prefix, &out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
+	return out
+}
+
+func marked(s any) bool {
+	m, ok := s.(map[string]any)
+	return ok && m[PersonalDataKeyword] == true
+}
+
+func child(s any, key string, index bool) any {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if index {
+		if it, ok := m["items"]; ok {
+			return it
+		}
+		return nil
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		if c, ok := props[key]; ok {
+			return c
+		}
+	}
+	return nil
+}
+
+func scanValue(v, s any, ptr string, out *[]Finding) {
+	if marked(s) {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if k := personalKind(x); k != "" {
+			*out = append(*out, Finding{Pointer: ptr, Kind: k})
+		}
+	case map[string]any:
+		for k, c := range x {
+			scanValue(c, child(s, k, false), ptr+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), out)
+		}
+	case []any:
+		cs := child(s, "", true)
+		for i, c := range x {
+			scanValue(c, cs, ptr+"/"+itoa(i), out)
+		}
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[n:])
+}
+
+var (
+	// An addr-spec's common shape (RFC 5322 §3.4.1, dot-atom local part
+	// without "/", so a URL's "//user@host" is seen as such),
+	// with a domain of at least two labels and an alphabetic top label.
+	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
+	// International (E.164, ITU-T: "+" and 8–15 digits, separators allowed)
+	// or a whole string in the North American format "(555) 123-4567".
+	phoneIntlRe = regexp.MustCompile(`(?:^|[^\w+])\+[1-9][0-9 ().-]{6,20}[0-9]`)
+	phoneNARe   = regexp.MustCompile(`^\(?[2-9][0-9]{2}\)?[ .-][0-9]{3}[ .-][0-9]{4}$`)
+	// Card numbers: 13–19 digits, optionally in groups split by one space
+	// or dash, not part of a longer run of letters or digits.
+	cardRe = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.-])([0-9]{4}(?:[ -]?[0-9]{2,4}){2,4}[0-9]{0,3})(?:$|[^A-Za-z0-9_.-])`)
+	ibanRe = regexp.MustCompile(`(?:^|[^A-Za-z0-9])([A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,9})(?:$|[^A-Za-z0-9])`)
+)
+
+func personalKind(s string) string {
+	if loc := emailRe.FindStringIndex(s); loc != nil {
+		// user@host in a URL's authority is userinfo, not an address,
+		// unless the local part is itself an address-like "a.b".
+		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
+			return KindEmail
+		}
+		if emailRe.FindStringIndex(s[loc[1]:]) != nil {
+			return KindEmail
+		}
+	}
+	if m := phoneIntlRe.FindString(s); m != "" {
+		if n := countDigits(m); n >= 8 && n <= 15 {
+			return KindPhone
+		}
+	}
+	if phoneNARe.MatchString(strings.TrimSpace(s)) {
+		return KindPhone
+	}
+	for _, m := range cardRe.FindAllStringSubmatch(s, -1) {
+		if isCard(digitsOf(m[1])) {
+			return KindCard
+		}
+	}
+	for _, m := range ibanRe.FindAllStringSubmatch(s, -1) {
+		if isIBAN(strings.ReplaceAll(m[1], " ", "")) {
+			return KindIBAN
+		}
+	}
+	return ""
+}
+
+func countDigits(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+func digitsOf(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// luhn is the Luhn (ISO/IEC 7812-1 annex B) check.
+func luhn(d string) bool {
+	sum := 0
+	for i := 0; i < len(d); i++ {
+		n := int(d[len(d)-1-i] - '0')
+		if i%2 == 1 {
+			n *= 2
+			if n > 9 {
+				n -= 9
+			}
+		}
+		sum += n
+	}
+	return sum%10 == 0
+}
+
+// isCard: a card network's issuer prefix and length (Visa, Mastercard,
+// American Express, Discover, JCB, Diners Club, UnionPay, Maestro) and the
+// Luhn check. The prefix requirement keeps epoch milliseconds and numeric
+// ids (which pass Luhn one time in ten) from being taken for cards.
+func isCard(d string) bool {
+	n := len(d)
+	if n < 13 || n > 19 || !luhn(d) {
+		return false
+	}
+	p2, p4 := atoiPrefix(d, 2), atoiPrefix(d, 4)
+	switch {
+	case d[0] == '4': // Visa
+		return n == 13 || n == 16 || n == 19
+	case p2 >= 51 && p2 <= 55, p4 >= 2221 && p4 <= 2720: // Mastercard
+		return n == 16
+	case p2 == 34 || p2 == 37: // American Express
+		return n == 15
+	case p4 == 6011, p2 == 65, atoiPrefix(d, 3) >= 644 && atoiPrefix(d, 3) <= 649: // Discover
+		return n >= 16
+	case p4 >= 3528 && p4 <= 3589: // JCB
+		return n >= 16
+	case p2 == 36 || p2 == 38 || (atoiPrefix(d, 3) >= 300 && atoiPrefix(d, 3) <= 305): // Diners Club
+		return n >= 14
+	case p2 == 62: // UnionPay
+		return n >= 16
+	case p2 == 50 || (p2 >= 56 && p2 <= 69): // Maestro
+		return n >= 13
+	}
+	return false
+}
+
+func atoiPrefix(d string, k int) int {
+	n := 0
+	for i := 0; i < k && i < len(d); i++ {
+		n = n*10 + int(d[i]-'0')
+	}
+	return n
+}
+
+// ibanLengths is the IBAN length per country (ISO 13616 registry, SWIFT).
+var ibanLengths = map[string]int{
+	"AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29,
+	"BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29,
+	"ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28,
+	"HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20,
+	"LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+	"MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29,
+	"RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28,
+	"TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+
+// isIBAN: the country's length and the ISO 7064 mod 97-10 check.
+func isIBAN(s string) bool {
+	if n, ok := ibanLengths[s[:2]]; !ok || n != len(s) {
+		return false
+	}
+	r := s[4:] + s[:4]
+	mod := 0
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		switch {
+		case c >= '0' && c <= '9':
+			mod = (mod*10 + int(c-'0')) % 97
+		case c >= 'A' && c <= 'Z':
+			mod = (mod*100 + int(c-'A'+10)) % 97
+		default:
+			return false
+		}
+	}
+	return mod == 1
+}

@@ -1,0 +1,139 @@
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TestScanNoFalsePositives is a property test: strings that are thin
+// payload material — ids, UUIDs, ISO timestamps, epoch seconds and
+// milliseconds, URLs without e-mails, version numbers, hashes — are never
+// taken for personal data, over many random draws.
+func TestScanNoFalsePositives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alnum = "0123456789ABCDEFGHJKMNPQRSTVWXYZabcdefghijklmnopqrstuvwxyz"
+	word := func(n int, alphabet string) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	gens := map[string]func() string{
+		"prefixed id": func() string {
+			return []string{"evt_", "ep_", "f_", "inv_", "cus_"}[rng.IntN(5)] + word(8+rng.IntN(20), alnum)
+		},
+		"uuid":     func() string { return uuid.Must(uuid.NewRandomFromReader(rngReader{rng})).String() },
+		"upper id": func() string { return word(10+rng.IntN(20), "ABCDEFGHJKMNPQRSTVWXYZ0123456789") },
+		"iso time": func() string { return time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).UTC().Format(time.RFC3339Nano) },
+		"epoch s":  func() string { return fmt.Sprint(rng.Int64N(4e9)) },
+		"epoch ms": func() string { return fmt.Sprint(1e12 + rng.Int64N(1e12)) },
+		"version":  func() string { return fmt.Sprintf("%d.%d.%d", rng.IntN(100), rng.IntN(100), rng.IntN(1000)) },
+		"url": func() string {
+			return "https://files.example.com/v1/files/" + word(12, alnum) + "?rev=" + fmt.Sprint(rng.IntN(1e6))
+		},
+		"url userinfo": func() string { return "https://" + word(6, "abcdefgh") + "@git.example.com/repo/" + word(8, alnum) },
+		"hex hash":     func() string { return word(64, "0123456789abcdef") },
+		"date":         func() string { return time.Unix(rng.Int64N(4e9), 0).UTC().Format("2006-01-02") },
+		"amount":       func() string { return fmt.Sprintf("%d.%02d EUR", rng.IntN(1e6), rng.IntN(100)) },
+	}
+	for name, gen := range gens {
+		for range 2000 {
+			s := gen()
+			data, _ := json.Marshal(map[string]any{"value": s, "nested": []any{s}})
+			if f := ScanPersonalData(data, nil, "/data"); len(f) > 0 {
+				t.Fatalf("%s %q taken for personal data: %+v", name, s, f)
+			}
+		}
+	}
+}
+
+type rngReader struct{ r *rand.Rand }
+
+func (r rngReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r.r.IntN(256))
+	}
+	return len(p), nil
+}
+
+// TestScanFindsPersonalData: each kind is found (card and IBAN only with a
+// valid checksum), and a marked property is not looked into.
+func TestScanFindsPersonalData(t *testing.T) {
+	for _, c := range []struct {
+		s, kind string
+	}{
+		{"jane.doe@example.com", KindEmail},
+		{"write to Jane <jane+tag@mail.example.co.uk>", KindEmail},
+		{"+44 20 7946 0958", KindPhone},
+		{"call +1 (415) 555-2671 now", KindPhone},
+		{"(415) 555-2671", KindPhone},
+		{"4111 1111 1111 1111", KindCard},
+		{"5500-0000-0000-0004", KindCard},
+		{"378282246310005", KindCard},
+		{"GB82 WEST 1234 5698 7654 32", KindIBAN},
+		{"DE89370400440532013000", KindIBAN},
+		{"4111 1111 1111 1112", ""},    // fails Luhn
+		{"GB82WEST12345698765431", ""}, // fails mod 97
+		{"https://user@example.com/x", ""},
+	} {
+		data, _ := json.Marshal(map[string]string{"v": c.s})
+		f := ScanPersonalData(data, nil, "/data")
+		got := ""
+		if len(f) > 0 {
+			got = f[0].Kind
+			if f[0].Pointer != "/data/v" {
+				t.Errorf("%q: pointer %s", c.s, f[0].Pointer)
+			}
+		}
+		if got != c.kind {
+			t.Errorf("%q: found %q, want %q", c.s, got, c.kind)
+		}
+	}
+	sch, err := Compile([]byte(`{"type":"object","properties":{"owner":{"type":"object","properties":{"email":{"type":"string","x-herald-personal-data":true}}},
+		"list":{"type":"array","items":{"type":"string","x-herald-personal-data":true}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"owner":{"email":"a.b@example.com","note":"c@example.org"},"list":["d@example.net"],"other":"e@example.io"}`)
+	f := ScanPersonalData(data, sch, "/data")
+	if len(f) != 2 || f[0].Pointer != "/data/other" || f[1].Pointer != "/data/owner/note" {
+		t.Fatalf("findings %+v, want /data/other and /data/owner/note only", f)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	got := Suggest("invoice.piad", []string{"invoice.paid", "invoice.voided", "file.updated"})
+	if len(got) == 0 || got[0] != "invoice.paid" {
+		t.Fatalf("Suggest = %v", got)
+	}
+	if got := Suggest("zzz", []string{"invoice.paid"}); len(got) != 0 {
+		t.Fatalf("Suggest(zzz) = %v", got)
+	}
+}
+
+func TestValidateNamesPointerAndRule(t *testing.T) {
+	sch, err := Compile([]byte(`{"type":"object","required":["file_id"],"additionalProperties":false,"properties":{"file_id":{"type":"string"},"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for data, want := range map[string]string{
+		`{}`:                      "/data/file_id: required",
+		`{"file_id":1}`:           "/data/file_id: type",
+		`{"file_id":"a","x":1}`:   "/data/x: additionalProperties",
+		`{"file_id":"a","n":1.5}`: "/data/n: type",
+	} {
+		v, err := sch.Validate([]byte(data), "/data")
+		if err != nil || len(v) != 1 || v[0].Pointer+": "+v[0].Rule != want {
+			t.Errorf("%s: %+v %v, want %s", data, v, err, want)
+		}
+	}
+	if _, err := Compile([]byte(`{"$ref":"file:///etc/passwd"}`)); err == nil {
+		t.Error("a $ref outside the schema compiled")
+	}
+}

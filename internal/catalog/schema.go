@@ -1,0 +1,189 @@
+// Package catalog holds the rules of the event catalog (docs/contract.md,
+// "Event types and versions"): JSON Schema 2020-12 compilation and
+// validation of event data (github.com/santhosh-tekuri/jsonschema/v6), the
+// personal-data guard that keeps payloads thin, name suggestions for
+// misspelt subscriptions, and the OpenAPI 3.1 "webhooks" section that
+// describes every event type version.
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// PersonalDataKeyword marks a schema property whose strings may carry
+// personal data: the guard does not look inside it.
+const PersonalDataKeyword = "x-herald-personal-data"
+
+// Schema is a compiled schema of one event type version, with its source.
+type Schema struct {
+	compiled *jsonschema.Schema
+	raw      any // the schema as decoded, walked by the personal-data guard
+}
+
+// noLoader refuses every $ref outside the schema itself: a schema may not
+// make Herald read files or fetch URLs.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref to %s: only references inside the schema are allowed", url)
+}
+
+// Compile compiles a JSON Schema (draft 2020-12 unless "$schema" names
+// another draft) given as JSON. The schema must be a JSON object; $refs may
+// only point inside it. The error names the rule that failed.
+func Compile(schemaJSON []byte) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, errors.New("schema must be a JSON object (JSON Schema 2020-12)")
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const loc = "herald:///schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schema does not compile: %s", strings.ReplaceAll(err.Error(), loc, "schema"))
+	}
+	return &Schema{compiled: sch, raw: doc}, nil
+}
+
+// Violation is one rule a value breaks: Pointer is the JSON pointer (RFC
+// 6901) of the value in the request body ("/data/file_id"), Rule the JSON
+// Schema keyword ("required", "type", "additionalProperties", …) or the
+// guard's kind ("personal-data: email"), Message a sentence.
+type Violation struct {
+	Pointer string `json:"pointer"`
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// String is "pointer: rule (message)", e.g. "/data/file_id: required".
+func (v Violation) String() string {
+	if v.Message == "" {
+		return v.Pointer + ": " + v.Rule
+	}
+	return v.Pointer + ": " + v.Rule + " (" + v.Message + ")"
+}
+
+var printer = message.NewPrinter(language.English)
+
+// Validate checks data (JSON) against the schema and returns every
+// violation, sorted by pointer; prefix is put before each pointer
+// ("/data"). None means valid.
+func (s *Schema) Validate(data []byte, prefix string) ([]Violation, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	err = s.compiled.Validate(v)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, err
+	}
+	var out []Violation
+	collect(ve, prefix, &out)
+	slices.SortFunc(out, func(a, b Violation) int { return strings.Compare(a.Pointer+a.Rule, b.Pointer+b.Rule) })
+	return slices.Compact(out), nil
+}
+
+func pointer(prefix string, loc []string, extra ...string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, t := range append(slices.Clone(loc), extra...) {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}
+
+func collect(e *jsonschema.ValidationError, prefix string, out *[]Violation) {
+	if len(e.Causes) > 0 {
+		for _, c := range e.Causes {
+			collect(c, prefix, out)
+		}
+		return
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		for _, m := range k.Missing {
+			*out = append(*out, Violation{Pointer: pointer(prefix, e.InstanceLocation, m), Rule: "required", Message: "missing property"})
+		}
+	case *kind.AdditionalProperties:
+		for _, p := range k.Properties {
+			*out = append(*out, Violation{Pointer: pointer(prefix, e.InstanceLocation, p), Rule: "additionalProperties", Message: "property not allowed by the schema"})
+		}
+	default:
+		rule := "schema"
+		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+			rule = kp[0]
+		}
+		*out = append(*out, Violation{Pointer: pointer(prefix, e.InstanceLocation), Rule: rule, Message: e.ErrorKind.LocalizedString(printer)})
+	}
+}
+
+// ResourceValue reads the resource id the pointer names in data: a string,
+// or a number as written. The error says why there is none.
+func ResourceValue(data []byte, ptr string) (string, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	if ptr == "" || ptr[0] != '/' {
+		return "", fmt.Errorf("resource_id %q is not a JSON pointer", ptr)
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("no value at %s", ptr)
+		}
+		if v, ok = m[tok]; !ok {
+			return "", fmt.Errorf("no value at %s", ptr)
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		if x == "" {
+			return "", fmt.Errorf("the value at %s is empty", ptr)
+		}
+		return x, nil
+	case json.Number:
+		return x.String(), nil
+	}
+	return "", fmt.Errorf("the value at %s must be a string or a number", ptr)
+}
+
+// ValidPointer reports whether p is a JSON pointer (RFC 6901) to a member
+// of data: "/" followed by tokens, "~" only as "~0" or "~1".
+func ValidPointer(p string) bool {
+	if len(p) < 2 || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 >= len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return false
+		}
+	}
+	return true
+}

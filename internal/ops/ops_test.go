@@ -1,0 +1,143 @@
+package ops_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/ops"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func newStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newEndpoint(t *testing.T, s store.Store, id, tenant string, types ...string) store.Endpoint {
+	t.Helper()
+	e, err := s.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: store.Endpoint{ID: id, Tenant: tenant, URL: "https://" + id + ".example/",
+		EventTypes: types, State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_" + id + "-secret-value", CreatedAt: t0}}, CreatedAt: t0, UpdatedAt: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// opEvents returns the operational events of tenant, oldest first, as
+// type → the endpoint state their data names.
+func opEvents(t *testing.T, s store.Store, tenant string) []string {
+	t.Helper()
+	pg, err := s.ListEvents(t.Context(), store.ListEventsParams{Tenant: tenant, ListParams: store.ListParams{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := len(pg.Data) - 1; i >= 0; i-- {
+		ev := pg.Data[i]
+		var body struct {
+			Data struct{ State string }
+		}
+		if err := json.Unmarshal(ev.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev.Type+" "+body.Data.State)
+	}
+	return out
+}
+
+// Issue 13, point 6: an endpoint disabled and enabled again before the
+// housekeeper's round emits both events, in order, each naming the state
+// at its change — to the owner and to the operator tenant.
+func TestQuickStateChangesEmitEveryEvent(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	ep := newEndpoint(t, s, "ep_a", "acme")
+	newEndpoint(t, s, "ep_watch", "acme", "endpoint.disabled", "endpoint.enabled")
+	newEndpoint(t, s, "ep_ops", "ops", "endpoint.disabled", "endpoint.enabled")
+	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointDisabled, Reason: "the endpoint answered 410 Gone", Notice: ops.TypeEndpointDisabled, Now: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointEnabled, Notice: ops.TypeEndpointEnabled, Now: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return t0.Add(2 * time.Second) }, SpikeThreshold: -1})
+	if err := h.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"endpoint.disabled disabled", "endpoint.enabled enabled"}
+	for _, tenant := range []string{"acme", "ops"} {
+		if got := opEvents(t, s, tenant); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("%s's operational events = %q, want %q", tenant, got, want)
+		}
+	}
+	// Emitted exactly once: another round adds nothing.
+	if err := h.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := opEvents(t, s, "acme"); len(got) != 2 {
+		t.Errorf("after a second round: %q, want the same 2 events", got)
+	}
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 0 {
+		t.Errorf("outbox after the rounds: %+v, %v; want empty", ns, err)
+	}
+}
+
+// Issue 13, point 7: deleting an endpoint emits endpoint.deleted, naming
+// its tenant and URL although its row is gone, to the owner's endpoint.*
+// endpoints and the operator tenant.
+func TestDeleteEmitsEndpointDeleted(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	newEndpoint(t, s, "ep_watch", "acme", "endpoint.*")
+	newEndpoint(t, s, "ep_ops", "ops", "endpoint.*")
+	e, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "acme", URL: "https://a.example/hook", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_ep_a-secret-value", CreatedAt: t0}}, CreatedAt: t0, UpdatedAt: t0}, Notice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return t0.Add(2 * time.Second) }, SpikeThreshold: -1})
+	if err := h.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "ops"} {
+		want := []string{"endpoint.created enabled", "endpoint.deleted enabled"}
+		if got := opEvents(t, s, tenant); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("%s's operational events = %q, want %q", tenant, got, want)
+		}
+		pg, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, EventType: ops.TypeEndpointDeleted})
+		if err != nil || len(pg.Data) != 1 {
+			t.Fatalf("%s's deliveries of endpoint.deleted: %+v, %v; want 1 (to its endpoint.* endpoint)", tenant, pg.Data, err)
+		}
+		ev, err := s.GetEvent(ctx, pg.Data[0].EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Tenant string
+			Data   struct {
+				EndpointID     string `json:"endpoint_id"`
+				EndpointTenant string `json:"endpoint_tenant"`
+				URL            string
+			}
+		}
+		if err := json.Unmarshal(ev.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Tenant != tenant || body.Data.EndpointID != "ep_a" || body.Data.EndpointTenant != "acme" || body.Data.URL != "https://a.example/hook" {
+			t.Errorf("%s's endpoint.deleted: %s", tenant, ev.Body)
+		}
+	}
+}

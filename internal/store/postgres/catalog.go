@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+const eventTypeColumns = "name, description, resource_id, versions, revision, created_at, updated_at"
+
+func scanEventType(row pgx.Row) (store.EventType, error) {
+	var (
+		t                    store.EventType
+		versions             string
+		createdAt, updatedAt time.Time
+	)
+	if err := row.Scan(&t.Name, &t.Description, &t.ResourceID, &versions, &t.Revision, &createdAt, &updatedAt); err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal([]byte(versions), &t.Versions); err != nil {
+		return t, fmt.Errorf("event type %s versions: %w", t.Name, err)
+	}
+	t.CreatedAt, t.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
+	return t, nil
+}
+
+// CreateEventType implements store.Store.
+func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	vb, err := json.Marshal(t.Versions)
+	if err != nil {
+		return store.EventType{}, fmt.Errorf("create event type: %w", err)
+	}
+	got, err := scanEventType(s.pool.QueryRow(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES ($1, $2, $3, $4, 1, $5, $6) RETURNING "+eventTypeColumns,
+		t.Name, t.Description, t.ResourceID, string(vb), ts(t.CreatedAt), ts(t.UpdatedAt)))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return store.EventType{}, fmt.Errorf("create event type %s: %w", t.Name, store.ErrConflict)
+		}
+		return store.EventType{}, wrap("create event type", err)
+	}
+	return got, nil
+}
+
+// GetEventType implements store.Store.
+func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType, error) {
+	t, err := scanEventType(s.pool.QueryRow(ctx, "SELECT "+eventTypeColumns+" FROM event_types WHERE name = $1", name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("event type %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return t, wrap("get event type", err)
+	}
+	return t, nil
+}
+
+// ListEventTypes implements store.Store.
+func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+eventTypeColumns+" FROM event_types ORDER BY name")
+	if err != nil {
+		return nil, wrap("list event types", err)
+	}
+	defer rows.Close()
+	out := []store.EventType{}
+	for rows.Next() {
+		t, err := scanEventType(rows)
+		if err != nil {
+			return nil, wrap("list event types", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list event types", err)
+	}
+	return out, nil
+}
+
+// UpdateEventType implements store.Store.
+func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	vb, err := json.Marshal(t.Versions)
+	if err != nil {
+		return store.EventType{}, fmt.Errorf("update event type: %w", err)
+	}
+	got, err := scanEventType(s.pool.QueryRow(ctx, `UPDATE event_types SET description = $2, resource_id = $3, versions = $4, revision = revision + 1, updated_at = $5
+		WHERE name = $1 AND revision = $6 RETURNING `+eventTypeColumns, t.Name, t.Description, t.ResourceID, string(vb), ts(t.UpdatedAt), t.Revision))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.GetEventType(ctx, t.Name); err != nil {
+			return store.EventType{}, err
+		}
+		return store.EventType{}, fmt.Errorf("update event type %s: changed meanwhile (revision %d is not the stored one): %w", t.Name, t.Revision, store.ErrConflict)
+	}
+	if err != nil {
+		return store.EventType{}, wrap("update event type", err)
+	}
+	return got, nil
+}

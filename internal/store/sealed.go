@@ -1,0 +1,233 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SealedColumn is a database column whose values are encrypted at rest
+// with HERALD_ENCRYPTION_KEY. SealedColumns lists them all, in one place:
+// `herald rekey` re-encrypts exactly these, on every driver. A new
+// encrypted column needs only a row here (the drivers read Table, Key,
+// Column and Where into their SQL; the names are constants of this file,
+// never user input).
+type SealedColumn struct {
+	// Table, Key (the primary key column) and Column name the values.
+	Table, Key, Column string
+	// Where, if set, restricts the rows (an SQL condition valid on both
+	// drivers, without parameters).
+	Where string
+	// Context returns the AEAD context a value is bound to, from the row's
+	// key; nil means the key itself (SealBytes(box, id, …)).
+	Context func(key string) string
+	// Bare values are base64 without the "enc:v1:" prefix (the key check);
+	// otherwise values without the prefix are plain (written without a
+	// box) and left alone.
+	Bare bool
+	// Member, if set, says the column holds a JSON object whose string
+	// members are sealed one by one ("enc:v1:…"), each bound to
+	// Member(key, name) (e.g. endpoints.headers: SealHeaders).
+	Member func(key, name string) string
+}
+
+// SealedColumns are all the encrypted columns. The key check value
+// (KeyCheckMeta) is last: rekey moves it to the new key only after every
+// other value, so until then a node with only the old key still starts.
+var SealedColumns = []SealedColumn{
+	{Table: "endpoints", Key: "id", Column: "secrets"},
+	{Table: "sources", Key: "id", Column: "config"},
+	{Table: "endpoints", Key: "id", Column: "headers", Where: "headers <> '{}'", Member: HeaderContext},
+	{Table: "meta", Key: "key", Column: "value", Where: "key = '" + KeyCheckMeta + "'", Context: func(string) string { return KeyCheckMeta }, Bare: true},
+}
+
+// SealedValue is one row of a sealed column.
+type SealedValue struct {
+	Key, Value string
+}
+
+// SealedStore is what a driver provides for rekey: pages of a sealed
+// column's rows (by key in byte order, after the given one, ascending),
+// one row's value, and a
+// compare-and-set of one value (false when the value changed meanwhile).
+type SealedStore interface {
+	SealedValues(ctx context.Context, c SealedColumn, after string, limit int) ([]SealedValue, error)
+	// SealedValue reads one row's value; ok is false when the row is gone.
+	SealedValue(ctx context.Context, c SealedColumn, key string) (value string, ok bool, err error)
+	ReplaceSealed(ctx context.Context, c SealedColumn, key, old, new string) (bool, error)
+}
+
+// RekeyStats counts what Rekey did.
+type RekeyStats struct {
+	Rewritten int // values moved to the new key
+	Current   int // values already under the new key (a resumed run)
+	Plain     int // values stored unencrypted, left alone
+}
+
+// Rekey re-encrypts every value of SealedColumns under newKey: a value
+// that opens with newKey is left (so an interrupted run resumes where it
+// stopped); one that opens with old (a Keyring of the previous keys) is
+// sealed again with newKey and written only if it did not change meanwhile
+// (otherwise it is read again). A value neither key opens stops the run
+// with an error naming the row. Each value is its own write, so nodes keep
+// running with both keys (secretbox.Keyring) throughout.
+func Rekey(ctx context.Context, st SealedStore, old, newKey SecretBox) (RekeyStats, error) {
+	var stats RekeyStats
+	for _, c := range SealedColumns {
+		after := ""
+		for {
+			rows, err := st.SealedValues(ctx, c, after, 100)
+			if err != nil {
+				return stats, fmt.Errorf("rekey %s.%s: %w", c.Table, c.Column, err)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				if err := rekeyOne(ctx, st, c, r, old, newKey, &stats); err != nil {
+					return stats, err
+				}
+				after = r.Key
+			}
+		}
+	}
+	return stats, nil
+}
+
+// rekeyMembers re-encrypts the sealed members of a JSON object value; ok
+// is false when nothing needed rewriting (counted as current or plain).
+func rekeyMembers(c SealedColumn, r SealedValue, old, newKey SecretBox, stats *RekeyStats) (string, bool, error) {
+	var members map[string]string
+	if err := json.Unmarshal([]byte(r.Value), &members); err != nil {
+		return "", false, fmt.Errorf("rekey %s.%s of %s: not a JSON object of strings: %w", c.Table, c.Column, r.Key, err)
+	}
+	changed := false
+	for name, v := range members {
+		raw, plain, err := c.decode(v)
+		if err != nil {
+			return "", false, fmt.Errorf("rekey %s.%s of %s (%s): %w", c.Table, c.Column, r.Key, name, err)
+		}
+		ctxt := []byte(c.Member(r.Key, name))
+		if plain {
+			stats.Plain++
+			continue
+		}
+		if _, err := newKey.Open(raw, ctxt); err == nil {
+			stats.Current++
+			continue
+		}
+		pt, err := old.Open(raw, ctxt)
+		if err != nil {
+			return "", false, fmt.Errorf("rekey %s.%s of %s (%s): neither the new nor the previous key opens it: %w", c.Table, c.Column, r.Key, name, err)
+		}
+		sealed, err := newKey.Seal(pt, ctxt)
+		if err != nil {
+			return "", false, err
+		}
+		members[name] = c.encode(sealed)
+		changed = true
+	}
+	if !changed {
+		return "", false, nil
+	}
+	b, err := json.Marshal(members)
+	return string(b), true, err
+}
+
+func rekeyOne(ctx context.Context, st SealedStore, c SealedColumn, r SealedValue, old, newKey SecretBox, stats *RekeyStats) error {
+	if c.Member != nil {
+		for try := 0; try < 10; try++ {
+			before := *stats
+			v, changed, err := rekeyMembers(c, r, old, newKey, stats)
+			if err != nil || !changed {
+				return err
+			}
+			ok, err := st.ReplaceSealed(ctx, c, r.Key, r.Value, v)
+			if err != nil {
+				return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
+			}
+			if ok {
+				stats.Rewritten++
+				return nil
+			}
+			*stats = before
+			cur, found, err := st.SealedValue(ctx, c, r.Key)
+			if err != nil || !found {
+				return err
+			}
+			r.Value = cur
+		}
+		return fmt.Errorf("rekey %s.%s of %s: the value kept changing; run rekey again", c.Table, c.Column, r.Key)
+	}
+	ctxt := r.Key
+	if c.Context != nil {
+		ctxt = c.Context(r.Key)
+	}
+	for try := 0; try < 10; try++ {
+		raw, plain, err := c.decode(r.Value)
+		if err != nil {
+			return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
+		}
+		if plain {
+			stats.Plain++
+			return nil
+		}
+		if _, err := newKey.Open(raw, []byte(ctxt)); err == nil {
+			stats.Current++
+			return nil
+		}
+		pt, err := old.Open(raw, []byte(ctxt))
+		if err != nil {
+			return fmt.Errorf("rekey %s.%s of %s: neither the new nor the previous key opens it: %w", c.Table, c.Column, r.Key, err)
+		}
+		sealed, err := newKey.Seal(pt, []byte(ctxt))
+		if err != nil {
+			return err
+		}
+		ok, err := st.ReplaceSealed(ctx, c, r.Key, r.Value, c.encode(sealed))
+		if err != nil {
+			return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
+		}
+		if ok {
+			stats.Rewritten++
+			return nil
+		}
+		// Changed meanwhile (a node rotated a secret): read it again.
+		v, found, err := st.SealedValue(ctx, c, r.Key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil // deleted meanwhile
+		}
+		r.Value = v
+	}
+	return fmt.Errorf("rekey %s.%s of %s: the value kept changing; run rekey again", c.Table, c.Column, r.Key)
+}
+
+func (c SealedColumn) decode(v string) (raw []byte, plain bool, err error) {
+	s := v
+	if !c.Bare {
+		rest, ok := strings.CutPrefix(v, sealedPrefix)
+		if !ok {
+			return nil, true, nil
+		}
+		s = rest
+	}
+	raw, err = base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, false, errors.New("not base64")
+	}
+	return raw, false, nil
+}
+
+func (c SealedColumn) encode(sealed []byte) string {
+	s := base64.StdEncoding.EncodeToString(sealed)
+	if c.Bare {
+		return s
+	}
+	return sealedPrefix + s
+}

@@ -1,0 +1,106 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Backup writes a consistent copy of the live database at path to the new
+// file to, with SQLite's VACUUM INTO (https://sqlite.org/lang_vacuum.html#vacuuminto):
+// one read transaction, so the copy is the database as of one instant (in
+// WAL mode writers go on meanwhile: deliveries do not stop), compacted,
+// and a database of its own (no -wal file). to must not exist. The copy is
+// encrypted as the original (sealed columns stay sealed): keep the key
+// (HERALD_ENCRYPTION_KEY or the .key file) with it, but not beside it.
+func Backup(ctx context.Context, path, to string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("sqlite backup: %w", err)
+	}
+	if _, err := os.Stat(to); err == nil {
+		return fmt.Errorf("sqlite backup: %s exists; choose a new file", to)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", to); err != nil {
+		os.Remove(to)
+		return fmt.Errorf("sqlite backup of %s to %s: %w", path, to, err)
+	}
+	return nil
+}
+
+// Restore checks that the backup file from is a Herald database sealed with
+// box's key and passes SQLite's integrity check, then copies it to the
+// database path to (through a temporary file and a rename, so a failed
+// restore leaves nothing half-written). It refuses a backup written with
+// another key (store.ErrWrongKey) and an existing to (a running node's
+// database is never overwritten: stop Herald and move the old file away
+// first). Migrations to the binary's schema run at the next start.
+func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
+	if _, err := os.Stat(to); err == nil {
+		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: from}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&check); err != nil {
+		return fmt.Errorf("sqlite restore: %s is not a readable SQLite database: %w", from, err)
+	}
+	if check != "ok" {
+		return fmt.Errorf("sqlite restore: %s fails SQLite's integrity check: %s", from, check)
+	}
+	var stored string
+	err = db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", store.KeyCheckMeta).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite restore: %s has no encryption key check; it is not a Herald backup", from)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite restore: %s is not a Herald database: %w", from, err)
+	}
+	if err := store.CheckKeyValue(box, stored); err != nil {
+		return fmt.Errorf("sqlite restore: %w", err)
+	}
+	db.Close()
+	return copyFile(from, to)
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".restore-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), to)
+}

@@ -1,0 +1,103 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+const eventTypeColumns = "name, description, resource_id, versions, revision, created_at, updated_at"
+
+func scanEventType(sc scanner) (store.EventType, error) {
+	var (
+		t                    store.EventType
+		versions             string
+		createdAt, updatedAt int64
+	)
+	if err := sc.Scan(&t.Name, &t.Description, &t.ResourceID, &versions, &t.Revision, &createdAt, &updatedAt); err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal([]byte(versions), &t.Versions); err != nil {
+		return t, fmt.Errorf("event type %s versions: %w", t.Name, err)
+	}
+	t.CreatedAt, t.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
+	return t, nil
+}
+
+// CreateEventType implements store.Store.
+func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	vb, err := json.Marshal(t.Versions)
+	if err != nil {
+		return store.EventType{}, fmt.Errorf("create event type: %w", err)
+	}
+	t.Revision = 1
+	_, err = s.w.ExecContext(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES (?,?,?,?,?,?,?)",
+		t.Name, t.Description, t.ResourceID, string(vb), t.Revision, micro(t.CreatedAt), micro(t.UpdatedAt))
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return store.EventType{}, fmt.Errorf("create event type %s: %w", t.Name, store.ErrConflict)
+		}
+		return store.EventType{}, wrap("create event type", err)
+	}
+	return s.GetEventType(ctx, t.Name)
+}
+
+// GetEventType implements store.Store.
+func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType, error) {
+	t, err := scanEventType(s.r.QueryRowContext(ctx, "SELECT "+eventTypeColumns+" FROM event_types WHERE name = ?", name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, fmt.Errorf("event type %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return t, wrap("get event type", err)
+	}
+	return t, nil
+}
+
+// ListEventTypes implements store.Store.
+func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT "+eventTypeColumns+" FROM event_types ORDER BY name")
+	if err != nil {
+		return nil, wrap("list event types", err)
+	}
+	defer rows.Close()
+	out := []store.EventType{}
+	for rows.Next() {
+		t, err := scanEventType(rows)
+		if err != nil {
+			return nil, wrap("list event types", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("list event types", err)
+	}
+	return out, nil
+}
+
+// UpdateEventType implements store.Store.
+func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	vb, err := json.Marshal(t.Versions)
+	if err != nil {
+		return store.EventType{}, fmt.Errorf("update event type: %w", err)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE event_types SET description = ?, resource_id = ?, versions = ?, revision = revision + 1, updated_at = ?
+		WHERE name = ? AND revision = ?`, t.Description, t.ResourceID, string(vb), micro(t.UpdatedAt), t.Name, t.Revision)
+	if err != nil {
+		return store.EventType{}, wrap("update event type", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.EventType{}, wrap("update event type", err)
+	} else if n == 0 {
+		if _, err := s.GetEventType(ctx, t.Name); err != nil {
+			return store.EventType{}, err
+		}
+		return store.EventType{}, fmt.Errorf("update event type %s: changed meanwhile (revision %d is not the stored one): %w", t.Name, t.Revision, store.ErrConflict)
+	}
+	return s.GetEventType(ctx, t.Name)
+}

@@ -1,0 +1,209 @@
+package sqlite_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+func testBox(t *testing.T) *secretbox.Box {
+	t.Helper()
+	box, err := secretbox.New([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box
+}
+
+// TestHeaderValuesSealedAtRest (issue 13 point 13): an endpoint's custom
+// header values (receivers' credentials) are not stored in clear, read
+// back in clear, and rows an earlier version stored in clear are sealed by
+// SealClearHeaders.
+func TestHeaderValuesSealedAtRest(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	box := testBox(t)
+	s, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const credential = "Bearer receiver-credential-7f3a"
+	ep := store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Headers: map[string]string{"Authorization": credential},
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	var raw string
+	if err := rawDB(t, path).QueryRowContext(ctx, "SELECT headers FROM endpoints WHERE id=?", ep.ID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "receiver-credential") || !strings.Contains(raw, `"Authorization":"enc:v1:`) {
+		t.Errorf("stored headers %s: want the value sealed (enc:v1:…)", raw)
+	}
+	got, err := s.GetEndpoint(ctx, ep.ID)
+	if err != nil || got.Headers["Authorization"] != credential {
+		t.Fatalf("GetEndpoint headers %v, %v; want the clear value", got.Headers, err)
+	}
+	// An update seals too.
+	h := map[string]string{"X-Api-Key": "second-credential-91c2"}
+	if _, err := s.UpdateEndpoint(ctx, store.UpdateEndpointParams{ID: ep.ID, Headers: &h, Now: base}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rawDB(t, path).QueryRowContext(ctx, "SELECT headers FROM endpoints WHERE id=?", ep.ID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "second-credential") {
+		t.Errorf("stored headers after update %s: want the value sealed", raw)
+	}
+	// A row written in clear (an earlier version) is read as is, then sealed.
+	if _, err := rawDB(t, path).ExecContext(ctx, `UPDATE endpoints SET headers='{"X-Old":"old-credential-55"}' WHERE id=?`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetEndpoint(ctx, ep.ID); err != nil || got.Headers["X-Old"] != "old-credential-55" {
+		t.Fatalf("clear row: %v, %v", got.Headers, err)
+	}
+	if n, err := s.SealClearHeaders(ctx); err != nil || n != 1 {
+		t.Fatalf("SealClearHeaders = %d, %v; want 1", n, err)
+	}
+	if err := rawDB(t, path).QueryRowContext(ctx, "SELECT headers FROM endpoints WHERE id=?", ep.ID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "old-credential") {
+		t.Errorf("after SealClearHeaders: %s", raw)
+	}
+	if got, err := s.GetEndpoint(ctx, ep.ID); err != nil || got.Headers["X-Old"] != "old-credential-55" {
+		t.Fatalf("after SealClearHeaders: %v, %v", got.Headers, err)
+	}
+	if n, err := s.SealClearHeaders(ctx); err != nil || n != 0 {
+		t.Errorf("second SealClearHeaders = %d, %v; want 0", n, err)
+	}
+}
+
+// TestDataFilesPrivate (issue 13 point 13): the database, WAL and SHM files
+// are created 0600 whatever the umask, existing files are made private,
+// and a directory every user can write to is refused.
+func TestDataFilesPrivate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.db")
+	s := openStore(t, path)
+	if _, err := s.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled, CreatedAt: base, UpdatedAt: base,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %04o, want 0600", filepath.Base(p), info.Mode().Perm())
+		}
+	}
+	s.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, path)
+	s.Close()
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o600 {
+		t.Errorf("reopened: mode %04o, want 0600", info.Mode().Perm())
+	}
+	open := filepath.Join(dir, "shared")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(t.Context(), filepath.Join(open, "herald.db")); err == nil {
+		s.Close()
+		t.Error("Open in a world-writable directory succeeded")
+	} else if !strings.Contains(err.Error(), "writable by every user") {
+		t.Errorf("Open in a world-writable directory: %v; want the rule named", err)
+	}
+	if entries, _ := os.ReadDir(open); len(entries) != 0 {
+		t.Errorf("refused Open created files: %v", entries)
+	}
+}
+
+// TestPingFailsWhenDatabaseFileDeleted (issue 13 point 14): a database
+// file deleted while the store is open fails readiness.
+func TestPingFailsWhenDatabaseFileDeleted(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Ping(t.Context())
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "deleted or replaced") {
+		t.Errorf("Ping after the file was deleted: %v; want ErrUnavailable naming the cause", err)
+	}
+}
+
+// TestPingFailsWhileStorageIsFull (issue 13 point 15): after a publish
+// failed because the storage is full, Ping fails for 10 s (renewed by
+// every further failure) and is tried again after 10 s without one.
+func TestPingFailsWhileStorageIsFull(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	now := base
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"), sqlite.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := sqlite.LimitPages(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	publish := func() error {
+		id := store.NewID("evt")
+		_, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`), Fingerprint: id},
+			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
+		})
+		return err
+	}
+	if err := publish(); err == nil {
+		t.Fatal("publish on a full database succeeded")
+	}
+	err = s.Ping(ctx)
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "failed on storage") {
+		t.Fatalf("Ping after a publish failed on storage: %v; want ErrUnavailable", err)
+	}
+	now = now.Add(9 * time.Second)
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping 9 s after the failure succeeded; want it failing for 10 s")
+	}
+	now = now.Add(2 * time.Second)
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping 11 s after the failure: %v; want it tried again", err)
+	}
+	if err := publish(); err == nil {
+		t.Fatal("publish on a full database succeeded")
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping right after a second failure succeeded")
+	}
+}

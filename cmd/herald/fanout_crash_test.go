@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -24,17 +25,48 @@ import (
 // kills the real binary with SIGKILL while fan-outs are unfinished (checked
 // in the database before the restart), restarts it on the same database,
 // and checks that every event ends with exactly one delivery per endpoint,
-// each succeeded, and that every endpoint received every event.
+// each succeeded, and that every endpoint received every event. On SQLite,
+// and on PostgreSQL when HERALD_TEST_POSTGRES_URL is set (a fresh database).
 func TestKill9DuringChunkedFanOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the herald binary")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "herald")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "herald")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		dbPath := filepath.Join(dir, "herald.db")
+		fanOutCrash(t, bin, "sqlite:"+dbPath, nil, func(query string) int {
+			db, err := sql.Open("sqlite", dbPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var n int
+			if err := db.QueryRow(query).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		e := newClusterEnv(t, nil) // skips without HERALD_TEST_POSTGRES_URL
+		fanOutCrash(t, e.bin, e.dbURL, []string{"HERALD_ENCRYPTION_KEY=" + e.encKey}, func(query string) int {
+			var n int
+			if err := e.db().QueryRow(context.Background(), query).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		})
+	})
+}
 
+// fanOutCrash runs the test on one store: db is --db, env is added to the
+// server's environment, count runs a COUNT query on the database while
+// the server is down.
+func fanOutCrash(t *testing.T, bin, db string, env []string, count func(query string) int) {
 	var mu sync.Mutex
 	seen := map[string]int{} // "endpoint path/event id" → requests
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +77,6 @@ func TestKill9DuringChunkedFanOut(t *testing.T) {
 	}))
 	t.Cleanup(recv.Close)
 
-	dbPath := filepath.Join(dir, "herald.db")
 	const key = "fanout-crash-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,10 +85,10 @@ func TestKill9DuringChunkedFanOut(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--db", "sqlite:"+dbPath, "--workers", "16",
+		cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--db", db, "--workers", "16",
 			"--fanout-chunk", "2", "--attempt-timeout", "1s", "--lease", "3s", "--rescue-interval", "200ms",
 			"--retry-schedule", "100ms,100ms,100ms,100ms")
-		cmd.Env = append(os.Environ(), "HERALD_API_KEY="+key)
+		cmd.Env = append(append(os.Environ(), "HERALD_API_KEY="+key), env...)
 		var logs bytes.Buffer
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
@@ -137,18 +168,8 @@ func TestKill9DuringChunkedFanOut(t *testing.T) {
 
 	// The kill must have left fan-outs unfinished, or the test proves
 	// nothing.
-	db, err := sql.Open("sqlite", dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var unfinished, created int
-	if err := db.QueryRow("SELECT COUNT(*) FROM fanouts").Scan(&unfinished); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow("SELECT COUNT(*) FROM deliveries").Scan(&created); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	unfinished := count("SELECT COUNT(*) FROM fanouts")
+	created := count("SELECT COUNT(*) FROM deliveries")
 	if unfinished == 0 || created >= endpoints*events {
 		t.Fatalf("at the kill %d fan-outs were unfinished and %d of %d deliveries created; the test proves nothing", unfinished, created, endpoints*events)
 	}

@@ -81,8 +81,11 @@ type Result struct {
 	// ID is the event's id: the new event's, or the original's when
 	// Duplicate.
 	ID string
-	// Deliveries is the number of deliveries the event fanned out to (the
-	// original's, when Duplicate).
+	// Deliveries is the number of deliveries the event fanned out to: the
+	// endpoints it matched (the original's deliveries, when Duplicate).
+	// Past 500 matching endpoints (store.DefaultFanOutChunk) the
+	// transaction writes only the first 500; a Herald node creates the
+	// rest, exactly once, after the commit (within the second: it polls).
 	Deliveries int
 	// Duplicate: the id or the idempotency key was used before with the
 	// same content; nothing was written.

@@ -17,6 +17,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 func newServeCmd() *cobra.Command {
@@ -92,6 +93,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			if cfg.MaxEndpointsPerTenant < 0 {
 				return fmt.Errorf("--max-endpoints-per-tenant must be 0 (no limit) or more")
 			}
+			if cfg.FanOutChunk < 1 {
+				return fmt.Errorf("--fanout-chunk must be at least 1")
+			}
 			if cfg.BreakerThreshold < 1 {
 				return fmt.Errorf("--breaker-threshold must be at least 1")
 			}
@@ -163,6 +167,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.IntVar(&cfg.TenantConcurrency, "tenant-concurrency", 0, "attempts in flight for one tenant to its endpoints that have not answered fast (fairness: one tenant's slow or black-holed endpoints together never hold more workers); on PostgreSQL the cap of the whole cluster; 0 = workers/4")
 	f.IntVar(&cfg.HostConcurrency, "host-concurrency", 0, "attempts in flight to one destination host (all tenants) for endpoints that have not answered fast; on PostgreSQL the cap of the whole cluster; 0 = workers/2")
 	f.IntVar(&cfg.MaxEndpointsPerTenant, "max-endpoints-per-tenant", 0, "refuse creating an endpoint past this many in its tenant (422); 0 = no limit")
+	f.IntVar(&cfg.FanOutChunk, "fanout-chunk", store.DefaultFanOutChunk, "most deliveries one transaction creates: a publish to more endpoints writes this many and the engine the rest, one chunk per transaction (bounds how long a publish holds the writer)")
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals; a node joining others waits 3 intervals plus their attempt timeout before it delivers)")
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")

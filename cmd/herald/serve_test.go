@@ -17,6 +17,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--lease", "-1s", "--attempt-timeout", "2s"}, "--lease -1s must be longer than --attempt-timeout 2s (a lease must outlive its attempt)"},
 		{[]string{"--workers", "0"}, "--workers must be at least 1"},
 		{[]string{"--endpoint-concurrency", "-3"}, "--endpoint-concurrency must be 0 (workers/8) or more"},
+		{[]string{"--fanout-chunk", "0"}, "--fanout-chunk must be at least 1"},
 		{[]string{"--breaker-threshold", "0"}, "--breaker-threshold must be at least 1"},
 		{[]string{"--rescue-interval", "0s"}, "--rescue-interval must be positive"},
 		{[]string{"--breaker-cooldown", "-5s"}, "--breaker-cooldown must be positive"},

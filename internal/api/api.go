@@ -56,6 +56,9 @@ type Config struct {
 	PublicURL string
 	// Notify is called after a publish committed new deliveries.
 	Notify func()
+	// NotifyFanOut is called after a publish left deliveries for the
+	// engine to create (store.PublishResult.FanOut); nil: none.
+	NotifyFanOut func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
 	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
@@ -71,6 +74,9 @@ type Config struct {
 	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
 	// its tenant with 422 naming the limit; 0 = no limit.
 	MaxEndpointsPerTenant int
+	// FanOutChunk is PublishParams.FanOutChunk for every publish: the most
+	// deliveries a publish's transaction creates (0: the store's default).
+	FanOutChunk int
 	// Version is reported in /openapi.json and /healthz.
 	Version string
 	// CatalogMode is CatalogPermissive ("" too) or CatalogStrict (publishing
@@ -117,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if cfg.NotifyFanOut == nil {
+		cfg.NotifyFanOut = func() {}
 	}
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}

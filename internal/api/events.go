@@ -42,7 +42,7 @@ type EventOut struct {
 // PublishOut answers a publish.
 type PublishOut struct {
 	EventOut
-	Deliveries int  `json:"deliveries" doc:"number of deliveries the event fanned out to"`
+	Deliveries int  `json:"deliveries" doc:"number of deliveries the event fanned out to: the endpoints it matched when published. Past --fanout-chunk (500) endpoints only the first chunk exists when this answer is sent; the engine creates the rest within moments, each exactly once"`
 	Duplicate  bool `json:"duplicate" doc:"true when the id or Idempotency-Key was seen before: this is the original event and nothing new was delivered"`
 }
 
@@ -170,6 +170,7 @@ func (s *Server) registerEvents() {
 			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
 				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
+			FanOutChunk: s.cfg.FanOutChunk,
 		})
 		if err != nil {
 			return nil, s.problem(err, "event")
@@ -199,6 +200,9 @@ func (s *Server) registerEvents() {
 			}
 			if res.Pending > 0 {
 				s.cfg.Notify() // held deliveries need no worker
+			}
+			if res.FanOut {
+				s.cfg.NotifyFanOut()
 			}
 		}
 		return out, nil

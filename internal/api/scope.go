@@ -220,6 +220,10 @@ func (t tenantStore) ClaimDeliveries(context.Context, store.ClaimParams) ([]stor
 	return nil, errNotForTenant
 }
 
+func (t tenantStore) ContinueFanOut(context.Context, store.FanOutParams) (store.FanOutResult, error) {
+	return store.FanOutResult{}, errNotForTenant
+}
+
 func (t tenantStore) CompleteDeliveries(context.Context, []store.Completion) error {
 	return errNotForTenant
 }

@@ -107,6 +107,10 @@ type Config struct {
 	// MaxEndpointsPerTenant refuses creating an endpoint past this many in
 	// its tenant (422); 0 = no limit.
 	MaxEndpointsPerTenant int
+	// FanOutChunk is the most deliveries one transaction creates: a
+	// publish to more endpoints writes the first chunk and the engine the
+	// rest, one chunk per transaction; default store.DefaultFanOutChunk.
+	FanOutChunk int
 	// BreakerThreshold and BreakerCooldown configure the per-endpoint
 	// circuit breaker; defaults 5 failures and 30 s.
 	BreakerThreshold int
@@ -285,6 +289,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		EndpointConcurrency: cfg.EndpointConcurrency,
 		TenantConcurrency:   cfg.TenantConcurrency,
 		HostConcurrency:     cfg.HostConcurrency,
+		FanOutChunk:         cfg.FanOutChunk,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
 		DisableAfter:        disableAfter,
@@ -314,9 +319,11 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		AdminKeyHashes:        keyHashes,
 		PublicURL:             cfg.PublicURL,
 		Notify:                m.engine.Notify,
+		NotifyFanOut:          m.engine.NotifyFanOut,
 		Tester:                m.engine,
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
+		FanOutChunk:           cfg.FanOutChunk,
 		CatalogMode:           cfg.Catalog,
 		PersonalData:          cfg.PersonalData,
 		Version:               Version,

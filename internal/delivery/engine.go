@@ -121,6 +121,10 @@ type Config struct {
 	// the cap (one claim back per expected free slot), between 5 ms and
 	// AttemptTimeout.
 	DeferDelay time.Duration
+	// FanOutChunk is the most deliveries one ContinueFanOut transaction
+	// creates for a publish larger than a chunk; default
+	// store.DefaultFanOutChunk.
+	FanOutChunk int
 	// DisableAfter disables an endpoint whose every attempt has failed for
 	// this long (docs/contract.md: 5 days); 0 = never.
 	DisableAfter time.Duration
@@ -246,6 +250,7 @@ func (c Config) validate() error {
 type Engine struct {
 	cfg     Config
 	wake    chan struct{} // a publish or a rescue made work claimable
+	fanWake chan struct{} // a publish may have left a chunked fan-out
 	slots   chan struct{} // one token per idle worker
 	jobs    chan store.Claim
 	results chan store.Completion
@@ -277,6 +282,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:     cfg,
 		wake:    make(chan struct{}, 1),
+		fanWake: make(chan struct{}, 1),
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan store.Claim, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
@@ -303,6 +309,15 @@ func (e *Engine) Notify() {
 	}
 }
 
+// NotifyFanOut tells the engine that a publish left deliveries for it to
+// create (store.PublishResult.FanOut). It never blocks.
+func (e *Engine) NotifyFanOut() {
+	select {
+	case e.fanWake <- struct{}{}:
+	default:
+	}
+}
+
 // Run delivers until ctx is cancelled, then lets attempts in flight finish
 // (each is bounded by AttemptTimeout), writes their completions, and
 // returns. Claims not yet started when ctx ends (queued for a worker or
@@ -325,6 +340,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			completers.Go(e.complete)
 		}
 		completers.Wait()
+	}()
+	fanOutDone := make(chan struct{})
+	go func() {
+		defer close(fanOutDone)
+		e.fanOut(ctx)
 	}()
 	rescuerDone := make(chan struct{})
 	go func() {
@@ -365,7 +385,58 @@ func (e *Engine) Run(ctx context.Context) error {
 	close(e.results)
 	<-completerDone
 	<-rescuerDone
+	<-fanOutDone
 	return nil
+}
+
+// fanOut is the fan-out loop: it creates the deliveries of publishes
+// larger than a chunk, one chunk per transaction (store.ContinueFanOut),
+// taking the unfinished fan-outs in turn (one chunk each),
+// waking the claimers after each chunk with pending deliveries; when none
+// is left it waits for a publish's notification or the poll interval (a
+// fan-out left by a crash, or published on another node).
+func (e *Engine) fanOut(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	last := "" // the fan-out advanced last: the next call takes the one after it
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := e.cfg.Store.ContinueFanOut(fctx, store.FanOutParams{Chunk: e.cfg.FanOutChunk, Now: e.cfg.Clock.Now(), After: last})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.cfg.Logger.Warn("fan-out chunk failed", "error", err)
+			e.sleep(ctx, backoff)
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if res.Pending > 0 {
+			select { // the claimers, not this loop
+			case e.wake <- struct{}{}:
+			default:
+			}
+		}
+		if res.Done {
+			e.cfg.Logger.Debug("fan-out complete", "event", res.EventID)
+		}
+		if res.EventID != "" {
+			last = res.EventID
+			continue // this one or another may have more
+		}
+		if res.More {
+			// Every remaining fan-out is held by another node.
+			e.sleep(ctx, e.cfg.PollInterval)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.fanWake:
+		case <-time.After(e.cfg.PollInterval):
+		}
+	}
 }
 
 // claim is the claimer loop: wait for idle workers, claim up to that many

@@ -284,14 +284,63 @@ type PublishParams struct {
 	// every VersionBodies entry (SetSequence) and the X-Event-Sequence
 	// header. The key is (tenant, type, resource id): SequenceKeyOf.
 	SequenceKey string
+	// FanOutChunk is the most deliveries the publish's own transaction
+	// creates; 0 means DefaultFanOutChunk. An event matching more endpoints
+	// gets the first FanOutChunk (by endpoint id) in the publish and the
+	// rest from the engine, chunk by chunk (ContinueFanOut).
+	FanOutChunk int
+}
+
+// DefaultFanOutChunk is the default bound on the deliveries one transaction
+// creates (PublishParams.FanOutChunk, FanOutParams.Chunk): a publish to at
+// most this many endpoints is written in full by its own transaction, as
+// before chunking; a larger one holds the writer for one chunk at a time.
+const DefaultFanOutChunk = 500
+
+// FanOutParams drive ContinueFanOut.
+type FanOutParams struct {
+	// Chunk is the most endpoints one call reads (and so deliveries it
+	// creates); 0 means DefaultFanOutChunk.
+	Chunk int
+	// Now stamps the created deliveries (due at once); zero is time.Now.
+	Now time.Time
+	// NewDeliveryID makes the deliveries' ids; nil makes "dlv_" ids.
+	NewDeliveryID func() string
+	// After is the event id of the fan-out the caller advanced last (""
+	// at first): the call takes the first fan-out after it in event id
+	// order, wrapping around, so unfinished fan-outs (of any tenants)
+	// advance in turn, one chunk each, and a small one is not queued
+	// behind a giant one.
+	After string
+}
+
+// FanOutResult tells what one ContinueFanOut call did.
+type FanOutResult struct {
+	// EventID is the event whose fan-out advanced ("" when none was
+	// waiting).
+	EventID string
+	// Created counts the deliveries created; Pending those due now.
+	Created, Pending int
+	// Done: that event's fan-out is complete (its row removed).
+	Done bool
+	// More: fan-outs remain (this one or others) after this call.
+	More bool
 }
 
 // PublishResult tells what PublishEvent did. Created is false when an event
 // with the same id, or the same tenant and idempotency key, already existed:
 // then Event is the original and no delivery was added.
 type PublishResult struct {
-	Event      Event
+	Event Event
+	// Deliveries counts the endpoints the event matched when it was
+	// published: one delivery each. When they exceed the fan-out chunk
+	// (PublishParams.FanOutChunk) only the first chunk exists when
+	// PublishEvent returns; the engine creates the others (ContinueFanOut).
+	// For an existing event it counts the deliveries that exist now.
 	Deliveries int
+	// FanOut: the publish left deliveries for the engine to create
+	// (ContinueFanOut); the caller should wake the engine.
+	FanOut bool
 	// Pending counts the new deliveries due now (the rest are held for
 	// paused or disabled endpoints): only they need a worker woken.
 	Pending int
@@ -666,8 +715,21 @@ type Store interface {
 
 	// PublishEvent stores the event and its deliveries in one transaction.
 	// Reusing an id or (tenant, idempotency key) with a different type or
-	// body returns ErrConflict.
+	// body returns ErrConflict. An event matching more endpoints than
+	// p.FanOutChunk gets only the first chunk of its deliveries (in endpoint
+	// id order) and a fan-out row in that transaction; ContinueFanOut
+	// creates the rest.
 	PublishEvent(ctx context.Context, p PublishParams) (PublishResult, error)
+	// ContinueFanOut creates the next chunk of one unfinished fan-out in one
+	// transaction: the deliveries for the next endpoints (by id) of the
+	// event's tenant that match its type and existed when it was published
+	// (created_at ≤ the event's), advancing the fan-out's position in the
+	// same transaction — so each delivery is created exactly once whatever
+	// crashes between chunks — and removing the row when done. Several
+	// engines (nodes) may call it at once: each advances a different
+	// fan-out, or waits for none. A zero result (EventID "") means nothing
+	// is waiting.
+	ContinueFanOut(ctx context.Context, p FanOutParams) (FanOutResult, error)
 	GetEvent(ctx context.Context, id string) (Event, error)
 	ListEvents(ctx context.Context, p ListEventsParams) (Page[Event], error)
 

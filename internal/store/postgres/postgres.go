@@ -33,7 +33,9 @@
 // Locks are always taken in the order tenant locks (sorted by key), then
 // delivery rows (sorted by id), then endpoint rows (sorted by id; a batch of
 // completions locks the endpoints it may update before updating them), which
-// keeps deadlocks out of the normal paths.
+// keeps deadlocks out of the normal paths. The one exception is
+// ContinueFanOut, which takes its fanouts row before the tenant lock, with
+// SKIP LOCKED: it never waits for that row, so it cannot close a cycle.
 //
 // # Group commit and asynchronous bookkeeping
 //

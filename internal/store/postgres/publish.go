@@ -91,6 +91,7 @@ type publishOp struct {
 	// when it has none.
 	numbered *store.Event
 	targets  []publishTarget
+	fanOut   bool // only the first chunk of targets is written (fanouts row)
 
 	// The answer, set by finishOps: res, or err (a conflict) when the
 	// transaction is still usable.
@@ -151,7 +152,7 @@ type endpointFilter struct {
 func queueEndpoints(b *pgx.Batch, tenants map[string]*tenantEndpoints, tenant string) {
 	te := &tenantEndpoints{}
 	tenants[tenant] = te
-	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1", tenant).Query(func(rows pgx.Rows) error {
+	b.Queue("SELECT id, state, event_types FROM endpoints WHERE tenant = $1 ORDER BY id", tenant).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				id, state string
@@ -217,12 +218,27 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 	if err := numberOps(ctx, tx, ops); err != nil {
 		return err
 	}
+	var fanEvents, fanTenants, fanAfter, fanExclude []string
+	var fanTimes []time.Time
 	for _, op := range ops {
 		if !op.inserted {
 			continue
 		}
 		ev := op.p.Event
-		for _, t := range op.targets {
+		// A fan-out larger than a chunk writes its first chunk (targets
+		// are in endpoint id order) and a fanouts row; ContinueFanOut
+		// creates the rest.
+		first := op.targets
+		if chunk := fanOutChunk(op.p.FanOutChunk); len(first) > chunk {
+			first = first[:chunk]
+			op.fanOut = true
+			fanEvents = append(fanEvents, ev.ID)
+			fanTenants = append(fanTenants, ev.Tenant)
+			fanAfter = append(fanAfter, first[chunk-1].id)
+			fanExclude = append(fanExclude, op.p.ExcludeEndpointID)
+			fanTimes = append(fanTimes, ts(op.p.Now))
+		}
+		for _, t := range first {
 			ids = append(ids, op.p.NewDeliveryID())
 			endpoints = append(endpoints, t.id)
 			states = append(states, string(t.state))
@@ -235,6 +251,11 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 	}
 	if len(ids) > 0 {
 		b := &pgx.Batch{}
+		if len(fanEvents) > 0 {
+			b.Queue(`INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at)
+				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])`,
+				fanEvents, fanTenants, fanAfter, fanExclude, fanTimes)
+		}
 		b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
 			SELECT u.id, u.event_id, u.endpoint_id, u.tenant, u.event_type, u.state, u.at, u.at, u.at
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
@@ -275,7 +296,7 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 		for i, t := range op.targets {
 			st[i] = t.state
 		}
-		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true}
+		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true, FanOut: op.fanOut}
 	}
 	return nil
 }
@@ -329,4 +350,117 @@ func numberOps(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
 		op.numbered = &ev
 	}
 	return nil
+}
+
+// fanOutChunk is the chunk size for a PublishParams.FanOutChunk or
+// FanOutParams.Chunk (0: store.DefaultFanOutChunk).
+func fanOutChunk(n int) int {
+	if n <= 0 {
+		return store.DefaultFanOutChunk
+	}
+	return n
+}
+
+// ContinueFanOut implements store.Store. The fan-out is taken FOR UPDATE
+// SKIP LOCKED (the one exception to the lock order of the package comment:
+// it never waits, so it cannot close a cycle), so several nodes each
+// advance a different fan-out; then the tenant's lock is taken shared as a
+// publish does, and the chunk's endpoints are read after it.
+func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store.FanOutResult, error) {
+	chunk := fanOutChunk(p.Chunk)
+	if p.Now.IsZero() {
+		p.Now = time.Now()
+	}
+	if p.NewDeliveryID == nil {
+		p.NewDeliveryID = func() string { return store.NewID("dlv") }
+	}
+	var res store.FanOutResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = store.FanOutResult{}
+		var (
+			tenant, after, exclude, eventType string
+			publishedAt                       time.Time
+		)
+		err := tx.QueryRow(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
+			FROM fanouts f JOIN events e ON e.id = f.event_id
+			ORDER BY f.event_id <= $1, f.event_id LIMIT 1 FOR UPDATE OF f SKIP LOCKED`, p.After).
+			Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// None free; others may be held by other nodes.
+			res = store.FanOutResult{}
+			return tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fanouts)").Scan(&res.More)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, lockTenantShared, tenantLockClass, tenant); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, state, event_types FROM endpoints
+			WHERE tenant = $1 AND id > $2 AND created_at <= $3 ORDER BY id LIMIT $4`, tenant, after, publishedAt, chunk)
+		if err != nil {
+			return err
+		}
+		var ids, endpoints, states []string
+		read := 0
+		for rows.Next() {
+			var (
+				id, state string
+				types     []byte
+			)
+			if err := rows.Scan(&id, &state, &types); err != nil {
+				rows.Close()
+				return err
+			}
+			read++
+			after = id
+			var patterns []string
+			if err := json.Unmarshal(types, &patterns); err != nil {
+				rows.Close()
+				return fmt.Errorf("endpoint %s event_types: %w", id, err)
+			}
+			if id == exclude || !store.MatchEventType(patterns, eventType) {
+				continue
+			}
+			st := store.DeliveryPending
+			if store.EndpointState(state) != store.EndpointEnabled {
+				st = store.DeliveryPaused
+			} else {
+				res.Pending++
+			}
+			ids = append(ids, p.NewDeliveryID())
+			endpoints = append(endpoints, id)
+			states = append(states, string(st))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		res.Created = len(ids)
+		b := &pgx.Batch{}
+		if len(ids) > 0 {
+			b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+				SELECT u.id, $4, u.endpoint_id, $5, $6, u.state, $7, $7, $7
+				FROM unnest($1::text[], $2::text[], $3::text[]) AS u (id, endpoint_id, state)`,
+				ids, endpoints, states, res.EventID, tenant, eventType, ts(p.Now))
+		}
+		if res.Pending > 0 {
+			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, "")
+		}
+		if read < chunk {
+			res.Done = true
+			b.Queue("DELETE FROM fanouts WHERE event_id = $1", res.EventID)
+			b.Queue("SELECT EXISTS (SELECT 1 FROM fanouts WHERE event_id <> $1)", res.EventID).QueryRow(func(r pgx.Row) error {
+				return r.Scan(&res.More)
+			})
+		} else {
+			res.More = true
+			b.Queue("UPDATE fanouts SET after_endpoint_id = $1 WHERE event_id = $2", after, res.EventID)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	return res, nil
 }

@@ -157,3 +157,62 @@ func TestPublishTx(t *testing.T) {
 		t.Errorf("the transaction is unusable after ErrIsolation: %v", err)
 	}
 }
+
+// TestPublishTxChunkedFanOut: on a caller's transaction a publish past the
+// fan-out chunk writes the first chunk and the fan-out row, both gone with
+// a rollback; after the commit ContinueFanOut creates the rest, one
+// delivery per endpoint.
+func TestPublishTxChunkedFanOut(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, newSchema(t))
+	ctx := t.Context()
+	for range 5 {
+		createEndpoint(t, s, newEndpoint("acme"))
+	}
+	count := func(query, id string) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, query, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, commit := range []bool{false, true} {
+		ev := newEvent("acme")
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := PublishTx(ctx, tx, store.PublishParams{Event: ev, Now: base, IDFromClient: true, FanOutChunk: 2})
+		if err != nil || !res.FanOut || res.Deliveries != 5 {
+			t.Fatalf("PublishTx = %+v, %v; want a fan-out of 5", res, err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool][2]int{false: {0, 0}, true: {2, 1}}[commit]
+		if d, f := count("SELECT count(*) FROM deliveries WHERE event_id = $1", ev.ID), count("SELECT count(*) FROM fanouts WHERE event_id = $1", ev.ID); d != want[0] || f != want[1] {
+			t.Fatalf("commit %v: %d deliveries and %d fan-out rows, want %v", commit, d, f, want)
+		}
+		if !commit {
+			continue
+		}
+		for {
+			r, err := s.ContinueFanOut(ctx, store.FanOutParams{Chunk: 2, Now: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.EventID == "" {
+				break
+			}
+		}
+		if d := count("SELECT count(DISTINCT endpoint_id) FROM deliveries WHERE event_id = $1", ev.ID); d != 5 || count("SELECT count(*) FROM deliveries WHERE event_id = $1", ev.ID) != 5 {
+			t.Fatalf("%d endpoints with a delivery after the fan-out, want 5, one each", d)
+		}
+	}
+}

@@ -102,10 +102,19 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		}
 		targets = append(targets, t)
 	}
-	if len(targets) > 0 {
+	// A fan-out larger than a chunk writes its first chunk (targets are in
+	// endpoint id order) and leaves the rest to ContinueFanOut.
+	now := micro(p.Now)
+	first, fanOut := targets, false
+	if chunk := fanOutChunk(p.FanOutChunk); len(targets) > chunk {
+		first, fanOut = targets[:chunk], true
+		if _, err := g.stmt(ctx, s, tx, insertFanOutSQL).ExecContext(ctx, ev.ID, ev.Tenant, first[chunk-1].id, p.ExcludeEndpointID, now); err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
+	}
+	if len(first) > 0 {
 		stmt := g.stmt(ctx, s, tx, insertDeliverySQL)
-		now := micro(p.Now)
-		for _, t := range targets {
+		for _, t := range first {
 			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
 				return store.PublishResult{}, wrap("publish", err)
 			}
@@ -119,7 +128,118 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	for i, t := range targets {
 		states[i] = t.state
 	}
-	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true}, nil
+	return store.PublishResult{Event: ev, Deliveries: len(targets), Pending: store.CountPending(states), Created: true, FanOut: fanOut}, nil
+}
+
+// fanOutChunk is the chunk size for a PublishParams.FanOutChunk or
+// FanOutParams.Chunk (0: store.DefaultFanOutChunk).
+func fanOutChunk(n int) int {
+	if n <= 0 {
+		return store.DefaultFanOutChunk
+	}
+	return n
+}
+
+const insertFanOutSQL = `INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at) VALUES (?,?,?,?,?)`
+
+// ContinueFanOut implements store.Store: one chunk of the next unfinished
+// fan-out after p.After, on the single writer.
+func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store.FanOutResult, error) {
+	chunk := fanOutChunk(p.Chunk)
+	if p.Now.IsZero() {
+		p.Now = time.Now()
+	}
+	if p.NewDeliveryID == nil {
+		p.NewDeliveryID = func() string { return store.NewID("dlv") }
+	}
+	// Polled every second by every engine: ask the read pool first, and
+	// take the writer only when a fan-out is waiting.
+	var waiting bool
+	if err := s.r.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM fanouts)").Scan(&waiting); err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	if !waiting {
+		return store.FanOutResult{}, nil
+	}
+	tx, done, err := s.queueTx(ctx)
+	if err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	defer done()
+	var (
+		res                               store.FanOutResult
+		tenant, after, exclude, eventType string
+		publishedAt                       int64
+	)
+	err = s.stmt(ctx, tx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
+		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.event_id <= ?, f.event_id LIMIT 1`).
+		QueryRowContext(ctx, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.FanOutResult{}, nil
+	}
+	if err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	rows, err := s.stmt(ctx, tx, `SELECT id, state, event_types FROM endpoints
+		WHERE tenant = ? AND id > ? AND created_at <= ? ORDER BY id LIMIT ?`).QueryContext(ctx, tenant, after, publishedAt, chunk)
+	if err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	var (
+		targets []target
+		read    int
+	)
+	for rows.Next() {
+		var id, state, types string
+		if err := rows.Scan(&id, &state, &types); err != nil {
+			rows.Close()
+			return store.FanOutResult{}, wrap("fan-out", err)
+		}
+		read++
+		after = id
+		t := target{id: id, state: store.DeliveryPending}
+		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
+			rows.Close()
+			return store.FanOutResult{}, fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err)
+		}
+		if id == exclude || !store.MatchEventType(t.patterns, eventType) {
+			continue
+		}
+		if store.EndpointState(state) != store.EndpointEnabled {
+			t.state = store.DeliveryPaused
+		}
+		targets = append(targets, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
+	now := micro(p.Now)
+	ins := s.stmt(ctx, tx, insertDeliverySQL)
+	for _, t := range targets {
+		if _, err := ins.ExecContext(ctx, p.NewDeliveryID(), res.EventID, t.id, tenant, eventType, string(t.state), now, now, now); err != nil {
+			return store.FanOutResult{}, wrap("fan-out", err)
+		}
+		res.Created++
+		if t.state == store.DeliveryPending {
+			res.Pending++
+		}
+	}
+	if read < chunk {
+		res.Done = true
+		if _, err := s.stmt(ctx, tx, "DELETE FROM fanouts WHERE event_id = ?").ExecContext(ctx, res.EventID); err != nil {
+			return store.FanOutResult{}, wrap("fan-out", err)
+		}
+		if err := s.stmt(ctx, tx, "SELECT EXISTS (SELECT 1 FROM fanouts)").QueryRowContext(ctx).Scan(&res.More); err != nil {
+			return store.FanOutResult{}, wrap("fan-out", err)
+		}
+	} else {
+		res.More = true
+		if _, err := s.stmt(ctx, tx, "UPDATE fanouts SET after_endpoint_id = ? WHERE event_id = ?").ExecContext(ctx, after, res.EventID); err != nil {
+			return store.FanOutResult{}, wrap("fan-out", err)
+		}
+	}
+	return res, wrap("fan-out", tx.Commit())
 }
 
 // groupTx is what one group commit's transaction reads once and reuses.
@@ -236,7 +356,7 @@ type target struct {
 
 // tenantTargets reads the endpoints of a tenant.
 func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([]target, error) {
-	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ?").QueryContext(ctx, tenant)
+	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id").QueryContext(ctx, tenant)
 	if err != nil {
 		return nil, wrap("publish", err)
 	}

@@ -55,6 +55,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Claim", s.claim)
 	group("FairClaim", s.fairClaim)
 	group("EndpointLimit", s.endpointLimit)
+	group("FanOut", s.fanOut)
 	group("Rescue", s.rescue)
 	group("Complete", s.complete)
 	group("Deliveries", s.deliveries)

@@ -258,7 +258,7 @@ func matrix(w *world) map[string]route {
 		"resume-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints/" + w.epA + "/resume", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/resume", statusB: 404},
 		"enable-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints/" + w.epA + "/enable", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/enable", statusB: 404},
 		"list-endpoint-deliveries": {roles: "MV", method: "GET", pathA: "/v1/endpoints/" + w.epA + "/deliveries", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/deliveries", statusB: 404},
-		"replay-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints/" + w.epA + "/replay", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/replay", statusB: 404},
+		"replay-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints/" + w.epA + "/replay", body: `{"state":"dead"}`, bodyB: `{"state":"dead"}`, ok: 200, pathB: "/v1/endpoints/" + w.epB + "/replay", statusB: 404},
 
 		"publish-event":         {roles: "P", method: "POST", pathA: "/v1/events", body: `{"tenant":"acme","type":"order.placed","data":{}}`, ok: 202, pathB: "/v1/events", bodyB: `{"tenant":"bravo","type":"order.placed","data":{}}`, statusB: 403},
 		"list-events":           {roles: "MPV", method: "GET", pathA: "/v1/events", ok: 200, pathB: "/v1/events?tenant=bravo", statusB: 403},

@@ -446,6 +446,9 @@ var secretFields = map[string]bool{"secret": true, "secrets": true, "key": true,
 func init() {
 	base := huma.NewError
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		if status == http.StatusUnsupportedMediaType {
+			msg = "request bodies are JSON: send Content-Type: application/json"
+		}
 		for _, e := range errs {
 			if d, ok := e.(*huma.ErrorDetail); ok && d != nil && secretLocation(d.Location, d.Value) {
 				d.Value = nil
@@ -462,6 +465,9 @@ func init() {
 // unknown or missing property with the whole enclosing object as value,
 // which may hold headers or secrets; repeating it tells the client nothing).
 func secretLocation(location string, value any) bool {
+	if location == "body" {
+		return true // the whole request body (e.g. with a wrong Content-Type)
+	}
 	switch value.(type) {
 	case map[string]any, []any:
 		return true

@@ -77,7 +77,7 @@ func (s *Server) registerOperations() {
 	}
 
 	type replayEndpointBody struct {
-		State     string     `json:"state,omitempty" enum:"dead" doc:"what to replay: dead letters (the default)"`
+		State     string     `json:"state" enum:"dead" doc:"what to replay: dead (the dead letters); required, so that an empty request never replays everything"`
 		Since     *time.Time `json:"since,omitempty" doc:"only those dead-lettered at or after this time (RFC 3339)"`
 		Until     *time.Time `json:"until,omitempty" doc:"only those dead-lettered before this time (RFC 3339); after since"`
 		EventType string     `json:"event_type,omitempty" maxLength:"128" doc:"only this event type"`
@@ -88,10 +88,10 @@ func (s *Server) registerOperations() {
 		Security: sec, MaxBodyBytes: 4096,
 	}, func(ctx context.Context, in *struct {
 		EndpointIDPath
-		Body *replayEndpointBody `required:"false"`
+		Body replayEndpointBody
 	}) (*struct{ Body ReplayOut }, error) {
 		p := store.ReplayParams{EndpointID: in.ID, States: []store.DeliveryState{store.DeliveryDead}, Now: s.cfg.Now()}
-		if b := in.Body; b != nil {
+		if b := &in.Body; b != nil {
 			p.EventType = b.EventType
 			if b.Since != nil {
 				p.Since = *b.Since

@@ -87,6 +87,16 @@ func TestReplayEndpointDeadLetters(t *testing.T) {
 	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead","since":"`+hourAgo+`","until":"`+hourAgo+`"}`, nil); st != 422 || !strings.Contains(string(raw), "until must be after since") {
 		t.Fatalf("replay with until = since: %d %s, want 422", st, raw)
 	}
+	// An empty request never replays everything: the body and its state
+	// are required (400/422), and nothing moves.
+	for _, body := range []any{nil, `{}`} {
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", body, nil); (st != 400 && st != 422) || !strings.Contains(string(raw), "required") {
+			t.Fatalf("replay with body %v: %d %s, want a refusal naming what is required", body, st, raw)
+		}
+	}
+	for _, id := range ids {
+		h.waitDelivery(id, "dead", time.Second)
+	}
 	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/replay", `{"state":"dead"}`, &out); st != 200 || out.Replayed != 3 {
 		t.Fatalf("replay: %d %s, want replayed 3", st, raw)
 	}

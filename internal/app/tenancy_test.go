@@ -550,3 +550,25 @@ func TestPortalSessionRevocation(t *testing.T) {
 		t.Errorf("revoking an API key through the sessions route: %d, want 404", st)
 	}
 }
+
+// TestWrongContentTypeNeverEchoesTheBody: a body sent with another
+// Content-Type is refused (415) naming the rule, without repeating the
+// body (it may hold secrets or header values), and nothing is created.
+func TestWrongContentTypeNeverEchoesTheBody(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	const secret = "whsec_TOPSECRETVALUE123456"
+	for path, body := range map[string]string{
+		"/v1/sources":   `{"name":"x","scheme":"stripe","secrets":["` + secret + `"],"destination_url":"https://internal.example/in"}`,
+		"/v1/endpoints": `{"tenant":"acme","url":"https://r.example/hook","headers":{"Authorization":"Bearer ` + secret + `"}}`,
+	} {
+		st, raw := h.callWithKey(testAPIKey, "POST", path, body, nil, "Content-Type", "text/plain")
+		if st != 415 || strings.Contains(string(raw), secret) || !strings.Contains(strings.ToLower(string(raw)), "content-type") {
+			t.Errorf("POST %s as text/plain: %d %s; want 415 naming the content type, without the body", path, st, raw)
+		}
+	}
+	var eps struct{ Data []json.RawMessage }
+	if h.call("GET", "/v1/endpoints?tenant=acme", nil, &eps); len(eps.Data) != 0 {
+		t.Errorf("a refused request created %d endpoints", len(eps.Data))
+	}
+}

@@ -576,14 +576,26 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 	list.Flags().StringVar(&listType, "type", "", "only events of this type")
 	listPage = pageFlags(list)
 
-	g.AddCommand(publish, list,
-		apiIDCmd("get ID", "Show an event (GET /v1/events/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, ""), nil, nil)
-		}),
-		apiIDCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries)", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "/deliveries"), nil, nil)
-		}),
-	)
+	// A producer-chosen id ("inv-1") is unique per tenant: an admin names
+	// the tenant (a tenant key's own is implied).
+	var getTenant, dlvTenant string
+	get := apiIDCmd("get ID", "Show an event (GET /v1/events/{id}); --tenant for a producer-chosen id read with an admin key", func(cmd *cobra.Command, id string) error {
+		q, err := queryOf("tenant", getTenant)
+		if err != nil {
+			return err
+		}
+		return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "")+q, nil, nil)
+	})
+	get.Flags().StringVar(&getTenant, "tenant", "", "the event's tenant (needed with an admin key for a producer-chosen id)")
+	dlv := apiIDCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries); --tenant as for get", func(cmd *cobra.Command, id string) error {
+		q, err := queryOf("tenant", dlvTenant)
+		if err != nil {
+			return err
+		}
+		return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "/deliveries")+q, nil, nil)
+	})
+	dlv.Flags().StringVar(&dlvTenant, "tenant", "", "the event's tenant (needed with an admin key for a producer-chosen id)")
+	g.AddCommand(publish, list, get, dlv)
 	return g
 }
 
@@ -681,3 +693,18 @@ func (v *sinceValue) Set(s string) error {
 func (v *sinceValue) String() string { return v.s }
 
 func (v *sinceValue) Type() string { return "time" }
+
+// queryOf renders non-empty key/value pairs as a query string ("" when
+// none is set).
+func queryOf(kv ...string) (string, error) {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return "", nil
+	}
+	return "?" + q.Encode(), nil
+}

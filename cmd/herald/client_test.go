@@ -508,6 +508,13 @@ func TestPortalSessionsCommands(t *testing.T) {
 	if r := last(); r.method != "POST" || r.path != "/v1/portal-sessions" || string(r.body) != `{"role":"manager","tenant":"acme","ttl_seconds":7200}` {
 		t.Fatalf("portal-sessions create sent %s %s %s", r.method, r.path, r.body)
 	}
+	srv, last = fakeAPI(t, 201, "application/json", `{"id":"ps_2"}`)
+	if _, _, err := execHerald(t, "", "portal-sessions", "create", "--server", srv.URL, "--api-key", "k", "--tenant", "acme", "--ttl", "7d"); err != nil {
+		t.Fatal(err)
+	}
+	if r := last(); string(r.body) != `{"tenant":"acme","ttl_seconds":604800}` {
+		t.Fatalf("portal-sessions create --ttl 7d sent %s", r.body)
+	}
 	for _, args := range [][]string{{"--ttl", "2h"}, {"--tenant", "acme", "--ttl", "30s"}, {"--tenant", "acme", "--ttl", "200h"}, {"--tenant", "acme", "--ttl", "90500ms"}} {
 		if _, _, err := execHerald(t, "", append([]string{"portal-sessions", "create", "--server", srv.URL, "--api-key", "k"}, args...)...); err == nil {
 			t.Errorf("portal-sessions create %v accepted", args)
@@ -546,5 +553,23 @@ func TestTenantOptionalWithTenantKeys(t *testing.T) {
 	}
 	if _, _, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k", "--data", `{}`); err == nil || !strings.Contains(err.Error(), "--type") {
 		t.Fatalf("publish without --type: %v", err)
+	}
+}
+
+// TestEventsGetTenant: an admin reads a producer-chosen id by naming its
+// tenant (--tenant becomes ?tenant=).
+func TestEventsGetTenant(t *testing.T) {
+	for _, sub := range []string{"get", "deliveries"} {
+		srv, last := fakeAPI(t, 200, "application/json", `{"id":"inv-1"}`)
+		if _, _, err := execHerald(t, "", "events", sub, "inv-1", "--tenant", "acme", "--server", srv.URL, "--api-key", "k"); err != nil {
+			t.Fatal(err)
+		}
+		want := "/v1/events/inv-1"
+		if sub == "deliveries" {
+			want += "/deliveries"
+		}
+		if r := last(); r.path != want || r.query != "tenant=acme" {
+			t.Fatalf("events %s sent %s?%s", sub, r.path, r.query)
+		}
 	}
 }

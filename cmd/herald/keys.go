@@ -101,7 +101,7 @@ that created it, and revoking that key revokes the session.`,
 				return errors.New("--tenant is required")
 			}
 			if ttl != 0 && (ttl < time.Minute || ttl > 7*24*time.Hour || ttl%time.Second != 0) {
-				return fmt.Errorf("--ttl %v: a whole number of seconds from 60 s to 7 days (168h)", ttl)
+				return fmt.Errorf("--ttl %v: a whole number of seconds from 1m to 7d", ttl)
 			}
 			b := map[string]any{"tenant": tenant}
 			if role != "" {
@@ -115,7 +115,7 @@ that created it, and revoking that key revokes the session.`,
 	}
 	create.Flags().StringVar(&tenant, "tenant", "", "the tenant whose endpoint owner opens the portal")
 	create.Flags().StringVar(&role, "role", "", "viewer (default) or manager")
-	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime, 1m to 168h (default 1h)")
+	create.Flags().Var(newDaysValue(&ttl, 0), "ttl", "lifetime, 1m to 7d (days such as 7d or a Go duration such as 36h; default 1h)")
 
 	var page *pageOpts
 	list := &cobra.Command{

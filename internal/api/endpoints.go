@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"time"
 
@@ -293,7 +295,8 @@ func (s *Server) registerEndpoints() {
 		EndpointIDPath
 		Body UpdateEndpointBody
 	}) (*endpointOutput, error) {
-		if err := s.refuseSourceEndpoint(ctx, in.ID, "change"); err != nil {
+		cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+		if err != nil {
 			return nil, err
 		}
 		b := in.Body
@@ -337,6 +340,11 @@ func (s *Server) registerEndpoints() {
 				return nil, err
 			}
 		}
+		if !changes(cur, p) {
+			// Nothing to change: no write, no endpoint.updated event,
+			// updated_at kept (the answer is the endpoint as it is).
+			return &endpointOutput{Body: endpointOut(ctx, cur)}, nil
+		}
 		p.Notice = true
 		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 		if err != nil {
@@ -349,7 +357,7 @@ func (s *Server) registerEndpoints() {
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
 	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
-		if err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
+		if _, err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
 			return nil, err
 		}
 		if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
@@ -535,13 +543,24 @@ func (s *Server) registerEndpoints() {
 // source owns its URL and lifetime, so changing or deleting it here would
 // make the gateway accept provider events and forward them nowhere. The
 // source's own routes do it (PATCH or DELETE /v1/sources/{id}).
-func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) error {
+func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) (store.Endpoint, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, id)
 	if err != nil {
-		return s.problem(err, "endpoint "+id)
+		return e, s.problem(err, "endpoint "+id)
 	}
 	if IsInternalTenant(e.Tenant) {
-		return huma.Error409Conflict("endpoint " + id + " forwards inbound source " + e.Tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + e.Tenant + ")")
+		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + e.Tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + e.Tenant + ")")
 	}
-	return nil
+	return e, nil
+}
+
+// changes reports whether applying p to cur would change any field (an
+// empty list and a missing one are the same).
+func changes(cur store.Endpoint, p store.UpdateEndpointParams) bool {
+	return (p.URL != nil && *p.URL != cur.URL) ||
+		(p.Description != nil && *p.Description != cur.Description) ||
+		(p.EventTypes != nil && !slices.Equal(*p.EventTypes, cur.EventTypes) && len(*p.EventTypes)+len(cur.EventTypes) > 0) ||
+		(p.Versions != nil && !maps.Equal(*p.Versions, cur.Versions)) ||
+		(p.Headers != nil && !maps.Equal(*p.Headers, cur.Headers)) ||
+		(p.RateLimitPerSecond != nil && *p.RateLimitPerSecond != cur.RateLimitPerSecond)
 }

@@ -452,3 +452,43 @@ func TestDeleteEndpointNotifiesOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestNoOpUpdateEmitsNothing: a PATCH that changes nothing (an empty body,
+// or the values the endpoint already has) writes nothing: no
+// endpoint.updated event and updated_at kept; a real change emits exactly
+// one endpoint.updated.
+func TestNoOpUpdateEmitsNothing(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, func(c *app.Config) { c.HousekeepingInterval = 50 * time.Millisecond })
+	owner := newReceiver(t, 200)
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": owner.URL, "event_types": []string{"endpoint.updated"}}, nil); st != 201 {
+		t.Fatalf("create: %d %s", st, raw)
+	}
+	var ep struct {
+		ID        string
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": "https://example.com/hook", "description": "d",
+		"headers": map[string]string{"X-A": "1"}, "rate_limit_per_second": 5}, &ep); st != 201 {
+		t.Fatalf("create: %d %s", st, raw)
+	}
+	for _, body := range []string{`{}`, `{"url":null}`, `{"description":"d","url":"https://example.com/hook","headers":{"X-A":"1"},"rate_limit_per_second":5,"event_types":[]}`} {
+		var got struct {
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		if st, raw := h.call("PATCH", "/v1/endpoints/"+ep.ID, body, &got); st != 200 || !got.UpdatedAt.Equal(ep.UpdatedAt) {
+			t.Fatalf("no-op PATCH %s: %d %s; want 200 with updated_at kept (%v)", body, st, raw, ep.UpdatedAt)
+		}
+	}
+	if st, raw := h.call("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"changed"}`, nil); st != 200 {
+		t.Fatalf("PATCH: %d %s", st, raw)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(owner.got()) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a notice of a no-op PATCH would arrive here too (housekeeping every 50 ms)
+	if n := len(owner.got()); n != 1 {
+		t.Fatalf("the owner received %d endpoint.updated events, want exactly 1 (for the real change)", n)
+	}
+}

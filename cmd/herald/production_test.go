@@ -83,3 +83,73 @@ func newTestKey() string {
 	rand.Read(k)
 	return base64.StdEncoding.EncodeToString(k)
 }
+
+// newBackup makes a Herald SQLite database with a key file in a new
+// directory and backs it up; it returns the backup path and the key file.
+func newBackup(t *testing.T) (backup, keyFile string) {
+	t.Helper()
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	backup = filepath.Join(dir, "backup.db")
+	if _, _, err := execHerald(t, "", "backup", "--db", "sqlite:"+db, "--to", backup); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	return backup, db + ".key"
+}
+
+// TestRestoreRefusesADifferentKeyFileBesideTheTarget: a key file already
+// beside the target that holds another key than the one checked would make
+// the restored database refuse to start, so restore refuses and writes
+// nothing; the key used is named when HERALD_ENCRYPTION_KEY and --key-file
+// disagree.
+func TestRestoreRefusesADifferentKeyFileBesideTheTarget(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "herald.db")
+	stale := newTestKey()
+	if err := os.WriteFile(target+".key", []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err == nil || !strings.Contains(err.Error(), target+".key") || !strings.Contains(err.Error(), "does not hold the key checked") {
+		t.Fatalf("restore beside a different key file: %q, %v; want a refusal naming the key file", out, err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore wrote %s", target)
+	}
+	if k, _ := os.ReadFile(target + ".key"); string(k) != stale {
+		t.Fatalf("a refused restore changed the key file to %q", k)
+	}
+
+	// The same key beside the target (another encoding of it) is accepted.
+	good, _ := os.ReadFile(keyFile)
+	if err := os.WriteFile(target+".key", good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile); err != nil || !strings.Contains(out, "key checked: --key-file") {
+		t.Fatalf("restore beside the same key file: %q, %v", out, err)
+	}
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + target, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start after restore: %v", err)
+	}
+	m.Close()
+
+	// HERALD_ENCRYPTION_KEY and --key-file disagree: the environment is
+	// used (as by herald serve) and the warning says so.
+	t.Setenv("HERALD_ENCRYPTION_KEY", strings.TrimSpace(string(good)))
+	other := filepath.Join(t.TempDir(), "other.key")
+	os.WriteFile(other, []byte(newTestKey()), 0o600)
+	target2 := filepath.Join(t.TempDir(), "herald.db")
+	out, errOut, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target2, "--key-file", other)
+	if err != nil || !strings.Contains(out, "key checked: HERALD_ENCRYPTION_KEY") || !strings.Contains(errOut, "hold different keys; checking with HERALD_ENCRYPTION_KEY") {
+		t.Fatalf("restore with disagreeing keys: out %q, stderr %q, %v", out, errOut, err)
+	}
+}

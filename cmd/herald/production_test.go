@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
@@ -151,5 +152,20 @@ func TestRestoreRefusesADifferentKeyFileBesideTheTarget(t *testing.T) {
 	out, errOut, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target2, "--key-file", other)
 	if err != nil || !strings.Contains(out, "key checked: HERALD_ENCRYPTION_KEY") || !strings.Contains(errOut, "hold different keys; checking with HERALD_ENCRYPTION_KEY") {
 		t.Fatalf("restore with disagreeing keys: out %q, stderr %q, %v", out, errOut, err)
+	}
+}
+
+// TestBackupFileIsOwnerOnly: the backup holds every event and the sealed
+// secrets, so it is created 0600 even under the usual umask 022.
+func TestBackupFileIsOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	backup, _ := newBackup(t)
+	info, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Fatalf("backup file mode %v, want -rw------- (0600)", perm)
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -167,5 +169,63 @@ func TestBackupFileIsOwnerOnly(t *testing.T) {
 	}
 	if perm := info.Mode().Perm(); perm != 0o600 {
 		t.Fatalf("backup file mode %v, want -rw------- (0600)", perm)
+	}
+}
+
+// TestMigrateStatusChangesNothing: migrate status opens the database
+// read-only: on a Herald database it reports without writing (the file's
+// bytes are the same after), and on a SQLite file that is not Herald's, or a
+// file that is not a database, it gives an error naming the file and
+// creates no version table.
+func TestMigrateStatusChangesNothing(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	before, _ := os.ReadFile(db)
+	if out, _, err := execHerald(t, "", "migrate", "status", "--db", "sqlite:"+db); err != nil || !strings.Contains(out, "pending:           []") {
+		t.Fatalf("migrate status: %q, %v", out, err)
+	}
+	if after, _ := os.ReadFile(db); !bytes.Equal(before, after) {
+		t.Fatal("migrate status changed the Herald database file")
+	}
+
+	other := filepath.Join(dir, "other.db")
+	odb, err := sql.Open("sqlite", "file:"+other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := odb.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	odb.Close()
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+other)
+	if err == nil || !strings.Contains(err.Error(), "not a Herald one") || !strings.Contains(err.Error(), other) {
+		t.Fatalf("migrate status of a non-Herald SQLite database: %v", err)
+	}
+	odb, _ = sql.Open("sqlite", "file:"+other+"?mode=ro")
+	defer odb.Close()
+	var n int
+	if err := odb.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'goose_db_version'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("migrate status created goose's version table in a non-Herald database (%d, %v)", n, err)
+	}
+
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("these are not the tables you are looking for, not a database at all\n"), 0o600)
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+text)
+	if err == nil || !strings.Contains(err.Error(), "not a readable SQLite database") {
+		t.Fatalf("migrate status of a text file: %v", err)
+	}
+	if b, _ := os.ReadFile(text); !strings.HasPrefix(string(b), "these are") {
+		t.Fatal("migrate status changed a text file")
+	}
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o600)
+	if _, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+empty); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("migrate status of an empty file: %v", err)
 	}
 }

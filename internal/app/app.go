@@ -87,6 +87,11 @@ type Config struct {
 	// that several nodes share (PostgreSQL); default 1 s. See
 	// delivery.Config.Membership.
 	HeartbeatInterval time.Duration
+	// KeyCheckInterval is how long /readyz keeps the result of checking
+	// that the store's key check value still opens with this node's
+	// encryption key (after herald rekey to a key this node lacks, every
+	// publish fails, so the node is not ready); default 10 s.
+	KeyCheckInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
 	// Catalog is "permissive" (default: uncatalogued event types are
@@ -169,6 +174,9 @@ type Main struct {
 	tls     *tlsreload.Reloader
 	log     *slog.Logger
 	closed  sync.Once
+	// box is the node's keyring (HERALD_ENCRYPTION_KEY or the key file,
+	// plus HERALD_ENCRYPTION_KEY_PREVIOUS), kept for the readiness key check.
+	box store.SecretBox
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -330,6 +338,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,
 		Logger:                cfg.Logger,
+		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
+		KeyCheckEvery:         cfg.KeyCheckInterval,
 	})
 	if err != nil {
 		st.Close()
@@ -446,6 +456,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.box = box
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		if createdKey {
@@ -479,6 +490,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
+	m.box = box
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)

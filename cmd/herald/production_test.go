@@ -229,3 +229,45 @@ func TestMigrateStatusChangesNothing(t *testing.T) {
 		t.Fatalf("migrate status of an empty file: %v", err)
 	}
 }
+
+// TestRekeyDetectsALiveSQLiteNode: with a key file, a running node read the
+// old key from it at start, so rekey refuses while the database is open
+// (nothing changes: the key file and the node keep working); once the node
+// stopped it runs. With HERALD_ENCRYPTION_KEY it runs but warns.
+func TestRekeyDetectsALiveSQLiteNode(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := filepath.Join(t.TempDir(), "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, _ := os.ReadFile(db + ".key")
+	nk := newTestKey()
+	_, _, err = execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk)
+	if err == nil || !strings.Contains(err.Error(), "open by another process") {
+		m.Close()
+		t.Fatalf("rekey under a live node with a key file: %v; want a refusal", err)
+	}
+	if k, _ := os.ReadFile(db + ".key"); !bytes.Equal(k, oldKey) {
+		t.Fatal("a refused rekey changed the key file")
+	}
+	m.Close()
+	if out, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk); err != nil || !strings.Contains(out, "1 values re-encrypted") {
+		t.Fatalf("rekey after the node stopped: %q, %v", out, err)
+	}
+
+	db2 := filepath.Join(t.TempDir(), "herald.db")
+	k1 := newTestKey()
+	m, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db2, EncryptionKey: k1, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY", k1)
+	out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db2, "--new-key", newTestKey())
+	if err != nil || !strings.Contains(errOut, "WARNING:") || !strings.Contains(errOut, "open by another process") {
+		t.Fatalf("rekey under a live node with HERALD_ENCRYPTION_KEY: out %q, stderr %q, %v; want it to run with a warning", out, errOut, err)
+	}
+}

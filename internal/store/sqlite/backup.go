@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	msqlite "modernc.org/sqlite"
+
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -118,4 +120,31 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), to)
+}
+
+// InUse reports whether another connection has the database at path open
+// (a running herald serve, in this process or another): it opens its own
+// connection in SQLite's exclusive locking mode
+// (https://sqlite.org/pragma.html#pragma_locking_mode) without waiting and
+// tries to take the exclusive lock, which fails (SQLITE_BUSY) while any
+// other connection holds the database open in WAL mode. The lock is
+// released at once; nothing is written. path must exist.
+func InUse(ctx context.Context, path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, fmt.Errorf("sqlite: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(0)&_pragma=locking_mode(EXCLUSIVE)")
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, "BEGIN EXCLUSIVE; ROLLBACK")
+	if err == nil {
+		return false, nil
+	}
+	if se := (*msqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == 5 { // SQLITE_BUSY
+		return true, nil
+	}
+	return false, fmt.Errorf("sqlite: checking whether %s is in use: %w", path, err)
 }

@@ -393,6 +393,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 		m.srv.TLSConfig = m.tls.Config()
 	}
+	for _, p := range clientip.TrustsEveryone(cfg.TrustedProxies) {
+		m.log.Warn("--trusted-proxy trusts every address: any client can choose its address with X-Forwarded-For (the authentication throttle, the console and logs use it); list only your reverse proxies' addresses", "range", p.String())
+	}
 	return m, nil
 }
 

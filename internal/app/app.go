@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -390,6 +391,13 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 		m.tls.OnError = func(err error) {
 			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
+		}
+		m.tls.OnReload = func(c *tls.Certificate) {
+			attrs := []any{"cert", cfg.TLSCertFile, "key", cfg.TLSKeyFile}
+			if c.Leaf != nil {
+				attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+			}
+			cfg.Logger.Info("TLS certificate reloaded after its files changed", attrs...)
 		}
 		m.srv.TLSConfig = m.tls.Config()
 	}

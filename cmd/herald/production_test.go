@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,5 +273,81 @@ func TestRekeyDetectsALiveSQLiteNode(t *testing.T) {
 	out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db2, "--new-key", newTestKey())
 	if err != nil || !strings.Contains(errOut, "WARNING:") || !strings.Contains(errOut, "open by another process") {
 		t.Fatalf("rekey under a live node with HERALD_ENCRYPTION_KEY: out %q, stderr %q, %v; want it to run with a warning", out, errOut, err)
+	}
+}
+
+// startNode runs a Herald node on a loopback port until the test ends and
+// returns its base URL.
+func startNode(t *testing.T) string {
+	t.Helper()
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(t.TempDir(), "herald.db"), APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + m.Addr()
+}
+
+// TestHealthzCarriesTheVersionFields: /healthz answers every field of
+// `herald version --json` with the same values, commit and build time
+// included even when the build has none (empty, not missing).
+func TestHealthzCarriesTheVersionFields(t *testing.T) {
+	base := startNode(t)
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var health map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execHerald(t, "", "version", "--json")
+	var version map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &version) != nil {
+		t.Fatalf("version --json: %q, %v", out, err)
+	}
+	for _, k := range []string{"version", "commit", "build_time", "modified", "go_version", "stores"} {
+		if _, ok := version[k]; !ok {
+			t.Errorf("version --json lacks %q: %s", k, out)
+		}
+	}
+	for k, v := range version {
+		if hv, ok := health[k]; !ok || fmt.Sprint(hv) != fmt.Sprint(v) {
+			t.Errorf("/healthz %q = %v (present %v), version --json has %v", k, hv, ok, v)
+		}
+	}
+}
+
+// TestHealthcheckHonoursServer: herald healthcheck checks <--server>/readyz
+// or <HERALD_SERVER>/readyz, like the other commands, before falling back to
+// HERALD_ADDR's port on 127.0.0.1; a malformed --server is refused.
+func TestHealthcheckHonoursServer(t *testing.T) {
+	base := startNode(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closed.Addr().String()
+	closed.Close()
+	t.Setenv("HERALD_ADDR", deadAddr) // nothing listens there
+	t.Setenv("HERALD_TLS_CERT", "")
+	t.Setenv("HERALD_SERVER", "")
+	if _, _, err := execHerald(t, "", "healthcheck"); err == nil {
+		t.Fatalf("healthcheck of %s (nothing listening) passed", deadAddr)
+	}
+	if _, _, err := execHerald(t, "", "healthcheck", "--server", base); err != nil {
+		t.Fatalf("healthcheck --server %s: %v", base, err)
+	}
+	t.Setenv("HERALD_SERVER", base+"/")
+	if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+		t.Fatalf("healthcheck with HERALD_SERVER=%s/: %v", base, err)
+	}
+	if _, _, err := execHerald(t, "", "healthcheck", "--server", "localhost:8080"); err == nil || !strings.Contains(err.Error(), "want a base URL") {
+		t.Fatalf("healthcheck --server localhost:8080: %v; want a refusal", err)
 	}
 }

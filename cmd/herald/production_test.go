@@ -12,14 +12,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
 )
 
 // TestProductionCommands drives version, migrate status, backup, restore
@@ -349,5 +353,43 @@ func TestHealthcheckHonoursServer(t *testing.T) {
 	}
 	if _, _, err := execHerald(t, "", "healthcheck", "--server", "localhost:8080"); err == nil || !strings.Contains(err.Error(), "want a base URL") {
 		t.Fatalf("healthcheck --server localhost:8080: %v; want a refusal", err)
+	}
+}
+
+// TestRekeyWarnsAboutLivePostgresNodes: on PostgreSQL, rekey names the
+// nodes heartbeating on the database in a warning on stderr (each must hold
+// the new key already) and still runs.
+func TestRekeyWarnsAboutLivePostgresNodes(t *testing.T) {
+	admin := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if admin == "" {
+		t.Skip("HERALD_TEST_POSTGRES_URL is not set")
+	}
+	conn, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	name := "herald_rekeywarn_" + strings.ToLower(strings.NewReplacer("+", "", "/", "", "=", "").Replace(newTestKey()[:10]))
+	if _, err := conn.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	db := u.String()
+	k := newTestKey()
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: k, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Store().(*postgres.Store).Heartbeat(t.Context(), store.Node{ID: "node_live1", HeartbeatInterval: time.Minute, AttemptTimeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY", k)
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	out, errOut, err := execHerald(t, "", "rekey", "--db", db, "--new-key", newTestKey())
+	if err != nil || !strings.Contains(out, "1 values re-encrypted") || !strings.Contains(errOut, "WARNING: 1 Herald node(s) are live") || !strings.Contains(errOut, "node_live1") {
+		t.Fatalf("rekey with a live node: out %q, stderr %q, %v", out, errOut, err)
 	}
 }

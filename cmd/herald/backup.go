@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -60,7 +61,10 @@ yet (stop Herald and move the old database and its -wal/-shm files away first).
 
 The encryption key is HERALD_ENCRYPTION_KEY, or the key file given by
 --key-file (then copied beside the restored database as <path>.key when none is
-there). A backup written with another key is refused and nothing is written.
+there; when both are set and differ, HERALD_ENCRYPTION_KEY is used and a
+warning names it). A backup written with another key is refused and nothing is
+written; so is a restore next to an existing <path>.key holding another key
+(herald serve would read that file and refuse the restored database).
 The restored database is migrated to this binary's schema at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,41 +78,60 @@ The restored database is migrated to this binary's schema at the next start.`,
 				return errors.New("--from FILE is required (a file made by herald backup)")
 			}
 			var (
-				keyText string
-				err     error
+				keyText, keySource string
+				fileText           string
 			)
-			switch {
-			case os.Getenv("HERALD_ENCRYPTION_KEY") != "":
-				keyText = os.Getenv("HERALD_ENCRYPTION_KEY")
-			case keyFile != "":
+			envKey := os.Getenv("HERALD_ENCRYPTION_KEY")
+			if keyFile != "" {
 				b, err := os.ReadFile(keyFile)
 				if err != nil {
 					return fmt.Errorf("--key-file: %w", err)
 				}
-				keyText = string(b)
+				fileText = string(b)
+			}
+			switch {
+			case envKey != "":
+				keyText, keySource = envKey, "HERALD_ENCRYPTION_KEY"
+			case keyFile != "":
+				keyText, keySource = fileText, "--key-file "+keyFile
 			default:
 				return errors.New("the encryption key is needed to check the backup: set HERALD_ENCRYPTION_KEY or give --key-file")
 			}
 			key, err := secretbox.ParseKey(keyText)
 			if err != nil {
-				return fmt.Errorf("encryption key: %w", err)
+				return fmt.Errorf("encryption key (%s): %w", keySource, err)
+			}
+			if envKey != "" && keyFile != "" {
+				if fk, err := secretbox.ParseKey(fileText); err != nil || !bytes.Equal(fk, key) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: HERALD_ENCRYPTION_KEY and --key-file %s hold different keys; checking with HERALD_ENCRYPTION_KEY (as herald serve would use it), ignoring --key-file\n", keyFile)
+				}
+			}
+			path := sqlitePath(db)
+			// A key file already beside the target is what herald serve
+			// reads when HERALD_ENCRYPTION_KEY is not set: a different key
+			// there would make the restored database refuse to start.
+			if b, err := os.ReadFile(path + ".key"); err == nil {
+				if k, err := secretbox.ParseKey(string(b)); err != nil || !bytes.Equal(k, key) {
+					return fmt.Errorf("the key file %s beside the target already exists and does not hold the key checked (%s): the restored database would not start with it; move that key file away (or restore to another path) and run restore again; nothing was written", path+".key", keySource)
+				}
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("reading the key file beside the target: %w", err)
 			}
 			box, err := secretbox.New(key)
 			if err != nil {
 				return err
 			}
-			path := sqlitePath(db)
 			if err := sqlite.Restore(cmd.Context(), from, path, box); err != nil {
 				return err
 			}
-			if keyFile != "" && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
+			if keyFile != "" && envKey == "" {
 				if _, err := os.Stat(path + ".key"); os.IsNotExist(err) {
 					if err := os.WriteFile(path+".key", []byte(keyText), 0o600); err != nil {
 						return fmt.Errorf("restored %s but could not write its key file: %w", path, err)
 					}
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s (key checked)\n", from, path)
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s (key checked: %s)\n", from, path, keySource)
 			return nil
 		},
 	}

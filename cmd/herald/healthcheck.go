@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,17 +20,29 @@ func init() {
 // newHealthcheckCmd is the container image's HEALTHCHECK: the image has
 // no shell and no curl, so the binary asks its own /readyz.
 func newHealthcheckCmd() *cobra.Command {
-	var target string
+	var target, server string
 	cmd := &cobra.Command{
 		Use:   "healthcheck",
 		Short: "Exit 0 when the local Herald answers /readyz with 200 (the container image's HEALTHCHECK)",
 		Long: `Exit 0 when the local Herald answers GET /readyz with 200 (its store is
-reachable), 1 otherwise. The address is --url, or built from HERALD_ADDR (port
-only, on 127.0.0.1) and https when HERALD_TLS_CERT is set (the certificate is
-not verified: the check is local).`,
+reachable), 1 otherwise. The address is, first found: --url; --server or
+HERALD_SERVER (the base URL the other commands use, + /readyz); or built from
+HERALD_ADDR (port only, on 127.0.0.1) and https when HERALD_TLS_CERT is set.
+The certificate is not verified: the check is local.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if target == "" {
+			if server == "" {
+				server = os.Getenv("HERALD_SERVER")
+			}
+			switch {
+			case target != "":
+			case server != "":
+				base, err := url.Parse(strings.TrimRight(server, "/"))
+				if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+					return fmt.Errorf("--server %q (or HERALD_SERVER): want a base URL such as http://localhost:8080", server)
+				}
+				target = base.String() + "/readyz"
+			default:
 				port := "8080"
 				if a := os.Getenv("HERALD_ADDR"); a != "" {
 					if _, p, err := net.SplitHostPort(a); err == nil && p != "" {
@@ -53,6 +67,7 @@ not verified: the check is local).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&target, "url", "", "URL to check (default http://127.0.0.1:<port of HERALD_ADDR>/readyz)")
+	cmd.Flags().StringVar(&target, "url", "", "URL to check (default <--server>/readyz, else http://127.0.0.1:<port of HERALD_ADDR>/readyz)")
+	cmd.Flags().StringVar(&server, "server", "", "base URL of the Herald API, as for the other commands (default $HERALD_SERVER)")
 	return cmd
 }

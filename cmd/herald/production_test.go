@@ -1,18 +1,29 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
 )
 
 // TestProductionCommands drives version, migrate status, backup, restore
@@ -82,4 +93,303 @@ func newTestKey() string {
 	k := make([]byte, 32)
 	rand.Read(k)
 	return base64.StdEncoding.EncodeToString(k)
+}
+
+// newBackup makes a Herald SQLite database with a key file in a new
+// directory and backs it up; it returns the backup path and the key file.
+func newBackup(t *testing.T) (backup, keyFile string) {
+	t.Helper()
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	backup = filepath.Join(dir, "backup.db")
+	if _, _, err := execHerald(t, "", "backup", "--db", "sqlite:"+db, "--to", backup); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	return backup, db + ".key"
+}
+
+// TestRestoreRefusesADifferentKeyFileBesideTheTarget: a key file already
+// beside the target that holds another key than the one checked would make
+// the restored database refuse to start, so restore refuses and writes
+// nothing; the key used is named when HERALD_ENCRYPTION_KEY and --key-file
+// disagree.
+func TestRestoreRefusesADifferentKeyFileBesideTheTarget(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "herald.db")
+	stale := newTestKey()
+	if err := os.WriteFile(target+".key", []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err == nil || !strings.Contains(err.Error(), target+".key") || !strings.Contains(err.Error(), "does not hold the key checked") {
+		t.Fatalf("restore beside a different key file: %q, %v; want a refusal naming the key file", out, err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore wrote %s", target)
+	}
+	if k, _ := os.ReadFile(target + ".key"); string(k) != stale {
+		t.Fatalf("a refused restore changed the key file to %q", k)
+	}
+
+	// The same key beside the target (another encoding of it) is accepted.
+	good, _ := os.ReadFile(keyFile)
+	if err := os.WriteFile(target+".key", good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile); err != nil || !strings.Contains(out, "key checked: --key-file") {
+		t.Fatalf("restore beside the same key file: %q, %v", out, err)
+	}
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + target, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start after restore: %v", err)
+	}
+	m.Close()
+
+	// HERALD_ENCRYPTION_KEY and --key-file disagree: the environment is
+	// used (as by herald serve) and the warning says so.
+	t.Setenv("HERALD_ENCRYPTION_KEY", strings.TrimSpace(string(good)))
+	other := filepath.Join(t.TempDir(), "other.key")
+	os.WriteFile(other, []byte(newTestKey()), 0o600)
+	target2 := filepath.Join(t.TempDir(), "herald.db")
+	out, errOut, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target2, "--key-file", other)
+	if err != nil || !strings.Contains(out, "key checked: HERALD_ENCRYPTION_KEY") || !strings.Contains(errOut, "hold different keys; checking with HERALD_ENCRYPTION_KEY") {
+		t.Fatalf("restore with disagreeing keys: out %q, stderr %q, %v", out, errOut, err)
+	}
+}
+
+// TestBackupFileIsOwnerOnly: the backup holds every event and the sealed
+// secrets, so it is created 0600 even under the usual umask 022.
+func TestBackupFileIsOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	backup, _ := newBackup(t)
+	info, err := os.Stat(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Fatalf("backup file mode %v, want -rw------- (0600)", perm)
+	}
+}
+
+// TestMigrateStatusChangesNothing: migrate status opens the database
+// read-only: on a Herald database it reports without writing (the file's
+// bytes are the same after), and on a SQLite file that is not Herald's, or a
+// file that is not a database, it gives an error naming the file and
+// creates no version table.
+func TestMigrateStatusChangesNothing(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	before, _ := os.ReadFile(db)
+	if out, _, err := execHerald(t, "", "migrate", "status", "--db", "sqlite:"+db); err != nil || !strings.Contains(out, "pending:           []") {
+		t.Fatalf("migrate status: %q, %v", out, err)
+	}
+	if after, _ := os.ReadFile(db); !bytes.Equal(before, after) {
+		t.Fatal("migrate status changed the Herald database file")
+	}
+
+	other := filepath.Join(dir, "other.db")
+	odb, err := sql.Open("sqlite", "file:"+other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := odb.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	odb.Close()
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+other)
+	if err == nil || !strings.Contains(err.Error(), "not a Herald one") || !strings.Contains(err.Error(), other) {
+		t.Fatalf("migrate status of a non-Herald SQLite database: %v", err)
+	}
+	odb, _ = sql.Open("sqlite", "file:"+other+"?mode=ro")
+	defer odb.Close()
+	var n int
+	if err := odb.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'goose_db_version'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("migrate status created goose's version table in a non-Herald database (%d, %v)", n, err)
+	}
+
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("these are not the tables you are looking for, not a database at all\n"), 0o600)
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+text)
+	if err == nil || !strings.Contains(err.Error(), "not a readable SQLite database") {
+		t.Fatalf("migrate status of a text file: %v", err)
+	}
+	if b, _ := os.ReadFile(text); !strings.HasPrefix(string(b), "these are") {
+		t.Fatal("migrate status changed a text file")
+	}
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o600)
+	if _, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+empty); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("migrate status of an empty file: %v", err)
+	}
+}
+
+// TestRekeyDetectsALiveSQLiteNode: with a key file, a running node read the
+// old key from it at start, so rekey refuses while the database is open
+// (nothing changes: the key file and the node keep working); once the node
+// stopped it runs. With HERALD_ENCRYPTION_KEY it runs but warns.
+func TestRekeyDetectsALiveSQLiteNode(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := filepath.Join(t.TempDir(), "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, _ := os.ReadFile(db + ".key")
+	nk := newTestKey()
+	_, _, err = execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk)
+	if err == nil || !strings.Contains(err.Error(), "open by another process") {
+		m.Close()
+		t.Fatalf("rekey under a live node with a key file: %v; want a refusal", err)
+	}
+	if k, _ := os.ReadFile(db + ".key"); !bytes.Equal(k, oldKey) {
+		t.Fatal("a refused rekey changed the key file")
+	}
+	m.Close()
+	if out, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk); err != nil || !strings.Contains(out, "1 values re-encrypted") {
+		t.Fatalf("rekey after the node stopped: %q, %v", out, err)
+	}
+
+	db2 := filepath.Join(t.TempDir(), "herald.db")
+	k1 := newTestKey()
+	m, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db2, EncryptionKey: k1, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY", k1)
+	out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db2, "--new-key", newTestKey())
+	if err != nil || !strings.Contains(errOut, "WARNING:") || !strings.Contains(errOut, "open by another process") {
+		t.Fatalf("rekey under a live node with HERALD_ENCRYPTION_KEY: out %q, stderr %q, %v; want it to run with a warning", out, errOut, err)
+	}
+}
+
+// startNode runs a Herald node on a loopback port until the test ends and
+// returns its base URL.
+func startNode(t *testing.T) string {
+	t.Helper()
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(t.TempDir(), "herald.db"), APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + m.Addr()
+}
+
+// TestHealthzCarriesTheVersionFields: /healthz answers every field of
+// `herald version --json` with the same values, commit and build time
+// included even when the build has none (empty, not missing).
+func TestHealthzCarriesTheVersionFields(t *testing.T) {
+	base := startNode(t)
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var health map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := execHerald(t, "", "version", "--json")
+	var version map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &version) != nil {
+		t.Fatalf("version --json: %q, %v", out, err)
+	}
+	for _, k := range []string{"version", "commit", "build_time", "modified", "go_version", "stores"} {
+		if _, ok := version[k]; !ok {
+			t.Errorf("version --json lacks %q: %s", k, out)
+		}
+	}
+	for k, v := range version {
+		if hv, ok := health[k]; !ok || fmt.Sprint(hv) != fmt.Sprint(v) {
+			t.Errorf("/healthz %q = %v (present %v), version --json has %v", k, hv, ok, v)
+		}
+	}
+}
+
+// TestHealthcheckHonoursServer: herald healthcheck checks <--server>/readyz
+// or <HERALD_SERVER>/readyz, like the other commands, before falling back to
+// HERALD_ADDR's port on 127.0.0.1; a malformed --server is refused.
+func TestHealthcheckHonoursServer(t *testing.T) {
+	base := startNode(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closed.Addr().String()
+	closed.Close()
+	t.Setenv("HERALD_ADDR", deadAddr) // nothing listens there
+	t.Setenv("HERALD_TLS_CERT", "")
+	t.Setenv("HERALD_SERVER", "")
+	if _, _, err := execHerald(t, "", "healthcheck"); err == nil {
+		t.Fatalf("healthcheck of %s (nothing listening) passed", deadAddr)
+	}
+	if _, _, err := execHerald(t, "", "healthcheck", "--server", base); err != nil {
+		t.Fatalf("healthcheck --server %s: %v", base, err)
+	}
+	t.Setenv("HERALD_SERVER", base+"/")
+	if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+		t.Fatalf("healthcheck with HERALD_SERVER=%s/: %v", base, err)
+	}
+	if _, _, err := execHerald(t, "", "healthcheck", "--server", "localhost:8080"); err == nil || !strings.Contains(err.Error(), "want a base URL") {
+		t.Fatalf("healthcheck --server localhost:8080: %v; want a refusal", err)
+	}
+}
+
+// TestRekeyWarnsAboutLivePostgresNodes: on PostgreSQL, rekey names the
+// nodes heartbeating on the database in a warning on stderr (each must hold
+// the new key already) and still runs.
+func TestRekeyWarnsAboutLivePostgresNodes(t *testing.T) {
+	admin := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if admin == "" {
+		t.Skip("HERALD_TEST_POSTGRES_URL is not set")
+	}
+	conn, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	name := "herald_rekeywarn_" + strings.ToLower(strings.NewReplacer("+", "", "/", "", "=", "").Replace(newTestKey()[:10]))
+	if _, err := conn.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	db := u.String()
+	k := newTestKey()
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: k, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Store().(*postgres.Store).Heartbeat(t.Context(), store.Node{ID: "node_live1", HeartbeatInterval: time.Minute, AttemptTimeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY", k)
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	out, errOut, err := execHerald(t, "", "rekey", "--db", db, "--new-key", newTestKey())
+	if err != nil || !strings.Contains(out, "1 values re-encrypted") || !strings.Contains(errOut, "WARNING: 1 Herald node(s) are live") || !strings.Contains(errOut, "node_live1") {
+		t.Fatalf("rekey with a live node: out %q, stderr %q, %v", out, errOut, err)
+	}
 }

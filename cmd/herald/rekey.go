@@ -48,7 +48,11 @@ running nodes (docs/production.md, "Key rotation"):
      the new key are skipped);
   3. restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS.
 
-With a SQLite key file the new key is written to the key file at the end.`,
+With a SQLite key file the new key is written to the key file at the end; then
+rekey refuses to run while the database is open by another process (a running
+herald serve read the old key from the file and would fail every publish).
+Otherwise it warns when the database is in use (SQLite) or nodes heartbeat on
+it (PostgreSQL): each must hold the new key already.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
@@ -75,6 +79,18 @@ With a SQLite key file the new key is written to the key file at the end.`,
 					return fmt.Errorf("the old key: set HERALD_ENCRYPTION_KEY or keep the key file: %w", err)
 				}
 				olds = append(olds, string(b))
+			}
+			if !isPostgres(db) {
+				inUse, err := sqlite.InUse(cmd.Context(), sqlitePath(db))
+				if err != nil {
+					return err
+				}
+				if inUse && keyFile != "" {
+					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey every publish on it would fail; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", sqlitePath(db), keyFile)
+				}
+				if inUse {
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", sqlitePath(db))
+				}
 			}
 			if len(olds) == 0 {
 				return errors.New("the old key is needed: set HERALD_ENCRYPTION_KEY_PREVIOUS (or HERALD_ENCRYPTION_KEY) to it")
@@ -105,6 +121,15 @@ With a SQLite key file the new key is written to the key file at the end.`,
 			defer st.Close()
 			if err := store.CheckKey(cmd.Context(), st, both); err != nil {
 				return fmt.Errorf("neither the new nor an old key is this database's: %w", err)
+			}
+			if pg, ok := st.(*postgres.Store); ok {
+				live, err := pg.LiveNodes(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if len(live) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
+				}
 			}
 			stats, err := store.Rekey(cmd.Context(), st, oldRing, newBox)
 			if err != nil {

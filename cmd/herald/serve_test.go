@@ -24,6 +24,8 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--housekeeping-interval", "0s"}, "--housekeeping-interval must be positive"},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": use debug, info, warn or error`},
 		{[]string{"--allow-cidr", "10.0.0.0"}, `--allow-cidr "10.0.0.0": not a CIDR prefix such as 10.0.0.0/8`},
+		{[]string{"--trusted-proxy", ""}, `--trusted-proxy "": empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)`},
+		{[]string{"--trusted-proxy", "10.0.0.2/32,"}, `--trusted-proxy "10.0.0.2/32,": empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)`},
 	} {
 		_, _, err := execHerald(t, "", append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db"}, c.args...)...)
 		if err == nil || err.Error() != c.want {

@@ -62,8 +62,11 @@ func newMigrateCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show the database's schema version, this binary's, and the migrations serve would apply",
 		Long: `Show the database's schema version, this binary's last migration, and the
-migrations herald serve would apply at start. Nothing is changed. A database
-newer than the binary is reported (serve refuses to start on it).`,
+migrations herald serve would apply at start. Nothing is changed: a SQLite
+file is opened read-only and goose's version table is looked up, never created.
+A file that is empty, not SQLite, or a SQLite database that is not Herald's is
+an error. A database newer than the binary is reported (serve refuses to start
+on it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {

@@ -92,6 +92,14 @@ type Config struct {
 	// Metrics, when set, is served at GET /metrics.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// KeyCheck, when set, is part of /readyz: it reports whether the
+	// store's sealed values still open with this node's encryption key
+	// (store.CheckKey on the key check value). After herald rekey moved
+	// them to a key this node does not hold, every publish fails ("wrong
+	// encryption key"), so the node must not be ready. Its result is kept
+	// for KeyCheckEvery (default 10 s) between runs.
+	KeyCheck      func(ctx context.Context) error
+	KeyCheckEvery time.Duration
 }
 
 // Tester sends one signed test event to an endpoint now, through the
@@ -103,6 +111,7 @@ type Tester interface {
 // Server serves the API.
 type Server struct {
 	cfg      Config
+	keyCheck *keyCheck
 	api      huma.API
 	mux      *http.ServeMux
 	handler  http.Handler
@@ -139,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.KeyCheckEvery <= 0 {
+		cfg.KeyCheckEvery = defaultKeyCheckEvery
+	}
 	mux := http.NewServeMux()
 	hc := huma.DefaultConfig("Herald API", cfg.Version)
 	hc.CreateHooks = nil // no "$schema" fields or Link headers in responses
@@ -156,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	api := humago.New(mux, hc)
 	s := &Server{cfg: cfg, api: api, mux: mux,
+		keyCheck: &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
 		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
 	}
@@ -545,6 +558,11 @@ func (s *Server) registerHealth() {
 		if err := s.cfg.Store.Ping(ctx); err != nil {
 			s.cfg.Logger.Warn("not ready", "error", err)
 			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
+			return
+		}
+		if err := s.keyCheck.result(ctx); err != nil {
+			s.cfg.Logger.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)", "error", err)
+			writeProblem(w, http.StatusServiceUnavailable, "the store's encrypted values do not open with this node's encryption key (rekeyed?)")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

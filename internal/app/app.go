@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -87,6 +88,11 @@ type Config struct {
 	// that several nodes share (PostgreSQL); default 1 s. See
 	// delivery.Config.Membership.
 	HeartbeatInterval time.Duration
+	// KeyCheckInterval is how long /readyz keeps the result of checking
+	// that the store's key check value still opens with this node's
+	// encryption key (after herald rekey to a key this node lacks, every
+	// publish fails, so the node is not ready); default 10 s.
+	KeyCheckInterval time.Duration
 	// MaxPayloadBytes caps the delivered body; default 65536.
 	MaxPayloadBytes int
 	// Catalog is "permissive" (default: uncatalogued event types are
@@ -169,6 +175,9 @@ type Main struct {
 	tls     *tlsreload.Reloader
 	log     *slog.Logger
 	closed  sync.Once
+	// box is the node's keyring (HERALD_ENCRYPTION_KEY or the key file,
+	// plus HERALD_ENCRYPTION_KEY_PREVIOUS), kept for the readiness key check.
+	box store.SecretBox
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -330,6 +339,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,
 		Logger:                cfg.Logger,
+		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
+		KeyCheckEvery:         cfg.KeyCheckInterval,
 	})
 	if err != nil {
 		st.Close()
@@ -381,7 +392,17 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		m.tls.OnError = func(err error) {
 			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
 		}
+		m.tls.OnReload = func(c *tls.Certificate) {
+			attrs := []any{"cert", cfg.TLSCertFile, "key", cfg.TLSKeyFile}
+			if c.Leaf != nil {
+				attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+			}
+			cfg.Logger.Info("TLS certificate reloaded after its files changed", attrs...)
+		}
 		m.srv.TLSConfig = m.tls.Config()
+	}
+	for _, p := range clientip.TrustsEveryone(cfg.TrustedProxies) {
+		m.log.Warn("--trusted-proxy trusts every address: any client can choose its address with X-Forwarded-For (the authentication throttle, the console and logs use it); list only your reverse proxies' addresses", "range", p.String())
 	}
 	return m, nil
 }
@@ -446,6 +467,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.box = box
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		if createdKey {
@@ -479,6 +501,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
+	m.box = box
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)

@@ -29,9 +29,13 @@ var (
 // `herald version --json` and /healthz.
 type Info struct {
 	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	BuildTime string `json:"build_time,omitempty"` // RFC 3339, UTC
-	Modified  bool   `json:"modified,omitempty"`   // built from a tree with uncommitted changes
+	// Commit and BuildTime are "" when the binary was built without VCS
+	// information (-buildvcs=false, a source tarball) and not given by
+	// -ldflags; the JSON keys are always present, so /healthz and
+	// `herald version --json` carry the same fields.
+	Commit    string `json:"commit"`
+	BuildTime string `json:"build_time"` // RFC 3339, UTC
+	Modified  bool   `json:"modified"`   // built from a tree with uncommitted changes
 	GoVersion string `json:"go_version"`
 	// Stores are the --db drivers compiled in.
 	Stores []string `json:"stores"`

@@ -31,17 +31,23 @@ func New(trusted []netip.Prefix) *Resolver {
 
 // ParseCIDRs parses --trusted-proxy values ("10.0.0.0/8", "127.0.0.1/32";
 // a bare address is a single host; a value may hold several, comma-
-// separated, as HERALD_TRUSTED_PROXY does). The error names the bad value.
+// separated, as HERALD_TRUSTED_PROXY does). The error names the bad value;
+// an empty value or an empty item of a list ("", "10.0.0.0/8,") is refused,
+// since it trusts nothing and most likely lost its address. A range that
+// holds every address (0.0.0.0/0, ::/0) is accepted: see TrustsEveryone.
 func ParseCIDRs(vals []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	var split []string
+	type item struct{ v, whole string }
+	var split []item
 	for _, v := range vals {
-		split = append(split, strings.Split(v, ",")...)
+		for _, s := range strings.Split(v, ",") {
+			split = append(split, item{s, v})
+		}
 	}
-	for _, v := range split {
-		v = strings.TrimSpace(v)
+	for _, it := range split {
+		v := strings.TrimSpace(it.v)
 		if v == "" {
-			continue
+			return nil, fmt.Errorf("--trusted-proxy %q: empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)", it.whole)
 		}
 		if p, err := netip.ParsePrefix(v); err == nil {
 			out = append(out, p.Masked())
@@ -54,6 +60,20 @@ func ParseCIDRs(vals []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// TrustsEveryone returns the ranges of trusted that hold every address
+// (prefix length 0: 0.0.0.0/0, ::/0). Trusting them lets any client choose
+// its address with X-Forwarded-For (defeating the authentication throttle
+// and falsifying logs), so herald serve logs a warning for each.
+func TrustsEveryone(trusted []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range trusted {
+		if p.Bits() == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (r *Resolver) isTrusted(a netip.Addr) bool {

@@ -10,7 +10,7 @@ import (
 
 func TestClientIP(t *testing.T) {
 	t.Parallel()
-	trusted, err := ParseCIDRs([]string{"10.0.0.0/8,192.0.2.7", ""})
+	trusted, err := ParseCIDRs([]string{"10.0.0.0/8,192.0.2.7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,26 @@ func TestParseCIDRsNamesBadValue(t *testing.T) {
 	t.Parallel()
 	if _, err := ParseCIDRs([]string{"10.0.0.0/8", "10.0.0.0/99"}); err == nil || !contains(err.Error(), "10.0.0.0/99") {
 		t.Fatalf("err = %v, want one naming the bad value", err)
+	}
+}
+
+// TestParseCIDRsRefusesEmpty: an empty --trusted-proxy (or
+// HERALD_TRUSTED_PROXY=""), or an empty item of a list, is refused with an
+// error naming the value; ranges that trust every address parse, and
+// TrustsEveryone picks them out (herald serve warns about them).
+func TestParseCIDRsRefusesEmpty(t *testing.T) {
+	t.Parallel()
+	for _, vals := range [][]string{{""}, {"  "}, {"10.0.0.0/8,"}, {"10.0.0.0/8", ""}} {
+		if got, err := ParseCIDRs(vals); err == nil || !contains(err.Error(), "empty value") {
+			t.Errorf("ParseCIDRs(%q) = %v, %v; want an error naming the empty value", vals, got, err)
+		}
+	}
+	got, err := ParseCIDRs([]string{"0.0.0.0/0", "::/0", "10.0.0.0/8", "192.0.2.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if every := TrustsEveryone(got); len(every) != 2 || every[0].String() != "0.0.0.0/0" || every[1].String() != "::/0" {
+		t.Fatalf("TrustsEveryone = %v, want [0.0.0.0/0 ::/0]", every)
 	}
 }
 

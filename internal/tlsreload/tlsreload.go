@@ -21,6 +21,10 @@ type Reloader struct {
 	certFile, keyFile string
 	// OnError, if set, is told about a failed automatic reload (logs).
 	OnError func(error)
+	// OnReload, if set, is told about a successful automatic reload (the
+	// files changed on disk), with the certificate now served (logs).
+	// Reload's caller (SIGHUP) reports its own result.
+	OnReload func(*tls.Certificate)
 
 	mu       sync.Mutex
 	cert     *tls.Certificate
@@ -74,8 +78,12 @@ func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 	ks, err2 := os.Stat(r.keyFile)
 	changed := err1 == nil && err2 == nil && !(same(cs, r.certStat) && same(ks, r.keyStat))
 	if changed && !(same(cs, r.failed[0]) && same(ks, r.failed[1])) {
-		if err := r.load(); err != nil && r.OnError != nil {
-			r.OnError(err)
+		if err := r.load(); err != nil {
+			if r.OnError != nil {
+				r.OnError(err)
+			}
+		} else if r.OnReload != nil {
+			r.OnReload(r.cert)
 		}
 	}
 	return r.cert, nil

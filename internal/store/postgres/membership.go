@@ -66,3 +66,25 @@ func (s *Store) Leave(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// LiveNodes returns the ids of the nodes whose heartbeat (store.Membership)
+// is younger than store.NodeTTLIntervals of their own intervals: the
+// herald serve processes running on this database now (herald rekey warns
+// about them). It writes nothing.
+func (s *Store) LiveNodes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM nodes
+		WHERE seen_at >= now() - make_interval(secs => $1 * interval_us / 1e6) ORDER BY id`, store.NodeTTLIntervals)
+	if err != nil {
+		return nil, wrap("live nodes", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, wrap("live nodes", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, wrap("live nodes", rows.Err())
+}

@@ -105,3 +105,31 @@ func TestMembership(t *testing.T) {
 		t.Errorf("refused heartbeats stored rows (count %d, err %v)", n, err)
 	}
 }
+
+// TestLiveNodes: herald rekey's view of the nodes on a database: the ids
+// of nodes whose heartbeat is recent (by their own interval), none on a
+// fresh database, and not a node whose heartbeat is older than 10 of its
+// intervals.
+func TestLiveNodes(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	a := openStore(t, dbURL)
+	ctx := t.Context()
+	if ids, err := a.LiveNodes(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("live nodes of a fresh database: %v, %v", ids, err)
+	}
+	for _, id := range []string{"node_b", "node_a"} {
+		if _, err := a.Heartbeat(ctx, store.Node{ID: id, HeartbeatInterval: time.Second, AttemptTimeout: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := a.LiveNodes(ctx); err != nil || !slices.Equal(ids, []string{"node_a", "node_b"}) {
+		t.Fatalf("live nodes: %v, %v; want [node_a node_b]", ids, err)
+	}
+	if _, err := rawConn(t, dbURL).Exec(ctx, "UPDATE nodes SET seen_at = now() - interval '11 seconds' WHERE id = 'node_b'"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := a.LiveNodes(ctx); err != nil || !slices.Equal(ids, []string{"node_a"}) {
+		t.Fatalf("live nodes after node_b's heartbeat stopped 11 intervals ago: %v, %v", ids, err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	msqlite "modernc.org/sqlite"
+
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -17,18 +19,33 @@ import (
 // file to, with SQLite's VACUUM INTO (https://sqlite.org/lang_vacuum.html#vacuuminto):
 // one read transaction, so the copy is the database as of one instant (in
 // WAL mode writers go on meanwhile: deliveries do not stop), compacted,
-// and a database of its own (no -wal file). to must not exist. The copy is
+// and a database of its own (no -wal file), created with mode 0600. to
+// must not exist. The copy is
 // encrypted as the original (sealed columns stay sealed): keep the key
 // (HERALD_ENCRYPTION_KEY or the .key file) with it, but not beside it.
 func Backup(ctx context.Context, path, to string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("sqlite backup: %w", err)
 	}
-	if _, err := os.Stat(to); err == nil {
+	// The copy holds everything the database does: create it 0600 (owner
+	// only) whatever the umask, before SQLite writes into it (VACUUM INTO
+	// accepts an existing empty file).
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("sqlite backup: %s exists; choose a new file", to)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite backup: %w", err)
+	}
+	chmodErr := f.Chmod(0o600)
+	f.Close()
+	if chmodErr != nil {
+		os.Remove(to)
+		return fmt.Errorf("sqlite backup: %w", chmodErr)
 	}
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
+		os.Remove(to)
 		return err
 	}
 	defer db.Close()
@@ -103,4 +120,31 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), to)
+}
+
+// InUse reports whether another connection has the database at path open
+// (a running herald serve, in this process or another): it opens its own
+// connection in SQLite's exclusive locking mode
+// (https://sqlite.org/pragma.html#pragma_locking_mode) without waiting and
+// tries to take the exclusive lock, which fails (SQLITE_BUSY) while any
+// other connection holds the database open in WAL mode. The lock is
+// released at once; nothing is written. path must exist.
+func InUse(ctx context.Context, path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, fmt.Errorf("sqlite: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(0)&_pragma=locking_mode(EXCLUSIVE)")
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.ExecContext(ctx, "BEGIN EXCLUSIVE; ROLLBACK")
+	if err == nil {
+		return false, nil
+	}
+	if se := (*msqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == 5 { // SQLITE_BUSY
+		return true, nil
+	}
+	return false, fmt.Errorf("sqlite: checking whether %s is in use: %w", path, err)
 }

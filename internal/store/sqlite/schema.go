@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 
 	"github.com/pressly/goose/v3"
@@ -32,20 +33,61 @@ func checkSchema(ctx context.Context, prov *goose.Provider) error {
 }
 
 // SchemaStatus reports the migration state of the database file at path
-// without migrating it (herald migrate status). The file must exist.
+// without changing it (herald migrate status): the file is opened
+// read-only (SQLite's mode=ro) and goose's version table is looked up, not
+// created. The file must exist and be a Herald database: an empty file, a
+// file that is not SQLite, or a SQLite database with neither goose's
+// version table nor Herald's meta table is an error naming the file.
 func SchemaStatus(ctx context.Context, path string) (store.SchemaStatus, error) {
 	st := store.SchemaStatus{Driver: "sqlite"}
-	if _, err := os.Stat(path); err != nil {
+	info, err := os.Stat(path)
+	if err != nil {
 		return st, fmt.Errorf("sqlite: %w", err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if info.IsDir() {
+		return st, fmt.Errorf("sqlite: %s is a directory, not a database file", path)
+	}
+	if info.Size() == 0 {
+		return st, fmt.Errorf("sqlite: %s is empty: not a Herald database (herald serve creates and migrates one at start)", path)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return st, err
 	}
 	defer db.Close()
+	tables := map[string]bool{}
+	rows, err := db.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('goose_db_version', 'meta')")
+	if err != nil {
+		return st, fmt.Errorf("sqlite: %s is not a readable SQLite database: %w", path, err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return st, err
+		}
+		tables[name] = true
+	}
+	if err := rows.Close(); err != nil {
+		return st, fmt.Errorf("sqlite: %s is not a readable SQLite database: %w", path, err)
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("sqlite: %s is not a readable SQLite database: %w", path, err)
+	}
 	prov, err := goose.NewProvider(goose.DialectSQLite3, db, mustSub(migrations, "migrations"), goose.WithLogger(goose.NopLogger()))
 	if err != nil {
 		return st, err
+	}
+	if !tables["goose_db_version"] {
+		if !tables["meta"] {
+			return st, fmt.Errorf("sqlite: %s is a SQLite database but not a Herald one (it has neither goose_db_version nor meta table)", path)
+		}
+		st.Binary = knownVersion(prov)
+		st.Pending = []int64{}
+		for _, s := range prov.ListSources() {
+			st.Pending = append(st.Pending, s.Version)
+		}
+		return st, nil
 	}
 	return status(ctx, prov, st)
 }

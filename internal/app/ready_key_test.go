@@ -1,0 +1,53 @@
+package app_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// TestReadinessFailsAfterRekeyToAKeyTheNodeLacks: `herald rekey` (store.Rekey,
+// as the command runs it) moves the sealed values to a key a running node
+// does not hold: every publish of that node now fails, so its /readyz must
+// answer 503 instead of staying ready (the key check value is opened again
+// by the probe). KeyCheckInterval of 1 ns makes every probe re-check; the
+// caching itself is TestReadyzKeyCheckIsCached (internal/api).
+func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
+	t.Parallel()
+	oldKey := newKey(t)
+	h := startHerald(t, func(c *app.Config) {
+		if c.EncryptionKey == "" {
+			c.EncryptionKey = oldKey
+		} else {
+			oldKey = c.EncryptionKey // PostgreSQL: the database's key
+		}
+		c.KeyCheckInterval = time.Nanosecond
+	})
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
+		t.Fatalf("readyz before rekey: %d %s", st, raw)
+	}
+
+	ok, _ := secretbox.ParseKey(oldKey)
+	oldBox, _ := secretbox.New(ok)
+	nk, _ := secretbox.ParseKey(newKey(t))
+	newBox, _ := secretbox.New(nk)
+	sealed, is := h.m.Store().(store.SealedStore)
+	if !is {
+		t.Fatalf("%T is not a store.SealedStore", h.m.Store())
+	}
+	if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(oldBox), newBox); err != nil {
+		t.Fatalf("rekey: %v", err)
+	}
+	st, raw := h.call("GET", "/readyz", nil, nil)
+	if st != 503 {
+		t.Fatalf("readyz after a rekey to a key the node lacks: %d %s; want 503", st, raw)
+	}
+	if !strings.Contains(string(raw), "encryption key") {
+		t.Errorf("readyz problem %s does not name the encryption key", raw)
+	}
+}

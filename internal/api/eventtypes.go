@@ -253,8 +253,12 @@ func (s *Server) registerEventTypes() {
 // be catalogued (422 with the closest names), every pattern must match a
 // catalogued type, every pin must name a catalogued type and one of its
 // versions, and each catalogued type the filter matches that has no pin
-// is pinned to its newest version. prev are the endpoint's current pins.
-func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int) (map[string]int, error) {
+// is pinned to its newest version — except a type the endpoint's previous
+// filter prevTypes already matched (an update of an endpoint older than the
+// type): it keeps receiving what it received, the first version
+// (store.Endpoint.VersionOf). prev are the endpoint's current pins;
+// prevTypes is nil on create.
+func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
 		return nil, s.problem(err, "event types")
@@ -322,6 +326,10 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 	}
 	for _, t := range cat {
 		if _, pinned := out[t.Name]; pinned || !(len(types) == 0 || store.MatchEventType(types, t.Name)) {
+			continue
+		}
+		if prevTypes != nil && store.MatchEventType(*prevTypes, t.Name) {
+			out[t.Name] = store.FirstVersion
 			continue
 		}
 		newest, _ := t.Newest()
@@ -490,7 +498,8 @@ func (s *Server) personalDataMode(catalogued bool) string {
 }
 
 // pinnedVersions counts, per version of typ, the tenant's endpoints whose
-// filter matches typ and that pin that version.
+// filter matches typ and that receive that version (their pin, else the
+// first version: store.Endpoint.VersionOf, the rule delivery uses).
 func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[int]int, error) {
 	out := map[int]int{}
 	lp := store.ListParams{Limit: 1000}
@@ -500,8 +509,8 @@ func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[in
 			return nil, s.problem(err, "endpoints")
 		}
 		for _, e := range pg.Data {
-			if v := e.Versions[typ]; v > 0 && store.MatchEventType(e.EventTypes, typ) {
-				out[v]++
+			if store.MatchEventType(e.EventTypes, typ) {
+				out[e.VersionOf(typ)]++
 			}
 		}
 		if pg.NextCursor == "" {

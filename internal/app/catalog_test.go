@@ -351,3 +351,64 @@ func TestCatalogLeavesOwnAndUncataloguedTypesSubscribable(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogUnpinnedEndpointsGetTheFirstVersion: an endpoint saved before
+// a type was catalogued (here a pattern, and an empty filter) has no pin
+// for it; after an incompatible v2 it still receives v1, publish requires
+// v1's data for it, and an update of the endpoint pins it to 1, not 2.
+func TestCatalogUnpinnedEndpointsGetTheFirstVersion(t *testing.T) {
+	h := startHerald(t, nil)
+	rcvP, rcvAll := newReceiver(t, 200), newReceiver(t, 200)
+	var epP, epAll struct {
+		ID       string         `json:"id"`
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvP.URL, "event_types": []string{"file.*"}}, &epP); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvAll.URL}, &epAll); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+
+	raw := h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2}}`, 422)
+	if !strings.Contains(string(raw), "/data_versions/1: required") || !strings.Contains(string(raw), "2 endpoint(s)") {
+		t.Fatalf("publish without v1 for unpinned endpoints: %s", raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1"}}}`, 202)
+	deadline := time.Now().Add(10 * time.Second)
+	for (len(rcvP.got()) == 0 || len(rcvAll.got()) == 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for name, r := range map[string]*receiver{"pattern": rcvP, "all types": rcvAll} {
+		got := r.got()
+		if len(got) != 1 {
+			t.Fatalf("%s endpoint got %d requests", name, len(got))
+		}
+		var env struct {
+			Version int             `json:"version"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(got[0].Body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.Version != 1 || string(env.Data) != `{"file_id":"f_1"}` {
+			t.Errorf("%s endpoint received %s, want version 1", name, got[0].Body)
+		}
+	}
+	// An update keeps the version it received: pinned to 1 explicitly.
+	var upd struct {
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("PATCH", "/v1/endpoints/"+epP.ID, map[string]any{"event_types": []string{"file.*"}}, &upd); st != 200 || upd.Versions["file.updated"] != 1 {
+		t.Fatalf("update: %d %s, want file.updated pinned to 1", st, raw)
+	}
+	// A new subscriber is pinned to the newest.
+	var ep3 struct {
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvP.URL, "event_types": []string{"file.*"}}, &ep3); st != 201 || ep3.Versions["file.updated"] != 2 {
+		t.Fatalf("new endpoint: %d %s, want pinned to 2", st, raw)
+	}
+}

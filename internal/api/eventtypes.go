@@ -465,6 +465,24 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if err != nil {
 			return cp, problemOf("the resource id of "+typ+" is missing", []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
 		}
+		// Every version is about the same resource: the sequence is counted
+		// for data's resource id and delivered with each version's bytes.
+		vs := make([]int, 0, len(cp.older))
+		for v := range cp.older {
+			vs = append(vs, v)
+		}
+		sort.Ints(vs)
+		for _, v := range vs {
+			ptr := "/data_versions/" + strconv.Itoa(v) + t.ResourceID
+			orid, err := catalog.ResourceValue(cp.older[v], t.ResourceID)
+			if err != nil {
+				return cp, problemOf("the resource id of "+typ+" version "+strconv.Itoa(v)+" is missing", []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
+			}
+			if orid != rid {
+				return cp, problemOf("data_versions names another resource than data", []catalog.Violation{{Pointer: ptr, Rule: "resource_id",
+					Message: fmt.Sprintf("every version of an event is about one resource: %q here, %q at /data%s", orid, rid, t.ResourceID)}})
+			}
+		}
 		cp.seqKey = store.SequenceKeyOf(tenant, typ, rid)
 	}
 	return cp, nil

@@ -147,7 +147,7 @@ func TestCatalogPinnedVersions(t *testing.T) {
 // exact pointer and rule, and nothing is stored.
 func TestCatalogPublishRefusals(t *testing.T) {
 	h := startHerald(t, nil)
-	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
 	rcv := newReceiver(t, 200)
 	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL, "event_types": []string{"file.updated"}}, nil)
 	if st != 201 {
@@ -164,6 +164,7 @@ func TestCatalogPublishRefusals(t *testing.T) {
 		{"extra field", `{"file_id":"f_1","revision":2,"size":10}` + v1, "/data/size: additionalProperties"},
 		{"wrong type in an older version", `{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":3}}`, "/data_versions/1/file_id: type"},
 		{"pinned v1 missing", `{"file_id":"f_1","revision":2}`, "/data_versions/1: required"},
+		{"older version about another resource", `{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_2"}}`, "/data_versions/1/file_id: resource_id"},
 		{"e-mail not marked personal", `{"file_id":"f_1","revision":2,"note":"ask jane.doe@example.com"}` + v1, "/data/note: personal-data: email"},
 		{"phone", `{"file_id":"f_1","revision":2,"note":"+44 20 7946 0958"}` + v1, "/data/note: personal-data: phone"},
 		{"card", `{"file_id":"f_1","revision":2,"note":"4111 1111 1111 1111"}` + v1, "/data/note: personal-data: payment-card"},

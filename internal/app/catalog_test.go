@@ -413,3 +413,22 @@ func TestCatalogUnpinnedEndpointsGetTheFirstVersion(t *testing.T) {
 		t.Fatalf("new endpoint: %d %s, want pinned to 2", st, raw)
 	}
 }
+
+// TestCatalogRepublishWithOtherDataVersions: the same event id with the
+// same data but other data_versions is other content (409); the same
+// request again is a duplicate (200).
+func TestCatalogRepublishWithOtherDataVersions(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	rcv := newReceiver(t, 200)
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL, "event_types": []string{"file.updated"}}, nil); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	pub := func(note string) string {
+		return `{"id":"evt-1","tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1","note":"` + note + `"}}}`
+	}
+	h.mustCall("POST", "/v1/events", pub("a"), 202)
+	h.mustCall("POST", "/v1/events", pub("a"), 200)
+	h.mustCall("POST", "/v1/events", pub("b"), 409)
+}

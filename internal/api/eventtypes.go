@@ -84,10 +84,26 @@ func eventTypeOut(t store.EventType) EventTypeOut {
 
 // checkVersion compiles a version's schema and checks its example (schema
 // and personal-data guard); loc is the version's location in the body.
-func checkVersion(v EventTypeVersionIn, loc string) (*catalog.Schema, error) {
+// The schema must accept an object, and with a resourceID (the type's
+// resource_id pointer, "" when none) the schema must allow a string or
+// number there (catalog.Schema.CheckResourceID) and the example carry one.
+func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema, error) {
 	sch, err := catalog.Compile(v.Schema)
 	if err != nil {
 		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if err := sch.AcceptsObject(); err != nil {
+		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if resourceID != "" {
+		if err := sch.CheckResourceID(resourceID); err != nil {
+			return nil, invalid(loc+".schema", err.Error(), resourceID)
+		}
+		if len(v.Example) > 0 {
+			if _, err := catalog.ResourceValue(v.Example, resourceID); err != nil {
+				return nil, invalid(loc+".example", "the example must carry the resource id (resource_id "+resourceID+"): "+err.Error(), nil)
+			}
+		}
 	}
 	if len(v.Example) > 0 {
 		viol, err := sch.Validate(v.Example, "")
@@ -130,7 +146,7 @@ func (s *Server) registerEventTypes() {
 		if v.Version != 1 {
 			return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
 		}
-		if _, err := checkVersion(v, "body.versions[0]"); err != nil {
+		if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
 			return nil, err
 		}
 		now := s.cfg.Now()
@@ -192,7 +208,7 @@ func (s *Server) registerEventTypes() {
 		if in.Body.Version != newest.Version+1 {
 			return nil, invalid("body.version", fmt.Sprintf("versions only grow: the next version of %s is %d", t.Name, newest.Version+1), in.Body.Version)
 		}
-		if _, err := checkVersion(in.Body, "body"); err != nil {
+		if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
 			return nil, err
 		}
 		now := s.cfg.Now()

@@ -432,3 +432,35 @@ func TestCatalogRepublishWithOtherDataVersions(t *testing.T) {
 	h.mustCall("POST", "/v1/events", pub("a"), 200)
 	h.mustCall("POST", "/v1/events", pub("b"), 409)
 }
+
+// TestCatalogResourceIDCheckedAgainstSchemas: a resource_id the schema
+// cannot carry, an example without it, and a schema that cannot accept an
+// object are refused (422 naming the rule) and change nothing.
+func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, c := range []struct{ name, body, want string }{
+		{"closed schema without the property", `{"name":"a.b","resource_id":"/nope","versions":[{"version":1,"schema":` + fileV1 + `}]}`, "closed"},
+		{"object property", `{"name":"a.b","resource_id":"/f","versions":[{"version":1,"schema":{"type":"object","properties":{"f":{"type":"object"}}}}]}`, "must allow a string or a number"},
+		{"example without a value", `{"name":"a.b","resource_id":"/file_id","versions":[{"version":1,"schema":` + fileV1 + `,"example":{"note":"x"}}]}`, "example must carry the resource id"},
+		{"schema of a string", `{"name":"a.b","versions":[{"version":1,"schema":{"type":"string"}}]}`, "data is always a JSON object"},
+	} {
+		raw := h.mustCall("POST", "/v1/event-types", c.body, 422)
+		if !strings.Contains(string(raw), c.want) {
+			t.Errorf("%s: %s, want %q", c.name, raw, c.want)
+		}
+	}
+	if raw := h.mustCall("GET", "/v1/event-types", "", 200); strings.Contains(string(raw), "a.b") {
+		t.Fatalf("a refused type was stored: %s", raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	raw := h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}}`, 422)
+	if !strings.Contains(string(raw), "closed") {
+		t.Errorf("version without the resource id: %s", raw)
+	}
+	var et struct {
+		Versions []json.RawMessage `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &et); st != 200 || len(et.Versions) != 1 {
+		t.Fatalf("after a refused version: %d %s", st, raw)
+	}
+}

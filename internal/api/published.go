@@ -136,8 +136,14 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 	if len(v.Example) > 0 {
 		var ex any
 		if json.Unmarshal(v.Example, &ex) == nil {
-			body["examples"] = []any{map[string]any{"id": "evt_01JEXAMPLE0000000000000000", "type": t.Name, "version": v.Version,
-				"tenant": "acme", "occurred_at": "2026-01-01T00:00:00Z", "data": ex}}
+			// The example is a whole delivered body: it validates against
+			// this webhook's schema (sequence included when required).
+			example := map[string]any{"id": "evt_01JEXAMPLE0000000000000000", "type": t.Name, "version": v.Version,
+				"tenant": "acme", "occurred_at": "2026-01-01T00:00:00Z", "data": ex}
+			if t.ResourceID != "" {
+				example["sequence"] = 1
+			}
+			body["examples"] = []any{example}
 		}
 	}
 	desc := t.Description

@@ -12,6 +12,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/catalog"
 	"github.com/herald-webhooks/herald/webhook"
 )
 
@@ -267,9 +268,41 @@ func TestCatalogSubscriptionsChecked(t *testing.T) {
 func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	h := startHerald(t, nil)
 	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`,"example":{"file_id":"f_1"}}]}`, 201)
-	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`,"example":{"file_id":"f_1","revision":2}}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object","properties":{"invoice_id":{"type":"string"}}},"example":{"invoice_id":"in_1"}}]}`, 201)
 	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
 	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	// Every webhook's example validates against that webhook's schema.
+	var hooks struct {
+		Webhooks map[string]struct {
+			Post struct {
+				RequestBody struct {
+					Content map[string]struct {
+						Schema json.RawMessage `json:"schema"`
+					} `json:"content"`
+				} `json:"requestBody"`
+			} `json:"post"`
+		} `json:"webhooks"`
+	}
+	if err := json.Unmarshal(raw, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	for name, hook := range hooks.Webhooks {
+		var body struct {
+			Examples []json.RawMessage `json:"examples"`
+		}
+		schema := hook.Post.RequestBody.Content["application/json"].Schema
+		if err := json.Unmarshal(schema, &body); err != nil || len(body.Examples) != 1 {
+			t.Fatalf("%s: examples %v %s", name, err, schema)
+		}
+		sch, err := catalog.Compile(schema)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if viol, err := sch.Validate(body.Examples[0], ""); err != nil || len(viol) > 0 {
+			t.Errorf("%s: example %s does not validate: %v %v", name, body.Examples[0], err, viol)
+		}
+	}
 	var doc struct {
 		OpenAPI  string `json:"openapi"`
 		Webhooks map[string]struct {
@@ -288,7 +321,7 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 2 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 3 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
 		t.Fatalf("openapi %s, webhooks %+v", doc.OpenAPI, doc.Webhooks)
 	}
 	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]

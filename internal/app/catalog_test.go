@@ -497,3 +497,29 @@ func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
 		t.Fatalf("after a refused version: %d %s", st, raw)
 	}
 }
+
+// TestContractFollowsCatalogConfig: /contract's order, payload and catalog
+// texts say what this server does.
+func TestContractFollowsCatalogConfig(t *testing.T) {
+	var c struct {
+		Order   string `json:"order"`
+		Payload string `json:"payload"`
+		Catalog string `json:"catalog"`
+	}
+	h := startHerald(t, func(cfg *app.Config) { cfg.Catalog = "strict"; cfg.PersonalData = "off" })
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 || strings.Contains(c.Order, "sequence") ||
+		!strings.HasPrefix(c.Catalog, "strict") || !strings.Contains(c.Payload, "NOT checked") {
+		t.Fatalf("contract: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 || !strings.Contains(c.Order, "file.updated (resource /file_id) carry sequence") ||
+		strings.Contains(c.Order, "invoice.paid") {
+		t.Fatalf("contract with a numbered type: %d %s", st, raw)
+	}
+	h2 := startHerald(t, nil)
+	if st, raw := h2.call("GET", "/contract", nil, &c); st != 200 || !strings.HasPrefix(c.Catalog, "permissive") ||
+		!strings.Contains(c.Payload, "refused (422) for catalogued types and warned about") {
+		t.Fatalf("default contract: %d %s", st, raw)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ type CreateEventTypeBody struct {
 // UpdateEventTypeBody is the body of PATCH /v1/event-types/{name}.
 type UpdateEventTypeBody struct {
 	Description *string `json:"description,omitempty" maxLength:"1024"`
-	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them)"`
+	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them); never the newest; a version may not be in both lists"`
 	Undeprecate []int   `json:"undeprecate,omitempty" maxItems:"100" doc:"versions to mark current again"`
 }
 
@@ -249,6 +250,18 @@ func (s *Server) registerEventTypes() {
 			}
 			return nil
 		}
+		for i, v := range in.Body.Undeprecate {
+			if slices.Contains(in.Body.Deprecate, v) {
+				return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+			}
+		}
+		if newest, ok := t.Newest(); ok {
+			for i, v := range in.Body.Deprecate {
+				if v == newest.Version {
+					return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
+				}
+			}
+		}
 		if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
 			return nil, err
 		}
@@ -333,6 +346,9 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 		t, ok := byName[name]
 		if !ok {
 			return nil, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name)
+		}
+		if !store.MatchEventType(types, name) {
+			return nil, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name)
 		}
 		if _, ok := t.Version(v); !ok {
 			newest, _ := t.Newest()

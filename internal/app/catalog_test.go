@@ -246,6 +246,7 @@ func TestCatalogSubscriptionsChecked(t *testing.T) {
 	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"i_1"}}`, 202)
 	// A tenant key reads the catalog but cannot change it.
 	// Deprecation shows in the catalog and /contract.
+	h.mustCall("POST", "/v1/event-types/invoice.voided/versions", `{"version":2,"schema":{"type":"object"}}`, 201)
 	h.mustCall("PATCH", "/v1/event-types/invoice.voided", `{"deprecate":[1]}`, 200)
 	var contract struct {
 		EventTypes []struct {
@@ -521,5 +522,48 @@ func TestContractFollowsCatalogConfig(t *testing.T) {
 	if st, raw := h2.call("GET", "/contract", nil, &c); st != 200 || !strings.HasPrefix(c.Catalog, "permissive") ||
 		!strings.Contains(c.Payload, "refused (422) for catalogued types and warned about") {
 		t.Fatalf("default contract: %d %s", st, raw)
+	}
+}
+
+// TestCatalogRefusesInconsistentChanges: the newest version cannot be
+// deprecated, a version cannot be deprecated and undeprecated at once, and
+// a pin needs a subscription; each answers 422 and changes nothing.
+func TestCatalogRefusesInconsistentChanges(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	raw := h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 422)
+	if !strings.Contains(string(raw), "newest version of file.updated (1) cannot be deprecated") {
+		t.Errorf("deprecate the newest: %s", raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	raw = h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1],"undeprecate":[1]}`, 422)
+	if !strings.Contains(string(raw), "both in deprecate and undeprecate") {
+		t.Errorf("deprecate and undeprecate: %s", raw)
+	}
+	var et struct {
+		Versions []struct {
+			Deprecated bool `json:"deprecated"`
+		} `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &et); st != 200 || et.Versions[0].Deprecated || et.Versions[1].Deprecated {
+		t.Fatalf("after refused changes: %d %s", st, raw)
+	}
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+
+	raw = h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated"],"versions":{"invoice.paid":1}}`, 422)
+	if !strings.Contains(string(raw), "does not subscribe to invoice.paid") {
+		t.Errorf("pin without subscription: %s", raw)
+	}
+	var ep struct {
+		ID       string         `json:"id"`
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated"],"versions":{"file.updated":1}}`, &ep); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("PATCH", "/v1/endpoints/"+ep.ID, `{"versions":{"invoice.paid":1}}`, 422)
+	if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID, nil, &ep); st != 200 || len(ep.Versions) != 1 || ep.Versions["file.updated"] != 1 {
+		t.Fatalf("after a refused pin: %d %s", st, raw)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -57,12 +58,19 @@ HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
 // body is nil, raw JSON bytes ([]byte) or a value to encode. On a non-2xx
 // answer it prints the problem details to stderr and returns an error.
 func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header http.Header) error {
+	_, err := o.doStatus(cmd, method, path, body, header)
+	return err
+}
+
+// doStatus is do, also returning the answer's status code (0 when there
+// was none).
+func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, header http.Header) (int, error) {
 	base, err := url.Parse(strings.TrimRight(o.server, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", o.server)
+		return 0, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", o.server)
 	}
 	if o.apiKey == "" {
-		return errors.New("no API key: use --api-key or set HERALD_API_KEY")
+		return 0, errors.New("no API key: use --api-key or set HERALD_API_KEY")
 	}
 	var rd io.Reader
 	switch b := body.(type) {
@@ -72,13 +80,13 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		rd = bytes.NewReader(enc)
 	}
 	req, err := http.NewRequestWithContext(cmd.Context(), method, base.String()+path, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
@@ -90,19 +98,23 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 	}
 	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
+	// The personal-data guard's warning (docs/contract.md, "Thin payloads").
+	for _, w := range resp.Header.Values("X-Herald-Personal-Data-Warning") {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: personal data in the event (X-Herald-Personal-Data-Warning): %s\n", w)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponse))
 	if err != nil {
-		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+		return resp.StatusCode, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return resp.StatusCode, nil
 	}
 	var out bytes.Buffer
 	if json.Indent(&out, data, "", "  ") != nil {
@@ -111,7 +123,7 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 	}
 	out.WriteByte('\n')
 	_, err = cmd.OutOrStdout().Write(out.Bytes())
-	return err
+	return resp.StatusCode, err
 }
 
 // printAPIProblem prints an RFC 9457 problem (or, failing that, the raw
@@ -496,11 +508,15 @@ func newEventsCmd() *cobra.Command {
 	g := apiGroup("events", "Publish and inspect events", o)
 
 	var tenant, typ, data, dataFile, id, idemKey string
+	var dataVersions []string
 	publish := &cobra.Command{
 		Use:   "publish [--tenant T] --type TYPE --data JSON",
 		Short: "Publish an event (POST /v1/events)",
 		Long: `Publish an event (POST /v1/events) to the tenant's subscribed endpoints.
-The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.`,
+The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
+For a catalogued type with several versions, --data-version N=JSON (repeatable)
+sends the data of the older versions endpoints still receive (data_versions).
+A personal-data warning from the server is printed to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if typ == "" {
@@ -535,6 +551,22 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 			if id != "" {
 				fields["id"] = id
 			}
+			// --data-version N=JSON: data_versions, the data of older versions.
+			versions := map[int][]byte{}
+			for _, dv := range dataVersions {
+				n, js, ok := strings.Cut(dv, "=")
+				v, err := strconv.Atoi(n)
+				if !ok || err != nil || v < 1 {
+					return fmt.Errorf("--data-version %q: want N=JSON, N a version number ≥ 1", dv)
+				}
+				if _, dup := versions[v]; dup {
+					return fmt.Errorf("--data-version: version %d given twice", v)
+				}
+				if !json.Valid([]byte(js)) {
+					return fmt.Errorf("--data-version %d: not valid JSON", v)
+				}
+				versions[v] = []byte(js)
+			}
 			head, err := json.Marshal(fields)
 			if err != nil {
 				return err
@@ -542,7 +574,23 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 			// Splice the data in as given: encoding it as a json.RawMessage
 			// would compact and HTML-escape it.
 			body := append(head[:len(head)-1:len(head)-1], `,"data":`...)
-			body = append(append(body, raw...), '}')
+			body = append(body, raw...)
+			if len(versions) > 0 {
+				vs := make([]int, 0, len(versions))
+				for v := range versions {
+					vs = append(vs, v)
+				}
+				sort.Ints(vs)
+				body = append(body, `,"data_versions":{`...)
+				for i, v := range vs {
+					if i > 0 {
+						body = append(body, ',')
+					}
+					body = append(append(body, `"`+strconv.Itoa(v)+`":`...), versions[v]...)
+				}
+				body = append(body, '}')
+			}
+			body = append(body, '}')
 			var h http.Header
 			if idemKey != "" {
 				h = http.Header{"Idempotency-Key": {idemKey}}
@@ -555,6 +603,7 @@ The data (--data, or --data-file, - for stdin) is sent as given, not re-encoded.
 	pf.StringVar(&typ, "type", "", "event type, e.g. file.extraction.completed")
 	pf.StringVar(&data, "data", "", `event data, a JSON object such as '{"file_id":"f_1","version":2}'`)
 	pf.StringVar(&dataFile, "data-file", "", "file holding the event data, - for stdin")
+	pf.StringArrayVar(&dataVersions, "data-version", nil, `data of an older version of a catalogued type that subscribed endpoints still receive, as N=JSON (e.g. 1='{"file_id":"f_1"}'); repeatable`)
 	pf.StringVar(&id, "id", "", "your own event id, unique per tenant: publishing it again with the same type and data returns the original event (200); with other content it is refused (409)")
 	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header, unique per tenant: a retry with the same key, type and data returns the original event (200); with other content it is refused (409)")
 

@@ -87,7 +87,11 @@ func newEventTypesCmd() *cobra.Command {
 			if resourceID != "" {
 				body["resource_id"] = resourceID
 			}
-			return o.do(cmd, http.MethodPost, "/v1/event-types", body, nil)
+			st, err := o.doStatus(cmd, http.MethodPost, "/v1/event-types", body, nil)
+			if st == http.StatusConflict {
+				return fmt.Errorf("event type %s already exists (use add-version)", args[0])
+			}
+			return err
 		},
 	}
 	create.Flags().StringVar(&description, "description", "", "what the event means")
@@ -142,6 +146,9 @@ func newEventTypesCmd() *cobra.Command {
 		Short: "Change an event type's description (PATCH /v1/event-types/{name})",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("description") {
+				return errors.New("--description is required")
+			}
 			return o.do(cmd, http.MethodPatch, apiPath("/v1/event-types", args[0], ""), map[string]any{"description": newDescription}, nil)
 		},
 	}

@@ -293,7 +293,7 @@ func matrix(w *world) map[string]route {
 		"add-event-type-version": {roles: "", method: "POST", ok: 201, body: `{"version":2,"schema":{"type":"object"}}`, prep: func(w *world) (string, string) {
 			return "/v1/event-types/" + w.newEventType() + "/versions", ""
 		}},
-		"update-event-type": {roles: "", method: "PATCH", ok: 200, body: `{"deprecate":[1]}`, prep: func(w *world) (string, string) {
+		"update-event-type": {roles: "", method: "PATCH", ok: 200, body: `{"description":"changed"}`, prep: func(w *world) (string, string) {
 			return "/v1/event-types/" + w.newEventType(), ""
 		}},
 

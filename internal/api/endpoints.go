@@ -216,7 +216,7 @@ func (s *Server) registerEndpoints() {
 		if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
 			return nil, err
 		}
-		pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil)
+		pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +327,7 @@ func (s *Server) registerEndpoints() {
 			if b.Versions != nil {
 				given = *b.Versions
 			}
-			pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions)
+			pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
 			if err != nil {
 				return nil, err
 			}

@@ -168,7 +168,7 @@ func (s *Server) registerEvents() {
 		}
 		res, err := s.db(ctx).PublishEvent(ctx, store.PublishParams{
 			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.Fingerprint(b.Tenant, b.Type, compact.Bytes())},
+				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older)},
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
 			FanOutChunk: s.cfg.FanOutChunk,
 		})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ type CreateEventTypeBody struct {
 // UpdateEventTypeBody is the body of PATCH /v1/event-types/{name}.
 type UpdateEventTypeBody struct {
 	Description *string `json:"description,omitempty" maxLength:"1024"`
-	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them)"`
+	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them); never the newest; a version may not be in both lists"`
 	Undeprecate []int   `json:"undeprecate,omitempty" maxItems:"100" doc:"versions to mark current again"`
 }
 
@@ -84,10 +85,26 @@ func eventTypeOut(t store.EventType) EventTypeOut {
 
 // checkVersion compiles a version's schema and checks its example (schema
 // and personal-data guard); loc is the version's location in the body.
-func checkVersion(v EventTypeVersionIn, loc string) (*catalog.Schema, error) {
+// The schema must accept an object, and with a resourceID (the type's
+// resource_id pointer, "" when none) the schema must allow a string or
+// number there (catalog.Schema.CheckResourceID) and the example carry one.
+func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema, error) {
 	sch, err := catalog.Compile(v.Schema)
 	if err != nil {
 		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if err := sch.AcceptsObject(); err != nil {
+		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if resourceID != "" {
+		if err := sch.CheckResourceID(resourceID); err != nil {
+			return nil, invalid(loc+".schema", err.Error(), resourceID)
+		}
+		if len(v.Example) > 0 {
+			if _, err := catalog.ResourceValue(v.Example, resourceID); err != nil {
+				return nil, invalid(loc+".example", "the example must carry the resource id (resource_id "+resourceID+"): "+err.Error(), nil)
+			}
+		}
 	}
 	if len(v.Example) > 0 {
 		viol, err := sch.Validate(v.Example, "")
@@ -130,7 +147,7 @@ func (s *Server) registerEventTypes() {
 		if v.Version != 1 {
 			return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
 		}
-		if _, err := checkVersion(v, "body.versions[0]"); err != nil {
+		if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
 			return nil, err
 		}
 		now := s.cfg.Now()
@@ -192,7 +209,7 @@ func (s *Server) registerEventTypes() {
 		if in.Body.Version != newest.Version+1 {
 			return nil, invalid("body.version", fmt.Sprintf("versions only grow: the next version of %s is %d", t.Name, newest.Version+1), in.Body.Version)
 		}
-		if _, err := checkVersion(in.Body, "body"); err != nil {
+		if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
 			return nil, err
 		}
 		now := s.cfg.Now()
@@ -233,6 +250,18 @@ func (s *Server) registerEventTypes() {
 			}
 			return nil
 		}
+		for i, v := range in.Body.Undeprecate {
+			if slices.Contains(in.Body.Deprecate, v) {
+				return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+			}
+		}
+		if newest, ok := t.Newest(); ok {
+			for i, v := range in.Body.Deprecate {
+				if v == newest.Version {
+					return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
+				}
+			}
+		}
 		if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
 			return nil, err
 		}
@@ -253,8 +282,12 @@ func (s *Server) registerEventTypes() {
 // be catalogued (422 with the closest names), every pattern must match a
 // catalogued type, every pin must name a catalogued type and one of its
 // versions, and each catalogued type the filter matches that has no pin
-// is pinned to its newest version. prev are the endpoint's current pins.
-func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int) (map[string]int, error) {
+// is pinned to its newest version — except a type the endpoint's previous
+// filter prevTypes already matched (an update of an endpoint older than the
+// type): it keeps receiving what it received, the first version
+// (store.Endpoint.VersionOf). prev are the endpoint's current pins;
+// prevTypes is nil on create.
+func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
 		return nil, s.problem(err, "event types")
@@ -314,6 +347,9 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 		if !ok {
 			return nil, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name)
 		}
+		if !store.MatchEventType(types, name) {
+			return nil, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name)
+		}
 		if _, ok := t.Version(v); !ok {
 			newest, _ := t.Newest()
 			return nil, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v)
@@ -322,6 +358,10 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 	}
 	for _, t := range cat {
 		if _, pinned := out[t.Name]; pinned || !(len(types) == 0 || store.MatchEventType(types, t.Name)) {
+			continue
+		}
+		if prevTypes != nil && store.MatchEventType(*prevTypes, t.Name) {
+			out[t.Name] = store.FirstVersion
 			continue
 		}
 		newest, _ := t.Newest()
@@ -457,6 +497,24 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if err != nil {
 			return cp, problemOf("the resource id of "+typ+" is missing", []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
 		}
+		// Every version is about the same resource: the sequence is counted
+		// for data's resource id and delivered with each version's bytes.
+		vs := make([]int, 0, len(cp.older))
+		for v := range cp.older {
+			vs = append(vs, v)
+		}
+		sort.Ints(vs)
+		for _, v := range vs {
+			ptr := "/data_versions/" + strconv.Itoa(v) + t.ResourceID
+			orid, err := catalog.ResourceValue(cp.older[v], t.ResourceID)
+			if err != nil {
+				return cp, problemOf("the resource id of "+typ+" version "+strconv.Itoa(v)+" is missing", []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
+			}
+			if orid != rid {
+				return cp, problemOf("data_versions names another resource than data", []catalog.Violation{{Pointer: ptr, Rule: "resource_id",
+					Message: fmt.Sprintf("every version of an event is about one resource: %q here, %q at /data%s", orid, rid, t.ResourceID)}})
+			}
+		}
 		cp.seqKey = store.SequenceKeyOf(tenant, typ, rid)
 	}
 	return cp, nil
@@ -490,7 +548,8 @@ func (s *Server) personalDataMode(catalogued bool) string {
 }
 
 // pinnedVersions counts, per version of typ, the tenant's endpoints whose
-// filter matches typ and that pin that version.
+// filter matches typ and that receive that version (their pin, else the
+// first version: store.Endpoint.VersionOf, the rule delivery uses).
 func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[int]int, error) {
 	out := map[int]int{}
 	lp := store.ListParams{Limit: 1000}
@@ -500,8 +559,8 @@ func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[in
 			return nil, s.problem(err, "endpoints")
 		}
 		for _, e := range pg.Data {
-			if v := e.Versions[typ]; v > 0 && store.MatchEventType(e.EventTypes, typ) {
-				out[v]++
+			if store.MatchEventType(e.EventTypes, typ) {
+				out[e.VersionOf(typ)]++
 			}
 		}
 		if pg.NextCursor == "" {

@@ -61,6 +61,15 @@ func (s *Server) contractWithCatalog(ctx context.Context) (any, error) {
 		list = append(list, e)
 	}
 	doc["event_types"] = list
+	var sequenced []string
+	for _, t := range cat {
+		if t.ResourceID != "" {
+			sequenced = append(sequenced, t.Name+" (resource "+t.ResourceID+")")
+		}
+	}
+	if _, ok := doc["order"]; ok {
+		doc["order"] = OrderText(sequenced)
+	}
 	return doc, nil
 }
 
@@ -136,8 +145,14 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 	if len(v.Example) > 0 {
 		var ex any
 		if json.Unmarshal(v.Example, &ex) == nil {
-			body["examples"] = []any{map[string]any{"id": "evt_01JEXAMPLE0000000000000000", "type": t.Name, "version": v.Version,
-				"tenant": "acme", "occurred_at": "2026-01-01T00:00:00Z", "data": ex}}
+			// The example is a whole delivered body: it validates against
+			// this webhook's schema (sequence included when required).
+			example := map[string]any{"id": "evt_01JEXAMPLE0000000000000000", "type": t.Name, "version": v.Version,
+				"tenant": "acme", "occurred_at": "2026-01-01T00:00:00Z", "data": ex}
+			if t.ResourceID != "" {
+				example["sequence"] = 1
+			}
+			body["examples"] = []any{example}
 		}
 	}
 	desc := t.Description
@@ -156,4 +171,15 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		op["deprecated"] = true
 	}
 	return map[string]any{"post": op}
+}
+
+// OrderText is the contract's "order" promise given the catalogued event
+// types that declare a resource_id (their events carry "sequence" and
+// X-Event-Sequence; docs/contract.md, "Sequence numbers").
+func OrderText(sequenced []string) string {
+	const none = "not guaranteed; Herald adds no version: when order matters, put your own in data (e.g. data.version) and keep the newest, or fetch current state"
+	if len(sequenced) == 0 {
+		return none
+	}
+	return "not guaranteed; events of " + strings.Join(sequenced, ", ") + " carry sequence (body) and X-Event-Sequence: per (tenant, type, resource id), strictly increasing in commit order without gaps — keep the highest seen. Other types: " + none
 }

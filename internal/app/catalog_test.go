@@ -12,6 +12,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/catalog"
 	"github.com/herald-webhooks/herald/webhook"
 )
 
@@ -147,7 +148,7 @@ func TestCatalogPinnedVersions(t *testing.T) {
 // exact pointer and rule, and nothing is stored.
 func TestCatalogPublishRefusals(t *testing.T) {
 	h := startHerald(t, nil)
-	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
 	rcv := newReceiver(t, 200)
 	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL, "event_types": []string{"file.updated"}}, nil)
 	if st != 201 {
@@ -164,6 +165,7 @@ func TestCatalogPublishRefusals(t *testing.T) {
 		{"extra field", `{"file_id":"f_1","revision":2,"size":10}` + v1, "/data/size: additionalProperties"},
 		{"wrong type in an older version", `{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":3}}`, "/data_versions/1/file_id: type"},
 		{"pinned v1 missing", `{"file_id":"f_1","revision":2}`, "/data_versions/1: required"},
+		{"older version about another resource", `{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_2"}}`, "/data_versions/1/file_id: resource_id"},
 		{"e-mail not marked personal", `{"file_id":"f_1","revision":2,"note":"ask jane.doe@example.com"}` + v1, "/data/note: personal-data: email"},
 		{"phone", `{"file_id":"f_1","revision":2,"note":"+44 20 7946 0958"}` + v1, "/data/note: personal-data: phone"},
 		{"card", `{"file_id":"f_1","revision":2,"note":"4111 1111 1111 1111"}` + v1, "/data/note: personal-data: payment-card"},
@@ -244,6 +246,7 @@ func TestCatalogSubscriptionsChecked(t *testing.T) {
 	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"i_1"}}`, 202)
 	// A tenant key reads the catalog but cannot change it.
 	// Deprecation shows in the catalog and /contract.
+	h.mustCall("POST", "/v1/event-types/invoice.voided/versions", `{"version":2,"schema":{"type":"object"}}`, 201)
 	h.mustCall("PATCH", "/v1/event-types/invoice.voided", `{"deprecate":[1]}`, 200)
 	var contract struct {
 		EventTypes []struct {
@@ -266,9 +269,41 @@ func TestCatalogSubscriptionsChecked(t *testing.T) {
 func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	h := startHerald(t, nil)
 	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`,"example":{"file_id":"f_1"}}]}`, 201)
-	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`,"example":{"file_id":"f_1","revision":2}}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object","properties":{"invoice_id":{"type":"string"}}},"example":{"invoice_id":"in_1"}}]}`, 201)
 	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
 	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	// Every webhook's example validates against that webhook's schema.
+	var hooks struct {
+		Webhooks map[string]struct {
+			Post struct {
+				RequestBody struct {
+					Content map[string]struct {
+						Schema json.RawMessage `json:"schema"`
+					} `json:"content"`
+				} `json:"requestBody"`
+			} `json:"post"`
+		} `json:"webhooks"`
+	}
+	if err := json.Unmarshal(raw, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	for name, hook := range hooks.Webhooks {
+		var body struct {
+			Examples []json.RawMessage `json:"examples"`
+		}
+		schema := hook.Post.RequestBody.Content["application/json"].Schema
+		if err := json.Unmarshal(schema, &body); err != nil || len(body.Examples) != 1 {
+			t.Fatalf("%s: examples %v %s", name, err, schema)
+		}
+		sch, err := catalog.Compile(schema)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if viol, err := sch.Validate(body.Examples[0], ""); err != nil || len(viol) > 0 {
+			t.Errorf("%s: example %s does not validate: %v %v", name, body.Examples[0], err, viol)
+		}
+	}
 	var doc struct {
 		OpenAPI  string `json:"openapi"`
 		Webhooks map[string]struct {
@@ -287,7 +322,7 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 2 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 3 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
 		t.Fatalf("openapi %s, webhooks %+v", doc.OpenAPI, doc.Webhooks)
 	}
 	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]
@@ -349,5 +384,186 @@ func TestCatalogLeavesOwnAndUncataloguedTypesSubscribable(t *testing.T) {
 		if st, raw := create(`["invoice.piad"]`); st != 422 || !strings.Contains(string(raw), "did you mean invoice.paid?") {
 			t.Errorf("%s: misspelt subscription: %d %s, want 422 with a suggestion", mode, st, raw)
 		}
+	}
+}
+
+// TestCatalogUnpinnedEndpointsGetTheFirstVersion: an endpoint saved before
+// a type was catalogued (here a pattern, and an empty filter) has no pin
+// for it; after an incompatible v2 it still receives v1, publish requires
+// v1's data for it, and an update of the endpoint pins it to 1, not 2.
+func TestCatalogUnpinnedEndpointsGetTheFirstVersion(t *testing.T) {
+	h := startHerald(t, nil)
+	rcvP, rcvAll := newReceiver(t, 200), newReceiver(t, 200)
+	var epP, epAll struct {
+		ID       string         `json:"id"`
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvP.URL, "event_types": []string{"file.*"}}, &epP); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvAll.URL}, &epAll); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+
+	raw := h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2}}`, 422)
+	if !strings.Contains(string(raw), "/data_versions/1: required") || !strings.Contains(string(raw), "2 endpoint(s)") {
+		t.Fatalf("publish without v1 for unpinned endpoints: %s", raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1"}}}`, 202)
+	deadline := time.Now().Add(10 * time.Second)
+	for (len(rcvP.got()) == 0 || len(rcvAll.got()) == 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for name, r := range map[string]*receiver{"pattern": rcvP, "all types": rcvAll} {
+		got := r.got()
+		if len(got) != 1 {
+			t.Fatalf("%s endpoint got %d requests", name, len(got))
+		}
+		var env struct {
+			Version int             `json:"version"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(got[0].Body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.Version != 1 || string(env.Data) != `{"file_id":"f_1"}` {
+			t.Errorf("%s endpoint received %s, want version 1", name, got[0].Body)
+		}
+	}
+	// An update keeps the version it received: pinned to 1 explicitly.
+	var upd struct {
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("PATCH", "/v1/endpoints/"+epP.ID, map[string]any{"event_types": []string{"file.*"}}, &upd); st != 200 || upd.Versions["file.updated"] != 1 {
+		t.Fatalf("update: %d %s, want file.updated pinned to 1", st, raw)
+	}
+	// A new subscriber is pinned to the newest.
+	var ep3 struct {
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcvP.URL, "event_types": []string{"file.*"}}, &ep3); st != 201 || ep3.Versions["file.updated"] != 2 {
+		t.Fatalf("new endpoint: %d %s, want pinned to 2", st, raw)
+	}
+}
+
+// TestCatalogRepublishWithOtherDataVersions: the same event id with the
+// same data but other data_versions is other content (409); the same
+// request again is a duplicate (200).
+func TestCatalogRepublishWithOtherDataVersions(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	rcv := newReceiver(t, 200)
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL, "event_types": []string{"file.updated"}}, nil); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	pub := func(note string) string {
+		return `{"id":"evt-1","tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1","note":"` + note + `"}}}`
+	}
+	h.mustCall("POST", "/v1/events", pub("a"), 202)
+	h.mustCall("POST", "/v1/events", pub("a"), 200)
+	h.mustCall("POST", "/v1/events", pub("b"), 409)
+}
+
+// TestCatalogResourceIDCheckedAgainstSchemas: a resource_id the schema
+// cannot carry, an example without it, and a schema that cannot accept an
+// object are refused (422 naming the rule) and change nothing.
+func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, c := range []struct{ name, body, want string }{
+		{"closed schema without the property", `{"name":"a.b","resource_id":"/nope","versions":[{"version":1,"schema":` + fileV1 + `}]}`, "closed"},
+		{"object property", `{"name":"a.b","resource_id":"/f","versions":[{"version":1,"schema":{"type":"object","properties":{"f":{"type":"object"}}}}]}`, "must allow a string or a number"},
+		{"example without a value", `{"name":"a.b","resource_id":"/file_id","versions":[{"version":1,"schema":` + fileV1 + `,"example":{"note":"x"}}]}`, "example must carry the resource id"},
+		{"schema of a string", `{"name":"a.b","versions":[{"version":1,"schema":{"type":"string"}}]}`, "data is always a JSON object"},
+	} {
+		raw := h.mustCall("POST", "/v1/event-types", c.body, 422)
+		if !strings.Contains(string(raw), c.want) {
+			t.Errorf("%s: %s, want %q", c.name, raw, c.want)
+		}
+	}
+	if raw := h.mustCall("GET", "/v1/event-types", "", 200); strings.Contains(string(raw), "a.b") {
+		t.Fatalf("a refused type was stored: %s", raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	raw := h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}}`, 422)
+	if !strings.Contains(string(raw), "closed") {
+		t.Errorf("version without the resource id: %s", raw)
+	}
+	var et struct {
+		Versions []json.RawMessage `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &et); st != 200 || len(et.Versions) != 1 {
+		t.Fatalf("after a refused version: %d %s", st, raw)
+	}
+}
+
+// TestContractFollowsCatalogConfig: /contract's order, payload and catalog
+// texts say what this server does.
+func TestContractFollowsCatalogConfig(t *testing.T) {
+	var c struct {
+		Order   string `json:"order"`
+		Payload string `json:"payload"`
+		Catalog string `json:"catalog"`
+	}
+	h := startHerald(t, func(cfg *app.Config) { cfg.Catalog = "strict"; cfg.PersonalData = "off" })
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 || strings.Contains(c.Order, "sequence") ||
+		!strings.HasPrefix(c.Catalog, "strict") || !strings.Contains(c.Payload, "NOT checked") {
+		t.Fatalf("contract: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 || !strings.Contains(c.Order, "file.updated (resource /file_id) carry sequence") ||
+		strings.Contains(c.Order, "invoice.paid") {
+		t.Fatalf("contract with a numbered type: %d %s", st, raw)
+	}
+	h2 := startHerald(t, nil)
+	if st, raw := h2.call("GET", "/contract", nil, &c); st != 200 || !strings.HasPrefix(c.Catalog, "permissive") ||
+		!strings.Contains(c.Payload, "refused (422) for catalogued types and warned about") {
+		t.Fatalf("default contract: %d %s", st, raw)
+	}
+}
+
+// TestCatalogRefusesInconsistentChanges: the newest version cannot be
+// deprecated, a version cannot be deprecated and undeprecated at once, and
+// a pin needs a subscription; each answers 422 and changes nothing.
+func TestCatalogRefusesInconsistentChanges(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	raw := h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 422)
+	if !strings.Contains(string(raw), "newest version of file.updated (1) cannot be deprecated") {
+		t.Errorf("deprecate the newest: %s", raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	raw = h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1],"undeprecate":[1]}`, 422)
+	if !strings.Contains(string(raw), "both in deprecate and undeprecate") {
+		t.Errorf("deprecate and undeprecate: %s", raw)
+	}
+	var et struct {
+		Versions []struct {
+			Deprecated bool `json:"deprecated"`
+		} `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &et); st != 200 || et.Versions[0].Deprecated || et.Versions[1].Deprecated {
+		t.Fatalf("after refused changes: %d %s", st, raw)
+	}
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+
+	raw = h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated"],"versions":{"invoice.paid":1}}`, 422)
+	if !strings.Contains(string(raw), "does not subscribe to invoice.paid") {
+		t.Errorf("pin without subscription: %s", raw)
+	}
+	var ep struct {
+		ID       string         `json:"id"`
+		Versions map[string]int `json:"versions"`
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated"],"versions":{"file.updated":1}}`, &ep); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("PATCH", "/v1/endpoints/"+ep.ID, `{"versions":{"invoice.paid":1}}`, 422)
+	if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID, nil, &ep); st != 200 || len(ep.Versions) != 1 || ep.Versions["file.updated"] != 1 {
+		t.Fatalf("after a refused pin: %d %s", st, raw)
 	}
 }

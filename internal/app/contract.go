@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
 
@@ -19,12 +20,14 @@ type ContractDoc struct {
 	WhatIsRetried string  `json:"what_is_retried"`
 	// CircuitBreaker says how an open circuit changes the retry schedule
 	// (the schedule's delays are then lower bounds).
-	CircuitBreaker string   `json:"circuit_breaker"`
-	Timeout        string   `json:"timeout"`
-	Payload        string   `json:"payload"`
-	MaxPayload     int      `json:"max_payload_bytes"`
-	EndpointURLs   string   `json:"endpoint_urls"`
-	AllowedCIDRs   []string `json:"allowed_cidrs"`
+	CircuitBreaker string `json:"circuit_breaker"`
+	Timeout        string `json:"timeout"`
+	Payload        string `json:"payload"`
+	// Catalog is the catalog mode in force (--catalog) and what it means.
+	Catalog      string   `json:"catalog"`
+	MaxPayload   int      `json:"max_payload_bytes"`
+	EndpointURLs string   `json:"endpoint_urls"`
+	AllowedCIDRs []string `json:"allowed_cidrs"`
 }
 
 // Retries describes the retry schedule in force.
@@ -70,10 +73,26 @@ func Contract(cfg Config) ContractDoc {
 		"The schedule's delays are then lower bounds: an endpoint that stays down gets about one attempt per %s across all its deliveries, "+
 		"so a delivery's attempts may be spread over much longer than the worst case above (with %s between attempts at least, once the circuit has opened)",
 		threshold, cooldown, cooldown, cooldown, cooldown)
+	catalogMode := "permissive: uncatalogued event types are published as they are; catalogued types are validated against their version's JSON Schema"
+	if cfg.Catalog == "strict" {
+		catalogMode = "strict: only catalogued event types are published (others answer 422); data is validated against its version's JSON Schema"
+	}
+	var guard string
+	switch cfg.PersonalData {
+	case "", "auto":
+		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is refused (422) for catalogued types and warned about (X-Herald-Personal-Data-Warning) for uncatalogued ones"
+	case "refuse":
+		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is refused (422) for every type"
+	case "warn":
+		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is published with a warning (X-Herald-Personal-Data-Warning); it may reach receivers"
+	case "off":
+		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
+	}
 	return ContractDoc{
+		Catalog:        catalogMode,
 		CircuitBreaker: breaker,
 		Delivery:       "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
-		Order:          "not guaranteed; Herald adds no version: when order matters, put your own in data (e.g. data.version) and keep the newest, or fetch current state",
+		Order:          api.OrderText(nil),
 		Signature:      "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
 		ReplayWindow:   "receivers reject |now - t| > 300 s",
 		Retries: Retries{
@@ -85,7 +104,7 @@ func Contract(cfg Config) ContractDoc {
 		},
 		WhatIsRetried: "network errors (except blocked by the egress policy: dead letter at once), timeouts, 5xx, 408, 429 (Retry-After honoured, capped at 24h); other 4xx and 3xx (never followed): at most 2 retries; 410 Gone: dead letter at once and the endpoint is disabled",
 		Timeout:       (cfg.AttemptTimeout).String() + " per attempt (connect, TLS, headers, body); response bodies read up to 64 KiB, 4 KiB excerpt stored",
-		Payload:       "thin: ids, type, version, links; no content or personal data",
+		Payload:       "thin: ids, type, version, links; " + guard,
 		MaxPayload:    cfg.MaxPayloadBytes,
 		EndpointURLs:  urls,
 		AllowedCIDRs:  cidrs,

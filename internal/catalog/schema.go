@@ -187,3 +187,68 @@ func ValidPointer(p string) bool {
 	}
 	return true
 }
+
+// declaredTypes returns the JSON types a schema node declares with "type"
+// (a string or an array of strings); nil when it declares none.
+func declaredTypes(node map[string]any) []string {
+	switch t := node["type"].(type) {
+	case string:
+		return []string{t}
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// AcceptsObject checks that the schema's root can accept a JSON object:
+// an event's data is always an object (docs/contract.md, "body"). A root
+// "type" without "object" ({"type":"string"}) is refused; the error names
+// the rule.
+func (s *Schema) AcceptsObject() error {
+	root, _ := s.raw.(map[string]any)
+	if ts := declaredTypes(root); ts != nil && !slices.Contains(ts, "object") {
+		return fmt.Errorf("data is always a JSON object: the schema's type %v does not accept one (use \"type\":\"object\")", ts)
+	}
+	return nil
+}
+
+// CheckResourceID checks a resource_id pointer (RFC 6901) against the
+// schema, as far as the schema says (docs/contract.md, "Sequence
+// numbers"): each step must be a property the schema declares, unless the
+// object there is open (no "additionalProperties": false), and the
+// property's declared type must allow a string or a number (not only an
+// object, array, boolean or null). A schema that says nothing about the
+// path passes. The error names the rule.
+func (s *Schema) CheckResourceID(ptr string) error {
+	if !ValidPointer(ptr) || ptr == "" {
+		return fmt.Errorf("resource_id %q is not a JSON pointer", ptr)
+	}
+	node, _ := s.raw.(map[string]any)
+	path := ""
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		path += "/" + tok
+		props, _ := node["properties"].(map[string]any)
+		next, ok := props[tok].(map[string]any)
+		if !ok {
+			if props[tok] == false {
+				return fmt.Errorf("resource_id %s: the schema forbids the property %s (false schema)", ptr, path)
+			}
+			if node["additionalProperties"] == false || node["unevaluatedProperties"] == false {
+				return fmt.Errorf("resource_id %s: the schema is closed (additionalProperties: false) and does not declare the property %s", ptr, path)
+			}
+			return nil // open object: the schema does not say
+		}
+		node = next
+	}
+	if ts := declaredTypes(node); ts != nil && !slices.ContainsFunc(ts, func(t string) bool { return t == "string" || t == "number" || t == "integer" }) {
+		return fmt.Errorf("resource_id %s: the property's type %v must allow a string or a number (a resource id is not an object or an array)", ptr, ts)
+	}
+	return nil
+}

@@ -711,9 +711,10 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
-	// The bytes of the version the endpoint pinned (docs/contract.md,
+	// The bytes of the version the endpoint receives (its pin, else the
+	// type's first version: store.Endpoint.VersionOf; docs/contract.md,
 	// "Versions and pinning"), the same event id across versions.
-	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.Versions[ev.Type]), ev.Headers, number, start)
+	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.VersionOf(ev.Type)), ev.Headers, number, start)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,36 @@ func Fingerprint(tenant, typ string, data []byte) string {
 	h.Write([]byte(typ))
 	h.Write([]byte{0})
 	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FingerprintVersions is Fingerprint covering also the data of the older
+// versions of a catalogued event (data_versions: version → compacted
+// JSON), so reusing an event id with other data_versions is "other
+// content". Without older versions it equals Fingerprint, so the
+// fingerprints of events stored before it stay valid.
+func FingerprintVersions(tenant, typ string, data []byte, older map[int][]byte) string {
+	if len(older) == 0 {
+		return Fingerprint(tenant, typ, data)
+	}
+	vs := make([]int, 0, len(older))
+	for v := range older {
+		vs = append(vs, v)
+	}
+	sort.Ints(vs)
+	h := sha256.New()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(typ))
+	h.Write([]byte{0})
+	h.Write(data)
+	for _, v := range vs {
+		// A NUL never occurs in compacted JSON: the parts cannot run together.
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(v)))
+		h.Write([]byte{0})
+		h.Write(older[v])
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

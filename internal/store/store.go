@@ -130,6 +130,26 @@ type Event struct {
 	CreatedAt time.Time //
 }
 
+// FirstVersion is the first version of every catalogued event type (the
+// catalog starts each type at 1 and versions only grow).
+const FirstVersion = 1
+
+// VersionOf is the version of catalogued event type typ that the endpoint
+// receives (docs/contract.md, "Versions and pinning"): its pin, or, when
+// it has none (a pattern or an empty filter that matched typ only after
+// the endpoint was saved, or an endpoint older than the catalog),
+// FirstVersion — what it would have been pinned to when typ first matched
+// it, so a later incompatible version never reaches it unasked. Publish
+// (which versions' data it requires) and delivery (which bytes it sends)
+// both use this rule. For an uncatalogued type the answer is irrelevant:
+// such events have no VersionBodies.
+func (e Endpoint) VersionOf(typ string) int {
+	if v := e.Versions[typ]; v > 0 {
+		return v
+	}
+	return FirstVersion
+}
+
 // BodyFor returns the bytes to send to an endpoint that pins version v of
 // the event's type (0: none pinned): the pinned version's body when the
 // event has it, else Body.

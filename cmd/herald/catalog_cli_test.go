@@ -1,0 +1,84 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEventsPublishDataVersions: --data-version N=JSON sends data_versions,
+// data kept as given; bad values are refused before any request.
+func TestEventsPublishDataVersions(t *testing.T) {
+	srv, last := fakeAPI(t, 202, "application/json", `{}`)
+	if _, _, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k", "--tenant", "acme", "--type", "file.updated",
+		"--data", `{"file_id":"f_1","revision":2}`, "--data-version", `2={"file_id":"f_1","r":1}`, "--data-version", `1={"file_id":"f_1"}`); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1"},"2":{"file_id":"f_1","r":1}}}`
+	if r := last(); string(r.body) != want {
+		t.Fatalf("body %s, want %s", r.body, want)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{`x={}`, "want N=JSON"}, {`0={}`, "want N=JSON"}, {`{}`, "want N=JSON"}, {`1={`, "not valid JSON"},
+	} {
+		_, _, err := execHerald(t, "", "events", "publish", "--server", "http://127.0.0.1:1", "--api-key", "k", "--type", "a.b", "--data", `{}`, "--data-version", c.arg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--data-version %s: %v, want %q", c.arg, err, c.want)
+		}
+	}
+	_, _, err := execHerald(t, "", "events", "publish", "--server", "http://127.0.0.1:1", "--api-key", "k", "--type", "a.b", "--data", `{}`,
+		"--data-version", `1={}`, "--data-version", `1={}`)
+	if err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("duplicate version: %v", err)
+	}
+}
+
+// TestEventsPublishPrintsPersonalDataWarning: the server's warning header
+// reaches the user on stderr.
+func TestEventsPublishPrintsPersonalDataWarning(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Herald-Personal-Data-Warning", "/data/email email")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(202)
+		_, _ = io.WriteString(w, `{"id":"evt_1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, stderr, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k", "--type", "user.signed_up", "--data", `{"email":"a@b.example"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "/data/email email") {
+		t.Fatalf("stderr %q does not show the warning", stderr)
+	}
+}
+
+// TestEventTypesDescribeNeedsDescription: without --description nothing is
+// sent.
+func TestEventTypesDescribeNeedsDescription(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request sent: %s %s", r.Method, r.URL)
+	}))
+	t.Cleanup(srv.Close)
+	_, _, err := execHerald(t, "", "event-types", "describe", "file.updated", "--server", srv.URL, "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "--description is required") {
+		t.Fatalf("describe without --description: %v", err)
+	}
+}
+
+// TestEventTypesCreateDuplicate: a 409 says what to do instead.
+func TestEventTypesCreateDuplicate(t *testing.T) {
+	srv, _ := fakeAPI(t, 409, "application/problem+json", `{"status":409,"title":"Conflict","detail":"event type file.updated already exists"}`)
+	schema := filepath.Join(t.TempDir(), "v1.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execHerald(t, "", "event-types", "create", "file.updated", "--schema", schema, "--server", srv.URL, "--api-key", "k")
+	if err == nil || err.Error() != "event type file.updated already exists (use add-version)" {
+		t.Fatalf("duplicate create: %v", err)
+	}
+}

@@ -1,0 +1,48 @@
+package catalog
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckResourceID: a resource_id must be possible under the schema
+// when the schema says enough to tell.
+func TestCheckResourceID(t *testing.T) {
+	for _, c := range []struct {
+		name, schema, ptr, want string // want "" = accepted
+	}{
+		{"declared string", `{"type":"object","properties":{"file_id":{"type":"string"}},"additionalProperties":false}`, "/file_id", ""},
+		{"declared integer", `{"type":"object","properties":{"n":{"type":["integer","null"]}}}`, "/n", ""},
+		{"open object, undeclared", `{"type":"object"}`, "/file_id", ""},
+		{"nested", `{"type":"object","properties":{"file":{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}}}`, "/file/id", ""},
+		{"closed without it", `{"type":"object","properties":{"file_id":{"type":"string"}},"additionalProperties":false}`, "/nope", "closed"},
+		{"closed nested", `{"type":"object","properties":{"file":{"type":"object","additionalProperties":false}}}`, "/file/id", "closed"},
+		{"object type", `{"type":"object","properties":{"file":{"type":"object"}}}`, "/file", "must allow a string or a number"},
+		{"array type", `{"type":"object","properties":{"ids":{"type":"array"}}}`, "/ids", "must allow a string or a number"},
+		{"false schema", `{"type":"object","properties":{"x":false}}`, "/x", "forbids"},
+	} {
+		sch, err := Compile([]byte(c.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err = sch.CheckResourceID(c.ptr)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestAcceptsObject: event data is an object; a schema that cannot accept
+// one is refused.
+func TestAcceptsObject(t *testing.T) {
+	for schema, ok := range map[string]bool{`{"type":"object"}`: true, `{}`: true, `{"type":["object","null"]}`: true,
+		`{"type":"string"}`: false, `{"type":["array","integer"]}`: false} {
+		sch, err := Compile([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.AcceptsObject(); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", schema, err, ok)
+		}
+	}
+}

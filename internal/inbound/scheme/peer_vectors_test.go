@@ -17,9 +17,8 @@ import (
 	"github.com/herald-webhooks/herald/webhook"
 )
 
-// peerVectorsPath is the repository's copy of the team's shared peer
-// vectors (kept identical to ../shared/testdata/peer-vectors.json by
-// webhook.TestPeerVectorsCopyIsCurrent), relative to this package.
+// peerVectorsPath holds signatures made by peer libraries (the webhook
+// package's test data), relative to this package.
 const peerVectorsPath = "../../../webhook/testdata/peer-vectors.json"
 
 // peerVector holds the fields of every section; each uses a subset.

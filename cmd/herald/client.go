@@ -273,11 +273,22 @@ func (e *endpointFields) body(cmd *cobra.Command) (map[string]any, error) {
 // apiIDCmd is a subcommand taking one id argument.
 func apiIDCmd(use, short string, run func(cmd *cobra.Command, id string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return run(cmd, args[0]) },
+		Use:        use,
+		Short:      short,
+		Args:       cobra.ExactArgs(1),
+		SuggestFor: verbSynonyms[strings.Fields(use)[0]],
+		RunE:       func(cmd *cobra.Command, args []string) error { return run(cmd, args[0]) },
 	}
+}
+
+// verbSynonyms are the words users type for a command's verb: an unknown
+// subcommand equal to one gets "Did you mean this? <verb>".
+var verbSynonyms = map[string][]string{
+	"get":    {"show", "view", "describe", "read"},
+	"show":   {"get", "view", "read"},
+	"delete": {"rm", "remove", "del"},
+	"revoke": {"delete", "rm", "remove", "del"},
+	"replay": {"retry", "resend"},
 }
 
 func newEndpointsCmd() *cobra.Command {

@@ -64,7 +64,10 @@ func TestEveryOperationHasACommand(t *testing.T) {
 // exits non-zero with a suggestion, instead of printing help and
 // succeeding.
 func TestUnknownSubcommandFails(t *testing.T) {
-	for _, args := range [][]string{{"endpoints", "rotate-secrt", "ep_1"}, {"sourcs"}, {"dlq", "replai"}} {
+	for _, args := range [][]string{{"endpoints", "rotate-secrt", "ep_1"}, {"sourcs"}, {"dlq", "replai"},
+		// Synonyms of a verb point to it.
+		{"keys", "delete", "key_1"}, {"portal-sessions", "rm", "ps_1"}, {"events", "show", "evt_1"}, {"event-types", "get", "x.y"},
+		{"sources", "remove", "src_1"}, {"deliveries", "retry", "dlv_1"}} {
 		_, _, err := execHerald(t, "", args...)
 		if err == nil || !strings.Contains(err.Error(), "unknown command") || !strings.Contains(err.Error(), "Did you mean this?") {
 			t.Errorf("herald %s: %v; want an unknown-command error with a suggestion", strings.Join(args, " "), err)

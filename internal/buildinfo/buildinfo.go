@@ -28,7 +28,7 @@ var (
 // Info is the description of the binary. JSON names are those of
 // `herald version --json` and /healthz.
 type Info struct {
-	Version   string `json:"version"`
+	Version string `json:"version"`
 	// Commit and BuildTime are "" when the binary was built without VCS
 	// information (-buildvcs=false, a source tarball) and not given by
 	// -ldflags; the JSON keys are always present, so /healthz and

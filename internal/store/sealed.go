@@ -97,38 +97,58 @@ func Rekey(ctx context.Context, st SealedStore, old, newKey SecretBox) (RekeySta
 	return stats, nil
 }
 
-// rekeyMembers re-encrypts the sealed members of a JSON object value; ok
-// is false when nothing needed rewriting (counted as current or plain).
-func rekeyMembers(c SealedColumn, r SealedValue, old, newKey SecretBox, stats *RekeyStats) (string, bool, error) {
+// reseal moves one sealed value (bound to ctxt) to newKey: it returns the
+// value to store and true when it was under old; false (counted as plain or
+// current) when nothing needs rewriting. what names the value in errors.
+func (c SealedColumn) reseal(v, ctxt, what string, old, newKey SecretBox, stats *RekeyStats) (string, bool, error) {
+	raw, plain, err := c.decode(v)
+	if err != nil {
+		return "", false, fmt.Errorf("rekey %s: %w", what, err)
+	}
+	if plain {
+		stats.Plain++
+		return "", false, nil
+	}
+	if _, err := newKey.Open(raw, []byte(ctxt)); err == nil {
+		stats.Current++
+		return "", false, nil
+	}
+	pt, err := old.Open(raw, []byte(ctxt))
+	if err != nil {
+		return "", false, fmt.Errorf("rekey %s: neither the new nor the previous key opens it: %w", what, err)
+	}
+	sealed, err := newKey.Seal(pt, []byte(ctxt))
+	if err != nil {
+		return "", false, err
+	}
+	return c.encode(sealed), true, nil
+}
+
+// rekeyValue computes a row's value under newKey: the value itself, or for
+// a Member column each sealed member of its JSON object. changed is false
+// when nothing needs rewriting.
+func (c SealedColumn) rekeyValue(r SealedValue, old, newKey SecretBox, stats *RekeyStats) (string, bool, error) {
+	what := c.Table + "." + c.Column + " of " + r.Key
+	if c.Member == nil {
+		ctxt := r.Key
+		if c.Context != nil {
+			ctxt = c.Context(r.Key)
+		}
+		return c.reseal(r.Value, ctxt, what, old, newKey, stats)
+	}
 	var members map[string]string
 	if err := json.Unmarshal([]byte(r.Value), &members); err != nil {
-		return "", false, fmt.Errorf("rekey %s.%s of %s: not a JSON object of strings: %w", c.Table, c.Column, r.Key, err)
+		return "", false, fmt.Errorf("rekey %s: not a JSON object of strings: %w", what, err)
 	}
 	changed := false
 	for name, v := range members {
-		raw, plain, err := c.decode(v)
-		if err != nil {
-			return "", false, fmt.Errorf("rekey %s.%s of %s (%s): %w", c.Table, c.Column, r.Key, name, err)
-		}
-		ctxt := []byte(c.Member(r.Key, name))
-		if plain {
-			stats.Plain++
-			continue
-		}
-		if _, err := newKey.Open(raw, ctxt); err == nil {
-			stats.Current++
-			continue
-		}
-		pt, err := old.Open(raw, ctxt)
-		if err != nil {
-			return "", false, fmt.Errorf("rekey %s.%s of %s (%s): neither the new nor the previous key opens it: %w", c.Table, c.Column, r.Key, name, err)
-		}
-		sealed, err := newKey.Seal(pt, ctxt)
+		sealed, ok, err := c.reseal(v, c.Member(r.Key, name), what+" ("+name+")", old, newKey, stats)
 		if err != nil {
 			return "", false, err
 		}
-		members[name] = c.encode(sealed)
-		changed = true
+		if ok {
+			members[name], changed = sealed, true
+		}
 	}
 	if !changed {
 		return "", false, nil
@@ -137,57 +157,16 @@ func rekeyMembers(c SealedColumn, r SealedValue, old, newKey SecretBox, stats *R
 	return string(b), true, err
 }
 
+// rekeyOne rewrites one row under newKey with a compare-and-set; a value
+// changed meanwhile (a node rotated a secret) is read again and retried.
 func rekeyOne(ctx context.Context, st SealedStore, c SealedColumn, r SealedValue, old, newKey SecretBox, stats *RekeyStats) error {
-	if c.Member != nil {
-		for try := 0; try < 10; try++ {
-			before := *stats
-			v, changed, err := rekeyMembers(c, r, old, newKey, stats)
-			if err != nil || !changed {
-				return err
-			}
-			ok, err := st.ReplaceSealed(ctx, c, r.Key, r.Value, v)
-			if err != nil {
-				return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
-			}
-			if ok {
-				stats.Rewritten++
-				return nil
-			}
-			*stats = before
-			cur, found, err := st.SealedValue(ctx, c, r.Key)
-			if err != nil || !found {
-				return err
-			}
-			r.Value = cur
-		}
-		return fmt.Errorf("rekey %s.%s of %s: the value kept changing; run rekey again", c.Table, c.Column, r.Key)
-	}
-	ctxt := r.Key
-	if c.Context != nil {
-		ctxt = c.Context(r.Key)
-	}
 	for try := 0; try < 10; try++ {
-		raw, plain, err := c.decode(r.Value)
-		if err != nil {
-			return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
-		}
-		if plain {
-			stats.Plain++
-			return nil
-		}
-		if _, err := newKey.Open(raw, []byte(ctxt)); err == nil {
-			stats.Current++
-			return nil
-		}
-		pt, err := old.Open(raw, []byte(ctxt))
-		if err != nil {
-			return fmt.Errorf("rekey %s.%s of %s: neither the new nor the previous key opens it: %w", c.Table, c.Column, r.Key, err)
-		}
-		sealed, err := newKey.Seal(pt, []byte(ctxt))
-		if err != nil {
+		before := *stats
+		v, changed, err := c.rekeyValue(r, old, newKey, stats)
+		if err != nil || !changed {
 			return err
 		}
-		ok, err := st.ReplaceSealed(ctx, c, r.Key, r.Value, c.encode(sealed))
+		ok, err := st.ReplaceSealed(ctx, c, r.Key, r.Value, v)
 		if err != nil {
 			return fmt.Errorf("rekey %s.%s of %s: %w", c.Table, c.Column, r.Key, err)
 		}
@@ -195,15 +174,12 @@ func rekeyOne(ctx context.Context, st SealedStore, c SealedColumn, r SealedValue
 			stats.Rewritten++
 			return nil
 		}
-		// Changed meanwhile (a node rotated a secret): read it again.
-		v, found, err := st.SealedValue(ctx, c, r.Key)
-		if err != nil {
-			return err
+		*stats = before // the row is counted again once read again
+		cur, found, err := st.SealedValue(ctx, c, r.Key)
+		if err != nil || !found {
+			return err // found false: deleted meanwhile
 		}
-		if !found {
-			return nil // deleted meanwhile
-		}
-		r.Value = v
+		r.Value = cur
 	}
 	return fmt.Errorf("rekey %s.%s of %s: the value kept changing; run rekey again", c.Table, c.Column, r.Key)
 }

@@ -315,11 +315,7 @@ func (s *Server) registerEndpoints() {
 			}
 		}
 		if b.EventTypes != nil || b.Versions != nil {
-			cur, err := s.db(ctx).GetEndpoint(ctx, in.ID)
-			if err != nil {
-				return nil, s.problem(err, "endpoint "+in.ID)
-			}
-			types := cur.EventTypes
+			types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint
 			if b.EventTypes != nil {
 				types = *b.EventTypes
 			}

@@ -163,7 +163,7 @@ func (c *Console) parseTemplates() error {
 		"split":        strings.Fields,
 		"healthSample": func() int { return healthSample },
 	}
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_attempts.html")
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_*.html")
 	if err != nil {
 		return err
 	}
@@ -215,6 +215,15 @@ type view struct {
 // Can reports whether the signed-in role may call an API operation (to
 // hide what the API would refuse).
 func (v view) Can(op string) bool { return v.S != nil && api.Allowed(v.S.principal.Role, op) }
+
+// Home is the principal's first page (landing): the brand link and the
+// error page's way back lead there.
+func (v view) Home() string {
+	if v.S == nil {
+		return "/ui/"
+	}
+	return landing(v.S.principal)
+}
 
 // Admin reports whether the signed-in principal sees every tenant.
 func (v view) Admin() bool { return v.S != nil && v.S.principal.Admin() }

@@ -502,17 +502,24 @@ func ago(now, t time.Time) string {
 		return "never"
 	}
 	d := now.Sub(t)
-	switch {
-	case d < 0:
-		return "in " + (-d).Round(time.Second).String()
-	case d < time.Minute:
-		return fmt.Sprintf("%d s ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	if d < 0 {
+		return "in " + span(-d)
 	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+	return span(d) + " ago"
+}
+
+// span is a duration as people say it: "42 s", "5 min", "3 h", "2 days"
+// (whole units, rounded down).
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }
 
 // prettyJSON indents a JSON document for display and undoes the \u003c,

@@ -303,6 +303,24 @@ async function main() {
   assert.equal(await page.$$eval('[data-testid=deliveries] a[href^="/ui/deliveries/"]', (a) => a.length), 3);
   await shot(page, 'endpoint');
 
+  log('pause and resume an endpoint; delete one through its confirmation page');
+  await page.goto(`${heraldBase}/ui/endpoints/${epFail}`);
+  await page.click('.actions button:has-text("Pause")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'paused');
+  await page.click('.actions button:has-text("Resume")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'enabled');
+  const epGone = (await api('POST', '/v1/endpoints', { tenant: 'initech', url: `${R}/ok/gone`, description: 'to be deleted' })).body.id;
+  await page.goto(`${heraldBase}/ui/endpoints/${epGone}`);
+  await page.click('.actions >> text=Delete…');
+  assert.match(await page.textContent('h1'), new RegExp(`Delete endpoint ${epGone}\\?`));
+  assert.equal((await api('GET', `/v1/endpoints/${epGone}`)).status, 200, 'nothing deleted before the confirmation');
+  await page.click('button:has-text("Delete endpoint")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /deleted/);
+  assert.equal((await api('GET', `/v1/endpoints/${epGone}`)).status, 404);
+
   log('select two dead letters, replay them with the confirmation');
   healed = true;
   await page.goto(`${heraldBase}/ui/dead-letters?endpoint=${epFlaky}`);
@@ -329,6 +347,16 @@ async function main() {
     return ok.every(Boolean);
   });
   assert.ok(received.filter((x) => x.path.startsWith('/flaky') && healed).length >= 2);
+
+  log('replay the rest by time (empty since/until: every dead letter until now), through the confirmation');
+  await page.click('#replay-range button[type=submit]');
+  await page.waitForSelector('[data-testid=confirm]');
+  assert.match(await page.textContent('[data-testid=confirm]'), /Replay 1 dead letter/);
+  await page.click('button:has-text("Replay 1 dead letter")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), '0', 'the count dropped to 0');
+  await waitFor('the receiver got the third replay', async () => (await api('GET', `/v1/dead-letters?tenant=acme`)).body.data
+    .every((x) => x.endpoint_id !== epFlaky) && (await api('GET', `/v1/endpoints/${epFlaky}/deliveries?state=succeeded`)).body.data.length === 3);
   await page.goto(`${heraldBase}/ui/dead-letters`);
   await shot(page, 'dead-letters-all');
 

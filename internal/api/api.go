@@ -60,6 +60,10 @@ type Config struct {
 	NotifyFanOut func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
+	// Circuit, when set, reports an endpoint's circuit breaker on this
+	// node (the engine's); GET /v1/endpoints and GET /v1/endpoints/{id}
+	// then show it as "circuit". nil: the field is omitted.
+	Circuit func(endpointID string) CircuitOut
 	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
 	// key: the provider's signature is the authentication).
 	Inbound http.Handler

@@ -161,3 +161,24 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesRefuseControlCharacters: an API key's or a source's name with a
+// control character (a terminal escape, a newline forging log lines) is a
+// 422 naming the rule, and nothing is stored.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/api-keys", `{"name":"ops\u001b[31m","role":"viewer","tenant":"acme"}`},
+		{"/v1/api-keys", `{"name":"ops\nforged","role":"viewer","tenant":"acme"}`},
+		{"/v1/sources", `{"name":"gh\u0007","scheme":"github","secret":"0123456789abcdef0123456789abcdef"}`},
+	} {
+		req := httptest.NewRequest("POST", c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		w.srv.ServeHTTP(rec, req)
+		if rec.Code != 422 || !strings.Contains(rec.Body.String(), "no control characters") {
+			t.Errorf("POST %s %s: %d %s; want 422 naming the rule", c.path, c.body, rec.Code, rec.Body.String())
+		}
+	}
+}

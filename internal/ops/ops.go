@@ -285,6 +285,10 @@ func (h *Housekeeper) purge(ctx context.Context, now time.Time) error {
 	if h.cfg.SucceededRetention > 0 && h.cfg.DeadRetention > 0 {
 		p.EventsBefore = now.Add(-max(h.cfg.SucceededRetention, h.cfg.DeadRetention))
 	}
+	// Endpoint stats rollups are kept as long as their longest window
+	// needs them (store.StatsMinuteHorizon, store.StatsHourHorizon).
+	p.MinuteStatsBefore = now.Add(-store.StatsMinuteHorizon)
+	p.HourStatsBefore = now.Add(-store.StatsHourHorizon)
 	total := 0
 	for range 20 { // at most 20 small batches per round
 		n, err := h.cfg.Store.Purge(ctx, p)

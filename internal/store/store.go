@@ -656,7 +656,11 @@ type PurgeParams struct {
 	SucceededBefore time.Time
 	DeadBefore      time.Time
 	EventsBefore    time.Time
-	Limit           int
+	// MinuteStatsBefore and HourStatsBefore delete endpoint stats rollups
+	// (minute and hour rows) that started before them (zero: none).
+	MinuteStatsBefore time.Time
+	HourStatsBefore   time.Time
+	Limit             int
 }
 
 // Store is implemented by every database driver. Every method is safe for
@@ -828,6 +832,12 @@ type Store interface {
 	// Revision+1 (optimistic concurrency). ErrNotFound for an unknown name,
 	// ErrConflict when another change came first.
 	UpdateEventType(ctx context.Context, t EventType) (EventType, error)
+
+	// EndpointStats sums the endpoint's rollups over p.Window
+	// (StatsRange); the rollups are written by CompleteDeliveries in its
+	// transaction (Rollups). ErrInvalid for an unknown window. An unknown
+	// endpoint has no rollups (all zero): callers check the endpoint.
+	EndpointStats(ctx context.Context, p EndpointStatsParams) (EndpointStats, error)
 
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)

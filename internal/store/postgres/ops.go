@@ -284,6 +284,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		{`DELETE FROM events WHERE id = ANY (ARRAY(
 				SELECT e.id FROM events e WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT $2))
 			AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, p.EventsBefore},
+		{`DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'm' AND start < $1 LIMIT $2)`, p.MinuteStatsBefore},
+		{`DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'h' AND start < $1 LIMIT $2)`, p.HourStatsBefore},
 	} {
 		if q.bound.IsZero() {
 			continue

@@ -596,6 +596,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
 	if allSuccesses(cs) {
 		queueSuccesses(b, cs)
+		if err := queueRollups(b, cs); err != nil {
+			return wrap("complete: stats", err)
+		}
 		return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 	}
 	b.Queue(lockEndpointsOfCompletions, ids, endpointIDs, attempted)
@@ -647,6 +650,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}
+	}
+	if err := queueRollups(b, cs); err != nil {
+		return wrap("complete: stats", err)
 	}
 	return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 }

@@ -299,6 +299,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < ? LIMIT ?)", p.SucceededBefore},
 		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < ? LIMIT ?)", p.DeadBefore},
 		{"DELETE FROM events WHERE id IN (SELECT id FROM events e WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT ?)", p.EventsBefore},
+		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'm' AND start < ? LIMIT ?)", p.MinuteStatsBefore},
+		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'h' AND start < ? LIMIT ?)", p.HourStatsBefore},
 	} {
 		if q.bound.IsZero() {
 			continue

@@ -783,6 +783,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if err != nil {
 			return wrap("complete", err)
 		}
+		if err := s.writeRollups(ctx, tx, cs); err != nil {
+			return wrap("complete: stats", err)
+		}
 		return wrap("complete", tx.Commit())
 	}
 	insAttempt := s.stmt(ctx, tx, insertAttemptSQL)
@@ -820,6 +823,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if err := s.updateStreak(ctx, tx, endpointID, c); err != nil {
 			return wrap("complete: failure streak", err)
 		}
+	}
+	if err := s.writeRollups(ctx, tx, cs); err != nil {
+		return wrap("complete: stats", err)
 	}
 	return wrap("complete", tx.Commit())
 }

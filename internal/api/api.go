@@ -100,6 +100,9 @@ type Config struct {
 	// for KeyCheckEvery (default 10 s) between runs.
 	KeyCheck      func(ctx context.Context) error
 	KeyCheckEvery time.Duration
+	// Breaker, when set, reports endpoints' circuit breakers for
+	// GET /v1/endpoints/{id}/stats (else they read "closed").
+	Breaker Breaker
 }
 
 // Tester sends one signed test event to an endpoint now, through the
@@ -174,6 +177,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	api.UseMiddleware(s.authorize)
 	s.registerEndpoints()
+	s.registerStats()
 	s.registerEvents()
 	s.registerDeliveries()
 	s.registerOperations()

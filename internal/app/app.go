@@ -341,6 +341,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Logger:                cfg.Logger,
 		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		KeyCheckEvery:         cfg.KeyCheckInterval,
+		Breaker:               m.engine.Breaker,
 	})
 	if err != nil {
 		st.Close()

@@ -389,3 +389,28 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 	}
 	return e.openUntil, false
 }
+
+// Breaker states (Engine.Breaker).
+const (
+	BreakerClosed   = "closed"    // attempts go out
+	BreakerOpen     = "open"      // the endpoint's due deliveries wait until OpenUntil
+	BreakerHalfOpen = "half_open" // the cooldown passed: one probe goes out next
+)
+
+// breaker reports the endpoint's circuit on this node at now: its state,
+// until when it is open (zero when closed) and the transport failures in a
+// row counted so far.
+func (g *gate) breaker(endpointID string, now time.Time) (state string, openUntil time.Time, failures int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.eps[endpointID]
+	switch {
+	case e == nil:
+		return BreakerClosed, time.Time{}, 0
+	case e.openUntil.IsZero():
+		return BreakerClosed, time.Time{}, e.failures
+	case now.Before(e.openUntil):
+		return BreakerOpen, e.openUntil, e.failures
+	}
+	return BreakerHalfOpen, e.openUntil, e.failures
+}

@@ -321,3 +321,12 @@ type EndpointStatsParams struct {
 	Window     string // StatsWindows
 	Now        time.Time
 }
+
+// MeanDuration is the exact mean attempt duration (from the rollups' sum of
+// durations); ok is false without attempts.
+func (s EndpointStats) MeanDuration() (time.Duration, bool) {
+	if s.Attempts() == 0 {
+		return 0, false
+	}
+	return time.Duration(s.counter(statsDurationSum)/s.Attempts()) * time.Microsecond, true
+}

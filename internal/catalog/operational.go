@@ -98,3 +98,19 @@ const suppressedSchema = `{
     "per_minute": {"type": "integer", "minimum": 1}
   }
 }`
+
+// OperationalExamples are an example of each operational type's data
+// (validated against OperationalSchemas by the tests; shown in the
+// OpenAPI document's webhooks).
+var OperationalExamples = map[string]string{
+	"endpoint.disabled":          `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"disabled","reason":"every attempt failed since 2026-01-31T09:00:00Z (last: status 500)","last_status_code":500,"last_error":""}`,
+	"endpoint.enabled":           `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"enabled","reason":"","last_status_code":500,"last_error":""}`,
+	"endpoint.created":           `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"enabled","reason":"","last_status_code":0,"last_error":""}`,
+	"endpoint.updated":           `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks2","state":"enabled","reason":"","last_status_code":0,"last_error":""}`,
+	"endpoint.deleted":           `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"enabled","reason":"","last_status_code":200,"last_error":""}`,
+	"endpoint.failing":           `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"enabled","reason":"","last_status_code":0,"last_error":"timeout","failing_after":3}`,
+	"endpoint.recovered":         `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","state":"enabled","reason":"","last_status_code":200,"last_error":"","failing_after":3}`,
+	"endpoint.dead_letter_spike": `{"version":1,"endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","dead_letters":12,"window_seconds":900,"threshold":10}`,
+	"delivery.dead_lettered":     `{"version":1,"delivery_id":"dlv_01JEXAMPLE0000000000000000","event_id":"inv-1","event_type":"invoice.paid","endpoint_id":"ep_01JEXAMPLE0000000000000000","endpoint_tenant":"acme","url":"https://acme.example/hooks","attempts":8,"last_status_code":503,"last_error":""}`,
+	"endpoint.events_suppressed": `{"version":1,"suppressed":980,"by_type":{"endpoint.failing":980},"since":"2026-01-31T09:00:00Z","until":"2026-01-31T09:01:00Z","burst":20,"per_minute":10}`,
+}

@@ -121,8 +121,8 @@ func TestBurstOfTransitionsIsBounded(t *testing.T) {
 }
 
 // TestOperationalPayloadsMatchTheirSchemas: the data of every operational
-// event type validates against its schema in the catalog, and every type
-// Herald emits has one.
+// event type, and its example, validate against its schema in the
+// catalog, and every type Herald emits has one.
 func TestOperationalPayloadsMatchTheirSchemas(t *testing.T) {
 	ep := store.Endpoint{ID: "ep_a", Tenant: "acme", URL: "https://a.example/", State: store.EndpointDisabled, StateReason: "gone"}
 	payloads := map[string]map[string]any{}
@@ -147,6 +147,9 @@ func TestOperationalPayloadsMatchTheirSchemas(t *testing.T) {
 		raw, _ := json.Marshal(data)
 		if vs, err := sc.Validate(raw, "/data"); err != nil || len(vs) != 0 {
 			t.Errorf("%s: %s: %v %v", typ, raw, vs, err)
+		}
+		if vs, err := sc.Validate([]byte(catalog.OperationalExamples[typ]), "/data"); err != nil || len(vs) != 0 {
+			t.Errorf("%s: example: %v %v", typ, vs, err)
 		}
 	}
 }

@@ -10,11 +10,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// Breaker reports an endpoint's circuit breaker as this node sees it
-// (delivery.Engine.Breaker): "closed", "open" (until openUntil) or
-// "half_open", and the transport failures in a row counted.
-type Breaker func(endpointID string) (state string, openUntil time.Time, failures int)
-
 // EndpointStatsOut is the body of GET /v1/endpoints/{id}/stats.
 type EndpointStatsOut struct {
 	EndpointID string    `json:"endpoint_id"`
@@ -32,7 +27,7 @@ type EndpointStatsOut struct {
 	LastSuccessAt          *time.Time       `json:"last_success_at" doc:"start of the latest successful attempt within the last 8 days (null: none)"`
 	LastFailureAt          *time.Time       `json:"last_failure_at" doc:"start of the latest failed attempt within the last 8 days (null: none)"`
 	DeadLetters            int64            `json:"dead_letters" doc:"deliveries dead-lettered by an attempt in the window"`
-	Breaker                BreakerOut       `json:"breaker"`
+	Circuit                *CircuitOut      `json:"circuit,omitempty" doc:"the circuit breaker as the answering node sees it (as in GET /v1/endpoints/{id})"`
 }
 
 // DurationStatsOut are the attempt duration percentiles and histogram.
@@ -45,13 +40,6 @@ type DurationStatsOut struct {
 	BucketsMs []float64 `json:"buckets_ms" doc:"upper bounds (inclusive) of the histogram buckets, ms"`
 	Counts    []int64   `json:"counts" doc:"attempts per bucket; the last entry counts those above the last bound"`
 	MeanMs    *float64  `json:"mean_ms" doc:"exact mean duration; null without attempts"`
-}
-
-// BreakerOut is the circuit breaker's state on the node that answered.
-type BreakerOut struct {
-	State     string     `json:"state" enum:"closed,open,half_open" doc:"as the answering node sees it; an open circuit holds back every node"`
-	OpenUntil *time.Time `json:"open_until,omitempty"`
-	Failures  int        `json:"failures" doc:"transport failures in a row counted by the answering node"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -74,8 +62,7 @@ func (s *Server) registerStats() {
 		}
 		out := EndpointStatsOut{EndpointID: in.ID, Window: st.Window, From: st.From, To: st.To,
 			Attempts: st.Attempts(), Successes: st.Successes(), Failures: st.Failures(), DeadLetters: st.DeadLetters(),
-			FailuresByClass: st.FailuresByClass(), AttemptsByStatusFamily: st.AttemptsByStatusFamily(),
-			Breaker: BreakerOut{State: "closed"}}
+			FailuresByClass: st.FailuresByClass(), AttemptsByStatusFamily: st.AttemptsByStatusFamily()}
 		if rate, ok := st.SuccessRate(); ok {
 			out.SuccessRate = &rate
 		}
@@ -102,12 +89,9 @@ func (s *Server) registerStats() {
 		if !st.LastFailureAt.IsZero() {
 			out.LastFailureAt = &st.LastFailureAt
 		}
-		if s.cfg.Breaker != nil {
-			state, until, failures := s.cfg.Breaker(in.ID)
-			out.Breaker = BreakerOut{State: state, Failures: failures}
-			if !until.IsZero() {
-				out.Breaker.OpenUntil = &until
-			}
+		if s.cfg.Circuit != nil {
+			c := s.cfg.Circuit(in.ID)
+			out.Circuit = &c
 		}
 		return &struct{ Body EndpointStatsOut }{Body: out}, nil
 	})

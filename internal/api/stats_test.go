@@ -10,12 +10,14 @@ import (
 
 // TestEndpointStats: the world's two dead-lettered attempts per endpoint
 // shows in its endpoint's stats (to the admin and to a viewer portal of its
-// tenant, never to another tenant), with the breaker the engine reports; a
+// tenant, never to another tenant), with the circuit breaker the engine reports; a
 // bad window answers 422 naming the allowed values and changes nothing.
 func TestEndpointStats(t *testing.T) {
 	openUntil := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := newWorld(t, func(c *api.Config) {
-		c.Breaker = func(id string) (string, time.Time, int) { return "open", openUntil, 5 }
+		c.Circuit = func(id string) api.CircuitOut {
+			return api.CircuitOut{State: "open", ConsecutiveFailures: 5, Threshold: 5, OpenUntil: &openUntil}
+		}
 	})
 	var out api.EndpointStatsOut
 	w.mustCall(adminKey, "GET", "/v1/endpoints/"+w.epA+"/stats?window=1h", "", 200, &out)
@@ -25,8 +27,8 @@ func TestEndpointStats(t *testing.T) {
 		len(out.Duration.Counts) != len(out.Duration.BucketsMs)+1 {
 		t.Fatalf("stats: %+v", out)
 	}
-	if out.Breaker.State != "open" || out.Breaker.OpenUntil == nil || !out.Breaker.OpenUntil.Equal(openUntil) || out.Breaker.Failures != 5 {
-		t.Fatalf("breaker: %+v", out.Breaker)
+	if c := out.Circuit; c == nil || c.State != "open" || c.OpenUntil == nil || !c.OpenUntil.Equal(openUntil) || c.ConsecutiveFailures != 5 {
+		t.Fatalf("circuit: %+v", out.Circuit)
 	}
 	viewer := w.portal("acme", "viewer", 600)
 	w.mustCall(viewer, "GET", "/v1/endpoints/"+w.epA+"/stats", "", 200, &out)

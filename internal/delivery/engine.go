@@ -300,15 +300,6 @@ func New(cfg Config) (*Engine, error) {
 // Owner returns the lease owner name of this engine.
 func (e *Engine) Owner() string { return e.cfg.Owner }
 
-// Breaker is the endpoint's circuit breaker as this node's engine sees it
-// (the failure count is per node; an open circuit's postponement is in the
-// database, so it holds back every node): BreakerClosed, BreakerOpen until
-// openUntil, or BreakerHalfOpen; failures is the transport failures in a
-// row counted here.
-func (e *Engine) Breaker(endpointID string) (state string, openUntil time.Time, failures int) {
-	return e.gate.breaker(endpointID, e.cfg.Clock.Now())
-}
-
 // Notify tells the engine that deliveries may have become due (a publish
 // committed). It never blocks.
 func (e *Engine) Notify() {

@@ -390,27 +390,47 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 	return e.openUntil, false
 }
 
-// Breaker states (Engine.Breaker).
+// Circuit breaker states (CircuitState.State).
 const (
-	BreakerClosed   = "closed"    // attempts go out
-	BreakerOpen     = "open"      // the endpoint's due deliveries wait until OpenUntil
-	BreakerHalfOpen = "half_open" // the cooldown passed: one probe goes out next
+	CircuitClosed   = "closed"    // attempts go out; Failures counts the consecutive failures so far
+	CircuitOpen     = "open"      // no attempt until OpenUntil (the cooldown's end)
+	CircuitHalfOpen = "half_open" // the cooldown ended: the next attempt is a probe (or one is in flight)
 )
 
-// breaker reports the endpoint's circuit on this node at now: its state,
-// until when it is open (zero when closed) and the transport failures in a
-// row counted so far.
-func (g *gate) breaker(endpointID string, now time.Time) (state string, openUntil time.Time, failures int) {
+// CircuitState is an endpoint's circuit breaker as this node sees it at
+// one instant. The breaker lives in each node's memory: another node may
+// see the same endpoint in another state.
+type CircuitState struct {
+	State     string    // CircuitClosed, CircuitOpen or CircuitHalfOpen
+	Failures  int       // consecutive transport-level failures (no answer, or 5xx)
+	Threshold int       // consecutive failures that open the circuit
+	OpenUntil time.Time // open or half-open: when the (last) cooldown ends; zero when closed
+	Probing   bool      // half-open: a probe attempt is in flight
+}
+
+// circuit returns the endpoint's breaker state at now.
+func (g *gate) circuit(endpointID string, now time.Time) CircuitState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	cs := CircuitState{State: CircuitClosed, Threshold: g.threshold}
 	e := g.eps[endpointID]
-	switch {
-	case e == nil:
-		return BreakerClosed, time.Time{}, 0
-	case e.openUntil.IsZero():
-		return BreakerClosed, time.Time{}, e.failures
-	case now.Before(e.openUntil):
-		return BreakerOpen, e.openUntil, e.failures
+	if e == nil {
+		return cs
 	}
-	return BreakerHalfOpen, e.openUntil, e.failures
+	cs.Failures = e.failures
+	if e.openUntil.IsZero() {
+		return cs
+	}
+	cs.OpenUntil, cs.Probing = e.openUntil, e.probing
+	if now.Before(e.openUntil) {
+		cs.State = CircuitOpen
+	} else {
+		cs.State = CircuitHalfOpen
+	}
+	return cs
+}
+
+// Circuit reports an endpoint's circuit breaker state on this node now.
+func (e *Engine) Circuit(endpointID string) CircuitState {
+	return e.gate.circuit(endpointID, e.cfg.Clock.Now())
 }

@@ -187,6 +187,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	api.UseMiddleware(s.authorize)
 	s.registerEndpoints()
+	s.registerStats()
 	s.registerEvents()
 	s.registerDeliveries()
 	s.registerOperations()

@@ -317,9 +317,10 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 
 // ReservedEventType reports whether typ (an event type or a filter
 // pattern) is in the namespaces Herald keeps for its own events —
-// "endpoint." (operational events) and "herald." (test events) — compared
+// "endpoint." (operational events), delivery.dead_lettered and "herald."
+// (test events) — compared
 // without regard to case, so "Endpoint.disabled" cannot pass for one.
 func ReservedEventType(typ string) bool {
 	lt := strings.ToLower(typ)
-	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.")
+	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.") || lt == store.NoticeDeliveryDeadLettered
 }

@@ -29,6 +29,7 @@ type Metrics struct {
 	circuitsOpened   prometheus.Counter
 	leasesRescued    prometheus.Counter
 	operationalEvent *prometheus.CounterVec
+	opSuppressed     *prometheus.CounterVec
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
@@ -66,6 +67,9 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.operationalEvent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
 	}, []string{"type"})
+	m.opSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_operational_events_suppressed_total", Help: "Operational events held back by the per-tenant rate limit, by type.",
+	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, error).",
 	}, []string{"result"})
@@ -81,7 +85,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	}, []string{"kind", "action"})
 	m.reg.MustRegister(m.personalData)
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
+		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -170,6 +174,14 @@ func (m *Metrics) LeasesRescued(n int) {
 func (m *Metrics) OperationalEvent(typ string) {
 	if m != nil {
 		m.operationalEvent.WithLabelValues(typ).Inc()
+	}
+}
+
+// OperationalEventSuppressed counts an operational event the per-tenant
+// rate limit held back (one per recipient tenant copy).
+func (m *Metrics) OperationalEventSuppressed(typ string) {
+	if m != nil {
+		m.opSuppressed.WithLabelValues(typ).Inc()
 	}
 }
 

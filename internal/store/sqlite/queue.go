@@ -784,6 +784,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if err != nil {
 			return wrap("complete", err)
 		}
+		if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
+			return wrap("complete: dead-letter notices", err)
+		}
+		if err := s.writeRollups(ctx, tx, cs); err != nil {
+			return wrap("complete: stats", err)
+		}
 		return wrap("complete", tx.Commit())
 	}
 	insAttempt := s.stmt(ctx, tx, insertAttemptSQL)
@@ -822,7 +828,49 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			return wrap("complete: failure streak", err)
 		}
 	}
+	if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
+		return wrap("complete: dead-letter notices", err)
+	}
+	if err := s.writeRollups(ctx, tx, cs); err != nil {
+		return wrap("complete: stats", err)
+	}
 	return wrap("complete", tx.Commit())
+}
+
+// deadLetterNoticeSQL records delivery.dead_lettered for a delivery the
+// completion (?2: its time) just moved to dead — not for a completion whose
+// lease was lost, nor for a delivery of an operational event.
+const deadLetterNoticeSQL = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
+	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', ?2,
+		d.id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error
+	FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+	WHERE d.id = ?1 AND d.state = 'dead' AND d.updated_at = ?2 AND d.lease_owner IS NULL
+	  AND d.event_type NOT LIKE 'endpoint.%' AND d.event_type <> 'delivery.dead_lettered'`
+
+// deadLetterNotices records delivery.dead_lettered for each completion of
+// the batch that dead-lettered its delivery, in the batch's transaction.
+func (s *Store) deadLetterNotices(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
+	for _, c := range cs {
+		if c.Deferred || c.State != store.DeliveryDead {
+			continue
+		}
+		if _, err := s.stmt(ctx, tx, deadLetterNoticeSQL).ExecContext(ctx, c.DeliveryID, micro(c.Now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// successAt is the time of the last success of endpoint id in a batch.
+func successAt(cs []store.Completion, id string) time.Time {
+	var at time.Time
+	for _, c := range cs {
+		if c.EndpointID == id && c.State == store.DeliverySucceeded && !c.Deferred && c.Now.After(at) {
+			at = c.Now
+		}
+	}
+	return at
 }
 
 const (
@@ -842,7 +890,7 @@ const (
 	deferDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
-	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
+	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL RETURNING failure_count"
 	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
 		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
 		WHERE id = ?2 RETURNING failing_since, failure_count`
@@ -866,7 +914,7 @@ const (
 		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'n' AS n FROM json_each(?1)) AS c
 		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
 	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL`
+		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL RETURNING id, failure_count`
 )
 
 // Attempted completions are written with multi-row VALUES statements
@@ -982,8 +1030,32 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		if err != nil {
 			return err
 		}
-		if _, err := s.stmt(ctx, tx, bulkClearStreakSQL).ExecContext(ctx, string(arr)); err != nil {
+		rows, err := s.stmt(ctx, tx, bulkClearStreakSQL).QueryContext(ctx, string(arr))
+		if err != nil {
 			return err
+		}
+		var recovered []string
+		for rows.Next() {
+			var (
+				id       string
+				failures int
+			)
+			if err := rows.Scan(&id, &failures); err != nil {
+				rows.Close()
+				return err
+			}
+			if failures >= store.FailingAfter {
+				recovered = append(recovered, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range recovered {
+			if err := addNotice(ctx, tx, id, store.NoticeEndpointRecovered, successAt(cs, id)); err != nil {
+				return err
+			}
 		}
 	}
 	// Endpoint state changes stay row by row (rare: failures and 410s).
@@ -1008,8 +1080,15 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 // least DisableMinFailures failures, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
-		_, err := s.stmt(ctx, tx, clearStreakSQL).ExecContext(ctx, endpointID)
-		return err
+		var failures int
+		err := s.stmt(ctx, tx, clearStreakSQL).QueryRowContext(ctx, endpointID).Scan(&failures)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // no streak
+		}
+		if err != nil || failures < store.FailingAfter {
+			return err
+		}
+		return addNotice(ctx, tx, endpointID, store.NoticeEndpointRecovered, c.Now)
 	}
 	var (
 		since    sql.NullInt64
@@ -1019,8 +1098,16 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
-	if err != nil || c.DisableAfter <= 0 || !since.Valid {
+	if err != nil {
 		return err
+	}
+	if failures == store.FailingAfter {
+		if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointFailing, c.Now); err != nil {
+			return err
+		}
+	}
+	if c.DisableAfter <= 0 || !since.Valid {
+		return nil
 	}
 	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
 		return nil

@@ -48,8 +48,25 @@ func (f *fixture) notices() []store.Notice {
 	return ns
 }
 
-// outbox returns every pending notice as PendingNotices orders them.
+// outbox returns every pending notice of an endpoint's state or
+// configuration as PendingNotices orders them; the notices of its health
+// (endpoint.failing, endpoint.recovered, delivery.dead_lettered), which
+// failed attempts add besides, are left out: healthNotices checks those.
 func (f *fixture) outbox() []store.Notice {
+	f.t.Helper()
+	var out []store.Notice
+	for _, n := range f.allNotices() {
+		switch n.Type {
+		case store.NoticeEndpointFailing, store.NoticeEndpointRecovered, store.NoticeDeliveryDeadLettered:
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// allNotices returns every pending notice as PendingNotices orders them.
+func (f *fixture) allNotices() []store.Notice {
 	f.t.Helper()
 	ns, err := f.s.PendingNotices(f.ctx, 1000)
 	if err != nil {

@@ -49,6 +49,8 @@ type Store struct {
 	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
 	// commits groups concurrent publishes into one transaction (one fsync).
 	commits *committer
+	// gate serves publish groups before the queue's transactions on w.
+	gate writeGate
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 
@@ -88,13 +90,19 @@ func init() {
 // and API changes stay synchronous=FULL. A process crash (kill -9) loses
 // nothing in either mode. done commits nothing: it rolls back an
 // uncommitted transaction, restores FULL and releases the connection.
+// It waits behind publish groups (writeGate).
 func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	if err := s.gate.acquireQueue(ctx); err != nil {
+		return nil, nil, err
+	}
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
+		s.gate.release()
 		return nil, nil, err
 	}
 	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 		conn.Close()
+		s.gate.release()
 		return nil, nil, err
 	}
 	restore := func() {
@@ -104,6 +112,7 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 		conn.Close()
+		s.gate.release()
 	}
 	tx, err = conn.BeginTx(ctx, nil)
 	if err != nil {

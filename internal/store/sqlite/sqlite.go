@@ -53,6 +53,9 @@ type Store struct {
 	gate writeGate
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
+	// getEventType is GetEventType's query on the read pool (database/sql
+	// prepares it once per connection and keeps it).
+	getEventType *sql.Stmt
 
 	path     string      // the database file
 	file     os.FileInfo // the database file as opened (Ping: still the same file?)
@@ -231,6 +234,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 		s.stmts[q] = st
 	}
+	if s.getEventType, err = r.PrepareContext(ctx, getEventTypeSQL); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: prepare %q: %w", getEventTypeSQL, err)
+	}
 	s.commits = newCommitter(s)
 	return s, nil
 }
@@ -304,6 +312,7 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	s.getEventType.Close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 

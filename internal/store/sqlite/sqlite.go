@@ -51,6 +51,9 @@ type Store struct {
 	commits *committer
 	// gate serves publish groups before the queue's transactions on w.
 	gate writeGate
+	// publishWaiting reports a publish group waiting for the writer (a
+	// fan-out chunk then ends early); tests replace it.
+	publishWaiting func() bool
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// getEventType is GetEventType's query on the read pool (database/sql
@@ -222,6 +225,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now}
+	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -154,5 +155,60 @@ func TestQueueTransactionsWaitBehindPublishes(t *testing.T) {
 	}
 	if err := <-claimed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFanOutChunkYieldsToPublishes: with a publish waiting for the writer,
+// a fan-out chunk ends after fanOutYieldEvery deliveries; the next chunks
+// go on from there and every endpoint gets its delivery once.
+func TestFanOutChunkYieldsToPublishes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.publishWaiting = func() bool { return true }
+	now := time.Now().UTC()
+	const endpoints = 3*fanOutYieldEvery + 7
+	for i := range endpoints {
+		types := []string{"t"}
+		if i%10 == 3 {
+			types = []string{"other"} // read, not matched
+		}
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%03d", i), Tenant: "acme",
+			URL: "https://example.com/", State: store.EndpointEnabled, EventTypes: types,
+			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := store.NewID("evt")
+	if _, err := s.PublishEvent(ctx, store.PublishParams{
+		Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: []byte("{}"), Fingerprint: id},
+		Now:   now.Add(time.Second), NewDeliveryID: func() string { return store.NewID("dlv") }, FanOutChunk: 5,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var created []int
+	for range 20 {
+		res, err := s.ContinueFanOut(ctx, store.FanOutParams{Chunk: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, res.Created)
+		if res.Done {
+			break
+		}
+	}
+	if created[0] != fanOutYieldEvery {
+		t.Fatalf("first chunk with a publish waiting created %d deliveries, want %d (chunks: %v)", created[0], fanOutYieldEvery, created)
+	}
+	var n, distinct int
+	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT endpoint_id) FROM deliveries WHERE event_id = ?", id).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	want := endpoints - (endpoints+6)/10 // i%10 == 3 do not match
+	if n != want || distinct != want {
+		t.Fatalf("%d deliveries to %d endpoints after chunks %v, want %d each", n, distinct, created, want)
 	}
 }

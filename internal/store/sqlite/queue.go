@@ -1070,11 +1070,13 @@ func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string,
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	// A queue transaction (behind waiting publishes; not fsynced: a lost
+	// rescue is done again at the next round).
+	tx, done, err := s.queueTx(ctx)
 	if err != nil {
 		return 0, wrap("rescue", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = ?1
 		WHERE lease_owner IS NOT NULL AND lease_until < ?1 AND state = 'pending'
 		  AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled'`, micro(now)); err != nil {

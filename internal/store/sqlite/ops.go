@@ -292,7 +292,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 }
 
 // Purge implements store.Store. Each kind is deleted in one statement of at
-// most Limit rows, so the writer is never held for long.
+// most Limit rows, so the writer is never held for long; each waits behind
+// publish groups (writeGate).
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 	if p.Limit <= 0 {
 		p.Limit = 500
@@ -311,7 +312,12 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		if q.bound.IsZero() {
 			continue
 		}
+		// Behind waiting publishes, as the queue's transactions (writeGate).
+		if err := s.gate.acquireQueue(ctx); err != nil {
+			return total, err
+		}
 		res, err := s.w.ExecContext(ctx, q.sql, micro(q.bound), p.Limit)
+		s.gate.release()
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return total, err

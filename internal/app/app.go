@@ -210,7 +210,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	cfg.Logger = slog.New(tracing.LogHandler(cfg.Logger.Handler()))
 	var traces *tracing.Provider
 	if cfg.TracerProvider == nil {
-		tp, err := tracing.FromEnv(ctx, nil, Version, cfg.Stdout)
+		tp, err := tracing.FromEnv(ctx, Version, cfg.Stdout)
 		if err != nil {
 			return nil, err
 		}

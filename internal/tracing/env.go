@@ -43,12 +43,10 @@ const (
 //
 // Sampling follows OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (default
 // parentbased_always_on), the resource OTEL_SERVICE_NAME (default
-// "herald") and OTEL_RESOURCE_ATTRIBUTES. getenv is os.Getenv when nil.
-// An unknown exporter or protocol is an error naming the variable.
-func FromEnv(ctx context.Context, getenv func(string) string, version string, console io.Writer) (*Provider, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+// "herald") and OTEL_RESOURCE_ATTRIBUTES. An unknown exporter or protocol
+// is an error naming the variable.
+func FromEnv(ctx context.Context, version string, console io.Writer) (*Provider, error) {
+	getenv := os.Getenv // the SDK and the exporter read the same environment
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}

@@ -155,6 +155,14 @@ func TestTracePublishToAttempts(t *testing.T) {
 			t.Errorf("attempt %d: webhook-signature does not verify with a traceparent: %v", number, err)
 		}
 	}
+	// Two attempts of one delivery: one first attempt in the latency
+	// histogram (the retry is not a first attempt); the gauges are served.
+	_, metricsBody := h.call("GET", "/metrics", nil, nil)
+	for _, want := range []string{"herald_first_attempt_latency_seconds_count 1\n", "herald_oldest_due_delivery_age_seconds ", "herald_attempts_in_flight "} {
+		if !strings.Contains(string(metricsBody), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 	// The attempt's log record carries its span's ids.
 	want := "trace_id=" + producerTrace + " span_id=" + attempts[0].SpanContext().SpanID().String()
 	if !strings.Contains(logs.String(), want) {

@@ -6,7 +6,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,6 +103,10 @@ type Config struct {
 	// for KeyCheckEvery (default 10 s) between runs.
 	KeyCheck      func(ctx context.Context) error
 	KeyCheckEvery time.Duration
+	// CursorKey (32 bytes) seals the lists' next_cursor values (cursor.go).
+	// Nodes sharing a database must use the same key; nil means a random
+	// key per process (a restart then answers 400 to older cursors).
+	CursorKey []byte
 }
 
 // Tester sends one signed test event to an endpoint now, through the
@@ -115,6 +118,7 @@ type Tester interface {
 // Server serves the API.
 type Server struct {
 	cfg      Config
+	cursors  *cursorBox
 	keyCheck *keyCheck
 	api      huma.API
 	mux      *http.ServeMux
@@ -155,6 +159,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeyCheckEvery <= 0 {
 		cfg.KeyCheckEvery = defaultKeyCheckEvery
 	}
+	cursors, err := newCursorBox(cfg.CursorKey)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	hc := huma.DefaultConfig("Herald API", cfg.Version)
 	hc.CreateHooks = nil // no "$schema" fields or Link headers in responses
@@ -171,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		op.BodyReadTimeout = -1
 	})
 	api := humago.New(mux, hc)
-	s := &Server{cfg: cfg, api: api, mux: mux,
+	s := &Server{cfg: cfg, cursors: cursors, api: api, mux: mux,
 		keyCheck: &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
 		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
@@ -505,34 +513,10 @@ func invalid(location, rule string, value any) error {
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})
 }
 
-// Cursors are opaque to clients: base64url of the last id of the page.
-func encodeCursor(id string) string {
-	if id == "" {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(id))
-}
-
-func decodeCursor(c string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) == 0 || len(b) > 200 || !validID(string(b)) {
-		return "", huma.Error400BadRequest("invalid cursor", &huma.ErrorDetail{Location: "query.cursor", Message: "not a cursor returned by this API", Value: c})
-	}
-	return string(b), nil
-}
-
 // ListQuery is the pagination of every list route.
 type ListQuery struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"page size, 1–1000"`
 	Cursor string `query:"cursor" maxLength:"300" doc:"next_cursor of the previous page"`
-}
-
-func (q ListQuery) params() (store.ListParams, error) {
-	id, err := decodeCursor(q.Cursor)
-	return store.ListParams{Limit: q.Limit, Cursor: id}, err
 }
 
 func validID(s string) bool {

@@ -255,7 +255,7 @@ func (s *Server) registerEndpoints() {
 		Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
 		ListQuery
 	}) (*listOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listEndpoints)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +273,7 @@ func (s *Server) registerEndpoints() {
 		for i, e := range pg.Data {
 			out.Body.Data[i] = endpointOut(ctx, e)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listEndpoints, pg.NextCursor)
 		return out, nil
 	})
 
@@ -518,7 +518,7 @@ func (s *Server) registerEndpoints() {
 		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
 		ListQuery
 	}) (*deliveriesOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -530,7 +530,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &deliveriesOut{Body: deliveryList(pg)}, nil
+		return &deliveriesOut{Body: s.deliveryList(pg)}, nil
 	})
 }
 

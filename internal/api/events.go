@@ -285,7 +285,7 @@ func (s *Server) registerEvents() {
 		Type   string `query:"type" maxLength:"128"`
 		ListQuery
 	}) (*eventsOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listEvents)
 		if err != nil {
 			return nil, err
 		}
@@ -302,7 +302,7 @@ func (s *Server) registerEvents() {
 		for i, e := range pg.Data {
 			out.Body.Data[i] = eventOut(e)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
 		return out, nil
 	})
 
@@ -328,7 +328,7 @@ func (s *Server) registerEvents() {
 		EventIDPath
 		ListQuery
 	}) (*struct{ Body DeliveryList }, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -340,7 +340,7 @@ func (s *Server) registerEvents() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &struct{ Body DeliveryList }{Body: deliveryList(pg)}, nil
+		return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
 	})
 }
 

@@ -135,7 +135,7 @@ func (s *Server) registerKeys() {
 		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/v1/api-keys", Tags: []string{"api keys"},
 		Summary: "List API keys, newest first (never their secrets; revoked keys included)", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listAPIKeys)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +148,7 @@ func (s *Server) registerKeys() {
 		for i, k := range pg.Data {
 			out.Body.Data[i] = apiKeyOut(k)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listAPIKeys, pg.NextCursor)
 		return out, nil
 	})
 
@@ -214,7 +214,7 @@ func (s *Server) registerKeys() {
 		OperationID: "list-portal-sessions", Method: http.MethodGet, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
 		Summary: "List portal sessions, newest first (never their tokens; expired and revoked ones included)", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listSessions)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +227,7 @@ func (s *Server) registerKeys() {
 		for i, k := range pg.Data {
 			out.Body.Data[i] = portalSessionOut(k)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listSessions, pg.NextCursor)
 		return out, nil
 	})
 

@@ -151,7 +151,7 @@ func (s *Server) registerOperations() {
 		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
 		ListQuery
 	}) (*deliveriesOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (s *Server) registerOperations() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &deliveriesOut{Body: deliveryList(pg)}, nil
+		return &deliveriesOut{Body: s.deliveryList(pg)}, nil
 	})
 
 	type countsOut struct {

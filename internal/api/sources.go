@@ -190,7 +190,7 @@ func (s *Server) registerSources() {
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/v1/sources", Tags: []string{"sources"},
 		Summary: "List inbound sources, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listSources)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func (s *Server) registerSources() {
 			}
 			out.Body.Data = append(out.Body.Data, o)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listSources, pg.NextCursor)
 		return out, nil
 	})
 

@@ -190,6 +190,9 @@ type Main struct {
 	// box is the node's keyring (HERALD_ENCRYPTION_KEY or the key file,
 	// plus HERALD_ENCRYPTION_KEY_PREVIOUS), kept for the readiness key check.
 	box store.SecretBox
+	// cursorKey seals the API's list cursors (api.Config.CursorKey),
+	// derived from the encryption key so every node accepts them.
+	cursorKey []byte
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -367,6 +370,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Logger:                cfg.Logger,
 		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		KeyCheckEvery:         cfg.KeyCheckInterval,
+		CursorKey:             m.cursorKey,
 	})
 	if err != nil {
 		st.Close()
@@ -494,6 +498,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		return nil, err
 	}
 	m.box = box
+	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		if createdKey {
@@ -528,6 +533,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		return nil, err
 	}
 	m.box = box
+	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)

@@ -200,3 +200,59 @@ func TestTraceParentWithTracingOff(t *testing.T) {
 		t.Errorf("invalid traceparent forwarded as %q", got)
 	}
 }
+
+// TestTraceInbound: an inbound request carrying the provider's traceparent
+// is one server span (verify, dedupe, store) under the provider's span,
+// with its result; the forward's attempt span is its child, and the
+// destination receives a traceparent of the same trace.
+func TestTraceInbound(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := startHerald(t, func(c *app.Config) { c.TracerProvider = tp })
+	dest := newReceiver(t, 200)
+	const secret = "shh-github-secret"
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL + "/gh"})
+	body := []byte(`{"action":"opened"}`)
+	hdr := providerRequest(t, "github", secret, time.Now(), body, "gh-delivery-1")
+	const providerTrace = "0af7651916cd43dd8448eb211c80319c"
+	hdr.Set("Traceparent", "00-"+providerTrace+"-b7ad6b7169203331-01")
+	if st, raw := h.ingest(src.IngestPath, hdr, body); st != http.StatusOK {
+		t.Fatalf("ingest: %d %s", st, raw)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(dest.got()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := dest.got()
+	if len(got) != 1 {
+		t.Fatalf("destination got %d requests, want 1", len(got))
+	}
+	var in, attempt sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(5 * time.Second); (in == nil || attempt == nil) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			switch s.Name() {
+			case "POST /in/{source_id}":
+				in = s
+			case "POST":
+				attempt = s
+			}
+		}
+	}
+	if in == nil || attempt == nil {
+		t.Fatalf("spans: inbound %v, attempt %v", in != nil, attempt != nil)
+	}
+	if in.SpanContext().TraceID().String() != providerTrace || in.Parent().SpanID().String() != "b7ad6b7169203331" || in.SpanKind() != trace.SpanKindServer {
+		t.Errorf("inbound span: trace %s parent %s kind %v; want the provider's", in.SpanContext().TraceID(), in.Parent().SpanID(), in.SpanKind())
+	}
+	if a := attrs(in); a["herald.result"].AsString() != "accepted" || a["herald.source_id"].AsString() != src.ID {
+		t.Errorf("inbound span attributes = %v", a)
+	}
+	if attempt.Parent().SpanID() != in.SpanContext().SpanID() || attempt.SpanContext().TraceID().String() != providerTrace {
+		t.Errorf("forward attempt span is not the inbound span's child")
+	}
+	if sc, ok := tracing.ParseTraceParent(got[0].Header.Get("Traceparent")); !ok || sc.SpanID() != attempt.SpanContext().SpanID() {
+		t.Errorf("destination's traceparent %q, want the forward attempt's span %s", got[0].Header.Get("Traceparent"), attempt.SpanContext().SpanID())
+	}
+}

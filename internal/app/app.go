@@ -221,6 +221,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 			traces, cfg.TracerProvider = tp, tp
 		}
 	}
+	started := false
+	defer func() {
+		if !started && traces != nil {
+			_ = traces.Shutdown(context.Background()) // New failed: stop the exporter
+		}
+	}()
 	if cfg.RetrySchedule == nil {
 		cfg.RetrySchedule = retry.DefaultSchedule
 	}
@@ -434,6 +440,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	for _, p := range clientip.TrustsEveryone(cfg.TrustedProxies) {
 		m.log.Warn("--trusted-proxy trusts every address: any client can choose its address with X-Forwarded-For (the authentication throttle, the console and logs use it); list only your reverse proxies' addresses", "range", p.String())
 	}
+	started = true
 	return m, nil
 }
 

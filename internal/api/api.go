@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -61,6 +62,10 @@ type Config struct {
 	NotifyFanOut func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
+	// Circuit, when set, reports an endpoint's circuit breaker on this
+	// node (the engine's); GET /v1/endpoints and GET /v1/endpoints/{id}
+	// then show it as "circuit". nil: the field is omitted.
+	Circuit func(endpointID string) CircuitOut
 	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
 	// key: the provider's signature is the authentication).
 	Inbound http.Handler
@@ -556,8 +561,15 @@ func (s *Server) registerHealth() {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
-	// Anything no route matches gets a problem, not text/plain.
+	// Anything no route matches gets a problem, not text/plain: 405 with
+	// Allow (RFC 9110 §15.5.6) when the path has routes for other methods,
+	// 404 otherwise.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowedMethods(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeProblem(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "))
+			return
+		}
 		writeProblem(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path+"; see /openapi.json")
 	})
 	if s.cfg.Metrics != nil {
@@ -585,4 +597,23 @@ func (s *Server) registerHealth() {
 var jsonFormat = huma.Format{
 	Marshal:   huma.DefaultJSONFormat.Marshal,
 	Unmarshal: segjson.Unmarshal,
+}
+
+// allowedMethods lists the methods with a route for r's path (none when
+// only the catch-all matches it).
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 && slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	return allow
 }

@@ -281,7 +281,7 @@ func (s *Server) registerEvents() {
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
 		Summary: "List events, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct {
-		Tenant string `query:"tenant" maxLength:"128"`
+		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 		Type   string `query:"type" maxLength:"128"`
 		ListQuery
 	}) (*eventsOut, error) {
@@ -308,7 +308,7 @@ func (s *Server) registerEvents() {
 
 	type EventIDPath struct {
 		ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
-		Tenant string `query:"tenant" maxLength:"128" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
+		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{id}", Tags: []string{"events"},

@@ -13,7 +13,7 @@ import (
 
 // CreateAPIKeyBody is the body of POST /v1/api-keys.
 type CreateAPIKeyBody struct {
-	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher"`
+	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
 	Role      string     `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
 	Tenant    string     `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"required for manager, publisher and viewer; absent for admin"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"RFC 3339; the key stops working then; default never"`

@@ -364,6 +364,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Notify:                m.engine.Notify,
 		NotifyFanOut:          m.engine.NotifyFanOut,
 		Tester:                m.engine,
+		Circuit:               circuitOf(m.engine),
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
 		FanOutChunk:           cfg.FanOutChunk,
@@ -733,4 +734,17 @@ func RedactDB(db string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// circuitOf shows the engine's circuit breakers in the API's endpoints.
+func circuitOf(e *delivery.Engine) func(string) api.CircuitOut {
+	return func(id string) api.CircuitOut {
+		c := e.Circuit(id)
+		out := api.CircuitOut{State: c.State, ConsecutiveFailures: c.Failures, Threshold: c.Threshold, Probing: c.Probing}
+		if !c.OpenUntil.IsZero() {
+			t := c.OpenUntil.UTC()
+			out.OpenUntil = &t
+		}
+		return out
+	}
 }

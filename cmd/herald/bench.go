@@ -76,6 +76,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 	pf.IntVar(&o.BodyBytes, "body-bytes", 512, "size of the delivered body (the event envelope), in bytes")
 	pf.IntVar(&o.Publishers, "publishers", 32, "concurrent API clients publishing the events of a setup phase")
 	pf.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (databases, Herald's log)")
+	pf.BoolVar(&o.TraceSink, "trace-sink", false, "turn tracing on in herald serve, exporting OTLP/HTTP to a loopback collector run by the bench (without it, OTEL_* variables are cleared: tracing off)")
 
 	type flagSet uint
 	const (

@@ -26,6 +26,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/tracing"
 )
 
 // URLChecker applies the endpoint URL policy (internal/egress).
@@ -95,7 +96,10 @@ type Config struct {
 	Contract any
 	// Metrics, when set, is served at GET /metrics.
 	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// Tracer, optional (nil: tracing off): the publish's server span and
+	// its store commit's span (internal/tracing).
+	Tracer *tracing.Tracer
+	Logger *slog.Logger
 	// KeyCheck, when set, is part of /readyz: it reports whether the
 	// store's sealed values still open with this node's encryption key
 	// (store.CheckKey on the key check value). After herald rekey moved

@@ -36,6 +36,7 @@ type runner struct {
 	nHerald int
 
 	serveArgsShown []string
+	sink           *traceSink // --trace-sink; nil: tracing off
 }
 
 func newRunner(o Options, scenario string) (*runner, error) {
@@ -43,8 +44,15 @@ func newRunner(o Options, scenario string) (*runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: temporary directory: %w", err)
 	}
-	return &runner{o: o, scenario: scenario, dir: dir, runID: randomHex(4), apiKey: "hk_bench_" + randomHex(16),
-		encKey: randomKey32(), log: o.Stderr}, nil
+	r := &runner{o: o, scenario: scenario, dir: dir, runID: randomHex(4), apiKey: "hk_bench_" + randomHex(16),
+		encKey: randomKey32(), log: o.Stderr}
+	if o.TraceSink {
+		if r.sink, err = startTraceSink(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("bench: trace sink: %w", err)
+		}
+	}
+	return r, nil
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -66,6 +74,9 @@ func (r *runner) close() {
 	}
 	for _, p := range procs {
 		p.stop(15 * time.Second)
+	}
+	if r.sink != nil {
+		r.sink.close()
 	}
 	if r.o.Keep {
 		r.logf("kept %s (databases and logs)", r.dir)
@@ -192,11 +203,12 @@ func indent(s string) string {
 }
 
 // childEnv is the environment without HERALD_* variables (they would be
-// flag twins of herald serve and change the configuration under test).
+// flag twins of herald serve and change the configuration under test) and
+// without OTEL_* ones (tracing is on only with --trace-sink).
 func childEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "HERALD_") {
+		if strings.HasPrefix(kv, "HERALD_") || strings.HasPrefix(kv, "OTEL_") {
 			continue
 		}
 		env = append(env, kv)
@@ -294,7 +306,11 @@ func (r *runner) startHerald(ctx context.Context, extra ...string) (*heraldProc,
 		if try > 0 {
 			name += "-" + strconv.Itoa(try)
 		}
-		p, err := r.start("herald", name, args, childEnv("HERALD_API_KEY="+r.apiKey, "HERALD_ENCRYPTION_KEY="+r.encKey), nil)
+		env := childEnv("HERALD_API_KEY="+r.apiKey, "HERALD_ENCRYPTION_KEY="+r.encKey)
+		if r.sink != nil {
+			env = append(env, "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_ENDPOINT="+r.sink.url)
+		}
+		p, err := r.start("herald", name, args, env, nil)
 		if err != nil {
 			return nil, err
 		}

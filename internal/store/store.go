@@ -127,8 +127,14 @@ type Event struct {
 	VersionBodies map[int][]byte
 	// Sequence is the event's number among the events of its type and
 	// resource id (docs/contract.md, "Sequence numbers"); 0 when none.
-	Sequence  int64
-	CreatedAt time.Time //
+	Sequence int64
+	// TraceParent is the W3C Trace Context traceparent
+	// (https://www.w3.org/TR/trace-context/#traceparent-header) the
+	// publish carried, or the publish span's when tracing is on; "" when
+	// none. Attempts' spans are its children, so they join the
+	// publisher's trace on any node.
+	TraceParent string
+	CreatedAt   time.Time //
 }
 
 // FirstVersion is the first version of every catalogued event type (the
@@ -680,6 +686,11 @@ type DeadLetterCount struct {
 type Stats struct {
 	DeliveriesByState map[DeliveryState]int
 	EndpointsByState  map[EndpointState]int
+	// OldestDue is the next_attempt_at of the claimable delivery (pending,
+	// not leased) due first; zero when there is none. A time in the past is
+	// a delivery waiting for a worker (read from the partial index
+	// deliveries_due: one index probe).
+	OldestDue time.Time
 }
 
 // PurgeParams deletes old history in one small batch: succeeded

@@ -261,6 +261,16 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT state, COUNT(*) FROM deliveries GROUP BY state").Query(count(func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }))
 	b.Queue("SELECT state, COUNT(*) FROM endpoints GROUP BY state").Query(count(func(k string, n int) { st.EndpointsByState[store.EndpointState(k)] = n }))
+	b.Queue("SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").QueryRow(func(row pgx.Row) error {
+		var oldest *time.Time
+		if err := row.Scan(&oldest); err != nil {
+			return err
+		}
+		if oldest != nil {
+			st.OldestDue = oldest.UTC()
+		}
+		return nil
+	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, wrap("stats", err)
 	}

@@ -20,7 +20,7 @@ import (
 // "deliveries may have become claimable".
 const notifyChannel = "herald_deliveries"
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence, traceparent"
 
 func scanEvent(row pgx.Row) (store.Event, error) {
 	var (
@@ -28,7 +28,7 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 		headers  []byte
 		versions string
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
 	}
 	var err error

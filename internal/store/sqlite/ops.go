@@ -288,6 +288,13 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return st, wrap("stats", err)
 		}
 	}
+	var oldest sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").Scan(&oldest); err != nil {
+		return st, wrap("stats", err)
+	}
+	if oldest.Valid {
+		st.OldestDue = fromMicro(oldest.Int64)
+	}
 	return st, nil
 }
 

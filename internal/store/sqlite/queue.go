@@ -14,7 +14,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence, traceparent"
 
 func scanEvent(sc scanner) (store.Event, error) {
 	var (
@@ -22,7 +22,7 @@ func scanEvent(sc scanner) (store.Event, error) {
 		occurredAt, createdAt int64
 		headers, versions     string
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
 	}
 	var err error
@@ -66,7 +66,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		return store.PublishResult{}, fmt.Errorf("publish: version bodies: %w", err)
 	}
 	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions)
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions, ev.TraceParent)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
@@ -295,8 +295,8 @@ func eventHeaders(h map[string]string) (string, error) {
 
 // insertEventSQL inserts an event unless its id, or its tenant and
 // idempotency key, is taken (then it changes no row).
-const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
-	VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies, traceparent)
+	VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
 
 // numberEvent gives a new event the next number of its sequence key and
 // rewrites its bodies and headers with it (store.PublishParams.SequenceKey).

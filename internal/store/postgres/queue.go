@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -778,14 +777,16 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 			WHERE id = ANY ($2) AND state = 'pending'
 			  AND EXISTS (SELECT 1 FROM delivery_leases l WHERE l.delivery_id = deliveries.id AND l.until < $1)
 			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids)
-		b.Queue("DELETE FROM delivery_leases WHERE delivery_id = ANY ($2) AND until < $1",
-			now, ids).Exec(func(ct pgconn.CommandTag) error {
-			n = ct.RowsAffected()
-			return nil
+		// The leases end; counted are the deliveries claimable again (not
+		// those the statement before held).
+		b.Queue(`WITH ended AS (DELETE FROM delivery_leases WHERE delivery_id = ANY ($2) AND until < $1 RETURNING delivery_id)
+			SELECT count(*) FROM ended JOIN deliveries d ON d.id = ended.delivery_id WHERE d.state = 'pending'`,
+			now, ids).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&n)
 		})
 		// Wake every node's engine (sent on commit) when a delivery became
 		// claimable.
-		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = ANY ($2) AND d.state = 'pending' AND ` + unleased + `)`,
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = ANY ($2) AND d.state = 'pending' AND `+unleased+`)`,
 			notifyChannel, ids)
 		return tx.SendBatch(ctx, b).Close()
 	})

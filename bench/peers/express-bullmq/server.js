@@ -13,13 +13,16 @@
 //                    delivery id.
 //   GET /healthz     200 once the queue's Redis connection is ready.
 //
-// A BullMQ worker in the same process forwards each job to
+// A BullMQ worker forwards each job to
 // PEER_FORWARD_URL (POST, the same body, signed with the same secret in
 // X-Hub-Signature-256), with PEER_CONCURRENCY jobs in flight. A forward
 // that fails (a network error, a timeout of PEER_FORWARD_TIMEOUT_MS, or
 // any status other than 2xx) is retried with exponential backoff from
 // PEER_BACKOFF_MS, PEER_ATTEMPTS attempts in all; a job whose last attempt
 // failed is copied to the dead-letter queue "<queue>-dead" with its reason.
+// The worker runs in a child process of its own (PEER_WORKER_PROCESS=1,
+// the default: the receiver and the worker each get a core, as they would
+// as two deployments) or in the receiver's process (0).
 //
 // Environment (defaults in brackets):
 //   PEER_PORT [3000]  PEER_HOST [127.0.0.1]
@@ -30,9 +33,11 @@
 //     SIGINT, so runs on a shared Redis leave nothing behind
 //   PEER_CONCURRENCY [64]  PEER_ATTEMPTS [8]  PEER_BACKOFF_MS [1000]
 //   PEER_FORWARD_TIMEOUT_MS [10000]  PEER_DEDUPE_TTL_MS [3600000]
+//   PEER_WORKER_PROCESS [1]
 'use strict';
 
 const crypto = require('node:crypto');
+const { fork } = require('node:child_process');
 const express = require('express');
 const { Queue, Worker } = require('bullmq');
 const ioredis = require('ioredis');
@@ -68,6 +73,8 @@ const attempts = intEnv('PEER_ATTEMPTS', 8);
 const backoffMS = intEnv('PEER_BACKOFF_MS', 1000);
 const forwardTimeoutMS = intEnv('PEER_FORWARD_TIMEOUT_MS', 10000);
 const dedupeTTLMS = intEnv('PEER_DEDUPE_TTL_MS', 3600000);
+const role = env('PEER_ROLE', 'receiver'); // "worker" in the forked worker process
+const workerProcess = env('PEER_WORKER_PROCESS', '1') !== '0';
 
 const redisURL = new URL(env('PEER_REDIS_URL', 'redis://127.0.0.1:6379/0'));
 const connection = {
@@ -126,38 +133,41 @@ app.post('/in/github', express.raw({ type: () => true, limit: '1mb' }), async (r
   res.status(200).json({ ok: true });
 });
 
-const worker = new Worker(
-  queueName,
-  async (job) => {
-    const body = Buffer.from(job.data.body, 'base64');
-    const res = await fetch(forwardURL, {
-      method: 'POST',
-      body,
-      headers: {
-        'Content-Type': 'application/json',
-        'X-GitHub-Event': job.data.event,
-        'X-GitHub-Delivery': job.data.delivery,
-        'X-Hub-Signature-256': sign(body),
-      },
-      signal: AbortSignal.timeout(forwardTimeoutMS),
-    });
-    await res.arrayBuffer();
-    if (res.status < 200 || res.status > 299) {
-      throw new Error(`forward answered ${res.status}`);
-    }
-  },
-  { connection, concurrency },
-);
+function startWorker() {
+  const worker = new Worker(
+    queueName,
+    async (job) => {
+      const body = Buffer.from(job.data.body, 'base64');
+      const res = await fetch(forwardURL, {
+        method: 'POST',
+        body,
+        headers: {
+          'Content-Type': 'application/json',
+          'X-GitHub-Event': job.data.event,
+          'X-GitHub-Delivery': job.data.delivery,
+          'X-Hub-Signature-256': sign(body),
+        },
+        signal: AbortSignal.timeout(forwardTimeoutMS),
+      });
+      await res.arrayBuffer();
+      if (res.status < 200 || res.status > 299) {
+        throw new Error(`forward answered ${res.status}`);
+      }
+    },
+    { connection, concurrency },
+  );
 
-// The dead-letter queue: a job whose last attempt failed.
-worker.on('failed', (job, err) => {
-  if (job && job.attemptsMade >= (job.opts.attempts || 1)) {
-    dead.add('dead', { ...job.data, reason: err ? err.message : '', attempts: job.attemptsMade }).catch((e) => {
-      console.error(`dead-letter ${job.data.delivery}: ${e.message}`);
-    });
-  }
-});
-worker.on('error', (err) => console.error(`worker: ${err.message}`));
+  // The dead-letter queue: a job whose last attempt failed.
+  worker.on('failed', (job, err) => {
+    if (job && job.attemptsMade >= (job.opts.attempts || 1)) {
+      dead.add('dead', { ...job.data, reason: err ? err.message : '', attempts: job.attemptsMade }).catch((e) => {
+        console.error(`dead-letter ${job.data.delivery}: ${e.message}`);
+      });
+    }
+  });
+  worker.on('error', (err) => console.error(`worker: ${err.message}`));
+  return worker;
+}
 
 // deleteKeys removes every key of the queue and of its dead-letter queue.
 async function deleteKeys() {
@@ -174,34 +184,74 @@ async function deleteKeys() {
   client.disconnect();
 }
 
-let server;
-let stopping = false;
-async function stop() {
-  if (stopping) return;
-  stopping = true;
-  if (server) server.close();
-  try {
-    await worker.close(true);
-    await deleteKeys();
-    await Promise.all([queue.close(), dead.close()]);
-  } catch (err) {
-    console.error(`shutdown: ${err.message}`);
-  }
-  process.exit(0);
+if (role === 'worker') {
+  // The forked worker: it ends when its parent closes the IPC channel or
+  // signals it; the parent deletes the keys.
+  const worker = startWorker();
+  const end = async () => {
+    try {
+      await worker.close(true);
+      await Promise.all([queue.close(), dead.close()]);
+    } finally {
+      process.exit(0);
+    }
+  };
+  process.on('disconnect', end);
+  process.on('SIGTERM', end);
+  process.on('SIGINT', end);
+} else {
+  startReceiver();
 }
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
 
-queue
-  .waitUntilReady()
-  .then(() => {
-    server = app.listen(port, host, () => {
-      const addr = server.address();
-      console.log(`listening http://${addr.address}:${addr.port}`);
+function startReceiver() {
+  let worker;
+  let child;
+  if (workerProcess) {
+    child = fork(__filename, [], { env: { ...process.env, PEER_ROLE: 'worker', PEER_QUEUE: queueName } });
+    child.on('exit', (code, sig) => {
+      if (!stopping) {
+        console.error(`worker process exited (${code ?? sig})`);
+        process.exit(1);
+      }
     });
-    server.keepAliveTimeout = 65000;
-  })
-  .catch((err) => {
-    console.error(`redis ${redisURL.host}: ${err.message}`);
-    process.exit(1);
-  });
+  } else {
+    worker = startWorker();
+  }
+
+  let server;
+  let stopping = false;
+  async function stop() {
+    if (stopping) return;
+    stopping = true;
+    if (server) server.close();
+    try {
+      if (worker) await worker.close(true);
+      if (child && child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await deleteKeys();
+      await Promise.all([queue.close(), dead.close()]);
+    } catch (err) {
+      console.error(`shutdown: ${err.message}`);
+    }
+    process.exit(0);
+  }
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
+  queue
+    .waitUntilReady()
+    .then(() => {
+      server = app.listen(port, host, () => {
+        const addr = server.address();
+        console.log(`listening http://${addr.address}:${addr.port}`);
+      });
+      server.keepAliveTimeout = 65000;
+    })
+    .catch((err) => {
+      console.error(`redis ${redisURL.host}: ${err.message}`);
+      process.exit(1);
+    });
+}

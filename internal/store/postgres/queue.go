@@ -732,10 +732,10 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 	b.Queue(`WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)),
 	released AS (
 		DELETE FROM delivery_leases l USING u WHERE l.delivery_id = u.id AND l.owner = u.owner
-		RETURNING l.delivery_id)
-	UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = u.now,
-		       last_status_code = u.status_code, last_error = u.error, updated_at = u.now
-		FROM u WHERE d.id = u.id AND d.id IN (SELECT delivery_id FROM released)`,
+		RETURNING u.*)
+	UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = r.now,
+		       last_status_code = r.status_code, last_error = r.error, updated_at = r.now
+		FROM released r WHERE d.id = r.id`,
 		ids, owners, nows, codes, errs)
 	// The rows are locked in id order first (as lockEndpointsOfCompletions
 	// does), and only those: a streak started by a batch that commits

@@ -96,9 +96,11 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	packed := int64(pr.closed.OK + pr.open.OK)
-	pfwd, err := r.waitForwards(ctx, rcv, "/peer", packed)
-	if err != nil {
-		return nil, err
+	var pfwd int64
+	if peerPID > 0 { // a peer given by URL forwards elsewhere
+		if pfwd, err = r.waitForwards(ctx, rcv, "/peer", packed); err != nil {
+			return nil, err
+		}
 	}
 	res.add("peer", o.Peer, "")
 	res.add("peer_acknowledged", pr.closed.OK, "200 answers")
@@ -112,8 +114,8 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("peer_late_sends", pr.open.Late, "")
 	if peerPID > 0 {
 		res.add("peer_cpu_seconds", pr.cpu, "throughput phase, the peer's process tree")
+		res.add("peer_forwarded", pfwd, fmt.Sprintf("of %d acknowledged", packed))
 	}
-	res.add("peer_forwarded", pfwd, fmt.Sprintf("of %d acknowledged", packed))
 	ratio := 0.0
 	if pr.rps > 0 {
 		ratio = round(hr.rps/pr.rps, 2)

@@ -1076,4 +1076,12 @@ func TestClaimWritesNoDeliveryVersion(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM delivery_leases").Scan(&n); err != nil || n != 3 {
 		t.Errorf("delivery_leases holds %d rows (%v), want 3", n, err)
 	}
+	// Deleting the endpoint deletes its deliveries and their leases (the
+	// table has no foreign key).
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID, Now: base.Add(3 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM delivery_leases").Scan(&n); err != nil || n != 0 {
+		t.Errorf("after DeleteEndpoint delivery_leases holds %d rows (%v), want 0", n, err)
+	}
 }

@@ -767,6 +767,10 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
+	// An expired lease of a delivery that no longer exists (none should:
+	// DeleteEndpoint deletes the leases of the deliveries it deletes, and
+	// delivery_leases has no foreign key) is dropped.
+	b.Queue(`DELETE FROM delivery_leases l WHERE l.until < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = l.delivery_id)`, now)
 	var n int64
 	err := s.txBatch(ctx, "rescue", b, func(tx pgx.Tx) error {
 		if len(ids) == 0 {

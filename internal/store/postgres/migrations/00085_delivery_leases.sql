@@ -7,9 +7,13 @@
 -- only locks the delivery row and inserts (delivery id, owner, lease end)
 -- here; a completion or a rescue deletes it. The due indexes hold every
 -- pending delivery, leased or not, and the claim skips the leased ones by
--- a probe of this table's primary key.
+-- a probe of this table's primary key. No foreign key: its check would
+-- cost a claim one more lookup and row lock per delivery; the one
+-- statement that deletes pending deliveries (deleting an endpoint) deletes
+-- their leases, and the rescuer drops any expired lease left without its
+-- delivery.
 CREATE TABLE delivery_leases (
-    delivery_id text COLLATE "C" PRIMARY KEY REFERENCES deliveries (id) ON DELETE CASCADE,
+    delivery_id text COLLATE "C" PRIMARY KEY,
     owner       text NOT NULL,
     until       timestamptz NOT NULL
 );

@@ -50,14 +50,14 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		q = "UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2 WHERE endpoint_id = $1 AND state = 'paused'"
 	} else {
 		// Hold what waits; leased deliveries are held when they complete.
-		q = "UPDATE deliveries d SET state = 'paused', updated_at = $2 WHERE d.endpoint_id = $1 AND d.state = 'pending' AND " + unleased
+		q = "UPDATE deliveries SET state = 'paused', updated_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL"
 	}
 	b.Queue(q, p.ID, now).Exec(func(ct pgconn.CommandTag) error {
 		moved = ct.RowsAffected()
 		return nil
 	})
 	if p.State == store.EndpointEnabled {
-		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.endpoint_id = $2 AND d.state = 'pending' AND `+unleased+`)`,
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
 			notifyChannel, p.ID)
 	}
 	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
@@ -143,8 +143,8 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 
 // PostponeEndpointDeliveries implements store.Store.
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
-	ct, err := s.pool.Exec(ctx, `UPDATE deliveries d SET next_attempt_at = $1
-		WHERE d.endpoint_id = $2 AND d.state = 'pending' AND `+unleased+` AND d.next_attempt_at < $1`, ts(until), endpointID)
+	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
+		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1`, ts(until), endpointID)
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}

@@ -585,10 +585,6 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		deleted = ct.RowsAffected()
 		return nil
 	})
-	// Leases have no foreign key (a claim would check it per row): they go
-	// with their deliveries here, the only place pending deliveries are
-	// deleted.
-	b.Queue("DELETE FROM delivery_leases WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)", id)
 	b.Queue("DELETE FROM deliveries WHERE endpoint_id = $1", id)
 	return s.txBatch(ctx, "delete endpoint", b, func(pgx.Tx) error {
 		if deleted == 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -185,20 +186,8 @@ func (p prefixScanner) Scan(dest ...any) error {
 	return p.row.Scan(append([]any{p.first}, dest...)...)
 }
 
-// deliveryColumns are the columns scanDelivery reads, from "deliveries"
-// and its lease (delivery_leases, migration 85), if any.
-var deliveryColumns = deliveryColumnsOf("deliveries",
-	"COALESCE((SELECT l.owner FROM delivery_leases l WHERE l.delivery_id = deliveries.id), '')",
-	"(SELECT l.until FROM delivery_leases l WHERE l.delivery_id = deliveries.id)")
-
-// deliveryColumnsOf lists the columns scanDelivery reads from the delivery
-// row t, with the lease's owner and end given as the expressions owner and
-// until.
-func deliveryColumnsOf(t, owner, until string) string {
-	return t + ".id, " + t + ".event_id, " + t + ".endpoint_id, " + t + ".tenant, " + t + ".event_type, " + t + ".state, " +
-		t + ".attempts, " + t + ".client_errors, " + t + ".next_attempt_at, " + t + ".last_status_code, " + t + ".last_error, " +
-		owner + ", " + until + ", " + t + ".created_at, " + t + ".updated_at, " + t + ".replay_base"
-}
+const deliveryColumns = `id, event_id, endpoint_id, tenant, event_type, state, attempts, client_errors, next_attempt_at,
+	last_status_code, last_error, COALESCE(lease_owner, ''), lease_until, created_at, updated_at, replay_base`
 
 func scanDelivery(row pgx.Row) (store.Delivery, error) {
 	var (
@@ -309,43 +298,25 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 	return out, nil
 }
 
-// unleased is the condition "delivery d holds no lease".
-const unleased = "NOT EXISTS (SELECT 1 FROM delivery_leases l WHERE l.delivery_id = d.id)"
-
-// leaseAndReturn ends a claim statement whose CTE "picked" holds the ids of
-// the deliveries it locked: their leases ($1 the owner, $2 the end) are
-// inserted, and the leased deliveries are returned (found by primary key:
-// ARRAY(…) is an InitPlan run once). The delivery row itself is only
-// locked, never updated, so a claim writes no new version of it and no
-// entry in any of its indexes (migration 85). ON CONFLICT DO NOTHING drops
-// a delivery another claimer leased after this statement's snapshot was
-// taken (its lock had been released by then, and a lock alone does not
-// make READ COMMITTED re-check the row): the lease table's primary key,
-// not the row lock, is what makes a lease exclusive.
-const leaseAndReturn = `,
-	leased AS (
-		INSERT INTO delivery_leases (delivery_id, owner, until)
-		SELECT id, $1, $2 FROM picked
-		ON CONFLICT (delivery_id) DO NOTHING
-		RETURNING delivery_id)
-	SELECT `
-
-// claimQuery leases due deliveries. The SELECT walks the partial index
+// claimQuery leases due deliveries. The inner SELECT walks the partial index
 // deliveries_due in (next_attempt_at, id) order — deliveries due at the same
 // time (released by an enable or a replay) in creation order, ids being
-// time-sortable — skips the leased ones (a probe of delivery_leases' primary
-// key each) and stops after $4 rows it could lock (SKIP LOCKED: rows another
-// claimer is taking are passed over, never waited for).
-var claimQuery = `WITH picked AS (
-		SELECT id FROM deliveries d
-		WHERE d.state = 'pending' AND d.next_attempt_at <= $3 AND ` + unleased + `
-		ORDER BY d.next_attempt_at, d.id
+// time-sortable — and stops after $4 rows it could
+// lock (SKIP LOCKED: rows another claimer is taking are passed over, never
+// waited for, never returned twice). ARRAY(…) makes it an InitPlan run once,
+// so the UPDATE finds the rows by primary key whatever the planner thinks
+// of LIMIT $4.
+const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		ORDER BY next_attempt_at, id
 		LIMIT $4
-		FOR NO KEY UPDATE SKIP LOCKED)` + leaseAndReturn + deliveryColumnsOf("d", "$1::text", "$2::timestamptz") + `
-	FROM deliveries d WHERE d.id = ANY (ARRAY(SELECT delivery_id FROM leased))`
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + deliveryColumns
 
 // claimFairQuery is the round-robin part of a claim (store.ClaimParams):
-// a skip scan of deliveries_due_tenant (tenant, next_attempt_at) finds the
+// a skip scan of deliveries_due_tenant (tenant, next_attempt_at, id) finds the
 // tenants with claimable deliveries after the cursor $5 ("after"), then
 // from the first tenant up to the cursor ("before"), one index probe per
 // tenant and at most $6 probes each; the first $4 of them with a delivery
@@ -354,74 +325,71 @@ var claimQuery = `WITH picked AS (
 // written as row comparisons on (tenant, next_attempt_at), which only
 // deliveries_due_tenant answers: with "tenant = x" the planner may filter
 // deliveries_due instead, a walk that grows with the other tenants'
-// backlog. Leased deliveries are in both indexes and are skipped by a probe
-// of delivery_leases. The statement returns each row's tenant's turn.
-var claimFairQuery = `WITH RECURSIVE
+// backlog. The UPDATE returns each row's tenant's turn.
+const claimFairQuery = `WITH RECURSIVE
 	after(tenant, due, n) AS (
-		(SELECT tenant, next_attempt_at, 1 FROM deliveries d
-		 WHERE d.state = 'pending' AND ` + unleased + ` AND d.tenant > $5
-		 ORDER BY d.tenant, d.next_attempt_at LIMIT 1)
+		(SELECT tenant, next_attempt_at, 1 FROM deliveries
+		 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > $5
+		 ORDER BY tenant, next_attempt_at LIMIT 1)
 		UNION ALL
 		SELECT x.tenant, x.next_attempt_at, a.n + 1 FROM after a CROSS JOIN LATERAL
-			(SELECT tenant, next_attempt_at FROM deliveries d
-			 WHERE d.state = 'pending' AND ` + unleased + ` AND d.tenant > a.tenant
-			 ORDER BY d.tenant, d.next_attempt_at LIMIT 1) x
+			(SELECT tenant, next_attempt_at FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > a.tenant
+			 ORDER BY tenant, next_attempt_at LIMIT 1) x
 		WHERE a.n < $6),
 	before(tenant, due, n) AS (
-		(SELECT tenant, next_attempt_at, 1 FROM deliveries d
-		 WHERE d.state = 'pending' AND ` + unleased + ` AND $5 <> '' AND d.tenant <= $5
-		 ORDER BY d.tenant, d.next_attempt_at LIMIT 1)
+		(SELECT tenant, next_attempt_at, 1 FROM deliveries
+		 WHERE state = 'pending' AND lease_owner IS NULL AND $5 <> '' AND tenant <= $5
+		 ORDER BY tenant, next_attempt_at LIMIT 1)
 		UNION ALL
 		SELECT x.tenant, x.next_attempt_at, b.n + 1 FROM before b CROSS JOIN LATERAL
-			(SELECT tenant, next_attempt_at FROM deliveries d
-			 WHERE d.state = 'pending' AND ` + unleased + ` AND d.tenant > b.tenant AND d.tenant <= $5
-			 ORDER BY d.tenant, d.next_attempt_at LIMIT 1) x
+			(SELECT tenant, next_attempt_at FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > b.tenant AND tenant <= $5
+			 ORDER BY tenant, next_attempt_at LIMIT 1) x
 		WHERE b.n < $6),
 	due AS MATERIALIZED (
 		SELECT tenant, row_number() OVER (ORDER BY n) AS turn FROM (
 			SELECT tenant, due, n FROM after UNION ALL SELECT tenant, due, n + $6 FROM before) t
 		WHERE due <= $3 ORDER BY n LIMIT $4),
-	per AS (SELECT ((($4)::bigint + count(*) - 1) / GREATEST(count(*), 1))::int AS k FROM due),
-	picked AS (
+	per AS (SELECT ((($4)::bigint + count(*) - 1) / GREATEST(count(*), 1))::int AS k FROM due)
+UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
 		SELECT p.id FROM due CROSS JOIN LATERAL
 			(SELECT id FROM deliveries d
-			 WHERE d.state = 'pending' AND ` + unleased + `
+			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
 			   AND (d.tenant, d.next_attempt_at) >= (due.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (due.tenant, $3)
-			 ORDER BY d.tenant, d.next_attempt_at
+			 ORDER BY d.tenant, d.next_attempt_at, d.id
 			 LIMIT (SELECT k FROM per)
-			 FOR NO KEY UPDATE SKIP LOCKED) p
-		LIMIT $4)` + leaseAndReturn + deliveryColumnsOf("d", "$1::text", "$2::timestamptz") + `,
-		COALESCE((SELECT turn FROM due WHERE due.tenant = d.tenant), 0)
-	FROM deliveries d WHERE d.id = ANY (ARRAY(SELECT delivery_id FROM leased))`
+			 FOR UPDATE SKIP LOCKED) p
+		LIMIT $4))
+	RETURNING ` + deliveryColumns + `, COALESCE((SELECT turn FROM due WHERE due.tenant = deliveries.tenant), 0)`
 
 // claimFillQuery fills what the round left of the claim's $4 (tenants with
 // fewer due than their share) with the oldest due deliveries of any
 // tenant, as claimQuery does; it runs after claimFairQuery in the same
-// transaction and counts that one's leases by lease end and owner.
-var claimFillQuery = `WITH picked AS (
-		SELECT id FROM deliveries d
-		WHERE d.state = 'pending' AND d.next_attempt_at <= $3 AND ` + unleased + `
-		ORDER BY d.next_attempt_at
-		LIMIT GREATEST(0, $4 - (SELECT count(*) FROM delivery_leases WHERE until = $2 AND owner = $1))
-		FOR NO KEY UPDATE SKIP LOCKED)` + leaseAndReturn + deliveryColumnsOf("d", "$1::text", "$2::timestamptz") + `
-	FROM deliveries d WHERE d.id = ANY (ARRAY(SELECT delivery_id FROM leased))`
+// transaction and counts that one's rows by owner and lease end.
+const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		ORDER BY next_attempt_at, id
+		LIMIT GREATEST(0, $4 - (SELECT count(*) FROM deliveries WHERE lease_owner = $1 AND lease_until = $2))
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + deliveryColumns
 
 // nextDueQuery is the earliest due time of a claimable delivery: the first
-// unleased entry of deliveries_due.
-// (An ORDER BY … LIMIT 1 rather than MIN: the planner reads an index in
-// order for MIN only without the anti-join.)
-const nextDueQuery = "SELECT (SELECT d.next_attempt_at FROM deliveries d WHERE d.state = 'pending' AND " + unleased + " ORDER BY d.next_attempt_at LIMIT 1)"
+// entry of deliveries_due.
+const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
 
 // claimedEvents and claimedEndpoints read the events and endpoints of the
 // deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
 // own, unless the same owner claimed before with the same clock reading, in
-// which case a few rows more are read and ignored), through
-// delivery_leases_until.
+// which case a few rows more are read and ignored).
 const (
 	claimedEvents = "SELECT " + eventColumns + ` FROM events WHERE id IN
-		(SELECT d.event_id FROM delivery_leases l JOIN deliveries d ON d.id = l.delivery_id WHERE l.until = $2 AND l.owner = $1)`
+		(SELECT event_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
 	claimedEndpoints = "SELECT " + endpointColumns + ` FROM endpoints WHERE id IN
-		(SELECT d.endpoint_id FROM delivery_leases l JOIN deliveries d ON d.id = l.delivery_id WHERE l.until = $2 AND l.owner = $1)`
+		(SELECT endpoint_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
 )
 
 // asyncCommit makes the commit of the transaction it runs in return
@@ -579,8 +547,8 @@ func disableEndpointQuery(reason, cond string) string {
 	notice AS (
 		INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
 		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.disabled', $4 FROM dis)
-	UPDATE deliveries d SET state = 'paused', updated_at = $4
-	WHERE d.endpoint_id = (SELECT id FROM dis) AND d.state = 'pending' AND ` + unleased + `
+	UPDATE deliveries SET state = 'paused', updated_at = $4
+	WHERE endpoint_id = (SELECT id FROM dis) AND state = 'pending' AND lease_owner IS NULL
 	  AND EXISTS (SELECT 1 FROM dis)`
 }
 
@@ -635,11 +603,10 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if c.Deferred {
 			// No attempt was made: only the due time moves, and the lease
 			// is given back (held if the endpoint is no longer enabled).
-			b.Queue(`WITH released AS (DELETE FROM delivery_leases WHERE delivery_id = $2 AND owner = $3 RETURNING delivery_id)
-				UPDATE deliveries SET
+			b.Queue(`UPDATE deliveries SET
 				state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled' THEN 'paused' ELSE state END,
-				next_attempt_at = $1
-				WHERE id = (SELECT delivery_id FROM released)`,
+				next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
+				WHERE id = $2 AND lease_owner = $3`,
 				ts(c.NextAttemptAt), c.DeliveryID, c.Owner)
 			continue
 		}
@@ -650,13 +617,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			c.DeliveryID, ts(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
 		// A retry of a delivery whose endpoint was paused or disabled
 		// meanwhile is held (paused) instead of pending.
-		b.Queue(`WITH released AS (DELETE FROM delivery_leases WHERE delivery_id = $7 AND owner = $8 RETURNING delivery_id)
-			UPDATE deliveries SET
+		b.Queue(`UPDATE deliveries SET
 			state = CASE WHEN $1::text = 'pending' AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'
 			             THEN 'paused' ELSE $1::text END,
 			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
-			last_status_code = $4, last_error = $5, updated_at = $6
-			WHERE id = (SELECT delivery_id FROM released)`,
+			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
+			WHERE id = $7 AND lease_owner = $8`,
 			string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
 		switch {
 		case c.DisableEndpoint:
@@ -729,13 +695,10 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 		     AS u (id, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
 		JOIN deliveries d ON d.id = u.id`,
 		ids, started, durations, codes, errs, details, locations, excerpts)
-	b.Queue(`WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)),
-	released AS (
-		DELETE FROM delivery_leases l USING u WHERE l.delivery_id = u.id AND l.owner = u.owner
-		RETURNING u.*)
-	UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = r.now,
-		       last_status_code = r.status_code, last_error = r.error, updated_at = r.now
-		FROM released r WHERE d.id = r.id`,
+	b.Queue(`UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = u.now,
+		       last_status_code = u.status_code, last_error = u.error, lease_owner = NULL, lease_until = NULL, updated_at = u.now
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)
+		WHERE d.id = u.id AND d.lease_owner = u.owner`,
 		ids, owners, nows, codes, errs)
 	// The rows are locked in id order first (as lockEndpointsOfCompletions
 	// does), and only those: a streak started by a batch that commits
@@ -760,37 +723,30 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	var ids []string
 	b := newTxBatch()
 	b.Queue(`SELECT pg_advisory_xact_lock_shared($2::integer, s.h)
-		FROM (SELECT DISTINCT hashtext(d.tenant) AS h FROM delivery_leases l JOIN deliveries d ON d.id = l.delivery_id WHERE l.until < $1 ORDER BY 1) AS s`,
+		FROM (SELECT DISTINCT hashtext(tenant) AS h FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until < $1 ORDER BY 1) AS s`,
 		now, tenantLockClass)
-	b.Queue("SELECT d.id FROM delivery_leases l JOIN deliveries d ON d.id = l.delivery_id WHERE l.until < $1 ORDER BY d.id FOR NO KEY UPDATE OF d", now).Query(func(rows pgx.Rows) error {
+	b.Queue("SELECT id FROM deliveries WHERE lease_owner IS NOT NULL AND lease_until < $1 ORDER BY id FOR NO KEY UPDATE", now).Query(func(rows pgx.Rows) error {
 		var err error
 		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
-	// An expired lease of a delivery that no longer exists (none should:
-	// DeleteEndpoint deletes the leases of the deliveries it deletes, and
-	// delivery_leases has no foreign key) is dropped.
-	b.Queue(`DELETE FROM delivery_leases l WHERE l.until < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = l.delivery_id)`, now)
 	var n int64
 	err := s.txBatch(ctx, "rescue", b, func(tx pgx.Tx) error {
 		if len(ids) == 0 {
 			return nil
 		}
 		b := &pgx.Batch{}
-		b.Queue(`UPDATE deliveries SET state = 'paused', updated_at = $1
-			WHERE id = ANY ($2) AND state = 'pending'
-			  AND EXISTS (SELECT 1 FROM delivery_leases l WHERE l.delivery_id = deliveries.id AND l.until < $1)
+		b.Queue(`UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = $1
+			WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1 AND state = 'pending'
 			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids)
-		// The leases end; counted are the deliveries claimable again (not
-		// those the statement before held).
-		b.Queue(`WITH ended AS (DELETE FROM delivery_leases WHERE delivery_id = ANY ($2) AND until < $1 RETURNING delivery_id)
-			SELECT count(*) FROM ended JOIN deliveries d ON d.id = ended.delivery_id WHERE d.state = 'pending'`,
-			now, ids).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&n)
+		b.Queue("UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1",
+			now, ids).Exec(func(ct pgconn.CommandTag) error {
+			n = ct.RowsAffected()
+			return nil
 		})
 		// Wake every node's engine (sent on commit) when a delivery became
 		// claimable.
-		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = ANY ($2) AND d.state = 'pending' AND `+unleased+`)`,
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ANY ($2) AND state = 'pending' AND lease_owner IS NULL)`,
 			notifyChannel, ids)
 		return tx.SendBatch(ctx, b).Close()
 	})

@@ -80,7 +80,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 
 	// Herald's forwards of both phases arrive before the peer's phases
 	// start, so that they do not share the cores with the peer's load.
-	acked := int64(hr.closed.OK + hr.open.OK)
+	acked := int64(hr.warmed + hr.closed.OK + hr.open.OK)
 	fwd, err := r.waitForwards(ctx, rcv, "/inbound", acked)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	packed := int64(pr.closed.OK + pr.open.OK)
+	packed := int64(pr.warmed + pr.closed.OK + pr.open.OK)
 	var pfwd int64
 	if peerPID > 0 { // a peer given by URL forwards elsewhere
 		if pfwd, err = r.waitForwards(ctx, rcv, "/peer", packed); err != nil {
@@ -132,13 +132,15 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 type ingestRun struct {
 	closed closedLoop
 	open   openLoop
+	warmed int // requests acknowledged during the warm-up
 	rps    float64
 	tp, lp pcts
 	cpu    float64
 }
 
 // ingest runs the throughput phase (closed loop, Concurrency providers for
-// Duration) and the latency phase (open loop at Rate for Duration) against
+// Duration, after an uncounted warm-up) and the latency phase (open loop
+// at Rate for Duration) against
 // url, a receiver of GitHub webhooks signed with inboundSecret. Request i
 // has the delivery id idPrefix+i; its body depends on i only, so every
 // receiver gets the same bodies. pid's process tree is charged the CPU of
@@ -147,9 +149,10 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 	o := r.o
 	payload := bytes.Repeat([]byte("x"), max(0, o.BodyBytes-40))
 	client := loadClient(o.Concurrency)
-	// send posts signed request i: each has its own delivery id, so every
-	// one is a new event (the dedupe path is tested elsewhere).
-	send := func(ctx context.Context, i int, _ time.Time) error {
+	// post sends signed request i with delivery id idPrefix+id: each has
+	// its own, so every one is a new event (the dedupe path is tested
+	// elsewhere).
+	post := func(ctx context.Context, i int, id string) error {
 		b := fmt.Appendf(nil, `{"action":"bench","n":%d,"pad":"%s"}`, i, payload)
 		m := hmac.New(sha256.New, []byte(inboundSecret))
 		m.Write(b)
@@ -159,7 +162,7 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-GitHub-Delivery", idPrefix+strconv.Itoa(i))
+		req.Header.Set("X-GitHub-Delivery", idPrefix+id)
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
 		resp, err := client.Do(req)
 		if err != nil {
@@ -171,6 +174,21 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 			return fmt.Errorf("ack %s", resp.Status)
 		}
 		return nil
+	}
+
+	send := func(ctx context.Context, i int, _ time.Time) error { return post(ctx, i, strconv.Itoa(i)) }
+
+	// Warm-up, not counted: a fifth of the duration (at most 2 s) of the
+	// closed loop, so that neither receiver is measured cold (connections,
+	// caches, a JIT).
+	warm := runClosedLoop(ctx, o.Concurrency, min(2*time.Second, o.Duration/5), func(ctx context.Context, i int, _ time.Time) error {
+		// Bodies of their own: GitHub signs only the body, so the
+		// gateway takes a repeated body for a replay and acknowledges it
+		// without forwarding it again.
+		return post(ctx, -1-i, "w"+strconv.Itoa(i))
+	})
+	if ctx.Err() != nil {
+		return ingestRun{}, ctx.Err()
 	}
 
 	// Throughput: closed loop.
@@ -195,7 +213,7 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 	if ctx.Err() != nil {
 		return ingestRun{}, ctx.Err()
 	}
-	return ingestRun{closed: cl, open: ol, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu}, nil
+	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu}, nil
 }
 
 // waitForwards waits until the receiver has had want requests under prefix

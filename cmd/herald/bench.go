@@ -42,9 +42,10 @@ Scenarios:
              Retry-After: 3600); fresh-delivery throughput against an empty
              queue, and Herald's RSS
   inbound    --concurrency providers sending signed requests to POST /in/{source}
-             for --duration (requests/s), then --rate requests/s open loop
-             (ack p50/p99); with --peer, the same two phases against another
-             receiver of the same webhooks (bench/peers/), and the ratio
+             for --duration (requests/s; after an uncounted warm-up), then
+             --rate requests/s open loop (ack p50/p99); with --peer, the same
+             two phases against another receiver of the same webhooks
+             (bench/peers/), and the ratio
   fairness   tenant A's --endpoints never answer, A publishes 1 event/s to
              them; tenant B publishes --rate events/s to a healthy endpoint;
              B's publish → arrival p50/p99 against B alone (p99_ratio)

@@ -55,7 +55,8 @@ func BenchmarkDrainQueue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	closeStore := sync.OnceFunc(func() { s.Close() })
+	defer closeStore()
 	conn, err := pgx.Connect(ctx, u.String())
 	if err != nil {
 		b.Fatal(err)
@@ -92,16 +93,28 @@ func BenchmarkDrainQueue(b *testing.B) {
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE"); err != nil {
 		b.Fatal(err)
 	}
-	// serverCost reads the WAL position and the updates of deliveries
-	// (flushed to the statistics first: they are otherwise sent lazily).
+	// serverCost reads the WAL position and the updates of deliveries.
+	// The store's backends send their counters lazily (an idle one after
+	// up to 10 s), so the final reading is taken after the store is closed
+	// (a backend flushes them when it exits) and once they stop moving.
 	serverCost := func() (wal, upd, hot float64) {
-		time.Sleep(1100 * time.Millisecond) // the other backends flush their counters at least once a second when idle
-		if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
-			b.Fatal(err)
+		read := func() {
+			if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+				b.Fatal(err)
+			}
+			if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, n_tup_upd::float8, n_tup_hot_upd::float8
+				FROM pg_stat_user_tables WHERE relname = 'deliveries'`).Scan(&wal, &upd, &hot); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, n_tup_upd::float8, n_tup_hot_upd::float8
-			FROM pg_stat_user_tables WHERE relname = 'deliveries'`).Scan(&wal, &upd, &hot); err != nil {
-			b.Fatal(err)
+		read()
+		for range 10 {
+			last := upd
+			time.Sleep(300 * time.Millisecond)
+			read()
+			if upd == last {
+				break
+			}
 		}
 		return wal, upd, hot
 	}
@@ -141,6 +154,7 @@ func BenchmarkDrainQueue(b *testing.B) {
 	complete()
 	b.StopTimer()
 	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "deliveries/s")
+	closeStore()
 	wal1, upd1, hot1 := serverCost()
 	n := float64(done)
 	b.ReportMetric((wal1-wal0)/n, "WAL-bytes/delivery")

@@ -91,6 +91,10 @@ type Options struct {
 	// Deliver keeps the endpoints enabled while publishing (publish): the
 	// deliveries are made during the measurement instead of being held.
 	Deliver bool
+	// Peer is a receiver of the same GitHub webhooks measured after Herald
+	// with the same load (inbound): its ingest URL, or a command run with
+	// sh -c (startPeer). Empty: Herald only.
+	Peer string
 	// BlackholeFraction of the endpoints never answer (isolation); 0.2.
 	BlackholeFraction float64
 
@@ -199,6 +203,9 @@ func (o Options) validate(scenario string) error {
 	case o.DB == "sqlite", strings.HasPrefix(o.DB, "sqlite:"), strings.HasPrefix(o.DB, "postgres://"), strings.HasPrefix(o.DB, "postgresql://"):
 	default:
 		return fmt.Errorf("--db %q: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", o.DB)
+	}
+	if o.Peer != "" && scenario != "inbound" {
+		return fmt.Errorf("--peer is for the inbound scenario only (got %s)", scenario)
 	}
 	switch scenario {
 	case "drain":

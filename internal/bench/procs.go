@@ -103,6 +103,7 @@ func (r *runner) showHeraldLogs() {
 // proc is one subprocess.
 type proc struct {
 	name, kind string
+	group      bool // signalled as a process group (setGroup)
 	cmd        *exec.Cmd
 	stdin      io.WriteCloser
 	logPath    string
@@ -113,13 +114,20 @@ type proc struct {
 }
 
 func (r *runner) start(kind, name string, args []string, env []string, stdout io.Writer) (*proc, error) {
+	return r.startExe(kind, name, r.o.Exe, args, env, "", stdout)
+}
+
+// startExe starts exe with args in dir ("" for the bench's own), its
+// stderr (and stdout, unless given) to <tmpdir>/<name>.log.
+func (r *runner) startExe(kind, name, exe string, args []string, env []string, dir string, stdout io.Writer) (*proc, error) {
 	logPath := filepath.Join(r.dir, name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(r.o.Exe, args...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = env
+	cmd.Dir = dir
 	cmd.Stderr = lf
 	if stdout == nil {
 		cmd.Stdout = lf
@@ -127,6 +135,9 @@ func (r *runner) start(kind, name string, args []string, env []string, stdout io
 		cmd.Stdout = stdout
 	}
 	setProcAttr(cmd)
+	if kind == "peer" {
+		setGroup(cmd)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		lf.Close()
@@ -136,7 +147,7 @@ func (r *runner) start(kind, name string, args []string, env []string, stdout io
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, kind: kind, cmd: cmd, stdin: stdin, logPath: logPath, logFile: lf, done: make(chan struct{})}
+	p := &proc{name: name, kind: kind, group: kind == "peer", cmd: cmd, stdin: stdin, logPath: logPath, logFile: lf, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		lf.Close()
@@ -167,10 +178,17 @@ func (p *proc) stop(grace time.Duration) {
 			return
 		}
 		p.stdin.Close()
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if p.group {
+			_ = signalGroup(p.pid(), syscall.SIGTERM)
+		} else {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
 		select {
 		case <-p.done:
 		case <-time.After(grace):
+			if p.group {
+				_ = signalGroup(p.pid(), syscall.SIGKILL)
+			}
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}

@@ -138,7 +138,7 @@ func (s *Server) registerEventTypes() {
 			return nil, invalid("body.name", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Name)
 		}
 		if ReservedEventType(b.Name) {
-			return nil, invalid("body.name", "event types starting with endpoint. or herald. (in any case) are reserved for Herald's own events", b.Name)
+			return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)
 		}
 		if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
 			return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)

@@ -80,6 +80,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish reserved type", "POST", "/v1/events", `{"tenant":"acme","type":"endpoint.disabled","data":{}}`, nil, 422, "reserved"},
 		{"publish reserved type in other case", "POST", "/v1/events", `{"tenant":"acme","type":"Endpoint.disabled","data":{}}`, nil, 422, "reserved"},
 		{"publish reserved herald type in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"HERALD.x","data":{}}`, nil, 422, "reserved"},
+		{"publish under the delivery. prefix", "POST", "/v1/events", `{"tenant":"acme","type":"delivery.x","data":{}}`, nil, 422, "delivery."},
+		{"publish a delivery. look-alike", "POST", "/v1/events", `{"tenant":"acme","type":"Delivery.dead_lettered.v2","data":{}}`, nil, 422, "reserved"},
 		{"publish bad id", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"has space"}`, nil, 422, "body.id"},
 		{"publish unknown field", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"extra":1}`, nil, 422, "extra"},
 		{"publish too large", "POST", "/v1/events", big, nil, 413, ""},

@@ -646,13 +646,19 @@ const (
 const FailingAfter = 3
 
 // IsOperational reports whether typ is one of Herald's operational event
-// types: under OperationalPrefix ("endpoint.") or delivery.dead_lettered.
+// types: under OperationalPrefix ("endpoint.") or DeliveryPrefix
+// ("delivery."; today delivery.dead_lettered).
 // Only endpoints that name them (a pattern or the exact type) receive
 // them, and no delivery.dead_lettered is raised for their own dead letters
 // (no loop between two failing receivers of operational events).
 func IsOperational(typ string) bool {
-	return strings.HasPrefix(typ, OperationalPrefix) || typ == NoticeDeliveryDeadLettered
+	return strings.HasPrefix(typ, OperationalPrefix) || strings.HasPrefix(typ, DeliveryPrefix)
 }
+
+// DeliveryPrefix starts the operational event types about deliveries
+// (delivery.dead_lettered). Reserved like OperationalPrefix: a subscriber
+// of delivery.* gets Herald's events only, never a producer's.
+const DeliveryPrefix = "delivery."
 
 // Notice is an operational event waiting in the outbox to be emitted about
 // an endpoint: one per change, emitted in ID order, deleted once emitted.

@@ -101,6 +101,7 @@ type session struct {
 	created    time.Time
 	seen       time.Time
 	flash      string
+	once       map[string]func(http.ResponseWriter, *http.Request, *session) // one-time result pages by path (see stash)
 }
 
 const (
@@ -364,6 +365,53 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, *session)) h
 		}
 		h(w, r, s)
 	}
+}
+
+// may wraps a page or action handler with the Policy row of the API
+// operation it leads to: a role the Policy refuses gets 403 before any
+// form or confirmation is shown (the same answer the API would give).
+func (c *Console) may(op string, h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	if _, ok := api.Policy[op]; !ok {
+		panic("console: no Policy row for operation " + op)
+	}
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		if !api.Allowed(s.principal.Role, op) {
+			c.fail(w, r, s, http.StatusForbidden, fmt.Sprintf("role %s may not %s (operation %s, the API's access policy)", s.principal.Role, strings.ReplaceAll(op, "-", " "), op))
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// stash answers a state-changing POST the Post/Redirect/Get way: the
+// result page (which may hold a secret shown only once) is kept in the
+// server-side session under path, and the browser is sent there with 303.
+// The GET of path (shown) renders it once and forgets it, so a reload or
+// Back/Forward neither repeats the action nor shows the secret again; the
+// secret never travels in a URL.
+func (c *Console) stash(w http.ResponseWriter, r *http.Request, s *session, path string, show func(http.ResponseWriter, *http.Request, *session)) {
+	c.mu.Lock()
+	if s.once == nil {
+		s.once = map[string]func(http.ResponseWriter, *http.Request, *session){}
+	}
+	s.once[path] = show
+	c.mu.Unlock()
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// shown is the GET of a stashed result page: rendered once; afterwards it
+// leads to its parent page (path without its last segment) with a note.
+func (c *Console) shown(w http.ResponseWriter, r *http.Request, s *session) {
+	c.mu.Lock()
+	show := s.once[r.URL.Path]
+	delete(s.once, r.URL.Path)
+	c.mu.Unlock()
+	if show == nil {
+		c.setFlash(s, "That result was shown once and is gone (reloading does not repeat the action).")
+		http.Redirect(w, r, r.URL.Path[:strings.LastIndex(r.URL.Path, "/")], http.StatusSeeOther)
+		return
+	}
+	show(w, r, s)
 }
 
 func (c *Console) setFlash(s *session, msg string) {

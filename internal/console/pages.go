@@ -38,22 +38,28 @@ func (c *Console) routes() {
 
 	m.HandleFunc("GET /ui/{$}", c.page(c.overview))
 	m.HandleFunc("GET /ui/endpoints", c.page(c.endpoints))
-	m.HandleFunc("GET /ui/endpoints/new", c.page(c.endpointForm))
+	m.HandleFunc("GET /ui/endpoints/new", c.page(c.may("create-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints", c.action(c.createEndpoint))
 	m.HandleFunc("GET /ui/endpoints/{id}", c.page(c.endpointDetail))
-	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.endpointForm))
+	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.may("update-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints/{id}", c.action(c.updateEndpoint))
-	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.confirmDelete))
+	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.may("delete-endpoint", c.confirmDelete)))
 	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(c.deleteEndpoint))
 	m.HandleFunc("POST /ui/endpoints/{id}/secret", c.action(c.revealSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/rotate", c.action(c.rotateSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/test", c.action(c.testEndpoint))
+	// one-time result pages of the POSTs above (Post/Redirect/Get, see stash)
+	m.HandleFunc("GET /ui/endpoints/{id}/created", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/rotated", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/tested", c.page(c.shown))
+	m.HandleFunc("GET /ui/keys/created", c.page(c.shown))
+	m.HandleFunc("GET /ui/keys/portal-link", c.page(c.shown))
 	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
 	m.HandleFunc("GET /ui/deliveries/{id}", c.page(c.deliveryDetail))
 	m.HandleFunc("GET /ui/events", c.page(c.events))
 	m.HandleFunc("GET /ui/events/{id}", c.page(c.eventDetail))
 	m.HandleFunc("GET /ui/dead-letters", c.page(c.deadLetters))
-	m.HandleFunc("POST /ui/dead-letters/replay", c.action(c.replay))
+	m.HandleFunc("POST /ui/dead-letters/replay", c.action(c.may("replay-delivery", c.replay)))
 	m.HandleFunc("GET /ui/sources", c.page(c.sources))
 	m.HandleFunc("POST /ui/sources", c.action(c.createSource))
 	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
@@ -446,7 +452,9 @@ func (c *Console) createEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		c.formAgain(w, r, s, "", err)
 		return
 	}
-	c.render(w, r, http.StatusCreated, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(e.ID)+"/created", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
+	})
 }
 
 func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
@@ -522,7 +530,9 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.Secret, d.PreviousExpiresAt = out.Secret, out.PreviousExpiresAt
-	c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/rotated", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+	})
 }
 
 type testData struct {
@@ -547,7 +557,9 @@ func (c *Console) testEndpoint(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.EventID, d.Attempt = out.EventID, out.Attempt
-	c.render(w, r, http.StatusOK, "test", s, "Test event", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/tested", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "test", s, "Test event", "endpoints", d)
+	})
 }
 
 func (c *Console) changeState(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1277,7 +1289,9 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		c.keysError(w, r, s, err)
 		return
 	}
-	c.keysPage(w, r, s, http.StatusCreated, keysData{Created: &out})
+	c.stash(w, r, s, "/ui/keys/created", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.keysPage(w, r, s, http.StatusOK, keysData{Created: &out})
+	})
 }
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1305,7 +1319,9 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 		c.keysError(w, r, s, err)
 		return
 	}
-	c.keysPage(w, r, s, http.StatusCreated, keysData{Portal: &out})
+	c.stash(w, r, s, "/ui/keys/portal-link", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.keysPage(w, r, s, http.StatusOK, keysData{Portal: &out})
+	})
 }
 
 // --- event catalog ------------------------------------------------------

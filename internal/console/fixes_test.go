@@ -1,0 +1,132 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+)
+
+// adminBrowser signs in with the admin key and returns the browser and a
+// CSRF token of its session.
+func adminBrowser(t *testing.T, f *fixture) (*browser, string) {
+	t.Helper()
+	b := f.browser()
+	if w := b.signIn(adminKey); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	return b, csrfOf(t, b.do("GET", "/ui/keys", nil).Body.String())
+}
+
+// Each state-changing form answers 303 to a GET page that shows its result
+// (and any one-time secret) once: reloading that page repeats nothing and
+// shows the secret no more.
+func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	count := func(path string) int {
+		var l struct{ Data []map[string]any }
+		f.apiCall(adminKey, "GET", path, "", &l)
+		return len(l.Data)
+	}
+	secretOnce := func(what string, w interface {
+		Result() *http.Response
+	}, secret func(body string) string) {
+		t.Helper()
+		res := w.Result()
+		loc := res.Header.Get("Location")
+		if res.StatusCode != http.StatusSeeOther || loc == "" {
+			t.Fatalf("%s: %d, want 303 to a result page", what, res.StatusCode)
+		}
+		page := b.do("GET", loc, nil)
+		if page.Code != http.StatusOK {
+			t.Fatalf("%s: GET %s: %d", what, loc, page.Code)
+		}
+		s := secret(page.Body.String())
+		if s == "" {
+			t.Fatalf("%s: the result page shows no secret:\n%s", what, page.Body)
+		}
+		if strings.Contains(loc, s) {
+			t.Fatalf("%s: the secret is in the URL %s", what, loc)
+		}
+		again := b.do("GET", loc, nil) // F5 on the result page
+		if again.Code != http.StatusSeeOther || strings.Contains(again.Body.String(), s) {
+			t.Fatalf("%s: reloading the result page: %d", what, again.Code)
+		}
+		if next := b.do("GET", again.Header().Get("Location"), nil).Body.String(); strings.Contains(next, s) || !strings.Contains(next, "shown once") {
+			t.Fatalf("%s: after the reload the secret is shown again or no note says why", what)
+		}
+	}
+	between := func(body, from, to string) string {
+		_, after, ok := strings.Cut(body, from)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(after, to)
+		return v
+	}
+
+	w := b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"}})
+	secretOnce("create endpoint", w, func(body string) string { return between(body, "whsec_", "<") })
+	if n := count("/v1/endpoints"); n != 1 {
+		t.Fatalf("endpoints after create and reloads: %d", n)
+	}
+	var eps struct{ Data []api.EndpointOut }
+	f.apiCall(adminKey, "GET", "/v1/endpoints", "", &eps)
+	id := eps.Data[0].ID
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/rotate", url.Values{"csrf": {token}, "overlap_seconds": {"60"}})
+	secretOnce("rotate secret", w, func(body string) string { return between(body, "whsec_", "<") })
+	var secrets struct{ Data []map[string]any }
+	f.apiCall(adminKey, "GET", "/v1/endpoints/"+id+"/secrets", "", &secrets)
+	if len(secrets.Data) != 2 {
+		t.Fatalf("secrets after one rotation and reloads: %d", len(secrets.Data))
+	}
+
+	w = b.do("POST", "/ui/keys", url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
+	secretOnce("create key", w, func(body string) string { return between(body, `data-testid="new-key">`, "<") })
+	if n := count("/v1/api-keys"); n != 1 {
+		t.Fatalf("keys after create and reloads: %d", n)
+	}
+
+	w = b.do("POST", "/ui/portal-links", url.Values{"csrf": {token}, "tenant": {"acme"}, "role": {"viewer"}, "ttl_minutes": {"60"}})
+	secretOnce("create portal link", w, func(body string) string { return between(body, `data-testid="portal-url">`, "<") })
+	if n := count("/v1/portal-sessions"); n != 1 {
+		t.Fatalf("portal sessions after create and reloads: %d", n)
+	}
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/test", url.Values{"csrf": {token}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("send test event: %d, want 303", w.Code)
+	}
+	if page := b.do("GET", w.Header().Get("Location"), nil); page.Code != http.StatusOK || !strings.Contains(page.Body.String(), "evt_test") {
+		t.Fatalf("test result page: %d", page.Code)
+	}
+}
+
+// A viewer is refused the forms and confirmations of what its role may not
+// do, before any is shown.
+func TestViewerRefusedFormsAndConfirmations(t *testing.T) {
+	f := newFixture(t)
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, &ep)
+	var viewer api.APIKeyOut
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"acme"}`, &viewer)
+	b := f.browser()
+	if w := b.signIn(viewer.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("viewer sign-in: %d", w.Code)
+	}
+	token := csrfOf(t, b.do("GET", "/ui/endpoints/"+ep.ID, nil).Body.String())
+	for _, p := range []string{"/ui/endpoints/new", "/ui/endpoints/" + ep.ID + "/edit", "/ui/endpoints/" + ep.ID + "/delete"} {
+		w := b.do("GET", p, nil)
+		if w.Code != http.StatusForbidden || strings.Contains(w.Body.String(), "<form method=\"post\" action=\"/ui/endpoints") {
+			t.Fatalf("GET %s as viewer: %d", p, w.Code)
+		}
+	}
+	w := b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}})
+	if w.Code != http.StatusForbidden || strings.Contains(w.Body.String(), "confirm") {
+		t.Fatalf("replay confirmation as viewer: %d", w.Code)
+	}
+}

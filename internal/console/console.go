@@ -425,10 +425,35 @@ func (c *Console) setFlash(s *session, msg string) {
 // apiError is an API answer with status >= 400 (an RFC 9457 problem).
 type apiError struct {
 	Status int
-	Detail string
+	Detail string       // the problem's detail, then "; field: message" for each invalid field
+	head   string       // the problem's detail alone
+	fields []fieldError // the invalid fields, as the API names them
 }
 
+type fieldError struct{ Location, Message string }
+
 func (e *apiError) Error() string { return e.Detail }
+
+// relabel rewrites an API error in a form's words: each invalid field the
+// API names (a JSON body field or query parameter, e.g. "rate_limit_per_second"
+// or "query.kind") is named by the form label in labels ("Rate limit"),
+// so the message points at what the user typed. Other errors pass as they
+// are.
+func relabel(err error, labels map[string]string) error {
+	var ae *apiError
+	if !errors.As(err, &ae) || len(ae.fields) == 0 {
+		return err
+	}
+	msg := ae.head
+	for _, f := range ae.fields {
+		loc := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query.")
+		if l, ok := labels[loc]; ok {
+			loc = l
+		}
+		msg += "; " + loc + ": " + f.Message
+	}
+	return &apiError{Status: ae.Status, Detail: msg, head: ae.head, fields: ae.fields}
+}
 
 // recorder is a minimal in-memory http.ResponseWriter.
 type recorder struct {
@@ -491,13 +516,16 @@ func (c *Console) call(r *http.Request, s *session, method, path string, body, o
 		if msg == "" {
 			msg = p.Title
 		}
+		ae := &apiError{Status: rec.status, head: msg}
 		for _, e := range p.Errors {
 			msg += "; " + strings.TrimPrefix(e.Location, "body.") + ": " + e.Message
+			ae.fields = append(ae.fields, fieldError{Location: e.Location, Message: e.Message})
 		}
 		if rec.status == http.StatusUnauthorized { // revoked or expired credential: the session ends
 			c.end(s)
 		}
-		return &apiError{Status: rec.status, Detail: msg}
+		ae.Detail = msg
+		return ae
 	}
 	if out != nil && rec.body.Len() > 0 {
 		return json.Unmarshal(rec.body.Bytes(), out)

@@ -130,3 +130,53 @@ func TestViewerRefusedFormsAndConfirmations(t *testing.T) {
 		t.Fatalf("replay confirmation as viewer: %d", w.Code)
 	}
 }
+
+// An inverted time range is refused with the API's rule, not searched.
+func TestInvertedTimeRangeIsRefused(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("GET", "/ui/events?from=2026-01-02T16:00&until=2026-01-02T15:00", nil)
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "Until must be after From") {
+		t.Fatalf("events search with until before from: %d", w.Code)
+	}
+	w = b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}, "since": {"2026-01-02T16:00"}, "until": {"2026-01-02T16:00"}})
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "until must be after since") {
+		t.Fatalf("replay with until not after since: %d", w.Code)
+	}
+}
+
+// Bad filter values on the endpoints list are refused as the API would.
+func TestEndpointsListRefusesBadFilters(t *testing.T) {
+	f := newFixture(t)
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, nil)
+	b, _ := adminBrowser(t, f)
+	if w := b.do("GET", "/ui/endpoints?kind=bogus", nil); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "Kind:") {
+		t.Fatalf("kind=bogus: %d", w.Code)
+	}
+	if w := b.do("GET", "/ui/endpoints?state=bogus", nil); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "State: &#34;bogus&#34; is not a state") {
+		t.Fatalf("state=bogus: %d %s", w.Code, w.Body)
+	}
+	if w := b.do("GET", "/ui/endpoints?state=enabled&kind=all", nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "acme.example") {
+		t.Fatalf("good filters: %d", w.Code)
+	}
+}
+
+// Errors name the form's fields and units, not the API's.
+func TestErrorsUseTheFormsLabels(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/portal-links", url.Values{"csrf": {token}, "tenant": {"acme"}, "role": {"viewer"}, "ttl_minutes": {"0"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Lifetime:") || !strings.Contains(body, "minutes") || strings.Contains(body, "ttl_seconds") {
+		t.Fatalf("portal link lifetime 0: %d %s", w.Code, body)
+	}
+	w = b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"}, "rate_limit_per_second": {"-1"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Rate limit:") || strings.Contains(body, "rate_limit_per_second:") {
+		t.Fatalf("negative rate limit: %d %s", w.Code, body)
+	}
+	var e api.EventOut
+	f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.created","payload":{}}`, &e)
+	w = b.do("GET", "/ui/events?id=my-own-id", nil)
+	if body := w.Body.String(); !strings.Contains(body, "fill in Tenant") || strings.Contains(body, "?tenant=") {
+		t.Fatalf("event id without tenant: %d %s", w.Code, body)
+	}
+}

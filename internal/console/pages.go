@@ -252,17 +252,31 @@ type endpointsData struct {
 	Q          string
 	NextCursor string
 	Cursor     string
+	Err        string
 }
+
+func (d endpointsData) errText() string { return d.Err }
+
+// endpointStates are the states an endpoint can be in (EndpointOut.State).
+var endpointStates = []string{"enabled", "paused", "disabled"}
+
+// listLabels name the endpoints list's query parameters by the filter
+// form's labels.
+var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor": "Next page", "type": "Type"}
 
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
 	v := url.Values{"limit": {"100"}}
-	switch d.Kind {
-	case "source", "all":
+	if d.Kind != "" { // the API checks it (tenant, source or all)
 		v.Set("kind", d.Kind)
-	default:
+	} else {
 		d.Kind = "tenant"
+	}
+	if d.State != "" && !slices.Contains(endpointStates, d.State) {
+		d.Err = fmt.Sprintf("State: %q is not a state: one of %s (or any)", d.State, strings.Join(endpointStates, ", "))
+		c.render(w, r, http.StatusUnprocessableEntity, "endpoints", s, "Endpoints", "endpoints", d)
+		return
 	}
 	if d.Tenant != "" {
 		v.Set("tenant", d.Tenant)
@@ -272,6 +286,12 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	var el endpointList
 	if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+		var ae *apiError
+		if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
+			d.Err = ae.Detail
+			c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+			return
+		}
 		c.apiFail(w, r, s, err)
 		return
 	}
@@ -417,7 +437,12 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 	return b, nil
 }
 
+// endpointLabels name the endpoint API's fields by the endpoint form's labels.
+var endpointLabels = map[string]string{"url": "URL", "description": "Description", "event_types": "Event types",
+	"headers": "Headers", "versions": "Pinned versions", "rate_limit_per_second": "Rate limit", "tenant": "Tenant"}
+
 func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
+	err = relabel(err, endpointLabels)
 	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"),
 		Versions: r.PostFormValue("versions"), Catalog: c.catalogTypes(r, s), Err: err.Error()}
 	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
@@ -669,6 +694,17 @@ func parseFormTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a time: use RFC 3339 (2026-01-02T15:04:05Z) or 2026-01-02T15:04 (UTC)", s)
 }
 
+// checkRange is the API's rule for a time range (POST /v1/replay: "until
+// must be after since"), in the form's labels; a bound left empty (zero)
+// passes.
+func checkRange(fromLabel, untilLabel string, from, until time.Time) error {
+	if !from.IsZero() && !until.IsZero() && !until.After(from) {
+		return fmt.Errorf("%s must be after %s (%s is %s, %s is %s)", untilLabel, fromLabel,
+			untilLabel, fmtTime(until), fromLabel, fmtTime(from))
+	}
+	return nil
+}
+
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := eventsData{ID: strings.TrimSpace(q.Get("id")), Type: strings.TrimSpace(q.Get("type")), Tenant: strings.TrimSpace(q.Get("tenant")),
@@ -682,7 +718,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		err := c.call(r, s, "GET", "/v1/events/"+url.PathEscape(d.ID)+"?"+v.Encode(), nil, &e)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			d.Err = ae.Detail
+			d.Err = strings.Replace(ae.Detail, "add ?tenant=<tenant>", "fill in Tenant", 1)
 		} else if err != nil {
 			c.apiFail(w, r, s, err)
 			return
@@ -694,7 +730,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	from, err1 := parseFormTime(d.From)
 	until, err2 := parseFormTime(d.Until)
-	if err := errors.Join(err1, err2); err != nil {
+	if err := errors.Join(err1, err2, checkRange("From", "Until", from, until)); err != nil {
 		d.Err = err.Error()
 		c.render(w, r, http.StatusUnprocessableEntity, "events", s, "Events", "events", d)
 		return
@@ -717,7 +753,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		if err := c.call(r, s, "GET", "/v1/events?"+v.Encode(), nil, &page); err != nil {
 			var ae *apiError
-			if errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
+			if errors.As(relabel(err, listLabels), &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
 				d.Err = ae.Detail
 				c.render(w, r, ae.Status, "events", s, "Events", "events", d)
 				return
@@ -888,7 +924,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 	if r.PostFormValue("scope") == "range" {
 		since, err1 := parseFormTime(d.Since)
 		until, err2 := parseFormTime(d.Until)
-		if err := errors.Join(err1, err2); err != nil {
+		if err := errors.Join(err1, err2, checkRange("since", "until", since, until)); err != nil {
 			c.fail(w, r, s, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
@@ -1262,9 +1298,13 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 	c.render(w, r, status, "keys", s, "API keys", "keys", d)
 }
 
+// keysLabels name the API keys' and portal sessions' fields by the
+// forms' labels.
+var keysLabels = map[string]string{"name": "Name", "role": "Role", "tenant": "Tenant", "expires_at": "Expires", "ttl_seconds": "Lifetime"}
+
 func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	var ae *apiError
-	if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+	if errors.As(relabel(err, keysLabels), &ae) && ae.Status != http.StatusUnauthorized {
 		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail})
 		return
 	}
@@ -1308,8 +1348,8 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 	b := map[string]any{"tenant": strings.TrimSpace(r.PostFormValue("tenant")), "role": r.PostFormValue("role")}
 	if t := strings.TrimSpace(r.PostFormValue("ttl_minutes")); t != "" {
 		n, err := strconv.Atoi(t)
-		if err != nil {
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "lifetime: a whole number of minutes (1–10080)"})
+		if err != nil || n < 1 || n > 10080 { // the API's ttl_seconds: 60–604800
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t)})
 			return
 		}
 		b["ttl_seconds"] = n * 60

@@ -180,3 +180,28 @@ func TestErrorsUseTheFormsLabels(t *testing.T) {
 		t.Fatalf("event id without tenant: %d %s", w.Code, body)
 	}
 }
+
+// The API keys page lists portal links and revokes one (after the page's
+// confirmation); the revoked link no longer signs in.
+func TestPortalLinksListedAndRevoked(t *testing.T) {
+	f := newFixture(t)
+	var ps api.PortalSessionOut
+	if code := f.apiCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, &ps); code != http.StatusCreated {
+		t.Fatal(code)
+	}
+	b, token := adminBrowser(t, f)
+	page := b.do("GET", "/ui/keys", nil).Body.String()
+	form := `action="/ui/portal-links/` + ps.ID + `/revoke" class="inline confirm-submit" data-confirm="Revoke portal link`
+	if !strings.Contains(page, `data-link="`+ps.ID+`"`) || !strings.Contains(page, form) {
+		t.Fatalf("the keys page does not list the portal link with a confirmed revoke:\n%s", page)
+	}
+	if w := b.do("POST", "/ui/portal-links/"+ps.ID+"/revoke", url.Values{"csrf": {token}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", w.Code, w.Body)
+	}
+	if page := b.do("GET", "/ui/keys", nil).Body.String(); !strings.Contains(page, "Portal link "+ps.ID+" revoked.") || strings.Contains(page, form) {
+		t.Fatal("after revoke the page still offers it or says nothing")
+	}
+	if code := f.apiCall(ps.Token, "GET", "/v1/endpoints", "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("revoked link still works: %d", code)
+	}
+}

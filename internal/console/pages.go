@@ -68,6 +68,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/keys", c.action(c.createKey))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.revokeKey))
 	m.HandleFunc("POST /ui/portal-links", c.action(c.createPortalLink))
+	m.HandleFunc("POST /ui/portal-links/{id}/revoke", c.action(c.revokePortalLink))
 	m.HandleFunc("GET /ui/catalog", c.page(c.catalog))
 	m.HandleFunc("GET /ui/catalog/{name}", c.page(c.eventType))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
@@ -1271,6 +1272,7 @@ type keysData struct {
 	Keys       []api.APIKeyOut
 	Created    *api.APIKeyOut
 	Portal     *api.PortalSessionOut
+	Links      []api.PortalSessionOut // portal links, newest first (the first 1000)
 	Err        string
 	NextCursor string
 }
@@ -1295,6 +1297,14 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 		return
 	}
 	d.Keys, d.NextCursor = kl.Data, kl.NextCursor
+	var ps struct {
+		Data []api.PortalSessionOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/portal-sessions?limit=1000", nil, &ps); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Links = ps.Data
 	c.render(w, r, status, "keys", s, "API keys", "keys", d)
 }
 
@@ -1341,6 +1351,16 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	c.setFlash(s, "API key "+id+" revoked.")
+	http.Redirect(w, r, "/ui/keys", http.StatusSeeOther)
+}
+
+func (c *Console) revokePortalLink(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if err := c.call(r, s, "DELETE", "/v1/portal-sessions/"+url.PathEscape(id), nil, nil); err != nil {
+		c.keysError(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "Portal link "+id+" revoked.")
 	http.Redirect(w, r, "/ui/keys", http.StatusSeeOther)
 }
 

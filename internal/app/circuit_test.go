@@ -18,7 +18,15 @@ func TestEndpointCircuitFromTheEngine(t *testing.T) {
 	defer down.Close()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer up.Close()
-	h := startHerald(t, func(c *app.Config) { c.BreakerThreshold, c.BreakerCooldown = 3, time.Hour })
+	// One attempt in flight per endpoint: the breaker counts every attempt
+	// that finishes, so with two of the failing endpoint's attempts in
+	// flight when the third failure opens the circuit, the fourth failure
+	// counts too (4 of 3). Serialized, the circuit opens at exactly 3 and
+	// no attempt follows.
+	h := startHerald(t, func(c *app.Config) {
+		c.BreakerThreshold, c.BreakerCooldown = 3, time.Hour
+		c.EndpointConcurrency = 1
+	})
 	bad := h.createEndpoint("acme", down.URL+"/hook")
 	good := h.createEndpoint("acme", up.URL+"/hook")
 	h.publish("acme", "order.created", `{"n":1}`)

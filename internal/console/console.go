@@ -101,6 +101,7 @@ type session struct {
 	created    time.Time
 	seen       time.Time
 	flash      string
+	once       map[string]func(http.ResponseWriter, *http.Request, *session) // one-time result pages by path (see stash)
 }
 
 const (
@@ -366,6 +367,53 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, *session)) h
 	}
 }
 
+// may wraps a page or action handler with the Policy row of the API
+// operation it leads to: a role the Policy refuses gets 403 before any
+// form or confirmation is shown (the same answer the API would give).
+func (c *Console) may(op string, h func(http.ResponseWriter, *http.Request, *session)) func(http.ResponseWriter, *http.Request, *session) {
+	if _, ok := api.Policy[op]; !ok {
+		panic("console: no Policy row for operation " + op)
+	}
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		if !api.Allowed(s.principal.Role, op) {
+			c.fail(w, r, s, http.StatusForbidden, fmt.Sprintf("role %s may not %s (operation %s, the API's access policy)", s.principal.Role, strings.ReplaceAll(op, "-", " "), op))
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// stash answers a state-changing POST the Post/Redirect/Get way: the
+// result page (which may hold a secret shown only once) is kept in the
+// server-side session under path, and the browser is sent there with 303.
+// The GET of path (shown) renders it once and forgets it, so a reload or
+// Back/Forward neither repeats the action nor shows the secret again; the
+// secret never travels in a URL.
+func (c *Console) stash(w http.ResponseWriter, r *http.Request, s *session, path string, show func(http.ResponseWriter, *http.Request, *session)) {
+	c.mu.Lock()
+	if s.once == nil {
+		s.once = map[string]func(http.ResponseWriter, *http.Request, *session){}
+	}
+	s.once[path] = show
+	c.mu.Unlock()
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// shown is the GET of a stashed result page: rendered once; afterwards it
+// leads to its parent page (path without its last segment) with a note.
+func (c *Console) shown(w http.ResponseWriter, r *http.Request, s *session) {
+	c.mu.Lock()
+	show := s.once[r.URL.Path]
+	delete(s.once, r.URL.Path)
+	c.mu.Unlock()
+	if show == nil {
+		c.setFlash(s, "That result was shown once and is gone (reloading does not repeat the action).")
+		http.Redirect(w, r, r.URL.Path[:strings.LastIndex(r.URL.Path, "/")], http.StatusSeeOther)
+		return
+	}
+	show(w, r, s)
+}
+
 func (c *Console) setFlash(s *session, msg string) {
 	c.mu.Lock()
 	s.flash = msg
@@ -377,10 +425,35 @@ func (c *Console) setFlash(s *session, msg string) {
 // apiError is an API answer with status >= 400 (an RFC 9457 problem).
 type apiError struct {
 	Status int
-	Detail string
+	Detail string       // the problem's detail, then "; field: message" for each invalid field
+	head   string       // the problem's detail alone
+	fields []fieldError // the invalid fields, as the API names them
 }
 
+type fieldError struct{ Location, Message string }
+
 func (e *apiError) Error() string { return e.Detail }
+
+// relabel rewrites an API error in a form's words: each invalid field the
+// API names (a JSON body field or query parameter, e.g. "rate_limit_per_second"
+// or "query.kind") is named by the form label in labels ("Rate limit"),
+// so the message points at what the user typed. Other errors pass as they
+// are.
+func relabel(err error, labels map[string]string) error {
+	var ae *apiError
+	if !errors.As(err, &ae) || len(ae.fields) == 0 {
+		return err
+	}
+	msg := ae.head
+	for _, f := range ae.fields {
+		loc := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query.")
+		if l, ok := labels[loc]; ok {
+			loc = l
+		}
+		msg += "; " + loc + ": " + f.Message
+	}
+	return &apiError{Status: ae.Status, Detail: msg, head: ae.head, fields: ae.fields}
+}
 
 // recorder is a minimal in-memory http.ResponseWriter.
 type recorder struct {
@@ -443,13 +516,16 @@ func (c *Console) call(r *http.Request, s *session, method, path string, body, o
 		if msg == "" {
 			msg = p.Title
 		}
+		ae := &apiError{Status: rec.status, head: msg}
 		for _, e := range p.Errors {
 			msg += "; " + strings.TrimPrefix(e.Location, "body.") + ": " + e.Message
+			ae.fields = append(ae.fields, fieldError{Location: e.Location, Message: e.Message})
 		}
 		if rec.status == http.StatusUnauthorized { // revoked or expired credential: the session ends
 			c.end(s)
 		}
-		return &apiError{Status: rec.status, Detail: msg}
+		ae.Detail = msg
+		return ae
 	}
 	if out != nil && rec.body.Len() > 0 {
 		return json.Unmarshal(rec.body.Bytes(), out)

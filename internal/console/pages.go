@@ -38,22 +38,28 @@ func (c *Console) routes() {
 
 	m.HandleFunc("GET /ui/{$}", c.page(c.overview))
 	m.HandleFunc("GET /ui/endpoints", c.page(c.endpoints))
-	m.HandleFunc("GET /ui/endpoints/new", c.page(c.endpointForm))
+	m.HandleFunc("GET /ui/endpoints/new", c.page(c.may("create-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints", c.action(c.createEndpoint))
 	m.HandleFunc("GET /ui/endpoints/{id}", c.page(c.endpointDetail))
-	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.endpointForm))
+	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.may("update-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints/{id}", c.action(c.updateEndpoint))
-	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.confirmDelete))
+	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.may("delete-endpoint", c.confirmDelete)))
 	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(c.deleteEndpoint))
 	m.HandleFunc("POST /ui/endpoints/{id}/secret", c.action(c.revealSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/rotate", c.action(c.rotateSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/test", c.action(c.testEndpoint))
+	// one-time result pages of the POSTs above (Post/Redirect/Get, see stash)
+	m.HandleFunc("GET /ui/endpoints/{id}/created", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/rotated", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/tested", c.page(c.shown))
+	m.HandleFunc("GET /ui/keys/created", c.page(c.shown))
+	m.HandleFunc("GET /ui/keys/portal-link", c.page(c.shown))
 	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
 	m.HandleFunc("GET /ui/deliveries/{id}", c.page(c.deliveryDetail))
 	m.HandleFunc("GET /ui/events", c.page(c.events))
 	m.HandleFunc("GET /ui/events/{id}", c.page(c.eventDetail))
 	m.HandleFunc("GET /ui/dead-letters", c.page(c.deadLetters))
-	m.HandleFunc("POST /ui/dead-letters/replay", c.action(c.replay))
+	m.HandleFunc("POST /ui/dead-letters/replay", c.action(c.may("replay-delivery", c.replay)))
 	m.HandleFunc("GET /ui/sources", c.page(c.sources))
 	m.HandleFunc("POST /ui/sources", c.action(c.createSource))
 	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
@@ -62,6 +68,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/keys", c.action(c.createKey))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.revokeKey))
 	m.HandleFunc("POST /ui/portal-links", c.action(c.createPortalLink))
+	m.HandleFunc("POST /ui/portal-links/{id}/revoke", c.action(c.revokePortalLink))
 	m.HandleFunc("GET /ui/catalog", c.page(c.catalog))
 	m.HandleFunc("GET /ui/catalog/{name}", c.page(c.eventType))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
@@ -246,17 +253,31 @@ type endpointsData struct {
 	Q          string
 	NextCursor string
 	Cursor     string
+	Err        string
 }
+
+func (d endpointsData) errText() string { return d.Err }
+
+// endpointStates are the states an endpoint can be in (EndpointOut.State).
+var endpointStates = []string{"enabled", "paused", "disabled"}
+
+// listLabels name the endpoints list's query parameters by the filter
+// form's labels.
+var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor": "Next page", "type": "Type"}
 
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
 	v := url.Values{"limit": {"100"}}
-	switch d.Kind {
-	case "source", "all":
+	if d.Kind != "" { // the API checks it (tenant, source or all)
 		v.Set("kind", d.Kind)
-	default:
+	} else {
 		d.Kind = "tenant"
+	}
+	if d.State != "" && !slices.Contains(endpointStates, d.State) {
+		d.Err = fmt.Sprintf("State: %q is not a state: one of %s (or any)", d.State, strings.Join(endpointStates, ", "))
+		c.render(w, r, http.StatusUnprocessableEntity, "endpoints", s, "Endpoints", "endpoints", d)
+		return
 	}
 	if d.Tenant != "" {
 		v.Set("tenant", d.Tenant)
@@ -266,6 +287,12 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	var el endpointList
 	if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+		var ae *apiError
+		if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
+			d.Err = ae.Detail
+			c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+			return
+		}
 		c.apiFail(w, r, s, err)
 		return
 	}
@@ -411,7 +438,12 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 	return b, nil
 }
 
+// endpointLabels name the endpoint API's fields by the endpoint form's labels.
+var endpointLabels = map[string]string{"url": "URL", "description": "Description", "event_types": "Event types",
+	"headers": "Headers", "versions": "Pinned versions", "rate_limit_per_second": "Rate limit", "tenant": "Tenant"}
+
 func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
+	err = relabel(err, endpointLabels)
 	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"),
 		Versions: r.PostFormValue("versions"), Catalog: c.catalogTypes(r, s), Err: err.Error()}
 	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
@@ -446,7 +478,9 @@ func (c *Console) createEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		c.formAgain(w, r, s, "", err)
 		return
 	}
-	c.render(w, r, http.StatusCreated, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(e.ID)+"/created", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
+	})
 }
 
 func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
@@ -522,7 +556,9 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.Secret, d.PreviousExpiresAt = out.Secret, out.PreviousExpiresAt
-	c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/rotated", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+	})
 }
 
 type testData struct {
@@ -547,7 +583,9 @@ func (c *Console) testEndpoint(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.EventID, d.Attempt = out.EventID, out.Attempt
-	c.render(w, r, http.StatusOK, "test", s, "Test event", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/tested", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "test", s, "Test event", "endpoints", d)
+	})
 }
 
 func (c *Console) changeState(w http.ResponseWriter, r *http.Request, s *session) {
@@ -657,6 +695,17 @@ func parseFormTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not a time: use RFC 3339 (2026-01-02T15:04:05Z) or 2026-01-02T15:04 (UTC)", s)
 }
 
+// checkRange is the API's rule for a time range (POST /v1/replay: "until
+// must be after since"), in the form's labels; a bound left empty (zero)
+// passes.
+func checkRange(fromLabel, untilLabel string, from, until time.Time) error {
+	if !from.IsZero() && !until.IsZero() && !until.After(from) {
+		return fmt.Errorf("%s must be after %s (%s is %s, %s is %s)", untilLabel, fromLabel,
+			untilLabel, fmtTime(until), fromLabel, fmtTime(from))
+	}
+	return nil
+}
+
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := eventsData{ID: strings.TrimSpace(q.Get("id")), Type: strings.TrimSpace(q.Get("type")), Tenant: strings.TrimSpace(q.Get("tenant")),
@@ -670,7 +719,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		err := c.call(r, s, "GET", "/v1/events/"+url.PathEscape(d.ID)+"?"+v.Encode(), nil, &e)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			d.Err = ae.Detail
+			d.Err = strings.Replace(ae.Detail, "add ?tenant=<tenant>", "fill in Tenant", 1)
 		} else if err != nil {
 			c.apiFail(w, r, s, err)
 			return
@@ -682,7 +731,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	from, err1 := parseFormTime(d.From)
 	until, err2 := parseFormTime(d.Until)
-	if err := errors.Join(err1, err2); err != nil {
+	if err := errors.Join(err1, err2, checkRange("From", "Until", from, until)); err != nil {
 		d.Err = err.Error()
 		c.render(w, r, http.StatusUnprocessableEntity, "events", s, "Events", "events", d)
 		return
@@ -705,7 +754,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		if err := c.call(r, s, "GET", "/v1/events?"+v.Encode(), nil, &page); err != nil {
 			var ae *apiError
-			if errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
+			if errors.As(relabel(err, listLabels), &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
 				d.Err = ae.Detail
 				c.render(w, r, ae.Status, "events", s, "Events", "events", d)
 				return
@@ -876,7 +925,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 	if r.PostFormValue("scope") == "range" {
 		since, err1 := parseFormTime(d.Since)
 		until, err2 := parseFormTime(d.Until)
-		if err := errors.Join(err1, err2); err != nil {
+		if err := errors.Join(err1, err2, checkRange("since", "until", since, until)); err != nil {
 			c.fail(w, r, s, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
@@ -1223,6 +1272,7 @@ type keysData struct {
 	Keys       []api.APIKeyOut
 	Created    *api.APIKeyOut
 	Portal     *api.PortalSessionOut
+	Links      []api.PortalSessionOut // portal links, newest first (the first 1000)
 	Err        string
 	NextCursor string
 }
@@ -1247,12 +1297,24 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 		return
 	}
 	d.Keys, d.NextCursor = kl.Data, kl.NextCursor
+	var ps struct {
+		Data []api.PortalSessionOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/portal-sessions?limit=1000", nil, &ps); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Links = ps.Data
 	c.render(w, r, status, "keys", s, "API keys", "keys", d)
 }
 
+// keysLabels name the API keys' and portal sessions' fields by the
+// forms' labels.
+var keysLabels = map[string]string{"name": "Name", "role": "Role", "tenant": "Tenant", "expires_at": "Expires", "ttl_seconds": "Lifetime"}
+
 func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	var ae *apiError
-	if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+	if errors.As(relabel(err, keysLabels), &ae) && ae.Status != http.StatusUnauthorized {
 		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail})
 		return
 	}
@@ -1277,7 +1339,9 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 		c.keysError(w, r, s, err)
 		return
 	}
-	c.keysPage(w, r, s, http.StatusCreated, keysData{Created: &out})
+	c.stash(w, r, s, "/ui/keys/created", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.keysPage(w, r, s, http.StatusOK, keysData{Created: &out})
+	})
 }
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1290,12 +1354,22 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) 
 	http.Redirect(w, r, "/ui/keys", http.StatusSeeOther)
 }
 
+func (c *Console) revokePortalLink(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if err := c.call(r, s, "DELETE", "/v1/portal-sessions/"+url.PathEscape(id), nil, nil); err != nil {
+		c.keysError(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "Portal link "+id+" revoked.")
+	http.Redirect(w, r, "/ui/keys", http.StatusSeeOther)
+}
+
 func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *session) {
 	b := map[string]any{"tenant": strings.TrimSpace(r.PostFormValue("tenant")), "role": r.PostFormValue("role")}
 	if t := strings.TrimSpace(r.PostFormValue("ttl_minutes")); t != "" {
 		n, err := strconv.Atoi(t)
-		if err != nil {
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "lifetime: a whole number of minutes (1–10080)"})
+		if err != nil || n < 1 || n > 10080 { // the API's ttl_seconds: 60–604800
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t)})
 			return
 		}
 		b["ttl_seconds"] = n * 60
@@ -1305,7 +1379,9 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 		c.keysError(w, r, s, err)
 		return
 	}
-	c.keysPage(w, r, s, http.StatusCreated, keysData{Portal: &out})
+	c.stash(w, r, s, "/ui/keys/portal-link", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.keysPage(w, r, s, http.StatusOK, keysData{Portal: &out})
+	})
 }
 
 // --- event catalog ------------------------------------------------------

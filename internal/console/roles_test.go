@@ -155,7 +155,7 @@ func TestCatalogPagesAndPinnedVersions(t *testing.T) {
 	if len(eps.Data) != 0 {
 		t.Fatal("a refused form created an endpoint")
 	}
-	if r := post("/ui/endpoints", url.Values{"tenant": {"acme"}, "url": {"https://receiver.example/hook"}, "event_types": {"order.*"}, "versions": {"order.created: 1"}}); r.StatusCode != http.StatusCreated {
+	if r := post("/ui/endpoints", url.Values{"tenant": {"acme"}, "url": {"https://receiver.example/hook"}, "event_types": {"order.*"}, "versions": {"order.created: 1"}}); r.StatusCode != http.StatusSeeOther {
 		t.Fatalf("create with a pin: %d", r.StatusCode)
 	}
 	f.apiCall(adminKey, "GET", "/v1/endpoints", "", &eps)

@@ -190,9 +190,19 @@ async function main() {
   const secret1 = (await page.textContent('[data-testid=secret]')).trim();
   assert.match(secret1, /^whsec_/);
   await shot(page, 'endpoint-created');
+  const endpointCount = async () => (await api('GET', '/v1/endpoints?limit=1000')).body.data.length;
+  const nEndpoints = await endpointCount();
   await page.click('text=Go to the endpoint');
   const epOK = page.url().split('/ui/endpoints/')[1];
   assert.match(epOK, /^ep_/);
+
+  log('Back, Forward and reload after a create repeat nothing and show the secret no more');
+  await page.goBack();
+  assert.equal(await page.$('[data-testid=secret]'), null, 'Back shows the new secret again');
+  assert.match(await page.textContent('.flash'), /shown once/);
+  await page.goForward();
+  await page.reload();
+  assert.equal(await endpointCount(), nEndpoints, 'Back/Forward or reload created another endpoint');
   assert.equal((await page.textContent('[data-testid=description]')).trim(), descXSS, 'description renders as text');
   assert.equal(await page.textContent('h1'), urlXSS, 'URL renders as text');
   assert.match(await page.textContent('[data-testid=pins]'), /shipment\.sent v1/, 'the pinned version is shown');
@@ -369,6 +379,10 @@ async function main() {
   assert.notEqual(secret2, secret1);
   assert.match(await page.textContent('[data-testid=overlap]'), /previous secret also signs until/);
   await shot(page, 'secret-rotated');
+  const nSecrets = (await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length;
+  await page.reload();
+  assert.equal(await page.$('[data-testid=secret]'), null, 'a reload shows the rotated secret again');
+  assert.equal((await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length, nSecrets, 'a reload rotated again');
 
   log('inbound sources');
   await page.goto(heraldBase + '/ui/sources');
@@ -389,6 +403,10 @@ async function main() {
   await page.click('button:has-text("Create key")');
   assert.match(await page.textContent('[data-testid=new-key]'), /^herald_key_/);
   const publisherKey = (await page.textContent('[data-testid=new-key]')).trim();
+  const nKeys = (await api('GET', '/v1/api-keys')).body.data.length;
+  await page.reload();
+  assert.equal(await page.$('[data-testid=new-key]'), null, 'a reload shows the new key again');
+  assert.equal((await api('GET', '/v1/api-keys')).body.data.length, nKeys, 'a reload created another key');
   await page.fill('#portal-form input[name=tenant]', 'acme');
   await page.selectOption('#portal-form select[name=role]', 'manager');
   await page.click('button:has-text("Create portal link")');

@@ -1,0 +1,207 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+)
+
+// adminBrowser signs in with the admin key and returns the browser and a
+// CSRF token of its session.
+func adminBrowser(t *testing.T, f *fixture) (*browser, string) {
+	t.Helper()
+	b := f.browser()
+	if w := b.signIn(adminKey); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	return b, csrfOf(t, b.do("GET", "/ui/keys", nil).Body.String())
+}
+
+// Each state-changing form answers 303 to a GET page that shows its result
+// (and any one-time secret) once: reloading that page repeats nothing and
+// shows the secret no more.
+func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	count := func(path string) int {
+		var l struct{ Data []map[string]any }
+		f.apiCall(adminKey, "GET", path, "", &l)
+		return len(l.Data)
+	}
+	secretOnce := func(what string, w interface {
+		Result() *http.Response
+	}, secret func(body string) string) {
+		t.Helper()
+		res := w.Result()
+		loc := res.Header.Get("Location")
+		if res.StatusCode != http.StatusSeeOther || loc == "" {
+			t.Fatalf("%s: %d, want 303 to a result page", what, res.StatusCode)
+		}
+		page := b.do("GET", loc, nil)
+		if page.Code != http.StatusOK {
+			t.Fatalf("%s: GET %s: %d", what, loc, page.Code)
+		}
+		s := secret(page.Body.String())
+		if s == "" {
+			t.Fatalf("%s: the result page shows no secret:\n%s", what, page.Body)
+		}
+		if strings.Contains(loc, s) {
+			t.Fatalf("%s: the secret is in the URL %s", what, loc)
+		}
+		again := b.do("GET", loc, nil) // F5 on the result page
+		if again.Code != http.StatusSeeOther || strings.Contains(again.Body.String(), s) {
+			t.Fatalf("%s: reloading the result page: %d", what, again.Code)
+		}
+		if next := b.do("GET", again.Header().Get("Location"), nil).Body.String(); strings.Contains(next, s) || !strings.Contains(next, "shown once") {
+			t.Fatalf("%s: after the reload the secret is shown again or no note says why", what)
+		}
+	}
+	between := func(body, from, to string) string {
+		_, after, ok := strings.Cut(body, from)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(after, to)
+		return v
+	}
+
+	w := b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"}})
+	secretOnce("create endpoint", w, func(body string) string { return between(body, "whsec_", "<") })
+	if n := count("/v1/endpoints"); n != 1 {
+		t.Fatalf("endpoints after create and reloads: %d", n)
+	}
+	var eps struct{ Data []api.EndpointOut }
+	f.apiCall(adminKey, "GET", "/v1/endpoints", "", &eps)
+	id := eps.Data[0].ID
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/rotate", url.Values{"csrf": {token}, "overlap_seconds": {"60"}})
+	secretOnce("rotate secret", w, func(body string) string { return between(body, "whsec_", "<") })
+	var secrets struct{ Data []map[string]any }
+	f.apiCall(adminKey, "GET", "/v1/endpoints/"+id+"/secrets", "", &secrets)
+	if len(secrets.Data) != 2 {
+		t.Fatalf("secrets after one rotation and reloads: %d", len(secrets.Data))
+	}
+
+	w = b.do("POST", "/ui/keys", url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
+	secretOnce("create key", w, func(body string) string { return between(body, `data-testid="new-key">`, "<") })
+	if n := count("/v1/api-keys"); n != 1 {
+		t.Fatalf("keys after create and reloads: %d", n)
+	}
+
+	w = b.do("POST", "/ui/portal-links", url.Values{"csrf": {token}, "tenant": {"acme"}, "role": {"viewer"}, "ttl_minutes": {"60"}})
+	secretOnce("create portal link", w, func(body string) string { return between(body, `data-testid="portal-url">`, "<") })
+	if n := count("/v1/portal-sessions"); n != 1 {
+		t.Fatalf("portal sessions after create and reloads: %d", n)
+	}
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/test", url.Values{"csrf": {token}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("send test event: %d, want 303", w.Code)
+	}
+	if page := b.do("GET", w.Header().Get("Location"), nil); page.Code != http.StatusOK || !strings.Contains(page.Body.String(), "evt_test") {
+		t.Fatalf("test result page: %d", page.Code)
+	}
+}
+
+// A viewer is refused the forms and confirmations of what its role may not
+// do, before any is shown.
+func TestViewerRefusedFormsAndConfirmations(t *testing.T) {
+	f := newFixture(t)
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, &ep)
+	var viewer api.APIKeyOut
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"acme"}`, &viewer)
+	b := f.browser()
+	if w := b.signIn(viewer.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("viewer sign-in: %d", w.Code)
+	}
+	token := csrfOf(t, b.do("GET", "/ui/endpoints/"+ep.ID, nil).Body.String())
+	for _, p := range []string{"/ui/endpoints/new", "/ui/endpoints/" + ep.ID + "/edit", "/ui/endpoints/" + ep.ID + "/delete"} {
+		w := b.do("GET", p, nil)
+		if w.Code != http.StatusForbidden || strings.Contains(w.Body.String(), "<form method=\"post\" action=\"/ui/endpoints") {
+			t.Fatalf("GET %s as viewer: %d", p, w.Code)
+		}
+	}
+	w := b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}})
+	if w.Code != http.StatusForbidden || strings.Contains(w.Body.String(), "confirm") {
+		t.Fatalf("replay confirmation as viewer: %d", w.Code)
+	}
+}
+
+// An inverted time range is refused with the API's rule, not searched.
+func TestInvertedTimeRangeIsRefused(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("GET", "/ui/events?from=2026-01-02T16:00&until=2026-01-02T15:00", nil)
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "Until must be after From") {
+		t.Fatalf("events search with until before from: %d", w.Code)
+	}
+	w = b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}, "since": {"2026-01-02T16:00"}, "until": {"2026-01-02T16:00"}})
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "until must be after since") {
+		t.Fatalf("replay with until not after since: %d", w.Code)
+	}
+}
+
+// Bad filter values on the endpoints list are refused as the API would.
+func TestEndpointsListRefusesBadFilters(t *testing.T) {
+	f := newFixture(t)
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, nil)
+	b, _ := adminBrowser(t, f)
+	if w := b.do("GET", "/ui/endpoints?kind=bogus", nil); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "Kind:") {
+		t.Fatalf("kind=bogus: %d", w.Code)
+	}
+	if w := b.do("GET", "/ui/endpoints?state=bogus", nil); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "State: &#34;bogus&#34; is not a state") {
+		t.Fatalf("state=bogus: %d %s", w.Code, w.Body)
+	}
+	if w := b.do("GET", "/ui/endpoints?state=enabled&kind=all", nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "acme.example") {
+		t.Fatalf("good filters: %d", w.Code)
+	}
+}
+
+// Errors name the form's fields and units, not the API's.
+func TestErrorsUseTheFormsLabels(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/portal-links", url.Values{"csrf": {token}, "tenant": {"acme"}, "role": {"viewer"}, "ttl_minutes": {"0"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Lifetime:") || !strings.Contains(body, "minutes") || strings.Contains(body, "ttl_seconds") {
+		t.Fatalf("portal link lifetime 0: %d %s", w.Code, body)
+	}
+	w = b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"}, "rate_limit_per_second": {"-1"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Rate limit:") || strings.Contains(body, "rate_limit_per_second:") {
+		t.Fatalf("negative rate limit: %d %s", w.Code, body)
+	}
+	var e api.EventOut
+	f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.created","payload":{}}`, &e)
+	w = b.do("GET", "/ui/events?id=my-own-id", nil)
+	if body := w.Body.String(); !strings.Contains(body, "fill in Tenant") || strings.Contains(body, "?tenant=") {
+		t.Fatalf("event id without tenant: %d %s", w.Code, body)
+	}
+}
+
+// The API keys page lists portal links and revokes one (after the page's
+// confirmation); the revoked link no longer signs in.
+func TestPortalLinksListedAndRevoked(t *testing.T) {
+	f := newFixture(t)
+	var ps api.PortalSessionOut
+	if code := f.apiCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, &ps); code != http.StatusCreated {
+		t.Fatal(code)
+	}
+	b, token := adminBrowser(t, f)
+	page := b.do("GET", "/ui/keys", nil).Body.String()
+	form := `action="/ui/portal-links/` + ps.ID + `/revoke" class="inline confirm-submit" data-confirm="Revoke portal link`
+	if !strings.Contains(page, `data-link="`+ps.ID+`"`) || !strings.Contains(page, form) {
+		t.Fatalf("the keys page does not list the portal link with a confirmed revoke:\n%s", page)
+	}
+	if w := b.do("POST", "/ui/portal-links/"+ps.ID+"/revoke", url.Values{"csrf": {token}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", w.Code, w.Body)
+	}
+	if page := b.do("GET", "/ui/keys", nil).Body.String(); !strings.Contains(page, "Portal link "+ps.ID+" revoked.") || strings.Contains(page, form) {
+		t.Fatal("after revoke the page still offers it or says nothing")
+	}
+	if code := f.apiCall(ps.Token, "GET", "/v1/endpoints", "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("revoked link still works: %d", code)
+	}
+}

@@ -73,8 +73,8 @@ var StatusFamilies = []string{"2xx", "3xx", "4xx", "5xx", "none"}
 // histogram kept in every rollup; a last bucket counts the attempts longer
 // than the last bound. A percentile is answered with the upper bound of the
 // bucket holding it (the last bound for the overflow bucket), so it is never
-// below the true value and at most one bucket above: within 2.5× at any
-// duration, and exact to the bucket's bound (5 ms, 10 ms, 25 ms, …).
+// below the true value and at most one bucket above: within 3× (the
+// 10 s → 30 s step; 2.5× elsewhere), and exact to the bucket's bound (5 ms, 10 ms, 25 ms, …).
 var DurationBounds = []time.Duration{
 	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
 	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,

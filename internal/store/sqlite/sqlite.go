@@ -119,18 +119,27 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 // stmt returns query as a statement of tx: the one prepared at Open when
 // it is a hot statement, else prepared for this transaction. (It never
 // prepares on the DB itself: the transaction holds the only writer
-// connection.)
-func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+// connection.) A failed prepare is returned as the error (the statement is
+// then nil and must not be used).
+func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	if st, ok := s.stmts[query]; ok {
-		return tx.StmtContext(ctx, st)
+		return tx.StmtContext(ctx, st), nil
 	}
 	st, err := tx.PrepareContext(ctx, query)
 	if err != nil {
-		// Surface the error at use: prepare again through the transaction
-		// when executed (database/sql reports it then).
-		st, _ = tx.PrepareContext(ctx, query)
+		return nil, fmt.Errorf("prepare: %w", err)
 	}
-	return st
+	return st, nil
+}
+
+// exec runs query (through stmt) in tx with args.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx, args...)
+	return err
 }
 
 // Option configures Open.

@@ -12,28 +12,7 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
-)
-
-// Errors returned by every driver. The API maps them to HTTP statuses in one
-// place (internal/api).
-var (
-	// ErrNotFound: the record does not exist (404).
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: the request reuses an id or idempotency key with different
-	// content (409).
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid: a parameter is malformed, e.g. a cursor that this store
-	// did not issue (400).
-	ErrInvalid = errors.New("invalid input")
-	// ErrLimit: a configured limit would be exceeded, e.g. endpoints per
-	// tenant (422); the error's text names the limit.
-	ErrLimit = errors.New("limit reached")
-	// ErrUnavailable: the database could not be reached or the write could not
-	// be committed; nothing was stored (503).
-	ErrUnavailable = errors.New("store unavailable")
 )
 
 // EndpointState is the state of an endpoint.
@@ -838,5 +817,5 @@ type Store interface {
 // EndpointLimit is the error of an endpoint refused because its tenant
 // already has max endpoints (CreateEndpointParams.MaxPerTenant).
 func EndpointLimit(tenant string, max int) error {
-	return fmt.Errorf("tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant): %w", tenant, max, ErrLimit)
+	return Errorf(CodeLimit, "tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant)", tenant, max)
 }

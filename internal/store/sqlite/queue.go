@@ -31,7 +31,7 @@ func scanEvent(sc scanner) (store.Event, error) {
 	}
 	if headers != "" {
 		if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-			return e, fmt.Errorf("event %s headers: %w", e.ID, err)
+			return e, store.Internal(fmt.Errorf("event %s headers: %w", e.ID, err))
 		}
 	}
 	e.OccurredAt, e.CreatedAt = fromMicro(occurredAt), fromMicro(createdAt)
@@ -210,7 +210,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		t := target{id: id, state: store.DeliveryPending}
 		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
 			rows.Close()
-			return store.FanOutResult{}, fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err)
+			return store.FanOutResult{}, store.Internal(fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err))
 		}
 		if id == exclude || !store.MatchEventType(t.patterns, eventType) {
 			continue
@@ -399,7 +399,7 @@ func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([
 		}
 		t := target{id: id, state: store.DeliveryPending}
 		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
-			return nil, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
+			return nil, store.Internal(fmt.Errorf("publish: endpoint %s event_types: %w", id, err))
 		}
 		if store.EndpointState(state) != store.EndpointEnabled {
 			t.state = store.DeliveryPaused
@@ -434,7 +434,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if p.Cursor != "" {
 		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil || seq <= 0 {
-			return store.Page[store.Event]{}, fmt.Errorf("list events: cursor %q: %w", p.Cursor, store.ErrInvalid)
+			return store.Page[store.Event]{}, store.Errorf(store.CodeInvalid, "list events: cursor %q", p.Cursor)
 		}
 		where = append(where, "rowid < ?")
 		args = append(args, seq)

@@ -320,8 +320,10 @@ func nullMicro(v sql.NullInt64) time.Time {
 	return fromMicro(v.Int64)
 }
 
-// wrap classifies driver errors: sql.ErrNoRows becomes store.ErrNotFound,
-// anything else store.ErrUnavailable (the caller could not read or commit).
+// wrap names the operation and classifies driver errors: sql.ErrNoRows
+// becomes store.ErrNotFound, an error that already has a code
+// (store.Classified) keeps it, anything else is store.ErrUnavailable (the
+// caller could not read or commit).
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -329,7 +331,7 @@ func wrap(op string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if store.Classified(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
@@ -351,16 +353,16 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, err
 	}
 	if err := json.Unmarshal([]byte(versions), &e.Versions); err != nil {
-		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s versions: %w", e.ID, err))
 	}
 	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
-		return e, fmt.Errorf("endpoint %s event_types: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s event_types: %w", e.ID, err))
 	}
 	if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s headers: %w", e.ID, err))
 	}
 	var err error
 	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
@@ -433,7 +435,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
+			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", e.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
@@ -638,7 +640,7 @@ func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 		var h map[string]string
 		if err := json.Unmarshal([]byte(raw), &h); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+			return 0, store.Internal(fmt.Errorf("endpoint %s headers: %w", id, err))
 		}
 		if !store.HeadersSealed(h) {
 			clear[id] = h

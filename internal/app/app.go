@@ -243,16 +243,11 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	m.metrics = metrics.New(st.Stats)
-	membership, _ := st.(store.Membership)
-	// On PostgreSQL a claim and a completion batch are round trips to the
-	// server: two claim loops and two completion writers keep the workers
-	// fed while one of them waits for its answer.
-	claimers := 1
-	if _, ok := st.(*postgres.Store); ok {
-		claimers = 2
-	}
+	// What the engine may use of the store is what the driver declares.
+	caps := st.Capabilities()
+	claimers := max(caps.Claimers, 1)
 	m.engine, err = delivery.New(delivery.Config{
-		Membership:          membership,
+		Membership:          caps.Membership,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
 		Completers:          claimers,
@@ -472,9 +467,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 // sealClearHeaders seals endpoint header values stored in clear by an
 // earlier version (store.SealHeaders), once the key is proven right.
 func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
-	s, ok := st.(interface {
-		SealClearHeaders(context.Context) (int, error)
-	})
+	s, ok := st.(store.ClearHeaderSealer)
 	if !ok {
 		return nil
 	}
@@ -573,9 +566,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { engineDone <- m.engine.Run(engineCtx) }()
 	// PostgreSQL: a publish on any node wakes this node's workers at once
 	// (LISTEN/NOTIFY); polling remains the fallback.
-	if l, ok := m.store.(interface {
-		Listen(ctx context.Context, onNotify func()) error
-	}); ok {
+	if l := m.store.Capabilities().Wakeups; l != nil {
 		go func() { _ = l.Listen(engineCtx, m.engine.Notify) }()
 	}
 	opsDone := make(chan struct{})

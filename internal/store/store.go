@@ -671,11 +671,21 @@ type Node struct {
 // live without a heartbeat.
 const NodeTTLIntervals = 10
 
+// Store is the storage contract every database driver implements (the
+// sqlite and postgres sub-packages): one method per operation, each taking
+// a params struct where it has more than an id, each returning errors of
+// the store's error model (errors.go: an *Error with a Code, or a wrapped
+// sentinel such as ErrNotFound). A driver's optional features are
+// declared by Capabilities, never guessed from its type. The conformance
+// suite (storetest.Exercise) runs every method on every driver.
 type Store interface {
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+	// Capabilities declares the driver's optional features (a nil field:
+	// the driver lacks it).
+	Capabilities() Capabilities
 
 	// EnsureMeta stores value under key unless a value is already there, and
 	// returns the stored value (atomic: the first writer wins).

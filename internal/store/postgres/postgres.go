@@ -118,7 +118,21 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
-var _ store.Store = (*Store)(nil)
+// The store interface and the capabilities this driver declares
+// (Capabilities).
+var (
+	_ store.Store             = (*Store)(nil)
+	_ store.Notifier          = (*Store)(nil)
+	_ store.Membership        = (*Store)(nil)
+	_ store.NodeLister        = (*Store)(nil)
+	_ store.ClearHeaderSealer = (*Store)(nil)
+)
+
+// Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
+// membership, and two claimers (a claim is a round trip to the server).
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2}
+}
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, including pgxpool settings such as pool_max_conns),

@@ -155,7 +155,19 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
-var _ store.Store = (*Store)(nil)
+// The store interface and the capabilities this driver has (it declares
+// no optional one: Capabilities).
+var (
+	_ store.Store             = (*Store)(nil)
+	_ store.ClearHeaderSealer = (*Store)(nil)
+)
+
+// Capabilities implements store.Store: none of the optional features (one
+// process owns the database: no other node to wake or share limits with),
+// one claimer (a claim is a local call).
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Claimers: 1}
+}
 
 // Open opens (creating if needed) the database file at path, applies the
 // embedded migrations with goose, and returns the store. path is a file

@@ -397,3 +397,13 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 		t.Errorf("after DeleteEndpoint: %d attempts, %d deliveries, %d events; want 0, 0, 1", attempts, deliveries, events)
 	}
 }
+
+// TestCapabilities: one process owns a SQLite database, so the driver
+// declares no wake-ups, membership or node list, and one claimer.
+func TestCapabilities(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+	defer s.Close()
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1}) {
+		t.Errorf("Capabilities() = %+v, want only Claimers 1", c)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-
 func nodeIDs(ns []store.Node) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {

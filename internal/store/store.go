@@ -6,7 +6,7 @@
 // worker with a lease (LeaseOwner, LeaseUntil); completing it clears the lease
 // and writes the attempt; a rescuer clears leases that expired because their
 // owner crashed, so the delivery becomes claimable again. Drivers live in
-// sub-packages (sqlite, later postgres) and all pass the conformance suite in
+// sub-packages (sqlite, postgres) and all pass the conformance suite in
 // storetest.
 package store
 

@@ -490,14 +490,6 @@ func (x extraScanner) Scan(dest ...any) error {
 	return x.rows.Scan(append(dest, x.last)...)
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // lockTenantsOfCompletions takes the tenant locks of a batch of
 // completions (deliveries $1), in key order: exclusive for a tenant where a
 // completion disables an endpoint (a 410, $2) or probably will (its failure

@@ -6,7 +6,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -61,6 +61,10 @@ type Config struct {
 	NotifyFanOut func()
 	// Tester sends test events (POST /v1/endpoints/{id}/test); optional.
 	Tester Tester
+	// Circuit, when set, reports an endpoint's circuit breaker on this
+	// node (the engine's); GET /v1/endpoints and GET /v1/endpoints/{id}
+	// then show it as "circuit". nil: the field is omitted.
+	Circuit func(endpointID string) CircuitOut
 	// Inbound, when set, serves POST /in/{source_id} (the gateway; no API
 	// key: the provider's signature is the authentication).
 	Inbound http.Handler
@@ -100,6 +104,10 @@ type Config struct {
 	// for KeyCheckEvery (default 10 s) between runs.
 	KeyCheck      func(ctx context.Context) error
 	KeyCheckEvery time.Duration
+	// CursorKey (32 bytes) seals the lists' next_cursor values (cursor.go).
+	// Nodes sharing a database must use the same key; nil means a random
+	// key per process (a restart then answers 400 to older cursors).
+	CursorKey []byte
 }
 
 // Tester sends one signed test event to an endpoint now, through the
@@ -111,6 +119,7 @@ type Tester interface {
 // Server serves the API.
 type Server struct {
 	cfg      Config
+	cursors  *cursorBox
 	keyCheck *keyCheck
 	api      huma.API
 	mux      *http.ServeMux
@@ -151,6 +160,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.KeyCheckEvery <= 0 {
 		cfg.KeyCheckEvery = defaultKeyCheckEvery
 	}
+	cursors, err := newCursorBox(cfg.CursorKey)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	hc := huma.DefaultConfig("Herald API", cfg.Version)
 	hc.CreateHooks = nil // no "$schema" fields or Link headers in responses
@@ -167,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 		op.BodyReadTimeout = -1
 	})
 	api := humago.New(mux, hc)
-	s := &Server{cfg: cfg, api: api, mux: mux,
+	s := &Server{cfg: cfg, cursors: cursors, api: api, mux: mux,
 		keyCheck: &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
 		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
@@ -506,34 +519,10 @@ func invalid(location, rule string, value any) error {
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})
 }
 
-// Cursors are opaque to clients: base64url of the last id of the page.
-func encodeCursor(id string) string {
-	if id == "" {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(id))
-}
-
-func decodeCursor(c string) (string, error) {
-	if c == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) == 0 || len(b) > 200 || !validID(string(b)) {
-		return "", huma.Error400BadRequest("invalid cursor", &huma.ErrorDetail{Location: "query.cursor", Message: "not a cursor returned by this API", Value: c})
-	}
-	return string(b), nil
-}
-
 // ListQuery is the pagination of every list route.
 type ListQuery struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"page size, 1–1000"`
 	Cursor string `query:"cursor" maxLength:"300" doc:"next_cursor of the previous page"`
-}
-
-func (q ListQuery) params() (store.ListParams, error) {
-	id, err := decodeCursor(q.Cursor)
-	return store.ListParams{Limit: q.Limit, Cursor: id}, err
 }
 
 func validID(s string) bool {
@@ -573,8 +562,15 @@ func (s *Server) registerHealth() {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
-	// Anything no route matches gets a problem, not text/plain.
+	// Anything no route matches gets a problem, not text/plain: 405 with
+	// Allow (RFC 9110 §15.5.6) when the path has routes for other methods,
+	// 404 otherwise.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowedMethods(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeProblem(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "))
+			return
+		}
 		writeProblem(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path+"; see /openapi.json")
 	})
 	if s.cfg.Metrics != nil {
@@ -602,4 +598,23 @@ func (s *Server) registerHealth() {
 var jsonFormat = huma.Format{
 	Marshal:   huma.DefaultJSONFormat.Marshal,
 	Unmarshal: segjson.Unmarshal,
+}
+
+// allowedMethods lists the methods with a route for r's path (none when
+// only the catch-all matches it).
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 && slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	return allow
 }

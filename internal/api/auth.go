@@ -516,9 +516,13 @@ func Allowed(role, operationID string) bool {
 }
 
 // AuthenticationError is returned by Authenticate for a key the API would
-// answer 401 (or 429 while the client address is throttled); its message
-// is the API's detail.
-type AuthenticationError struct{ Detail string }
+// answer 401, or 429 while the client address is throttled (RetryAfter > 0:
+// how long until the address may try again, the API's Retry-After); its
+// message is the API's detail.
+type AuthenticationError struct {
+	Detail     string
+	RetryAfter time.Duration
+}
 
 func (e *AuthenticationError) Error() string { return e.Detail }
 
@@ -529,7 +533,7 @@ func (e *AuthenticationError) Error() string { return e.Detail }
 func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal, error) {
 	if wait := s.throttle.blocked(addr); wait > 0 {
 		s.cfg.Metrics.AuthFailure("throttled")
-		return Principal{}, &AuthenticationError{Detail: fmt.Sprintf("too many failed sign-ins from this address; retry in %d s", int(math.Ceil(wait.Seconds())))}
+		return Principal{}, &AuthenticationError{Detail: fmt.Sprintf("too many attempts from this address; retry in %d s", int(math.Ceil(wait.Seconds()))), RetryAfter: wait}
 	}
 	key = strings.TrimSpace(key)
 	if key == "" {

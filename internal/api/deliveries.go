@@ -41,8 +41,8 @@ func deliveryOut(d store.Delivery) DeliveryOut {
 	return out
 }
 
-func deliveryList(pg store.Page[store.Delivery]) DeliveryList {
-	out := DeliveryList{Data: make([]DeliveryOut, len(pg.Data)), NextCursor: encodeCursor(pg.NextCursor)}
+func (s *Server) deliveryList(pg store.Page[store.Delivery]) DeliveryList {
+	out := DeliveryList{Data: make([]DeliveryOut, len(pg.Data)), NextCursor: s.cursor(listDeliveries, pg.NextCursor)}
 	for i, d := range pg.Data {
 		out.Data[i] = deliveryOut(d)
 	}

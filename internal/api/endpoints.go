@@ -31,8 +31,31 @@ type EndpointOut struct {
 	StateReason        string            `json:"state_reason,omitempty"`
 	Kind               string            `json:"kind" enum:"tenant,source" doc:"tenant: a tenant's endpoint; source: the forwarding endpoint of an inbound source (its tenant is the source id)"`
 	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
+	Circuit            *CircuitOut       `json:"circuit,omitempty" doc:"the circuit breaker as the node that answered sees it (each node keeps its own); on list and read only"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
+}
+
+// CircuitOut is an endpoint's circuit breaker on the node that answered
+// (docs/contract.md, "Circuit breaker"): after Threshold consecutive
+// transport-level failures (no answer, or 5xx) the circuit opens and no
+// attempt goes out until OpenUntil; then one probe attempt decides (a
+// success closes it, a failure opens it again).
+type CircuitOut struct {
+	State               string     `json:"state" enum:"closed,open,half_open" doc:"closed: attempts go out; open: none until open_until; half_open: the cooldown ended and the next attempt is a probe"`
+	ConsecutiveFailures int        `json:"consecutive_failures" doc:"consecutive transport-level failures counted by this node"`
+	Threshold           int        `json:"threshold" doc:"consecutive failures that open the circuit (herald serve --breaker-threshold)"`
+	OpenUntil           *time.Time `json:"open_until,omitempty" doc:"open or half_open: when the cooldown ends (ended)"`
+	Probing             bool       `json:"probing,omitempty" doc:"half_open: the probe attempt is in flight"`
+}
+
+// withCircuit adds the endpoint's circuit breaker state (Config.Circuit).
+func (s *Server) withCircuit(out EndpointOut) EndpointOut {
+	if s.cfg.Circuit != nil {
+		c := s.cfg.Circuit(out.ID)
+		out.Circuit = &c
+	}
+	return out
 }
 
 // RedactedHeaderValue replaces a custom header's value for a caller whose
@@ -253,7 +276,7 @@ func (s *Server) registerEndpoints() {
 		Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
 		ListQuery
 	}) (*listOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listEndpoints)
 		if err != nil {
 			return nil, err
 		}
@@ -269,9 +292,9 @@ func (s *Server) registerEndpoints() {
 		out := &listOut{}
 		out.Body.Data = make([]EndpointOut, len(pg.Data))
 		for i, e := range pg.Data {
-			out.Body.Data[i] = endpointOut(ctx, e)
+			out.Body.Data[i] = s.withCircuit(endpointOut(ctx, e))
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listEndpoints, pg.NextCursor)
 		return out, nil
 	})
 
@@ -283,7 +306,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "endpoint "+in.ID)
 		}
-		return &endpointOutput{Body: endpointOut(ctx, e)}, nil
+		return &endpointOutput{Body: s.withCircuit(endpointOut(ctx, e))}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -516,7 +539,7 @@ func (s *Server) registerEndpoints() {
 		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
 		ListQuery
 	}) (*deliveriesOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -528,7 +551,7 @@ func (s *Server) registerEndpoints() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &deliveriesOut{Body: deliveryList(pg)}, nil
+		return &deliveriesOut{Body: s.deliveryList(pg)}, nil
 	})
 }
 

@@ -218,11 +218,11 @@ func (s *Server) registerEvents() {
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
 		Summary: "List events, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct {
-		Tenant string `query:"tenant" maxLength:"128"`
+		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 		Type   string `query:"type" maxLength:"128"`
 		ListQuery
 	}) (*eventsOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listEvents)
 		if err != nil {
 			return nil, err
 		}
@@ -239,13 +239,13 @@ func (s *Server) registerEvents() {
 		for i, e := range pg.Data {
 			out.Body.Data[i] = eventOut(e)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
 		return out, nil
 	})
 
 	type EventIDPath struct {
 		ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
-		Tenant string `query:"tenant" maxLength:"128" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
+		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{id}", Tags: []string{"events"},
@@ -265,7 +265,7 @@ func (s *Server) registerEvents() {
 		EventIDPath
 		ListQuery
 	}) (*struct{ Body DeliveryList }, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -277,7 +277,7 @@ func (s *Server) registerEvents() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &struct{ Body DeliveryList }{Body: deliveryList(pg)}, nil
+		return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
 	})
 }
 

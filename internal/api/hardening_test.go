@@ -39,7 +39,7 @@ func TestBodiesReadOnlyAfterRoutingAndAuthentication(t *testing.T) {
 		{"unknown path with a key", adminKey, "POST", "/v1/nowhere", 404, 0},
 		{"unknown /v1/ path without a key", "", "POST", "/v1/nowhere", 401, 0},
 		{"route without a key", "", "POST", "/v1/events", 401, 0},
-		{"method no route takes", adminKey, "PATCH", "/v1/events", 404, 0},
+		{"method no route takes", adminKey, "PATCH", "/v1/events", 405, 0},
 		{"nesting bomb on a route", adminKey, "POST", "/v1/events", 400, 64 << 10},
 	} {
 		body := &countingReader{r: strings.NewReader(big)}
@@ -134,5 +134,51 @@ func TestListSourceEndpoints(t *testing.T) {
 	}
 	if st, raw := w.call(adminKey, "GET", "/v1/endpoints?kind=sources", ""); st != 422 {
 		t.Errorf("?kind=sources: %d %s; want 422", st, raw)
+	}
+}
+
+// TestWrongMethodIs405WithAllow: a path with routes for other methods
+// answers 405 naming them in Allow (RFC 9110 §15.5.6); an unknown path
+// stays 404.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct {
+		method, path string
+		want         int
+		allow        string
+	}{
+		{"PATCH", "/v1/events", 405, "GET, POST, HEAD"},
+		{"PUT", "/v1/endpoints/ep_x", 405, "GET, PATCH, DELETE, HEAD"},
+		{"GET", "/v1/endpoints/ep_x/pause", 405, "POST"},
+		{"GET", "/v1/nowhere", 404, ""},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		rec := httptest.NewRecorder()
+		w.srv.ServeHTTP(rec, req)
+		if rec.Code != c.want || rec.Header().Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d Allow %q %s; want %d Allow %q", c.method, c.path, rec.Code, rec.Header().Get("Allow"), rec.Body.String(), c.want, c.allow)
+		}
+	}
+}
+
+// TestNamesRefuseControlCharacters: an API key's or a source's name with a
+// control character (a terminal escape, a newline forging log lines) is a
+// 422 naming the rule, and nothing is stored.
+func TestNamesRefuseControlCharacters(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/api-keys", `{"name":"ops\u001b[31m","role":"viewer","tenant":"acme"}`},
+		{"/v1/api-keys", `{"name":"ops\nforged","role":"viewer","tenant":"acme"}`},
+		{"/v1/sources", `{"name":"gh\u0007","scheme":"github","secret":"0123456789abcdef0123456789abcdef"}`},
+	} {
+		req := httptest.NewRequest("POST", c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		w.srv.ServeHTTP(rec, req)
+		if rec.Code != 422 || !strings.Contains(rec.Body.String(), "no control characters") {
+			t.Errorf("POST %s %s: %d %s; want 422 naming the rule", c.path, c.body, rec.Code, rec.Body.String())
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // CreateAPIKeyBody is the body of POST /v1/api-keys.
 type CreateAPIKeyBody struct {
-	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher"`
+	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
 	Role      string     `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
 	Tenant    string     `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"required for manager, publisher and viewer; absent for admin"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"RFC 3339; the key stops working then; default never"`
@@ -135,7 +135,7 @@ func (s *Server) registerKeys() {
 		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/v1/api-keys", Tags: []string{"api keys"},
 		Summary: "List API keys, newest first (never their secrets; revoked keys included)", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listAPIKeys)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +148,7 @@ func (s *Server) registerKeys() {
 		for i, k := range pg.Data {
 			out.Body.Data[i] = apiKeyOut(k)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listAPIKeys, pg.NextCursor)
 		return out, nil
 	})
 
@@ -214,7 +214,7 @@ func (s *Server) registerKeys() {
 		OperationID: "list-portal-sessions", Method: http.MethodGet, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
 		Summary: "List portal sessions, newest first (never their tokens; expired and revoked ones included)", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listSessions)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +227,7 @@ func (s *Server) registerKeys() {
 		for i, k := range pg.Data {
 			out.Body.Data[i] = portalSessionOut(k)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listSessions, pg.NextCursor)
 		return out, nil
 	})
 

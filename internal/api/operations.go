@@ -145,13 +145,13 @@ func (s *Server) registerOperations() {
 		Summary:  "List deliveries across endpoints; ?state=dead&tenant=… is a tenant's dead-letter queue",
 		Security: sec,
 	}, func(ctx context.Context, in *struct {
-		Tenant    string    `query:"tenant" maxLength:"128"`
+		Tenant    string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 		State     string    `query:"state" enum:"pending,succeeded,dead,paused"`
 		EventType string    `query:"event_type" maxLength:"128"`
 		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
 		ListQuery
 	}) (*deliveriesOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listDeliveries)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (s *Server) registerOperations() {
 		if err != nil {
 			return nil, s.problem(err, "deliveries")
 		}
-		return &deliveriesOut{Body: deliveryList(pg)}, nil
+		return &deliveriesOut{Body: s.deliveryList(pg)}, nil
 	})
 
 	type countsOut struct {
@@ -177,7 +177,7 @@ func (s *Server) registerOperations() {
 		Summary:  "Count dead letters per endpoint (optionally of one tenant, since a time), largest first",
 		Security: sec,
 	}, func(ctx context.Context, in *struct {
-		Tenant string    `query:"tenant" maxLength:"128"`
+		Tenant string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 		Since  time.Time `query:"since"`
 	}) (*countsOut, error) {
 		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")

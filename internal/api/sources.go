@@ -37,7 +37,7 @@ func (h *HMACBody) config() *scheme.HMACConfig {
 
 // CreateSourceBody is the body of POST /v1/sources.
 type CreateSourceBody struct {
-	Name             string    `json:"name" minLength:"1" maxLength:"128"`
+	Name             string    `json:"name" minLength:"1" maxLength:"128" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
 	Scheme           string    `json:"scheme" enum:"herald,standard-webhooks,stripe,github,shopify,slack,hmac" doc:"how the provider signs"`
 	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
 	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300"`
@@ -49,7 +49,7 @@ type CreateSourceBody struct {
 
 // UpdateSourceBody is the body of PATCH /v1/sources/{id}.
 type UpdateSourceBody struct {
-	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128"`
+	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
 	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
 	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
 	Dedupe           *string   `json:"dedupe,omitempty" maxLength:"256"`
@@ -190,7 +190,7 @@ func (s *Server) registerSources() {
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/v1/sources", Tags: []string{"sources"},
 		Summary: "List inbound sources, newest first", Security: sec,
 	}, func(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
-		lp, err := in.params()
+		lp, err := s.page(in.ListQuery, listSources)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func (s *Server) registerSources() {
 			}
 			out.Body.Data = append(out.Body.Data, o)
 		}
-		out.Body.NextCursor = encodeCursor(pg.NextCursor)
+		out.Body.NextCursor = s.cursor(listSources, pg.NextCursor)
 		return out, nil
 	})
 

@@ -2,13 +2,16 @@ package app_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -89,6 +92,10 @@ func TestAPIBadInput(t *testing.T) {
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
 		{"bad tenant query", "GET", "/v1/endpoints?tenant=a%20b", "", nil, 422, "tenant"},
+		{"bad tenant query (events)", "GET", "/v1/events?tenant=a%20b", "", nil, 422, "tenant"},
+		{"bad tenant query (deliveries)", "GET", "/v1/deliveries?tenant=a%20b", "", nil, 422, "tenant"},
+		{"bad tenant query (dead letters)", "GET", "/v1/dead-letters?tenant=a%20b", "", nil, 422, "tenant"},
+		{"bad tenant query (event)", "GET", "/v1/events/evt_x?tenant=a%20b", "", nil, 422, "tenant"},
 		{"unknown route", "GET", "/v2/things", "", nil, 404, "no route"},
 		{"unknown event", "GET", "/v1/events/evt_nope", "", nil, 404, "not found"},
 		{"unknown event deliveries", "GET", "/v1/events/evt_nope/deliveries", "", nil, 404, "not found"},
@@ -332,5 +339,64 @@ func TestContractDocsSayHowTheBreakerStretchesRetries(t *testing.T) {
 				t.Errorf("%s does not say %q about the circuit breaker and the retry schedule", f, want)
 			}
 		}
+	}
+}
+
+// TestListCursorsAreSealedAndBoundToTheirList: next_cursor reveals nothing
+// (the events list pages by a sequence shared by every tenant), works on
+// the list that made it — also after a restart — and is refused (400
+// "invalid cursor") on another list or when altered.
+func TestListCursorsAreSealedAndBoundToTheirList(t *testing.T) {
+	t.Parallel()
+	db, key := testDB(t)
+	same := func(c *app.Config) { c.DB, c.EncryptionKey = db, key }
+	h := startHerald(t, same)
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`).ID)
+	}
+	type page struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+		NextCursor string `json:"next_cursor"`
+	}
+	var p1 page
+	if code, raw := h.call("GET", "/v1/events?tenant=acme&limit=1", nil, &p1); code != 200 || p1.NextCursor == "" {
+		t.Fatalf("page 1: %d %s", code, raw)
+	}
+	plain, err := base64.RawURLEncoding.DecodeString(p1.NextCursor)
+	if err != nil {
+		t.Fatalf("next_cursor %q is not base64url: %v", p1.NextCursor, err)
+	}
+	if _, err := strconv.Atoi(string(plain)); err == nil || len(plain) < 28 {
+		t.Fatalf("next_cursor decodes to %q: the sequence is readable", plain)
+	}
+	var again page
+	h.call("GET", "/v1/events?tenant=acme&limit=1", nil, &again)
+	if again.NextCursor == p1.NextCursor {
+		t.Errorf("two cursors for the same page are equal (%q): a cursor must not be a function of the position", p1.NextCursor)
+	}
+	var p2 page
+	if code, raw := h.call("GET", "/v1/events?tenant=acme&limit=1&cursor="+p1.NextCursor, nil, &p2); code != 200 || len(p2.Data) != 1 || p2.Data[0].ID != ids[1] {
+		t.Fatalf("page 2: %d %s, want %s", code, raw, ids[1])
+	}
+	altered := []byte(p1.NextCursor)
+	altered[len(altered)/2] ^= 1
+	for _, path := range []string{
+		"/v1/endpoints?cursor=" + p1.NextCursor,                                  // another list
+		"/v1/deliveries?cursor=" + p1.NextCursor,                                 // another list
+		"/v1/events?cursor=" + string(altered),                                   // altered
+		"/v1/events?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("2")), // forged (the old form)
+	} {
+		if code, raw := h.call("GET", path, nil, nil); code != 400 || !strings.Contains(string(raw), `"detail":"invalid cursor"`) {
+			t.Errorf("GET %s = %d %s, want 400 invalid cursor", path, code, raw)
+		}
+	}
+	h.stop()
+	h2 := startHerald(t, same)
+	var p2b page
+	if code, raw := h2.call("GET", "/v1/events?tenant=acme&limit=1&cursor="+p1.NextCursor, nil, &p2b); code != 200 || len(p2b.Data) != 1 || p2b.Data[0].ID != ids[1] {
+		t.Fatalf("page 2 after a restart: %d %s, want %s", code, raw, ids[1])
 	}
 }

@@ -189,6 +189,9 @@ type Main struct {
 	// box is the node's keyring (HERALD_ENCRYPTION_KEY or the key file,
 	// plus HERALD_ENCRYPTION_KEY_PREVIOUS), kept for the readiness key check.
 	box store.SecretBox
+	// cursorKey seals the API's list cursors (api.Config.CursorKey),
+	// derived from the encryption key so every node accepts them.
+	cursorKey []byte
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -286,6 +289,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Notify:                m.engine.Notify,
 		NotifyFanOut:          m.engine.NotifyFanOut,
 		Tester:                m.engine,
+		Circuit:               circuitOf(m.engine),
 		MaxPayloadBytes:       cfg.MaxPayloadBytes,
 		MaxEndpointsPerTenant: cfg.MaxEndpointsPerTenant,
 		FanOutChunk:           cfg.FanOutChunk,
@@ -297,6 +301,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Logger:                cfg.Logger,
 		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		KeyCheckEvery:         cfg.KeyCheckInterval,
+		CursorKey:             m.cursorKey,
 	})
 	if err != nil {
 		st.Close()
@@ -419,6 +424,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		return nil, err
 	}
 	m.box = box
+	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		if createdKey {
@@ -453,6 +459,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		return nil, err
 	}
 	m.box = box
+	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
@@ -630,4 +637,17 @@ func RedactDB(db string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// circuitOf shows the engine's circuit breakers in the API's endpoints.
+func circuitOf(e *delivery.Engine) func(string) api.CircuitOut {
+	return func(id string) api.CircuitOut {
+		c := e.Circuit(id)
+		out := api.CircuitOut{State: c.State, ConsecutiveFailures: c.Failures, Threshold: c.Threshold, Probing: c.Probing}
+		if !c.OpenUntil.IsZero() {
+			t := c.OpenUntil.UTC()
+			out.OpenUntil = &t
+		}
+		return out
+	}
 }

@@ -163,7 +163,7 @@ func (c *Console) parseTemplates() error {
 		"split":        strings.Fields,
 		"healthSample": func() int { return healthSample },
 	}
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_attempts.html")
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_*.html")
 	if err != nil {
 		return err
 	}
@@ -215,6 +215,15 @@ type view struct {
 // Can reports whether the signed-in role may call an API operation (to
 // hide what the API would refuse).
 func (v view) Can(op string) bool { return v.S != nil && api.Allowed(v.S.principal.Role, op) }
+
+// Home is the principal's first page (landing): the brand link and the
+// error page's way back lead there.
+func (v view) Home() string {
+	if v.S == nil {
+		return "/ui/"
+	}
+	return landing(v.S.principal)
+}
 
 // Admin reports whether the signed-in principal sees every tenant.
 func (v view) Admin() bool { return v.S != nil && v.S.principal.Admin() }
@@ -493,17 +502,24 @@ func ago(now, t time.Time) string {
 		return "never"
 	}
 	d := now.Sub(t)
-	switch {
-	case d < 0:
-		return "in " + (-d).Round(time.Second).String()
-	case d < time.Minute:
-		return fmt.Sprintf("%d s ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	if d < 0 {
+		return "in " + span(-d)
 	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+	return span(d) + " ago"
+}
+
+// span is a duration as people say it: "42 s", "5 min", "3 h", "2 days"
+// (whole units, rounded down).
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }
 
 // prettyJSON indents a JSON document for display and undoes the \u003c,

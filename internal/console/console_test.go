@@ -51,7 +51,10 @@ func (f *fixture) advance(d time.Duration) {
 	f.mu.Unlock()
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
+
+// newFixtureWith lets a test change the API's configuration.
+func newFixtureWith(t *testing.T, cfg func(*api.Config)) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
 	if err != nil {
@@ -63,8 +66,12 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, now: time.Now().UTC()}
-	f.api, err = api.New(api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)},
-		AuthFailureBurst: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	ac := api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)},
+		AuthFailureBurst: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
+	if cfg != nil {
+		cfg(&ac)
+	}
+	f.api, err = api.New(ac)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -60,6 +62,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/keys", c.action(c.createKey))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.revokeKey))
 	m.HandleFunc("POST /ui/portal-links", c.action(c.createPortalLink))
+	m.HandleFunc("GET /ui/catalog", c.page(c.catalog))
+	m.HandleFunc("GET /ui/catalog/{name}", c.page(c.eventType))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, c.current(r), http.StatusNotFound, "no console page "+r.Method+" "+r.URL.Path)
 	})
@@ -104,7 +108,13 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var ae *api.AuthenticationError
 		status, msg := http.StatusUnauthorized, "sign-in failed"
-		if errors.As(err, &ae) {
+		if errors.As(err, &ae) && ae.RetryAfter > 0 {
+			// The address is throttled (the API's own bucket): 429 with
+			// Retry-After, as the API answers it.
+			secs := int(math.Ceil(ae.RetryAfter.Seconds()))
+			status, msg = http.StatusTooManyRequests, fmt.Sprintf("too many attempts, retry in %d s", secs)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		} else if ae != nil {
 			msg = "sign-in failed: " + ae.Detail
 		} else {
 			status, msg = http.StatusServiceUnavailable, "the store is unavailable; retry later"
@@ -121,10 +131,29 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	setCookie(w, r, signinCookie, "", -1)
 	setCookie(w, r, sessionCookie, s.id, 0)
 	next := safeNext(r.PostFormValue("next"))
-	if p.Portal && next == "/ui/" {
-		next = "/ui/endpoints"
+	if next == "/ui/" {
+		next = landing(p)
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// landing is the first page a principal can use: the overview for an
+// admin, a manager or a viewer key; the endpoints for a portal session
+// (its owner manages endpoints); the events for a publisher (it may read
+// nothing else of its tenant); the event catalog, which every role reads,
+// otherwise.
+func landing(p api.Principal) string {
+	switch {
+	case p.Portal && api.Allowed(p.Role, "list-endpoints"):
+		return "/ui/endpoints"
+	case api.Allowed(p.Role, "list-deliveries"):
+		return "/ui/"
+	case api.Allowed(p.Role, "list-endpoints"):
+		return "/ui/endpoints"
+	case api.Allowed(p.Role, "list-events"):
+		return "/ui/events"
+	}
+	return "/ui/catalog"
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, s *session) {
@@ -184,6 +213,13 @@ func (c *Console) health(r *http.Request, s *session, id string) health {
 		var al attemptList
 		if c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(d.ID)+"/attempts?limit=1000", nil, &al) == nil && len(al.Data) > 0 {
 			durations = append(durations, al.Data[len(al.Data)-1].DurationMS)
+		}
+	}
+	if h.LastSuccess.IsZero() { // no success in the sample: the newest one may be older
+		var last deliveryList
+		if c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/deliveries?state=succeeded&limit=1", nil, &last) == nil && len(last.Data) > 0 &&
+			last.Data[0].UpdatedAt.After(h.LastSuccess) {
+			h.LastSuccess = last.Data[0].UpdatedAt
 		}
 	}
 	h.Sample = tried
@@ -261,6 +297,8 @@ type endpointFormData struct {
 	New        bool
 	EventTypes string
 	Headers    string
+	Versions   string             // pinned versions, one "type: version" a line
+	Catalog    []api.EventTypeOut // the event catalog, for the pins' hint
 	Err        string
 }
 
@@ -276,7 +314,9 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		d.EventTypes = strings.Join(d.E.EventTypes, "\n")
 		d.Headers = fmtHeaders(d.E.Headers)
+		d.Versions = fmtVersions(d.E.Versions)
 	}
+	d.Catalog = c.catalogTypes(r, s)
 	title := "New endpoint"
 	if !d.New {
 		title = "Edit " + id
@@ -293,6 +333,35 @@ func formList(s string) []string {
 		}
 	}
 	return out
+}
+
+// fmtVersions writes pins as "type: version" lines, by type.
+func fmtVersions(v map[string]int) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		fmt.Fprintf(&b, "%s: %d\n", k, v[k])
+	}
+	return b.String()
+}
+
+// formVersions parses pins, one "type: version" a line (docs/contract.md,
+// "Versions and pinning": the API checks that each names a catalogued
+// type the endpoint subscribes to and one of its versions).
+func formVersions(s string) (map[string]int, error) {
+	pins := map[string]int{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 1 {
+			return nil, fmt.Errorf("pinned versions: %q is not a \"event.type: version\" line (a version is a whole number from 1)", line)
+		}
+		pins[strings.TrimSpace(k)] = n
+	}
+	return pins, nil
 }
 
 // formHeaders parses "Name: value" lines.
@@ -323,6 +392,13 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 		return nil, err
 	}
 	b["headers"] = h
+	pins, err := formVersions(r.PostFormValue("versions"))
+	if err != nil {
+		return nil, err
+	}
+	if len(pins) > 0 { // none: every catalogued type gets (or keeps) its default
+		b["versions"] = pins
+	}
 	rl := strings.TrimSpace(r.PostFormValue("rate_limit_per_second"))
 	if rl == "" {
 		rl = "0"
@@ -336,7 +412,8 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 }
 
 func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
-	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"), Err: err.Error()}
+	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"),
+		Versions: r.PostFormValue("versions"), Catalog: c.catalogTypes(r, s), Err: err.Error()}
 	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
 	d.E.RateLimitPerSecond, _ = strconv.Atoi(r.PostFormValue("rate_limit_per_second"))
 	status := http.StatusUnprocessableEntity
@@ -882,6 +959,7 @@ type overviewData struct {
 	OldestDue    *time.Time
 	OldestDueID  string
 	Capped       bool
+	OpenCircuits int // endpoints whose circuit is open or half-open on this node
 	SampleLimit  int
 	GeneratedAt  time.Time
 	EndpointsAll int
@@ -924,6 +1002,10 @@ func (c *Console) listAll(r *http.Request, s *session, v url.Values, limit int) 
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	if !api.Allowed(s.principal.Role, "list-deliveries") { // a publisher: its own first page
+		http.Redirect(w, r, landing(s.principal), http.StatusSeeOther)
+		return
+	}
 	now := c.cfg.Now().UTC()
 	d := overviewData{SampleLimit: overviewScan, GeneratedAt: now, Endpoints: map[string]int{}}
 	since := now.Add(-24 * time.Hour).Format(time.RFC3339)
@@ -1000,8 +1082,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		for _, e := range el.Data {
 			d.Endpoints[e.State]++
 			d.EndpointsAll++
+			broken := e.Circuit != nil && e.Circuit.State != "closed"
+			if broken {
+				d.OpenCircuits++
+			}
 			f := failing[e.ID]
-			if f == nil && (e.State == "disabled" || deadLastHour[e.ID] > 0) {
+			if f == nil && (e.State == "disabled" || deadLastHour[e.ID] > 0 || broken) {
 				f = &failingEndpoint{}
 			}
 			if f != nil {
@@ -1220,4 +1306,51 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 		return
 	}
 	c.keysPage(w, r, s, http.StatusCreated, keysData{Portal: &out})
+}
+
+// --- event catalog ------------------------------------------------------
+
+type catalogData struct {
+	Types []api.EventTypeOut
+}
+
+func (c *Console) catalog(w http.ResponseWriter, r *http.Request, s *session) {
+	var out struct {
+		Data []api.EventTypeOut `json:"data"`
+	}
+	if err := c.call(r, s, "GET", "/v1/event-types", nil, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "catalog", s, "Event catalog", "catalog", catalogData{Types: out.Data})
+}
+
+type eventTypeData struct {
+	T api.EventTypeOut
+	// Versions newest first (the API lists them ascending).
+	Versions []api.EventTypeVersionOut
+}
+
+func (c *Console) eventType(w http.ResponseWriter, r *http.Request, s *session) {
+	name := r.PathValue("name")
+	d := eventTypeData{}
+	if err := c.call(r, s, "GET", "/v1/event-types/"+url.PathEscape(name), nil, &d.T); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	d.Versions = slices.Clone(d.T.Versions)
+	slices.Reverse(d.Versions)
+	c.render(w, r, http.StatusOK, "event_type", s, "Event type "+d.T.Name, "catalog", d)
+}
+
+// catalogTypes lists the event catalog for the endpoint form's hint (nil
+// when it cannot be read).
+func (c *Console) catalogTypes(r *http.Request, s *session) []api.EventTypeOut {
+	var out struct {
+		Data []api.EventTypeOut `json:"data"`
+	}
+	if c.call(r, s, "GET", "/v1/event-types", nil, &out) != nil {
+		return nil
+	}
+	return out.Data
 }

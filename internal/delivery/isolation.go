@@ -389,3 +389,48 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 	}
 	return e.openUntil, false
 }
+
+// Circuit breaker states (CircuitState.State).
+const (
+	CircuitClosed   = "closed"    // attempts go out; Failures counts the consecutive failures so far
+	CircuitOpen     = "open"      // no attempt until OpenUntil (the cooldown's end)
+	CircuitHalfOpen = "half_open" // the cooldown ended: the next attempt is a probe (or one is in flight)
+)
+
+// CircuitState is an endpoint's circuit breaker as this node sees it at
+// one instant. The breaker lives in each node's memory: another node may
+// see the same endpoint in another state.
+type CircuitState struct {
+	State     string    // CircuitClosed, CircuitOpen or CircuitHalfOpen
+	Failures  int       // consecutive transport-level failures (no answer, or 5xx)
+	Threshold int       // consecutive failures that open the circuit
+	OpenUntil time.Time // open or half-open: when the (last) cooldown ends; zero when closed
+	Probing   bool      // half-open: a probe attempt is in flight
+}
+
+// circuit returns the endpoint's breaker state at now.
+func (g *gate) circuit(endpointID string, now time.Time) CircuitState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cs := CircuitState{State: CircuitClosed, Threshold: g.threshold}
+	e := g.eps[endpointID]
+	if e == nil {
+		return cs
+	}
+	cs.Failures = e.failures
+	if e.openUntil.IsZero() {
+		return cs
+	}
+	cs.OpenUntil, cs.Probing = e.openUntil, e.probing
+	if now.Before(e.openUntil) {
+		cs.State = CircuitOpen
+	} else {
+		cs.State = CircuitHalfOpen
+	}
+	return cs
+}
+
+// Circuit reports an endpoint's circuit breaker state on this node now.
+func (e *Engine) Circuit(endpointID string) CircuitState {
+	return e.gate.circuit(endpointID, e.cfg.Clock.Now())
+}

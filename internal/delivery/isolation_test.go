@@ -89,6 +89,9 @@ func TestGateCircuitBreaker(t *testing.T) {
 			t.Fatalf("attempt %d refused before the circuit opened", i+1)
 		}
 		until, opened := g.done("ep", true, time.Second, now)
+		if cs := g.circuit("ep", now); i < 2 && (cs.State != CircuitClosed || cs.Failures != i+1) {
+			t.Fatalf("after failure %d: circuit %+v, want closed with %d failures", i+1, cs, i+1)
+		}
 		if opened != (i == 2) {
 			t.Fatalf("failure %d: opened=%v", i+1, opened)
 		}
@@ -99,8 +102,14 @@ func TestGateCircuitBreaker(t *testing.T) {
 	if ok, at, reason := g.admit("ep", 0, now.Add(10*time.Second)); ok || reason != "circuit_open" || !at.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("while open: ok=%v at=%v reason=%q", ok, at, reason)
 	}
+	if cs := g.circuit("ep", now.Add(10*time.Second)); cs.State != CircuitOpen || !cs.OpenUntil.Equal(t0.Add(30*time.Second)) || cs.Failures != 3 || cs.Threshold != 3 {
+		t.Fatalf("while open: circuit %+v", cs)
+	}
 	// Half-open: one probe only.
 	later := t0.Add(31 * time.Second)
+	if cs := g.circuit("ep", later); cs.State != CircuitHalfOpen || cs.Probing {
+		t.Fatalf("after the cooldown: circuit %+v, want half_open without a probe yet", cs)
+	}
 	if ok, _, _ := g.admit("ep", 0, later); !ok {
 		t.Fatal("the probe after the cooldown was refused")
 	}
@@ -116,8 +125,14 @@ func TestGateCircuitBreaker(t *testing.T) {
 	if ok, _, _ := g.admit("ep", 0, later2); !ok {
 		t.Fatal("second probe refused")
 	}
+	if cs := g.circuit("ep", later2); cs.State != CircuitHalfOpen || !cs.Probing {
+		t.Fatalf("during the probe: circuit %+v", cs)
+	}
 	if _, opened := g.done("ep", false, time.Millisecond, later2); opened {
 		t.Fatal("a success opened the circuit")
+	}
+	if cs := g.circuit("ep", later2); cs.State != CircuitClosed || cs.Failures != 0 || !cs.OpenUntil.IsZero() {
+		t.Fatalf("after a successful probe: circuit %+v", cs)
 	}
 	for range 5 {
 		if ok, _, _ := g.admit("ep", 0, later2); !ok {

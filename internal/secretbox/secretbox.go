@@ -7,7 +7,9 @@ package secretbox
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -157,3 +159,14 @@ func (k *Keyring) Open(sealed, context []byte) ([]byte, error) {
 
 // Current returns the Box of the current key.
 func (k *Keyring) Current() *Box { return k.current }
+
+// DeriveKey returns a KeySize key for purpose derived from key with HKDF
+// (RFC 5869, SHA-256), so a secondary use (e.g. sealing list cursors)
+// never encrypts under the key that seals secrets at rest.
+func DeriveKey(key []byte, purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, key, nil, purpose, KeySize)
+	if err != nil {
+		panic(err) // only for a length HKDF cannot produce
+	}
+	return k
+}

@@ -47,6 +47,9 @@ const receiver = createServer((req, res) => {
     if (path.startsWith('/ok') || (path.startsWith('/flaky') && healed)) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end('thanks');
+    } else if (path.startsWith('/down')) {
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('service unavailable');
     } else if (path.startsWith('/fail')) {
       res.writeHead(500, { 'content-type': 'text/html' });
       res.end('<script>window.__xss=1</script><b id="injected">boom</b>');
@@ -122,7 +125,7 @@ async function main() {
   heraldBase = `http://127.0.0.1:${port}`;
   log('start herald serve on ' + heraldBase);
   herald = spawn(bin, ['serve', '--dev', '--addr', `127.0.0.1:${port}`, '--db', 'sqlite:' + join(work, 'herald.db'),
-    '--retry-schedule', '150ms', '--breaker-threshold', '100'], {
+    '--retry-schedule', '150ms', '--breaker-threshold', '7', '--breaker-cooldown', '1h'], {
     env: { ...process.env, HERALD_API_KEY: ADMIN }, stdio: ['ignore', 'inherit', 'inherit'],
   });
   await waitFor('herald ready', async () => { try { return (await fetch(heraldBase + '/readyz')).ok; } catch { return false; } });
@@ -158,7 +161,14 @@ async function main() {
   const sess = cookies.find((c) => c.name === 'herald_console');
   assert.ok(sess && sess.httpOnly && sess.sameSite === 'Strict', 'session cookie HttpOnly, SameSite=Strict');
 
-  log('create an endpoint from the page (description and URL carry markup)');
+  log('catalogue an event type with two versions (the example carries markup)');
+  const shipSchema = { type: 'object', properties: { parcel: { type: 'string' }, carrier: { type: 'string' } }, required: ['parcel'] };
+  assert.equal((await api('POST', '/v1/event-types', { name: 'shipment.sent', description: 'a parcel left the <b>warehouse</b>',
+    versions: [{ version: 1, schema: shipSchema, example: { parcel: '<b id="injected">P-1</b>' } }] })).status, 201);
+  assert.equal((await api('POST', '/v1/event-types/shipment.sent/versions', { version: 2,
+    schema: { ...shipSchema, required: ['parcel', 'carrier'] }, example: { parcel: 'P-2', carrier: 'DHL' } })).status, 201);
+
+  log('create an endpoint from the page (description and URL carry markup; a pinned version)');
   const descXSS = '<img src=x onerror="window.__xss=1"><b>Billing</b> hooks';
   const urlXSS = `${R}/ok?q=<b>u</b>"><img/src=x>`;
   await page.click('text=Endpoints');
@@ -167,11 +177,14 @@ async function main() {
   await page.fill('input[name=url]', urlXSS);
   await page.fill('input[name=description]', descXSS);
   await page.fill('textarea[name=event_types]', 'order.<b>x</b>');
+  await page.fill('textarea[name=versions]', 'shipment.sent: 1');
+  assert.match(await page.textContent('[data-testid=catalog-hint]'), /shipment\.sent v1, v2/, 'the form lists the catalog');
   await shot(page, 'endpoint-new');
   await page.click('#endpoint-form button[type=submit]');
   await page.waitForSelector('.error');
   assert.match(await page.textContent('.error'), /event type/, 'an event type with markup is refused by the API rule');
-  await page.fill('textarea[name=event_types]', 'order.*\nherald.test');
+  assert.equal(await page.inputValue('textarea[name=versions]'), 'shipment.sent: 1', 'the pin is kept after a refusal');
+  await page.fill('textarea[name=event_types]', 'order.*\nherald.test\nshipment.*');
   await page.click('#endpoint-form button[type=submit]');
   await page.waitForSelector('[data-testid=secret]');
   const secret1 = (await page.textContent('[data-testid=secret]')).trim();
@@ -182,6 +195,16 @@ async function main() {
   assert.match(epOK, /^ep_/);
   assert.equal((await page.textContent('[data-testid=description]')).trim(), descXSS, 'description renders as text');
   assert.equal(await page.textContent('h1'), urlXSS, 'URL renders as text');
+  assert.match(await page.textContent('[data-testid=pins]'), /shipment\.sent v1/, 'the pinned version is shown');
+  assert.equal((await api('GET', `/v1/endpoints/${epOK}`)).body.versions['shipment.sent'], 1, 'the API has the pin');
+
+  log('edit the endpoint: pin the newest version');
+  await page.click('.actions >> text=Edit');
+  assert.equal((await page.inputValue('textarea[name=versions]')).trim(), 'shipment.sent: 1');
+  await page.fill('textarea[name=versions]', 'shipment.sent: 2');
+  await page.click('#endpoint-form button[type=submit]');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('[data-testid=pins]'), /shipment\.sent v2/);
 
   log('send a test event and see the attempt');
   await page.click('text=Send test event');
@@ -195,7 +218,8 @@ async function main() {
   const epFail = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/fail`, description: 'always 500' })).body.id;
   const epFlaky = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/flaky`, event_types: ['invoice.*'] })).body.id;
   const epOther = (await api('POST', '/v1/endpoints', { tenant: 'globex', url: `${R}/ok/globex`, description: 'globex only' })).body.id;
-  assert.ok(epFail && epFlaky && epOther);
+  const epDown = (await api('POST', '/v1/endpoints', { tenant: 'initech', url: `${R}/down`, description: 'down for good', event_types: ['ping.*'] })).body.id;
+  assert.ok(epFail && epFlaky && epOther && epDown);
   await api('PATCH', `/v1/endpoints/${epFail}`, { event_types: ['order.*'] });
   await api('PATCH', `/v1/endpoints/${epOK}`, { event_types: ['shipment.*', 'herald.test'] });
 
@@ -213,6 +237,11 @@ async function main() {
     const d = await api('GET', '/v1/dead-letters?tenant=acme');
     return d.body.data.reduce((n, x) => n + x.count, 0) === 4;
   });
+  for (let i = 0; i < 4; i++) {
+    assert.equal((await api('POST', '/v1/events', { tenant: 'initech', type: 'ping.sent', data: { n: i } })).status, 202);
+  }
+  await waitFor('the down endpoint\'s circuit opens (7 failures in a row)', async () =>
+    (await api('GET', `/v1/endpoints/${epDown}`)).body.circuit?.state === 'open');
   const otherDelivery = await waitFor('globex delivery', async () => {
     const d = await api('GET', `/v1/endpoints/${epOther}/deliveries`);
     return d.body.data[0]?.id;
@@ -222,12 +251,30 @@ async function main() {
   await page.goto(heraldBase + '/ui/');
   assert.match(await page.textContent('main'), /Dead letters per endpoint/);
   assert.ok(await page.$('svg.chart rect.bar-dead'), 'the chart draws the dead letters');
+  assert.equal((await page.textContent('[data-testid=open-circuits]')).trim(), '1', 'one open circuit');
+  assert.match(await page.textContent(`[data-testid=failing] tr:has(a[href="/ui/endpoints/${epDown}"])`), /open\s*probe in/, 'the failing endpoint shows its open circuit');
   await shot(page, 'overview');
 
   log('endpoints list');
   await page.goto(heraldBase + '/ui/endpoints');
   assert.match(await page.textContent('[data-testid=endpoints]'), /always 500/);
+  assert.equal(await page.getAttribute(`tr[data-endpoint="${epDown}"] [data-circuit]`, 'data-circuit'), 'open', 'live breaker state in the list');
+  assert.equal(await page.getAttribute(`tr[data-endpoint="${epOK}"] [data-circuit]`, 'data-circuit'), 'closed');
+  assert.match(await page.textContent(`tr[data-endpoint="${epFlaky}"]`), /0%\s*of 3[\s\S]*\d+ ms[\s\S]*never/, 'health of a failing endpoint: success rate, p95, no success');
+  assert.match(await page.textContent(`tr[data-endpoint="${epOther}"]`), /100%\s*of 1[\s\S]*\d+ ms[\s\S]*s ago/, 'health of a healthy endpoint: success rate, p95, last success');
   await shot(page, 'endpoints');
+
+  log('event catalog: types, versions, schemas, examples (as text)');
+  await page.click('nav >> text=Event catalog');
+  assert.match(await page.textContent('[data-testid=catalog] tr[data-type="shipment.sent"]'), /v1\s*v2/);
+  assert.match(await page.textContent('[data-testid=catalog]'), /a parcel left the <b>warehouse<\/b>/, 'description as text');
+  await shot(page, 'catalog');
+  await page.click('[data-testid=catalog] >> text=shipment.sent');
+  await page.waitForSelector('[data-testid=schema]');
+  assert.equal(await page.$$eval('[data-testid=schema]', (e) => e.length), 2);
+  assert.match((await page.$$eval('[data-testid=example]', (e) => e.map((x) => x.textContent))).join(''), /<b id=\\"injected\\">P-1<\/b>/, 'example as text');
+  assert.equal(await page.$('#injected'), null);
+  await shot(page, 'event-type');
 
   log('find the event by id, open it: payload and the failed attempt\'s response excerpt as text');
   await page.click('nav >> text=Events');
@@ -256,6 +303,24 @@ async function main() {
   assert.equal(await page.$$eval('[data-testid=deliveries] a[href^="/ui/deliveries/"]', (a) => a.length), 3);
   await shot(page, 'endpoint');
 
+  log('pause and resume an endpoint; delete one through its confirmation page');
+  await page.goto(`${heraldBase}/ui/endpoints/${epFail}`);
+  await page.click('.actions button:has-text("Pause")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'paused');
+  await page.click('.actions button:has-text("Resume")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'enabled');
+  const epGone = (await api('POST', '/v1/endpoints', { tenant: 'initech', url: `${R}/ok/gone`, description: 'to be deleted' })).body.id;
+  await page.goto(`${heraldBase}/ui/endpoints/${epGone}`);
+  await page.click('.actions >> text=Delete…');
+  assert.match(await page.textContent('h1'), new RegExp(`Delete endpoint ${epGone}\\?`));
+  assert.equal((await api('GET', `/v1/endpoints/${epGone}`)).status, 200, 'nothing deleted before the confirmation');
+  await page.click('button:has-text("Delete endpoint")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /deleted/);
+  assert.equal((await api('GET', `/v1/endpoints/${epGone}`)).status, 404);
+
   log('select two dead letters, replay them with the confirmation');
   healed = true;
   await page.goto(`${heraldBase}/ui/dead-letters?endpoint=${epFlaky}`);
@@ -282,6 +347,16 @@ async function main() {
     return ok.every(Boolean);
   });
   assert.ok(received.filter((x) => x.path.startsWith('/flaky') && healed).length >= 2);
+
+  log('replay the rest by time (empty since/until: every dead letter until now), through the confirmation');
+  await page.click('#replay-range button[type=submit]');
+  await page.waitForSelector('[data-testid=confirm]');
+  assert.match(await page.textContent('[data-testid=confirm]'), /Replay 1 dead letter/);
+  await page.click('button:has-text("Replay 1 dead letter")');
+  await page.waitForSelector('.flash');
+  assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), '0', 'the count dropped to 0');
+  await waitFor('the receiver got the third replay', async () => (await api('GET', `/v1/dead-letters?tenant=acme`)).body.data
+    .every((x) => x.endpoint_id !== epFlaky) && (await api('GET', `/v1/endpoints/${epFlaky}/deliveries?state=succeeded`)).body.data.length === 3);
   await page.goto(`${heraldBase}/ui/dead-letters`);
   await shot(page, 'dead-letters-all');
 
@@ -313,12 +388,38 @@ async function main() {
   await page.fill('.form input[name=tenant]', 'acme');
   await page.click('button:has-text("Create key")');
   assert.match(await page.textContent('[data-testid=new-key]'), /^herald_key_/);
+  const publisherKey = (await page.textContent('[data-testid=new-key]')).trim();
   await page.fill('#portal-form input[name=tenant]', 'acme');
   await page.selectOption('#portal-form select[name=role]', 'manager');
   await page.click('button:has-text("Create portal link")');
   const portalURL = (await page.textContent('[data-testid=portal-url]')).trim();
   assert.ok(portalURL.startsWith(heraldBase + '/ui/portal#token=herald_portal_'), portalURL);
   await shot(page, 'keys');
+
+  log('a publisher key lands on the events page; the nav offers only what it may read');
+  const blocked3 = [];
+  const ctx3 = await newContext(browser, blocked3);
+  const pubPage = await ctx3.newPage();
+  await pubPage.goto(heraldBase + '/ui/sign-in');
+  await pubPage.fill('#key', publisherKey);
+  await pubPage.click('#signin button[type=submit]');
+  await pubPage.waitForURL(heraldBase + '/ui/events');
+  const pubNav = await pubPage.$$eval('nav a', (as) => as.map((a) => a.textContent.trim()));
+  assert.deepEqual(pubNav, ['Events', 'Event catalog', 'API reference'], 'publisher nav: ' + pubNav);
+  for (const href of await pubPage.$$eval('nav a[href^="/ui/"]', (as) => as.map((a) => a.getAttribute('href')))) {
+    assert.equal((await pubPage.goto(heraldBase + href)).status(), 200, 'nav entry ' + href);
+  }
+  await pubPage.goto(heraldBase + '/ui/events');
+  await pubPage.fill('#event-search input[name=id]', 'ord-1001');
+  await pubPage.click('#event-search button[type=submit]');
+  await pubPage.click('[data-testid=events] >> text=ord-1001');
+  await pubPage.waitForSelector('[data-testid=payload]');
+  await pubPage.goto(heraldBase + '/ui/events');
+  await shot(pubPage, 'publisher');
+  await pubPage.click('a.brand');
+  assert.equal(pubPage.url(), heraldBase + '/ui/events', 'the brand link leads a publisher to its own first page');
+  await ctx3.close();
+  assert.deepEqual(blocked3, []);
 
   log('open the portal link in a fresh context: only acme');
   const blocked2 = [];
@@ -365,8 +466,39 @@ async function main() {
   await page.goto(heraldBase + '/ui/endpoints');
   assert.match(page.url(), /\/ui\/sign-in/, 'signed out: back to sign-in');
 
+  log('repeated wrong keys: the sign-in answers 429 "too many attempts, retry in N s"');
+  const blocked4 = [];
+  const ctx4 = await newContext(browser, blocked4);
+  const thr = await ctx4.newPage();
+  // Wrong keys sent to the API from this address in a loop keep its bucket
+  // empty (the console's sign-in and the API share one throttle), so
+  // the page's sign-in below meets it whatever the machine's speed.
+  let draining = true;
+  const bad = { headers: { authorization: 'Bearer herald_key_guessed' } };
+  const drainer = (async () => { while (draining) await fetch(heraldBase + '/v1/endpoints', bad); })();
+  await waitFor('the API throttles this address', async () => (await fetch(heraldBase + '/v1/endpoints', bad)).status === 429);
+  let last;
+  await thr.goto(heraldBase + '/ui/sign-in');
+  for (let i = 0; i < 5; i++) { // the refused page is a sign-in form again
+    await thr.fill('#key', 'herald_key_guess_' + i);
+    const resp = thr.waitForResponse((r) => r.url() === heraldBase + '/ui/sign-in' && r.request().method() === 'POST');
+    await thr.click('#signin button[type=submit]');
+    last = await resp;
+    if (last.status() === 429) break;
+    assert.equal(last.status(), 401); // a token came back at that instant: try again
+  }
+  draining = false;
+  await drainer;
+  assert.equal(last.status(), 429, 'throttled sign-in');
+  const wait = Number(last.headers()['retry-after']);
+  assert.ok(wait >= 1, 'Retry-After ' + last.headers()['retry-after']);
+  assert.match(await thr.textContent('.error'), new RegExp(`too many attempts, retry in ${wait} s`));
+  await shot(thr, 'sign-in-throttled', false);
+  await ctx4.close();
+  assert.deepEqual(blocked4, []);
+
   assert.deepEqual(blocked, [], 'no request left loopback');
-  assert.deepEqual(pageErrors.filter((e) => !/^Failed to load resource: the server responded with a status of (401|403|404|422)/.test(e)), [], 'no script or CSP error in the pages');
+  assert.deepEqual(pageErrors.filter((e) => !/^Failed to load resource: the server responded with a status of (401|403|404|422|429)/.test(e)), [], 'no script or CSP error in the pages');
   console.log('PASS: console browser tests');
 }
 

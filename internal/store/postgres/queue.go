@@ -316,7 +316,7 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	RETURNING ` + deliveryColumns
 
 // claimFairQuery is the round-robin part of a claim (store.ClaimParams):
-// a skip scan of deliveries_due_tenant (tenant, next_attempt_at) finds the
+// a skip scan of deliveries_due_tenant (tenant, next_attempt_at, id) finds the
 // tenants with claimable deliveries after the cursor $5 ("after"), then
 // from the first tenant up to the cursor ("before"), one index probe per
 // tenant and at most $6 probes each; the first $4 of them with a delivery
@@ -358,7 +358,7 @@ UPDATE deliveries SET lease_owner = $1, lease_until = $2
 			(SELECT id FROM deliveries d
 			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
 			   AND (d.tenant, d.next_attempt_at) >= (due.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (due.tenant, $3)
-			 ORDER BY d.tenant, d.next_attempt_at
+			 ORDER BY d.tenant, d.next_attempt_at, d.id
 			 LIMIT (SELECT k FROM per)
 			 FOR UPDATE SKIP LOCKED) p
 		LIMIT $4))
@@ -372,7 +372,7 @@ const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
 		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
-		ORDER BY next_attempt_at
+		ORDER BY next_attempt_at, id
 		LIMIT GREATEST(0, $4 - (SELECT count(*) FROM deliveries WHERE lease_owner = $1 AND lease_until = $2))
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns

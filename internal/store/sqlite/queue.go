@@ -607,11 +607,12 @@ const (
 		             ORDER BY next_attempt_at, id LIMIT ? + 0)
 		RETURNING `
 	// ClaimTenantQuery is ClaimQuery for one tenant's oldest due
-	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at).
+	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at, id):
+	// those due together in creation order.
 	ClaimTenantQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
 		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due_tenant
 		             WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at LIMIT ? + 0)
+		             ORDER BY next_attempt_at, id LIMIT ? + 0)
 		RETURNING `
 	// NextTenantQuery is one step of the claim's skip scan over the
 	// tenants with claimable deliveries: the first tenant from ? on (the

@@ -238,6 +238,33 @@ func (s suite) endpointState(t *testing.T) {
 		}
 		diff(t, "claim order after release, one at a time", want, got)
 	})
+	// Deliveries of one tenant due at the same time are claimed oldest
+	// first even when the claim takes fewer than are due, whatever order
+	// their rows were last written in (on PostgreSQL, ties in an index are
+	// otherwise broken by the rows' physical position).
+	s.run(t, "TiesClaimedInCreationOrder", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		f.endpoint("other") // a second tenant with nothing due
+		var want []string
+		for i := range 12 {
+			res := f.publish("acme", "file.created", at(time.Duration(i)*time.Millisecond))
+			want = append(want, f.deliveryFor(res.Event.ID, e.ID).ID)
+		}
+		cs := f.claim("w", 20, time.Minute, at(time.Second))
+		// Fail them one by one in a scrambled order, all due again at once.
+		for _, i := range []int{7, 2, 11, 0, 9, 4, 6, 1, 10, 3, 8, 5} {
+			f.complete(failure(cs[i], at(2*time.Second), at(2*time.Second), at(time.Minute), 500, ""))
+		}
+		var got []string
+		for range want {
+			cs := f.claim("w2", 1, time.Minute, at(time.Minute))
+			if len(cs) != 1 {
+				t.Fatalf("claim(limit 1) = %d claims, want 1", len(cs))
+			}
+			got = append(got, cs[0].Delivery.ID)
+		}
+		diff(t, "claim order of deliveries due together", want, got)
+	})
 	s.run(t, "PauseTwiceHoldsNothingMore", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		f.publish("acme", "file.created", base)

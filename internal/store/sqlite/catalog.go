@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -39,7 +38,7 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 	_, err = s.w.ExecContext(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES (?,?,?,?,?,?,?)",
 		t.Name, t.Description, t.ResourceID, string(vb), t.Revision, micro(t.CreatedAt), micro(t.UpdatedAt))
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		if uniqueViolation(err) {
 			return store.EventType{}, store.Errorf(store.CodeConflict, "create event type %s", t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)

@@ -310,6 +310,23 @@ func storageFailure(err error) bool {
 	return false
 }
 
+// uniqueViolation reports whether err is SQLite refusing a row that breaks
+// a UNIQUE or PRIMARY KEY constraint (extended result codes
+// SQLITE_CONSTRAINT_UNIQUE, 2067, and SQLITE_CONSTRAINT_PRIMARYKEY, 1555:
+// https://sqlite.org/rescode.html), read from the error's code, never its
+// text.
+func uniqueViolation(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() {
+	case 2067, 1555:
+		return true
+	}
+	return false
+}
+
 // Close implements store.Store.
 func (s *Store) Close() error {
 	s.commits.close()
@@ -446,7 +463,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15"+
 		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		if uniqueViolation(err) {
 			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", e.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)

@@ -26,7 +26,7 @@ func TestStoredValueThatDoesNotDecodeIs500(t *testing.T) {
 	ep := h.createEndpoint("acme", "https://example.com/hook")
 	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"s3cr3t-github-provider"}, "destination_url": "https://example.com/in"})
 
-	db, err := sql.Open("sqlite", dbPath)
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,8 +42,10 @@ Scenarios:
              Retry-After: 3600); fresh-delivery throughput against an empty
              queue, and Herald's RSS
   inbound    --concurrency providers sending signed requests to POST /in/{source}
-             for --duration (requests/s), then --rate requests/s open loop
-             (ack p50/p99)
+             for --duration (requests/s; after an uncounted warm-up), then
+             --rate requests/s open loop (ack p50/p99); with --peer, the same
+             two phases against another receiver of the same webhooks
+             (bench/peers/), and the ratio
   fairness   tenant A's --endpoints never answer, A publishes 1 event/s to
              them; tenant B publishes --rate events/s to a healthy endpoint;
              B's publish → arrival p50/p99 against B alone (p99_ratio)
@@ -76,6 +78,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 	pf.IntVar(&o.BodyBytes, "body-bytes", 512, "size of the delivered body (the event envelope), in bytes")
 	pf.IntVar(&o.Publishers, "publishers", 32, "concurrent API clients publishing the events of a setup phase")
 	pf.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (databases, Herald's log)")
+	pf.BoolVar(&o.TraceSink, "trace-sink", false, "turn tracing on in herald serve, exporting OTLP/HTTP to a loopback collector run by the bench (without it, OTEL_* variables are cleared: tracing off)")
 
 	type flagSet uint
 	const (
@@ -86,6 +89,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		fDuration
 		fSize
 		fDeliver
+		fPeer
 	)
 	scenario := func(name, short string, flags flagSet) *cobra.Command {
 		// The sizes are per scenario (their defaults differ); the
@@ -120,6 +124,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 				opts := o
 				opts.Events, opts.Endpoints, opts.Concurrency, opts.Rate = so.Events, so.Endpoints, so.Concurrency, so.Rate
 				opts.Duration, opts.Size, opts.BacklogEndpoints, opts.Deliver = so.Duration, so.Size, so.BacklogEndpoints, so.Deliver
+				opts.Peer = so.Peer
 				opts.Stdout, opts.Stderr = c.OutOrStdout(), c.ErrOrStderr()
 				return bench.Run(c.Context(), name, opts)
 			},
@@ -152,6 +157,11 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		if flags&fDeliver != 0 {
 			f.BoolVar(&so.Deliver, "deliver", false, "keep the endpoints enabled: deliveries are made during the run (default: held, endpoints paused)")
 		}
+		if flags&fPeer != 0 {
+			f.StringVar(&so.Peer, "peer", "", "also measure this receiver of the same GitHub webhooks, in the same run with the same load: "+
+				"an ingest URL, or a command started with PEER_PORT, PEER_SECRET and PEER_FORWARD_URL set "+
+				"(e.g. 'node bench/peers/express-bullmq/server.js'; docs/BENCHMARKS.md)")
+		}
 		return c
 	}
 	cmd.AddCommand(
@@ -160,7 +170,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		scenario("publish", "Durable publish throughput of concurrent API clients", fEndpoints|fConcurrency|fDuration|fDeliver),
 		scenario("isolation", "Healthy endpoints' latency and throughput with 20 % black holes", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
 		scenario("backlog", "Fresh-delivery throughput and RSS with deliveries waiting for retry", fEvents|fEndpoints|fSize),
-		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests)", fConcurrency|fRate|fDuration),
+		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests), optionally beside a --peer", fConcurrency|fRate|fDuration|fPeer),
 		scenario("fairness", "Tenant B's latency beside tenant A's --endpoints hanging endpoints, against B alone", fEndpoints|fConcurrency|fRate|fDuration),
 		scenario("fanout", "Tenant B's publish latency while tenant A fans out to --endpoints endpoints, against B alone", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
 		newBenchReceiverCmd(),

@@ -3,12 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,6 +98,8 @@ func TestBenchScenarios(t *testing.T) {
 		})
 	}
 
+	t.Run("inbound-peer-url", func(t *testing.T) { testBenchPeerURL(t, bin, common) })
+	t.Run("inbound-peer-express-bullmq", func(t *testing.T) { testBenchPeerExpress(t, bin, common) })
 	t.Run("interrupt", func(t *testing.T) { testBenchInterrupt(t, bin) })
 	t.Run("unknown", func(t *testing.T) {
 		out, err := exec.Command(bin, "bench", "nope").CombinedOutput()
@@ -222,5 +231,105 @@ func TestBenchRefusesZero(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%v: err %v, want %q", c.args, err, c.want)
 		}
+	}
+}
+
+// runBenchJSON runs herald bench with args and returns its JSON result.
+func runBenchJSON(t *testing.T, bin string, env []string, args ...string) map[string]any {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"bench"}, args...)...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("herald bench %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, stdout.String(), stderr.String())
+	}
+	t.Logf("took %s", time.Since(start).Round(time.Millisecond))
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, stdout.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	})
+	return v
+}
+
+// testBenchPeerURL: --peer with a URL sends the peer the same GitHub-signed
+// requests as Herald (the same bodies, valid signatures with the bench's
+// secret), and the result gives the peer's figures and the ratio.
+func testBenchPeerURL(t *testing.T, bin string, common []string) {
+	var (
+		mu     sync.Mutex
+		bodies = map[string]bool{}
+		bad    int
+	)
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		m := hmac.New(sha256.New, []byte("bench-github-secret"))
+		m.Write(b)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/in/github" || r.Header.Get("X-Hub-Signature-256") != "sha256="+hex.EncodeToString(m.Sum(nil)) || r.Header.Get("X-GitHub-Delivery") == "" {
+			bad++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		bodies[string(b)] = true
+	}))
+	defer peer.Close()
+	v := runBenchJSON(t, bin, benchEnv(), append(append([]string{"inbound"}, common...),
+		"--concurrency", "4", "--rate", "50", "--duration", "1s", "--peer", peer.URL+"/in/github")...)
+	for _, f := range []string{"requests_per_second", "peer_requests_per_second", "peer_ack_p99_ms", "peer_acknowledged", "peer_ratio"} {
+		if n, ok := v[f].(float64); !ok || !(n > 0) {
+			t.Errorf("%s = %v, want a number > 0", f, v[f])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bad > 0 || len(bodies) == 0 {
+		t.Errorf("the peer got %d requests with a wrong signature, path or id, and %d valid ones", bad, len(bodies))
+	}
+	if !bodies[`{"action":"bench","n":0,"pad":"`+strings.Repeat("x", 512-40)+`"}`] {
+		t.Error("the peer did not get Herald's first body")
+	}
+}
+
+// testBenchPeerExpress runs the repository's Express + BullMQ + Redis peer
+// beside Herald: every request it acknowledged is forwarded by its worker.
+// It needs node, the peer's npm packages (npm ci --prefix
+// bench/peers/express-bullmq) and HERALD_TEST_REDIS_URL; without them it
+// is skipped.
+func testBenchPeerExpress(t *testing.T, bin string, common []string) {
+	dir, err := filepath.Abs("../../bench/peers/express-bullmq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redis := os.Getenv("HERALD_TEST_REDIS_URL")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil || redis == "" {
+		t.Skip("needs npm ci --prefix bench/peers/express-bullmq and HERALD_TEST_REDIS_URL")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("needs node")
+	}
+	v := runBenchJSON(t, bin, append(benchEnv(), "PEER_REDIS_URL="+redis), append(append([]string{"inbound"}, common...),
+		"--concurrency", "4", "--rate", "50", "--duration", "1s", "--peer", "node "+filepath.Join(dir, "server.js"))...)
+	for _, f := range []string{"peer_requests_per_second", "peer_ack_p99_ms", "peer_ratio", "peer_forwarded"} {
+		if n, ok := v[f].(float64); !ok || !(n > 0) {
+			t.Errorf("%s = %v, want a number > 0", f, v[f])
+		}
+	}
+	acked, _ := v["peer_acknowledged"].(float64)
+	if errs, _ := v["peer_errors"].(float64); errs != 0 {
+		t.Errorf("peer_errors = %v", errs)
+	}
+	// peer_acknowledged is the throughput phase's; the forwards include the
+	// latency phase's too.
+	if fwd, _ := v["peer_forwarded"].(float64); fwd < acked {
+		t.Errorf("the peer forwarded %v of more than %v acknowledged requests", fwd, acked)
 	}
 }

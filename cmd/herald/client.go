@@ -385,7 +385,13 @@ func newEndpointsCmd() *cobra.Command {
 	})
 	rotateCmd.Flags().IntVar(&overlap, "overlap-seconds", 86400, "how long the previous secret stays valid, seconds (0 = dropped at once)")
 
-	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd, rotateCmd,
+	var statsWindow string
+	statsCmd := apiIDCmd("stats ID", "Show an endpoint's health over a window: attempts, failures by class and status, latency percentiles, circuit breaker (GET /v1/endpoints/{id}/stats)", func(cmd *cobra.Command, id string) error {
+		return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/stats")+"?window="+url.QueryEscape(statsWindow), nil, nil)
+	})
+	statsCmd.Flags().StringVar(&statsWindow, "window", "24h", "1h, 24h (per-minute figures) or 7d (per-hour)")
+
+	g.AddCommand(createCmd, listCmd, updateCmd, deliveriesCmd, rotateCmd, statsCmd,
 		apiIDCmd("test ID", "Send a signed herald.test event to an endpoint now (POST /v1/endpoints/{id}/test)", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/test"), nil, nil)
 		}),

@@ -248,6 +248,7 @@ func matrix(w *world) map[string]route {
 		"revoke-endpoint-secret":   {roles: "M", method: "DELETE", ok: 204, statusB: 404, prep: oldSecrets},
 		"create-endpoint":          {roles: "M", method: "POST", pathA: "/v1/endpoints", body: `{"tenant":"acme","url":"https://acme-receiver.example/new"}`, ok: 201, pathB: "/v1/endpoints", bodyB: `{"tenant":"bravo","url":"https://x.example/"}`, statusB: 403},
 		"list-endpoints":           {roles: "MV", method: "GET", pathA: "/v1/endpoints", ok: 200, pathB: "/v1/endpoints?tenant=bravo", statusB: 403},
+		"get-endpoint-stats":       {roles: "MV", method: "GET", pathA: "/v1/endpoints/" + w.epA + "/stats?window=1h", ok: 200, pathB: "/v1/endpoints/" + w.epB + "/stats", statusB: 404},
 		"get-endpoint":             {roles: "MV", method: "GET", pathA: "/v1/endpoints/" + w.epA, ok: 200, pathB: "/v1/endpoints/" + w.epB, statusB: 404},
 		"update-endpoint":          {roles: "M", method: "PATCH", pathA: "/v1/endpoints/" + w.epA, body: `{"description":"changed"}`, ok: 200, pathB: "/v1/endpoints/" + w.epB, bodyB: `{"description":"changed"}`, statusB: 404},
 		"delete-endpoint":          {roles: "M", method: "DELETE", ok: 204, statusB: 404, prep: newEndpoints},

@@ -385,6 +385,7 @@ var Policy = map[string]Access{
 	"resume-endpoint":          managers,
 	"enable-endpoint":          managers,
 	"list-endpoint-deliveries": readers,
+	"get-endpoint-stats":       readers,
 	"replay-endpoint":          managers,
 	// events
 	"publish-event":         publishers,

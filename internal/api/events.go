@@ -11,9 +11,49 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/tracing"
 )
+
+// publishOutput answers POST /v1/events.
+type publishOutput struct {
+	Status  int
+	Warning string `header:"X-Herald-Personal-Data-Warning" doc:"set when the data looked like it carried personal data (JSON pointer and kind) and the guard only warns"`
+	Body    PublishOut
+}
+
+// endPublishSpan records a publish's answer on its span and ends it:
+// http.response.status_code, the deliveries and duplicate flags, and an
+// error status (error.type = the status code) for a refused publish.
+func endPublishSpan(span trace.Span, out *publishOutput, err error) {
+	status := 0
+	if out != nil {
+		status = out.Status
+		span.SetAttributes(tracing.AttrDeliveries.Int(out.Body.Deliveries), tracing.AttrDuplicate.Bool(out.Body.Duplicate))
+	}
+	var se huma.StatusError
+	if errors.As(err, &se) {
+		status = se.GetStatus()
+	}
+	if status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	if err != nil {
+		class := "_OTHER"
+		if status != 0 {
+			class = strconv.Itoa(status)
+		}
+		span.SetAttributes(semconv.ErrorTypeKey.String(class))
+		if status >= 500 || status == 0 {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
 
 // PublishBody is the body of POST /v1/events.
 type PublishBody struct {
@@ -70,12 +110,8 @@ func (s *Server) registerEvents() {
 
 	type publishIn struct {
 		IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
+		TraceParent    string `header:"traceparent" maxLength:"512" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value is ignored, as the recommendation asks"`
 		Body           PublishBody
-	}
-	type publishOutput struct {
-		Status  int
-		Warning string `header:"X-Herald-Personal-Data-Warning" doc:"set when the data looked like it carried personal data (JSON pointer and kind) and the guard only warns"`
-		Body    PublishOut
 	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
@@ -83,7 +119,21 @@ func (s *Server) registerEvents() {
 		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before with the same type and data; 409 when it was used with other content.",
 		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
-	}, func(ctx context.Context, in *publishIn) (*publishOutput, error) {
+	}, func(ctx context.Context, in *publishIn) (out *publishOutput, err error) {
+		// The traceparent stored with the event: this publish's span with
+		// tracing on, else the producer's own (normalised), else none.
+		traceparent := ""
+		if sc, ok := tracing.ParseTraceParent(in.TraceParent); ok {
+			traceparent = tracing.FormatTraceParent(sc)
+		}
+		var span trace.Span
+		if s.cfg.Tracer.On() {
+			ctx, span = s.cfg.Tracer.Start(tracing.WithRemoteParent(ctx, traceparent), "POST /v1/events",
+				trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
+			traceparent = tracing.FormatTraceParent(span.SpanContext())
+			defer func() { endPublishSpan(span, out, err) }()
+		}
 		b := in.Body
 		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
 		if err != nil {
@@ -166,16 +216,29 @@ func (s *Server) registerEvents() {
 		if err := tooLarge(body); err != nil {
 			return nil, err
 		}
-		res, err := s.db(ctx).PublishEvent(ctx, store.PublishParams{
+		sctx := ctx
+		var sspan trace.Span
+		if span != nil {
+			span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
+			sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
+		}
+		res, err := s.db(sctx).PublishEvent(sctx, store.PublishParams{
 			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older)},
+				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
+				TraceParent: traceparent},
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
 			FanOutChunk: s.cfg.FanOutChunk,
 		})
+		if sspan != nil {
+			if err != nil {
+				sspan.SetStatus(codes.Error, err.Error())
+			}
+			sspan.End()
+		}
 		if err != nil {
 			return nil, s.problem(err, "event")
 		}
-		out := &publishOutput{Status: http.StatusAccepted, Body: PublishOut{Deliveries: res.Deliveries}}
+		out = &publishOutput{Status: http.StatusAccepted, Body: PublishOut{Deliveries: res.Deliveries}}
 		if res.Created {
 			// The stored body is the one encoded above: its data is compact.
 			e := res.Event
@@ -317,9 +380,10 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 
 // ReservedEventType reports whether typ (an event type or a filter
 // pattern) is in the namespaces Herald keeps for its own events —
-// "endpoint." (operational events) and "herald." (test events) — compared
+// "endpoint." (operational events), delivery.dead_lettered and "herald."
+// (test events) — compared
 // without regard to case, so "Endpoint.disabled" cannot pass for one.
 func ReservedEventType(typ string) bool {
 	lt := strings.ToLower(typ)
-	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.")
+	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, "herald.") || lt == store.NoticeDeliveryDeadLettered
 }

@@ -21,6 +21,12 @@ func (publishOnlyStore) PublishEvent(_ context.Context, p store.PublishParams) (
 	return store.PublishResult{Event: ev, Created: true, Deliveries: 1, Pending: 1}, nil
 }
 
+// GetEventType answers that the type is not catalogued (the default
+// catalog mode accepts it).
+func (publishOnlyStore) GetEventType(context.Context, string) (store.EventType, error) {
+	return store.EventType{}, store.ErrNotFound
+}
+
 type anyURL struct{}
 
 func (anyURL) CheckURL(raw string) (*url.URL, error) { return url.Parse(raw) }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/herald-webhooks/herald/internal/catalog"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -115,8 +116,39 @@ func (s *Server) OpenAPIWithWebhooks(ctx context.Context) ([]byte, error) {
 			hooks[t.Name+".v"+strconv.Itoa(v.Version)] = webhookItem(t, v)
 		}
 	}
+	for typ, schema := range catalog.OperationalSchemas {
+		hooks[typ] = operationalWebhookItem(typ, schema, catalog.OperationalExamples[typ])
+	}
 	doc["webhooks"] = hooks
 	return json.Marshal(doc)
+}
+
+// operationalWebhookItem describes one of Herald's operational event types
+// (catalog.OperationalSchemas): the envelope has no version (data carries
+// "version":1).
+func operationalWebhookItem(typ, schema, example string) map[string]any {
+	var data, ex any
+	if err := json.Unmarshal([]byte(schema), &data); err != nil {
+		data = map[string]any{"type": "object"}
+	}
+	body := map[string]any{"type": "object", "required": []string{"id", "type", "tenant", "occurred_at", "data"}, "properties": map[string]any{
+		"id":          map[string]any{"type": "string"},
+		"type":        map[string]any{"type": "string", "const": typ},
+		"tenant":      map[string]any{"type": "string", "description": "the endpoint's tenant, or the operator tenant (--operator-tenant)"},
+		"occurred_at": map[string]any{"type": "string", "format": "date-time"},
+		"data":        data,
+	}}
+	if json.Unmarshal([]byte(example), &ex) == nil {
+		body["examples"] = []any{map[string]any{"id": "evt_op_example", "type": typ, "tenant": "acme", "occurred_at": "2026-01-31T09:00:00Z", "data": ex}}
+	}
+	return map[string]any{"post": map[string]any{
+		"operationId": "operational-" + strings.NewReplacer(".", "-", "_", "-").Replace(typ),
+		"summary":     typ + " (operational event)",
+		"description": "Herald's own event, sent to endpoints that subscribe to it (docs/contract.md, \"Operational events\"). Signed like every event.",
+		"tags":        []string{"webhooks"},
+		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": body}}},
+		"responses":   map[string]any{"2XX": map[string]any{"description": "received; any other answer is retried"}},
+	}}
 }
 
 func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {

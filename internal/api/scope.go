@@ -57,6 +57,14 @@ func (t tenantStore) own(ctx context.Context, endpointID string) error {
 	return err
 }
 
+// EndpointStats: the tenant's own endpoints only.
+func (t tenantStore) EndpointStats(ctx context.Context, p store.EndpointStatsParams) (store.EndpointStats, error) {
+	if err := t.own(ctx, p.EndpointID); err != nil {
+		return store.EndpointStats{}, err
+	}
+	return t.base.EndpointStats(ctx, p)
+}
+
 func (t tenantStore) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams) (store.Endpoint, error) {
 	if p.Endpoint.Tenant != t.tenant {
 		return store.Endpoint{}, t.notFound("tenant", p.Endpoint.Tenant)

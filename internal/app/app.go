@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/clientip"
@@ -35,6 +37,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 	"github.com/herald-webhooks/herald/internal/tlsreload"
+	"github.com/herald-webhooks/herald/internal/tracing"
 )
 
 // Version is Herald's version (buildinfo.Version); attempts are sent with
@@ -164,8 +167,13 @@ type Config struct {
 	// believed for the client address of throttling and logs
 	// (internal/clientip); none by default.
 	TrustedProxies []netip.Prefix
-	// Logger; default a text logger on Stderr.
+	// Logger; default a text logger on Stderr. Records logged under an
+	// active span carry trace_id and span_id (tracing.LogHandler).
 	Logger *slog.Logger
+	// TracerProvider records the spans of publishes, attempts and the
+	// inbound gateway. Nil: the one the standard OTEL_* environment
+	// variables ask for (tracing.FromEnv), else tracing off.
+	TracerProvider trace.TracerProvider
 	// Stdout receives the one-time generated API key.
 	Stdout io.Writer
 }
@@ -185,7 +193,11 @@ type Main struct {
 	srv     *http.Server
 	tls     *tlsreload.Reloader
 	log     *slog.Logger
-	closed  sync.Once
+	tracer  *tracing.Tracer
+	// traces is the provider built from the environment (nil otherwise):
+	// Close flushes and stops it.
+	traces *tracing.Provider
+	closed sync.Once
 	// box is the node's keyring (HERALD_ENCRYPTION_KEY or the key file,
 	// plus HERALD_ENCRYPTION_KEY_PREVIOUS), kept for the readiness key check.
 	box store.SecretBox
@@ -201,7 +213,24 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &Main{cfg: cfg, log: cfg.Logger}
+	cfg.Logger = slog.New(tracing.LogHandler(cfg.Logger.Handler()))
+	var traces *tracing.Provider
+	if cfg.TracerProvider == nil {
+		tp, err := tracing.FromEnv(ctx, Version, cfg.Stdout)
+		if err != nil {
+			return nil, err
+		}
+		if tp != nil {
+			traces, cfg.TracerProvider = tp, tp
+		}
+	}
+	started := false
+	defer func() {
+		if !started && traces != nil {
+			_ = traces.Shutdown(context.Background()) // New failed: stop the exporter
+		}
+	}()
+	m := &Main{cfg: cfg, log: cfg.Logger, tracer: tracing.New(cfg.TracerProvider), traces: traces}
 
 	st, err := m.openStore(ctx)
 	if err != nil {
@@ -263,6 +292,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		DisableAfter:        cfg.DisableAfter,
 		DisableMinFailures:  cfg.DisableMinFailures,
 		Metrics:             m.metrics,
+		Tracer:              m.tracer,
 		Store:               st,
 		Sender:              m.egress,
 		TrustedSender:       m.trusted,
@@ -278,7 +308,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		st.Close()
 		return nil, err
 	}
-	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger})
+	m.metrics.SetInFlight(m.engine.InFlight)
+	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer})
 	m.api, err = api.New(api.Config{
 		Inbound:               m.gateway,
 		SourceChanged:         m.gateway.Forget,
@@ -298,6 +329,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Version:               Version,
 		Contract:              Contract(cfg),
 		Metrics:               m.metrics,
+		Tracer:                m.tracer,
 		Logger:                cfg.Logger,
 		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		KeyCheckEvery:         cfg.KeyCheckInterval,
@@ -360,6 +392,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	for _, p := range clientip.TrustsEveryone(cfg.TrustedProxies) {
 		m.log.Warn("--trusted-proxy trusts every address: any client can choose its address with X-Forwarded-For (the authentication throttle, the console and logs use it); list only your reverse proxies' addresses", "range", p.String())
 	}
+	started = true
 	return m, nil
 }
 
@@ -614,7 +647,18 @@ func (m *Main) Run(ctx context.Context) error {
 // Close releases the store. Run calls it.
 func (m *Main) Close() error {
 	var err error
-	m.closed.Do(func() { err = m.store.Close() })
+	m.closed.Do(func() {
+		err = m.store.Close()
+		if m.traces != nil {
+			// Flush the spans still batched (bounded: a collector away
+			// does not hold the stop).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if terr := m.traces.Shutdown(ctx); terr != nil {
+				m.log.Warn("tracing: spans not flushed at stop", "error", terr)
+			}
+		}
+	})
 	return err
 }
 

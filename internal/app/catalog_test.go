@@ -264,7 +264,8 @@ func TestCatalogSubscriptionsChecked(t *testing.T) {
 }
 
 // TestCatalogOpenAPIWebhooks: /openapi.json describes every event type
-// version in its OpenAPI 3.1 webhooks section, and the document validates
+// version, and every operational event type, in its OpenAPI 3.1 webhooks
+// section, and the document validates
 // against the OpenAPI 3.1 specification schema (pb33f/libopenapi-validator).
 func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	h := startHerald(t, nil)
@@ -322,7 +323,7 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 3 || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") || len(doc.Webhooks) != 3+len(catalog.OperationalSchemas) || doc.Webhooks["delivery.dead_lettered"].Post.RequestBody.Content == nil || !doc.Webhooks["file.updated.v1"].Post.Deprecated {
 		t.Fatalf("openapi %s, webhooks %+v", doc.OpenAPI, doc.Webhooks)
 	}
 	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]

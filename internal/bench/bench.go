@@ -66,6 +66,10 @@ type Options struct {
 	Publishers int
 	// Keep keeps the temporary directory (databases, logs).
 	Keep bool
+	// TraceSink turns tracing on in herald serve, exporting OTLP/HTTP to a
+	// loopback collector the bench runs (it decodes and counts the spans);
+	// without it the bench clears every OTEL_* variable, so tracing is off.
+	TraceSink bool
 
 	// Events is the number of events published (drain; isolation's and
 	// backlog's throughput phases).
@@ -87,6 +91,10 @@ type Options struct {
 	// Deliver keeps the endpoints enabled while publishing (publish): the
 	// deliveries are made during the measurement instead of being held.
 	Deliver bool
+	// Peer is a receiver of the same GitHub webhooks measured after Herald
+	// with the same load (inbound): its ingest URL, or a command run with
+	// sh -c (startPeer). Empty: Herald only.
+	Peer string
 	// BlackholeFraction of the endpoints never answer (isolation); 0.2.
 	BlackholeFraction float64
 
@@ -196,6 +204,9 @@ func (o Options) validate(scenario string) error {
 	default:
 		return fmt.Errorf("--db %q: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", o.DB)
 	}
+	if o.Peer != "" && scenario != "inbound" {
+		return fmt.Errorf("--peer is for the inbound scenario only (got %s)", scenario)
+	}
 	switch scenario {
 	case "drain":
 		return errors.Join(positive("--events", o.Events), positive("--endpoints", o.Endpoints))
@@ -284,6 +295,11 @@ func Run(ctx context.Context, scenario string, o Options) error {
 		return fmt.Errorf("bench %s: %w", scenario, r.explain(ctx, err))
 	}
 	machine.LoadAvgEnd = loadAvg()
+	if r.sink != nil {
+		res.add("trace_spans_received", r.sink.spans.Load(), "spans")
+		res.add("trace_exports", r.sink.requests.Load(), "requests")
+		res.Notes = append(res.Notes, "tracing on: OTLP/HTTP (protobuf) to the bench's loopback collector, SDK defaults (batch of 512, 5 s schedule); spans still batched at the end are not counted")
+	}
 	res.Scenario = scenario
 	res.Machine = machine
 	res.DB = dbKind(o.DB)

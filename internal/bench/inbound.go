@@ -9,15 +9,28 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
+
+// inboundSecret is the GitHub webhook secret of the bench's source, and
+// the PEER_SECRET given to a --peer command.
+const inboundSecret = "bench-github-secret"
 
 // inbound measures the gateway (POST /in/{source}): throughput of
 // concurrent providers sending GitHub-signed requests (each verified,
 // deduped and durably stored before its 200), then ack latency at a fixed
 // rate (open loop). The destination is a fast receiver process; forwards
 // run during the whole measurement, as in production.
+//
+// With Options.Peer the same two phases, with the same load generator,
+// bodies, signatures, concurrency, duration and rate, are then run against
+// the peer (a receiver of the same GitHub webhooks, such as
+// bench/peers/express-bullmq), after Herald's forwards of its phases have
+// arrived; the result gives both and Herald's throughput over the peer's.
 func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	o := r.o
 	rcv, err := r.startReceiver(ctx, "receiver", ModeOK)
@@ -28,22 +41,120 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	const secret = "bench-github-secret"
 	var src struct {
 		IngestPath string `json:"ingest_path"`
 	}
-	body := fmt.Appendf(nil, `{"name":"bench","scheme":"github","secrets":[%q],"destination_url":%q}`, secret, rcv.base+"/inbound")
+	body := fmt.Appendf(nil, `{"name":"bench","scheme":"github","secrets":[%q],"destination_url":%q}`, inboundSecret, rcv.base+"/inbound")
 	if err := h.api.call(ctx, "POST", "/v1/sources", body, &src); err != nil {
 		return nil, fmt.Errorf("create source: %w", err)
 	}
-	url := h.api.base + src.IngestPath
+	hr, err := r.ingest(ctx, "herald", h.api.base+src.IngestPath, r.runID+"-", h.pid())
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{}
+	res.add("providers", o.Concurrency, "concurrent clients (throughput phase)")
+	res.add("duration_seconds", secs(hr.closed.Elapsed), "per phase")
+	res.add("body_bytes", o.BodyBytes, "")
+	res.add("acknowledged", hr.closed.OK, "200 answers: verified, deduped, durably stored")
+	res.add("errors", hr.closed.Errors, "")
+	res.add("requests_per_second", hr.rps, "throughput phase")
+	res.add("throughput_p50_ms", hr.tp.P50, "ack under full load")
+	res.add("throughput_p99_ms", hr.tp.P99, "")
+	res.add("rate", o.Rate, "requests/s, latency phase (open loop)")
+	res.add("ack_p50_ms", hr.lp.P50, "latency phase")
+	res.add("ack_p99_ms", hr.lp.P99, "")
+	res.add("ack_max_ms", hr.lp.Max, "")
+	res.add("late_sends", hr.open.Late, "sends more than 1 ms behind their slot (the load generator fell behind)")
+	res.add("latency_errors", hr.open.Errors, "")
+	res.add("herald_cpu_seconds", hr.cpu, "throughput phase")
+	res.target("requests_per_second", ">=", 9000, hr.rps, "")
+	res.target("ack_p99_ms", "<=", 5, hr.lp.P99, fmt.Sprintf("at %d requests/s", o.Rate))
+	if hr.closed.FirstErr != nil {
+		res.Notes = append(res.Notes, "first error: "+hr.closed.FirstErr.Error())
+	}
+	if o.Peer == "" {
+		return res, nil
+	}
+
+	// Herald's forwards of both phases arrive before the peer's phases
+	// start, so that they do not share the cores with the peer's load.
+	acked := int64(hr.warmed + hr.closed.OK + hr.open.OK)
+	fwd, err := r.waitForwards(ctx, rcv, "/inbound", acked)
+	if err != nil {
+		return nil, err
+	}
+	res.add("herald_forwarded", fwd, fmt.Sprintf("of %d acknowledged, before the peer's phases", acked))
+
+	peerURL, peerPID, err := r.startPeer(ctx, rcv.base+"/peer")
+	if err != nil {
+		return nil, err
+	}
+	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID)
+	if err != nil {
+		return nil, err
+	}
+	packed := int64(pr.warmed + pr.closed.OK + pr.open.OK)
+	var pfwd int64
+	if peerPID > 0 { // a peer given by URL forwards elsewhere
+		if pfwd, err = r.waitForwards(ctx, rcv, "/peer", packed); err != nil {
+			return nil, err
+		}
+	}
+	res.add("peer", o.Peer, "")
+	res.add("peer_acknowledged", pr.closed.OK, "200 answers")
+	res.add("peer_errors", pr.closed.Errors+pr.open.Errors, "")
+	res.add("peer_requests_per_second", pr.rps, "throughput phase")
+	res.add("peer_throughput_p50_ms", pr.tp.P50, "")
+	res.add("peer_throughput_p99_ms", pr.tp.P99, "")
+	res.add("peer_ack_p50_ms", pr.lp.P50, "latency phase")
+	res.add("peer_ack_p99_ms", pr.lp.P99, "")
+	res.add("peer_ack_max_ms", pr.lp.Max, "")
+	res.add("peer_late_sends", pr.open.Late, "")
+	if peerPID > 0 {
+		res.add("peer_cpu_seconds", pr.cpu, "throughput phase, the peer's process tree")
+		res.add("peer_forwarded", pfwd, fmt.Sprintf("of %d acknowledged", packed))
+	}
+	ratio := 0.0
+	if pr.rps > 0 {
+		ratio = round(hr.rps/pr.rps, 2)
+	}
+	res.add("peer_ratio", ratio, "Herald's requests/s over the peer's")
+	res.target("peer_ratio", ">=", 3, ratio, "same run, same load generator")
+	if pr.closed.FirstErr != nil {
+		res.Notes = append(res.Notes, "peer's first error: "+pr.closed.FirstErr.Error())
+	}
+	return res, nil
+}
+
+// ingestRun is what the two phases of one receiver measured.
+type ingestRun struct {
+	closed closedLoop
+	open   openLoop
+	warmed int // requests acknowledged during the warm-up
+	rps    float64
+	tp, lp pcts
+	cpu    float64
+}
+
+// ingest runs the throughput phase (closed loop, Concurrency providers for
+// Duration, after an uncounted warm-up) and the latency phase (open loop
+// at Rate for Duration) against
+// url, a receiver of GitHub webhooks signed with inboundSecret. Request i
+// has the delivery id idPrefix+i; its body depends on i only, so every
+// receiver gets the same bodies. pid's process tree is charged the CPU of
+// the throughput phase (none when pid is 0).
+func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int) (ingestRun, error) {
+	o := r.o
 	payload := bytes.Repeat([]byte("x"), max(0, o.BodyBytes-40))
 	client := loadClient(o.Concurrency)
-	// send posts signed request i: each has its own delivery id, so every
-	// one is a new event (the dedupe path is tested elsewhere).
-	send := func(ctx context.Context, i int, _ time.Time) error {
+	// post sends signed request i with delivery id idPrefix+id: each has
+	// its own, so every one is a new event (the dedupe path is tested
+	// elsewhere).
+	post := func(ctx context.Context, i int, id string) error {
 		b := fmt.Appendf(nil, `{"action":"bench","n":%d,"pad":"%s"}`, i, payload)
-		m := hmac.New(sha256.New, []byte(secret))
+		m := hmac.New(sha256.New, []byte(inboundSecret))
 		m.Write(b)
 		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))
 		if err != nil {
@@ -51,7 +162,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-GitHub-Delivery", r.runID+"-"+strconv.Itoa(i))
+		req.Header.Set("X-GitHub-Delivery", idPrefix+id)
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
 		resp, err := client.Do(req)
 		if err != nil {
@@ -65,51 +176,124 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 		return nil
 	}
 
-	// Throughput: closed loop.
-	r.logf("inbound: %d providers sending for %s", o.Concurrency, o.Duration)
-	cpu0 := procCPU(h.pid())
-	cl := runClosedLoop(ctx, o.Concurrency, o.Duration, send)
-	cpu := round(procCPU(h.pid())-cpu0, 2)
+	send := func(ctx context.Context, i int, _ time.Time) error { return post(ctx, i, strconv.Itoa(i)) }
+
+	// Warm-up, not counted: a fifth of the duration (at most 2 s) of the
+	// closed loop, so that neither receiver is measured cold (connections,
+	// caches, a JIT).
+	warm := runClosedLoop(ctx, o.Concurrency, min(2*time.Second, o.Duration/5), func(ctx context.Context, i int, _ time.Time) error {
+		// Bodies of their own: GitHub signs only the body, so the
+		// gateway takes a repeated body for a replay and acknowledges it
+		// without forwarding it again.
+		return post(ctx, -1-i, "w"+strconv.Itoa(i))
+	})
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ingestRun{}, ctx.Err()
+	}
+
+	// Throughput: closed loop.
+	r.logf("inbound, %s: %d providers sending for %s", name, o.Concurrency, o.Duration)
+	cpu0 := treeCPU(pid)
+	cl := runClosedLoop(ctx, o.Concurrency, o.Duration, send)
+	cpu := round(treeCPU(pid)-cpu0, 2)
+	if ctx.Err() != nil {
+		return ingestRun{}, ctx.Err()
 	}
 	if cl.OK == 0 {
-		return nil, fmt.Errorf("no request was acknowledged: %v", cl.FirstErr)
+		return ingestRun{}, fmt.Errorf("%s: no request was acknowledged: %v", name, cl.FirstErr)
 	}
-	rps := perSecond(int64(cl.OK), cl.Elapsed)
-	tp := percentiles(cl.CallNS)
 
 	// Ack latency at a fixed rate: open loop. Ids continue after the
 	// throughput phase's.
-	rate := o.Rate
-	r.logf("inbound: %d requests/s for %s (open loop)", rate, o.Duration)
+	r.logf("inbound, %s: %d requests/s for %s (open loop)", name, o.Rate, o.Duration)
 	offset := cl.OK + cl.Errors + o.Concurrency
-	ol := runOpenLoop(ctx, rate, o.Duration, o.Concurrency, func(ctx context.Context, i int, t time.Time) error {
+	ol := runOpenLoop(ctx, o.Rate, o.Duration, o.Concurrency, func(ctx context.Context, i int, t time.Time) error {
 		return send(ctx, offset+i, t)
 	})
-	lp := percentiles(ol.CallNS)
-	ok, bad, firstErr, elapsed, late, latErrs := cl.OK, cl.Errors, cl.FirstErr, cl.Elapsed, ol.Late, ol.Errors
-
-	res := &Result{}
-	res.add("providers", o.Concurrency, "concurrent clients (throughput phase)")
-	res.add("duration_seconds", secs(elapsed), "per phase")
-	res.add("body_bytes", o.BodyBytes, "")
-	res.add("acknowledged", ok, "200 answers: verified, deduped, durably stored")
-	res.add("errors", bad, "")
-	res.add("requests_per_second", rps, "throughput phase")
-	res.add("throughput_p50_ms", tp.P50, "ack under full load")
-	res.add("throughput_p99_ms", tp.P99, "")
-	res.add("rate", rate, "requests/s, latency phase (open loop)")
-	res.add("ack_p50_ms", lp.P50, "latency phase")
-	res.add("ack_p99_ms", lp.P99, "")
-	res.add("ack_max_ms", lp.Max, "")
-	res.add("late_sends", late, "sends more than 1 ms behind their slot (the load generator fell behind)")
-	res.add("latency_errors", latErrs, "")
-	res.add("herald_cpu_seconds", cpu, "throughput phase")
-	res.target("requests_per_second", ">=", 9000, rps, "")
-	res.target("ack_p99_ms", "<=", 5, lp.P99, fmt.Sprintf("at %d requests/s", rate))
-	if firstErr != nil {
-		res.Notes = append(res.Notes, "first error: "+firstErr.Error())
+	if ctx.Err() != nil {
+		return ingestRun{}, ctx.Err()
 	}
-	return res, nil
+	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu}, nil
+}
+
+// waitForwards waits until the receiver has had want requests under prefix
+// (or they stop coming for 10 s) and returns how many it had.
+func (r *runner) waitForwards(ctx context.Context, rcv *receiverProc, prefix string, want int64) (int64, error) {
+	var last int64 = -1
+	lastChange := time.Now()
+	for {
+		st, err := rcv.rc.stats(ctx, prefix)
+		if err != nil {
+			return 0, fmt.Errorf("receiver stats: %w", err)
+		}
+		if st.Requests >= want {
+			return st.Requests, nil
+		}
+		if st.Requests != last {
+			last, lastChange = st.Requests, time.Now()
+		} else if time.Since(lastChange) > 10*time.Second {
+			r.logf("inbound: %d of %d forwards arrived at %s; not waiting longer", st.Requests, want, prefix)
+			return st.Requests, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startPeer returns the ingest URL of the peer (Options.Peer) and the pid
+// of its process (0 for a peer given by URL). A URL is used as it is: the
+// peer must verify with inboundSecret and forward wherever it likes. A
+// command is run with sh -c in the bench's temporary directory with
+// PEER_PORT (a free loopback port), PEER_SECRET and PEER_FORWARD_URL
+// (forward, on the bench's receiver) in its environment, and must answer
+// GET /healthz on that port within 60 s; its ingest URL is
+// http://127.0.0.1:PEER_PORT/in/github.
+func (r *runner) startPeer(ctx context.Context, forward string) (string, int, error) {
+	if strings.HasPrefix(r.o.Peer, "http://") || strings.HasPrefix(r.o.Peer, "https://") {
+		return r.o.Peer, 0, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", 0, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", 0, err
+	}
+	env := childEnv("PEER_PORT="+strconv.Itoa(port), "PEER_SECRET="+inboundSecret, "PEER_FORWARD_URL="+forward)
+	p, err := r.startExe("peer", "peer", "/bin/sh", []string{"-c", r.o.Peer}, env, wd, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	hc := controlClient()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if p.exited() {
+			return "", 0, fmt.Errorf("peer did not start: %w", p.exitError())
+		}
+		req, err := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
+		if err != nil {
+			return "", 0, err
+		}
+		if resp, err := hc.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				r.logf("inbound: peer up at %s (%s)", base, filepath.Base(p.logPath))
+				return base + "/in/github", p.pid(), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", 0, fmt.Errorf("peer did not answer GET %s/healthz within 60s", base)
+		}
+		select {
+		case <-ctx.Done():
+			return "", 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -133,3 +133,25 @@ func procCPU(pid int) float64 {
 
 // clockTicks is USER_HZ, 100 on every Linux platform Go supports.
 const clockTicks = 100
+
+// treeCPU is the CPU time in seconds of process pid and its descendants
+// (0 for pid 0).
+func treeCPU(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	total := procCPU(pid)
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, c := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(c); err == nil {
+				total += treeCPU(n)
+			}
+		}
+	}
+	return total
+}

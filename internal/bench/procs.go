@@ -36,6 +36,7 @@ type runner struct {
 	nHerald int
 
 	serveArgsShown []string
+	sink           *traceSink // --trace-sink; nil: tracing off
 }
 
 func newRunner(o Options, scenario string) (*runner, error) {
@@ -43,8 +44,15 @@ func newRunner(o Options, scenario string) (*runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: temporary directory: %w", err)
 	}
-	return &runner{o: o, scenario: scenario, dir: dir, runID: randomHex(4), apiKey: "hk_bench_" + randomHex(16),
-		encKey: randomKey32(), log: o.Stderr}, nil
+	r := &runner{o: o, scenario: scenario, dir: dir, runID: randomHex(4), apiKey: "hk_bench_" + randomHex(16),
+		encKey: randomKey32(), log: o.Stderr}
+	if o.TraceSink {
+		if r.sink, err = startTraceSink(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("bench: trace sink: %w", err)
+		}
+	}
+	return r, nil
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -66,6 +74,9 @@ func (r *runner) close() {
 	}
 	for _, p := range procs {
 		p.stop(15 * time.Second)
+	}
+	if r.sink != nil {
+		r.sink.close()
 	}
 	if r.o.Keep {
 		r.logf("kept %s (databases and logs)", r.dir)
@@ -92,6 +103,7 @@ func (r *runner) showHeraldLogs() {
 // proc is one subprocess.
 type proc struct {
 	name, kind string
+	group      bool // signalled as a process group (setGroup)
 	cmd        *exec.Cmd
 	stdin      io.WriteCloser
 	logPath    string
@@ -102,13 +114,20 @@ type proc struct {
 }
 
 func (r *runner) start(kind, name string, args []string, env []string, stdout io.Writer) (*proc, error) {
+	return r.startExe(kind, name, r.o.Exe, args, env, "", stdout)
+}
+
+// startExe starts exe with args in dir ("" for the bench's own), its
+// stderr (and stdout, unless given) to <tmpdir>/<name>.log.
+func (r *runner) startExe(kind, name, exe string, args []string, env []string, dir string, stdout io.Writer) (*proc, error) {
 	logPath := filepath.Join(r.dir, name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(r.o.Exe, args...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = env
+	cmd.Dir = dir
 	cmd.Stderr = lf
 	if stdout == nil {
 		cmd.Stdout = lf
@@ -116,6 +135,9 @@ func (r *runner) start(kind, name string, args []string, env []string, stdout io
 		cmd.Stdout = stdout
 	}
 	setProcAttr(cmd)
+	if kind == "peer" {
+		setGroup(cmd)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		lf.Close()
@@ -125,7 +147,7 @@ func (r *runner) start(kind, name string, args []string, env []string, stdout io
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, kind: kind, cmd: cmd, stdin: stdin, logPath: logPath, logFile: lf, done: make(chan struct{})}
+	p := &proc{name: name, kind: kind, group: kind == "peer", cmd: cmd, stdin: stdin, logPath: logPath, logFile: lf, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		lf.Close()
@@ -156,10 +178,17 @@ func (p *proc) stop(grace time.Duration) {
 			return
 		}
 		p.stdin.Close()
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if p.group {
+			_ = signalGroup(p.pid(), syscall.SIGTERM)
+		} else {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
 		select {
 		case <-p.done:
 		case <-time.After(grace):
+			if p.group {
+				_ = signalGroup(p.pid(), syscall.SIGKILL)
+			}
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
@@ -192,11 +221,12 @@ func indent(s string) string {
 }
 
 // childEnv is the environment without HERALD_* variables (they would be
-// flag twins of herald serve and change the configuration under test).
+// flag twins of herald serve and change the configuration under test) and
+// without OTEL_* ones (tracing is on only with --trace-sink).
 func childEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "HERALD_") {
+		if strings.HasPrefix(kv, "HERALD_") || strings.HasPrefix(kv, "OTEL_") {
 			continue
 		}
 		env = append(env, kv)
@@ -294,7 +324,11 @@ func (r *runner) startHerald(ctx context.Context, extra ...string) (*heraldProc,
 		if try > 0 {
 			name += "-" + strconv.Itoa(try)
 		}
-		p, err := r.start("herald", name, args, childEnv("HERALD_API_KEY="+r.apiKey, "HERALD_ENCRYPTION_KEY="+r.encKey), nil)
+		env := childEnv("HERALD_API_KEY="+r.apiKey, "HERALD_ENCRYPTION_KEY="+r.encKey)
+		if r.sink != nil {
+			env = append(env, "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_ENDPOINT="+r.sink.url)
+		}
+		p, err := r.start("herald", name, args, env, nil)
 		if err != nil {
 			return nil, err
 		}

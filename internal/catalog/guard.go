@@ -1,11 +1,11 @@
 package catalog
 
 import (
-	"bytes"
-	"encoding/json"
 	"regexp"
 	"sort"
 	"strings"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Kinds of personal data the guard finds.
@@ -32,9 +32,10 @@ type Finding struct {
 // pointer ("/data"). Findings are sorted by pointer.
 func ScanPersonalData(data []byte, schema *Schema, prefix string) []Finding {
 	var v any
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	// segmentio's parser: encoding/json's decoder was most of the scan's
+	// time once the patterns ran only where they can match. Strings may
+	// share data's memory: they are only read here.
+	if _, err := segjson.Parse(data, &v, segjson.UseNumber|segjson.DontCopyString); err != nil {
 		return nil
 	}
 	var raw any
@@ -42,7 +43,9 @@ func ScanPersonalData(data []byte, schema *Schema, prefix string) []Finding {
 		raw = schema.raw
 	}
 	var out []Finding
-	scanValue(v, raw, prefix, &out)
+	path := make([]string, 1, 8)
+	path[0] = prefix
+	scanValue(v, raw, path, &out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
 	return out
 }
@@ -71,23 +74,31 @@ func child(s any, key string, index bool) any {
 	return nil
 }
 
-func scanValue(v, s any, ptr string, out *[]Finding) {
+// pointerEscaper escapes a member name in a JSON pointer (RFC 6901 §3).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// scanValue walks v with its schema s. path holds the pointer's segments
+// (escaped); the pointer string is built only for a finding.
+func scanValue(v, s any, path []string, out *[]Finding) {
 	if marked(s) {
 		return
 	}
 	switch x := v.(type) {
 	case string:
 		if k := personalKind(x); k != "" {
-			*out = append(*out, Finding{Pointer: ptr, Kind: k})
+			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
 		}
 	case map[string]any:
 		for k, c := range x {
-			scanValue(c, child(s, k, false), ptr+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), out)
+			if strings.ContainsAny(k, "~/") {
+				k = pointerEscaper.Replace(k)
+			}
+			scanValue(c, child(s, k, false), append(path, k), out)
 		}
 	case []any:
 		cs := child(s, "", true)
 		for i, c := range x {
-			scanValue(c, cs, ptr+"/"+itoa(i), out)
+			scanValue(c, cs, append(path, itoa(i)), out)
 		}
 	}
 }
@@ -121,36 +132,73 @@ var (
 	ibanRe = regexp.MustCompile(`(?:^|[^A-Za-z0-9])([A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,9})(?:$|[^A-Za-z0-9])`)
 )
 
+// personalKind names the kind of personal data in s ("" for none). Each
+// pattern runs only when s has what any match needs (an "@"; a "+" and 8
+// digits; exactly 10 digits; 13 digits; two capitals and two digits in a
+// row): most strings of an event are ids, times and amounts, and running
+// the five patterns on each was most of a publish's CPU (profile in
+// docs/BENCHMARKS.md). The answers are the patterns' own.
 func personalKind(s string) string {
-	if loc := emailRe.FindStringIndex(s); loc != nil {
-		// user@host in a URL's authority is userinfo, not an address,
-		// unless the local part is itself an address-like "a.b".
-		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
-			return KindEmail
-		}
-		if emailRe.FindStringIndex(s[loc[1]:]) != nil {
-			return KindEmail
-		}
-	}
-	if m := phoneIntlRe.FindString(s); m != "" {
-		if n := countDigits(m); n >= 8 && n <= 15 {
-			return KindPhone
+	digits, at, plus := 0, false, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '@':
+			at = true
+		case c == '+':
+			plus = true
 		}
 	}
-	if phoneNARe.MatchString(strings.TrimSpace(s)) {
+	if at {
+		if loc := emailRe.FindStringIndex(s); loc != nil {
+			// user@host in a URL's authority is userinfo, not an address,
+			// unless the local part is itself an address-like "a.b".
+			if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
+				return KindEmail
+			}
+			if emailRe.FindStringIndex(s[loc[1]:]) != nil {
+				return KindEmail
+			}
+		}
+	}
+	if plus && digits >= 8 {
+		if m := phoneIntlRe.FindString(s); m != "" {
+			if n := countDigits(m); n >= 8 && n <= 15 {
+				return KindPhone
+			}
+		}
+	}
+	if digits == 10 && phoneNARe.MatchString(strings.TrimSpace(s)) {
 		return KindPhone
 	}
-	for _, m := range cardRe.FindAllStringSubmatch(s, -1) {
-		if isCard(digitsOf(m[1])) {
-			return KindCard
+	if digits >= 13 {
+		for _, m := range cardRe.FindAllStringSubmatch(s, -1) {
+			if isCard(digitsOf(m[1])) {
+				return KindCard
+			}
 		}
 	}
-	for _, m := range ibanRe.FindAllStringSubmatch(s, -1) {
-		if isIBAN(strings.ReplaceAll(m[1], " ", "")) {
-			return KindIBAN
+	if digits >= 2 && ibanStart(s) {
+		for _, m := range ibanRe.FindAllStringSubmatch(s, -1) {
+			if isIBAN(strings.ReplaceAll(m[1], " ", "")) {
+				return KindIBAN
+			}
 		}
 	}
 	return ""
+}
+
+// ibanStart reports whether s has two capital letters followed by two
+// digits, the start of every IBAN.
+func ibanStart(s string) bool {
+	for i := 0; i+4 <= len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' && s[i+1] >= 'A' && s[i+1] <= 'Z' &&
+			s[i+2] >= '0' && s[i+2] <= '9' && s[i+3] >= '0' && s[i+3] <= '9' {
+			return true
+		}
+	}
+	return false
 }
 
 func countDigits(s string) int {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,84 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 	}
 	if _, err := Compile([]byte(`{"$ref":"file:///etc/passwd"}`)); err == nil {
 		t.Error("a $ref outside the schema compiled")
+	}
+}
+
+// personalKindPatterns is personalKind without its prefilters: every
+// pattern run on every string (the guard before the prefilters).
+func personalKindPatterns(s string) string {
+	if loc := emailRe.FindStringIndex(s); loc != nil {
+		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(s[loc[1]:]) != nil {
+			return KindEmail
+		}
+	}
+	if m := phoneIntlRe.FindString(s); m != "" {
+		if n := countDigits(m); n >= 8 && n <= 15 {
+			return KindPhone
+		}
+	}
+	if phoneNARe.MatchString(strings.TrimSpace(s)) {
+		return KindPhone
+	}
+	for _, m := range cardRe.FindAllStringSubmatch(s, -1) {
+		if isCard(digitsOf(m[1])) {
+			return KindCard
+		}
+	}
+	for _, m := range ibanRe.FindAllStringSubmatch(s, -1) {
+		if isIBAN(strings.ReplaceAll(m[1], " ", "")) {
+			return KindIBAN
+		}
+	}
+	return ""
+}
+
+// TestPrefiltersChangeNoAnswer: the prefilters only skip patterns that
+// cannot match: over random strings built from the characters the patterns
+// look at, and strings around real findings, personalKind answers what
+// running every pattern answers.
+func TestPrefiltersChangeNoAnswer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_"
+	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
+		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x"}
+	kinds := map[string]int{}
+	for i := range 200000 {
+		var s string
+		if i%2 == 0 {
+			b := make([]byte, rng.IntN(40))
+			for j := range b {
+				b[j] = alphabet[rng.IntN(len(alphabet))]
+			}
+			s = string(b)
+		} else {
+			seed := []byte(seeds[rng.IntN(len(seeds))])
+			if rng.IntN(2) == 0 { // change one character
+				seed[rng.IntN(len(seed))] = alphabet[rng.IntN(len(alphabet))]
+			}
+			s = string(seed)
+		}
+		got, want := personalKind(s), personalKindPatterns(s)
+		if got != want {
+			t.Fatalf("%q: personalKind %q, the patterns %q", s, got, want)
+		}
+		kinds[want]++
+	}
+	for _, k := range []string{"", KindEmail, KindPhone, KindCard, KindIBAN} {
+		if kinds[k] == 0 {
+			t.Errorf("no draw of kind %q: the test does not exercise it", k)
+		}
+	}
+}
+
+// BenchmarkScanPersonalData scans the data of `herald bench publish`'s
+// events (an id of 400 characters, an amount, a currency, a URL).
+func BenchmarkScanPersonalData(b *testing.B) {
+	data := []byte(`{"order_id":"ord_` + strings.Repeat("x", 400) + `","amount":1299,"currency":"eur","links":{"self":"https://example.com/o/1"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := ScanPersonalData(data, nil, "/data"); len(f) > 0 {
+			b.Fatal(f)
+		}
 	}
 }

@@ -21,10 +21,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/tracing"
 )
 
 // Clock tells the time. Tests inject a fake; production uses SystemClock.
@@ -144,6 +147,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Metrics, optional.
 	Metrics *metrics.Metrics
+	// Tracer, optional (nil: tracing off): a client span per attempt,
+	// child of the event's stored traceparent (internal/tracing).
+	Tracer *tracing.Tracer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -296,6 +302,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// InFlight counts the attempts in flight on this node (the in-flight
+// gauges: metrics.Metrics.SetInFlight).
+func (e *Engine) InFlight() metrics.InFlight { return e.gate.inFlight() }
 
 // Owner returns the lease owner name of this engine.
 func (e *Engine) Owner() string { return e.cfg.Owner }
@@ -702,6 +712,10 @@ const (
 	HeaderEventID         = "X-Event-Id"
 	HeaderEventType       = "X-Event-Type"
 	HeaderDeliveryAttempt = "X-Delivery-Attempt"
+	// HeaderTraceParent is the W3C Trace Context header of each attempt
+	// (https://www.w3.org/TR/trace-context/): not signed, like the other
+	// headers (docs/contract.md, "What is signed").
+	HeaderTraceParent = "Traceparent"
 )
 
 // attempt makes one HTTP try of a claimed delivery and returns its
@@ -711,10 +725,22 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 	d, ev, ep := c.Delivery, c.Event, c.Endpoint
 	number := d.Attempts + 1
 	start := e.cfg.Clock.Now()
+	if d.Attempts == 0 && !ev.CreatedAt.IsZero() {
+		e.cfg.Metrics.FirstAttempt(start.Sub(ev.CreatedAt))
+	}
+	// The receiver joins the publisher's trace: with tracing on, through
+	// this attempt's span; off, through the traceparent the publish
+	// carried (docs/contract.md, "Tracing").
+	traceparent := ev.TraceParent
+	var span trace.Span
+	if e.cfg.Tracer.On() {
+		ctx, span = e.startAttemptSpan(ctx, c, number)
+		traceparent = tracing.FormatTraceParent(span.SpanContext())
+	}
 	// The bytes of the version the endpoint receives (its pin, else the
 	// type's first version: store.Endpoint.VersionOf; docs/contract.md,
 	// "Versions and pinning"), the same event id across versions.
-	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.VersionOf(ev.Type)), ev.Headers, number, start)
+	res := e.send(ctx, ep, store.PublicEventID(ev.ID), ev.Type, ev.BodyFor(ep.VersionOf(ev.Type)), ev.Headers, number, start, traceparent)
 	now := e.cfg.Clock.Now()
 
 	// When the status line arrived, the status is the endpoint's answer; a
@@ -762,7 +788,10 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 			comp.DisableReason = "the endpoint answered 410 Gone"
 		}
 	}
-	e.cfg.Logger.Debug("attempt", "delivery", d.ID, "event", ev.ID, "endpoint", ep.ID, "attempt", number,
+	if span != nil {
+		endAttemptSpan(span, res, a, comp.State == store.DeliverySucceeded)
+	}
+	e.cfg.Logger.DebugContext(ctx, "attempt", "delivery", d.ID, "event", ev.ID, "endpoint", ep.ID, "attempt", number,
 		"status", res.StatusCode, "error", a.Error, "verdict", dec.Verdict.String(), "reason", dec.Reason)
 	outcome := "retry"
 	switch comp.State {
@@ -778,7 +807,10 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 
 // send signs and sends one attempt of a body to an endpoint with the
 // contract's headers (docs/contract.md, "headers").
-func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, forwarded map[string]string, number int, start time.Time) egress.Result {
+//
+// traceparent, when not empty, is sent as the W3C traceparent header
+// (after the forwarded and custom headers, so neither overrides it).
+func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, forwarded map[string]string, number int, start time.Time, traceparent string) egress.Result {
 	h := make(http.Header, 12+len(ep.Headers)+len(forwarded))
 	// Forwarded headers (an inbound provider's) first, then the endpoint's
 	// custom headers, then Herald's own, which nothing overrides.
@@ -800,6 +832,9 @@ func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType
 	h[HeaderEventID] = vals[2:3:3]
 	h[HeaderEventType] = vals[3:4:4]
 	h[HeaderDeliveryAttempt] = vals[4:5:5]
+	if traceparent != "" {
+		h[HeaderTraceParent] = []string{traceparent} // replaces a forwarded or custom one
+	}
 	signer, err := e.signers.get(&ep, start)
 	if err != nil {
 		// An endpoint without a usable secret is a storage fault; never
@@ -831,7 +866,7 @@ func (e *Engine) SendTest(ctx context.Context, ep store.Endpoint) (store.Attempt
 	if err != nil {
 		return store.Attempt{}, "", err
 	}
-	res := e.send(ctx, ep, id, TestEventType, body, nil, 1, start)
+	res := e.send(ctx, ep, id, TestEventType, body, nil, 1, start, "")
 	return attemptRecord("", 1, start, res), id, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -388,6 +389,27 @@ func (g *gate) done(endpointID string, failed bool, took time.Duration, now time
 		return e.openUntil, true
 	}
 	return e.openUntil, false
+}
+
+// inFlight counts the attempts in flight on this node, the tenants they
+// are for and the most of any one tenant (the in-flight gauges, read at a
+// scrape: O(endpoints known to the gate) under the gate's lock).
+func (g *gate) inFlight() metrics.InFlight {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var v metrics.InFlight
+	per := map[string]int{}
+	for _, e := range g.eps {
+		if e.inflight > 0 {
+			v.Total += e.inflight
+			per[e.tenant] += e.inflight
+		}
+	}
+	v.Tenants = len(per)
+	for _, n := range per {
+		v.TenantMax = max(v.TenantMax, n)
+	}
+	return v
 }
 
 // Circuit breaker states (CircuitState.State).

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // admit is admitOrPark without parking, for these tests.
@@ -302,5 +305,26 @@ func TestGateDeferDelayBeforeFirstAnswer(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint([]time.Duration{500 * time.Millisecond, time.Second}) {
 		t.Fatalf("defer delays %v, want [500ms 1s]", got)
+	}
+}
+
+// The in-flight gauges: attempts admitted and not done, per tenant.
+func TestGateInFlight(t *testing.T) {
+	g := newGate(10, 10, 5, 30*time.Second, time.Second)
+	claim := func(ep, tenant string) store.Claim {
+		return store.Claim{Delivery: store.Delivery{Tenant: tenant}, Endpoint: store.Endpoint{ID: ep, URL: "https://" + ep + ".example/"}}
+	}
+	for _, c := range []store.Claim{claim("a1", "acme"), claim("a1", "acme"), claim("a2", "acme"), claim("g1", "globex")} {
+		if ok, _, _, reason := g.admitOrPark(c, t0); !ok {
+			t.Fatalf("%s refused: %s", c.Endpoint.ID, reason)
+		}
+	}
+	if got, want := g.inFlight(), (metrics.InFlight{Total: 4, Tenants: 2, TenantMax: 3}); got != want {
+		t.Fatalf("inFlight = %+v, want %+v", got, want)
+	}
+	g.done("g1", false, time.Millisecond, t0)
+	g.done("a1", false, time.Millisecond, t0)
+	if got, want := g.inFlight(), (metrics.InFlight{Total: 2, Tenants: 1, TenantMax: 2}); got != want {
+		t.Fatalf("after two ended, inFlight = %+v, want %+v", got, want)
 	}
 }

@@ -27,9 +27,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-webhooks/herald/internal/inbound/scheme"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/tracing"
 )
 
 // Defaults of a source.
@@ -93,6 +98,8 @@ type Config struct {
 	Now     func() time.Time
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// Tracer, optional (nil: tracing off): a server span per request.
+	Tracer *tracing.Tracer
 	// CacheTTL bounds how long a source's configuration is cached; default
 	// 2 s (a changed secret takes effect within it).
 	CacheTTL time.Duration
@@ -180,23 +187,41 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 // (store.Code.HTTPStatus, as in the API): 503 with retry as the detail for
 // an outage (the provider retries), 500 for an internal error, logged as a
 // bug.
-func (g *Gateway) storeProblem(w http.ResponseWriter, err error, op, source, retry string) {
+func (g *Gateway) storeProblem(ctx context.Context, w http.ResponseWriter, err error, op, source, retry string) {
 	code := store.CodeOf(err)
 	switch code {
 	case store.CodeUnavailable:
-		g.cfg.Logger.Error("inbound: "+op, "source", source, "error", err)
+		g.cfg.Logger.ErrorContext(ctx, "inbound: "+op, "source", source, "error", err)
 		writeProblem(w, code.HTTPStatus(), retry)
 	case store.CodeInternal:
-		g.cfg.Logger.Error("bug: inbound: "+op, "source", source, "error", err)
+		g.cfg.Logger.ErrorContext(ctx, "bug: inbound: "+op, "source", source, "error", err)
 		writeProblem(w, code.HTTPStatus(), "internal error (logged)")
 	default:
-		g.cfg.Logger.Error("inbound: "+op, "source", source, "error", err)
+		g.cfg.Logger.ErrorContext(ctx, "inbound: "+op, "source", source, "error", err)
 		writeProblem(w, code.HTTPStatus(), store.Message(err))
 	}
 }
 
 // ServeHTTP handles POST /in/{source_id}.
+//
+// With tracing on, the request is one server span (verify, dedupe, store)
+// whose parent is the provider's traceparent, if any; the span's context is
+// stored with the event, so the forwarding attempt joins the trace. Off,
+// the provider's traceparent itself is stored.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	traceparent := ""
+	if sc, ok := tracing.ParseTraceParent(r.Header.Get("Traceparent")); ok {
+		traceparent = tracing.FormatTraceParent(sc)
+	}
+	var span trace.Span
+	if g.cfg.Tracer.On() {
+		ctx, sp := g.cfg.Tracer.Start(tracing.WithRemoteParent(r.Context(), traceparent), "POST /in/{source_id}",
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/in/{source_id}"), tracing.AttrSourceID.String(r.PathValue("source_id"))))
+		defer sp.End()
+		span, r = sp, r.WithContext(ctx)
+		traceparent = tracing.FormatTraceParent(sp.SpanContext())
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeProblem(w, http.StatusMethodNotAllowed, "inbound webhooks are POSTed")
@@ -206,18 +231,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src, sc, err := g.source(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			g.cfg.Metrics.Inbound("unknown_source")
+			g.result(span, "unknown_source")
 			writeProblem(w, http.StatusNotFound, "no such source")
 			return
 		}
-		g.cfg.Metrics.Inbound("error")
-		g.storeProblem(w, err, "read source", id, "temporarily unavailable; retry")
+		g.result(span, "error")
+		g.storeProblem(r.Context(), w, err, "read source", id, "temporarily unavailable; retry")
 		return
 	}
 	limit := sc.Limit()
 	gzipped, ok := contentEncoding(r.Header)
 	if !ok {
-		g.cfg.Metrics.Inbound("unsupported_encoding")
+		g.result(span, "unsupported_encoding")
 		w.Header().Set("Accept-Encoding", "gzip")
 		writeProblem(w, http.StatusUnsupportedMediaType, "unsupported Content-Encoding: only gzip (or none) is accepted")
 		return
@@ -226,24 +251,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.Is(err, errBadGzip) {
-			g.cfg.Metrics.Inbound("error")
+			g.result(span, "error")
 			writeProblem(w, http.StatusBadRequest, "the body is not valid gzip")
 			return
 		}
 		if errors.As(err, &mbe) {
-			g.cfg.Metrics.Inbound("too_large")
+			g.result(span, "too_large")
 			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
 			return
 		}
-		g.cfg.Metrics.Inbound("error")
+		g.result(span, "error")
 		writeProblem(w, http.StatusBadRequest, "could not read the body")
 		return
 	}
 	now := g.cfg.Now()
 	if err := scheme.Verify(sc.SchemeConfig(), r.Header, body, now); err != nil {
 		// No detail that helps an attacker; the reason goes to the log.
-		g.cfg.Metrics.Inbound("unauthorized")
-		g.cfg.Logger.Info("inbound: signature refused", "source", id, "reason", err)
+		g.result(span, "unauthorized")
+		g.cfg.Logger.InfoContext(r.Context(), "inbound: signature refused", "source", id, "reason", err)
 		writeProblem(w, http.StatusUnauthorized, "invalid signature")
 		return
 	}
@@ -256,28 +281,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	evID := store.NewID("evt")
 	res, err := g.cfg.Store.PublishEvent(r.Context(), store.PublishParams{
 		Event: store.Event{ID: evID, Tenant: src.ID, Type: typ, OccurredAt: now, Body: body, IdempotencyKey: key,
-			Fingerprint: store.Fingerprint(src.ID, typ, body), Headers: headers},
+			Fingerprint: store.Fingerprint(src.ID, typ, body), Headers: headers, TraceParent: traceparent},
 		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// The same provider event id with other bytes: still the same
 		// event to the provider. Never an error, or it retries forever.
-		g.cfg.Metrics.Inbound("duplicate")
+		g.result(span, "duplicate")
 		writeJSON(w, http.StatusOK, answer{Duplicate: true})
 		return
 	case err != nil:
-		g.cfg.Metrics.Inbound("error")
-		g.storeProblem(w, err, "store event", id, "could not store the event; retry")
+		g.result(span, "error")
+		g.storeProblem(r.Context(), w, err, "store event", id, "could not store the event; retry")
 		return
 	case !res.Created:
-		g.cfg.Metrics.Inbound("duplicate")
+		g.result(span, "duplicate")
 		writeJSON(w, http.StatusOK, answer{Duplicate: true, ID: res.Event.ID})
 		return
 	}
-	g.cfg.Metrics.Inbound("accepted")
+	g.result(span, "accepted")
 	g.cfg.Notify()
 	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
+}
+
+// result counts a request's result and records it on its span (when
+// tracing is on): herald.result, and an error status for "error".
+func (g *Gateway) result(span trace.Span, result string) {
+	g.cfg.Metrics.Inbound(result)
+	if span != nil {
+		span.SetAttributes(tracing.AttrResult.String(result))
+		if result == "error" {
+			span.SetStatus(codes.Error, result)
+		}
+	}
 }
 
 // bodyDedupe reports whether a source's events are deduped on their body

@@ -29,10 +29,13 @@ type Metrics struct {
 	circuitsOpened   prometheus.Counter
 	leasesRescued    prometheus.Counter
 	operationalEvent *prometheus.CounterVec
+	opSuppressed     *prometheus.CounterVec
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
+	firstAttempt     prometheus.Histogram
 	state            *stateCollector
+	inFlight         *inFlightCollector
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
@@ -66,6 +69,9 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.operationalEvent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
 	}, []string{"type"})
+	m.opSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_operational_events_suppressed_total", Help: "Operational events held back by the per-tenant rate limit, by type.",
+	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, error).",
 	}, []string{"result"})
@@ -75,13 +81,18 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
+	m.firstAttempt = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "herald_first_attempt_latency_seconds", Help: "Time from a publish's commit to the start of its deliveries' first attempts, in seconds (fan-out, queueing and isolation waits included; replays and retries excluded).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	})
+	m.inFlight = &inFlightCollector{}
 	m.personalData = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_events_personal_data_total",
 		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
 	}, []string{"kind", "action"})
 	m.reg.MustRegister(m.personalData)
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.inbound, m.authFailures,
+		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -145,6 +156,63 @@ func (m *Metrics) Attempt(success bool, d time.Duration, outcome string) {
 	m.deliveries.WithLabelValues(outcome).Inc()
 }
 
+// FirstAttempt records the time from a publish's commit to the start of
+// one of its deliveries' first attempt.
+func (m *Metrics) FirstAttempt(d time.Duration) {
+	if m != nil {
+		m.firstAttempt.Observe(max(d, 0).Seconds())
+	}
+}
+
+// InFlight is a node's attempts in flight at one moment: Total, Tenants
+// with at least one, and TenantMax, the most any one tenant has.
+type InFlight struct {
+	Total, Tenants, TenantMax int
+}
+
+// SetInFlight sets the function read at each scrape for the in-flight
+// gauges (the engine's gate: nothing is counted on the attempts' path for
+// them). Tenants are not a bounded set, so no gauge is labelled by tenant:
+// the busiest tenant's count against --tenant-concurrency tells whether
+// one tenant holds the workers.
+func (m *Metrics) SetInFlight(f func() InFlight) {
+	if m != nil {
+		m.inFlight.mu.Lock()
+		m.inFlight.f = f
+		m.inFlight.mu.Unlock()
+	}
+}
+
+var (
+	inFlightDesc       = prometheus.NewDesc("herald_attempts_in_flight", "Attempts this node is making now.", nil, nil)
+	inFlightTenants    = prometheus.NewDesc("herald_tenants_in_flight", "Tenants with at least one attempt in flight on this node.", nil, nil)
+	inFlightTenantsMax = prometheus.NewDesc("herald_tenant_attempts_in_flight_max", "Attempts in flight on this node of the tenant that has the most (compare with --tenant-concurrency; tenants are unbounded, so there is no per-tenant label).", nil, nil)
+)
+
+type inFlightCollector struct {
+	mu sync.Mutex
+	f  func() InFlight
+}
+
+func (c *inFlightCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightDesc
+	ch <- inFlightTenants
+	ch <- inFlightTenantsMax
+}
+
+func (c *inFlightCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	var v InFlight
+	if f != nil {
+		v = f()
+	}
+	ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(v.Total))
+	ch <- prometheus.MustNewConstMetric(inFlightTenants, prometheus.GaugeValue, float64(v.Tenants))
+	ch <- prometheus.MustNewConstMetric(inFlightTenantsMax, prometheus.GaugeValue, float64(v.TenantMax))
+}
+
 // Deferred counts a delivery put back without an attempt.
 func (m *Metrics) Deferred(reason string) {
 	if m != nil {
@@ -173,6 +241,14 @@ func (m *Metrics) OperationalEvent(typ string) {
 	}
 }
 
+// OperationalEventSuppressed counts an operational event the per-tenant
+// rate limit held back (one per recipient tenant copy).
+func (m *Metrics) OperationalEventSuppressed(typ string) {
+	if m != nil {
+		m.opSuppressed.WithLabelValues(typ).Inc()
+	}
+}
+
 // ClusterNodes sets the number of live nodes this node counts when it
 // splits endpoints' limits (0 while it holds no share).
 func (m *Metrics) ClusterNodes(n int) {
@@ -189,7 +265,8 @@ func (m *Metrics) Inbound(result string) {
 }
 
 // StatsMaxAge is how old the store gauges (herald_queue_depth,
-// herald_dead_letters, herald_endpoints) may be: reading them counts every
+// herald_dead_letters, herald_endpoints, herald_oldest_due_delivery_age_seconds)
+// may be: reading them counts every
 // delivery by state, so a scrape reuses an answer younger than this, and
 // concurrent scrapes wait for one read instead of each running it.
 const StatsMaxAge = 5 * time.Second
@@ -230,6 +307,7 @@ var (
 	queueDepthDesc  = prometheus.NewDesc("herald_queue_depth", "Deliveries by state (pending, paused, succeeded, dead).", []string{"state"}, nil)
 	deadLettersDesc = prometheus.NewDesc("herald_dead_letters", "Deliveries in the dead-letter queue (state dead).", nil, nil)
 	endpointsDesc   = prometheus.NewDesc("herald_endpoints", "Endpoints by state (enabled, paused, disabled).", []string{"state"}, nil)
+	oldestDueDesc   = prometheus.NewDesc("herald_oldest_due_delivery_age_seconds", "How long the claimable delivery due first has been due, in seconds (0 when none is due): deliveries waiting for a worker. Read with the other store gauges (at most once per 5 s).", nil, nil)
 	scrapeErrorDesc = prometheus.NewDesc("herald_store_scrape_error", "1 if reading the store for these gauges failed at this scrape.", nil, nil)
 )
 
@@ -237,6 +315,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- deadLettersDesc
 	ch <- endpointsDesc
+	ch <- oldestDueDesc
 	ch <- scrapeErrorDesc
 }
 
@@ -251,6 +330,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.DeliveriesByState[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(deadLettersDesc, prometheus.GaugeValue, float64(st.DeliveriesByState[store.DeliveryDead]))
+	// The age at this scrape, from the cached due time: a cached read
+	// still ages the oldest delivery.
+	age := 0.0
+	if !st.OldestDue.IsZero() {
+		c.mu.Lock()
+		now := c.now()
+		c.mu.Unlock()
+		age = max(now.Sub(st.OldestDue).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, age)
 	for _, s := range []store.EndpointState{store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled} {
 		ch <- prometheus.MustNewConstMetric(endpointsDesc, prometheus.GaugeValue, float64(st.EndpointsByState[s]), string(s))
 	}

@@ -62,3 +62,64 @@ func TestStoreGaugesReadAtMostOncePerMaxAge(t *testing.T) {
 		t.Errorf("after a failed read: %d reads; want the store read again (3)", reads.Load())
 	}
 }
+
+// TestOldestDueAgeAndInFlight: the oldest due delivery's age is taken at
+// the scrape from the (cached) due time, so a cached read still ages; 0
+// when nothing is due or the due time is ahead. The in-flight gauges come
+// from the function the engine registers, read at each scrape.
+func TestOldestDueAgeAndInFlight(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	due := now.Add(-90 * time.Second)
+	var reads atomic.Int64
+	m := metrics.New(func(context.Context) (store.Stats, error) {
+		reads.Add(1)
+		return store.Stats{OldestDue: due}, nil
+	})
+	var mu sync.Mutex
+	m.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	if body := scrape(); !strings.Contains(body, "herald_oldest_due_delivery_age_seconds 90\n") {
+		t.Errorf("age not 90 s:\n%s", grep(body, "oldest"))
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second) // within StatsMaxAge: the cached due time ages
+	mu.Unlock()
+	if body := scrape(); !strings.Contains(body, "herald_oldest_due_delivery_age_seconds 92\n") || reads.Load() != 1 {
+		t.Errorf("cached age not 92 s after %d reads:\n%s", reads.Load(), grep(body, "oldest"))
+	}
+	mu.Lock()
+	now, due = now.Add(metrics.StatsMaxAge), now.Add(time.Hour) // next due in the future
+	mu.Unlock()
+	if body := scrape(); !strings.Contains(body, "herald_oldest_due_delivery_age_seconds 0\n") {
+		t.Errorf("a delivery due later is not 0:\n%s", grep(body, "oldest"))
+	}
+
+	if body := scrape(); !strings.Contains(body, "herald_attempts_in_flight 0\n") {
+		t.Errorf("in flight before the engine registered:\n%s", grep(body, "in_flight"))
+	}
+	m.SetInFlight(func() metrics.InFlight { return metrics.InFlight{Total: 9, Tenants: 3, TenantMax: 5} })
+	body := scrape()
+	for _, want := range []string{"herald_attempts_in_flight 9\n", "herald_tenants_in_flight 3\n", "herald_tenant_attempts_in_flight_max 5\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in:\n%s", want, grep(body, "in_flight"))
+		}
+	}
+	m.FirstAttempt(30 * time.Millisecond)
+	if body := scrape(); !strings.Contains(body, `herald_first_attempt_latency_seconds_bucket{le="0.05"} 1`) || !strings.Contains(body, `herald_first_attempt_latency_seconds_bucket{le="0.025"} 0`) {
+		t.Errorf("first-attempt latency not in its bucket:\n%s", grep(body, "first_attempt"))
+	}
+}
+
+func grep(body, s string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -15,11 +15,16 @@ package ops
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -27,13 +32,31 @@ import (
 
 // Operational event types.
 const (
-	TypeEndpointDisabled = store.NoticeEndpointDisabled
-	TypeEndpointEnabled  = store.NoticeEndpointEnabled
-	TypeEndpointCreated  = store.NoticeEndpointCreated
-	TypeEndpointUpdated  = store.NoticeEndpointUpdated
-	TypeEndpointDeleted  = store.NoticeEndpointDeleted
-	TypeDeadLetterSpike  = "endpoint.dead_letter_spike"
+	TypeEndpointDisabled  = store.NoticeEndpointDisabled
+	TypeEndpointEnabled   = store.NoticeEndpointEnabled
+	TypeEndpointCreated   = store.NoticeEndpointCreated
+	TypeEndpointUpdated   = store.NoticeEndpointUpdated
+	TypeEndpointDeleted   = store.NoticeEndpointDeleted
+	TypeDeadLetterSpike   = "endpoint.dead_letter_spike"
+	TypeEndpointFailing   = store.NoticeEndpointFailing
+	TypeEndpointRecovered = store.NoticeEndpointRecovered
+	TypeDeadLettered      = store.NoticeDeliveryDeadLettered
+	// TypeEventsSuppressed summarises, for one recipient tenant, the
+	// operational events the rate limit held back (Config.EventBurst).
+	TypeEventsSuppressed = "endpoint.events_suppressed"
 )
+
+// RateLimited reports whether typ is one of the operational events Herald
+// raises by itself (failures, recoveries, dead letters, disables, spikes),
+// which the per-tenant rate limit bounds; the events of changes made
+// through the API (created, updated, deleted, enabled) are not limited.
+func RateLimited(typ string) bool {
+	switch typ {
+	case TypeEndpointDisabled, TypeEndpointFailing, TypeEndpointRecovered, TypeDeadLettered, TypeDeadLetterSpike:
+		return true
+	}
+	return false
+}
 
 // Config configures the housekeeper. Zero fields take the documented
 // defaults.
@@ -63,9 +86,20 @@ type Config struct {
 	// PurgeBatch is the most rows of each kind deleted per statement;
 	// default 500.
 	PurgeBatch int
-	Now        func() time.Time
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
+	// EventBurst and EventsPerMinute shape the token bucket of each
+	// recipient tenant (the endpoint's tenant, the operator tenant) for the
+	// RateLimited types: at most EventBurst at once, then EventsPerMinute;
+	// defaults 20 and 10. An event over the limit is not created: it is
+	// counted, and the tenant gets one endpoint.events_suppressed with the
+	// counts SummaryEvery (default 1 minute) after the first event held
+	// back, so at most one per SummaryEvery. The buckets live in the
+	// node's memory.
+	EventBurst      int
+	EventsPerMinute int
+	SummaryEvery    time.Duration
+	Now             func() time.Time
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
 }
 
 // The defaults `herald serve` gives the settings whose zero value turns
@@ -80,6 +114,15 @@ const (
 type Housekeeper struct {
 	cfg       Config
 	lastPurge time.Time
+	limits    map[string]*tenantLimit // recipient tenant → its bucket and suppressed counts
+}
+
+// tenantLimit is one recipient tenant's token bucket and what it held back
+// since its last summary.
+type tenantLimit struct {
+	bucket     *rate.Limiter
+	suppressed map[string]int // type → events held back
+	since      time.Time      // first event held back since the last summary
 }
 
 // New returns a housekeeper.
@@ -93,6 +136,15 @@ func New(cfg Config) *Housekeeper {
 	if cfg.PurgeBatch <= 0 {
 		cfg.PurgeBatch = 500
 	}
+	if cfg.EventBurst <= 0 {
+		cfg.EventBurst = 20
+	}
+	if cfg.EventsPerMinute <= 0 {
+		cfg.EventsPerMinute = 10
+	}
+	if cfg.SummaryEvery <= 0 {
+		cfg.SummaryEvery = time.Minute
+	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return time.Now().UTC() }
 	}
@@ -102,7 +154,7 @@ func New(cfg Config) *Housekeeper {
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}
 	}
-	return &Housekeeper{cfg: cfg}
+	return &Housekeeper{cfg: cfg, limits: map[string]*tenantLimit{}}
 }
 
 // Run does a round every Interval until ctx ends.
@@ -132,6 +184,10 @@ func (h *Housekeeper) Round(ctx context.Context) error {
 	}
 	n, err = h.checkSpikes(ctx)
 	published += n
+	if err == nil {
+		n, err = h.summarise(ctx)
+		published += n
+	}
 	if published > 0 {
 		h.cfg.Notify()
 	}
@@ -154,19 +210,16 @@ func (h *Housekeeper) emitNotices(ctx context.Context) (int, error) {
 	published := 0
 	for _, n := range notices {
 		ep := n.Endpoint
-		data := map[string]any{
-			"version":          1,
-			"endpoint_id":      ep.ID,
-			"endpoint_tenant":  ep.Tenant,
-			"url":              ep.URL,
-			"state":            string(ep.State),
-			"reason":           ep.StateReason,
-			"last_status_code": n.LastStatusCode,
-			"last_error":       n.LastError,
+		data, subject := NoticeData(n), ep.ID
+		if n.Type == TypeDeadLettered {
+			subject = n.DeliveryID
+			h.cfg.Logger.Warn("operational event", "type", n.Type, "delivery", n.DeliveryID, "event", n.EventID, "endpoint", ep.ID,
+				"tenant", ep.Tenant, "attempts", n.Attempts, "last_status_code", n.LastStatusCode, "last_error", n.LastError)
+		} else {
+			h.cfg.Logger.Warn("operational event", "type", n.Type, "endpoint", ep.ID, "tenant", ep.Tenant, "reason", ep.StateReason,
+				"last_status_code", n.LastStatusCode, "last_error", n.LastError)
 		}
-		h.cfg.Logger.Warn("operational event", "type", n.Type, "endpoint", ep.ID, "tenant", ep.Tenant, "reason", ep.StateReason,
-			"last_status_code", n.LastStatusCode, "last_error", n.LastError)
-		k, err := h.publish(ctx, n.Type, ep, n.At, data)
+		k, err := h.publishAbout(ctx, n.Type, ep, subject, n.At, data)
 		published += k
 		if err != nil {
 			return published, err
@@ -223,10 +276,51 @@ func (h *Housekeeper) checkSpikes(ctx context.Context) (int, error) {
 	return published, nil
 }
 
-// publish sends one operational event to the endpoint's tenant and, when
-// configured, the operator tenant. It returns how many events were
-// created.
+// NoticeData is the data of the operational event of a notice (the
+// schemas are catalog.OperationalSchemas).
+func NoticeData(n store.Notice) map[string]any {
+	ep := n.Endpoint
+	if n.Type == TypeDeadLettered {
+		return map[string]any{
+			"version":          1,
+			"delivery_id":      n.DeliveryID,
+			"event_id":         n.EventID,
+			"event_type":       n.EventType,
+			"endpoint_id":      ep.ID,
+			"endpoint_tenant":  ep.Tenant,
+			"url":              ep.URL,
+			"attempts":         n.Attempts,
+			"last_status_code": n.LastStatusCode,
+			"last_error":       n.LastError,
+		}
+	}
+	data := map[string]any{
+		"version":          1,
+		"endpoint_id":      ep.ID,
+		"endpoint_tenant":  ep.Tenant,
+		"url":              ep.URL,
+		"state":            string(ep.State),
+		"reason":           ep.StateReason,
+		"last_status_code": n.LastStatusCode,
+		"last_error":       n.LastError,
+	}
+	if n.Type == TypeEndpointFailing || n.Type == TypeEndpointRecovered {
+		data["failing_after"] = store.FailingAfter
+	}
+	return data
+}
+
+// publish sends one operational event about an endpoint (publishAbout).
 func (h *Housekeeper) publish(ctx context.Context, typ string, ep store.Endpoint, at time.Time, data map[string]any) (int, error) {
+	return h.publishAbout(ctx, typ, ep, ep.ID, at, data)
+}
+
+// publishAbout sends one operational event to the endpoint's tenant and,
+// when configured, the operator tenant — each copy within its tenant's
+// rate limit for the RateLimited types. subject (the endpoint, or the
+// delivery of delivery.dead_lettered) makes the event's id. It returns how
+// many events were created.
+func (h *Housekeeper) publishAbout(ctx context.Context, typ string, ep store.Endpoint, subject string, at time.Time, data map[string]any) (int, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return 0, err
@@ -238,35 +332,120 @@ func (h *Housekeeper) publish(ctx context.Context, typ string, ep store.Endpoint
 		tenants = append(tenants, h.cfg.OperatorTenant)
 	}
 	for i, tenant := range tenants {
-		id := OperationalEventID(typ, ep.ID, at, i)
-		body, err := store.EncodeBody(id, typ, tenant, at, raw)
+		if RateLimited(typ) && !h.allow(tenant, typ) {
+			continue
+		}
+		ok, err := h.publishTo(ctx, tenant, typ, OperationalEventID(typ, subject, at, i), at, raw, ep.ID)
+		if err != nil {
+			return created, fmt.Errorf("publish %s for %s: %w", typ, subject, err)
+		}
+		if ok {
+			created++
+		}
+	}
+	return created, nil
+}
+
+// publishTo publishes one operational event to tenant (not to the
+// endpoint exclude); it reports whether it was created (not a duplicate).
+func (h *Housekeeper) publishTo(ctx context.Context, tenant, typ, id string, at time.Time, raw []byte, exclude string) (bool, error) {
+	body, err := store.EncodeBody(id, typ, tenant, at, raw)
+	if err != nil {
+		return false, err
+	}
+	res, err := h.cfg.Store.PublishEvent(ctx, store.PublishParams{
+		Event: store.Event{ID: id, Tenant: tenant, Type: typ, OccurredAt: at, Body: body,
+			Fingerprint: store.Fingerprint(tenant, typ, raw)},
+		Now:               h.cfg.Now(),
+		NewDeliveryID:     func() string { return store.NewID("dlv") },
+		ExcludeEndpointID: exclude,
+	})
+	if err != nil {
+		return false, err
+	}
+	if res.Created {
+		h.cfg.Metrics.OperationalEvent(typ)
+	}
+	return res.Created, nil
+}
+
+// allow takes a token of tenant's bucket, or counts the event of type typ
+// as suppressed.
+func (h *Housekeeper) allow(tenant, typ string) bool {
+	now := h.cfg.Now()
+	l := h.limits[tenant]
+	if l == nil {
+		l = &tenantLimit{bucket: rate.NewLimiter(rate.Limit(float64(h.cfg.EventsPerMinute)/60), h.cfg.EventBurst), suppressed: map[string]int{}}
+		h.limits[tenant] = l
+	}
+	if l.bucket.AllowN(now, 1) {
+		return true
+	}
+	if len(l.suppressed) == 0 {
+		l.since = now
+	}
+	l.suppressed[typ]++
+	h.cfg.Metrics.OperationalEventSuppressed(typ)
+	return false
+}
+
+// summarise sends endpoint.events_suppressed to each tenant whose events
+// were held back, SummaryEvery after the first of them (so one summary
+// counts a whole burst, and a tenant gets at most one per SummaryEvery),
+// and forgets buckets that are full again with nothing to report.
+func (h *Housekeeper) summarise(ctx context.Context) (int, error) {
+	now := h.cfg.Now()
+	created := 0
+	for tenant, l := range h.limits {
+		if len(l.suppressed) == 0 {
+			if l.bucket.TokensAt(now) >= float64(h.cfg.EventBurst) {
+				delete(h.limits, tenant)
+			}
+			continue
+		}
+		if now.Sub(l.since) < h.cfg.SummaryEvery {
+			continue // a burst is summarised once, SummaryEvery after it began
+		}
+		total := 0
+		for _, n := range l.suppressed {
+			total += n
+		}
+		at := now.Truncate(time.Microsecond)
+		raw, err := json.Marshal(map[string]any{
+			"version":    1,
+			"suppressed": total,
+			"by_type":    l.suppressed,
+			"since":      l.since.Truncate(time.Microsecond),
+			"until":      at,
+			"burst":      h.cfg.EventBurst,
+			"per_minute": h.cfg.EventsPerMinute,
+		})
 		if err != nil {
 			return created, err
 		}
-		res, err := h.cfg.Store.PublishEvent(ctx, store.PublishParams{
-			Event: store.Event{ID: id, Tenant: tenant, Type: typ, OccurredAt: at, Body: body,
-				Fingerprint: store.Fingerprint(tenant, typ, raw)},
-			Now:               h.cfg.Now(),
-			NewDeliveryID:     func() string { return store.NewID("dlv") },
-			ExcludeEndpointID: ep.ID,
-		})
+		h.cfg.Logger.Warn("operational events suppressed by the rate limit", "tenant", tenant, "suppressed", total, "since", l.since)
+		sum := sha256.Sum256([]byte(tenant))
+		id := "evt_op_events_suppressed_" + hex.EncodeToString(sum[:8]) + "_" + strconv.FormatInt(at.UnixMicro(), 10)
+		ok, err := h.publishTo(ctx, tenant, TypeEventsSuppressed, id, at, raw, "")
 		if err != nil {
-			return created, fmt.Errorf("publish %s for endpoint %s: %w", typ, ep.ID, err)
+			return created, fmt.Errorf("publish %s for tenant %s: %w", TypeEventsSuppressed, tenant, err)
 		}
-		if res.Created {
+		if ok {
 			created++
-			h.cfg.Metrics.OperationalEvent(typ)
 		}
+		l.suppressed = map[string]int{}
 	}
 	return created, nil
 }
 
 // OperationalEventID is the deterministic id of an operational event: the
 // same notice emitted twice (two nodes, a retry after a crash) is one
-// event. copy is 0 for the endpoint's tenant, 1 for the operator tenant.
-func OperationalEventID(typ, endpointID string, at time.Time, copy int) string {
-	kind := typ[len(store.OperationalPrefix):]
-	id := "evt_op_" + kind + "_" + endpointID + "_" + strconv.FormatInt(at.UnixMicro(), 10)
+// event. subject is the endpoint id (the delivery id for
+// delivery.dead_lettered); copy is 0 for the endpoint's tenant, 1 for the
+// operator tenant.
+func OperationalEventID(typ, subject string, at time.Time, copy int) string {
+	kind := typ[strings.IndexByte(typ, '.')+1:]
+	id := "evt_op_" + kind + "_" + subject + "_" + strconv.FormatInt(at.UnixMicro(), 10)
 	if copy > 0 {
 		id += "_operator"
 	}
@@ -286,6 +465,10 @@ func (h *Housekeeper) purge(ctx context.Context, now time.Time) error {
 	if h.cfg.SucceededRetention > 0 && h.cfg.DeadRetention > 0 {
 		p.EventsBefore = now.Add(-max(h.cfg.SucceededRetention, h.cfg.DeadRetention))
 	}
+	// Endpoint stats rollups are kept as long as their longest window
+	// needs them (store.StatsMinuteHorizon, store.StatsHourHorizon).
+	p.MinuteStatsBefore = now.Add(-store.StatsMinuteHorizon)
+	p.HourStatsBefore = now.Add(-store.StatsHourHorizon)
 	total := 0
 	for range 20 { // at most 20 small batches per round
 		n, err := h.cfg.Store.Purge(ctx, p)

@@ -87,7 +87,7 @@ const OperationalPrefix = "endpoint."
 // "file.extraction.completed" (any type under the "file." prefix); anything
 // else matches exactly.
 func MatchEventType(patterns []string, typ string) bool {
-	operational := strings.HasPrefix(typ, OperationalPrefix)
+	operational := IsOperational(typ)
 	if len(patterns) == 0 {
 		return !operational
 	}

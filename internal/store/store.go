@@ -12,6 +12,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -105,8 +106,14 @@ type Event struct {
 	VersionBodies map[int][]byte
 	// Sequence is the event's number among the events of its type and
 	// resource id (docs/contract.md, "Sequence numbers"); 0 when none.
-	Sequence  int64
-	CreatedAt time.Time //
+	Sequence int64
+	// TraceParent is the W3C Trace Context traceparent
+	// (https://www.w3.org/TR/trace-context/#traceparent-header) the
+	// publish carried, or the publish span's when tracing is on; "" when
+	// none. Attempts' spans are its children, so they join the
+	// publisher's trace on any node.
+	TraceParent string
+	CreatedAt   time.Time //
 }
 
 // FirstVersion is the first version of every catalogued event type (the
@@ -598,7 +605,33 @@ const (
 	NoticeEndpointDeleted  = "endpoint.deleted"
 	NoticeEndpointDisabled = "endpoint.disabled"
 	NoticeEndpointEnabled  = "endpoint.enabled"
+	// NoticeEndpointFailing: the FailingAfter-th failed attempt in a row
+	// (the first failures after a success or since the endpoint exists).
+	NoticeEndpointFailing = "endpoint.failing"
+	// NoticeEndpointRecovered: the first success after a streak that
+	// raised endpoint.failing.
+	NoticeEndpointRecovered = "endpoint.recovered"
+	// NoticeDeliveryDeadLettered: a completion moved a delivery to the
+	// dead-letter queue (schedule exhausted, client-error budget spent,
+	// blocked or 410), except a delivery of an operational event.
+	NoticeDeliveryDeadLettered = "delivery.dead_lettered"
 )
+
+// FailingAfter is the failed attempts in a row (each attempt of the
+// endpoint's deliveries that did not succeed, 4xx included; deferrals do
+// not count) after which endpoint.failing is raised, once per streak. The
+// default of --disable-min-failures (10) is larger, so an endpoint is
+// reported failing before Herald disables it for failing.
+const FailingAfter = 3
+
+// IsOperational reports whether typ is one of Herald's operational event
+// types: under OperationalPrefix ("endpoint.") or delivery.dead_lettered.
+// Only endpoints that name them (a pattern or the exact type) receive
+// them, and no delivery.dead_lettered is raised for their own dead letters
+// (no loop between two failing receivers of operational events).
+func IsOperational(typ string) bool {
+	return strings.HasPrefix(typ, OperationalPrefix) || typ == NoticeDeliveryDeadLettered
+}
 
 // Notice is an operational event waiting in the outbox to be emitted about
 // an endpoint: one per change, emitted in ID order, deleted once emitted.
@@ -609,9 +642,16 @@ type Notice struct {
 	Endpoint Endpoint
 	Type     string    // NoticeEndpoint…
 	At       time.Time // when the state changed
-	// LastStatusCode and LastError describe the endpoint's last attempt.
+	// LastStatusCode and LastError describe the endpoint's last attempt
+	// (delivery.dead_lettered: the dead letter's last attempt).
 	LastStatusCode int
 	LastError      string
+	// Delivery.dead_lettered only: the delivery, its event (the public id),
+	// type and attempts.
+	DeliveryID string
+	EventID    string
+	EventType  string
+	Attempts   int
 }
 
 // DeadLetterCount is the number of dead letters of one endpoint.
@@ -625,6 +665,11 @@ type DeadLetterCount struct {
 type Stats struct {
 	DeliveriesByState map[DeliveryState]int
 	EndpointsByState  map[EndpointState]int
+	// OldestDue is the next_attempt_at of the claimable delivery (pending,
+	// not leased) due first; zero when there is none. A time in the past is
+	// a delivery waiting for a worker (read from the partial index
+	// deliveries_due: one index probe).
+	OldestDue time.Time
 }
 
 // PurgeParams deletes old history in one small batch: succeeded
@@ -635,7 +680,11 @@ type PurgeParams struct {
 	SucceededBefore time.Time
 	DeadBefore      time.Time
 	EventsBefore    time.Time
-	Limit           int
+	// MinuteStatsBefore and HourStatsBefore delete endpoint stats rollups
+	// (minute and hour rows) that started before them (zero: none).
+	MinuteStatsBefore time.Time
+	HourStatsBefore   time.Time
+	Limit             int
 }
 
 // Store is implemented by every database driver. Every method is safe for
@@ -817,6 +866,12 @@ type Store interface {
 	// Revision+1 (optimistic concurrency). ErrNotFound for an unknown name,
 	// ErrConflict when another change came first.
 	UpdateEventType(ctx context.Context, t EventType) (EventType, error)
+
+	// EndpointStats sums the endpoint's rollups over p.Window
+	// (StatsRange); the rollups are written by CompleteDeliveries in its
+	// transaction (Rollups). ErrInvalid for an unknown window. An unknown
+	// endpoint has no rollups (all zero): callers check the endpoint.
+	EndpointStats(ctx context.Context, p EndpointStatsParams) (EndpointStats, error)
 
 	// Stats counts deliveries and endpoints by state.
 	Stats(ctx context.Context) (Stats, error)

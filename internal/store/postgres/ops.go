@@ -166,10 +166,12 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 		limit = 100
 	}
 	rows, err := s.pool.Query(ctx, `SELECT n.id, n.endpoint_id, n.tenant, n.url, n.kind, n.state, n.state_reason, n.type, n.created_at,
-			COALESCE(l.status_code, 0), COALESCE(l.error, '')
+			CASE WHEN n.delivery_id <> '' THEN n.last_status_code ELSE COALESCE(l.status_code, 0) END,
+			CASE WHEN n.delivery_id <> '' THEN n.last_error ELSE COALESCE(l.error, '') END,
+			n.delivery_id, n.event_id, n.event_type, n.attempts
 		FROM notices n LEFT JOIN LATERAL (
 			SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
-			WHERE d.endpoint_id = n.endpoint_id
+			WHERE d.endpoint_id = n.endpoint_id AND n.delivery_id = ''
 			ORDER BY a.started_at DESC, a.number DESC LIMIT 1) AS l ON true
 		ORDER BY n.id LIMIT $1`, limit)
 	if err != nil {
@@ -183,9 +185,10 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			state string
 		)
 		if err := rows.Scan(&n.ID, &n.Endpoint.ID, &n.Endpoint.Tenant, &n.Endpoint.URL, &n.Endpoint.Kind, &state, &n.Endpoint.StateReason,
-			&n.Type, &n.At, &n.LastStatusCode, &n.LastError); err != nil {
+			&n.Type, &n.At, &n.LastStatusCode, &n.LastError, &n.DeliveryID, &n.EventID, &n.EventType, &n.Attempts); err != nil {
 			return nil, wrap("pending notices", err)
 		}
+		n.EventID = store.PublicEventID(n.EventID)
 		n.Endpoint.State, n.At = store.EndpointState(state), n.At.UTC()
 		out = append(out, n)
 	}
@@ -258,6 +261,16 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT state, COUNT(*) FROM deliveries GROUP BY state").Query(count(func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }))
 	b.Queue("SELECT state, COUNT(*) FROM endpoints GROUP BY state").Query(count(func(k string, n int) { st.EndpointsByState[store.EndpointState(k)] = n }))
+	b.Queue("SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").QueryRow(func(row pgx.Row) error {
+		var oldest *time.Time
+		if err := row.Scan(&oldest); err != nil {
+			return err
+		}
+		if oldest != nil {
+			st.OldestDue = oldest.UTC()
+		}
+		return nil
+	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return st, wrap("stats", err)
 	}
@@ -284,6 +297,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		{`DELETE FROM events WHERE id = ANY (ARRAY(
 				SELECT e.id FROM events e WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT $2))
 			AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, p.EventsBefore},
+		{`DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'm' AND start < $1 LIMIT $2)`, p.MinuteStatsBefore},
+		{`DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'h' AND start < $1 LIMIT $2)`, p.HourStatsBefore},
 	} {
 		if q.bound.IsZero() {
 			continue

@@ -175,9 +175,9 @@ func queueEndpoints(b *pgx.Batch, tenants map[string]*tenantEndpoints, tenant st
 // event (same id, or same tenant and idempotency key) inserts nothing.
 func (op *publishOp) queueInsert(b *pgx.Batch) {
 	ev, p := op.p.Event, op.p
-	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT DO NOTHING`,
-		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers, op.versions).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(`INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies, traceparent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11) ON CONFLICT DO NOTHING`,
+		ev.ID, ev.Tenant, ev.Type, ts(ev.OccurredAt), op.body, op.idem, ev.Fingerprint, ts(p.Now), op.headers, op.versions, ev.TraceParent).Exec(func(ct pgconn.CommandTag) error {
 		op.inserted = ct.RowsAffected() == 1
 		return nil
 	})

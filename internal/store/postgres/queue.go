@@ -20,7 +20,7 @@ import (
 // "deliveries may have become claimable".
 const notifyChannel = "herald_deliveries"
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, COALESCE(version_bodies, ''), sequence, traceparent"
 
 func scanEvent(row pgx.Row) (store.Event, error) {
 	var (
@@ -28,7 +28,7 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 		headers  []byte
 		versions string
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
 	}
 	var err error
@@ -519,6 +519,17 @@ const lockEndpointsOfCompletions = `SELECT e.id FROM endpoints e
 	               WHERE u.attempted)
 	ORDER BY e.id FOR NO KEY UPDATE`
 
+// deadLetterNoticeQuery records delivery.dead_lettered for the delivery $1
+// the completion (at $2) just moved to dead — not for a completion whose
+// lease was lost, nor for a delivery of an operational event.
+const deadLetterNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
+	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', $2,
+		d.id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error
+	FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+	WHERE d.id = $1 AND d.state = 'dead' AND d.updated_at = $2 AND d.lease_owner IS NULL
+	  AND d.event_type NOT LIKE 'endpoint.%' AND d.event_type <> 'delivery.dead_lettered'`
+
 // completionEndpoint is the endpoint of a completion: $1 (Completion.EndpointID)
 // or, when that is empty, the endpoint of the delivery $2.
 const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id FROM deliveries WHERE id = $2))`
@@ -588,6 +599,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	b.Queue("SELECT id FROM deliveries WHERE id = ANY ($1) ORDER BY id FOR NO KEY UPDATE", ids)
 	if allSuccesses(cs) {
 		queueSuccesses(b, cs)
+		if err := queueRollups(b, cs); err != nil {
+			return wrap("complete: stats", err)
+		}
 		return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 	}
 	b.Queue(lockEndpointsOfCompletions, ids, endpointIDs, attempted)
@@ -620,15 +634,26 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		case c.DisableEndpoint:
 			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
 		case c.State == store.DeliverySucceeded:
-			// A success ends the failure streak (no write when there is none).
-			b.Queue(`UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL`,
-				c.EndpointID, c.DeliveryID)
+			// A success ends the failure streak (no write when there is
+			// none); one that had raised endpoint.failing raises
+			// endpoint.recovered.
+			b.Queue(`WITH cleared AS (
+				UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL
+				RETURNING id, tenant, url, kind, state, state_reason, failure_count)
+			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+			SELECT id, tenant, url, kind, state, state_reason, 'endpoint.recovered', $3 FROM cleared WHERE failure_count >= $4::integer`,
+				c.EndpointID, c.DeliveryID, ts(c.Now), store.FailingAfter)
 		default:
 			// A failure starts the streak or adds to its count…
 			b.Queue(`UPDATE endpoints SET failing_since = COALESCE(failing_since, $3),
 				failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
 				WHERE id = `+completionEndpoint,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
+			// …raising endpoint.failing at its FailingAfter-th failure…
+			b.Queue(`INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+				SELECT id, tenant, url, kind, state, state_reason, 'endpoint.failing', $3 FROM endpoints
+				WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL AND failure_count = $4::integer`,
+				c.EndpointID, c.DeliveryID, ts(c.Now), store.FailingAfter)
 			// …and one that has lasted DisableAfter with enough failures
 			// disables the endpoint.
 			if cutoffs[i] != nil {
@@ -639,6 +664,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}
+		if c.State == store.DeliveryDead {
+			b.Queue(deadLetterNoticeQuery, c.DeliveryID, ts(c.Now))
+		}
+	}
+	if err := queueRollups(b, cs); err != nil {
+		return wrap("complete: stats", err)
 	}
 	return wrap("complete", s.pool.SendBatch(ctx, b).Close())
 }
@@ -695,14 +726,23 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 	// The rows are locked in id order first (as lockEndpointsOfCompletions
 	// does), and only those: a streak started by a batch that commits
 	// meanwhile is left to run, as if it had come after this batch.
+	// A streak that had raised endpoint.failing raises endpoint.recovered
+	// (at the latest success of the endpoint in the batch).
 	b.Queue(`WITH locked AS (
 		SELECT id FROM endpoints
 		WHERE id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
 		             FROM unnest($1::text[], $2::text[]) AS u (id, endpoint_id) LEFT JOIN deliveries d ON d.id = u.id)
 		  AND failing_since IS NOT NULL
-		ORDER BY id FOR NO KEY UPDATE)
-	UPDATE endpoints e SET failing_since = NULL FROM locked WHERE e.id = locked.id`,
-		ids, endpoints)
+		ORDER BY id FOR NO KEY UPDATE),
+	cleared AS (
+		UPDATE endpoints e SET failing_since = NULL FROM locked WHERE e.id = locked.id
+		RETURNING e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, e.failure_count)
+	INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+	SELECT c.id, c.tenant, c.url, c.kind, c.state, c.state_reason, 'endpoint.recovered',
+	       (SELECT MAX(u.now) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u (id, endpoint_id, now)
+	        LEFT JOIN deliveries d ON d.id = u.id WHERE COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id) = c.id)
+	FROM cleared c WHERE c.failure_count >= $4::integer ORDER BY c.id`,
+		ids, endpoints, nows, store.FailingAfter)
 }
 
 // RescueExpiredLeases implements store.Store. A rescued delivery whose

@@ -100,6 +100,9 @@ func (c *committer) run() {
 				}
 			}
 		}
+		// Take the writer first (before the queue's transactions,
+		// writeGate), then every publish that arrived meanwhile.
+		c.s.gate.acquirePublish()
 		group = append(group[:0], first)
 	more:
 		for len(group) < maxGroup {
@@ -111,6 +114,7 @@ func (c *committer) run() {
 			}
 		}
 		c.commit(group)
+		c.s.gate.release()
 	}
 }
 

@@ -173,7 +173,8 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, endpoint_id, tenant, url, kind, state, state_reason, type, created_at
+	rows, err := s.r.QueryContext(ctx, `SELECT id, endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error
 		FROM notices ORDER BY id LIMIT ?`, limit)
 	if err != nil {
 		return nil, wrap("pending notices", err)
@@ -187,7 +188,8 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			state string
 			kind  string
 		)
-		if err := rows.Scan(&n.ID, &n.Endpoint.ID, &n.Endpoint.Tenant, &n.Endpoint.URL, &kind, &state, &n.Endpoint.StateReason, &n.Type, &at); err != nil {
+		if err := rows.Scan(&n.ID, &n.Endpoint.ID, &n.Endpoint.Tenant, &n.Endpoint.URL, &kind, &state, &n.Endpoint.StateReason, &n.Type, &at,
+			&n.DeliveryID, &n.EventID, &n.EventType, &n.Attempts, &n.LastStatusCode, &n.LastError); err != nil {
 			return nil, wrap("pending notices", err)
 		}
 		n.Endpoint.Kind, n.Endpoint.State, n.At = kind, store.EndpointState(state), fromMicro(at)
@@ -198,6 +200,10 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	}
 	rows.Close()
 	for i := range out {
+		if out[i].DeliveryID != "" {
+			out[i].EventID = store.PublicEventID(out[i].EventID)
+			continue // the dead letter's own last attempt, recorded with it
+		}
 		err := s.r.QueryRowContext(ctx, `SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
 			WHERE d.endpoint_id = ? ORDER BY a.started_at DESC, a.number DESC LIMIT 1`, out[i].Endpoint.ID).Scan(&out[i].LastStatusCode, &out[i].LastError)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -282,11 +288,19 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return st, wrap("stats", err)
 		}
 	}
+	var oldest sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").Scan(&oldest); err != nil {
+		return st, wrap("stats", err)
+	}
+	if oldest.Valid {
+		st.OldestDue = fromMicro(oldest.Int64)
+	}
 	return st, nil
 }
 
 // Purge implements store.Store. Each kind is deleted in one statement of at
-// most Limit rows, so the writer is never held for long.
+// most Limit rows, so the writer is never held for long; each waits behind
+// publish groups (writeGate).
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 	if p.Limit <= 0 {
 		p.Limit = 500
@@ -299,11 +313,18 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < ? LIMIT ?)", p.SucceededBefore},
 		{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < ? LIMIT ?)", p.DeadBefore},
 		{"DELETE FROM events WHERE id IN (SELECT id FROM events e WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT ?)", p.EventsBefore},
+		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'm' AND start < ? LIMIT ?)", p.MinuteStatsBefore},
+		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'h' AND start < ? LIMIT ?)", p.HourStatsBefore},
 	} {
 		if q.bound.IsZero() {
 			continue
 		}
+		// Behind waiting publishes, as the queue's transactions (writeGate).
+		if err := s.gate.acquireQueue(ctx); err != nil {
+			return total, err
+		}
 		res, err := s.w.ExecContext(ctx, q.sql, micro(q.bound), p.Limit)
+		s.gate.release()
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return total, err

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -49,4 +50,21 @@ func BenchmarkPublishConcurrent(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkGetEventTypeMissing measures the catalog check every publish of
+// an uncatalogued type makes (GetEventType answering not found).
+func BenchmarkGetEventTypeMissing(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.GetEventType(ctx, "order.placed"); !errors.Is(err, store.ErrNotFound) {
+			b.Fatal(err)
+		}
+	}
 }

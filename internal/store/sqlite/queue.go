@@ -14,7 +14,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence"
+const eventColumns = "id, tenant, type, occurred_at, body, COALESCE(idempotency_key, ''), fingerprint, created_at, headers, version_bodies, sequence, traceparent"
 
 func scanEvent(sc scanner) (store.Event, error) {
 	var (
@@ -22,7 +22,7 @@ func scanEvent(sc scanner) (store.Event, error) {
 		occurredAt, createdAt int64
 		headers, versions     string
 	)
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Type, &occurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &createdAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
 	}
 	var err error
@@ -70,7 +70,7 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 		return store.PublishResult{}, wrap("publish", err)
 	}
 	ins, err := insStmt.ExecContext(ctx,
-		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions)
+		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions, ev.TraceParent)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
@@ -151,6 +151,11 @@ func fanOutChunk(n int) int {
 	return n
 }
 
+// fanOutYieldEvery is how many deliveries a fan-out chunk writes between
+// looks for a waiting publish (writeGate): a chunk of 500 held the writer
+// for several milliseconds while B's publishes waited (bench fanout).
+const fanOutYieldEvery = 50
+
 const insertFanOutSQL = `INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at) VALUES (?,?,?,?,?)`
 
 // ContinueFanOut implements store.Store: one chunk of the next unfinished
@@ -229,7 +234,16 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
-	for _, t := range targets {
+	yielded := false
+	for i, t := range targets {
+		// A publish waiting for the writer ends the chunk early (every
+		// fanOutYieldEvery deliveries): the position moves to the last
+		// endpoint written, in this transaction, so the next chunk goes
+		// on from there and each delivery is still created once.
+		if i > 0 && i%fanOutYieldEvery == 0 && s.publishWaiting() {
+			after, yielded = targets[i-1].id, true
+			break
+		}
 		if _, err := ins.ExecContext(ctx, p.NewDeliveryID(), res.EventID, t.id, tenant, eventType, string(t.state), now, now, now); err != nil {
 			return store.FanOutResult{}, wrap("fan-out", err)
 		}
@@ -238,7 +252,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 			res.Pending++
 		}
 	}
-	if read < chunk {
+	if read < chunk && !yielded {
 		res.Done = true
 		if _, err := tx.ExecContext(ctx, "DELETE FROM fanouts WHERE event_id = ?", res.EventID); err != nil {
 			return store.FanOutResult{}, wrap("fan-out", err)
@@ -297,8 +311,8 @@ func eventHeaders(h map[string]string) (string, error) {
 
 // insertEventSQL inserts an event unless its id, or its tenant and
 // idempotency key, is taken (then it changes no row).
-const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies)
-	VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
+const insertEventSQL = `INSERT INTO events (id, tenant, type, occurred_at, body, idempotency_key, fingerprint, created_at, headers, version_bodies, traceparent)
+	VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`
 
 // numberEvent gives a new event the next number of its sequence key and
 // rewrites its bodies and headers with it (store.PublishParams.SequenceKey).
@@ -825,6 +839,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if err != nil {
 			return wrap("complete", err)
 		}
+		if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
+			return wrap("complete: dead-letter notices", err)
+		}
+		if err := s.writeRollups(ctx, tx, cs); err != nil {
+			return wrap("complete: stats", err)
+		}
 		return wrap("complete", tx.Commit())
 	}
 	insAttempt, err := s.stmt(ctx, tx, insertAttemptSQL)
@@ -872,7 +892,49 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			return wrap("complete: failure streak", err)
 		}
 	}
+	if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
+		return wrap("complete: dead-letter notices", err)
+	}
+	if err := s.writeRollups(ctx, tx, cs); err != nil {
+		return wrap("complete: stats", err)
+	}
 	return wrap("complete", tx.Commit())
+}
+
+// deadLetterNoticeSQL records delivery.dead_lettered for a delivery the
+// completion (?2: its time) just moved to dead — not for a completion whose
+// lease was lost, nor for a delivery of an operational event.
+const deadLetterNoticeSQL = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
+	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', ?2,
+		d.id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error
+	FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
+	WHERE d.id = ?1 AND d.state = 'dead' AND d.updated_at = ?2 AND d.lease_owner IS NULL
+	  AND d.event_type NOT LIKE 'endpoint.%' AND d.event_type <> 'delivery.dead_lettered'`
+
+// deadLetterNotices records delivery.dead_lettered for each completion of
+// the batch that dead-lettered its delivery, in the batch's transaction.
+func (s *Store) deadLetterNotices(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
+	for _, c := range cs {
+		if c.Deferred || c.State != store.DeliveryDead {
+			continue
+		}
+		if err := s.exec(ctx, tx, deadLetterNoticeSQL, c.DeliveryID, micro(c.Now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// successAt is the time of the last success of endpoint id in a batch.
+func successAt(cs []store.Completion, id string) time.Time {
+	var at time.Time
+	for _, c := range cs {
+		if c.EndpointID == id && c.State == store.DeliverySucceeded && !c.Deferred && c.Now.After(at) {
+			at = c.Now
+		}
+	}
+	return at
 }
 
 const (
@@ -892,7 +954,7 @@ const (
 	deferDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
-	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL"
+	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL RETURNING failure_count"
 	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
 		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
 		WHERE id = ?2 RETURNING failing_since, failure_count`
@@ -916,7 +978,7 @@ const (
 		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'n' AS n FROM json_each(?1)) AS c
 		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
 	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL`
+		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL RETURNING id, failure_count`
 )
 
 // Attempted completions are written with multi-row VALUES statements
@@ -1032,8 +1094,36 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		if err != nil {
 			return err
 		}
-		if err := s.exec(ctx, tx, bulkClearStreakSQL, string(arr)); err != nil {
+		clear, err := s.stmt(ctx, tx, bulkClearStreakSQL)
+		if err != nil {
 			return err
+		}
+		rows, err := clear.QueryContext(ctx, string(arr))
+		if err != nil {
+			return err
+		}
+		var recovered []string
+		for rows.Next() {
+			var (
+				id       string
+				failures int
+			)
+			if err := rows.Scan(&id, &failures); err != nil {
+				rows.Close()
+				return err
+			}
+			if failures >= store.FailingAfter {
+				recovered = append(recovered, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range recovered {
+			if err := addNotice(ctx, tx, id, store.NoticeEndpointRecovered, successAt(cs, id)); err != nil {
+				return err
+			}
 		}
 	}
 	// Endpoint state changes stay row by row (rare: failures and 410s).
@@ -1058,7 +1148,19 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 // least DisableMinFailures failures, disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
-		return s.exec(ctx, tx, clearStreakSQL, endpointID)
+		var failures int
+		clear, err := s.stmt(ctx, tx, clearStreakSQL)
+		if err != nil {
+			return err
+		}
+		err = clear.QueryRowContext(ctx, endpointID).Scan(&failures)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // no streak
+		}
+		if err != nil || failures < store.FailingAfter {
+			return err
+		}
+		return addNotice(ctx, tx, endpointID, store.NoticeEndpointRecovered, c.Now)
 	}
 	var (
 		since    sql.NullInt64
@@ -1072,8 +1174,16 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
-	if err != nil || c.DisableAfter <= 0 || !since.Valid {
+	if err != nil {
 		return err
+	}
+	if failures == store.FailingAfter {
+		if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointFailing, c.Now); err != nil {
+			return err
+		}
+	}
+	if c.DisableAfter <= 0 || !since.Valid {
+		return nil
 	}
 	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
 		return nil
@@ -1110,11 +1220,13 @@ func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string,
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	// A queue transaction (behind waiting publishes; not fsynced: a lost
+	// rescue is done again at the next round).
+	tx, done, err := s.queueTx(ctx)
 	if err != nil {
 		return 0, wrap("rescue", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = ?1
 		WHERE lease_owner IS NOT NULL AND lease_until < ?1 AND state = 'pending'
 		  AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled'`, micro(now)); err != nil {

@@ -49,8 +49,16 @@ type Store struct {
 	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
 	// commits groups concurrent publishes into one transaction (one fsync).
 	commits *committer
+	// gate serves publish groups before the queue's transactions on w.
+	gate writeGate
+	// publishWaiting reports a publish group waiting for the writer (a
+	// fan-out chunk then ends early); tests replace it.
+	publishWaiting func() bool
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
+	// getEventType is GetEventType's query on the read pool (database/sql
+	// prepares it once per connection and keeps it).
+	getEventType *sql.Stmt
 
 	path     string      // the database file
 	file     os.FileInfo // the database file as opened (Ping: still the same file?)
@@ -88,13 +96,19 @@ func init() {
 // and API changes stay synchronous=FULL. A process crash (kill -9) loses
 // nothing in either mode. done commits nothing: it rolls back an
 // uncommitted transaction, restores FULL and releases the connection.
+// It waits behind publish groups (writeGate).
 func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	if err := s.gate.acquireQueue(ctx); err != nil {
+		return nil, nil, err
+	}
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
+		s.gate.release()
 		return nil, nil, err
 	}
 	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 		conn.Close()
+		s.gate.release()
 		return nil, nil, err
 	}
 	restore := func() {
@@ -104,6 +118,7 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 		conn.Close()
+		s.gate.release()
 	}
 	tx, err = conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -231,6 +246,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now}
+	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
 	}
@@ -242,6 +258,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: prepare %q: %w", q, err)
 		}
 		s.stmts[q] = st
+	}
+	if s.getEventType, err = r.PrepareContext(ctx, getEventTypeSQL); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: prepare %q: %w", getEventTypeSQL, err)
 	}
 	s.commits = newCommitter(s)
 	return s, nil
@@ -333,6 +354,7 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	s.getEventType.Close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 

@@ -48,8 +48,25 @@ func (f *fixture) notices() []store.Notice {
 	return ns
 }
 
-// outbox returns every pending notice as PendingNotices orders them.
+// outbox returns every pending notice of an endpoint's state or
+// configuration as PendingNotices orders them; the notices of its health
+// (endpoint.failing, endpoint.recovered, delivery.dead_lettered), which
+// failed attempts add besides, are left out: healthNotices checks those.
 func (f *fixture) outbox() []store.Notice {
+	f.t.Helper()
+	var out []store.Notice
+	for _, n := range f.allNotices() {
+		switch n.Type {
+		case store.NoticeEndpointFailing, store.NoticeEndpointRecovered, store.NoticeDeliveryDeadLettered:
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// allNotices returns every pending notice as PendingNotices orders them.
+func (f *fixture) allNotices() []store.Notice {
 	f.t.Helper()
 	ns, err := f.s.PendingNotices(f.ctx, 1000)
 	if err != nil {
@@ -1287,6 +1304,32 @@ func (s suite) stats(t *testing.T) {
 		diff(t, "endpoints by state", map[store.EndpointState]int{
 			store.EndpointEnabled: 3, store.EndpointPaused: 1, store.EndpointDisabled: 1,
 		}, nonZero(st.EndpointsByState))
+		// Claimable now: acme's second event (due at 1 s, one of its two
+		// deliveries leased) and globex's (2 s); paused ones do not count.
+		if !st.OldestDue.Equal(at(time.Second)) {
+			t.Errorf("OldestDue = %v, want %v (the claimable delivery due first)", st.OldestDue, at(time.Second))
+		}
+	})
+	s.run(t, "OldestDueNone", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		f.publish("acme", "file.created", base)
+		f.claim("w", 10, time.Minute, base) // leased: not waiting
+		if st := get(t, f); !st.OldestDue.IsZero() {
+			t.Errorf("OldestDue = %v with every delivery leased, want zero", st.OldestDue)
+		}
+	})
+	s.run(t, "TraceParentKept", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		ev := newEvent("acme", "file.created", `{"n":1}`)
+		ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		f.publishEvent(ev, base)
+		c := f.claimOne("w", time.Minute, base)
+		if c.Event.TraceParent != ev.TraceParent {
+			t.Errorf("claimed event's TraceParent = %q, want %q", c.Event.TraceParent, ev.TraceParent)
+		}
+		if got := f.getEvent(ev.ID).TraceParent; got != ev.TraceParent {
+			t.Errorf("GetEvent TraceParent = %q, want %q", got, ev.TraceParent)
+		}
 	})
 }
 

@@ -71,6 +71,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("DeadLetterCounts", s.deadLetterCounts)
 	group("SpikeAlert", s.spikeAlert)
 	group("Stats", s.stats)
+	group("EndpointStats", s.endpointStats)
+	group("HealthNotices", s.healthNotices)
 	group("Purge", s.purge)
 	group("DeliveryFilters", s.deliveryFilters)
 	group("PublishClientID", s.publishClientID)

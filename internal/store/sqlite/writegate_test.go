@@ -1,0 +1,214 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// waitFor polls cond (the gate's state changes on other goroutines; no
+// timing is measured).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWriteGateServesPublishesFirst: a publish that arrives after three
+// queue transactions goes before them; queue work goes in arrival order.
+func TestWriteGateServesPublishesFirst(t *testing.T) {
+	var g writeGate
+	ctx := context.Background()
+	if err := g.acquireQueue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 4)
+	for _, name := range []string{"q1", "q2", "q3"} {
+		_, before := g.waiting()
+		go func() {
+			if err := g.acquireQueue(ctx); err == nil {
+				order <- name
+				g.release()
+			}
+		}()
+		waitFor(t, name+" waiting", func() bool { _, q := g.waiting(); return q == before+1 })
+	}
+	go func() {
+		g.acquirePublish()
+		order <- "publish"
+		g.release()
+	}()
+	waitFor(t, "the publish waiting", func() bool { p, _ := g.waiting(); return p == 1 })
+	g.release()
+	var got []string
+	for range 4 {
+		got = append(got, <-order)
+	}
+	if want := []string{"publish", "q1", "q2", "q3"}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+}
+
+// TestWriteGateBoundsPublishesInARow: queue work that waits through
+// maxPublishesInARow publish groups goes before the next one.
+func TestWriteGateBoundsPublishesInARow(t *testing.T) {
+	var g writeGate
+	g.acquirePublish()
+	got := make(chan struct{})
+	go func() {
+		if err := g.acquireQueue(context.Background()); err == nil {
+			close(got)
+		}
+	}()
+	waitFor(t, "the queue waiting", func() bool { _, q := g.waiting(); return q == 1 })
+	for i := range maxPublishesInARow + 1 {
+		done := make(chan struct{})
+		go func() { g.acquirePublish(); close(done) }()
+		waitFor(t, "a publish waiting", func() bool { p, _ := g.waiting(); return p == 1 })
+		g.release()
+		if i < maxPublishesInARow {
+			<-done // a publish group got the writer
+			select {
+			case <-got:
+				t.Fatalf("queue work went after %d publish groups, want %d", i, maxPublishesInARow)
+			default:
+			}
+			continue
+		}
+		<-got // the queue's turn
+		g.release()
+		<-done
+	}
+	g.release()
+	if p, q := g.waiting(); p != 0 || q != 0 || g.held {
+		t.Fatalf("gate not free: %d, %d, held %v", p, q, g.held)
+	}
+}
+
+// TestWriteGateCancelledQueueWaiter: a queue waiter whose context ends
+// leaves the line and holds nothing.
+func TestWriteGateCancelledQueueWaiter(t *testing.T) {
+	var g writeGate
+	g.acquirePublish()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- g.acquireQueue(ctx) }()
+	waitFor(t, "the queue waiting", func() bool { _, q := g.waiting(); return q == 1 })
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("acquireQueue succeeded after its context ended")
+	}
+	g.release()
+	if g.held {
+		t.Fatal("the gate is held after its only holder released it")
+	}
+}
+
+// TestQueueTransactionsWaitBehindPublishes: on a real store, the writer
+// freed by a queue transaction (claims, completions, fan-out chunks) goes
+// to the waiting publish group before the queue transactions queued
+// earlier.
+func TestQueueTransactionsWaitBehindPublishes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, done, err := s.queueTx(ctx) // the writer, as a claim running
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 8, Lease: time.Minute, Now: time.Now()})
+		claimed <- err
+	}()
+	waitFor(t, "the claim waiting", func() bool { _, q := s.gate.waiting(); return q == 1 })
+	published := make(chan error, 1)
+	go func() {
+		id := store.NewID("evt")
+		_, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: time.Now(), Body: []byte("{}"), Fingerprint: id},
+			Now:   time.Now(), NewDeliveryID: func() string { return store.NewID("dlv") },
+		})
+		published <- err
+	}()
+	waitFor(t, "the publish waiting", func() bool { p, _ := s.gate.waiting(); return p == 1 })
+	done()
+	// The publish group holds the writer now; the claim still waits.
+	if p, q := s.gate.waiting(); p != 0 || q != 1 {
+		t.Fatalf("after the queue transaction: %d publishes and %d queue transactions waiting, want 0 and 1", p, q)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-claimed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFanOutChunkYieldsToPublishes: with a publish waiting for the writer,
+// a fan-out chunk ends after fanOutYieldEvery deliveries; the next chunks
+// go on from there and every endpoint gets its delivery once.
+func TestFanOutChunkYieldsToPublishes(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.publishWaiting = func() bool { return true }
+	now := time.Now().UTC()
+	const endpoints = 3*fanOutYieldEvery + 7
+	for i := range endpoints {
+		types := []string{"t"}
+		if i%10 == 3 {
+			types = []string{"other"} // read, not matched
+		}
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%03d", i), Tenant: "acme",
+			URL: "https://example.com/", State: store.EndpointEnabled, EventTypes: types,
+			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := store.NewID("evt")
+	if _, err := s.PublishEvent(ctx, store.PublishParams{
+		Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: []byte("{}"), Fingerprint: id},
+		Now:   now.Add(time.Second), NewDeliveryID: func() string { return store.NewID("dlv") }, FanOutChunk: 5,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var created []int
+	for range 20 {
+		res, err := s.ContinueFanOut(ctx, store.FanOutParams{Chunk: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, res.Created)
+		if res.Done {
+			break
+		}
+	}
+	if created[0] != fanOutYieldEvery {
+		t.Fatalf("first chunk with a publish waiting created %d deliveries, want %d (chunks: %v)", created[0], fanOutYieldEvery, created)
+	}
+	var n, distinct int
+	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT endpoint_id) FROM deliveries WHERE event_id = ?", id).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	want := endpoints - (endpoints+6)/10 // i%10 == 3 do not match
+	if n != want || distinct != want {
+		t.Fatalf("%d deliveries to %d endpoints after chunks %v, want %d each", n, distinct, created, want)
+	}
+}

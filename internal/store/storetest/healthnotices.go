@@ -1,0 +1,100 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// healthNotices: completions record endpoint.failing at the FailingAfter-th
+// failure in a row (once per streak), endpoint.recovered at the first
+// success after such a streak (once), and delivery.dead_lettered for each
+// delivery they dead-letter, with its event, type, attempts and last
+// status — but not for a completion whose lease was lost, nor for a
+// delivery of an operational event.
+func (s suite) healthNotices(t *testing.T) {
+	s.run(t, "FailingRecoveredDeadLettered", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		ops := f.createEndpoint(newEndpoint("acme", "endpoint.*"))
+		t0 := at(time.Minute)
+		var evs []store.Event
+		for range 7 {
+			evs = append(evs, f.publish("acme", "file.created", t0).Event)
+		}
+		opEv := f.publish("acme", "endpoint.disabled", t0).Event
+		byDelivery := map[string]store.Claim{}
+		var mine []store.Claim
+		for _, c := range f.claim("w1", 100, time.Hour, t0) {
+			byDelivery[c.Delivery.ID] = c
+			if c.Delivery.EndpointID == e.ID {
+				mine = append(mine, c)
+			}
+		}
+		if len(mine) != 7 {
+			t.Fatalf("claims of e: %d, want 7", len(mine))
+		}
+		step := 0
+		do := func(c store.Claim, state store.DeliveryState, status int, owner string, endpointID string) time.Time {
+			t.Helper()
+			step++
+			now := at(time.Hour + time.Duration(step)*time.Second)
+			cp := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: endpointID, Owner: owner, State: state, Now: now,
+				Attempt: store.Attempt{StartedAt: now.Add(-time.Millisecond), Duration: time.Millisecond, StatusCode: status}}
+			if state == store.DeliveryPending {
+				cp.NextAttemptAt = now.Add(time.Hour)
+			}
+			f.complete(cp)
+			return now
+		}
+		types := func() []string {
+			var out []string
+			for _, n := range f.allNotices() {
+				if n.Type != "endpoint.created" {
+					out = append(out, n.Type)
+				}
+			}
+			return out
+		}
+		do(mine[0], store.DeliveryPending, 503, "w1", e.ID)
+		do(mine[1], store.DeliveryPending, 503, "w1", e.ID)
+		diff(t, "notices after 2 failures", []string(nil), types())
+		failingAt := do(mine[2], store.DeliveryPending, 503, "w1", e.ID)
+		diff(t, "notices after 3 failures", []string{store.NoticeEndpointFailing}, types())
+		deadAt := do(mine[3], store.DeliveryDead, 500, "w1", e.ID)
+		// A completion whose lease was lost (another owner) dead-letters
+		// nothing and raises nothing.
+		do(mine[4], store.DeliveryDead, 500, "someone-else", e.ID)
+		// The operational event's dead letter raises nothing either.
+		for id, c := range byDelivery {
+			if c.Delivery.EventID == opEv.ID {
+				do(byDelivery[id], store.DeliveryDead, 500, "w1", ops.ID)
+			}
+		}
+		diff(t, "notices after the dead letters", []string{store.NoticeEndpointFailing, store.NoticeDeliveryDeadLettered}, types())
+		// The first success (its endpoint left for the driver to find)
+		// recovers; the next one raises nothing.
+		recoveredAt := do(mine[5], store.DeliverySucceeded, 200, "w1", "")
+		do(mine[6], store.DeliverySucceeded, 200, "w1", e.ID)
+		want := []string{store.NoticeEndpointFailing, store.NoticeDeliveryDeadLettered, store.NoticeEndpointRecovered}
+		diff(t, "notices", want, types())
+		var got []store.Notice
+		for _, n := range f.allNotices() {
+			if n.Type != "endpoint.created" {
+				got = append(got, n)
+			}
+		}
+		for i, wantAt := range []time.Time{failingAt, deadAt, recoveredAt} {
+			if got[i].Endpoint.ID != e.ID || got[i].Endpoint.Tenant != "acme" {
+				t.Errorf("%s: endpoint %+v, want %s", got[i].Type, got[i].Endpoint, e.ID)
+			}
+			checkTime(t, got[i].Type, got[i].At, wantAt)
+		}
+		dl := got[1]
+		if dl.DeliveryID != mine[3].Delivery.ID || dl.EventID != store.PublicEventID(mine[3].Delivery.EventID) || dl.EventType != "file.created" ||
+			dl.Attempts != 1 || dl.LastStatusCode != 500 || dl.LastError != "" {
+			t.Errorf("delivery.dead_lettered = %+v, want delivery %s of event %s, 1 attempt, last status 500", dl, mine[3].Delivery.ID, mine[3].Delivery.EventID)
+		}
+		_ = evs
+	})
+}

@@ -520,7 +520,7 @@ func TestGatewayAcceptsProviderLibraries(t *testing.T) {
 			}
 			if c.extra != nil {
 				for _, e := range c.extra(t, c.secret, c.body) {
-					bads = append(bads, bad{e.name, e.req, e.libAccept, e.verify})
+					bads = append(bads, bad(e))
 				}
 			}
 			before := h.storedEvents(src)

@@ -35,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -169,8 +168,7 @@ func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, er
 	res, err := postgres.PublishTx(ctx, tx, params)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			msg := strings.TrimPrefix(err.Error(), "publish: ")
-			return Result{}, &conflictError{strings.TrimSuffix(msg, ": "+store.ErrConflict.Error())}
+			return Result{}, &conflictError{store.Message(err)}
 		}
 		return Result{}, fmt.Errorf("outbox: %w", err)
 	}

@@ -83,8 +83,11 @@
 //
 // Stores: [MemoryStore] here; package sqlstore (SQLite and PostgreSQL, one
 // INSERT ... ON CONFLICT per claim) and package redisstore (SET NX PX) for
-// receivers running as several processes. Package storetest checks other
-// implementations.
+// receivers running as several processes. redisstore is a module of its own
+// (go get github.com/herald-webhooks/herald/webhook/redisstore), so a
+// receiver that imports only webhook gets no Redis client among its
+// dependencies; webhook itself imports the standard library only. Package
+// storetest checks other implementations.
 //
 // Events may also arrive out of order: a [VersionGate] keeps, per resource
 // id, the newest data.version acted on and reports older or equal versions

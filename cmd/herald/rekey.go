@@ -122,8 +122,8 @@ it (PostgreSQL): each must hold the new key already.`,
 			if err := store.CheckKey(cmd.Context(), st, both); err != nil {
 				return fmt.Errorf("neither the new nor an old key is this database's: %w", err)
 			}
-			if pg, ok := st.(*postgres.Store); ok {
-				live, err := pg.LiveNodes(cmd.Context())
+			if nodes := st.Capabilities().Nodes; nodes != nil {
+				live, err := nodes.LiveNodes(cmd.Context())
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/clientip"
 	"github.com/herald-webhooks/herald/internal/delivery"
+	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -66,52 +68,27 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			if cfg.RetrySchedule, err = retry.ParseSchedule(schedule); err != nil {
 				return fmt.Errorf("--retry-schedule: %w", err)
 			}
-			if cfg.AttemptTimeout <= 0 {
-				return fmt.Errorf("--attempt-timeout must be positive")
-			}
-			if cfg.DisableMinFailures < 1 {
-				return fmt.Errorf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", cfg.DisableMinFailures)
-			}
-			if cfg.HeartbeatInterval < 10*time.Millisecond || cfg.HeartbeatInterval > time.Minute {
-				return fmt.Errorf("--heartbeat-interval %v: use 10ms to 1m (a starting node waits 3 intervals before it delivers)", cfg.HeartbeatInterval)
-			}
-			if cfg.Lease != 0 && cfg.Lease <= cfg.AttemptTimeout {
-				return fmt.Errorf("--lease %v must be longer than --attempt-timeout %v (a lease must outlive its attempt)", cfg.Lease, cfg.AttemptTimeout)
-			}
-			if cfg.Workers < 1 {
-				return fmt.Errorf("--workers must be at least 1")
-			}
-			if cfg.EndpointConcurrency < 0 {
-				return fmt.Errorf("--endpoint-concurrency must be 0 (workers/8) or more")
-			}
-			if cfg.TenantConcurrency < 0 {
-				return fmt.Errorf("--tenant-concurrency must be 0 (workers/4) or more")
-			}
-			if cfg.HostConcurrency < 0 {
-				return fmt.Errorf("--host-concurrency must be 0 (workers/2) or more")
-			}
-			if cfg.MaxEndpointsPerTenant < 0 {
-				return fmt.Errorf("--max-endpoints-per-tenant must be 0 (no limit) or more")
-			}
-			if cfg.FanOutChunk < 1 {
-				return fmt.Errorf("--fanout-chunk must be at least 1")
-			}
-			if cfg.BreakerThreshold < 1 {
-				return fmt.Errorf("--breaker-threshold must be at least 1")
-			}
-			for _, d := range []struct {
-				name string
-				v    time.Duration
-			}{{"--rescue-interval", cfg.RescueInterval}, {"--breaker-cooldown", cfg.BreakerCooldown}, {"--housekeeping-interval", cfg.HousekeepingInterval}} {
-				if d.v <= 0 {
-					return fmt.Errorf("%s must be positive", d.name)
-				}
-			}
-			// 0 on the command line means "never"/"forever"; inside app a
-			// zero means "default", so map it to a negative value.
-			for _, d := range []*time.Duration{&cfg.DisableAfter, &cfg.SucceededRetention, &cfg.DeadRetention} {
-				if *d == 0 {
-					*d = -1
+			// A zero in app.Config means the default (app.Config.WithDefaults)
+			// for these settings; on the command line, where every flag
+			// already shows its default, 0 is refused. Every other rule is
+			// app.Config's (app.New validates), so embedders get the same
+			// checks.
+			for _, z := range []struct {
+				zero bool
+				msg  string
+			}{
+				{cfg.AttemptTimeout <= 0, "--attempt-timeout must be positive"},
+				{cfg.DisableMinFailures < 1, fmt.Sprintf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", cfg.DisableMinFailures)},
+				{cfg.HeartbeatInterval == 0, "--heartbeat-interval 0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
+				{cfg.Workers < 1, "--workers must be at least 1"},
+				{cfg.FanOutChunk < 1, "--fanout-chunk must be at least 1"},
+				{cfg.BreakerThreshold < 1, "--breaker-threshold must be at least 1"},
+				{cfg.RescueInterval <= 0, "--rescue-interval must be positive"},
+				{cfg.BreakerCooldown <= 0, "--breaker-cooldown must be positive"},
+				{cfg.HousekeepingInterval <= 0, "--housekeeping-interval must be positive"},
+			} {
+				if z.zero {
+					return errors.New(z.msg)
 				}
 			}
 			if cfg.Dev {
@@ -150,15 +127,15 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Addr, "addr", ":8080", "listen address of the API")
-	f.StringVar(&cfg.DB, "db", "sqlite:herald.db", "store: sqlite:PATH (embedded) or postgres://… (several nodes; needs HERALD_ENCRYPTION_KEY)")
+	f.StringVar(&cfg.Addr, "addr", app.DefaultAddr, "listen address of the API")
+	f.StringVar(&cfg.DB, "db", app.DefaultDB, "store: sqlite:PATH (embedded) or postgres://… (several nodes; needs HERALD_ENCRYPTION_KEY)")
 	f.BoolVar(&cfg.Dev, "dev", false, "local development: allow http:// and loopback endpoint URLs")
 	f.BoolVar(&cfg.AllowHTTP, "allow-http", false, "allow plain http:// endpoint URLs")
 	f.StringArrayVar(&cidrs, "allow-cidr", nil, "allow destinations in this CIDR despite the SSRF deny list (repeatable)")
-	f.StringVar(&schedule, "retry-schedule", "30s,2m,8m,32m,2h8m,8h32m,24h", "upper bounds of the delays before attempts 2..N (comma-separated Go durations)")
-	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 10*time.Second, "timeout of one attempt: connect, TLS, headers and body")
-	f.IntVar(&cfg.Workers, "workers", 128, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
-	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", 64<<10, "largest event body delivered, in bytes")
+	f.StringVar(&schedule, "retry-schedule", retry.DefaultScheduleText, "upper bounds of the delays before attempts 2..N (comma-separated Go durations)")
+	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", app.DefaultAttemptTimeout, "timeout of one attempt: connect, TLS, headers and body")
+	f.IntVar(&cfg.Workers, "workers", app.DefaultWorkers, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
+	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", app.DefaultMaxPayloadBytes, "largest event body delivered, in bytes")
 	f.StringVar(&cfg.Catalog, "catalog", "permissive", "event catalog: permissive (uncatalogued event types are published as they are) or strict (refused with 422)")
 	f.StringVar(&cfg.PersonalData, "personal-data", "auto", "personal-data guard (e-mail, phone, payment card, IBAN in event data): refuse, warn or off; auto refuses for catalogued types and warns for uncatalogued ones")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")
@@ -171,14 +148,14 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", time.Second, "PostgreSQL: how often a node tells the others it is alive (endpoints' caps and rate limits are split between live nodes; a node is forgotten after 10 intervals; a node joining others waits 3 intervals plus their attempt timeout before it delivers)")
 	f.IntVar(&cfg.BreakerThreshold, "breaker-threshold", 5, "consecutive transport failures (no answer, 5xx) that open an endpoint's circuit")
 	f.DurationVar(&cfg.BreakerCooldown, "breaker-cooldown", 30*time.Second, "how long an open circuit waits before one probe attempt")
-	f.Var(newDaysValue(&cfg.DisableAfter, 5*24*time.Hour), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
+	f.Var(newDaysValue(&cfg.DisableAfter, app.DefaultDisableAfter), "disable-after", "disable an endpoint whose every attempt failed this long (e.g. 5d, 36h, 90s; 0 = never)")
 	f.IntVar(&cfg.DisableMinFailures, "disable-min-failures", delivery.DefaultDisableMinFailures, "and only once that failure streak counts at least this many failed attempts")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach Herald at (e.g. https://herald.example.com), for the links Herald hands out (portal sessions); default: the scheme and host of each request")
 	f.StringVar(&cfg.OperatorTenant, "operator-tenant", "", "tenant that also receives every operational event (endpoint.disabled, …)")
-	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", 10, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (negative = off)")
+	f.IntVar(&cfg.SpikeThreshold, "dlq-spike-threshold", ops.DefaultSpikeThreshold, "dead letters of one endpoint within --dlq-spike-window that emit endpoint.dead_letter_spike (0 = off)")
 	f.DurationVar(&cfg.SpikeWindow, "dlq-spike-window", 15*time.Minute, "window of the dead-letter spike alert")
-	f.Var(newDaysValue(&cfg.SucceededRetention, 7*24*time.Hour), "retention", "keep succeeded deliveries and their attempts this long (e.g. 7d; 0 = forever)")
-	f.Var(newDaysValue(&cfg.DeadRetention, 30*24*time.Hour), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
+	f.Var(newDaysValue(&cfg.SucceededRetention, ops.DefaultSucceededRetention), "retention", "keep succeeded deliveries and their attempts this long (e.g. 7d; 0 = forever)")
+	f.Var(newDaysValue(&cfg.DeadRetention, ops.DefaultDeadRetention), "dead-letter-retention", "keep dead letters this long (e.g. 30d; 0 = forever)")
 	f.DurationVar(&cfg.HousekeepingInterval, "housekeeping-interval", 5*time.Second, "period of operational events, spike checks and retention")
 	f.StringVar(&debugAddr, "debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "serve HTTPS (HTTP/2) with this PEM certificate chain; reloaded when the file changes or on SIGHUP (needs --tls-key)")

@@ -459,21 +459,26 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }
 
-// problem maps store errors to HTTP problems; this is the one place where
-// application errors become statuses.
+// problem maps store errors to HTTP problems: the status is the error's
+// code's (store.Code.HTTPStatus, shared with the inbound gateway); the
+// detail is what for not found, the store's message (store.Message, which
+// names the rule) for conflict, invalid and limit. An outage (503) is
+// logged as an error, an internal error (500: a bug, e.g. a stored value
+// that does not decode) as a bug.
 func (s *Server) problem(err error, what string) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return huma.Error404NotFound(what + " not found")
-	case errors.Is(err, store.ErrInvalid):
-		return huma.Error400BadRequest(err.Error())
-	case errors.Is(err, store.ErrConflict):
-		return huma.Error409Conflict(strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
-	case errors.Is(err, store.ErrLimit):
-		return huma.Error422UnprocessableEntity(strings.TrimSuffix(err.Error(), ": "+store.ErrLimit.Error()))
-	default:
+	code := store.CodeOf(err)
+	status := code.HTTPStatus()
+	switch code {
+	case store.CodeNotFound:
+		return huma.NewError(status, what+" not found")
+	case store.CodeInvalid, store.CodeConflict, store.CodeLimit:
+		return huma.NewError(status, store.Message(err))
+	case store.CodeUnavailable:
 		s.cfg.Logger.Error("store error", "error", err, "op", what)
-		return huma.Error503ServiceUnavailable("the store is unavailable; retry later (a publish: retry with the same id or Idempotency-Key, it will not be stored twice)")
+		return huma.NewError(status, "the store is unavailable; retry later (a publish: retry with the same id or Idempotency-Key, it will not be stored twice)")
+	default:
+		s.cfg.Logger.Error("bug: internal store error", "error", err, "op", what)
+		return huma.NewError(status, "internal error (logged); please report it")
 	}
 }
 

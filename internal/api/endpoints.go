@@ -97,8 +97,6 @@ func endpointKind(e store.Endpoint) string {
 	return "tenant"
 }
 
-const tenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
-
 // CreateEndpointBody is the body of POST /v1/endpoints.
 type CreateEndpointBody struct {
 	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`

@@ -210,6 +210,10 @@ func (t tenantStore) RevokeAPIKey(_ context.Context, _, id string, _ time.Time) 
 func (t tenantStore) Ping(ctx context.Context) error { return t.base.Ping(ctx) }
 func (t tenantStore) Close() error                   { return errNotForTenant }
 
+// Capabilities declares none: the optional features (wake-ups, membership,
+// node lists) drive the engine, never a tenant's request.
+func (t tenantStore) Capabilities() store.Capabilities { return store.Capabilities{} }
+
 func (t tenantStore) EnsureMeta(context.Context, string, string) (string, error) {
 	return "", errNotForTenant
 }

@@ -46,6 +46,13 @@ var Version = buildinfo.Version
 
 // Config is the running configuration of `herald serve`. Every field has a
 // flag and a HERALD_* environment twin (cmd/herald).
+//
+// Each setting has one meaning of zero, the same on the command line, here
+// and in the package that uses it: "the default" (WithDefaults, or the
+// package's own default where a field says so), or, for DisableAfter,
+// MaxEndpointsPerTenant, SpikeThreshold and the retentions, "off". New
+// applies WithDefaults and refuses a configuration that breaks a rule
+// (validate), as the CLI does.
 type Config struct {
 	// Addr is the listen address of the API; default ":8080".
 	Addr string
@@ -125,7 +132,8 @@ type Config struct {
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
 	// DisableAfter disables an endpoint whose every attempt failed for this
-	// long; default 5 days; negative never disables.
+	// long; 0 (or negative) never disables (`herald serve`:
+	// DefaultDisableAfter, 5 days).
 	DisableAfter time.Duration
 	// DisableMinFailures is the least number of failed attempts a streak
 	// needs, besides lasting DisableAfter, to disable an endpoint; default
@@ -137,11 +145,14 @@ type Config struct {
 	// hands out (portal sessions); default: each request's scheme and host.
 	PublicURL string
 	// SpikeThreshold dead letters of one endpoint within SpikeWindow raise
-	// endpoint.dead_letter_spike; defaults 10 and 15 minutes.
+	// endpoint.dead_letter_spike; SpikeThreshold 0 (or negative) turns the
+	// alert off (`herald serve`: ops.DefaultSpikeThreshold, 10); SpikeWindow
+	// default 15 minutes.
 	SpikeThreshold int
 	SpikeWindow    time.Duration
-	// SucceededRetention and DeadRetention bound the history kept; defaults
-	// 7 and 30 days; negative keeps forever.
+	// SucceededRetention and DeadRetention bound the history kept; 0 (or
+	// negative) keeps forever (`herald serve`: ops.DefaultSucceededRetention
+	// and ops.DefaultDeadRetention, 7 and 30 days).
 	SucceededRetention time.Duration
 	DeadRetention      time.Duration
 	// HousekeepingInterval is the period of the housekeeping rounds
@@ -198,17 +209,9 @@ type Main struct {
 // New opens the store, prepares the API key, and binds the listen address;
 // Run starts serving.
 func New(ctx context.Context, cfg Config) (*Main, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = ":8080"
-	}
-	if cfg.DB == "" {
-		cfg.DB = "sqlite:herald.db"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Stdout == nil {
-		cfg.Stdout = io.Discard
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cfg.Logger = slog.New(tracing.LogHandler(cfg.Logger.Handler()))
 	var traces *tracing.Provider
@@ -227,40 +230,6 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 			_ = traces.Shutdown(context.Background()) // New failed: stop the exporter
 		}
 	}()
-	if cfg.RetrySchedule == nil {
-		cfg.RetrySchedule = retry.DefaultSchedule
-	}
-	if cfg.AttemptTimeout <= 0 {
-		cfg.AttemptTimeout = 10 * time.Second
-	}
-	if cfg.MaxPayloadBytes <= 0 {
-		cfg.MaxPayloadBytes = 64 << 10
-	}
-	switch cfg.Catalog {
-	case "", api.CatalogPermissive, api.CatalogStrict:
-	default:
-		return nil, fmt.Errorf("--catalog %q: want %s or %s", cfg.Catalog, api.CatalogPermissive, api.CatalogStrict)
-	}
-	switch cfg.PersonalData {
-	case "", "auto", api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff:
-	default:
-		return nil, fmt.Errorf("--personal-data %q: want auto, %s, %s or %s", cfg.PersonalData, api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff)
-	}
-	if cfg.PersonalData == "auto" {
-		cfg.PersonalData = ""
-	}
-	if cfg.DisableAfter == 0 {
-		cfg.DisableAfter = 5 * 24 * time.Hour
-	}
-	if cfg.APIKey != "" && len(cfg.APIKey) < api.MinAdminKeyLength {
-		return nil, fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -base64 32)", len(cfg.APIKey), api.MinAdminKeyLength)
-	}
-	if i := strings.IndexFunc(cfg.APIKey, func(r rune) bool { return r < 0x21 || r > 0x7e }); i >= 0 {
-		// A bearer token is one run of visible characters (RFC 6750 §2.1,
-		// b64token); clients trim or split at whitespace, so such a key
-		// could never be presented.
-		return nil, fmt.Errorf("HERALD_API_KEY has a space, control or non-ASCII character at byte %d: an API key must be visible ASCII characters only (RFC 6750 §2.1); check for a stray space or newline", i)
-	}
 	m := &Main{cfg: cfg, log: cfg.Logger, tracer: tracing.New(cfg.TracerProvider), traces: traces}
 
 	st, err := m.openStore(ctx)
@@ -277,11 +246,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	// endpoints): keep as many keep-alive connections to it as there are
 	// workers, or the ones past the idle limit are closed after each
 	// attempt and dialled again (a TCP handshake per delivery).
-	idlePerHost := cfg.Workers
-	if idlePerHost <= 0 {
-		idlePerHost = 128 // the engine's default
-	}
-	idlePerHost = max(idlePerHost, egress.DefaultMaxIdleConnsPerHost)
+	idlePerHost := max(cfg.Workers, egress.DefaultMaxIdleConnsPerHost)
 	m.egress, err = egress.New(egress.Config{
 		AllowHTTP:           cfg.AllowHTTP || cfg.Dev,
 		AllowLoopback:       cfg.Dev,
@@ -310,20 +275,11 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	m.metrics = metrics.New(st.Stats)
-	disableAfter := cfg.DisableAfter
-	if disableAfter < 0 {
-		disableAfter = 0
-	}
-	membership, _ := st.(store.Membership)
-	// On PostgreSQL a claim and a completion batch are round trips to the
-	// server: two claim loops and two completion writers keep the workers
-	// fed while one of them waits for its answer.
-	claimers := 1
-	if _, ok := st.(*postgres.Store); ok {
-		claimers = 2
-	}
+	// What the engine may use of the store is what the driver declares.
+	caps := st.Capabilities()
+	claimers := max(caps.Claimers, 1)
 	m.engine, err = delivery.New(delivery.Config{
-		Membership:          membership,
+		Membership:          caps.Membership,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
 		Completers:          claimers,
@@ -333,7 +289,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		FanOutChunk:         cfg.FanOutChunk,
 		BreakerThreshold:    cfg.BreakerThreshold,
 		BreakerCooldown:     cfg.BreakerCooldown,
-		DisableAfter:        disableAfter,
+		DisableAfter:        cfg.DisableAfter,
 		DisableMinFailures:  cfg.DisableMinFailures,
 		Metrics:             m.metrics,
 		Tracer:              m.tracer,
@@ -406,11 +362,6 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if err != nil {
 		st.Close()
 		return nil, err
-	}
-	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
-		m.ln.Close()
-		st.Close()
-		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
 	}
 	m.srv = &http.Server{
 		Handler:           clientip.New(cfg.TrustedProxies).Middleware(con),
@@ -556,9 +507,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 // sealClearHeaders seals endpoint header values stored in clear by an
 // earlier version (store.SealHeaders), once the key is proven right.
 func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
-	s, ok := st.(interface {
-		SealClearHeaders(context.Context) (int, error)
-	})
+	s, ok := st.(store.ClearHeaderSealer)
 	if !ok {
 		return nil
 	}
@@ -657,9 +606,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { engineDone <- m.engine.Run(engineCtx) }()
 	// PostgreSQL: a publish on any node wakes this node's workers at once
 	// (LISTEN/NOTIFY); polling remains the fallback.
-	if l, ok := m.store.(interface {
-		Listen(ctx context.Context, onNotify func()) error
-	}); ok {
+	if l := m.store.Capabilities().Wakeups; l != nil {
 		go func() { _ = l.Listen(engineCtx, m.engine.Notify) }()
 	}
 	opsDone := make(chan struct{})

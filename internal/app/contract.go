@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
 
@@ -41,10 +42,8 @@ type Retries struct {
 
 // Contract returns the contract of a configuration.
 func Contract(cfg Config) ContractDoc {
+	cfg = cfg.WithDefaults()
 	sched := cfg.RetrySchedule
-	if sched == nil {
-		sched = retry.DefaultSchedule
-	}
 	bounds := make([]string, len(sched))
 	var total time.Duration
 	for i, d := range sched {
@@ -61,13 +60,8 @@ func Contract(cfg Config) ContractDoc {
 	for _, p := range cfg.AllowCIDRs {
 		cidrs = append(cidrs, p.String())
 	}
-	threshold, cooldown := cfg.BreakerThreshold, cfg.BreakerCooldown
-	if threshold <= 0 {
-		threshold = 5
-	}
-	if cooldown <= 0 {
-		cooldown = 30 * time.Second
-	}
+	engine := delivery.Config{BreakerThreshold: cfg.BreakerThreshold, BreakerCooldown: cfg.BreakerCooldown}.WithDefaults()
+	threshold, cooldown := engine.BreakerThreshold, engine.BreakerCooldown
 	breaker := fmt.Sprintf("after %d consecutive failed attempts to an endpoint without an answer or with a 5xx, its circuit opens for %s: "+
 		"its due deliveries wait without consuming attempts, then one probe is sent; a failed probe re-opens the circuit for another %s. "+
 		"The schedule's delays are then lower bounds: an endpoint that stays down gets about one attempt per %s across all its deliveries, "+

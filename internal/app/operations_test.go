@@ -295,10 +295,8 @@ func TestBlackHoledEndpointDoesNotHoldUpOthers(t *testing.T) {
 	hole.block = make(chan struct{})
 	hole.mu.Unlock()
 	h.createEndpoint("hole", hole.URL)
-	var healthy []*receiver
 	for i := range 9 {
 		r := newReceiver(t, 200)
-		healthy = append(healthy, r)
 		h.createEndpoint("t"+string(rune('a'+i)), r.URL)
 	}
 	for range 40 {

@@ -17,11 +17,11 @@ func (r *runner) fairness(ctx context.Context) (*Result, error) {
 	o := r.o
 	alone, err := r.fairnessPhase(ctx, "alone", 0)
 	if err != nil {
-		return nil, fmt.Errorf("B alone: %w", err)
+		return nil, fmt.Errorf("tenant B alone: %w", err)
 	}
 	with, err := r.fairnessPhase(ctx, "shared", o.Endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("B beside A's %d hanging endpoints: %w", o.Endpoints, err)
+		return nil, fmt.Errorf("tenant B beside A's %d hanging endpoints: %w", o.Endpoints, err)
 	}
 	p99Ratio := ratio(with.lat.P99, alone.lat.P99)
 	res := &Result{}

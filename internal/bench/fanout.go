@@ -18,11 +18,11 @@ func (r *runner) fanout(ctx context.Context) (*Result, error) {
 	o := r.o
 	alone, err := r.fanoutPhase(ctx, "alone", 0)
 	if err != nil {
-		return nil, fmt.Errorf("B alone: %w", err)
+		return nil, fmt.Errorf("tenant B alone: %w", err)
 	}
 	with, err := r.fanoutPhase(ctx, "shared", o.Endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("B beside A's fan-out to %d endpoints: %w", o.Endpoints, err)
+		return nil, fmt.Errorf("tenant B beside A's fan-out to %d endpoints: %w", o.Endpoints, err)
 	}
 	p99Ratio := ratio(with.call.P99, alone.call.P99)
 	res := &Result{}
@@ -100,7 +100,7 @@ func (r *runner) fanoutPhase(ctx context.Context, label string, nA int) (fanoutP
 					aStart = t
 				}
 				if _, err := h.api.publish(ctx, makerA.publishBody(i, t.UnixNano())); err != nil {
-					aErr = fmt.Errorf("A's publish %d: %w", i, err)
+					aErr = fmt.Errorf("tenant A's publish %d: %w", i, err)
 					return
 				}
 				aMax = max(aMax, time.Since(t))

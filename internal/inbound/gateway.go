@@ -156,7 +156,7 @@ func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceCo
 	}
 	var sc SourceConfig
 	if err := json.Unmarshal(src.Config, &sc); err != nil {
-		return store.Source{}, SourceConfig{}, fmt.Errorf("source %s config: %w", id, err)
+		return store.Source{}, SourceConfig{}, store.Internal(fmt.Errorf("source %s config: %w", id, err))
 	}
 	g.mu.Lock()
 	g.cache[id] = cachedSource{src: src, cfg: sc, expires: now.Add(g.cfg.CacheTTL)}
@@ -180,6 +180,26 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+// storeProblem answers a store error other than the ones ServeHTTP handles
+// itself (an unknown source, a duplicate): the status is the error's code's
+// (store.Code.HTTPStatus, as in the API): 503 with retry as the detail for
+// an outage (the provider retries), 500 for an internal error, logged as a
+// bug.
+func (g *Gateway) storeProblem(ctx context.Context, w http.ResponseWriter, err error, op, source, retry string) {
+	code := store.CodeOf(err)
+	switch code {
+	case store.CodeUnavailable:
+		g.cfg.Logger.ErrorContext(ctx, "inbound: "+op, "source", source, "error", err)
+		writeProblem(w, code.HTTPStatus(), retry)
+	case store.CodeInternal:
+		g.cfg.Logger.ErrorContext(ctx, "bug: inbound: "+op, "source", source, "error", err)
+		writeProblem(w, code.HTTPStatus(), "internal error (logged)")
+	default:
+		g.cfg.Logger.ErrorContext(ctx, "inbound: "+op, "source", source, "error", err)
+		writeProblem(w, code.HTTPStatus(), store.Message(err))
+	}
 }
 
 // ServeHTTP handles POST /in/{source_id}.
@@ -216,8 +236,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.result(span, "error")
-		g.cfg.Logger.Error("inbound: read source", "source", id, "error", err)
-		writeProblem(w, http.StatusServiceUnavailable, "temporarily unavailable; retry")
+		g.storeProblem(r.Context(), w, err, "read source", id, "temporarily unavailable; retry")
 		return
 	}
 	limit := sc.Limit()
@@ -274,8 +293,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		g.result(span, "error")
-		g.cfg.Logger.ErrorContext(r.Context(), "inbound: store event", "source", id, "error", err)
-		writeProblem(w, http.StatusServiceUnavailable, "could not store the event; retry")
+		g.storeProblem(r.Context(), w, err, "store event", id, "could not store the event; retry")
 		return
 	case !res.Created:
 		g.result(span, "duplicate")

@@ -69,15 +69,17 @@ type Config struct {
 	OperatorTenant string
 	// SpikeThreshold is the number of dead letters of one endpoint within
 	// SpikeWindow that raises endpoint.dead_letter_spike (once per
-	// window); default 10. Negative disables the alert.
+	// window); 0 (or negative) disables the alert. `herald serve` sets
+	// DefaultSpikeThreshold.
 	SpikeThreshold int
 	// SpikeWindow; default 15 minutes.
 	SpikeWindow time.Duration
 	// SucceededRetention keeps succeeded deliveries and their attempts this
-	// long; default 7 days. Negative keeps them forever.
+	// long; 0 (or negative) keeps them forever. `herald serve` sets
+	// DefaultSucceededRetention.
 	SucceededRetention time.Duration
-	// DeadRetention keeps dead letters this long; default 30 days.
-	// Negative keeps them forever.
+	// DeadRetention keeps dead letters this long; 0 (or negative) keeps
+	// them forever. `herald serve` sets DefaultDeadRetention.
 	DeadRetention time.Duration
 	// Interval between housekeeping rounds; default 5 s.
 	Interval time.Duration
@@ -100,6 +102,14 @@ type Config struct {
 	Metrics         *metrics.Metrics
 }
 
+// The defaults `herald serve` gives the settings whose zero value turns
+// them off (docs/operations.md).
+const (
+	DefaultSpikeThreshold     = 10
+	DefaultSucceededRetention = 7 * 24 * time.Hour
+	DefaultDeadRetention      = 30 * 24 * time.Hour
+)
+
 // Housekeeper runs the rounds.
 type Housekeeper struct {
 	cfg       Config
@@ -117,17 +127,8 @@ type tenantLimit struct {
 
 // New returns a housekeeper.
 func New(cfg Config) *Housekeeper {
-	if cfg.SpikeThreshold == 0 {
-		cfg.SpikeThreshold = 10
-	}
 	if cfg.SpikeWindow <= 0 {
 		cfg.SpikeWindow = 15 * time.Minute
-	}
-	if cfg.SucceededRetention == 0 {
-		cfg.SucceededRetention = 7 * 24 * time.Hour
-	}
-	if cfg.DeadRetention == 0 {
-		cfg.DeadRetention = 30 * 24 * time.Hour
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
@@ -231,7 +232,7 @@ func (h *Housekeeper) emitNotices(ctx context.Context) (int, error) {
 }
 
 func (h *Housekeeper) checkSpikes(ctx context.Context) (int, error) {
-	if h.cfg.SpikeThreshold < 0 {
+	if h.cfg.SpikeThreshold <= 0 {
 		return 0, nil
 	}
 	now := h.cfg.Now()

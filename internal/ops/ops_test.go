@@ -3,6 +3,8 @@ package ops_test
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +140,83 @@ func TestDeleteEmitsEndpointDeleted(t *testing.T) {
 		}
 		if body.Tenant != tenant || body.Data.EndpointID != "ep_a" || body.Data.EndpointTenant != "acme" || body.Data.URL != "https://a.example/hook" {
 			t.Errorf("%s's endpoint.deleted: %s", tenant, ev.Body)
+		}
+	}
+}
+
+// deadLetters gives endpoint ep (of tenant acme) n dead letters at t0.
+func deadLetters(t *testing.T, s store.Store, n int) {
+	t.Helper()
+	ctx := t.Context()
+	for i := range n {
+		body := []byte(`{"n":` + strconv.Itoa(i) + `}`)
+		if _, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: store.NewID("evt"), Tenant: "acme", Type: "order.placed", OccurredAt: t0, Body: body, Fingerprint: store.Fingerprint("acme", "order.placed", body)},
+			Now:   t0, NewDeliveryID: func() string { return store.NewID("dlv") },
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Minute, Now: t0})
+	if err != nil || len(claims) != n {
+		t.Fatalf("claimed %d, %v; want %d", len(claims), err, n)
+	}
+	var cs []store.Completion
+	for _, c := range claims {
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "w", State: store.DeliveryDead, Now: t0,
+			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: t0, StatusCode: 500}})
+	}
+	if err := s.CompleteDeliveries(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A SpikeThreshold of 0 turns the dead-letter spike alert off (it used to
+// become 10 silently); a positive one raises it at that many dead letters.
+func TestSpikeThresholdZeroIsOff(t *testing.T) {
+	for _, c := range []struct {
+		threshold int
+		want      int // endpoint.dead_letter_spike events
+	}{{0, 0}, {-1, 0}, {10, 1}, {11, 0}} {
+		s := newStore(t)
+		newEndpoint(t, s, "ep_a", "acme", "order.placed", ops.TypeDeadLetterSpike)
+		deadLetters(t, s, 10)
+		h := ops.New(ops.Config{Store: s, Now: func() time.Time { return t0.Add(time.Minute) }, SpikeThreshold: c.threshold})
+		if err := h.Round(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, e := range opEvents(t, s, "acme") {
+			if strings.HasPrefix(e, ops.TypeDeadLetterSpike) {
+				got++
+			}
+		}
+		if got != c.want {
+			t.Errorf("SpikeThreshold %d with 10 dead letters: %d spike events, want %d", c.threshold, got, c.want)
+		}
+	}
+}
+
+// Zero retentions keep history forever (they used to become 7 and 30
+// days); a positive one purges what is older.
+func TestRetentionZeroKeepsForever(t *testing.T) {
+	for _, c := range []struct {
+		retention time.Duration
+		wantDead  int
+	}{{0, 3}, {time.Hour, 0}} {
+		s := newStore(t)
+		newEndpoint(t, s, "ep_a", "acme", "order.placed")
+		deadLetters(t, s, 3)
+		h := ops.New(ops.Config{Store: s, Now: func() time.Time { return t0.Add(365 * 24 * time.Hour) }, DeadRetention: c.retention, SucceededRetention: c.retention})
+		if err := h.Round(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.DeliveriesByState[store.DeliveryDead]; got != c.wantDead {
+			t.Errorf("DeadRetention %v a year later: %d dead letters, want %d", c.retention, got, c.wantDead)
 		}
 	}
 }

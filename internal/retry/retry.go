@@ -33,20 +33,24 @@ import (
 	"time"
 )
 
-// DefaultSchedule is 30s,2m,8m,32m,2h8m,8h32m,24h: the upper bounds d of the
-// delay before attempts 2..8 (the contract (docs/contract.md), "retries":
-// d = min(24h, 30s × 4^(k-2)) for attempt k). With it a delivery gets
-// 8 attempts spread over at most 35h22m30s.
+// DefaultScheduleText is the default schedule as ParseSchedule reads it
+// (the default of `herald serve --retry-schedule`): the upper bounds d of
+// the delay before attempts 2..8 (the contract (docs/contract.md),
+// "retries": d = min(24h, 30s × 4^(k-2)) for attempt k). With it a
+// delivery gets 8 attempts spread over at most 35h22m30s.
+const DefaultScheduleText = "30s,2m,8m,32m,2h8m,8h32m,24h"
+
+// DefaultSchedule is DefaultScheduleText parsed.
 //
 // It must not be modified; [Policy] uses it when its Schedule is empty.
-var DefaultSchedule = []time.Duration{
-	30 * time.Second,
-	2 * time.Minute,
-	8 * time.Minute,
-	32 * time.Minute,
-	2*time.Hour + 8*time.Minute,
-	8*time.Hour + 32*time.Minute,
-	24 * time.Hour,
+var DefaultSchedule = mustParseSchedule(DefaultScheduleText)
+
+func mustParseSchedule(s string) []time.Duration {
+	d, err := ParseSchedule(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 const (

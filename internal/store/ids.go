@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,11 +136,11 @@ func EncodeBody(id, typ, tenant string, occurredAt time.Time, data []byte) ([]by
 func PublishConflict(existing, ev Event, idFromClient bool) error {
 	switch {
 	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && idFromClient && existing.ID != ev.ID:
-		return fmt.Errorf("Idempotency-Key %q was already used for event %s, not %s: %w", ev.IdempotencyKey, PublicEventID(existing.ID), PublicEventID(ev.ID), ErrConflict)
+		return Errorf(CodeConflict, "Idempotency-Key %q was already used for event %s, not %s", ev.IdempotencyKey, PublicEventID(existing.ID), PublicEventID(ev.ID))
 	case ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey:
-		return fmt.Errorf("Idempotency-Key %q was already used for event %s with a different type or data: %w", ev.IdempotencyKey, PublicEventID(existing.ID), ErrConflict)
+		return Errorf(CodeConflict, "Idempotency-Key %q was already used for event %s with a different type or data", ev.IdempotencyKey, PublicEventID(existing.ID))
 	default:
-		return fmt.Errorf("event id %s already exists with a different type or data: %w", PublicEventID(existing.ID), ErrConflict)
+		return Errorf(CodeConflict, "event id %s already exists with a different type or data", PublicEventID(existing.ID))
 	}
 }
 

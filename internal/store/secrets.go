@@ -132,7 +132,7 @@ func ActiveSecrets(ss []Secret, now time.Time) []Secret {
 
 // ErrCurrentSecret is returned when revoking an endpoint's current secret:
 // an endpoint always has one; rotate it (with overlap_seconds 0) instead.
-var ErrCurrentSecret = fmt.Errorf("the current secret cannot be revoked: rotate it with overlap_seconds 0 instead: %w", ErrConflict)
+var ErrCurrentSecret = Errorf(CodeConflict, "the current secret cannot be revoked: rotate it with overlap_seconds 0 instead")
 
 // RevokedSecrets returns the secret list after revoking the secret named
 // id (SecretID) at now: that secret and every expired one are dropped.

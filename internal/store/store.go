@@ -6,35 +6,14 @@
 // worker with a lease (LeaseOwner, LeaseUntil); completing it clears the lease
 // and writes the attempt; a rescuer clears leases that expired because their
 // owner crashed, so the delivery becomes claimable again. Drivers live in
-// sub-packages (sqlite, later postgres) and all pass the conformance suite in
+// sub-packages (sqlite, postgres) and all pass the conformance suite in
 // storetest.
 package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
-)
-
-// Errors returned by every driver. The API maps them to HTTP statuses in one
-// place (internal/api).
-var (
-	// ErrNotFound: the record does not exist (404).
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: the request reuses an id or idempotency key with different
-	// content (409).
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid: a parameter is malformed, e.g. a cursor that this store
-	// did not issue (400).
-	ErrInvalid = errors.New("invalid input")
-	// ErrLimit: a configured limit would be exceeded, e.g. endpoints per
-	// tenant (422); the error's text names the limit.
-	ErrLimit = errors.New("limit reached")
-	// ErrUnavailable: the database could not be reached or the write could not
-	// be committed; nothing was stored (503).
-	ErrUnavailable = errors.New("store unavailable")
 )
 
 // EndpointState is the state of an endpoint.
@@ -747,11 +726,21 @@ type Node struct {
 // live without a heartbeat.
 const NodeTTLIntervals = 10
 
+// Store is the storage contract every database driver implements (the
+// sqlite and postgres sub-packages): one method per operation, each taking
+// a params struct where it has more than an id, each returning errors of
+// the store's error model (errors.go: an *Error with a Code, or a wrapped
+// sentinel such as ErrNotFound). A driver's optional features are
+// declared by Capabilities, never guessed from its type. The conformance
+// suite (storetest.Exercise) runs every method on every driver.
 type Store interface {
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+	// Capabilities declares the driver's optional features (a nil field:
+	// the driver lacks it).
+	Capabilities() Capabilities
 
 	// EnsureMeta stores value under key unless a value is already there, and
 	// returns the stored value (atomic: the first writer wins).
@@ -899,5 +888,5 @@ type Store interface {
 // EndpointLimit is the error of an endpoint refused because its tenant
 // already has max endpoints (CreateEndpointParams.MaxPerTenant).
 func EndpointLimit(tenant string, max int) error {
-	return fmt.Errorf("tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant): %w", tenant, max, ErrLimit)
+	return Errorf(CodeLimit, "tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant)", tenant, max)
 }

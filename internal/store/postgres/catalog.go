@@ -24,7 +24,7 @@ func scanEventType(row pgx.Row) (store.EventType, error) {
 		return t, err
 	}
 	if err := json.Unmarshal([]byte(versions), &t.Versions); err != nil {
-		return t, fmt.Errorf("event type %s versions: %w", t.Name, err)
+		return t, store.Internal(fmt.Errorf("event type %s versions: %w", t.Name, err))
 	}
 	t.CreatedAt, t.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
 	return t, nil
@@ -40,7 +40,7 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 		t.Name, t.Description, t.ResourceID, string(vb), ts(t.CreatedAt), ts(t.UpdatedAt)))
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.EventType{}, fmt.Errorf("create event type %s: %w", t.Name, store.ErrConflict)
+			return store.EventType{}, store.Errorf(store.CodeConflict, "create event type %s", t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)
 	}
@@ -92,7 +92,7 @@ func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.E
 		if _, err := s.GetEventType(ctx, t.Name); err != nil {
 			return store.EventType{}, err
 		}
-		return store.EventType{}, fmt.Errorf("update event type %s: changed meanwhile (revision %d is not the stored one): %w", t.Name, t.Revision, store.ErrConflict)
+		return store.EventType{}, store.Errorf(store.CodeConflict, "update event type %s: changed meanwhile (revision %d is not the stored one)", t.Name, t.Revision)
 	}
 	if err != nil {
 		return store.EventType{}, wrap("update event type", err)

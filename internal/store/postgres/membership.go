@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -27,11 +26,11 @@ const heartbeatQuery = `WITH up AS (
 func (s *Store) Heartbeat(ctx context.Context, self store.Node) ([]store.Node, error) {
 	switch {
 	case self.ID == "":
-		return nil, fmt.Errorf("heartbeat: empty node id: %w", store.ErrInvalid)
+		return nil, store.Errorf(store.CodeInvalid, "heartbeat: empty node id")
 	case self.HeartbeatInterval <= 0:
-		return nil, fmt.Errorf("heartbeat: interval %v is not positive: %w", self.HeartbeatInterval, store.ErrInvalid)
+		return nil, store.Errorf(store.CodeInvalid, "heartbeat: interval %v is not positive", self.HeartbeatInterval)
 	case self.AttemptTimeout <= 0:
-		return nil, fmt.Errorf("heartbeat: attempt timeout %v is not positive: %w", self.AttemptTimeout, store.ErrInvalid)
+		return nil, store.Errorf(store.CodeInvalid, "heartbeat: attempt timeout %v is not positive", self.AttemptTimeout)
 	}
 	rows, err := s.pool.Query(ctx, heartbeatQuery, self.ID, max(1, self.HeartbeatInterval.Microseconds()),
 		max(1, self.AttemptTimeout.Microseconds()), store.NodeTTLIntervals)

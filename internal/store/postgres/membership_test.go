@@ -9,8 +9,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-var _ store.Membership = (*Store)(nil)
-
 func nodeIDs(ns []store.Node) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {

@@ -20,7 +20,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
 	default:
-		return store.Endpoint{}, 0, fmt.Errorf("set endpoint state %q: %w", p.State, store.ErrInvalid)
+		return store.Endpoint{}, 0, store.Errorf(store.CodeInvalid, "set endpoint state %q", p.State)
 	}
 	now := ts(p.Now)
 	var (
@@ -71,7 +71,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 // endpoint's state when the replay commits.
 func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
 	if (p.DeliveryID == "") == (p.EndpointID == "") {
-		return 0, fmt.Errorf("replay: exactly one of delivery and endpoint: %w", store.ErrInvalid)
+		return 0, store.Errorf(store.CodeInvalid, "replay: exactly one of delivery and endpoint")
 	}
 	states := p.States
 	if len(states) == 0 {
@@ -101,7 +101,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		names := make([]string, len(states))
 		for i, st := range states {
 			if st != store.DeliveryDead && st != store.DeliverySucceeded {
-				return fmt.Errorf("only dead or succeeded deliveries can be replayed, not %q: %w", st, store.ErrInvalid)
+				return store.Errorf(store.CodeInvalid, "only dead or succeeded deliveries can be replayed, not %q", st)
 			}
 			names[i] = string(st)
 		}

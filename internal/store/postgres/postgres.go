@@ -118,7 +118,21 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
-var _ store.Store = (*Store)(nil)
+// The store interface and the capabilities this driver declares
+// (Capabilities).
+var (
+	_ store.Store             = (*Store)(nil)
+	_ store.Notifier          = (*Store)(nil)
+	_ store.Membership        = (*Store)(nil)
+	_ store.NodeLister        = (*Store)(nil)
+	_ store.ClearHeaderSealer = (*Store)(nil)
+)
+
+// Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
+// membership, and two claimers (a claim is a round trip to the server).
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2}
+}
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, including pgxpool settings such as pool_max_conns),
@@ -271,15 +285,13 @@ func fromNullTS(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// classify maps a driver error to the store's errors: context errors stay
-// as they are, anything else means the database could not be reached or
-// could not do the work: store.ErrUnavailable, with the cause kept in the
-// chain (errors.As finds the *pgconn.PgError).
+// classify maps a driver error to the store's errors: an error that
+// already has a code (store.Classified: a *store.Error, a context error)
+// stays as it is; anything else means the database could not be reached
+// or could not do the work: store.ErrUnavailable, with the cause kept in
+// the chain (errors.As finds the *pgconn.PgError).
 func classify(err error) error {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrUnavailable):
+	if store.Classified(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
@@ -316,16 +328,16 @@ func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 		return e, err
 	}
 	if err := json.Unmarshal(vers, &e.Versions); err != nil {
-		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s versions: %w", e.ID, err))
 	}
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = createdAt.UTC(), updatedAt.UTC()
 	e.FailingSince = fromNullTS(failingSince)
 	if err := json.Unmarshal(types, &e.EventTypes); err != nil {
-		return e, fmt.Errorf("endpoint %s event_types: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s event_types: %w", e.ID, err))
 	}
 	if err := json.Unmarshal(headers, &e.Headers); err != nil {
-		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s headers: %w", e.ID, err))
 	}
 	var err error
 	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
@@ -411,7 +423,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	}
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", p.Endpoint.ID, store.ErrConflict)
+			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", p.Endpoint.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
@@ -643,7 +655,7 @@ func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 		var h map[string]string
 		if err := json.Unmarshal(raw, &h); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+			return 0, store.Internal(fmt.Errorf("endpoint %s headers: %w", id, err))
 		}
 		if !store.HeadersSealed(h) {
 			clear[id] = h

@@ -1013,3 +1013,15 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilities: the driver declares every optional feature the
+// application uses on PostgreSQL (wake-ups, membership, node list, two
+// claimers), backed by the store itself.
+func TestCapabilities(t *testing.T) {
+	baseURL(t)
+	s := openStore(t, newSchema(t))
+	c := s.Capabilities()
+	if c.Wakeups != store.Notifier(s) || c.Membership != store.Membership(s) || c.Nodes != store.NodeLister(s) || c.Claimers != 2 {
+		t.Errorf("Capabilities() = %+v, want wake-ups, membership and nodes from the store, 2 claimers", c)
+	}
+}

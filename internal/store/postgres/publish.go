@@ -163,7 +163,7 @@ func queueEndpoints(b *pgx.Batch, tenants map[string]*tenantEndpoints, tenant st
 			}
 			var patterns []string
 			if err := json.Unmarshal(types, &patterns); err != nil {
-				return fmt.Errorf("endpoint %s event_types: %w", id, err)
+				return store.Internal(fmt.Errorf("endpoint %s event_types: %w", id, err))
 			}
 			te.list = append(te.list, endpointFilter{id: id, enabled: store.EndpointState(state) == store.EndpointEnabled, patterns: patterns})
 		}
@@ -417,7 +417,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 			var patterns []string
 			if err := json.Unmarshal(types, &patterns); err != nil {
 				rows.Close()
-				return fmt.Errorf("endpoint %s event_types: %w", id, err)
+				return store.Internal(fmt.Errorf("endpoint %s event_types: %w", id, err))
 			}
 			if id == exclude || !store.MatchEventType(patterns, eventType) {
 				continue

@@ -37,7 +37,7 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 	}
 	if headers != nil {
 		if err := json.Unmarshal(headers, &e.Headers); err != nil {
-			return e, fmt.Errorf("event %s headers: %w", e.ID, err)
+			return e, store.Internal(fmt.Errorf("event %s headers: %w", e.ID, err))
 		}
 	}
 	e.OccurredAt, e.CreatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC()
@@ -143,7 +143,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if p.Cursor != "" {
 		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil || seq <= 0 {
-			return store.Page[store.Event]{}, fmt.Errorf("list events: cursor %q: %w", p.Cursor, store.ErrInvalid)
+			return store.Page[store.Event]{}, store.Errorf(store.CodeInvalid, "list events: cursor %q", p.Cursor)
 		}
 		f.add("seq < ?", seq)
 	}
@@ -488,14 +488,6 @@ type extraScanner struct {
 
 func (x extraScanner) Scan(dest ...any) error {
 	return x.rows.Scan(append(dest, x.last)...)
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // lockTenantsOfCompletions takes the tenant locks of a batch of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -36,8 +35,8 @@ func optMicro(t time.Time) any {
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
 	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt), k.CreatedBy)
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
-		return store.APIKey{}, fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+	if err != nil && uniqueViolation(err) {
+		return store.APIKey{}, store.Errorf(store.CodeConflict, "api key %s exists", k.ID)
 	}
 	if err != nil {
 		return store.APIKey{}, wrap("create api key", err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -23,7 +22,7 @@ func scanEventType(sc scanner) (store.EventType, error) {
 		return t, err
 	}
 	if err := json.Unmarshal([]byte(versions), &t.Versions); err != nil {
-		return t, fmt.Errorf("event type %s versions: %w", t.Name, err)
+		return t, store.Internal(fmt.Errorf("event type %s versions: %w", t.Name, err))
 	}
 	t.CreatedAt, t.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	return t, nil
@@ -39,8 +38,8 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 	_, err = s.w.ExecContext(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES (?,?,?,?,?,?,?)",
 		t.Name, t.Description, t.ResourceID, string(vb), t.Revision, micro(t.CreatedAt), micro(t.UpdatedAt))
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return store.EventType{}, fmt.Errorf("create event type %s: %w", t.Name, store.ErrConflict)
+		if uniqueViolation(err) {
+			return store.EventType{}, store.Errorf(store.CodeConflict, "create event type %s", t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)
 	}
@@ -103,7 +102,7 @@ func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.E
 		if _, err := s.GetEventType(ctx, t.Name); err != nil {
 			return store.EventType{}, err
 		}
-		return store.EventType{}, fmt.Errorf("update event type %s: changed meanwhile (revision %d is not the stored one): %w", t.Name, t.Revision, store.ErrConflict)
+		return store.EventType{}, store.Errorf(store.CodeConflict, "update event type %s: changed meanwhile (revision %d is not the stored one)", t.Name, t.Revision)
 	}
 	return s.GetEventType(ctx, t.Name)
 }

@@ -16,7 +16,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
 	default:
-		return store.Endpoint{}, 0, fmt.Errorf("set endpoint state %q: %w", p.State, store.ErrInvalid)
+		return store.Endpoint{}, 0, store.Errorf(store.CodeInvalid, "set endpoint state %q", p.State)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -65,7 +65,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 // ReplayDeliveries implements store.Store.
 func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
 	if (p.DeliveryID == "") == (p.EndpointID == "") {
-		return 0, fmt.Errorf("replay: exactly one of delivery and endpoint: %w", store.ErrInvalid)
+		return 0, store.Errorf(store.CodeInvalid, "replay: exactly one of delivery and endpoint")
 	}
 	states := p.States
 	if len(states) == 0 {
@@ -97,7 +97,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	ph := make([]string, len(states))
 	for i, st := range states {
 		if st != store.DeliveryDead && st != store.DeliverySucceeded {
-			return 0, fmt.Errorf("replay: only dead or succeeded deliveries can be replayed, not %q: %w", st, store.ErrInvalid)
+			return 0, store.Errorf(store.CodeInvalid, "replay: only dead or succeeded deliveries can be replayed, not %q", st)
 		}
 		ph[i] = "?"
 		args = append(args, string(st))

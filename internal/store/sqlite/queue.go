@@ -31,7 +31,7 @@ func scanEvent(sc scanner) (store.Event, error) {
 	}
 	if headers != "" {
 		if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-			return e, fmt.Errorf("event %s headers: %w", e.ID, err)
+			return e, store.Internal(fmt.Errorf("event %s headers: %w", e.ID, err))
 		}
 	}
 	e.OccurredAt, e.CreatedAt = fromMicro(occurredAt), fromMicro(createdAt)
@@ -65,7 +65,11 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	if err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: version bodies: %w", err)
 	}
-	ins, err := g.stmt(ctx, s, tx, insertEventSQL).ExecContext(ctx,
+	insStmt, err := g.stmt(ctx, s, tx, insertEventSQL)
+	if err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	ins, err := insStmt.ExecContext(ctx,
 		ev.ID, ev.Tenant, ev.Type, micro(ev.OccurredAt), ev.Body, idem, ev.Fingerprint, micro(p.Now), headers, versions, ev.TraceParent)
 	if err != nil {
 		return store.PublishResult{}, wrap("publish", err)
@@ -108,12 +112,19 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	first, fanOut := targets, false
 	if chunk := fanOutChunk(p.FanOutChunk); len(targets) > chunk {
 		first, fanOut = targets[:chunk], true
-		if _, err := g.stmt(ctx, s, tx, insertFanOutSQL).ExecContext(ctx, ev.ID, ev.Tenant, first[chunk-1].id, p.ExcludeEndpointID, now); err != nil {
+		st, err := g.stmt(ctx, s, tx, insertFanOutSQL)
+		if err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
+		if _, err := st.ExecContext(ctx, ev.ID, ev.Tenant, first[chunk-1].id, p.ExcludeEndpointID, now); err != nil {
 			return store.PublishResult{}, wrap("publish", err)
 		}
 	}
 	if len(first) > 0 {
-		stmt := g.stmt(ctx, s, tx, insertDeliverySQL)
+		stmt, err := g.stmt(ctx, s, tx, insertDeliverySQL)
+		if err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
 		for _, t := range first {
 			if _, err := stmt.ExecContext(ctx, p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, string(t.state), now, now, now); err != nil {
 				return store.PublishResult{}, wrap("publish", err)
@@ -176,17 +187,16 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		tenant, after, exclude, eventType string
 		publishedAt                       int64
 	)
-	err = s.stmt(ctx, tx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
-		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.event_id <= ?, f.event_id LIMIT 1`).
-		QueryRowContext(ctx, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
+	err = tx.QueryRowContext(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
+		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.event_id <= ?, f.event_id LIMIT 1`, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.FanOutResult{}, nil
 	}
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
-	rows, err := s.stmt(ctx, tx, `SELECT id, state, event_types FROM endpoints
-		WHERE tenant = ? AND id > ? AND created_at <= ? ORDER BY id LIMIT ?`).QueryContext(ctx, tenant, after, publishedAt, chunk)
+	rows, err := tx.QueryContext(ctx, `SELECT id, state, event_types FROM endpoints
+		WHERE tenant = ? AND id > ? AND created_at <= ? ORDER BY id LIMIT ?`, tenant, after, publishedAt, chunk)
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
@@ -205,7 +215,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		t := target{id: id, state: store.DeliveryPending}
 		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
 			rows.Close()
-			return store.FanOutResult{}, fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err)
+			return store.FanOutResult{}, store.Internal(fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err))
 		}
 		if id == exclude || !store.MatchEventType(t.patterns, eventType) {
 			continue
@@ -220,7 +230,10 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
 	now := micro(p.Now)
-	ins := s.stmt(ctx, tx, insertDeliverySQL)
+	ins, err := s.stmt(ctx, tx, insertDeliverySQL)
+	if err != nil {
+		return store.FanOutResult{}, wrap("fan-out", err)
+	}
 	yielded := false
 	for i, t := range targets {
 		// A publish waiting for the writer ends the chunk early (every
@@ -241,15 +254,15 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 	}
 	if read < chunk && !yielded {
 		res.Done = true
-		if _, err := s.stmt(ctx, tx, "DELETE FROM fanouts WHERE event_id = ?").ExecContext(ctx, res.EventID); err != nil {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM fanouts WHERE event_id = ?", res.EventID); err != nil {
 			return store.FanOutResult{}, wrap("fan-out", err)
 		}
-		if err := s.stmt(ctx, tx, "SELECT EXISTS (SELECT 1 FROM fanouts)").QueryRowContext(ctx).Scan(&res.More); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM fanouts)").Scan(&res.More); err != nil {
 			return store.FanOutResult{}, wrap("fan-out", err)
 		}
 	} else {
 		res.More = true
-		if _, err := s.stmt(ctx, tx, "UPDATE fanouts SET after_endpoint_id = ? WHERE event_id = ?").ExecContext(ctx, after, res.EventID); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE fanouts SET after_endpoint_id = ? WHERE event_id = ?", after, res.EventID); err != nil {
 			return store.FanOutResult{}, wrap("fan-out", err)
 		}
 	}
@@ -268,16 +281,19 @@ func newGroupTx() *groupTx {
 
 // stmt returns query bound to tx, once per transaction (s.stmt when g is
 // nil). database/sql makes a new Stmt each time a statement is bound.
-func (g *groupTx) stmt(ctx context.Context, s *Store, tx *sql.Tx, query string) *sql.Stmt {
+func (g *groupTx) stmt(ctx context.Context, s *Store, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	if g == nil {
 		return s.stmt(ctx, tx, query)
 	}
 	if st, ok := g.stmts[query]; ok {
-		return st
+		return st, nil
 	}
-	st := s.stmt(ctx, tx, query)
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
 	g.stmts[query] = st
-	return st
+	return st, nil
 }
 
 // eventHeaders encodes an event's forwarded headers as stored: a JSON
@@ -330,10 +346,16 @@ func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.Publish
 	var existing store.Event
 	var err error = sql.ErrNoRows
 	if ev.IdempotencyKey != "" {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?").QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
+		var byKey *sql.Stmt
+		if byKey, err = s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?"); err == nil {
+			existing, err = scanEvent(byKey.QueryRowContext(ctx, ev.Tenant, ev.IdempotencyKey))
+		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		existing, err = scanEvent(s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?").QueryRowContext(ctx, ev.ID))
+		var byID *sql.Stmt
+		if byID, err = s.stmt(ctx, tx, "SELECT "+eventColumns+" FROM events WHERE id = ?"); err == nil {
+			existing, err = scanEvent(byID.QueryRowContext(ctx, ev.ID))
+		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		// The insert changed nothing, yet no event holds the id or the key
@@ -352,7 +374,11 @@ func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.Publish
 		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
 	}
 	var n int
-	if err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?").QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
+	count, err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?")
+	if err != nil {
+		return store.PublishResult{}, wrap("publish", err)
+	}
+	if err := count.QueryRowContext(ctx, existing.ID).Scan(&n); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	}
 	return store.PublishResult{Event: existing, Deliveries: n}, nil
@@ -370,7 +396,11 @@ type target struct {
 
 // tenantTargets reads the endpoints of a tenant.
 func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([]target, error) {
-	rows, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id").QueryContext(ctx, tenant)
+	st, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id")
+	if err != nil {
+		return nil, wrap("publish", err)
+	}
+	rows, err := st.QueryContext(ctx, tenant)
 	if err != nil {
 		return nil, wrap("publish", err)
 	}
@@ -383,7 +413,7 @@ func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([
 		}
 		t := target{id: id, state: store.DeliveryPending}
 		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
-			return nil, fmt.Errorf("publish: endpoint %s event_types: %w", id, err)
+			return nil, store.Internal(fmt.Errorf("publish: endpoint %s event_types: %w", id, err))
 		}
 		if store.EndpointState(state) != store.EndpointEnabled {
 			t.state = store.DeliveryPaused
@@ -418,7 +448,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if p.Cursor != "" {
 		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil || seq <= 0 {
-			return store.Page[store.Event]{}, fmt.Errorf("list events: cursor %q: %w", p.Cursor, store.ErrInvalid)
+			return store.Page[store.Event]{}, store.Errorf(store.CodeInvalid, "list events: cursor %q", p.Cursor)
 		}
 		where = append(where, "rowid < ?")
 		args = append(args, seq)
@@ -632,7 +662,11 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		turns[t] = i + 1
 	}
 	take := func(query string, args ...any) error {
-		rows, err := s.stmt(ctx, tx, query+deliveryColumns).QueryContext(ctx, args...)
+		st, err := s.stmt(ctx, tx, query+deliveryColumns)
+		if err != nil {
+			return err
+		}
+		rows, err := st.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}
@@ -711,7 +745,10 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 // delivery due by p.Now: at most p.Limit tenants, after at most
 // store.ClaimTenantProbes × p.Limit probes (one index probe each).
 func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams) ([]string, error) {
-	stmt := s.stmt(ctx, tx, NextTenantQuery)
+	stmt, err := s.stmt(ctx, tx, NextTenantQuery)
+	if err != nil {
+		return nil, err
+	}
 	now := micro(p.Now)
 	var out []string
 	probes := store.ClaimTenantProbes * p.Limit
@@ -771,7 +808,11 @@ func (s *Store) loadByIDs(ctx context.Context, tx *sql.Tx, query string, ids []s
 	if err != nil {
 		return err
 	}
-	rows, err := s.stmt(ctx, tx, query).QueryContext(ctx, string(arr))
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, string(arr))
 	if err != nil {
 		return err
 	}
@@ -806,9 +847,18 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		}
 		return wrap("complete", tx.Commit())
 	}
-	insAttempt := s.stmt(ctx, tx, insertAttemptSQL)
-	upd := s.stmt(ctx, tx, completeDeliverySQL)
-	deferStmt := s.stmt(ctx, tx, deferDeliverySQL)
+	insAttempt, err := s.stmt(ctx, tx, insertAttemptSQL)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	upd, err := s.stmt(ctx, tx, completeDeliverySQL)
+	if err != nil {
+		return wrap("complete", err)
+	}
+	deferStmt, err := s.stmt(ctx, tx, deferDeliverySQL)
+	if err != nil {
+		return wrap("complete", err)
+	}
 	for _, c := range cs {
 		if c.Deferred {
 			if _, err := deferStmt.ExecContext(ctx, micro(c.NextAttemptAt), c.DeliveryID, c.Owner); err != nil {
@@ -869,7 +919,7 @@ func (s *Store) deadLetterNotices(ctx context.Context, tx *sql.Tx, cs []store.Co
 		if c.Deferred || c.State != store.DeliveryDead {
 			continue
 		}
-		if _, err := s.stmt(ctx, tx, deadLetterNoticeSQL).ExecContext(ctx, c.DeliveryID, micro(c.Now)); err != nil {
+		if err := s.exec(ctx, tx, deadLetterNoticeSQL, c.DeliveryID, micro(c.Now)); err != nil {
 			return err
 		}
 	}
@@ -1009,7 +1059,7 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		if err != nil {
 			return err
 		}
-		if _, err := s.stmt(ctx, tx, bulkDeferSQL).ExecContext(ctx, string(arr)); err != nil {
+		if err := s.exec(ctx, tx, bulkDeferSQL, string(arr)); err != nil {
 			return err
 		}
 	}
@@ -1028,14 +1078,14 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		for _, c := range chunk {
 			args = appendAttemptArgs(args, c)
 		}
-		if _, err := s.stmt(ctx, tx, insertAttemptsValuesSQL(n)).ExecContext(ctx, args...); err != nil {
+		if err := s.exec(ctx, tx, insertAttemptsValuesSQL(n), args...); err != nil {
 			return err
 		}
 		args = args[:0]
 		for _, c := range chunk {
 			args = appendCompleteArgs(args, c)
 		}
-		if _, err := s.stmt(ctx, tx, completeValuesSQL(n)).ExecContext(ctx, args...); err != nil {
+		if err := s.exec(ctx, tx, completeValuesSQL(n), args...); err != nil {
 			return err
 		}
 	}
@@ -1044,7 +1094,11 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		if err != nil {
 			return err
 		}
-		rows, err := s.stmt(ctx, tx, bulkClearStreakSQL).QueryContext(ctx, string(arr))
+		clear, err := s.stmt(ctx, tx, bulkClearStreakSQL)
+		if err != nil {
+			return err
+		}
+		rows, err := clear.QueryContext(ctx, string(arr))
 		if err != nil {
 			return err
 		}
@@ -1095,7 +1149,11 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
 		var failures int
-		err := s.stmt(ctx, tx, clearStreakSQL).QueryRowContext(ctx, endpointID).Scan(&failures)
+		clear, err := s.stmt(ctx, tx, clearStreakSQL)
+		if err != nil {
+			return err
+		}
+		err = clear.QueryRowContext(ctx, endpointID).Scan(&failures)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // no streak
 		}
@@ -1108,7 +1166,11 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 		since    sql.NullInt64
 		failures int
 	)
-	err := s.stmt(ctx, tx, startStreakSQL).QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
+	st, err := s.stmt(ctx, tx, startStreakSQL)
+	if err != nil {
+		return err
+	}
+	err = st.QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -52,15 +51,15 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...); err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return store.Source{}, fmt.Errorf("create source endpoint %s: %w", ep.ID, store.ErrConflict)
+		if uniqueViolation(err) {
+			return store.Source{}, store.Errorf(store.CodeConflict, "create source endpoint %s", ep.ID)
 		}
 		return store.Source{}, wrap("create source", err)
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO sources ("+sourceColumns+") VALUES (?,?,?,?,?,?)",
 		src.ID, src.Name, src.EndpointID, config, micro(src.CreatedAt), micro(src.UpdatedAt)); err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return store.Source{}, fmt.Errorf("create source %s: %w", src.ID, store.ErrConflict)
+		if uniqueViolation(err) {
+			return store.Source{}, store.Errorf(store.CodeConflict, "create source %s", src.ID)
 		}
 		return store.Source{}, wrap("create source", err)
 	}

@@ -134,18 +134,27 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 // stmt returns query as a statement of tx: the one prepared at Open when
 // it is a hot statement, else prepared for this transaction. (It never
 // prepares on the DB itself: the transaction holds the only writer
-// connection.)
-func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+// connection.) A failed prepare is returned as the error (the statement is
+// then nil and must not be used).
+func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	if st, ok := s.stmts[query]; ok {
-		return tx.StmtContext(ctx, st)
+		return tx.StmtContext(ctx, st), nil
 	}
 	st, err := tx.PrepareContext(ctx, query)
 	if err != nil {
-		// Surface the error at use: prepare again through the transaction
-		// when executed (database/sql reports it then).
-		st, _ = tx.PrepareContext(ctx, query)
+		return nil, fmt.Errorf("prepare: %w", err)
 	}
-	return st
+	return st, nil
+}
+
+// exec runs query (through stmt) in tx with args.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx, args...)
+	return err
 }
 
 // Option configures Open.
@@ -161,7 +170,19 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
-var _ store.Store = (*Store)(nil)
+// The store interface and the capabilities this driver has (it declares
+// no optional one: Capabilities).
+var (
+	_ store.Store             = (*Store)(nil)
+	_ store.ClearHeaderSealer = (*Store)(nil)
+)
+
+// Capabilities implements store.Store: none of the optional features (one
+// process owns the database: no other node to wake or share limits with),
+// one claimer (a claim is a local call).
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Claimers: 1}
+}
 
 // Open opens (creating if needed) the database file at path, applies the
 // embedded migrations with goose, and returns the store. path is a file
@@ -310,6 +331,23 @@ func storageFailure(err error) bool {
 	return false
 }
 
+// uniqueViolation reports whether err is SQLite refusing a row that breaks
+// a UNIQUE or PRIMARY KEY constraint (extended result codes
+// SQLITE_CONSTRAINT_UNIQUE, 2067, and SQLITE_CONSTRAINT_PRIMARYKEY, 1555:
+// https://sqlite.org/rescode.html), read from the error's code, never its
+// text.
+func uniqueViolation(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() {
+	case 2067, 1555:
+		return true
+	}
+	return false
+}
+
 // Close implements store.Store.
 func (s *Store) Close() error {
 	s.commits.close()
@@ -333,8 +371,10 @@ func nullMicro(v sql.NullInt64) time.Time {
 	return fromMicro(v.Int64)
 }
 
-// wrap classifies driver errors: sql.ErrNoRows becomes store.ErrNotFound,
-// anything else store.ErrUnavailable (the caller could not read or commit).
+// wrap names the operation and classifies driver errors: sql.ErrNoRows
+// becomes store.ErrNotFound, an error that already has a code
+// (store.Classified) keeps it, anything else is store.ErrUnavailable (the
+// caller could not read or commit).
 func wrap(op string, err error) error {
 	if err == nil {
 		return nil
@@ -342,7 +382,7 @@ func wrap(op string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if store.Classified(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, store.ErrUnavailable, err)
@@ -364,16 +404,16 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, err
 	}
 	if err := json.Unmarshal([]byte(versions), &e.Versions); err != nil {
-		return e, fmt.Errorf("endpoint %s versions: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s versions: %w", e.ID, err))
 	}
 	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
-		return e, fmt.Errorf("endpoint %s event_types: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s event_types: %w", e.ID, err))
 	}
 	if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-		return e, fmt.Errorf("endpoint %s headers: %w", e.ID, err)
+		return e, store.Internal(fmt.Errorf("endpoint %s headers: %w", e.ID, err))
 	}
 	var err error
 	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
@@ -445,8 +485,8 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15"+
 		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-			return store.Endpoint{}, fmt.Errorf("create endpoint %s: %w", e.ID, store.ErrConflict)
+		if uniqueViolation(err) {
+			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", e.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
@@ -651,7 +691,7 @@ func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 		var h map[string]string
 		if err := json.Unmarshal([]byte(raw), &h); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("endpoint %s headers: %w", id, err)
+			return 0, store.Internal(fmt.Errorf("endpoint %s headers: %w", id, err))
 		}
 		if !store.HeadersSealed(h) {
 			clear[id] = h

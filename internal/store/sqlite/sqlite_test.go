@@ -179,6 +179,29 @@ func TestCanceledContext(t *testing.T) {
 	}
 }
 
+// A statement that fails to prepare inside a transaction (here the claim's
+// tenant probe, which names an index another process dropped) is an error
+// of the call, never a nil statement that panics on use.
+func TestFailedPrepareIsAnError(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	if _, err := rawDB(t, path).ExecContext(t.Context(), "DROP INDEX deliveries_due_tenant"); err != nil {
+		t.Fatal(err)
+	}
+	// A write on the store's writer connection loads the changed schema,
+	// so the next prepare fails (rather than the first execution).
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base})
+	if err == nil || !strings.Contains(err.Error(), "deliveries_due_tenant") {
+		t.Errorf("ClaimDeliveries without its index = %v, want the prepare error naming the index", err)
+
+	}
+}
+
 // The claim and NextDueAt queries come from queue.go: this test proves the
 // queue stays on the partial index deliveries_due, so its cost does not
 // grow with succeeded, dead or leased rows.
@@ -372,5 +395,15 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	}
 	if attempts != 0 || deliveries != 0 || events != 1 {
 		t.Errorf("after DeleteEndpoint: %d attempts, %d deliveries, %d events; want 0, 0, 1", attempts, deliveries, events)
+	}
+}
+
+// TestCapabilities: one process owns a SQLite database, so the driver
+// declares no wake-ups, membership or node list, and one claimer.
+func TestCapabilities(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+	defer s.Close()
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1}) {
+		t.Errorf("Capabilities() = %+v, want only Claimers 1", c)
 	}
 }

@@ -39,7 +39,10 @@ func (s *Store) writeRollups(ctx context.Context, tx *sql.Tx, cs []store.Complet
 	if len(rows) == 0 {
 		return nil
 	}
-	st := s.stmt(ctx, tx, upsertStatsSQL)
+	st, err := s.stmt(ctx, tx, upsertStatsSQL)
+	if err != nil {
+		return err
+	}
 	args := make([]any, 0, len(store.StatsCounters)+5)
 	for _, r := range rows {
 		args = append(args[:0], r.EndpointID, r.Span, micro(r.Start))

@@ -76,6 +76,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Purge", s.purge)
 	group("DeliveryFilters", s.deliveryFilters)
 	group("PublishClientID", s.publishClientID)
+	group("Sources", s.sources)
+	group("Secrets", s.secrets)
 }
 
 type suite struct {

@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/ops"
+	"github.com/herald-webhooks/herald/internal/retry"
+)
+
+// TestConfigWithDefaults: one meaning of zero per setting. Zero is the
+// default for the settings that have one; for the settings that can be
+// off (disable-after, retentions, spike alert) zero stays zero, which
+// means off, here and in the CLI alike.
+func TestConfigWithDefaults(t *testing.T) {
+	c := app.Config{}.WithDefaults()
+	if c.Addr != app.DefaultAddr || c.DB != app.DefaultDB || c.Workers != app.DefaultWorkers ||
+		c.AttemptTimeout != app.DefaultAttemptTimeout || c.MaxPayloadBytes != app.DefaultMaxPayloadBytes ||
+		c.Logger == nil || c.Stdout == nil || !slices.Equal(c.RetrySchedule, retry.DefaultSchedule) || c.Catalog != "permissive" {
+		t.Errorf("WithDefaults of the zero Config = %+v", c)
+	}
+	if c.DisableAfter != 0 || c.SucceededRetention != 0 || c.DeadRetention != 0 || c.SpikeThreshold != 0 || c.MaxEndpointsPerTenant != 0 {
+		t.Errorf("zero of an off-able setting changed: %+v", c)
+	}
+	neg := app.Config{DisableAfter: -1, SucceededRetention: -time.Hour, DeadRetention: -1, SpikeThreshold: -1}.WithDefaults()
+	if neg.DisableAfter != 0 || neg.SucceededRetention != 0 || neg.DeadRetention != 0 || neg.SpikeThreshold != 0 {
+		t.Errorf("negative off-able settings = %+v, want 0 (off)", neg)
+	}
+	set := app.Config{Workers: 3, SpikeThreshold: ops.DefaultSpikeThreshold, RetrySchedule: []time.Duration{time.Second}}.WithDefaults()
+	if set.Workers != 3 || set.SpikeThreshold != 10 || !slices.Equal(set.RetrySchedule, []time.Duration{time.Second}) {
+		t.Errorf("WithDefaults changed set values: %+v", set)
+	}
+}
+
+// TestNewRefusesBadConfig: an embedder gets the checks of `herald serve`
+// (app.New validates), each error naming the setting and its rule, before
+// anything is created.
+func TestNewRefusesBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		mod  func(*app.Config)
+		want string
+	}{
+		{func(c *app.Config) { c.EndpointConcurrency = -1 }, "--endpoint-concurrency must be 0 (workers/8) or more"},
+		{func(c *app.Config) { c.Workers = -5 }, "--workers must be at least 1"},
+		{func(c *app.Config) { c.Lease = time.Second }, "--lease 1s must be longer than --attempt-timeout 10s (a lease must outlive its attempt)"},
+		{func(c *app.Config) { c.HeartbeatInterval = time.Hour }, "--heartbeat-interval 1h0m0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
+		{func(c *app.Config) { c.RetrySchedule = []time.Duration{-time.Second} }, "--retry-schedule: entry 1 is -1s: each delay must be positive and at most 24h0m0s"},
+		{func(c *app.Config) { c.MaxEndpointsPerTenant = -1 }, "--max-endpoints-per-tenant must be 0 (no limit) or more"},
+		{func(c *app.Config) { c.BreakerCooldown = -time.Second }, "--breaker-cooldown must be positive"},
+		{func(c *app.Config) { c.TLSCertFile = "cert.pem" }, "--tls-cert and --tls-key go together: give both or neither"},
+		{func(c *app.Config) { c.Catalog = "loose" }, `--catalog "loose": want permissive or strict`},
+	} {
+		dir := t.TempDir()
+		cfg := app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(dir, "herald.db")}
+		c.mod(&cfg)
+		m, err := app.New(context.Background(), cfg)
+		if err == nil {
+			m.Close()
+			t.Errorf("New accepted a config that wants %q", c.want)
+			continue
+		}
+		if err.Error() != c.want {
+			t.Errorf("New: %v, want %q", err, c.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "herald.db")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("New with a bad config (%s) created the database: %v", c.want, err)
+		}
+	}
+}

@@ -32,7 +32,8 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	// Enabling ends the failure streak. The notice, when given, joins the
 	// outbox after any earlier one not yet emitted.
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
-		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END
+		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
+		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END
 		WHERE id = $1 RETURNING `+endpointColumns,
 		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error

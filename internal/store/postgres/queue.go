@@ -638,7 +638,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			// none); one that had raised endpoint.failing raises
 			// endpoint.recovered.
 			b.Queue(`WITH cleared AS (
-				UPDATE endpoints SET failing_since = NULL WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL
+				UPDATE endpoints SET failing_since = NULL, failure_count = `+recoverCount+` WHERE id = `+completionEndpoint+` AND (failing_since IS NOT NULL OR failure_count < 0)
 				RETURNING id, tenant, url, kind, state, state_reason, failure_count)
 			INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
 			SELECT id, tenant, url, kind, state, state_reason, 'endpoint.recovered', $3 FROM cleared WHERE failure_count >= $4::integer`,
@@ -732,10 +732,10 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 		SELECT id FROM endpoints
 		WHERE id IN (SELECT COALESCE(NULLIF(u.endpoint_id, ''), d.endpoint_id)
 		             FROM unnest($1::text[], $2::text[]) AS u (id, endpoint_id) LEFT JOIN deliveries d ON d.id = u.id)
-		  AND failing_since IS NOT NULL
+		  AND (failing_since IS NOT NULL OR failure_count < 0)
 		ORDER BY id FOR NO KEY UPDATE),
 	cleared AS (
-		UPDATE endpoints e SET failing_since = NULL FROM locked WHERE e.id = locked.id
+		UPDATE endpoints e SET failing_since = NULL, failure_count = `+recoverCountE+` FROM locked WHERE e.id = locked.id
 		RETURNING e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, e.failure_count)
 	INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
 	SELECT c.id, c.tenant, c.url, c.kind, c.state, c.state_reason, 'endpoint.recovered',
@@ -796,3 +796,14 @@ func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
 	}
 	return fromNullTS(next), nil
 }
+
+// An endpoint enabled while its failure streak had raised endpoint.failing
+// keeps failure_count = -1 with no streak, so its first success still
+// raises endpoint.recovered: recoverCount is the count a success leaves
+// (FailingAfter for that marker, so the recovered notice is raised;
+// unchanged otherwise). enableCount sets the marker.
+const (
+	recoverCount  = "CASE WHEN failure_count < 0 THEN 3 ELSE failure_count END"
+	recoverCountE = "CASE WHEN e.failure_count < 0 THEN 3 ELSE e.failure_count END"
+	enableCount   = "CASE WHEN failing_since IS NOT NULL AND failure_count >= 3 THEN -1 ELSE failure_count END"
+)

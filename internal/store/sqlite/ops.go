@@ -26,7 +26,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	now := micro(p.Now)
 	var res sql.Result
 	if p.State == store.EndpointEnabled {
-		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = 'enabled', state_reason = ?1, failing_since = NULL, updated_at = ?2 WHERE id = ?3`,
+		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = 'enabled', state_reason = ?1, failing_since = NULL, failure_count = `+enableCount+`, updated_at = ?2 WHERE id = ?3`,
 			p.Reason, now, p.ID)
 	} else {
 		res, err = tx.ExecContext(ctx, `UPDATE endpoints SET state = ?1, state_reason = ?2, updated_at = ?3 WHERE id = ?4`,

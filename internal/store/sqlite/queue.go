@@ -954,7 +954,7 @@ const (
 	deferDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
 		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
-	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL RETURNING failure_count"
+	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL, failure_count = " + recoverCount + " WHERE id = ? AND (failing_since IS NOT NULL OR failure_count < 0) RETURNING failure_count"
 	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
 		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
 		WHERE id = ?2 RETURNING failing_since, failure_count`
@@ -977,8 +977,8 @@ const (
 		next_attempt_at = c.n, lease_owner = NULL, lease_until = NULL
 		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'n' AS n FROM json_each(?1)) AS c
 		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
-	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL
-		WHERE id IN (SELECT value FROM json_each(?1)) AND failing_since IS NOT NULL RETURNING id, failure_count`
+	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL, failure_count = ` + recoverCount + `
+		WHERE id IN (SELECT value FROM json_each(?1)) AND (failing_since IS NOT NULL OR failure_count < 0) RETURNING id, failure_count`
 )
 
 // Attempted completions are written with multi-row VALUES statements
@@ -1252,3 +1252,13 @@ func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
 	}
 	return nullMicro(v), nil
 }
+
+// An endpoint enabled while its failure streak had raised endpoint.failing
+// keeps failure_count = -1 (store.PendingRecovery) with no streak, so its
+// first success still raises endpoint.recovered: recoverCount is the count
+// a success leaves (FailingAfter for that marker, so the recovered notice
+// is raised; unchanged otherwise). enableCount sets the marker.
+const (
+	recoverCount = "CASE WHEN failure_count < 0 THEN 3 ELSE failure_count END"
+	enableCount  = "CASE WHEN failing_since IS NOT NULL AND failure_count >= 3 THEN -1 ELSE failure_count END"
+)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,4 +98,41 @@ func (s suite) healthNotices(t *testing.T) {
 		}
 		_ = evs
 	})
+}
+
+// recoveredAfterEnable: an endpoint enabled (after a disable) while its
+// failure streak had raised endpoint.failing raises endpoint.recovered at
+// its first success, as it would without the enable; one enabled before
+// any endpoint.failing raises nothing.
+func (s suite) recoveredAfterEnable(t *testing.T) {
+	for _, failures := range []int{store.FailingAfter, store.FailingAfter - 1} {
+		s.run(t, fmt.Sprintf("%d_failures", failures), func(t *testing.T, f *fixture) {
+			e := f.endpoint("acme")
+			for range failures {
+				f.publish("acme", "file.created", at(time.Second))
+			}
+			for i, c := range f.claim("w", 100, time.Hour, at(time.Minute)) {
+				now := at(time.Hour + time.Duration(i)*time.Second)
+				f.complete(failure(c, now, now, now.Add(time.Hour), 503, ""))
+			}
+			f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "by operator", Now: at(2 * time.Hour)})
+			f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(3 * time.Hour)})
+			f.publish("acme", "file.created", at(3*time.Hour))
+			f.publish("acme", "file.created", at(3*time.Hour))
+			for i, c := range f.claim("w", 100, time.Hour, at(3*time.Hour+time.Minute)) {
+				f.complete(attempt(c, store.DeliverySucceeded, at(4*time.Hour+time.Duration(i)*time.Second)))
+			}
+			var got []string
+			for _, n := range f.allNotices() {
+				if n.Type != "endpoint.created" {
+					got = append(got, n.Type)
+				}
+			}
+			want := []string{store.NoticeEndpointFailing, store.NoticeEndpointRecovered}
+			if failures < store.FailingAfter {
+				want = nil
+			}
+			diff(t, "notices", want, got)
+		})
+	}
 }

@@ -73,6 +73,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Stats", s.stats)
 	group("EndpointStats", s.endpointStats)
 	group("HealthNotices", s.healthNotices)
+	group("RecoveredAfterEnable", s.recoveredAfterEnable)
 	group("Purge", s.purge)
 	group("DeliveryFilters", s.deliveryFilters)
 	group("PublishClientID", s.publishClientID)

@@ -159,9 +159,10 @@ const addNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, kind, sta
 	SELECT id, tenant, url, kind, state, state_reason, $2, $3 FROM endpoints WHERE id = $1`
 
 // PendingNotices implements store.Store. LastStatusCode and LastError come
-// from the attempt that started last among the endpoint's deliveries (a
-// delivery's updated_at is no guide: claims, pauses and replays move it
-// without an attempt).
+// from the attempt that started last among the endpoint's deliveries
+// before the change (a delivery's updated_at is no guide: claims, pauses
+// and replays move it without an attempt; attempts after the change are
+// not part of it: an endpoint.created has none).
 func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
 	if limit <= 0 {
 		limit = 100
@@ -172,7 +173,7 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			n.delivery_id, n.event_id, n.event_type, n.attempts
 		FROM notices n LEFT JOIN LATERAL (
 			SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
-			WHERE d.endpoint_id = n.endpoint_id AND n.delivery_id = ''
+			WHERE d.endpoint_id = n.endpoint_id AND n.delivery_id = '' AND a.started_at <= n.created_at
 			ORDER BY a.started_at DESC, a.number DESC LIMIT 1) AS l ON true
 		ORDER BY n.id LIMIT $1`, limit)
 	if err != nil {

@@ -166,9 +166,10 @@ func addNotice(ctx context.Context, tx *sql.Tx, endpointID, typ string, now time
 }
 
 // PendingNotices implements store.Store. LastStatusCode and LastError come
-// from the attempt that started last among the endpoint's deliveries: a
-// delivery's own updated_at is no guide, since claims, pauses and replays
-// move it without an attempt.
+// from the attempt that started last among the endpoint's deliveries
+// before the change: a delivery's own updated_at is no guide, since
+// claims, pauses and replays move it without an attempt, and attempts
+// after the change are not part of it (an endpoint.created has none).
 func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
 	if limit <= 0 {
 		limit = 100
@@ -205,7 +206,7 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			continue // the dead letter's own last attempt, recorded with it
 		}
 		err := s.r.QueryRowContext(ctx, `SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
-			WHERE d.endpoint_id = ? ORDER BY a.started_at DESC, a.number DESC LIMIT 1`, out[i].Endpoint.ID).Scan(&out[i].LastStatusCode, &out[i].LastError)
+			WHERE d.endpoint_id = ? AND a.started_at <= ? ORDER BY a.started_at DESC, a.number DESC LIMIT 1`, out[i].Endpoint.ID, micro(out[i].At)).Scan(&out[i].LastStatusCode, &out[i].LastError)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, wrap("pending notices", err)
 		}

@@ -965,8 +965,17 @@ func (s suite) failureStreak(t *testing.T) {
 		if !got.FailingSince.IsZero() {
 			t.Errorf("FailingSince after enable = %v, want zero", got.FailingSince)
 		}
-		diff(t, "PendingNotices after enable", []store.Notice{disabled,
-			{Endpoint: snap(got), Type: "endpoint.enabled", At: at(time.Hour), LastStatusCode: 410}}, f.notices())
+		enabled := store.Notice{Endpoint: snap(got), Type: "endpoint.enabled", At: at(time.Hour), LastStatusCode: 410}
+		diff(t, "PendingNotices after enable", []store.Notice{disabled, enabled}, f.notices())
+		// An attempt after the changes is not part of them: the notices
+		// still carry the last attempt before each.
+		f.publish("acme", "file.created", at(2*time.Hour))
+		for _, c := range f.claim("w", 10, time.Minute, at(2*time.Hour)) {
+			if c.Delivery.ID != cs[0].Delivery.ID {
+				f.complete(failure(c, at(2*time.Hour), at(2*time.Hour+time.Second), at(3*time.Hour), 500, ""))
+			}
+		}
+		diff(t, "PendingNotices after a later attempt", []store.Notice{disabled, enabled}, f.notices())
 	})
 }
 

@@ -222,6 +222,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 		if tp != nil {
 			traces, cfg.TracerProvider = tp, tp
+			cfg.Logger.Info("tracing on: spans exported as the OTEL_* environment variables ask")
 		}
 	}
 	started := false

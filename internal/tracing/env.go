@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -70,6 +72,9 @@ func FromEnv(ctx context.Context, version string, console io.Writer) (*Provider,
 		if proto != "" && proto != "http/protobuf" {
 			return nil, fmt.Errorf("tracing: %s=%q: Herald exports OTLP over http/protobuf only (unset it or set http/protobuf; a collector accepts both on its ports 4318 and 4317)", name, proto)
 		}
+		if err := checkOTLPEnv(getenv); err != nil {
+			return nil, err
+		}
 		e, err := otlptracehttp.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
@@ -87,6 +92,9 @@ func FromEnv(ctx context.Context, version string, console io.Writer) (*Provider,
 	default:
 		return nil, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: one of otlp, console or none (a list of several is not supported)", exp)
 	}
+	if err := checkSamplerEnv(getenv); err != nil {
+		return nil, err
+	}
 	res, err := resource.Merge(
 		resource.NewSchemaless(semconv.ServiceName("herald"), semconv.ServiceVersion(version)),
 		resource.Environment(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
@@ -95,4 +103,64 @@ func FromEnv(ctx context.Context, version string, console io.Writer) (*Provider,
 		return nil, fmt.Errorf("tracing: OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(sp), sdktrace.WithResource(res)), nil
+}
+
+// checkOTLPEnv refuses, naming the variable, the OTLP settings the
+// exporter would otherwise accept and then fail on at every export (or
+// ignore with a line outside Herald's log): endpoints that are not
+// absolute http(s) URLs with a host, a timeout that is not a number of
+// milliseconds, headers that are not key=value pairs
+// (https://opentelemetry.io/docs/specs/otel/protocol/exporter/).
+func checkOTLPEnv(getenv func(string) string) error {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("tracing: %s=%q: an absolute http:// or https:// URL with a host, e.g. http://127.0.0.1:4318", name, v)
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"} {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			if ms, err := strconv.Atoi(v); err != nil || ms <= 0 {
+				return fmt.Errorf("tracing: %s=%q: a positive number of milliseconds", name, v)
+			}
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+				return fmt.Errorf("tracing: %s: %q is not key=value (the list is key1=value1,key2=value2)", name, kv)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSamplerEnv refuses an OTEL_TRACES_SAMPLER the SDK does not know and
+// a ratio sampler's OTEL_TRACES_SAMPLER_ARG outside [0, 1] (the SDK would
+// log a line and fall back to its default).
+func checkSamplerEnv(getenv func(string) string) error {
+	s := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))
+	switch s {
+	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+		return nil
+	case "traceidratio", "parentbased_traceidratio":
+		arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+		if arg == "" {
+			return nil // the SDK's default ratio, 1.0
+		}
+		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("tracing: OTEL_TRACES_SAMPLER_ARG=%q: a ratio between 0 and 1 for %s", arg, s)
+		}
+		return nil
+	default:
+		return fmt.Errorf("tracing: OTEL_TRACES_SAMPLER=%q: one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", s)
+	}
 }

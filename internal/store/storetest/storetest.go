@@ -36,10 +36,15 @@ func at(d time.Duration) time.Time { return base.Add(d) }
 
 // Exercise runs the conformance suite against a driver. newStore returns a
 // fresh, empty, migrated store for each subtest (and registers its Close with
-// t.Cleanup).
+// t.Cleanup; the suite may close it first, so Close must be safe to call
+// twice). The run fails when some method of store.Store was never called by
+// any subtest (unless -run selects subtests or -skip is set).
 func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	s := suite{newStore: newStore}
+	cov := newCoverage()
+	s := suite{newStore: func(t *testing.T) store.Store { return cov.wrap(newStore(t)) }}
+	// Cleanup runs once every (parallel) subtest has finished.
+	t.Cleanup(func() { cov.check(t) })
 	group := func(name string, fn func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

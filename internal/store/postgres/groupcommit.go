@@ -82,6 +82,13 @@ var errClosed = errors.New("postgres: store closed")
 // commit.
 func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
 	req := &publishRequest{ctx: ctx, p: p, done: make(chan publishAnswer, 1)}
+	// A closed committer refuses at once (select alone picks at random
+	// between a free queue slot and the closed stop channel).
+	select {
+	case <-c.stop:
+		return store.PublishResult{}, fmt.Errorf("publish: %w: %v", store.ErrUnavailable, errClosed)
+	default:
+	}
 	select {
 	case c.queue <- req:
 	case <-c.stop:
@@ -93,7 +100,18 @@ func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.P
 	// already be in a committing group, and the caller must not be told
 	// "failed" for an event that is stored. (A cancelled caller's request
 	// not yet started is skipped.) The group is bounded by groupTimeout.
-	a := <-req.done
+	var a publishAnswer
+	select {
+	case a = <-req.done:
+	case <-c.stopped:
+		// The committer drains the queue before it stops; a request queued
+		// after that drain is never answered.
+		select {
+		case a = <-req.done:
+		default:
+			a.err = fmt.Errorf("publish: %w: %v", store.ErrUnavailable, errClosed)
+		}
+	}
 	return a.res, a.err
 }
 

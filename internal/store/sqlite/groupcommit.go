@@ -59,6 +59,13 @@ func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.P
 		return store.PublishResult{}, err
 	}
 	req := &publishRequest{ctx: ctx, p: p, headers: headers, done: make(chan publishAnswer, 1)}
+	// A closed committer refuses at once (select alone picks at random
+	// between a free queue slot and the closed stop channel).
+	select {
+	case <-c.stop:
+		return store.PublishResult{}, fmt.Errorf("publish: %w: %v", store.ErrUnavailable, errClosed)
+	default:
+	}
 	select {
 	case c.queue <- req:
 	case <-c.stop:
@@ -70,7 +77,18 @@ func (c *committer) publish(ctx context.Context, p store.PublishParams) (store.P
 	// already be in a committing group, and the caller must not be told
 	// "failed" for an event that is stored. (A cancelled caller's request
 	// not yet started is skipped by the committer.)
-	a := <-req.done
+	var a publishAnswer
+	select {
+	case a = <-req.done:
+	case <-c.stopped:
+		// The committer drains the queue before it stops; a request queued
+		// after that drain is never answered.
+		select {
+		case a = <-req.done:
+		default:
+			a.err = fmt.Errorf("publish: %w: %v", store.ErrUnavailable, errClosed)
+		}
+	}
 	c.s.noteWrite(a.err)
 	return a.res, a.err
 }

@@ -72,6 +72,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Replay", s.replay)
 	group("Deferred", s.deferred)
 	group("FailureStreak", s.failureStreak)
+	group("FailureStreakRule", s.streakRule)
 	group("Postpone", s.postpone)
 	group("Notices", s.noticesGroup)
 	group("DeadLetterCounts", s.deadLetterCounts)

@@ -257,8 +257,8 @@ type Engine struct {
 	cfg     Config
 	wake    chan struct{} // a publish or a rescue made work claimable
 	fanWake chan struct{} // a publish may have left a chunked fan-out
-	slots   chan struct{} // one token per idle worker
-	jobs    chan store.Claim
+	slots   chan struct{} // the worker tokens not held by a claim (see token)
+	jobs    chan job
 	results chan store.Completion
 	gate    *gate
 	// congested is signalled when a claim had to be deferred because its
@@ -290,7 +290,7 @@ func New(cfg Config) (*Engine, error) {
 		wake:    make(chan struct{}, 1),
 		fanWake: make(chan struct{}, 1),
 		slots:   make(chan struct{}, cfg.Workers),
-		jobs:    make(chan store.Claim, cfg.Workers),
+		jobs:    make(chan job, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
 		gate: newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
@@ -500,7 +500,7 @@ func (e *Engine) claim(ctx context.Context) {
 		backoff = 100 * time.Millisecond
 		cursor = store.NextTenantCursor(cursor, claims)
 		for _, c := range claims {
-			e.jobs <- c
+			e.jobs <- job{Claim: c, tok: e.takeToken()}
 		}
 		e.giveBack(free - len(claims))
 		if backlog = len(claims) == free; backlog {
@@ -559,6 +559,35 @@ func (e *Engine) gather(ctx context.Context, free int, backlog bool) int {
 	return free
 }
 
+// token is one of the claimer's Workers worker tokens while a claim holds
+// it: from the claim until the claim is attempted or put back (deferred),
+// including while it waits parked behind its endpoint, so claims never
+// outrun what can be attempted. It travels with its claim (job) and goes
+// back to the engine's slots exactly once, by release; a second release
+// panics, as it would let the claimer hold more claims than workers.
+type token struct {
+	slots    chan<- struct{}
+	released atomic.Bool
+}
+
+// takeToken wraps one token the claimer took from e.slots.
+func (e *Engine) takeToken() *token { return &token{slots: e.slots} }
+
+// release gives the token back. It never blocks: slots holds Workers.
+func (t *token) release() {
+	if t.released.Swap(true) {
+		panic("delivery: a worker token released twice")
+	}
+	t.slots <- struct{}{}
+}
+
+// job is a claim with the worker token it holds.
+type job struct {
+	store.Claim
+	tok *token
+}
+
+// giveBack returns n tokens the claimer took and no claim holds.
 func (e *Engine) giveBack(n int) {
 	for range n {
 		e.slots <- struct{}{}
@@ -606,17 +635,14 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) {
 
 // work is one worker: attempt each job and pass the completion on.
 func (e *Engine) work(ctx context.Context) {
-	for c := range e.jobs {
+	for j := range e.jobs {
 		if ctx.Err() != nil {
 			// Shutting down: put the claim back, due now, for another node
 			// (or this one's next start) without waiting for its lease.
-			e.deferClaim(c, e.cfg.Clock.Now(), "shutdown", e.cfg.Clock.Now())
-			e.slots <- struct{}{}
+			e.deferClaim(j, e.cfg.Clock.Now(), "shutdown", e.cfg.Clock.Now())
 			continue
 		}
-		for range e.handle(ctx, c) {
-			e.slots <- struct{}{}
-		}
+		e.handle(ctx, j)
 		select {
 		case e.progress <- struct{}{}:
 		default:
@@ -626,62 +652,59 @@ func (e *Engine) work(ctx context.Context) {
 
 // handle passes a claim through its endpoint's gate. An admitted claim is
 // attempted, and then this worker carries on with the endpoint's next
-// parked claim, if any; a claim parked at the cap is left for the worker
-// that finishes the endpoint's current attempt; any other claim turned
-// away is deferred without consuming an attempt.
+// parked claim, if any; a claim parked at the cap is left, with its token,
+// for the worker that finishes the endpoint's current attempt; any other
+// claim turned away is deferred without consuming an attempt.
 //
-// Every claim holds one of the claimer's tokens (Workers in all) from the
-// claim until it is attempted or deferred — parked claims too, so claims
-// never outrun what can be attempted. handle returns how many tokens the
-// worker must give back.
-func (e *Engine) handle(ctx context.Context, c store.Claim) (release int) {
-	release = 1 // c's token
+// Each claim's token (see token) is released once: by deferClaim, or
+// after its attempt's completion is queued; a parked claim keeps it.
+func (e *Engine) handle(ctx context.Context, j job) {
 	for {
 		now := e.cfg.Clock.Now()
-		ok, parked, retryAt, reason := e.gate.admitOrPark(c, now)
+		ok, parked, retryAt, reason := e.gate.admitOrPark(j, now)
 		if parked {
-			return release - 1 // the parked claim keeps its token
+			return // the gate holds j and its token
 		}
 		if !ok {
-			e.deferClaim(c, retryAt, reason, now)
-			return release
+			e.deferClaim(j, retryAt, reason, now)
+			return
 		}
-		comp, transportFailure := e.attempt(ctx, c)
+		comp, transportFailure := e.attempt(ctx, j.Claim)
 		e.results <- comp
-		until, opened := e.gate.done(c.Endpoint.ID, transportFailure, comp.Attempt.Duration, e.cfg.Clock.Now())
+		until, opened := e.gate.done(j.Endpoint.ID, transportFailure, comp.Attempt.Duration, e.cfg.Clock.Now())
+		j.tok.release() // after done: a claim this token brings sees the attempt ended
 		if opened {
-			e.circuitOpened(c.Endpoint.ID, until)
-			for _, p := range e.gate.unparkAll(c.Endpoint.ID) {
+			e.circuitOpened(j.Endpoint.ID, until)
+			for _, p := range e.gate.unparkAll(j.Endpoint.ID) {
 				e.deferClaim(p, until, "circuit_open", e.cfg.Clock.Now())
-				release++
 			}
-			return release
+			return
 		}
-		next, more := e.gate.next(c.Endpoint.ID)
+		next, more := e.gate.next(j.Endpoint.ID)
 		if !more {
-			return release
+			return
 		}
-		release++ // next brings its token along
 		if ctx.Err() != nil {
 			// Shutting down: put back next and every other claim parked
 			// behind this endpoint.
 			now := e.cfg.Clock.Now()
 			e.deferClaim(next, now, "shutdown", now)
-			for _, p := range e.gate.unparkAll(c.Endpoint.ID) {
+			for _, p := range e.gate.unparkAll(j.Endpoint.ID) {
 				e.deferClaim(p, now, "shutdown", now)
-				release++
 			}
-			return release
+			return
 		}
-		c = next
+		j = next
 	}
 }
 
-// deferClaim puts a claim back without an attempt, due at retryAt.
-func (e *Engine) deferClaim(c store.Claim, retryAt time.Time, reason string, now time.Time) {
+// deferClaim puts a claim back without an attempt, due at retryAt, and
+// releases its token.
+func (e *Engine) deferClaim(c job, retryAt time.Time, reason string, now time.Time) {
 	e.cfg.Metrics.Deferred(reason)
 	e.results <- store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
 		Deferred: true, NextAttemptAt: retryAt, Now: now}
+	c.tok.release()
 	if reason == "concurrency_cap" || reason == "tenant_cap" || reason == "host_cap" {
 		// Claims are outrunning what the endpoints can take: tell the
 		// claimer to wait for progress instead of claiming more of them.

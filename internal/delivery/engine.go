@@ -277,6 +277,9 @@ type Engine struct {
 	// wakes the claimer (see dueBefore), so a retry is claimed at its due
 	// time whatever the poll interval.
 	wakeAt atomic.Int64
+	// background counts the goroutines an attempt's outcome started
+	// (circuitOpened's postponement); Run waits for them before returning.
+	background sync.WaitGroup
 }
 
 // New checks cfg and returns an engine.
@@ -330,7 +333,8 @@ func (e *Engine) NotifyFanOut() {
 
 // Run delivers until ctx is cancelled, then lets attempts in flight finish
 // (each is bounded by AttemptTimeout), writes their completions, and
-// returns. Claims not yet started when ctx ends (queued for a worker or
+// returns once every goroutine it started has ended (a postponement of an
+// opened circuit's deliveries, bounded by 30 s, included). Claims not yet started when ctx ends (queued for a worker or
 // parked behind their endpoint's attempt) are put back, due at once,
 // without an attempt: a clean shutdown leaves no lease to rescue.
 func (e *Engine) Run(ctx context.Context) error {
@@ -390,6 +394,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	close(e.jobs)
 	workers.Wait()
+	e.background.Wait() // only workers start these: none starts after this
 	stopHeartbeat()
 	<-heartbeatDone
 	close(e.results)
@@ -720,13 +725,13 @@ func (e *Engine) circuitOpened(endpointID string, until time.Time) {
 	e.cfg.Metrics.CircuitOpened()
 	e.cfg.Logger.Warn("circuit opened: the endpoint keeps failing; its deliveries wait without consuming attempts",
 		"endpoint", endpointID, "until", until)
-	go func() {
+	e.background.Go(func() {
 		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := e.cfg.Store.PostponeEndpointDeliveries(pctx, endpointID, until); err != nil {
 			e.cfg.Logger.Warn("postpone deliveries of an open circuit failed", "endpoint", endpointID, "error", err)
 		}
-	}()
+	})
 }
 
 // Headers set on every attempt besides the signature headers (docs/contract.md,

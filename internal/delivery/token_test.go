@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,12 +72,16 @@ func claimJob(t *testing.T, e *Engine, id, ep string, rate int) job {
 	default:
 		t.Fatal("no worker token left to claim with")
 	}
-	return job{Claim: store.Claim{
+	return job{Claim: testClaim(id, ep, rate), tok: e.takeToken()}
+}
+
+func testClaim(id, ep string, rate int) store.Claim {
+	return store.Claim{
 		Delivery: store.Delivery{ID: id, EndpointID: ep},
 		Event:    store.Event{ID: "evt_" + id, Type: "invoice.paid", Body: []byte(`{}`)},
 		Endpoint: store.Endpoint{ID: ep, URL: "https://" + ep + ".example/", RateLimitPerSecond: rate,
 			Secrets: []store.Secret{{Value: "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", CreatedAt: t0}}},
-	}, tok: e.takeToken()}
+	}
 }
 
 func assertAllTokens(t *testing.T, e *Engine) {
@@ -155,6 +160,7 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 		if a, d := outcomes(wait()); len(a) != 1 || len(d) != 1 || d[0] != "d2" {
 			t.Fatalf("attempted %v, deferred %v; want d1 attempted, d2 deferred", a, d)
 		}
+		e.background.Wait() // as Run does
 		if ep := <-st.postponed; ep != "ep" {
 			t.Fatalf("postponed %q, want ep", ep)
 		}
@@ -190,14 +196,80 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 // A token released twice would let the claimer hold more claims than
 // workers: it panics instead.
 func TestWorkerTokenReleasedTwicePanics(t *testing.T) {
-	e, _, _ := tokenEngine(t, okSender{})
+	e, _, wait := tokenEngine(t, okSender{})
 	j := claimJob(t, e, "d1", "ep", 0)
 	j.tok.release()
 	defer func() {
+		wait()
 		if recover() == nil {
 			t.Fatal("a second release did not panic")
 		}
 		assertAllTokens(t, e)
 	}()
 	j.tok.release()
+}
+
+// runStore hands out one claim, then nothing; its postponement of an
+// opened circuit's deliveries waits for the test.
+type runStore struct {
+	wakeStore
+	claimed           atomic.Bool
+	claim             store.Claim
+	postponing, allow chan struct{}
+	postponed         atomic.Bool
+}
+
+func (s *runStore) ClaimDeliveries(context.Context, store.ClaimParams) ([]store.Claim, error) {
+	if s.claimed.Swap(true) {
+		return nil, nil
+	}
+	return []store.Claim{s.claim}, nil
+}
+
+func (*runStore) ContinueFanOut(context.Context, store.FanOutParams) (store.FanOutResult, error) {
+	return store.FanOutResult{}, nil
+}
+
+func (*runStore) RescueExpiredLeases(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (s *runStore) PostponeEndpointDeliveries(context.Context, string, time.Time) (int, error) {
+	close(s.postponing)
+	<-s.allow
+	s.postponed.Store(true)
+	return 0, nil
+}
+
+type failSender struct{}
+
+func (failSender) Do(context.Context, egress.Request) egress.Result {
+	return egress.Result{StatusCode: 503}
+}
+
+// Run returns only when every goroutine it started has ended, the
+// postponement of an opened circuit's deliveries included.
+func TestRunWaitsForCircuitPostponement(t *testing.T) {
+	st := &runStore{postponing: make(chan struct{}), allow: make(chan struct{}), claim: testClaim("d1", "ep", 0)}
+	e, err := New(Config{Store: st, Sender: failSender{}, Clock: fixedClock{t0}, Workers: tokenWorkers,
+		BreakerThreshold: 1, BreakerCooldown: time.Minute, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = e.Run(ctx)
+	}()
+	<-st.postponing
+	cancel()
+	select {
+	case <-ran:
+		t.Fatal("Run returned while the postponement it started was still running")
+	case <-time.After(100 * time.Millisecond): // a Run that does not wait returns before: this can miss the bug, never invent it
+	}
+	close(st.allow)
+	<-ran
+	if !st.postponed.Load() {
+		t.Fatal("Run returned before the postponement ended")
+	}
 }

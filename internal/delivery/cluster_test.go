@@ -72,7 +72,7 @@ func TestGateClusterShare(t *testing.T) {
 	g = newGate(16, 128, 5, 30*time.Second, time.Second)
 	g.setShare(0, 0)
 	c := store.Claim{Endpoint: store.Endpoint{ID: "ep"}}
-	ok, parked, at, reason := g.admitOrPark(c, t0)
+	ok, parked, at, reason := g.admitOrPark(job{Claim: c}, t0)
 	if ok || parked || reason != "concurrency_cap" || !at.Equal(t0.Add(time.Second)) {
 		t.Fatalf("no share: ok=%v parked=%v at=%v reason=%q, want deferred 1 s for concurrency_cap", ok, parked, at, reason)
 	}

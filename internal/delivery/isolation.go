@@ -71,7 +71,7 @@ type endpointGate struct {
 	limit     int           // the endpoint's rate limit per second the limiter was made for
 	limNodes  int           // the nodes count the limiter's share was made for
 	nextSlot  time.Time     // due time for the next claim turned away by the rate limit
-	parked    []store.Claim // waiting for one of the endpoint's attempts to finish
+	parked    []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
 	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
 	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
 	busySince time.Time     // when inflight last went from 0 to 1
@@ -193,10 +193,10 @@ const rateSlack = 2 * time.Millisecond
 // to done.
 // Both happen under one lock, so a parked claim can never miss the finish
 // of the attempt that would take it.
-func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retryAt time.Time, reason string) {
+func (g *gate) admitOrPark(c job, now time.Time) (ok, parked bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ok, retryAt, reason = g.admitLocked(keyOf(c), now)
+	ok, retryAt, reason = g.admitLocked(keyOf(c.Claim), now)
 	if !ok && reason == "concurrency_cap" {
 		e := g.eps[c.Endpoint.ID]
 		// Only behind an attempt in flight, whose end takes the parked claim
@@ -210,12 +210,12 @@ func (g *gate) admitOrPark(c store.Claim, now time.Time) (ok, parked bool, retry
 }
 
 // next takes the endpoint's oldest parked claim, if any.
-func (g *gate) next(endpointID string) (store.Claim, bool) {
+func (g *gate) next(endpointID string) (job, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := g.eps[endpointID]
 	if e == nil || len(e.parked) == 0 {
-		return store.Claim{}, false
+		return job{}, false
 	}
 	c := e.parked[0]
 	e.parked = e.parked[1:]
@@ -223,7 +223,7 @@ func (g *gate) next(endpointID string) (store.Claim, bool) {
 }
 
 // unparkAll takes every parked claim of the endpoint (its circuit opened).
-func (g *gate) unparkAll(endpointID string) []store.Claim {
+func (g *gate) unparkAll(endpointID string) []job {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := g.eps[endpointID]

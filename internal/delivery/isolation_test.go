@@ -315,7 +315,7 @@ func TestGateInFlight(t *testing.T) {
 		return store.Claim{Delivery: store.Delivery{Tenant: tenant}, Endpoint: store.Endpoint{ID: ep, URL: "https://" + ep + ".example/"}}
 	}
 	for _, c := range []store.Claim{claim("a1", "acme"), claim("a1", "acme"), claim("a2", "acme"), claim("g1", "globex")} {
-		if ok, _, _, reason := g.admitOrPark(c, t0); !ok {
+		if ok, _, _, reason := g.admitOrPark(job{Claim: c}, t0); !ok {
 			t.Fatalf("%s refused: %s", c.Endpoint.ID, reason)
 		}
 	}

@@ -1,0 +1,38 @@
+package delivery
+
+import (
+	"context"
+	"time"
+)
+
+// rescue periodically returns expired leases to the queue.
+func (e *Engine) rescue(ctx context.Context) {
+	t := time.NewTicker(e.cfg.RescueInterval)
+	defer t.Stop()
+	for {
+		if e.unwritten.Load() > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := e.cfg.Store.RescueExpiredLeases(rctx, e.cfg.Clock.Now())
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.cfg.Logger.Warn("rescue expired leases failed", "error", err)
+		case n > 0:
+			e.cfg.Metrics.LeasesRescued(n)
+			e.cfg.Logger.Info("rescued deliveries whose lease expired", "count", n)
+			e.Notify()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

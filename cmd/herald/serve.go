@@ -95,12 +95,18 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				cfg.Logger.Warn("dev mode: http and loopback endpoint URLs are allowed; never use --dev in production")
 			}
 			if debugAddr != "" {
+				mux := http.NewServeMux()
+				mux.HandleFunc("/debug/pprof/", pprof.Index)
+				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+				mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+				srv := &http.Server{Addr: debugAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				debugDone := make(chan struct{})
+				defer func() {
+					_ = srv.Close()
+					<-debugDone
+				}()
 				go func() {
-					mux := http.NewServeMux()
-					mux.HandleFunc("/debug/pprof/", pprof.Index)
-					mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-					mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-					srv := &http.Server{Addr: debugAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+					defer close(debugDone)
 					cfg.Logger.Info("pprof listening", "addr", debugAddr)
 					_ = srv.ListenAndServe()
 				}()
@@ -114,8 +120,20 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
+			hupDone := make(chan struct{})
+			hupStopped := make(chan struct{})
+			defer func() {
+				close(hupDone)
+				<-hupStopped
+			}()
 			go func() {
-				for range hup {
+				defer close(hupStopped)
+				for {
+					select {
+					case <-hupDone:
+						return
+					case <-hup:
+					}
 					if err := m.ReloadTLS(); err != nil {
 						cfg.Logger.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
 					} else {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -130,6 +131,7 @@ type Server struct {
 	handler  http.Handler
 	keys     *keyring
 	throttle *throttle
+	bg       sync.WaitGroup // background writes (touch); Close waits for them
 }
 
 // New builds the API and registers every route.
@@ -211,6 +213,12 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Close waits for the writes the API started in the background (an API
+// key's last use, at most 5 s each) to end. Call it once the HTTP server
+// has stopped and before the store is closed, so none of them runs
+// against a closed store.
+func (s *Server) Close() { s.bg.Wait() }
 
 // OpenAPI returns the generated OpenAPI document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }

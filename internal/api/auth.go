@@ -219,7 +219,9 @@ func (s *Server) touch(id string, now time.Time) {
 	if !due {
 		return
 	}
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.cfg.Store.TouchAPIKeys(ctx, map[string]time.Time{id: now}); err != nil {

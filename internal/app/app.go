@@ -607,8 +607,14 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { engineDone <- m.engine.Run(engineCtx) }()
 	// PostgreSQL: a publish on any node wakes this node's workers at once
 	// (LISTEN/NOTIFY); polling remains the fallback.
+	listenDone := make(chan struct{})
 	if l := m.store.Capabilities().Wakeups; l != nil {
-		go func() { _ = l.Listen(engineCtx, m.engine.Notify) }()
+		go func() {
+			defer close(listenDone)
+			_ = l.Listen(engineCtx, m.engine.Notify)
+		}()
+	} else {
+		close(listenDone)
 	}
 	opsDone := make(chan struct{})
 	go func() {
@@ -640,6 +646,7 @@ func (m *Main) Run(ctx context.Context) error {
 	stopEngine()
 	<-engineDone
 	<-opsDone
+	<-listenDone
 	m.egress.CloseIdleConnections()
 	m.trusted.CloseIdleConnections()
 	return errors.Join(err, m.Close())
@@ -649,6 +656,9 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) Close() error {
 	var err error
 	m.closed.Do(func() {
+		if m.api != nil {
+			m.api.Close() // its background writes use the store
+		}
 		err = m.store.Close()
 		if m.traces != nil {
 			// Flush the spans still batched (bounded: a collector away

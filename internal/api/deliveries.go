@@ -71,35 +71,40 @@ func (s *Server) registerDeliveries() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-delivery", Method: http.MethodGet, Path: "/v1/deliveries/{id}", Tags: []string{"deliveries"},
 		Summary: "Read a delivery", Security: sec,
-	}, func(ctx context.Context, in *DeliveryIDPath) (*struct{ Body DeliveryOut }, error) {
-		d, err := s.db(ctx).GetDelivery(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "delivery "+in.ID)
-		}
-		return &struct{ Body DeliveryOut }{Body: deliveryOut(d)}, nil
-	})
+	}, s.getDelivery)
 
-	type attemptsOut struct {
-		Body struct {
-			Data       []AttemptOut `json:"data"`
-			NextCursor string       `json:"next_cursor"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-delivery-attempts", Method: http.MethodGet, Path: "/v1/deliveries/{id}/attempts", Tags: []string{"deliveries"},
 		Summary: "List a delivery's attempts, oldest first", Security: sec,
-	}, func(ctx context.Context, in *DeliveryIDPath) (*attemptsOut, error) {
-		as, err := s.db(ctx).ListAttempts(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "delivery "+in.ID)
-		}
-		out := &attemptsOut{}
-		out.Body.Data = make([]AttemptOut, len(as))
-		for i, a := range as {
-			out.Body.Data[i] = attemptOut(a)
-		}
-		return out, nil
-	})
+	}, s.listDeliveryAttempts)
+}
+
+func (s *Server) getDelivery(ctx context.Context, in *DeliveryIDPath) (*struct{ Body DeliveryOut }, error) {
+	d, err := s.db(ctx).GetDelivery(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "delivery "+in.ID)
+	}
+	return &struct{ Body DeliveryOut }{Body: deliveryOut(d)}, nil
+}
+
+type attemptsOut struct {
+	Body struct {
+		Data       []AttemptOut `json:"data"`
+		NextCursor string       `json:"next_cursor"`
+	}
+}
+
+func (s *Server) listDeliveryAttempts(ctx context.Context, in *DeliveryIDPath) (*attemptsOut, error) {
+	as, err := s.db(ctx).ListAttempts(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "delivery "+in.ID)
+	}
+	out := &attemptsOut{}
+	out.Body.Data = make([]AttemptOut, len(as))
+	for i, a := range as {
+		out.Body.Data[i] = attemptOut(a)
+	}
+	return out, nil
 }
 
 func attemptOut(a store.Attempt) AttemptOut {

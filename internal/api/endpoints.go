@@ -220,339 +220,375 @@ func (s *Server) registerEndpoints() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-endpoint", Method: http.MethodPost, Path: "/v1/endpoints", Tags: []string{"endpoints"},
 		Summary: "Create an endpoint", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 64 << 10,
-	}, func(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointOutput, error) {
-		b := in.Body
-		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-		if err != nil {
-			return nil, err
-		}
-		if tenant == "" {
-			return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
-		}
-		b.Tenant = tenant
-		u, err := s.checkURL(b.URL, "body.url")
-		if err != nil {
-			return nil, err
-		}
-		if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
-			return nil, err
-		}
-		pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		if err := validateHeaders(b.Headers, "body.headers"); err != nil {
-			return nil, err
-		}
-		secret, err := webhook.NewSecret()
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not generate a secret")
-		}
-		now := s.cfg.Now()
-		e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-			ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes, Versions: pins,
-			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
-			Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
-		}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant, Notice: true})
-		if err != nil {
-			return nil, s.problem(err, "endpoint")
-		}
-		out := endpointOut(ctx, e)
-		out.Secret = secret
-		return &endpointOutput{Body: out}, nil
-	})
+	}, s.createEndpoint)
 
-	type listOut struct {
-		Body struct {
-			Data       []EndpointOut `json:"data"`
-			NextCursor string        `json:"next_cursor"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-endpoints", Method: http.MethodGet, Path: "/v1/endpoints", Tags: []string{"endpoints"},
 		Summary: "List endpoints, newest first", Security: sec,
-	}, func(ctx context.Context, in *struct {
-		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
-		Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
-		ListQuery
-	}) (*listOut, error) {
-		lp, err := s.page(in.ListQuery, listEndpoints)
-		if err != nil {
-			return nil, err
-		}
-		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
-		if err != nil {
-			return nil, err
-		}
-		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp,
-			OnlySources: in.Kind == "source", IncludeSources: in.Kind == "all"})
-		if err != nil {
-			return nil, s.problem(err, "endpoints")
-		}
-		out := &listOut{}
-		out.Body.Data = make([]EndpointOut, len(pg.Data))
-		for i, e := range pg.Data {
-			out.Body.Data[i] = s.withCircuit(endpointOut(ctx, e))
-		}
-		out.Body.NextCursor = s.cursor(listEndpoints, pg.NextCursor)
-		return out, nil
-	})
+	}, s.listEndpoints)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-endpoint", Method: http.MethodGet, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Read an endpoint", Security: sec,
-	}, func(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
-		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		return &endpointOutput{Body: s.withCircuit(endpointOut(ctx, e))}, nil
-	})
+	}, s.getEndpoint)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-endpoint", Method: http.MethodPatch, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Change an endpoint", Security: sec, MaxBodyBytes: 64 << 10,
-	}, func(ctx context.Context, in *struct {
-		EndpointIDPath
-		Body UpdateEndpointBody
-	}) (*endpointOutput, error) {
-		cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
-		if err != nil {
-			return nil, err
-		}
-		b := in.Body
-		p := store.UpdateEndpointParams{ID: in.ID, Description: b.Description, EventTypes: b.EventTypes,
-			Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, Now: s.cfg.Now()}
-		if b.URL != nil {
-			u, err := s.checkURL(*b.URL, "body.url")
-			if err != nil {
-				return nil, err
-			}
-			p.URL = &u
-		}
-		if b.EventTypes != nil {
-			if err := validateEventTypes(*b.EventTypes, "body.event_types"); err != nil {
-				return nil, err
-			}
-		}
-		if b.EventTypes != nil || b.Versions != nil {
-			types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint
-			if b.EventTypes != nil {
-				types = *b.EventTypes
-			}
-			var given map[string]int
-			if b.Versions != nil {
-				given = *b.Versions
-			}
-			pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
-			if err != nil {
-				return nil, err
-			}
-			if pins != nil {
-				p.Versions = &pins
-			}
-		}
-		if b.Headers != nil {
-			if err := validateHeaders(*b.Headers, "body.headers"); err != nil {
-				return nil, err
-			}
-		}
-		if !changes(cur, p) {
-			// Nothing to change: no write, no endpoint.updated event,
-			// updated_at kept (the answer is the endpoint as it is).
-			return &endpointOutput{Body: endpointOut(ctx, cur)}, nil
-		}
-		p.Notice = true
-		e, err := s.db(ctx).UpdateEndpoint(ctx, p)
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		return &endpointOutput{Body: endpointOut(ctx, e)}, nil
-	})
+	}, s.updateEndpoint)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "delete-endpoint", Method: http.MethodDelete, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Delete an endpoint and its deliveries (events are kept)", DefaultStatus: http.StatusNoContent, Security: sec,
-	}, func(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
-		if _, err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
-			return nil, err
-		}
-		if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		return &struct{}{}, nil
-	})
+	}, s.deleteEndpoint)
 
-	type secretOut struct {
-		Body struct {
-			Secret string `json:"secret" doc:"whsec_… (the current signing secret)"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-endpoint-secret", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secret", Tags: []string{"endpoints"},
 		Summary: "Read an endpoint's current signing secret", Security: sec,
-	}, func(ctx context.Context, in *EndpointIDPath) (*secretOut, error) {
-		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		out := &secretOut{}
-		if len(e.Secrets) > 0 {
-			out.Body.Secret = e.Secrets[0].Value
-		}
-		return out, nil
-	})
+	}, s.getEndpointSecret)
 
-	type rotateBody struct {
-		OverlapSeconds *int `json:"overlap_seconds,omitempty" minimum:"0" maximum:"604800" doc:"how long the previous secret stays valid, in seconds (0–604800 = 7 days); default 86400"`
-	}
-	type rotateOut struct {
-		Body struct {
-			Secret            string     `json:"secret" doc:"the new current secret (whsec_…)"`
-			PreviousExpiresAt *time.Time `json:"previous_expires_at" doc:"until when the previous secret still signs; null when it was dropped at once"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "rotate-endpoint-secret", Method: http.MethodPost, Path: "/v1/endpoints/{id}/rotate-secret", Tags: []string{"endpoints"},
 		Summary:  "Rotate the signing secret; during the overlap every attempt is signed with the old and the new secret",
 		Security: sec, MaxBodyBytes: 4096,
-	}, func(ctx context.Context, in *struct {
-		EndpointIDPath
-		Body *rotateBody `required:"false"`
-	}) (*rotateOut, error) {
-		overlap := 86400
-		if in.Body != nil && in.Body.OverlapSeconds != nil {
-			overlap = *in.Body.OverlapSeconds
-		}
-		secret, err := webhook.NewSecret()
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not generate a secret")
-		}
-		now := s.cfg.Now()
-		e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
-			PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		out := &rotateOut{}
-		out.Body.Secret = secret
-		if len(e.Secrets) > 1 {
-			t := e.Secrets[1].ExpiresAt
-			out.Body.PreviousExpiresAt = &t
-		}
-		return out, nil
-	})
+	}, s.rotateEndpointSecret)
 
-	type secretInfo struct {
-		ID        string     `json:"id" doc:"sec_… (a digest of the secret; the value is never listed)"`
-		Current   bool       `json:"current" doc:"true for the secret new signatures are made with"`
-		CreatedAt time.Time  `json:"created_at"`
-		ExpiresAt *time.Time `json:"expires_at" doc:"when an older secret stops signing (end of its rotation overlap); null for the current secret"`
-	}
-	type secretsOut struct {
-		Body struct {
-			Data []secretInfo `json:"data" doc:"the secrets every attempt is signed with now, the current one first"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-endpoint-secrets", Method: http.MethodGet, Path: "/v1/endpoints/{id}/secrets", Tags: []string{"endpoints"},
 		Summary: "List an endpoint's active signing secrets with their expiry (values are never listed)", Security: sec,
-	}, func(ctx context.Context, in *EndpointIDPath) (*secretsOut, error) {
-		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		out := &secretsOut{}
-		out.Body.Data = []secretInfo{}
-		for i, sc := range store.ActiveSecrets(e.Secrets, s.cfg.Now()) {
-			info := secretInfo{ID: store.SecretID(sc.Value), Current: i == 0 && sc.ExpiresAt.IsZero(), CreatedAt: sc.CreatedAt}
-			if !sc.ExpiresAt.IsZero() {
-				t := sc.ExpiresAt
-				info.ExpiresAt = &t
-			}
-			out.Body.Data = append(out.Body.Data, info)
-		}
-		return out, nil
-	})
+	}, s.listEndpointSecrets)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-endpoint-secret", Method: http.MethodDelete, Path: "/v1/endpoints/{id}/secrets/{secret_id}", Tags: []string{"endpoints"},
 		Summary:       "Revoke an older secret before its overlap ends (409 for the current secret: rotate with overlap_seconds 0 instead)",
 		DefaultStatus: http.StatusNoContent, Security: sec,
-	}, func(ctx context.Context, in *struct {
-		EndpointIDPath
-		SecretID string `path:"secret_id" maxLength:"64" doc:"sec_… from GET /v1/endpoints/{id}/secrets"`
-	}) (*struct{}, error) {
-		if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {
-					return nil, s.problem(gerr, "endpoint "+in.ID)
-				}
-				return nil, s.problem(err, "active secret "+in.SecretID+" of endpoint "+in.ID)
-			}
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		return &struct{}{}, nil
-	})
+	}, s.revokeEndpointSecret)
 
-	type testOut struct {
-		Body struct {
-			EventID string     `json:"event_id" doc:"id of the test event (type herald.test); nothing is stored"`
-			Attempt AttemptOut `json:"attempt"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "test-endpoint", Method: http.MethodPost, Path: "/v1/endpoints/{id}/test", Tags: []string{"endpoints"},
 		Summary:  "Send a signed test event (type herald.test) now and show the attempt; nothing is stored or retried",
 		Security: sec,
-	}, func(ctx context.Context, in *EndpointIDPath) (*testOut, error) {
-		if s.cfg.Tester == nil {
-			return nil, huma.Error501NotImplemented("test events are not available")
-		}
-		e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
-		}
-		if _, err := s.checkURL(e.URL, "endpoint.url"); err != nil {
-			return nil, err
-		}
-		a, id, err := s.cfg.Tester.SendTest(ctx, e)
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not send the test event")
-		}
-		out := &testOut{}
-		out.Body.EventID = id
-		out.Body.Attempt = attemptOut(a)
-		return out, nil
-	})
+	}, s.testEndpoint)
 
-	type deliveriesOut struct {
-		Body DeliveryList
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-endpoint-deliveries", Method: http.MethodGet, Path: "/v1/endpoints/{id}/deliveries", Tags: []string{"deliveries"},
 		Summary: "List an endpoint's deliveries; ?state=dead is its dead-letter queue", Security: sec,
-	}, func(ctx context.Context, in *struct {
-		EndpointIDPath
-		State     string    `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
-		EventType string    `query:"event_type" maxLength:"128" doc:"only this event type"`
-		Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
-		ListQuery
-	}) (*deliveriesOut, error) {
-		lp, err := s.page(in.ListQuery, listDeliveries)
+	}, s.listEndpointDeliveries)
+}
+
+func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointOutput, error) {
+	b := in.Body
+	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+	if err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+	}
+	b.Tenant = tenant
+	u, err := s.checkURL(b.URL, "body.url")
+	if err != nil {
+		return nil, err
+	}
+	if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
+		return nil, err
+	}
+	pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateHeaders(b.Headers, "body.headers"); err != nil {
+		return nil, err
+	}
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not generate a secret")
+	}
+	now := s.cfg.Now()
+	e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+		ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes, Versions: pins,
+		Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now,
+	}, MaxPerTenant: s.cfg.MaxEndpointsPerTenant, Notice: true})
+	if err != nil {
+		return nil, s.problem(err, "endpoint")
+	}
+	out := endpointOut(ctx, e)
+	out.Secret = secret
+	return &endpointOutput{Body: out}, nil
+}
+
+type listOut struct {
+	Body struct {
+		Data       []EndpointOut `json:"data"`
+		NextCursor string        `json:"next_cursor"`
+	}
+}
+type listEndpointsInput struct {
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
+	Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
+	ListQuery
+}
+
+func (s *Server) listEndpoints(ctx context.Context, in *listEndpointsInput) (*listOut, error) {
+	lp, err := s.page(in.ListQuery, listEndpoints)
+	if err != nil {
+		return nil, err
+	}
+	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp,
+		OnlySources: in.Kind == "source", IncludeSources: in.Kind == "all"})
+	if err != nil {
+		return nil, s.problem(err, "endpoints")
+	}
+	out := &listOut{}
+	out.Body.Data = make([]EndpointOut, len(pg.Data))
+	for i, e := range pg.Data {
+		out.Body.Data[i] = s.withCircuit(endpointOut(ctx, e))
+	}
+	out.Body.NextCursor = s.cursor(listEndpoints, pg.NextCursor)
+	return out, nil
+}
+
+func (s *Server) getEndpoint(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
+	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	return &endpointOutput{Body: s.withCircuit(endpointOut(ctx, e))}, nil
+}
+
+type updateEndpointInput struct {
+	EndpointIDPath
+	Body UpdateEndpointBody
+}
+
+func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointOutput, error) {
+	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	p := store.UpdateEndpointParams{ID: in.ID, Description: b.Description, EventTypes: b.EventTypes,
+		Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, Now: s.cfg.Now()}
+	if b.URL != nil {
+		u, err := s.checkURL(*b.URL, "body.url")
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
+		p.URL = &u
+	}
+	if b.EventTypes != nil {
+		if err := validateEventTypes(*b.EventTypes, "body.event_types"); err != nil {
+			return nil, err
 		}
-		pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
-			EventType: in.EventType, Since: in.Since, ListParams: lp})
+	}
+	if b.EventTypes != nil || b.Versions != nil {
+		types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint
+		if b.EventTypes != nil {
+			types = *b.EventTypes
+		}
+		var given map[string]int
+		if b.Versions != nil {
+			given = *b.Versions
+		}
+		pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
 		if err != nil {
-			return nil, s.problem(err, "deliveries")
+			return nil, err
 		}
-		return &deliveriesOut{Body: s.deliveryList(pg)}, nil
-	})
+		if pins != nil {
+			p.Versions = &pins
+		}
+	}
+	if b.Headers != nil {
+		if err := validateHeaders(*b.Headers, "body.headers"); err != nil {
+			return nil, err
+		}
+	}
+	if !changes(cur, p) {
+		// Nothing to change: no write, no endpoint.updated event,
+		// updated_at kept (the answer is the endpoint as it is).
+		return &endpointOutput{Body: endpointOut(ctx, cur)}, nil
+	}
+	p.Notice = true
+	e, err := s.db(ctx).UpdateEndpoint(ctx, p)
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	return &endpointOutput{Body: endpointOut(ctx, e)}, nil
+}
+
+func (s *Server) deleteEndpoint(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
+	if _, err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
+		return nil, err
+	}
+	if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	return &struct{}{}, nil
+}
+
+type secretOut struct {
+	Body struct {
+		Secret string `json:"secret" doc:"whsec_… (the current signing secret)"`
+	}
+}
+
+func (s *Server) getEndpointSecret(ctx context.Context, in *EndpointIDPath) (*secretOut, error) {
+	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	out := &secretOut{}
+	if len(e.Secrets) > 0 {
+		out.Body.Secret = e.Secrets[0].Value
+	}
+	return out, nil
+}
+
+type rotateBody struct {
+	OverlapSeconds *int `json:"overlap_seconds,omitempty" minimum:"0" maximum:"604800" doc:"how long the previous secret stays valid, in seconds (0–604800 = 7 days); default 86400"`
+}
+type rotateOut struct {
+	Body struct {
+		Secret            string     `json:"secret" doc:"the new current secret (whsec_…)"`
+		PreviousExpiresAt *time.Time `json:"previous_expires_at" doc:"until when the previous secret still signs; null when it was dropped at once"`
+	}
+}
+type rotateEndpointSecretInput struct {
+	EndpointIDPath
+	Body *rotateBody `required:"false"`
+}
+
+func (s *Server) rotateEndpointSecret(ctx context.Context, in *rotateEndpointSecretInput) (*rotateOut, error) {
+	overlap := 86400
+	if in.Body != nil && in.Body.OverlapSeconds != nil {
+		overlap = *in.Body.OverlapSeconds
+	}
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not generate a secret")
+	}
+	now := s.cfg.Now()
+	e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
+		PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	out := &rotateOut{}
+	out.Body.Secret = secret
+	if len(e.Secrets) > 1 {
+		t := e.Secrets[1].ExpiresAt
+		out.Body.PreviousExpiresAt = &t
+	}
+	return out, nil
+}
+
+type secretInfo struct {
+	ID        string     `json:"id" doc:"sec_… (a digest of the secret; the value is never listed)"`
+	Current   bool       `json:"current" doc:"true for the secret new signatures are made with"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at" doc:"when an older secret stops signing (end of its rotation overlap); null for the current secret"`
+}
+type secretsOut struct {
+	Body struct {
+		Data []secretInfo `json:"data" doc:"the secrets every attempt is signed with now, the current one first"`
+	}
+}
+
+func (s *Server) listEndpointSecrets(ctx context.Context, in *EndpointIDPath) (*secretsOut, error) {
+	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	out := &secretsOut{}
+	out.Body.Data = []secretInfo{}
+	for i, sc := range store.ActiveSecrets(e.Secrets, s.cfg.Now()) {
+		info := secretInfo{ID: store.SecretID(sc.Value), Current: i == 0 && sc.ExpiresAt.IsZero(), CreatedAt: sc.CreatedAt}
+		if !sc.ExpiresAt.IsZero() {
+			t := sc.ExpiresAt
+			info.ExpiresAt = &t
+		}
+		out.Body.Data = append(out.Body.Data, info)
+	}
+	return out, nil
+}
+
+type revokeEndpointSecretInput struct {
+	EndpointIDPath
+	SecretID string `path:"secret_id" maxLength:"64" doc:"sec_… from GET /v1/endpoints/{id}/secrets"`
+}
+
+func (s *Server) revokeEndpointSecret(ctx context.Context, in *revokeEndpointSecretInput) (*struct{}, error) {
+	if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {
+				return nil, s.problem(gerr, "endpoint "+in.ID)
+			}
+			return nil, s.problem(err, "active secret "+in.SecretID+" of endpoint "+in.ID)
+		}
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	return &struct{}{}, nil
+}
+
+type testOut struct {
+	Body struct {
+		EventID string     `json:"event_id" doc:"id of the test event (type herald.test); nothing is stored"`
+		Attempt AttemptOut `json:"attempt"`
+	}
+}
+
+func (s *Server) testEndpoint(ctx context.Context, in *EndpointIDPath) (*testOut, error) {
+	if s.cfg.Tester == nil {
+		return nil, huma.Error501NotImplemented("test events are not available")
+	}
+	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	if _, err := s.checkURL(e.URL, "endpoint.url"); err != nil {
+		return nil, err
+	}
+	a, id, err := s.cfg.Tester.SendTest(ctx, e)
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not send the test event")
+	}
+	out := &testOut{}
+	out.Body.EventID = id
+	out.Body.Attempt = attemptOut(a)
+	return out, nil
+}
+
+// deliveriesOut answers the delivery lists (of an endpoint, of every endpoint).
+type deliveriesOut struct {
+	Body DeliveryList
+}
+type listEndpointDeliveriesInput struct {
+	EndpointIDPath
+	State     string    `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
+	EventType string    `query:"event_type" maxLength:"128" doc:"only this event type"`
+	Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
+	ListQuery
+}
+
+func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDeliveriesInput) (*deliveriesOut, error) {
+	lp, err := s.page(in.ListQuery, listDeliveries)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
+		EventType: in.EventType, Since: in.Since, ListParams: lp})
+	if err != nil {
+		return nil, s.problem(err, "deliveries")
+	}
+	return &deliveriesOut{Body: s.deliveryList(pg)}, nil
 }
 
 // refuseSourceEndpoint answers 409 when id is an inbound source's

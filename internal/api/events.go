@@ -108,240 +108,255 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func (s *Server) registerEvents() {
 	sec := []map[string][]string{{"bearer": {}}}
 
-	type publishIn struct {
-		IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
-		TraceParent    string `header:"traceparent" maxLength:"512" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value is ignored, as the recommendation asks"`
-		Body           PublishBody
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
 		Summary:       "Publish an event to the tenant's subscribed endpoints",
 		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before with the same type and data; 409 when it was used with other content.",
 		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
-	}, func(ctx context.Context, in *publishIn) (out *publishOutput, err error) {
-		// The traceparent stored with the event: this publish's span with
-		// tracing on, else the producer's own (normalised), else none.
-		traceparent := ""
-		if sc, ok := tracing.ParseTraceParent(in.TraceParent); ok {
-			traceparent = tracing.FormatTraceParent(sc)
-		}
-		var span trace.Span
-		if s.cfg.Tracer.On() {
-			ctx, span = s.cfg.Tracer.Start(tracing.WithRemoteParent(ctx, traceparent), "POST /v1/events",
-				trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
-			traceparent = tracing.FormatTraceParent(span.SpanContext())
-			defer func() { endPublishSpan(span, out, err) }()
-		}
-		b := in.Body
-		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-		if err != nil {
-			return nil, err
-		}
-		if tenant == "" {
-			return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
-		}
-		b.Tenant = tenant
-		if !store.ValidEventType(b.Type) {
-			return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
-		}
-		// Reserved in any case: a receiver that folds case must not take
-		// "Endpoint.disabled" for Herald's own event.
-		if ReservedEventType(b.Type) {
-			return nil, invalid("body.type", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
-		}
-		data := bytes.TrimSpace(b.Data)
-		if len(data) == 0 || data[0] != '{' {
-			return nil, invalid("body.data", "data must be a JSON object", nil)
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, data); err != nil {
-			return nil, invalid("body.data", "data must be valid JSON", nil)
-		}
-		// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
-		if b.ID != "" && !store.ValidEventID(b.ID) {
-			return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
-		}
-		if store.HeraldEventID(b.ID) {
-			return nil, invalid("body.id", "ids of the form evt_ + 26 characters (and evt_op_…) are Herald's own; choose another id", b.ID)
-		}
-		now := s.cfg.Now()
-		id := b.ID
-		if id == "" {
-			id = store.NewID("evt")
-		}
-		occurred := now
-		if b.OccurredAt != nil {
-			occurred = b.OccurredAt.UTC()
-		}
-		// Stored at microsecond precision: the delivered body says the same.
-		occurred = occurred.Truncate(time.Microsecond)
-		cp, err := s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions)
-		if err != nil {
-			return nil, err
-		}
-		tooLarge := func(body []byte) error {
-			if len(body) > s.cfg.MaxPayloadBytes {
-				return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
-					" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
-			}
-			return nil
-		}
-		var body []byte
-		var older map[int][]byte
-		if cp.catalogued {
-			body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
-			for v, d := range cp.older {
-				if err != nil {
-					break
-				}
-				var ob []byte
-				if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
-					if older == nil {
-						older = map[int][]byte{}
-					}
-					older[v] = ob
-					if err := tooLarge(ob); err != nil {
-						return nil, err
-					}
-				}
-			}
-		} else {
-			body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
-		}
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not encode the event")
-		}
-		if err := tooLarge(body); err != nil {
-			return nil, err
-		}
-		sctx := ctx
-		var sspan trace.Span
-		if span != nil {
-			span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
-			sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
-		}
-		res, err := s.db(sctx).PublishEvent(sctx, store.PublishParams{
-			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
-				TraceParent: traceparent},
-			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
-			FanOutChunk: s.cfg.FanOutChunk,
-		})
-		if sspan != nil {
-			if err != nil {
-				sspan.SetStatus(codes.Error, err.Error())
-			}
-			sspan.End()
-		}
-		if err != nil {
-			return nil, s.problem(err, "event")
-		}
-		out = &publishOutput{Status: http.StatusAccepted, Body: PublishOut{Deliveries: res.Deliveries}}
-		if res.Created {
-			// The stored body is the one encoded above: its data is compact.
-			e := res.Event
-			out.Body.EventOut = EventOut{ID: id, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), Version: cp.version, Sequence: e.Sequence, CreatedAt: e.CreatedAt}
-		} else {
-			out.Body.EventOut = eventOut(res.Event) // the original event
-		}
-		if len(cp.warnings) > 0 {
-			parts := make([]string, len(cp.warnings))
-			for i, f := range cp.warnings {
-				parts[i] = f.Pointer + " " + f.Kind
-			}
-			out.Warning = strings.Join(parts, ", ")
-		}
-		if !res.Created {
-			out.Status = http.StatusOK
-			out.Body.Duplicate = true
-		} else {
-			s.cfg.Metrics.EventPublished()
-			for _, f := range cp.warnings {
-				s.cfg.Metrics.PersonalData(f.Kind, "warned")
-			}
-			if res.Pending > 0 {
-				s.cfg.Notify() // held deliveries need no worker
-			}
-			if res.FanOut {
-				s.cfg.NotifyFanOut()
-			}
-		}
-		return out, nil
-	})
+	}, s.publishEvent)
 
-	type eventsOut struct {
-		Body struct {
-			Data       []EventOut `json:"data"`
-			NextCursor string     `json:"next_cursor"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
 		Summary: "List events, newest first", Security: sec,
-	}, func(ctx context.Context, in *struct {
-		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
-		Type   string `query:"type" maxLength:"128"`
-		ListQuery
-	}) (*eventsOut, error) {
-		lp, err := s.page(in.ListQuery, listEvents)
-		if err != nil {
-			return nil, err
-		}
-		tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
-		if err != nil {
-			return nil, err
-		}
-		pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})
-		if err != nil {
-			return nil, s.problem(err, "events")
-		}
-		out := &eventsOut{}
-		out.Body.Data = make([]EventOut, len(pg.Data))
-		for i, e := range pg.Data {
-			out.Body.Data[i] = eventOut(e)
-		}
-		out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
-		return out, nil
-	})
+	}, s.listEvents)
 
-	type EventIDPath struct {
-		ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
-		Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-event", Method: http.MethodGet, Path: "/v1/events/{id}", Tags: []string{"events"},
 		Summary: "Read an event", Security: sec,
-	}, func(ctx context.Context, in *EventIDPath) (*struct{ Body EventOut }, error) {
-		e, err := s.findEvent(ctx, in.ID, in.Tenant)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body EventOut }{Body: eventOut(e)}, nil
-	})
+	}, s.getEvent)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-event-deliveries", Method: http.MethodGet, Path: "/v1/events/{id}/deliveries", Tags: []string{"deliveries"},
 		Summary: "List the deliveries of an event (one per endpoint)", Security: sec,
-	}, func(ctx context.Context, in *struct {
-		EventIDPath
-		ListQuery
-	}) (*struct{ Body DeliveryList }, error) {
-		lp, err := s.page(in.ListQuery, listDeliveries)
-		if err != nil {
-			return nil, err
+	}, s.listEventDeliveries)
+}
+
+type publishIn struct {
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
+	TraceParent    string `header:"traceparent" maxLength:"512" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value is ignored, as the recommendation asks"`
+	Body           PublishBody
+}
+
+func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishOutput, err error) {
+	// The traceparent stored with the event: this publish's span with
+	// tracing on, else the producer's own (normalised), else none.
+	traceparent := ""
+	if sc, ok := tracing.ParseTraceParent(in.TraceParent); ok {
+		traceparent = tracing.FormatTraceParent(sc)
+	}
+	var span trace.Span
+	if s.cfg.Tracer.On() {
+		ctx, span = s.cfg.Tracer.Start(tracing.WithRemoteParent(ctx, traceparent), "POST /v1/events",
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
+		traceparent = tracing.FormatTraceParent(span.SpanContext())
+		defer func() { endPublishSpan(span, out, err) }()
+	}
+	b := in.Body
+	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+	if err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+	}
+	b.Tenant = tenant
+	if !store.ValidEventType(b.Type) {
+		return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
+	}
+	// Reserved in any case: a receiver that folds case must not take
+	// "Endpoint.disabled" for Herald's own event.
+	if ReservedEventType(b.Type) {
+		return nil, invalid("body.type", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
+	}
+	data := bytes.TrimSpace(b.Data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, invalid("body.data", "data must be a JSON object", nil)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return nil, invalid("body.data", "data must be valid JSON", nil)
+	}
+	// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
+	if b.ID != "" && !store.ValidEventID(b.ID) {
+		return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
+	}
+	if store.HeraldEventID(b.ID) {
+		return nil, invalid("body.id", "ids of the form evt_ + 26 characters (and evt_op_…) are Herald's own; choose another id", b.ID)
+	}
+	now := s.cfg.Now()
+	id := b.ID
+	if id == "" {
+		id = store.NewID("evt")
+	}
+	occurred := now
+	if b.OccurredAt != nil {
+		occurred = b.OccurredAt.UTC()
+	}
+	// Stored at microsecond precision: the delivered body says the same.
+	occurred = occurred.Truncate(time.Microsecond)
+	cp, err := s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions)
+	if err != nil {
+		return nil, err
+	}
+	tooLarge := func(body []byte) error {
+		if len(body) > s.cfg.MaxPayloadBytes {
+			return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
+				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
 		}
-		e, err := s.findEvent(ctx, in.ID, in.Tenant)
-		if err != nil {
-			return nil, err
+		return nil
+	}
+	var body []byte
+	var older map[int][]byte
+	if cp.catalogued {
+		body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
+		for v, d := range cp.older {
+			if err != nil {
+				break
+			}
+			var ob []byte
+			if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
+				if older == nil {
+					older = map[int][]byte{}
+				}
+				older[v] = ob
+				if err := tooLarge(ob); err != nil {
+					return nil, err
+				}
+			}
 		}
-		pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EventID: e.ID, ListParams: lp})
-		if err != nil {
-			return nil, s.problem(err, "deliveries")
-		}
-		return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
+	} else {
+		body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
+	}
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not encode the event")
+	}
+	if err := tooLarge(body); err != nil {
+		return nil, err
+	}
+	sctx := ctx
+	var sspan trace.Span
+	if span != nil {
+		span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
+		sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
+	}
+	res, err := s.db(sctx).PublishEvent(sctx, store.PublishParams{
+		Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
+			VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
+			TraceParent: traceparent},
+		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
+		FanOutChunk: s.cfg.FanOutChunk,
 	})
+	if sspan != nil {
+		if err != nil {
+			sspan.SetStatus(codes.Error, err.Error())
+		}
+		sspan.End()
+	}
+	if err != nil {
+		return nil, s.problem(err, "event")
+	}
+	out = &publishOutput{Status: http.StatusAccepted, Body: PublishOut{Deliveries: res.Deliveries}}
+	if res.Created {
+		// The stored body is the one encoded above: its data is compact.
+		e := res.Event
+		out.Body.EventOut = EventOut{ID: id, Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: compact.Bytes(), Version: cp.version, Sequence: e.Sequence, CreatedAt: e.CreatedAt}
+	} else {
+		out.Body.EventOut = eventOut(res.Event) // the original event
+	}
+	if len(cp.warnings) > 0 {
+		parts := make([]string, len(cp.warnings))
+		for i, f := range cp.warnings {
+			parts[i] = f.Pointer + " " + f.Kind
+		}
+		out.Warning = strings.Join(parts, ", ")
+	}
+	if !res.Created {
+		out.Status = http.StatusOK
+		out.Body.Duplicate = true
+	} else {
+		s.cfg.Metrics.EventPublished()
+		for _, f := range cp.warnings {
+			s.cfg.Metrics.PersonalData(f.Kind, "warned")
+		}
+		if res.Pending > 0 {
+			s.cfg.Notify() // held deliveries need no worker
+		}
+		if res.FanOut {
+			s.cfg.NotifyFanOut()
+		}
+	}
+	return out, nil
+}
+
+type eventsOut struct {
+	Body struct {
+		Data       []EventOut `json:"data"`
+		NextCursor string     `json:"next_cursor"`
+	}
+}
+type listEventsInput struct {
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	Type   string `query:"type" maxLength:"128"`
+	ListQuery
+}
+
+func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOut, error) {
+	lp, err := s.page(in.ListQuery, listEvents)
+	if err != nil {
+		return nil, err
+	}
+	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})
+	if err != nil {
+		return nil, s.problem(err, "events")
+	}
+	out := &eventsOut{}
+	out.Body.Data = make([]EventOut, len(pg.Data))
+	for i, e := range pg.Data {
+		out.Body.Data[i] = eventOut(e)
+	}
+	out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
+	return out, nil
+}
+
+// EventIDPath is the {id} of /v1/events/{id}.
+type EventIDPath struct {
+	ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
+}
+
+func (s *Server) getEvent(ctx context.Context, in *EventIDPath) (*struct{ Body EventOut }, error) {
+	e, err := s.findEvent(ctx, in.ID, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body EventOut }{Body: eventOut(e)}, nil
+}
+
+type listEventDeliveriesInput struct {
+	EventIDPath
+	ListQuery
+}
+
+func (s *Server) listEventDeliveries(ctx context.Context, in *listEventDeliveriesInput) (*struct{ Body DeliveryList }, error) {
+	lp, err := s.page(in.ListQuery, listDeliveries)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.findEvent(ctx, in.ID, in.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EventID: e.ID, ListParams: lp})
+	if err != nil {
+		return nil, s.problem(err, "deliveries")
+	}
+	return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
 }
 
 // findEvent reads an event by the id the API shows. Herald's own ids

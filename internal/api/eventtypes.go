@@ -123,157 +123,175 @@ func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema
 
 func (s *Server) registerEventTypes() {
 	sec := []map[string][]string{{"bearer": {}}}
-	type typeOutput struct{ Body EventTypeOut }
-	type NamePath struct {
-		Name string `path:"name" maxLength:"128" doc:"event type name"`
-	}
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-event-type", Method: http.MethodPost, Path: "/v1/event-types", Tags: []string{"event types"},
 		Summary: "Catalogue an event type with its first version", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 256 << 10,
 		Errors: []int{http.StatusConflict},
-	}, func(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
-		b := in.Body
-		if !store.ValidEventType(b.Name) {
-			return nil, invalid("body.name", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Name)
-		}
-		if ReservedEventType(b.Name) {
-			return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)
-		}
-		if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
-			return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
-		}
-		v := b.Versions[0]
-		if v.Version != 1 {
-			return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
-		}
-		if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
-			return nil, err
-		}
-		now := s.cfg.Now()
-		t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
-			Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
-			CreatedAt: now, UpdatedAt: now})
-		if err != nil {
-			return nil, s.problem(err, "event type "+b.Name)
-		}
-		return &typeOutput{Body: eventTypeOut(t)}, nil
-	})
+	}, s.createEventType)
 
-	type eventTypesOut struct {
-		Body struct {
-			Data []EventTypeOut `json:"data"`
-		}
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types", Tags: []string{"event types"},
 		Summary: "List the event catalog, by name", Security: sec,
-	}, func(ctx context.Context, in *struct{}) (*eventTypesOut, error) {
-		ts, err := s.db(ctx).ListEventTypes(ctx)
-		if err != nil {
-			return nil, s.problem(err, "event types")
-		}
-		out := &eventTypesOut{}
-		out.Body.Data = make([]EventTypeOut, len(ts))
-		for i, t := range ts {
-			out.Body.Data[i] = eventTypeOut(t)
-		}
-		return out, nil
-	})
+	}, s.listEventTypes)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-event-type", Method: http.MethodGet, Path: "/v1/event-types/{name}", Tags: []string{"event types"},
 		Summary: "Read an event type and its versions", Security: sec,
-	}, func(ctx context.Context, in *NamePath) (*typeOutput, error) {
-		t, err := s.db(ctx).GetEventType(ctx, in.Name)
-		if err != nil {
-			return nil, s.problem(err, "event type "+in.Name)
-		}
-		return &typeOutput{Body: eventTypeOut(t)}, nil
-	})
+	}, s.getEventType)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "add-event-type-version", Method: http.MethodPost, Path: "/v1/event-types/{name}/versions", Tags: []string{"event types"},
 		Summary:       "Add a version (the newest plus one) to an event type",
 		Description:   "Incompatible payload changes ship as a new version. Endpoints keep the version they pinned; publishers then supply the older versions' data in data_versions.",
 		DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 256 << 10, Errors: []int{http.StatusConflict},
-	}, func(ctx context.Context, in *struct {
-		NamePath
-		Body EventTypeVersionIn
-	}) (*typeOutput, error) {
-		t, err := s.db(ctx).GetEventType(ctx, in.Name)
-		if err != nil {
-			return nil, s.problem(err, "event type "+in.Name)
-		}
-		newest, _ := t.Newest()
-		if in.Body.Version != newest.Version+1 {
-			return nil, invalid("body.version", fmt.Sprintf("versions only grow: the next version of %s is %d", t.Name, newest.Version+1), in.Body.Version)
-		}
-		if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
-			return nil, err
-		}
-		now := s.cfg.Now()
-		t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
-		t.UpdatedAt = now
-		if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
-			return nil, s.problem(err, "event type "+in.Name)
-		}
-		return &typeOutput{Body: eventTypeOut(t)}, nil
-	})
+	}, s.addEventTypeVersion)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-event-type", Method: http.MethodPatch, Path: "/v1/event-types/{name}", Tags: []string{"event types"},
 		Summary: "Change an event type's description or mark versions deprecated", Security: sec, MaxBodyBytes: 16 << 10,
 		Errors: []int{http.StatusConflict},
-	}, func(ctx context.Context, in *struct {
-		NamePath
-		Body UpdateEventTypeBody
-	}) (*typeOutput, error) {
-		t, err := s.db(ctx).GetEventType(ctx, in.Name)
-		if err != nil {
-			return nil, s.problem(err, "event type "+in.Name)
-		}
-		if in.Body.Description != nil {
-			t.Description = *in.Body.Description
-		}
-		mark := func(vs []int, loc string, dep bool) error {
-			for i, v := range vs {
-				found := false
-				for j := range t.Versions {
-					if t.Versions[j].Version == v {
-						t.Versions[j].Deprecated, found = dep, true
-					}
-				}
-				if !found {
-					return invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v)
+	}, s.updateEventType)
+}
+
+type typeOutput struct{ Body EventTypeOut }
+
+// NamePath is the {name} of /v1/event-types/{name}.
+type NamePath struct {
+	Name string `path:"name" maxLength:"128" doc:"event type name"`
+}
+
+func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
+	b := in.Body
+	if !store.ValidEventType(b.Name) {
+		return nil, invalid("body.name", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Name)
+	}
+	if ReservedEventType(b.Name) {
+		return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)
+	}
+	if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
+		return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
+	}
+	v := b.Versions[0]
+	if v.Version != 1 {
+		return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
+	}
+	if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
+		Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
+		CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return nil, s.problem(err, "event type "+b.Name)
+	}
+	return &typeOutput{Body: eventTypeOut(t)}, nil
+}
+
+type eventTypesOut struct {
+	Body struct {
+		Data []EventTypeOut `json:"data"`
+	}
+}
+
+func (s *Server) listEventTypes(ctx context.Context, in *struct{}) (*eventTypesOut, error) {
+	ts, err := s.db(ctx).ListEventTypes(ctx)
+	if err != nil {
+		return nil, s.problem(err, "event types")
+	}
+	out := &eventTypesOut{}
+	out.Body.Data = make([]EventTypeOut, len(ts))
+	for i, t := range ts {
+		out.Body.Data[i] = eventTypeOut(t)
+	}
+	return out, nil
+}
+
+func (s *Server) getEventType(ctx context.Context, in *NamePath) (*typeOutput, error) {
+	t, err := s.db(ctx).GetEventType(ctx, in.Name)
+	if err != nil {
+		return nil, s.problem(err, "event type "+in.Name)
+	}
+	return &typeOutput{Body: eventTypeOut(t)}, nil
+}
+
+type addEventTypeVersionInput struct {
+	NamePath
+	Body EventTypeVersionIn
+}
+
+func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersionInput) (*typeOutput, error) {
+	t, err := s.db(ctx).GetEventType(ctx, in.Name)
+	if err != nil {
+		return nil, s.problem(err, "event type "+in.Name)
+	}
+	newest, _ := t.Newest()
+	if in.Body.Version != newest.Version+1 {
+		return nil, invalid("body.version", fmt.Sprintf("versions only grow: the next version of %s is %d", t.Name, newest.Version+1), in.Body.Version)
+	}
+	if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
+	t.UpdatedAt = now
+	if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+		return nil, s.problem(err, "event type "+in.Name)
+	}
+	return &typeOutput{Body: eventTypeOut(t)}, nil
+}
+
+type updateEventTypeInput struct {
+	NamePath
+	Body UpdateEventTypeBody
+}
+
+func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) (*typeOutput, error) {
+	t, err := s.db(ctx).GetEventType(ctx, in.Name)
+	if err != nil {
+		return nil, s.problem(err, "event type "+in.Name)
+	}
+	if in.Body.Description != nil {
+		t.Description = *in.Body.Description
+	}
+	mark := func(vs []int, loc string, dep bool) error {
+		for i, v := range vs {
+			found := false
+			for j := range t.Versions {
+				if t.Versions[j].Version == v {
+					t.Versions[j].Deprecated, found = dep, true
 				}
 			}
-			return nil
-		}
-		for i, v := range in.Body.Undeprecate {
-			if slices.Contains(in.Body.Deprecate, v) {
-				return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+			if !found {
+				return invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v)
 			}
 		}
-		if newest, ok := t.Newest(); ok {
-			for i, v := range in.Body.Deprecate {
-				if v == newest.Version {
-					return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
-				}
+		return nil
+	}
+	for i, v := range in.Body.Undeprecate {
+		if slices.Contains(in.Body.Deprecate, v) {
+			return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+		}
+	}
+	if newest, ok := t.Newest(); ok {
+		for i, v := range in.Body.Deprecate {
+			if v == newest.Version {
+				return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
 			}
 		}
-		if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
-			return nil, err
-		}
-		if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
-			return nil, err
-		}
-		t.UpdatedAt = s.cfg.Now()
-		if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
-			return nil, s.problem(err, "event type "+in.Name)
-		}
-		return &typeOutput{Body: eventTypeOut(t)}, nil
-	})
+	}
+	if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
+		return nil, err
+	}
+	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
+		return nil, err
+	}
+	t.UpdatedAt = s.cfg.Now()
+	if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+		return nil, s.problem(err, "event type "+in.Name)
+	}
+	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
 
 // checkSubscriptions applies the catalog to an endpoint's filter and pins

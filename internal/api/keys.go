@@ -94,155 +94,172 @@ func (s *Server) registerKeys() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-api-key", Method: http.MethodPost, Path: "/v1/api-keys", Tags: []string{"api keys"},
 		Summary: "Create an API key (its secret is shown once)", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 4096,
-	}, func(ctx context.Context, in *struct{ Body CreateAPIKeyBody }) (*struct{ Body APIKeyOut }, error) {
-		b := in.Body
-		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case b.Role == store.RoleAdmin && tenant != "":
-			return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
-		case b.Role != store.RoleAdmin && tenant == "":
-			return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
-		}
-		now := s.cfg.Now()
-		k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}
-		if b.ExpiresAt != nil {
-			if !b.ExpiresAt.After(now) {
-				return nil, invalid("body.expires_at", "expires_at must be in the future", b.ExpiresAt)
-			}
-			k.ExpiresAt = b.ExpiresAt.UTC().Truncate(time.Microsecond)
-		}
-		secret, err := NewSecretKey(APIKeyPrefix)
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not generate a key")
-		}
-		k.Hash = HashAPIKey(secret)
-		k, err = s.db(ctx).CreateAPIKey(ctx, k)
-		if err != nil {
-			return nil, s.problem(err, "api key")
-		}
-		out := apiKeyOut(k)
-		out.Key = secret
-		return &struct{ Body APIKeyOut }{Body: out}, nil
-	})
+	}, s.createAPIKey)
 
-	type apiKeyListOut struct {
-		Body APIKeyList
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/v1/api-keys", Tags: []string{"api keys"},
 		Summary: "List API keys, newest first (never their secrets; revoked keys included)", Security: sec,
-	}, func(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
-		lp, err := s.page(in.ListQuery, listAPIKeys)
-		if err != nil {
-			return nil, err
-		}
-		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, lp)
-		if err != nil {
-			return nil, s.problem(err, "api keys")
-		}
-		out := &apiKeyListOut{}
-		out.Body.Data = make([]APIKeyOut, len(pg.Data))
-		for i, k := range pg.Data {
-			out.Body.Data[i] = apiKeyOut(k)
-		}
-		out.Body.NextCursor = s.cursor(listAPIKeys, pg.NextCursor)
-		return out, nil
-	})
+	}, s.listAPIKeys)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-api-key", Method: http.MethodDelete, Path: "/v1/api-keys/{id}", Tags: []string{"api keys"},
 		Summary: "Revoke an API key, and the portal sessions it created: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
-	}, func(ctx context.Context, in *struct {
-		ID string `path:"id" maxLength:"128" doc:"key id (key_…)"`
-	}) (*struct{}, error) {
-		if err := s.keepAnAdmin(ctx, in.ID); err != nil {
-			return nil, err
-		}
-		if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindAPIKey, in.ID, s.cfg.Now()); err != nil {
-			return nil, s.problem(err, "api key "+in.ID)
-		}
-		s.keys.forget(in.ID) // and the portal sessions it created
-		return &struct{}{}, nil
-	})
+	}, s.revokeAPIKey)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-portal-session", Method: http.MethodPost, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
 		Summary: "Create a portal session: a token acting as a tenant's manager or viewer key until it expires, and the URL that opens the web UI with it", DefaultStatus: http.StatusCreated, Security: sec, MaxBodyBytes: 4096,
-	}, func(ctx context.Context, in *struct{ Body CreatePortalSessionBody }) (*struct{ Body PortalSessionOut }, error) {
-		b := in.Body
-		tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-		if err != nil {
-			return nil, err
-		}
-		role, ttl := b.Role, b.TTLSeconds
-		if role == "" {
-			role = store.RoleViewer
-		}
-		if ttl == 0 {
-			ttl = 3600
-		}
-		now := s.cfg.Now().Truncate(time.Microsecond)
-		expires := now.Add(time.Duration(ttl) * time.Second)
-		// A session never outlives the key that made it: revoking that key
-		// revokes the session (RevokeAPIKey), and it expires with it.
-		creator := principal(ctx)
-		if k, ok := s.keys.record(creator.KeyID); ok && !k.ExpiresAt.IsZero() && k.ExpiresAt.Before(expires) {
-			expires = k.ExpiresAt
-		}
-		token, err := NewSecretKey(PortalTokenPrefix)
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not generate a token")
-		}
-		k, err := s.db(ctx).CreateAPIKey(ctx, store.APIKey{ID: store.NewID("ps"), Kind: store.KeyKindPortal, Name: "portal session",
-			Role: role, Tenant: tenant, Hash: HashAPIKey(token), CreatedAt: now, ExpiresAt: expires, CreatedBy: creator.KeyID})
-		if err != nil {
-			return nil, s.problem(err, "portal session")
-		}
-		base := strings.TrimSuffix(s.cfg.PublicURL, "/")
-		if base == "" {
-			base, _ = ctx.Value(baseURLKey{}).(string)
-		}
-		out := portalSessionOut(k)
-		out.Token, out.URL = token, base+PortalPath+"#token="+token
-		return &struct{ Body PortalSessionOut }{Body: out}, nil
-	})
+	}, s.createPortalSession)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-portal-sessions", Method: http.MethodGet, Path: "/v1/portal-sessions", Tags: []string{"api keys"},
 		Summary: "List portal sessions, newest first (never their tokens; expired and revoked ones included)", Security: sec,
-	}, func(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
-		lp, err := s.page(in.ListQuery, listSessions)
-		if err != nil {
-			return nil, err
-		}
-		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindPortal, lp)
-		if err != nil {
-			return nil, s.problem(err, "portal sessions")
-		}
-		out := &struct{ Body PortalSessionList }{}
-		out.Body.Data = make([]PortalSessionOut, len(pg.Data))
-		for i, k := range pg.Data {
-			out.Body.Data[i] = portalSessionOut(k)
-		}
-		out.Body.NextCursor = s.cursor(listSessions, pg.NextCursor)
-		return out, nil
-	})
+	}, s.listPortalSessions)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "revoke-portal-session", Method: http.MethodDelete, Path: "/v1/portal-sessions/{id}", Tags: []string{"api keys"},
 		Summary: "Revoke a portal session before it expires: refused at once on this node, within a second on every node", DefaultStatus: http.StatusNoContent, Security: sec,
-	}, func(ctx context.Context, in *struct {
-		ID string `path:"id" maxLength:"128" doc:"portal session id (ps_…)"`
-	}) (*struct{}, error) {
-		if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindPortal, in.ID, s.cfg.Now()); err != nil {
-			return nil, s.problem(err, "portal session "+in.ID)
+	}, s.revokePortalSession)
+}
+
+func (s *Server) createAPIKey(ctx context.Context, in *struct{ Body CreateAPIKeyBody }) (*struct{ Body APIKeyOut }, error) {
+	b := in.Body
+	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case b.Role == store.RoleAdmin && tenant != "":
+		return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
+	case b.Role != store.RoleAdmin && tenant == "":
+		return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
+	}
+	now := s.cfg.Now()
+	k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}
+	if b.ExpiresAt != nil {
+		if !b.ExpiresAt.After(now) {
+			return nil, invalid("body.expires_at", "expires_at must be in the future", b.ExpiresAt)
 		}
-		s.keys.forget(in.ID)
-		return &struct{}{}, nil
-	})
+		k.ExpiresAt = b.ExpiresAt.UTC().Truncate(time.Microsecond)
+	}
+	secret, err := NewSecretKey(APIKeyPrefix)
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not generate a key")
+	}
+	k.Hash = HashAPIKey(secret)
+	k, err = s.db(ctx).CreateAPIKey(ctx, k)
+	if err != nil {
+		return nil, s.problem(err, "api key")
+	}
+	out := apiKeyOut(k)
+	out.Key = secret
+	return &struct{ Body APIKeyOut }{Body: out}, nil
+}
+
+type apiKeyListOut struct {
+	Body APIKeyList
+}
+
+func (s *Server) listAPIKeys(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
+	lp, err := s.page(in.ListQuery, listAPIKeys)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, lp)
+	if err != nil {
+		return nil, s.problem(err, "api keys")
+	}
+	out := &apiKeyListOut{}
+	out.Body.Data = make([]APIKeyOut, len(pg.Data))
+	for i, k := range pg.Data {
+		out.Body.Data[i] = apiKeyOut(k)
+	}
+	out.Body.NextCursor = s.cursor(listAPIKeys, pg.NextCursor)
+	return out, nil
+}
+
+type revokeAPIKeyInput struct {
+	ID string `path:"id" maxLength:"128" doc:"key id (key_…)"`
+}
+
+func (s *Server) revokeAPIKey(ctx context.Context, in *revokeAPIKeyInput) (*struct{}, error) {
+	if err := s.keepAnAdmin(ctx, in.ID); err != nil {
+		return nil, err
+	}
+	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindAPIKey, in.ID, s.cfg.Now()); err != nil {
+		return nil, s.problem(err, "api key "+in.ID)
+	}
+	s.keys.forget(in.ID) // and the portal sessions it created
+	return &struct{}{}, nil
+}
+
+func (s *Server) createPortalSession(ctx context.Context, in *struct{ Body CreatePortalSessionBody }) (*struct{ Body PortalSessionOut }, error) {
+	b := in.Body
+	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
+	if err != nil {
+		return nil, err
+	}
+	role, ttl := b.Role, b.TTLSeconds
+	if role == "" {
+		role = store.RoleViewer
+	}
+	if ttl == 0 {
+		ttl = 3600
+	}
+	now := s.cfg.Now().Truncate(time.Microsecond)
+	expires := now.Add(time.Duration(ttl) * time.Second)
+	// A session never outlives the key that made it: revoking that key
+	// revokes the session (RevokeAPIKey), and it expires with it.
+	creator := principal(ctx)
+	if k, ok := s.keys.record(creator.KeyID); ok && !k.ExpiresAt.IsZero() && k.ExpiresAt.Before(expires) {
+		expires = k.ExpiresAt
+	}
+	token, err := NewSecretKey(PortalTokenPrefix)
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not generate a token")
+	}
+	k, err := s.db(ctx).CreateAPIKey(ctx, store.APIKey{ID: store.NewID("ps"), Kind: store.KeyKindPortal, Name: "portal session",
+		Role: role, Tenant: tenant, Hash: HashAPIKey(token), CreatedAt: now, ExpiresAt: expires, CreatedBy: creator.KeyID})
+	if err != nil {
+		return nil, s.problem(err, "portal session")
+	}
+	base := strings.TrimSuffix(s.cfg.PublicURL, "/")
+	if base == "" {
+		base, _ = ctx.Value(baseURLKey{}).(string)
+	}
+	out := portalSessionOut(k)
+	out.Token, out.URL = token, base+PortalPath+"#token="+token
+	return &struct{ Body PortalSessionOut }{Body: out}, nil
+}
+
+func (s *Server) listPortalSessions(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
+	lp, err := s.page(in.ListQuery, listSessions)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindPortal, lp)
+	if err != nil {
+		return nil, s.problem(err, "portal sessions")
+	}
+	out := &struct{ Body PortalSessionList }{}
+	out.Body.Data = make([]PortalSessionOut, len(pg.Data))
+	for i, k := range pg.Data {
+		out.Body.Data[i] = portalSessionOut(k)
+	}
+	out.Body.NextCursor = s.cursor(listSessions, pg.NextCursor)
+	return out, nil
+}
+
+type revokePortalSessionInput struct {
+	ID string `path:"id" maxLength:"128" doc:"portal session id (ps_…)"`
+}
+
+func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessionInput) (*struct{}, error) {
+	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindPortal, in.ID, s.cfg.Now()); err != nil {
+		return nil, s.problem(err, "portal session "+in.ID)
+	}
+	s.keys.forget(in.ID)
+	return &struct{}{}, nil
 }
 
 // keepAnAdmin refuses (409) to revoke the last usable stored admin key when

@@ -144,151 +144,165 @@ type SourceIDPath struct {
 
 func (s *Server) registerSources() {
 	sec := []map[string][]string{{"bearer": {}}}
-	type sourceOutput struct{ Body SourceOut }
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-source", Method: http.MethodPost, Path: "/v1/sources", Tags: []string{"sources"},
 		Summary: "Create an inbound source: verify a provider's webhooks and forward them to a destination", DefaultStatus: http.StatusCreated,
 		Security: sec, MaxBodyBytes: 64 << 10,
-	}, func(ctx context.Context, in *struct{ Body CreateSourceBody }) (*sourceOutput, error) {
-		b := in.Body
-		dest, err := checkDestination(b.DestinationURL, "body.destination_url")
-		if err != nil {
-			return nil, err
-		}
-		sc := inbound.SourceConfig{Scheme: b.Scheme, Secrets: b.Secrets, ToleranceSeconds: b.ToleranceSeconds, Dedupe: b.Dedupe,
-			MaxBodyBytes: b.MaxBodyBytes, HMAC: b.HMAC.config()}
-		if err := validateSourceConfig(sc); err != nil {
-			return nil, err
-		}
-		raw, _ := json.Marshal(sc)
-		secret, err := webhook.NewSecret()
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not generate a secret")
-		}
-		now := s.cfg.Now()
-		id := store.NewID("src")
-		src, err := s.db(ctx).CreateSource(ctx, store.CreateSourceParams{
-			Source: store.Source{ID: id, Name: b.Name, Config: raw, CreatedAt: now, UpdatedAt: now},
-			Endpoint: store.Endpoint{ID: store.NewID("ep"), URL: dest, Description: "forwarding endpoint of source " + id,
-				State: store.EndpointEnabled, Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now},
-		})
-		if err != nil {
-			return nil, s.problem(err, "source")
-		}
-		out, err := s.sourceOut(ctx, src)
-		if err != nil {
-			return nil, err
-		}
-		return &sourceOutput{Body: out}, nil
-	})
+	}, s.createSource)
 
-	type sourceListOut struct {
-		Body SourceList
-	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-sources", Method: http.MethodGet, Path: "/v1/sources", Tags: []string{"sources"},
 		Summary: "List inbound sources, newest first", Security: sec,
-	}, func(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
-		lp, err := s.page(in.ListQuery, listSources)
-		if err != nil {
-			return nil, err
-		}
-		pg, err := s.db(ctx).ListSources(ctx, lp)
-		if err != nil {
-			return nil, s.problem(err, "sources")
-		}
-		out := &sourceListOut{}
-		out.Body.Data = make([]SourceOut, 0, len(pg.Data))
-		for _, src := range pg.Data {
-			o, err := s.sourceOut(ctx, src)
-			if err != nil {
-				return nil, err
-			}
-			out.Body.Data = append(out.Body.Data, o)
-		}
-		out.Body.NextCursor = s.cursor(listSources, pg.NextCursor)
-		return out, nil
-	})
+	}, s.listSources)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-source", Method: http.MethodGet, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary: "Read a source", Security: sec,
-	}, func(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
-		src, err := s.db(ctx).GetSource(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "source "+in.ID)
-		}
-		out, err := s.sourceOut(ctx, src)
-		if err != nil {
-			return nil, err
-		}
-		return &sourceOutput{Body: out}, nil
-	})
+	}, s.getSource)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-source", Method: http.MethodPatch, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary: "Change a source (e.g. rotate the provider's secrets: send the new and the old one)", Security: sec, MaxBodyBytes: 64 << 10,
-	}, func(ctx context.Context, in *struct {
-		SourceIDPath
-		Body UpdateSourceBody
-	}) (*sourceOutput, error) {
-		src, err := s.db(ctx).GetSource(ctx, in.ID)
-		if err != nil {
-			return nil, s.problem(err, "source "+in.ID)
-		}
-		var sc inbound.SourceConfig
-		if err := json.Unmarshal(src.Config, &sc); err != nil {
-			return nil, huma.Error500InternalServerError("source configuration unreadable")
-		}
-		b := in.Body
-		if b.Secrets != nil {
-			sc.Secrets = *b.Secrets
-		}
-		if b.ToleranceSeconds != nil {
-			sc.ToleranceSeconds = *b.ToleranceSeconds
-		}
-		if b.Dedupe != nil {
-			sc.Dedupe = *b.Dedupe
-		}
-		if b.MaxBodyBytes != nil {
-			sc.MaxBodyBytes = *b.MaxBodyBytes
-		}
-		if b.HMAC != nil {
-			sc.HMAC = b.HMAC.config()
-		}
-		if err := validateSourceConfig(sc); err != nil {
-			return nil, err
-		}
-		raw, _ := json.Marshal(sc)
-		p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
-		if b.DestinationURL != nil {
-			dest, err := checkDestination(*b.DestinationURL, "body.destination_url")
-			if err != nil {
-				return nil, err
-			}
-			p.DestinationURL = &dest
-		}
-		src, err = s.db(ctx).UpdateSource(ctx, p)
-		if err != nil {
-			return nil, s.problem(err, "source "+in.ID)
-		}
-		s.cfg.SourceChanged(in.ID)
-		out, err := s.sourceOut(ctx, src)
-		if err != nil {
-			return nil, err
-		}
-		return &sourceOutput{Body: out}, nil
-	})
+	}, s.updateSource)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "delete-source", Method: http.MethodDelete, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary: "Delete a source, its forwarding endpoint and its pending deliveries", DefaultStatus: http.StatusNoContent, Security: sec,
-	}, func(ctx context.Context, in *SourceIDPath) (*struct{}, error) {
-		if err := s.db(ctx).DeleteSource(ctx, in.ID); err != nil {
-			return nil, s.problem(err, "source "+in.ID)
-		}
-		s.cfg.SourceChanged(in.ID)
-		return &struct{}{}, nil
+	}, s.deleteSource)
+}
+
+type sourceOutput struct{ Body SourceOut }
+
+func (s *Server) createSource(ctx context.Context, in *struct{ Body CreateSourceBody }) (*sourceOutput, error) {
+	b := in.Body
+	dest, err := checkDestination(b.DestinationURL, "body.destination_url")
+	if err != nil {
+		return nil, err
+	}
+	sc := inbound.SourceConfig{Scheme: b.Scheme, Secrets: b.Secrets, ToleranceSeconds: b.ToleranceSeconds, Dedupe: b.Dedupe,
+		MaxBodyBytes: b.MaxBodyBytes, HMAC: b.HMAC.config()}
+	if err := validateSourceConfig(sc); err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(sc)
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		return nil, huma.Error500InternalServerError("could not generate a secret")
+	}
+	now := s.cfg.Now()
+	id := store.NewID("src")
+	src, err := s.db(ctx).CreateSource(ctx, store.CreateSourceParams{
+		Source: store.Source{ID: id, Name: b.Name, Config: raw, CreatedAt: now, UpdatedAt: now},
+		Endpoint: store.Endpoint{ID: store.NewID("ep"), URL: dest, Description: "forwarding endpoint of source " + id,
+			State: store.EndpointEnabled, Secrets: []store.Secret{{Value: secret, CreatedAt: now}}, CreatedAt: now, UpdatedAt: now},
 	})
+	if err != nil {
+		return nil, s.problem(err, "source")
+	}
+	out, err := s.sourceOut(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceOutput{Body: out}, nil
+}
+
+type sourceListOut struct {
+	Body SourceList
+}
+
+func (s *Server) listSources(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
+	lp, err := s.page(in.ListQuery, listSources)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListSources(ctx, lp)
+	if err != nil {
+		return nil, s.problem(err, "sources")
+	}
+	out := &sourceListOut{}
+	out.Body.Data = make([]SourceOut, 0, len(pg.Data))
+	for _, src := range pg.Data {
+		o, err := s.sourceOut(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Data = append(out.Body.Data, o)
+	}
+	out.Body.NextCursor = s.cursor(listSources, pg.NextCursor)
+	return out, nil
+}
+
+func (s *Server) getSource(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
+	src, err := s.db(ctx).GetSource(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "source "+in.ID)
+	}
+	out, err := s.sourceOut(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceOutput{Body: out}, nil
+}
+
+type updateSourceInput struct {
+	SourceIDPath
+	Body UpdateSourceBody
+}
+
+func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
+	src, err := s.db(ctx).GetSource(ctx, in.ID)
+	if err != nil {
+		return nil, s.problem(err, "source "+in.ID)
+	}
+	var sc inbound.SourceConfig
+	if err := json.Unmarshal(src.Config, &sc); err != nil {
+		return nil, huma.Error500InternalServerError("source configuration unreadable")
+	}
+	b := in.Body
+	if b.Secrets != nil {
+		sc.Secrets = *b.Secrets
+	}
+	if b.ToleranceSeconds != nil {
+		sc.ToleranceSeconds = *b.ToleranceSeconds
+	}
+	if b.Dedupe != nil {
+		sc.Dedupe = *b.Dedupe
+	}
+	if b.MaxBodyBytes != nil {
+		sc.MaxBodyBytes = *b.MaxBodyBytes
+	}
+	if b.HMAC != nil {
+		sc.HMAC = b.HMAC.config()
+	}
+	if err := validateSourceConfig(sc); err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(sc)
+	p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
+	if b.DestinationURL != nil {
+		dest, err := checkDestination(*b.DestinationURL, "body.destination_url")
+		if err != nil {
+			return nil, err
+		}
+		p.DestinationURL = &dest
+	}
+	src, err = s.db(ctx).UpdateSource(ctx, p)
+	if err != nil {
+		return nil, s.problem(err, "source "+in.ID)
+	}
+	s.cfg.SourceChanged(in.ID)
+	out, err := s.sourceOut(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceOutput{Body: out}, nil
+}
+
+func (s *Server) deleteSource(ctx context.Context, in *SourceIDPath) (*struct{}, error) {
+	if err := s.db(ctx).DeleteSource(ctx, in.ID); err != nil {
+		return nil, s.problem(err, "source "+in.ID)
+	}
+	s.cfg.SourceChanged(in.ID)
+	return &struct{}{}, nil
 }

@@ -49,50 +49,54 @@ func (s *Server) registerStats() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-endpoint-stats", Method: http.MethodGet, Path: "/v1/endpoints/{id}/stats", Tags: []string{"endpoints"},
 		Summary: "An endpoint's health over the last hour, day or week (kept as per-minute and per-hour rollups)", Security: sec,
-	}, func(ctx context.Context, in *struct {
-		EndpointIDPath
-		Window string `query:"window" enum:"1h,24h,7d" default:"24h" doc:"1h and 24h count per minute, 7d per hour"`
-	}) (*struct{ Body EndpointStatsOut }, error) {
-		if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID)
+	}, s.getEndpointStats)
+}
+
+type getEndpointStatsInput struct {
+	EndpointIDPath
+	Window string `query:"window" enum:"1h,24h,7d" default:"24h" doc:"1h and 24h count per minute, 7d per hour"`
+}
+
+func (s *Server) getEndpointStats(ctx context.Context, in *getEndpointStatsInput) (*struct{ Body EndpointStatsOut }, error) {
+	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID)
+	}
+	st, err := s.db(ctx).EndpointStats(ctx, store.EndpointStatsParams{EndpointID: in.ID, Window: in.Window, Now: s.cfg.Now()})
+	if err != nil {
+		return nil, s.problem(err, "endpoint "+in.ID+" stats")
+	}
+	out := EndpointStatsOut{EndpointID: in.ID, Window: st.Window, From: st.From, To: st.To,
+		Attempts: st.Attempts(), Successes: st.Successes(), Failures: st.Failures(), DeadLetters: st.DeadLetters(),
+		FailuresByClass: st.FailuresByClass(), AttemptsByStatusFamily: st.AttemptsByStatusFamily()}
+	if rate, ok := st.SuccessRate(); ok {
+		out.SuccessRate = &rate
+	}
+	for _, b := range store.DurationBounds {
+		out.Duration.BucketsMs = append(out.Duration.BucketsMs, ms(b))
+	}
+	out.Duration.Counts = st.Histogram()
+	for _, p := range []struct {
+		q   float64
+		dst **float64
+	}{{0.5, &out.Duration.P50Ms}, {0.95, &out.Duration.P95Ms}, {0.99, &out.Duration.P99Ms}} {
+		if d, ok := st.Percentile(p.q); ok {
+			v := ms(d)
+			*p.dst = &v
 		}
-		st, err := s.db(ctx).EndpointStats(ctx, store.EndpointStatsParams{EndpointID: in.ID, Window: in.Window, Now: s.cfg.Now()})
-		if err != nil {
-			return nil, s.problem(err, "endpoint "+in.ID+" stats")
-		}
-		out := EndpointStatsOut{EndpointID: in.ID, Window: st.Window, From: st.From, To: st.To,
-			Attempts: st.Attempts(), Successes: st.Successes(), Failures: st.Failures(), DeadLetters: st.DeadLetters(),
-			FailuresByClass: st.FailuresByClass(), AttemptsByStatusFamily: st.AttemptsByStatusFamily()}
-		if rate, ok := st.SuccessRate(); ok {
-			out.SuccessRate = &rate
-		}
-		for _, b := range store.DurationBounds {
-			out.Duration.BucketsMs = append(out.Duration.BucketsMs, ms(b))
-		}
-		out.Duration.Counts = st.Histogram()
-		for _, p := range []struct {
-			q   float64
-			dst **float64
-		}{{0.5, &out.Duration.P50Ms}, {0.95, &out.Duration.P95Ms}, {0.99, &out.Duration.P99Ms}} {
-			if d, ok := st.Percentile(p.q); ok {
-				v := ms(d)
-				*p.dst = &v
-			}
-		}
-		if mean, ok := st.MeanDuration(); ok {
-			v := ms(mean)
-			out.Duration.MeanMs = &v
-		}
-		if !st.LastSuccessAt.IsZero() {
-			out.LastSuccessAt = &st.LastSuccessAt
-		}
-		if !st.LastFailureAt.IsZero() {
-			out.LastFailureAt = &st.LastFailureAt
-		}
-		if s.cfg.Circuit != nil {
-			c := s.cfg.Circuit(in.ID)
-			out.Circuit = &c
-		}
-		return &struct{ Body EndpointStatsOut }{Body: out}, nil
-	})
+	}
+	if mean, ok := st.MeanDuration(); ok {
+		v := ms(mean)
+		out.Duration.MeanMs = &v
+	}
+	if !st.LastSuccessAt.IsZero() {
+		out.LastSuccessAt = &st.LastSuccessAt
+	}
+	if !st.LastFailureAt.IsZero() {
+		out.LastFailureAt = &st.LastFailureAt
+	}
+	if s.cfg.Circuit != nil {
+		c := s.cfg.Circuit(in.ID)
+		out.Circuit = &c
+	}
+	return &struct{ Body EndpointStatsOut }{Body: out}, nil
 }

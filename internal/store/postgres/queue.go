@@ -558,12 +558,13 @@ func disableEndpointQuery(reason, cond string) string {
 var (
 	// goneQuery: a 410 Gone; $3 is the reason given.
 	goneQuery = disableEndpointQuery("$3::text", "")
-	// streakQuery: the failure streak started at or before the cutoff $5
-	// and counts at least $6 failed attempts; $3 describes the last attempt. The reason reads as the SQLite
-	// driver's: "every attempt failed since <RFC 3339> (last: status 503)".
-	streakQuery = disableEndpointQuery(
-		`'every attempt failed since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (last: ' || $3::text || ')'`,
-		" AND failing_since <= $5 AND failure_count >= $6::integer")
+	// streakQuery: the disable rule (store.StreakDisableSQL) over the
+	// endpoint's streak, with the cutoff $5 (store.DisableCutoff) and the
+	// minimum failures $6; $3 describes the last attempt
+	// (store.AttemptSummary), and the reason is store.DisableReason's
+	// (store.StreakReasonSQL).
+	streakQuery = disableEndpointQuery(store.StreakReasonSQL("failing_since", "$3::text"),
+		" AND "+store.StreakDisableSQL("failing_since", "failure_count", "$5", "$6::integer"))
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
@@ -590,7 +591,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		ids[i], gone[i] = c.DeliveryID, c.DisableEndpoint && !c.Deferred
 		endpointIDs[i], attempted[i] = c.EndpointID, !c.Deferred
 		if !c.Deferred && !c.DisableEndpoint && c.State != store.DeliverySucceeded && c.DisableAfter > 0 {
-			cutoffs[i] = nullTS(c.Now.Add(-c.DisableAfter))
+			cutoffs[i] = nullTS(store.DisableCutoff(c.Now, c.DisableAfter))
 		}
 	}
 	b := &pgx.Batch{}
@@ -657,11 +658,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			// …and one that has lasted DisableAfter with enough failures
 			// disables the endpoint.
 			if cutoffs[i] != nil {
-				last := "error " + a.Error
-				if a.StatusCode != 0 {
-					last = "status " + strconv.Itoa(a.StatusCode)
-				}
-				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, last, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, store.AttemptSummary(a), ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}
 		if c.State == store.DeliveryDead {

@@ -1144,8 +1144,8 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 }
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
-// failure starts it (if none) or adds to it and, past DisableAfter with at
-// least DisableMinFailures failures, disables the endpoint.
+// failure starts it (if none) or adds to it and, when the rule says so
+// (store.ShouldDisable), disables the endpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
 	if c.State == store.DeliverySucceeded {
 		var failures int
@@ -1182,18 +1182,10 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 			return err
 		}
 	}
-	if c.DisableAfter <= 0 || !since.Valid {
+	if !since.Valid || !store.ShouldDisable(fromMicro(since.Int64), failures, c.Now, c.DisableAfter, c.DisableMinFailures) {
 		return nil
 	}
-	if c.Now.Sub(fromMicro(since.Int64)) < c.DisableAfter || failures < c.DisableMinFailures {
-		return nil
-	}
-	last := "error " + c.Attempt.Error
-	if c.Attempt.StatusCode != 0 {
-		last = "status " + strconv.Itoa(c.Attempt.StatusCode)
-	}
-	reason := "every attempt failed since " + fromMicro(since.Int64).Format(time.RFC3339) + " (last: " + last + ")"
-	return disableEndpoint(ctx, tx, endpointID, reason, c.Now)
+	return disableEndpoint(ctx, tx, endpointID, store.DisableReason(fromMicro(since.Int64), c.Attempt), c.Now)
 }
 
 // disableEndpoint disables an enabled endpoint, records the notice

@@ -1,46 +1,15 @@
 package webhook
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
-
-// peerVectorsPath holds signatures made by peer libraries (Stripe's,
-// Standard Webhooks', Svix's and others'); Herald must agree byte for byte.
-const peerVectorsPath = "testdata/peer-vectors.json"
-
-type peerVector struct {
-	Name        string `json:"name"`
-	Note        string `json:"note"`
-	Secret      string `json:"secret"`
-	MsgID       string `json:"msg_id"`
-	Body        string `json:"body"`
-	Timestamp   int64  `json:"timestamp"`
-	VerifyAt    int64  `json:"verify_at"`
-	ExpectValid bool   `json:"expect_valid"`
-
-	SignedContent string `json:"signed_content"`
-
-	// Standard Webhooks: the expected header from the peer's signer, or a
-	// hand-made header to verify.
-	ExpectedSignature string `json:"expected_signature"`
-	SignatureHeader   string `json:"signature_header"`
-
-	// Stripe: likewise.
-	ExpectedHeader string `json:"expected_header"`
-	Header         string `json:"header"`
-}
-
-type peerVectors struct {
-	Standard []peerVector `json:"standard_webhooks_v1"`
-	Stripe   []peerVector `json:"stripe_v1"`
-}
 
 // deliberateDifferences lists the peer vectors whose verdict Herald changes
 // on purpose, with the error Herald returns instead.
@@ -52,30 +21,12 @@ var deliberateDifferences = map[string]error{
 	"stripe_v1/future-1h": ErrTimestampTooNew,
 }
 
-func loadPeerVectors(t *testing.T) peerVectors {
-	t.Helper()
-	raw, err := os.ReadFile(peerVectorsPath)
-	if err != nil {
-		// Not a skip: these vectors are the interoperability contract and CI
-		// has the same layout, so a missing file must fail loudly.
-		t.Fatalf("peer vectors not readable at %s (relative to the webhook package dir): %v", peerVectorsPath, err)
-	}
-	var pv peerVectors
-	if err := json.Unmarshal(raw, &pv); err != nil {
-		t.Fatalf("parsing %s: %v", peerVectorsPath, err)
-	}
-	if len(pv.Standard) == 0 || len(pv.Stripe) == 0 {
-		t.Fatalf("%s: standard_webhooks_v1 has %d vectors, stripe_v1 has %d; both must be non-empty", peerVectorsPath, len(pv.Standard), len(pv.Stripe))
-	}
-	return pv
-}
-
 func fixedNow(unix int64) func() time.Time {
 	return func() time.Time { return time.Unix(unix, 0) }
 }
 
 func TestPeerVectorsStandardWebhooks(t *testing.T) {
-	pv := loadPeerVectors(t)
+	pv := testutil.LoadPeerVectors(t)
 	for _, vec := range pv.Standard {
 		name := "standard_webhooks_v1/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
@@ -141,7 +92,7 @@ func TestPeerVectorsStandardWebhooks(t *testing.T) {
 }
 
 func TestPeerVectorsStripe(t *testing.T) {
-	pv := loadPeerVectors(t)
+	pv := testutil.LoadPeerVectors(t)
 	seen := map[string]bool{}
 	for _, vec := range pv.Stripe {
 		name := "stripe_v1/" + vec.Name
@@ -199,7 +150,7 @@ func TestPeerVectorsStripe(t *testing.T) {
 	}
 }
 
-func assertPeerVerdict(t *testing.T, name, how string, vec peerVector, err error) {
+func assertPeerVerdict(t *testing.T, name, how string, vec testutil.PeerVector, err error) {
 	t.Helper()
 	if want, ok := deliberateDifferences[name]; ok {
 		if !errors.Is(err, want) {

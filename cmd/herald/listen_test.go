@@ -7,37 +7,19 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/testutil"
 	"github.com/herald-webhooks/herald/webhook"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestListenCommand(t *testing.T) {
 	secret, _ := webhook.NewSecret()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	root := newRoot()
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.SetArgs([]string{"listen", "--port", "0", "--secret", secret, "--status", "503,200", "--retry-after", "2", "--path", "/hooks"})

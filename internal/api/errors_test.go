@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // failingStore answers GetEndpoint with err while err is set.
@@ -32,26 +32,6 @@ func (f *failingStore) GetEndpoint(ctx context.Context, id string) (store.Endpoi
 	return f.Store.GetEndpoint(ctx, id)
 }
 
-// syncBuffer is a log sink the handler may write to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) take() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.b.String()
-	s.b.Reset()
-	return out
-}
-
 // TestStoreErrorCodes: each code of a store error answers its status in the
 // one mapping (store.Code.HTTPStatus through Server.problem), with the
 // store's message for the codes a client can act on (never the name of the
@@ -59,7 +39,7 @@ func (s *syncBuffer) take() string {
 // database outage 503.
 func TestStoreErrorCodes(t *testing.T) {
 	fs := &failingStore{}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	w := newWorld(t, func(c *api.Config) {
 		fs.Store = c.Store
 		c.Store = fs
@@ -91,7 +71,7 @@ func TestStoreErrorCodes(t *testing.T) {
 			fs.err = c.err
 			fs.mu.Unlock()
 			defer func() { fs.mu.Lock(); fs.err = nil; fs.mu.Unlock() }()
-			logs.take()
+			logs.Take()
 			status, body := w.call(adminKey, "GET", "/v1/endpoints/"+w.epA, "")
 			var p struct {
 				Status int
@@ -106,7 +86,7 @@ func TestStoreErrorCodes(t *testing.T) {
 			if c.detail != "" && p.Detail != c.detail {
 				t.Errorf("detail %q, want %q", p.Detail, c.detail)
 			}
-			got := logs.take()
+			got := logs.Take()
 			if c.log == "" && got != "" {
 				t.Errorf("logged %q, want nothing", got)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // TestStoredValueThatDoesNotDecodeIs500: a stored value the driver cannot
@@ -18,7 +19,7 @@ func TestStoredValueThatDoesNotDecodeIs500(t *testing.T) {
 	sqliteOnly(t)
 	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "herald.db")
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	h := startHerald(t, func(c *app.Config) {
 		c.DB = "sqlite:" + dbPath
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

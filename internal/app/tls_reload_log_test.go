@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // TestTLSReloadOnFileChangeIsLogged: a certificate replaced on disk is
@@ -19,7 +20,7 @@ func TestTLSReloadOnFileChangeIsLogged(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca := newTestCA(t)
 	ca.issue(t, 201, certFile, keyFile)
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	h := startHerald(t, func(c *app.Config) {
 		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -1,34 +1,15 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the logger's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestTrustedProxyEverywhereWarns: a --trusted-proxy range holding every
 // address (0.0.0.0/0, ::/0) lets any client choose its address, so the
@@ -44,7 +25,7 @@ func TestTrustedProxyEverywhereWarns(t *testing.T) {
 		{[]string{"10.0.0.0/8", "::/0"}, true},
 		{[]string{"10.0.0.0/8", "192.0.2.7/32"}, false},
 	} {
-		var logs lockedBuffer
+		var logs testutil.SyncBuffer
 		var prefixes []netip.Prefix
 		for _, r := range c.ranges {
 			prefixes = append(prefixes, netip.MustParsePrefix(r))

@@ -10,27 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/testutil"
 	"github.com/herald-webhooks/herald/webhook"
 )
-
-// syncBuffer is an io.Writer whose contents can be read while a server
-// writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var fixedNow = time.Unix(1_750_000_000, 0)
 
@@ -43,9 +25,9 @@ func newSecret(t *testing.T) string {
 	return s
 }
 
-func start(t *testing.T, cfg Config) (*Receiver, *httptest.Server, *syncBuffer) {
+func start(t *testing.T, cfg Config) (*Receiver, *httptest.Server, *testutil.SyncBuffer) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	cfg.Out = out
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return fixedNow }

@@ -8,81 +8,14 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/testutil"
 	"github.com/herald-webhooks/herald/webhook"
 )
-
-// peerVectorsPath holds signatures made by peer libraries (the webhook
-// package's test data), relative to this package.
-const peerVectorsPath = "../../../webhook/testdata/peer-vectors.json"
-
-// peerVector holds the fields of every section; each uses a subset.
-type peerVector struct {
-	Name        string `json:"name"`
-	Note        string `json:"note"`
-	Secret      string `json:"secret"`
-	MsgID       string `json:"msg_id"`
-	Body        string `json:"body"`
-	Timestamp   int64  `json:"timestamp"`
-	VerifyAt    int64  `json:"verify_at"`
-	ExpectValid bool   `json:"expect_valid"`
-
-	SignedContent string `json:"signed_content"`
-
-	// standard_webhooks_v1
-	ExpectedSignature string `json:"expected_signature"`
-	SignatureHeader   string `json:"signature_header"`
-	// stripe_v1
-	ExpectedHeader string `json:"expected_header"`
-	Header         string `json:"header"`
-	// github
-	HeaderValue string `json:"header_value"`
-	// slack_v0
-	XSlackSignature string `json:"x_slack_signature"`
-	// shopify
-	XShopifyHmacSHA256 string `json:"x_shopify_hmac_sha256"`
-	// twilio
-	AuthToken        string            `json:"auth_token"`
-	URL              string            `json:"url"`
-	Params           map[string]string `json:"params"`
-	XTwilioSignature string            `json:"x_twilio_signature"`
-}
-
-type peerVectors struct {
-	Standard []peerVector `json:"standard_webhooks_v1"`
-	Stripe   []peerVector `json:"stripe_v1"`
-	GitHub   []peerVector `json:"github"`
-	Slack    []peerVector `json:"slack_v0"`
-	Shopify  []peerVector `json:"shopify"`
-	Twilio   []peerVector `json:"twilio"`
-}
-
-func loadPeerVectors(t *testing.T) peerVectors {
-	t.Helper()
-	raw, err := os.ReadFile(peerVectorsPath)
-	if err != nil {
-		// Not a skip: the vectors are the interoperability contract.
-		t.Fatalf("peer vectors not readable at %s (relative to the package dir): %v", peerVectorsPath, err)
-	}
-	var pv peerVectors
-	if err := json.Unmarshal(raw, &pv); err != nil {
-		t.Fatalf("parsing %s: %v", peerVectorsPath, err)
-	}
-	for name, n := range map[string]int{
-		"standard_webhooks_v1": len(pv.Standard), "stripe_v1": len(pv.Stripe), "github": len(pv.GitHub),
-		"slack_v0": len(pv.Slack), "shopify": len(pv.Shopify), "twilio": len(pv.Twilio),
-	} {
-		if n == 0 {
-			t.Fatalf("%s: section %s is empty", peerVectorsPath, name)
-		}
-	}
-	return pv
-}
 
 // deliberateDifferences lists the peer vectors whose verdict Herald's
 // gateway changes on purpose, with the error it returns instead.
@@ -124,7 +57,7 @@ func checkVerdict(t *testing.T, name string, expectValid bool, err error) {
 }
 
 func TestPeerVectorsStandardWebhooks(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).Standard {
+	for _, vec := range testutil.LoadPeerVectors(t).Standard {
 		name := "standard_webhooks_v1/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
 			sig := vec.ExpectedSignature
@@ -152,7 +85,7 @@ func TestPeerVectorsStandardWebhooks(t *testing.T) {
 }
 
 func TestPeerVectorsStripe(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).Stripe {
+	for _, vec := range testutil.LoadPeerVectors(t).Stripe {
 		name := "stripe_v1/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
 			header := vec.ExpectedHeader
@@ -190,7 +123,7 @@ func TestPeerVectorsStripe(t *testing.T) {
 }
 
 func TestPeerVectorsGitHub(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).GitHub {
+	for _, vec := range testutil.LoadPeerVectors(t).GitHub {
 		name := "github/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
 			h := http.Header{}
@@ -212,7 +145,7 @@ func TestPeerVectorsGitHub(t *testing.T) {
 // who must accept legacy SHA-1 signatures can.
 func TestPeerVectorsGitHubSHA1ViaHMAC(t *testing.T) {
 	found := false
-	for _, vec := range loadPeerVectors(t).GitHub {
+	for _, vec := range testutil.LoadPeerVectors(t).GitHub {
 		if vec.Name != "go-github-test-sha1" {
 			continue
 		}
@@ -234,7 +167,7 @@ func TestPeerVectorsGitHubSHA1ViaHMAC(t *testing.T) {
 }
 
 func TestPeerVectorsSlack(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).Slack {
+	for _, vec := range testutil.LoadPeerVectors(t).Slack {
 		name := "slack_v0/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
 			ts := strconv.FormatInt(vec.Timestamp, 10)
@@ -272,7 +205,7 @@ func TestPeerVectorsSlack(t *testing.T) {
 }
 
 func TestPeerVectorsShopify(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).Shopify {
+	for _, vec := range testutil.LoadPeerVectors(t).Shopify {
 		name := "shopify/" + vec.Name
 		t.Run(vec.Name, func(t *testing.T) {
 			h := http.Header{"X-Shopify-Hmac-Sha256": {vec.XShopifyHmacSHA256}}
@@ -292,7 +225,7 @@ func TestPeerVectorsShopify(t *testing.T) {
 // re-serialisation of the body, which this package never does. Supporting
 // Twilio needs a dedicated scheme with the public URL in its configuration.
 func TestPeerVectorsTwilioDoesNotFit(t *testing.T) {
-	for _, vec := range loadPeerVectors(t).Twilio {
+	for _, vec := range testutil.LoadPeerVectors(t).Twilio {
 		t.Run(vec.Name, func(t *testing.T) {
 			// The vector is what its rule says (so the conclusion rests on
 			// the right reading of it).

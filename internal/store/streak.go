@@ -6,16 +6,16 @@ import (
 )
 
 // The failure-streak disable rule (Completion.DisableAfter and
-// DisableMinFailures; docs/contract.md, "Endpoint health") is defined here
-// once. A driver that decides in Go after reading the streak its
-// completion updated (SQLite) calls ShouldDisable and DisableReason; a
-// driver that decides inside the completion's statement, so that the
-// decision stays in its one round trip (PostgreSQL), renders the same
-// comparisons and the same reason with StreakDisableSQL and
+// DisableMinFailures; docs/operations.md, "Auto-disable and operational
+// events") is defined here once. A driver that decides in Go after reading
+// the streak its completion updated (SQLite) calls ShouldDisable and
+// DisableReason; a driver that decides inside the completion's statement,
+// so that the decision stays in its one round trip (PostgreSQL), renders
+// the same comparisons and the same reason with StreakDisableSQL and
 // StreakReasonSQL, fed with DisableCutoff and the minimum. The conformance
-// suite (storetest, "StreakRule") pins both drivers on each side of each
-// bound, and the PostgreSQL driver's tests compare the SQL rendering with
-// ShouldDisable and DisableReason.
+// suite (storetest, "FailureStreakRule") pins both drivers on each side of
+// each bound, and the PostgreSQL driver's TestStreakRuleSQLMatchesGo
+// compares the SQL renderings with ShouldDisable and DisableReason.
 
 // DisableCutoff is the latest streak start that disables an endpoint at
 // now when the rule's duration is after: now - after.

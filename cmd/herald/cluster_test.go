@@ -7,7 +7,6 @@ package main
 // from) and skip without it; each creates its own database.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -34,6 +33,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 const clusterAPIKey = "cluster-test-admin-key-0123456789abcdef"
@@ -129,26 +130,8 @@ type clusterNode struct {
 	name  string
 	cmd   *exec.Cmd
 	base  string
-	logs  *clusterLog
+	logs  *testutil.SyncBuffer
 	alive atomic.Bool
-}
-
-// clusterLog collects a node's stderr.
-type clusterLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *clusterLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *clusterLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // start runs a node with the common flags plus extra, and waits until it
@@ -162,7 +145,7 @@ func (e *clusterEnv) start(name string, extra ...string) *clusterNode {
 	addr := ln.Addr().String()
 	ln.Close()
 	args := append([]string{"serve", "--dev", "--addr", addr, "--db", e.dbURL, "--log-level", "info"}, extra...)
-	n := &clusterNode{name: name, cmd: exec.Command(e.bin, args...), base: "http://" + addr, logs: &clusterLog{}}
+	n := &clusterNode{name: name, cmd: exec.Command(e.bin, args...), base: "http://" + addr, logs: &testutil.SyncBuffer{}}
 	// No HERALD_* twins from the environment: only the flags above count.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HERALD_") {

@@ -130,7 +130,7 @@ type clusterNode struct {
 	name  string
 	cmd   *exec.Cmd
 	base  string
-	logs  *testutil.SyncBuffer
+	logs  *testutil.SyncBuffer // the node's stderr
 	alive atomic.Bool
 }
 

@@ -165,7 +165,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	m := e.cfg.Membership
 	interval := e.cfg.HeartbeatInterval
 	v := nodeView{self: store.Node{ID: e.cfg.Owner, HeartbeatInterval: interval, AttemptTimeout: e.cfg.AttemptTimeout}}
-	t := time.NewTicker(interval / 4)
+	t := e.cfg.Clock.NewTicker(interval / 4)
 	defer t.Stop()
 	var last time.Time // start of the last heartbeat
 	for ctx.Err() == nil {
@@ -200,7 +200,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

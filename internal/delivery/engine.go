@@ -18,23 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
 )
-
-// Clock tells the time. Tests inject a fake; production uses SystemClock.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock in UTC.
-type SystemClock struct{}
-
-// Now returns time.Now().UTC().
-func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
 // Sender makes one HTTP attempt; *egress.Client implements it.
 type Sender interface {
@@ -54,8 +44,14 @@ type Config struct {
 	TrustedSender Sender
 	// Policy decides retries. Zero value: retry.DefaultSchedule.
 	Policy retry.Policy
-	// Clock; default SystemClock.
-	Clock Clock
+	// Clock tells the time the engine stamps and compares with the store's
+	// due times and leases, and makes the timers of its schedule: the
+	// wait for the next due delivery, the poll interval, the rescuer, the
+	// heartbeats and the fan-out loop. The few-millisecond batching waits
+	// and the backoff after a failed database call stay on the wall clock
+	// (they pace the machine, not the schedule). Default clock.System();
+	// tests inject a clock.Fake.
+	Clock clock.Clock
 	// Owner names this node in leases; default a random "node_…" id.
 	Owner string
 	// Workers is the number of attempts in flight at once; default 128.
@@ -161,7 +157,7 @@ func (c Config) WithDefaults() Config {
 		c.Policy.Schedule = retry.DefaultSchedule
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System()
 	}
 	if c.Owner == "" {
 		c.Owner = store.NewID("node")

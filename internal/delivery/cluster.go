@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -164,12 +165,17 @@ func (v *nodeView) current(now time.Time) (rank, nodes int) {
 func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	m := e.cfg.Membership
 	interval := e.cfg.HeartbeatInterval
+	// Membership lives in the database's time (a node's row expires on
+	// the server's clock), so the loop and its view keep to the wall
+	// clock whatever Config.Clock is: a test's fake clock moving hours at
+	// once must not make this node stale and rejoin.
+	wall := clock.System()
 	v := nodeView{self: store.Node{ID: e.cfg.Owner, HeartbeatInterval: interval, AttemptTimeout: e.cfg.AttemptTimeout}}
-	t := e.cfg.Clock.NewTicker(interval / 4)
+	t := wall.NewTicker(interval / 4)
 	defer t.Stop()
 	var last time.Time // start of the last heartbeat
 	for ctx.Err() == nil {
-		now := e.cfg.Clock.Now()
+		now := wall.Now()
 		var rank, nodes int
 		if last.IsZero() || now.Sub(last) >= interval {
 			last = now
@@ -185,7 +191,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 			if err != nil {
 				e.cfg.Logger.Warn("heartbeat failed", "error", err)
 			}
-			rank, nodes = v.observe(live, err, now, e.cfg.Clock.Now())
+			rank, nodes = v.observe(live, err, now, wall.Now())
 			if v.confirmAlone {
 				last = time.Time{} // confirm at once, not an interval later
 			}

@@ -46,11 +46,12 @@ type Config struct {
 	Policy retry.Policy
 	// Clock tells the time the engine stamps and compares with the store's
 	// due times and leases, and makes the timers of its schedule: the
-	// wait for the next due delivery, the poll interval, the rescuer, the
-	// heartbeats and the fan-out loop. The few-millisecond batching waits
-	// and the backoff after a failed database call stay on the wall clock
-	// (they pace the machine, not the schedule). Default clock.System();
-	// tests inject a clock.Fake.
+	// wait for the next due delivery, the poll interval, the rescuer and
+	// the fan-out loop. The few-millisecond batching waits, the backoff
+	// after a failed database call (they pace the machine, not the
+	// schedule) and the cluster heartbeats (membership expires on the
+	// database server's clock; cluster.go) stay on the wall clock. Default
+	// clock.System(); tests inject a clock.Fake.
 	Clock clock.Clock
 	// Owner names this node in leases; default a random "node_…" id.
 	Owner string

@@ -614,6 +614,72 @@ func newTxBatch() *pgx.Batch {
 	return b
 }
 
+// ownTx is a transaction begun by a batch of newTxBatch on a connection
+// acquired for it, so that its last batch may carry the COMMIT itself
+// (finishOps with commit): a publish then costs two round trips, not three.
+// pgx.Tx cannot be told that the server committed already (its Commit would
+// send a second COMMIT, a round trip and a warning in the server log), hence
+// the connection is held here and handed back by end.
+type ownTx struct {
+	conn *pgxpool.Conn
+	tx   pgx.Tx
+	// commitSent is set when a batch carrying COMMIT was sent, committed
+	// once it succeeded.
+	commitSent, committed bool
+}
+
+// uncertain reports whether a failed batch that carried COMMIT may have
+// committed: the connection broke (the server may have run the COMMIT), or
+// the COMMIT itself ran and failed. When a statement before it failed, the
+// server skipped the COMMIT and the transaction is still open (aborted):
+// nothing was committed.
+func (t *ownTx) uncertain() bool {
+	if !t.commitSent || t.committed {
+		return false
+	}
+	pc := t.conn.Conn().PgConn()
+	return pc.IsClosed() || pc.TxStatus() == 'I'
+}
+
+// beginOwnTx acquires a connection and sends b (made by newTxBatch) on it as
+// the transaction's first round trip. On an error the transaction is
+// already rolled back and the connection released.
+func (s *Store) beginOwnTx(ctx context.Context, b *pgx.Batch) (*ownTx, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	br := conn.SendBatch(ctx, b)
+	t := &ownTx{conn: conn, tx: br.Tx()}
+	if err := br.Close(); err != nil {
+		t.end(ctx)
+		return nil, err
+	}
+	return t, nil
+}
+
+// commit commits unless a batch carried the COMMIT already.
+func (t *ownTx) commit(ctx context.Context) error {
+	if t.committed {
+		return nil
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		return err
+	}
+	t.committed = true
+	return nil
+}
+
+// end rolls back what is not committed and releases the connection (a
+// connection left inside a transaction, e.g. by a failed ROLLBACK, is
+// closed by the pool instead of reused).
+func (t *ownTx) end(ctx context.Context) {
+	if !t.committed && t.conn.Conn().PgConn().TxStatus() != 'I' {
+		t.tx.Rollback(ctx) //nolint:errcheck // on failure the pool discards the connection
+	}
+	t.conn.Release()
+}
+
 // txBatch sends b (made by newTxBatch) as the first round trip of a
 // transaction, runs then (further round trips on the transaction; may be
 // nil) and commits. Any error rolls the transaction back and is wrapped with

@@ -242,26 +242,23 @@ func (c *committer) commit(group []*publishRequest) {
 	for _, op := range ops {
 		op.queueInsert(b)
 	}
-	t, err := c.s.beginOwnTx(ctx, b)
-	if err != nil {
+	br := c.s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; releases the connection
+	if err := br.Close(); err != nil {
+		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)
 		return
 	}
 	for _, op := range ops {
 		op.target(tenants[op.p.Event.Tenant])
 	}
-	// Second round trip: the deliveries, the NOTIFY and, when every event
-	// was new, the COMMIT.
-	err = finishOps(ctx, t.tx, ops, c.s.tag, t)
-	if err == nil {
-		err = t.commit(ctx)
-	} else if !t.uncertain() {
-		t.end(ctx)
+	if err := finishOps(ctx, tx, ops, c.s.tag); err != nil {
+		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)
 		return
 	}
-	t.end(ctx)
-	if err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		// The commit may or may not have happened: running the publishes
 		// again would answer "duplicate" for events this group stored, so
 		// every caller gets the error (never a success it cannot trust).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,7 +68,7 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	op.target(tenants[p.Event.Tenant])
-	if err := finishOps(ctx, tx, []*publishOp{op}, "", nil); err != nil {
+	if err := finishOps(ctx, tx, []*publishOp{op}, ""); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if op.err != nil {
@@ -210,14 +209,7 @@ func (op *publishOp) target(te *tenantEndpoints) {
 // payload: the publishing store's tag (its own Listen skips it, since
 // PublishEvent's callers wake their engine themselves), or "" (a caller's
 // transaction: every node is woken).
-//
-// own, when not nil, is the transaction tx belongs to, begun by the store
-// (not a caller's): when every op inserted its event and there are
-// deliveries to write, COMMIT travels in the same round trip as the
-// deliveries and the NOTIFY (own.committed is then set), so a publish costs
-// two round trips. An op that inserted nothing needs reads after the
-// deliveries, and the caller commits as before.
-func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string, own *ownTx) error {
+func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string) error {
 	var (
 		ids, endpoints, states, events, tenants, types []string
 		times                                          []time.Time
@@ -273,19 +265,8 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 			// Sent by the server when the transaction commits.
 			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, payload)
 		}
-		commit := own != nil && !slices.ContainsFunc(ops, func(op *publishOp) bool { return !op.inserted })
-		if commit {
-			// A failed statement before it makes the server skip it
-			// (the batch is one pipeline): the transaction stays open,
-			// aborted, and is rolled back by the caller.
-			b.Queue("COMMIT")
-			own.commitSent = true
-		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
-		}
-		if commit {
-			own.committed = true
 		}
 	}
 	for _, op := range ops {

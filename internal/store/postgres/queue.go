@@ -75,20 +75,15 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	tenants := map[string]*tenantEndpoints{}
 	queueEndpoints(b, tenants, p.Event.Tenant)
 	op.queueInsert(b)
-	t, err := s.beginOwnTx(ctx, b)
+	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
+		op.target(tenants[p.Event.Tenant])
+		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
+			return err
+		}
+		return op.err
+	})
 	if err != nil {
-		return store.PublishResult{}, wrap("publish", err)
-	}
-	defer t.end(ctx)
-	op.target(tenants[p.Event.Tenant])
-	if err := finishOps(ctx, t.tx, []*publishOp{op}, s.tag, t); err != nil {
-		return store.PublishResult{}, wrap("publish", err)
-	}
-	if op.err != nil {
-		return store.PublishResult{}, wrap("publish", op.err)
-	}
-	if err := t.commit(ctx); err != nil {
-		return store.PublishResult{}, wrap("publish", err)
+		return store.PublishResult{}, err
 	}
 	return op.res, nil
 }

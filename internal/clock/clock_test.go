@@ -58,3 +58,20 @@ func TestFakeFiresOnlyWhenAdvanced(t *testing.T) {
 		t.Fatalf("Now = %v after advancing a minute", c.Now())
 	}
 }
+
+// BenchmarkNow: the cost of the engine's Now through the Clock interface
+// against time.Now().UTC() called directly (the engine reads it a few
+// times per attempt).
+func BenchmarkNow(b *testing.B) {
+	b.Run("interface", func(b *testing.B) {
+		c := clock.System()
+		for b.Loop() {
+			_ = c.Now()
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Now().UTC()
+		}
+	})
+}

@@ -92,7 +92,7 @@ func TestGateClusterShare(t *testing.T) {
 	// is complete 22 ms later, not the 66 ms of 10/s: at t0+57ms an attempt
 	// is admitted. Tokens are kept across the change.
 	g.setShare(0, 1)
-	// (The new share applies to the endpoint's limiter when the gate next
+	// (The new share applies to the endpoint's limiter when the scheduler next
 	// looks at it: here 34 ms after the first attempt, 0.34 token.)
 	if ok, _, _ := g.admit("ep", 30, t0.Add(34*time.Millisecond)); ok {
 		t.Fatal("admitted with 0.34 token")

@@ -4,10 +4,13 @@
 // retry policy, and writes completions in batches. A rescuer returns the
 // leases of crashed nodes to the queue.
 //
-// Flow: claimer → jobs → workers (sign, send, classify) → results →
-// completer (batched CompleteDeliveries). The claimer only claims as many
-// deliveries as there are idle workers, so nothing sits leased in memory
-// waiting for a worker.
+// Flow: claimer → jobs → workers (ask the scheduler; then sign, send,
+// classify, or defer, or leave parked) → results → completer (batched
+// CompleteDeliveries). The scheduler (admission.go) decides what may run
+// now — caps per endpoint, tenant and host, rate limits, circuit breakers,
+// parking — and the workers carry out its decisions. The claimer only
+// claims as many deliveries as there are idle workers, so nothing sits
+// leased in memory waiting for a worker.
 package delivery
 
 import (

@@ -9,7 +9,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// admit is admitOrPark without parking, for these tests.
+// admit is the limits alone (no parking, no grant), for these tests.
 func (g *scheduler) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

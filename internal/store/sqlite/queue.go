@@ -1081,7 +1081,7 @@ var valuesChunks = []int{64, 16, 4, 1}
 // and appendCompleteArgs.
 const (
 	attemptValuesRow  = "(?,?,?,?,?,?,?,?)" // delivery id, started_at µs, duration µs, status, error, error_detail, location, excerpt
-	completeValuesRow = "(?,?,?,?,?,?,?)" // delivery id, state, client error 0/1, next_attempt_at µs, status, error, now µs
+	completeValuesRow = "(?,?,?,?,?,?,?)"   // delivery id, state, client error 0/1, next_attempt_at µs, status, error, now µs
 )
 
 // insertAttemptsValuesSQL numbers each attempt after the delivery's last

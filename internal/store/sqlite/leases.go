@@ -155,12 +155,14 @@ func (s *Store) firstUnleasedDue(rows *sql.Rows, err error) (due int64, ok bool,
 		return 0, false, err
 	}
 	defer rows.Close()
+	s.leases.mu.RLock()
+	defer s.leases.mu.RUnlock()
+	var id sql.RawBytes // looked up without a copy
 	for rows.Next() {
-		var id string
 		if err := rows.Scan(&id, &due); err != nil {
 			return 0, false, err
 		}
-		if _, leased := s.leases.get(id); !leased {
+		if _, leased := s.leases.m[string(id)]; !leased {
 			return due, true, nil
 		}
 	}

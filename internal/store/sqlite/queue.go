@@ -687,17 +687,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			return err
 		}
 		defer rows.Close()
+		// The leases change only while the writer is held (by this claim
+		// now): one read lock for the walk, and the leased ids, most of
+		// what is read, are looked up without copying them (RawBytes).
+		s.leases.mu.RLock()
+		defer s.leases.mu.RUnlock()
+		var raw sql.RawBytes
 		for want > 0 && rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+			if err := rows.Scan(&raw); err != nil {
 				return err
 			}
-			if taken[id] {
+			if _, leased := s.leases.m[string(raw)]; leased || taken[string(raw)] {
 				continue
 			}
-			if _, leased := s.leases.get(id); leased {
-				continue
-			}
+			id := string(raw)
 			taken[id] = true
 			ids = append(ids, id)
 			want--

@@ -162,7 +162,7 @@ func (c *Console) parseTemplates() error {
 		"path":         url.PathEscape,
 		"headers":      fmtHeaders,
 		"split":        strings.Fields,
-		"healthSample": func() int { return healthSample },
+		"healthWindow": func() string { return healthWindow },
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_*.html")
 	if err != nil {

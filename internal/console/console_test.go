@@ -32,6 +32,7 @@ func (okTester) SendTest(_ context.Context, ep store.Endpoint) (store.Attempt, s
 
 type fixture struct {
 	t   *testing.T
+	st  store.Store
 	api *api.Server
 	c   *Console
 
@@ -65,7 +66,7 @@ func newFixtureWith(t *testing.T, cfg func(*api.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, now: time.Now().UTC()}
+	f := &fixture{t: t, st: st, now: time.Now().UTC()}
 	ac := api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)},
 		AuthFailureBurst: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
 	if cfg != nil {

@@ -186,56 +186,35 @@ type attemptList struct {
 	NextCursor string           `json:"next_cursor"`
 }
 
-// health is an endpoint's recent delivery health, from its latest
-// deliveries (at most healthSample) and their last attempts.
+// health is an endpoint's delivery health over the last day, read from its
+// stats rollups (GET /v1/endpoints/{id}/stats?window=24h): one request per
+// endpoint whatever its traffic, instead of reading its deliveries and their
+// attempts.
 type health struct {
-	Sample      int
-	SuccessRate float64
-	P95         float64 // ms; 0 with no attempt
-	LastSuccess time.Time
-	DeadLetters int
+	Attempts    int64     // attempts started in the window
+	SuccessRate float64   // successes / attempts, 0–1 (meaningless when Attempts is 0)
+	P95         float64   // ms: upper bound of the histogram bucket holding the 95th percentile; 0 without attempts
+	LastSuccess time.Time // start of the latest successful attempt within 8 days; zero: none
+	DeadLetters int       // deliveries in the dead-letter queue now (set by the list from GET /v1/dead-letters)
 }
 
-const healthSample = 20
+// healthWindow is the stats window the endpoint pages show.
+const healthWindow = "24h"
 
 func (c *Console) health(r *http.Request, s *session, id string) health {
-	var dl deliveryList
-	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/deliveries?limit="+strconv.Itoa(healthSample), nil, &dl); err != nil {
+	var st api.EndpointStatsOut
+	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/stats?window="+healthWindow, nil, &st); err != nil {
 		return health{}
 	}
-	h := health{}
-	var ok, tried int
-	var durations []float64
-	for _, d := range dl.Data {
-		if d.Attempts == 0 {
-			continue
-		}
-		tried++
-		if d.State == "succeeded" {
-			ok++
-			if d.UpdatedAt.After(h.LastSuccess) {
-				h.LastSuccess = d.UpdatedAt
-			}
-		}
-		var al attemptList
-		if c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(d.ID)+"/attempts?limit=1000", nil, &al) == nil && len(al.Data) > 0 {
-			durations = append(durations, al.Data[len(al.Data)-1].DurationMS)
-		}
+	h := health{Attempts: st.Attempts}
+	if st.SuccessRate != nil {
+		h.SuccessRate = *st.SuccessRate
 	}
-	if h.LastSuccess.IsZero() { // no success in the sample: the newest one may be older
-		var last deliveryList
-		if c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id)+"/deliveries?state=succeeded&limit=1", nil, &last) == nil && len(last.Data) > 0 &&
-			last.Data[0].UpdatedAt.After(h.LastSuccess) {
-			h.LastSuccess = last.Data[0].UpdatedAt
-		}
+	if st.Duration.P95Ms != nil {
+		h.P95 = *st.Duration.P95Ms
 	}
-	h.Sample = tried
-	if tried > 0 {
-		h.SuccessRate = float64(ok) / float64(tried)
-	}
-	if len(durations) > 0 {
-		sort.Float64s(durations)
-		h.P95 = durations[(len(durations)*95+99)/100-1]
+	if st.LastSuccessAt != nil {
+		h.LastSuccess = *st.LastSuccessAt
 	}
 	return h
 }

@@ -108,3 +108,54 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkTrickle is the store's share of a light load, as in
+// herald bench latency: claims of 2 deliveries with 16 in flight (the
+// oldest batch is completed after each claim), one endpoint:
+// go test -run '^$' -bench BenchmarkTrickle -benchtime 20000x ./internal/store/sqlite
+func BenchmarkTrickle(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_0", Tenant: "t",
+		URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
+		CreatedAt: now, UpdatedAt: now}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N + 32 {
+		id := fmt.Sprintf("evt_%d", i)
+		if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: id},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	cpu0 := processCPU()
+	var inFlight [][]store.Completion
+	done := 0
+	for done < b.N {
+		t := time.Now().UTC()
+		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: 2, Lease: time.Minute, Now: t})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs := make([]store.Completion, len(claims))
+		for i, c := range claims {
+			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
+				Attempt: store.Attempt{Number: 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t}
+		}
+		inFlight = append(inFlight, cs)
+		if len(inFlight) > 8 || len(claims) == 0 {
+			if err := s.CompleteDeliveries(ctx, inFlight[0]); err != nil {
+				b.Fatal(err)
+			}
+			done += len(inFlight[0])
+			inFlight = inFlight[1:]
+		}
+	}
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(done), "cpu-µs/delivery")
+}

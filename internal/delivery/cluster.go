@@ -40,7 +40,7 @@ import (
 // is judged by its own, and a joining node waits for the slowest.
 //
 // An endpoint that has proven fast (three answers under 250 ms in a row) is
-// not held to the cap on any node (see gate): the cap exists to keep a slow
+// not held to the cap on any node (see scheduler): the cap exists to keep a slow
 // endpoint from taking the workers, and a fast one gives them back at once.
 // Its rate limit, when it has one, still holds across nodes.
 
@@ -158,7 +158,7 @@ func (v *nodeView) current(now time.Time) (rank, nodes int) {
 	return v.rank, v.nodes
 }
 
-// heartbeat keeps this node's membership and the gate's share current
+// heartbeat keeps this node's membership and the scheduler's share current
 // until ctx ends, then leaves. ready is closed once the node holds a share
 // (the claimer waits for it).
 func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
@@ -192,7 +192,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		} else {
 			rank, nodes = v.current(now)
 		}
-		e.gate.setShare(rank, nodes)
+		e.sched.setShare(rank, nodes)
 		e.cfg.Metrics.ClusterNodes(nodes)
 		if nodes > 0 && ready != nil {
 			close(ready)

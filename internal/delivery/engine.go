@@ -4,10 +4,13 @@
 // retry policy, and writes completions in batches. A rescuer returns the
 // leases of crashed nodes to the queue.
 //
-// Flow: claimer → jobs → workers (sign, send, classify) → results →
-// completer (batched CompleteDeliveries). The claimer only claims as many
-// deliveries as there are idle workers, so nothing sits leased in memory
-// waiting for a worker.
+// Flow: claimer → jobs → workers (ask the scheduler; then sign, send,
+// classify, or defer, or leave parked) → results → completer (batched
+// CompleteDeliveries). The scheduler (admission.go) decides what may run
+// now — caps per endpoint, tenant and host, rate limits, circuit breakers,
+// parking — and the workers carry out its decisions. The claimer only
+// claims as many deliveries as there are idle workers, so nothing sits
+// leased in memory waiting for a worker.
 package delivery
 
 import (
@@ -255,7 +258,7 @@ type Engine struct {
 	slots   chan struct{} // the worker tokens not held by a claim (see token)
 	jobs    chan job
 	results chan store.Completion
-	gate    *gate
+	sched   *scheduler // admission: what may run now (admission.go)
 	// congested is signalled when a claim had to be deferred because its
 	// endpoint was at the cap with parking full: the claimer then waits
 	// for an attempt to finish before claiming more.
@@ -290,7 +293,7 @@ func New(cfg Config) (*Engine, error) {
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan job, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
-		gate: newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
+		sched: newScheduler(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
@@ -303,7 +306,7 @@ func New(cfg Config) (*Engine, error) {
 
 // InFlight counts the attempts in flight on this node (the in-flight
 // gauges: metrics.Metrics.SetInFlight).
-func (e *Engine) InFlight() metrics.InFlight { return e.gate.inFlight() }
+func (e *Engine) InFlight() metrics.InFlight { return e.sched.inFlight() }
 
 // Owner returns the lease owner name of this engine.
 func (e *Engine) Owner() string { return e.cfg.Owner }

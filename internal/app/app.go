@@ -25,6 +25,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/clientip"
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/console"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/egress"
@@ -176,6 +177,15 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Stdout receives the one-time generated API key.
 	Stdout io.Writer
+	// Clock is the time of the whole node: the times the API, the inbound
+	// gateway and the engine stamp, the engine's schedule (due times,
+	// leases, the poll, the rescuer, the fan-out loop; not the cluster
+	// heartbeats, which keep to the wall clock), the
+	// housekeeping rounds (operational events, spikes, retention) and the
+	// age of the store gauges. Nil (WithDefaults): clock.System(), the
+	// wall clock in UTC. Tests set a clock.Fake and advance it instead of
+	// sleeping; not a flag.
+	Clock clock.Clock
 }
 
 // Main is a running Herald node.
@@ -276,10 +286,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	m.metrics = metrics.New(st.Stats)
+	m.metrics.SetClock(cfg.Clock.Now)
 	// What the engine may use of the store is what the driver declares.
 	caps := st.Capabilities()
 	claimers := max(caps.Claimers, 1)
 	m.engine, err = delivery.New(delivery.Config{
+		Clock:               cfg.Clock,
 		Membership:          caps.Membership,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
@@ -310,7 +322,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, err
 	}
 	m.metrics.SetInFlight(m.engine.InFlight)
-	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer})
+	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now})
 	m.api, err = api.New(api.Config{
 		Inbound:               m.gateway,
 		SourceChanged:         m.gateway.Forget,
@@ -335,6 +347,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		KeyCheck:              func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		KeyCheckEvery:         cfg.KeyCheckInterval,
 		CursorKey:             m.cursorKey,
+		Now:                   cfg.Clock.Now,
 	})
 	if err != nil {
 		st.Close()
@@ -349,6 +362,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		SucceededRetention: cfg.SucceededRetention,
 		DeadRetention:      cfg.DeadRetention,
 		Interval:           cfg.HousekeepingInterval,
+		Clock:              cfg.Clock,
 		Logger:             cfg.Logger,
 		Metrics:            m.metrics,
 	})
@@ -575,7 +589,7 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 		return nil, err
 	}
 	if _, err := m.store.CreateAPIKey(ctx, store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin key (generated at first start)",
-		Role: store.RoleAdmin, Hash: api.HashAPIKey(key), CreatedAt: time.Now().UTC()}); err != nil {
+		Role: store.RoleAdmin, Hash: api.HashAPIKey(key), CreatedAt: m.cfg.Clock.Now()}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(m.cfg.Stdout, "Generated an admin API key (shown once; set HERALD_API_KEY to choose your own):\n\n    %s\n\n", key)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
 
@@ -47,6 +48,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
+	}
+	if c.Clock == nil {
+		c.Clock = clock.System()
 	}
 	if len(c.RetrySchedule) == 0 {
 		c.RetrySchedule = retry.DefaultSchedule

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/retry"
 )
@@ -22,7 +23,7 @@ func TestConfigWithDefaults(t *testing.T) {
 	c := app.Config{}.WithDefaults()
 	if c.Addr != app.DefaultAddr || c.DB != app.DefaultDB || c.Workers != app.DefaultWorkers ||
 		c.AttemptTimeout != app.DefaultAttemptTimeout || c.MaxPayloadBytes != app.DefaultMaxPayloadBytes ||
-		c.Logger == nil || c.Stdout == nil || !slices.Equal(c.RetrySchedule, retry.DefaultSchedule) || c.Catalog != "permissive" {
+		c.Logger == nil || c.Stdout == nil || c.Clock == nil || !slices.Equal(c.RetrySchedule, retry.DefaultSchedule) || c.Catalog != "permissive" {
 		t.Errorf("WithDefaults of the zero Config = %+v", c)
 	}
 	if c.DisableAfter != 0 || c.SucceededRetention != 0 || c.DeadRetention != 0 || c.SpikeThreshold != 0 || c.MaxEndpointsPerTenant != 0 {
@@ -32,8 +33,12 @@ func TestConfigWithDefaults(t *testing.T) {
 	if neg.DisableAfter != 0 || neg.SucceededRetention != 0 || neg.DeadRetention != 0 || neg.SpikeThreshold != 0 {
 		t.Errorf("negative off-able settings = %+v, want 0 (off)", neg)
 	}
-	set := app.Config{Workers: 3, SpikeThreshold: ops.DefaultSpikeThreshold, RetrySchedule: []time.Duration{time.Second}}.WithDefaults()
-	if set.Workers != 3 || set.SpikeThreshold != 10 || !slices.Equal(set.RetrySchedule, []time.Duration{time.Second}) {
+	if now := c.Clock.Now(); now.Location() != time.UTC || time.Since(now).Abs() > time.Minute {
+		t.Errorf("the default clock says %v, want the wall clock in UTC", now)
+	}
+	fake := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	set := app.Config{Workers: 3, SpikeThreshold: ops.DefaultSpikeThreshold, RetrySchedule: []time.Duration{time.Second}, Clock: fake}.WithDefaults()
+	if set.Workers != 3 || set.SpikeThreshold != 10 || !slices.Equal(set.RetrySchedule, []time.Duration{time.Second}) || set.Clock != fake {
 		t.Errorf("WithDefaults changed set values: %+v", set)
 	}
 }

@@ -19,7 +19,9 @@ import (
 // The endpoints' stats count the attempts.
 func TestHealthEventsOncePerTransition(t *testing.T) {
 	t.Parallel()
+	clk := newFakeClock()
 	h := startHerald(t, func(c *app.Config) {
+		c.Clock = clk
 		c.HousekeepingInterval = 50 * time.Millisecond
 		c.OperatorTenant = "ops"
 	})
@@ -80,7 +82,6 @@ func TestHealthEventsOncePerTransition(t *testing.T) {
 		{"endpoint.failing", deadID}:       1,
 		{"delivery.dead_lettered", deadID}: 1,
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	complete := func(r *receiver) bool {
 		got := events(r)
 		for k := range want {
@@ -90,11 +91,15 @@ func TestHealthEventsOncePerTransition(t *testing.T) {
 		}
 		return true
 	}
-	for time.Now().Before(deadline) && !(complete(watch) && complete(operator)) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Let further rounds and retries run: nothing more may come.
-	time.Sleep(500 * time.Millisecond)
+	// Retries (20 ms apart) and housekeeping rounds (50 ms) come as the
+	// clock moves on.
+	h.advanceUntil(clk, 20*time.Millisecond, "every health event reaches the owner and the operator", func() bool {
+		return complete(watch) && complete(operator)
+	})
+	// Let further rounds and retries run, ten minutes of them on the
+	// clock: nothing more may come.
+	clk.Advance(10 * time.Minute)
+	time.Sleep(500 * time.Millisecond) // an event, if one were sent, would arrive here
 	for name, r := range map[string]*receiver{"the owner's subscriber": watch, "the operator tenant": operator} {
 		got := events(r)
 		for k, n := range want {

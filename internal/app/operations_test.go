@@ -158,15 +158,22 @@ func TestPauseHoldsAndResumeReleases(t *testing.T) {
 // TestAutoDisableNotifiesOwner: an endpoint failing longer than
 // --disable-after becomes disabled, the tenant's endpoint.* endpoint
 // receives endpoint.disabled naming it, the operator tenant too, and the
-// endpoint gets no further attempts until enabled.
+// endpoint gets no further attempts until enabled. On a fake clock
+// (app.Config.Clock): an hour of failures 10–20 minutes apart, stepped
+// attempt by attempt; the endpoint stays enabled while its streak is
+// shorter than the hour and is disabled by the first failure past it.
 func TestAutoDisableNotifiesOwner(t *testing.T) {
 	t.Parallel()
+	clk := newFakeClock()
+	const disableAfter = time.Hour
 	h := startHerald(t, func(c *app.Config) {
-		c.DisableAfter = 300 * time.Millisecond
+		c.Clock = clk
+		c.DisableAfter = disableAfter
 		c.DisableMinFailures = 3
-		c.RetrySchedule = []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}
+		c.RetrySchedule = slices.Repeat([]time.Duration{20 * time.Minute}, 8)
 		c.BreakerThreshold = 1000
 		c.HousekeepingInterval = 50 * time.Millisecond
+		c.RescueInterval = time.Minute
 		c.OperatorTenant = "ops"
 	})
 	failing := newReceiver(t, 503)
@@ -181,44 +188,64 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 		}
 	}
 	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
-
-	deadline := time.Now().Add(15 * time.Second)
+	mine := func() deliveryResp {
+		t.Helper()
+		for _, d := range h.eventDeliveries(pub.ID) {
+			if d.EndpointID == ep.ID {
+				return d
+			}
+		}
+		t.Fatalf("no delivery of %s to %s", pub.ID, ep.ID)
+		return deliveryResp{}
+	}
+	waitMine := func(n int) deliveryResp {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if d := mine(); d.Attempts >= n {
+				return d
+			}
+		}
+		t.Fatalf("the failing endpoint's delivery never made %d attempts: %+v", n, mine())
+		return deliveryResp{}
+	}
+	d := waitMine(1)
+	first := h.attemptAt(d.ID, 1)
 	var got endpointResp
-	for time.Now().Before(deadline) {
+	for n := 1; ; n++ {
+		at := h.attemptAt(d.ID, n)
 		h.call("GET", "/v1/endpoints/"+ep.ID, nil, &got)
+		if past := at.Sub(first) >= disableAfter && n >= 3; past != (got.State == "disabled") {
+			t.Fatalf("after failure %d, %v into the streak: endpoint %s, delivery %+v; want disabled = %v (--disable-after %v)",
+				n, at.Sub(first), got.State, d, past, disableAfter)
+		}
 		if got.State == "disabled" {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got.State != "disabled" {
-		t.Fatalf("endpoint state = %q after failing past --disable-after, want disabled", got.State)
-	}
-	ds := h.eventDeliveries(pub.ID)
-	var mine deliveryResp
-	for _, d := range ds {
-		if d.EndpointID == ep.ID {
-			mine = d
+		if d.NextAttemptAt == nil {
+			t.Fatalf("after failure %d: %+v, want a retry", n, d)
 		}
+		advanceTo(clk, *d.NextAttemptAt)
+		d = waitMine(n + 1)
 	}
-	if mine.State != "paused" {
-		t.Fatalf("the failing endpoint's delivery = %+v, want held (paused) once disabled", mine)
+	if d = mine(); d.State != "paused" {
+		t.Fatalf("the failing endpoint's delivery = %+v, want held (paused) once disabled", d)
 	}
-	waitFor := func(r *receiver, what string) received {
-		t.Helper()
-		for time.Now().Before(deadline) {
-			for _, q := range r.got() {
-				if q.Header.Get("X-Event-Type") == "endpoint.disabled" {
-					return q
-				}
+	// The housekeeping rounds tick on the clock.
+	disabledTo := func(r *receiver) (received, bool) {
+		for _, q := range r.got() {
+			if q.Header.Get("X-Event-Type") == "endpoint.disabled" {
+				return q, true
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		t.Fatalf("%s never received endpoint.disabled", what)
-		return received{}
+		return received{}, false
 	}
+	h.advanceUntil(clk, 50*time.Millisecond, "the owner and the operator tenant receive endpoint.disabled", func() bool {
+		_, a := disabledTo(owner)
+		_, b := disabledTo(operator)
+		return a && b
+	})
 	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
-		q := waitFor(r, name)
+		q, _ := disabledTo(r)
 		var body struct {
 			Type   string
 			Tenant string
@@ -240,9 +267,11 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 			t.Fatalf("a catch-all endpoint received an operational event")
 		}
 	}
-	// No further attempts while disabled.
+	// No further attempts while disabled, even with every retry of the
+	// schedule due on the clock.
 	n := len(failing.got())
-	time.Sleep(300 * time.Millisecond)
+	clk.Advance(3 * time.Hour)
+	time.Sleep(300 * time.Millisecond) // an attempt, if one were made, would arrive here
 	if m := len(failing.got()); m != n {
 		t.Fatalf("disabled endpoint got %d more attempts", m-n)
 	}
@@ -254,20 +283,13 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/enable", nil, &st); code != 200 || st.Released != 1 {
 		t.Fatalf("enable: %d %s, want 1 released", code, raw)
 	}
-	for time.Now().Before(deadline) {
-		ds = h.eventDeliveries(pub.ID)
-		for _, d := range ds {
-			if d.EndpointID == ep.ID {
-				mine = d
-			}
-		}
-		if mine.State == "succeeded" {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if d = mine(); d.State == "succeeded" {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if mine.State != "succeeded" {
-		t.Fatalf("after enable the held delivery is %+v, want succeeded", mine)
+	if d.State != "succeeded" {
+		t.Fatalf("after enable the held delivery is %+v, want succeeded", d)
 	}
 }
 
@@ -405,7 +427,9 @@ func TestRedactDB(t *testing.T) {
 // operator tenant.
 func TestDeleteEndpointNotifiesOwner(t *testing.T) {
 	t.Parallel()
+	clk := newFakeClock()
 	h := startHerald(t, func(c *app.Config) {
+		c.Clock = clk
 		c.HousekeepingInterval = 50 * time.Millisecond
 		c.OperatorTenant = "ops"
 	})
@@ -421,23 +445,23 @@ func TestDeleteEndpointNotifiesOwner(t *testing.T) {
 	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID, nil, nil); st != 204 {
 		t.Fatalf("delete: %d %s", st, raw)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
-		var got []string
-		var deleted []byte
-		for time.Now().Before(deadline) && deleted == nil {
-			got = got[:0]
-			for _, q := range r.got() {
-				got = append(got, q.Header.Get("X-Event-Type"))
-				if q.Header.Get("X-Event-Type") == "endpoint.deleted" {
-					deleted = q.Body
-				}
+	received := func(r *receiver) (got []string, deleted []byte) {
+		for _, q := range r.got() {
+			got = append(got, q.Header.Get("X-Event-Type"))
+			if q.Header.Get("X-Event-Type") == "endpoint.deleted" {
+				deleted = q.Body
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		if deleted == nil {
-			t.Fatalf("%s never received endpoint.deleted (got %q)", name, got)
-		}
+		return got, deleted
+	}
+	// The housekeeping rounds that emit the notices tick on the clock.
+	h.advanceUntil(clk, 50*time.Millisecond, "the owner and the operator tenant receive endpoint.deleted", func() bool {
+		_, a := received(owner)
+		_, b := received(operator)
+		return a != nil && b != nil
+	})
+	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
+		got, deleted := received(r)
 		var body struct {
 			Data struct {
 				EndpointID string `json:"endpoint_id"`

@@ -21,10 +21,12 @@ import (
 
 // TestSecretRotationOverlap: during the overlap a receiver holding only the
 // old secret and one holding only the new one both verify; afterwards only
-// the new one does.
+// the new one does. On a fake clock (app.Config.Clock): the overlap ends
+// when the clock passes it, not after a second of wall time.
 func TestSecretRotationOverlap(t *testing.T) {
 	t.Parallel()
-	h := startHerald(t, nil)
+	clk := newFakeClock()
+	h := startHerald(t, func(c *app.Config) { c.Clock = clk })
 	rcv := newReceiver(t, 200)
 	ep := h.createEndpoint("acme", rcv.URL)
 	oldSecret := ep.Secret
@@ -62,7 +64,10 @@ func TestSecretRotationOverlap(t *testing.T) {
 	}
 	check(during, true)
 
-	time.Sleep(time.Until(*rot.PreviousExpiresAt) + 50*time.Millisecond) // let the 1 s overlap end
+	if !rot.PreviousExpiresAt.Equal(clk.Now().Add(time.Second)) {
+		t.Fatalf("previous secret expires at %v, want 1 s after the rotation (%v)", rot.PreviousExpiresAt, clk.Now())
+	}
+	clk.Advance(time.Second) // the 1 s overlap ends
 	p2 := h.publish("acme", "invoice.paid", `{"n":2}`)
 	h.waitDelivery(p2.ID, "succeeded", 10*time.Second)
 	after := rcv.got()[1]

@@ -146,15 +146,28 @@ func (e *Engine) waitForWork(ctx context.Context) {
 		return
 	}
 	e.wakeAt.Store(e.cfg.Clock.Now().Add(wait).UnixNano())
-	t := time.NewTimer(wait)
+	t := e.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-e.wake:
-	case <-t.C:
+	case <-t.Chan():
 	}
 }
 
+// pause waits d on the engine's clock (a wait of the schedule), or until
+// ctx ends.
+func (e *Engine) pause(ctx context.Context, d time.Duration) {
+	t := e.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.Chan():
+	}
+}
+
+// sleep waits d on the wall clock (a backoff after a failed database
+// call), or until ctx ends.
 func (e *Engine) sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -40,7 +41,7 @@ import (
 // is judged by its own, and a joining node waits for the slowest.
 //
 // An endpoint that has proven fast (three answers under 250 ms in a row) is
-// not held to the cap on any node (see gate): the cap exists to keep a slow
+// not held to the cap on any node (see scheduler): the cap exists to keep a slow
 // endpoint from taking the workers, and a fast one gives them back at once.
 // Its rate limit, when it has one, still holds across nodes.
 
@@ -158,18 +159,23 @@ func (v *nodeView) current(now time.Time) (rank, nodes int) {
 	return v.rank, v.nodes
 }
 
-// heartbeat keeps this node's membership and the gate's share current
+// heartbeat keeps this node's membership and the scheduler's share current
 // until ctx ends, then leaves. ready is closed once the node holds a share
 // (the claimer waits for it).
 func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 	m := e.cfg.Membership
 	interval := e.cfg.HeartbeatInterval
+	// Membership lives in the database's time (a node's row expires on
+	// the server's clock), so the loop and its view keep to the wall
+	// clock whatever Config.Clock is: a test's fake clock moving hours at
+	// once must not make this node stale and rejoin.
+	wall := clock.System()
 	v := nodeView{self: store.Node{ID: e.cfg.Owner, HeartbeatInterval: interval, AttemptTimeout: e.cfg.AttemptTimeout}}
-	t := time.NewTicker(interval / 4)
+	t := wall.NewTicker(interval / 4)
 	defer t.Stop()
 	var last time.Time // start of the last heartbeat
 	for ctx.Err() == nil {
-		now := e.cfg.Clock.Now()
+		now := wall.Now()
 		var rank, nodes int
 		if last.IsZero() || now.Sub(last) >= interval {
 			last = now
@@ -185,14 +191,14 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 			if err != nil {
 				e.cfg.Logger.Warn("heartbeat failed", "error", err)
 			}
-			rank, nodes = v.observe(live, err, now, e.cfg.Clock.Now())
+			rank, nodes = v.observe(live, err, now, wall.Now())
 			if v.confirmAlone {
 				last = time.Time{} // confirm at once, not an interval later
 			}
 		} else {
 			rank, nodes = v.current(now)
 		}
-		e.gate.setShare(rank, nodes)
+		e.sched.setShare(rank, nodes)
 		e.cfg.Metrics.ClusterNodes(nodes)
 		if nodes > 0 && ready != nil {
 			close(ready)
@@ -200,7 +206,7 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -52,7 +52,7 @@ func TestRateShareAddsUp(t *testing.T) {
 }
 
 func TestGateClusterShare(t *testing.T) {
-	g := newGate(16, 128, 5, 30*time.Second, time.Second)
+	g := newScheduler(16, 128, 5, 30*time.Second, time.Second)
 	g.setShare(2, 3) // 16 = 6 + 5 + 5: rank 2 gets 5
 	for i := range 5 {
 		if ok, _, reason := g.admit("ep", 0, t0); !ok {
@@ -69,7 +69,7 @@ func TestGateClusterShare(t *testing.T) {
 
 	// No share at all: nothing is admitted, and nothing parks (no attempt
 	// in flight would ever take it).
-	g = newGate(16, 128, 5, 30*time.Second, time.Second)
+	g = newScheduler(16, 128, 5, 30*time.Second, time.Second)
 	g.setShare(0, 0)
 	c := store.Claim{Endpoint: store.Endpoint{ID: "ep"}}
 	ok, parked, at, reason := g.admitOrPark(job{Claim: c}, t0)
@@ -78,7 +78,7 @@ func TestGateClusterShare(t *testing.T) {
 	}
 
 	// A rate of 30/s over 3 nodes: 10/s with a burst of 1 on this node.
-	g = newGate(100, 100, 5, 30*time.Second, time.Second)
+	g = newScheduler(100, 100, 5, 30*time.Second, time.Second)
 	g.setShare(1, 3)
 	if ok, _, _ := g.admit("ep", 30, t0); !ok {
 		t.Fatal("first attempt refused")
@@ -92,7 +92,7 @@ func TestGateClusterShare(t *testing.T) {
 	// is complete 22 ms later, not the 66 ms of 10/s: at t0+57ms an attempt
 	// is admitted. Tokens are kept across the change.
 	g.setShare(0, 1)
-	// (The new share applies to the endpoint's limiter when the gate next
+	// (The new share applies to the endpoint's limiter when the scheduler next
 	// looks at it: here 34 ms after the first attempt, 0.34 token.)
 	if ok, _, _ := g.admit("ep", 30, t0.Add(34*time.Millisecond)); ok {
 		t.Fatal("admitted with 0.34 token")
@@ -103,7 +103,7 @@ func TestGateClusterShare(t *testing.T) {
 
 	// A fast endpoint is not held to the cap, but its rate limit still
 	// holds: with no share, it is not admitted.
-	g = newGate(16, 128, 5, 30*time.Second, time.Second)
+	g = newScheduler(16, 128, 5, 30*time.Second, time.Second)
 	for range fastProof {
 		if ok, _, reason := g.admit("fast", 0, t0); !ok {
 			t.Fatalf("refused (%s)", reason)
@@ -248,7 +248,7 @@ func TestGateTenantAndHostCapsClusterShare(t *testing.T) {
 		{"host cap 7, rank 1 of 2", 100, 7, 1, 2, 3, "host_cap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGate(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(tc.tenantCap, tc.hostCap, 10*time.Second)
+			g := newScheduler(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(tc.tenantCap, tc.hostCap, 10*time.Second)
 			g.setShare(tc.rank, tc.nodes)
 			got := 0
 			for i := range 20 {

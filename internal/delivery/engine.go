@@ -4,10 +4,13 @@
 // retry policy, and writes completions in batches. A rescuer returns the
 // leases of crashed nodes to the queue.
 //
-// Flow: claimer → jobs → workers (sign, send, classify) → results →
-// completer (batched CompleteDeliveries). The claimer only claims as many
-// deliveries as there are idle workers, so nothing sits leased in memory
-// waiting for a worker.
+// Flow: claimer → jobs → workers (ask the scheduler; then sign, send,
+// classify, or defer, or leave parked) → results → completer (batched
+// CompleteDeliveries). The scheduler (admission.go) decides what may run
+// now — caps per endpoint, tenant and host, rate limits, circuit breakers,
+// parking — and the workers carry out its decisions. The claimer only
+// claims as many deliveries as there are idle workers, so nothing sits
+// leased in memory waiting for a worker.
 package delivery
 
 import (
@@ -18,23 +21,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
 )
-
-// Clock tells the time. Tests inject a fake; production uses SystemClock.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock in UTC.
-type SystemClock struct{}
-
-// Now returns time.Now().UTC().
-func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
 // Sender makes one HTTP attempt; *egress.Client implements it.
 type Sender interface {
@@ -54,8 +47,15 @@ type Config struct {
 	TrustedSender Sender
 	// Policy decides retries. Zero value: retry.DefaultSchedule.
 	Policy retry.Policy
-	// Clock; default SystemClock.
-	Clock Clock
+	// Clock tells the time the engine stamps and compares with the store's
+	// due times and leases, and makes the timers of its schedule: the
+	// wait for the next due delivery, the poll interval, the rescuer and
+	// the fan-out loop. The few-millisecond batching waits, the backoff
+	// after a failed database call (they pace the machine, not the
+	// schedule) and the cluster heartbeats (membership expires on the
+	// database server's clock; cluster.go) stay on the wall clock. Default
+	// clock.System(); tests inject a clock.Fake.
+	Clock clock.Clock
 	// Owner names this node in leases; default a random "node_…" id.
 	Owner string
 	// Workers is the number of attempts in flight at once; default 128.
@@ -161,7 +161,7 @@ func (c Config) WithDefaults() Config {
 		c.Policy.Schedule = retry.DefaultSchedule
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System()
 	}
 	if c.Owner == "" {
 		c.Owner = store.NewID("node")
@@ -255,7 +255,7 @@ type Engine struct {
 	slots   chan struct{} // the worker tokens not held by a claim (see token)
 	jobs    chan job
 	results chan store.Completion
-	gate    *gate
+	sched   *scheduler // admission: what may run now (admission.go)
 	// congested is signalled when a claim had to be deferred because its
 	// endpoint was at the cap with parking full: the claimer then waits
 	// for an attempt to finish before claiming more.
@@ -290,7 +290,7 @@ func New(cfg Config) (*Engine, error) {
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan job, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
-		gate: newGate(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
+		sched: newScheduler(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
@@ -303,7 +303,7 @@ func New(cfg Config) (*Engine, error) {
 
 // InFlight counts the attempts in flight on this node (the in-flight
 // gauges: metrics.Metrics.SetInFlight).
-func (e *Engine) InFlight() metrics.InFlight { return e.gate.inFlight() }
+func (e *Engine) InFlight() metrics.InFlight { return e.sched.inFlight() }
 
 // Owner returns the lease owner name of this engine.
 func (e *Engine) Owner() string { return e.cfg.Owner }

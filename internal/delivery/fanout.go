@@ -45,14 +45,17 @@ func (e *Engine) fanOut(ctx context.Context) {
 		}
 		if res.More {
 			// Every remaining fan-out is held by another node.
-			e.sleep(ctx, e.cfg.PollInterval)
+			e.pause(ctx, e.cfg.PollInterval)
 			continue
 		}
+		t := e.cfg.Clock.NewTimer(e.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-e.fanWake:
-		case <-time.After(e.cfg.PollInterval):
+		case <-t.Chan():
 		}
+		t.Stop()
 	}
 }

@@ -9,17 +9,31 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// admit is admitOrPark without parking, for these tests.
-func (g *gate) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
+// admit is the limits alone (no parking, no grant), for these tests.
+func (g *scheduler) admit(endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.admitLocked(admitKey{endpoint: endpointID, tenant: "t", url: "https://h.example/", rate: ratePerSecond}, now)
 }
 
+// admitOrPark is decide with the decision spelt out, for these tests.
+func (g *scheduler) admitOrPark(c job, now time.Time) (bool, bool, time.Time, string) {
+	d := g.decide(c, now)
+	return d.verdict == run, d.verdict == parked, d.at, d.reason
+}
+
+// done ends an attempt admitted by admit, admitAs or admitOrPark: release
+// without its grant or follow-up, for these tests.
+func (g *scheduler) done(endpointID string, failed bool, took time.Duration, now time.Time) (openUntil time.Time, opened bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.endLocked(endpointID, failed, took, now)
+}
+
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestGateConcurrencyCap(t *testing.T) {
-	g := newGate(2, 2, 5, 30*time.Second, time.Second)
+	g := newScheduler(2, 2, 5, 30*time.Second, time.Second)
 	for i := range 2 {
 		if ok, _, _ := g.admit("ep", 0, t0); !ok {
 			t.Fatalf("attempt %d refused under the cap", i+1)
@@ -39,7 +53,7 @@ func TestGateConcurrencyCap(t *testing.T) {
 }
 
 func TestGateRateLimit(t *testing.T) {
-	g := newGate(100, 100, 5, 30*time.Second, time.Second)
+	g := newScheduler(100, 100, 5, 30*time.Second, time.Second)
 	// 10 per second with a burst of 1: the second attempt at the same
 	// instant waits 100 ms.
 	if ok, _, _ := g.admit("ep", 10, t0); !ok {
@@ -58,7 +72,7 @@ func TestGateRateLimit(t *testing.T) {
 // Claims turned away by the rate limit come back one per token, in the
 // order they were turned away, and each is admitted when it comes back.
 func TestGateRateLimitSpreadsDeferrals(t *testing.T) {
-	g := newGate(100, 100, 5, 30*time.Second, time.Second)
+	g := newScheduler(100, 100, 5, 30*time.Second, time.Second)
 	if ok, _, _ := g.admit("ep", 10, t0); !ok {
 		t.Fatal("first attempt refused")
 	}
@@ -85,7 +99,7 @@ func TestGateRateLimitSpreadsDeferrals(t *testing.T) {
 }
 
 func TestGateCircuitBreaker(t *testing.T) {
-	g := newGate(10, 10, 3, 30*time.Second, time.Second)
+	g := newScheduler(10, 10, 3, 30*time.Second, time.Second)
 	now := t0
 	for i := range 3 {
 		if ok, _, _ := g.admit("ep", 0, now); !ok {
@@ -145,7 +159,7 @@ func TestGateCircuitBreaker(t *testing.T) {
 }
 
 func TestGateFastEndpointUsesEveryWorker(t *testing.T) {
-	g := newGate(2, 8, 5, 30*time.Second, time.Second)
+	g := newScheduler(2, 8, 5, 30*time.Second, time.Second)
 	// Until proven fast: the cap.
 	for range 2 {
 		if ok, _, _ := g.admit("ep", 0, t0); !ok {
@@ -176,7 +190,7 @@ func TestGateFastEndpointUsesEveryWorker(t *testing.T) {
 	}
 }
 
-func (g *gate) admitAs(endpoint, tenant, url string, now time.Time) (ok bool, retryAt time.Time, reason string) {
+func (g *scheduler) admitAs(endpoint, tenant, url string, now time.Time) (ok bool, retryAt time.Time, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.admitLocked(admitKey{endpoint: endpoint, tenant: tenant, url: url}, now)
@@ -185,7 +199,7 @@ func (g *gate) admitAs(endpoint, tenant, url string, now time.Time) (ok bool, re
 // A tenant's endpoints together, and a host's endpoints of every tenant
 // together, hold at most their caps; other tenants and hosts are not held.
 func TestGateTenantAndHostCaps(t *testing.T) {
-	g := newGate(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(6, 8, 10*time.Second)
+	g := newScheduler(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(6, 8, 10*time.Second)
 	// Tenant a: 10 endpoints on 10 hosts, 4 each allowed; 6 for the tenant.
 	admitted := 0
 	for i := range 10 {
@@ -234,7 +248,7 @@ func TestGateTenantAndHostCaps(t *testing.T) {
 // Endpoints that have proven fast are not held by the tenant cap (their
 // attempts still count).
 func TestGateTenantCapSparesFastEndpoints(t *testing.T) {
-	g := newGate(2, 100, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
+	g := newScheduler(2, 100, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
 	for range 3 {
 		g.admitAs("fast", "a", "https://f.example/", t0)
 		g.done("fast", false, time.Millisecond, t0)
@@ -253,7 +267,7 @@ func TestGateTenantCapSparesFastEndpoints(t *testing.T) {
 // attempt durations: a 300 ms endpoint with a cap of 2 frees a slot every
 // 150 ms, and successive claims come back one per slot.
 func TestGateAdaptiveDeferDelay(t *testing.T) {
-	g := newGate(2, 2, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, 10*time.Second)
+	g := newScheduler(2, 2, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, 10*time.Second)
 	for range 2 {
 		g.admit("ep", 0, t0)
 	}
@@ -273,7 +287,7 @@ func TestGateAdaptiveDeferDelay(t *testing.T) {
 	}
 	// A black hole (10 s timeouts) with a cap of 2: 5 s, bounded by the
 	// attempt timeout.
-	h := newGate(1, 1, 100, 30*time.Second, time.Second).withGroupCaps(0, 0, 2*time.Second)
+	h := newScheduler(1, 1, 100, 30*time.Second, time.Second).withGroupCaps(0, 0, 2*time.Second)
 	h.admit("hole", 0, t0)
 	h.done("hole", true, 10*time.Second, t0)
 	h.admit("hole", 0, t0)
@@ -286,7 +300,7 @@ func TestGateAdaptiveDeferDelay(t *testing.T) {
 // stands for the average: a black hole is seen as slow before its first
 // timeout, and the claims turned away are spread accordingly.
 func TestGateDeferDelayBeforeFirstAnswer(t *testing.T) {
-	g := newGate(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(4, 0, 10*time.Second)
+	g := newScheduler(100, 100, 5, 30*time.Second, time.Second).withGroupCaps(4, 0, 10*time.Second)
 	for i := range 4 {
 		if ok, _, _ := g.admitAs(fmt.Sprint("hole", i), "a", "https://h.example/", t0); !ok {
 			t.Fatal("refused under the tenant cap")
@@ -310,7 +324,7 @@ func TestGateDeferDelayBeforeFirstAnswer(t *testing.T) {
 
 // The in-flight gauges: attempts admitted and not done, per tenant.
 func TestGateInFlight(t *testing.T) {
-	g := newGate(10, 10, 5, 30*time.Second, time.Second)
+	g := newScheduler(10, 10, 5, 30*time.Second, time.Second)
 	claim := func(ep, tenant string) store.Claim {
 		return store.Claim{Delivery: store.Delivery{Tenant: tenant}, Endpoint: store.Endpoint{ID: ep, URL: "https://" + ep + ".example/"}}
 	}

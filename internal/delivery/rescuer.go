@@ -7,14 +7,14 @@ import (
 
 // rescue periodically returns expired leases to the queue.
 func (e *Engine) rescue(ctx context.Context) {
-	t := time.NewTicker(e.cfg.RescueInterval)
+	t := e.cfg.Clock.NewTicker(e.cfg.RescueInterval)
 	defer t.Stop()
 	for {
 		if e.unwritten.Load() > 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.Chan():
 			}
 			continue
 		}
@@ -32,7 +32,7 @@ func (e *Engine) rescue(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }

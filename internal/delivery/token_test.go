@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -43,7 +44,7 @@ const tokenWorkers = 4
 func tokenEngine(t *testing.T, sender Sender) (*Engine, tokenStore, func() []store.Completion) {
 	t.Helper()
 	st := tokenStore{postponed: make(chan string, 10)}
-	e, err := New(Config{Store: st, Sender: sender, Clock: fixedClock{t0}, Workers: tokenWorkers,
+	e, err := New(Config{Store: st, Sender: sender, Clock: clock.NewFake(t0), Workers: tokenWorkers,
 		EndpointConcurrency: 1, BreakerThreshold: 1, BreakerCooldown: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +250,7 @@ func (failSender) Do(context.Context, egress.Request) egress.Result {
 // postponement of an opened circuit's deliveries included.
 func TestRunWaitsForCircuitPostponement(t *testing.T) {
 	st := &runStore{postponing: make(chan struct{}), allow: make(chan struct{}), claim: testClaim("d1", "ep", 0)}
-	e, err := New(Config{Store: st, Sender: failSender{}, Clock: fixedClock{t0}, Workers: tokenWorkers,
+	e, err := New(Config{Store: st, Sender: failSender{}, Clock: clock.NewFake(t0), Workers: tokenWorkers,
 		BreakerThreshold: 1, BreakerCooldown: time.Minute, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
@@ -28,7 +29,7 @@ func benchmarkAttempt(b *testing.B, tr *tracing.Tracer, traceparent string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := New(Config{Store: wakeStore{}, Sender: okSender{}, Clock: fixedClock{t0}, Tracer: tr})
+	e, err := New(Config{Store: wakeStore{}, Sender: okSender{}, Clock: clock.NewFake(t0), Tracer: tr})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -19,16 +20,13 @@ type wakeStore struct {
 func (wakeStore) NextDueAt(context.Context) (time.Time, error)                 { return time.Time{}, nil }
 func (wakeStore) CompleteDeliveries(context.Context, []store.Completion) error { return nil }
 
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 // A completion that schedules a retry before the sleeping claimer's
 // wake-up wakes it (issue 13, point 1): with a poll interval of an hour,
 // the claimer still returns from its wait as soon as the completion of a
 // retry due in 200 ms is written.
 func TestCompletionWakesClaimerForEarlierRetry(t *testing.T) {
-	e, err := New(Config{Store: wakeStore{}, Sender: nopSender{}, Clock: fixedClock{t0}, PollInterval: time.Hour})
+	clk := clock.NewFake(t0)
+	e, err := New(Config{Store: wakeStore{}, Sender: nopSender{}, Clock: clk, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +37,13 @@ func TestCompletionWakesClaimerForEarlierRetry(t *testing.T) {
 		e.waitForWork(ctx)
 		close(woke)
 	}()
-	// Wait until the claimer has announced its wake-up time (an hour on).
-	for e.wakeAt.Load() != t0.Add(time.Hour).UnixNano() {
-		time.Sleep(time.Millisecond)
+	// Wait until the claimer sleeps on its timer; it has announced its
+	// wake-up time (an hour on) before making it.
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wakeAt.Load(); got != t0.Add(time.Hour).UnixNano() {
+		t.Fatalf("wakeAt = %d, want an hour on (%d)", got, t0.Add(time.Hour).UnixNano())
 	}
 	go e.complete()
 	e.results <- store.Completion{DeliveryID: "dlv_1", State: store.DeliveryPending, NextAttemptAt: t0.Add(200 * time.Millisecond), Now: t0}
@@ -93,7 +95,7 @@ func TestBlockedDestinationIsDeadAtOnce(t *testing.T) {
 	if egress.ClassBlocked != retry.ErrorClassBlocked {
 		t.Fatalf("egress.ClassBlocked %q != retry.ErrorClassBlocked %q", egress.ClassBlocked, retry.ErrorClassBlocked)
 	}
-	e, err := New(Config{Store: wakeStore{}, Sender: blockedSender{}, Clock: fixedClock{t0}})
+	e, err := New(Config{Store: wakeStore{}, Sender: blockedSender{}, Clock: clock.NewFake(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,8 @@ func (e *Engine) work(ctx context.Context) {
 		if ctx.Err() != nil {
 			// Shutting down: put the claim back, due now, for another node
 			// (or this one's next start) without waiting for its lease.
-			e.deferClaim(j, e.cfg.Clock.Now(), "shutdown", e.cfg.Clock.Now())
+			now := e.cfg.Clock.Now()
+			e.putBack(decision{verdict: deferred, job: j, at: now, reason: reasonShutdown}, now)
 			continue
 		}
 		e.handle(ctx, j)
@@ -24,62 +25,53 @@ func (e *Engine) work(ctx context.Context) {
 	}
 }
 
-// handle passes a claim through its endpoint's gate. An admitted claim is
-// attempted, and then this worker carries on with the endpoint's next
-// parked claim, if any; a claim parked at the cap is left, with its token,
-// for the worker that finishes the endpoint's current attempt; any other
-// claim turned away is deferred without consuming an attempt.
+// handle asks the scheduler once about a claim and acts on its decision:
+// run the attempt, defer the claim, or leave it parked (the scheduler
+// holds it, with its token, for the worker that ends the endpoint's
+// current attempt). After an attempt it releases the attempt's grant once
+// and acts on the follow-up: postpone an opened circuit's deliveries, put
+// back the parked claims the scheduler gives up, and carry on with the
+// endpoint's next parked claim, already decided on.
 //
-// Each claim's token (see token) is released once: by deferClaim, or
-// after its attempt's completion is queued; a parked claim keeps it.
+// Each claim's token (see token) is released once: by putBack, or after
+// its attempt's completion is queued; a parked claim keeps it.
 func (e *Engine) handle(ctx context.Context, j job) {
+	now := e.cfg.Clock.Now()
+	d := e.sched.decide(j, now)
 	for {
-		now := e.cfg.Clock.Now()
-		ok, parked, retryAt, reason := e.gate.admitOrPark(j, now)
-		if parked {
-			return // the gate holds j and its token
-		}
-		if !ok {
-			e.deferClaim(j, retryAt, reason, now)
+		switch d.verdict {
+		case parked:
+			return // the scheduler holds d.job and its token
+		case deferred:
+			e.putBack(d, now)
 			return
 		}
-		comp, transportFailure := e.attempt(ctx, j.Claim)
+		comp, transportFailure := e.attempt(ctx, d.job.Claim)
 		e.results <- comp
-		until, opened := e.gate.done(j.Endpoint.ID, transportFailure, comp.Attempt.Duration, e.cfg.Clock.Now())
-		j.tok.release() // after done: a claim this token brings sees the attempt ended
-		if opened {
-			e.circuitOpened(j.Endpoint.ID, until)
-			for _, p := range e.gate.unparkAll(j.Endpoint.ID) {
-				e.deferClaim(p, until, "circuit_open", e.cfg.Clock.Now())
-			}
+		now = e.cfg.Clock.Now()
+		f := e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
+		d.job.tok.release() // after release: a claim this token brings sees the attempt ended
+		if f.opened {
+			e.circuitOpened(d.job.Endpoint.ID, f.openUntil)
+		}
+		for _, p := range f.putBack {
+			e.putBack(p, now)
+		}
+		if f.next.verdict == 0 {
 			return
 		}
-		next, more := e.gate.next(j.Endpoint.ID)
-		if !more {
-			return
-		}
-		if ctx.Err() != nil {
-			// Shutting down: put back next and every other claim parked
-			// behind this endpoint.
-			now := e.cfg.Clock.Now()
-			e.deferClaim(next, now, "shutdown", now)
-			for _, p := range e.gate.unparkAll(j.Endpoint.ID) {
-				e.deferClaim(p, now, "shutdown", now)
-			}
-			return
-		}
-		j = next
+		d = f.next
 	}
 }
 
-// deferClaim puts a claim back without an attempt, due at retryAt, and
-// releases its token.
-func (e *Engine) deferClaim(c job, retryAt time.Time, reason string, now time.Time) {
-	e.cfg.Metrics.Deferred(reason)
-	e.results <- store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: e.cfg.Owner,
-		Deferred: true, NextAttemptAt: retryAt, Now: now}
-	c.tok.release()
-	if reason == "concurrency_cap" || reason == "tenant_cap" || reason == "host_cap" {
+// putBack carries out a deferral: the claim goes back without an attempt,
+// due at d.at, and its token is released.
+func (e *Engine) putBack(d decision, now time.Time) {
+	e.cfg.Metrics.Deferred(d.reason)
+	e.results <- store.Completion{DeliveryID: d.job.Delivery.ID, EndpointID: d.job.Endpoint.ID, Owner: e.cfg.Owner,
+		Deferred: true, NextAttemptAt: d.at, Now: now}
+	d.job.tok.release()
+	if d.congested() {
 		// Claims are outrunning what the endpoints can take: tell the
 		// claimer to wait for progress instead of claiming more of them.
 		select {

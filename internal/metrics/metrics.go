@@ -171,7 +171,7 @@ type InFlight struct {
 }
 
 // SetInFlight sets the function read at each scrape for the in-flight
-// gauges (the engine's gate: nothing is counted on the attempts' path for
+// gauges (the engine's scheduler: nothing is counted on the attempts' path for
 // them). Tenants are not a bounded set, so no gauge is labelled by tenant:
 // the busiest tenant's count against --tenant-concurrency tells whether
 // one tenant holds the workers.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/catalog"
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -51,8 +52,8 @@ func TestBurstOfTransitionsIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := t0.Add(2 * time.Second)
-	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return now }, SpikeThreshold: -1,
+	clk := clock.NewFake(t0.Add(2 * time.Second))
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Clock: clk, SpikeThreshold: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	for range n/100 + 2 { // 100 notices per round
 		if err := h.Round(ctx); err != nil {
@@ -73,7 +74,7 @@ func TestBurstOfTransitionsIsBounded(t *testing.T) {
 	check("ops", 20, 0)
 	// The summary comes a minute after the first event held back, and
 	// counts the whole burst.
-	now = now.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if err := h.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,7 @@ func TestBurstOfTransitionsIsBounded(t *testing.T) {
 	// A minute after the burst the bucket holds 10 tokens again. 30 new
 	// transitions: 10 go out, 20 are held back and summarised a minute
 	// later.
+	now := clk.Now()
 	for i := range 30 {
 		if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: fmt.Sprintf("ep_%04d", i), State: store.EndpointEnabled,
 			Notice: ops.TypeEndpointEnabled, Now: now}); err != nil {
@@ -109,7 +111,7 @@ func TestBurstOfTransitionsIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("acme", 30, 1)
-	now = now.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if err := h.Round(ctx); err != nil {
 		t.Fatal(err)
 	}

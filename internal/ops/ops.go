@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -97,9 +98,12 @@ type Config struct {
 	EventBurst      int
 	EventsPerMinute int
 	SummaryEvery    time.Duration
-	Now             func() time.Time
-	Logger          *slog.Logger
-	Metrics         *metrics.Metrics
+	// Clock tells the time of the rounds (spike windows, rate limits,
+	// retention cut-offs, the ids of operational events) and ticks
+	// Interval; default clock.System().
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
 }
 
 // The defaults `herald serve` gives the settings whose zero value turns
@@ -145,8 +149,8 @@ func New(cfg Config) *Housekeeper {
 	if cfg.SummaryEvery <= 0 {
 		cfg.SummaryEvery = time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.Now().UTC() }
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -159,7 +163,7 @@ func New(cfg Config) *Housekeeper {
 
 // Run does a round every Interval until ctx ends.
 func (h *Housekeeper) Run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Interval)
+	t := h.cfg.Clock.NewTicker(h.cfg.Interval)
 	defer t.Stop()
 	for {
 		if err := h.Round(ctx); err != nil && ctx.Err() == nil {
@@ -168,7 +172,7 @@ func (h *Housekeeper) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -194,7 +198,7 @@ func (h *Housekeeper) Round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := h.cfg.Now()
+	now := h.cfg.Clock.Now()
 	if now.Sub(h.lastPurge) >= time.Minute {
 		h.lastPurge = now
 		return h.purge(ctx, now)
@@ -235,7 +239,7 @@ func (h *Housekeeper) checkSpikes(ctx context.Context) (int, error) {
 	if h.cfg.SpikeThreshold <= 0 {
 		return 0, nil
 	}
-	now := h.cfg.Now()
+	now := h.cfg.Clock.Now()
 	windowStart := now.Add(-h.cfg.SpikeWindow)
 	counts, err := h.cfg.Store.DeadLetterCounts(ctx, "", windowStart)
 	if err != nil {
@@ -356,7 +360,7 @@ func (h *Housekeeper) publishTo(ctx context.Context, tenant, typ, id string, at 
 	res, err := h.cfg.Store.PublishEvent(ctx, store.PublishParams{
 		Event: store.Event{ID: id, Tenant: tenant, Type: typ, OccurredAt: at, Body: body,
 			Fingerprint: store.Fingerprint(tenant, typ, raw)},
-		Now:               h.cfg.Now(),
+		Now:               h.cfg.Clock.Now(),
 		NewDeliveryID:     func() string { return store.NewID("dlv") },
 		ExcludeEndpointID: exclude,
 	})
@@ -372,7 +376,7 @@ func (h *Housekeeper) publishTo(ctx context.Context, tenant, typ, id string, at 
 // allow takes a token of tenant's bucket, or counts the event of type typ
 // as suppressed.
 func (h *Housekeeper) allow(tenant, typ string) bool {
-	now := h.cfg.Now()
+	now := h.cfg.Clock.Now()
 	l := h.limits[tenant]
 	if l == nil {
 		l = &tenantLimit{bucket: rate.NewLimiter(rate.Limit(float64(h.cfg.EventsPerMinute)/60), h.cfg.EventBurst), suppressed: map[string]int{}}
@@ -394,7 +398,7 @@ func (h *Housekeeper) allow(tenant, typ string) bool {
 // counts a whole burst, and a tenant gets at most one per SummaryEvery),
 // and forgets buckets that are full again with nothing to report.
 func (h *Housekeeper) summarise(ctx context.Context) (int, error) {
-	now := h.cfg.Now()
+	now := h.cfg.Clock.Now()
 	created := 0
 	for tenant, l := range h.limits {
 		if len(l.suppressed) == 0 {

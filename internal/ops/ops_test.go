@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/ops"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
@@ -72,7 +73,7 @@ func TestQuickStateChangesEmitEveryEvent(t *testing.T) {
 	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointEnabled, Notice: ops.TypeEndpointEnabled, Now: t0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return t0.Add(2 * time.Second) }, SpikeThreshold: -1})
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Clock: clock.NewFake(t0.Add(2 * time.Second)), SpikeThreshold: -1})
 	if err := h.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestDeleteEmitsEndpointDeleted(t *testing.T) {
 	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: e.ID, Notice: true, Now: t0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Now: func() time.Time { return t0.Add(2 * time.Second) }, SpikeThreshold: -1})
+	h := ops.New(ops.Config{Store: s, OperatorTenant: "ops", Clock: clock.NewFake(t0.Add(2 * time.Second)), SpikeThreshold: -1})
 	if err := h.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestSpikeThresholdZeroIsOff(t *testing.T) {
 		s := newStore(t)
 		newEndpoint(t, s, "ep_a", "acme", "order.placed", ops.TypeDeadLetterSpike)
 		deadLetters(t, s, 10)
-		h := ops.New(ops.Config{Store: s, Now: func() time.Time { return t0.Add(time.Minute) }, SpikeThreshold: c.threshold})
+		h := ops.New(ops.Config{Store: s, Clock: clock.NewFake(t0.Add(time.Minute)), SpikeThreshold: c.threshold})
 		if err := h.Round(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestRetentionZeroKeepsForever(t *testing.T) {
 		s := newStore(t)
 		newEndpoint(t, s, "ep_a", "acme", "order.placed")
 		deadLetters(t, s, 3)
-		h := ops.New(ops.Config{Store: s, Now: func() time.Time { return t0.Add(365 * 24 * time.Hour) }, DeadRetention: c.retention, SucceededRetention: c.retention})
+		h := ops.New(ops.Config{Store: s, Clock: clock.NewFake(t0.Add(365 * 24 * time.Hour)), DeadRetention: c.retention, SucceededRetention: c.retention})
 		if err := h.Round(t.Context()); err != nil {
 			t.Fatal(err)
 		}

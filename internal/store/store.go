@@ -5,9 +5,14 @@
 // The deliveries table is the delivery queue. A delivery is claimed by a
 // worker with a lease (LeaseOwner, LeaseUntil); completing it clears the lease
 // and writes the attempt; a rescuer clears leases that expired because their
-// owner crashed, so the delivery becomes claimable again. Drivers live in
-// sub-packages (sqlite, postgres) and all pass the conformance suite in
-// storetest.
+// owner crashed, so the delivery becomes claimable again. Where the lease
+// is kept is the driver's: in the row (postgres, where nodes share the
+// queue: it outlives the process until it expires and is rescued) or in
+// the process's memory (sqlite, one process per database: it ends with the
+// process, and the delivery is due at once after a restart). Either way
+// nothing claimed and not completed is lost (storetest.Restart). Drivers
+// live in sub-packages (sqlite, postgres) and all pass the conformance
+// suite in storetest.
 package store
 
 import (

@@ -148,6 +148,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestRestart(t *testing.T) {
+	baseURL(t)
+	storetest.Restart(t, func(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
+		u := newSchema(t)
+		return openStore(t, u), func(t *testing.T) store.Store { return openStore(t, u) }
+	})
+}
+
 var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func newEndpoint(tenant string) store.Endpoint {

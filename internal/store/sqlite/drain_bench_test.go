@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +18,16 @@ import (
 // completed as successes in batches of 128, as the engine does, with no
 // HTTP. Run it with a fixed count, e.g.
 // go test -run '^$' -bench BenchmarkDrainQueue -benchtime 40000x -benchmem ./internal/store/sqlite
-func BenchmarkDrainQueue(b *testing.B) {
+func BenchmarkDrainQueue(b *testing.B) { benchmarkDrain(b, false) }
+
+// BenchmarkDrainQueueInFlight is BenchmarkDrainQueue with the previous
+// batch still leased during each claim (completed after it), as in a
+// drain, where the workers' attempts are in flight while the claimer
+// takes the next batch:
+// go test -run '^$' -bench BenchmarkDrainQueueInFlight -benchtime 40000x ./internal/store/sqlite
+func BenchmarkDrainQueueInFlight(b *testing.B) { benchmarkDrain(b, true) }
+
+func benchmarkDrain(b *testing.B, inFlight bool) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
@@ -53,14 +63,22 @@ func BenchmarkDrainQueue(b *testing.B) {
 	wg.Wait()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	done := 0
+	var prev []store.Completion // the batch in flight (inFlight)
+	complete := func(cs []store.Completion) {
+		if err := s.CompleteDeliveries(ctx, cs); err != nil {
+			b.Fatal(err)
+		}
+		done += len(cs)
+	}
 	for done < b.N {
 		t := time.Now().UTC()
 		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: 128, Lease: time.Minute, Now: t})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(claims) == 0 {
+		if len(claims) == 0 && len(prev) == 0 {
 			b.Fatalf("queue empty after %d deliveries", done)
 		}
 		cs := make([]store.Completion, len(claims))
@@ -68,10 +86,76 @@ func BenchmarkDrainQueue(b *testing.B) {
 			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
 				Attempt: store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t}
 		}
-		if err := s.CompleteDeliveries(ctx, cs); err != nil {
-			b.Fatal(err)
+		if !inFlight {
+			complete(cs)
+			continue
 		}
-		done += len(claims)
+		if len(prev) > 0 {
+			complete(prev)
+		}
+		prev = cs
 	}
 	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "deliveries/s")
+	// CPU per delivery holds better than wall time on a shared machine.
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(done), "cpu-µs/delivery")
+}
+
+// processCPU is the user and system CPU time the process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkTrickle is the store's share of a light load, as in
+// herald bench latency: claims of 2 deliveries with 16 in flight (the
+// oldest batch is completed after each claim), one endpoint:
+// go test -run '^$' -bench BenchmarkTrickle -benchtime 20000x ./internal/store/sqlite
+func BenchmarkTrickle(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_0", Tenant: "t",
+		URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
+		CreatedAt: now, UpdatedAt: now}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range b.N + 32 {
+		id := fmt.Sprintf("evt_%d", i)
+		if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: id},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	cpu0 := processCPU()
+	var inFlight [][]store.Completion
+	done := 0
+	for done < b.N {
+		t := time.Now().UTC()
+		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: 2, Lease: time.Minute, Now: t})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs := make([]store.Completion, len(claims))
+		for i, c := range claims {
+			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
+				Attempt: store.Attempt{Number: 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t}
+		}
+		inFlight = append(inFlight, cs)
+		if len(inFlight) > 8 || len(claims) == 0 {
+			if err := s.CompleteDeliveries(ctx, inFlight[0]); err != nil {
+				b.Fatal(err)
+			}
+			done += len(inFlight[0])
+			inFlight = inFlight[1:]
+		}
+	}
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(done), "cpu-µs/delivery")
 }

@@ -46,7 +46,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if p.State == store.EndpointEnabled {
 		res, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1 WHERE endpoint_id = ?2 AND state = 'paused'", now, p.ID)
 	} else {
-		res, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?1 WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL", now, p.ID)
+		res, err = tx.ExecContext(ctx, holdDeliveriesSQL, now, p.ID, s.leases.ofEndpoint(p.ID, nil))
 	}
 	if err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
@@ -147,13 +147,21 @@ func numberPlaceholders(q string, from int) string {
 
 // PostponeEndpointDeliveries implements store.Store.
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
-		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < ?1`, micro(until), endpointID)
+	// A transaction holds the writer, so the leases (leases.go) do not
+	// change between reading them and the update.
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, wrap("postpone", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
+		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < ?1
+		  AND id NOT IN (SELECT value FROM json_each(?3))`, micro(until), endpointID, s.leases.ofEndpoint(endpointID, nil))
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}
 	n, _ := res.RowsAffected()
-	return int(n), nil
+	return int(n), wrap("postpone", tx.Commit())
 }
 
 // addNotice appends a notice of type typ to the outbox with a snapshot of
@@ -289,12 +297,12 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			return st, wrap("stats", err)
 		}
 	}
-	var oldest sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").Scan(&oldest); err != nil {
+	oldest, ok, err := s.firstUnleasedDue(s.r.QueryContext(ctx, NextDueQuery))
+	if err != nil {
 		return st, wrap("stats", err)
 	}
-	if oldest.Valid {
-		st.OldestDue = fromMicro(oldest.Int64)
+	if ok {
+		st.OldestDue = fromMicro(oldest)
 	}
 	return st, nil
 }

@@ -517,6 +517,7 @@ func scanDelivery(sc scanner) (store.Delivery, error) {
 // GetDelivery implements store.Store.
 func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
 	d, err := scanDelivery(s.r.QueryRowContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = ?", id))
+	s.leases.overlay(&d)
 	return d, wrap("delivery "+id, err)
 }
 
@@ -567,6 +568,7 @@ func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams
 		if err != nil {
 			return store.Page[store.Delivery]{}, wrap("list deliveries", err)
 		}
+		s.leases.overlay(&d)
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
@@ -603,48 +605,59 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 	return out, wrap("list attempts", rows.Err())
 }
 
-// The queue's two hot queries. INDEXED BY pins them to the partial index
-// deliveries_due, which holds only claimable rows, so their cost does not
-// grow with succeeded, dead, held or leased rows (the planner would
-// otherwise pick the (state, updated_at) index and sort); SQLite fails the
-// statement rather than silently falling back if the index is unusable.
-//
-// The claim's LIMIT is written "? + 0": SQLite's planner reads a bare bound
-// LIMIT parameter and marks the statement to be recompiled whenever that
-// parameter changes, and the claim's limit (the idle workers) changes
-// almost every time: re-preparing was 14 % of the claim's CPU in a drain.
+// The queue's hot queries. INDEXED BY pins them to the partial indexes
+// deliveries_due and deliveries_due_tenant, which hold only pending rows
+// without a lease column set (all pending rows: leases are in memory,
+// leases.go), so their cost does not grow with succeeded, dead or held
+// rows (the planner would otherwise pick the (state, updated_at) index and
+// sort); SQLite fails the statement rather than silently falling back if
+// the index is unusable. They read ids only (the indexes cover them): the
+// claim steps past the leased ones, at most the deliveries in flight, and
+// stops at its limit (no LIMIT clause: the statement is stepped lazily).
 const (
-	// ClaimQuery is completed with the RETURNING column list.
-	ClaimQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
-		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due
-		             WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at, id LIMIT ? + 0)
-		RETURNING `
+	// ClaimQuery yields the due deliveries oldest due first.
+	ClaimQuery = `SELECT id FROM deliveries INDEXED BY deliveries_due
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		ORDER BY next_attempt_at, id`
 	// ClaimTenantQuery is ClaimQuery for one tenant's oldest due
 	// deliveries, on deliveries_due_tenant (tenant, next_attempt_at, id):
 	// those due together in creation order.
-	ClaimTenantQuery = `UPDATE deliveries SET lease_owner = ?, lease_until = ?
-		WHERE id IN (SELECT id FROM deliveries INDEXED BY deliveries_due_tenant
-		             WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		             ORDER BY next_attempt_at, id LIMIT ? + 0)
-		RETURNING `
+	ClaimTenantQuery = `SELECT id FROM deliveries INDEXED BY deliveries_due_tenant
+		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		ORDER BY next_attempt_at, id`
+	// TenantDueQuery yields one tenant's pending deliveries (id, due
+	// time) oldest due first: the claim's check that a tenant whose
+	// earliest due delivery is leased has another one due.
+	TenantDueQuery = `SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due_tenant
+		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL
+		ORDER BY next_attempt_at, id`
 	// NextTenantQuery is one step of the claim's skip scan over the
-	// tenants with claimable deliveries: the first tenant from ? on (the
+	// tenants with pending deliveries: the first tenant from ? on (the
 	// tenant after t is from t+"\x00") and its earliest due time, one probe
 	// of deliveries_due_tenant.
 	NextTenantQuery = `SELECT tenant, next_attempt_at FROM deliveries INDEXED BY deliveries_due_tenant
 		WHERE state = 'pending' AND lease_owner IS NULL AND tenant >= ?
 		ORDER BY tenant, next_attempt_at LIMIT 1`
-	// NextDueQuery finds the earliest due time of a claimable delivery.
-	NextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL"
+	// NextDueQuery yields the pending deliveries (id, due time) oldest
+	// due first; the first one not leased is the next due.
+	NextDueQuery = `SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due
+		WHERE state = 'pending' AND lease_owner IS NULL ORDER BY next_attempt_at, id`
 )
 
-// ClaimDeliveries implements store.Store. One UPDATE … RETURNING leases the
-// batch (SQLite has one writer, so no row can be claimed twice), then the
-// events and endpoints of the batch are read in the same transaction.
+// claimDeliveriesQuery reads the claimed deliveries (ids as a JSON array).
+var claimDeliveriesQuery = "SELECT " + deliveryColumns + " FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"
+
+// ClaimDeliveries implements store.Store. It reads the batch on the writer
+// connection (so no completion, pause or rescue runs in between) and
+// leases it in memory (leases.go): the transaction writes nothing. The
+// first claim takes the claim lock; ErrClaimLocked (with
+// store.ErrUnavailable) when another process holds it.
 func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]store.Claim, error) {
 	if p.Limit <= 0 {
 		return nil, nil
+	}
+	if err := s.takeClaimLock(ctx); err != nil {
+		return nil, wrap("claim", err)
 	}
 	tx, done, err := s.queueTx(ctx)
 	if err != nil {
@@ -656,13 +669,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
-	var claims []store.Claim
 	turns := make(map[string]int, len(tenants))
 	for i, t := range tenants {
 		turns[t] = i + 1
 	}
-	take := func(query string, args ...any) error {
-		st, err := s.stmt(ctx, tx, query+deliveryColumns)
+	var ids []string
+	taken := make(map[string]bool, p.Limit)
+	// pick adds up to want ids of query's rows that are neither leased
+	// nor taken already.
+	pick := func(want int, query string, args ...any) error {
+		st, err := s.stmt(ctx, tx, query)
 		if err != nil {
 			return err
 		}
@@ -671,36 +687,56 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
+		// The leases change only while the writer is held (by this claim
+		// now): one read lock for the walk, and the leased ids, most of
+		// what is read, are looked up without copying them (RawBytes).
+		s.leases.mu.RLock()
+		defer s.leases.mu.RUnlock()
+		var raw sql.RawBytes
+		for want > 0 && rows.Next() {
+			if err := rows.Scan(&raw); err != nil {
 				return err
 			}
-			claims = append(claims, store.Claim{Delivery: d, Turn: turns[d.Tenant]})
+			if _, leased := s.leases.m[string(raw)]; leased || taken[string(raw)] {
+				continue
+			}
+			id := string(raw)
+			taken[id] = true
+			ids = append(ids, id)
+			want--
 		}
 		return rows.Err()
 	}
 	if len(tenants) > 0 {
 		per := (p.Limit + len(tenants) - 1) / len(tenants)
 		for _, t := range tenants {
-			if err := take(ClaimTenantQuery, p.Owner, until, t, now, min(per, p.Limit-len(claims))); err != nil {
+			if err := pick(min(per, p.Limit-len(ids)), ClaimTenantQuery, t, now); err != nil {
 				return nil, wrap("claim", err)
 			}
-			if len(claims) >= p.Limit {
+			if len(ids) >= p.Limit {
 				break
 			}
 		}
 	}
-	if rest := p.Limit - len(claims); rest > 0 {
+	if rest := p.Limit - len(ids); rest > 0 {
 		// Tenants with fewer due than their share leave room (or the probes
 		// ran out before a due tenant was found): fill it oldest due first,
 		// whatever the tenant.
-		if err := take(ClaimQuery, p.Owner, until, now, rest); err != nil {
+		if err := pick(rest, ClaimQuery, now); err != nil {
 			return nil, wrap("claim", err)
 		}
 	}
-	if len(claims) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
+	}
+	claims := make([]store.Claim, 0, len(ids))
+	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
+		d, err := scanDelivery(sc)
+		d.LeaseOwner, d.LeaseUntil = p.Owner, fromMicro(until)
+		claims = append(claims, store.Claim{Delivery: d, Turn: turns[d.Tenant]})
+		return err
+	}); err != nil {
+		return nil, wrap("claim", err)
 	}
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
@@ -725,8 +761,15 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if err := tx.Commit(); err != nil {
 		return nil, wrap("claim", err)
 	}
-	// RETURNING yields rows in update order, not in the subquery's order:
-	// restore "oldest due first".
+	// Lease them while the writer is still held (done runs after).
+	leased := make([]string, len(claims))
+	ls := make([]lease, len(claims))
+	for i, c := range claims {
+		leased[i] = c.Delivery.ID
+		ls[i] = lease{owner: p.Owner, until: until, endpoint: c.Delivery.EndpointID, tenant: c.Delivery.Tenant}
+	}
+	s.leases.add(leased, ls)
+	// Restore "oldest due first" (the id lookup yields rows in id order).
 	slices.SortFunc(claims, func(a, b store.Claim) int {
 		if c := a.Delivery.NextAttemptAt.Compare(b.Delivery.NextAttemptAt); c != 0 {
 			return c
@@ -777,6 +820,21 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 			}
 			if pass == 1 && tenant > p.TenantCursor {
 				break // wrapped around to where the first pass began
+			}
+			if due <= now && s.leases.tenantLeases(tenant) > 0 {
+				// Its earliest may be in flight: find its first unleased.
+				st, err := s.stmt(ctx, tx, TenantDueQuery)
+				if err != nil {
+					return nil, err
+				}
+				var ok bool
+				due, ok, err = s.firstUnleasedDue(st.QueryContext(ctx, tenant))
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					due = now + 1
+				}
 			}
 			if due <= now {
 				out = append(out, tenant)
@@ -835,17 +893,17 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		return wrap("complete", err)
 	}
 	defer done()
-	if err := s.completeBulk(ctx, tx, cs); err != errNotBulk {
+	// held[i]: cs[i]'s owner holds the lease (leases.go), so the delivery
+	// moves; the leases do not change while the writer is held.
+	held := make([]bool, len(cs))
+	for i, c := range cs {
+		held[i] = s.leases.held(c.DeliveryID, c.Owner)
+	}
+	if err := s.completeBulk(ctx, tx, cs, held); err != errNotBulk {
 		if err != nil {
 			return wrap("complete", err)
 		}
-		if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
-			return wrap("complete: dead-letter notices", err)
-		}
-		if err := s.writeRollups(ctx, tx, cs); err != nil {
-			return wrap("complete: stats", err)
-		}
-		return wrap("complete", tx.Commit())
+		return s.commitCompletions(ctx, tx, cs, held)
 	}
 	insAttempt, err := s.stmt(ctx, tx, insertAttemptSQL)
 	if err != nil {
@@ -859,10 +917,21 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 	if err != nil {
 		return wrap("complete", err)
 	}
-	for _, c := range cs {
+	// A batch naming a delivery twice: only the first completion holding
+	// the lease moves it (the lease is then released).
+	released := map[string]bool{}
+	for i, c := range cs {
+		if held[i] && released[c.DeliveryID] {
+			held[i] = false
+		}
+		if held[i] {
+			released[c.DeliveryID] = true
+		}
 		if c.Deferred {
-			if _, err := deferStmt.ExecContext(ctx, micro(c.NextAttemptAt), c.DeliveryID, c.Owner); err != nil {
-				return wrap("complete: defer", err)
+			if held[i] {
+				if _, err := deferStmt.ExecContext(ctx, micro(c.NextAttemptAt), c.DeliveryID); err != nil {
+					return wrap("complete: defer", err)
+				}
 			}
 			continue
 		}
@@ -870,8 +939,10 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if _, err := insAttempt.ExecContext(ctx, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt); err != nil {
 			return wrap("complete: attempt", err)
 		}
-		if _, err := upd.ExecContext(ctx, string(c.State), c.ClientErrors(), micro(c.DueAt()), a.StatusCode, a.Error, micro(c.Now), c.DeliveryID, c.Owner); err != nil {
-			return wrap("complete: delivery", err)
+		if held[i] {
+			if _, err := upd.ExecContext(ctx, string(c.State), c.ClientErrors(), micro(c.DueAt()), a.StatusCode, a.Error, micro(c.Now), c.DeliveryID); err != nil {
+				return wrap("complete: delivery", err)
+			}
 		}
 		endpointID := c.EndpointID
 		if endpointID == "" {
@@ -883,27 +954,45 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			}
 		}
 		if c.DisableEndpoint {
-			if err := disableEndpoint(ctx, tx, endpointID, c.DisableReason, c.Now); err != nil {
+			if err := s.disableEndpoint(ctx, tx, endpointID, c.DisableReason, c.Now, released); err != nil {
 				return wrap("complete: disable endpoint", err)
 			}
 			continue
 		}
-		if err := s.updateStreak(ctx, tx, endpointID, c); err != nil {
+		if err := s.updateStreak(ctx, tx, endpointID, c, released); err != nil {
 			return wrap("complete: failure streak", err)
 		}
 	}
-	if err := s.deadLetterNotices(ctx, tx, cs); err != nil {
+	return s.commitCompletions(ctx, tx, cs, held)
+}
+
+// commitCompletions ends a completion batch: the dead-letter notices of the
+// completions that moved their delivery (held), the stats rollups, the
+// commit; then, the writer still held, it releases the leases of held.
+func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, cs []store.Completion, held []bool) error {
+	if err := s.deadLetterNotices(ctx, tx, cs, held); err != nil {
 		return wrap("complete: dead-letter notices", err)
 	}
 	if err := s.writeRollups(ctx, tx, cs); err != nil {
 		return wrap("complete: stats", err)
 	}
-	return wrap("complete", tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return wrap("complete", err)
+	}
+	var ids []string
+	for i, c := range cs {
+		if held[i] {
+			ids = append(ids, c.DeliveryID)
+		}
+	}
+	s.leases.drop(ids)
+	return nil
 }
 
 // deadLetterNoticeSQL records delivery.dead_lettered for a delivery the
-// completion (?2: its time) just moved to dead — not for a completion whose
-// lease was lost, nor for a delivery of an operational event.
+// completion (?2: its time) just moved to dead — not for a delivery of an
+// operational event (nor for a completion whose lease was lost: the caller
+// skips those).
 const deadLetterNoticeSQL = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
 		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
 	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', ?2,
@@ -914,9 +1003,9 @@ const deadLetterNoticeSQL = `INSERT INTO notices (endpoint_id, tenant, url, kind
 
 // deadLetterNotices records delivery.dead_lettered for each completion of
 // the batch that dead-lettered its delivery, in the batch's transaction.
-func (s *Store) deadLetterNotices(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
-	for _, c := range cs {
-		if c.Deferred || c.State != store.DeliveryDead {
+func (s *Store) deadLetterNotices(ctx context.Context, tx *sql.Tx, cs []store.Completion, held []bool) error {
+	for i, c := range cs {
+		if !held[i] || c.Deferred || c.State != store.DeliveryDead {
 			continue
 		}
 		if err := s.exec(ctx, tx, deadLetterNoticeSQL, c.DeliveryID, micro(c.Now)); err != nil {
@@ -945,15 +1034,17 @@ const (
 		SELECT ?1, COALESCE((SELECT MAX(number) FROM attempts WHERE delivery_id = ?1), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
 		WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)`
 	// completeDeliverySQL: a retry of a delivery whose endpoint was paused
-	// or disabled meanwhile is held (paused) instead of pending.
+	// or disabled meanwhile is held (paused) instead of pending. It and
+	// deferDeliverySQL run only for a completion whose owner holds the
+	// lease (leases.go).
 	completeDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN ?1 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE ?1 END,
 		attempts = attempts + 1, client_errors = client_errors + ?2, next_attempt_at = ?3,
-		last_status_code = ?4, last_error = ?5, lease_owner = NULL, lease_until = NULL, updated_at = ?6
-		WHERE id = ?7 AND lease_owner = ?8`
+		last_status_code = ?4, last_error = ?5, updated_at = ?6
+		WHERE id = ?7`
 	deferDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
-		next_attempt_at = ?1, lease_owner = NULL, lease_until = NULL WHERE id = ?2 AND lease_owner = ?3`
+		next_attempt_at = ?1 WHERE id = ?2`
 	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL, failure_count = " + recoverCount + " WHERE id = ? AND (failing_since IS NOT NULL OR failure_count < 0) RETURNING failure_count"
 	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
 		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
@@ -965,7 +1056,6 @@ var errNotBulk = errors.New("batch needs the row-by-row path")
 // completionJSON is one deferral as a row of bulkDeferSQL.
 type completionJSON struct {
 	D string `json:"d"` // delivery id
-	O string `json:"o"` // lease owner
 	N int64  `json:"n"` // next_attempt_at, µs
 }
 
@@ -974,9 +1064,9 @@ const (
 	// take it as one JSON array: one statement per batch, few fields.
 	bulkDeferSQL = `UPDATE deliveries SET
 		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE state END,
-		next_attempt_at = c.n, lease_owner = NULL, lease_until = NULL
-		FROM (SELECT value->>'d' AS id, value->>'o' AS owner, value->>'n' AS n FROM json_each(?1)) AS c
-		WHERE deliveries.id = c.id AND deliveries.lease_owner = c.owner`
+		next_attempt_at = c.n
+		FROM (SELECT value->>'d' AS id, value->>'n' AS n FROM json_each(?1)) AS c
+		WHERE deliveries.id = c.id`
 	bulkClearStreakSQL = `UPDATE endpoints SET failing_since = NULL, failure_count = ` + recoverCount + `
 		WHERE id IN (SELECT value FROM json_each(?1)) AND (failing_since IS NOT NULL OR failure_count < 0) RETURNING id, failure_count`
 )
@@ -994,7 +1084,7 @@ var valuesChunks = []int{64, 16, 4, 1}
 // and appendCompleteArgs.
 const (
 	attemptValuesRow  = "(?,?,?,?,?,?,?,?)" // delivery id, started_at µs, duration µs, status, error, error_detail, location, excerpt
-	completeValuesRow = "(?,?,?,?,?,?,?,?)" // delivery id, owner, state, client error 0/1, next_attempt_at µs, status, error, now µs
+	completeValuesRow = "(?,?,?,?,?,?,?)"   // delivery id, state, client error 0/1, next_attempt_at µs, status, error, now µs
 )
 
 // insertAttemptsValuesSQL numbers each attempt after the delivery's last
@@ -1006,15 +1096,15 @@ func insertAttemptsValuesSQL(rows int) string {
 		FROM (VALUES ` + repeatJoin(attemptValuesRow, rows) + `) AS v WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.column1)`
 }
 
-// completeValuesSQL applies completions as completeDeliverySQL does, only
-// while the lease is the writer's.
+// completeValuesSQL applies completions as completeDeliverySQL does (for
+// completions whose owner holds the lease).
 func completeValuesSQL(rows int) string {
 	return `UPDATE deliveries SET
-		state = CASE WHEN c.column3 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE c.column3 END,
-		attempts = attempts + 1, client_errors = client_errors + c.column4, next_attempt_at = c.column5,
-		last_status_code = c.column6, last_error = c.column7, lease_owner = NULL, lease_until = NULL, updated_at = c.column8
+		state = CASE WHEN c.column2 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE c.column2 END,
+		attempts = attempts + 1, client_errors = client_errors + c.column3, next_attempt_at = c.column4,
+		last_status_code = c.column5, last_error = c.column6, updated_at = c.column7
 		FROM (VALUES ` + repeatJoin(completeValuesRow, rows) + `) AS c
-		WHERE deliveries.id = c.column1 AND deliveries.lease_owner = c.column2`
+		WHERE deliveries.id = c.column1`
 }
 
 func repeatJoin(s string, n int) string {
@@ -1027,29 +1117,41 @@ func appendAttemptArgs(args []any, c store.Completion) []any {
 }
 
 func appendCompleteArgs(args []any, c store.Completion) []any {
-	return append(args, c.DeliveryID, c.Owner, string(c.State), c.ClientErrors(), micro(c.DueAt()), c.Attempt.StatusCode, c.Attempt.Error, micro(c.Now))
+	return append(args, c.DeliveryID, string(c.State), c.ClientErrors(), micro(c.DueAt()), c.Attempt.StatusCode, c.Attempt.Error, micro(c.Now))
 }
 
-// completeBulk applies a batch with the bulk statements. It returns
-// errNotBulk (having changed nothing) for a batch the row-by-row path must
-// handle: one naming a delivery twice, or without endpoint ids.
-func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
+// completeBulk applies a batch with the bulk statements: every attempt is
+// recorded, a delivery moves only when held says its completion holds the
+// lease. It returns errNotBulk (having changed nothing) for a batch the
+// row-by-row path must handle: one naming a delivery twice, or without
+// endpoint ids.
+func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Completion, held []bool) error {
 	seen := make(map[string]bool, len(cs))
 	var (
 		deferred           []completionJSON
 		attempted          = make([]store.Completion, 0, len(cs))
+		moved              = make([]store.Completion, 0, len(cs))
 		succeededEndpoints []string
 	)
-	for _, c := range cs {
+	released := map[string]bool{}
+	for i, c := range cs {
 		if seen[c.DeliveryID] || c.EndpointID == "" {
 			return errNotBulk
 		}
 		seen[c.DeliveryID] = true
+		if held[i] {
+			released[c.DeliveryID] = true
+		}
 		if c.Deferred {
-			deferred = append(deferred, completionJSON{D: c.DeliveryID, O: c.Owner, N: micro(c.NextAttemptAt)})
+			if held[i] {
+				deferred = append(deferred, completionJSON{D: c.DeliveryID, N: micro(c.NextAttemptAt)})
+			}
 			continue
 		}
 		attempted = append(attempted, c)
+		if held[i] {
+			moved = append(moved, c)
+		}
 		if c.State == store.DeliverySucceeded && !c.DisableEndpoint && !slices.Contains(succeededEndpoints, c.EndpointID) {
 			succeededEndpoints = append(succeededEndpoints, c.EndpointID)
 		}
@@ -1063,31 +1165,11 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 			return err
 		}
 	}
-	var args []any
-	for rest := attempted; len(rest) > 0; {
-		n := valuesChunks[len(valuesChunks)-1]
-		for _, size := range valuesChunks {
-			if size <= len(rest) {
-				n = size
-				break
-			}
-		}
-		chunk := rest[:n]
-		rest = rest[n:]
-		args = args[:0]
-		for _, c := range chunk {
-			args = appendAttemptArgs(args, c)
-		}
-		if err := s.exec(ctx, tx, insertAttemptsValuesSQL(n), args...); err != nil {
-			return err
-		}
-		args = args[:0]
-		for _, c := range chunk {
-			args = appendCompleteArgs(args, c)
-		}
-		if err := s.exec(ctx, tx, completeValuesSQL(n), args...); err != nil {
-			return err
-		}
+	if err := s.execChunks(ctx, tx, attempted, insertAttemptsValuesSQL, appendAttemptArgs); err != nil {
+		return err
+	}
+	if err := s.execChunks(ctx, tx, moved, completeValuesSQL, appendCompleteArgs); err != nil {
+		return err
 	}
 	if len(succeededEndpoints) > 0 {
 		arr, err := json.Marshal(succeededEndpoints)
@@ -1131,13 +1213,38 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 		switch {
 		case c.Deferred || c.State == store.DeliverySucceeded:
 		case c.DisableEndpoint:
-			if err := disableEndpoint(ctx, tx, c.EndpointID, c.DisableReason, c.Now); err != nil {
+			if err := s.disableEndpoint(ctx, tx, c.EndpointID, c.DisableReason, c.Now, released); err != nil {
 				return err
 			}
 		default:
-			if err := s.updateStreak(ctx, tx, c.EndpointID, c); err != nil {
+			if err := s.updateStreak(ctx, tx, c.EndpointID, c, released); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// execChunks runs the statement query(n) over cs in chunks of
+// valuesChunks sizes (largest first), appendArgs giving each row's
+// parameters.
+func (s *Store) execChunks(ctx context.Context, tx *sql.Tx, cs []store.Completion, query func(rows int) string, appendArgs func([]any, store.Completion) []any) error {
+	var args []any
+	for rest := cs; len(rest) > 0; {
+		n := valuesChunks[len(valuesChunks)-1]
+		for _, size := range valuesChunks {
+			if size <= len(rest) {
+				n = size
+				break
+			}
+		}
+		args = args[:0]
+		for _, c := range rest[:n] {
+			args = appendArgs(args, c)
+		}
+		rest = rest[n:]
+		if err := s.exec(ctx, tx, query(n), args...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -1146,7 +1253,9 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
 // failure starts it (if none) or adds to it and, when the rule says so
 // (store.ShouldDisable), disables the endpoint.
-func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion) error {
+//
+// released: see disableEndpoint.
+func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion, released map[string]bool) error {
 	if c.State == store.DeliverySucceeded {
 		var failures int
 		clear, err := s.stmt(ctx, tx, clearStreakSQL)
@@ -1185,13 +1294,17 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 	if !since.Valid || !store.ShouldDisable(fromMicro(since.Int64), failures, c.Now, c.DisableAfter, c.DisableMinFailures) {
 		return nil
 	}
-	return disableEndpoint(ctx, tx, endpointID, store.DisableReason(fromMicro(since.Int64), c.Attempt), c.Now)
+	return s.disableEndpoint(ctx, tx, endpointID, store.DisableReason(fromMicro(since.Int64), c.Attempt), c.Now, released)
 }
 
 // disableEndpoint disables an enabled endpoint, records the notice
 // endpoint.disabled, and holds its pending, unleased deliveries (leased ones
-// are held when they complete).
-func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time) error {
+// are held when they complete). tx is on the writer connection.
+//
+// released are the deliveries whose lease the transaction's completions
+// already gave up (they move although the lease table still lists them
+// until the commit): they are held too.
+func (s *Store) disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string, now time.Time, released map[string]bool) error {
 	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET state = 'disabled', state_reason = ?, updated_at = ?2
 		WHERE id = ?3 AND state = 'enabled'`, reason, micro(now), endpointID)
 	if err != nil {
@@ -1203,15 +1316,25 @@ func disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, reason string,
 	if err := addNotice(ctx, tx, endpointID, "endpoint.disabled", now); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ? WHERE endpoint_id = ? AND state = 'pending' AND lease_owner IS NULL",
-		micro(now), endpointID)
+	_, err = tx.ExecContext(ctx, holdDeliveriesSQL, micro(now), endpointID, s.leases.ofEndpoint(endpointID, released))
 	return err
 }
 
-// RescueExpiredLeases implements store.Store. A rescued delivery whose
-// endpoint was paused or disabled while it was leased is held (paused), as
-// its completion would have done; it does not count as claimable again.
+// holdDeliveriesSQL holds (pauses) the pending deliveries of endpoint ?2
+// at time ?1 except the leased ones (?3, a JSON array of ids: leases.go).
+const holdDeliveriesSQL = `UPDATE deliveries SET state = 'paused', updated_at = ?1
+	WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND id NOT IN (SELECT value FROM json_each(?3))`
+
+// RescueExpiredLeases implements store.Store: it forgets the leases that
+// ended before now (leases.go) and returns how many of their deliveries
+// still exist. A rescued delivery whose endpoint was paused or disabled
+// while it was leased is held (paused), as its completion would have done;
+// it does not count as claimable again. Without an expired lease it
+// touches neither the database nor the writer.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
+	if len(s.leases.expired(micro(now))) == 0 {
+		return 0, nil
+	}
 	// A queue transaction (behind waiting publishes; not fsynced: a lost
 	// rescue is done again at the next round).
 	tx, done, err := s.queueTx(ctx)
@@ -1219,30 +1342,32 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 		return 0, wrap("rescue", err)
 	}
 	defer done()
-	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = ?1
-		WHERE lease_owner IS NOT NULL AND lease_until < ?1 AND state = 'pending'
-		  AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled'`, micro(now)); err != nil {
+	expired := s.leases.expired(micro(now))
+	ids := jsonIDs(expired)
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', updated_at = ?1
+		WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'pending'
+		  AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled'`, micro(now), ids); err != nil {
 		return 0, wrap("rescue", err)
 	}
-	res, err := tx.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL AND lease_until < ?", micro(now))
-	if err != nil {
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'", ids).Scan(&n); err != nil {
 		return 0, wrap("rescue", err)
 	}
-	n, _ := res.RowsAffected()
 	if err := tx.Commit(); err != nil {
 		return 0, wrap("rescue", err)
 	}
-	return int(n), nil
+	s.leases.drop(expired)
+	return n, nil
 }
 
-// NextDueAt implements store.Store.
+// NextDueAt implements store.Store: the due time of the first pending
+// delivery not leased (leases.go).
 func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
-	var v sql.NullInt64
-	err := s.r.QueryRowContext(ctx, NextDueQuery).Scan(&v)
-	if err != nil {
+	due, ok, err := s.firstUnleasedDue(s.r.QueryContext(ctx, NextDueQuery))
+	if err != nil || !ok {
 		return time.Time{}, wrap("next due", err)
 	}
-	return nullMicro(v), nil
+	return fromMicro(due), nil
 }
 
 // An endpoint enabled while its failure streak had raised endpoint.failing

@@ -66,6 +66,14 @@ type Store struct {
 	failMu   sync.Mutex
 	failedAt time.Time // the last publish that failed on storage (disk full, I/O error, read-only)
 	failErr  error
+
+	// leases are the claimed deliveries' leases, in memory (leases.go).
+	leases *leaseTable
+	// claimLock is the lock file held from the first claim to Close
+	// (takeClaimLock): one process claims from a database file.
+	claimMu     sync.Mutex
+	claimLock   *os.File
+	claimLocked bool
 }
 
 // hotStatements are prepared once on the writer connection at Open:
@@ -78,7 +86,7 @@ var hotStatements = []string{
 	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
-	ClaimQuery + deliveryColumns, claimEventsQuery, claimEndpointsQuery,
+	ClaimQuery, ClaimTenantQuery, TenantDueQuery, NextTenantQuery, claimDeliveriesQuery, claimEventsQuery, claimEndpointsQuery,
 	insertAttemptSQL, completeDeliverySQL, deferDeliverySQL, clearStreakSQL, startStreakSQL,
 	bulkDeferSQL, bulkClearStreakSQL,
 }
@@ -245,7 +253,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now}
+	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now, leases: newLeaseTable()}
 	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
@@ -355,7 +363,7 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	s.getEventType.Close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.r.Close(), s.w.Close(), s.releaseClaimLock())
 }
 
 // micro and fromMicro convert times to and from INTEGER microseconds.

@@ -43,6 +43,18 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestRestart(t *testing.T) {
+	storetest.Restart(t, func(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
+		path := filepath.Join(t.TempDir(), "herald.db")
+		open := func(t *testing.T) store.Store {
+			s := openStore(t, path)
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		return open(t), open
+	})
+}
+
 var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // rawDB opens a second, independent handle on the database file.
@@ -114,8 +126,10 @@ func TestReopenKeepsDataAndMigrationsAreIdempotent(t *testing.T) {
 		if _, err := s.GetEvent(ctx, evID); err != nil {
 			t.Errorf("reopen %d: GetEvent: %v", i+1, err)
 		}
-		if cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: base}); err != nil || len(cs) != 1-i {
-			t.Errorf("reopen %d: ClaimDeliveries = %d claims, %v; want %d", i+1, len(cs), err, 1-i)
+		// Leases live in the process (leases.go): the claim of the first
+		// reopen, never completed, is due again after the second.
+		if cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: base}); err != nil || len(cs) != 1 {
+			t.Errorf("reopen %d: ClaimDeliveries = %d claims, %v; want 1", i+1, len(cs), err)
 		}
 		if n, err := s.CountAPIKeys(ctx); err != nil || n != 1 {
 			t.Errorf("reopen %d: CountAPIKeys = %d, %v", i+1, n, err)
@@ -206,8 +220,9 @@ func TestFailedPrepareIsAnError(t *testing.T) {
 // queue stays on the partial index deliveries_due, so its cost does not
 // grow with succeeded, dead or leased rows.
 var (
-	claimQuery       = sqlite.ClaimQuery + "id"
-	claimTenantQuery = sqlite.ClaimTenantQuery + "id"
+	claimQuery       = sqlite.ClaimQuery
+	claimTenantQuery = sqlite.ClaimTenantQuery
+	tenantDueQuery   = sqlite.TenantDueQuery
 	nextTenantQuery  = sqlite.NextTenantQuery
 	nextDueQuery     = sqlite.NextDueQuery
 )
@@ -282,8 +297,9 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":        {claimQuery, []any{"w", now, now, 10}},
-		"claim tenant": {claimTenantQuery, []any{"w", now, "acme", now, 10}},
+		"claim":        {claimQuery, []any{now}},
+		"claim tenant": {claimTenantQuery, []any{"acme", now}},
+		"tenant due":   {tenantDueQuery, []any{"acme"}},
 		"next tenant":  {nextTenantQuery, []any{""}},
 		"next due":     {nextDueQuery, nil},
 	} {
@@ -405,5 +421,60 @@ func TestCapabilities(t *testing.T) {
 	defer s.Close()
 	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1}) {
 		t.Errorf("Capabilities() = %+v, want only Claimers 1", c)
+	}
+}
+
+// Leases live in the claiming process's memory, so a second store on the
+// same file must not claim while the first can: it would deliver the
+// first's deliveries again. The lock is taken at the first claim and
+// released by Close.
+func TestOneProcessClaims(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	first := openStore(t, path)
+	defer first.Close()
+	if _, err := first.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	for range 2 {
+		id := store.NewID("evt")
+		if _, err := first.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
+		}); err != nil {
+			t.Fatalf("PublishEvent: %v", err)
+		}
+	}
+	claim := func(s *sqlite.Store, owner string) ([]store.Claim, error) {
+		return s.ClaimDeliveries(ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: base})
+	}
+	if cs, err := claim(first, "first"); err != nil || len(cs) != 1 {
+		t.Fatalf("first store's claim = %d claims, %v; want 1", len(cs), err)
+	}
+
+	// A second store opens and reads (backup, rekey beside a server) but
+	// does not claim.
+	second := openStore(t, path)
+	defer second.Close()
+	if _, err := second.NextDueAt(ctx); err != nil {
+		t.Errorf("second store's NextDueAt: %v", err)
+	}
+	cs, err := claim(second, "second")
+	if !errors.Is(err, sqlite.ErrClaimLocked) || !errors.Is(err, store.ErrUnavailable) || len(cs) != 0 {
+		t.Fatalf("second store's claim = %d claims, %v; want ErrClaimLocked (unavailable)", len(cs), err)
+	}
+
+	// Once the first is closed (or its process gone), the second claims,
+	// and the first's claim not completed is due again.
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	cs, err = second.ClaimDeliveries(ctx, store.ClaimParams{Owner: "second", Limit: 10, Lease: time.Minute, Now: base})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("second store's claim after the first closed = %d claims, %v; want 2", len(cs), err)
 	}
 }

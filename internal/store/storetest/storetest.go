@@ -1148,6 +1148,46 @@ func (s suite) claim(t *testing.T) {
 		diff(t, "second claim (events, oldest due first)", []string{byDue[3], byDue[4], byDue[5]}, mapSlice(rest, func(c store.Claim) string { return c.Delivery.EventID }))
 		f.expectNoClaim(now)
 	})
+	// A lease keeps every other claim out until it is completed or
+	// rescued, whether the driver keeps it in the row (PostgreSQL) or in
+	// memory (SQLite): the lease's holder is shown by GetDelivery, the
+	// delivery counts as neither due nor claimable, and a completion by
+	// anyone but the holder records its attempt without moving it.
+	s.run(t, "LeaseKeepsOthersOut", func(t *testing.T, f *fixture) {
+		f.seed(1, 3, base)
+		cs := f.claim("a", 2, time.Minute, base)
+		if len(cs) != 2 {
+			t.Fatalf("claimed %d, want 2", len(cs))
+		}
+		for _, c := range cs {
+			if d := f.getDelivery(c.Delivery.ID); d.LeaseOwner != "a" || !d.LeaseUntil.Equal(at(time.Minute)) || d.State != store.DeliveryPending {
+				t.Errorf("claimed delivery: state %s, lease %q until %v; want pending, a until %v", d.State, d.LeaseOwner, d.LeaseUntil, at(time.Minute))
+			}
+		}
+		rest := f.claimOne("b", time.Minute, at(time.Minute-time.Microsecond))
+		if rest.Delivery.ID == cs[0].Delivery.ID || rest.Delivery.ID == cs[1].Delivery.ID {
+			t.Fatalf("b claimed %s, leased to a", rest.Delivery.ID)
+		}
+		f.expectNoClaim(at(time.Minute - time.Microsecond))
+		f.expectNextDueAt(time.Time{}) // all three are leased
+		// b completes a's delivery: the attempt is recorded, the delivery
+		// stays a's.
+		stolen := completion(cs[0], store.DeliverySucceeded, at(time.Second))
+		stolen.Owner = "b"
+		f.complete(stolen)
+		if d := f.getDelivery(cs[0].Delivery.ID); d.State != store.DeliveryPending || d.LeaseOwner != "a" || d.Attempts != 0 {
+			t.Errorf("after a completion by a non-holder: state %s, lease %q, attempts %d; want pending, a, 0", d.State, d.LeaseOwner, d.Attempts)
+		}
+		if as := f.attempts(cs[0].Delivery.ID); len(as) != 1 {
+			t.Errorf("attempts recorded for the non-holder's completion: %d, want 1", len(as))
+		}
+		// a's own completion moves it and ends the lease.
+		f.complete(completion(cs[0], store.DeliverySucceeded, at(2*time.Second)))
+		if d := f.getDelivery(cs[0].Delivery.ID); d.State != store.DeliverySucceeded || d.LeaseOwner != "" || !d.LeaseUntil.IsZero() {
+			t.Errorf("after the holder's completion: state %s, lease %q until %v; want succeeded, none", d.State, d.LeaseOwner, d.LeaseUntil)
+		}
+		f.expectNoClaim(at(time.Minute - time.Microsecond))
+	})
 	s.run(t, "LimitZeroClaimsNothing", func(t *testing.T, f *fixture) {
 		f.seed(1, 2, base)
 		cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 0, Lease: time.Minute, Now: base})
@@ -1312,6 +1352,27 @@ func (s suite) fairClaim(t *testing.T) {
 		}
 		if !found {
 			t.Fatalf("b's delivery not claimed: %v", claimIDs(cs))
+		}
+	})
+	// A tenant whose due deliveries are all leased has nothing due: it
+	// takes no turn (and no share) in the next claim.
+	s.run(t, "TenantWhollyInFlightTakesNoTurn", func(t *testing.T, f *fixture) {
+		f.endpoint("a")
+		f.endpoint("b")
+		f.publish("a", "t", base)
+		for range 3 {
+			f.publish("b", "t", at(time.Second))
+		}
+		first := f.claim("w", 1, time.Hour, at(time.Minute))
+		if len(first) != 1 || first[0].Delivery.Tenant != "a" {
+			t.Fatalf("first claim = %v, want a's delivery", tenantsOf(first))
+		}
+		cs := f.claim("w", 2, time.Hour, at(time.Minute))
+		diff(t, "tenants of the second claim", map[string]int{"b": 2}, tenantsOf(cs))
+		for _, c := range cs {
+			if c.Turn != 1 {
+				t.Errorf("b's claim %s has turn %d, want 1 (a, wholly in flight, takes no turn)", c.Delivery.ID, c.Turn)
+			}
 		}
 	})
 	s.run(t, "EvenSharesThenFill", func(t *testing.T, f *fixture) {

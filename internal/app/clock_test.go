@@ -1,0 +1,112 @@
+package app_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/clock"
+	"github.com/herald-webhooks/herald/internal/retry"
+)
+
+// newFakeClock is a fake clock (app.Config.Clock) at the wall clock's
+// current second: the schedule moves only when the test advances it.
+func newFakeClock() *clock.Fake {
+	return clock.NewFake(time.Now().UTC().Truncate(time.Second))
+}
+
+// advanceTo moves the fake clock to at, a microsecond short first: an
+// attempt made before its due time would start then, and show as an
+// attempt that did not start at its next_attempt_at.
+func advanceTo(clk *clock.Fake, at time.Time) {
+	if d := at.Sub(clk.Now()) - time.Microsecond; d > 0 {
+		clk.Advance(d)
+	}
+	if d := at.Sub(clk.Now()); d > 0 {
+		clk.Advance(d)
+	}
+}
+
+// waitAttempts waits (real I/O: the attempt goes over loopback HTTP) until
+// the only delivery of eventID has made n attempts and returns it.
+func (h *herald) waitAttempts(eventID string, n int) deliveryResp {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last deliveryResp
+	for time.Now().Before(deadline) {
+		if ds := h.eventDeliveries(eventID); len(ds) == 1 {
+			if last = ds[0]; last.Attempts >= n {
+				return last
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling the store, not timing anything
+	}
+	h.t.Fatalf("delivery of %s is %+v, want %d attempts", eventID, last, n)
+	return last
+}
+
+// advanceUntil moves the fake clock on by step until cond holds, polling
+// between steps (the work a step releases is real I/O); it fails the test
+// after 20 s of wall time.
+func (h *herald) advanceUntil(clk *clock.Fake, step time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not by %v on the clock", what, clk.Now())
+		}
+		clk.Advance(step)
+		time.Sleep(10 * time.Millisecond) // let the released attempts run over loopback
+	}
+}
+
+// attemptAt returns the start of attempt number n of delivery id.
+func (h *herald) attemptAt(id string, n int) time.Time {
+	h.t.Helper()
+	for _, a := range h.attempts(id) {
+		if a.Number == n {
+			return a.StartedAt
+		}
+	}
+	h.t.Fatalf("delivery %s has no attempt %d: %+v", id, n, h.attempts(id))
+	return time.Time{}
+}
+
+// TestRetryScheduleOnTheClock: the default schedule (docs/contract.md:
+// 8 attempts over about 35 h) end to end, in no wall time. Each retry is
+// due at a time drawn in [d/2, d] after the attempt before it, where d is
+// the schedule's entry (retry.Policy), is attempted when the clock reaches
+// that time and not before, and after the last one the delivery is dead.
+func TestRetryScheduleOnTheClock(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	h := startHerald(t, func(c *app.Config) {
+		c.Clock = clk
+		c.RetrySchedule = retry.DefaultSchedule
+		c.RescueInterval = time.Minute
+	})
+	rcv := newReceiver(t, 503)
+	h.createEndpoint("acme", rcv.URL)
+	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+	d := h.waitAttempts(pub.ID, 1)
+	if at := h.attemptAt(d.ID, 1); !at.Equal(clk.Now()) {
+		t.Fatalf("first attempt at %v, want at once (%v)", at, clk.Now())
+	}
+	for k, step := range retry.DefaultSchedule {
+		prev := h.attemptAt(d.ID, k+1)
+		if d.State != "pending" || d.NextAttemptAt == nil {
+			t.Fatalf("after attempt %d: %+v, want pending with a next attempt", k+1, d)
+		}
+		due := *d.NextAttemptAt
+		if gap := due.Sub(prev); gap < step/2 || gap > step {
+			t.Fatalf("attempt %d due %v after attempt %d, want in [%v, %v]", k+2, gap, k+1, step/2, step)
+		}
+		advanceTo(clk, due)
+		d = h.waitAttempts(pub.ID, k+2)
+		if at := h.attemptAt(d.ID, k+2); !at.Equal(due) {
+			t.Fatalf("attempt %d started at %v, want its due time %v", k+2, at, due)
+		}
+	}
+	if d.State != "dead" || d.Attempts != len(retry.DefaultSchedule)+1 || len(rcv.got()) != len(retry.DefaultSchedule)+1 {
+		t.Fatalf("after the schedule: %+v, receiver saw %d; want dead after %d attempts", d, len(rcv.got()), len(retry.DefaultSchedule)+1)
+	}
+}

@@ -1,0 +1,591 @@
+package delivery
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Admission is one concept: the scheduler decides what may run now, the
+// engine runs it. For each claim a worker asks the scheduler once (admit)
+// and acts on the decision: run the attempt, defer the claim to the time
+// given, or leave it parked with the scheduler. When the attempt ends the
+// worker hands its grant back once (release), which returns the capacity,
+// feeds the circuit breaker and the moving averages, and tells the worker
+// what to do next: the endpoint's next parked claim (already decided), the
+// parked claims to put back (the circuit opened, or the node is stopping),
+// and whether the endpoint's deliveries are to be postponed in the store.
+//
+// The scheduler keeps one endpoint from taking more than its share of the
+// workers: a per-endpoint concurrency cap, caps per tenant and per
+// destination host, the endpoint's rate limit (x/time/rate), and a circuit
+// breaker that stops attempts to an endpoint that keeps failing at the
+// transport level (timeouts, refused connections, 5xx) until a cooldown has
+// passed, then lets a single probe through (half-open).
+//
+// A claim that finds its endpoint at the cap is parked in memory (up to a
+// quarter of the cap per endpoint): the release of an attempt to that
+// endpoint decides on the oldest parked claim at once, with no database
+// round trip, and the worker that ran the attempt carries it out. A parked
+// claim holds no worker, and waits at most about one attempt timeout, well
+// inside its lease. A claim turned away otherwise (rate limit, open
+// circuit, parking full, tenant or host cap) is deferred: its lease is
+// released with a new due time and no attempt is consumed, so its retry
+// schedule (attempt count, dead-lettering) is unchanged, and the workers
+// stay free for other endpoints.
+//
+// The state is per node. With several nodes on one database, each node
+// applies its share of the caps and of the rate limit (setShare; see
+// cluster.go), so they hold across the cluster.
+//
+// The scheduler never reads a clock: every method takes now from the
+// engine's Clock, so tests drive it through any sequence of instants.
+//
+// Lock order: scheduler.mu only; no other lock is taken while holding it.
+type scheduler struct {
+	mu        sync.Mutex
+	eps       map[string]*endpointState
+	cap       int           // attempts in flight per endpoint until it has proven fast
+	fastCap   int           // attempts in flight per endpoint that answers fast (all workers)
+	threshold int           // consecutive failures that open the circuit
+	cooldown  time.Duration // how long an open circuit stays open
+	deferFor  time.Duration // wait of a delivery turned away at the cap
+	rank      int           // this node's rank among the live nodes
+	nodes     int           // live nodes; 0 = this node holds no share of the limits
+
+	// Caps above the endpoint (0 = none): attempts in flight per tenant
+	// and per destination host, counted for every attempt but enforced
+	// only on endpoints that have not proven fast (see admitLocked).
+	tenantCap, hostCap int
+	tenants, hosts     map[string]*groupState
+	// maxDefer bounds the adaptive wait of a claim turned away at a cap
+	// (the attempt timeout: no slot stays taken longer).
+	maxDefer time.Duration
+}
+
+// Reasons a claim is deferred: the reason label of
+// herald_deliveries_deferred_total (docs/operations.md, "Metrics").
+const (
+	reasonConcurrencyCap  = "concurrency_cap"   // its endpoint's cap, with parking full
+	reasonTenantCap       = "tenant_cap"        // its tenant's cap
+	reasonHostCap         = "host_cap"          // its destination host's cap
+	reasonRateLimit       = "rate_limit"        // its endpoint's rate limit (or no share of it)
+	reasonCircuitOpen     = "circuit_open"      // its endpoint's circuit is open
+	reasonCircuitHalfOpen = "circuit_half_open" // the half-open circuit's probe is in flight
+	reasonShutdown        = "shutdown"          // the node is stopping before its turn
+)
+
+// verdict is what the scheduler decided for a claim.
+type verdict uint8
+
+const (
+	// run: attempt it now; the decision's grant is released once the
+	// attempt ends.
+	run verdict = iota + 1
+	// deferred: put it back without an attempt, due at the decision's at.
+	deferred
+	// parked: the scheduler holds it, with its worker token, until an
+	// attempt to its endpoint ends (release decides on it then).
+	parked
+)
+
+// decision is the scheduler's answer for one claim.
+type decision struct {
+	verdict verdict
+	job     job       // the claim decided on, with its worker token
+	grant   *grant    // run: the capacity the attempt holds
+	at      time.Time // deferred: when the claim is due again
+	reason  string    // deferred: why (reason… constants)
+}
+
+// congested reports a deferral at a concurrency cap: claims are outrunning
+// what the endpoints can take, and the claimer should wait for an attempt
+// to end before claiming more.
+func (d decision) congested() bool {
+	return d.verdict == deferred && (d.reason == reasonConcurrencyCap || d.reason == reasonTenantCap || d.reason == reasonHostCap)
+}
+
+// grant is the capacity one admitted attempt holds: a place under its
+// endpoint's cap (and its tenant's and host's), or the probe of a
+// half-open circuit. It goes back exactly once, by release; a second
+// release panics, as it would let more attempts run than the caps allow.
+type grant struct {
+	endpoint string
+	released bool // under scheduler.mu
+}
+
+// outcome is what release needs of an ended attempt.
+type outcome struct {
+	// failed is a transport-level failure (no answer, or 5xx): it counts
+	// toward opening the circuit; anything else closes it.
+	failed bool
+	// took is the attempt's duration: it feeds the moving averages of the
+	// adaptive defer delay and the endpoint's proof of being fast.
+	took time.Duration
+}
+
+// followUp is what the worker that ran an attempt does once it ended.
+type followUp struct {
+	// next is the decision on the endpoint's oldest parked claim, taken
+	// off the parking (verdict 0: none to take).
+	next decision
+	// putBack are the endpoint's parked claims to defer: every one when
+	// its circuit opened (due when the cooldown ends) or when the node is
+	// stopping (due now).
+	putBack []decision
+	// opened: this release opened the endpoint's circuit until openUntil;
+	// the engine postpones the endpoint's due deliveries in the store.
+	opened    bool
+	openUntil time.Time
+}
+
+// groupState is the state of a tenant or a destination host.
+type groupState struct {
+	inflight  int
+	avg       time.Duration // moving average of its attempts' durations
+	busySince time.Time     // when inflight last went from 0 to 1
+	nextDefer time.Time     // due time for the next claim turned away at its cap
+}
+
+// endpointState is the state of an endpoint.
+type endpointState struct {
+	inflight  int
+	failures  int       // consecutive transport-level failures
+	openUntil time.Time // circuit open until then; zero = closed
+	probing   bool      // half-open: one probe in flight
+	limiter   *rate.Limiter
+	limit     int           // the endpoint's rate limit per second the limiter was made for
+	limNodes  int           // the nodes count the limiter's share was made for
+	nextSlot  time.Time     // due time for the next claim turned away by the rate limit
+	parked    []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
+	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
+	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
+	busySince time.Time     // when inflight last went from 0 to 1
+	nextDefer time.Time     // due time for the next claim turned away at its cap
+	tenant    string        // the tenant and host its attempts in flight count for
+	host      string
+}
+
+// avgWeight is the weight of the newest duration in the moving averages
+// (an exponentially weighted moving average over about the last 4).
+const avgWeight = 4
+
+func updateAvg(avg *time.Duration, took time.Duration) {
+	if *avg == 0 {
+		*avg = max(took, time.Microsecond)
+		return
+	}
+	*avg += (took - *avg) / avgWeight
+}
+
+// minDefer is the shortest adaptive wait of a claim turned away at a cap.
+const minDefer = 5 * time.Millisecond
+
+// capDefer is when a claim turned away at a cap of c attempts in flight
+// should come back, the attempts there lasting avg on average: one slot
+// frees about every avg/c, so successive claims turned away come back one
+// per expected free slot (next keeps the slot handed out last). Before any
+// attempt there has ended (avg == 0), every attempt admitted since
+// busySince is still in flight, so the oldest has lasted now − busySince
+// and none is known to be faster: that age stands for avg (a black hole is
+// recognized as slow long before its first timeout). With neither, the
+// wait is fallback (DeferDelay). The interval is bounded by [minDefer,
+// maxDefer].
+func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next *time.Time, fallback, maxDefer time.Duration) time.Time {
+	if avg == 0 {
+		if busySince.IsZero() || !now.After(busySince) {
+			return now.Add(fallback)
+		}
+		avg = now.Sub(busySince)
+	}
+	step := avg / time.Duration(max(1, c))
+	step = max(step, minDefer)
+	if maxDefer > 0 {
+		step = min(step, maxDefer)
+	}
+	at := now.Add(step)
+	if at.Before(*next) {
+		at = *next
+	}
+	*next = at.Add(step)
+	return at
+}
+
+// admitKey is what the scheduler needs of a claim.
+type admitKey struct {
+	endpoint, tenant, url string
+	rate                  int // the endpoint's rate limit per second (0 = none)
+}
+
+func keyOf(c store.Claim) admitKey {
+	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond}
+}
+
+// hostOf is the host (with port, if any) an endpoint URL sends to.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.ToLower(u.Host)
+}
+
+// fastAnswer is the attempt duration under which an answer counts as fast,
+// and fastProof how many fast answers in a row lift an endpoint from cap to
+// fastCap. A healthy, quick endpoint may use every worker (a drain is not
+// held back by the cap); one that is slow, times out or fails goes back to
+// cap at once, so a black hole never holds more than cap workers.
+const (
+	fastAnswer = 250 * time.Millisecond
+	fastProof  = 3
+)
+
+func (e *endpointState) maxInflight(s *scheduler) int {
+	if e.fast >= fastProof {
+		return s.fastCap
+	}
+	return capShare(s.cap, s.rank, s.nodes)
+}
+
+// setShare records this node's rank among nodes live nodes (nodes == 0:
+// it holds no share of the endpoints' caps and rate limits).
+func (s *scheduler) setShare(rank, nodes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rank, s.nodes = rank, nodes
+}
+
+func newScheduler(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *scheduler {
+	return &scheduler{eps: map[string]*endpointState{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
+		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1,
+		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}}
+}
+
+// withGroupCaps sets the caps per tenant and per host (0 = none) and the
+// longest adaptive wait.
+func (s *scheduler) withGroupCaps(tenantCap, hostCap int, maxDefer time.Duration) *scheduler {
+	s.tenantCap, s.hostCap, s.maxDefer = tenantCap, hostCap, maxDefer
+	return s
+}
+
+// rateSlack is added to the due time of a claim turned away by the rate
+// limit, so that it comes back just after its token, not just before.
+const rateSlack = 2 * time.Millisecond
+
+// decide decides on a claim at now: run it (the decision's grant is then
+// released exactly once, by release, when the attempt ends), defer it to
+// the decision's at (with the reason), or park it — only a claim turned
+// away because its endpoint is at its cap, while an attempt to the
+// endpoint is in flight and the endpoint's parking (a quarter of its cap,
+// at least 1) has room. Deciding and parking happen under one lock with
+// release, so a parked claim can never miss the end of the attempt that
+// would take it.
+func (s *scheduler) decide(j job, now time.Time) decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.decideLocked(j, now)
+}
+
+func (s *scheduler) decideLocked(j job, now time.Time) decision {
+	ok, retryAt, reason := s.admitLocked(keyOf(j.Claim), now)
+	if ok {
+		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID}}
+	}
+	if reason == reasonConcurrencyCap {
+		e := s.eps[j.Endpoint.ID]
+		// Only behind an attempt in flight, whose release takes the parked
+		// claim (with a share of 0 nothing is in flight).
+		if e.inflight > 0 && len(e.parked) < max(1, e.maxInflight(s)/4) {
+			e.parked = append(e.parked, j)
+			return decision{verdict: parked, job: j}
+		}
+	}
+	return decision{verdict: deferred, job: j, at: retryAt, reason: reason}
+}
+
+// release hands back the capacity of an attempt admitted with g that ended
+// at now with out, and returns what the worker that ran it does next:
+//
+//   - the circuit opened (out.failed, at the threshold or on the probe):
+//     every claim parked behind the endpoint is to be deferred to the
+//     cooldown's end (circuit_open), and the endpoint's due deliveries
+//     postponed in the store;
+//   - stopping (the node is shutting down): every parked claim is to be
+//     deferred, due at now (shutdown);
+//   - otherwise the endpoint's oldest parked claim, if any, is taken off
+//     the parking and decided on at now (it may run, park again at the
+//     back, or be deferred).
+//
+// A second release of the same grant panics.
+func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool) followUp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g.released {
+		panic("delivery: an admission grant released twice")
+	}
+	g.released = true
+	var f followUp
+	f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now)
+	if !f.opened {
+		f.openUntil = time.Time{}
+	}
+	e := s.eps[g.endpoint]
+	if e == nil || len(e.parked) == 0 {
+		return f
+	}
+	switch {
+	case f.opened:
+		f.putBack = s.unparkAllLocked(e, f.openUntil, reasonCircuitOpen)
+	case stopping:
+		f.putBack = s.unparkAllLocked(e, now, reasonShutdown)
+	default:
+		j := e.parked[0]
+		e.parked[0] = job{} // the backing array keeps no reference to the claim
+		e.parked = e.parked[1:]
+		f.next = s.decideLocked(j, now)
+	}
+	return f
+}
+
+// unparkAllLocked takes every parked claim of e, each to be deferred to at
+// for reason.
+func (s *scheduler) unparkAllLocked(e *endpointState, at time.Time, reason string) []decision {
+	out := make([]decision, len(e.parked))
+	for i, j := range e.parked {
+		out[i] = decision{verdict: deferred, job: j, at: at, reason: reason}
+	}
+	e.parked = nil
+	return out
+}
+
+// admitLocked applies the limits to a claim of k at now: ok, and the
+// attempt is counted in flight; or not, and retryAt is when the claim
+// should come back, reason why (reason… constants). The order is circuit,
+// endpoint cap, tenant cap, host cap, rate limit (docs/operations.md, "How
+// the caps interact").
+func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt time.Time, reason string) {
+	endpointID, ratePerSecond := k.endpoint, k.rate
+	e := s.eps[endpointID]
+	if e == nil {
+		e = &endpointState{}
+		s.eps[endpointID] = e
+	}
+	if e.inflight == 0 {
+		// Attempts in flight count for the tenant and host they were
+		// admitted under; a changed URL applies once they have ended.
+		e.tenant = k.tenant
+		if s.hostCap > 0 {
+			e.host = hostOf(k.url)
+		}
+	}
+	if !e.openUntil.IsZero() {
+		if now.Before(e.openUntil) {
+			return false, e.openUntil, reasonCircuitOpen
+		}
+		if e.probing {
+			return false, now.Add(s.deferFor), reasonCircuitHalfOpen
+		}
+	}
+	if c := e.maxInflight(s); e.inflight >= c {
+		return false, capDefer(now, e.avg, e.busySince, c, &e.nextDefer, s.deferFor, s.maxDefer), reasonConcurrencyCap
+	}
+	// The caps above the endpoint hold back endpoints that have not proven
+	// fast: those are the ones that keep workers (a fast answer gives its
+	// worker back within fastAnswer), so a tenant's or a host's slow or
+	// black-holed endpoints together hold at most the cap, whatever their
+	// number.
+	var tg, hg *groupState
+	if s.tenantCap > 0 {
+		tg = group(s.tenants, e.tenant)
+		if c := capShare(s.tenantCap, s.rank, s.nodes); e.fast < fastProof && tg.inflight >= c {
+			return false, capDefer(now, tg.avg, tg.busySince, c, &tg.nextDefer, s.deferFor, s.maxDefer), reasonTenantCap
+		}
+	}
+	if s.hostCap > 0 {
+		hg = group(s.hosts, e.host)
+		if c := capShare(s.hostCap, s.rank, s.nodes); e.fast < fastProof && hg.inflight >= c {
+			return false, capDefer(now, hg.avg, hg.busySince, c, &hg.nextDefer, s.deferFor, s.maxDefer), reasonHostCap
+		}
+	}
+	if ratePerSecond > 0 {
+		if s.nodes == 0 {
+			return false, now.Add(s.deferFor), reasonRateLimit // no share of the rate
+		}
+		if e.limiter == nil || e.limit != ratePerSecond || e.limNodes != s.nodes {
+			limit, burst := rateShare(ratePerSecond, s.nodes)
+			if e.limiter == nil {
+				e.limiter = rate.NewLimiter(limit, burst)
+			} else { // the endpoint's rate or the cluster changed: keep the tokens
+				e.limiter.SetLimitAt(now, limit)
+				e.limiter.SetBurstAt(now, burst)
+			}
+			e.limit, e.limNodes = ratePerSecond, s.nodes
+		}
+		r := e.limiter.ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			// Spread the claims turned away over the coming tokens, one per
+			// token, instead of sending them all back for the next one (of
+			// which all but one would be turned away again).
+			at := now.Add(d + rateSlack)
+			if at.Before(e.nextSlot) {
+				at = e.nextSlot
+			}
+			e.nextSlot = at.Add(time.Duration(float64(time.Second) / float64(e.limiter.Limit())))
+			return false, at, reasonRateLimit
+		}
+	} else {
+		e.limiter = nil
+	}
+	if !e.openUntil.IsZero() {
+		e.probing = true // the circuit's cooldown passed: this is the probe
+	}
+	if e.inflight == 0 {
+		e.busySince = now
+	}
+	e.inflight++
+	for _, gg := range []*groupState{tg, hg} {
+		if gg == nil {
+			continue
+		}
+		if gg.inflight == 0 {
+			gg.busySince = now
+		}
+		gg.inflight++
+	}
+	return true, time.Time{}, ""
+}
+
+func group(m map[string]*groupState, key string) *groupState {
+	gg := m[key]
+	if gg == nil {
+		gg = &groupState{}
+		m[key] = gg
+	}
+	return gg
+}
+
+// groupDone records the end of an attempt of a tenant or host.
+func (s *scheduler) groupDone(m map[string]*groupState, key string, took time.Duration) {
+	gg := m[key]
+	if gg == nil {
+		return
+	}
+	gg.inflight--
+	updateAvg(&gg.avg, took)
+	if gg.inflight <= 0 && gg.avg < fastAnswer {
+		delete(m, key) // nothing worth keeping: keep the map small
+	}
+}
+
+// endLocked records the end of an attempt of the endpoint admitted by
+// admitLocked that took took. failed is a transport-level failure (no
+// answer, or 5xx). It returns the time until which the circuit is now open
+// (zero if it is closed), and whether this call opened it.
+func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration, now time.Time) (openUntil time.Time, opened bool) {
+	e := s.eps[endpointID]
+	if e == nil {
+		return time.Time{}, false
+	}
+	e.inflight--
+	updateAvg(&e.avg, took)
+	if s.tenantCap > 0 {
+		s.groupDone(s.tenants, e.tenant, took)
+	}
+	if s.hostCap > 0 {
+		s.groupDone(s.hosts, e.host, took)
+	}
+	if !failed && took < fastAnswer {
+		e.fast++
+	} else {
+		e.fast = 0
+	}
+	wasProbe := e.probing
+	e.probing = false
+	if !failed {
+		e.failures = 0
+		e.openUntil = time.Time{}
+		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 && e.avg < fastAnswer {
+			delete(s.eps, endpointID) // nothing worth keeping: keep the map small
+		}
+		return time.Time{}, false
+	}
+	e.failures++
+	if wasProbe || (e.failures >= s.threshold && e.openUntil.IsZero()) {
+		e.openUntil = now.Add(s.cooldown)
+		return e.openUntil, true
+	}
+	return e.openUntil, false
+}
+
+// inFlight counts the attempts in flight on this node, the tenants they
+// are for and the most of any one tenant (the in-flight gauges, read at a
+// scrape: O(endpoints known to the scheduler) under its lock).
+func (s *scheduler) inFlight() metrics.InFlight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var v metrics.InFlight
+	per := map[string]int{}
+	for _, e := range s.eps {
+		if e.inflight > 0 {
+			v.Total += e.inflight
+			per[e.tenant] += e.inflight
+		}
+	}
+	v.Tenants = len(per)
+	for _, n := range per {
+		v.TenantMax = max(v.TenantMax, n)
+	}
+	return v
+}
+
+// Circuit breaker states (CircuitState.State).
+const (
+	CircuitClosed   = "closed"    // attempts go out; Failures counts the consecutive failures so far
+	CircuitOpen     = "open"      // no attempt until OpenUntil (the cooldown's end)
+	CircuitHalfOpen = "half_open" // the cooldown ended: the next attempt is a probe (or one is in flight)
+)
+
+// CircuitState is an endpoint's circuit breaker as this node sees it at
+// one instant. The breaker lives in each node's memory: another node may
+// see the same endpoint in another state.
+type CircuitState struct {
+	State     string    // CircuitClosed, CircuitOpen or CircuitHalfOpen
+	Failures  int       // consecutive transport-level failures (no answer, or 5xx)
+	Threshold int       // consecutive failures that open the circuit
+	OpenUntil time.Time // open or half-open: when the (last) cooldown ends; zero when closed
+	Probing   bool      // half-open: a probe attempt is in flight
+}
+
+// circuit returns the endpoint's breaker state at now.
+func (s *scheduler) circuit(endpointID string, now time.Time) CircuitState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := CircuitState{State: CircuitClosed, Threshold: s.threshold}
+	e := s.eps[endpointID]
+	if e == nil {
+		return cs
+	}
+	cs.Failures = e.failures
+	if e.openUntil.IsZero() {
+		return cs
+	}
+	cs.OpenUntil, cs.Probing = e.openUntil, e.probing
+	if now.Before(e.openUntil) {
+		cs.State = CircuitOpen
+	} else {
+		cs.State = CircuitHalfOpen
+	}
+	return cs
+}
+
+// Circuit reports an endpoint's circuit breaker state on this node now.
+func (e *Engine) Circuit(endpointID string) CircuitState {
+	return e.sched.circuit(endpointID, e.cfg.Clock.Now())
+}

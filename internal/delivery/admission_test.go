@@ -1,0 +1,313 @@
+package delivery
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// The scheduler alone, through the API the engine uses (decide, release),
+// on a manual clock: no sleeps, no goroutines.
+
+// manualClock is a Clock that moves only when told.
+type manualClock struct{ t time.Time }
+
+func (c *manualClock) Now() time.Time          { return c.t }
+func (c *manualClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newManualClock() *manualClock             { return &manualClock{t: t0} }
+func claimOf(id, ep, tenant, url string, rate int) job {
+	return job{Claim: store.Claim{
+		Delivery: store.Delivery{ID: id, EndpointID: ep, Tenant: tenant},
+		Endpoint: store.Endpoint{ID: ep, Tenant: tenant, URL: url, RateLimitPerSecond: rate},
+	}}
+}
+
+// epClaim is a claim of delivery id to endpoint ep of tenant "t", on a host
+// of its own, without a rate limit.
+func epClaim(id, ep string) job { return claimOf(id, ep, "t", "https://"+ep+".example/", 0) }
+
+func mustRun(t *testing.T, d decision) *grant {
+	t.Helper()
+	if d.verdict != run || d.grant == nil {
+		t.Fatalf("%s: verdict %d (at %v, %q), want run with a grant", d.job.Delivery.ID, d.verdict, d.at, d.reason)
+	}
+	return d.grant
+}
+
+func mustDefer(t *testing.T, d decision, reason string, at time.Time) {
+	t.Helper()
+	if d.verdict != deferred || d.reason != reason || !d.at.Equal(at) || d.grant != nil {
+		t.Fatalf("%s: verdict %d, reason %q, at t0+%v; want deferred for %q to t0+%v", d.job.Delivery.ID, d.verdict, d.reason, d.at.Sub(t0), reason, at.Sub(t0))
+	}
+}
+
+func ids(ds []decision) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.job.Delivery.ID)
+	}
+	return out
+}
+
+var fine = outcome{took: time.Millisecond}
+
+// Each way a claim is turned away, with the reason, the due time and
+// whether the claimer is told to slow down (only at a cap).
+func TestSchedulerDecisions(t *testing.T) {
+	t.Run("endpoint cap: park, then defer", func(t *testing.T) {
+		c := newManualClock()
+		s := newScheduler(4, 4, 5, 30*time.Second, time.Second)
+		for i := range 4 {
+			mustRun(t, s.decide(epClaim(fmt.Sprint("d", i), "ep"), c.Now()))
+		}
+		// A quarter of the cap (1) parks behind the attempts in flight.
+		if d := s.decide(epClaim("p", "ep"), c.Now()); d.verdict != parked || d.congested() {
+			t.Fatalf("at the cap: verdict %d congested=%v, want parked", d.verdict, d.congested())
+		}
+		d := s.decide(epClaim("x", "ep"), c.Now())
+		mustDefer(t, d, reasonConcurrencyCap, t0.Add(time.Second)) // no duration known: DeferDelay
+		if !d.congested() {
+			t.Fatal("a deferral at the endpoint cap does not tell the claimer to wait")
+		}
+		mustRun(t, s.decide(epClaim("o", "other"), c.Now())) // other endpoints are not held
+	})
+	t.Run("tenant cap", func(t *testing.T) {
+		c := newManualClock()
+		s := newScheduler(4, 4, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
+		mustRun(t, s.decide(claimOf("a", "ep1", "acme", "https://one.example/", 0), c.Now()))
+		mustRun(t, s.decide(claimOf("b", "ep2", "acme", "https://two.example/", 0), c.Now()))
+		d := s.decide(claimOf("c", "ep3", "acme", "https://three.example/", 0), c.Now())
+		mustDefer(t, d, reasonTenantCap, t0.Add(time.Second))
+		if !d.congested() {
+			t.Fatal("a deferral at the tenant cap does not tell the claimer to wait")
+		}
+		mustRun(t, s.decide(claimOf("d", "ep4", "globex", "https://four.example/", 0), c.Now()))
+	})
+	t.Run("host cap", func(t *testing.T) {
+		c := newManualClock()
+		s := newScheduler(4, 4, 5, 30*time.Second, time.Second).withGroupCaps(0, 2, 10*time.Second)
+		mustRun(t, s.decide(claimOf("a", "ep1", "acme", "https://shared.example/1", 0), c.Now()))
+		mustRun(t, s.decide(claimOf("b", "ep2", "globex", "https://SHARED.example/2", 0), c.Now()))
+		d := s.decide(claimOf("c", "ep3", "initech", "https://shared.example/3", 0), c.Now())
+		mustDefer(t, d, reasonHostCap, t0.Add(time.Second))
+		if !d.congested() {
+			t.Fatal("a deferral at the host cap does not tell the claimer to wait")
+		}
+		mustRun(t, s.decide(claimOf("d", "ep4", "initech", "https://elsewhere.example/", 0), c.Now()))
+	})
+	t.Run("rate limit", func(t *testing.T) {
+		c := newManualClock()
+		s := newScheduler(4, 4, 5, 30*time.Second, time.Second)
+		g := mustRun(t, s.decide(claimOf("a", "ep", "t", "https://ep.example/", 10), c.Now()))
+		s.release(g, fine, c.Now(), false)
+		d := s.decide(claimOf("b", "ep", "t", "https://ep.example/", 10), c.Now())
+		mustDefer(t, d, reasonRateLimit, t0.Add(100*time.Millisecond+rateSlack))
+		if d.congested() {
+			t.Fatal("a rate-limit deferral tells the claimer to wait for an attempt to end: none would make room")
+		}
+		c.advance(100 * time.Millisecond)
+		mustRun(t, s.decide(claimOf("b", "ep", "t", "https://ep.example/", 10), c.Now()))
+	})
+}
+
+// The breaker through release: it opens at the threshold (the follow-up
+// says so, with the cooldown's end), turns claims away while open, lets one
+// probe through once the cooldown has passed, re-opens on a failed probe
+// and closes on a good one.
+func TestSchedulerBreaker(t *testing.T) {
+	c := newManualClock()
+	s := newScheduler(10, 10, 2, 30*time.Second, time.Second)
+	failed := outcome{failed: true, took: time.Second}
+	g1 := mustRun(t, s.decide(epClaim("a", "ep"), c.Now()))
+	g2 := mustRun(t, s.decide(epClaim("b", "ep"), c.Now()))
+	if f := s.release(g1, failed, c.Now(), false); f.opened || !f.openUntil.IsZero() {
+		t.Fatalf("first failure: %+v, want the circuit still closed", f)
+	}
+	f := s.release(g2, failed, c.Now(), false)
+	if !f.opened || !f.openUntil.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("second failure (the threshold): opened=%v until t0+%v, want opened until t0+30s", f.opened, f.openUntil.Sub(t0))
+	}
+	c.advance(10 * time.Second)
+	d := s.decide(epClaim("c", "ep"), c.Now())
+	mustDefer(t, d, reasonCircuitOpen, t0.Add(30*time.Second))
+	if d.congested() {
+		t.Fatal("an open circuit tells the claimer to wait for an attempt to end")
+	}
+
+	// Half-open: one probe, the others wait.
+	c.advance(21 * time.Second)
+	probe := mustRun(t, s.decide(epClaim("probe", "ep"), c.Now()))
+	mustDefer(t, s.decide(epClaim("e", "ep"), c.Now()), reasonCircuitHalfOpen, c.Now().Add(time.Second))
+	if cs := s.circuit("ep", c.Now()); cs.State != CircuitHalfOpen || !cs.Probing {
+		t.Fatalf("during the probe: %+v", cs)
+	}
+	// The probe fails: open for another cooldown.
+	if f := s.release(probe, failed, c.Now(), false); !f.opened || !f.openUntil.Equal(c.Now().Add(30*time.Second)) {
+		t.Fatalf("failed probe: opened=%v until %v, want re-opened for 30 s", f.opened, f.openUntil)
+	}
+	c.advance(30 * time.Second)
+	probe = mustRun(t, s.decide(epClaim("probe2", "ep"), c.Now()))
+	if f := s.release(probe, fine, c.Now(), false); f.opened {
+		t.Fatal("a good probe opened the circuit")
+	}
+	if cs := s.circuit("ep", c.Now()); cs.State != CircuitClosed || cs.Failures != 0 {
+		t.Fatalf("after a good probe: %+v, want closed", cs)
+	}
+	for i := range 3 {
+		mustRun(t, s.decide(epClaim(fmt.Sprint("f", i), "ep"), c.Now()))
+	}
+}
+
+// Parked claims are taken in the order they parked, one per release, each
+// decided on in the release itself (the freed slot goes to the oldest
+// parked claim, not to a claim arriving after); a release with nothing
+// parked has no next.
+func TestSchedulerParkingOrder(t *testing.T) {
+	c := newManualClock()
+	s := newScheduler(8, 8, 5, 30*time.Second, time.Second) // parking: 8/4 = 2
+	var grants []*grant
+	for i := range 8 {
+		grants = append(grants, mustRun(t, s.decide(epClaim(fmt.Sprint("d", i), "ep"), c.Now())))
+	}
+	for _, id := range []string{"p1", "p2"} {
+		if d := s.decide(epClaim(id, "ep"), c.Now()); d.verdict != parked {
+			t.Fatalf("%s: verdict %d, want parked", id, d.verdict)
+		}
+	}
+	mustDefer(t, s.decide(epClaim("x", "ep"), c.Now()), reasonConcurrencyCap, t0.Add(time.Second))
+
+	c.advance(300 * time.Millisecond)
+	f := s.release(grants[0], outcome{took: 300 * time.Millisecond}, c.Now(), false)
+	if f.next.job.Delivery.ID != "p1" || len(f.putBack) != 0 || f.opened {
+		t.Fatalf("first release: next %q, put back %v; want p1 next", f.next.job.Delivery.ID, ids(f.putBack))
+	}
+	grants = append(grants, mustRun(t, f.next))
+	// p1 took the freed slot: a claim arriving now finds the cap again
+	// and parks behind p2 (parking has room for 2).
+	if d := s.decide(epClaim("p3", "ep"), c.Now()); d.verdict != parked {
+		t.Fatalf("p3 after p1 took the slot: verdict %d, want parked", d.verdict)
+	}
+	var order []string
+	for _, g := range grants[1:3] {
+		f := s.release(g, outcome{took: 300 * time.Millisecond}, c.Now(), false)
+		mustRun(t, f.next)
+		order = append(order, f.next.job.Delivery.ID)
+	}
+	if !slices.Equal(order, []string{"p2", "p3"}) {
+		t.Fatalf("unparked in order %v, want [p2 p3]", order)
+	}
+	if f := s.release(grants[3], fine, c.Now(), false); f.next.verdict != 0 || f.next.grant != nil {
+		t.Fatalf("release with nothing parked: next %+v, want none", f.next)
+	}
+}
+
+// When a release opens the circuit, every parked claim is put back, in
+// parking order, due when the cooldown ends; when the node is stopping,
+// due now. Neither takes a parked claim to run.
+func TestSchedulerPutsBackParked(t *testing.T) {
+	setup := func(c *manualClock) (*scheduler, []*grant) {
+		s := newScheduler(8, 8, 1, 30*time.Second, time.Second)
+		var grants []*grant
+		for i := range 8 {
+			grants = append(grants, mustRun(t, s.decide(epClaim(fmt.Sprint("d", i), "ep"), c.Now())))
+		}
+		for _, id := range []string{"p1", "p2"} {
+			if d := s.decide(epClaim(id, "ep"), c.Now()); d.verdict != parked {
+				t.Fatalf("%s: verdict %d, want parked", id, d.verdict)
+			}
+		}
+		return s, grants
+	}
+	t.Run("circuit opened", func(t *testing.T) {
+		c := newManualClock()
+		s, grants := setup(c)
+		c.advance(time.Second)
+		f := s.release(grants[0], outcome{failed: true, took: time.Second}, c.Now(), false)
+		until := c.Now().Add(30 * time.Second)
+		if !f.opened || !f.openUntil.Equal(until) || f.next.verdict != 0 {
+			t.Fatalf("follow-up %+v, want opened until now+30s and no next", f)
+		}
+		if got := ids(f.putBack); !slices.Equal(got, []string{"p1", "p2"}) {
+			t.Fatalf("put back %v, want [p1 p2]", got)
+		}
+		for _, d := range f.putBack {
+			mustDefer(t, d, reasonCircuitOpen, until)
+		}
+		// Nothing is left parked: the next release takes none.
+		if f := s.release(grants[1], outcome{failed: true, took: time.Second}, c.Now(), false); f.next.verdict != 0 || len(f.putBack) != 0 {
+			t.Fatalf("after the put-back: %+v", f)
+		}
+	})
+	t.Run("stopping", func(t *testing.T) {
+		c := newManualClock()
+		s, grants := setup(c)
+		c.advance(time.Second)
+		f := s.release(grants[0], fine, c.Now(), true)
+		if f.opened || f.next.verdict != 0 {
+			t.Fatalf("follow-up %+v, want no next", f)
+		}
+		if got := ids(f.putBack); !slices.Equal(got, []string{"p1", "p2"}) {
+			t.Fatalf("put back %v, want [p1 p2]", got)
+		}
+		for _, d := range f.putBack {
+			mustDefer(t, d, reasonShutdown, c.Now())
+			if d.congested() {
+				t.Fatal("a shutdown put-back tells the claimer to wait")
+			}
+		}
+	})
+}
+
+// A grant returns its capacity exactly once: the release frees one place
+// under the endpoint's, the tenant's and the host's caps, and a second
+// release of the same grant panics without freeing another.
+func TestSchedulerReleaseOnce(t *testing.T) {
+	c := newManualClock()
+	s := newScheduler(2, 2, 5, 30*time.Second, time.Second).withGroupCaps(2, 2, 10*time.Second)
+	g := mustRun(t, s.decide(epClaim("a", "ep"), c.Now()))
+	mustRun(t, s.decide(epClaim("b", "ep"), c.Now()))
+	if n := s.inFlight().Total; n != 2 {
+		t.Fatalf("%d in flight, want 2", n)
+	}
+	s.release(g, outcome{took: time.Second}, c.Now(), false)
+	if n := s.inFlight().Total; n != 1 {
+		t.Fatalf("after one release: %d in flight, want 1", n)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("a second release of a grant did not panic")
+			}
+		}()
+		s.release(g, outcome{took: time.Second}, c.Now(), false)
+	}()
+	if n := s.inFlight().Total; n != 1 {
+		t.Fatalf("after a second release: %d in flight, want still 1", n)
+	}
+	// One place free under each cap, not two.
+	mustRun(t, s.decide(claimOf("c", "ep", "t", "https://ep.example/", 0), c.Now()))
+	d := s.decide(claimOf("d", "ep2", "t", "https://ep.example/", 0), c.Now())
+	mustDefer(t, d, reasonTenantCap, c.Now().Add(500*time.Millisecond)) // 1 s attempts, cap 2
+}
+
+// Releases feed the proof of being fast: three fast answers in a row lift
+// an endpoint past its cap, one slow answer brings it back.
+func TestSchedulerReleaseFeedsFastProof(t *testing.T) {
+	c := newManualClock()
+	s := newScheduler(1, 4, 5, 30*time.Second, time.Second)
+	for i := range fastProof {
+		g := mustRun(t, s.decide(epClaim(fmt.Sprint("d", i), "ep"), c.Now()))
+		s.release(g, fine, c.Now(), false)
+	}
+	var grants []*grant
+	for i := range 4 {
+		grants = append(grants, mustRun(t, s.decide(epClaim(fmt.Sprint("f", i), "ep"), c.Now())))
+	}
+	s.release(grants[0], outcome{took: time.Second}, c.Now(), false) // slow: back to the cap of 1
+	if d := s.decide(epClaim("x", "ep"), c.Now()); d.verdict == run {
+		t.Fatal("admitted past the cap after a slow answer")
+	}
+}

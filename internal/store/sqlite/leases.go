@@ -1,0 +1,233 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// Leases live in the driver's memory, not in the database (issue 18).
+//
+// One process owns a SQLite database (the claim lock below makes sure of
+// it), so a lease need not survive the process: a claim reads the due
+// deliveries and records their leases here, committing nothing; the
+// completion writes the attempt and the delivery's next state in one
+// transaction as before and then forgets the lease. After a crash the
+// leases are gone and every delivery not completed is due again: at least
+// once, as with leases in the row (PostgreSQL, where nodes share the queue,
+// keeps them there). In a drain this removed a write transaction, a write
+// of every claimed row and two index changes per delivery (the partial due
+// indexes).
+//
+// The lease columns of deliveries stay NULL. Every statement that skips
+// leased deliveries (the claim, pausing or disabling an endpoint, the
+// circuit breaker's postponement, the next due time) skips the ids held
+// here instead. The table changes only while the writer connection is
+// held (claim, completion, rescue), so a transaction on the writer sees
+// the leases and the rows at the same point; readers on the read pool
+// (GetDelivery, NextDueAt) may see a lease a moment before or after its
+// row's change, which at most wakes the claimer for nothing.
+type leaseTable struct {
+	mu      sync.RWMutex
+	m       map[string]lease // by delivery id
+	tenants map[string]int   // leases per tenant
+}
+
+// lease is one claimed delivery's lease.
+type lease struct {
+	owner    string
+	until    int64 // µs since the epoch
+	endpoint string
+	tenant   string
+}
+
+func newLeaseTable() *leaseTable {
+	return &leaseTable{m: map[string]lease{}, tenants: map[string]int{}}
+}
+
+// get returns the lease of delivery id.
+func (t *leaseTable) get(id string) (lease, bool) {
+	t.mu.RLock()
+	l, ok := t.m[id]
+	t.mu.RUnlock()
+	return l, ok
+}
+
+// held reports whether owner holds the lease of delivery id.
+func (t *leaseTable) held(id, owner string) bool {
+	l, ok := t.get(id)
+	return ok && l.owner == owner
+}
+
+// tenantLeases is how many deliveries of tenant are leased.
+func (t *leaseTable) tenantLeases(tenant string) int {
+	t.mu.RLock()
+	n := t.tenants[tenant]
+	t.mu.RUnlock()
+	return n
+}
+
+// add records leases (caller holds the writer connection).
+func (t *leaseTable) add(ids []string, ls []lease) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, id := range ids {
+		if old, ok := t.m[id]; ok {
+			t.forget(id, old)
+		}
+		t.m[id] = ls[i]
+		t.tenants[ls[i].tenant]++
+	}
+}
+
+// drop forgets the leases of ids (caller holds the writer connection).
+func (t *leaseTable) drop(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if l, ok := t.m[id]; ok {
+			t.forget(id, l)
+		}
+	}
+}
+
+func (t *leaseTable) forget(id string, l lease) {
+	delete(t.m, id)
+	if t.tenants[l.tenant]--; t.tenants[l.tenant] <= 0 {
+		delete(t.tenants, l.tenant)
+	}
+}
+
+// expired returns the deliveries whose lease ended before now (µs).
+func (t *leaseTable) expired(now int64) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []string
+	for id, l := range t.m {
+		if l.until < now {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ofEndpoint returns the leased deliveries of endpointID, except those in
+// released, as a JSON array (for json_each), "[]" for none.
+func (t *leaseTable) ofEndpoint(endpointID string, released map[string]bool) string {
+	t.mu.RLock()
+	var ids []string
+	for id, l := range t.m {
+		if l.endpoint == endpointID && !released[id] {
+			ids = append(ids, id)
+		}
+	}
+	t.mu.RUnlock()
+	return jsonIDs(ids)
+}
+
+// overlay fills d's LeaseOwner and LeaseUntil from its lease, if any.
+func (t *leaseTable) overlay(d *store.Delivery) {
+	if l, ok := t.get(d.ID); ok {
+		d.LeaseOwner, d.LeaseUntil = l.owner, fromMicro(l.until)
+	}
+}
+
+func jsonIDs(ids []string) string {
+	if len(ids) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(ids) // strings always encode
+	return string(b)
+}
+
+// firstUnleasedDue returns the earliest next_attempt_at of a pending
+// delivery that is not leased (rows of query, which yields id and
+// next_attempt_at oldest due first); ok is false when there is none. It
+// reads past the leased ones (at most the deliveries in flight).
+func (s *Store) firstUnleasedDue(rows *sql.Rows, err error) (due int64, ok bool, _ error) {
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	s.leases.mu.RLock()
+	defer s.leases.mu.RUnlock()
+	var id sql.RawBytes // looked up without a copy
+	for rows.Next() {
+		if err := rows.Scan(&id, &due); err != nil {
+			return 0, false, err
+		}
+		if _, leased := s.leases.m[string(id)]; !leased {
+			return due, true, nil
+		}
+	}
+	return 0, false, rows.Err()
+}
+
+// ErrClaimLocked is returned (wrapped, with store.ErrUnavailable) by
+// ClaimDeliveries when another process claims from the same database file:
+// leases live in one process's memory, so two processes claiming would
+// deliver everything twice.
+var ErrClaimLocked = errors.New("another process claims deliveries from this SQLite database (one process per database file; use PostgreSQL for several nodes)")
+
+// claimLockPath is the file whose lock the claiming process holds: the
+// database path with "-claims.lock" appended (beside SQLite's -wal and -shm).
+func claimLockPath(dbPath string) string { return dbPath + "-claims.lock" }
+
+// takeClaimLock takes the claim lock at the first claim and, with it,
+// clears the lease columns an earlier version of Herald may have left in
+// the database (its process is gone: those deliveries are due again). It
+// is taken at the first claim, not at Open, so commands that open the
+// database beside a running server (backup, rekey) are not refused. The
+// lock is released by Close, or by the kernel when the process dies.
+func (s *Store) takeClaimLock(ctx context.Context) error {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	if s.claimLocked {
+		return nil
+	}
+	f, err := os.OpenFile(claimLockPath(s.path), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLocked)
+		}
+		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, claimLockPath(s.path), err)
+	}
+	tx, done, err := s.queueTx(ctx)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	defer done()
+	if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		f.Close()
+		return err
+	}
+	s.claimLock, s.claimLocked = f, true
+	return nil
+}
+
+// releaseClaimLock closes the claim lock's file (releasing the lock).
+func (s *Store) releaseClaimLock() error {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	if s.claimLock == nil {
+		return nil
+	}
+	err := s.claimLock.Close()
+	s.claimLock = nil
+	return err
+}

@@ -1,0 +1,22 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// errLocked: another open file holds the lock.
+var errLocked = errors.New("locked")
+
+// lockFile takes an exclusive flock(2) on f without waiting; errLocked
+// when another process (or another open of the file) holds it.
+func lockFile(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errLocked
+	}
+	return err
+}

@@ -289,6 +289,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	m.metrics.SetClock(cfg.Clock.Now)
 	// What the engine may use of the store is what the driver declares.
 	caps := st.Capabilities()
+	if caps.Exclusive != nil {
+		if err := caps.Exclusive.ClaimExclusively(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
 	claimers := max(caps.Claimers, 1)
 	m.engine, err = delivery.New(delivery.Config{
 		Clock:               cfg.Clock,

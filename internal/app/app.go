@@ -248,6 +248,14 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, err
 	}
 	m.store = st
+	// A store one process claims from (SQLite) is taken before anything is
+	// written, so a second process on it stops here and changes nothing.
+	if ex := st.Capabilities().Exclusive; ex != nil {
+		if err := ex.ClaimExclusively(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	keyHashes, err := m.apiKeyHashes(ctx)
 	if err != nil {
 		st.Close()

@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +78,31 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "herald.db")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("New with a bad config (%s) created the database: %v", c.want, err)
 		}
+	}
+}
+
+// TestSecondProcessOnOneSQLiteFileStopsAtStart: leases live in the claiming
+// process's memory on SQLite, so a second node on the same database file is
+// refused by app.New with the rule in the error (not left running without
+// delivering); once the first node stops, a new one starts.
+func TestSecondProcessOnOneSQLiteFileStopsAtStart(t *testing.T) {
+	sqliteOnly(t)
+	var db string
+	first := startHerald(t, func(c *app.Config) { db = c.DB })
+	cfg := app.Config{Addr: "127.0.0.1:0", DB: db, APIKey: testAPIKey, Dev: true,
+		Logger: slog.New(slog.DiscardHandler)}
+	_, err := app.New(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "one process per database file") {
+		t.Fatalf("second node on the same file: %v, want the one-process rule", err)
+	}
+	first.stop()
+	m, err := app.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("after the first node stopped: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,20 @@ type Capabilities struct {
 	// call (SQLite), 2 where each is a network round trip, so one loop
 	// keeps the workers fed while the other waits (PostgreSQL).
 	Claimers int
+	// Exclusive, when not nil, is a store one process claims from at a
+	// time (SQLite: leases live in that process's memory). A node takes it
+	// before it serves, so a second process on the same database stops at
+	// start with a clear error instead of running without delivering.
+	Exclusive ExclusiveClaimer
+}
+
+// ExclusiveClaimer is the one-claiming-process capability
+// (Capabilities.Exclusive).
+type ExclusiveClaimer interface {
+	// ClaimExclusively takes the store's one-process claim lock (held until
+	// Close, or until the process dies). It returns an error wrapping
+	// ErrUnavailable, naming the rule, when another process holds it.
+	ClaimExclusively(ctx context.Context) error
 }
 
 // Notifier is the wake-up capability (Capabilities.Wakeups).

@@ -189,8 +189,13 @@ var (
 // process owns the database: no other node to wake or share limits with),
 // one claimer (a claim is a local call).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1}
+	return store.Capabilities{Claimers: 1, Exclusive: s}
 }
+
+// ClaimExclusively implements store.ExclusiveClaimer: it takes the claim
+// lock the first claim would take (ErrClaimLocked, wrapped with
+// store.ErrUnavailable, when another process holds it).
+func (s *Store) ClaimExclusively(ctx context.Context) error { return s.takeClaimLock(ctx) }
 
 // Open opens (creating if needed) the database file at path, applies the
 // embedded migrations with goose, and returns the store. path is a file

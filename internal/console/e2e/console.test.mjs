@@ -270,7 +270,10 @@ async function main() {
   assert.match(await page.textContent('[data-testid=endpoints]'), /always 500/);
   assert.equal(await page.getAttribute(`tr[data-endpoint="${epDown}"] [data-circuit]`, 'data-circuit'), 'open', 'live breaker state in the list');
   assert.equal(await page.getAttribute(`tr[data-endpoint="${epOK}"] [data-circuit]`, 'data-circuit'), 'closed');
-  assert.match(await page.textContent(`tr[data-endpoint="${epFlaky}"]`), /0%\s*of 3[\s\S]*\d+ ms[\s\S]*never/, 'health of a failing endpoint: success rate, p95, no success');
+  // Health is the last day's stats (GET /v1/endpoints/{id}/stats?window=24h).
+  const flakyStats = (await api('GET', `/v1/endpoints/${epFlaky}/stats?window=24h`)).body;
+  assert.ok(flakyStats.attempts >= 3 && flakyStats.successes === 0, `stats of the failing endpoint: ${JSON.stringify(flakyStats)}`);
+  assert.match(await page.textContent(`tr[data-endpoint="${epFlaky}"]`), new RegExp(`0%\\s*of ${flakyStats.attempts}[\\s\\S]*≤ ${Math.round(flakyStats.duration.p95_ms)} ms[\\s\\S]*never`), 'health of a failing endpoint: success rate, p95, no success');
   assert.match(await page.textContent(`tr[data-endpoint="${epOther}"]`), /100%\s*of 1[\s\S]*\d+ ms[\s\S]*s ago/, 'health of a healthy endpoint: success rate, p95, last success');
   await shot(page, 'endpoints');
 

@@ -79,6 +79,7 @@ const (
 	reasonCircuitOpen     = "circuit_open"      // its endpoint's circuit is open
 	reasonCircuitHalfOpen = "circuit_half_open" // the half-open circuit's probe is in flight
 	reasonShutdown        = "shutdown"          // the node is stopping before its turn
+	reasonEndpointChanged = "endpoint_changed"  // parked while its endpoint was paused, disabled or deleted
 )
 
 // verdict is what the scheduler decided for a claim.
@@ -128,6 +129,10 @@ type outcome struct {
 	// took is the attempt's duration: it feeds the moving averages of the
 	// adaptive defer delay and the endpoint's proof of being fast.
 	took time.Duration
+	// cancelled: no attempt ran (the parked claim's endpoint was paused,
+	// disabled or deleted meanwhile): the grant's capacity is returned
+	// without feeding the breaker or the averages.
+	cancelled bool
 }
 
 // followUp is what the worker that ran an attempt does once it ended.
@@ -331,9 +336,13 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	}
 	g.released = true
 	var f followUp
-	f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now)
-	if !f.opened {
-		f.openUntil = time.Time{}
+	if out.cancelled {
+		s.cancelLocked(g.endpoint)
+	} else {
+		f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now)
+		if !f.opened {
+			f.openUntil = time.Time{}
+		}
 	}
 	e := s.eps[g.endpoint]
 	if e == nil || len(e.parked) == 0 {
@@ -522,6 +531,24 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 		return e.openUntil, true
 	}
 	return e.openUntil, false
+}
+
+// cancelLocked returns the capacity of an admitted claim that ran no
+// attempt: the endpoint's, its tenant's and its host's counts in flight,
+// and a half-open probe's slot (the next claim probes).
+func (s *scheduler) cancelLocked(endpointID string) {
+	e := s.eps[endpointID]
+	if e == nil {
+		return
+	}
+	e.inflight--
+	e.probing = false
+	if g := s.tenants[e.tenant]; s.tenantCap > 0 && g != nil {
+		g.inflight--
+	}
+	if g := s.hosts[e.host]; s.hostCap > 0 && g != nil {
+		g.inflight--
+	}
 }
 
 // inFlight counts the attempts in flight on this node, the tenants they

@@ -10,6 +10,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/webhook"
 )
 
 // tokenStore postpones nothing (an opened circuit calls it) and records
@@ -17,6 +18,23 @@ import (
 type tokenStore struct {
 	wakeStore
 	postponed chan string
+	// endpoint is what GetEndpoint answers (an operator's change while a
+	// claim is parked); nil: the claimed endpoint, unchanged.
+	endpoint *atomic.Pointer[store.Endpoint]
+}
+
+// GetEndpoint answers the endpoint the test set (ErrNotFound for one with
+// an empty id), or testClaim's endpoint.
+func (s tokenStore) GetEndpoint(_ context.Context, id string) (store.Endpoint, error) {
+	if ep := s.endpoint.Load(); ep != nil {
+		if ep.ID == "" {
+			return store.Endpoint{}, store.ErrNotFound
+		}
+		return *ep, nil
+	}
+	ep := testClaim("", id, 0).Endpoint
+	ep.State = store.EndpointEnabled
+	return ep, nil
 }
 
 func (s tokenStore) PostponeEndpointDeliveries(_ context.Context, endpointID string, _ time.Time) (int, error) {
@@ -43,7 +61,7 @@ const tokenWorkers = 4
 // completions are collected by the returned function once handle is done.
 func tokenEngine(t *testing.T, sender Sender) (*Engine, tokenStore, func() []store.Completion) {
 	t.Helper()
-	st := tokenStore{postponed: make(chan string, 10)}
+	st := tokenStore{postponed: make(chan string, 10), endpoint: new(atomic.Pointer[store.Endpoint])}
 	e, err := New(Config{Store: st, Sender: sender, Clock: clock.NewFake(t0), Workers: tokenWorkers,
 		EndpointConcurrency: 1, BreakerThreshold: 1, BreakerCooldown: time.Minute})
 	if err != nil {
@@ -150,6 +168,71 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 		finish(200)
 		if a, d := outcomes(wait()); len(a) != 2 || len(d) != 0 {
 			t.Fatalf("attempted %v, deferred %v; want d1 and d2 attempted", a, d)
+		}
+		assertAllTokens(t, e)
+	})
+	// A claim parked while its endpoint is paused, disabled or deleted is
+	// put back without an attempt (the store holds it); one parked across
+	// a change of URL or a rotation without overlap is attempted with the
+	// endpoint as it is now, never with the copy it was claimed with.
+	for _, tc := range []struct {
+		name string
+		ep   store.Endpoint
+	}{
+		{"paused while parked", store.Endpoint{ID: "ep", State: store.EndpointPaused}},
+		{"disabled while parked", store.Endpoint{ID: "ep", State: store.EndpointDisabled}},
+		{"deleted while parked", store.Endpoint{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := gatedSender{started: make(chan struct{}), release: make(chan int)}
+			e, st, wait := tokenEngine(t, s)
+			finish := parkBehind(t, t.Context(), e, s)
+			st.endpoint.Store(&tc.ep)
+			// Were d2 attempted after all, answer it (the test then fails
+			// on the outcomes instead of hanging).
+			stop := make(chan struct{})
+			answered := make(chan struct{})
+			go func() {
+				defer close(answered)
+				select {
+				case <-s.started:
+					s.release <- 200
+				case <-stop:
+				}
+			}()
+			finish(200)
+			close(stop)
+			<-answered
+			if a, d := outcomes(wait()); len(a) != 1 || len(d) != 1 || d[0] != "d2" {
+				t.Fatalf("attempted %v, deferred %v; want d1 attempted, d2 put back unattempted", a, d)
+			}
+			if ok, _, reason := e.sched.admitLocked(admitKey{endpoint: "ep"}, t0); !ok {
+				t.Fatalf("the cancelled claim kept the endpoint's only slot: %s", reason)
+			}
+			assertAllTokens(t, e)
+		})
+	}
+	t.Run("rotated while parked", func(t *testing.T) {
+		sent := make(chan egress.Request, 2)
+		s := recordingSender{gatedSender{started: make(chan struct{}), release: make(chan int)}, sent}
+		e, st, wait := tokenEngine(t, s)
+		finish := parkBehind(t, t.Context(), e, s.gatedSender)
+		rotated := testClaim("", "ep", 0).Endpoint
+		rotated.State, rotated.URL = store.EndpointEnabled, "https://moved.example/"
+		rotated.Secrets = []store.Secret{{Value: "whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQtMDE=", CreatedAt: t0.Add(time.Second)}}
+		st.endpoint.Store(&rotated)
+		go func() { <-s.started; s.release <- 200 }()
+		finish(200)
+		if a, _ := outcomes(wait()); len(a) != 2 {
+			t.Fatalf("attempted %v, want d1 and d2", a)
+		}
+		<-sent // d1, claimed before the change
+		r2 := <-sent
+		if r2.URL != rotated.URL {
+			t.Fatalf("the parked claim went to %q, want the endpoint's new URL %q", r2.URL, rotated.URL)
+		}
+		if !verifiesWith(t, r2, rotated.Secrets[0].Value) || verifiesWith(t, r2, testClaim("", "ep", 0).Endpoint.Secrets[0].Value) {
+			t.Fatal("the parked claim's attempt is not signed with the rotated secret alone")
 		}
 		assertAllTokens(t, e)
 	})
@@ -273,4 +356,23 @@ func TestRunWaitsForCircuitPostponement(t *testing.T) {
 	if !st.postponed.Load() {
 		t.Fatal("Run returned before the postponement ended")
 	}
+}
+
+// recordingSender is a gatedSender that also hands each request to sent.
+type recordingSender struct {
+	gatedSender
+	sent chan egress.Request
+}
+
+func (s recordingSender) Do(ctx context.Context, r egress.Request) egress.Result {
+	s.sent <- r
+	return s.gatedSender.Do(ctx, r)
+}
+
+// verifiesWith reports whether the attempt's signatures verify with secret
+// (package webhook, as a receiver checks them).
+func verifiesWith(t *testing.T, r egress.Request, secret string) bool {
+	t.Helper()
+	v := webhook.Verifier{Secrets: []string{secret}, Tolerance: time.Hour, Now: func() time.Time { return t0 }}
+	return v.Verify(r.Header, r.Body) == nil
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -38,7 +39,7 @@ func (e *Engine) work(ctx context.Context) {
 func (e *Engine) handle(ctx context.Context, j job) {
 	now := e.cfg.Clock.Now()
 	d := e.sched.decide(j, now)
-	for {
+	for unparked := false; ; unparked = true {
 		switch d.verdict {
 		case parked:
 			return // the scheduler holds d.job and its token
@@ -46,11 +47,20 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			e.putBack(d, now)
 			return
 		}
-		comp, transportFailure := e.attempt(ctx, d.job.Claim)
-		e.results <- comp
-		now = e.cfg.Clock.Now()
-		f := e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
-		d.job.tok.release() // after release: a claim this token brings sees the attempt ended
+		var f followUp
+		if unparked && !e.refreshEndpoint(ctx, &d.job) {
+			// Parked while its endpoint was paused, disabled or deleted: no
+			// attempt; the store holds the delivery (or has deleted it).
+			now = e.cfg.Clock.Now()
+			f = e.sched.release(d.grant, outcome{cancelled: true}, now, ctx.Err() != nil)
+			e.putBack(decision{verdict: deferred, job: d.job, at: now, reason: reasonEndpointChanged}, now)
+		} else {
+			comp, transportFailure := e.attempt(ctx, d.job.Claim)
+			e.results <- comp
+			now = e.cfg.Clock.Now()
+			f = e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
+			d.job.tok.release() // after release: a claim this token brings sees the attempt ended
+		}
 		if f.opened {
 			e.circuitOpened(d.job.Endpoint.ID, f.openUntil)
 		}
@@ -62,6 +72,29 @@ func (e *Engine) handle(ctx context.Context, j job) {
 		}
 		d = f.next
 	}
+}
+
+// refreshEndpoint reads a parked claim's endpoint again before its
+// attempt: the claim may have waited for seconds behind the endpoint's
+// slow attempts, and what was claimed must not outlive an operator's
+// change. A paused, disabled or deleted endpoint answers false (no
+// attempt); otherwise the claim takes the endpoint as it is now — its URL,
+// headers and secrets, so a rotation without overlap stops the old secret
+// signing at once (docs/operations.md, "Rotating"). A failed read keeps
+// the claimed copy (the attempt is no worse than one already in flight).
+func (e *Engine) refreshEndpoint(ctx context.Context, j *job) bool {
+	ep, err := e.cfg.Store.GetEndpoint(ctx, j.Endpoint.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		e.cfg.Logger.Warn("re-reading a parked claim's endpoint failed; attempting with the claimed copy", "endpoint", j.Endpoint.ID, "error", err)
+		return true
+	case ep.State != store.EndpointEnabled:
+		return false
+	}
+	j.Endpoint = ep
+	return true
 }
 
 // putBack carries out a deferral: the claim goes back without an attempt,

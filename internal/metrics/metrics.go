@@ -58,7 +58,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"result"})
 	m.deferred = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown).",
+		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown, endpoint_changed).",
 	}, []string{"reason"})
 	m.circuitsOpened = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_circuit_breaker_opened_total", Help: "Times an endpoint's circuit breaker opened after consecutive transport failures.",

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -181,7 +182,9 @@ func claimLockPath(dbPath string) string { return dbPath + "-claims.lock" }
 
 // takeClaimLock takes the claim lock at the first claim and, with it,
 // clears the lease columns an earlier version of Herald may have left in
-// the database (its process is gone: those deliveries are due again). It
+// the database (its process is gone: those deliveries are due again) and
+// holds the pending deliveries of paused and disabled endpoints (the ones
+// a dead process had in flight when their endpoint changed). It
 // is taken at the first claim, not at Open, so commands that open the
 // database beside a running server (backup, rekey) are not refused. The
 // lock is released by Close, or by the kernel when the process dies.
@@ -209,6 +212,15 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 	}
 	defer done()
 	if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL"); err != nil {
+		f.Close()
+		return err
+	}
+	// The process before this one may have died with deliveries in flight
+	// whose endpoint was paused or disabled meanwhile (the pause skipped
+	// them: in flight). Its leases are gone with it, so hold them now, as
+	// the rescue of an expired lease does on a live node.
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', updated_at = ?
+		WHERE state = 'pending' AND endpoint_id IN (SELECT id FROM endpoints WHERE state <> 'enabled')`, micro(time.Now())); err != nil {
 		f.Close()
 		return err
 	}

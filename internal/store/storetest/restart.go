@@ -72,6 +72,37 @@ func Restart(t *testing.T, newStore func(t *testing.T) (s store.Store, reopen fu
 		}
 		f.expectNoClaim(at(time.Hour))
 	})
+	// An endpoint paused while its deliveries were in flight, and a
+	// process that died before completing them: after the restart they are
+	// held with the rest (never attempted while the endpoint is paused),
+	// and its resume releases them.
+	t.Run("PausedWhileInFlightStaysHeld", func(t *testing.T) {
+		t.Parallel()
+		s1, reopen := newStore(t)
+		f := &fixture{t: t, ctx: t.Context(), s: s1}
+		ids := f.seed(1, 2, base)
+		claimed := f.claim("gone", 2, time.Minute, base)
+		if len(claimed) != 2 {
+			t.Fatalf("claimed %d, want 2", len(claimed))
+		}
+		ep := claimed[0].Endpoint.ID
+		if _, held := f.setState(store.SetEndpointStateParams{ID: ep, State: store.EndpointPaused, Now: at(time.Second)}); held != 0 {
+			t.Fatalf("pause held %d in-flight deliveries, want 0 (in flight)", held)
+		}
+		if err := s1.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		f = &fixture{t: t, ctx: t.Context(), s: reopen(t)}
+		f.rescue(at(2 * time.Minute))
+		f.expectNoClaim(at(2 * time.Minute))
+		for id := range ids {
+			if d := f.getDelivery(id); d.State != store.DeliveryPaused {
+				t.Errorf("after the restart, delivery %s of the paused endpoint is %s, want paused (held)", id, d.State)
+			}
+		}
+		f.setState(store.SetEndpointStateParams{ID: ep, State: store.EndpointEnabled, Now: at(3 * time.Minute)})
+		diff(t, "claimable after the resume", sortedIDs(claimed), sortedIDs(f.claim("new", 10, time.Minute, at(3*time.Minute))))
+	})
 }
 
 func sortedIDs(cs []store.Claim) []string {

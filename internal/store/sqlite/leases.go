@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -177,8 +178,15 @@ func (s *Store) firstUnleasedDue(rows *sql.Rows, err error) (due int64, ok bool,
 var ErrClaimLocked = errors.New("another process claims deliveries from this SQLite database (one process per database file; use PostgreSQL for several nodes)")
 
 // claimLockPath is the file whose lock the claiming process holds: the
-// database path with "-claims.lock" appended (beside SQLite's -wal and -shm).
-func claimLockPath(dbPath string) string { return dbPath + "-claims.lock" }
+// database's real path (symbolic links resolved, as SQLite resolves them
+// for its -wal and -shm files, so two spellings of one database share one
+// lock) with "-claims.lock" appended.
+func claimLockPath(dbPath string) string {
+	if real, err := filepath.EvalSymlinks(dbPath); err == nil {
+		dbPath = real
+	}
+	return dbPath + "-claims.lock"
+}
 
 // takeClaimLock takes the claim lock at the first claim and, with it,
 // clears the lease columns an earlier version of Herald may have left in
@@ -194,7 +202,8 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 	if s.claimLocked {
 		return nil
 	}
-	f, err := os.OpenFile(claimLockPath(s.path), os.O_RDWR|os.O_CREATE, 0o600)
+	lockPath := claimLockPath(s.path)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
 	}
@@ -203,7 +212,7 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		if errors.Is(err, errLocked) {
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLocked)
 		}
-		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, claimLockPath(s.path), err)
+		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
 	}
 	tx, done, err := s.queueTx(ctx)
 	if err != nil {

@@ -467,6 +467,17 @@ func TestOneProcessClaims(t *testing.T) {
 	if !errors.Is(err, sqlite.ErrClaimLocked) || !errors.Is(err, store.ErrUnavailable) || len(cs) != 0 {
 		t.Fatalf("second store's claim = %d claims, %v; want ErrClaimLocked (unavailable)", len(cs), err)
 	}
+	// Another spelling of the same file — a symbolic link — is the same
+	// database and takes the same lock.
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := openStore(t, link)
+	defer viaLink.Close()
+	if cs, err := claim(viaLink, "link"); !errors.Is(err, sqlite.ErrClaimLocked) || len(cs) != 0 {
+		t.Fatalf("claim through a symbolic link to the database = %d claims, %v; want ErrClaimLocked", len(cs), err)
+	}
 
 	// Once the first is closed (or its process gone), the second claims,
 	// and the first's claim not completed is due again.

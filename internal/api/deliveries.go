@@ -18,7 +18,8 @@ type DeliveryOut struct {
 	EventType      string     `json:"event_type"`
 	State          string     `json:"state" enum:"pending,succeeded,dead,paused"`
 	Attempts       int        `json:"attempts" doc:"attempts made so far"`
-	NextAttemptAt  *time.Time `json:"next_attempt_at" doc:"when the next attempt is due; null unless pending"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at" doc:"when the next attempt is due; null unless pending (while in_flight, when the running attempt was due)"`
+	InFlight       bool       `json:"in_flight" doc:"true while a node attempts the delivery (it holds its lease); the attempt is recorded when it ends"`
 	LastStatusCode int        `json:"last_status_code" doc:"HTTP status of the last attempt; 0 when none was received"`
 	LastError      string     `json:"last_error" doc:"error class of the last attempt (timeout, dns, blocked, redirect, …); empty when it got an HTTP answer"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -37,6 +38,7 @@ func deliveryOut(d store.Delivery) DeliveryOut {
 	if d.State == store.DeliveryPending {
 		t := d.NextAttemptAt
 		out.NextAttemptAt = &t
+		out.InFlight = d.LeaseOwner != ""
 	}
 	return out
 }

@@ -1076,7 +1076,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	d.QueueDepth, d.QueueCapped = len(pending), capped
 	failing := map[string]*failingEndpoint{}
 	for _, x := range pending {
-		if x.NextAttemptAt != nil && (d.OldestDue == nil || x.NextAttemptAt.Before(*d.OldestDue)) {
+		// In flight is not waiting: the oldest due is of those not attempted now.
+		if x.NextAttemptAt != nil && !x.InFlight && (d.OldestDue == nil || x.NextAttemptAt.Before(*d.OldestDue)) {
 			t := *x.NextAttemptAt
 			d.OldestDue, d.OldestDueID = &t, x.ID
 		}

@@ -893,5 +893,9 @@ type Store interface {
 // EndpointLimit is the error of an endpoint refused because its tenant
 // already has max endpoints (CreateEndpointParams.MaxPerTenant).
 func EndpointLimit(tenant string, max int) error {
-	return Errorf(CodeLimit, "tenant %s already has %d endpoints, the most allowed (--max-endpoints-per-tenant)", tenant, max)
+	noun := "endpoints"
+	if max == 1 {
+		noun = "endpoint"
+	}
+	return Errorf(CodeLimit, "tenant %s already has %d %s, the most allowed (--max-endpoints-per-tenant)", tenant, max, noun)
 }

@@ -419,8 +419,8 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1}) {
-		t.Errorf("Capabilities() = %+v, want only Claimers 1", c)
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s}) {
+		t.Errorf("Capabilities() = %+v, want Claimers 1 and Exclusive (one process claims)", c)
 	}
 }
 

@@ -88,13 +88,13 @@ func TestClusterLimitsHoldAcrossNodes(t *testing.T) {
 		maxRate = perSec + 1 + (nodesN - 1) + 1
 	)
 	e := newClusterEnv(t, url.Values{"pool_max_conns": {"6"}})
-	flags := []string{"--workers", "32", "--endpoint-concurrency", fmt.Sprint(capN), "--heartbeat-interval", "200ms",
+	flags := []string{"--workers", "32", "--endpoint-concurrency", fmt.Sprint(capN), "--heartbeat-interval", "500ms",
 		"--attempt-timeout", "5s", "--retry-schedule", "100ms,100ms,100ms,100ms,100ms,100ms,100ms", "--breaker-threshold", "100000"}
 	var nodes []*clusterNode
 	for i := range nodesN {
 		nodes = append(nodes, e.start(fmt.Sprintf("n%d", i), flags...))
 	}
-	// Every node counts the three (they heartbeat every 200 ms).
+	// Every node counts the three (they heartbeat every 500 ms: a heartbeat may take half of that, which a loaded CI machine needs; at 200 ms a node starved of its heartbeats stopped claiming and the cap was never reached).
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {
 		for {

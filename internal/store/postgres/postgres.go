@@ -134,6 +134,15 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2}
 }
 
+// DefaultMaxConns is the pool size when the URL sets no pool_max_conns
+// (pgx's own default, the number of CPUs and at least 4, is below what one
+// node uses at once: 2 claimers, 2 completers, 2 group commits, the
+// heartbeat, and the API's reads such as a publish's catalog lookup, which
+// waited for a connection). Measured at 1,000 publishes/s on 2 cores
+// (docs/BENCHMARKS.md): publish → arrival p50 51–80 ms with 4, 26–30 ms
+// with 16.
+const DefaultMaxConns = 16
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, including pgxpool settings such as pool_max_conns),
 // applies the embedded migrations and returns the store. Several processes
@@ -144,6 +153,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		// pgconn's ParseConfigError redacts the password.
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -29,35 +29,15 @@ import (
 // database of its own. Run it with a fixed count, e.g.
 // go test -run '^$' -bench BenchmarkDrainQueue -benchtime 40000x ./internal/store/postgres
 func BenchmarkDrainQueue(b *testing.B) {
-	base := os.Getenv("HERALD_TEST_POSTGRES_URL")
-	if base == "" {
-		b.Skip("HERALD_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	name := "herald_bench_" + hex.EncodeToString(rnd[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	u, err := url.Parse(base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	u.Path = "/" + name
-	s, err := postgres.Open(ctx, u.String())
+	dbURL := benchDatabase(b)
+	s, err := postgres.Open(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
 	closeStore := sync.OnceFunc(func() { s.Close() })
 	defer closeStore()
-	conn, err := pgx.Connect(ctx, u.String())
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,4 +142,37 @@ func BenchmarkDrainQueue(b *testing.B) {
 	b.ReportMetric((hot1-hot0)/n, "hot-updates/delivery")
 	b.ReportMetric(float64(claimT.Microseconds())/n, "claim-µs/delivery")
 	b.ReportMetric(float64(completeT.Microseconds())/n, "complete-µs/delivery")
+}
+
+// benchDatabase creates a database of its own on the server of
+// HERALD_TEST_POSTGRES_URL (skipping the benchmark when it is unset) and
+// returns its URL; the database is dropped when the benchmark ends.
+func benchDatabase(b *testing.B) string {
+	b.Helper()
+	base := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if base == "" {
+		b.Skip("HERALD_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := "herald_bench_" + hex.EncodeToString(rnd[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close(ctx)
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		admin.Close(ctx)
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

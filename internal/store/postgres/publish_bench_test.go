@@ -2,15 +2,9 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
@@ -23,29 +17,9 @@ import (
 // database of its own:
 // go test -run '^$' -bench BenchmarkPublishSerial -benchtime 2000x ./internal/store/postgres
 func BenchmarkPublishSerial(b *testing.B) {
-	base := os.Getenv("HERALD_TEST_POSTGRES_URL")
-	if base == "" {
-		b.Skip("HERALD_TEST_POSTGRES_URL is not set")
-	}
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	name := "herald_bench_" + hex.EncodeToString(rnd[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	u, err := url.Parse(base)
-	if err != nil {
-		b.Fatal(err)
-	}
-	u.Path = "/" + name
-	s, err := postgres.Open(ctx, u.String())
+	dbURL := benchDatabase(b)
+	s, err := postgres.Open(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}

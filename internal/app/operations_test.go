@@ -455,10 +455,16 @@ func TestDeleteEndpointNotifiesOwner(t *testing.T) {
 		return got, deleted
 	}
 	// The housekeeping rounds that emit the notices tick on the clock.
-	h.advanceUntil(clk, 50*time.Millisecond, "the owner and the operator tenant receive endpoint.deleted", func() bool {
-		_, a := received(owner)
-		_, b := received(operator)
-		return a != nil && b != nil
+	// endpoint.created and endpoint.deleted are separate events whose
+	// deliveries run concurrently, so either may arrive first: wait for both.
+	h.advanceUntil(clk, 50*time.Millisecond, "the owner and the operator tenant receive endpoint.created and endpoint.deleted", func() bool {
+		for _, r := range []*receiver{owner, operator} {
+			got, deleted := received(r)
+			if deleted == nil || !slices.Contains(got, "endpoint.created") {
+				return false
+			}
+		}
+		return true
 	})
 	for name, r := range map[string]*receiver{"the owner's endpoint.* endpoint": owner, "the operator tenant": operator} {
 		got, deleted := received(r)
@@ -474,8 +480,8 @@ func TestDeleteEndpointNotifiesOwner(t *testing.T) {
 		if body.Data.EndpointID != ep.ID || body.Data.URL != doomed.URL {
 			t.Fatalf("%s got %s, want it to name %s at %s", name, deleted, ep.ID, doomed.URL)
 		}
-		if !slices.Contains(got, "endpoint.created") {
-			t.Errorf("%s received %q, want endpoint.created too", name, got)
+		if n := strings.Count(strings.Join(got, " "), "endpoint.deleted"); n != 1 {
+			t.Errorf("%s received %q: endpoint.deleted %d times, want once", name, got, n)
 		}
 	}
 }

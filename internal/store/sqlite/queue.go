@@ -85,19 +85,9 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 			return store.PublishResult{}, err
 		}
 	}
-	var all []target
-	cached := false
-	if g != nil {
-		all, cached = g.tenants[ev.Tenant]
-	}
-	if !cached {
-		var err error
-		if all, err = s.tenantTargets(ctx, tx, ev.Tenant); err != nil {
-			return store.PublishResult{}, err
-		}
-		if g != nil {
-			g.tenants[ev.Tenant] = all
-		}
+	all, err := s.targets(ctx, tx, ev.Tenant, g)
+	if err != nil {
+		return store.PublishResult{}, err
 	}
 	var targets []target
 	for _, t := range all {
@@ -271,8 +261,10 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 
 // groupTx is what one group commit's transaction reads once and reuses.
 type groupTx struct {
-	tenants map[string][]target  // the endpoints of each tenant
-	stmts   map[string]*sql.Stmt // hot statements bound to the transaction
+	tenants     map[string][]target  // the endpoints of each tenant
+	stmts       map[string]*sql.Stmt // hot statements bound to the transaction
+	version     int64                // endpoints_version, once versionRead
+	versionRead bool
 }
 
 func newGroupTx() *groupTx {
@@ -395,8 +387,8 @@ type target struct {
 }
 
 // tenantTargets reads the endpoints of a tenant.
-func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([]target, error) {
-	st, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id")
+func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string, g *groupTx) ([]target, error) {
+	st, err := g.stmt(ctx, s, tx, tenantTargetsSQL)
 	if err != nil {
 		return nil, wrap("publish", err)
 	}

@@ -44,9 +44,11 @@ var migrations embed.FS
 
 // Store is the SQLite implementation of store.Store.
 type Store struct {
-	w   *sql.DB         // exactly one connection: every write goes through it
-	r   *sql.DB         // read pool
-	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	w *sql.DB // exactly one connection: every write goes through it
+	r *sql.DB // read pool
+
+	targetCache targetCache     // large tenants' endpoints as of endpoints_version (targets.go)
+	box         store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
 	// commits groups concurrent publishes into one transaction (one fsync).
 	commits *committer
 	// gate serves publish groups before the queue's transactions on w.
@@ -83,7 +85,7 @@ var hotStatements = []string{
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
 	insertEventSQL,
-	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
+	tenantTargetsSQL, endpointsVersionSQL,
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
 	ClaimQuery, ClaimTenantQuery, TenantDueQuery, NextTenantQuery, claimDeliveriesQuery, claimEventsQuery, claimEndpointsQuery,

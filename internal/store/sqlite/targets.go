@@ -25,7 +25,7 @@ import (
 const cacheTargetsFrom = 64
 
 const (
-	tenantTargetsSQL    = "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id"
+	tenantTargetsSQL    = "SELECT id, state, event_types, created_at FROM endpoints WHERE tenant = ? ORDER BY id"
 	endpointsVersionSQL = "SELECT version FROM endpoints_version WHERE id = 1"
 )
 

@@ -235,9 +235,12 @@ func (c *committer) commit(group []*publishRequest) {
 	b := newTxBatch()
 	b.Queue(`SELECT pg_advisory_xact_lock_shared($1::integer, h) FROM (SELECT DISTINCT hashtext(t) AS h FROM unnest($2::text[]) AS t ORDER BY 1) AS s`,
 		tenantLockClass, tenantNames)
-	tenants := make(map[string]*tenantEndpoints, len(tenantNames))
-	for _, t := range tenantNames {
-		queueEndpoints(b, tenants, t)
+	// Each tenant's endpoints that may match each event type of the group.
+	tenants := make(map[endpointsKey]*tenantEndpoints, len(tenantNames))
+	for _, op := range ops {
+		if k := (endpointsKey{op.p.Event.Tenant, op.p.Event.Type}); tenants[k] == nil {
+			queueEndpoints(b, tenants, k)
+		}
 	}
 	for _, op := range ops {
 		op.queueInsert(b)
@@ -251,7 +254,7 @@ func (c *committer) commit(group []*publishRequest) {
 		return
 	}
 	for _, op := range ops {
-		op.target(tenants[op.p.Event.Tenant])
+		op.target(tenants[endpointsKey{op.p.Event.Tenant, op.p.Event.Type}])
 	}
 	if err := finishOps(ctx, tx, ops, c.s.tag); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck

@@ -72,11 +72,12 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	}
 	b := newTxBatch()
 	b.Queue(lockTenantShared, tenantLockClass, p.Event.Tenant)
-	tenants := map[string]*tenantEndpoints{}
-	queueEndpoints(b, tenants, p.Event.Tenant)
+	tenants := map[endpointsKey]*tenantEndpoints{}
+	key := endpointsKey{p.Event.Tenant, p.Event.Type}
+	queueEndpoints(b, tenants, key)
 	op.queueInsert(b)
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
-		op.target(tenants[p.Event.Tenant])
+		op.target(tenants[key])
 		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
 			return err
 		}

@@ -815,6 +815,48 @@ func (s suite) publish(t *testing.T) {
 			t.Errorf("file.extraction.completed: %d deliveries, want 4", res.Deliveries)
 		}
 	})
+	// A driver may filter endpoints by type in its query (PostgreSQL):
+	// whatever it reads, the deliveries are exactly the endpoints
+	// store.MatchEventType accepts, for every kind of pattern and for
+	// operational types, also when publishes of several types share a
+	// group commit.
+	s.run(t, "FanOutAgreesWithMatchEventType", func(t *testing.T, f *fixture) {
+		patterns := [][]string{
+			nil, {"*"}, {"order.*"}, {"order.paid"}, {"order.paid.*"}, {"ord.*"}, {".*"}, {"order.paid", "user.*"},
+			{"endpoint.*"}, {"endpoint.created"}, {"*", "delivery.*"}, {"order.paid.v2"}, {"o*"}, {"*.paid"},
+		}
+		endpoints := map[string][]string{}
+		for _, ps := range patterns {
+			endpoints[f.endpoint("acme", ps...).ID] = ps
+		}
+		f.endpoint("globex", "*")
+		types := []string{"order.paid", "order.paid.v2", "order", "user.created", "endpoint.created", "delivery.dead_lettered", "x", ".hidden", "ord"}
+		var wg sync.WaitGroup
+		results := make([]store.PublishResult, len(types))
+		errs := make([]error, len(types))
+		for i, typ := range types {
+			wg.Go(func() {
+				results[i], errs[i] = f.s.PublishEvent(f.ctx, publishParams(newEvent("acme", typ, `{}`), base))
+			})
+		}
+		wg.Wait()
+		for i, typ := range types {
+			if errs[i] != nil {
+				t.Fatalf("publish %s: %v", typ, errs[i])
+			}
+			var want []string
+			for id, ps := range endpoints {
+				if store.MatchEventType(ps, typ) {
+					want = append(want, id)
+				}
+			}
+			got := f.listDeliveries(store.ListDeliveriesParams{EventID: results[i].Event.ID})
+			diff(t, typ+": endpoints that got a delivery", sorted(want), sorted(idsOf(got, func(d store.Delivery) string { return d.EndpointID })))
+			if results[i].Deliveries != len(want) {
+				t.Errorf("%s: Deliveries %d, want %d", typ, results[i].Deliveries, len(want))
+			}
+		}
+	})
 	s.run(t, "NoMatchingEndpoint", func(t *testing.T, f *fixture) {
 		f.endpoint("acme", "invoice.paid")
 		res := f.publish("acme", "file.created", base)

@@ -82,7 +82,7 @@ type Store struct {
 var hotStatements = []string{
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
-	insertEventSQL,
+	insertEventSQL, catalogRevisionSQL,
 	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",

@@ -24,7 +24,10 @@ const catalogCacheSize = 4096
 // CatalogRevision, the store compares it with the stored one in the
 // publish's transaction, and a stale one (a change through this node or
 // another) is answered store.ErrStaleCatalog, nothing stored; the API then
-// forgets the entry and checks the event again against a fresh read.
+// forgets the entry and checks the event again against a fresh read. A
+// publish the cached entry refuses is checked again against a fresh read
+// too before it is refused (the store never sees it, so it cannot say the
+// entry is stale).
 type catalogCache struct {
 	mu sync.Mutex
 	m  map[string]cachedEventType
@@ -39,17 +42,17 @@ func newCatalogCache() *catalogCache {
 	return &catalogCache{m: map[string]cachedEventType{}}
 }
 
-// eventType returns the cached entry of name, or reads it (GetEventType)
-// and keeps it. found is false for an uncatalogued type; err is the
-// store's (never ErrNotFound). fresh skips the cache (the read after a
-// stale answer).
-func (c *catalogCache) eventType(ctx context.Context, db store.Store, name string, fresh bool) (t store.EventType, found bool, err error) {
+// eventType returns the cached entry of name (cached true), or reads it
+// (GetEventType) and keeps it. found is false for an uncatalogued type;
+// err is the store's (never ErrNotFound). fresh skips the cache (the read
+// after a stale answer, or before refusing a publish).
+func (c *catalogCache) eventType(ctx context.Context, db store.Store, name string, fresh bool) (t store.EventType, found, cached bool, err error) {
 	if !fresh {
 		c.mu.Lock()
 		e, ok := c.m[name]
 		c.mu.Unlock()
 		if ok {
-			return e.t, e.found, nil
+			return e.t, e.found, true, nil
 		}
 	}
 	t, err = db.GetEventType(ctx, name)
@@ -57,7 +60,7 @@ func (c *catalogCache) eventType(ctx context.Context, db store.Store, name strin
 	case errors.Is(err, store.ErrNotFound):
 		t = store.EventType{}
 	case err != nil:
-		return t, false, err
+		return t, false, false, err
 	default:
 		found = true
 	}
@@ -66,13 +69,13 @@ func (c *catalogCache) eventType(ctx context.Context, db store.Store, name strin
 	// A slower read of an older revision does not replace a newer one
 	// (types are never deleted: revisions only grow).
 	if old, ok := c.m[name]; ok && old.t.Revision > t.Revision {
-		return t, found, nil
+		return t, found, false, nil
 	}
 	if len(c.m) >= catalogCacheSize {
 		clear(c.m)
 	}
 	c.m[name] = cachedEventType{t: t, found: found}
-	return t, found, nil
+	return t, found, false, nil
 }
 
 // forget drops name's entry (after a stale answer, or a change of the

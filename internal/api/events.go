@@ -205,6 +205,11 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	)
 	for attempt := 0; ; attempt++ {
 		cp, err = s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions, attempt > 0)
+		if err != nil && cp.cached && attempt < catalogAttempts-1 {
+			// Refused by a cached entry: the catalog may have changed
+			// (through another node); refuse only after a fresh read.
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -405,6 +405,7 @@ func matchesAny(patterns, names []string) bool {
 type catalogPublish struct {
 	catalogued bool
 	revision   int            // the catalog entry checked against (0: uncatalogued): store.PublishParams.CatalogRevision
+	cached     bool           // that entry came from s.catalog (not read for this check)
 	version    int            // the newest version (0: uncatalogued)
 	older      map[int][]byte // compact data of the older versions supplied
 	seqKey     string         // store.PublishParams.SequenceKey
@@ -434,7 +435,8 @@ func problemOf(summary string, viol []catalog.Violation) error {
 // (store.ErrStaleCatalog) if the entry changed meanwhile.
 func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []byte, dataVersions map[string]json.RawMessage, fresh bool) (catalogPublish, error) {
 	var cp catalogPublish
-	t, found, err := s.catalog.eventType(ctx, s.db(ctx), typ, fresh)
+	t, found, cached, err := s.catalog.eventType(ctx, s.db(ctx), typ, fresh)
+	cp.cached = cached
 	if err == nil && !found {
 		if s.cfg.CatalogMode == CatalogStrict {
 			return cp, invalid("body.type", "event type "+typ+" is not in the event catalog and the server runs with --catalog strict (POST /v1/event-types first)", typ)

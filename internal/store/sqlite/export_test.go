@@ -69,3 +69,7 @@ func MigrateExcept(ctx context.Context, db *sql.DB, skip ...int64) error {
 	_, err = prov.Up(ctx)
 	return err
 }
+
+// TxPrepares is how many statements s prepared for a single transaction
+// (not hot statements) since Open.
+func TxPrepares(s *Store) int64 { return s.txPrepares.Load() }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -95,19 +96,9 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 			return store.PublishResult{}, err
 		}
 	}
-	var all []target
-	cached := false
-	if g != nil {
-		all, cached = g.tenants[ev.Tenant]
-	}
-	if !cached {
-		var err error
-		if all, err = s.tenantTargets(ctx, tx, ev.Tenant); err != nil {
-			return store.PublishResult{}, err
-		}
-		if g != nil {
-			g.tenants[ev.Tenant] = all
-		}
+	all, err := s.targets(ctx, tx, ev.Tenant, g)
+	if err != nil {
+		return store.PublishResult{}, err
 	}
 	var targets []target
 	for _, t := range all {
@@ -205,8 +196,10 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, state, event_types FROM endpoints
-		WHERE tenant = ? AND id > ? AND created_at <= ? ORDER BY id LIMIT ?`, tenant, after, publishedAt, chunk)
+	// The next chunk of endpoints that existed at the publish, after the
+	// position, from the tenant's endpoints in id order (in memory for a
+	// large tenant: targetCache).
+	all, err := s.targets(ctx, tx, tenant, nil)
 	if err != nil {
 		return store.FanOutResult{}, wrap("fan-out", err)
 	}
@@ -214,30 +207,19 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		targets []target
 		read    int
 	)
-	for rows.Next() {
-		var id, state, types string
-		if err := rows.Scan(&id, &state, &types); err != nil {
-			rows.Close()
-			return store.FanOutResult{}, wrap("fan-out", err)
+	for _, t := range all[sort.Search(len(all), func(i int) bool { return all[i].id > after }):] {
+		if read == chunk {
+			break
 		}
-		read++
-		after = id
-		t := target{id: id, state: store.DeliveryPending}
-		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
-			rows.Close()
-			return store.FanOutResult{}, store.Internal(fmt.Errorf("fan-out: endpoint %s event_types: %w", id, err))
-		}
-		if id == exclude || !store.MatchEventType(t.patterns, eventType) {
+		if t.createdAt > publishedAt {
 			continue
 		}
-		if store.EndpointState(state) != store.EndpointEnabled {
-			t.state = store.DeliveryPaused
+		read++
+		after = t.id
+		if t.id == exclude || !store.MatchEventType(t.patterns, eventType) {
+			continue
 		}
 		targets = append(targets, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return store.FanOutResult{}, wrap("fan-out", err)
 	}
 	now := micro(p.Now)
 	ins, err := s.stmt(ctx, tx, insertDeliverySQL)
@@ -281,9 +263,11 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 
 // groupTx is what one group commit's transaction reads once and reuses.
 type groupTx struct {
-	tenants   map[string][]target  // the endpoints of each tenant
-	stmts     map[string]*sql.Stmt // hot statements bound to the transaction
-	revisions map[string]int       // catalog revisions read (catalogRevision)
+	tenants     map[string][]target  // the endpoints of each tenant
+	stmts       map[string]*sql.Stmt // hot statements bound to the transaction
+	version     int64                // endpoints_version, once versionRead
+	versionRead bool
+	revisions   map[string]int // catalog revisions read (catalogRevision)
 }
 
 func newGroupTx() *groupTx {
@@ -430,11 +414,14 @@ type target struct {
 	id       string
 	state    store.DeliveryState // of its deliveries: pending, or paused when the endpoint is not enabled
 	patterns []string
+	// createdAt is the endpoint's creation (µs): a fan-out's later chunks
+	// skip endpoints created after its publish.
+	createdAt int64
 }
 
 // tenantTargets reads the endpoints of a tenant.
-func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([]target, error) {
-	st, err := s.stmt(ctx, tx, "SELECT id, state, event_types FROM endpoints WHERE tenant = ? ORDER BY id")
+func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string, g *groupTx) ([]target, error) {
+	st, err := g.stmt(ctx, s, tx, tenantTargetsSQL)
 	if err != nil {
 		return nil, wrap("publish", err)
 	}
@@ -445,11 +432,14 @@ func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string) ([
 	defer rows.Close()
 	var out []target
 	for rows.Next() {
-		var id, state, types string
-		if err := rows.Scan(&id, &state, &types); err != nil {
+		var (
+			id, state, types string
+			createdAt        int64
+		)
+		if err := rows.Scan(&id, &state, &types, &createdAt); err != nil {
 			return nil, wrap("publish", err)
 		}
-		t := target{id: id, state: store.DeliveryPending}
+		t := target{id: id, state: store.DeliveryPending, createdAt: createdAt}
 		if err := json.Unmarshal([]byte(types), &t.patterns); err != nil {
 			return nil, store.Internal(fmt.Errorf("publish: endpoint %s event_types: %w", id, err))
 		}

@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -44,9 +45,11 @@ var migrations embed.FS
 
 // Store is the SQLite implementation of store.Store.
 type Store struct {
-	w   *sql.DB         // exactly one connection: every write goes through it
-	r   *sql.DB         // read pool
-	box store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	w *sql.DB // exactly one connection: every write goes through it
+	r *sql.DB // read pool
+
+	targetCache targetCache     // large tenants' endpoints as of endpoints_version (targets.go)
+	box         store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
 	// commits groups concurrent publishes into one transaction (one fsync).
 	commits *committer
 	// gate serves publish groups before the queue's transactions on w.
@@ -56,6 +59,10 @@ type Store struct {
 	publishWaiting func() bool
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
+	// txPrepares counts statements stmt prepared for one transaction
+	// (parsing SQL is a quarter of a statement's cost in modernc's driver:
+	// the claim and completion paths must prepare none, TestHotPathPreparesNothing).
+	txPrepares atomic.Int64
 	// getEventType is GetEventType's query on the read pool (database/sql
 	// prepares it once per connection and keeps it).
 	getEventType *sql.Stmt
@@ -83,12 +90,12 @@ var hotStatements = []string{
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
 	insertEventSQL, catalogRevisionSQL,
-	"SELECT id, state, event_types FROM endpoints WHERE tenant = ?",
+	tenantTargetsSQL, endpointsVersionSQL,
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
 	ClaimQuery, ClaimTenantQuery, TenantDueQuery, NextTenantQuery, claimDeliveriesQuery, claimEventsQuery, claimEndpointsQuery,
 	insertAttemptSQL, completeDeliverySQL, deferDeliverySQL, clearStreakSQL, startStreakSQL,
-	bulkDeferSQL, bulkClearStreakSQL,
+	bulkDeferSQL, bulkClearStreakSQL, upsertStatsSQL, insertFanOutSQL, deadLetterNoticeSQL,
 }
 
 func init() {
@@ -148,6 +155,7 @@ func (s *Store) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, 
 	if st, ok := s.stmts[query]; ok {
 		return tx.StmtContext(ctx, st), nil
 	}
+	s.txPrepares.Add(1)
 	st, err := tx.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)

@@ -35,6 +35,51 @@ func (s suite) fanOut(t *testing.T) {
 		}
 	})
 
+	// A driver may keep a large tenant's endpoints in memory between
+	// publishes (SQLite: targetCache, from 64 endpoints); every change to
+	// which endpoints exist, their state or event types must reach the next
+	// publish.
+	s.run(t, "PublishSeesEveryEndpointChange", func(t *testing.T, f *fixture) {
+		want := map[string]store.DeliveryState{}
+		var ids []string
+		for range 70 {
+			e := f.endpoint("a", "order.*")
+			want[e.ID] = store.DeliveryPending
+			ids = append(ids, e.ID)
+		}
+		f.endpoint("b", "order.*") // another tenant
+		publish := func(step string) {
+			t.Helper()
+			ev := newEvent("a", "order.paid", `{}`)
+			if res := f.publishEvent(ev, at(time.Minute)); res.FanOut || res.Deliveries != len(want) {
+				t.Fatalf("%s: publish: FanOut %v, Deliveries %d; want false, %d", step, res.FanOut, res.Deliveries, len(want))
+			}
+			f.wantFanOut(ev.ID, want)
+		}
+		publish("first publish")
+		publish("same endpoints again")
+		e := f.endpoint("a", "order.*")
+		want[e.ID] = store.DeliveryPending
+		publish("after a create")
+		if err := f.s.DeleteEndpoint(f.ctx, store.DeleteEndpointParams{ID: ids[0], Now: at(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, ids[0])
+		publish("after a delete")
+		f.setState(store.SetEndpointStateParams{ID: ids[1], State: store.EndpointPaused, Reason: "test", Now: at(time.Minute)})
+		want[ids[1]] = store.DeliveryPaused
+		publish("after a pause")
+		f.setState(store.SetEndpointStateParams{ID: ids[1], State: store.EndpointEnabled, Reason: "test", Now: at(time.Minute)})
+		want[ids[1]] = store.DeliveryPending
+		publish("after a resume")
+		other := []string{"user.*"}
+		if _, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: ids[2], EventTypes: &other, Now: at(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, ids[2])
+		publish("after a change of event types")
+	})
+
 	s.run(t, "ChunksExactlyOnce", func(t *testing.T, f *fixture) {
 		want := map[string]store.DeliveryState{}
 		for range 11 {

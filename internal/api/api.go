@@ -131,6 +131,7 @@ type Server struct {
 	handler  http.Handler
 	keys     *keyring
 	throttle *throttle
+	catalog  *catalogCache  // the catalog entries publishes were checked against
 	bg       sync.WaitGroup // background writes (touch); Close waits for them
 }
 
@@ -190,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 		keyCheck: &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
 		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
+		catalog:  newCatalogCache(),
 	}
 	api.UseMiddleware(s.authorize)
 	s.registerEndpoints()

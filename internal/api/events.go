@@ -196,63 +196,84 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	// Stored at microsecond precision: the delivered body says the same.
 	occurred = occurred.Truncate(time.Microsecond)
-	cp, err := s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions)
-	if err != nil {
-		return nil, err
-	}
-	tooLarge := func(body []byte) error {
-		if len(body) > s.cfg.MaxPayloadBytes {
-			return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
-				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+	// The catalog check reads s.catalog; the store refuses a publish
+	// checked against an entry that changed meanwhile
+	// (store.ErrStaleCatalog), and it is checked again, afresh.
+	var (
+		cp  catalogPublish
+		res store.PublishResult
+	)
+	for attempt := 0; ; attempt++ {
+		cp, err = s.checkPublish(ctx, b.Tenant, b.Type, compact.Bytes(), b.DataVersions, attempt > 0)
+		if err != nil && cp.cached && attempt < catalogAttempts-1 {
+			// Refused by a cached entry: the catalog may have changed
+			// (through another node); refuse only after a fresh read.
+			continue
 		}
-		return nil
-	}
-	var body []byte
-	var older map[int][]byte
-	if cp.catalogued {
-		body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
-		for v, d := range cp.older {
-			if err != nil {
-				break
-			}
-			var ob []byte
-			if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
-				if older == nil {
-					older = map[int][]byte{}
-				}
-				older[v] = ob
-				if err := tooLarge(ob); err != nil {
-					return nil, err
-				}
-			}
-		}
-	} else {
-		body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
-	}
-	if err != nil {
-		return nil, huma.Error500InternalServerError("could not encode the event")
-	}
-	if err := tooLarge(body); err != nil {
-		return nil, err
-	}
-	sctx := ctx
-	var sspan trace.Span
-	if span != nil {
-		span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
-		sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
-	}
-	res, err := s.db(sctx).PublishEvent(sctx, store.PublishParams{
-		Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-			VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
-			TraceParent: traceparent},
-		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
-		FanOutChunk: s.cfg.FanOutChunk,
-	})
-	if sspan != nil {
 		if err != nil {
-			sspan.SetStatus(codes.Error, err.Error())
+			return nil, err
 		}
-		sspan.End()
+		tooLarge := func(body []byte) error {
+			if len(body) > s.cfg.MaxPayloadBytes {
+				return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
+					" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+			}
+			return nil
+		}
+		var body []byte
+		var older map[int][]byte
+		if cp.catalogued {
+			body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
+			for v, d := range cp.older {
+				if err != nil {
+					break
+				}
+				var ob []byte
+				if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
+					if older == nil {
+						older = map[int][]byte{}
+					}
+					older[v] = ob
+					if err := tooLarge(ob); err != nil {
+						return nil, err
+					}
+				}
+			}
+		} else {
+			body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
+		}
+		if err != nil {
+			return nil, huma.Error500InternalServerError("could not encode the event")
+		}
+		if err := tooLarge(body); err != nil {
+			return nil, err
+		}
+		sctx := ctx
+		var sspan trace.Span
+		if span != nil {
+			span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
+			sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
+		}
+		res, err = s.db(sctx).PublishEvent(sctx, store.PublishParams{
+			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
+				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
+				TraceParent: traceparent},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
+			FanOutChunk: s.cfg.FanOutChunk, CatalogRevision: &cp.revision,
+		})
+		if sspan != nil {
+			if err != nil {
+				sspan.SetStatus(codes.Error, err.Error())
+			}
+			sspan.End()
+		}
+		if errors.Is(err, store.ErrStaleCatalog) && attempt < catalogAttempts-1 {
+			// The catalog changed since s.catalog read it (through this node
+			// or another): check the event again against a fresh read.
+			s.catalog.forget(b.Type)
+			continue
+		}
+		break
 	}
 	if err != nil {
 		return nil, s.problem(err, "event")

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -183,6 +182,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
 		Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
 		CreatedAt: now, UpdatedAt: now})
+	s.catalog.forget(b.Name) // saves this node's next publish a stale answer
 	if err != nil {
 		return nil, s.problem(err, "event type "+b.Name)
 	}
@@ -236,7 +236,9 @@ func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersio
 	now := s.cfg.Now()
 	t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
 	t.UpdatedAt = now
-	if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+	t, err = s.db(ctx).UpdateEventType(ctx, t)
+	s.catalog.forget(in.Name)
+	if err != nil {
 		return nil, s.problem(err, "event type "+in.Name)
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
@@ -288,7 +290,9 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 		return nil, err
 	}
 	t.UpdatedAt = s.cfg.Now()
-	if t, err = s.db(ctx).UpdateEventType(ctx, t); err != nil {
+	t, err = s.db(ctx).UpdateEventType(ctx, t)
+	s.catalog.forget(in.Name)
+	if err != nil {
 		return nil, s.problem(err, "event type "+in.Name)
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
@@ -400,6 +404,8 @@ func matchesAny(patterns, names []string) bool {
 // catalogPublish is what the catalog decides about one publish.
 type catalogPublish struct {
 	catalogued bool
+	revision   int            // the catalog entry checked against (0: uncatalogued): store.PublishParams.CatalogRevision
+	cached     bool           // that entry came from s.catalog (not read for this check)
 	version    int            // the newest version (0: uncatalogued)
 	older      map[int][]byte // compact data of the older versions supplied
 	seqKey     string         // store.PublishParams.SequenceKey
@@ -423,10 +429,15 @@ func problemOf(summary string, viol []catalog.Violation) error {
 // schema, data_versions against theirs, the versions pinned by the
 // tenant's subscribed endpoints present, and no personal data outside
 // marked properties. Nothing is stored when it answers an error.
-func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []byte, dataVersions map[string]json.RawMessage) (catalogPublish, error) {
+//
+// The catalog entry comes from s.catalog (fresh: read it anew); the
+// publish passes cp.revision to the store, which refuses it
+// (store.ErrStaleCatalog) if the entry changed meanwhile.
+func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []byte, dataVersions map[string]json.RawMessage, fresh bool) (catalogPublish, error) {
 	var cp catalogPublish
-	t, err := s.db(ctx).GetEventType(ctx, typ)
-	if errors.Is(err, store.ErrNotFound) {
+	t, found, cached, err := s.catalog.eventType(ctx, s.db(ctx), typ, fresh)
+	cp.cached = cached
+	if err == nil && !found {
 		if s.cfg.CatalogMode == CatalogStrict {
 			return cp, invalid("body.type", "event type "+typ+" is not in the event catalog and the server runs with --catalog strict (POST /v1/event-types first)", typ)
 		}
@@ -449,7 +460,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	if !ok {
 		return cp, huma.Error500InternalServerError("event type " + typ + " has no version")
 	}
-	cp.catalogued, cp.version = true, newest.Version
+	cp.catalogued, cp.version, cp.revision = true, newest.Version, t.Revision
 	type check struct {
 		v      store.EventTypeVersion
 		data   []byte

@@ -24,7 +24,7 @@ import (
 // pgSchema creates a throwaway schema on HERALD_TEST_POSTGRES_URL and
 // returns a URL whose connections use it; the test is skipped when the
 // variable is unset.
-func pgSchema(t *testing.T) string {
+func pgSchema(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("HERALD_TEST_POSTGRES_URL")
 	if base == "" {

@@ -109,3 +109,37 @@ func TestBlockedDestinationIsDeadAtOnce(t *testing.T) {
 		t.Fatalf("completion of a blocked first attempt: state %s, error %q, attempt %d; want dead, blocked, 1", comp.State, comp.Attempt.Error, comp.Attempt.Number)
 	}
 }
+
+// countingStore counts NextDueAt calls (nothing is ever due).
+type countingStore struct {
+	store.Store
+	nextDue *int
+}
+
+func (s countingStore) NextDueAt(context.Context) (time.Time, error) {
+	*s.nextDue++
+	return time.Time{}, nil
+}
+
+// A publish notified while the claimer was claiming (issue 18): the
+// claimer claims again at once, without first reading the next due time
+// (a round trip per claim on a busy queue); with no notification pending
+// it reads it before it sleeps.
+func TestPendingNotificationSkipsNextDueRead(t *testing.T) {
+	reads := 0
+	e, err := New(Config{Store: countingStore{nextDue: &reads}, Sender: nopSender{}, Clock: clock.NewFake(t0), PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Notify()
+	e.waitForWork(t.Context()) // returns: the notification is pending
+	if reads != 0 {
+		t.Fatalf("NextDueAt read %d times with a notification pending, want 0", reads)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the wait ends at once, after the read
+	e.waitForWork(ctx)
+	if reads != 1 {
+		t.Fatalf("NextDueAt read %d times without a notification pending, want 1", reads)
+	}
+}

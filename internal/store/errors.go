@@ -121,7 +121,19 @@ var (
 	// ErrUnavailable: the database could not be reached or the write could
 	// not be committed; nothing was stored (503).
 	ErrUnavailable = &Error{Code: CodeUnavailable}
+	// ErrStaleCatalog: a publish's PublishParams.CatalogRevision is not the
+	// event type's stored revision (the catalog changed after the caller
+	// read it); nothing was stored. A conflict (409): errors.Is(err,
+	// ErrConflict) holds too. The API checks the event again and retries.
+	ErrStaleCatalog = &Error{Code: CodeConflict, Msg: "the event type's catalog entry changed while the event was published; publish it again"}
 )
+
+// CatalogCurrent reports whether a publish with PublishParams.CatalogRevision
+// want may be stored when the catalog holds revision got for its type (0:
+// not catalogued): want is nil (not checked) or *want == got.
+func CatalogCurrent(want *int, got int) bool {
+	return want == nil || *want == got
+}
 
 // Errorf returns an *Error of code whose Msg is fmt.Sprintf(format, args...).
 // Msg is what a client is shown (Code.HTTPStatus), so it names the rule.

@@ -300,6 +300,16 @@ type PublishParams struct {
 	// gets the first FanOutChunk (by endpoint id) in the publish and the
 	// rest from the engine, chunk by chunk (ContinueFanOut).
 	FanOutChunk int
+	// CatalogRevision, when not nil, is the catalog entry the caller
+	// checked the event against: the event type's Revision, or 0 when the
+	// type was not catalogued. The driver compares it with the stored entry
+	// in the publish's transaction, before the event is written, and
+	// answers ErrStaleCatalog (nothing stored) when it differs: the caller
+	// then checks the event again against a fresh GetEventType. Event types
+	// are never deleted and every change increments Revision, so an equal
+	// revision means the checks read what the catalog holds at commit. nil:
+	// the publish is not checked against the catalog (Herald's own events).
+	CatalogRevision *int
 }
 
 // DefaultFanOutChunk is the default bound on the deliveries one transaction

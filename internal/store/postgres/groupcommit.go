@@ -225,7 +225,8 @@ func (c *committer) commit(group []*publishRequest) {
 	defer cancel()
 
 	// First round trip: BEGIN, the tenant locks (shared, in key order, as
-	// every other path takes them), each tenant's endpoints, the inserts.
+	// every other path takes them), each tenant's endpoints, the catalog
+	// check, the inserts.
 	tenantNames := make([]string, 0, 4)
 	for _, op := range ops {
 		tenantNames = append(tenantNames, op.p.Event.Tenant)
@@ -242,6 +243,7 @@ func (c *committer) commit(group []*publishRequest) {
 			queueEndpoints(b, tenants, k)
 		}
 	}
+	revs := queueCatalogCheck(b, ops)
 	for _, op := range ops {
 		op.queueInsert(b)
 	}
@@ -251,6 +253,24 @@ func (c *committer) commit(group []*publishRequest) {
 	if err := br.Close(); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)
+		return
+	}
+	// A publish checked against an older catalog entry is answered
+	// ErrStaleCatalog; its insert is undone with the group's, which runs
+	// again without it (rare: only after a catalog change).
+	var rest []*publishRequest
+	for i, op := range ops {
+		if revs.stale(op) {
+			reqs[i].done <- publishAnswer{err: fmt.Errorf("publish: %w", store.ErrStaleCatalog)}
+		} else {
+			rest = append(rest, reqs[i])
+		}
+	}
+	if len(rest) < len(reqs) {
+		tx.Rollback(ctx) //nolint:errcheck
+		if len(rest) > 0 {
+			c.commit(rest)
+		}
 		return
 	}
 	for _, op := range ops {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,10 @@ var ErrIsolation = errors.New("publishing needs a READ COMMITTED transaction")
 // the tenant's advisory lock shared: pausing, deleting or disabling an
 // endpoint of that tenant waits for tx (keep such transactions short).
 //
-// Errors: ErrIsolation, and store.ErrConflict (wrapped) when the id or the
-// idempotency key was used with other content: tx can still be used.
+// Errors: ErrIsolation; store.ErrStaleCatalog when p.CatalogRevision is
+// set and is not the event type's stored revision (nothing was sent but a
+// read); store.ErrConflict (wrapped) when the id or the idempotency key was
+// used with other content. After these tx can still be used.
 // Otherwise the database's error as pgx returns it (errors.As finds a
 // *pgconn.PgError), not classified as store.ErrUnavailable since the
 // transaction is the caller's: after it tx is aborted and must be rolled
@@ -52,12 +55,19 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 	if err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
-	var level string
-	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation')").Scan(&level); err != nil {
+	var (
+		level    string
+		revision int
+	)
+	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), COALESCE((SELECT revision FROM event_types WHERE name = $1), 0)",
+		p.Event.Type).Scan(&level, &revision); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if level != "read committed" {
 		return store.PublishResult{}, fmt.Errorf("publish: the transaction runs at %s: %w", level, ErrIsolation)
+	}
+	if !store.CatalogCurrent(p.CatalogRevision, revision) {
+		return store.PublishResult{}, fmt.Errorf("publish: %w", store.ErrStaleCatalog)
 	}
 	b := &pgx.Batch{}
 	b.Queue(lockTenantShared, tenantLockClass, p.Event.Tenant)
@@ -128,6 +138,49 @@ func newPublishOp(p store.PublishParams) (*publishOp, error) {
 		op.versions = &v
 	}
 	return op, nil
+}
+
+// catalogRevisions are the stored revisions of the event types a
+// transaction's publishes were checked against (PublishParams.
+// CatalogRevision), read in its first round trip, before anything is
+// written; a type not in the map is not catalogued (revision 0).
+type catalogRevisions map[string]int
+
+// queueCatalogCheck queues the read of the revisions of the ops' checked
+// event types (nothing when none is checked).
+func queueCatalogCheck(b *pgx.Batch, ops []*publishOp) catalogRevisions {
+	var names []string
+	for _, op := range ops {
+		if op.p.CatalogRevision != nil {
+			names = append(names, op.p.Event.Type)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	revs := catalogRevisions{}
+	b.Queue("SELECT name, revision FROM event_types WHERE name = ANY($1::text[])", names).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				name string
+				rev  int
+			)
+			if err := rows.Scan(&name, &rev); err != nil {
+				return err
+			}
+			revs[name] = rev
+		}
+		return rows.Err()
+	})
+	return revs
+}
+
+// stale reports whether op was checked against another catalog entry than
+// the stored one.
+func (r catalogRevisions) stale(op *publishOp) bool {
+	return !store.CatalogCurrent(op.p.CatalogRevision, r[op.p.Event.Type])
 }
 
 // lockTenantShared takes a tenant's advisory lock shared ($1 the class, $2

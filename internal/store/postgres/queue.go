@@ -58,7 +58,13 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 // BEGIN + tenant locks + the tenants' endpoints + the inserts, then the
 // deliveries of the whole group (one statement) + NOTIFY. The statements
 // are those of PublishTx (publish.go), which runs them on a caller's
-// transaction.
+// transaction. A publish with PublishParams.CatalogRevision has it checked
+// in the first round trip (one read of event_types for the group); a stale
+// one is answered store.ErrStaleCatalog and the group's transaction is
+// rolled back and run again without it.
+//
+// Errors: store.ErrStaleCatalog, store.ErrConflict (an id or idempotency
+// key reused with other content), store.ErrUnavailable.
 func (s *Store) PublishEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
 	return s.committer.publish(ctx, p)
 }
@@ -75,8 +81,12 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	tenants := map[endpointsKey]*tenantEndpoints{}
 	key := endpointsKey{p.Event.Tenant, p.Event.Type}
 	queueEndpoints(b, tenants, key)
+	revs := queueCatalogCheck(b, []*publishOp{op})
 	op.queueInsert(b)
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
+		if revs.stale(op) {
+			return store.ErrStaleCatalog // rolled back: the insert is undone
+		}
 		op.target(tenants[key])
 		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
 			return err

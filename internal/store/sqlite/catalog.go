@@ -46,13 +46,15 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 	return s.GetEventType(ctx, t.Name)
 }
 
-// getEventTypeSQL runs on every publish (the API's catalog check).
+// getEventTypeSQL is the API's catalog read (on a cache miss, internal/api/catalogcache.go).
 const getEventTypeSQL = "SELECT " + eventTypeColumns + " FROM event_types WHERE name = ?"
 
-// GetEventType implements store.Store. Every publish asks it, so it runs
+// GetEventType implements store.Store. The API's catalog check asks it
+// for every type it has not cached (and after a stale answer), so it runs
 // a statement prepared once per read connection (Store.getEventType):
-// parsing the query per call was most of its cost (a tenth of Herald's CPU
-// at 1,000 publishes/s, docs/BENCHMARKS.md).
+// parsing the query per call was most of its cost when every publish
+// asked it (a tenth of Herald's CPU at 1,000 publishes/s,
+// docs/BENCHMARKS.md).
 func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType, error) {
 	t, err := scanEventType(s.getEventType.QueryRowContext(ctx, name))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -58,6 +58,16 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	// is taken; only then is the existing event looked up, and it answers
 	// the publish: same content → the original, other content → conflict.
 	// The single writer makes the insert and the lookup atomic.
+	if p.CatalogRevision != nil {
+		rev, err := s.catalogRevision(ctx, tx, ev.Type, g)
+		if err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
+		if !store.CatalogCurrent(p.CatalogRevision, rev) {
+			// Nothing written: the group goes on without it.
+			return store.PublishResult{}, fmt.Errorf("publish: %w", store.ErrStaleCatalog)
+		}
+	}
 	var idem any
 	if ev.IdempotencyKey != "" {
 		idem = ev.IdempotencyKey
@@ -257,10 +267,38 @@ type groupTx struct {
 	stmts       map[string]*sql.Stmt // hot statements bound to the transaction
 	version     int64                // endpoints_version, once versionRead
 	versionRead bool
+	revisions   map[string]int // catalog revisions read (catalogRevision)
 }
 
 func newGroupTx() *groupTx {
-	return &groupTx{tenants: map[string][]target{}, stmts: map[string]*sql.Stmt{}}
+	return &groupTx{tenants: map[string][]target{}, stmts: map[string]*sql.Stmt{}, revisions: map[string]int{}}
+}
+
+// catalogRevisionSQL reads an event type's revision for a publish's
+// catalog check (PublishParams.CatalogRevision).
+const catalogRevisionSQL = "SELECT revision FROM event_types WHERE name = ?"
+
+// catalogRevision is the stored revision of event type typ (0: not
+// catalogued), read on tx — the single writer's, so no catalog change
+// can commit between the check and the publish's commit — once per group.
+func (s *Store) catalogRevision(ctx context.Context, tx *sql.Tx, typ string, g *groupTx) (int, error) {
+	if g != nil {
+		if rev, ok := g.revisions[typ]; ok {
+			return rev, nil
+		}
+	}
+	st, err := g.stmt(ctx, s, tx, catalogRevisionSQL)
+	if err != nil {
+		return 0, err
+	}
+	var rev int
+	if err := st.QueryRowContext(ctx, typ).Scan(&rev); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	if g != nil {
+		g.revisions[typ] = rev
+	}
+	return rev, nil
 }
 
 // stmt returns query bound to tx, once per transaction (s.stmt when g is

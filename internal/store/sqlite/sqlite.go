@@ -89,7 +89,7 @@ type Store struct {
 var hotStatements = []string{
 	"SELECT " + eventColumns + " FROM events WHERE tenant = ? AND idempotency_key = ?",
 	"SELECT " + eventColumns + " FROM events WHERE id = ?",
-	insertEventSQL,
+	insertEventSQL, catalogRevisionSQL,
 	tenantTargetsSQL, endpointsVersionSQL,
 	insertDeliverySQL,
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",

@@ -508,9 +508,9 @@ func TestHotPathPreparesNothing(t *testing.T) {
 	}
 	publish := func(n int) {
 		for i := range n {
-			id := store.NewID("evt")
+			id, notCatalogued := store.NewID("evt"), 0
 			if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: base, Body: []byte(`{}`), Fingerprint: id},
-				Now: base.Add(time.Duration(i) * time.Millisecond), NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+				Now: base.Add(time.Duration(i) * time.Millisecond), NewDeliveryID: func() string { return store.NewID("dlv") }, CatalogRevision: &notCatalogued}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -3,6 +3,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -49,4 +51,86 @@ func (s suite) eventTypes(t *testing.T) {
 	if err != nil || len(cat) != 2 || cat[0].Name != "a.first" || cat[1].Name != "file.updated" || cat[1].Revision != 2 {
 		t.Fatalf("list: %+v %v", cat, err)
 	}
+}
+
+// publishCatalogRevision: a publish with PublishParams.CatalogRevision is
+// stored only when it names the event type's stored revision (0: not
+// catalogued); otherwise it is answered ErrStaleCatalog (a conflict) and
+// neither the event nor a delivery is stored. In a group of concurrent
+// publishes the stale ones fail alone.
+func (s suite) publishCatalogRevision(t *testing.T) {
+	s.run(t, "Checked", func(t *testing.T, f *fixture) {
+		ep := f.endpoint("acme")
+		rev := func(n int) *int { return &n }
+		try := func(what string, typ string, r *int, wantStored bool) {
+			t.Helper()
+			ev := newEvent("acme", typ, `{"n":1}`)
+			p := publishParams(ev, base)
+			p.CatalogRevision = r
+			res, err := f.s.PublishEvent(f.ctx, p)
+			if wantStored {
+				if err != nil || !res.Created || res.Deliveries != 1 {
+					t.Fatalf("%s: PublishEvent = %+v, %v; want stored with 1 delivery", what, res, err)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrStaleCatalog) || !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("%s: PublishEvent = %+v, %v; want ErrStaleCatalog (a conflict)", what, res, err)
+			}
+			if _, err := f.s.GetEvent(f.ctx, ev.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s: the refused event is stored: GetEvent = %v", what, err)
+			}
+			if d := f.listDeliveries(store.ListDeliveriesParams{EventID: ev.ID}); len(d) != 0 {
+				t.Fatalf("%s: the refused event has %d deliveries", what, len(d))
+			}
+		}
+		try("uncatalogued, checked as such", "file.updated", rev(0), true)
+		try("uncatalogued, checked against revision 1", "file.updated", rev(1), false)
+		try("not checked", "file.updated", nil, true)
+		et, err := f.s.CreateEventType(f.ctx, store.EventType{Name: "file.updated",
+			Versions:  []store.EventTypeVersion{{Version: 1, Schema: json.RawMessage(`{"type":"object"}`), CreatedAt: base}},
+			CreatedAt: base, UpdatedAt: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		try("catalogued since the check", "file.updated", rev(0), false)
+		try("catalogued, revision 1", "file.updated", rev(1), true)
+		if _, err := f.s.UpdateEventType(f.ctx, et); err != nil {
+			t.Fatal(err)
+		}
+		try("changed since the check", "file.updated", rev(1), false)
+		try("changed, revision 2", "file.updated", rev(2), true)
+		try("not checked, catalogued", "file.updated", nil, true)
+		try("another type is not", "file.created", rev(0), true)
+
+		// Concurrent publishes (a group commit where the driver has one):
+		// the stale ones fail, the others are stored.
+		const n = 24
+		errs := make([]error, n)
+		evs := make([]store.Event, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			evs[i] = newEvent("acme", "file.updated", fmt.Sprintf(`{"n":%d}`, i))
+			p := publishParams(evs[i], base)
+			p.CatalogRevision = rev(2 - i%2) // odd i: revision 1, stale
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = f.s.PublishEvent(f.ctx, p)
+			}()
+		}
+		wg.Wait()
+		for i := range n {
+			_, gerr := f.s.GetEvent(f.ctx, evs[i].ID)
+			if i%2 == 1 && (!errors.Is(errs[i], store.ErrStaleCatalog) || !errors.Is(gerr, store.ErrNotFound)) {
+				t.Errorf("stale publish %d: %v, then GetEvent %v; want ErrStaleCatalog and nothing stored", i, errs[i], gerr)
+			}
+			if i%2 == 0 && (errs[i] != nil || gerr != nil) {
+				t.Errorf("current publish %d: %v, then GetEvent %v; want stored", i, errs[i], gerr)
+			}
+		}
+		if d := f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID, ListParams: store.ListParams{Limit: 100}}); len(d) != 6+n/2 {
+			t.Errorf("%d deliveries, want %d (one per stored event)", len(d), 6+n/2)
+		}
+	})
 }

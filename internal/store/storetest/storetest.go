@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("APIKeys", s.apiKeys)
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)
+	group("PublishCatalogRevision", s.publishCatalogRevision)
 	group("Events", s.events)
 	group("Claim", s.claim)
 	group("FairClaim", s.fairClaim)

@@ -199,6 +199,8 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	// The catalog check reads s.catalog; the store refuses a publish
 	// checked against an entry that changed meanwhile
 	// (store.ErrStaleCatalog), and it is checked again, afresh.
+	d := publishDraft{id: id, tenant: b.Tenant, typ: b.Type, clientID: b.ID != "", occurred: occurred, now: now,
+		data: compact.Bytes(), idempotencyKey: in.IdempotencyKey, traceparent: traceparent, span: span}
 	var (
 		cp  catalogPublish
 		res store.PublishResult
@@ -213,59 +215,10 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		if err != nil {
 			return nil, err
 		}
-		tooLarge := func(body []byte) error {
-			if len(body) > s.cfg.MaxPayloadBytes {
-				return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
-					" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
-			}
-			return nil
-		}
-		var body []byte
-		var older map[int][]byte
-		if cp.catalogued {
-			body, err = store.EncodeVersionedBody(id, b.Type, cp.version, cp.seqKey != "", b.Tenant, occurred, compact.Bytes())
-			for v, d := range cp.older {
-				if err != nil {
-					break
-				}
-				var ob []byte
-				if ob, err = store.EncodeVersionedBody(id, b.Type, v, cp.seqKey != "", b.Tenant, occurred, d); err == nil {
-					if older == nil {
-						older = map[int][]byte{}
-					}
-					older[v] = ob
-					if err := tooLarge(ob); err != nil {
-						return nil, err
-					}
-				}
-			}
-		} else {
-			body, err = store.EncodeBody(id, b.Type, b.Tenant, occurred, compact.Bytes())
-		}
-		if err != nil {
-			return nil, huma.Error500InternalServerError("could not encode the event")
-		}
-		if err := tooLarge(body); err != nil {
-			return nil, err
-		}
-		sctx := ctx
-		var sspan trace.Span
-		if span != nil {
-			span.SetAttributes(tracing.AttrTenant.String(b.Tenant), tracing.AttrEventType.String(b.Type), tracing.AttrEventID.String(id))
-			sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
-		}
-		res, err = s.db(sctx).PublishEvent(sctx, store.PublishParams{
-			Event: store.Event{ID: store.EventKey(b.Tenant, id, b.ID != ""), Tenant: b.Tenant, Type: b.Type, OccurredAt: occurred, Body: body,
-				VersionBodies: older, IdempotencyKey: in.IdempotencyKey, Fingerprint: store.FingerprintVersions(b.Tenant, b.Type, compact.Bytes(), cp.older),
-				TraceParent: traceparent},
-			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: b.ID != "", SequenceKey: cp.seqKey,
-			FanOutChunk: s.cfg.FanOutChunk, CatalogRevision: &cp.revision,
-		})
-		if sspan != nil {
-			if err != nil {
-				sspan.SetStatus(codes.Error, err.Error())
-			}
-			sspan.End()
+		var refused error
+		res, refused, err = s.storeEvent(ctx, d, cp)
+		if refused != nil {
+			return nil, refused
 		}
 		if errors.Is(err, store.ErrStaleCatalog) && attempt < catalogAttempts-1 {
 			// The catalog changed since s.catalog read it (through this node
@@ -309,6 +262,82 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		}
 	}
 	return out, nil
+}
+
+// publishDraft is what a publish stores, decided before the catalog check.
+type publishDraft struct {
+	id, tenant, typ string
+	clientID        bool // the producer chose id
+	occurred, now   time.Time
+	data            []byte // compact JSON
+	idempotencyKey  string
+	traceparent     string
+	span            trace.Span // the publish's, nil with tracing off
+}
+
+// storeEvent encodes d's bodies for the catalog entry cp was checked
+// against and stores the event (a "store publish" span with tracing on).
+// refused is a 413 (a body over --max-payload-bytes) or a 500 (the body
+// could not be encoded), nothing stored; err is the store's
+// (store.ErrStaleCatalog when cp's entry changed meanwhile).
+func (s *Server) storeEvent(ctx context.Context, d publishDraft, cp catalogPublish) (res store.PublishResult, refused, err error) {
+	tooLarge := func(body []byte) error {
+		if len(body) > s.cfg.MaxPayloadBytes {
+			return huma.Error413RequestEntityTooLarge("event too large: the delivered body would be " + itoa(len(body)) +
+				" bytes; the limit is " + itoa(s.cfg.MaxPayloadBytes) + " bytes (send ids and links, not content)")
+		}
+		return nil
+	}
+	var (
+		body  []byte
+		older map[int][]byte
+	)
+	if cp.catalogued {
+		body, err = store.EncodeVersionedBody(d.id, d.typ, cp.version, cp.seqKey != "", d.tenant, d.occurred, d.data)
+		for v, data := range cp.older {
+			if err != nil {
+				break
+			}
+			var ob []byte
+			if ob, err = store.EncodeVersionedBody(d.id, d.typ, v, cp.seqKey != "", d.tenant, d.occurred, data); err == nil {
+				if older == nil {
+					older = map[int][]byte{}
+				}
+				older[v] = ob
+				if err := tooLarge(ob); err != nil {
+					return res, err, nil
+				}
+			}
+		}
+	} else {
+		body, err = store.EncodeBody(d.id, d.typ, d.tenant, d.occurred, d.data)
+	}
+	if err != nil {
+		return res, huma.Error500InternalServerError("could not encode the event"), nil
+	}
+	if err := tooLarge(body); err != nil {
+		return res, err, nil
+	}
+	sctx := ctx
+	var sspan trace.Span
+	if d.span != nil {
+		d.span.SetAttributes(tracing.AttrTenant.String(d.tenant), tracing.AttrEventType.String(d.typ), tracing.AttrEventID.String(d.id))
+		sctx, sspan = s.cfg.Tracer.Start(ctx, "store publish", trace.WithSpanKind(trace.SpanKindInternal))
+	}
+	res, err = s.db(sctx).PublishEvent(sctx, store.PublishParams{
+		Event: store.Event{ID: store.EventKey(d.tenant, d.id, d.clientID), Tenant: d.tenant, Type: d.typ, OccurredAt: d.occurred, Body: body,
+			VersionBodies: older, IdempotencyKey: d.idempotencyKey, Fingerprint: store.FingerprintVersions(d.tenant, d.typ, d.data, cp.older),
+			TraceParent: d.traceparent},
+		Now: d.now, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: d.clientID, SequenceKey: cp.seqKey,
+		FanOutChunk: s.cfg.FanOutChunk, CatalogRevision: &cp.revision,
+	})
+	if sspan != nil {
+		if err != nil {
+			sspan.SetStatus(codes.Error, err.Error())
+		}
+		sspan.End()
+	}
+	return res, nil, err
 }
 
 type eventsOut struct {

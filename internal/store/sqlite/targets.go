@@ -38,15 +38,13 @@ type targetCache struct {
 	byTenant map[string][]target
 }
 
-// get returns tenant's endpoints if they were stored at version.
-func (c *targetCache) get(tenant string, version int64) ([]target, bool) {
+// get returns tenant's endpoints and the version they were read at, if
+// the tenant is kept.
+func (c *targetCache) get(tenant string) ([]target, int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.version != version {
-		return nil, false
-	}
 	t, ok := c.byTenant[tenant]
-	return t, ok
+	return t, c.version, ok
 }
 
 // put stores a tenant's endpoints read at version; a new version drops
@@ -65,22 +63,37 @@ func (c *targetCache) put(tenant string, version int64, targets []target) {
 
 // targets returns the endpoints of tenant as tx sees them: from the
 // group's copy, the cache when endpoints_version is unchanged, or read.
+// (tx is the single writer's: no endpoint change commits between the
+// reads of one call.)
 func (s *Store) targets(ctx context.Context, tx *sql.Tx, tenant string, g *groupTx) ([]target, error) {
 	if g != nil {
 		if all, ok := g.tenants[tenant]; ok {
 			return all, nil
 		}
 	}
-	version, err := s.endpointsVersion(ctx, tx, g)
-	if err != nil {
-		return nil, err
+	// Only a kept (large) tenant costs the version read before its
+	// endpoints; a small one is read, and the version only if it turns out
+	// large enough to keep.
+	all, at, kept := s.targetCache.get(tenant)
+	if kept {
+		version, err := s.endpointsVersion(ctx, tx, g)
+		if err != nil {
+			return nil, err
+		}
+		kept = version == at
 	}
-	all, ok := s.targetCache.get(tenant, version)
-	if !ok {
+	if !kept {
+		var err error
 		if all, err = s.tenantTargets(ctx, tx, tenant, g); err != nil {
 			return nil, err
 		}
-		s.targetCache.put(tenant, version, all)
+		if len(all) >= cacheTargetsFrom {
+			version, err := s.endpointsVersion(ctx, tx, g)
+			if err != nil {
+				return nil, err
+			}
+			s.targetCache.put(tenant, version, all)
+		}
 	}
 	if g != nil {
 		g.tenants[tenant] = all

@@ -18,16 +18,23 @@ import (
 // completed as successes in batches of 128, as the engine does, with no
 // HTTP. Run it with a fixed count, e.g.
 // go test -run '^$' -bench BenchmarkDrainQueue -benchtime 40000x -benchmem ./internal/store/sqlite
-func BenchmarkDrainQueue(b *testing.B) { benchmarkDrain(b, false) }
+func BenchmarkDrainQueue(b *testing.B) { benchmarkDrain(b, false, 4, 128) }
 
 // BenchmarkDrainQueueInFlight is BenchmarkDrainQueue with the previous
 // batch still leased during each claim (completed after it), as in a
 // drain, where the workers' attempts are in flight while the claimer
 // takes the next batch:
 // go test -run '^$' -bench BenchmarkDrainQueueInFlight -benchtime 40000x ./internal/store/sqlite
-func BenchmarkDrainQueueInFlight(b *testing.B) { benchmarkDrain(b, true) }
+func BenchmarkDrainQueueInFlight(b *testing.B) { benchmarkDrain(b, true, 4, 128) }
 
-func benchmarkDrain(b *testing.B, inFlight bool) {
+// BenchmarkDrainQueueFanOut is the store's share of a fan-out to many
+// endpoints at a tenant's cap: every event to 400 endpoints, claims and
+// completion batches of 32 (the default --tenant-concurrency), so each
+// completion touches rows of 32 different endpoints (herald bench fanout):
+// go test -run '^$' -bench BenchmarkDrainQueueFanOut -benchtime 40000x ./internal/store/sqlite
+func BenchmarkDrainQueueFanOut(b *testing.B) { benchmarkDrain(b, true, 400, 32) }
+
+func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
@@ -35,7 +42,6 @@ func benchmarkDrain(b *testing.B, inFlight bool) {
 	}
 	defer s.Close()
 	now := time.Now().UTC()
-	const endpoints = 4
 	for i := range endpoints {
 		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t",
 			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
@@ -74,7 +80,7 @@ func benchmarkDrain(b *testing.B, inFlight bool) {
 	}
 	for done < b.N {
 		t := time.Now().UTC()
-		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: 128, Lease: time.Minute, Now: t})
+		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: batch, Lease: time.Minute, Now: t})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1193,10 +1193,10 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 			return err
 		}
 	}
-	if err := s.execChunks(ctx, tx, attempted, insertAttemptsValuesSQL, appendAttemptArgs); err != nil {
+	if err := execValues(ctx, s, tx, attempted, insertAttemptsValuesSQL, appendAttemptArgs); err != nil {
 		return err
 	}
-	if err := s.execChunks(ctx, tx, moved, completeValuesSQL, appendCompleteArgs); err != nil {
+	if err := execValues(ctx, s, tx, moved, completeValuesSQL, appendCompleteArgs); err != nil {
 		return err
 	}
 	if len(succeededEndpoints) > 0 {
@@ -1253,12 +1253,12 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 	return nil
 }
 
-// execChunks runs the statement query(n) over cs in chunks of
+// execValues runs the multi-row statement query(n) over rows in chunks of
 // valuesChunks sizes (largest first), appendArgs giving each row's
 // parameters.
-func (s *Store) execChunks(ctx context.Context, tx *sql.Tx, cs []store.Completion, query func(rows int) string, appendArgs func([]any, store.Completion) []any) error {
+func execValues[R any](ctx context.Context, s *Store, tx *sql.Tx, rows []R, query func(n int) string, appendArgs func([]any, R) []any) error {
 	var args []any
-	for rest := cs; len(rest) > 0; {
+	for rest := rows; len(rest) > 0; {
 		n := valuesChunks[len(valuesChunks)-1]
 		for _, size := range valuesChunks {
 			if size <= len(rest) {
@@ -1267,8 +1267,8 @@ func (s *Store) execChunks(ctx context.Context, tx *sql.Tx, cs []store.Completio
 			}
 		}
 		args = args[:0]
-		for _, c := range rest[:n] {
-			args = appendArgs(args, c)
+		for _, r := range rest[:n] {
+			args = appendArgs(args, r)
 		}
 		rest = rest[n:]
 		if err := s.exec(ctx, tx, query(n), args...); err != nil {

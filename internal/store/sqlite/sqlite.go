@@ -95,12 +95,12 @@ var hotStatements = []string{
 	"SELECT COUNT(*) FROM deliveries WHERE event_id = ?",
 	ClaimQuery, ClaimTenantQuery, TenantDueQuery, NextTenantQuery, claimDeliveriesQuery, claimEventsQuery, claimEndpointsQuery,
 	insertAttemptSQL, completeDeliverySQL, deferDeliverySQL, clearStreakSQL, startStreakSQL,
-	bulkDeferSQL, bulkClearStreakSQL, upsertStatsSQL, insertFanOutSQL, deadLetterNoticeSQL,
+	bulkDeferSQL, bulkClearStreakSQL, insertFanOutSQL, deadLetterNoticeSQL,
 }
 
 func init() {
 	for _, n := range valuesChunks {
-		hotStatements = append(hotStatements, insertAttemptsValuesSQL(n), completeValuesSQL(n))
+		hotStatements = append(hotStatements, insertAttemptsValuesSQL(n), completeValuesSQL(n), upsertStatsSQL(n))
 	}
 }
 

@@ -8,9 +8,14 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// upsertStatsSQL adds one rollup row (store.StatsRollup) to endpoint_stats:
-// the counters are summed, the last_* times keep the later one.
-var upsertStatsSQL = func() string {
+// upsertStatsSQL adds n rollup rows (store.StatsRollup) to
+// endpoint_stats in one statement (multi-row VALUES, prepared once per
+// row count in valuesChunks): the counters are summed, the last_* times
+// keep the later one. A batch's rows are distinct (store.Rollups merges
+// them), so no row of one statement conflicts with another of the same.
+// One statement per row cost a third of a completion batch in a fan-out to
+// many endpoints (two distinct rows per attempt, docs/BENCHMARKS.md).
+func upsertStatsSQL(n int) string {
 	cols := strings.Join(store.StatsCounters, ", ")
 	sets := make([]string, 0, len(store.StatsCounters)+2)
 	for _, c := range store.StatsCounters {
@@ -18,10 +23,10 @@ var upsertStatsSQL = func() string {
 	}
 	sets = append(sets, "last_success_at = MAX(last_success_at, excluded.last_success_at)",
 		"last_failure_at = MAX(last_failure_at, excluded.last_failure_at)")
-	return "INSERT INTO endpoint_stats (endpoint_id, span, start, " + cols + ", last_success_at, last_failure_at) VALUES (" +
-		strings.TrimSuffix(strings.Repeat("?,", len(store.StatsCounters)+5), ",") + ")" +
-		" ON CONFLICT (endpoint_id, span, start) DO UPDATE SET " + strings.Join(sets, ", ")
-}()
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(store.StatsCounters)+5), ",") + ")"
+	return "INSERT INTO endpoint_stats (endpoint_id, span, start, " + cols + ", last_success_at, last_failure_at) VALUES " +
+		repeatJoin(row, n) + " ON CONFLICT (endpoint_id, span, start) DO UPDATE SET " + strings.Join(sets, ", ")
+}
 
 // sumStatsSQL sums an endpoint's rollups of one span from a start on.
 var sumStatsSQL = func() string {
@@ -35,26 +40,13 @@ var sumStatsSQL = func() string {
 // writeRollups adds a completion batch's attempts to the rollups, in the
 // batch's transaction.
 func (s *Store) writeRollups(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
-	rows := store.Rollups(cs)
-	if len(rows) == 0 {
-		return nil
-	}
-	st, err := s.stmt(ctx, tx, upsertStatsSQL)
-	if err != nil {
-		return err
-	}
-	args := make([]any, 0, len(store.StatsCounters)+5)
-	for _, r := range rows {
-		args = append(args[:0], r.EndpointID, r.Span, micro(r.Start))
+	return execValues(ctx, s, tx, store.Rollups(cs), upsertStatsSQL, func(args []any, r store.StatsRollup) []any {
+		args = append(args, r.EndpointID, r.Span, micro(r.Start))
 		for _, c := range r.Counters {
 			args = append(args, c)
 		}
-		args = append(args, micro(r.LastSuccessAt), micro(r.LastFailureAt))
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return err
-		}
-	}
-	return nil
+		return append(args, micro(r.LastSuccessAt), micro(r.LastFailureAt))
+	})
 }
 
 // EndpointStats implements store.Store.

@@ -197,10 +197,13 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	return out, wrap("pending notices", rows.Err())
 }
 
-// ClearNotice implements store.Store.
-func (s *Store) ClearNotice(ctx context.Context, id int64) error {
-	_, err := s.pool.Exec(ctx, "DELETE FROM notices WHERE id = $1", id)
-	return wrap("clear notice", err)
+// ClearNotices implements store.Store.
+func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, "DELETE FROM notices WHERE id = ANY($1)", ids)
+	return wrap("clear notices", err)
 }
 
 // DeadLetterCounts implements store.Store.

@@ -1033,3 +1033,42 @@ func TestCapabilities(t *testing.T) {
 		t.Errorf("Capabilities() = %+v, want wake-ups, membership and nodes from the store, 2 claimers", c)
 	}
 }
+
+// TestOperationalPublishReadsSubscribersOnly: the endpoints a publish of
+// an operational type reads are found through endpoints_event_types, not
+// by reading every endpoint of the tenant (a bulk import of 3,000
+// endpoints that subscribe to everything or to another type, and two
+// subscribers of endpoint.*).
+func TestOperationalPublishReadsSubscribersOnly(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	openStore(t, dbURL) // migrates
+	conn := rawConn(t, dbURL)
+	ctx := t.Context()
+	if _, err := conn.Exec(ctx, `INSERT INTO endpoints (id, tenant, url, event_types, state, secrets, created_at, updated_at)
+		SELECT 'ep_' || lpad(i::text, 8, '0'), 'acme', 'https://example.com/',
+		       CASE WHEN i <= 2 THEN '["endpoint.*"]'::jsonb WHEN i % 2 = 0 THEN '[]'::jsonb ELSE '["order.paid"]'::jsonb END,
+		       'enabled', '', $1, $1
+		FROM generate_series(1, 3000) AS i`, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+endpointsForOperationalSQL, "acme", typeCandidates("endpoint.created")[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	t.Logf("plan:\n%s", plan)
+	if !strings.Contains(plan, "endpoints_event_types") {
+		t.Errorf("the operational publish's endpoint read does not use endpoints_event_types:\n%s", plan)
+	}
+	if strings.Contains(plan, "Rows Removed by Filter: ") && !strings.Contains(plan, "Rows Removed by Filter: 0") {
+		t.Errorf("the read filtered rows out (read endpoints that cannot match):\n%s", plan)
+	}
+}

@@ -217,6 +217,17 @@ const endpointsForTypeSQL = `SELECT id, state, event_types FROM endpoints
 	WHERE tenant = $1 AND (jsonb_array_length(event_types) = 0 OR event_types ?| $2::text[])
 	ORDER BY id`
 
+// endpointsForOperationalSQL is endpointsForTypeSQL for an operational
+// type (store.IsOperational; $2: operationalCandidates): only an endpoint
+// that names the type or a "prefix.*" pattern of it matches one (an empty
+// list or "*" never does), so the server finds them through the GIN index
+// endpoints_event_types (migration 00081) and reads none of a tenant's
+// other endpoints — the housekeeper publishes one endpoint.created per
+// endpoint of a bulk import, each of which read the whole tenant before.
+const endpointsForOperationalSQL = `SELECT id, state, event_types FROM endpoints
+	WHERE tenant = $1 AND event_types ?| $2::text[]
+	ORDER BY id`
+
 // typeCandidates are the patterns that can match typ: "*", typ, and
 // "p.*" for every prefix "p." of typ (store.MatchEventType).
 func typeCandidates(typ string) []string {
@@ -235,7 +246,11 @@ func typeCandidates(typ string) []string {
 func queueEndpoints(b *pgx.Batch, tenants map[endpointsKey]*tenantEndpoints, k endpointsKey) {
 	te := &tenantEndpoints{}
 	tenants[k] = te
-	b.Queue(endpointsForTypeSQL, k.tenant, typeCandidates(k.typ)).Query(func(rows pgx.Rows) error {
+	query, candidates := endpointsForTypeSQL, typeCandidates(k.typ)
+	if store.IsOperational(k.typ) {
+		query, candidates = endpointsForOperationalSQL, candidates[1:] // not "*"
+	}
+	b.Queue(query, k.tenant, candidates).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				id, state string

@@ -256,7 +256,7 @@ func (t tenantStore) PendingNotices(context.Context, int) ([]store.Notice, error
 	return nil, errNotForTenant
 }
 
-func (t tenantStore) ClearNotice(context.Context, int64) error { return errNotForTenant }
+func (t tenantStore) ClearNotices(context.Context, []int64) error { return errNotForTenant }
 
 func (t tenantStore) ClaimSpikeAlert(context.Context, string, time.Time, time.Time) (bool, error) {
 	return false, errNotForTenant

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -218,6 +219,79 @@ func TestRetentionZeroKeepsForever(t *testing.T) {
 		}
 		if got := st.DeliveriesByState[store.DeliveryDead]; got != c.wantDead {
 			t.Errorf("DeadRetention %v a year later: %d dead letters, want %d", c.retention, got, c.wantDead)
+		}
+	}
+}
+
+// A bulk import's notices (more than one page of the outbox) are all
+// emitted in one round, each exactly once, and one endpoint's notices in
+// the order they were recorded although endpoints are published
+// concurrently.
+func TestBulkNoticesOneRoundInOrder(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	const n = 620 // more than one page of the outbox (500)
+	for i := range n {
+		id := fmt.Sprintf("ep_%04d", i)
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: id, Tenant: "bulk", URL: "https://" + id + ".example/",
+			State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_" + id + "-secret-value", CreatedAt: t0}}, CreatedAt: t0, UpdatedAt: t0}, Notice: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three endpoints change state twice after their creation.
+	for _, i := range []int{3, 307, 611} {
+		id := fmt.Sprintf("ep_%04d", i)
+		for _, st := range []store.EndpointState{store.EndpointDisabled, store.EndpointEnabled} {
+			notice := ops.TypeEndpointDisabled
+			if st == store.EndpointEnabled {
+				notice = ops.TypeEndpointEnabled
+			}
+			if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: id, State: st, Notice: notice, Now: t0.Add(time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h := ops.New(ops.Config{Store: s, Clock: clock.NewFake(t0.Add(2 * time.Second)), SpikeThreshold: -1})
+	if err := h.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := s.PendingNotices(ctx, 10); err != nil || len(ns) != 0 {
+		t.Fatalf("outbox after one round: %d notices, %v; want empty", len(ns), err)
+	}
+	// Every event, oldest first (the list is newest first).
+	var all []store.Event
+	for cursor := ""; ; {
+		pg, err := s.ListEvents(ctx, store.ListEventsParams{Tenant: "bulk", ListParams: store.ListParams{Limit: 1000, Cursor: cursor}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, pg.Data...)
+		if cursor = pg.NextCursor; cursor == "" {
+			break
+		}
+	}
+	perEndpoint := map[string][]string{}
+	for i := len(all) - 1; i >= 0; i-- {
+		var body struct {
+			Data struct {
+				EndpointID string `json:"endpoint_id"`
+			}
+		}
+		if err := json.Unmarshal(all[i].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		perEndpoint[body.Data.EndpointID] = append(perEndpoint[body.Data.EndpointID], all[i].Type)
+	}
+	if len(all) != n+6 || len(perEndpoint) != n {
+		t.Fatalf("%d events for %d endpoints, want %d for %d", len(all), len(perEndpoint), n+6, n)
+	}
+	for id, types := range perEndpoint {
+		want := []string{ops.TypeEndpointCreated}
+		if id == "ep_0003" || id == "ep_0307" || id == "ep_0611" {
+			want = append(want, ops.TypeEndpointDisabled, ops.TypeEndpointEnabled)
+		}
+		if fmt.Sprint(types) != fmt.Sprint(want) {
+			t.Errorf("%s: events %v, want %v in that order", id, types, want)
 		}
 	}
 }

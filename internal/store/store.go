@@ -844,9 +844,10 @@ type Store interface {
 	// PendingNotices returns up to limit operational events to emit, oldest
 	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)
-	// ClearNotice removes an emitted notice from the outbox; an id not
-	// there (already cleared) is no error.
-	ClearNotice(ctx context.Context, id int64) error
+	// ClearNotices removes emitted notices from the outbox, all in one
+	// transaction; an id not there (already cleared) is no error, nor is an
+	// empty list.
+	ClearNotices(ctx context.Context, ids []int64) error
 	// DeadLetterCounts counts dead letters per endpoint (of one tenant when
 	// tenant is not empty), changed at or after since (zero: all).
 	DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]DeadLetterCount, error)

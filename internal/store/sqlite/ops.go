@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -222,10 +223,18 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 	return out, nil
 }
 
-// ClearNotice implements store.Store.
-func (s *Store) ClearNotice(ctx context.Context, id int64) error {
-	_, err := s.w.ExecContext(ctx, "DELETE FROM notices WHERE id = ?", id)
-	return wrap("clear notice", err)
+// ClearNotices implements store.Store: one statement (the ids as a JSON
+// array), one transaction.
+func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arr, err := json.Marshal(ids)
+	if err != nil {
+		return wrap("clear notices", err)
+	}
+	_, err = s.w.ExecContext(ctx, "DELETE FROM notices WHERE id IN (SELECT value FROM json_each(?))", string(arr))
+	return wrap("clear notices", err)
 }
 
 // DeadLetterCounts implements store.Store.

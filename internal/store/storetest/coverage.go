@@ -234,9 +234,9 @@ func (r *recorder) PendingNotices(ctx context.Context, limit int) ([]store.Notic
 	return r.s.PendingNotices(ctx, limit)
 }
 
-func (r *recorder) ClearNotice(ctx context.Context, id int64) error {
-	r.called("ClearNotice")
-	return r.s.ClearNotice(ctx, id)
+func (r *recorder) ClearNotices(ctx context.Context, ids []int64) error {
+	r.called("ClearNotices")
+	return r.s.ClearNotices(ctx, ids)
 }
 
 func (r *recorder) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {

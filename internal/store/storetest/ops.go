@@ -77,8 +77,8 @@ func (f *fixture) allNotices() []store.Notice {
 
 func (f *fixture) clearNotice(id int64) {
 	f.t.Helper()
-	if err := f.s.ClearNotice(f.ctx, id); err != nil {
-		f.t.Fatalf("ClearNotice(%d): %v", id, err)
+	if err := f.s.ClearNotices(f.ctx, []int64{id}); err != nil {
+		f.t.Fatalf("ClearNotices(%d): %v", id, err)
 	}
 }
 
@@ -1055,14 +1055,38 @@ func (s suite) noticesGroup(t *testing.T) {
 			t.Fatalf("PendingNotices = %+v, want %s's then %s's, in increasing id order", ns, e.ID, o.ID)
 		}
 		f.clearNotice(ns[0].ID)
-		diff(t, "PendingNotices after ClearNotice", []string{o.ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
-		if err := f.s.ClearNotice(f.ctx, ns[0].ID); err != nil {
-			t.Errorf("ClearNotice again: %v", err)
+		diff(t, "PendingNotices after ClearNotices", []string{o.ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
+		if err := f.s.ClearNotices(f.ctx, []int64{ns[0].ID}); err != nil {
+			t.Errorf("ClearNotices again: %v", err)
 		}
 		// Clearing does not change the endpoint.
 		if ep := f.getEndpoint(e.ID); ep.State != store.EndpointDisabled {
-			t.Errorf("endpoint after ClearNotice: %s, want disabled", ep.State)
+			t.Errorf("endpoint after ClearNotices: %s, want disabled", ep.State)
 		}
+	})
+	s.run(t, "ClearRemovesSeveral", func(t *testing.T, f *fixture) {
+		var eps []store.Endpoint
+		for range 4 {
+			e := f.endpoint("acme")
+			f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Notice: "endpoint.disabled", Now: at(time.Minute)})
+			eps = append(eps, e)
+		}
+		ns := f.outbox()
+		if len(ns) != 4 {
+			t.Fatalf("PendingNotices = %d notices, want 4", len(ns))
+		}
+		// The first and third, and an id that is not there.
+		if err := f.s.ClearNotices(f.ctx, []int64{ns[0].ID, ns[2].ID, ns[3].ID + 1000}); err != nil {
+			t.Fatalf("ClearNotices: %v", err)
+		}
+		diff(t, "PendingNotices after clearing two", []string{eps[1].ID, eps[3].ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
+		if err := f.s.ClearNotices(f.ctx, nil); err != nil {
+			t.Errorf("ClearNotices(nil): %v", err)
+		}
+		if err := f.s.ClearNotices(f.ctx, []int64{ns[0].ID, ns[1].ID}); err != nil { // one cleared already
+			t.Errorf("ClearNotices again: %v", err)
+		}
+		diff(t, "PendingNotices at the end", []string{eps[3].ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
 	})
 	// Issue 13, point 6: every change is kept, in order, with the
 	// endpoint as it was at that change, however quickly the next one

@@ -81,6 +81,9 @@ func (r *runner) fairnessPhase(ctx context.Context, label string, nA int) (isoPh
 		if _, err := r.endpoints(ctx, h, tenantA, bh.base, "/fairA/", "b", nA); err != nil {
 			return ph, err
 		}
+		if err := r.waitImported(ctx, h, nA+1); err != nil {
+			return ph, err
+		}
 		makerA := newEventMaker(tenantA, "bench.fairness", o.BodyBytes)
 		// A starts first and keeps publishing until B's part is over.
 		wg.Go(func() { publishOpenLoop(actx, h.api, makerA, fairnessARate, o.Duration+time.Hour, 4) })

@@ -13,7 +13,8 @@ import (
 // is compared with B alone on a fresh Herald in the same run
 // (publish_p99_ratio; target ≤ 2, docs/BENCHMARKS.md); A's deliveries/s run
 // from its first publish to its last arrival, and every one of A's
-// deliveries must arrive exactly once.
+// deliveries must arrive exactly once. Each phase starts once Herald has
+// emitted the endpoint.created events of the endpoints it created.
 func (r *runner) fanout(ctx context.Context) (*Result, error) {
 	o := r.o
 	alone, err := r.fanoutPhase(ctx, "alone", 0)
@@ -78,6 +79,9 @@ func (r *runner) fanoutPhase(ctx context.Context, label string, nA int) (fanoutP
 		if _, err := r.endpoints(ctx, h, tenantA, rcv.base, "/fanA/", "e", nA); err != nil {
 			return ph, err
 		}
+	}
+	if err := r.waitImported(ctx, h, nA+1); err != nil {
+		return ph, err
 	}
 	var (
 		wg     sync.WaitGroup

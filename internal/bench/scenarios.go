@@ -718,3 +718,27 @@ func (r *runner) startTrackedPair(ctx context.Context) (*receiverProc, *heraldPr
 	}
 	return rcv, h, nil
 }
+
+// waitImported waits until Herald has emitted the endpoint.created events
+// of n created endpoints (herald_operational_events_total), so that a
+// scenario measures its own load, not the operational events of the
+// endpoints it just created (a bulk import of its own).
+func (r *runner) waitImported(ctx context.Context, h *heraldProc, n int) error {
+	const series = `herald_operational_events_total{type="endpoint.created"}`
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		m, err := h.api.metrics(ctx)
+		if err != nil {
+			return err
+		}
+		if m[series] >= float64(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d endpoint.created events emitted after 2 minutes", int(m[series]), n)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}

@@ -276,7 +276,7 @@ func (c *committer) commit(group []*publishRequest) {
 	for _, op := range ops {
 		op.target(tenants[endpointsKey{op.p.Event.Tenant, op.p.Event.Type}])
 	}
-	if err := finishOps(ctx, tx, ops, c.s.tag); err != nil {
+	if err := finishOps(ctx, tx, ops, c.s.tag, !c.s.alone.Load()); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck
 		c.oneByOne(reqs)
 		return

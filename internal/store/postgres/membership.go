@@ -55,6 +55,7 @@ func (s *Store) Heartbeat(ctx context.Context, self store.Node) ([]store.Node, e
 		return nil, wrap("heartbeat", err)
 	}
 	slices.SortFunc(live, func(a, b store.Node) int { return strings.Compare(a.ID, b.ID) })
+	s.alone.Store(len(live) == 1)
 	return live, nil
 }
 

@@ -64,6 +64,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,6 +109,11 @@ type Store struct {
 	// its own Listen skips them (PublishEvent's callers wake their engine
 	// themselves), every other node's wakes up.
 	tag string
+	// alone: this node's last heartbeat found no other live node, so a
+	// publish's NOTIFY would wake nobody (the node's own engine is woken
+	// by the caller, and its Listen skips its own notifications). Set by
+	// Heartbeat; false until the first one (notify, in case).
+	alone atomic.Bool
 }
 
 // Option configures Open.

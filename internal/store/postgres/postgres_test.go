@@ -1072,3 +1072,48 @@ func TestOperationalPublishReadsSubscribersOnly(t *testing.T) {
 		t.Errorf("the read filtered rows out (read endpoints that cannot match):\n%s", plan)
 	}
 }
+
+// A node whose last heartbeat found no other live node sends no NOTIFY
+// with its publishes (it would wake nobody, and notifying commits are
+// serialised); once another node is live, it does again. Before its first
+// heartbeat a node notifies.
+func TestNoNotifyWhenAlone(t *testing.T) {
+	t.Parallel()
+	dbURL := newDatabase(t)
+	s := openStore(t, dbURL)
+	createEndpoint(t, s, newEndpoint("acme"))
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(t.Context(), "LISTEN "+notifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err := conn.WaitForNotification(ctx)
+		return err == nil
+	}
+	publish(t, s, newEvent("acme"), base)
+	if !notified() {
+		t.Fatal("before any heartbeat: no notification")
+	}
+	self := store.Node{ID: "node_a", HeartbeatInterval: time.Second, AttemptTimeout: time.Second}
+	if _, err := s.Heartbeat(t.Context(), self); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, s, newEvent("acme"), base)
+	if notified() {
+		t.Fatal("alone in the cluster: a notification was sent")
+	}
+	other := openStore(t, dbURL)
+	if _, err := other.Heartbeat(t.Context(), store.Node{ID: "node_b", HeartbeatInterval: time.Second, AttemptTimeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.Heartbeat(t.Context(), self); err != nil || len(live) != 2 {
+		t.Fatalf("heartbeat: %v live, %v; want 2", live, err)
+	}
+	publish(t, s, newEvent("acme"), base)
+	if !notified() {
+		t.Fatal("with another live node: no notification")
+	}
+}

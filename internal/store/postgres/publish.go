@@ -79,7 +79,7 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	op.target(tenants[key])
-	if err := finishOps(ctx, tx, []*publishOp{op}, ""); err != nil {
+	if err := finishOps(ctx, tx, []*publishOp{op}, "", true); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if op.err != nil {
@@ -306,8 +306,9 @@ func (op *publishOp) target(te *tenantEndpoints) {
 // the database's and leaves tx aborted. payload is the notification's
 // payload: the publishing store's tag (its own Listen skips it, since
 // PublishEvent's callers wake their engine themselves), or "" (a caller's
-// transaction: every node is woken).
-func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string) error {
+// transaction: every node is woken). notify false leaves the NOTIFY out (a
+// node alone in its cluster: Store.alone).
+func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string, notify bool) error {
 	var (
 		ids, endpoints, states, events, tenants, types []string
 		times                                          []time.Time
@@ -359,8 +360,11 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string)
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
 			     AS u (id, event_id, endpoint_id, tenant, event_type, state, at)`,
 			ids, events, endpoints, tenants, types, states, times)
-		if pending {
-			// Sent by the server when the transaction commits.
+		if pending && notify {
+			// Sent by the server when the transaction commits; not by a
+			// node alone in its cluster, whose notification would wake
+			// nobody: PostgreSQL serialises notifying commits, each
+			// holding a database-wide lock until its WAL flush.
 			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, payload)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

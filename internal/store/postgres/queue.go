@@ -88,7 +88,7 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 			return store.ErrStaleCatalog // rolled back: the insert is undone
 		}
 		op.target(tenants[key])
-		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag); err != nil {
+		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag, !s.alone.Load()); err != nil {
 			return err
 		}
 		return op.err

@@ -14,8 +14,9 @@ import (
 func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
-	backlog := false // the last claim took all it asked for
-	cursor := ""     // the tenant served last (round-robin; ClaimParams)
+	backlog := false  // the last claim took all it asked for
+	cursor := ""      // the tenant served last (round-robin; ClaimParams)
+	var skip []string // the tenants this claim skips (ClaimParams.SkipTenants)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -41,9 +42,15 @@ func (e *Engine) claim(ctx context.Context) {
 		// (its leases would wait for a rescue); a finished one is handed to
 		// the workers, which put its claims back at shutdown. The timeout
 		// keeps a hung database from stalling the claimer forever.
+		// Tenants at their cap on this node with no fast endpoint: all of
+		// their claims would be turned away and written back (work on the
+		// database that delays every other tenant), so the claim skips
+		// them; the release that brings one below its cap wakes this loop.
+		skip = e.sched.skipTenants(skip)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
+			SkipTenants: skip,
 		})
 		cancel()
 		if err != nil {
@@ -144,7 +151,10 @@ func (e *Engine) waitForWork(ctx context.Context) {
 	defer e.wakeAt.Store(0)
 	wait := e.cfg.PollInterval
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	next, err := e.cfg.Store.NextDueAt(nctx)
+	// The next claim skips the tenants at their cap (see claim): their due
+	// deliveries must not make the claimer spin. The release that lifts
+	// one of them notifies (e.wake), so none is waited for past its turn.
+	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil))
 	cancel()
 	if err == nil && !next.IsZero() {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {

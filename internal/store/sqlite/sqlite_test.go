@@ -460,7 +460,7 @@ func TestOneProcessClaims(t *testing.T) {
 	// does not claim.
 	second := openStore(t, path)
 	defer second.Close()
-	if _, err := second.NextDueAt(ctx); err != nil {
+	if _, err := second.NextDueAt(ctx, nil); err != nil {
 		t.Errorf("second store's NextDueAt: %v", err)
 	}
 	cs, err := claim(second, "second")

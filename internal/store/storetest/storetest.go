@@ -282,7 +282,7 @@ func (f *fixture) rescue(now time.Time) int {
 
 func (f *fixture) nextDueAt() time.Time {
 	f.t.Helper()
-	next, err := f.s.NextDueAt(f.ctx)
+	next, err := f.s.NextDueAt(f.ctx, nil)
 	if err != nil {
 		f.t.Fatalf("NextDueAt: %v", err)
 	}

@@ -17,6 +17,7 @@ func (e *Engine) claim(ctx context.Context) {
 	backlog := false  // the last claim took all it asked for
 	cursor := ""      // the tenant served last (round-robin; ClaimParams)
 	var skip []string // the tenants this claim skips (ClaimParams.SkipTenants)
+	plain := false    // the next claim skips no tenant (see below)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -38,15 +39,19 @@ func (e *Engine) claim(ctx context.Context) {
 		case <-e.slots:
 		}
 		free := e.gather(ctx, 1, backlog)
-		// Not cancelled by shutdown: a claim cut short may still commit
-		// (its leases would wait for a rescue); a finished one is handed to
-		// the workers, which put its claims back at shutdown. The timeout
-		// keeps a hung database from stalling the claimer forever.
 		// Tenants at their cap on this node with no fast endpoint: all of
 		// their claims would be turned away and written back (work on the
 		// database that delays every other tenant), so the claim skips
 		// them; the release that brings one below its cap wakes this loop.
-		skip = e.sched.skipTenants(skip)
+		if plain {
+			skip, plain = skip[:0], false
+		} else {
+			skip = e.sched.skipTenants(skip)
+		}
+		// Not cancelled by shutdown: a claim cut short may still commit
+		// (its leases would wait for a rescue); a finished one is handed to
+		// the workers, which put its claims back at shutdown. The timeout
+		// keeps a hung database from stalling the claimer forever.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
@@ -75,7 +80,14 @@ func (e *Engine) claim(ctx context.Context) {
 			}
 			continue // maybe more due: claim again as soon as workers free up
 		}
-		e.waitForWork(ctx)
+		// A claim that skipped tenants and took nothing while work of
+		// others is due: its round ran out of probes on tenants with nothing
+		// due, and the skipped tenants' deliveries are the oldest due, so
+		// its bounded fill did not reach the others' (ClaimParams). The
+		// next claim skips none (its fill takes the oldest due, as without
+		// the skip list), rather than claiming nothing again and again.
+		dueNow := e.waitForWork(ctx)
+		plain = dueNow && len(claims) == 0 && len(skip) > 0
 	}
 }
 
@@ -134,14 +146,15 @@ func (e *Engine) giveBack(n int) {
 
 // waitForWork sleeps until a notification, the next due time or the poll
 // interval, whichever comes first; it returns at once when a notification
-// is already pending.
-func (e *Engine) waitForWork(ctx context.Context) {
+// is already pending. dueNow reports that it returned without waiting
+// because a delivery of a tenant not skipped is due already.
+func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
 	// A publish committed since the claim began (its Notify is pending):
 	// claim again at once, without reading the next due time first (a
 	// round trip per claim on a busy queue, in every delivery's latency).
 	select {
 	case <-e.wake:
-		return
+		return false
 	default:
 	}
 	// Announce the sleep before reading the next due time: a completion
@@ -162,7 +175,7 @@ func (e *Engine) waitForWork(ctx context.Context) {
 		}
 	}
 	if wait == 0 {
-		return
+		return true
 	}
 	e.wakeAt.Store(e.cfg.Clock.Now().Add(wait).UnixNano())
 	t := e.cfg.Clock.NewTimer(wait)
@@ -172,6 +185,7 @@ func (e *Engine) waitForWork(ctx context.Context) {
 	case <-e.wake:
 	case <-t.Chan():
 	}
+	return false
 }
 
 // pause waits d on the engine's clock (a wait of the schedule), or until

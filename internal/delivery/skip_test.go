@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +97,9 @@ type skipStore struct {
 	first  []store.Claim
 	claims chan []string // each claim's SkipTenants
 	reads  chan []string // each NextDueAt's skip list
+	// othersDue: NextDueAt with a skip list answers t0 (others' work is
+	// due, which the claim did not reach); otherwise nothing is due.
+	othersDue atomic.Bool
 }
 
 func (s *skipStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]store.Claim, error) {
@@ -107,6 +111,9 @@ func (s *skipStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]s
 
 func (s *skipStore) NextDueAt(_ context.Context, skip []string) (time.Time, error) {
 	s.reads <- slices.Clone(skip)
+	if len(skip) > 0 && s.othersDue.Load() {
+		return t0, nil
+	}
 	return time.Time{}, nil
 }
 
@@ -116,17 +123,18 @@ func (*skipStore) ContinueFanOut(context.Context, store.FanOutParams) (store.Fan
 
 func (*skipStore) RescueExpiredLeases(context.Context, time.Time) (int, error) { return 0, nil }
 
-// The engine's claims skip a tenant while its cap is full, and the end of
-// one of its attempts wakes the claimer at once (the poll interval is an
-// hour and the clock does not move), whose next claim no longer skips it.
-func TestClaimsSkipTenantAtCap(t *testing.T) {
-	st := &skipStore{claims: make(chan []string, 16), reads: make(chan []string, 16)}
+// skipEngine runs an engine (4 workers, a tenant cap of 2, a poll interval
+// of an hour, a clock that does not move) on a skipStore whose first claim
+// is two deliveries of tenant a, attempted by sender.
+func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, func()) {
+	st := &skipStore{claims: make(chan []string, 64), reads: make(chan []string, 64)}
 	for _, id := range []string{"a1", "a2"} {
 		c := testClaim(id, "ep_"+id, 0)
 		c.Delivery.Tenant = "a"
 		st.first = append(st.first, c)
 	}
 	sender := gatedSender{started: make(chan struct{}, 4), release: make(chan int)}
+	t.Helper()
 	e, err := New(Config{Store: st, Sender: sender, Clock: clock.NewFake(t0), Workers: 4,
 		TenantConcurrency: 2, PollInterval: time.Hour})
 	if err != nil {
@@ -138,15 +146,38 @@ func TestClaimsSkipTenantAtCap(t *testing.T) {
 		defer close(ran)
 		_ = e.Run(ctx)
 	}()
+	return st, sender, e, func() {
+		cancel()
+		for { // the claimer may be sending to the channels as it stops
+			select {
+			case <-ran:
+				return
+			case <-st.claims:
+			case <-st.reads:
+			}
+		}
+	}
+}
+
+func nextSkip(t *testing.T, c chan []string, what string) []string {
+	t.Helper()
+	select {
+	case got := <-c:
+		return got
+	case <-time.After(time.Minute): // a hang guard: the poll interval is an hour
+		t.Fatalf("no %s", what)
+		return nil
+	}
+}
+
+// The engine's claims skip a tenant while its cap is full, and the end of
+// one of its attempts wakes the claimer at once (the poll interval is an
+// hour and the clock does not move), whose next claim no longer skips it.
+func TestClaimsSkipTenantAtCap(t *testing.T) {
+	st, sender, e, stop := skipEngine(t)
 	next := func(c chan []string, what string) []string {
 		t.Helper()
-		select {
-		case got := <-c:
-			return got
-		case <-time.After(time.Minute): // a hang guard: the poll interval is an hour
-			t.Fatalf("no %s", what)
-			return nil
-		}
+		return nextSkip(t, c, what)
 	}
 	if got := next(st.claims, "first claim"); len(got) != 0 {
 		t.Fatalf("first claim skips %q, want none", got)
@@ -167,7 +198,29 @@ func TestClaimsSkipTenantAtCap(t *testing.T) {
 	if got := next(st.claims, "claim after a's attempt ended"); len(got) != 0 {
 		t.Fatalf("claim after one of a's attempts ended skips %q, want none", got)
 	}
-	cancel()
 	sender.release <- 200
-	<-ran
+	stop()
+}
+
+// A claim that skipped a tenant and took nothing while others' work is
+// due (its round and bounded fill did not reach it): the next claim skips
+// none, instead of claiming nothing over and over.
+func TestClaimAfterEmptySkippingClaimSkipsNone(t *testing.T) {
+	st, sender, e, stop := skipEngine(t)
+	nextSkip(t, st.claims, "first claim")
+	nextSkip(t, st.reads, "next due read after the first claim")
+	<-sender.started
+	<-sender.started // a is at its cap
+	st.othersDue.Store(true)
+	e.Notify()
+	if got := nextSkip(t, st.claims, "claim after the publish"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("claim with a at its cap skips %q, want [a]", got)
+	}
+	if got := nextSkip(t, st.claims, "claim after an empty claim with work due"); len(got) != 0 {
+		t.Fatalf("claim after an empty skipping claim with others' work due skips %q, want none", got)
+	}
+	st.othersDue.Store(false)
+	sender.release <- 200
+	sender.release <- 200
+	stop()
 }

@@ -74,6 +74,6 @@ func MigrateExcept(ctx context.Context, db *sql.DB, skip ...int64) error {
 // (not hot statements) since Open.
 func TxPrepares(s *Store) int64 { return s.txPrepares.Load() }
 
-// ClaimSteps is how many index rows the claims' walks of s have read since
-// Open.
+// ClaimSteps is how many index rows the queue's walks of s (claims,
+// NextDueAt) have read since Open.
 func ClaimSteps(s *Store) int64 { return s.claimSteps.Load() }

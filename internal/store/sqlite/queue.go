@@ -873,6 +873,7 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 				tenant string
 				due    int64
 			)
+			s.claimSteps.Add(1)
 			err := stmt.QueryRowContext(ctx, from).Scan(&tenant, &due)
 			if errors.Is(err, sql.ErrNoRows) {
 				break
@@ -1554,6 +1555,7 @@ func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, 
 			tenant string
 			due    int64
 		)
+		s.claimSteps.Add(1)
 		err := s.r.QueryRowContext(ctx, NextTenantQuery, from).Scan(&tenant, &due)
 		if errors.Is(err, sql.ErrNoRows) {
 			break

@@ -397,22 +397,23 @@ const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // tenant the round served ("mine", on deliveries_due_tenant), and the
 // oldest due of any tenant not skipped among the first $6 × room rows of
 // deliveries_due (the round may have run out of probes before reaching
-// them). The candidates are read without locks; only those taken are
-// locked, SKIP LOCKED.
+// them). The first room candidates are read without locks, then locked by
+// primary key, SKIP LOCKED (one taken meanwhile is passed over: the claim
+// may take fewer).
 const claimFillSkipQuery = `WITH
 	mine AS MATERIALIZED (
 		SELECT tenant, count(*) AS n FROM deliveries WHERE lease_owner = $1 AND lease_until = $2 GROUP BY tenant),
 	room AS MATERIALIZED (SELECT GREATEST(0, $4 - COALESCE(sum(n), 0))::int AS k FROM mine),
 	cand AS MATERIALIZED (
-		SELECT p.id FROM mine CROSS JOIN LATERAL
-			(SELECT id FROM deliveries d
+		SELECT p.id, p.next_attempt_at FROM mine CROSS JOIN LATERAL
+			(SELECT id, next_attempt_at FROM deliveries d
 			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
 			   AND (d.tenant, d.next_attempt_at) >= (mine.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (mine.tenant, $3)
 			 ORDER BY d.tenant, d.next_attempt_at, d.id
 			 LIMIT (SELECT k FROM room)) p
 		UNION
-		SELECT w.id FROM
-			(SELECT id, tenant FROM deliveries
+		SELECT w.id, w.next_attempt_at FROM
+			(SELECT id, next_attempt_at, tenant FROM deliveries
 			 WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
 			 ORDER BY next_attempt_at, id
 			 LIMIT $6::int * (SELECT k FROM room)) w
@@ -420,9 +421,8 @@ const claimFillSkipQuery = `WITH
 UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
-		WHERE id IN (SELECT id FROM cand) AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
-		ORDER BY next_attempt_at, id
-		LIMIT (SELECT k FROM room)
+		WHERE id = ANY (ARRAY(SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT (SELECT k FROM room)))
+		  AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
 

@@ -64,6 +64,15 @@ type scheduler struct {
 	// only on endpoints that have not proven fast (see admitLocked).
 	tenantCap, hostCap int
 	tenants, hosts     map[string]*groupState
+	// full holds the tenants whose attempts in flight reached their cap
+	// share at an admission (a superset of those at it: skipTenants drops
+	// the ones below it), so the skip list is built without walking every
+	// tenant.
+	full map[string]struct{}
+	// lifted: a tenant reported by skipTenants has fallen below its cap
+	// or has proven an endpoint fast since; release hands it to the worker
+	// (followUp.wake), which wakes the claimer.
+	lifted bool
 	// maxDefer bounds the adaptive wait of a claim turned away at a cap
 	// (the attempt timeout: no slot stays taken longer).
 	maxDefer time.Duration
@@ -148,6 +157,9 @@ type followUp struct {
 	// the engine postpones the endpoint's due deliveries in the store.
 	opened    bool
 	openUntil time.Time
+	// wake: a tenant the claims skip (skipTenants) may be claimed again:
+	// wake the claimer, so its due deliveries need not wait for the poll.
+	wake bool
 }
 
 // groupState is the state of a tenant or a destination host.
@@ -156,6 +168,12 @@ type groupState struct {
 	avg       time.Duration // moving average of its attempts' durations
 	busySince time.Time     // when inflight last went from 0 to 1
 	nextDefer time.Time     // due time for the next claim turned away at its cap
+	// Tenants only: fast counts the tenant's endpoints known to the
+	// scheduler that have proven fast (endpointState.fast >= fastProof),
+	// and skipped is set while skipTenants has reported the tenant and no
+	// release has lifted it since.
+	fast    int
+	skipped bool
 }
 
 // endpointState is the state of an endpoint.
@@ -259,17 +277,90 @@ func (e *endpointState) maxInflight(s *scheduler) int {
 }
 
 // setShare records this node's rank among nodes live nodes (nodes == 0:
-// it holds no share of the endpoints' caps and rate limits).
-func (s *scheduler) setShare(rank, nodes int) {
+// it holds no share of the endpoints' caps and rate limits). It reports
+// whether a tenant the claims skip is below its new cap share (the claimer
+// is to be woken).
+func (s *scheduler) setShare(rank, nodes int) (wake bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.rank == rank && s.nodes == nodes {
+		return false
+	}
 	s.rank, s.nodes = rank, nodes
+	if s.tenantCap <= 0 {
+		return false
+	}
+	// The share changed: which tenants are at it may have too.
+	c := capShare(s.tenantCap, s.rank, s.nodes)
+	clear(s.full)
+	for t, g := range s.tenants {
+		if c > 0 && g.inflight >= c {
+			s.full[t] = struct{}{}
+		}
+		s.liftLocked(g)
+	}
+	wake, s.lifted = s.lifted, false
+	return wake
+}
+
+// skipTenants returns buf[:0] with the tenants whose every claim this node
+// would turn away now (store.ClaimParams.SkipTenants): those with attempts
+// in flight at or above their cap share (capShare of the tenant cap) and
+// no endpoint proven fast on this node. A tenant with a proven-fast
+// endpoint is still claimed: its fast endpoints bypass the tenant cap
+// (admitLocked). Each tenant reported is marked, so the release that
+// brings it below its cap (or proves one of its endpoints fast) wakes the
+// claimer (followUp.wake). It walks only the tenants that reached their
+// cap, under the scheduler's lock, and appends nothing (no allocation)
+// when none is at it.
+func (s *scheduler) skipTenants(buf []string) []string {
+	buf = buf[:0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.full) == 0 {
+		return buf
+	}
+	c := capShare(s.tenantCap, s.rank, s.nodes)
+	for t := range s.full {
+		g := s.tenants[t]
+		if g == nil || c <= 0 || g.inflight < c {
+			delete(s.full, t)
+			continue
+		}
+		if g.fast == 0 {
+			g.skipped = true
+			buf = append(buf, t)
+		}
+	}
+	return buf
+}
+
+// liftLocked clears g's skipped mark, and records that the claimer is to
+// be woken, once its tenant may be claimed again: below its cap share, or
+// with an endpoint proven fast.
+func (s *scheduler) liftLocked(g *groupState) {
+	if g.skipped && (g.inflight < capShare(s.tenantCap, s.rank, s.nodes) || g.fast > 0) {
+		g.skipped = false
+		s.lifted = true
+	}
+}
+
+// countFast records that an endpoint of tenant became proven fast (fast)
+// or stopped being so.
+func (s *scheduler) countFast(tenant string, fast bool) {
+	g := group(s.tenants, tenant)
+	if fast {
+		g.fast++
+		s.liftLocked(g)
+	} else if g.fast > 0 {
+		g.fast--
+	}
 }
 
 func newScheduler(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *scheduler {
 	return &scheduler{eps: map[string]*endpointState{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
 		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1,
-		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}}
+		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}, full: map[string]struct{}{}}
 }
 
 // withGroupCaps sets the caps per tenant and per host (0 = none) and the
@@ -344,6 +435,7 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 			f.openUntil = time.Time{}
 		}
 	}
+	f.wake, s.lifted = s.lifted, false
 	e := s.eps[g.endpoint]
 	if e == nil || len(e.parked) == 0 {
 		return f
@@ -388,6 +480,10 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	if e.inflight == 0 {
 		// Attempts in flight count for the tenant and host they were
 		// admitted under; a changed URL applies once they have ended.
+		if s.tenantCap > 0 && e.fast >= fastProof && e.tenant != k.tenant {
+			s.countFast(e.tenant, false)
+			s.countFast(k.tenant, true)
+		}
 		e.tenant = k.tenant
 		if s.hostCap > 0 {
 			e.host = hostOf(k.url)
@@ -468,6 +564,9 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 		}
 		gg.inflight++
 	}
+	if tg != nil && tg.inflight >= capShare(s.tenantCap, s.rank, s.nodes) {
+		s.full[e.tenant] = struct{}{}
+	}
 	return true, time.Time{}, ""
 }
 
@@ -488,7 +587,8 @@ func (s *scheduler) groupDone(m map[string]*groupState, key string, took time.Du
 	}
 	gg.inflight--
 	updateAvg(&gg.avg, took)
-	if gg.inflight <= 0 && gg.avg < fastAnswer {
+	s.liftLocked(gg) // (a host is never skipped)
+	if gg.inflight <= 0 && gg.avg < fastAnswer && gg.fast == 0 {
 		delete(m, key) // nothing worth keeping: keep the map small
 	}
 }
@@ -504,16 +604,20 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	}
 	e.inflight--
 	updateAvg(&e.avg, took)
-	if s.tenantCap > 0 {
-		s.groupDone(s.tenants, e.tenant, took)
-	}
-	if s.hostCap > 0 {
-		s.groupDone(s.hosts, e.host, took)
-	}
+	wasFast := e.fast >= fastProof
 	if !failed && took < fastAnswer {
 		e.fast++
 	} else {
 		e.fast = 0
+	}
+	if s.tenantCap > 0 {
+		if fast := e.fast >= fastProof; fast != wasFast {
+			s.countFast(e.tenant, fast)
+		}
+		s.groupDone(s.tenants, e.tenant, took)
+	}
+	if s.hostCap > 0 {
+		s.groupDone(s.hosts, e.host, took)
 	}
 	wasProbe := e.probing
 	e.probing = false
@@ -545,6 +649,7 @@ func (s *scheduler) cancelLocked(endpointID string) {
 	e.probing = false
 	if g := s.tenants[e.tenant]; s.tenantCap > 0 && g != nil {
 		g.inflight--
+		s.liftLocked(g)
 	}
 	if g := s.hosts[e.host]; s.hostCap > 0 && g != nil {
 		g.inflight--

@@ -14,8 +14,10 @@ import (
 func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
-	backlog := false // the last claim took all it asked for
-	cursor := ""     // the tenant served last (round-robin; ClaimParams)
+	backlog := false  // the last claim took all it asked for
+	cursor := ""      // the tenant served last (round-robin; ClaimParams)
+	var skip []string // the tenants this claim skips (ClaimParams.SkipTenants)
+	plain := false    // the next claim skips no tenant (see below)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -37,6 +39,15 @@ func (e *Engine) claim(ctx context.Context) {
 		case <-e.slots:
 		}
 		free := e.gather(ctx, 1, backlog)
+		// Tenants at their cap on this node with no fast endpoint: all of
+		// their claims would be turned away and written back (work on the
+		// database that delays every other tenant), so the claim skips
+		// them; the release that brings one below its cap wakes this loop.
+		if plain {
+			skip, plain = skip[:0], false
+		} else {
+			skip = e.sched.skipTenants(skip)
+		}
 		// Not cancelled by shutdown: a claim cut short may still commit
 		// (its leases would wait for a rescue); a finished one is handed to
 		// the workers, which put its claims back at shutdown. The timeout
@@ -44,6 +55,7 @@ func (e *Engine) claim(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
+			SkipTenants: skip,
 		})
 		cancel()
 		if err != nil {
@@ -68,7 +80,14 @@ func (e *Engine) claim(ctx context.Context) {
 			}
 			continue // maybe more due: claim again as soon as workers free up
 		}
-		e.waitForWork(ctx)
+		// A claim that skipped tenants and took nothing while work of
+		// others is due: its round ran out of probes on tenants with nothing
+		// due, and the skipped tenants' deliveries are the oldest due, so
+		// its bounded fill did not reach the others' (ClaimParams). The
+		// next claim skips none (its fill takes the oldest due, as without
+		// the skip list), rather than claiming nothing again and again.
+		dueNow := e.waitForWork(ctx)
+		plain = dueNow && len(claims) == 0 && len(skip) > 0
 	}
 }
 
@@ -127,14 +146,15 @@ func (e *Engine) giveBack(n int) {
 
 // waitForWork sleeps until a notification, the next due time or the poll
 // interval, whichever comes first; it returns at once when a notification
-// is already pending.
-func (e *Engine) waitForWork(ctx context.Context) {
+// is already pending. dueNow reports that it returned without waiting
+// because a delivery of a tenant not skipped is due already.
+func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
 	// A publish committed since the claim began (its Notify is pending):
 	// claim again at once, without reading the next due time first (a
 	// round trip per claim on a busy queue, in every delivery's latency).
 	select {
 	case <-e.wake:
-		return
+		return false
 	default:
 	}
 	// Announce the sleep before reading the next due time: a completion
@@ -144,7 +164,10 @@ func (e *Engine) waitForWork(ctx context.Context) {
 	defer e.wakeAt.Store(0)
 	wait := e.cfg.PollInterval
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	next, err := e.cfg.Store.NextDueAt(nctx)
+	// The next claim skips the tenants at their cap (see claim): their due
+	// deliveries must not make the claimer spin. The release that lifts
+	// one of them notifies (e.wake), so none is waited for past its turn.
+	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil))
 	cancel()
 	if err == nil && !next.IsZero() {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {
@@ -152,7 +175,7 @@ func (e *Engine) waitForWork(ctx context.Context) {
 		}
 	}
 	if wait == 0 {
-		return
+		return true
 	}
 	e.wakeAt.Store(e.cfg.Clock.Now().Add(wait).UnixNano())
 	t := e.cfg.Clock.NewTimer(wait)
@@ -162,6 +185,7 @@ func (e *Engine) waitForWork(ctx context.Context) {
 	case <-e.wake:
 	case <-t.Chan():
 	}
+	return false
 }
 
 // pause waits d on the engine's clock (a wait of the schedule), or until

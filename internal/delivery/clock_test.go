@@ -15,7 +15,7 @@ type dueStore struct {
 	due time.Time
 }
 
-func (s dueStore) NextDueAt(context.Context) (time.Time, error) { return s.due, nil }
+func (s dueStore) NextDueAt(context.Context, []string) (time.Time, error) { return s.due, nil }
 
 // The claimer sleeps until the next due time on the engine's clock: the
 // retry due in 30 s is claimed when the clock reaches it, not a

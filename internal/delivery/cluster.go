@@ -198,7 +198,9 @@ func (e *Engine) heartbeat(ctx context.Context, ready chan<- struct{}) {
 		} else {
 			rank, nodes = v.current(now)
 		}
-		e.sched.setShare(rank, nodes)
+		if e.sched.setShare(rank, nodes) {
+			e.Notify() // a tenant the claims skipped is below its new cap share
+		}
 		e.cfg.Metrics.ClusterNodes(nodes)
 		if nodes > 0 && ready != nil {
 			close(ready)

@@ -17,7 +17,7 @@ type wakeStore struct {
 	store.Store
 }
 
-func (wakeStore) NextDueAt(context.Context) (time.Time, error)                 { return time.Time{}, nil }
+func (wakeStore) NextDueAt(context.Context, []string) (time.Time, error)       { return time.Time{}, nil }
 func (wakeStore) CompleteDeliveries(context.Context, []store.Completion) error { return nil }
 
 // A completion that schedules a retry before the sleeping claimer's
@@ -116,7 +116,7 @@ type countingStore struct {
 	nextDue *int
 }
 
-func (s countingStore) NextDueAt(context.Context) (time.Time, error) {
+func (s countingStore) NextDueAt(context.Context, []string) (time.Time, error) {
 	*s.nextDue++
 	return time.Time{}, nil
 }

@@ -61,6 +61,9 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			f = e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
 			d.job.tok.release() // after release: a claim this token brings sees the attempt ended
 		}
+		if f.wake {
+			e.Notify() // a tenant the claims skipped may be claimed again
+		}
 		if f.opened {
 			e.circuitOpened(d.job.Endpoint.ID, f.openUntil)
 		}

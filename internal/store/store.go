@@ -412,6 +412,16 @@ type ListDeliveriesParams struct {
 //     oldest due deliveries of any tenant, so one tenant alone still gets
 //     full batches.
 //
+// With SkipTenants, none of those tenants' deliveries is taken, in the
+// round or in the fill, and a claim's cost does not grow with their
+// backlog: the round steps over a skipped tenant with one index probe
+// (not counted against ClaimTenantProbes), and the fill takes, oldest due
+// first, from the tenants the round served and from the other tenants
+// found among the first ClaimTenantProbes rows per delivery still wanted
+// of the oldest due (besides those leased: the round may have run out of
+// probes or of Limit before reaching them; a driver that knows its round
+// went all the way round leaves that walk out).
+//
 // A tenant's new delivery is therefore claimed in the next claim whatever
 // the backlog of the others. The result is sorted oldest due first.
 // Among deliveries due at the same time (released by an enable or a
@@ -424,12 +434,23 @@ type ClaimParams struct {
 	// TenantCursor is the last tenant served by the previous claim (""
 	// = start at the first tenant); see NextTenantCursor.
 	TenantCursor string
+	// SkipTenants are tenants none of whose deliveries the claim may take:
+	// the caller's tenants at their cap of attempts in flight with no
+	// endpoint exempt from it (the delivery engine's scheduler reports
+	// them), whose claims would all be turned away and written back. It
+	// is read only during the call; nil or empty = none. Keep it short (a
+	// few tenants): drivers compare each tenant met against every entry.
+	SkipTenants []string
 }
 
 // ClaimTenantProbes bounds the tenants a claim looks at (tenants whose
 // claimable deliveries are all due later cost one index probe each) to
 // this many times its Limit.
 const ClaimTenantProbes = 4
+
+// NextDueTenantProbes bounds the tenants NextDueAt looks at when it is
+// given tenants to skip (see Store.NextDueAt).
+const NextDueTenantProbes = 256
 
 // NextTenantCursor is the TenantCursor for the claim after one that took
 // claims: the tenant served last in that claim's round (greatest Turn), or
@@ -826,9 +847,15 @@ type Store interface {
 	// RescueExpiredLeases clears leases that ended before now and returns how
 	// many deliveries became claimable again.
 	RescueExpiredLeases(ctx context.Context, now time.Time) (int, error)
-	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery, or
-	// the zero time when there is none.
-	NextDueAt(ctx context.Context) (time.Time, error)
+	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery
+	// of a tenant not in skipTenants (ClaimParams.SkipTenants: what the
+	// next claim will skip), or the zero time when there is none. With
+	// skipTenants, drivers find it tenant by tenant (one index probe each,
+	// whatever a skipped tenant's backlog), looking at most at
+	// NextDueTenantProbes tenants besides the skipped ones; past that the
+	// earliest found is returned (possibly later than the true earliest:
+	// the caller's poll interval bounds the wait).
+	NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error)
 
 	// SetEndpointState pauses, resumes, disables or enables an endpoint; it
 	// returns the endpoint and how many deliveries were held or released.

@@ -377,7 +377,13 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 	if _, err := conn.Exec(ctx, "PREPARE claim (text, timestamptz, timestamptz, integer) AS "+claimQuery); err != nil {
 		t.Fatalf("PREPARE claim: %v", err)
 	}
-	if _, err := conn.Exec(ctx, "PREPARE claimfair (text, timestamptz, timestamptz, integer, text, integer) AS "+claimFairQuery); err != nil {
+	if _, err := conn.Exec(ctx, "PREPARE claimfillskip (text, timestamptz, timestamptz, integer, text[], integer) AS "+claimFillSkipQuery); err != nil {
+		t.Fatalf("PREPARE claimfillskip: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE nextdueskip (text[], integer) AS "+nextDueSkipQuery); err != nil {
+		t.Fatalf("PREPARE nextdueskip: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE claimfair (text, timestamptz, timestamptz, integer, text, integer, text[]) AS "+claimFairQuery); err != nil {
 		t.Fatalf("PREPARE claimfair: %v", err)
 	}
 	if _, err := conn.Exec(ctx, "PREPARE claimfill (text, timestamptz, timestamptz, integer) AS "+claimFillQuery); err != nil {
@@ -391,7 +397,19 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 		}
 		plans["claim, "+mode] = explain(fmt.Sprintf("EXECUTE claim ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 		plans["claim fill, "+mode] = explain(fmt.Sprintf("EXECUTE claimfill ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
-		fair := explain(fmt.Sprintf("EXECUTE claimfair ('w', '%s', '%s', 50, 'a', 200)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+		// The skipping queries: the due indexes, the lease index and the
+		// primary key, never the table (their flat cost: TestSkipTenantsCostFlat).
+		for name, q := range map[string]string{
+			"claim fill skipping": fmt.Sprintf("EXECUTE claimfillskip ('w', '%s', '%s', 50, '{acme}', 4)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
+			"next due skipping":   "EXECUTE nextdueskip ('{acme}', 257)",
+		} {
+			plan := explain(q)
+			t.Logf("%s, %s plan:\n%s", name, mode, plan)
+			if !strings.Contains(plan, "deliveries_due_tenant") || strings.Contains(plan, "Seq Scan") {
+				t.Errorf("%s, %s: the plan does not use deliveries_due_tenant, or scans the table", name, mode)
+			}
+		}
+		fair := explain(fmt.Sprintf("EXECUTE claimfair ('w', '%s', '%s', 50, 'a', 200, '{}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 		t.Logf("claim fair, %s plan:\n%s", mode, fair)
 		if !strings.Contains(fair, "using deliveries_due_tenant on deliveries d ") || !strings.Contains(fair, "deliveries_pkey") {
 			t.Errorf("claim fair, %s: the plan does not use deliveries_due_tenant and the primary key", mode)

@@ -331,7 +331,8 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // tenants with claimable deliveries after the cursor $5 ("after"), then
 // from the first tenant up to the cursor ("before"), one index probe per
 // tenant and at most $6 probes each; the first $4 of them with a delivery
-// due by $3 ("due", in that order) each get up to ceil($4 / their number)
+// due by $3 and not in $7 (the tenants to skip: "due", in that order) each
+// get up to ceil($4 / their number)
 // of their oldest due deliveries, locked with SKIP LOCKED. That range is
 // written as row comparisons on (tenant, next_attempt_at), which only
 // deliveries_due_tenant answers: with "tenant = x" the planner may filter
@@ -361,7 +362,7 @@ const claimFairQuery = `WITH RECURSIVE
 	due AS MATERIALIZED (
 		SELECT tenant, row_number() OVER (ORDER BY n) AS turn FROM (
 			SELECT tenant, due, n FROM after UNION ALL SELECT tenant, due, n + $6 FROM before) t
-		WHERE due <= $3 ORDER BY n LIMIT $4),
+		WHERE due <= $3 AND tenant <> ALL ($7::text[]) ORDER BY n LIMIT $4),
 	per AS (SELECT ((($4)::bigint + count(*) - 1) / GREATEST(count(*), 1))::int AS k FROM due)
 UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
@@ -388,9 +389,62 @@ const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
 
+// claimFillSkipQuery is claimFillQuery for a claim with tenants to skip
+// ($5): a skipped tenant's rows, however many and however old, are never
+// stepped over one by one. The room left ("room": $4 less the rows the
+// round leased, found by owner and lease end on deliveries_leased) is
+// filled oldest due first from the candidates: up to that many of each
+// tenant the round served ("mine", on deliveries_due_tenant), and the
+// oldest due of any tenant not skipped among the first $6 × room rows of
+// deliveries_due (the round may have run out of probes before reaching
+// them). The first room candidates are read without locks, then locked by
+// primary key, SKIP LOCKED (one taken meanwhile is passed over: the claim
+// may take fewer).
+const claimFillSkipQuery = `WITH
+	mine AS MATERIALIZED (
+		SELECT tenant, count(*) AS n FROM deliveries WHERE lease_owner = $1 AND lease_until = $2 GROUP BY tenant),
+	room AS MATERIALIZED (SELECT GREATEST(0, $4 - COALESCE(sum(n), 0))::int AS k FROM mine),
+	cand AS MATERIALIZED (
+		SELECT p.id, p.next_attempt_at FROM mine CROSS JOIN LATERAL
+			(SELECT id, next_attempt_at FROM deliveries d
+			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
+			   AND (d.tenant, d.next_attempt_at) >= (mine.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (mine.tenant, $3)
+			 ORDER BY d.tenant, d.next_attempt_at, d.id
+			 LIMIT (SELECT k FROM room)) p
+		UNION
+		SELECT w.id, w.next_attempt_at FROM
+			(SELECT id, next_attempt_at, tenant FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+			 ORDER BY next_attempt_at, id
+			 LIMIT $6::int * (SELECT k FROM room)) w
+		WHERE w.tenant <> ALL ($5::text[]))
+UPDATE deliveries SET lease_owner = $1, lease_until = $2
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries
+		WHERE id = ANY (ARRAY(SELECT id FROM cand ORDER BY next_attempt_at, id LIMIT (SELECT k FROM room)))
+		  AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		FOR UPDATE SKIP LOCKED))
+	RETURNING ` + deliveryColumns
+
 // nextDueQuery is the earliest due time of a claimable delivery: the first
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
+
+// nextDueSkipQuery is nextDueQuery without the tenants $1: the earliest of
+// the other tenants' earliest due times, found by a skip scan of
+// deliveries_due_tenant (one probe per tenant, at most $2 tenants), so a
+// skipped tenant's backlog is never stepped over.
+const nextDueSkipQuery = `WITH RECURSIVE t(tenant, due, n) AS (
+		(SELECT tenant, next_attempt_at, 1 FROM deliveries
+		 WHERE state = 'pending' AND lease_owner IS NULL
+		 ORDER BY tenant, next_attempt_at LIMIT 1)
+		UNION ALL
+		SELECT x.tenant, x.next_attempt_at, t.n + 1 FROM t CROSS JOIN LATERAL
+			(SELECT tenant, next_attempt_at FROM deliveries
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > t.tenant
+			 ORDER BY tenant, next_attempt_at LIMIT 1) x
+		WHERE t.n < $2)
+	SELECT MIN(due) FROM t WHERE tenant <> ALL ($1::text[])`
 
 // claimedEvents and claimedEndpoints read the events and endpoints of the
 // deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
@@ -426,7 +480,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	endpoints := map[string]store.Endpoint{}
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit)
-	b.Queue(claimFairQuery, p.Owner, until, ts(p.Now), p.Limit, p.TenantCursor, store.ClaimTenantProbes*p.Limit).Query(func(rows pgx.Rows) error {
+	skip := p.SkipTenants
+	if skip == nil {
+		skip = []string{} // <> ALL of a NULL array is NULL
+	}
+	// A skipped tenant met by the round costs a probe: add them, so the
+	// others get ClaimTenantProbes·Limit.
+	b.Queue(claimFairQuery, p.Owner, until, ts(p.Now), p.Limit, p.TenantCursor, store.ClaimTenantProbes*p.Limit+len(skip), skip).Query(func(rows pgx.Rows) error {
 		turns := map[string]int{}
 		for rows.Next() {
 			var turn int
@@ -440,7 +500,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		fairTurns = turns
 		return rows.Err()
 	})
-	b.Queue(claimFillQuery, p.Owner, until, ts(p.Now), p.Limit).Query(func(rows pgx.Rows) error {
+	var fill *pgx.QueuedQuery
+	if len(skip) == 0 {
+		fill = b.Queue(claimFillQuery, p.Owner, until, ts(p.Now), p.Limit)
+	} else {
+		fill = b.Queue(claimFillSkipQuery, p.Owner, until, ts(p.Now), p.Limit, skip, store.ClaimTenantProbes)
+	}
+	fill.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
@@ -796,10 +862,16 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	return int(n), nil
 }
 
-// NextDueAt implements store.Store.
-func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
+// NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).
+func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
 	var next *time.Time
-	if err := s.pool.QueryRow(ctx, nextDueQuery).Scan(&next); err != nil {
+	var row pgx.Row
+	if len(skipTenants) == 0 {
+		row = s.pool.QueryRow(ctx, nextDueQuery)
+	} else {
+		row = s.pool.QueryRow(ctx, nextDueSkipQuery, skipTenants, store.NextDueTenantProbes+len(skipTenants))
+	}
+	if err := row.Scan(&next); err != nil {
 		return time.Time{}, wrap("next due", err)
 	}
 	return fromNullTS(next), nil

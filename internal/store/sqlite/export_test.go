@@ -73,3 +73,7 @@ func MigrateExcept(ctx context.Context, db *sql.DB, skip ...int64) error {
 // TxPrepares is how many statements s prepared for a single transaction
 // (not hot statements) since Open.
 func TxPrepares(s *Store) int64 { return s.txPrepares.Load() }
+
+// ClaimSteps is how many index rows the queue's walks of s (claims,
+// NextDueAt) have read since Open.
+func ClaimSteps(s *Store) int64 { return s.claimSteps.Load() }

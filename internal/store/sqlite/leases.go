@@ -161,6 +161,7 @@ func (s *Store) firstUnleasedDue(rows *sql.Rows, err error) (due int64, ok bool,
 	defer s.leases.mu.RUnlock()
 	var id sql.RawBytes // looked up without a copy
 	for rows.Next() {
+		s.claimSteps.Add(1)
 		if err := rows.Scan(&id, &due); err != nil {
 			return 0, false, err
 		}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -653,6 +654,11 @@ const (
 	ClaimTenantQuery = `SELECT id FROM deliveries INDEXED BY deliveries_due_tenant
 		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
 		ORDER BY next_attempt_at, id`
+	// ClaimTenantDueQuery is ClaimTenantQuery with each row's due time
+	// (the index covers it), for the fill of a claim with tenants to skip.
+	ClaimTenantDueQuery = `SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due_tenant
+		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		ORDER BY next_attempt_at, id`
 	// TenantDueQuery yields one tenant's pending deliveries (id, due
 	// time) oldest due first: the claim's check that a tenant whose
 	// earliest due delivery is leased has another one due.
@@ -666,6 +672,12 @@ const (
 	NextTenantQuery = `SELECT tenant, next_attempt_at FROM deliveries INDEXED BY deliveries_due_tenant
 		WHERE state = 'pending' AND lease_owner IS NULL AND tenant >= ?
 		ORDER BY tenant, next_attempt_at LIMIT 1`
+	// ClaimSkipQuery is ClaimQuery with each row's tenant, for the fill
+	// of a claim with tenants to skip (store.ClaimParams.SkipTenants),
+	// which reads a bounded number of its rows.
+	ClaimSkipQuery = `SELECT id, tenant FROM deliveries INDEXED BY deliveries_due
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
+		ORDER BY next_attempt_at, id`
 	// NextDueQuery yields the pending deliveries (id, due time) oldest
 	// due first; the first one not leased is the next due.
 	NextDueQuery = `SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due
@@ -693,7 +705,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	defer done()
 	now, until := micro(p.Now), micro(p.Now.Add(p.Lease))
-	tenants, err := s.dueTenants(ctx, tx, p)
+	tenants, complete, err := s.dueTenants(ctx, tx, p)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -722,6 +734,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		defer s.leases.mu.RUnlock()
 		var raw sql.RawBytes
 		for want > 0 && rows.Next() {
+			s.claimSteps.Add(1)
 			if err := rows.Scan(&raw); err != nil {
 				return err
 			}
@@ -746,12 +759,29 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 		}
 	}
-	if rest := p.Limit - len(ids); rest > 0 {
+	if rest := p.Limit - len(ids); rest > 0 && len(p.SkipTenants) == 0 {
 		// Tenants with fewer due than their share leave room (or the probes
 		// ran out before a due tenant was found): fill it oldest due first,
 		// whatever the tenant.
 		if err := pick(rest, ClaimQuery, now); err != nil {
 			return nil, wrap("claim", err)
+		}
+	} else if rest > 0 {
+		// The same, but a skipped tenant's rows, however many and however
+		// old, must not be stepped over one by one: first the tenants the
+		// round served, then, only if the round may have missed some, a
+		// bounded walk of the oldest due.
+		more, err := s.fillServed(ctx, tx, tenants, rest, now, taken)
+		if err != nil {
+			return nil, wrap("claim", err)
+		}
+		ids = append(ids, more...)
+		if rest -= len(more); rest > 0 && !complete {
+			more, err := s.fillBounded(ctx, tx, p, rest, taken)
+			if err != nil {
+				return nil, wrap("claim", err)
+			}
+			ids = append(ids, more...)
 		}
 	}
 	if len(ids) == 0 {
@@ -814,14 +844,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 // dueTenants walks the tenants with claimable deliveries in tenant order
 // from after p.TenantCursor, wrapping around, and returns those with a
 // delivery due by p.Now: at most p.Limit tenants, after at most
-// store.ClaimTenantProbes × p.Limit probes (one index probe each).
-func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams) ([]string, error) {
+// store.ClaimTenantProbes × p.Limit probes (one index probe each; a tenant
+// of p.SkipTenants is stepped over with one probe not counted). complete
+// reports that the walk went all the way round (no due tenant was left
+// out).
+func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams) (out []string, complete bool, _ error) {
 	stmt, err := s.stmt(ctx, tx, NextTenantQuery)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	now := micro(p.Now)
-	var out []string
 	probes := store.ClaimTenantProbes * p.Limit
 	// First the tenants after the cursor, then from the first tenant up to
 	// the cursor (included).
@@ -833,32 +865,40 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 			}
 			from = ""
 		}
-		for probes > 0 && len(out) < p.Limit {
-			probes--
+		for {
+			if probes <= 0 || len(out) >= p.Limit {
+				return out, false, nil
+			}
 			var (
 				tenant string
 				due    int64
 			)
+			s.claimSteps.Add(1)
 			err := stmt.QueryRowContext(ctx, from).Scan(&tenant, &due)
 			if errors.Is(err, sql.ErrNoRows) {
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if pass == 1 && tenant > p.TenantCursor {
 				break // wrapped around to where the first pass began
 			}
+			from = tenant + "\x00"
+			if slices.Contains(p.SkipTenants, tenant) {
+				continue
+			}
+			probes--
 			if due <= now && s.leases.tenantLeases(tenant) > 0 {
 				// Its earliest may be in flight: find its first unleased.
 				st, err := s.stmt(ctx, tx, TenantDueQuery)
 				if err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				var ok bool
 				due, ok, err = s.firstUnleasedDue(st.QueryContext(ctx, tenant))
 				if err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				if !ok {
 					due = now + 1
@@ -867,10 +907,109 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 			if due <= now {
 				out = append(out, tenant)
 			}
-			from = tenant + "\x00"
 		}
 	}
+	return out, true, nil
+}
+
+// fillServed returns up to want ids, neither leased nor in taken, of the
+// due deliveries (by now) of tenants, oldest due first (the fill of a
+// claim with tenants to skip), and adds them to taken. It reads at most
+// want rows of each tenant besides its leased and taken ones.
+func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, want int, now int64, taken map[string]bool) ([]string, error) {
+	if len(tenants) == 0 {
+		return nil, nil
+	}
+	type cand struct {
+		id  string
+		due int64
+	}
+	var cands []cand
+	st, err := s.stmt(ctx, tx, ClaimTenantDueQuery)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
+		if err := func() error {
+			rows, err := st.QueryContext(ctx, t, now)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			s.leases.mu.RLock()
+			defer s.leases.mu.RUnlock()
+			var (
+				raw sql.RawBytes
+				due int64
+			)
+			for n := 0; n < want && rows.Next(); {
+				s.claimSteps.Add(1)
+				if err := rows.Scan(&raw, &due); err != nil {
+					return err
+				}
+				if _, leased := s.leases.m[string(raw)]; leased || taken[string(raw)] {
+					continue
+				}
+				cands = append(cands, cand{string(raw), due})
+				n++
+			}
+			return rows.Err()
+		}(); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.due != b.due {
+			return cmp.Compare(a.due, b.due)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, 0, min(want, len(cands)))
+	for _, c := range cands[:min(want, len(cands))] {
+		taken[c.id] = true
+		out = append(out, c.id)
+	}
 	return out, nil
+}
+
+// fillBounded returns up to want ids of the oldest due deliveries (by
+// p.Now) of tenants not in p.SkipTenants, neither leased nor in taken, and
+// adds them to taken. It reads at most store.ClaimTenantProbes·want rows
+// besides the leased ones, whatever the skipped tenants' backlog.
+func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams, want int, taken map[string]bool) ([]string, error) {
+	st, err := s.stmt(ctx, tx, ClaimSkipQuery)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, micro(p.Now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	s.leases.mu.RLock()
+	defer s.leases.mu.RUnlock()
+	var (
+		out         []string
+		raw, tenant sql.RawBytes
+	)
+	for budget := store.ClaimTenantProbes * want; want > 0 && budget > 0 && rows.Next(); {
+		s.claimSteps.Add(1)
+		if err := rows.Scan(&raw, &tenant); err != nil {
+			return nil, err
+		}
+		if _, leased := s.leases.m[string(raw)]; leased {
+			continue
+		}
+		budget--
+		if taken[string(raw)] || slices.Contains(p.SkipTenants, string(tenant)) {
+			continue
+		}
+		id := string(raw)
+		taken[id] = true
+		out = append(out, id)
+		want--
+	}
+	return out, rows.Err()
 }
 
 func keys[V any](m map[string]V) []string {
@@ -1389,13 +1528,65 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 }
 
 // NextDueAt implements store.Store: the due time of the first pending
-// delivery not leased (leases.go).
-func (s *Store) NextDueAt(ctx context.Context) (time.Time, error) {
+// delivery not leased (leases.go). With skipTenants, the earliest of each
+// other tenant's, found by a skip scan of deliveries_due_tenant (one probe
+// per tenant, as the claim's round: a skipped tenant's backlog is never
+// stepped over), at most store.NextDueTenantProbes tenants besides the
+// skipped ones.
+func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
+	if len(skipTenants) > 0 {
+		return s.nextDueSkipping(ctx, skipTenants)
+	}
 	due, ok, err := s.firstUnleasedDue(s.r.QueryContext(ctx, NextDueQuery))
 	if err != nil || !ok {
 		return time.Time{}, wrap("next due", err)
 	}
 	return fromMicro(due), nil
+}
+
+func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, error) {
+	var (
+		best  int64
+		found bool
+		from  string
+	)
+	for probes := store.NextDueTenantProbes; probes > 0; {
+		var (
+			tenant string
+			due    int64
+		)
+		s.claimSteps.Add(1)
+		err := s.r.QueryRowContext(ctx, NextTenantQuery, from).Scan(&tenant, &due)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return time.Time{}, wrap("next due", err)
+		}
+		from = tenant + "\x00"
+		if slices.Contains(skip, tenant) {
+			continue
+		}
+		probes--
+		if s.leases.tenantLeases(tenant) > 0 {
+			// Its earliest may be in flight: find its first unleased.
+			var ok bool
+			due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, TenantDueQuery, tenant))
+			if err != nil {
+				return time.Time{}, wrap("next due", err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		if !found || due < best {
+			best, found = due, true
+		}
+	}
+	if !found {
+		return time.Time{}, nil
+	}
+	return fromMicro(best), nil
 }
 
 // An endpoint enabled while its failure streak had raised endpoint.failing

@@ -63,6 +63,9 @@ type Store struct {
 	// (parsing SQL is a quarter of a statement's cost in modernc's driver:
 	// the claim and completion paths must prepare none, TestHotPathPreparesNothing).
 	txPrepares atomic.Int64
+	// claimSteps counts the index rows the queue's walks (claims,
+	// NextDueAt) have read: the tests' measure of their cost.
+	claimSteps atomic.Int64
 	// getEventType is GetEventType's query on the read pool (database/sql
 	// prepares it once per connection and keeps it).
 	getEventType *sql.Stmt

@@ -297,11 +297,13 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":        {claimQuery, []any{now}},
-		"claim tenant": {claimTenantQuery, []any{"acme", now}},
-		"tenant due":   {tenantDueQuery, []any{"acme"}},
-		"next tenant":  {nextTenantQuery, []any{""}},
-		"next due":     {nextDueQuery, nil},
+		"claim":            {claimQuery, []any{now}},
+		"claim tenant":     {claimTenantQuery, []any{"acme", now}},
+		"claim tenant due": {sqlite.ClaimTenantDueQuery, []any{"acme", now}},
+		"claim skip":       {sqlite.ClaimSkipQuery, []any{now}},
+		"tenant due":       {tenantDueQuery, []any{"acme"}},
+		"next tenant":      {nextTenantQuery, []any{""}},
+		"next due":         {nextDueQuery, nil},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)
 		t.Logf("%s plan:\n%s", name, plan)
@@ -314,6 +316,70 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		if strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s query sorts in a temporary b-tree instead of reading the index in order; plan:\n%s", name, plan)
 		}
+	}
+}
+
+// A claim and a next-due read that skip a tenant (ClaimParams.SkipTenants)
+// read as many index rows whether its backlog, the oldest due, is 20 or
+// 2,000 deliveries: none of its rows is stepped over one by one.
+func TestSkippedBacklogCostsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	steps := func(backlog int) (claim, next int64) {
+		s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+		defer s.Close()
+		for _, tenant := range []string{"a", "b"} {
+			if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+				ID: store.NewID("ep"), Tenant: tenant, URL: "https://example.com/h", State: store.EndpointEnabled,
+				Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+			}}); err != nil {
+				t.Fatalf("CreateEndpoint: %v", err)
+			}
+		}
+		publish := func(tenant string, now time.Time) {
+			id := store.NewID("evt")
+			if _, err := s.PublishEvent(ctx, store.PublishParams{
+				Event:         store.Event{ID: id, Tenant: tenant, Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+				Now:           now,
+				NewDeliveryID: func() string { return store.NewID("dlv") },
+			}); err != nil {
+				t.Fatalf("PublishEvent: %v", err)
+			}
+		}
+		for i := range backlog {
+			publish("a", base.Add(time.Duration(i)*time.Millisecond))
+		}
+		now := base.Add(time.Hour)
+		for range 3 {
+			publish("b", now)
+		}
+		before := sqlite.ClaimSteps(s)
+		cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 8, Lease: time.Minute, Now: now, SkipTenants: []string{"a"}})
+		if err != nil {
+			t.Fatalf("ClaimDeliveries: %v", err)
+		}
+		for _, c := range cs {
+			if c.Delivery.Tenant != "b" {
+				t.Fatalf("a claim skipping a took %s of tenant %s", c.Delivery.ID, c.Delivery.Tenant)
+			}
+		}
+		if len(cs) != 3 {
+			t.Fatalf("a claim of 8 skipping a took %d, want b's 3", len(cs))
+		}
+		claim = sqlite.ClaimSteps(s) - before
+		publish("b", now.Add(time.Minute))
+		before = sqlite.ClaimSteps(s)
+		due, err := s.NextDueAt(ctx, []string{"a"})
+		if err != nil || !due.Equal(now.Add(time.Minute)) {
+			t.Fatalf("NextDueAt(skip a) = %v, %v; want b's %v", due, err, now.Add(time.Minute))
+		}
+		return claim, sqlite.ClaimSteps(s) - before
+	}
+	smallClaim, smallNext := steps(20)
+	bigClaim, bigNext := steps(2000)
+	t.Logf("rows read: claim %d and %d, next due %d and %d (backlog 20 and 2,000)", smallClaim, bigClaim, smallNext, bigNext)
+	if bigClaim != smallClaim || bigNext != smallNext {
+		t.Fatalf("rows read grow with the skipped backlog: claim %d → %d, next due %d → %d", smallClaim, bigClaim, smallNext, bigNext)
 	}
 }
 
@@ -460,7 +526,7 @@ func TestOneProcessClaims(t *testing.T) {
 	// does not claim.
 	second := openStore(t, path)
 	defer second.Close()
-	if _, err := second.NextDueAt(ctx); err != nil {
+	if _, err := second.NextDueAt(ctx, nil); err != nil {
 		t.Errorf("second store's NextDueAt: %v", err)
 	}
 	cs, err := claim(second, "second")

@@ -209,9 +209,9 @@ func (r *recorder) RescueExpiredLeases(ctx context.Context, now time.Time) (int,
 	return r.s.RescueExpiredLeases(ctx, now)
 }
 
-func (r *recorder) NextDueAt(ctx context.Context) (time.Time, error) {
+func (r *recorder) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
 	r.called("NextDueAt")
-	return r.s.NextDueAt(ctx)
+	return r.s.NextDueAt(ctx, skipTenants)
 }
 
 func (r *recorder) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {

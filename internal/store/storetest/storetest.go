@@ -282,7 +282,7 @@ func (f *fixture) rescue(now time.Time) int {
 
 func (f *fixture) nextDueAt() time.Time {
 	f.t.Helper()
-	next, err := f.s.NextDueAt(f.ctx)
+	next, err := f.s.NextDueAt(f.ctx, nil)
 	if err != nil {
 		f.t.Fatalf("NextDueAt: %v", err)
 	}
@@ -1465,6 +1465,111 @@ func (s suite) fairClaim(t *testing.T) {
 			cursor = store.NextTenantCursor(cursor, cs)
 		}
 		diff(t, "tenants served one per claim", []string{"a", "b", "c", "a", "b", "c", "a"}, served)
+	})
+	// ClaimParams.SkipTenants: a skipped tenant's deliveries are taken
+	// neither in the round nor in the fill, however old and many; NextDueAt
+	// with the same list does not report them.
+	skipClaim := func(f *fixture, limit int, now time.Time, cursor string, skip ...string) []store.Claim {
+		f.t.Helper()
+		cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: limit, Lease: time.Hour, Now: now, TenantCursor: cursor, SkipTenants: skip})
+		if err != nil {
+			f.t.Fatalf("ClaimDeliveries(skip %q): %v", skip, err)
+		}
+		return cs
+	}
+	skipNextDue := func(f *fixture, skip ...string) time.Time {
+		f.t.Helper()
+		next, err := f.s.NextDueAt(f.ctx, skip)
+		if err != nil {
+			f.t.Fatalf("NextDueAt(skip %q): %v", skip, err)
+		}
+		return next
+	}
+	s.run(t, "SkipTenants", func(t *testing.T, f *fixture) {
+		// a: 40 deliveries due long ago (the oldest: the fill would take
+		// them); b: 3 due now; c: 1 due in an hour.
+		f.endpoint("a")
+		f.endpoint("b")
+		f.endpoint("c")
+		for i := range 40 {
+			f.publish("a", "t", at(time.Duration(i)*time.Millisecond))
+		}
+		for range 3 {
+			f.publish("b", "t", at(time.Minute))
+		}
+		f.publish("c", "t", at(time.Hour))
+		now := at(time.Minute)
+		if got := skipNextDue(f, "a"); !got.Equal(now) {
+			t.Errorf("NextDueAt(skip a) = %v, want b's %v", got, now)
+		}
+		if got := skipNextDue(f, "zzz"); !got.Equal(base) {
+			t.Errorf("NextDueAt(skip a tenant with nothing) = %v, want a's %v", got, base)
+		}
+		// Without the skip list, a claim of 8 takes b's 3 and fills with a's
+		// 5 oldest; with a skipped, b's 3 alone, whatever the cursor.
+		for _, cursor := range []string{"", "a", "b", "c"} {
+			cs := skipClaim(f, 8, now, cursor, "a")
+			diff(t, "tenants of a claim of 8 skipping a (cursor "+cursor+")", map[string]int{"b": 3}, tenantsOf(cs))
+			for _, c := range cs {
+				f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", Deferred: true, NextAttemptAt: now, Now: now})
+			}
+		}
+		// One tenant skipped of two with due work: none of a's, even with
+		// the round's only other tenant served first.
+		if cs := skipClaim(f, 1, now, "", "a"); len(cs) != 1 || cs[0].Delivery.Tenant != "b" {
+			t.Fatalf("claim of 1 skipping a = %v, want one of b's", tenantsOf(cs))
+		}
+		// b's remaining 2 taken; then nothing but a's is due.
+		if cs := skipClaim(f, 8, now, "", "a"); len(cs) != 2 {
+			t.Fatalf("claim of 8 skipping a = %v, want b's other 2", tenantsOf(cs))
+		}
+		if cs := skipClaim(f, 8, now, "", "a", "b"); len(cs) != 0 {
+			t.Fatalf("claim skipping a and b with only theirs due = %v, want none", tenantsOf(cs))
+		}
+		if got := skipNextDue(f, "a"); !got.Equal(at(time.Hour)) {
+			t.Errorf("NextDueAt(skip a) with b's in flight = %v, want c's %v", got, at(time.Hour))
+		}
+		if got := skipNextDue(f, "a", "c"); !got.IsZero() {
+			t.Errorf("NextDueAt(skip a and c) = %v, want none", got)
+		}
+		// c's comes due: the skip list does not hold it back.
+		later := at(2 * time.Hour)
+		cs := skipClaim(f, 8, later, "", "a")
+		diff(t, "tenants of a claim skipping a once c's is due", map[string]int{"c": 1}, tenantsOf(cs))
+		// And without the list, a's are claimed as before.
+		cs = f.claim("w", 100, time.Hour, later)
+		diff(t, "tenants of a claim skipping nothing", map[string]int{"a": 40}, tenantsOf(cs))
+	})
+	s.run(t, "SkipTenantsFillsFromOthers", func(t *testing.T, f *fixture) {
+		// b and c each have more due than their share of 4: the fill tops
+		// the claim up with theirs, never with a's (the oldest).
+		for _, tn := range []string{"a", "b", "c"} {
+			f.endpoint(tn)
+		}
+		for i := range 20 {
+			f.publish("a", "t", at(time.Duration(i)*time.Millisecond))
+		}
+		for range 6 {
+			f.publish("b", "t", at(time.Second))
+		}
+		f.publish("c", "t", at(time.Second))
+		cs := skipClaim(f, 8, at(time.Minute), "", "a")
+		diff(t, "tenants of a claim of 8 skipping a", map[string]int{"b": 6, "c": 1}, tenantsOf(cs))
+	})
+	s.run(t, "SkipTenantsBeyondTheRound", func(t *testing.T, f *fixture) {
+		// The round of a claim of 1 looks at 4 tenants: b..e have nothing
+		// due, so it finds none; the fill still takes z's, the oldest due
+		// after a's (skipped).
+		for _, tn := range []string{"a", "b", "c", "d", "e", "z"} {
+			f.endpoint(tn)
+		}
+		f.publish("a", "t", base)
+		for _, tn := range []string{"b", "c", "d", "e"} {
+			f.publish(tn, "t", at(time.Hour))
+		}
+		f.publish("z", "t", at(time.Second))
+		cs := skipClaim(f, 1, at(time.Minute), "", "a")
+		diff(t, "tenants of a claim of 1 skipping a", map[string]int{"z": 1}, tenantsOf(cs))
 	})
 }
 

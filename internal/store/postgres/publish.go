@@ -483,8 +483,11 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 			tenant, after, exclude, eventType string
 			publishedAt                       time.Time
 		)
-		err := tx.QueryRow(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
-			FROM fanouts f JOIN events e ON e.id = f.event_id
+		// fanouts drives (a row per unfinished fan-out); the event's type
+		// is looked up by primary key.
+		err := tx.QueryRow(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at,
+				COALESCE((SELECT e.type FROM events e WHERE e.id = f.event_id), '')
+			FROM fanouts f
 			ORDER BY f.event_id <= $1, f.event_id LIMIT 1 FOR UPDATE OF f SKIP LOCKED`, p.After).
 			Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
 		if errors.Is(err, pgx.ErrNoRows) {

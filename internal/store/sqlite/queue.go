@@ -158,6 +158,16 @@ func fanOutChunk(n int) int {
 // for several milliseconds while B's publishes waited (bench fanout).
 const fanOutYieldEvery = 50
 
+// NextFanOutQuery picks the unfinished fan-out to advance: the first after
+// ? in event id order, wrapping around. It reads fanouts (a row per
+// unfinished fan-out) and looks each event's type up by primary key: as a
+// join, without statistics the planner scanned every event and probed
+// fanouts for each (5 ms per chunk with 15,000 events, growing with the
+// table: TestNextFanOutQueryReadsFanOutsOnly).
+const NextFanOutQuery = `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at,
+		COALESCE((SELECT e.type FROM events e WHERE e.id = f.event_id), '')
+	FROM fanouts f ORDER BY f.event_id <= ?, f.event_id LIMIT 1`
+
 const insertFanOutSQL = `INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at) VALUES (?,?,?,?,?)`
 
 // ContinueFanOut implements store.Store: one chunk of the next unfinished
@@ -189,8 +199,7 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		tenant, after, exclude, eventType string
 		publishedAt                       int64
 	)
-	err = tx.QueryRowContext(ctx, `SELECT f.event_id, f.tenant, f.after_endpoint_id, f.exclude_endpoint, f.created_at, e.type
-		FROM fanouts f JOIN events e ON e.id = f.event_id ORDER BY f.event_id <= ?, f.event_id LIMIT 1`, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
+	err = tx.QueryRowContext(ctx, NextFanOutQuery, p.After).Scan(&res.EventID, &tenant, &after, &exclude, &publishedAt, &eventType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.FanOutResult{}, nil
 	}

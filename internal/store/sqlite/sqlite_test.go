@@ -623,3 +623,31 @@ func TestHotPathPreparesNothing(t *testing.T) {
 		t.Errorf("%d statements prepared for a single transaction on the publish, claim and completion paths, want 0 (add them to hotStatements)", n)
 	}
 }
+
+// The query that picks the next unfinished fan-out reads the fanouts table
+// and looks each event up by primary key: it never scans events (with a
+// join, the planner scanned every event once per chunk).
+func TestNextFanOutQueryReadsFanOutsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	for i := range 50 {
+		id := store.NewID("evt")
+		if _, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+			Now:   base.Add(time.Duration(i) * time.Second), NewDeliveryID: func() string { return store.NewID("dlv") },
+		}); err != nil {
+			t.Fatalf("PublishEvent: %v", err)
+		}
+	}
+	plan := queryPlan(t, rawDB(t, path), sqlite.NextFanOutQuery, "")
+	t.Logf("plan:\n%s", plan)
+	if !strings.Contains(plan, "SCAN f") || strings.Contains(plan, "SCAN e") {
+		t.Errorf("the next fan-out query does not read fanouts first, or scans events; plan:\n%s", plan)
+	}
+	if !strings.Contains(plan, "SEARCH e USING") {
+		t.Errorf("the event is not looked up by key; plan:\n%s", plan)
+	}
+}

@@ -311,3 +311,34 @@ func TestSchedulerReleaseFeedsFastProof(t *testing.T) {
 		t.Fatal("admitted past the cap after a slow answer")
 	}
 }
+
+// A cap whose slots free faster than minDefer: the first claim turned
+// away waits minDefer, the next ones come back one slot (avg/c) apart, not
+// minDefer apart (which capped a fast tenant's surplus at 200 claims/s).
+func TestCapDeferSpacesBySlot(t *testing.T) {
+	var next time.Time
+	step := 2 * time.Millisecond / 32
+	first := capDefer(t0, 2*time.Millisecond, t0.Add(-time.Second), 32, &next, time.Second, 10*time.Second)
+	if want := t0.Add(minDefer); !first.Equal(want) {
+		t.Fatalf("first deferral at %v, want %v (minDefer)", first.Sub(t0), minDefer)
+	}
+	prev := first
+	for i := range 100 {
+		at := capDefer(t0, 2*time.Millisecond, t0.Add(-time.Second), 32, &next, time.Second, 10*time.Second)
+		if got := at.Sub(prev); got != step {
+			t.Fatalf("deferral %d came %v after the previous one, want one slot (%v)", i+2, got, step)
+		}
+		prev = at
+	}
+	// 101 claims turned away are back within 5 ms + 100 slots.
+	if last := prev.Sub(t0); last != minDefer+100*step {
+		t.Fatalf("the 101st deferral at %v, want %v", last, minDefer+100*step)
+	}
+	// A slow cap: slots a second apart, bounded by maxDefer.
+	next = time.Time{}
+	a := capDefer(t0, 64*time.Second, time.Time{}, 2, &next, time.Second, 10*time.Second)
+	b := capDefer(t0, 64*time.Second, time.Time{}, 2, &next, time.Second, 10*time.Second)
+	if a.Sub(t0) != 10*time.Second || b.Sub(a) != 10*time.Second {
+		t.Fatalf("slow cap: %v then %v later, want 10s (maxDefer) each", a.Sub(t0), b.Sub(a))
+	}
+}

@@ -46,7 +46,7 @@ func (e *Engine) claim(ctx context.Context) {
 		if plain {
 			skip, plain = skip[:0], false
 		} else {
-			skip = e.sched.skipTenants(skip)
+			skip = e.sched.skipTenants(skip, e.cfg.Clock.Now())
 		}
 		// Not cancelled by shutdown: a claim cut short may still commit
 		// (its leases would wait for a rescue); a finished one is handed to
@@ -167,7 +167,7 @@ func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
 	// The next claim skips the tenants at their cap (see claim): their due
 	// deliveries must not make the claimer spin. The release that lifts
 	// one of them notifies (e.wake), so none is waited for past its turn.
-	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil))
+	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil, e.cfg.Clock.Now()))
 	cancel()
 	if err == nil && !next.IsZero() {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {

@@ -12,21 +12,24 @@ import (
 )
 
 // The skip list of the claims (store.ClaimParams.SkipTenants): the tenants
-// at their cap with no proven-fast endpoint, and only while they are.
+// at their cap with no proven-fast endpoint whose slots free slowly, and
+// only while they are. The lists are read at t1, a second after the
+// attempts began (none has ended: its slots free every 1 s / cap).
 func TestSchedulerSkipTenants(t *testing.T) {
+	t1 := t0.Add(time.Second)
 	t.Run("at the cap until an attempt ends", func(t *testing.T) {
 		s := newScheduler(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
-		if got := s.skipTenants(nil); got != nil {
+		if got := s.skipTenants(nil, t1); got != nil {
 			t.Fatalf("skip list of an idle scheduler = %q, want nil (no allocation)", got)
 		}
 		g1 := mustRun(t, s.decide(claimOf("a1", "ea1", "a", "https://a1.example/", 0), t0))
 		mustRun(t, s.decide(claimOf("b1", "eb1", "b", "https://b1.example/", 0), t0))
-		if got := s.skipTenants(nil); len(got) != 0 {
+		if got := s.skipTenants(nil, t1); len(got) != 0 {
 			t.Fatalf("skip list with every tenant under its cap = %q, want none", got)
 		}
 		g2 := mustRun(t, s.decide(claimOf("a2", "ea2", "a", "https://a2.example/", 0), t0))
 		buf := make([]string, 0, 4)
-		if got := s.skipTenants(buf); !slices.Equal(got, []string{"a"}) {
+		if got := s.skipTenants(buf, t1); !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("skip list with tenant a at its cap of 2 = %q, want [a]", got)
 		}
 		// What the skip list stands for: a's next claim is turned away.
@@ -37,7 +40,7 @@ func TestSchedulerSkipTenants(t *testing.T) {
 		if f := s.release(g1, outcome{failed: true, took: 10 * time.Second}, t0.Add(10*time.Second), false); !f.wake {
 			t.Fatal("the release that brought a skipped tenant below its cap does not wake the claimer")
 		}
-		if got := s.skipTenants(buf); len(got) != 0 {
+		if got := s.skipTenants(buf, t1); len(got) != 0 {
 			t.Fatalf("skip list after one of a's attempts ended = %q, want none", got)
 		}
 		// Not skipped any more: the next release wakes nobody.
@@ -58,7 +61,7 @@ func TestSchedulerSkipTenants(t *testing.T) {
 		if d := s.decide(claimOf("s3", "slow3", "a", "https://s3.example/", 0), t0); d.verdict != deferred || d.reason != reasonTenantCap {
 			t.Fatalf("a slow endpoint's claim with its tenant at the cap: verdict %d (%q), want deferred for the tenant cap", d.verdict, d.reason)
 		}
-		if got := s.skipTenants(nil); len(got) != 0 {
+		if got := s.skipTenants(nil, t1); len(got) != 0 {
 			t.Fatalf("skip list of a tenant at its cap with a proven-fast endpoint = %q, want none (its fast endpoint bypasses the cap)", got)
 		}
 		mustRun(t, s.decide(claimOf("f", "fast", "a", "https://f.example/", 0), t0))
@@ -66,25 +69,47 @@ func TestSchedulerSkipTenants(t *testing.T) {
 		s.mu.Lock()
 		s.endLocked("fast", true, 10*time.Second, t0)
 		s.mu.Unlock()
-		if got := s.skipTenants(nil); !slices.Equal(got, []string{"a"}) {
+		if got := s.skipTenants(nil, t1); !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("skip list once a's fast endpoint failed = %q, want [a]", got)
+		}
+	})
+	t.Run("quick attempts at the cap are not skipped", func(t *testing.T) {
+		s := newScheduler(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(2, 0, 10*time.Second)
+		g1 := mustRun(t, s.decide(claimOf("a1", "ea1", "a", "https://a1.example/", 0), t0))
+		mustRun(t, s.decide(claimOf("a2", "ea2", "a", "https://a2.example/", 0), t0))
+		at := t0.Add(time.Millisecond)
+		s.release(g1, outcome{took: time.Millisecond}, at, false)
+		mustRun(t, s.decide(claimOf("a3", "ea3", "a", "https://a3.example/", 0), at))
+		// At its cap of 2, its attempts lasting 1 ms: a slot frees about
+		// every 0.5 ms, far under skipFrom.
+		if got := s.skipTenants(nil, at.Add(time.Millisecond)); len(got) != 0 {
+			t.Fatalf("skip list of a tenant at its cap with 1 ms attempts = %q, want none (a claim per freed slot would cost more than the deferrals)", got)
+		}
+		// The same tenant with attempts that hang: the oldest in flight
+		// (a2, since t0) says nothing; the average of the ended ones does.
+		// Once its attempts average 100 ms, a slot frees every 50 ms.
+		s.mu.Lock()
+		s.tenants["a"].avg = 100 * time.Millisecond
+		s.mu.Unlock()
+		if got := s.skipTenants(nil, at.Add(time.Millisecond)); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("skip list of a tenant at its cap with 100 ms attempts = %q, want [a]", got)
 		}
 	})
 	t.Run("a smaller cap share", func(t *testing.T) {
 		s := newScheduler(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(4, 0, 10*time.Second)
 		mustRun(t, s.decide(claimOf("a1", "ea1", "a", "https://a1.example/", 0), t0))
 		mustRun(t, s.decide(claimOf("a2", "ea2", "a", "https://a2.example/", 0), t0))
-		if got := s.skipTenants(nil); len(got) != 0 {
+		if got := s.skipTenants(nil, t1); len(got) != 0 {
 			t.Fatalf("skip list with a at 2 of 4 = %q, want none", got)
 		}
 		s.setShare(0, 2) // a's share is 2: it is at it
-		if got := s.skipTenants(nil); !slices.Equal(got, []string{"a"}) {
+		if got := s.skipTenants(nil, t1); !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("skip list with a at its share of 2 = %q, want [a]", got)
 		}
 		if !s.setShare(0, 1) {
 			t.Fatal("raising the share of a skipped tenant does not wake the claimer")
 		}
-		if got := s.skipTenants(nil); len(got) != 0 {
+		if got := s.skipTenants(nil, t1); len(got) != 0 {
 			t.Fatalf("skip list with a at 2 of 4 again = %q, want none", got)
 		}
 	})
@@ -126,7 +151,7 @@ func (*skipStore) RescueExpiredLeases(context.Context, time.Time) (int, error) {
 // skipEngine runs an engine (4 workers, a tenant cap of 2, a poll interval
 // of an hour, a clock that does not move) on a skipStore whose first claim
 // is two deliveries of tenant a, attempted by sender.
-func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, func()) {
+func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, *clock.Fake, func()) {
 	st := &skipStore{claims: make(chan []string, 64), reads: make(chan []string, 64)}
 	for _, id := range []string{"a1", "a2"} {
 		c := testClaim(id, "ep_"+id, 0)
@@ -135,7 +160,8 @@ func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, func()) {
 	}
 	sender := gatedSender{started: make(chan struct{}, 4), release: make(chan int)}
 	t.Helper()
-	e, err := New(Config{Store: st, Sender: sender, Clock: clock.NewFake(t0), Workers: 4,
+	clk := clock.NewFake(t0)
+	e, err := New(Config{Store: st, Sender: sender, Clock: clk, Workers: 4,
 		TenantConcurrency: 2, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +172,7 @@ func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, func()) {
 		defer close(ran)
 		_ = e.Run(ctx)
 	}()
-	return st, sender, e, func() {
+	return st, sender, e, clk, func() {
 		cancel()
 		for { // the claimer may be sending to the channels as it stops
 			select {
@@ -174,7 +200,7 @@ func nextSkip(t *testing.T, c chan []string, what string) []string {
 // one of its attempts wakes the claimer at once (the poll interval is an
 // hour and the clock does not move), whose next claim no longer skips it.
 func TestClaimsSkipTenantAtCap(t *testing.T) {
-	st, sender, e, stop := skipEngine(t)
+	st, sender, e, clk, stop := skipEngine(t)
 	next := func(c chan []string, what string) []string {
 		t.Helper()
 		return nextSkip(t, c, what)
@@ -184,8 +210,9 @@ func TestClaimsSkipTenantAtCap(t *testing.T) {
 	}
 	next(st.reads, "next due read after the first claim") // then it sleeps
 	<-sender.started
-	<-sender.started // both of a's attempts are in flight: a is at its cap
-	e.Notify()       // a publish
+	<-sender.started         // both of a's attempts are in flight: a is at its cap
+	clk.Advance(time.Second) // and they hang: a slot frees every 500 ms
+	e.Notify()               // a publish
 	if got := next(st.claims, "claim after the publish"); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("claim with a at its cap skips %q, want [a]", got)
 	}
@@ -206,11 +233,12 @@ func TestClaimsSkipTenantAtCap(t *testing.T) {
 // due (its round and bounded fill did not reach it): the next claim skips
 // none, instead of claiming nothing over and over.
 func TestClaimAfterEmptySkippingClaimSkipsNone(t *testing.T) {
-	st, sender, e, stop := skipEngine(t)
+	st, sender, e, clk, stop := skipEngine(t)
 	nextSkip(t, st.claims, "first claim")
 	nextSkip(t, st.reads, "next due read after the first claim")
 	<-sender.started
 	<-sender.started // a is at its cap
+	clk.Advance(time.Second)
 	st.othersDue.Store(true)
 	e.Notify()
 	if got := nextSkip(t, st.claims, "claim after the publish"); !slices.Equal(got, []string{"a"}) {

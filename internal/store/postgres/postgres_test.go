@@ -1020,20 +1020,12 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	// The streak started at base; the cutoff is an hour earlier: not yet.
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := explainAnalyze(t, tx, streakQuery, ep.ID, "dlv_00000001", "status 503", base.Add(time.Hour), base.Add(-time.Hour), 1)
 	t.Logf("plan:\n%s", plan)
 	if !strings.Contains(plan, "One-Time Filter") {
 		t.Error("the deliveries UPDATE is not gated by a one-time filter")
 	}
-	for _, l := range lines {
+	for _, l := range strings.Split(plan, "\n") {
 		if (strings.Contains(l, "Scan") && strings.Contains(l, "on deliveries")) && !strings.Contains(l, "never executed") {
 			t.Errorf("the deliveries are scanned although nothing was disabled: %s", strings.TrimSpace(l))
 		}
@@ -1073,15 +1065,7 @@ func TestOperationalPublishReadsSubscribersOnly(t *testing.T) {
 	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+endpointsForOperationalSQL, "acme", typeCandidates("endpoint.created")[1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := explainAnalyze(t, conn, endpointsForOperationalSQL, "acme", typeCandidates("endpoint.created")[1:])
 	t.Logf("plan:\n%s", plan)
 	if !strings.Contains(plan, "endpoints_event_types") {
 		t.Errorf("the operational publish's endpoint read does not use endpoints_event_types:\n%s", plan)
@@ -1134,4 +1118,21 @@ func TestNoNotifyWhenAlone(t *testing.T) {
 	if !notified() {
 		t.Fatal("with another live node: no notification")
 	}
+}
+
+// explainAnalyze runs query under EXPLAIN (ANALYZE, COSTS OFF) on q (a
+// connection or a transaction) and returns the plan's text.
+func explainAnalyze(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF) "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN ANALYZE: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("EXPLAIN ANALYZE: %v", err)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -39,10 +39,11 @@ func (e *Engine) claim(ctx context.Context) {
 		case <-e.slots:
 		}
 		free := e.gather(ctx, 1, backlog)
-		// Tenants at their cap on this node with no fast endpoint: all of
-		// their claims would be turned away and written back (work on the
-		// database that delays every other tenant), so the claim skips
-		// them; the release that brings one below its cap wakes this loop.
+		// Tenants at their cap on this node with no fast endpoint whose
+		// slots free slowly (scheduler.skipTenants): all of their claims
+		// would be turned away and written back (work on the database that
+		// delays every other tenant), so the claim skips them; the release
+		// that brings one below its cap wakes this loop.
 		if plain {
 			skip, plain = skip[:0], false
 		} else {

@@ -364,15 +364,7 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 	}
 	explain := func(q string, args ...any) string {
 		t.Helper()
-		rows, err := conn.Query(ctx, "EXPLAIN "+q, args...)
-		if err != nil {
-			t.Fatalf("EXPLAIN: %v", err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("EXPLAIN: %v", err)
-		}
-		return strings.Join(lines, "\n")
+		return explainPlan(t, conn, "EXPLAIN ", q, args...)
 	}
 	if _, err := conn.Exec(ctx, "PREPARE claim (text, timestamptz, timestamptz, integer) AS "+claimQuery); err != nil {
 		t.Fatalf("PREPARE claim: %v", err)
@@ -1122,17 +1114,26 @@ func TestNoNotifyWhenAlone(t *testing.T) {
 
 // explainAnalyze runs query under EXPLAIN (ANALYZE, COSTS OFF) on q (a
 // connection or a transaction) and returns the plan's text.
-func explainAnalyze(t *testing.T, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, query string, args ...any) string {
+func explainAnalyze(t *testing.T, q querier, query string, args ...any) string {
 	t.Helper()
-	rows, err := q.Query(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF) "+query, args...)
+	return explainPlan(t, q, "EXPLAIN (ANALYZE, COSTS OFF) ", query, args...)
+}
+
+// querier is a connection or a transaction.
+type querier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}
+
+// explainPlan runs prefix+query on q and returns the plan's lines joined.
+func explainPlan(t *testing.T, q querier, prefix, query string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(t.Context(), prefix+query, args...)
 	if err != nil {
-		t.Fatalf("EXPLAIN ANALYZE: %v", err)
+		t.Fatalf("%s: %v", strings.TrimSpace(prefix), err)
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		t.Fatalf("EXPLAIN ANALYZE: %v", err)
+		t.Fatalf("%s: %v", strings.TrimSpace(prefix), err)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -104,12 +104,22 @@ func TestAPIBadInput(t *testing.T) {
 		{"unknown delivery", "GET", "/v1/deliveries/dlv_nope", "", nil, 404, "not found"},
 		{"unknown delivery attempts", "GET", "/v1/deliveries/dlv_nope/attempts", "", nil, 404, "not found"},
 	}
+	// Producers' events only: the housekeeper publishes endpoint.created
+	// for the endpoint above whenever its next round runs (an operational
+	// event, in the notices outbox), which may be during the cases; an
+	// endpoint created by bad input would show in countEndpoints.
 	countEvents := func() int {
 		pg, err := h.m.Store().ListEvents(context.Background(), store.ListEventsParams{ListParams: store.ListParams{Limit: 1000}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(pg.Data)
+		n := 0
+		for _, e := range pg.Data {
+			if !strings.HasPrefix(e.Type, "endpoint.") {
+				n++
+			}
+		}
+		return n
 	}
 	countEndpoints := func() int {
 		pg, err := h.m.Store().ListEndpoints(context.Background(), store.ListEndpointsParams{ListParams: store.ListParams{Limit: 1000}})

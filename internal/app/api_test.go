@@ -106,7 +106,7 @@ func TestAPIBadInput(t *testing.T) {
 	}
 	// Producers' events only: the housekeeper publishes endpoint.created
 	// for the endpoint above whenever its next round runs (an operational
-	// event, in the notices outbox), which may be during the cases; an
+	// event, store.IsOperational), which may be during the cases; an
 	// endpoint created by bad input would show in countEndpoints.
 	countEvents := func() int {
 		pg, err := h.m.Store().ListEvents(context.Background(), store.ListEventsParams{ListParams: store.ListParams{Limit: 1000}})
@@ -115,7 +115,7 @@ func TestAPIBadInput(t *testing.T) {
 		}
 		n := 0
 		for _, e := range pg.Data {
-			if !strings.HasPrefix(e.Type, "endpoint.") {
+			if !store.IsOperational(e.Type) {
 				n++
 			}
 		}

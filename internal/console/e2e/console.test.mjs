@@ -193,6 +193,10 @@ async function main() {
   const endpointCount = async () => (await api('GET', '/v1/endpoints?limit=1000')).body.data.length;
   const nEndpoints = await endpointCount();
   await page.click('text=Go to the endpoint');
+  // The endpoint's page fully loaded before Back: a Back while that
+  // navigation is still going raced Chromium's history ("Not attached to
+  // an active page", once in CI).
+  await page.waitForURL(/\/ui\/endpoints\/ep_[^/?#]+$/);
   const epOK = page.url().split('/ui/endpoints/')[1];
   assert.match(epOK, /^ep_/);
 

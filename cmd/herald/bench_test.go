@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,23 +35,26 @@ func TestBenchScenarios(t *testing.T) {
 		scenario string
 		args     []string
 		fields   []string
+		// indicative: targets this tiny run must mark as not applying
+		// (applies false, a note saying why): its size is not the target's.
+		indicative []string
 	}{
 		{"drain", []string{"--events", "50", "--endpoints", "2"},
-			[]string{"deliveries_per_second", "reference_per_second", "ratio", "drain_seconds", "deliveries"}},
+			[]string{"deliveries_per_second", "reference_per_second", "ratio", "drain_seconds", "deliveries"}, nil},
 		{"latency", []string{"--rate", "50", "--duration", "1s"},
-			[]string{"p50_ms", "p95_ms", "p99_ms", "deliveries", "events_published"}},
+			[]string{"p50_ms", "p95_ms", "p99_ms", "deliveries", "events_published"}, []string{"p99_ms"}},
 		{"publish", []string{"--concurrency", "4", "--duration", "1s"},
-			[]string{"events_per_second", "p50_ms", "p99_ms", "events"}},
+			[]string{"events_per_second", "p50_ms", "p99_ms", "events"}, nil},
 		{"isolation", []string{"--endpoints", "5", "--rate", "20", "--duration", "1s", "--events", "20"},
-			[]string{"p99_ratio", "throughput_ratio", "baseline_p99_ms", "blackhole_p99_ms", "baseline_deliveries_per_second", "blackhole_deliveries_per_second", "blackholed"}},
+			[]string{"p99_ratio", "throughput_ratio", "baseline_p99_ms", "blackhole_p99_ms", "baseline_deliveries_per_second", "blackhole_deliveries_per_second", "blackholed"}, nil},
 		{"inbound", []string{"--concurrency", "4", "--rate", "50", "--duration", "1s"},
-			[]string{"requests_per_second", "ack_p50_ms", "ack_p99_ms", "acknowledged"}},
+			[]string{"requests_per_second", "ack_p50_ms", "ack_p99_ms", "acknowledged"}, []string{"ack_p99_ms"}},
 		{"fairness", []string{"--endpoints", "5", "--rate", "20", "--duration", "1s"},
-			[]string{"p99_ratio", "alone_p99_ms", "p99_ms", "a_requests"}},
+			[]string{"p99_ratio", "alone_p99_ms", "p99_ms", "a_requests"}, []string{"p99_ratio"}},
 		{"fanout", []string{"--endpoints", "20", "--events", "2", "--rate", "20", "--duration", "1s"},
-			[]string{"publish_p99_ratio", "alone_publish_p99_ms", "publish_p99_ms", "a_deliveries", "a_deliveries_per_second"}},
+			[]string{"publish_p99_ratio", "alone_publish_p99_ms", "publish_p99_ms", "a_deliveries", "a_deliveries_per_second"}, []string{"publish_p99_ratio"}},
 		{"backlog", []string{"--size", "200", "--events", "20", "--endpoints", "2"},
-			[]string{"throughput_ratio", "rss_bytes", "rss_peak_bytes", "setup_seconds", "backlog_deliveries", "pending_deliveries", "empty_per_second", "backlog_per_second"}},
+			[]string{"throughput_ratio", "rss_bytes", "rss_peak_bytes", "setup_seconds", "backlog_deliveries", "pending_deliveries", "empty_per_second", "backlog_per_second"}, []string{"throughput_ratio", "rss_bytes"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			cmd := exec.Command(bin, append(append([]string{"bench", tc.scenario}, common...), tc.args...)...)
@@ -89,8 +93,15 @@ func TestBenchScenarios(t *testing.T) {
 			if gv, _ := m["go_version"].(string); !strings.HasPrefix(gv, "go") {
 				t.Errorf("machine.go_version = %v", m["go_version"])
 			}
-			if ts, _ := v["targets"].([]any); len(ts) == 0 {
+			ts, _ := v["targets"].([]any)
+			if len(ts) == 0 {
 				t.Errorf("no targets in %s", last)
+			}
+			for _, x := range ts {
+				tg, _ := x.(map[string]any)
+				if m, _ := tg["metric"].(string); slices.Contains(tc.indicative, m) && (tg["applies"] != false || tg["note"] == nil) {
+					t.Errorf("target %v of a run smaller than the target's: applies %v, note %v; want false and a note", tg["metric"], tg["applies"], tg["note"])
+				}
 			}
 			if t.Failed() {
 				t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())

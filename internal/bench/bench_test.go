@@ -264,3 +264,18 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("unknown scenario: %v", err)
 	}
 }
+
+// TestRedactURL: a PostgreSQL --db shown in a result (the serve line, the
+// JSON serve_args) carries no password.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://postgres:s3cretpw@127.0.0.1:5432/b?sslmode=disable": "postgres://postgres:xxxxx@127.0.0.1:5432/b?sslmode=disable",
+		"postgres://postgres@127.0.0.1:5432/b":                          "postgres://postgres@127.0.0.1:5432/b",
+		"sqlite:<tmpdir>/bench.db":                                      "sqlite:<tmpdir>/bench.db",
+		"--workers":                                                     "--workers",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

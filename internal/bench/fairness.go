@@ -38,12 +38,20 @@ func (r *runner) fairness(ctx context.Context) (*Result, error) {
 	res.add("p99_ratio", p99Ratio, "beside A / alone")
 	res.add("late_sends", alone.late+with.late, "")
 	res.add("herald_deferred", with.deferred, "beside A, by reason")
-	res.target("p99_ratio", "<=", 1.5, p99Ratio, "")
+	note := ""
+	if o.Endpoints < fairnessTargetEndpoints {
+		note = fmt.Sprintf("the target is for %d hanging endpoints of A (with 128 workers, more than the tenant cap); this run had %d", fairnessTargetEndpoints, o.Endpoints)
+	}
+	res.target("p99_ratio", "<=", 1.5, p99Ratio, note)
 	return res, nil
 }
 
 // fairnessARate is tenant A's publish rate in the fairness scenario.
 const fairnessARate = 1
+
+// fairnessTargetEndpoints is the size of tenant A the fairness target is
+// held to (docs/BENCHMARKS.md); a smaller A never fills its tenant cap.
+const fairnessTargetEndpoints = 200
 
 func (r *runner) fairnessPhase(ctx context.Context, label string, nA int) (isoPhase, error) {
 	o := r.o

@@ -41,9 +41,21 @@ func (r *runner) fanout(ctx context.Context) (*Result, error) {
 	res.add("publish_p99_ms", with.call.P99, "")
 	res.add("publish_p99_ratio", p99Ratio, "beside A / alone")
 	res.add("late_sends", alone.late+with.late, "")
-	res.target("publish_p99_ratio", "<=", 2, p99Ratio, "")
+	note := ""
+	if o.Endpoints < fanoutTargetEndpoints || o.Rate < fanoutTargetRate {
+		note = fmt.Sprintf("the target is for A's fan-out to %d endpoints beside B at %d events/s; this run had %d endpoints and %d events/s",
+			fanoutTargetEndpoints, fanoutTargetRate, o.Endpoints, o.Rate)
+	}
+	res.target("publish_p99_ratio", "<=", 2, p99Ratio, note)
 	return res, nil
 }
+
+// The size of the fan-out and B's rate the fanout target is held to
+// (docs/BENCHMARKS.md).
+const (
+	fanoutTargetEndpoints = 10000
+	fanoutTargetRate      = 500
+)
 
 type fanoutPhase struct {
 	call        pcts

@@ -20,6 +20,10 @@ import (
 // the PEER_SECRET given to a --peer command.
 const inboundSecret = "bench-github-secret"
 
+// inboundTargetRate is the open-loop rate the ack p99 target is held to
+// (docs/BENCHMARKS.md).
+const inboundTargetRate = 2000
+
 // inbound measures the gateway (POST /in/{source}): throughput of
 // concurrent providers sending GitHub-signed requests (each verified,
 // deduped and durably stored before its 200), then ack latency at a fixed
@@ -70,7 +74,11 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("latency_errors", hr.open.Errors, "")
 	res.add("herald_cpu_seconds", hr.cpu, "throughput phase")
 	res.target("requests_per_second", ">=", 9000, hr.rps, "")
-	res.target("ack_p99_ms", "<=", 5, hr.lp.P99, fmt.Sprintf("at %d requests/s", o.Rate))
+	note := ""
+	if o.Rate != inboundTargetRate {
+		note = fmt.Sprintf("the target is at %d requests/s; this run offered %d/s", inboundTargetRate, o.Rate)
+	}
+	res.target("ack_p99_ms", "<=", 5, hr.lp.P99, note)
 	if hr.closed.FirstErr != nil {
 		res.Notes = append(res.Notes, "first error: "+hr.closed.FirstErr.Error())
 	}
@@ -121,7 +129,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 		ratio = round(hr.rps/pr.rps, 2)
 	}
 	res.add("peer_ratio", ratio, "Herald's requests/s over the peer's")
-	res.target("peer_ratio", ">=", 3, ratio, "same run, same load generator")
+	res.target("peer_ratio", ">=", 3, ratio, "")
 	if pr.closed.FirstErr != nil {
 		res.Notes = append(res.Notes, "peer's first error: "+pr.closed.FirstErr.Error())
 	}

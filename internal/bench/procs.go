@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,6 +319,7 @@ func (r *runner) startHerald(ctx context.Context, extra ...string) (*heraldProc,
 			if strings.HasPrefix(a, "127.0.0.1:") {
 				shown[i] = "127.0.0.1:<free>"
 			}
+			shown[i] = redactURL(shown[i])
 		}
 		r.serveArgsShown = shown
 		name := "herald" + strconv.Itoa(n)
@@ -428,4 +430,21 @@ func bodyExcerpt(b []byte) string {
 		b = append(b[:300:300], "…"...)
 	}
 	return string(b)
+}
+
+// redactURL returns a with the password of a URL (a PostgreSQL --db)
+// replaced by "xxxxx", so that results pasted into docs carry no
+// credentials; anything else unchanged.
+func redactURL(a string) string {
+	if !strings.Contains(a, "://") {
+		return a
+	}
+	u, err := url.Parse(a)
+	if err != nil || u.User == nil {
+		return a
+	}
+	if _, ok := u.User.Password(); !ok {
+		return a
+	}
+	return u.Redacted()
 }

@@ -149,11 +149,14 @@ func (r *runner) heraldCounters(ctx context.Context, res *Result, h *heraldProc)
 }
 
 // drainTarget is the drain ratio target (docs/BENCHMARKS.md) for the store.
+// drainTarget is the drain ratio the run is held to: 0.6 of plain HTTP on
+// SQLite (0.8 is the goal beyond it), 0.45 on PostgreSQL
+// (docs/BENCHMARKS.md).
 func (r *runner) drainTarget() float64 {
 	if dbKind(r.o.DB) == "postgres" {
-		return 0.6
+		return 0.45
 	}
-	return 0.8
+	return 0.6
 }
 
 func (r *runner) drain(ctx context.Context) (*Result, error) {
@@ -246,7 +249,12 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 	if o.Rate != 1000 {
 		note = fmt.Sprintf("the target is at 1000 events/s; this run offered %d/s", o.Rate)
 	}
-	res.target("p99_ms", "<=", 10, p.P99, note)
+	// p99 ≤ 5 ms on SQLite, ≤ 10 ms on PostgreSQL (docs/BENCHMARKS.md).
+	limit := 5.0
+	if dbKind(o.DB) == "postgres" {
+		limit = 10
+	}
+	res.target("p99_ms", "<=", limit, p.P99, note)
 	if ol.FirstErr != nil {
 		res.Notes = append(res.Notes, "first publish error: "+ol.FirstErr.Error())
 	}

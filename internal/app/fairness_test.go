@@ -104,7 +104,7 @@ func TestMaxEndpointsPerTenant(t *testing.T) {
 	h.createEndpoint("a", rcv.URL)
 	h.createEndpoint("a", rcv.URL)
 	st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "a", "url": rcv.URL}, nil)
-	if st != 422 || !strings.Contains(string(raw), "already has 2 endpoints") || !strings.Contains(string(raw), "--max-endpoints-per-tenant") {
+	if st != 422 || !strings.Contains(string(raw), "has 2 endpoints and the limit is 2") || !strings.Contains(string(raw), "--max-endpoints-per-tenant") {
 		t.Fatalf("third endpoint: %d %s; want 422 naming the limit of 2", st, raw)
 	}
 	var list struct {

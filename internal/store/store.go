@@ -928,12 +928,14 @@ type Store interface {
 	Purge(ctx context.Context, p PurgeParams) (int, error)
 }
 
-// EndpointLimit is the error of an endpoint refused because its tenant
-// already has max endpoints (CreateEndpointParams.MaxPerTenant).
-func EndpointLimit(tenant string, max int) error {
+// EndpointLimit is the error (CodeLimit) of an endpoint refused because
+// its tenant already has have endpoints, at or above max
+// (CreateEndpointParams.MaxPerTenant; have exceeds max when the limit was
+// lowered after they were created).
+func EndpointLimit(tenant string, have, max int) error {
 	noun := "endpoints"
-	if max == 1 {
+	if have == 1 {
 		noun = "endpoint"
 	}
-	return Errorf(CodeLimit, "tenant %s already has %d %s, the most allowed (--max-endpoints-per-tenant)", tenant, max, noun)
+	return Errorf(CodeLimit, "tenant %s has %d %s and the limit is %d (--max-endpoints-per-tenant): delete one before creating another", tenant, have, noun, max)
 }

@@ -427,7 +427,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 				return err
 			}
 			if n >= p.MaxPerTenant {
-				return store.EndpointLimit(p.Endpoint.Tenant, p.MaxPerTenant)
+				return store.EndpointLimit(p.Endpoint.Tenant, n, p.MaxPerTenant)
 			}
 			var err error
 			got, err = s.scanEndpoint(tx.QueryRow(ctx, q, args...))

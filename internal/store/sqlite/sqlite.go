@@ -517,7 +517,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if n, err := res.RowsAffected(); err != nil {
 		return store.Endpoint{}, wrap("create endpoint", err)
 	} else if n == 0 {
-		return store.Endpoint{}, store.EndpointLimit(e.Tenant, p.MaxPerTenant)
+		var have int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM endpoints WHERE tenant = ?", e.Tenant).Scan(&have); err != nil {
+			return store.Endpoint{}, wrap("create endpoint", err)
+		}
+		return store.Endpoint{}, store.EndpointLimit(e.Tenant, have, p.MaxPerTenant)
 	}
 	if p.Notice {
 		if err := addNotice(ctx, tx, e.ID, store.NoticeEndpointCreated, e.CreatedAt); err != nil {

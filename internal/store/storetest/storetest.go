@@ -1584,8 +1584,8 @@ func (s suite) endpointLimit(t *testing.T) {
 		}
 		_, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
 		wantErr(t, "third endpoint of a with a limit of 2", err, store.ErrLimit)
-		if err != nil && !strings.Contains(err.Error(), "2 endpoints") {
-			t.Errorf("the error %q does not name the limit", err)
+		if err != nil && !strings.Contains(err.Error(), "has 2 endpoints and the limit is 2") {
+			t.Errorf("the error %q does not name the count and the limit", err)
 		}
 		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("b"), MaxPerTenant: 2}); err != nil {
 			t.Fatalf("another tenant's endpoint: %v", err)
@@ -1596,6 +1596,12 @@ func (s suite) endpointLimit(t *testing.T) {
 		page, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "a", ListParams: store.ListParams{Limit: 100}})
 		if err != nil || len(page.Data) != 3 {
 			t.Fatalf("tenant a has %d endpoints (%v), want 3 (2 + 1 without a limit)", len(page.Data), err)
+		}
+		// The limit lowered below what the tenant has: the error says both.
+		_, err = f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
+		wantErr(t, "fourth endpoint of a with a limit of 2", err, store.ErrLimit)
+		if err != nil && !strings.Contains(err.Error(), "has 3 endpoints and the limit is 2") {
+			t.Errorf("the error %q does not name the count (3) and the limit (2)", err)
 		}
 	})
 }

@@ -111,6 +111,7 @@ func TestBenchScenarios(t *testing.T) {
 
 	t.Run("inbound-peer-url", func(t *testing.T) { testBenchPeerURL(t, bin, common) })
 	t.Run("inbound-peer-express-bullmq", func(t *testing.T) { testBenchPeerExpress(t, bin, common) })
+	t.Run("inbound-peer-cannot-start", func(t *testing.T) { testBenchPeerCannotStart(t, bin, common) })
 	t.Run("interrupt", func(t *testing.T) { testBenchInterrupt(t, bin) })
 	t.Run("unknown", func(t *testing.T) {
 		out, err := exec.Command(bin, "bench", "nope").CombinedOutput()
@@ -342,5 +343,29 @@ func testBenchPeerExpress(t *testing.T, bin string, common []string) {
 	// latency phase's too.
 	if fwd, _ := v["peer_forwarded"].(float64); fwd < acked {
 		t.Errorf("the peer forwarded %v of more than %v acknowledged requests", fwd, acked)
+	}
+}
+
+// testBenchPeerCannotStart: a peer command that cannot load its packages
+// (Node's error, as when npm ci was not run) fails the run before Herald's
+// phases, naming the missing module and what to run.
+func testBenchPeerCannotStart(t *testing.T, bin string, common []string) {
+	peer := `echo "Error: Cannot find module 'express'" >&2; echo "  code: 'MODULE_NOT_FOUND'" >&2; exit 1`
+	cmd := exec.Command(bin, append(append([]string{"bench", "inbound"}, common...),
+		"--concurrency", "4", "--rate", "50", "--duration", "1s", "--peer", peer)...)
+	cmd.Env = benchEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("a peer that cannot start: the bench exited 0\n%s", stdout.String())
+	}
+	out := stderr.String()
+	for _, want := range []string{"Cannot find module 'express'", "npm ci --prefix bench/peers/express-bullmq"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "providers sending") || strings.Contains(out, "(open loop)") {
+		t.Errorf("Herald's phases ran before the peer was checked:\n%s", out)
 	}
 }

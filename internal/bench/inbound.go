@@ -41,6 +41,15 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Peer != "" && !peerIsURL(o.Peer) {
+		// A peer that cannot start (its packages not installed, say) fails
+		// the run now, not after Herald's phases.
+		_, p, err := r.startPeer(ctx, "peer-check", rcv.base+"/peer-check")
+		if err != nil {
+			return nil, err
+		}
+		p.stop(5 * time.Second)
+	}
 	h, err := r.startHerald(ctx)
 	if err != nil {
 		return nil, err
@@ -95,9 +104,13 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	}
 	res.add("herald_forwarded", fwd, fmt.Sprintf("of %d acknowledged, before the peer's phases", acked))
 
-	peerURL, peerPID, err := r.startPeer(ctx, rcv.base+"/peer")
+	peerURL, peer, err := r.startPeer(ctx, "peer", rcv.base+"/peer")
 	if err != nil {
 		return nil, err
+	}
+	peerPID := 0 // a peer given by URL: no process of the bench's
+	if peer != nil {
+		peerPID = peer.pid()
 	}
 	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID)
 	if err != nil {
@@ -251,57 +264,79 @@ func (r *runner) waitForwards(ctx context.Context, rcv *receiverProc, prefix str
 	}
 }
 
-// startPeer returns the ingest URL of the peer (Options.Peer) and the pid
-// of its process (0 for a peer given by URL). A URL is used as it is: the
-// peer must verify with inboundSecret and forward wherever it likes. A
-// command is run with sh -c in the bench's temporary directory with
+// startPeer returns the ingest URL of the peer (Options.Peer) and its
+// process (nil for a peer given by URL), logging to name.log. A URL is used
+// as it is: the peer must verify with inboundSecret and forward wherever it
+// likes. A command is run with sh -c in the current directory with
 // PEER_PORT (a free loopback port), PEER_SECRET and PEER_FORWARD_URL
 // (forward, on the bench's receiver) in its environment, and must answer
 // GET /healthz on that port within 60 s; its ingest URL is
 // http://127.0.0.1:PEER_PORT/in/github.
-func (r *runner) startPeer(ctx context.Context, forward string) (string, int, error) {
-	if strings.HasPrefix(r.o.Peer, "http://") || strings.HasPrefix(r.o.Peer, "https://") {
-		return r.o.Peer, 0, nil
+func (r *runner) startPeer(ctx context.Context, name, forward string) (string, *proc, error) {
+	if peerIsURL(r.o.Peer) {
+		return r.o.Peer, nil, nil
 	}
 	port, err := freePort()
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	env := childEnv("PEER_PORT="+strconv.Itoa(port), "PEER_SECRET="+inboundSecret, "PEER_FORWARD_URL="+forward)
-	p, err := r.startExe("peer", "peer", "/bin/sh", []string{"-c", r.o.Peer}, env, wd, nil)
+	p, err := r.startExe("peer", name, "/bin/sh", []string{"-c", r.o.Peer}, env, wd, nil)
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	hc := controlClient()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if p.exited() {
-			return "", 0, fmt.Errorf("peer did not start: %w", p.exitError())
+			return "", nil, fmt.Errorf("peer did not start: %w%s", p.exitError(), peerHint(p))
 		}
 		req, err := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
 		if err != nil {
-			return "", 0, err
+			return "", nil, err
 		}
 		if resp, err := hc.Do(req); err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				r.logf("inbound: peer up at %s (%s)", base, filepath.Base(p.logPath))
-				return base + "/in/github", p.pid(), nil
+				return base + "/in/github", p, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", 0, fmt.Errorf("peer did not answer GET %s/healthz within 60s", base)
+			p.stop(5 * time.Second)
+			return "", nil, fmt.Errorf("peer did not answer GET %s/healthz within 60s%s", base, peerHint(p))
 		}
 		select {
 		case <-ctx.Done():
-			return "", 0, ctx.Err()
+			return "", nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// peerIsURL reports whether --peer names a running receiver rather than a
+// command to start.
+func peerIsURL(peer string) bool {
+	return strings.HasPrefix(peer, "http://") || strings.HasPrefix(peer, "https://")
+}
+
+// peerHint is what to do about a Node peer that could not load its
+// packages, with the log line naming the missing module ("" otherwise).
+func peerHint(p *proc) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "Cannot find module") || strings.Contains(line, "Cannot find package") {
+			return "\n" + strings.TrimSpace(line) + "\nthe peer's packages are not installed: run npm ci in its folder (for the peer in the repository: npm ci --prefix bench/peers/express-bullmq; docs/BENCHMARKS.md)"
+		}
+	}
+	return ""
 }

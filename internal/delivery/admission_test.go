@@ -3,6 +3,7 @@ package delivery
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,3 +343,48 @@ func TestCapDeferSpacesBySlot(t *testing.T) {
 		t.Fatalf("slow cap: %v then %v later, want 10s (maxDefer) each", a.Sub(t0), b.Sub(a))
 	}
 }
+
+// TestCapWarnings: caps that another cap or --workers makes ineffective
+// are named with the value that holds; the defaults never are; on a
+// cluster a cap above one node's workers is not a contradiction.
+func TestCapWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		want    []string
+		cluster bool
+	}{
+		{name: "defaults", cfg: Config{Workers: 128}},
+		{name: "defaults, 4 workers", cfg: Config{Workers: 4}},
+		{name: "everything contradicts", cfg: Config{Workers: 10, TenantConcurrency: 20, EndpointConcurrency: 64, HostConcurrency: 2}, want: []string{
+			"--endpoint-concurrency 64 is above --tenant-concurrency 20: an endpoint that has not answered fast holds at most 20",
+			"--endpoint-concurrency 64 is above --host-concurrency 2: an endpoint that has not answered fast holds at most 2",
+			"--endpoint-concurrency 64 is above --workers 10",
+			"--tenant-concurrency 20 is above --workers 10",
+		}},
+		{name: "endpoint above tenant", cfg: Config{Workers: 128, EndpointConcurrency: 64, TenantConcurrency: 8}, want: []string{
+			"--endpoint-concurrency 64 is above --tenant-concurrency 8",
+		}},
+		{name: "cluster: above one node's workers", cfg: Config{Workers: 16, TenantConcurrency: 40, HostConcurrency: 60, EndpointConcurrency: 30}, cluster: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			if tc.cluster {
+				c.Membership = fakeMembership{}
+			}
+			got := c.WithDefaults().capWarnings()
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d: %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("warning %d = %q, want it to start with %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// fakeMembership is a store.Membership that is never called (capWarnings
+// only asks whether there is one).
+type fakeMembership struct{ store.Membership }

@@ -16,6 +16,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -298,7 +299,43 @@ func New(cfg Config) (*Engine, error) {
 	for range cfg.Workers {
 		e.slots <- struct{}{}
 	}
+	cfg.Logger.Info("delivery caps", "workers", cfg.Workers, "endpoint_concurrency", cfg.EndpointConcurrency,
+		"tenant_concurrency", cfg.TenantConcurrency, "host_concurrency", cfg.HostConcurrency, "cluster", cfg.Membership != nil)
+	for _, w := range cfg.capWarnings() {
+		cfg.Logger.Warn(w)
+	}
 	return e, nil
+}
+
+// capWarnings names the caps (after WithDefaults) that another cap or
+// --workers makes ineffective, with the value that holds instead. The
+// defaults (workers/8, /4, /2, at least 1) never contradict each other; an
+// explicit value can. On a cluster (Membership) a cap is for every node
+// together, so a cap above one node's workers is legitimate and only the
+// caps are compared with each other.
+func (c Config) capWarnings() []string {
+	var out []string
+	type capFlag struct {
+		flag string
+		v    int
+	}
+	endpoint := capFlag{"--endpoint-concurrency", c.EndpointConcurrency}
+	tenant := capFlag{"--tenant-concurrency", c.TenantConcurrency}
+	host := capFlag{"--host-concurrency", c.HostConcurrency}
+	for _, p := range [][2]capFlag{{endpoint, tenant}, {endpoint, host}} {
+		if p[0].v > p[1].v {
+			out = append(out, fmt.Sprintf("%s %d is above %s %d: an endpoint that has not answered fast holds at most %d attempts (keep %s ≤ %s)",
+				p[0].flag, p[0].v, p[1].flag, p[1].v, p[1].v, p[0].flag, p[1].flag))
+		}
+	}
+	if c.Membership == nil {
+		for _, f := range []capFlag{endpoint, tenant, host} {
+			if f.v > c.Workers {
+				out = append(out, fmt.Sprintf("%s %d is above --workers %d: it has no effect beyond the %d workers of this node", f.flag, f.v, c.Workers, c.Workers))
+			}
+		}
+	}
+	return out
 }
 
 // InFlight counts the attempts in flight on this node (the in-flight

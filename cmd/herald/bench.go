@@ -139,13 +139,20 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		}
 		if flags&fConcurrency != 0 {
 			usage := "publishes in flight at most (open loop)"
-			if name == "publish" {
+			switch name {
+			case "publish":
 				usage = "concurrent publishing clients"
+			case "inbound":
+				usage = "providers sending at once (throughput phase); requests in flight at most in the open-loop phase"
 			}
 			f.IntVar(&so.Concurrency, "concurrency", d.Concurrency, usage)
 		}
 		if flags&fRate != 0 {
-			f.IntVar(&so.Rate, "rate", d.Rate, "events published per second (open loop)")
+			usage := "events published per second (open loop)"
+			if name == "inbound" {
+				usage = "requests per second of the latency phase (open loop)"
+			}
+			f.IntVar(&so.Rate, "rate", d.Rate, usage)
 		}
 		if flags&fDuration != 0 {
 			f.DurationVar(&so.Duration, "duration", d.Duration, "how long the load runs")

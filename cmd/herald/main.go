@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -20,10 +21,40 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "herald:", err)
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "herald:", withEnvSources(cmd, err))
 		os.Exit(1)
 	}
+}
+
+// envAnnotation marks a flag whose value bindEnv took from its HERALD_*
+// twin (the annotation's value is the variable's name).
+const envAnnotation = "herald_env"
+
+// withEnvSources adds to err, for each flag it names ("--name") whose
+// value came from the environment, which variable set it: the checks name
+// flags, the operator may have set only the variable. Values are not
+// repeated (a --db URL may hold a password).
+func withEnvSources(cmd *cobra.Command, err error) error {
+	if cmd == nil {
+		return err
+	}
+	msg := err.Error()
+	var from []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		env := f.Annotations[envAnnotation]
+		if len(env) == 0 {
+			return
+		}
+		named := regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `([^a-z0-9-]|$)`)
+		if named.MatchString(msg) {
+			from = append(from, fmt.Sprintf("--%s was set by %s", f.Name, env[0]))
+		}
+	})
+	if len(from) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(from, "; "))
 }
 
 func newRoot() *cobra.Command {
@@ -77,6 +108,10 @@ func bindEnv(cmd *cobra.Command) error {
 		}
 		if err := cmd.Flags().Set(f.Name, v); err != nil {
 			firstErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			return
+		}
+		if err := cmd.Flags().SetAnnotation(f.Name, envAnnotation, []string{name}); err != nil {
+			firstErr = err
 		}
 	})
 	return firstErr

@@ -33,3 +33,25 @@ func TestServeBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeBadEnvNamesTheVariable: a bad value set only through a flag's
+// HERALD_* twin is refused with the flag's rule and the variable that set
+// it (without repeating the value: a --db URL may hold a password).
+func TestServeBadEnvNamesTheVariable(t *testing.T) {
+	t.Setenv("HERALD_TENANT_CONCURRENCY", "-4")
+	run := func(args ...string) string {
+		root := newRoot()
+		root.SetArgs(append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db"}, args...))
+		cmd, err := root.ExecuteC()
+		if err == nil {
+			t.Fatalf("serve %v started", args)
+		}
+		return withEnvSources(cmd, err).Error()
+	}
+	if got, want := run(), "--tenant-concurrency must be 0 (workers/4) or more (--tenant-concurrency was set by HERALD_TENANT_CONCURRENCY)"; got != want {
+		t.Errorf("from the environment: %q, want %q", got, want)
+	}
+	if got, want := run("--tenant-concurrency", "-5"), "--tenant-concurrency must be 0 (workers/4) or more"; got != want {
+		t.Errorf("from the flag (the variable is then ignored): %q, want %q", got, want)
+	}
+}

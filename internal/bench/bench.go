@@ -204,6 +204,12 @@ func (o Options) validate(scenario string) error {
 	default:
 		return fmt.Errorf("--db %q: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", o.DB)
 	}
+	switch scenario {
+	case "latency", "isolation", "inbound", "fairness", "fanout":
+		if o.Rate > 0 && o.Duration > 0 && float64(o.Rate)*o.Duration.Seconds() < 1 {
+			return fmt.Errorf("--duration %s at --rate %d/s sends no event: give a duration of at least %s", o.Duration, o.Rate, time.Duration(float64(time.Second)/float64(o.Rate)))
+		}
+	}
 	if o.Peer != "" && scenario != "inbound" {
 		return fmt.Errorf("--peer is for the inbound scenario only (got %s)", scenario)
 	}

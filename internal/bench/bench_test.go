@@ -246,13 +246,15 @@ func TestOptionsValidate(t *testing.T) {
 		{"isolation", Options{Endpoints: 1}, "at least 2 endpoints"},
 		{"drain", Options{BodyBytes: 10}, "--body-bytes"},
 		{"drain", Options{DB: "mysql://x"}, "--db"},
+		{"fanout", Options{Duration: time.Nanosecond}, "sends no event: give a duration of at least 2ms"},
+		{"latency", Options{Duration: 500 * time.Microsecond, Rate: 1000}, "sends no event"},
 	} {
 		err := tc.o.Defaults(tc.scenario).validate(tc.scenario)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %+v: err %v, want %q", tc.scenario, tc.o, err, tc.want)
 		}
 	}
-	for _, s := range []string{"drain", "latency", "publish", "isolation", "backlog"} {
+	for _, s := range []string{"drain", "latency", "publish", "isolation", "backlog", "inbound", "fairness", "fanout"} {
 		if err := (Options{}).Defaults(s).validate(s); err != nil {
 			t.Errorf("defaults of %s: %v", s, err)
 		}

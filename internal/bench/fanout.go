@@ -134,7 +134,7 @@ func (r *runner) fanoutPhase(ctx context.Context, label string, nA int) (fanoutP
 		return ph, aErr
 	}
 	if ol.OK == 0 {
-		return ph, fmt.Errorf("no publish of B succeeded: %v", ol.FirstErr)
+		return ph, fmt.Errorf("no publish of B succeeded (%d sent): %v", ol.Sent, ol.FirstErr)
 	}
 	ph.call, ph.late = percentiles(ol.CallNS), ol.Late
 	if nA > 0 {

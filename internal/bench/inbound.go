@@ -70,7 +70,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("providers", o.Concurrency, "concurrent clients (throughput phase)")
 	res.add("duration_seconds", secs(hr.closed.Elapsed), "per phase")
 	res.add("body_bytes", o.BodyBytes, "")
-	res.add("acknowledged", hr.closed.OK, "200 answers: verified, deduped, durably stored")
+	res.add("acknowledged", hr.closed.OK, "200 answers of the throughput phase: verified, deduped, durably stored")
 	res.add("errors", hr.closed.Errors, "")
 	res.add("requests_per_second", hr.rps, "throughput phase")
 	res.add("throughput_p50_ms", hr.tp.P50, "ack under full load")
@@ -102,7 +102,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.add("herald_forwarded", fwd, fmt.Sprintf("of %d acknowledged, before the peer's phases", acked))
+	res.add("herald_forwarded", fwd, fmt.Sprintf("of the %d acknowledged in all of Herald's phases (warm-up included), before the peer's", acked))
 
 	peerURL, peer, err := r.startPeer(ctx, "peer", rcv.base+"/peer")
 	if err != nil {
@@ -135,7 +135,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("peer_late_sends", pr.open.Late, "")
 	if peerPID > 0 {
 		res.add("peer_cpu_seconds", pr.cpu, "throughput phase, the peer's process tree")
-		res.add("peer_forwarded", pfwd, fmt.Sprintf("of %d acknowledged", packed))
+		res.add("peer_forwarded", pfwd, fmt.Sprintf("of the %d acknowledged in all of the peer's phases", packed))
 	}
 	ratio := 0.0
 	if pr.rps > 0 {

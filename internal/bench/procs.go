@@ -359,7 +359,12 @@ func (h *heraldProc) waitReady(ctx context.Context, limit time.Duration) error {
 	delivering := regexp.MustCompile(`(?m)^herald_cluster_nodes [1-9]`)
 	for {
 		if h.exited() {
-			return fmt.Errorf("herald serve did not start: %w", h.exitError())
+			err := fmt.Errorf("herald serve did not start: %w", h.exitError())
+			if strings.Contains(err.Error(), "encryption key does not match") {
+				// The bench gives every server a key of its own.
+				err = fmt.Errorf("%w\n--db names a database an earlier run wrote: give each run a fresh, empty database (docs/BENCHMARKS.md)", err)
+			}
+			return err
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/readyz", nil)
 		resp, err := hc.Do(req)

@@ -153,11 +153,18 @@ func TestDo200Excerpt(t *testing.T) {
 	if res.Duration <= 0 {
 		t.Errorf("Duration = %v", res.Duration)
 	}
-	if got.method != "POST" || got.ct != "application/json" || got.ua != DefaultUserAgent || got.custom != "evt_1" || string(got.body) != `{"id":"evt_1"}` {
+	// A Content-Type given is sent as is (an inbound forward keeps the
+	// provider's); User-Agent is added.
+	if got.method != "POST" || got.ct != "text/plain" || got.ua != DefaultUserAgent || got.custom != "evt_1" || string(got.body) != `{"id":"evt_1"}` {
 		t.Errorf("server saw %+v", got)
 	}
 	if hdr.Get("Content-Type") != "text/plain" || hdr.Get("User-Agent") != "" {
 		t.Errorf("caller's header was modified: %v", hdr)
+	}
+	// Without one, the body is sent as application/json.
+	c.Do(context.Background(), Request{URL: s.URL + "/hook", Header: http.Header{"X-Event-Id": {"evt_2"}}, Body: []byte(`{}`)})
+	if got.ct != "application/json" || got.custom != "evt_2" {
+		t.Errorf("without a Content-Type the server saw %+v, want application/json", got)
 	}
 
 	// a User-Agent in the request wins over the configured one

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,10 @@ func (c SourceConfig) Validate() error {
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
 			return fmt.Errorf(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>": %w`, err)
+		}
+		if strings.HasPrefix(c.Dedupe, "header:") && bodyDedupe(c) {
+			// It would be accepted and never used: see bodyDedupe.
+			return fmt.Errorf("dedupe %q: scheme %s signs no timestamp, so its requests are deduped on the signed body and a header (which no signature covers) is never used; leave dedupe empty or use a json: rule", c.Dedupe, c.Scheme)
 		}
 	}
 	return nil
@@ -251,7 +256,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.Is(err, errBadGzip) {
-			g.result(span, "error")
+			g.result(span, "bad_request")
 			writeProblem(w, http.StatusBadRequest, "the body is not valid gzip")
 			return
 		}
@@ -260,7 +265,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit))
 			return
 		}
-		g.result(span, "error")
+		g.result(span, "bad_request")
 		writeProblem(w, http.StatusBadRequest, "could not read the body")
 		return
 	}
@@ -270,6 +275,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.result(span, "unauthorized")
 		g.cfg.Logger.InfoContext(r.Context(), "inbound: signature refused", "source", id, "reason", err)
 		writeProblem(w, http.StatusUnauthorized, "invalid signature")
+		return
+	}
+	if challenge, ok := slackChallenge(sc.Scheme, body); ok {
+		// Slack's URL verification: a handshake to answer, not an event
+		// to store or forward (Slack, "Events API":
+		// https://api.slack.com/apis/events-api#handshake).
+		g.result(span, "challenge")
+		writeJSON(w, http.StatusOK, map[string]string{"challenge": challenge})
 		return
 	}
 	key, err := scheme.DedupeKey(sc.Scheme, sc.Dedupe, r.Header, body)
@@ -368,7 +381,8 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, gzipped bool)
 		}
 		return nil, fmt.Errorf("%w: %v", errBadGzip, err)
 	}
-	zr.Multistream(false)
+	// Every member of a multi-member body, as RFC 1952 §2.2 allows; bytes
+	// after the last member that are not another member are an error.
 	body, err := io.ReadAll(io.LimitReader(zr, limit+1))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -397,18 +411,46 @@ var dropHeaders = map[string]bool{
 
 // renamed are provider headers that collide with the ones Herald signs its
 // forward with; they travel as X-Original-<name>.
-var renamed = map[string]bool{"X-Signature": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true}
+// svix-* too: receivers' Svix libraries read svix-* before webhook-*, so a
+// provider's svix-signature passed on would be checked against the
+// forwarding endpoint's secret and fail.
+var renamed = map[string]bool{"X-Signature": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
+	"Svix-Id": true, "Svix-Timestamp": true, "Svix-Signature": true}
 
-// forwardHeaders keeps the provider's headers (at most 64, 4 KiB each).
+// Limits of the provider headers a forward carries (docs/inbound.md).
+const (
+	maxForwardHeaders     = 64
+	maxForwardHeaderBytes = 4096
+)
+
+// forwardHeaders keeps the provider's headers: at most maxForwardHeaders,
+// each value (repeated fields joined with ", ") at most
+// maxForwardHeaderBytes, a longer one left out. When there are more, the
+// same ones are kept for the same request: Content-Type and the headers of
+// a known provider (providerHeader) first, then the rest in name order.
 func forwardHeaders(h http.Header) map[string]string {
-	out := map[string]string{}
+	names := make([]string, 0, len(h))
 	for k, vs := range h {
-		k = textproto.CanonicalMIMEHeaderKey(k)
-		if dropHeaders[k] || len(vs) == 0 || len(out) >= 64 {
-			continue
+		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && len(vs) > 0 {
+			names = append(names, k)
 		}
-		v := strings.Join(vs, ", ")
-		if len(v) > 4096 {
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if pa, pb := providerHeader(a), providerHeader(b); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	out := make(map[string]string, min(len(names), maxForwardHeaders))
+	for _, k := range names {
+		if len(out) >= maxForwardHeaders {
+			break
+		}
+		v := strings.Join(h.Values(k), ", ")
+		if len(v) > maxForwardHeaderBytes {
 			continue
 		}
 		if renamed[k] {
@@ -417,6 +459,20 @@ func forwardHeaders(h http.Header) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// providerHeader reports whether k (canonical) is Content-Type or a header
+// of a provider Herald knows (signatures, ids, event types, timestamps).
+func providerHeader(k string) bool {
+	if k == "Content-Type" || k == "X-Signature" || k == "X-Hub-Signature" || k == "X-Hub-Signature-256" {
+		return true
+	}
+	for _, p := range []string{"Stripe-", "X-Github-", "X-Shopify-", "X-Slack-", "Webhook-", "Svix-"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // eventType names an inbound event after the provider's own type when it
@@ -470,4 +526,21 @@ func sanitizeType(t string) string {
 		}
 	}
 	return strings.Trim(b.String(), ".")
+}
+
+// slackChallenge returns the challenge of a verified Slack
+// "url_verification" request ({"type":"url_verification","challenge":…}),
+// which Slack expects echoed back before it sends events to the URL.
+func slackChallenge(sch string, body []byte) (string, bool) {
+	if sch != scheme.Slack || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+		return "", false
+	}
+	var probe struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(body, &probe) != nil || probe.Type != "url_verification" || probe.Challenge == "" {
+		return "", false
+	}
+	return probe.Challenge, true
 }

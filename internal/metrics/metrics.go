@@ -73,7 +73,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_operational_events_suppressed_total", Help: "Operational events held back by the per-tenant rate limit, by type.",
 	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, error).",
+		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, challenge, bad_request, error).",
 	}, []string{"result"})
 	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_auth_failures_total", Help: "API requests refused at authentication, by reason (missing, malformed, invalid, expired, revoked, throttled).",

@@ -102,13 +102,15 @@ func parseRule(rule string) (ruleKind, any, error) {
 //     API", https://api.slack.com/apis/events-api). Slash commands and
 //     interactivity payloads are form-encoded and have no id: they fall
 //     back to the body key.
-//   - herald: X-Event-Id, else webhook-id.
+//   - herald: the event's top-level JSON "id" (Herald's envelope; signed
+//     with the body). X-Event-Id is not covered by X-Signature: keyed on
+//     it, a captured request replayed within the tolerance under another
+//     X-Event-Id would be forwarded again.
 //   - hmac: none; ErrNoDedupeKey unless a rule is configured.
 //
-// Headers are not covered by the github, shopify and herald (X-Signature)
-// signatures: a captured request replayed with another id header is not
-// recognised as a duplicate. "json:/id" keys a Herald source on the signed
-// event id instead.
+// Headers are not covered by the github and shopify signatures either: a
+// captured request replayed with another id header is not recognised as
+// a duplicate by its header (the gateway keys those schemes on the body).
 //
 // A rule overrides the scheme: "header:<Name>" takes that request header,
 // "json:<pointer>" the value an RFC 6901 pointer designates in the JSON
@@ -141,7 +143,7 @@ func DedupeKey(scheme, rule string, h http.Header, body []byte) (string, error) 
 	case Slack:
 		return slackKey(body)
 	case Herald:
-		return firstHeaderKey(h, headerEventID, headerWebhookID)
+		return jsonKey(body, []string{"id"}, "/id")
 	case HMAC:
 		return "", fmt.Errorf("%w: scheme hmac has no natural event id (configure a header: or json: rule)", ErrNoDedupeKey)
 	default:

@@ -56,11 +56,12 @@ func TestDedupeKeyNatural(t *testing.T) {
 		{"slack form payload", Slack, nil, `payload=%7B%22type%22%3A%22block_actions%22%7D`, "", ErrNoDedupeKey},
 		{"slack no event_id", Slack, nil, `{"type":"event_callback"}`, "", ErrNoDedupeKey},
 		// herald
-		{"herald X-Event-Id", Herald, http.Header{"X-Event-Id": {"evt_1"}, "Webhook-Id": {"evt_2"}}, `{"id":"evt_3"}`, "evt_1", nil},
-		{"herald webhook-id", Herald, http.Header{"Webhook-Id": {"evt_2"}}, `{"id":"evt_3"}`, "evt_2", nil},
-		{"herald none", Herald, http.Header{}, `{"id":"evt_3"}`, "", ErrNoDedupeKey},
-		{"herald X-Event-Id twice", Herald, http.Header{"X-Event-Id": {"a", "b"}, "Webhook-Id": {"c"}}, `{}`, "", ErrNoDedupeKey},
-		{"herald control char", Herald, http.Header{"X-Event-Id": {"evt\x01"}}, `{}`, "", ErrNoDedupeKey},
+		// herald: the signed body's id, never the unsigned X-Event-Id
+		{"herald body id over X-Event-Id", Herald, http.Header{"X-Event-Id": {"evt_1"}, "Webhook-Id": {"evt_2"}}, `{"id":"evt_3"}`, "evt_3", nil},
+		{"herald body id, no headers", Herald, http.Header{}, `{"id":"evt_3"}`, "evt_3", nil},
+		{"herald no body id", Herald, http.Header{"X-Event-Id": {"evt_1"}}, `{}`, "", ErrNoDedupeKey},
+		{"herald not JSON", Herald, http.Header{"X-Event-Id": {"evt_1"}}, `evt_1`, "", ErrNoDedupeKey},
+		{"herald control char", Herald, http.Header{}, `{"id":"evt\u0001"}`, "", ErrNoDedupeKey},
 		// hmac and unknown
 		{"hmac has none", HMAC, http.Header{"X-Event-Id": {"evt_1"}}, `{"id":"x"}`, "", ErrNoDedupeKey},
 		{"unknown scheme", "nope", http.Header{"X-Event-Id": {"evt_1"}}, `{"id":"x"}`, "", ErrBadDedupeRule},

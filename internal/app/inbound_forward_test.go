@@ -1,0 +1,242 @@
+package app_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// waitForwarded waits (≤ 10 s) until dest has n requests and returns them.
+func waitForwarded(t *testing.T, dest *receiver, n int) []received {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(dest.got()) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := dest.got()
+	if len(got) < n {
+		t.Fatalf("destination got %d requests, want %d", len(got), n)
+	}
+	return got
+}
+
+// TestInboundForwardKeepsContentType: a forward carries the provider's
+// Content-Type as sent (a form-encoded GitHub or Slack body, a charset),
+// not application/json (docs/inbound.md, "What the destination receives").
+func TestInboundForwardKeepsContentType(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-github-form-0123"
+	src := h.createSource(map[string]any{"name": "gh-form", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL})
+	for i, ct := range []string{"application/x-www-form-urlencoded", "application/json; charset=utf-8"} {
+		body := []byte(fmt.Sprintf("payload=%%7B%%22n%%22%%3A%d%%7D", i))
+		hdr := providerRequest(t, "github", secret, time.Now(), body, fmt.Sprintf("form-%d", i))
+		hdr.Set("Content-Type", ct)
+		if st, resp := h.ingest(src.IngestPath, hdr, body); st != 200 {
+			t.Fatalf("%s: %d %s", ct, st, resp)
+		}
+		got := waitForwarded(t, dest, i+1)
+		if r := got[i]; r.Header.Get("Content-Type") != ct || !bytes.Equal(r.Body, body) {
+			t.Errorf("forwarded with Content-Type %q (body %q); want %q and the same bytes", r.Header.Get("Content-Type"), r.Body, ct)
+		}
+	}
+}
+
+// TestInboundSvixHeadersRenamed: a Standard Webhooks source fed svix-*
+// headers forwards them as X-Original-Svix-*, so a receiver's Svix library
+// (which reads svix-* before webhook-*) checks Herald's own signature.
+func TestInboundSvixHeadersRenamed(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	src := h.createSource(map[string]any{"name": "svix", "scheme": "standard-webhooks", "secrets": []string{secret}, "destination_url": dest.URL})
+	body := []byte(`{"type":"invoice.paid","data":{"n":1}}`)
+	hdr := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range providerRequest(t, "standard-webhooks", secret, time.Now(), body, "msg_svix_1") {
+		hdr[strings.Replace(k, "Webhook-", "Svix-", 1)] = v
+	}
+	if st, resp := h.ingest(src.IngestPath, hdr, body); st != 200 {
+		t.Fatalf("svix-* request: %d %s", st, resp)
+	}
+	r := waitForwarded(t, dest, 1)[0]
+	for _, k := range []string{"Svix-Id", "Svix-Timestamp", "Svix-Signature"} {
+		if r.Header.Get(k) != "" || r.Header.Get("X-Original-"+k) == "" {
+			t.Errorf("%s forwarded as %q, X-Original-%s %q; want only the latter", k, r.Header.Get(k), k, r.Header.Get("X-Original-"+k))
+		}
+	}
+	var sec struct{ Secret string }
+	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/secret", nil, &sec)
+	if err := (&webhook.Verifier{Secrets: []string{sec.Secret}}).Verify(r.Header, r.Body); err != nil {
+		t.Errorf("the forward does not verify with the forwarding endpoint's secret: %v", err)
+	}
+}
+
+// TestInboundManyHeaders: past 64 provider headers the same ones are
+// forwarded every time, the provider's signature, id and event headers
+// and Content-Type among them; a header longer than 4 KiB is left out.
+func TestInboundManyHeaders(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-github-many-0123"
+	src := h.createSource(map[string]any{"name": "gh-many", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL})
+	var sets [][]string
+	for i := range 3 {
+		body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		hdr := providerRequest(t, "github", secret, time.Now(), body, fmt.Sprintf("many-%d", i))
+		for j := range 80 {
+			hdr.Set(fmt.Sprintf("X-Custom-%02d", j), "v")
+		}
+		hdr.Set("X-Aaa-Long", strings.Repeat("x", 5000))
+		if st, resp := h.ingest(src.IngestPath, hdr, body); st != 200 {
+			t.Fatalf("request %d: %d %s", i, st, resp)
+		}
+		r := waitForwarded(t, dest, i+1)[i]
+		for _, k := range []string{"Content-Type", "X-Hub-Signature-256", "X-Github-Delivery", "X-Github-Event"} {
+			if r.Header.Get(k) == "" {
+				t.Errorf("request %d: %s was not forwarded", i, k)
+			}
+		}
+		if r.Header.Get("X-Aaa-Long") != "" {
+			t.Errorf("request %d: a 5,000-byte header was forwarded", i)
+		}
+		var custom []string
+		for k := range r.Header {
+			if strings.HasPrefix(k, "X-Custom-") {
+				custom = append(custom, k)
+			}
+		}
+		slices.Sort(custom)
+		sets = append(sets, custom)
+	}
+	// Content-Type and 3 GitHub headers first, then 60 of the 80 by name.
+	if len(sets[0]) != 64-4 || sets[0][0] != "X-Custom-00" {
+		t.Errorf("forwarded %d custom headers starting %v; want 60 from X-Custom-00", len(sets[0]), sets[0][:min(3, len(sets[0]))])
+	}
+	for i := 1; i < len(sets); i++ {
+		if !slices.Equal(sets[i], sets[0]) {
+			t.Errorf("request %d forwarded other headers than request 0", i)
+		}
+	}
+}
+
+// TestInboundHeraldReplayNewEventID: a Herald source dedupes on the signed
+// body's id, so a captured request replayed within the tolerance under
+// another (unsigned) X-Event-Id is a duplicate, not a second forward.
+func TestInboundHeraldReplayNewEventID(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	src := h.createSource(map[string]any{"name": "hrld", "scheme": "herald", "secrets": []string{secret}, "destination_url": dest.URL})
+	body := []byte(`{"id":"evt_upstream_1","type":"a.b","data":{}}`)
+	now := time.Now()
+	for i, id := range []string{"evt_upstream_1", "evt_forged_2", ""} {
+		hdr := providerRequest(t, "herald", secret, now, body, id)
+		if id == "" {
+			hdr.Del("X-Event-Id")
+		}
+		st, resp := h.ingest(src.IngestPath, hdr, body)
+		if want := `"duplicate":true`; st != 200 || (i > 0) != strings.Contains(resp, want) {
+			t.Errorf("request %d (X-Event-Id %q): %d %s; want 200, duplicate %v", i, id, st, resp, i > 0)
+		}
+	}
+	waitForwarded(t, dest, 1)
+	time.Sleep(300 * time.Millisecond) // a second forward would arrive here
+	if n := len(dest.got()); n != 1 {
+		t.Errorf("destination got %d forwards, want 1", n)
+	}
+}
+
+// TestInboundSlackURLVerification: Slack's signed url_verification
+// request is answered with its challenge (Slack, "Events API") and neither
+// stored nor forwarded; an unsigned one is refused.
+func TestInboundSlackURLVerification(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-slack-signing-0123"
+	src := h.createSource(map[string]any{"name": "slack", "scheme": "slack", "secrets": []string{secret}, "destination_url": dest.URL})
+	body := []byte(`{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	if st, resp := h.ingest(src.IngestPath, http.Header{"Content-Type": {"application/json"}}, body); st != 401 {
+		t.Errorf("unsigned url_verification: %d %s; want 401", st, resp)
+	}
+	st, resp := h.ingest(src.IngestPath, providerRequest(t, "slack", secret, time.Now(), body, ""), body)
+	var out map[string]string
+	if st != 200 || json.Unmarshal([]byte(resp), &out) != nil || out["challenge"] != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" || len(out) != 1 {
+		t.Fatalf("url_verification: %d %s; want 200 {\"challenge\": …}", st, resp)
+	}
+	var ds struct{ Data []any }
+	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &ds)
+	if len(ds.Data) != 0 || len(dest.got()) != 0 {
+		t.Errorf("the handshake was stored (%d deliveries) or forwarded (%d)", len(ds.Data), len(dest.got()))
+	}
+}
+
+// TestSourceHeaderDedupeRuleRefused: a header: dedupe rule on a scheme
+// deduped on its signed body (no signed timestamp) would be accepted and
+// never used: it is refused, naming the rule; on a scheme with a signed
+// timestamp it is kept.
+func TestSourceHeaderDedupeRuleRefused(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	for _, sch := range []string{"github", "shopify"} {
+		st, raw := h.call("POST", "/v1/sources", map[string]any{"name": sch, "scheme": sch, "secrets": []string{"s3cret-0123456789ab"},
+			"destination_url": "http://127.0.0.1:9/", "dedupe": "header:X-Request-Id"}, nil)
+		if st != 422 || !strings.Contains(string(raw), "signs no timestamp") {
+			t.Errorf("%s with a header: rule: %d %s; want 422 naming the rule", sch, st, raw)
+		}
+	}
+	if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": "st", "scheme": "stripe", "secrets": []string{"whsec_0123456789abcdef"},
+		"destination_url": "http://127.0.0.1:9/", "dedupe": "header:X-Request-Id"}, nil); st != 201 {
+		t.Errorf("stripe with a header: rule: %d %s; want 201", st, raw)
+	}
+	var list struct{ Data []any }
+	h.call("GET", "/v1/sources", nil, &list)
+	if len(list.Data) != 1 {
+		t.Errorf("%d sources stored, want 1 (the refused ones store nothing)", len(list.Data))
+	}
+}
+
+// TestInboundGzipMembers: a gzip body of several members (RFC 1952 §2.2)
+// is verified and forwarded whole; bytes after the last member that are
+// not gzip are refused with 400.
+func TestInboundGzipMembers(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "s3cret-github-gzip-members"
+	src := h.createSource(map[string]any{"name": "gz", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL})
+	member := func(b string) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write([]byte(b))
+		zw.Close()
+		return buf.Bytes()
+	}
+	body := []byte(`{"action":"opened","number":9}`)
+	hdr := providerRequest(t, "github", secret, time.Now(), body, "gzm-1")
+	hdr.Set("Content-Encoding", "gzip")
+	if st, resp := h.ingest(src.IngestPath, hdr, append(member(`{"action":"opened",`), member(`"number":9}`)...)); st != 200 {
+		t.Fatalf("two gzip members: %d %s; want 200", st, resp)
+	}
+	if r := waitForwarded(t, dest, 1)[0]; !bytes.Equal(r.Body, body) {
+		t.Errorf("forwarded %q, want the whole inflated body %q", r.Body, body)
+	}
+	body2 := []byte(`{"action":"closed","number":9}`)
+	hdr = providerRequest(t, "github", secret, time.Now(), body2, "gzm-2")
+	hdr.Set("Content-Encoding", "gzip")
+	if st, resp := h.ingest(src.IngestPath, hdr, append(member(string(body2)), "trailing garbage"...)); st != 400 {
+		t.Errorf("gzip followed by garbage: %d %s; want 400", st, resp)
+	}
+}

@@ -94,7 +94,9 @@ var extraCommands []func() *cobra.Command
 
 // bindEnv gives every flag of cmd a HERALD_* environment twin: --attempt-timeout
 // reads HERALD_ATTEMPT_TIMEOUT when the flag is not given. Repeatable flags
-// take a comma-separated value.
+// take a comma-separated value. A variable set to the empty string counts
+// as unset (the flag's default): container files pass optional settings as
+// `VAR: ${VAR:-}`, which sets them empty when the host has none.
 func bindEnv(cmd *cobra.Command) error {
 	var firstErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
@@ -102,8 +104,8 @@ func bindEnv(cmd *cobra.Command) error {
 			return
 		}
 		name := "HERALD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		v, ok := os.LookupEnv(name)
-		if !ok {
+		v := os.Getenv(name)
+		if v == "" {
 			return
 		}
 		if err := cmd.Flags().Set(f.Name, v); err != nil {

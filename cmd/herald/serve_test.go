@@ -55,3 +55,17 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 		t.Errorf("from the flag (the variable is then ignored): %q, want %q", got, want)
 	}
 }
+
+// TestServeEmptyEnvIsUnset: a flag's twin set to the empty string (what
+// deploy/compose.yaml's `${HERALD_TRUSTED_PROXY:-}` gives when the host
+// has none) counts as unset, not as an empty value to refuse.
+func TestServeEmptyEnvIsUnset(t *testing.T) {
+	t.Setenv("HERALD_TRUSTED_PROXY", "")
+	t.Setenv("HERALD_WORKERS", "")
+	// The last check before anything starts refuses, so serve stops there:
+	// reaching it shows the empty twins passed every earlier one.
+	_, _, err := execHerald(t, "", "serve", "--db", "sqlite:"+t.TempDir()+"/h.db", "--tls-cert", "c.pem")
+	if err == nil || err.Error() != "--tls-cert and --tls-key go together: give both or neither" {
+		t.Fatalf("err %v; want only the TLS pair refused (the empty twins unset)", err)
+	}
+}

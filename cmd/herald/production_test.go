@@ -7,8 +7,10 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -278,6 +280,35 @@ func TestRekeyDetectsALiveSQLiteNode(t *testing.T) {
 	if err != nil || !strings.Contains(errOut, "WARNING:") || !strings.Contains(errOut, "open by another process") {
 		t.Fatalf("rekey under a live node with HERALD_ENCRYPTION_KEY: out %q, stderr %q, %v; want it to run with a warning", out, errOut, err)
 	}
+}
+
+// TestRekeyWithPreviousKeyFromTheEnvironment: step 2 of the documented
+// rotation on SQLite with keys in the environment (no key file): the old
+// key comes from HERALD_ENCRYPTION_KEY_PREVIOUS alone, the database then
+// opens with the new key, and no key file is written.
+func TestRekeyWithPreviousKeyFromTheEnvironment(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := filepath.Join(t.TempDir(), "herald.db")
+	oldKey, newKey := newTestKey(), newTestKey()
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, EncryptionKey: oldKey, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", oldKey)
+	if out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", newKey); err != nil || !strings.Contains(out, "re-encrypted") {
+		t.Fatalf("rekey with HERALD_ENCRYPTION_KEY_PREVIOUS only: %q %q, %v", out, errOut, err)
+	}
+	if _, err := os.Stat(db + ".key"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("rekey wrote a key file beside a database whose keys are in the environment (%v)", err)
+	}
+	m, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, EncryptionKey: newKey, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatalf("the database does not open with the new key after rekey: %v", err)
+	}
+	m.Close()
 }
 
 // startNode runs a Herald node on a loopback port until the test ends and

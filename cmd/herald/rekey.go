@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -75,10 +76,18 @@ it (PostgreSQL): each must hold the new key already.`,
 			if !isPostgres(db) && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
 				keyFile = sqlitePath(db) + ".key"
 				b, err := os.ReadFile(keyFile)
-				if err != nil {
-					return fmt.Errorf("the old key: set HERALD_ENCRYPTION_KEY or keep the key file: %w", err)
+				switch {
+				case errors.Is(err, fs.ErrNotExist) && len(olds) > 0:
+					// The nodes run with keys from the environment (step 1
+					// of the procedure above): the old key is
+					// HERALD_ENCRYPTION_KEY_PREVIOUS, and no key file is
+					// written.
+					keyFile = ""
+				case err != nil:
+					return fmt.Errorf("the old key: set HERALD_ENCRYPTION_KEY_PREVIOUS (or HERALD_ENCRYPTION_KEY) to it, or keep the key file: %w", err)
+				default:
+					olds = append(olds, string(b))
 				}
-				olds = append(olds, string(b))
 			}
 			if !isPostgres(db) {
 				inUse, err := sqlite.InUse(cmd.Context(), sqlitePath(db))

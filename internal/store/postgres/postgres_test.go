@@ -333,6 +333,36 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 }
 
+// TestClaimGivesBackLeasesWhenItFails: a claim whose rows this node cannot
+// read (an endpoint sealed with a key it does not hold: a node that missed
+// a key rotation) fails, and gives back the leases its committed statements
+// took: a node with the key claims the delivery at once, not after the
+// lease ends (when the rescuer would have counted it).
+func TestClaimGivesBackLeasesWhenItFails(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	key := make([]byte, secretbox.KeySize)
+	rand.Read(key)
+	box, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := openStore(t, dbURL, WithSecretBox(box))
+	createEndpoint(t, good, newEndpoint("acme"))
+	publish(t, good, newEvent("acme"), base)
+	other := make([]byte, secretbox.KeySize)
+	rand.Read(other)
+	wrongBox, _ := secretbox.New(other)
+	wrong := openStore(t, dbURL, WithSecretBox(wrongBox))
+	if cs, err := wrong.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_wrong", Limit: 8, Lease: time.Hour, Now: base}); err == nil {
+		t.Fatalf("a claim with the wrong key succeeded: %d claims", len(cs))
+	}
+	cs, err := good.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_good", Limit: 8, Lease: time.Hour, Now: base})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim with the key right after: %d claims, %v; want the delivery (its lease given back)", len(cs), err)
+	}
+}
+
 // The claim and NextDueAt queries stay on the partial index deliveries_due
 // (and the claim's UPDATE on the primary key) with custom and generic plans,
 // so the queue's cost does not grow with succeeded, dead or leased rows.

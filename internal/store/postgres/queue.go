@@ -537,6 +537,19 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return rows.Err()
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		// The batch's statements committed together on the server before
+		// a row failed here (an endpoint's secrets that this node's keys
+		// cannot open, say): give back the leases this claim took, or its
+		// deliveries would wait out the lease and be counted as rescued.
+		if len(claims) > 0 {
+			ids := make([]string, len(claims))
+			for i, c := range claims {
+				ids[i] = c.Delivery.ID
+			}
+			if _, rerr := s.pool.Exec(context.WithoutCancel(ctx), releaseClaimSQL, ids, p.Owner, until); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("give back the claim's leases (they expire at %s): %w", until.Format(time.RFC3339), rerr))
+			}
+		}
 		return nil, wrap("claim", err)
 	}
 	if len(claims) == 0 {
@@ -556,6 +569,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	return claims, nil
 }
+
+// releaseClaimSQL gives back the leases of a claim that failed after its
+// statements committed: $1 the claimed ids, $2 the owner, $3 the lease end
+// the claim set (a lease taken since by another claim is left alone).
+const releaseClaimSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL
+	WHERE id = ANY($1) AND lease_owner = $2 AND lease_until = $3`
 
 // extraScanner scans one extra trailing column into last.
 type extraScanner struct {

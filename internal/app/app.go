@@ -404,11 +404,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
 		}
 		m.tls.OnReload = func(c *tls.Certificate) {
-			attrs := []any{"cert", cfg.TLSCertFile, "key", cfg.TLSKeyFile}
-			if c.Leaf != nil {
-				attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", c.Leaf.SerialNumber.String(), "not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
-			}
-			cfg.Logger.Info("TLS certificate reloaded after its files changed", attrs...)
+			cfg.Logger.Info("TLS certificate reloaded after its files changed", m.certAttrs(c)...)
 		}
 		m.srv.TLSConfig = m.tls.Config()
 	}
@@ -607,13 +603,33 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 // Addr returns the address the API listens on (useful with ":0").
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-// ReloadTLS reads the TLS certificate and key files again (SIGHUP); on
-// error the previous certificate stays in use. Without TLS it does nothing.
+// ReloadTLS reads the TLS certificate and key files again (SIGHUP) and
+// logs the result as a reload after the files changed is logged; on error
+// the previous certificate stays in use. Without TLS it only logs that
+// there is nothing to reload.
 func (m *Main) ReloadTLS() error {
 	if m.tls == nil {
+		m.log.Info("SIGHUP: no TLS configured (--tls-cert), nothing to reload")
 		return nil
 	}
-	return m.tls.Reload()
+	if err := m.tls.Reload(); err != nil {
+		m.log.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
+		return err
+	}
+	m.log.Info("TLS certificate reloaded on SIGHUP", m.certAttrs(m.tls.Certificate())...)
+	return nil
+}
+
+// certAttrs are the log attributes of a certificate the node serves: its
+// files, subject, serial (hexadecimal, as `openssl x509 -serial` shows it)
+// and expiry.
+func (m *Main) certAttrs(c *tls.Certificate) []any {
+	attrs := []any{"cert", m.cfg.TLSCertFile, "key", m.cfg.TLSKeyFile}
+	if c != nil && c.Leaf != nil {
+		attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", fmt.Sprintf("%X", c.Leaf.SerialNumber),
+			"not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return attrs
 }
 
 // Store returns the store (for tests and tools).
@@ -662,6 +678,9 @@ func (m *Main) Run(ctx context.Context) error {
 			err = nil
 		}
 	}
+	stopping := time.Now()
+	m.log.Info("herald stopping: no new connections; finishing requests (≤ 10 s) and attempts in flight (≤ --attempt-timeout)",
+		"attempt_timeout", m.cfg.AttemptTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = m.srv.Shutdown(shutdownCtx)
@@ -671,7 +690,11 @@ func (m *Main) Run(ctx context.Context) error {
 	<-listenDone
 	m.egress.CloseIdleConnections()
 	m.trusted.CloseIdleConnections()
-	return errors.Join(err, m.Close())
+	err = errors.Join(err, m.Close())
+	if err == nil {
+		m.log.Info("herald stopped: the attempts in flight finished and were recorded", "took", time.Since(stopping).Round(time.Millisecond))
+	}
+	return err
 }
 
 // Close releases the store. Run calls it.

@@ -42,7 +42,48 @@ func TestTLSReloadOnFileChangeIsLogged(t *testing.T) {
 	}
 	line := out[strings.Index(out, msg):]
 	line = line[:strings.IndexByte(line, '\n')]
-	if !strings.Contains(line, "serial=202") || !strings.Contains(line, "cert="+certFile) {
-		t.Errorf("the reload log line does not name the files and the new serial: %s", line)
+	// 202 = 0xCA: the serial as `openssl x509 -serial` shows it.
+	if !strings.Contains(line, "serial=CA") || !strings.Contains(line, "cert="+certFile) || !strings.Contains(line, "not_after=") {
+		t.Errorf("the reload log line does not name the files, the new serial in hexadecimal and its expiry: %s", line)
+	}
+	// SIGHUP's reload (Main.ReloadTLS) is logged alike.
+	ca.issue(t, 203, certFile, keyFile)
+	if err := h.m.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	const hup = `level=INFO msg="TLS certificate reloaded on SIGHUP"`
+	out = logs.String()
+	if i := strings.Index(out, hup); i < 0 {
+		t.Errorf("SIGHUP's reload was not logged:\n%s", out)
+	} else if line := out[i : i+strings.IndexByte(out[i:], '\n')]; !strings.Contains(line, "serial=CB") || !strings.Contains(line, "cert="+certFile) || !strings.Contains(line, "not_after=") {
+		t.Errorf("SIGHUP's reload log line does not name the files, the serial and the expiry: %s", line)
+	}
+}
+
+// TestSIGHUPWithoutTLS: without TLS, SIGHUP's reload says there is nothing
+// to reload, never that a certificate was reloaded.
+func TestSIGHUPWithoutTLS(t *testing.T) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	h := startHerald(t, func(c *app.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	if err := h.m.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "no TLS configured") || strings.Contains(out, "certificate reloaded") {
+		t.Errorf("SIGHUP without TLS logged:\n%s", out)
+	}
+}
+
+// TestShutdownIsLogged: a stop is logged when it begins and when it has
+// finished, so an operator can tell a clean stop from a crash in the logs.
+func TestShutdownIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	h := startHerald(t, func(c *app.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	h.stop()
+	out := logs.String()
+	begin, end := strings.Index(out, `msg="herald stopping`), strings.Index(out, `msg="herald stopped`)
+	if begin < 0 || end < begin {
+		t.Errorf("a stop was not logged as begun and then finished:\n%s", out)
 	}
 }

@@ -23,7 +23,7 @@ type Reloader struct {
 	OnError func(error)
 	// OnReload, if set, is told about a successful automatic reload (the
 	// files changed on disk), with the certificate now served (logs).
-	// Reload's caller (SIGHUP) reports its own result.
+	// Reload's caller (SIGHUP) reports its own result (Certificate).
 	OnReload func(*tls.Certificate)
 
 	mu       sync.Mutex
@@ -41,6 +41,13 @@ func New(certFile, keyFile string) (*Reloader, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Certificate returns the certificate now served.
+func (r *Reloader) Certificate() *tls.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cert
 }
 
 // Reload loads the files now. On error the previous certificate stays.

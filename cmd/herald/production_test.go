@@ -424,3 +424,18 @@ func TestRekeyWarnsAboutLivePostgresNodes(t *testing.T) {
 		t.Fatalf("rekey with a live node: out %q, stderr %q, %v", out, errOut, err)
 	}
 }
+
+// TestHealthcheckVerifiesRemoteCertificates: only a loopback address skips
+// the certificate check (the node's certificate names its public host);
+// any other host is verified.
+func TestHealthcheckVerifiesRemoteCertificates(t *testing.T) {
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "LocalHost": true, "127.9.9.9": true,
+		"herald.example.com": false, "10.0.0.5": false, "localhost.example.com": false, "": false} {
+		if got := loopbackHost(host); got != want {
+			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+	if _, _, err := execHerald(t, "", "healthcheck", "--url", "ftp://127.0.0.1/readyz"); err == nil || !strings.Contains(err.Error(), "--url") {
+		t.Errorf("healthcheck --url ftp://…: %v; want an error naming --url", err)
+	}
+}

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 	var o bench.Options
 	cmd := &cobra.Command{
 		Use:   "bench SCENARIO",
-		Short: "Measure Herald against its performance targets (drain, latency, publish, isolation, backlog, fairness, fanout)",
+		Short: "Measure Herald against its performance targets (drain, latency, publish, isolation, backlog, inbound, fairness, fanout)",
 		Long: `Measure Herald against the performance targets listed in docs/BENCHMARKS.md.
 
 Each scenario starts "herald serve --dev" (this binary) on a fresh database in a

@@ -117,11 +117,26 @@ func verifier(c Config, now time.Time) *webhook.Verifier {
 func verifyHeraldFormat(c Config, h http.Header, name string, body []byte, now time.Time) error {
 	return anyCandidate(h, name, func(v string) error {
 		if err := verifier(c, now).VerifyHerald(v, body); err != nil {
+			if name != webhook.HeaderSignature {
+				// The webhook package names its own header: name the one read.
+				return renamedHeaderError{strings.ReplaceAll(err.Error(), webhook.HeaderSignature, name), err}
+			}
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil
 	})
 }
+
+// renamedHeaderError is an error of the webhook package about
+// X-Signature, reworded for the header that was actually read
+// (Stripe-Signature); errors.Is still finds its sentinel.
+type renamedHeaderError struct {
+	msg string
+	err error
+}
+
+func (e renamedHeaderError) Error() string { return e.msg }
+func (e renamedHeaderError) Unwrap() error { return e.err }
 
 // maxCandidates caps how many times a signature header may be sent.
 const maxCandidates = 16

@@ -473,3 +473,16 @@ func TestVerifyGitHubOnlySHA1(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStripeErrorsNameStripeSignature: a refused Stripe request's reason
+// (logged) names Stripe-Signature, not the X-Signature of Herald's own
+// format, and still wraps the webhook package's sentinel.
+func TestStripeErrorsNameStripeSignature(t *testing.T) {
+	c := Config{Scheme: Stripe, Secrets: []string{"whsec_0123456789abcdef"}, Tolerance: 5 * time.Minute}
+	now := time.Unix(1_700_000_000, 0)
+	h := http.Header{"Stripe-Signature": {"t=1700000000,v1=" + strings.Repeat("ab", 32)}}
+	err := Verify(c, h, []byte(`{"id":"evt_1"}`), now)
+	if !errors.Is(err, webhook.ErrNoMatchingSignature) || !strings.Contains(err.Error(), "Stripe-Signature") || strings.Contains(err.Error(), "X-Signature") {
+		t.Fatalf("err = %v; want ErrNoMatchingSignature naming Stripe-Signature only", err)
+	}
+}

@@ -77,6 +77,11 @@ The restored database is migrated to this binary's schema at the next start.`,
 			if from == "" {
 				return errors.New("--from FILE is required (a file made by herald backup)")
 			}
+			// herald serve would refuse the directory: refuse it before
+			// writing the database or its key file there.
+			if err := sqlite.CheckDirectory(sqlitePath(db)); err != nil {
+				return fmt.Errorf("%w; nothing was written", err)
+			}
 			var (
 				keyText, keySource string
 				fileText           string

@@ -439,3 +439,55 @@ func TestHealthcheckVerifiesRemoteCertificates(t *testing.T) {
 		t.Errorf("healthcheck --url ftp://…: %v; want an error naming --url", err)
 	}
 }
+
+// TestRefusedStartsAndRestoresLeaveNothing: a start refused for its TLS
+// pair or for a database directory every user may write to creates no
+// database and no key file; restore refuses that directory before writing;
+// backup refuses a SQLite file that is not Herald's.
+func TestRefusedStartsAndRestoresLeaveNothing(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	db := filepath.Join(dir, "h.db")
+	_, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet,
+		TLSCertFile: filepath.Join(dir, "missing.crt"), TLSKeyFile: filepath.Join(dir, "missing.key")})
+	if err == nil {
+		t.Fatal("a start with missing TLS files succeeded")
+	}
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	_, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(open, "h.db"), APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "writable by every user") {
+		t.Fatalf("a start in a world-writable directory: %v", err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY", newTestKey())
+	if _, _, err := execHerald(t, "", "restore", "--from", filepath.Join(dir, "any.db"), "--db", "sqlite:"+filepath.Join(open, "r.db")); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+		t.Fatalf("restore into a world-writable directory: %v", err)
+	}
+	for _, d := range []string{dir, open} {
+		if entries, _ := os.ReadDir(d); len(entries) != 0 {
+			t.Errorf("refused starts and restores left files in %s: %v", d, entries)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "notes.db")
+	odb, err := sql.Open("sqlite", "file:"+other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := odb.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	odb.Close()
+	to := filepath.Join(t.TempDir(), "copy.db")
+	if _, _, err := execHerald(t, "", "backup", "--db", "sqlite:"+other, "--to", to); err == nil || !strings.Contains(err.Error(), "not a Herald one") {
+		t.Fatalf("backup of a non-Herald SQLite file: %v", err)
+	}
+	if _, err := os.Stat(to); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused backup left %s (%v)", to, err)
+	}
+}

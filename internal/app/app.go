@@ -242,6 +242,14 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 	}()
 	m := &Main{cfg: cfg, log: cfg.Logger, tracer: tracing.New(cfg.TracerProvider), traces: traces}
+	// The certificate pair first: a start refused for it creates no
+	// database or key file.
+	if cfg.TLSCertFile != "" {
+		var err error
+		if m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, err
+		}
+	}
 
 	st, err := m.openStore(ctx)
 	if err != nil {
@@ -393,13 +401,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	if cfg.TLSCertFile != "" {
-		m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile)
-		if err != nil {
-			m.ln.Close()
-			st.Close()
-			return nil, err
-		}
+	if m.tls != nil {
 		m.tls.OnError = func(err error) {
 			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
 		}
@@ -428,6 +430,11 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
 	default:
 		path = db
+	}
+	// Before the key file is created beside it: a refused directory must
+	// leave nothing behind.
+	if err := sqlite.CheckDirectory(path); err != nil {
+		return nil, err
 	}
 	var (
 		key        []byte

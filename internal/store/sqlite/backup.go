@@ -24,8 +24,10 @@ import (
 // encrypted as the original (sealed columns stay sealed): keep the key
 // (HERALD_ENCRYPTION_KEY or the .key file) with it, but not beside it.
 func Backup(ctx context.Context, path, to string) error {
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("sqlite backup: %w", err)
+	// A file that is not a Herald database (a typo in --db) is refused
+	// before anything is written, as restore and migrate status refuse it.
+	if _, err := SchemaStatus(ctx, path); err != nil {
+		return fmt.Errorf("backup: %w", err)
 	}
 	// The copy holds everything the database does: create it 0600 (owner
 	// only) whatever the umask, before SQLite writes into it (VACUUM INTO

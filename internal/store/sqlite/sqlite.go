@@ -749,12 +749,13 @@ func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 	return len(clear), nil
 }
 
-// prepareFiles makes the database's files private before SQLite opens
-// them: it refuses a directory others may write to (they could plant or
-// swap the -wal and -shm files), creates a new database file with mode
-// 0600 (SQLite gives the -wal and -shm files the database file's mode),
-// and takes group and other permissions off existing files.
-func prepareFiles(path string) error {
+// CheckDirectory applies Open's rule for the directory of the database at
+// path: it must exist and not be writable by every user (who could plant
+// or swap the -wal and -shm files, or the key file beside the database).
+// Callers that write files beside the database first (its key file, a
+// restored copy) check it before they do, so a refused start or restore
+// leaves nothing behind.
+func CheckDirectory(path string) error {
 	dir := filepath.Dir(path)
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -762,6 +763,18 @@ func prepareFiles(path string) error {
 	}
 	if info.Mode().Perm()&0o002 != 0 {
 		return fmt.Errorf("sqlite: database directory %s is writable by every user (mode %04o): use a directory only Herald's user can write (chmod o-w)", dir, info.Mode().Perm())
+	}
+	return nil
+}
+
+// prepareFiles makes the database's files private before SQLite opens
+// them: it refuses a directory others may write to (they could plant or
+// swap the -wal and -shm files), creates a new database file with mode
+// 0600 (SQLite gives the -wal and -shm files the database file's mode),
+// and takes group and other permissions off existing files.
+func prepareFiles(path string) error {
+	if err := CheckDirectory(path); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {

@@ -511,18 +511,28 @@ func eventType(sch string, h http.Header, body []byte) string {
 }
 
 // sanitizeType maps a provider's type to Herald's event type alphabet
-// (letters, digits, _ - and dots), at most 100 bytes.
+// (letters, digits, _ - and dots), at most 100 bytes: / and : become dots,
+// and a run of any other bytes (spaces, tabs, non-ASCII letters) one _, so
+// "push x" and "pushx" stay two types.
 func sanitizeType(t string) string {
 	var b strings.Builder
+	gap := false // other bytes met since the last one written
 	for i := 0; i < len(t) && b.Len() < 100; i++ {
 		c := t[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			if gap && b.Len() > 0 && !strings.HasSuffix(b.String(), ".") {
+				b.WriteByte('_')
+			}
+			gap = false
 			b.WriteByte(c)
 		case c == '.' || c == '/' || c == ':':
+			gap = false
 			if b.Len() > 0 && !strings.HasSuffix(b.String(), ".") {
 				b.WriteByte('.')
 			}
+		default:
+			gap = true
 		}
 	}
 	return strings.Trim(b.String(), ".")

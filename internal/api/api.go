@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -386,9 +387,9 @@ func wellFormedJSON(body []byte) error {
 }
 
 // duplicateMembers scans valid JSON once, without decoding values, for an
-// object that names a member twice or nesting deeper than 64. (A token
-// decoder did the same at several times the cost: this runs on every
-// request body.)
+// object that names a member twice, nesting deeper than 64, or a number
+// too large for a 64-bit float. (A token decoder did the same at several
+// times the cost: this runs on every request body.)
 func duplicateMembers(b []byte) error {
 	type frame struct {
 		object    bool
@@ -410,6 +411,20 @@ func duplicateMembers(b []byte) error {
 			if top := len(stack) - 1; top >= 0 && stack[top].object {
 				stack[top].expectKey = true
 			}
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			j := i
+			exp := false
+			for ; j < len(b) && bytes.IndexByte([]byte("0123456789+-.eE"), b[j]) >= 0; j++ {
+				exp = exp || b[j] == 'e' || b[j] == 'E'
+			}
+			// Only an exponent or more than 308 digits can leave float64's
+			// range (about 1.8e308).
+			if exp || j-i > 308 {
+				if _, err := strconv.ParseFloat(string(b[i:j]), 64); errors.Is(err, strconv.ErrRange) {
+					return fmt.Errorf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", b[i:j])
+				}
+			}
+			i = j - 1
 		case '"':
 			j := i + 1
 			escaped := false

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,13 +49,32 @@ func referenceDuplicates(body []byte) bool {
 	return walk()
 }
 
+// referenceOutOfRange reports whether a number of body (valid JSON) does
+// not fit a float64, by decoding every token.
+func referenceOutOfRange(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if n, ok := tok.(json.Number); ok {
+			if _, err := strconv.ParseFloat(string(n), 64); errors.Is(err, strconv.ErrRange) {
+				return true
+			}
+		}
+	}
+}
+
 // FuzzWellFormedJSON: the request-body check never panics, accepts
 // exactly the valid UTF-8 JSON that encoding/json accepts (it validates
-// with segmentio/encoding's faster Valid), and finds duplicate members
-// exactly when the reference does.
+// with segmentio/encoding's faster Valid) save numbers out of float64's
+// range, and finds duplicate members and such numbers exactly when the
+// references do.
 func FuzzWellFormedJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"a":1},{"a":1}]`, `{"a\u0062":1,"ab":2}`,
-		`{"a":"\"","b":"\\"}`, `{"x":[1,2,{"y":null,"z":true}]}`, `"s"`, `1e400`, `{"a":1}{}`, `{"` + strings.Repeat("k", 20) + `":1}`} {
+		`{"a":"\"","b":"\\"}`, `{"x":[1,2,{"y":null,"z":true}]}`, `"s"`, `1e400`, `[1e308,-1E+309]`, `{"a":[1.5e-400]}`, `{"a":1}{}`, `{"` + strings.Repeat("k", 20) + `":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -65,10 +86,17 @@ func FuzzWellFormedJSON(f *testing.F) {
 			dup := referenceDuplicates(body)
 			gotDup := err != nil && strings.Contains(err.Error(), "appears twice")
 			deep := err != nil && strings.Contains(err.Error(), "deeper")
-			if dup != gotDup && !deep {
+			rng := err != nil && strings.Contains(err.Error(), "out of range")
+			if rng && !referenceOutOfRange(body) {
+				t.Fatalf("refused %q as out of range: %v", body, err)
+			}
+			if dup != gotDup && !deep && !rng {
 				t.Fatalf("duplicates: reference %v, check %v (%v) for %q", dup, gotDup, err, body)
 			}
-			if !dup && !deep && err != nil {
+			if !dup && !deep && referenceOutOfRange(body) != rng {
+				t.Fatalf("out of range: reference %v, check %v (%v) for %q", referenceOutOfRange(body), rng, err, body)
+			}
+			if !dup && !deep && !rng && err != nil {
 				t.Fatalf("refused well-formed JSON %q: %v", body, err)
 			}
 		}

@@ -24,12 +24,15 @@ type Finding struct {
 	Kind    string `json:"kind"`
 }
 
-// ScanPersonalData checks every string of data (JSON) for e-mail
-// addresses, phone numbers, payment card numbers (Luhn-valid, with a card
-// network's prefix and length) and IBANs (ISO 13616 country length and
-// mod-97 checksum). A property marked "x-herald-personal-data": true in
-// schema (nil: none) is not looked into. prefix is put before each
-// pointer ("/data"). Findings are sorted by pointer.
+// ScanPersonalData checks every string, number and member name of data
+// (JSON) for e-mail addresses, phone numbers, payment card numbers
+// (Luhn-valid, with a card network's prefix and length) and IBANs (ISO
+// 13616 country length and mod-97 checksum). A value whose schema in
+// schema (nil: none) is marked "x-herald-personal-data": true is not looked
+// into, nor is its member name: the mark counts on a property, on
+// additionalProperties or items, through a local $ref ("#/$defs/…"), and on
+// any branch of allOf, anyOf or oneOf. prefix is put before each pointer
+// ("/data"). Findings are sorted by pointer.
 func ScanPersonalData(data []byte, schema *Schema, prefix string) []Finding {
 	var v any
 	// segmentio's parser: encoding/json's decoder was most of the scan's
@@ -45,18 +48,72 @@ func ScanPersonalData(data []byte, schema *Schema, prefix string) []Finding {
 	var out []Finding
 	path := make([]string, 1, 8)
 	path[0] = prefix
-	scanValue(v, raw, path, &out)
+	scanValue(v, raw, raw, path, &out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
 	return out
 }
 
-func marked(s any) bool {
+// maxRefDepth bounds the $ref and allOf/anyOf/oneOf a mark is looked for
+// through (a schema may refer to itself).
+const maxRefDepth = 16
+
+// marked reports whether schema s (within root) carries the personal-data
+// mark, itself or through a local $ref or a branch of allOf/anyOf/oneOf.
+func marked(s, root any) bool { return markedDepth(s, root, 0) }
+
+func markedDepth(s, root any, depth int) bool {
 	m, ok := s.(map[string]any)
-	return ok && m[PersonalDataKeyword] == true
+	if !ok || depth > maxRefDepth {
+		return false
+	}
+	if m[PersonalDataKeyword] == true {
+		return true
+	}
+	if ref, ok := m["$ref"].(string); ok && markedDepth(resolveRef(ref, root), root, depth+1) {
+		return true
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		branches, _ := m[kw].([]any)
+		for _, b := range branches {
+			if markedDepth(b, root, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-func child(s any, key string, index bool) any {
+// resolveRef returns the schema a local JSON pointer reference ("#/$defs/x")
+// names in root, nil for any other (Herald's schemas may not refer outside
+// themselves: schema.go).
+func resolveRef(ref string, root any) any {
+	if !strings.HasPrefix(ref, "#") {
+		return nil
+	}
+	cur := root
+	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[tok]
+	}
+	return cur
+}
+
+// child returns the schema of s's member key (index: of an array item):
+// its property, else additionalProperties; items for an array. A local
+// $ref on s is followed first.
+func child(s, root any, key string, index bool) any {
 	m, ok := s.(map[string]any)
+	for depth := 0; ok && depth < maxRefDepth; depth++ {
+		ref, isRef := m["$ref"].(string)
+		if !isRef {
+			break
+		}
+		m, ok = resolveRef(ref, root).(map[string]any)
+	}
 	if !ok {
 		return nil
 	}
@@ -71,6 +128,9 @@ func child(s any, key string, index bool) any {
 			return c
 		}
 	}
+	if ap, ok := m["additionalProperties"].(map[string]any); ok {
+		return ap
+	}
 	return nil
 }
 
@@ -79,8 +139,8 @@ var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // scanValue walks v with its schema s. path holds the pointer's segments
 // (escaped); the pointer string is built only for a finding.
-func scanValue(v, s any, path []string, out *[]Finding) {
-	if marked(s) {
+func scanValue(v, s, root any, path []string, out *[]Finding) {
+	if marked(s, root) {
 		return
 	}
 	switch x := v.(type) {
@@ -88,17 +148,28 @@ func scanValue(v, s any, path []string, out *[]Finding) {
 		if k := personalKind(x); k != "" {
 			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
 		}
+	case segjson.Number:
+		// A card number sent as a JSON number is one all the same.
+		if k := personalKind(string(x)); k != "" {
+			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
+		}
 	case map[string]any:
-		for k, c := range x {
+		for name, c := range x {
+			k := name
 			if strings.ContainsAny(k, "~/") {
 				k = pointerEscaper.Replace(k)
 			}
-			scanValue(c, child(s, k, false), append(path, k), out)
+			cs := child(s, root, name, false)
+			// A member name is a string of the data too ({"bob@…": true}).
+			if kind := personalKind(name); kind != "" && !marked(cs, root) {
+				*out = append(*out, Finding{Pointer: strings.Join(append(path, k), "/"), Kind: kind})
+			}
+			scanValue(c, cs, root, append(path, k), out)
 		}
 	case []any:
-		cs := child(s, "", true)
+		cs := child(s, root, "", true)
 		for i, c := range x {
-			scanValue(c, cs, append(path, itoa(i)), out)
+			scanValue(c, cs, root, append(path, itoa(i)), out)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,6 +215,61 @@ func BenchmarkScanPersonalData(b *testing.B) {
 	for b.Loop() {
 		if f := ScanPersonalData(data, nil, "/data"); len(f) > 0 {
 			b.Fatal(f)
+		}
+	}
+}
+
+// TestScanMemberNamesAndNumbers: a member name is a string of the data and
+// a card number sent as a JSON number is one all the same; both are found
+// unless their schema is marked.
+func TestScanMemberNamesAndNumbers(t *testing.T) {
+	data := []byte(`{"bob@example.com":true,"n":4111111111111111,"ts":1700000000000,"count":42,"m/x":{"alice@example.org":1}}`)
+	var got []string
+	for _, f := range ScanPersonalData(data, nil, "/data") {
+		got = append(got, f.Pointer+" "+f.Kind)
+	}
+	want := []string{"/data/bob@example.com email", "/data/m~1x/alice@example.org email", "/data/n payment-card"}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings %q, want %q", got, want)
+	}
+	sch, err := Compile([]byte(`{"type":"object","additionalProperties":{"x-herald-personal-data":true},"properties":{"n":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ScanPersonalData([]byte(`{"bob@example.com":true}`), sch, "/data"); len(f) != 0 {
+		t.Errorf("a member under marked additionalProperties: %v", f)
+	}
+}
+
+// TestScanMarkThroughSchemaKeywords: the mark counts through a local $ref,
+// additionalProperties, items and a branch of anyOf/oneOf/allOf, as a
+// producer writes it in a real schema.
+func TestScanMarkThroughSchemaKeywords(t *testing.T) {
+	for name, schema := range map[string]string{
+		"$ref":                 `{"type":"object","properties":{"owner":{"$ref":"#/$defs/pii"}},"$defs":{"pii":{"type":"string","x-herald-personal-data":true}}}`,
+		"additionalProperties": `{"type":"object","additionalProperties":{"type":"string","x-herald-personal-data":true}}`,
+		"anyOf":                `{"type":"object","properties":{"owner":{"anyOf":[{"type":"string","x-herald-personal-data":true},{"type":"null"}]}}}`,
+		"allOf":                `{"type":"object","properties":{"owner":{"allOf":[{"$ref":"#/$defs/pii"}]}},"$defs":{"pii":{"x-herald-personal-data":true}}}`,
+		"$ref to an object":    `{"$ref":"#/$defs/root","$defs":{"root":{"type":"object","properties":{"owner":{"type":"string","x-herald-personal-data":true}}}}}`,
+	} {
+		sch, err := Compile([]byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if f := ScanPersonalData([]byte(`{"owner":"bob@example.com"}`), sch, "/data"); len(f) != 0 {
+			t.Errorf("%s: the marked property was scanned: %v", name, f)
+		}
+	}
+	// An unmarked sibling is still scanned.
+	sch, _ := Compile([]byte(`{"type":"object","properties":{"owner":{"$ref":"#/$defs/pii"},"note":{"type":"string"}},"$defs":{"pii":{"x-herald-personal-data":true}}}`))
+	if f := ScanPersonalData([]byte(`{"owner":"bob@example.com","note":"mail carol@example.net"}`), sch, "/data"); len(f) != 1 || f[0].Pointer != "/data/note" {
+		t.Errorf("findings %v, want only /data/note", f)
+	}
+	// A schema that refers to itself does not loop.
+	self, err := Compile([]byte(`{"$defs":{"a":{"$ref":"#/$defs/a"}},"type":"object","properties":{"x":{"$ref":"#/$defs/a"}}}`))
+	if err == nil {
+		if f := ScanPersonalData([]byte(`{"x":"bob@example.com"}`), self, "/data"); len(f) != 1 {
+			t.Errorf("self-referring schema: findings %v, want the one address", f)
 		}
 	}
 }

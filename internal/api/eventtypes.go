@@ -178,6 +178,17 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 	if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
 		return nil, err
 	}
+	// Names are compared exactly everywhere (publish, subscriptions), so
+	// two that differ only in case would be two types easily confused.
+	existing, err := s.db(ctx).ListEventTypes(ctx)
+	if err != nil {
+		return nil, s.problem(err, "event types")
+	}
+	for _, t := range existing {
+		if t.Name != b.Name && strings.EqualFold(t.Name, b.Name) {
+			return nil, huma.Error409Conflict("event type " + b.Name + " differs from the catalogued " + t.Name + " only in case: use " + t.Name + " (add a version to it) or another name")
+		}
+	}
 	now := s.cfg.Now()
 	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
 		Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},

@@ -545,6 +545,13 @@ func TestCatalogRefusesInconsistentChanges(t *testing.T) {
 	h := startHerald(t, nil)
 	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
 	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	// Created again, or again in other case: 409 saying what to do.
+	if raw := h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 409); !strings.Contains(string(raw), "already exists: add a version") {
+		t.Errorf("file.updated created twice: %s", raw)
+	}
+	if raw := h.mustCall("POST", "/v1/event-types", `{"name":"File.Updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 409); !strings.Contains(string(raw), "only in case") {
+		t.Errorf("File.Updated beside file.updated: %s", raw)
+	}
 	raw := h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 422)
 	if !strings.Contains(string(raw), "newest version of file.updated (1) cannot be deprecated") {
 		t.Errorf("deprecate the newest: %s", raw)

@@ -40,7 +40,7 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 		t.Name, t.Description, t.ResourceID, string(vb), ts(t.CreatedAt), ts(t.UpdatedAt)))
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.EventType{}, store.Errorf(store.CodeConflict, "create event type %s", t.Name)
+			return store.EventType{}, store.Errorf(store.CodeConflict, "event type %s already exists: add a version to it (POST /v1/event-types/%s/versions)", t.Name, t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)
 	}

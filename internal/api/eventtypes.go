@@ -481,6 +481,10 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	cp.older = map[int][]byte{}
 	for k, raw := range dataVersions {
 		n, err := strconv.Atoi(k)
+		if err == nil && strconv.Itoa(n) != k {
+			// "01" or "+1" would name version 1 a second way.
+			return cp, invalid("body.data_versions."+k, "a version is written in decimal without a sign or leading zeros (\""+strconv.Itoa(n)+"\")", k)
+		}
 		v, ok := t.Version(n)
 		if err != nil || !ok || n == newest.Version {
 			return cp, invalid("body.data_versions."+k, fmt.Sprintf("data_versions names the older versions of %s (1 to %d); the newest goes in data", typ, newest.Version-1), k)

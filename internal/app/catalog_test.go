@@ -207,6 +207,10 @@ func TestCatalogPublishRefusals(t *testing.T) {
 			}
 		})
 	}
+	// A version key written another way ("01") would name version 1 twice.
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"01":{"file_id":"f_1"}}}`, nil); st != 422 || !strings.Contains(string(raw), "leading zeros") {
+		t.Errorf("data_versions key \"01\": %d %s; want 422 naming the rule", st, raw)
+	}
 	if n := h.eventCount("acme"); n != 0 {
 		t.Fatalf("%d events stored after refused publishes", n)
 	}

@@ -15,6 +15,7 @@ type DeliveryOut struct {
 	ID             string     `json:"id" doc:"dlv_…"`
 	EventID        string     `json:"event_id"`
 	EndpointID     string     `json:"endpoint_id"`
+	Tenant         string     `json:"tenant" doc:"the tenant of the event and the endpoint (an event id a producer chose is unique per tenant: GET /v1/events/{event_id}?tenant=…)"`
 	EventType      string     `json:"event_type"`
 	State          string     `json:"state" enum:"pending,succeeded,dead,paused"`
 	Attempts       int        `json:"attempts" doc:"attempts made so far"`
@@ -33,7 +34,7 @@ type DeliveryList struct {
 }
 
 func deliveryOut(d store.Delivery) DeliveryOut {
-	out := DeliveryOut{ID: d.ID, EventID: store.PublicEventID(d.EventID), EndpointID: d.EndpointID, EventType: d.EventType, State: string(d.State),
+	out := DeliveryOut{ID: d.ID, EventID: store.PublicEventID(d.EventID), EndpointID: d.EndpointID, Tenant: d.Tenant, EventType: d.EventType, State: string(d.State),
 		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	if d.State == store.DeliveryPending {
 		t := d.NextAttemptAt

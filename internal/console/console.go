@@ -163,6 +163,7 @@ func (c *Console) parseTemplates() error {
 		"headers":      fmtHeaders,
 		"split":        strings.Fields,
 		"healthWindow": func() string { return healthWindow },
+		"eventURL":     eventURL,
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_*.html")
 	if err != nil {
@@ -644,4 +645,17 @@ func fmtHeaders(h map[string]string) string {
 		fmt.Fprintf(&b, "%s: %s\n", k, h[k])
 	}
 	return b.String()
+}
+
+// eventURL is the console page of an event of tenant: with ?tenant=, since
+// an id a producer chose is unique per tenant only (GET /v1/events/{id}
+// answers 404 without it when two tenants share it), except for an inbound
+// source's internal tenant (src_…), which no request may name and whose
+// events have Herald's own, unique ids.
+func eventURL(id, tenant string) string {
+	u := "/ui/events/" + url.PathEscape(id)
+	if tenant != "" && !strings.HasPrefix(strings.ToLower(tenant), "src_") {
+		u += "?tenant=" + url.QueryEscape(tenant)
+	}
+	return u
 }

@@ -205,3 +205,35 @@ func TestPortalLinksListedAndRevoked(t *testing.T) {
 		t.Fatalf("revoked link still works: %d", code)
 	}
 }
+
+// TestEventLinksCarryTheTenant: an event id a producer chose is unique per
+// tenant only, so every link to an event (the endpoint's deliveries, a
+// delivery, the dead letters, the events list) names its tenant, and the
+// admin following it reaches that tenant's event even when another tenant
+// published the same id.
+func TestEventLinksCarryTheTenant(t *testing.T) {
+	f := newFixture(t)
+	var ep struct{ ID string }
+	for _, tn := range []string{"acme", "globex"} {
+		if st := f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"`+tn+`","url":"https://example.com/`+tn+`"}`, &ep); st != 201 {
+			t.Fatalf("endpoint of %s: %d", tn, st)
+		}
+		if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"`+tn+`","type":"a.b","id":"prod-1","data":{}}`, nil); st != 202 {
+			t.Fatalf("publish prod-1 for %s: %d", tn, st)
+		}
+	}
+	var dl api.DeliveryList
+	if st := f.apiCall(adminKey, "GET", "/v1/endpoints/"+ep.ID+"/deliveries", "", &dl); st != 200 || len(dl.Data) != 1 || dl.Data[0].Tenant != "globex" {
+		t.Fatalf("globex's deliveries: %d %+v; want one, with its tenant", st, dl.Data)
+	}
+	b, _ := adminBrowser(t, f)
+	want := "/ui/events/prod-1?tenant=globex"
+	for _, page := range []string{"/ui/endpoints/" + ep.ID, "/ui/deliveries/" + dl.Data[0].ID, "/ui/events"} {
+		if body := b.do("GET", page, nil).Body.String(); !strings.Contains(body, `href="`+want+`"`) {
+			t.Errorf("%s does not link globex's prod-1 as %s", page, want)
+		}
+	}
+	if w := b.do("GET", want, nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "globex") {
+		t.Errorf("GET %s: %d", want, w.Code)
+	}
+}

@@ -63,3 +63,40 @@ func TestEndpointHealthFromStats(t *testing.T) {
 		t.Fatalf("endpoint page without its health:\n%s", page)
 	}
 }
+
+// TestOverviewLastFailureOfDeadLetters: an endpoint whose failures are all
+// dead letters already (none pending) is listed as failing with its last
+// failure: the status and when, from the latest dead letter.
+func TestOverviewLastFailureOfDeadLetters(t *testing.T) {
+	f := newFixture(t)
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://down.example/hook"}`, &ep)
+	if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.placed","data":{}}`, nil); st != 202 {
+		t.Fatalf("publish: %d", st)
+	}
+	now := time.Now().UTC()
+	claims, err := f.st.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute, Now: now})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %d %v", len(claims), err)
+	}
+	c := claims[0]
+	if err := f.st.CompleteDeliveries(t.Context(), []store.Completion{{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: store.DeliveryDead, Now: now,
+		Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 503, Duration: time.Millisecond}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.signIn(adminKey)
+	page := b.do("GET", "/ui/", nil).Body.String()
+	i := strings.Index(page, ep.ID)
+	if i < 0 {
+		t.Fatalf("the endpoint is not listed as failing:\n%s", page)
+	}
+	start, end := strings.LastIndex(page[:i], "<tr"), strings.Index(page[i:], "</tr>")
+	if start < 0 || end < 0 {
+		t.Fatalf("the endpoint is not in a table row:\n%s", page)
+	}
+	row := page[start : i+end]
+	if !strings.Contains(row, "HTTP 503") || !strings.Contains(row, `<div class="sub">`) {
+		t.Errorf("its last failure is not shown (want HTTP 503 and when):\n%s", row)
+	}
+}

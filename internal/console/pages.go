@@ -1037,8 +1037,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	now := c.cfg.Now().UTC()
 	d := overviewData{SampleLimit: overviewScan, GeneratedAt: now, Endpoints: map[string]int{}}
 	since := now.Add(-24 * time.Hour).Format(time.RFC3339)
-	var series [3][]time.Time        // succeeded, retrying, dead
-	deadLastHour := map[string]int{} // endpoint id → dead letters of the last hour
+	var series [3][]time.Time                // succeeded, retrying, dead
+	deadLastHour := map[string]int{}         // endpoint id → dead letters of the last hour
+	lastDead := map[string]api.DeliveryOut{} // endpoint id → its latest dead letter of the day
 	for i, st := range []string{"succeeded", "pending", "dead"} {
 		ds, capped, err := c.listAll(r, s, url.Values{"state": {st}, "since": {since}}, overviewScan)
 		if err != nil {
@@ -1053,6 +1054,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			series[i] = append(series[i], x.UpdatedAt)
 			if st == "dead" && now.Sub(x.UpdatedAt) < time.Hour {
 				deadLastHour[x.EndpointID]++
+			}
+			if st == "dead" && x.UpdatedAt.After(lastDead[x.EndpointID].UpdatedAt) {
+				lastDead[x.EndpointID] = x
 			}
 		}
 	}
@@ -1121,6 +1125,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			}
 			if f != nil {
 				f.E, f.DeadLastHour = e, deadLastHour[e.ID]
+				// Its failures may all be dead letters already: the last
+				// failure is then the latest of those.
+				if x, ok := lastDead[e.ID]; ok && x.UpdatedAt.After(f.LastFailure) {
+					f.LastFailure, f.LastStatus, f.LastError = x.UpdatedAt, x.LastStatusCode, x.LastError
+				}
 				d.Failing = append(d.Failing, *f)
 			}
 		}

@@ -164,6 +164,17 @@ func (c *Console) parseTemplates() error {
 		"split":        strings.Fields,
 		"healthWindow": func() string { return healthWindow },
 		"eventURL":     eventURL,
+		// expired: a key's or portal link's expiry (time.Time, or
+		// *time.Time with nil for never) has passed.
+		"expired": func(t any) bool {
+			switch x := t.(type) {
+			case time.Time:
+				return !x.IsZero() && !c.cfg.Now().Before(x)
+			case *time.Time:
+				return x != nil && !c.cfg.Now().Before(*x)
+			}
+			return false
+		},
 	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/partial_*.html")
 	if err != nil {

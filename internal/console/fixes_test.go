@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
 )
@@ -235,5 +236,31 @@ func TestEventLinksCarryTheTenant(t *testing.T) {
 	}
 	if w := b.do("GET", want, nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "globex") {
 		t.Errorf("GET %s: %d", want, w.Code)
+	}
+}
+
+// TestExpiredKeysMarked: an API key past its expiry is shown as expired,
+// without a Revoke button, like a revoked one; a live one keeps its button.
+func TestExpiredKeysMarked(t *testing.T) {
+	f := newFixture(t)
+	exp := f.clock().Add(time.Hour).Format(time.RFC3339)
+	var short, long struct{ ID string }
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"short","role":"viewer","tenant":"acme","expires_at":"`+exp+`"}`, &short)
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"long","role":"viewer","tenant":"acme"}`, &long)
+	f.advance(2 * time.Hour)
+	b, _ := adminBrowser(t, f)
+	page := b.do("GET", "/ui/keys", nil).Body.String()
+	row := func(id string) string {
+		i := strings.Index(page, id)
+		if i < 0 {
+			t.Fatalf("key %s not listed", id)
+		}
+		return page[strings.LastIndex(page[:i], "<tr") : i+strings.Index(page[i:], "</tr>")]
+	}
+	if r := row(short.ID); !strings.Contains(r, "expired") || strings.Contains(r, "/revoke") {
+		t.Errorf("the expired key's row:\n%s", r)
+	}
+	if r := row(long.ID); strings.Contains(r, "expired") || !strings.Contains(r, "/revoke") {
+		t.Errorf("the live key's row:\n%s", r)
 	}
 }

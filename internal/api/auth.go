@@ -168,6 +168,9 @@ func (s *Server) resolve(ctx context.Context, presented string) (Principal, *aut
 	if !ok || wall.Sub(c.fetched) > keyCacheTTL {
 		k, err := s.cfg.Store.LookupAPIKey(ctx, h)
 		if errors.Is(err, store.ErrNotFound) {
+			if strings.HasPrefix(presented, PortalTokenPrefix) {
+				return Principal{}, &authFailure{"invalid", "invalid portal link: its token is unknown (copy the whole link you were given, or ask for a new one)"}, nil
+			}
 			return Principal{}, &authFailure{"invalid", "invalid API key"}, nil
 		}
 		if err != nil {

@@ -205,6 +205,11 @@ func TestSignInRefusals(t *testing.T) {
 	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "invalid API key") || b.cookies[sessionCookie] != "" {
 		t.Fatalf("wrong key: %d %s", w.Code, w.Body)
 	}
+	// A portal token that is not one: the refusal speaks of the link.
+	w = b.signIn("herald_portal_" + strings.Repeat("x", 43))
+	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "invalid portal link") || b.cookies[sessionCookie] != "" {
+		t.Fatalf("wrong portal token: %d %s", w.Code, w.Body)
+	}
 	// Without a session, pages send the browser to sign in.
 	w = b.do("GET", "/ui/events?type=x", nil)
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/sign-in?next=%2Fui%2Fevents%3Ftype%3Dx" {

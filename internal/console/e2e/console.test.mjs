@@ -446,6 +446,15 @@ async function main() {
   await ctx3.close();
   assert.deepEqual(blocked3, []);
 
+  log('a portal link without its token says so');
+  {
+    const ctx0 = await browser.newContext();
+    const p0 = await ctx0.newPage();
+    await p0.goto(heraldBase + '/ui/portal');
+    assert.match(await p0.textContent('[data-testid=portal-no-token]'), /has no token/);
+    assert.equal((await p0.textContent('h1')).trim(), 'Sign in');
+    await ctx0.close();
+  }
   log('open the portal link in a fresh context: only acme');
   const blocked2 = [];
   const ctx2 = await newContext(browser, blocked2);

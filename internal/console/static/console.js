@@ -13,6 +13,16 @@
         history.replaceState(null, "", location.pathname);
         form.elements.key.value = decodeURIComponent(m[1]);
         form.submit();
+      } else {
+        // No token in the link (cut when copied?): say so instead of
+        // "Opening your portal…" for ever.
+        var h = document.querySelector(".signin h1");
+        if (h) { h.textContent = "Sign in"; }
+        var p = document.createElement("p");
+        p.className = "error";
+        p.setAttribute("data-testid", "portal-no-token");
+        p.textContent = "This portal link has no token: it ends in #token=herald_portal_…. Copy the whole link you were given, or paste the token below.";
+        form.parentNode.insertBefore(p, form);
       }
     }
     // Select every dead letter on the page.

@@ -559,6 +559,12 @@ A personal-data warning from the server is printed to stderr.`,
 				return errors.New("--data or --data-file is required")
 			}
 			if !json.Valid(raw) {
+				if dataFile != "" {
+					if len(bytes.TrimSpace(raw)) == 0 {
+						return fmt.Errorf("--data-file %s: empty (want a JSON object)", dataFile)
+					}
+					return fmt.Errorf("--data-file %s: not valid JSON", dataFile)
+				}
 				return errors.New("--data: not valid JSON")
 			}
 			fields := map[string]string{"type": typ}

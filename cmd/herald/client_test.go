@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -180,6 +182,17 @@ func TestEventsPublishRejectsBadData(t *testing.T) {
 		_, _, err := execHerald(t, "", append([]string{"events", "publish", "--server", "http://127.0.0.1:1", "--api-key", "k", "--tenant", "a", "--type", "a.b"}, args...)...)
 		if err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+	// A bad file is named as the file, not as --data.
+	dir := t.TempDir()
+	empty, bad := filepath.Join(dir, "empty.json"), filepath.Join(dir, "bad.json")
+	os.WriteFile(empty, nil, 0o600)
+	os.WriteFile(bad, []byte("{nope"), 0o600)
+	for file, want := range map[string]string{empty: "--data-file " + empty + ": empty", bad: "--data-file " + bad + ": not valid JSON"} {
+		_, _, err := execHerald(t, "", "events", "publish", "--server", "http://127.0.0.1:1", "--api-key", "k", "--tenant", "a", "--type", "a.b", "--data-file", file)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("--data-file %s: %v; want %q", file, err, want)
 		}
 	}
 }

@@ -491,3 +491,30 @@ func TestRefusedStartsAndRestoresLeaveNothing(t *testing.T) {
 		t.Errorf("a refused backup left %s (%v)", to, err)
 	}
 }
+
+// TestSymlinkedDatabaseUsesItsKeyFile: a --db naming a symbolic link to
+// the database reads the key file beside the database (where the first
+// start created it), not a new one beside the link.
+func TestSymlinkedDatabaseUsesItsKeyFile(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	real := filepath.Join(t.TempDir(), "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + real, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	linkDir := t.TempDir()
+	link := filepath.Join(linkDir, "h.db")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	m, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + link, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatalf("start through a symbolic link to the database: %v", err)
+	}
+	m.Close()
+	if _, err := os.Stat(link + ".key"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a key file was created beside the link (%v)", err)
+	}
+}

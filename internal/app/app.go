@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -430,6 +431,12 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
 	default:
 		path = db
+	}
+	// The database's real path (symbolic links resolved, as SQLite resolves
+	// them for its -wal and -shm files and the claim lock does): the key
+	// file lives beside the database, not beside a link to it.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
 	}
 	// Before the key file is created beside it: a refused directory must
 	// leave nothing behind.

@@ -48,7 +48,7 @@ func TestBenchScenarios(t *testing.T) {
 		{"isolation", []string{"--endpoints", "5", "--rate", "20", "--duration", "1s", "--events", "20"},
 			[]string{"p99_ratio", "throughput_ratio", "baseline_p99_ms", "blackhole_p99_ms", "baseline_deliveries_per_second", "blackhole_deliveries_per_second", "blackholed"}, nil},
 		{"inbound", []string{"--concurrency", "4", "--rate", "50", "--duration", "1s"},
-			[]string{"requests_per_second", "ack_p50_ms", "ack_p99_ms", "acknowledged"}, []string{"ack_p99_ms"}},
+			[]string{"requests_per_second", "ack_p50_ms", "ack_p99_ms", "acknowledged"}, []string{"ack_p99_ms", "requests_per_second"}},
 		{"fairness", []string{"--endpoints", "5", "--rate", "20", "--duration", "1s"},
 			[]string{"p99_ratio", "alone_p99_ms", "p99_ms", "a_requests"}, []string{"p99_ratio"}},
 		{"fanout", []string{"--endpoints", "20", "--events", "2", "--rate", "20", "--duration", "1s"},
@@ -367,5 +367,14 @@ func testBenchPeerCannotStart(t *testing.T, bin string, common []string) {
 	}
 	if strings.Contains(out, "providers sending") || strings.Contains(out, "(open loop)") {
 		t.Errorf("Herald's phases ran before the peer was checked:\n%s", out)
+	}
+	// A script path that does not exist is not a missing package.
+	cmd = exec.Command(bin, append(append([]string{"bench", "inbound"}, common...),
+		"--concurrency", "4", "--rate", "50", "--duration", "1s", "--peer", `echo "Error: Cannot find module '/no/such/server.js'" >&2; exit 1`)...)
+	cmd.Env = benchEnv()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "script was not found") || strings.Contains(stderr.String(), "npm ci") {
+		t.Errorf("a missing peer script: %v\n%s", err, stderr.String())
 	}
 }

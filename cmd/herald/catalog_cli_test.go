@@ -70,15 +70,16 @@ func TestEventTypesDescribeNeedsDescription(t *testing.T) {
 	}
 }
 
-// TestEventTypesCreateDuplicate: a 409 says what to do instead.
+// TestEventTypesCreateDuplicate: a 409 shows the server's reason, which
+// says what to do instead, and fails the command.
 func TestEventTypesCreateDuplicate(t *testing.T) {
-	srv, _ := fakeAPI(t, 409, "application/problem+json", `{"status":409,"title":"Conflict","detail":"event type file.updated already exists"}`)
+	srv, _ := fakeAPI(t, 409, "application/problem+json", `{"status":409,"title":"Conflict","detail":"event type File.Updated differs from the catalogued file.updated only in case"}`)
 	schema := filepath.Join(t.TempDir(), "v1.json")
 	if err := os.WriteFile(schema, []byte(`{"type":"object"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := execHerald(t, "", "event-types", "create", "file.updated", "--schema", schema, "--server", srv.URL, "--api-key", "k")
-	if err == nil || err.Error() != "event type file.updated already exists (use add-version)" {
-		t.Fatalf("duplicate create: %v", err)
+	_, errOut, err := execHerald(t, "", "event-types", "create", "File.Updated", "--schema", schema, "--server", srv.URL, "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(errOut, "only in case") || strings.Contains(err.Error()+errOut, "already exists") {
+		t.Fatalf("conflicting create: %v, stderr %q; want the server's reason only", err, errOut)
 	}
 }

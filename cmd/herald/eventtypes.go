@@ -87,10 +87,10 @@ func newEventTypesCmd() *cobra.Command {
 			if resourceID != "" {
 				body["resource_id"] = resourceID
 			}
-			st, err := o.doStatus(cmd, http.MethodPost, "/v1/event-types", body, nil)
-			if st == http.StatusConflict {
-				return fmt.Errorf("event type %s already exists (use add-version)", args[0])
-			}
+			// A 409's reason (the type exists: add a version; or a
+			// catalogued name differs only in case) is the server's,
+			// printed with the problem.
+			_, err = o.doStatus(cmd, http.MethodPost, "/v1/event-types", body, nil)
 			return err
 		},
 	}

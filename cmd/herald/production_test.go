@@ -469,6 +469,17 @@ func TestRefusedStartsAndRestoresLeaveNothing(t *testing.T) {
 	if _, _, err := execHerald(t, "", "restore", "--from", filepath.Join(dir, "any.db"), "--db", "sqlite:"+filepath.Join(open, "r.db")); err == nil || !strings.Contains(err.Error(), "writable by every user") {
 		t.Fatalf("restore into a world-writable directory: %v", err)
 	}
+	// An address that cannot be listened on (taken, or not an address).
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, addr := range []string{taken.Addr().String(), "nonsense"} {
+		if _, err := app.New(t.Context(), app.Config{Addr: addr, DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet}); err == nil || !strings.Contains(err.Error(), "--addr "+addr) {
+			t.Errorf("a start on %s: %v; want a refusal naming --addr", addr, err)
+		}
+	}
 	for _, d := range []string{dir, open} {
 		if entries, _ := os.ReadDir(d); len(entries) != 0 {
 			t.Errorf("refused starts and restores left files in %s: %v", d, entries)
@@ -517,4 +528,17 @@ func TestSymlinkedDatabaseUsesItsKeyFile(t *testing.T) {
 	if _, err := os.Stat(link + ".key"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a key file was created beside the link (%v)", err)
 	}
+	// rekey through the link reads and rewrites the same key file.
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	if out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+link, "--new-key", newTestKey()); err != nil || !strings.Contains(out, "re-encrypted") {
+		t.Fatalf("rekey through the link: %q %q, %v", out, errOut, err)
+	}
+	if _, err := os.Stat(link + ".key"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("rekey wrote a key file beside the link (%v)", err)
+	}
+	m, err = app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + real, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatalf("start after rekey through the link: %v", err)
+	}
+	m.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,9 @@ it (PostgreSQL): each must hold the new key already.`,
 			keyFile := ""
 			if !isPostgres(db) && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
 				keyFile = sqlitePath(db) + ".key"
+				if real, err := filepath.EvalSymlinks(sqlitePath(db)); err == nil {
+					keyFile = real + ".key" // beside the database, as herald serve reads it
+				}
 				b, err := os.ReadFile(keyFile)
 				switch {
 				case errors.Is(err, fs.ErrNotExist) && len(olds) > 0:

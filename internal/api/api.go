@@ -124,16 +124,19 @@ type Tester interface {
 
 // Server serves the API.
 type Server struct {
-	cfg      Config
-	cursors  *cursorBox
-	keyCheck *keyCheck
-	api      huma.API
-	mux      *http.ServeMux
-	handler  http.Handler
-	keys     *keyring
-	throttle *throttle
-	catalog  *catalogCache  // the catalog entries publishes were checked against
-	bg       sync.WaitGroup // background writes (touch); Close waits for them
+	// createTypeMu serializes event type creations (createEventType's
+	// case check).
+	createTypeMu sync.Mutex
+	cfg          Config
+	cursors      *cursorBox
+	keyCheck     *keyCheck
+	api          huma.API
+	mux          *http.ServeMux
+	handler      http.Handler
+	keys         *keyring
+	throttle     *throttle
+	catalog      *catalogCache  // the catalog entries publishes were checked against
+	bg           sync.WaitGroup // background writes (touch); Close waits for them
 }
 
 // New builds the API and registers every route.

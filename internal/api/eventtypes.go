@@ -179,7 +179,12 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 		return nil, err
 	}
 	// Names are compared exactly everywhere (publish, subscriptions), so
-	// two that differ only in case would be two types easily confused.
+	// two that differ only in case would be two types easily confused. The
+	// check and the create run one at a time on this node (on PostgreSQL
+	// two nodes creating case variants at the same instant can still both
+	// succeed).
+	s.createTypeMu.Lock()
+	defer s.createTypeMu.Unlock()
 	existing, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
 		return nil, s.problem(err, "event types")

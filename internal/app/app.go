@@ -243,14 +243,24 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 	}()
 	m := &Main{cfg: cfg, log: cfg.Logger, tracer: tracing.New(cfg.TracerProvider), traces: traces}
-	// The certificate pair first: a start refused for it creates no
-	// database or key file.
+	// The certificate pair and the listener first: a start refused for
+	// either creates no database or key file.
 	if cfg.TLSCertFile != "" {
 		var err error
 		if m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
 			return nil, err
 		}
 	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %s: %w", cfg.Addr, err)
+	}
+	m.ln = ln
+	defer func() {
+		if !started {
+			ln.Close()
+		}
+	}()
 
 	st, err := m.openStore(ctx)
 	if err != nil {
@@ -383,11 +393,6 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Logger:             cfg.Logger,
 		Metrics:            m.metrics,
 	})
-	m.ln, err = net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
-	}
 	// The console serves /ui/, /docs and GET /; it reads and changes data
 	// only through m.api, as the signed-in key.
 	con, err := console.New(console.Config{API: m.api, Version: Version, Logger: cfg.Logger})
@@ -635,12 +640,12 @@ func (m *Main) ReloadTLS() error {
 }
 
 // certAttrs are the log attributes of a certificate the node serves: its
-// files, subject, serial (hexadecimal, as `openssl x509 -serial` shows it)
-// and expiry.
+// files, subject, serial (hexadecimal bytes, a leading zero kept, as
+// `openssl x509 -serial` shows it) and expiry.
 func (m *Main) certAttrs(c *tls.Certificate) []any {
 	attrs := []any{"cert", m.cfg.TLSCertFile, "key", m.cfg.TLSKeyFile}
 	if c != nil && c.Leaf != nil {
-		attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", fmt.Sprintf("%X", c.Leaf.SerialNumber),
+		attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", fmt.Sprintf("%X", c.Leaf.SerialNumber.Bytes()),
 			"not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return attrs

@@ -58,6 +58,14 @@ func TestTLSReloadOnFileChangeIsLogged(t *testing.T) {
 	} else if line := out[i : i+strings.IndexByte(out[i:], '\n')]; !strings.Contains(line, "serial=CB") || !strings.Contains(line, "cert="+certFile) || !strings.Contains(line, "not_after=") {
 		t.Errorf("SIGHUP's reload log line does not name the files, the serial and the expiry: %s", line)
 	}
+	// 258 = 0x0102: whole bytes, the leading zero kept, as openssl shows it.
+	ca.issue(t, 258, certFile, keyFile)
+	if err := h.m.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "serial=0102 ") {
+		t.Errorf("serial 258 not logged as 0102:\n%s", out)
+	}
 }
 
 // TestSIGHUPWithoutTLS: without TLS, SIGHUP's reload says there is nothing

@@ -480,7 +480,8 @@ func (res *Result) print(w io.Writer, asJSON bool) error {
 				verdict = "NOT MET"
 			}
 			if !t.Applies {
-				verdict = "(" + strings.ToLower(verdict) + ")"
+				// Indicative: the run's size is not the target's.
+				verdict = "does not apply; would be " + strings.ToLower(verdict)
 			}
 			note := ""
 			if t.Note != "" {

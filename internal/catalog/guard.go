@@ -1,8 +1,10 @@
 package catalog
 
 import (
+	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -149,8 +151,15 @@ func scanValue(v, s, root any, path []string, out *[]Finding) {
 			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
 		}
 	case segjson.Number:
-		// A card number sent as a JSON number is one all the same.
-		if k := personalKind(string(x)); k != "" {
+		// A card number sent as a JSON number is one all the same, also
+		// written with a fraction or an exponent (4.111111111111111e15).
+		k := personalKind(string(x))
+		if k == "" && strings.ContainsAny(string(x), ".eE") {
+			if f, err := strconv.ParseFloat(string(x), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1e19 {
+				k = personalKind(strconv.FormatFloat(math.Abs(f), 'f', 0, 64))
+			}
+		}
+		if k != "" {
 			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
 		}
 	case map[string]any:

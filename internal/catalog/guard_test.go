@@ -223,12 +223,12 @@ func BenchmarkScanPersonalData(b *testing.B) {
 // a card number sent as a JSON number is one all the same; both are found
 // unless their schema is marked.
 func TestScanMemberNamesAndNumbers(t *testing.T) {
-	data := []byte(`{"bob@example.com":true,"n":4111111111111111,"ts":1700000000000,"count":42,"m/x":{"alice@example.org":1}}`)
+	data := []byte(`{"bob@example.com":true,"n":4111111111111111,"ts":1700000000000,"count":42,"m/x":{"alice@example.org":1},"n2":4111111111111111.0,"n3":4.111111111111111e15,"amount":12.5,"big":1e300}`)
 	var got []string
 	for _, f := range ScanPersonalData(data, nil, "/data") {
 		got = append(got, f.Pointer+" "+f.Kind)
 	}
-	want := []string{"/data/bob@example.com email", "/data/m~1x/alice@example.org email", "/data/n payment-card"}
+	want := []string{"/data/bob@example.com email", "/data/m~1x/alice@example.org email", "/data/n payment-card", "/data/n2 payment-card", "/data/n3 payment-card"}
 	if !slices.Equal(got, want) {
 		t.Errorf("findings %q, want %q", got, want)
 	}

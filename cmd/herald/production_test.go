@@ -205,19 +205,12 @@ func TestMigrateStatusChangesNothing(t *testing.T) {
 	}
 
 	other := filepath.Join(dir, "other.db")
-	odb, err := sql.Open("sqlite", "file:"+other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := odb.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
-		t.Fatal(err)
-	}
-	odb.Close()
+	writeNonHeraldSQLite(t, other)
 	_, _, err = execHerald(t, "", "migrate", "status", "--db", "sqlite:"+other)
 	if err == nil || !strings.Contains(err.Error(), "not a Herald one") || !strings.Contains(err.Error(), other) {
 		t.Fatalf("migrate status of a non-Herald SQLite database: %v", err)
 	}
-	odb, _ = sql.Open("sqlite", "file:"+other+"?mode=ro")
+	odb, _ := sql.Open("sqlite", "file:"+other+"?mode=ro")
 	defer odb.Close()
 	var n int
 	if err := odb.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'goose_db_version'").Scan(&n); err != nil || n != 0 {
@@ -486,14 +479,7 @@ func TestRefusedStartsAndRestoresLeaveNothing(t *testing.T) {
 		}
 	}
 	other := filepath.Join(t.TempDir(), "notes.db")
-	odb, err := sql.Open("sqlite", "file:"+other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := odb.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
-		t.Fatal(err)
-	}
-	odb.Close()
+	writeNonHeraldSQLite(t, other)
 	to := filepath.Join(t.TempDir(), "copy.db")
 	if _, _, err := execHerald(t, "", "backup", "--db", "sqlite:"+other, "--to", to); err == nil || !strings.Contains(err.Error(), "not a Herald one") {
 		t.Fatalf("backup of a non-Herald SQLite file: %v", err)
@@ -541,4 +527,18 @@ func TestSymlinkedDatabaseUsesItsKeyFile(t *testing.T) {
 		t.Fatalf("start after rekey through the link: %v", err)
 	}
 	m.Close()
+}
+
+// writeNonHeraldSQLite creates a SQLite database at path that is not
+// Herald's (one table of its own).
+func writeNonHeraldSQLite(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE notes (body TEXT)"); err != nil {
+		t.Fatal(err)
+	}
 }

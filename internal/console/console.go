@@ -161,6 +161,7 @@ func (c *Console) parseTemplates() error {
 		"urlq":         url.QueryEscape,
 		"path":         url.PathEscape,
 		"headers":      fmtHeaders,
+		"headerNames":  func(h map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(h)), ", ") }, // names only: values are credentials
 		"split":        strings.Fields,
 		"healthWindow": func() string { return healthWindow },
 		"eventURL":     eventURL,

@@ -742,19 +742,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		d.Scanned += len(page.Data)
-		older := false
-		for _, e := range page.Data { // newest first
+		// The list is newest first by publication, not by occurred_at (a
+		// producer may publish an event that occurred long ago): an event
+		// older than From says nothing of the ones after it, so the scan
+		// goes on until 50 match, the list ends or eventScanLimit.
+		for _, e := range page.Data {
 			if !until.IsZero() && !e.OccurredAt.Before(until) {
 				continue
 			}
 			if !from.IsZero() && e.OccurredAt.Before(from) {
-				older = true
 				continue
 			}
 			d.Events = append(d.Events, e)
 		}
 		cursor = page.NextCursor
-		if cursor == "" || len(d.Events) >= 50 || d.Scanned >= eventScanLimit || (older && d.From != "") {
+		if cursor == "" || len(d.Events) >= 50 || d.Scanned >= eventScanLimit {
 			break
 		}
 	}
@@ -1149,7 +1151,6 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 type sourcesData struct {
 	Sources []api.SourceOut
 	Err     string
-	Created *api.SourceOut
 }
 
 func (d sourcesData) errText() string { return d.Err }
@@ -1198,7 +1199,10 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 		c.apiFail(w, r, s, err)
 		return
 	}
-	c.sourcesPage(w, r, s, http.StatusCreated, sourcesData{Created: &out})
+	// Post/Redirect/Get, as every change: a reload of the page creates no
+	// second source.
+	c.setFlash(s, "Source "+out.Name+" ("+out.ID+") created: providers POST to "+out.IngestPath+".")
+	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(out.ID), http.StatusSeeOther)
 }
 
 type sourceDetailData struct {

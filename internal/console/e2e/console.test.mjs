@@ -14,6 +14,7 @@ import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createHmac } from 'node:crypto';
 import assert from 'node:assert/strict';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -27,10 +28,12 @@ let step = '';
 const log = (s) => { step = s; console.log('• ' + s); };
 
 // --- the receiver: /ok answers 200; /fail 500 with markup in the body;
-// /flaky 503 until healed; /forge is a page of another origin that posts
-// to Herald without the CSRF token.
+// /flaky 503 until healed; /gone 410 (Herald disables the endpoint) until
+// goneHealed; /forge is a page of another origin that posts to Herald
+// without the CSRF token.
 const received = [];
 let healed = false;
+let goneHealed = false;
 let heraldBase = '';
 let forgeTarget = '';
 const receiver = createServer((req, res) => {
@@ -43,10 +46,13 @@ const receiver = createServer((req, res) => {
       res.end(`<!doctype html><form id="f" method="post" action="${forgeTarget}"><input name="x" value="1"></form><script>document.getElementById('f').submit()</script>`);
       return;
     }
-    received.push({ path, body, id: req.headers['webhook-id'] });
-    if (path.startsWith('/ok') || (path.startsWith('/flaky') && healed)) {
+    received.push({ path, body, id: req.headers['webhook-id'], headers: req.headers });
+    if (path.startsWith('/ok') || (path.startsWith('/flaky') && healed) || (path.startsWith('/gone') && goneHealed)) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end('thanks');
+    } else if (path.startsWith('/gone')) {
+      res.writeHead(410, { 'content-type': 'text/plain' });
+      res.end('gone');
     } else if (path.startsWith('/down')) {
       res.writeHead(503, { 'content-type': 'text/plain' });
       res.end('service unavailable');
@@ -212,13 +218,27 @@ async function main() {
   assert.match(await page.textContent('[data-testid=pins]'), /shipment\.sent v1/, 'the pinned version is shown');
   assert.equal((await api('GET', `/v1/endpoints/${epOK}`)).body.versions['shipment.sent'], 1, 'the API has the pin');
 
-  log('edit the endpoint: pin the newest version');
+  log('edit the endpoint: pin the newest version, add a header and a rate limit');
   await page.click('.actions >> text=Edit');
   assert.equal((await page.inputValue('textarea[name=versions]')).trim(), 'shipment.sent: 1');
   await page.fill('textarea[name=versions]', 'shipment.sent: 2');
+  await page.fill('textarea[name=headers]', 'X-Team: billing\nX-Env: e2e');
+  await page.fill('input[name=rate_limit_per_second]', '25');
   await page.click('#endpoint-form button[type=submit]');
   await page.waitForSelector('.flash');
   assert.match(await page.textContent('[data-testid=pins]'), /shipment\.sent v2/);
+  assert.match(await page.textContent('[data-testid=settings]'), /rate limit: 25\/s\s*headers: X-Env, X-Team/);
+  assert.ok(!(await page.textContent('main')).includes('billing'), 'a header\'s value (a credential) is not on the page');
+  {
+    const e = (await api('GET', `/v1/endpoints/${epOK}`)).body;
+    assert.deepEqual(e.headers, { 'X-Team': 'billing', 'X-Env': 'e2e' }, 'the API has the headers: ' + JSON.stringify(e.headers));
+    assert.equal(e.rate_limit_per_second, 25, 'the API has the rate limit');
+  }
+  await page.click('.actions >> text=Edit');
+  assert.equal(await page.inputValue('textarea[name=headers]'), 'X-Env: e2e\nX-Team: billing\n', 'the edit form shows the headers');
+  assert.equal(await page.inputValue('input[name=rate_limit_per_second]'), '25');
+  await page.click('#endpoint-form >> text=Cancel');
+  await page.waitForURL(/\/ui\/endpoints\/ep_[^/?#]+$/);
 
   log('send a test event and see the attempt');
   await page.click('text=Send test event');
@@ -226,7 +246,16 @@ async function main() {
   assert.match(await page.textContent('[data-testid=test-attempt]'), /HTTP 200/);
   assert.match(await page.textContent('[data-testid=test-attempt]'), /thanks/);
   await shot(page, 'endpoint-test');
-  assert.ok(received.some((x) => x.body.includes('herald.test')), 'the receiver got the test event');
+  const testGot = received.filter((x) => x.body.includes('herald.test'));
+  assert.equal(testGot.length, 1, 'the receiver got the test event once');
+  assert.equal(testGot[0].headers['x-team'], 'billing', 'the test event carries the endpoint\'s header');
+
+  log('reveal the signing secret');
+  await page.click('text=Back to the endpoint');
+  await page.click('.actions button:has-text("Reveal secret")');
+  await page.waitForSelector('[data-testid=secret]');
+  assert.equal((await page.textContent('h1')).trim(), 'Signing secret');
+  assert.equal((await page.textContent('[data-testid=secret]')).trim(), secret1, 'the revealed secret is the one shown at creation');
 
   log('endpoints of two tenants, a failing one and a flaky one');
   const epFail = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/fail`, description: 'always 500' })).body.id;
@@ -267,6 +296,28 @@ async function main() {
   assert.ok(await page.$('svg.chart rect.bar-dead'), 'the chart draws the dead letters');
   assert.equal((await page.textContent('[data-testid=open-circuits]')).trim(), '1', 'one open circuit');
   assert.match(await page.textContent(`[data-testid=failing] tr:has(a[href="/ui/endpoints/${epDown}"])`), /open\s*probe in/, 'the failing endpoint shows its open circuit');
+  {
+    // Queue depth and the oldest due delivery are the API's pending deliveries.
+    const pending = (await api('GET', '/v1/deliveries?state=pending&limit=1000')).body.data;
+    assert.ok(pending.length >= 1, 'the open circuit holds a pending delivery');
+    assert.equal((await page.textContent('[data-testid=queue-depth]')).trim(), String(pending.length), 'queue depth');
+    const due = pending.filter((x) => x.next_attempt_at && !x.in_flight).sort((a, b) => Date.parse(a.next_attempt_at) - Date.parse(b.next_attempt_at));
+    const href = await page.getAttribute('[data-testid=oldest-due] a', 'href');
+    assert.ok(due.some((x) => x.next_attempt_at === due[0].next_attempt_at && href === `/ui/deliveries/${x.id}`), `oldest due ${href}, want ${due[0].id}`);
+    // Dead letters per endpoint: the API's counts, every endpoint with any.
+    const counts = (await api('GET', '/v1/dead-letters')).body.data;
+    assert.ok(counts.length >= 3);
+    assert.equal(await page.$$eval('[data-testid=dead-per-endpoint] [data-count-for]', (e) => e.length), counts.length);
+    for (const c of counts) {
+      assert.equal((await page.textContent(`[data-testid=dead-per-endpoint] [data-count-for="${c.endpoint_id}"]`)).trim(), String(c.count), 'dead letters of ' + c.endpoint_id);
+    }
+    // Two charts (hour, day), their dead bars adding up to the dead letters of the hour.
+    assert.equal(await page.$$eval('svg.chart', (e) => e.length), 2);
+    const deadBars = await page.$$eval('svg.chart', (svgs) => svgs.map((g) => [...g.querySelectorAll('rect.bar-dead title')]
+      .reduce((n, t) => n + Number(/: (\d+) dead$/.exec(t.textContent)[1]), 0)));
+    const dead = counts.reduce((n, c) => n + c.count, 0);
+    assert.deepEqual(deadBars, [dead, dead], 'dead bars of the hour and the day: ' + deadBars);
+  }
   await shot(page, 'overview');
 
   log('endpoints list');
@@ -328,6 +379,27 @@ async function main() {
   await page.click('.actions button:has-text("Resume")');
   await page.waitForSelector('.flash');
   assert.equal((await page.textContent('[data-testid=state]')).trim(), 'enabled');
+
+  log('an endpoint Herald disabled (410 Gone) is enabled from its page');
+  const ep410 = (await api('POST', '/v1/endpoints', { tenant: 'initech', url: `${R}/gone`, description: 'answers 410', event_types: ['gone.*'] })).body.id;
+  assert.equal((await api('POST', '/v1/events', { tenant: 'initech', type: 'gone.now', id: 'gone-1', data: {} })).status, 202);
+  await waitFor('the 410 disables the endpoint', async () => (await api('GET', `/v1/endpoints/${ep410}`)).body.state === 'disabled');
+  await page.goto(`${heraldBase}/ui/endpoints/${ep410}`);
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'disabled');
+  assert.equal(await page.$('.actions button:has-text("Pause")'), null, 'no Pause on a disabled endpoint');
+  // An event published while it is disabled is held until it is enabled.
+  assert.equal((await api('POST', '/v1/events', { tenant: 'initech', type: 'gone.now', id: 'gone-2', data: {} })).status, 202);
+  await waitFor('the new delivery is held', async () =>
+    (await api('GET', `/v1/endpoints/${ep410}/deliveries?state=paused`)).body.data.length === 1);
+  goneHealed = true;
+  await page.click('.actions button:has-text("Enable")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /is enabled; 1 held deliveries released/);
+  assert.equal((await page.textContent('[data-testid=state]')).trim(), 'enabled');
+  await waitFor('the held delivery is delivered once enabled', async () =>
+    (await api('GET', `/v1/endpoints/${ep410}/deliveries?state=succeeded`)).body.data.length === 1);
+  assert.ok(received.some((x) => x.path === '/gone' && x.body.includes('"gone-2"')), 'the receiver got the held event');
+
   const epGone = (await api('POST', '/v1/endpoints', { tenant: 'initech', url: `${R}/ok/gone`, description: 'to be deleted' })).body.id;
   await page.goto(`${heraldBase}/ui/endpoints/${epGone}`);
   await page.click('.actions >> text=Delete…');
@@ -340,6 +412,7 @@ async function main() {
 
   log('select two dead letters, replay them with the confirmation');
   healed = true;
+  const beforeReplay = received.length;
   await page.goto(`${heraldBase}/ui/dead-letters?endpoint=${epFlaky}`);
   assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), '3');
   const boxes = await page.$$('#replay-selected input[name=id]');
@@ -363,7 +436,14 @@ async function main() {
     }
     return ok.every(Boolean);
   });
-  assert.ok(received.filter((x) => x.path.startsWith('/flaky') && healed).length >= 2);
+  {
+    // The receiver got exactly those two events again (and nothing else at /flaky).
+    const events = [];
+    for (const id of picked) events.push((await api('GET', `/v1/deliveries/${id}`)).body.event_id);
+    const again = received.slice(beforeReplay).filter((x) => x.path.startsWith('/flaky'));
+    assert.equal(again.length, 2, 'the receiver got two replays: ' + again.map((x) => x.body).join(' | '));
+    for (const ev of events) assert.ok(again.some((x) => x.body.includes(JSON.stringify(ev))), 'the receiver got ' + ev);
+  }
 
   log('replay the rest by time (empty since/until: every dead letter until now), through the confirmation');
   await page.click('#replay-range button[type=submit]');
@@ -376,6 +456,28 @@ async function main() {
     .every((x) => x.endpoint_id !== epFlaky) && (await api('GET', `/v1/endpoints/${epFlaky}/deliveries?state=succeeded`)).body.data.length === 3);
   await page.goto(`${heraldBase}/ui/dead-letters`);
   await shot(page, 'dead-letters-all');
+
+  log('dead letters across endpoints: select all, the confirmation counts them, Cancel replays nothing');
+  {
+    const counts = (await api('GET', '/v1/dead-letters')).body.data;
+    const total = counts.reduce((n, c) => n + c.count, 0);
+    assert.ok(counts.length >= 2 && total >= 2, 'dead letters of several endpoints: ' + JSON.stringify(counts));
+    assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), String(total));
+    const boxes = '#replay-selected input[name=id]';
+    assert.equal(await page.$$eval(boxes, (b) => b.filter((x) => x.checked).length), 0);
+    await page.check('#select-all');
+    assert.equal(await page.$$eval(boxes, (b) => b.filter((x) => x.checked).length), total, 'select all checks every dead letter on the page');
+    await page.uncheck('#select-all');
+    assert.equal(await page.$$eval(boxes, (b) => b.filter((x) => x.checked).length), 0, 'and unchecks them');
+    await page.check('#select-all');
+    await page.click('text=Replay selected…');
+    await page.waitForSelector('[data-testid=confirm]');
+    assert.match(await page.textContent('[data-testid=confirm]'), new RegExp(`Replay ${total} dead letter`));
+    await page.click('a:text-is("Cancel")');
+    await page.waitForURL(/\/ui\/dead-letters/);
+    assert.equal((await page.textContent('[data-testid=dead-total]')).trim(), String(total), 'Cancel replayed nothing');
+    assert.deepEqual((await api('GET', '/v1/dead-letters')).body.data, counts);
+  }
 
   log('rotate a secret');
   await page.goto(`${heraldBase}/ui/endpoints/${epOK}`);
@@ -391,16 +493,50 @@ async function main() {
   assert.equal(await page.$('[data-testid=secret]'), null, 'a reload shows the rotated secret again');
   assert.equal((await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length, nSecrets, 'a reload rotated again');
 
-  log('inbound sources');
+  log('inbound sources: create one from the page');
   await page.goto(heraldBase + '/ui/sources');
   await page.fill('input[name=name]', 'stripe-live');
   await page.fill('textarea[name=secrets]', 'whsec_test_secret_for_e2e');
-  await page.fill('input[name=destination_url]', `${R}/ok/stripe`);
+  await page.fill('input[name=destination_url]', `${R}/fail/stripe`);
   await page.click('button:has-text("Create source")');
-  await page.waitForSelector('[data-testid=sources] >> text=stripe-live');
+  await page.waitForURL(/\/ui\/sources\/src_[^/?#]+$/);
+  const src = (await api('GET', '/v1/sources')).body.data.find((x) => x.name === 'stripe-live');
+  assert.ok(src, 'the source is created');
+  assert.match(await page.textContent('.flash'), new RegExp(`created: providers POST to ${src.ingest_path}`));
+  await page.reload();
+  assert.equal((await api('GET', '/v1/sources')).body.data.length, 1, 'a reload created another source');
+  await page.goto(heraldBase + '/ui/sources');
+  assert.match(await page.textContent(`[data-testid=sources] tr:has(a[href="/ui/sources/${src.id}"])`), /stripe[\s\S]*\/fail\/stripe[\s\S]*1/);
   await shot(page, 'sources');
-  await page.click('[data-testid=sources] >> text=stripe-live');
+
+  log('a signed provider event is forwarded; its failure is a dead letter on the source\'s page');
+  const ingest = async (secret, id) => {
+    const body = JSON.stringify({ id, object: 'event', type: 'charge.succeeded', data: { object: { id: 'ch_1' } } });
+    const t = Math.floor(Date.now() / 1000);
+    const sig = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex');
+    const r = await fetch(heraldBase + src.ingest_path, { method: 'POST', body,
+      headers: { 'content-type': 'application/json', 'stripe-signature': `t=${t},v1=${sig}` } });
+    return r.status;
+  };
+  assert.equal(await ingest('whsec_test_secret_for_e2e', 'evt_stripe_1'), 200);
+  await waitFor('the forward to /fail is dead-lettered', async () =>
+    (await api('GET', `/v1/endpoints/${src.endpoint_id}/deliveries?state=dead`)).body.data.length === 1);
+  assert.ok(received.some((x) => x.path === '/fail/stripe' && x.body.includes('evt_stripe_1')), 'the destination got the event');
+  await page.click(`[data-testid=sources] a[href="/ui/sources/${src.id}"]`);
+  assert.match(await page.textContent('[data-testid=forwarding]'), /enabled[\s\S]*circuit breaker\s*closed/);
+  assert.match(await page.textContent('[data-testid=source-dead]'), /HTTP 500/);
+  assert.equal(await page.$$eval('[data-testid=source-dead] a[href^="/ui/deliveries/"]', (a) => a.length), 1);
   await shot(page, 'source');
+
+  log('replace the source\'s secrets: the old one no longer verifies, a new one does');
+  await page.fill('textarea[name=secrets]', 'whsec_rotated_one\nwhsec_rotated_two');
+  await page.click('button:has-text("Save")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /saved/);
+  assert.match(await page.textContent('main'), /2 secret\(s\)/);
+  assert.equal((await api('GET', `/v1/sources/${src.id}`)).body.secrets, 2);
+  assert.equal(await ingest('whsec_test_secret_for_e2e', 'evt_stripe_2'), 401, 'the replaced secret is refused');
+  assert.equal(await ingest('whsec_rotated_two', 'evt_stripe_3'), 200, 'a new secret verifies');
 
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');

@@ -613,6 +613,24 @@ async function main() {
   await ctx2.close();
   assert.deepEqual(blocked2, []);
 
+  log('revoke the publisher key from the API keys page: the confirmation first');
+  {
+    const row = '[data-testid=keys] tr:has-text("billing publisher")';
+    await page.goto(heraldBase + '/ui/keys');
+    const asked = [];
+    page.once('dialog', (d) => { asked.push(d.message()); d.dismiss(); });
+    await page.click(`${row} button:has-text("Revoke")`);
+    assert.match(asked[0] || '', /Revoke billing publisher\?/, 'the page asks before revoking');
+    assert.equal((await api('GET', '/v1/endpoints?limit=1', undefined, publisherKey)).status, 403, 'dismissed: the key still authenticates (and its role may not list endpoints)');
+    page.once('dialog', (d) => d.accept());
+    await page.click(`${row} button:has-text("Revoke")`);
+    await page.waitForSelector('.flash');
+    assert.match(await page.textContent('.flash'), /revoked/);
+    assert.match(await page.textContent(row), /revoked \d{4}-/);
+    assert.equal(await page.$(`${row} button:has-text("Revoke")`), null, 'a revoked key has no Revoke button');
+    assert.equal((await api('GET', '/v1/events?limit=1', undefined, publisherKey)).status, 401, 'the revoked key is refused');
+  }
+
   log('a forged cross-site POST without the CSRF token is refused');
   forgeTarget = `${heraldBase}/ui/endpoints/${epOK}/delete`;
   const forged = page.waitForResponse((r) => r.url() === forgeTarget);

@@ -185,13 +185,18 @@ func TestTraceParentWithTracingOff(t *testing.T) {
 // TestTraceInbound: an inbound request carrying the provider's traceparent
 // is one server span (verify, dedupe, store) under the provider's span,
 // with its result; the forward's attempt span is its child, and the
-// destination receives a traceparent of the same trace.
+// destination receives a traceparent of the same trace. A refused
+// signature's log record carries its span's trace and span ids.
 func TestTraceInbound(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	h := startHerald(t, func(c *app.Config) { c.TracerProvider = tp })
+	logs := &testutil.SyncBuffer{}
+	h := startHerald(t, func(c *app.Config) {
+		c.TracerProvider = tp
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	dest := newReceiver(t, 200)
 	const secret = "shh-github-secret"
 	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL + "/gh"})
@@ -235,5 +240,28 @@ func TestTraceInbound(t *testing.T) {
 	}
 	if sc, ok := tracing.ParseTraceParent(got[0].Header.Get("Traceparent")); !ok || sc.SpanID() != attempt.SpanContext().SpanID() {
 		t.Errorf("destination's traceparent %q, want the forward attempt's span %s", got[0].Header.Get("Traceparent"), attempt.SpanContext().SpanID())
+	}
+
+	// A request whose signature is refused: its span says so, and the
+	// gateway's log record of the refusal carries the span's ids.
+	const refusedTrace = "5bf92f3577b34da6a3ce929d0e0e4737"
+	bad := providerRequest(t, "github", "not-the-secret", time.Now(), body, "gh-delivery-2")
+	bad.Set("Traceparent", "00-"+refusedTrace+"-b7ad6b7169203332-01")
+	if st, raw := h.ingest(src.IngestPath, bad, body); st != http.StatusUnauthorized {
+		t.Fatalf("ingest with a wrong signature: %d %s", st, raw)
+	}
+	var refused sdktrace.ReadOnlySpan
+	for deadline := time.Now().Add(5 * time.Second); refused == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() { // the span ends after the answer is written
+			if s.Name() == "POST /in/{source_id}" && s.SpanContext().TraceID().String() == refusedTrace {
+				refused = s
+			}
+		}
+	}
+	if refused == nil || attrs(refused)["herald.result"].AsString() != "unauthorized" {
+		t.Fatalf("no inbound span with herald.result unauthorized in the refused request's trace")
+	}
+	if want := "trace_id=" + refusedTrace + " span_id=" + refused.SpanContext().SpanID().String(); !strings.Contains(logs.String(), want) {
+		t.Errorf("no log record with %q in:\n%s", want, logs.String())
 	}
 }

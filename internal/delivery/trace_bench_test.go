@@ -21,17 +21,18 @@ func (okSender) Do(context.Context, egress.Request) egress.Result {
 	return egress.Result{StatusCode: 200, Duration: time.Millisecond}
 }
 
-// benchmarkAttempt measures one attempt's own work (headers, signature,
-// classification, completion) against a sender that answers 200 at once,
-// with the given tracer (nil: tracing off).
-func benchmarkAttempt(b *testing.B, tr *tracing.Tracer, traceparent string) {
+// attemptFixture is an engine with the given tracer (nil: tracing off)
+// and sender, and a claim of an event carrying traceparent ("" = none),
+// attempted once so that the endpoint's signer exists.
+func attemptFixture(tb testing.TB, tr *tracing.Tracer, traceparent string, sender Sender) (*Engine, store.Claim) {
+	tb.Helper()
 	secret, err := webhook.NewSecret()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	e, err := New(Config{Store: wakeStore{}, Sender: okSender{}, Clock: clock.NewFake(t0), Tracer: tr})
+	e, err := New(Config{Store: wakeStore{}, Sender: sender, Clock: clock.NewFake(t0), Tracer: tr})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	c := store.Claim{
 		Delivery: store.Delivery{ID: "dlv_1", Tenant: "acme", EventID: "evt_1", EndpointID: "ep_1", Attempts: 1},
@@ -40,8 +41,16 @@ func benchmarkAttempt(b *testing.B, tr *tracing.Tracer, traceparent string) {
 		Endpoint: store.Endpoint{ID: "ep_1", Tenant: "acme", URL: "https://receiver.example/hook?shard=1",
 			Secrets: []store.Secret{{Value: secret, CreatedAt: t0.Add(-time.Hour)}}},
 	}
+	e.attempt(context.Background(), c) // the endpoint's signer is made once, then reused
+	return e, c
+}
+
+// benchmarkAttempt measures one attempt's own work (headers, signature,
+// classification, completion) against a sender that answers 200 at once,
+// with the given tracer (nil: tracing off).
+func benchmarkAttempt(b *testing.B, tr *tracing.Tracer, traceparent string) {
+	e, c := attemptFixture(b, tr, traceparent, okSender{})
 	ctx := context.Background()
-	e.attempt(ctx, c) // the endpoint's signer is made once, then reused
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -135,9 +135,10 @@ var (
 )
 
 // Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
-// membership, and two claimers (a claim is a round trip to the server).
+// membership and its list of live nodes, the sealing of clear header
+// values, and two claimers (a claim is a round trip to the server).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2}
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s}
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns

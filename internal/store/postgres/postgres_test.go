@@ -139,12 +139,20 @@ func rawConn(t *testing.T, dbURL string) *pgx.Conn {
 	return conn
 }
 
+// TestConformance runs the suite on stores opened as Herald opens them:
+// with a secret box (secrets and header values sealed at rest).
 func TestConformance(t *testing.T) {
 	baseURL(t)
+	key := make([]byte, secretbox.KeySize)
+	rand.Read(key)
+	box, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("conformance suite: %v", time.Since(start).Round(time.Millisecond)) })
 	storetest.Exercise(t, func(t *testing.T) store.Store {
-		return openStore(t, newSchema(t))
+		return openStore(t, newSchema(t), WithSecretBox(box))
 	})
 }
 

@@ -31,9 +31,16 @@ func openStore(t *testing.T, path string) *sqlite.Store {
 	return s
 }
 
+// TestConformance runs the suite on stores opened as Herald opens them:
+// with a secret box (secrets and header values sealed at rest).
 func TestConformance(t *testing.T) {
+	box := testBox(t)
 	storetest.Exercise(t, func(t *testing.T) store.Store {
-		s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+		path := filepath.Join(t.TempDir(), "herald.db")
+		s, err := sqlite.Open(t.Context(), path, sqlite.WithSecretBox(box))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", path, err)
+		}
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
 				t.Errorf("Close: %v", err)

@@ -35,10 +35,12 @@ var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func at(d time.Duration) time.Time { return base.Add(d) }
 
 // Exercise runs the conformance suite against a driver. newStore returns a
-// fresh, empty, migrated store for each subtest (and registers its Close with
-// t.Cleanup; the suite may close it first, so Close must be safe to call
-// twice). The run fails when some method of store.Store was never called by
-// any subtest (unless -run selects subtests or -skip is set).
+// fresh, empty, migrated store for each subtest, opened as Herald opens it
+// (with a secret box), and registers its Close with t.Cleanup (the suite
+// may close it first, so Close must be safe to call twice). The run fails
+// when some method of store.Store, or of a capability the driver declares
+// (store.Capabilities), was never called by any subtest (unless -run
+// selects subtests or -skip is set).
 func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	cov := newCoverage()
@@ -87,6 +89,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("PublishClientID", s.publishClientID)
 	group("Sources", s.sources)
 	group("Secrets", s.secrets)
+	group("Capabilities", s.capabilities)
 }
 
 type suite struct {

@@ -488,12 +488,13 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 }
 
 // TestCapabilities: one process owns a SQLite database, so the driver
-// declares no wake-ups, membership or node list, and one claimer.
+// declares no wake-ups, membership or node list, one claimer, the one
+// claiming process, and the sealing of clear header values.
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s}) {
-		t.Errorf("Capabilities() = %+v, want Claimers 1 and Exclusive (one process claims)", c)
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s}) {
+		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims) and HeaderSealer", c)
 	}
 }
 

@@ -442,7 +442,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	}
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", p.Endpoint.ID)
+			return store.Endpoint{}, store.Exists("endpoint " + p.Endpoint.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}

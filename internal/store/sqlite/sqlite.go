@@ -512,7 +512,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if uniqueViolation(err) {
-			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", e.ID)
+			return store.Endpoint{}, store.Exists("endpoint " + e.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}

@@ -34,6 +34,10 @@ type Capabilities struct {
 	// earlier version stored in clear; a node calls it at start, once its
 	// encryption key is proven right (both drivers have it).
 	HeaderSealer ClearHeaderSealer
+	// Sealed, when not nil, reads and rewrites the values encrypted at rest
+	// (SealedColumns) for herald rekey (Rekey); a store without it cannot
+	// be rekeyed (both drivers have it).
+	Sealed SealedStore
 }
 
 // ExclusiveClaimer is the one-claiming-process capability

@@ -132,13 +132,15 @@ var (
 	_ store.Membership        = (*Store)(nil)
 	_ store.NodeLister        = (*Store)(nil)
 	_ store.ClearHeaderSealer = (*Store)(nil)
+	_ store.SealedStore       = (*Store)(nil)
 )
 
 // Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
 // membership and its list of live nodes, the sealing of clear header
-// values, and two claimers (a claim is a round trip to the server).
+// values and the rekey of sealed values, and two claimers (a claim is a
+// round trip to the server).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s}
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s}
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns

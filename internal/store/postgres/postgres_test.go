@@ -1064,15 +1064,15 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 
 // TestCapabilities: the driver declares every optional feature the
 // application uses on PostgreSQL (wake-ups, membership, node list, the
-// sealing of clear header values, two claimers), backed by the store
+// sealing of clear header values, rekey, two claimers), backed by the store
 // itself, and no exclusive claimer (nodes share the queue).
 func TestCapabilities(t *testing.T) {
 	baseURL(t)
 	s := openStore(t, newSchema(t))
 	c := s.Capabilities()
 	if c.Wakeups != store.Notifier(s) || c.Membership != store.Membership(s) || c.Nodes != store.NodeLister(s) ||
-		c.HeaderSealer != store.ClearHeaderSealer(s) || c.Exclusive != nil || c.Claimers != 2 {
-		t.Errorf("Capabilities() = %+v, want wake-ups, membership, nodes and header sealing from the store, no exclusive claimer, 2 claimers", c)
+		c.HeaderSealer != store.ClearHeaderSealer(s) || c.Sealed != store.SealedStore(s) || c.Exclusive != nil || c.Claimers != 2 {
+		t.Errorf("Capabilities() = %+v, want wake-ups, membership, nodes, header sealing and rekey from the store, no exclusive claimer, 2 claimers", c)
 	}
 }
 

@@ -163,4 +163,119 @@ func (s suite) capabilities(t *testing.T) {
 			}
 		}
 	})
+
+	s.run(t, "Sealed/PagesInByteOrderAndCompareAndSet", func(t *testing.T, f *fixture) {
+		sealed := f.s.Capabilities().Sealed
+		if sealed == nil {
+			t.Skip("the driver declares no Sealed")
+		}
+		column := func(table, col string) store.SealedColumn {
+			for _, c := range store.SealedColumns {
+				if c.Table == table && c.Column == col {
+					return c
+				}
+			}
+			t.Fatalf("no sealed column %s.%s", table, col)
+			return store.SealedColumn{}
+		}
+		list := func(c store.SealedColumn) []store.SealedValue {
+			t.Helper()
+			var all []store.SealedValue
+			for after := ""; ; {
+				page, err := sealed.SealedValues(f.ctx, c, after, 2)
+				if err != nil {
+					t.Fatalf("SealedValues(%s.%s after %q): %v", c.Table, c.Column, after, err)
+				}
+				if len(page) > 2 {
+					t.Fatalf("SealedValues(limit 2) returned %d rows", len(page))
+				}
+				if len(page) == 0 {
+					return all
+				}
+				all = append(all, page...)
+				after = page[len(page)-1].Key
+			}
+		}
+		keys := func(vs []store.SealedValue) []string {
+			return idsOf(vs, func(v store.SealedValue) string { return v.Key })
+		}
+		// Ids whose byte order is not a case-insensitive collation's
+		// order: rekey pages by byte order on every driver.
+		ids := []string{"ep_a", "ep_B", "ep_c", "ep_D", "ep_e"}
+		withHeaders := map[string]bool{"ep_B": true, "ep_c": true}
+		eps := map[string]store.Endpoint{}
+		for _, id := range ids {
+			e := newEndpoint("acme")
+			e.ID = id
+			e.Secrets = []store.Secret{{Value: "whsec_" + id, CreatedAt: base}}
+			if withHeaders[id] {
+				e.Headers = map[string]string{"X-Key": "v-" + id}
+			}
+			eps[id] = f.createEndpoint(e)
+		}
+		src := newSource("gh")
+		if _, err := f.s.CreateSource(f.ctx, src); err != nil {
+			t.Fatalf("CreateSource: %v", err)
+		}
+		secrets := column("endpoints", "secrets")
+		got := list(secrets)
+		want := append(slices.Clone(ids), src.Endpoint.ID)
+		slices.Sort(want) // byte order
+		if !slices.Equal(keys(got), want) {
+			t.Errorf("SealedValues(endpoints.secrets) keys %v, want %v (each once, in byte order)", keys(got), want)
+		}
+		// A column's own condition: only endpoints with headers.
+		if hk := keys(list(column("endpoints", "headers"))); !slices.Equal(hk, []string{"ep_B", "ep_c"}) {
+			t.Errorf("SealedValues(endpoints.headers) keys %v, want [ep_B ep_c]", hk)
+		}
+		if sk := keys(list(column("sources", "config"))); !slices.Equal(sk, []string{src.Source.ID}) {
+			t.Errorf("SealedValues(sources.config) keys %v, want [%s]", sk, src.Source.ID)
+		}
+		if _, err := f.s.EnsureMeta(f.ctx, "suite.other", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.EnsureMeta(f.ctx, store.KeyCheckMeta, "check-value"); err != nil {
+			t.Fatal(err)
+		}
+		if mk := list(column("meta", "value")); !slices.Equal(mk, []store.SealedValue{{Key: store.KeyCheckMeta, Value: "check-value"}}) {
+			t.Errorf("SealedValues(meta.value) = %v, want only the key check value", mk)
+		}
+
+		// SealedValue reads one row as SealedValues listed it.
+		var cur string
+		for _, v := range got {
+			if v.Key == "ep_B" {
+				cur = v.Value
+			}
+		}
+		if v, ok, err := sealed.SealedValue(f.ctx, secrets, "ep_B"); err != nil || !ok || v != cur || v == "" {
+			t.Fatalf("SealedValue(ep_B) = %q, %v, %v; want the listed %q", v, ok, err, cur)
+		}
+		if v, ok, err := sealed.SealedValue(f.ctx, secrets, "ep_none"); err != nil || ok {
+			t.Errorf("SealedValue(unknown key) = %q, %v, %v; want not found", v, ok, err)
+		}
+		// ReplaceSealed is a compare-and-set.
+		if ok, err := sealed.ReplaceSealed(f.ctx, secrets, "ep_B", cur+"-stale", "replaced"); err != nil || ok {
+			t.Errorf("ReplaceSealed from a value that is not the stored one = %v, %v; want false", ok, err)
+		}
+		if v, _, _ := sealed.SealedValue(f.ctx, secrets, "ep_B"); v != cur {
+			t.Errorf("after a refused ReplaceSealed the value is %q, want it unchanged", v)
+		}
+		if ok, err := sealed.ReplaceSealed(f.ctx, secrets, "ep_B", cur, "replaced"); err != nil || !ok {
+			t.Fatalf("ReplaceSealed from the stored value = %v, %v; want true", ok, err)
+		}
+		if v, _, _ := sealed.SealedValue(f.ctx, secrets, "ep_B"); v != "replaced" {
+			t.Errorf("after ReplaceSealed the value is %q, want %q", v, "replaced")
+		}
+		if v, _, _ := sealed.SealedValue(f.ctx, secrets, "ep_a"); v == "replaced" {
+			t.Error("ReplaceSealed changed another row")
+		}
+		if ok, err := sealed.ReplaceSealed(f.ctx, secrets, "ep_B", "replaced", cur); err != nil || !ok {
+			t.Fatalf("ReplaceSealed back = %v, %v; want true", ok, err)
+		}
+		if ok, err := sealed.ReplaceSealed(f.ctx, secrets, "ep_none", cur, "x"); err != nil || ok {
+			t.Errorf("ReplaceSealed of an unknown key = %v, %v; want false", ok, err)
+		}
+		diff(t, "the endpoint after its value was put back", eps["ep_B"], f.getEndpoint("ep_B"))
+	})
 }

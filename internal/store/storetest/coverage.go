@@ -158,6 +158,9 @@ func (r *recorder) Capabilities() store.Capabilities {
 	if c.HeaderSealer != nil {
 		c.HeaderSealer = sealerRecorder{c.HeaderSealer, r.cov}
 	}
+	if c.Sealed != nil {
+		c.Sealed = sealedRecorder{c.Sealed, r.cov}
+	}
 	r.cov.declare(c)
 	return c
 }
@@ -448,4 +451,26 @@ func (r *recorder) Stats(ctx context.Context) (store.Stats, error) {
 func (r *recorder) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 	r.called("Purge")
 	return r.s.Purge(ctx, p)
+}
+
+type sealedRecorder struct {
+	s   store.SealedStore
+	cov *coverage
+}
+
+func (sealedRecorder) countsCalls() {}
+
+func (r sealedRecorder) SealedValues(ctx context.Context, c store.SealedColumn, after string, limit int) ([]store.SealedValue, error) {
+	r.cov.called("Sealed.SealedValues")
+	return r.s.SealedValues(ctx, c, after, limit)
+}
+
+func (r sealedRecorder) SealedValue(ctx context.Context, c store.SealedColumn, key string) (string, bool, error) {
+	r.cov.called("Sealed.SealedValue")
+	return r.s.SealedValue(ctx, c, key)
+}
+
+func (r sealedRecorder) ReplaceSealed(ctx context.Context, c store.SealedColumn, key, old, new string) (bool, error) {
+	r.cov.called("Sealed.ReplaceSealed")
+	return r.s.ReplaceSealed(ctx, c, key, old, new)
 }

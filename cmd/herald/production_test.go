@@ -25,7 +25,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/postgres"
 )
 
 // TestProductionCommands drives version, migrate status, backup, restore
@@ -407,7 +406,7 @@ func TestRekeyWarnsAboutLivePostgresNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Store().(*postgres.Store).Heartbeat(t.Context(), store.Node{ID: "node_live1", HeartbeatInterval: time.Minute, AttemptTimeout: time.Second}); err != nil {
+	if _, err := m.Store().Capabilities().Membership.Heartbeat(t.Context(), store.Node{ID: "node_live1", HeartbeatInterval: time.Minute, AttemptTimeout: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("HERALD_ENCRYPTION_KEY", k)

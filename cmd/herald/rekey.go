@@ -119,10 +119,7 @@ it (PostgreSQL): each must hold the new key already.`,
 			}
 			oldRing := secretbox.NewKeyring(prev[0], prev[1:]...)
 			both := secretbox.NewKeyring(newBox, prev...)
-			var st interface {
-				store.Store
-				store.SealedStore
-			}
+			var st store.Store
 			if isPostgres(db) {
 				st, err = postgres.Open(cmd.Context(), db, postgres.WithSecretBox(both))
 			} else {
@@ -132,6 +129,10 @@ it (PostgreSQL): each must hold the new key already.`,
 				return err
 			}
 			defer st.Close()
+			sealed := st.Capabilities().Sealed
+			if sealed == nil {
+				return errors.New("this store declares no rekey of its sealed values (store.Capabilities.Sealed): nothing was changed")
+			}
 			if err := store.CheckKey(cmd.Context(), st, both); err != nil {
 				return fmt.Errorf("neither the new nor an old key is this database's: %w", err)
 			}
@@ -144,7 +145,7 @@ it (PostgreSQL): each must hold the new key already.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
 				}
 			}
-			stats, err := store.Rekey(cmd.Context(), st, oldRing, newBox)
+			stats, err := store.Rekey(cmd.Context(), sealed, oldRing, newBox)
 			if err != nil {
 				return fmt.Errorf("%w (run herald rekey again to resume)", err)
 			}

@@ -56,7 +56,7 @@ func TestStoreErrorCodes(t *testing.T) {
 		{"not found", fmt.Errorf("get endpoint %s: %w", w.epA, store.ErrNotFound), 404, "endpoint " + w.epA + " not found", ""},
 		{"conflict", fmt.Errorf("publish: %w", store.Errorf(store.CodeConflict, "event id inv-1 already exists with a different type or data")),
 			409, "event id inv-1 already exists with a different type or data", ""},
-		{"invalid", fmt.Errorf("list events: %w", store.Errorf(store.CodeInvalid, "cursor %q was not issued by this store", "x")),
+		{"invalid", fmt.Errorf("list events: %w", store.BadCursor("x")),
 			400, `cursor "x" was not issued by this store`, ""},
 		{"limit", store.Errorf(store.CodeLimit, "tenant acme already has 2 endpoints"), 422, "tenant acme already has 2 endpoints", ""},
 		{"outage", fmt.Errorf("get endpoint: %w: %w", store.ErrUnavailable, errors.New("dial tcp: connection refused")),

@@ -543,10 +543,11 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 }
 
 // sealClearHeaders seals endpoint header values stored in clear by an
-// earlier version (store.SealHeaders), once the key is proven right.
+// earlier version (store.SealHeaders), once the key is proven right, when
+// the store declares the capability (Capabilities.HeaderSealer).
 func (m *Main) sealClearHeaders(ctx context.Context, st store.Store) error {
-	s, ok := st.(store.ClearHeaderSealer)
-	if !ok {
+	s := st.Capabilities().HeaderSealer
+	if s == nil {
 		return nil
 	}
 	n, err := s.SealClearHeaders(ctx)

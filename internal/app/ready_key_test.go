@@ -36,9 +36,9 @@ func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	oldBox, _ := secretbox.New(ok)
 	nk, _ := secretbox.ParseKey(newKey(t))
 	newBox, _ := secretbox.New(nk)
-	sealed, is := h.m.Store().(store.SealedStore)
-	if !is {
-		t.Fatalf("%T is not a store.SealedStore", h.m.Store())
+	sealed := h.m.Store().Capabilities().Sealed
+	if sealed == nil {
+		t.Fatalf("%T declares no Capabilities.Sealed", h.m.Store())
 	}
 	if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(oldBox), newBox); err != nil {
 		t.Fatalf("rekey: %v", err)

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Capabilities are the optional features of a driver, declared by the
 // driver (Store.Capabilities) instead of guessed from its concrete type:
@@ -27,6 +30,14 @@ type Capabilities struct {
 	// before it serves, so a second process on the same database stops at
 	// start with a clear error instead of running without delivering.
 	Exclusive ExclusiveClaimer
+	// HeaderSealer, when not nil, seals the endpoint header values an
+	// earlier version stored in clear; a node calls it at start, once its
+	// encryption key is proven right (both drivers have it).
+	HeaderSealer ClearHeaderSealer
+	// Sealed, when not nil, reads and rewrites the values encrypted at rest
+	// (SealedColumns) for herald rekey (Rekey); a store without it cannot
+	// be rekeyed (both drivers have it).
+	Sealed SealedStore
 }
 
 // ExclusiveClaimer is the one-claiming-process capability
@@ -51,11 +62,40 @@ type NodeLister interface {
 	LiveNodes(ctx context.Context) ([]string, error)
 }
 
-// ClearHeaderSealer is implemented by drivers that can seal endpoint
-// header values an earlier version stored in clear (SealHeaders); both
-// drivers do, and assert it.
+// ClearHeaderSealer is the capability of sealing endpoint header values an
+// earlier version stored in clear (SealHeaders; Capabilities.HeaderSealer).
 type ClearHeaderSealer interface {
 	// SealClearHeaders seals every clear header value and returns how many
 	// endpoints it changed.
 	SealClearHeaders(ctx context.Context) (int, error)
 }
+
+// Membership is the capability of a database several Herald nodes share
+// (Capabilities.Membership; the PostgreSQL driver). The delivery engine
+// uses it to split each endpoint's concurrency cap and rate limit between
+// the live nodes, so that the limits hold for the cluster as a whole
+// (ARCHITECTURE.md, "Limits across nodes").
+type Membership interface {
+	// Heartbeat records that the node is alive at the database's current
+	// time, with its heartbeat interval and attempt timeout; forgets every
+	// node not seen for NodeTTLIntervals of its own intervals; and returns
+	// the live nodes (the caller included), sorted by id. ErrInvalid for an
+	// empty id or an interval or timeout that is not positive.
+	Heartbeat(ctx context.Context, self Node) ([]Node, error)
+	// Leave removes the node from the live nodes at once (a clean
+	// shutdown); leaving twice, or without a heartbeat, is not an error.
+	Leave(ctx context.Context, id string) error
+}
+
+// Node is one Herald node of a shared database, as its heartbeat describes
+// it. Nodes may run with different intervals and timeouts: each is judged
+// by its own.
+type Node struct {
+	ID                string        // the engine's lease owner ("node_…")
+	HeartbeatInterval time.Duration // time between its heartbeats
+	AttemptTimeout    time.Duration // the longest its attempts run
+}
+
+// NodeTTLIntervals is how many of its own heartbeat intervals a node stays
+// live without a heartbeat.
+const NodeTTLIntervals = 10

@@ -49,7 +49,7 @@ type SealedValue struct {
 	Key, Value string
 }
 
-// SealedStore is what a driver provides for rekey: pages of a sealed
+// SealedStore is the rekey capability (Capabilities.Sealed): pages of a sealed
 // column's rows (by key in byte order, after the given one, ascending),
 // one row's value, and a
 // compare-and-set of one value (false when the value changed meanwhile).

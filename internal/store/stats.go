@@ -47,7 +47,7 @@ func StatsRange(window string, now time.Time) (span string, from time.Time, err 
 	case StatsWindowWeek:
 		return statsSpanHour, now.UTC().Truncate(time.Hour).Add(-167 * time.Hour), nil
 	}
-	return "", time.Time{}, fmt.Errorf("window %q: allowed values are %s: %w", window, strings.Join(StatsWindows, ", "), ErrInvalid)
+	return "", time.Time{}, Errorf(CodeInvalid, "window %q: allowed values are %s", window, strings.Join(StatsWindows, ", "))
 }
 
 // StatsHorizons are how long the rollups are kept (Purge, with

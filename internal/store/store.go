@@ -729,46 +729,15 @@ type PurgeParams struct {
 	Limit             int
 }
 
-// Store is implemented by every database driver. Every method is safe for
-// concurrent use. Methods return ErrNotFound, ErrConflict or ErrUnavailable
-// (wrapped) where the documentation says so.
-// Membership is implemented by drivers whose database several Herald
-// nodes share (the PostgreSQL driver). The delivery engine uses it to split
-// each endpoint's concurrency cap and rate limit between the live nodes, so
-// that the limits hold for the cluster as a whole (ARCHITECTURE.md,
-// "Limits across nodes").
-type Membership interface {
-	// Heartbeat records that the node is alive at the database's current
-	// time, with its heartbeat interval and attempt timeout; forgets every
-	// node not seen for NodeTTLIntervals of its own intervals; and returns
-	// the live nodes (the caller included), sorted by id. ErrInvalid for an
-	// empty id or an interval or timeout that is not positive.
-	Heartbeat(ctx context.Context, self Node) ([]Node, error)
-	// Leave removes the node from the live nodes at once (a clean
-	// shutdown); leaving twice, or without a heartbeat, is not an error.
-	Leave(ctx context.Context, id string) error
-}
-
-// Node is one Herald node of a shared database, as its heartbeat describes
-// it. Nodes may run with different intervals and timeouts: each is judged
-// by its own.
-type Node struct {
-	ID                string        // the engine's lease owner ("node_…")
-	HeartbeatInterval time.Duration // time between its heartbeats
-	AttemptTimeout    time.Duration // the longest its attempts run
-}
-
-// NodeTTLIntervals is how many of its own heartbeat intervals a node stays
-// live without a heartbeat.
-const NodeTTLIntervals = 10
-
 // Store is the storage contract every database driver implements (the
 // sqlite and postgres sub-packages): one method per operation, each taking
 // a params struct where it has more than an id, each returning errors of
 // the store's error model (errors.go: an *Error with a Code, or a wrapped
 // sentinel such as ErrNotFound). A driver's optional features are
-// declared by Capabilities, never guessed from its type. The conformance
-// suite (storetest.Exercise) runs every method on every driver.
+// declared by Capabilities, never guessed from its type. Every method is
+// safe for concurrent use. The conformance suite (storetest.Exercise) runs
+// every method on every driver, and every method of each capability a
+// driver declares.
 type Store interface {
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error

@@ -32,7 +32,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey,
 		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, ts(k.CreatedAt), nullTS(k.ExpiresAt), nullTS(k.RevokedAt), nullTS(k.LastUsedAt), k.CreatedBy)
 	out, err := scanAPIKey(row)
 	if isUniqueViolation(err) {
-		return store.APIKey{}, store.Errorf(store.CodeConflict, "api key %s exists", k.ID)
+		return store.APIKey{}, store.Exists("API key " + k.ID)
 	}
 	return out, wrap("create api key", err)
 }

@@ -40,7 +40,7 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 		t.Name, t.Description, t.ResourceID, string(vb), ts(t.CreatedAt), ts(t.UpdatedAt)))
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.EventType{}, store.Errorf(store.CodeConflict, "event type %s already exists: add a version to it (POST /v1/event-types/%s/versions)", t.Name, t.Name)
+			return store.EventType{}, store.EventTypeExists(t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)
 	}
@@ -92,7 +92,7 @@ func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.E
 		if _, err := s.GetEventType(ctx, t.Name); err != nil {
 			return store.EventType{}, err
 		}
-		return store.EventType{}, store.Errorf(store.CodeConflict, "update event type %s: changed meanwhile (revision %d is not the stored one)", t.Name, t.Revision)
+		return store.EventType{}, store.EventTypeChanged(t.Name, t.Revision)
 	}
 	if err != nil {
 		return store.EventType{}, wrap("update event type", err)

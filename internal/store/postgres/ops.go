@@ -20,7 +20,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
 	default:
-		return store.Endpoint{}, 0, store.Errorf(store.CodeInvalid, "set endpoint state %q", p.State)
+		return store.Endpoint{}, 0, store.BadEndpointState(p.State)
 	}
 	now := ts(p.Now)
 	var (
@@ -72,7 +72,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 // endpoint's state when the replay commits.
 func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
 	if (p.DeliveryID == "") == (p.EndpointID == "") {
-		return 0, store.Errorf(store.CodeInvalid, "replay: exactly one of delivery and endpoint")
+		return 0, store.BadReplayTarget()
 	}
 	states := p.States
 	if len(states) == 0 {
@@ -102,7 +102,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		names := make([]string, len(states))
 		for i, st := range states {
 			if st != store.DeliveryDead && st != store.DeliverySucceeded {
-				return store.Errorf(store.CodeInvalid, "only dead or succeeded deliveries can be replayed, not %q", st)
+				return store.NotReplayable(st)
 			}
 			names[i] = string(st)
 		}

@@ -132,12 +132,15 @@ var (
 	_ store.Membership        = (*Store)(nil)
 	_ store.NodeLister        = (*Store)(nil)
 	_ store.ClearHeaderSealer = (*Store)(nil)
+	_ store.SealedStore       = (*Store)(nil)
 )
 
 // Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
-// membership, and two claimers (a claim is a round trip to the server).
+// membership and its list of live nodes, the sealing of clear header
+// values and the rekey of sealed values, and two claimers (a claim is a
+// round trip to the server).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2}
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s}
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns
@@ -441,7 +444,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	}
 	if err != nil {
 		if isUniqueViolation(err) {
-			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", p.Endpoint.ID)
+			return store.Endpoint{}, store.Exists("endpoint " + p.Endpoint.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}

@@ -139,12 +139,20 @@ func rawConn(t *testing.T, dbURL string) *pgx.Conn {
 	return conn
 }
 
+// TestConformance runs the suite on stores opened as Herald opens them:
+// with a secret box (secrets and header values sealed at rest).
 func TestConformance(t *testing.T) {
 	baseURL(t)
+	key := make([]byte, secretbox.KeySize)
+	rand.Read(key)
+	box, err := secretbox.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("conformance suite: %v", time.Since(start).Round(time.Millisecond)) })
 	storetest.Exercise(t, func(t *testing.T) store.Store {
-		return openStore(t, newSchema(t))
+		return openStore(t, newSchema(t), WithSecretBox(box))
 	})
 }
 
@@ -1055,14 +1063,16 @@ func TestDisableQuerySkipsScan(t *testing.T) {
 }
 
 // TestCapabilities: the driver declares every optional feature the
-// application uses on PostgreSQL (wake-ups, membership, node list, two
-// claimers), backed by the store itself.
+// application uses on PostgreSQL (wake-ups, membership, node list, the
+// sealing of clear header values, rekey, two claimers), backed by the store
+// itself, and no exclusive claimer (nodes share the queue).
 func TestCapabilities(t *testing.T) {
 	baseURL(t)
 	s := openStore(t, newSchema(t))
 	c := s.Capabilities()
-	if c.Wakeups != store.Notifier(s) || c.Membership != store.Membership(s) || c.Nodes != store.NodeLister(s) || c.Claimers != 2 {
-		t.Errorf("Capabilities() = %+v, want wake-ups, membership and nodes from the store, 2 claimers", c)
+	if c.Wakeups != store.Notifier(s) || c.Membership != store.Membership(s) || c.Nodes != store.NodeLister(s) ||
+		c.HeaderSealer != store.ClearHeaderSealer(s) || c.Sealed != store.SealedStore(s) || c.Exclusive != nil || c.Claimers != 2 {
+		t.Errorf("Capabilities() = %+v, want wake-ups, membership, nodes, header sealing and rekey from the store, no exclusive claimer, 2 claimers", c)
 	}
 }
 

@@ -58,9 +58,9 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			if pgErr.TableName == "endpoints" {
-				return store.Source{}, store.Errorf(store.CodeConflict, "create source endpoint %s", ep.ID)
+				return store.Source{}, store.Exists("endpoint " + ep.ID)
 			}
-			return store.Source{}, store.Errorf(store.CodeConflict, "create source %s", src.ID)
+			return store.Source{}, store.Exists("source " + src.ID)
 		}
 		return store.Source{}, err
 	}

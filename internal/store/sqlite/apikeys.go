@@ -36,7 +36,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey,
 	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt), k.CreatedBy)
 	if err != nil && uniqueViolation(err) {
-		return store.APIKey{}, store.Errorf(store.CodeConflict, "api key %s exists", k.ID)
+		return store.APIKey{}, store.Exists("API key " + k.ID)
 	}
 	if err != nil {
 		return store.APIKey{}, wrap("create api key", err)

@@ -39,7 +39,7 @@ func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.E
 		t.Name, t.Description, t.ResourceID, string(vb), t.Revision, micro(t.CreatedAt), micro(t.UpdatedAt))
 	if err != nil {
 		if uniqueViolation(err) {
-			return store.EventType{}, store.Errorf(store.CodeConflict, "event type %s already exists: add a version to it (POST /v1/event-types/%s/versions)", t.Name, t.Name)
+			return store.EventType{}, store.EventTypeExists(t.Name)
 		}
 		return store.EventType{}, wrap("create event type", err)
 	}
@@ -104,7 +104,7 @@ func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.E
 		if _, err := s.GetEventType(ctx, t.Name); err != nil {
 			return store.EventType{}, err
 		}
-		return store.EventType{}, store.Errorf(store.CodeConflict, "update event type %s: changed meanwhile (revision %d is not the stored one)", t.Name, t.Revision)
+		return store.EventType{}, store.EventTypeChanged(t.Name, t.Revision)
 	}
 	return s.GetEventType(ctx, t.Name)
 }

@@ -17,7 +17,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
 	default:
-		return store.Endpoint{}, 0, store.Errorf(store.CodeInvalid, "set endpoint state %q", p.State)
+		return store.Endpoint{}, 0, store.BadEndpointState(p.State)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -66,7 +66,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 // ReplayDeliveries implements store.Store.
 func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
 	if (p.DeliveryID == "") == (p.EndpointID == "") {
-		return 0, store.Errorf(store.CodeInvalid, "replay: exactly one of delivery and endpoint")
+		return 0, store.BadReplayTarget()
 	}
 	states := p.States
 	if len(states) == 0 {
@@ -98,7 +98,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	ph := make([]string, len(states))
 	for i, st := range states {
 		if st != store.DeliveryDead && st != store.DeliverySucceeded {
-			return 0, store.Errorf(store.CodeInvalid, "replay: only dead or succeeded deliveries can be replayed, not %q", st)
+			return 0, store.NotReplayable(st)
 		}
 		ph[i] = "?"
 		args = append(args, string(st))

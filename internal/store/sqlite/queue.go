@@ -486,7 +486,7 @@ func (s *Store) ListEvents(ctx context.Context, p store.ListEventsParams) (store
 	if p.Cursor != "" {
 		seq, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil || seq <= 0 {
-			return store.Page[store.Event]{}, store.Errorf(store.CodeInvalid, "list events: cursor %q", p.Cursor)
+			return store.Page[store.Event]{}, store.BadCursor(p.Cursor)
 		}
 		where = append(where, "rowid < ?")
 		args = append(args, seq)

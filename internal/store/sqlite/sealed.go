@@ -8,8 +8,6 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-var _ store.SealedStore = (*Store)(nil)
-
 // where joins a column's own condition to one more.
 func where(c store.SealedColumn, cond string) string {
 	if c.Where == "" {

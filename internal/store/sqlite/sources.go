@@ -52,14 +52,14 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...); err != nil {
 		if uniqueViolation(err) {
-			return store.Source{}, store.Errorf(store.CodeConflict, "create source endpoint %s", ep.ID)
+			return store.Source{}, store.Exists("endpoint " + ep.ID)
 		}
 		return store.Source{}, wrap("create source", err)
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO sources ("+sourceColumns+") VALUES (?,?,?,?,?,?)",
 		src.ID, src.Name, src.EndpointID, config, micro(src.CreatedAt), micro(src.UpdatedAt)); err != nil {
 		if uniqueViolation(err) {
-			return store.Source{}, store.Errorf(store.CodeConflict, "create source %s", src.ID)
+			return store.Source{}, store.Exists("source " + src.ID)
 		}
 		return store.Source{}, wrap("create source", err)
 	}

@@ -189,18 +189,22 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
-// The store interface and the capabilities this driver has (it declares
-// no optional one: Capabilities).
+// The store interface and the capabilities this driver declares
+// (Capabilities).
 var (
 	_ store.Store             = (*Store)(nil)
+	_ store.ExclusiveClaimer  = (*Store)(nil)
 	_ store.ClearHeaderSealer = (*Store)(nil)
+	_ store.SealedStore       = (*Store)(nil)
 )
 
-// Capabilities implements store.Store: none of the optional features (one
-// process owns the database: no other node to wake or share limits with),
-// one claimer (a claim is a local call).
+// Capabilities implements store.Store: one claiming process (its leases
+// live in that process's memory), the sealing of clear header values and
+// the rekey of sealed values, one claimer (a claim is a local call); no
+// wake-ups or membership (one process owns the database: no other node to
+// wake or share limits with).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1, Exclusive: s}
+	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}
 }
 
 // ClaimExclusively implements store.ExclusiveClaimer: it takes the claim
@@ -510,7 +514,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 		" WHERE ?16 <= 0 OR (SELECT COUNT(*) FROM endpoints WHERE tenant = ?2) < ?16", append(args, p.MaxPerTenant)...)
 	if err != nil {
 		if uniqueViolation(err) {
-			return store.Endpoint{}, store.Errorf(store.CodeConflict, "create endpoint %s", e.ID)
+			return store.Endpoint{}, store.Exists("endpoint " + e.ID)
 		}
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}

@@ -31,9 +31,16 @@ func openStore(t *testing.T, path string) *sqlite.Store {
 	return s
 }
 
+// TestConformance runs the suite on stores opened as Herald opens them:
+// with a secret box (secrets and header values sealed at rest).
 func TestConformance(t *testing.T) {
+	box := testBox(t)
 	storetest.Exercise(t, func(t *testing.T) store.Store {
-		s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+		path := filepath.Join(t.TempDir(), "herald.db")
+		s, err := sqlite.Open(t.Context(), path, sqlite.WithSecretBox(box))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", path, err)
+		}
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
 				t.Errorf("Close: %v", err)
@@ -481,12 +488,13 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 }
 
 // TestCapabilities: one process owns a SQLite database, so the driver
-// declares no wake-ups, membership or node list, and one claimer.
+// declares no wake-ups, membership or node list, one claimer, the one
+// claiming process, the sealing of clear header values and rekey.
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s}) {
-		t.Errorf("Capabilities() = %+v, want Claimers 1 and Exclusive (one process claims)", c)
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}) {
+		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer and Sealed", c)
 	}
 }
 

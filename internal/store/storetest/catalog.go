@@ -25,9 +25,8 @@ func (s suite) eventTypes(t *testing.T) {
 	if err != nil || b.Revision != 1 || string(b.Versions[0].Schema) != string(schema) || b.ResourceID != "/file_id" || !b.CreatedAt.Equal(base) {
 		t.Fatalf("create: %+v %v", b, err)
 	}
-	if _, err := st.CreateEventType(ctx, store.EventType{Name: "file.updated", Versions: b.Versions, CreatedAt: base, UpdatedAt: base}); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("second create = %v, want ErrConflict", err)
-	}
+	_, err = st.CreateEventType(ctx, store.EventType{Name: "file.updated", Versions: b.Versions, CreatedAt: base, UpdatedAt: base})
+	wantRefusal(t, "second create", err, store.EventTypeExists("file.updated"))
 	if _, err := st.CreateEventType(ctx, store.EventType{Name: "a.first", Versions: b.Versions, CreatedAt: base, UpdatedAt: base}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +40,8 @@ func (s suite) eventTypes(t *testing.T) {
 	if err != nil || got.Revision != 2 || len(got.Versions) != 2 || !got.Versions[0].Deprecated {
 		t.Fatalf("update: %+v %v", got, err)
 	}
-	if _, err := st.UpdateEventType(ctx, stale); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("update from a stale revision = %v, want ErrConflict", err)
-	}
+	_, err = st.UpdateEventType(ctx, stale)
+	wantRefusal(t, "update from a stale revision", err, store.EventTypeChanged("file.updated", stale.Revision))
 	if _, err := st.UpdateEventType(ctx, store.EventType{Name: "nope", Revision: 1}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update unknown = %v, want ErrNotFound", err)
 	}

@@ -14,22 +14,30 @@ import (
 )
 
 // coverage counts, across every subtest of one Exercise run, the calls the
-// suite made to each store.Store method, so the run can fail when a method of
-// the interface is never exercised (a method added to store.Store does not
-// compile here until recorder forwards it, and then fails the run until a
-// subtest calls it).
+// suite made to each store.Store method and to each method of the
+// capabilities the driver declares (store.Capabilities: counted as
+// "Field.Method", e.g. "Membership.Heartbeat"), so the run can fail when a
+// method is never exercised. A method added to store.Store does not compile
+// here until recorder forwards it, and then fails the run until a subtest
+// calls it; a capability added to store.Capabilities fails the run until
+// recorder.Capabilities counts its calls.
 type coverage struct {
-	mu    sync.Mutex
-	calls map[string]int
+	mu        sync.Mutex
+	calls     map[string]int
+	declared  map[string]bool   // Capabilities fields the driver set
+	unwrapped map[string]string // Capabilities field → dynamic type recorder did not wrap
 }
 
-func newCoverage() *coverage { return &coverage{calls: map[string]int{}} }
+func newCoverage() *coverage {
+	return &coverage{calls: map[string]int{}, declared: map[string]bool{}, unwrapped: map[string]string{}}
+}
 
 // wrap returns s with every call counted in c.
 func (c *coverage) wrap(s store.Store) store.Store { return &recorder{s: s, cov: c} }
 
-// missing lists, sorted, the methods of the store.Store interface (read by
-// reflection) that no subtest called.
+// missing lists, sorted, the methods of the store.Store interface and of
+// each capability interface the driver declared (read by reflection) that
+// no subtest called.
 func (c *coverage) missing() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -40,8 +48,39 @@ func (c *coverage) missing() []string {
 			out = append(out, name)
 		}
 	}
+	ct := reflect.TypeFor[store.Capabilities]()
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		if f.Type.Kind() != reflect.Interface || !c.declared[f.Name] {
+			continue
+		}
+		for j := range f.Type.NumMethod() {
+			if name := f.Name + "." + f.Type.Method(j).Name; c.calls[name] == 0 {
+				out = append(out, name)
+			}
+		}
+	}
 	sort.Strings(out)
 	return out
+}
+
+// declare records which capabilities caps declares, and those whose calls
+// recorder does not count (a capability added to store.Capabilities
+// without a counting wrapper below).
+func (c *coverage) declare(caps store.Capabilities) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := reflect.ValueOf(caps)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Interface || v.Field(i).IsNil() {
+			continue
+		}
+		c.declared[f.Name] = true
+		if _, ok := v.Field(i).Interface().(counted); !ok {
+			c.unwrapped[f.Name] = v.Field(i).Elem().Type().String()
+		}
+	}
 }
 
 // check fails t, after the whole suite ran, with the methods no subtest
@@ -53,8 +92,13 @@ func (c *coverage) check(t *testing.T) {
 		t.Log("storetest: partial run (-run with subtests or -skip); method coverage not checked")
 		return
 	}
+	c.mu.Lock()
+	for field, typ := range c.unwrapped {
+		t.Errorf("storetest: the calls to Capabilities.%s (%s) are not counted: give recorder.Capabilities a counting wrapper for it", field, typ)
+	}
+	c.mu.Unlock()
 	if m := c.missing(); len(m) > 0 {
-		t.Errorf("storetest: the conformance suite never called %d store.Store method(s): %s; add a subtest for each",
+		t.Errorf("storetest: the conformance suite never called %d store method(s): %s; add a subtest for each",
 			len(m), strings.Join(m, ", "))
 	}
 }
@@ -94,9 +138,99 @@ func (r *recorder) Close() error {
 	return r.s.Close()
 }
 
+// Capabilities returns the driver's capabilities, each wrapped so that the
+// calls to its methods are counted too.
 func (r *recorder) Capabilities() store.Capabilities {
 	r.called("Capabilities")
-	return r.s.Capabilities()
+	c := r.s.Capabilities()
+	if c.Wakeups != nil {
+		c.Wakeups = notifierRecorder{c.Wakeups, r.cov}
+	}
+	if c.Membership != nil {
+		c.Membership = membershipRecorder{c.Membership, r.cov}
+	}
+	if c.Nodes != nil {
+		c.Nodes = nodesRecorder{c.Nodes, r.cov}
+	}
+	if c.Exclusive != nil {
+		c.Exclusive = exclusiveRecorder{c.Exclusive, r.cov}
+	}
+	if c.HeaderSealer != nil {
+		c.HeaderSealer = sealerRecorder{c.HeaderSealer, r.cov}
+	}
+	if c.Sealed != nil {
+		c.Sealed = sealedRecorder{c.Sealed, r.cov}
+	}
+	r.cov.declare(c)
+	return c
+}
+
+// counted is implemented by the wrappers that count a capability's calls.
+type counted interface{ countsCalls() }
+
+type notifierRecorder struct {
+	n   store.Notifier
+	cov *coverage
+}
+
+func (notifierRecorder) countsCalls() {}
+
+func (r notifierRecorder) Listen(ctx context.Context, onNotify func()) error {
+	r.cov.called("Wakeups.Listen")
+	return r.n.Listen(ctx, onNotify)
+}
+
+type membershipRecorder struct {
+	m   store.Membership
+	cov *coverage
+}
+
+func (membershipRecorder) countsCalls() {}
+
+func (r membershipRecorder) Heartbeat(ctx context.Context, self store.Node) ([]store.Node, error) {
+	r.cov.called("Membership.Heartbeat")
+	return r.m.Heartbeat(ctx, self)
+}
+
+func (r membershipRecorder) Leave(ctx context.Context, id string) error {
+	r.cov.called("Membership.Leave")
+	return r.m.Leave(ctx, id)
+}
+
+type nodesRecorder struct {
+	n   store.NodeLister
+	cov *coverage
+}
+
+func (nodesRecorder) countsCalls() {}
+
+func (r nodesRecorder) LiveNodes(ctx context.Context) ([]string, error) {
+	r.cov.called("Nodes.LiveNodes")
+	return r.n.LiveNodes(ctx)
+}
+
+type exclusiveRecorder struct {
+	e   store.ExclusiveClaimer
+	cov *coverage
+}
+
+func (exclusiveRecorder) countsCalls() {}
+
+func (r exclusiveRecorder) ClaimExclusively(ctx context.Context) error {
+	r.cov.called("Exclusive.ClaimExclusively")
+	return r.e.ClaimExclusively(ctx)
+}
+
+type sealerRecorder struct {
+	s   store.ClearHeaderSealer
+	cov *coverage
+}
+
+func (sealerRecorder) countsCalls() {}
+
+func (r sealerRecorder) SealClearHeaders(ctx context.Context) (int, error) {
+	r.cov.called("HeaderSealer.SealClearHeaders")
+	return r.s.SealClearHeaders(ctx)
 }
 
 func (r *recorder) EnsureMeta(ctx context.Context, key, value string) (string, error) {
@@ -317,4 +451,26 @@ func (r *recorder) Stats(ctx context.Context) (store.Stats, error) {
 func (r *recorder) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 	r.called("Purge")
 	return r.s.Purge(ctx, p)
+}
+
+type sealedRecorder struct {
+	s   store.SealedStore
+	cov *coverage
+}
+
+func (sealedRecorder) countsCalls() {}
+
+func (r sealedRecorder) SealedValues(ctx context.Context, c store.SealedColumn, after string, limit int) ([]store.SealedValue, error) {
+	r.cov.called("Sealed.SealedValues")
+	return r.s.SealedValues(ctx, c, after, limit)
+}
+
+func (r sealedRecorder) SealedValue(ctx context.Context, c store.SealedColumn, key string) (string, bool, error) {
+	r.cov.called("Sealed.SealedValue")
+	return r.s.SealedValue(ctx, c, key)
+}
+
+func (r sealedRecorder) ReplaceSealed(ctx context.Context, c store.SealedColumn, key, old, new string) (bool, error) {
+	r.cov.called("Sealed.ReplaceSealed")
+	return r.s.ReplaceSealed(ctx, c, key, old, new)
 }

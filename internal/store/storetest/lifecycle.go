@@ -24,7 +24,9 @@ func (s suite) lifecycle(t *testing.T) {
 		if again := f.s.Capabilities(); again.Claimers != c.Claimers ||
 			(again.Wakeups == nil) != (c.Wakeups == nil) ||
 			(again.Membership == nil) != (c.Membership == nil) ||
-			(again.Nodes == nil) != (c.Nodes == nil) {
+			(again.Nodes == nil) != (c.Nodes == nil) ||
+			(again.Exclusive == nil) != (c.Exclusive == nil) ||
+			(again.HeaderSealer == nil) != (c.HeaderSealer == nil) {
 			t.Errorf("Capabilities changed between calls: %+v then %+v", c, again)
 		}
 		if c.Nodes != nil {

@@ -396,7 +396,7 @@ func (s suite) endpointState(t *testing.T) {
 		res := f.publish("acme", "file.created", base)
 		for _, st := range []store.EndpointState{"", "deleted", "Paused", "pending"} {
 			_, _, err := f.s.SetEndpointState(f.ctx, store.SetEndpointStateParams{ID: e.ID, State: st, Reason: "x", Notice: "endpoint.x", Now: at(time.Second)})
-			wantErr(t, fmt.Sprintf("SetEndpointState(%q)", st), err, store.ErrInvalid)
+			wantRefusal(t, fmt.Sprintf("SetEndpointState(%q)", st), err, store.BadEndpointState(st))
 		}
 		diff(t, "endpoint after invalid state changes", e, f.getEndpoint(e.ID))
 		f.expectState(f.deliveryFor(res.Event.ID, e.ID).ID, store.DeliveryPending)
@@ -638,16 +638,20 @@ func (s suite) replay(t *testing.T) {
 		}{
 			{"unknown delivery", store.ReplayParams{DeliveryID: "dlv_unknown"}, store.ErrNotFound},
 			{"unknown endpoint", store.ReplayParams{EndpointID: "ep_unknown"}, store.ErrNotFound},
-			{"both ids", store.ReplayParams{DeliveryID: c.Delivery.ID, EndpointID: e.ID}, store.ErrInvalid},
-			{"neither id", store.ReplayParams{}, store.ErrInvalid},
-			{"pending state", store.ReplayParams{DeliveryID: c.Delivery.ID, States: []store.DeliveryState{store.DeliveryPending}}, store.ErrInvalid},
-			{"paused state", store.ReplayParams{EndpointID: e.ID, States: []store.DeliveryState{store.DeliveryPaused}}, store.ErrInvalid},
-			{"dead and pending", store.ReplayParams{EndpointID: e.ID, States: []store.DeliveryState{store.DeliveryDead, store.DeliveryPending}}, store.ErrInvalid},
-			{"unknown state", store.ReplayParams{DeliveryID: c.Delivery.ID, States: []store.DeliveryState{"gone"}}, store.ErrInvalid},
+			{"both ids", store.ReplayParams{DeliveryID: c.Delivery.ID, EndpointID: e.ID}, store.BadReplayTarget()},
+			{"neither id", store.ReplayParams{}, store.BadReplayTarget()},
+			{"pending state", store.ReplayParams{DeliveryID: c.Delivery.ID, States: []store.DeliveryState{store.DeliveryPending}}, store.NotReplayable(store.DeliveryPending)},
+			{"paused state", store.ReplayParams{EndpointID: e.ID, States: []store.DeliveryState{store.DeliveryPaused}}, store.NotReplayable(store.DeliveryPaused)},
+			{"dead and pending", store.ReplayParams{EndpointID: e.ID, States: []store.DeliveryState{store.DeliveryDead, store.DeliveryPending}}, store.NotReplayable(store.DeliveryPending)},
+			{"unknown state", store.ReplayParams{DeliveryID: c.Delivery.ID, States: []store.DeliveryState{"gone"}}, store.NotReplayable("gone")},
 		} {
 			tc.p.Now = now
 			n, err := f.s.ReplayDeliveries(f.ctx, tc.p)
-			wantErr(t, "ReplayDeliveries("+tc.name+")", err, tc.target)
+			if store.CodeOf(tc.target) == store.CodeNotFound {
+				wantErr(t, "ReplayDeliveries("+tc.name+")", err, tc.target)
+			} else {
+				wantRefusal(t, "ReplayDeliveries("+tc.name+")", err, tc.target)
+			}
 			if n != 0 {
 				t.Errorf("ReplayDeliveries(%s) = %d with an error, want 0", tc.name, n)
 			}

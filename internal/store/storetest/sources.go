@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -37,7 +38,14 @@ func (s suite) sources(t *testing.T) {
 			t.Errorf("the forwarding endpoint: kind %q tenant %q, want %q and the source id", ep.Kind, ep.Tenant, store.EndpointKindSource)
 		}
 		_, err = f.s.CreateSource(f.ctx, p)
-		wantErr(t, "CreateSource with an existing id", err, store.ErrConflict)
+		wantRefusal(t, "CreateSource with existing ids", err, store.Exists("endpoint "+p.Endpoint.ID))
+		again := newSource("gh2")
+		again.Source.ID = src.ID
+		_, err = f.s.CreateSource(f.ctx, again)
+		wantRefusal(t, "CreateSource with an existing source id", err, store.Exists("source "+src.ID))
+		if _, err := f.s.GetEndpoint(f.ctx, again.Endpoint.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the endpoint of the refused source: %v, want ErrNotFound (nothing stored)", err)
+		}
 
 		name, cfg, dest := "github", []byte(`{"scheme":"github","secrets":["rotated-provider-secret"]}`), "https://example.com/in/other"
 		up, err := f.s.UpdateSource(f.ctx, store.UpdateSourceParams{ID: src.ID, Name: &name, Config: &cfg, DestinationURL: &dest, Now: base.Add(time.Minute)})

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,10 +34,12 @@ var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func at(d time.Duration) time.Time { return base.Add(d) }
 
 // Exercise runs the conformance suite against a driver. newStore returns a
-// fresh, empty, migrated store for each subtest (and registers its Close with
-// t.Cleanup; the suite may close it first, so Close must be safe to call
-// twice). The run fails when some method of store.Store was never called by
-// any subtest (unless -run selects subtests or -skip is set).
+// fresh, empty, migrated store for each subtest, opened as Herald opens it
+// (with a secret box), and registers its Close with t.Cleanup (the suite
+// may close it first, so Close must be safe to call twice). The run fails
+// when some method of store.Store, or of a capability the driver declares
+// (store.Capabilities), was never called by any subtest (unless -run
+// selects subtests or -skip is set).
 func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	cov := newCoverage()
@@ -87,6 +88,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("PublishClientID", s.publishClientID)
 	group("Sources", s.sources)
 	group("Secrets", s.secrets)
+	group("Capabilities", s.capabilities)
 }
 
 type suite struct {
@@ -415,6 +417,16 @@ func wantErr(t *testing.T, what string, err, target error) {
 	}
 }
 
+// wantRefusal fails t unless err is the refusal want (store/refusals.go):
+// the same code, and the same text shown to the client (store.Message),
+// whatever the driver.
+func wantRefusal(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if err == nil || store.CodeOf(err) != store.CodeOf(want) || store.Message(err) != store.Message(want) {
+		t.Errorf("%s: err = %v; want code %v with the message %q", what, err, store.CodeOf(want), store.Message(want))
+	}
+}
+
 func idsOf[T any](items []T, id func(T) string) []string { return mapSlice(items, id) }
 
 func sorted(ids []string) []string {
@@ -477,9 +489,8 @@ func (s suite) apiKeys(t *testing.T) {
 			}
 			diff(t, "created "+k.ID, k, got)
 		}
-		if _, err := f.s.CreateAPIKey(f.ctx, key("key_a", store.RoleAdmin, "", 9)); !errors.Is(err, store.ErrConflict) {
-			t.Fatalf("CreateAPIKey with a used id = %v, want ErrConflict", err)
-		}
+		_, err := f.s.CreateAPIKey(f.ctx, key("key_a", store.RoleAdmin, "", 9))
+		wantRefusal(t, "CreateAPIKey with a used id", err, store.Exists("API key key_a"))
 		got, err := f.s.LookupAPIKey(f.ctx, p.Hash)
 		if err != nil {
 			t.Fatalf("LookupAPIKey: %v", err)
@@ -591,7 +602,7 @@ func (s suite) endpoints(t *testing.T) {
 		other := newEndpoint("globex")
 		other.ID = e.ID
 		_, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: other})
-		wantErr(t, "CreateEndpoint with an existing id", err, store.ErrConflict)
+		wantRefusal(t, "CreateEndpoint with an existing id", err, store.Exists("endpoint "+e.ID))
 		diff(t, "GetEndpoint after conflict", e, f.getEndpoint(e.ID))
 	})
 	s.run(t, "GetUnknownIsNotFound", func(t *testing.T, f *fixture) {
@@ -1109,6 +1120,14 @@ func (s suite) publish(t *testing.T) {
 // Events
 
 func (s suite) events(t *testing.T) {
+	s.run(t, "CursorNotIssuedIsInvalid", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		f.publish("acme", "file.created", base)
+		for _, c := range []string{"not-a-cursor", "0", "-5", "1.5"} {
+			_, err := f.s.ListEvents(f.ctx, store.ListEventsParams{ListParams: store.ListParams{Limit: 10, Cursor: c}})
+			wantRefusal(t, fmt.Sprintf("ListEvents(cursor %q)", c), err, store.BadCursor(c))
+		}
+	})
 	s.run(t, "ListFiltersAndPaginates", func(t *testing.T, f *fixture) {
 		var ax, ay, bx []string
 		for i := range 12 {
@@ -1583,10 +1602,7 @@ func (s suite) endpointLimit(t *testing.T) {
 			}
 		}
 		_, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
-		wantErr(t, "third endpoint of a with a limit of 2", err, store.ErrLimit)
-		if err != nil && !strings.Contains(err.Error(), "has 2 endpoints and the limit is 2") {
-			t.Errorf("the error %q does not name the count and the limit", err)
-		}
+		wantRefusal(t, "third endpoint of a with a limit of 2", err, store.EndpointLimit("a", 2, 2))
 		if _, err := f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("b"), MaxPerTenant: 2}); err != nil {
 			t.Fatalf("another tenant's endpoint: %v", err)
 		}
@@ -1599,10 +1615,7 @@ func (s suite) endpointLimit(t *testing.T) {
 		}
 		// The limit lowered below what the tenant has: the error says both.
 		_, err = f.s.CreateEndpoint(f.ctx, store.CreateEndpointParams{Endpoint: newEndpoint("a"), MaxPerTenant: 2})
-		wantErr(t, "fourth endpoint of a with a limit of 2", err, store.ErrLimit)
-		if err != nil && !strings.Contains(err.Error(), "has 3 endpoints and the limit is 2") {
-			t.Errorf("the error %q does not name the count (3) and the limit (2)", err)
-		}
+		wantRefusal(t, "fourth endpoint of a with a limit of 2 (lowered)", err, store.EndpointLimit("a", 3, 2))
 	})
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strconv"
@@ -92,8 +93,25 @@ func TestSourceSecretRulesAtSave(t *testing.T) {
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
 		t.Errorf("refused creates changed the sources:\n%s\n%s", list, after)
 	}
+	var src struct{ ID string }
 	if st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://10.0.0.2/in"}`); st != 201 {
-		t.Errorf("a 16-byte secret: %d %s; want 201", st, raw)
+		t.Fatalf("a 16-byte secret: %d %s; want 201", st, raw)
+	} else if err := json.Unmarshal(raw, &src); err != nil || src.ID == "" {
+		t.Fatalf("created source: %s (%v)", raw, err)
+	}
+	// The same rules when a change (a rotation) saves secrets.
+	_, before := w.call(adminKey, "GET", "/v1/sources/"+src.ID, "")
+	for _, c := range []struct{ secret, rule string }{
+		{"short-secret", "shorter than 16 bytes"},
+		{"rotated-secret-0123 ", "leading or trailing whitespace"},
+	} {
+		st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["sixteen-bytes-ok",`+strconvQuote(c.secret)+`]}`)
+		if st != 422 || !strings.Contains(string(raw), c.rule) || !strings.Contains(string(raw), "secrets[1]") {
+			t.Errorf("PATCH with secret %q: %d %s; want 422 naming secrets[1] and %q", c.secret, st, raw, c.rule)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
+		t.Errorf("refused changes changed the source:\n%s\n%s", before, after)
 	}
 }
 

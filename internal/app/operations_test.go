@@ -120,6 +120,10 @@ func TestPauseHoldsAndResumeReleases(t *testing.T) {
 	}
 	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/pause", nil, &st); code != 200 || st.Endpoint.State != "paused" {
 		t.Fatalf("pause: %d %s", code, raw)
+	} else if !strings.Contains(string(raw), `"held":0`) {
+		// Issue 13 point 20: operations.md said held and released were
+		// left out when 0.
+		t.Errorf("pause holding nothing: %s; want \"held\":0 in the answer", raw)
 	}
 	var ids []string
 	for range 3 {

@@ -232,10 +232,12 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // maxRequestBytes bounds any request body before the per-route limits.
 const maxRequestBytes = 1 << 20
 
-// maxBodyReaders bounds how many request bodies are read at once: bodies
-// are held in memory while huma validates them, so at most
-// maxBodyReaders × maxRequestBytes (64 MiB) is spent on them whatever the
-// number of clients; further requests wait for a slot (or their context).
+// maxBodyReaders bounds how many request bodies are being read at once:
+// a body is buffered while it arrives (a slow client can keep it there),
+// so at most maxBodyReaders × maxRequestBytes (64 MiB) is spent on bodies
+// being read whatever the number of clients; further requests wait for a
+// slot (or their context) with nothing read. A body read in full gives its
+// slot back before the route handles it.
 const maxBodyReaders = 64
 
 // maxNesting is the deepest JSON nesting a request body may have.

@@ -2,10 +2,13 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -90,8 +93,25 @@ func TestSourceSecretRulesAtSave(t *testing.T) {
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
 		t.Errorf("refused creates changed the sources:\n%s\n%s", list, after)
 	}
+	var src struct{ ID string }
 	if st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://10.0.0.2/in"}`); st != 201 {
-		t.Errorf("a 16-byte secret: %d %s; want 201", st, raw)
+		t.Fatalf("a 16-byte secret: %d %s; want 201", st, raw)
+	} else if err := json.Unmarshal(raw, &src); err != nil || src.ID == "" {
+		t.Fatalf("created source: %s (%v)", raw, err)
+	}
+	// The same rules when a change (a rotation) saves secrets.
+	_, before := w.call(adminKey, "GET", "/v1/sources/"+src.ID, "")
+	for _, c := range []struct{ secret, rule string }{
+		{"short-secret", "shorter than 16 bytes"},
+		{"rotated-secret-0123 ", "leading or trailing whitespace"},
+	} {
+		st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["sixteen-bytes-ok",`+strconvQuote(c.secret)+`]}`)
+		if st != 422 || !strings.Contains(string(raw), c.rule) || !strings.Contains(string(raw), "secrets[1]") {
+			t.Errorf("PATCH with secret %q: %d %s; want 422 naming secrets[1] and %q", c.secret, st, raw, c.rule)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
+		t.Errorf("refused changes changed the source:\n%s\n%s", before, after)
 	}
 }
 
@@ -180,5 +200,73 @@ func TestNamesRefuseControlCharacters(t *testing.T) {
 		if rec.Code != 422 || !strings.Contains(rec.Body.String(), "no control characters") {
 			t.Errorf("POST %s %s: %d %s; want 422 naming the rule", c.path, c.body, rec.Code, rec.Body.String())
 		}
+	}
+}
+
+// gatedBody is a request body whose first Read reports that reading began
+// and then waits for release (a slow client holding its body open).
+type gatedBody struct {
+	started, release chan struct{}
+	once             sync.Once
+}
+
+func (b *gatedBody) Read([]byte) (int, error) {
+	b.once.Do(func() { close(b.started) })
+	<-b.release
+	return 0, io.EOF
+}
+
+// TestBodyReadersBounded (issue 13 point 12): at most 64 request bodies
+// are read at once. With 64 slow bodies being read, a 65th request waits
+// for a slot without a byte of its body read (its client gives up here:
+// the request's context is done, so it is answered at once); once one of
+// the 64 ends, a new request's body is read.
+func TestBodyReadersBounded(t *testing.T) {
+	w := newWorld(t, nil)
+	const readers = 64
+	post := func(ctx context.Context, body io.Reader) *httptest.ResponseRecorder {
+		req := httptest.NewRequestWithContext(ctx, "POST", "/v1/events", body)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		w.srv.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	slow := make([]*gatedBody, readers)
+	finished := make([]chan struct{}, readers)
+	for i := range slow {
+		slow[i] = &gatedBody{started: make(chan struct{}), release: make(chan struct{})}
+		finished[i] = make(chan struct{})
+		wg.Go(func() {
+			defer close(finished[i])
+			post(context.Background(), slow[i])
+		})
+	}
+	defer func() {
+		for _, b := range slow {
+			select {
+			case <-b.release:
+			default:
+				close(b.release)
+			}
+		}
+		wg.Wait()
+	}()
+	for _, b := range slow {
+		<-b.started
+	}
+	gaveUp, cancel := context.WithCancel(context.Background())
+	cancel()
+	waiting := &countingReader{r: strings.NewReader(`{"tenant":"acme","type":"order.placed","data":{}}`)}
+	post(gaveUp, waiting)
+	if waiting.n != 0 {
+		t.Fatalf("with %d bodies being read, a further request's body was read (%d bytes)", readers, waiting.n)
+	}
+	close(slow[0].release)
+	<-finished[0]
+	next := &countingReader{r: strings.NewReader(`{"tenant":"acme","type":"order.placed","data":{}}`)}
+	if rec := post(context.Background(), next); rec.Code != 202 || next.n == 0 {
+		t.Fatalf("after a slot was freed: %d %s, %d bytes read; want 202 with the body read", rec.Code, rec.Body.String(), next.n)
 	}
 }

@@ -110,3 +110,51 @@ func TestRetryScheduleOnTheClock(t *testing.T) {
 		t.Fatalf("after the schedule: %+v, receiver saw %d; want dead after %d attempts", d, len(rcv.got()), len(retry.DefaultSchedule)+1)
 	}
 }
+
+// TestShortRetryScheduleOnTheClock (issue 13, point 1): with a schedule
+// shorter than the claimer's poll interval (200ms,400ms,800ms against a
+// second), each retry of an always-500 endpoint starts at its due time,
+// not at the next poll: the completion that schedules it wakes the
+// sleeping claimer. The clock is fake, so "at its due time" is exact: a
+// claimer left asleep would wait for a poll the test never reaches. The
+// schedule is spent within --disable-after (2 s here, one failure
+// enough), so the delivery is dead-lettered and the endpoint stays
+// enabled.
+func TestShortRetryScheduleOnTheClock(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	schedule := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
+	h := startHerald(t, func(c *app.Config) {
+		c.Clock = clk
+		c.RetrySchedule = schedule
+		c.DisableAfter = 2 * time.Second
+		c.DisableMinFailures = 1
+		c.RescueInterval = time.Minute
+	})
+	rcv := newReceiver(t, 500)
+	ep := h.createEndpoint("acme", rcv.URL)
+	pub := h.publish("acme", "invoice.paid", `{"invoice_id":"in_1"}`)
+	d := h.waitAttempts(pub.ID, 1)
+	for k, step := range schedule {
+		prev := h.attemptAt(d.ID, k+1)
+		if d.State != "pending" || d.NextAttemptAt == nil {
+			t.Fatalf("after attempt %d: %+v, want pending with a next attempt", k+1, d)
+		}
+		due := *d.NextAttemptAt
+		if gap := due.Sub(prev); gap < step/2 || gap > step {
+			t.Fatalf("attempt %d due %v after attempt %d, want in [%v, %v]", k+2, gap, k+1, step/2, step)
+		}
+		advanceTo(clk, due)
+		d = h.waitAttempts(pub.ID, k+2)
+		if at := h.attemptAt(d.ID, k+2); !at.Equal(due) {
+			t.Fatalf("attempt %d started at %v, want its due time %v", k+2, at, due)
+		}
+	}
+	if d.State != "dead" || d.Attempts != len(schedule)+1 {
+		t.Fatalf("after the schedule: %+v; want dead after %d attempts", d, len(schedule)+1)
+	}
+	var got endpointResp
+	if code, raw := h.call("GET", "/v1/endpoints/"+ep.ID, nil, &got); code != 200 || got.State != "enabled" {
+		t.Fatalf("endpoint after the schedule: %d %s; want enabled (the schedule was spent within --disable-after)", code, raw)
+	}
+}

@@ -9,12 +9,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/webhook"
@@ -395,6 +399,31 @@ func TestInboundGzipBody(t *testing.T) {
 	h.call("GET", "/v1/endpoints/"+src.EndpointID+"/deliveries", nil, &ds)
 	if len(ds.Data) != 1 {
 		t.Errorf("%d events stored; want 1 (refused requests store nothing)", len(ds.Data))
+	}
+	// herald_inbound_requests_total counts each answer by its result
+	// (issue 13 point 20: operations.md said it was not emitted).
+	resp, err := http.Get(h.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	counted := map[string]float64{}
+	if f := fams["herald_inbound_requests_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					counted[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if want := map[string]float64{"accepted": 1, "unsupported_encoding": 2, "bad_request": 1, "too_large": 1}; !maps.Equal(counted, want) {
+		t.Errorf("herald_inbound_requests_total by result = %v, want %v", counted, want)
 	}
 }
 

@@ -120,6 +120,10 @@ func TestPauseHoldsAndResumeReleases(t *testing.T) {
 	}
 	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/pause", nil, &st); code != 200 || st.Endpoint.State != "paused" {
 		t.Fatalf("pause: %d %s", code, raw)
+	} else if !strings.Contains(string(raw), `"held":0`) {
+		// Issue 13 point 20: operations.md said held and released were
+		// left out when 0.
+		t.Errorf("pause holding nothing: %s; want \"held\":0 in the answer", raw)
 	}
 	var ids []string
 	for range 3 {
@@ -532,6 +536,9 @@ func TestNoOpUpdateEmitsNothing(t *testing.T) {
 // the arrival order is the order the store releases them in. (With more
 // workers, attempts overlap and deliveries turned away at a cap come back
 // later: docs/operations.md tells receivers not to rely on arrival order.)
+// Here the held rows were written in creation order, so this passes even
+// without the claim's id tie-break; the next test is the one that tells
+// it apart.
 func TestResumeReleasesInCreationOrder(t *testing.T) {
 	t.Parallel()
 	h := startHerald(t, func(c *app.Config) { c.Workers = 1 })
@@ -552,6 +559,59 @@ func TestResumeReleasesInCreationOrder(t *testing.T) {
 	}
 	var got []string
 	for _, r := range rcv.got() {
+		got = append(got, r.Header.Get("X-Event-Id"))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("arrival order after resume:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestResumeAfterFailuresReleasesInCreationOrder (issue 13, point 5):
+// deliveries whose first attempts failed, each retry due at its own
+// jittered time, then held by a pause, reach the receiver in creation
+// order once resumed, although the resume makes them all due at the same
+// instant. On PostgreSQL, ties of the due index were broken by the rows'
+// physical position, which follows the order the failures and the pause
+// wrote them in: without the claim's id tie-break (migrations 00021 and
+// 00042) the arrival order here is scrambled. (SQLite breaks such ties by
+// rowid, the insertion order, so it passes there either way.) The clock
+// is fake and stands still: no retry comes due on its own.
+func TestResumeAfterFailuresReleasesInCreationOrder(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	clk := newFakeClock()
+	h := startHerald(t, func(c *app.Config) {
+		c.Workers = 1
+		c.Clock = clk
+		c.RetrySchedule = []time.Duration{time.Hour}
+	})
+	script := make([]int, n+1) // n failures, then 200
+	for i := range n {
+		script[i] = 500
+	}
+	script[n] = 200
+	rcv := newReceiver(t, script...)
+	ep := h.createEndpoint("acme", rcv.URL)
+	var want []string
+	for i := range n {
+		want = append(want, h.publish("acme", "invoice.paid", fmt.Sprintf(`{"n":%d}`, i)).ID)
+	}
+	for _, id := range want {
+		if d := h.waitAttempts(id, 1); d.State != "pending" {
+			t.Fatalf("delivery of %s after its failed first attempt: %+v, want pending", id, d)
+		}
+	}
+	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/pause", nil, nil); code != 200 {
+		t.Fatalf("pause: %d %s", code, raw)
+	}
+	if code, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/resume", nil, nil); code != 200 {
+		t.Fatalf("resume: %d %s", code, raw)
+	}
+	for _, id := range want {
+		h.waitDelivery(id, "succeeded", 20*time.Second)
+	}
+	var got []string
+	for _, r := range rcv.got()[n:] {
 		got = append(got, r.Header.Get("X-Event-Id"))
 	}
 	if !slices.Equal(got, want) {

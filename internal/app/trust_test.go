@@ -268,6 +268,15 @@ func TestDeletedDatabaseDetected(t *testing.T) {
 	if st, raw := h.call("GET", "/readyz", nil, nil); st != 503 {
 		t.Errorf("readyz after the database file was deleted: %d %s; want 503", st, raw)
 	}
+	// A write would go to the unlinked file and be lost at the next start:
+	// it is refused with a 503 (the cause is logged and /readyz names it)
+	// instead of answered 202 or 201.
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"n":1}}`, nil); st != 503 || !strings.Contains(string(raw), "retry later") {
+		t.Errorf("publish after the database file was deleted: %d %s; want 503", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/hooks"}`, nil); st != 503 || !strings.Contains(string(raw), "retry later") {
+		t.Errorf("endpoint create after the database file was deleted: %d %s; want 503", st, raw)
+	}
 	cancel()
 	<-done
 	// The running node may have opened a new pooled connection after the

@@ -33,6 +33,9 @@ func optMicro(t time.Time) any {
 
 // CreateAPIKey implements store.Store.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
+	if err := s.checkFile(); err != nil {
+		return store.APIKey{}, wrap("create api key", err)
+	}
 	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt), k.CreatedBy)
 	if err != nil && uniqueViolation(err) {
@@ -89,7 +92,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, kind string, p store.ListParams
 
 // RevokeAPIKey implements store.Store.
 func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return wrap("revoke api key", err)
 	}

@@ -30,6 +30,9 @@ func scanEventType(sc scanner) (store.EventType, error) {
 
 // CreateEventType implements store.Store.
 func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	if err := s.checkFile(); err != nil {
+		return store.EventType{}, wrap("create event type", err)
+	}
 	vb, err := json.Marshal(t.Versions)
 	if err != nil {
 		return store.EventType{}, fmt.Errorf("create event type: %w", err)
@@ -89,6 +92,9 @@ func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
 
 // UpdateEventType implements store.Store.
 func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
+	if err := s.checkFile(); err != nil {
+		return store.EventType{}, wrap("update event type", err)
+	}
 	vb, err := json.Marshal(t.Versions)
 	if err != nil {
 		return store.EventType{}, fmt.Errorf("update event type: %w", err)

@@ -142,6 +142,14 @@ func (c *committer) run() {
 // not the request's — the group is rolled back and its publishes are run
 // one transaction each, so one bad request can never fail the others.
 func (c *committer) commit(group []*publishRequest) {
+	if err := c.s.checkFile(); err != nil {
+		// A commit into a deleted database file would be lost at the
+		// next start: refuse the group (503) instead of answering 202.
+		for _, r := range group {
+			r.done <- publishAnswer{err: fmt.Errorf("publish: %w", err)}
+		}
+		return
+	}
 	answers := make([]publishAnswer, len(group))
 	ctx := context.Background()
 	tx, err := c.s.w.BeginTx(ctx, nil)

@@ -157,6 +157,29 @@ func TestPingFailsWhenDatabaseFileDeleted(t *testing.T) {
 	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "deleted or replaced") {
 		t.Errorf("Ping after the file was deleted: %v; want ErrUnavailable naming the cause", err)
 	}
+	// Writes would commit to the unlinked file and be lost at the next
+	// start: each is refused the same way, and nothing is stored.
+	now := time.Now()
+	_, err = s.PublishEvent(t.Context(), store.PublishParams{Event: store.Event{ID: "evt_1", Tenant: "t", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: "evt_1"},
+		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }})
+	if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "deleted or replaced") {
+		t.Errorf("publish after the file was deleted: %v; want ErrUnavailable naming the cause", err)
+	}
+	if _, err := s.GetEvent(t.Context(), "evt_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused publish is readable: %v", err)
+	}
+	_, err = s.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_1", Tenant: "t", URL: "https://example.com/hooks", CreatedAt: now, UpdatedAt: now}})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("endpoint create after the file was deleted: %v; want ErrUnavailable", err)
+	}
+	_, err = s.CreateEventType(t.Context(), store.EventType{Name: "a.b", CreatedAt: now, UpdatedAt: now})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("event type create after the file was deleted: %v; want ErrUnavailable", err)
+	}
+	_, err = s.CreateAPIKey(t.Context(), store.APIKey{ID: "key_1", Kind: "api", Name: "k", Role: "admin", Hash: []byte("h"), CreatedAt: now})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("API key create after the file was deleted: %v; want ErrUnavailable", err)
+	}
 }
 
 // TestPingFailsWhileStorageIsFull (issue 13 point 15): after a publish

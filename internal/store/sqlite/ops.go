@@ -19,7 +19,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	default:
 		return store.Endpoint{}, 0, store.BadEndpointState(p.State)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
@@ -72,7 +72,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	if len(states) == 0 {
 		states = []store.DeliveryState{store.DeliveryDead}
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, wrap("replay", err)
 	}
@@ -150,7 +150,7 @@ func numberPlaceholders(q string, from int) string {
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
 	// A transaction holds the writer, so the leases (leases.go) do not
 	// change between reading them and the update.
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}
@@ -373,7 +373,7 @@ func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (s
 // changeSecrets replaces an endpoint's secrets with change(its secrets) in
 // one transaction.
 func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, wrap(op, err)
 	}

@@ -45,7 +45,7 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 	if err != nil {
 		return store.Source{}, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Source{}, wrap("create source", err)
 	}
@@ -108,7 +108,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 
 // UpdateSource implements store.Store.
 func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (store.Source, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Source{}, wrap("update source", err)
 	}
@@ -144,7 +144,7 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 
 // DeleteSource implements store.Store.
 func (s *Store) DeleteSource(ctx context.Context, id string) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return wrap("delete source", err)
 	}

@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +36,12 @@ func TestEveryOperationalEventOncePerTransition(t *testing.T) {
 		c.HousekeepingInterval = 50 * time.Millisecond
 		c.OperatorTenant = "ops"
 		c.SpikeThreshold = 2
+		// The lease (2 × AttemptTimeout + 5 s, on the clock) outlasts the
+		// ten minutes the clock moves on at the end: a delivery whose
+		// completion is not written yet when the clock jumps is not
+		// rescued and sent again (at least once is not what this test
+		// counts).
+		c.AttemptTimeout = 5 * time.Minute
 	})
 	watch, operator := newReceiver(t, 200), newReceiver(t, 200)
 	gone, dead, ok := newReceiver(t, 410), newReceiver(t, 500), newReceiver(t, 200)
@@ -154,5 +162,117 @@ func TestEveryOperationalEventOncePerTransition(t *testing.T) {
 		if len(other) != 0 {
 			t.Errorf("%s: events about no endpoint %v (none was held back by the rate limit)", name, other)
 		}
+	}
+}
+
+// TestFailingBeforeDisableWithFewMinFailures: end to end, on a fake clock,
+// with --disable-min-failures 1 and 2 (below the 3 failures in a row that
+// raise endpoint.failing), an endpoint the failure streak disables raises
+// endpoint.failing and then endpoint.disabled, each exactly once, at the
+// owner's endpoint.* subscriber and the operator tenant. Each attempt of
+// the failing receiver lasts two minutes on the clock (the receiver moves
+// it), past --disable-after (1 minute): with 1 the first failure disables,
+// with 2 the second.
+func TestFailingBeforeDisableWithFewMinFailures(t *testing.T) {
+	t.Parallel()
+	for _, minFailures := range []int{1, 2} {
+		t.Run(fmt.Sprintf("min_%d", minFailures), func(t *testing.T) {
+			t.Parallel()
+			clk := newFakeClock()
+			h := startHerald(t, func(c *app.Config) {
+				c.Clock = clk
+				c.DisableAfter = time.Minute
+				c.DisableMinFailures = minFailures
+				// The lease (on the clock) outlasts the two minutes of an
+				// attempt.
+				c.AttemptTimeout = 5 * time.Minute
+				c.HousekeepingInterval = 50 * time.Millisecond
+				c.OperatorTenant = "ops"
+			})
+			watch, operator := newReceiver(t, 200), newReceiver(t, 200)
+			slow := newReceiverWith(t, func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					clk.Advance(2 * time.Minute)
+					next.ServeHTTP(w, r)
+				})
+			}, 503)
+			create := func(tenant, url string, types ...string) string {
+				t.Helper()
+				var ep struct{ ID string }
+				if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": tenant, "url": url, "event_types": types}, &ep); st != http.StatusCreated {
+					t.Fatalf("create: %d %s", st, raw)
+				}
+				return ep.ID
+			}
+			create("acme", watch.URL, "endpoint.*", "delivery.*")
+			create("ops", operator.URL, "endpoint.*", "delivery.*")
+			d := create("acme", slow.URL, "slow.test")
+			ev := h.publish("acme", "slow.test", `{}`)
+			h.advanceUntil(clk, 20*time.Millisecond, "the endpoint disabled by its failure streak", func() bool {
+				var ep endpointResp
+				h.call("GET", "/v1/endpoints/"+d, nil, &ep)
+				return ep.State == "disabled"
+			})
+			if got := h.eventDeliveries(ev.ID)[0]; got.Attempts != minFailures {
+				t.Fatalf("disabled after %d failures, want %d", got.Attempts, minFailures)
+			}
+			// about returns the types of the events a receiver got about
+			// the disabled endpoint, endpoint.created left out, in the order
+			// they came.
+			about := func(r *receiver) []string {
+				var out []string
+				for _, q := range r.got() {
+					var b struct {
+						Type string
+						Data struct {
+							EndpointID string `json:"endpoint_id"`
+						}
+					}
+					if err := json.Unmarshal(q.Body, &b); err != nil {
+						t.Fatal(err)
+					}
+					if b.Data.EndpointID == d && b.Type != "endpoint.created" {
+						out = append(out, b.Type)
+					}
+				}
+				return out
+			}
+			h.advanceUntil(clk, 20*time.Millisecond, "both events at the owner and the operator", func() bool {
+				return len(about(watch)) >= 2 && len(about(operator)) >= 2
+			})
+			// Ten more minutes of housekeeping rounds on the clock: nothing
+			// more may come.
+			for range 20 {
+				clk.Advance(30 * time.Second)
+				time.Sleep(25 * time.Millisecond) // an event, if one were sent, would arrive here
+			}
+			want := []string{"endpoint.failing", "endpoint.disabled"}
+			for _, c := range []struct {
+				name, tenant string
+				r            *receiver
+			}{{"the owner's subscriber", "acme", watch}, {"the operator tenant", "ops", operator}} {
+				got := about(c.r)
+				slices.Sort(got)
+				if !slices.Equal(got, []string{"endpoint.disabled", "endpoint.failing"}) {
+					t.Errorf("%s received %v about the endpoint, want each of %v once", c.name, about(c.r), want)
+				}
+				// The order of publication: the tenant's events, newest first.
+				var list struct {
+					Data []struct{ Type string }
+				}
+				if st, raw := h.call("GET", "/v1/events?tenant="+c.tenant, nil, &list); st != http.StatusOK {
+					t.Fatalf("list events: %d %s", st, raw)
+				}
+				var published []string
+				for i := len(list.Data) - 1; i >= 0; i-- {
+					if typ := list.Data[i].Type; typ == "endpoint.failing" || typ == "endpoint.disabled" {
+						published = append(published, typ)
+					}
+				}
+				if !slices.Equal(published, want) {
+					t.Errorf("%s's events were published as %v, want %v", c.tenant, published, want)
+				}
+			}
+		})
 	}
 }

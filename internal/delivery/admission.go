@@ -686,8 +686,9 @@ func (s *scheduler) cancelLocked(endpointID string) {
 }
 
 // inFlight counts the attempts in flight on this node, the tenants they
-// are for and the most of any one tenant (the in-flight gauges, read at a
-// scrape: O(endpoints known to the scheduler) under its lock).
+// are for, the most of any one tenant and each tenant's (the in-flight
+// gauges, read at a scrape: O(endpoints known to the scheduler) under its
+// lock; nothing is counted per attempt for them).
 func (s *scheduler) inFlight() metrics.InFlight {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -699,7 +700,7 @@ func (s *scheduler) inFlight() metrics.InFlight {
 			per[e.tenant] += e.inflight
 		}
 	}
-	v.Tenants = len(per)
+	v.Tenants, v.ByTenant = len(per), per
 	for _, n := range per {
 		v.TenantMax = max(v.TenantMax, n)
 	}

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -333,12 +334,17 @@ func TestGateInFlight(t *testing.T) {
 			t.Fatalf("%s refused: %s", c.Endpoint.ID, reason)
 		}
 	}
-	if got, want := g.inFlight(), (metrics.InFlight{Total: 4, Tenants: 2, TenantMax: 3}); got != want {
+	if got, want := g.inFlight(), (metrics.InFlight{Total: 4, Tenants: 2, TenantMax: 3, ByTenant: map[string]int{"acme": 3, "globex": 1}}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("inFlight = %+v, want %+v", got, want)
 	}
 	g.done("g1", false, time.Millisecond, t0)
 	g.done("a1", false, time.Millisecond, t0)
-	if got, want := g.inFlight(), (metrics.InFlight{Total: 2, Tenants: 1, TenantMax: 2}); got != want {
+	if got, want := g.inFlight(), (metrics.InFlight{Total: 2, Tenants: 1, TenantMax: 2, ByTenant: map[string]int{"acme": 2}}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after two ended, inFlight = %+v, want %+v", got, want)
+	}
+	g.done("a1", false, time.Millisecond, t0)
+	g.done("a2", false, time.Millisecond, t0)
+	if got, want := g.inFlight(), (metrics.InFlight{ByTenant: map[string]int{}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after all ended, inFlight = %+v, want %+v", got, want)
 	}
 }

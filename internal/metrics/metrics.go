@@ -1,11 +1,17 @@
 // Package metrics exports Herald's Prometheus metrics from a private
 // registry (never the global one). Labels are bounded sets (states,
-// outcomes, result classes): never an event, delivery or endpoint id.
+// outcomes, result classes): never an event, delivery or endpoint id. The
+// one tenant label, of herald_tenant_attempts_in_flight, is bounded by
+// construction: at most TenantSeriesMax tenants per scrape, the rest summed
+// under OtherTenants, emitted from the current values only.
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -165,16 +171,21 @@ func (m *Metrics) FirstAttempt(d time.Duration) {
 }
 
 // InFlight is a node's attempts in flight at one moment: Total, Tenants
-// with at least one, and TenantMax, the most any one tenant has.
+// with at least one, TenantMax, the most any one tenant has, and ByTenant,
+// the attempts in flight of each tenant that has at least one (nil or
+// empty when none).
 type InFlight struct {
 	Total, Tenants, TenantMax int
+	ByTenant                  map[string]int
 }
 
 // SetInFlight sets the function read at each scrape for the in-flight
-// gauges (the engine's scheduler: nothing is counted on the attempts' path for
-// them). Tenants are not a bounded set, so no gauge is labelled by tenant:
-// the busiest tenant's count against --tenant-concurrency tells whether
-// one tenant holds the workers.
+// gauges (the engine's scheduler: nothing is counted on the attempts' path
+// for them). Tenants are not a bounded set, so the per-tenant gauge
+// herald_tenant_attempts_in_flight names only the TenantSeriesMax busiest
+// tenants at the scrape and sums the others under OtherTenants; the
+// busiest tenant's count against --tenant-concurrency tells whether one
+// tenant holds the workers.
 func (m *Metrics) SetInFlight(f func() InFlight) {
 	if m != nil {
 		m.inFlight.mu.Lock()
@@ -183,10 +194,25 @@ func (m *Metrics) SetInFlight(f func() InFlight) {
 	}
 }
 
+// TenantSeriesMax is the most tenants herald_tenant_attempts_in_flight
+// names at one scrape: the busiest by attempts in flight on this node, ties
+// in tenant order. A tenant with nothing in flight has no series.
+const TenantSeriesMax = 10
+
+// OtherTenants is the tenant label value of herald_tenant_attempts_in_flight
+// that sums the attempts in flight of the tenants beyond the
+// TenantSeriesMax busiest (present only when there are such tenants). It
+// can never be a tenant key: store.ValidTenant refuses '~' (letters,
+// digits, '_', '.', ':' and '-' only).
+const OtherTenants = "~other"
+
 var (
 	inFlightDesc       = prometheus.NewDesc("herald_attempts_in_flight", "Attempts this node is making now.", nil, nil)
 	inFlightTenants    = prometheus.NewDesc("herald_tenants_in_flight", "Tenants with at least one attempt in flight on this node.", nil, nil)
-	inFlightTenantsMax = prometheus.NewDesc("herald_tenant_attempts_in_flight_max", "Attempts in flight on this node of the tenant that has the most (compare with --tenant-concurrency; tenants are unbounded, so there is no per-tenant label).", nil, nil)
+	inFlightTenantsMax = prometheus.NewDesc("herald_tenant_attempts_in_flight_max", "Attempts in flight on this node of the tenant that has the most (compare with --tenant-concurrency).", nil, nil)
+	inFlightByTenant   = prometheus.NewDesc("herald_tenant_attempts_in_flight",
+		"Attempts in flight on this node by tenant: the "+strconv.Itoa(TenantSeriesMax)+" busiest tenants at the scrape (ties in tenant order), the others summed under tenant=\""+OtherTenants+"\"; a tenant with none in flight has no series.",
+		[]string{"tenant"}, nil)
 )
 
 type inFlightCollector struct {
@@ -198,6 +224,7 @@ func (c *inFlightCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightDesc
 	ch <- inFlightTenants
 	ch <- inFlightTenantsMax
+	ch <- inFlightByTenant
 }
 
 func (c *inFlightCollector) Collect(ch chan<- prometheus.Metric) {
@@ -211,6 +238,41 @@ func (c *inFlightCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(v.Total))
 	ch <- prometheus.MustNewConstMetric(inFlightTenants, prometheus.GaugeValue, float64(v.Tenants))
 	ch <- prometheus.MustNewConstMetric(inFlightTenantsMax, prometheus.GaugeValue, float64(v.TenantMax))
+	top, rest := busiestTenants(v.ByTenant, TenantSeriesMax)
+	for _, t := range top {
+		ch <- prometheus.MustNewConstMetric(inFlightByTenant, prometheus.GaugeValue, float64(t.n), t.tenant)
+	}
+	if rest > 0 {
+		ch <- prometheus.MustNewConstMetric(inFlightByTenant, prometheus.GaugeValue, float64(rest), OtherTenants)
+	}
+}
+
+type tenantCount struct {
+	tenant string
+	n      int
+}
+
+// busiestTenants returns the at most n tenants of byTenant with the most
+// (positive) counts, most first and ties in tenant order, and the sum of
+// the others' counts.
+func busiestTenants(byTenant map[string]int, n int) ([]tenantCount, int) {
+	all := make([]tenantCount, 0, len(byTenant))
+	for t, c := range byTenant {
+		if c > 0 {
+			all = append(all, tenantCount{t, c})
+		}
+	}
+	slices.SortFunc(all, func(a, b tenantCount) int {
+		return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.tenant, b.tenant))
+	})
+	rest := 0
+	if len(all) > n {
+		for _, t := range all[n:] {
+			rest += t.n
+		}
+		all = all[:n]
+	}
+	return all, rest
 }
 
 // Deferred counts a delivery put back without an attempt.

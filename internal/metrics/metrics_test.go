@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -122,4 +123,90 @@ func grep(body, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestTenantInFlightSeriesBounded: herald_tenant_attempts_in_flight names
+// at most TenantSeriesMax tenants per scrape, the busiest (ties in tenant
+// order, whatever the map's order), and sums the others under
+// OtherTenants, which no tenant key can be; a tenant with nothing in flight
+// has no series, and a scrape after tenants went idle has none of theirs.
+func TestTenantInFlightSeriesBounded(t *testing.T) {
+	if store.ValidTenant(metrics.OtherTenants) {
+		t.Fatalf("OtherTenants %q is a valid tenant key", metrics.OtherTenants)
+	}
+	m := metrics.New(nil)
+	var mu sync.Mutex
+	var now map[string]int
+	m.SetInFlight(func() metrics.InFlight {
+		mu.Lock()
+		defer mu.Unlock()
+		v := metrics.InFlight{ByTenant: map[string]int{}}
+		for tn, n := range now {
+			v.ByTenant[tn] = n
+			if n > 0 {
+				v.Total += n
+				v.Tenants++
+				v.TenantMax = max(v.TenantMax, n)
+			}
+		}
+		return v
+	})
+	set := func(byTenant map[string]int) { mu.Lock(); now = byTenant; mu.Unlock() }
+	series := func() map[string]float64 {
+		t.Helper()
+		mfs, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "herald_tenant_attempts_in_flight" {
+				continue
+			}
+			for _, s := range mf.GetMetric() {
+				if len(s.GetLabel()) != 1 || s.GetLabel()[0].GetName() != "tenant" {
+					t.Fatalf("labels %v, want tenant only", s.GetLabel())
+				}
+				out[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	// 15 tenants with attempts in flight (three tied at the 10th place)
+	// and one with none.
+	set(map[string]int{
+		"umbrella": 9, "acme": 7, "initech": 7, "globex": 6, "hooli": 5, "stark": 4, "wayne": 4, "wonka": 3,
+		"tyrell": 2, "soylent": 2, "cyberdyne": 2, "vandelay": 1, "oscorp": 1, "zorg": 1, "aperture": 1, "idle": 0,
+	})
+	want := map[string]float64{
+		"umbrella": 9, "acme": 7, "initech": 7, "globex": 6, "hooli": 5, "stark": 4, "wayne": 4, "wonka": 3,
+		"cyberdyne": 2, "soylent": 2, // tyrell, tied with them, comes after in tenant order
+		metrics.OtherTenants: 2 + 1 + 1 + 1 + 1, // tyrell, vandelay, oscorp, zorg, aperture
+	}
+	if len(want) != metrics.TenantSeriesMax+1 {
+		t.Fatalf("the test expects %d series, TenantSeriesMax is %d", len(want), metrics.TenantSeriesMax)
+	}
+	for range 20 { // the map's order changes from one scrape to the next
+		if got := series(); !maps.Equal(got, want) {
+			t.Fatalf("15 tenants in flight: series %v, want %v", got, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{`herald_tenant_attempts_in_flight{tenant="~other"} 6` + "\n", `herald_tenant_attempts_in_flight{tenant="umbrella"} 9` + "\n",
+		"herald_attempts_in_flight 55\n", "herald_tenants_in_flight 15\n", "herald_tenant_attempts_in_flight_max 9\n"} {
+		if !strings.Contains(rec.Body.String(), line) {
+			t.Errorf("no %q in:\n%s", line, grep(rec.Body.String(), "in_flight"))
+		}
+	}
+	// Most tenants went idle: their series are gone, and with no tenant
+	// beyond the busiest there is no sum of the others.
+	set(map[string]int{"zorg": 1, "acme": 2, "umbrella": 0})
+	if got, want := series(), map[string]float64{"acme": 2, "zorg": 1}; !maps.Equal(got, want) {
+		t.Fatalf("after most went idle: series %v, want %v", got, want)
+	}
+	set(nil)
+	if got := series(); len(got) != 0 {
+		t.Fatalf("nothing in flight: series %v, want none", got)
+	}
 }

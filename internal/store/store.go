@@ -642,7 +642,9 @@ const (
 	NoticeEndpointDisabled = "endpoint.disabled"
 	NoticeEndpointEnabled  = "endpoint.enabled"
 	// NoticeEndpointFailing: the FailingAfter-th failed attempt in a row
-	// (the first failures after a success or since the endpoint exists).
+	// (the first failures after a success or since the endpoint exists),
+	// or the failure of a shorter streak that disables the endpoint
+	// (StreakNotices: always before the streak's endpoint.disabled).
 	NoticeEndpointFailing = "endpoint.failing"
 	// NoticeEndpointRecovered: the first success after a streak that
 	// raised endpoint.failing.
@@ -656,8 +658,10 @@ const (
 // FailingAfter is the failed attempts in a row (each attempt of the
 // endpoint's deliveries that did not succeed, 4xx included; deferrals do
 // not count) after which endpoint.failing is raised, once per streak. The
-// default of --disable-min-failures (10) is larger, so an endpoint is
-// reported failing before Herald disables it for failing.
+// default of --disable-min-failures (10) is larger; with 1 or 2, a streak
+// that disables the endpoint sooner raises endpoint.failing with the
+// disable (StreakNotices), so an endpoint is always reported failing
+// before Herald disables it for failing.
 const FailingAfter = 3
 
 // IsOperational reports whether typ is one of Herald's operational event

@@ -16,6 +16,11 @@ import (
 // suite (storetest, "FailureStreakRule") pins both drivers on each side of
 // each bound, and the PostgreSQL driver's TestStreakRuleSQLMatchesGo
 // compares the SQL renderings with ShouldDisable and DisableReason.
+//
+// The notices of a failed attempt are defined here too (StreakNotices,
+// rendered by StreakFailingSQL and StreakCountAtDisableSQL): a streak that
+// disables its endpoint raises endpoint.failing before endpoint.disabled,
+// also when --disable-min-failures is below FailingAfter.
 
 // DisableCutoff is the latest streak start that disables an endpoint at
 // now when the rule's duration is after: now - after.
@@ -29,6 +34,49 @@ func DisableCutoff(now time.Time, after time.Duration) time.Time { return now.Ad
 // streakStart is the start of the streak's first failed attempt.
 func ShouldDisable(streakStart time.Time, failures int, now time.Time, after time.Duration, minFailures int) bool {
 	return after > 0 && !streakStart.After(DisableCutoff(now, after)) && failures >= minFailures
+}
+
+// StreakNotices returns the notice types a failed attempt raises, in
+// outbox order, given failures, the streak's failed attempts with this one,
+// and disables, whether this attempt disables its endpoint (ShouldDisable
+// holds and the endpoint was enabled): NoticeEndpointFailing at the
+// FailingAfter-th failure, or with a disable of a streak shorter than that
+// (DisableMinFailures 1 or 2: no endpoint.failing was raised for it yet),
+// then NoticeEndpointDisabled when it disables. So every disable by the
+// rule follows exactly one endpoint.failing of its streak. nil when it
+// raises none.
+func StreakNotices(failures int, disables bool) []string {
+	var out []string
+	if failures == FailingAfter || disables && failures < FailingAfter {
+		out = append(out, NoticeEndpointFailing)
+	}
+	if disables {
+		out = append(out, NoticeEndpointDisabled)
+	}
+	return out
+}
+
+// StreakCountAtDisable is the failure count a disabling streak of failures
+// keeps: at least FailingAfter, so that the streak counts as one that
+// raised endpoint.failing (StreakNotices raised it with the disable) — the
+// failures of attempts still in flight never reach FailingAfter again (no
+// second endpoint.failing), and an enable followed by a success raises
+// endpoint.recovered.
+func StreakCountAtDisable(failures int) int { return max(failures, FailingAfter) }
+
+// StreakFailingSQL renders StreakNotices' test for NoticeEndpointFailing in
+// PostgreSQL over the integer expression count (the streak's failures,
+// this one included) and the boolean condition disables, e.g.
+// StreakFailingSQL("failure_count", "state = 'enabled' AND "+StreakDisableSQL(…)).
+func StreakFailingSQL(count, disables string) string {
+	fa := strconv.Itoa(FailingAfter)
+	return "(" + count + " = " + fa + " OR (" + count + " < " + fa + " AND " + disables + "))"
+}
+
+// StreakCountAtDisableSQL renders StreakCountAtDisable in PostgreSQL over
+// the integer expression count.
+func StreakCountAtDisableSQL(count string) string {
+	return "GREATEST(" + count + ", " + strconv.Itoa(FailingAfter) + ")"
 }
 
 // StreakDisableSQL renders ShouldDisable's two comparisons (the rule being

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -43,6 +44,36 @@ func TestDisableReason(t *testing.T) {
 	} {
 		if got := DisableReason(since, c.a); got != c.want {
 			t.Errorf("DisableReason = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// TestStreakNotices: a failure raises endpoint.failing at the
+// FailingAfter-th failure, or with a disable of a shorter streak (none was
+// raised for it yet), and endpoint.disabled after it when it disables; a
+// disable leaves the count at FailingAfter at least.
+func TestStreakNotices(t *testing.T) {
+	failing, disabled := NoticeEndpointFailing, NoticeEndpointDisabled
+	for _, c := range []struct {
+		failures int
+		disables bool
+		want     []string
+		count    int // StreakCountAtDisable
+	}{
+		{1, false, nil, FailingAfter},
+		{1, true, []string{failing, disabled}, FailingAfter},
+		{FailingAfter - 1, false, nil, FailingAfter},
+		{FailingAfter - 1, true, []string{failing, disabled}, FailingAfter},
+		{FailingAfter, false, []string{failing}, FailingAfter},
+		{FailingAfter, true, []string{failing, disabled}, FailingAfter},
+		{FailingAfter + 1, false, nil, FailingAfter + 1},
+		{FailingAfter + 1, true, []string{disabled}, FailingAfter + 1}, // endpoint.failing came at FailingAfter
+	} {
+		if got := StreakNotices(c.failures, c.disables); !slices.Equal(got, c.want) {
+			t.Errorf("StreakNotices(%d, %v) = %v, want %v", c.failures, c.disables, got, c.want)
+		}
+		if got := StreakCountAtDisable(c.failures); got != c.count {
+			t.Errorf("StreakCountAtDisable(%d) = %d, want %d", c.failures, got, c.count)
 		}
 	}
 }

@@ -631,16 +631,17 @@ const deadLetterNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, ki
 const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id FROM deliveries WHERE id = $2))`
 
 // disableEndpointQuery disables the completion's endpoint if it is enabled
-// (and cond holds), records the notice endpoint.disabled, and then holds the
+// (and cond holds; set, when not empty, adds ", column = value" to the
+// update), records the notice endpoint.disabled, and then holds the
 // endpoint's pending, unleased deliveries (leased ones are held when they
 // complete). $3 is the reason, $4 now. The EXISTS is a one-time filter:
 // when nothing was disabled (every failed attempt asks) the deliveries are
 // not scanned at all; without it the planner walked the whole due index
 // once per failed attempt (110 attempts/s beside a million waiting
 // deliveries, TestDisableQuerySkipsScan).
-func disableEndpointQuery(reason, cond string) string {
+func disableEndpointQuery(reason, cond, set string) string {
 	return `WITH dis AS (
-		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4
+		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4` + set + `
 		WHERE id = ` + completionEndpoint + ` AND state = 'enabled'` + cond + `
 		RETURNING id, tenant, url, kind, state, state_reason),
 	notice AS (
@@ -651,16 +652,42 @@ func disableEndpointQuery(reason, cond string) string {
 	  AND EXISTS (SELECT 1 FROM dis)`
 }
 
+// streakDisables renders the disable rule (store.StreakDisableSQL) over
+// the endpoint's streak, with the parameters cutoff (store.DisableCutoff)
+// and min (the minimum failures).
+func streakDisables(cutoff, min string) string {
+	return store.StreakDisableSQL("failing_since", "failure_count", cutoff, min)
+}
+
+// failingQuery records endpoint.failing for the completion's endpoint
+// (after its failure was counted) when store.StreakNotices raises it, the
+// condition disables saying whether the failure disables the endpoint; $3
+// is now.
+func failingQuery(disables string) string {
+	return `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
+		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.failing', $3 FROM endpoints
+		WHERE id = ` + completionEndpoint + ` AND failing_since IS NOT NULL AND ` + store.StreakFailingSQL("failure_count", disables)
+}
+
 var (
 	// goneQuery: a 410 Gone; $3 is the reason given.
-	goneQuery = disableEndpointQuery("$3::text", "")
-	// streakQuery: the disable rule (store.StreakDisableSQL) over the
-	// endpoint's streak, with the cutoff $5 (store.DisableCutoff) and the
-	// minimum failures $6; $3 describes the last attempt
+	goneQuery = disableEndpointQuery("$3::text", "", "")
+	// streakQuery: the disable rule (streakDisables) with the cutoff $5
+	// and the minimum $6; $3 describes the last attempt
 	// (store.AttemptSummary), and the reason is store.DisableReason's
-	// (store.StreakReasonSQL).
+	// (store.StreakReasonSQL). The streak keeps store.StreakCountAtDisable's
+	// count.
 	streakQuery = disableEndpointQuery(store.StreakReasonSQL("failing_since", "$3::text"),
-		" AND "+store.StreakDisableSQL("failing_since", "failure_count", "$5", "$6::integer"))
+		" AND "+streakDisables("$5", "$6::integer"), ", failure_count = "+store.StreakCountAtDisableSQL("failure_count"))
+	// failingNoRuleQuery: endpoint.failing when the rule is off
+	// (DisableAfter 0: no failure disables).
+	failingNoRuleQuery = failingQuery("false")
+	// failingRuleQuery: endpoint.failing when the failure may disable
+	// the endpoint (an enabled one the rule disables), with the cutoff $4
+	// and the minimum $5 that streakQuery, which runs next, is given; so a
+	// disable follows its streak's endpoint.failing, whose snapshot is of
+	// the enabled endpoint.
+	failingRuleQuery = failingQuery("state = 'enabled' AND " + streakDisables("$4", "$5::integer"))
 )
 
 // CompleteDeliveries implements store.Store: the whole batch in one round
@@ -746,14 +773,14 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
 				WHERE id = `+completionEndpoint,
 				c.EndpointID, c.DeliveryID, nullTS(a.StartedAt))
-			// …raising endpoint.failing at its FailingAfter-th failure…
-			b.Queue(`INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
-				SELECT id, tenant, url, kind, state, state_reason, 'endpoint.failing', $3 FROM endpoints
-				WHERE id = `+completionEndpoint+` AND failing_since IS NOT NULL AND failure_count = $4::integer`,
-				c.EndpointID, c.DeliveryID, ts(c.Now), store.FailingAfter)
-			// …and one that has lasted DisableAfter with enough failures
-			// disables the endpoint.
-			if cutoffs[i] != nil {
+			// …raising endpoint.failing at its FailingAfter-th failure, or
+			// with a disable of a shorter streak (store.StreakNotices)…
+			if cutoffs[i] == nil {
+				b.Queue(failingNoRuleQuery, c.EndpointID, c.DeliveryID, ts(c.Now))
+			} else {
+				b.Queue(failingRuleQuery, c.EndpointID, c.DeliveryID, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
+				// …and one that has lasted DisableAfter with enough
+				// failures disables the endpoint.
 				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, store.AttemptSummary(a), ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 			}
 		}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -39,6 +40,36 @@ func TestStreakRuleSQLMatchesGo(t *testing.T) {
 		}
 	}
 	if n != 200 {
+		t.Fatalf("checked %d cases", n)
+	}
+}
+
+// TestStreakNoticesSQLMatchesGo: the SQL rendering of the failing notice's
+// test and of the count a disable keeps (store.StreakFailingSQL,
+// store.StreakCountAtDisableSQL) answer as store.StreakNotices and
+// store.StreakCountAtDisable, for streaks on each side of
+// store.FailingAfter, disabling or not.
+func TestStreakNoticesSQLMatchesGo(t *testing.T) {
+	conn := rawConn(t, baseURL(t))
+	q := "SELECT " + store.StreakFailingSQL("$1::integer", "$2::boolean") + ", " + store.StreakCountAtDisableSQL("$1::integer")
+	n := 0
+	for failures := 1; failures <= store.FailingAfter+2; failures++ {
+		for _, disables := range []bool{false, true} {
+			var failing bool
+			var count int
+			if err := conn.QueryRow(t.Context(), q, failures, disables).Scan(&failing, &count); err != nil {
+				t.Fatal(err)
+			}
+			if want := slices.Contains(store.StreakNotices(failures, disables), store.NoticeEndpointFailing); failing != want {
+				t.Errorf("%d failures, disables %v: SQL raises endpoint.failing %v, Go %v", failures, disables, failing, want)
+			}
+			if want := store.StreakCountAtDisable(failures); count != want {
+				t.Errorf("%d failures: SQL keeps %d, Go %d", failures, count, want)
+			}
+			n++
+		}
+	}
+	if n != 2*(store.FailingAfter+2) {
 		t.Fatalf("checked %d cases", n)
 	}
 }

@@ -1224,7 +1224,7 @@ const (
 	clearStreakSQL = "UPDATE endpoints SET failing_since = NULL, failure_count = " + recoverCount + " WHERE id = ? AND (failing_since IS NOT NULL OR failure_count < 0) RETURNING failure_count"
 	startStreakSQL = `UPDATE endpoints SET failing_since = COALESCE(failing_since, ?1),
 		failure_count = CASE WHEN failing_since IS NULL THEN 1 ELSE failure_count + 1 END
-		WHERE id = ?2 RETURNING failing_since, failure_count`
+		WHERE id = ?2 RETURNING failing_since, failure_count, state`
 )
 
 var errNotBulk = errors.New("batch needs the row-by-row path")
@@ -1428,7 +1428,9 @@ func execValues[R any](ctx context.Context, s *Store, tx *sql.Tx, rows []R, quer
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a
 // failure starts it (if none) or adds to it and, when the rule says so
-// (store.ShouldDisable), disables the endpoint.
+// (store.ShouldDisable) of an enabled endpoint, disables the endpoint. The
+// notices of a failure are store.StreakNotices': endpoint.failing is
+// written before the disable, so its snapshot is of the enabled endpoint.
 //
 // released: see disableEndpoint.
 func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string, c store.Completion, released map[string]bool) error {
@@ -1450,25 +1452,34 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 	var (
 		since    sql.NullInt64
 		failures int
+		state    string
 	)
 	st, err := s.stmt(ctx, tx, startStreakSQL)
 	if err != nil {
 		return err
 	}
-	err = st.QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures)
+	err = st.QueryRowContext(ctx, micro(c.Attempt.StartedAt), endpointID).Scan(&since, &failures, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if failures == store.FailingAfter {
-		if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointFailing, c.Now); err != nil {
+	disables := state == string(store.EndpointEnabled) && since.Valid &&
+		store.ShouldDisable(fromMicro(since.Int64), failures, c.Now, c.DisableAfter, c.DisableMinFailures)
+	for _, typ := range store.StreakNotices(failures, disables) {
+		if typ == store.NoticeEndpointDisabled {
+			break // disableEndpoint writes it
+		}
+		if err := addNotice(ctx, tx, endpointID, typ, c.Now); err != nil {
 			return err
 		}
 	}
-	if !since.Valid || !store.ShouldDisable(fromMicro(since.Int64), failures, c.Now, c.DisableAfter, c.DisableMinFailures) {
+	if !disables {
 		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET failure_count = ? WHERE id = ?", store.StreakCountAtDisable(failures), endpointID); err != nil {
+		return err
 	}
 	return s.disableEndpoint(ctx, tx, endpointID, store.DisableReason(fromMicro(since.Int64), c.Attempt), c.Now, released)
 }
@@ -1489,7 +1500,7 @@ func (s *Store) disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, rea
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	if err := addNotice(ctx, tx, endpointID, "endpoint.disabled", now); err != nil {
+	if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointDisabled, now); err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, holdDeliveriesSQL, micro(now), endpointID, s.leases.ofEndpoint(endpointID, released))

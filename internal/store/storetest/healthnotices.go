@@ -136,3 +136,82 @@ func (s suite) recoveredAfterEnable(t *testing.T) {
 		})
 	}
 }
+
+// failingBeforeDisable: a failure streak that disables its endpoint raises
+// endpoint.failing before endpoint.disabled, each exactly once, whatever
+// DisableMinFailures is: below store.FailingAfter (1, 2) the failing notice
+// comes with the disable (taken while the endpoint was still enabled);
+// at or above it, at the FailingAfter-th failure as usual. Failures of
+// attempts still in flight after the disable raise no second
+// endpoint.failing, and the first success after an enable raises
+// endpoint.recovered, as after any streak that raised endpoint.failing.
+func (s suite) failingBeforeDisable(t *testing.T) {
+	const after = time.Hour
+	for _, minFailures := range []int{1, 2, store.FailingAfter, store.FailingAfter + 1} {
+		for _, inFlight := range []int{0, store.FailingAfter} {
+			s.run(t, fmt.Sprintf("min_%d_then_%d_in_flight", minFailures, inFlight), func(t *testing.T, f *fixture) {
+				e := f.endpoint("acme")
+				for range minFailures + inFlight {
+					f.publish("acme", "file.created", base)
+				}
+				claims := f.claim("w", 100, 100*time.Hour, at(time.Minute))
+				if len(claims) != minFailures+inFlight {
+					t.Fatalf("claims: %d, want %d", len(claims), minFailures+inFlight)
+				}
+				since := at(time.Hour)
+				var failingAt, disabledAt time.Time
+				for i, c := range claims {
+					started := since.Add(time.Duration(i) * time.Second)
+					now := started.Add(after) // every failure is past DisableAfter
+					cp := failure(c, started, now, at(1000*time.Hour), 503, "")
+					cp.DisableAfter, cp.DisableMinFailures = after, minFailures
+					f.complete(cp)
+					if i+1 == min(minFailures, store.FailingAfter) {
+						failingAt = now
+					}
+					if i+1 == minFailures {
+						disabledAt = now
+						if st := f.getEndpoint(e.ID).State; st != store.EndpointDisabled {
+							t.Fatalf("after failure %d (min %d): endpoint %s, want disabled", i+1, minFailures, st)
+						}
+					}
+				}
+				var got []store.Notice
+				for _, n := range f.allNotices() {
+					if n.Type != store.NoticeEndpointCreated {
+						got = append(got, n)
+					}
+				}
+				types := func(ns []store.Notice) []string {
+					var out []string
+					for _, n := range ns {
+						out = append(out, n.Type)
+					}
+					return out
+				}
+				diff(t, "notices after the streak", []string{store.NoticeEndpointFailing, store.NoticeEndpointDisabled}, types(got))
+				if len(got) == 2 {
+					checkTime(t, "endpoint.failing", got[0].At, failingAt)
+					checkTime(t, "endpoint.disabled", got[1].At, disabledAt)
+					if got[0].Endpoint.State != store.EndpointEnabled || got[1].Endpoint.State != store.EndpointDisabled {
+						t.Errorf("snapshots: endpoint.failing of a %s endpoint, endpoint.disabled of a %s one; want enabled, disabled",
+							got[0].Endpoint.State, got[1].Endpoint.State)
+					}
+				}
+				f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(200 * time.Hour)})
+				f.publish("acme", "file.created", at(200*time.Hour))
+				for i, c := range f.claim("w", 100, time.Hour, at(201*time.Hour)) {
+					f.complete(attempt(c, store.DeliverySucceeded, at(202*time.Hour+time.Duration(i)*time.Second)))
+				}
+				got = got[:0]
+				for _, n := range f.allNotices() {
+					if n.Type != store.NoticeEndpointCreated {
+						got = append(got, n)
+					}
+				}
+				diff(t, "notices after an enable and a success",
+					[]string{store.NoticeEndpointFailing, store.NoticeEndpointDisabled, store.NoticeEndpointRecovered}, types(got))
+			})
+		}
+	}
+}

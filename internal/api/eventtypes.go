@@ -89,6 +89,9 @@ func eventTypeOut(t store.EventType) EventTypeOut {
 // number there (catalog.Schema.CheckResourceID) and the example carry one.
 func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema, error) {
 	sch, err := catalog.Compile(v.Schema)
+	if err == nil {
+		err = sch.CheckMarks()
+	}
 	if err != nil {
 		return nil, invalid(loc+".schema", err.Error(), nil)
 	}

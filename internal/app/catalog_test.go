@@ -556,6 +556,15 @@ func TestCatalogRefusesInconsistentChanges(t *testing.T) {
 	if raw := h.mustCall("POST", "/v1/event-types", `{"name":"File.Updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 409); !strings.Contains(string(raw), "only in case") {
 		t.Errorf("File.Updated beside file.updated: %s", raw)
 	}
+	// A personal-data mark that is not a boolean would be ignored by the
+	// guard: refused at create and at a new version, nothing stored.
+	if raw := h.mustCall("POST", "/v1/event-types", `{"name":"user.created","versions":[{"version":1,"schema":{"type":"object","properties":{"email":{"type":"string","x-herald-personal-data":"yes"}}}}]}`, 422); !strings.Contains(string(raw), "x-herald-personal-data at /properties/email/x-herald-personal-data must be true or false") {
+		t.Errorf("a mark of \"yes\" at create: %s", raw)
+	}
+	h.mustCall("GET", "/v1/event-types/user.created", "", 404)
+	if raw := h.mustCall("POST", "/v1/event-types/invoice.paid/versions", `{"version":2,"schema":{"type":"object","x-herald-personal-data":1}}`, 422); !strings.Contains(string(raw), "must be true or false") {
+		t.Errorf("a mark of 1 in a new version: %s", raw)
+	}
 	raw := h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 422)
 	if !strings.Contains(string(raw), "newest version of file.updated (1) cannot be deprecated") {
 		t.Errorf("deprecate the newest: %s", raw)

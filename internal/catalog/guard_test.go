@@ -273,3 +273,34 @@ func TestScanMarkThroughSchemaKeywords(t *testing.T) {
 		}
 	}
 }
+
+// TestPersonalDataMarkMustBeBoolean: the guard honours only true, so a
+// mark of another type ("yes", 1, null) is refused when a schema is
+// saved (CheckMarks), naming the keyword and where it is; a property that
+// merely bears the keyword's name keeps its subschema.
+func TestPersonalDataMarkMustBeBoolean(t *testing.T) {
+	for _, tc := range []struct {
+		schema, want string // want "" = compiles
+	}{
+		{`{"type":"object","properties":{"email":{"type":"string","x-herald-personal-data":true}}}`, ""},
+		{`{"type":"object","properties":{"email":{"type":"string","x-herald-personal-data":false}}}`, ""},
+		{`{"type":"object","properties":{"x-herald-personal-data":{"type":"string"}}}`, ""},
+		{`{"type":"object","properties":{"email":{"type":"string","x-herald-personal-data":"yes"}}}`, "x-herald-personal-data at /properties/email/x-herald-personal-data must be true or false"},
+		{`{"type":"object","prefixItems":[{"x-herald-personal-data":1}]}`, "at /prefixItems/0/x-herald-personal-data"},
+		{`{"x-herald-personal-data":null}`, "at /x-herald-personal-data must be"},
+		{`{"$defs":{"a/b":{"x-herald-personal-data":"true"}}}`, "at /$defs/a~1b/x-herald-personal-data"},
+	} {
+		sch, err := Compile([]byte(tc.schema))
+		if err != nil {
+			t.Errorf("%s: does not compile: %v", tc.schema, err)
+			continue
+		}
+		err = sch.CheckMarks()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want it compiled", tc.schema, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error containing %q", tc.schema, err, tc.want)
+		}
+	}
+}

@@ -63,6 +63,56 @@ func Compile(schemaJSON []byte) (*Schema, error) {
 	return &Schema{compiled: sch, raw: doc}, nil
 }
 
+// CheckMarks refuses a schema whose PersonalDataKeyword marks are not
+// booleans, naming the first by its JSON pointer (RFC 6901): the guard
+// honours only true, so a mark such as "yes" would be stored and silently
+// ignored. It is checked when a schema is saved (an event type created or
+// given a version), not when a stored one is compiled, so schemas saved
+// before the rule keep working.
+func (s *Schema) CheckMarks() error {
+	if ptr, ok := badPersonalDataMark(s.raw, ""); !ok {
+		return fmt.Errorf("%s at %s must be true or false", PersonalDataKeyword, ptr)
+	}
+	return nil
+}
+
+// badPersonalDataMark walks a decoded schema for a PersonalDataKeyword
+// whose value is neither a boolean nor an object (an object there is a
+// subschema of a property that happens to bear the name, under
+// "properties"). It returns the JSON pointer (RFC 6901) of the first bad
+// mark and false; the guard honours only true, so a mark such as "yes"
+// would otherwise be stored and silently ignored.
+func badPersonalDataMark(v any, ptr string) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			child := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			if k == PersonalDataKeyword {
+				switch v[k].(type) {
+				case bool, map[string]any:
+				default:
+					return child, false
+				}
+			}
+			if p, ok := badPersonalDataMark(v[k], child); !ok {
+				return p, false
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p, ok := badPersonalDataMark(e, fmt.Sprintf("%s/%d", ptr, i)); !ok {
+				return p, false
+			}
+		}
+	}
+	return "", true
+}
+
 // Violation is one rule a value breaks: Pointer is the JSON pointer (RFC
 // 6901) of the value in the request body ("/data/file_id"), Rule the JSON
 // Schema keyword ("required", "type", "additionalProperties", …) or the

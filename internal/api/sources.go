@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -50,6 +51,7 @@ type CreateSourceBody struct {
 // UpdateSourceBody is the body of PATCH /v1/sources/{id}.
 type UpdateSourceBody struct {
 	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
+	Scheme           *string   `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source"`
 	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
 	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
 	Dedupe           *string   `json:"dedupe,omitempty" maxLength:"256"`
@@ -260,6 +262,12 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		return nil, huma.Error500InternalServerError("source configuration unreadable")
 	}
 	b := in.Body
+	if b.Scheme != nil && *b.Scheme != sc.Scheme {
+		// The secrets, dedupe rule and ingest URL belong to one
+		// provider's signing scheme: changing it in place would verify
+		// the next requests with the wrong rules.
+		return nil, invalid("body.scheme", fmt.Sprintf("a source's scheme cannot be changed (this one is %s): create a new source for another scheme", sc.Scheme), *b.Scheme)
+	}
 	if b.Secrets != nil {
 		sc.Secrets = *b.Secrets
 	}

@@ -342,6 +342,20 @@ func TestSourcesAPIBadInput(t *testing.T) {
 	if len(list.Data) != 0 {
 		t.Fatalf("bad input stored %d sources", len(list.Data))
 	}
+	// A source's scheme cannot be changed in place: the PATCH says so and
+	// changes nothing; the scheme it has is accepted as a no-op.
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"source-secret-0123456789"}, "destination_url": "http://10.0.0.1/"})
+	st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"scheme":"stripe","name":"renamed"}`, nil)
+	if st != 422 || !strings.Contains(string(raw), "scheme cannot be changed (this one is github): create a new source") {
+		t.Errorf("PATCH scheme: %d %s, want 422 saying the scheme cannot be changed", st, raw)
+	}
+	var got struct{ Name, Scheme string }
+	if h.call("GET", "/v1/sources/"+src.ID, nil, &got); got.Name != "gh" || got.Scheme != "github" {
+		t.Errorf("after the refused PATCH: %+v", got)
+	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"scheme":"github","name":"renamed"}`, &got); st != 200 || got.Name != "renamed" || got.Scheme != "github" {
+		t.Errorf("PATCH with the source's own scheme: %d %s, want 200", st, raw)
+	}
 }
 
 // TestInboundGzipBody (issue 13 point 10): a gzip body whose provider

@@ -506,7 +506,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		cp.older[n] = []byte(buf.String())
 		checks = append(checks, check{v, cp.older[n], "/data_versions/" + k})
 	}
-	// Every version a subscribed endpoint pins must be supplied.
+	// Every version a subscribed endpoint receives must be supplied.
 	need, err := s.pinnedVersions(ctx, tenant, typ)
 	if err != nil {
 		return cp, err
@@ -515,12 +515,12 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	for v, n := range need {
 		if _, ok := cp.older[v]; !ok && v != newest.Version {
 			missing = append(missing, catalog.Violation{Pointer: "/data_versions/" + strconv.Itoa(v), Rule: "required",
-				Message: fmt.Sprintf("version %d of %s is pinned by %d endpoint(s) of tenant %s: supply its data", v, typ, n, tenant)})
+				Message: fmt.Sprintf("version %d of %s is received by %s of tenant %s: supply its data", v, typ, n, tenant)})
 		}
 	}
 	if len(missing) > 0 {
 		sort.Slice(missing, func(i, j int) bool { return missing[i].Pointer < missing[j].Pointer })
-		return cp, problemOf("a version pinned by subscribed endpoints is missing", missing)
+		return cp, problemOf("a version that subscribed endpoints receive is missing", missing)
 	}
 	mode := s.personalDataMode(true)
 	for _, c := range checks {
@@ -599,11 +599,39 @@ func (s *Server) personalDataMode(catalogued bool) string {
 	return PersonalDataWarn
 }
 
+// receivers counts the endpoints that receive one version of a type: those
+// that pin it and those without a pin, which get the type's first version
+// (store.Endpoint.VersionOf).
+type receivers struct{ pinned, unpinned int }
+
+// String is "2 endpoints that pin it and 1 without a pin (given the first
+// version)", leaving out a zero part.
+func (r receivers) String() string {
+	plural := func(n int) string {
+		if n == 1 {
+			return "1 endpoint"
+		}
+		return strconv.Itoa(n) + " endpoints"
+	}
+	var parts []string
+	if r.pinned > 0 {
+		verb := "pin"
+		if r.pinned == 1 {
+			verb = "pins"
+		}
+		parts = append(parts, plural(r.pinned)+" that "+verb+" it")
+	}
+	if r.unpinned > 0 {
+		parts = append(parts, plural(r.unpinned)+" without a pin (given the type's first version)")
+	}
+	return strings.Join(parts, " and ")
+}
+
 // pinnedVersions counts, per version of typ, the tenant's endpoints whose
 // filter matches typ and that receive that version (their pin, else the
 // first version: store.Endpoint.VersionOf, the rule delivery uses).
-func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[int]int, error) {
-	out := map[int]int{}
+func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[int]receivers, error) {
+	out := map[int]receivers{}
 	lp := store.ListParams{Limit: 1000}
 	for {
 		pg, err := s.db(ctx).ListEndpoints(ctx, store.ListEndpointsParams{Tenant: tenant, ListParams: lp})
@@ -612,7 +640,13 @@ func (s *Server) pinnedVersions(ctx context.Context, tenant, typ string) (map[in
 		}
 		for _, e := range pg.Data {
 			if store.MatchEventType(e.EventTypes, typ) {
-				out[e.VersionOf(typ)]++
+				r := out[e.VersionOf(typ)]
+				if e.Versions[typ] > 0 {
+					r.pinned++
+				} else {
+					r.unpinned++
+				}
+				out[e.VersionOf(typ)] = r
 			}
 		}
 		if pg.NextCursor == "" {

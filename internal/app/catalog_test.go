@@ -425,8 +425,14 @@ func TestCatalogUnpinnedEndpointsGetTheFirstVersion(t *testing.T) {
 	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
 
 	raw := h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2}}`, 422)
-	if !strings.Contains(string(raw), "/data_versions/1: required") || !strings.Contains(string(raw), "2 endpoint(s)") {
+	if !strings.Contains(string(raw), "/data_versions/1: required") || !strings.Contains(string(raw), "version 1 of file.updated is received by 2 endpoints without a pin (given the type's first version) of tenant acme") {
 		t.Fatalf("publish without v1 for unpinned endpoints: %s", raw)
+	}
+	// With one more endpoint that pins v1, the message counts each kind.
+	h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"`+newReceiver(t, 200).URL+`","event_types":["file.updated"],"versions":{"file.updated":1}}`, 201)
+	raw = h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2}}`, 422)
+	if !strings.Contains(string(raw), "is received by 1 endpoint that pins it and 2 endpoints without a pin") {
+		t.Fatalf("publish without v1 for pinned and unpinned endpoints: %s", raw)
 	}
 	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1","revision":2},"data_versions":{"1":{"file_id":"f_1"}}}`, 202)
 	deadline := time.Now().Add(10 * time.Second)

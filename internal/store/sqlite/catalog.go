@@ -54,12 +54,12 @@ const getEventTypeSQL = "SELECT " + eventTypeColumns + " FROM event_types WHERE 
 
 // GetEventType implements store.Store. The API's catalog check asks it
 // for every type it has not cached (and after a stale answer), so it runs
-// a statement prepared once per read connection (Store.getEventType):
+// a statement prepared once per read connection (Store.readStmts):
 // parsing the query per call was most of its cost when every publish
 // asked it (a tenth of Herald's CPU at 1,000 publishes/s,
 // docs/BENCHMARKS.md).
 func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType, error) {
-	t, err := scanEventType(s.getEventType.QueryRowContext(ctx, name))
+	t, err := scanEventType(s.readStmts[getEventTypeSQL].QueryRowContext(ctx, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, fmt.Errorf("event type %s: %w", name, store.ErrNotFound)
 	}

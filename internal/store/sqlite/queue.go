@@ -1557,7 +1557,7 @@ func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time,
 	if len(skipTenants) > 0 {
 		return s.nextDueSkipping(ctx, skipTenants)
 	}
-	due, ok, err := s.firstUnleasedDue(s.r.QueryContext(ctx, NextDueQuery))
+	due, ok, err := s.firstUnleasedDue(s.readStmts[NextDueQuery].QueryContext(ctx))
 	if err != nil || !ok {
 		return time.Time{}, wrap("next due", err)
 	}
@@ -1576,7 +1576,7 @@ func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, 
 			due    int64
 		)
 		s.claimSteps.Add(1)
-		err := s.r.QueryRowContext(ctx, NextTenantQuery, from).Scan(&tenant, &due)
+		err := s.readStmts[NextTenantQuery].QueryRowContext(ctx, from).Scan(&tenant, &due)
 		if errors.Is(err, sql.ErrNoRows) {
 			break
 		}
@@ -1591,7 +1591,7 @@ func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, 
 		if s.leases.tenantLeases(tenant) > 0 {
 			// Its earliest may be in flight: find its first unleased.
 			var ok bool
-			due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, TenantDueQuery, tenant))
+			due, ok, err = s.firstUnleasedDue(s.readStmts[TenantDueQuery].QueryContext(ctx, tenant))
 			if err != nil {
 				return time.Time{}, wrap("next due", err)
 			}

@@ -67,7 +67,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err := h.api.call(ctx, "POST", "/v1/sources", body, &src); err != nil {
 		return nil, fmt.Errorf("create source: %w", err)
 	}
-	hr, err := r.ingest(ctx, "herald", h.api.base+src.IngestPath, r.runID+"-", h.pid())
+	hr, err := r.ingest(ctx, "herald", h.api.base+src.IngestPath, r.runID+"-", h.pid(), r.settleForwards(rcv, "/inbound"))
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,11 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("late_sends", hr.open.Late, "sends more than 1 ms behind their slot (the load generator fell behind)")
 	res.add("latency_errors", hr.open.Errors, "")
 	res.add("herald_cpu_seconds", hr.cpu, "throughput phase")
+	res.add("herald_cpu_us_per_request", perRequestUS(hr.cpu, hr.closed.OK), "throughput phase, forwards included")
+	res.add("forwards_behind", hr.backlog, "acknowledged but not yet forwarded when the throughput phase ended")
+	res.add("settle_seconds", secs(hr.settled), "the wait for them before the latency phase")
+	res.add("herald_cpu_seconds_latency", hr.cpuOpen, "latency phase")
+	res.add("herald_cpu_us_per_request_latency", perRequestUS(hr.cpuOpen, hr.open.OK), "latency phase, forwards included")
 	tpNote := ""
 	if o.Concurrency != inboundTargetProviders || o.Duration < inboundTargetDuration {
 		tpNote = fmt.Sprintf("the target is for %d providers over at least %s; this run had %d over %s", inboundTargetProviders, inboundTargetDuration, o.Concurrency, o.Duration)
@@ -122,7 +127,11 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if peer != nil {
 		peerPID = peer.pid()
 	}
-	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID)
+	var peerSettle settleFunc
+	if peerPID > 0 { // a peer given by URL forwards elsewhere
+		peerSettle = r.settleForwards(rcv, "/peer")
+	}
+	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID, peerSettle)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +154,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("peer_late_sends", pr.open.Late, "")
 	if peerPID > 0 {
 		res.add("peer_cpu_seconds", pr.cpu, "throughput phase, the peer's process tree")
+		res.add("peer_forwards_behind", pr.backlog, "acknowledged but not yet forwarded when the throughput phase ended")
 		res.add("peer_forwarded", pfwd, fmt.Sprintf("of the %d acknowledged in all of the peer's phases", packed))
 	}
 	ratio := 0.0
@@ -166,7 +176,38 @@ type ingestRun struct {
 	warmed int // requests acknowledged during the warm-up
 	rps    float64
 	tp, lp pcts
-	cpu    float64
+	cpu    float64 // CPU seconds of the throughput phase
+	// cpuOpen is the CPU seconds of the latency phase (open loop): with
+	// cpu, what a request costs when batches are small against full ones.
+	cpuOpen float64
+	// backlog is how many acknowledged requests had not been forwarded
+	// when the throughput phase ended; settled how long the wait for them
+	// took before the latency phase began.
+	backlog int64
+	settled time.Duration
+}
+
+// settleFunc is called between an ingest's two phases with the requests
+// acknowledged so far; it returns how many of them had not been
+// forwarded yet and returns once they have (or have stopped coming).
+type settleFunc func(ctx context.Context, acked int64) (int64, error)
+
+// settleForwards waits for the forwards under prefix at rcv: the latency
+// phase then measures the acks at --rate in a steady state, not beside
+// the throughput phase's forwarding backlog (a receiver acknowledges
+// faster than it forwards at full load, and forwarding that backlog made
+// the latency phase's CPU per request look 2–3× that at saturation).
+func (r *runner) settleForwards(rcv *receiverProc, prefix string) settleFunc {
+	return func(ctx context.Context, acked int64) (int64, error) {
+		st, err := rcv.rc.stats(ctx, prefix)
+		if err != nil {
+			return 0, fmt.Errorf("receiver stats: %w", err)
+		}
+		if _, err := r.waitForwards(ctx, rcv, prefix, acked); err != nil {
+			return 0, err
+		}
+		return max(0, acked-st.Requests), nil
+	}
 }
 
 // ingest runs the throughput phase (closed loop, Concurrency providers for
@@ -175,8 +216,9 @@ type ingestRun struct {
 // url, a receiver of GitHub webhooks signed with inboundSecret. Request i
 // has the delivery id idPrefix+i; its body depends on i only, so every
 // receiver gets the same bodies. pid's process tree is charged the CPU of
-// the throughput phase (none when pid is 0).
-func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int) (ingestRun, error) {
+// the throughput phase (none when pid is 0). settle (nil: none) is called
+// between the two phases with the number acknowledged so far.
+func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int, settle settleFunc) (ingestRun, error) {
 	o := r.o
 	payload := bytes.Repeat([]byte("x"), max(0, o.BodyBytes-40))
 	client := loadClient(o.Concurrency)
@@ -233,18 +275,30 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 	if cl.OK == 0 {
 		return ingestRun{}, fmt.Errorf("%s: no request was acknowledged: %v", name, cl.FirstErr)
 	}
+	var backlog int64
+	var settled time.Duration
+	if settle != nil {
+		t := time.Now()
+		var err error
+		if backlog, err = settle(ctx, int64(warm.OK+cl.OK)); err != nil {
+			return ingestRun{}, err
+		}
+		settled = time.Since(t)
+	}
 
 	// Ack latency at a fixed rate: open loop. Ids continue after the
 	// throughput phase's.
 	r.logf("inbound, %s: %d requests/s for %s (open loop)", name, o.Rate, o.Duration)
 	offset := cl.OK + cl.Errors + o.Concurrency
+	cpuOpen0 := treeCPU(pid)
 	ol := runOpenLoop(ctx, o.Rate, o.Duration, o.Concurrency, func(ctx context.Context, i int, t time.Time) error {
 		return send(ctx, offset+i, t)
 	})
+	cpuOpen := round(treeCPU(pid)-cpuOpen0, 2)
 	if ctx.Err() != nil {
 		return ingestRun{}, ctx.Err()
 	}
-	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu}, nil
+	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu, cpuOpen: cpuOpen, backlog: backlog, settled: settled}, nil
 }
 
 // waitForwards waits until the receiver has had want requests under prefix
@@ -353,4 +407,13 @@ func peerHint(p *proc) string {
 		return "\n" + strings.TrimSpace(line) + "\nthe peer's packages are not installed: run npm ci in its folder (for the peer in the repository: npm ci --prefix bench/peers/express-bullmq; docs/BENCHMARKS.md)"
 	}
 	return ""
+}
+
+// perRequestUS is seconds of CPU over n requests, in microseconds each (0
+// when n is 0).
+func perRequestUS(seconds float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return round(seconds*1e6/float64(n), 1)
 }

@@ -201,7 +201,7 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
 	if s.claimLocked {
-		return nil
+		return s.checkClaimLock()
 	}
 	lockPath := claimLockPath(s.path)
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
@@ -214,6 +214,17 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLocked)
 		}
 		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	}
+	held, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	}
+	if cur, err := os.Stat(lockPath); err != nil || !os.SameFile(cur, held) {
+		// Deleted or replaced between the open and the lock: the lock
+		// held is on a file nobody else will open.
+		f.Close()
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
 	}
 	tx, done, err := s.queueTx(ctx)
 	if err != nil {
@@ -238,7 +249,28 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		f.Close()
 		return err
 	}
-	s.claimLock, s.claimLocked = f, true
+	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
+	return nil
+}
+
+// ErrClaimLockLost is returned (wrapped, with store.ErrUnavailable) by
+// ClaimDeliveries and Ping once the claim lock's file was deleted or
+// replaced under the running process: another process could then take a
+// lock of its own on a new file and claim the same deliveries, so this one
+// stops claiming (its attempts in flight still complete) until it is
+// restarted.
+var ErrClaimLockLost = errors.New("the claim lock file was deleted or replaced while Herald runs, so another process could claim the same deliveries: this process stopped claiming (restart Herald; one process per database file)")
+
+// checkClaimLock fails with ErrClaimLockLost when the claim lock this
+// process holds is no longer the file at its path (one stat, before every
+// claim and in Ping). Callers hold claimMu.
+func (s *Store) checkClaimLock() error {
+	if s.claimLock == nil {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
+	}
+	if cur, err := os.Stat(claimLockPath(s.path)); err != nil || !os.SameFile(cur, s.claimLockInfo) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
+	}
 	return nil
 }
 

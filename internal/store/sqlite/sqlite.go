@@ -82,9 +82,10 @@ type Store struct {
 	leases *leaseTable
 	// claimLock is the lock file held from the first claim to Close
 	// (takeClaimLock): one process claims from a database file.
-	claimMu     sync.Mutex
-	claimLock   *os.File
-	claimLocked bool
+	claimMu       sync.Mutex
+	claimLock     *os.File
+	claimLockInfo os.FileInfo // claimLock as locked (checkClaimLock: still the file at its path?)
+	claimLocked   bool
 }
 
 // hotStatements are prepared once on the writer connection at Open:
@@ -321,11 +322,23 @@ const storageFailureWindow = 10 * time.Second
 //   - a publish failed on storage (SQLITE_FULL, SQLITE_IOERR,
 //     SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_CORRUPT, SQLITE_NOTADB) in
 //     the last 10 s;
+//   - the claim lock this process took was deleted or replaced
+//     (ErrClaimLockLost: it stopped claiming);
 //   - a small write transaction (the meta row "readiness_probe") cannot
 //     commit.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.checkFile(); err != nil {
 		return err
+	}
+	s.claimMu.Lock()
+	locked := s.claimLocked
+	var lockErr error
+	if locked {
+		lockErr = s.checkClaimLock()
+	}
+	s.claimMu.Unlock()
+	if lockErr != nil {
+		return lockErr
 	}
 	s.failMu.Lock()
 	failedAt, failErr := s.failedAt, s.failErr

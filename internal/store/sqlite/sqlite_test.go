@@ -564,6 +564,60 @@ func TestOneProcessClaims(t *testing.T) {
 	}
 }
 
+// TestClaimLockDeletedStopsClaiming: with the claim lock's file deleted
+// under a claiming store, a second process could lock a new file and claim
+// the same deliveries; the first stops claiming and fails readiness,
+// naming the cause, while a second store may claim.
+func TestClaimLockDeletedStopsClaiming(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	first := openStore(t, path)
+	defer first.Close()
+	if _, err := first.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
+		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	for range 3 {
+		id := store.NewID("evt")
+		if _, err := first.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
+		}); err != nil {
+			t.Fatalf("PublishEvent: %v", err)
+		}
+	}
+	claim := func(s *sqlite.Store, owner string) ([]store.Claim, error) {
+		return s.ClaimDeliveries(ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: base})
+	}
+	if cs, err := claim(first, "first"); err != nil || len(cs) != 1 {
+		t.Fatalf("first store's claim = %d claims, %v; want 1", len(cs), err)
+	}
+	if err := first.Ping(ctx); err != nil {
+		t.Fatalf("Ping while the lock is held: %v", err)
+	}
+	if err := os.Remove(path + "-claims.lock"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := claim(first, "first")
+	if !errors.Is(err, sqlite.ErrClaimLockLost) || !errors.Is(err, store.ErrUnavailable) || len(cs) != 0 {
+		t.Fatalf("claim after the lock file was deleted = %d claims, %v; want ErrClaimLockLost (unavailable)", len(cs), err)
+	}
+	if err := first.Ping(ctx); !errors.Is(err, sqlite.ErrClaimLockLost) {
+		t.Errorf("Ping after the lock file was deleted: %v; want ErrClaimLockLost", err)
+	}
+	second := openStore(t, path)
+	defer second.Close()
+	if cs, err := claim(second, "second"); err != nil || len(cs) != 1 {
+		t.Fatalf("second store's claim once the first stopped = %d claims, %v; want 1", len(cs), err)
+	}
+	if cs, err := claim(first, "first"); !errors.Is(err, sqlite.ErrClaimLockLost) || len(cs) != 0 {
+		t.Fatalf("first store's claim beside the second = %d claims, %v; want ErrClaimLockLost", len(cs), err)
+	}
+}
+
 // TestHotPathPreparesNothing: claims and completions — successes,
 // retries, dead letters, deferrals, in bulk and one by one — and publishes
 // run only statements prepared once at Open (hotStatements): modernc's

@@ -245,6 +245,13 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		f.Close()
 		return err
 	}
+	// A process that died between the chunks of a resume (releaseRest)
+	// left deliveries held under an enabled endpoint: release them.
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1
+		WHERE state = 'paused' AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'enabled')`, micro(time.Now())); err != nil {
+		f.Close()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		f.Close()
 		return err

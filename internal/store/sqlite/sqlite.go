@@ -57,6 +57,9 @@ type Store struct {
 	// publishWaiting reports a publish group waiting for the writer (a
 	// fan-out chunk then ends early); tests replace it.
 	publishWaiting func() bool
+	// beforeReleaseChunk, when set (tests), runs before each chunk of a
+	// resume after the first (releaseRest), without the writer.
+	beforeReleaseChunk func()
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction

@@ -255,6 +255,34 @@ func (s suite) endpointState(t *testing.T) {
 		}
 		diff(t, "claim order after release, one at a time", want, got)
 	})
+	// A resume of more held deliveries than one transaction releases
+	// (SQLite releases 500 at a time behind waiting publishes) releases
+	// every one, counted once, claimed in creation order.
+	s.run(t, "ResumeReleasesALargeBacklogInOrder", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointPaused, Now: base})
+		const held = 1203
+		var want []string
+		for i := range held {
+			res := f.publish("acme", "file.created", at(time.Duration(i)*time.Millisecond))
+			want = append(want, f.deliveryFor(res.Event.ID, e.ID).ID)
+		}
+		if _, n := f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(time.Hour)}); n != held {
+			t.Fatalf("resume released %d, want %d", n, held)
+		}
+		var got []string
+		for len(got) < held {
+			cs := f.claim("w", 100, time.Minute, at(time.Hour))
+			if len(cs) == 0 {
+				t.Fatalf("claim after %d of %d: none due", len(got), held)
+			}
+			got = append(got, claimIDs(cs)...)
+		}
+		diff(t, "claim order after a large resume", want, got)
+		if _, n := f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(2 * time.Hour)}); n != 0 {
+			t.Errorf("a second resume released %d, want 0", n)
+		}
+	})
 	// Deliveries of one tenant due at the same time are claimed oldest
 	// first even when the claim takes fewer than are due, whatever order
 	// their rows were last written in (on PostgreSQL, ties in an index are

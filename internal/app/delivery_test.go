@@ -369,7 +369,7 @@ func TestCleanShutdownLeavesNoLease(t *testing.T) {
 	releaseOnce.Do(func() { close(release) })
 	<-stopped
 
-	m, err := app.New(context.Background(), app.Config{DB: db, EncryptionKey: key, APIKey: testAPIKey, Dev: true,
+	m, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: testAPIKey, Dev: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -419,7 +419,7 @@ func TestRedactDB(t *testing.T) {
 			t.Errorf("RedactDB(%q) shows the password", c.in)
 		}
 	}
-	_, err := app.New(t.Context(), app.Config{DB: "postgress://herald:s3cret@db/herald", APIKey: "operations-test-admin-key-0123456789"})
+	_, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "postgress://herald:s3cret@db/herald", APIKey: "operations-test-admin-key-0123456789"})
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "unknown scheme") {
 		t.Errorf("app.New with a mistyped scheme: %v, want an unknown-scheme error without the password", err)
 	}

@@ -340,7 +340,7 @@ func TestPortalSession(t *testing.T) {
 func TestShortAdminKeyRefused(t *testing.T) {
 	t.Parallel()
 	db, key := testDB(t)
-	_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: "dev-key"})
+	_, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: "dev-key"})
 	if err == nil || !strings.Contains(err.Error(), "HERALD_API_KEY is 7 characters") || !strings.Contains(err.Error(), "at least 32") || strings.Contains(err.Error(), "dev-key") {
 		t.Fatalf("app.New with a 7-character admin key: %v; want the reason, without the key", err)
 	}
@@ -358,7 +358,7 @@ func TestBlankAdminKeyRefused(t *testing.T) {
 		"non-ASCII":        "0123456789abcdef0123456789abcdef0123é",
 	} {
 		db, key := testDB(t)
-		_, err := app.New(t.Context(), app.Config{DB: db, EncryptionKey: key, APIKey: k})
+		_, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: k})
 		if err == nil || !strings.Contains(err.Error(), "visible ASCII") || (strings.TrimSpace(k) != "" && strings.Contains(err.Error(), strings.TrimSpace(k))) {
 			t.Errorf("%s: app.New: %v; want a refusal naming the rule, without the key", name, err)
 		}

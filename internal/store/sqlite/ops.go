@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,8 +93,8 @@ const releaseDeliveriesSQL = `UPDATE deliveries SET state = 'pending', next_atte
 func (s *Store) releaseRest(ctx context.Context, endpointID string, now int64) (int64, error) {
 	var total int64
 	for {
-		if s.beforeReleaseChunk != nil {
-			s.beforeReleaseChunk()
+		if s.beforeChunk != nil {
+			s.beforeChunk()
 		}
 		n, err := func() (int64, error) {
 			tx, done, err := s.queueTx(ctx)
@@ -125,7 +126,15 @@ func (s *Store) releaseRest(ctx context.Context, endpointID string, now int64) (
 	}
 }
 
-// ReplayDeliveries implements store.Store.
+// ReplayDeliveries implements store.Store. An endpoint's replay runs in
+// chunks of replayChunk, each in id order within a state, the first in the
+// transaction that checks the endpoint and the rest behind waiting
+// publishes (writeGate), so replaying tens of thousands of dead letters
+// does not hold the single writer (and every publish) for seconds. Every
+// replayed delivery is due at p.Now, so they are claimed in creation
+// order whatever the chunks. A delivery replayed by an earlier chunk is
+// never taken again: a chunk starts after the last id of the one before,
+// and only deliveries last changed at or before p.Now are taken.
 func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int, error) {
 	if (p.DeliveryID == "") == (p.EndpointID == "") {
 		return 0, store.BadReplayTarget()
@@ -133,6 +142,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	states := p.States
 	if len(states) == 0 {
 		states = []store.DeliveryState{store.DeliveryDead}
+	}
+	for _, st := range states {
+		if st != store.DeliveryDead && st != store.DeliverySucceeded {
+			return 0, store.NotReplayable(st)
+		}
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -148,24 +162,85 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	if err != nil {
 		return 0, wrap("replay", err)
 	}
-	where := []string{}
-	args := []any{micro(p.Now)}
 	if p.DeliveryID != "" {
-		where = append(where, "id = ?")
-		args = append(args, p.DeliveryID)
-	} else {
-		where = append(where, "endpoint_id = ?")
-		args = append(args, p.EndpointID)
-	}
-	ph := make([]string, len(states))
-	for i, st := range states {
-		if st != store.DeliveryDead && st != store.DeliverySucceeded {
-			return 0, store.NotReplayable(st)
+		ph := make([]string, len(states))
+		args := []any{micro(p.Now), p.DeliveryID}
+		for i, st := range states {
+			ph[i] = "?"
+			args = append(args, string(st))
 		}
-		ph[i] = "?"
-		args = append(args, string(st))
+		res, err := tx.ExecContext(ctx, numberPlaceholders(replaySet+"WHERE id = ? AND state IN ("+strings.Join(ph, ",")+")", 2), args...)
+		if err != nil {
+			return 0, wrap("replay", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), wrap("replay", tx.Commit())
 	}
-	where = append(where, "state IN ("+strings.Join(ph, ",")+")")
+	// The endpoint's: state by state, chunk by chunk.
+	var total int64
+	for i, st := range states {
+		after := ""
+		for {
+			var n int64
+			var last string
+			if i == 0 && after == "" {
+				n, last, err = s.replayChunk(ctx, tx, p, st, after)
+				if err == nil {
+					err = tx.Commit()
+				}
+			} else {
+				if s.beforeChunk != nil {
+					s.beforeChunk()
+				}
+				n, last, err = s.replayChunkTx(context.WithoutCancel(ctx), p, st, after)
+			}
+			total += n
+			if err != nil {
+				return int(total), wrap("replay", err)
+			}
+			if n < replayChunk {
+				break
+			}
+			after = last
+		}
+	}
+	return int(total), nil
+}
+
+// replayChunk is the most deliveries one transaction of an endpoint's
+// replay moves (ReplayDeliveries).
+const replayChunk = store.DefaultFanOutChunk
+
+// replaySet is the SET clause of a replay: the delivery is due at ?1
+// (pending, or held when its endpoint is not enabled), its attempts so far
+// no longer count toward the schedule.
+const replaySet = `UPDATE deliveries SET
+		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS 'enabled' THEN 'pending' ELSE 'paused' END,
+		next_attempt_at = ?1, updated_at = ?1, client_errors = 0, replay_base = attempts
+		`
+
+// replayChunkTx runs one chunk of an endpoint's replay in a queue
+// transaction of its own.
+func (s *Store) replayChunkTx(ctx context.Context, p store.ReplayParams, st store.DeliveryState, after string) (int64, string, error) {
+	tx, done, err := s.queueTx(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	defer done()
+	n, last, err := s.replayChunk(ctx, tx, p, st, after)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, last, tx.Commit()
+}
+
+// replayChunk replays up to replayChunk of p.EndpointID's deliveries in
+// state st with an id after after (the endpoint index's order), matching
+// p's filters and last changed at or before p.Now; it returns how many it
+// moved and the last id.
+func (s *Store) replayChunk(ctx context.Context, tx *sql.Tx, p store.ReplayParams, st store.DeliveryState, after string) (int64, string, error) {
+	where := []string{"endpoint_id = ?", "state = ?", "id > ?", "updated_at <= ?1"}
+	args := []any{micro(p.Now), p.EndpointID, string(st), after}
 	if !p.Since.IsZero() {
 		where = append(where, "updated_at >= ?")
 		args = append(args, micro(p.Since))
@@ -178,18 +253,24 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		where = append(where, "event_type = ?")
 		args = append(args, p.EventType)
 	}
-	// The first parameter (now) is used twice through ?1.
-	q := `UPDATE deliveries SET
-		state = CASE WHEN (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS 'enabled' THEN 'pending' ELSE 'paused' END,
-		next_attempt_at = ?1, updated_at = ?1, client_errors = 0, replay_base = attempts
-		WHERE ` + strings.Join(where, " AND ")
-	q = numberPlaceholders(q, 2)
-	res, err := tx.ExecContext(ctx, q, args...)
+	q := numberPlaceholders(replaySet+"WHERE id IN (SELECT id FROM deliveries WHERE "+strings.Join(where, " AND ")+
+		" ORDER BY id LIMIT "+strconv.Itoa(replayChunk)+") RETURNING id", 2)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
-		return 0, wrap("replay", err)
+		return 0, "", err
 	}
-	n, _ := res.RowsAffected()
-	return int(n), wrap("replay", tx.Commit())
+	defer rows.Close()
+	var n int64
+	var last string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return 0, "", err
+		}
+		n++
+		last = max(last, id)
+	}
+	return n, last, rows.Err()
 }
 
 // numberPlaceholders rewrites each bare "?" as ?N, ?N+1, … so bare and

@@ -57,9 +57,9 @@ type Store struct {
 	// publishWaiting reports a publish group waiting for the writer (a
 	// fan-out chunk then ends early); tests replace it.
 	publishWaiting func() bool
-	// beforeReleaseChunk, when set (tests), runs before each chunk of a
-	// resume after the first (releaseRest), without the writer.
-	beforeReleaseChunk func()
+	// beforeChunk, when set (tests), runs before each chunk of a resume
+	// or an endpoint's replay after the first, without the writer.
+	beforeChunk func()
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction

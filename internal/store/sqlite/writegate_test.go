@@ -250,7 +250,7 @@ func TestResumeYieldsTheWriterBetweenChunks(t *testing.T) {
 		}
 	}
 	var between int
-	s.beforeReleaseChunk = func() {
+	s.beforeChunk = func() {
 		between++
 		// Synchronously, on the store the resume is running on: this
 		// commits only if the resume does not hold the writer.
@@ -314,5 +314,68 @@ func TestStartReleasesHeldUnderEnabledEndpoint(t *testing.T) {
 	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "n", Limit: 10, Lease: time.Minute, Now: now.Add(time.Second)})
 	if err != nil || len(cs) != 3 {
 		t.Fatalf("first claim of the next process: %d claims, %v; want the 3 held under an enabled endpoint", len(cs), err)
+	}
+}
+
+// TestReplayYieldsTheWriterBetweenChunks: an endpoint's replay of more dead
+// letters than replayChunk commits them chunk by chunk, so a publish can
+// commit between two chunks; every dead letter is replayed once.
+func TestReplayYieldsTheWriterBetweenChunks(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	for _, id := range []string{"ep_a", "ep_b"} {
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: id, Tenant: id,
+			URL: "https://example.com/", State: store.EndpointEnabled,
+			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish := func(tenant string) error {
+		id := store.NewID("evt")
+		_, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: tenant, Type: "t", OccurredAt: now, Body: []byte("{}"), Fingerprint: id},
+			Now:   now, NewDeliveryID: func() string { return store.NewID("dlv") }})
+		return err
+	}
+	dead := 2*replayChunk + 3
+	for range dead {
+		if err := publish("ep_a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "n", Limit: dead, Lease: time.Hour, Now: now})
+	if err != nil || len(cs) != dead {
+		t.Fatalf("claim: %d, %v", len(cs), err)
+	}
+	var done []store.Completion
+	for _, c := range cs {
+		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: "ep_a", Owner: "n", State: store.DeliveryDead,
+			Attempt: store.Attempt{Number: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 500}, Now: now})
+	}
+	if err := s.CompleteDeliveries(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	var between int
+	s.beforeChunk = func() {
+		between++
+		if err := publish("ep_b"); err != nil {
+			t.Errorf("publish between two chunks of a replay: %v", err)
+		}
+	}
+	n, err := s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: "ep_a", Now: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != dead || between != 2 {
+		t.Errorf("replayed %d with %d publishes between chunks; want %d and 2", n, between, dead)
+	}
+	var left int
+	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE state = 'dead'").Scan(&left); err != nil || left != 0 {
+		t.Errorf("dead letters left after the replay: %d, %v", left, err)
 	}
 }

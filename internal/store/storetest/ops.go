@@ -484,6 +484,55 @@ func (f *fixture) deadLetterScenario() dlq {
 }
 
 func (s suite) replay(t *testing.T) {
+	// An endpoint's replay of more dead letters than one transaction
+	// moves (SQLite replays 500 at a time behind waiting publishes) moves
+	// every one once, within the filters, claimed in creation order; the
+	// succeeded ones asked for too are replayed after them.
+	s.run(t, "LargeEndpointReplay", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		const dead, succeeded = 1103, 7
+		var want, early []string
+		for i := range dead + succeeded {
+			res := f.publish("acme", "file.created", at(time.Duration(i)*time.Millisecond))
+			want = append(want, f.deliveryFor(res.Event.ID, e.ID).ID)
+		}
+		cs := f.claim("w", dead+succeeded, time.Hour, at(time.Minute))
+		var done []store.Completion
+		for i, c := range cs {
+			// The first 3 die a minute earlier than the rest: left out by since.
+			when := at(2 * time.Minute)
+			if i < 3 {
+				when = at(time.Minute + time.Second)
+				early = append(early, c.Delivery.ID)
+			}
+			if i < dead {
+				done = append(done, failure(c, when, when, time.Time{}, 500, ""))
+			} else {
+				done = append(done, attempt(c, store.DeliverySucceeded, when))
+			}
+		}
+		f.complete(done...)
+		now := at(time.Hour)
+		n := f.replay(store.ReplayParams{EndpointID: e.ID, States: []store.DeliveryState{store.DeliveryDead, store.DeliverySucceeded}, Since: at(2 * time.Minute), Now: now})
+		if n != dead+succeeded-3 {
+			t.Fatalf("replay of %d dead letters and %d successes since the later ones = %d, want %d", dead, succeeded, n, dead+succeeded-3)
+		}
+		var got []string
+		for {
+			cs := f.claim("w2", 200, time.Minute, now)
+			if len(cs) == 0 {
+				break
+			}
+			got = append(got, claimIDs(cs)...)
+		}
+		diff(t, "claim order after a large replay", want[3:], got)
+		for _, id := range early {
+			f.expectState(id, store.DeliveryDead)
+		}
+		if n := f.replay(store.ReplayParams{EndpointID: e.ID, Since: at(2 * time.Minute), Now: at(2 * time.Hour)}); n != 0 {
+			t.Errorf("a second replay = %d, want 0", n)
+		}
+	})
 	s.run(t, "DeadLetterBackToPending", func(t *testing.T, f *fixture) {
 		e := f.endpoint("acme")
 		ev := f.publish("acme", "file.created", base).Event

@@ -1169,6 +1169,48 @@ func (s suite) noticesGroup(t *testing.T) {
 		}
 		diff(t, "PendingNotices at the end", []string{eps[3].ID}, idsOf(f.notices(), func(n store.Notice) string { return n.Endpoint.ID }))
 	})
+	// A 410 that dead-letters several deliveries and disables their
+	// endpoint in one batch raises endpoint.disabled and one
+	// delivery.dead_lettered each, all at the completion's instant: they
+	// are written at strictly increasing times in outbox order, so a
+	// receiver ordering by occurred_at sees them in the order they were
+	// raised.
+	s.run(t, "OneEndpointsNoticesStrictlyLater", func(t *testing.T, f *fixture) {
+		e := f.endpoint("acme")
+		other := f.endpoint("other")
+		for range 3 {
+			f.publish("acme", "file.created", base)
+		}
+		f.publish("other", "file.created", base)
+		cs := f.claim("w", 10, time.Minute, base)
+		now := at(time.Second)
+		var batch []store.Completion
+		for _, c := range cs {
+			cp := failure(c, now, now, time.Time{}, 410, "")
+			if c.Delivery.EndpointID == e.ID {
+				cp.DisableEndpoint, cp.DisableReason = true, "410 Gone"
+			}
+			batch = append(batch, cp)
+		}
+		f.complete(batch...)
+		var mine []store.Notice
+		for _, n := range f.allNotices() {
+			switch {
+			case n.Type == store.NoticeEndpointCreated:
+			case n.Endpoint.ID == e.ID:
+				mine = append(mine, n)
+			case n.Endpoint.ID == other.ID:
+				// Another endpoint's notice at the same instant is not moved.
+				checkTime(t, "the other endpoint's "+n.Type, n.At, now)
+			}
+		}
+		if len(mine) != 4 {
+			t.Fatalf("%d notices of the disabled endpoint, want endpoint.disabled and 3 delivery.dead_lettered: %+v", len(mine), mine)
+		}
+		for i, n := range mine {
+			checkTime(t, fmt.Sprintf("notice %d (%s)", i, n.Type), n.At, now.Add(time.Duration(i)*time.Microsecond))
+		}
+	})
 	// Issue 13, point 6: every change is kept, in order, with the
 	// endpoint as it was at that change, however quickly the next one
 	// comes, and clearing one never clears another.
@@ -1189,9 +1231,12 @@ func (s suite) noticesGroup(t *testing.T) {
 				t.Errorf("notice ids not increasing: %d after %d", n.ID, ns[i-1].ID)
 			}
 		}
+		// The enable at the same instant as the disable is written a
+		// microsecond after it: one endpoint's notices are at strictly
+		// increasing times, so occurred_at orders them.
 		diff(t, "PendingNotices", []seen{
 			{"endpoint.disabled", "disabled", "by operator", at(time.Minute)},
-			{"endpoint.enabled", "enabled", "", at(time.Minute)},
+			{"endpoint.enabled", "enabled", "", at(time.Minute + time.Microsecond)},
 			{"endpoint.disabled", "disabled", "again", at(2 * time.Minute)},
 		}, got)
 		f.clearNotice(ns[1].ID)

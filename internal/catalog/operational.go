@@ -29,8 +29,8 @@ const endpointStateSchema = `{
     "url": {"type": "string"},
     "state": {"enum": ["enabled", "paused", "disabled"]},
     "reason": {"type": "string"},
-    "last_status_code": {"type": "integer", "minimum": 0},
-    "last_error": {"type": "string"}
+    "last_status_code": {"type": "integer", "minimum": 0, "description": "HTTP status of the endpoint's last attempt recorded before this change, whatever its outcome (200 too); 0 when it had none (a new endpoint, a deleted endpoint's attempts gone with it) or got no answer (see last_error)"},
+    "last_error": {"type": "string", "description": "error class of that attempt when it got no answer (timeout, connection_refused, …), else empty"}
   }
 }`
 
@@ -45,8 +45,8 @@ const endpointHealthSchema = `{
     "url": {"type": "string"},
     "state": {"enum": ["enabled", "paused", "disabled"]},
     "reason": {"type": "string"},
-    "last_status_code": {"type": "integer", "minimum": 0},
-    "last_error": {"type": "string"},
+    "last_status_code": {"type": "integer", "minimum": 0, "description": "HTTP status of the endpoint's last attempt recorded before this event: for endpoint.failing the failure that raised it, for endpoint.recovered the success; 0 when it got no answer (see last_error)"},
+    "last_error": {"type": "string", "description": "error class of that attempt when it got no answer (timeout, connection_refused, …), else empty"},
     "failing_after": {"type": "integer", "minimum": 1}
   }
 }`
@@ -79,8 +79,8 @@ const deadLetteredSchema = `{
     "endpoint_tenant": {"type": "string"},
     "url": {"type": "string"},
     "attempts": {"type": "integer", "minimum": 1},
-    "last_status_code": {"type": "integer", "minimum": 0},
-    "last_error": {"type": "string"}
+    "last_status_code": {"type": "integer", "minimum": 0, "description": "HTTP status of the dead letter's last attempt; 0 when it got no answer (see last_error)"},
+    "last_error": {"type": "string", "description": "error class of that attempt when it got no answer (timeout, connection_refused, blocked, …), else empty"}
   }
 }`
 

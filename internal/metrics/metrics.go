@@ -88,7 +88,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
 	m.firstAttempt = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "herald_first_attempt_latency_seconds", Help: "Time from a publish's commit to the start of its deliveries' first attempts, in seconds (fan-out, queueing and isolation waits included; replays and retries excluded).",
+		Name: "herald_first_attempt_latency_seconds", Help: "Time from a publish's commit to the start of its deliveries' first attempts, in seconds (fan-out, queueing and isolation waits included, and the time a delivery was held on a paused or disabled endpoint; replays and retries excluded).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 	})
 	m.inFlight = &inFlightCollector{}

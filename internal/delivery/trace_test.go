@@ -66,6 +66,13 @@ func TestAttemptTracingOffCostsNoSpan(t *testing.T) {
 		e, c := attemptFixture(t, tr, tp, okSender{})
 		return testing.AllocsPerRun(200, func() { e.attempt(ctx, c) })
 	}
+	if raceEnabled {
+		// sync.Pool drops a random share of its items under the race
+		// detector: the counts below move by ±2 from run to run. The
+		// README's test command runs with -race; .ci/run runs this test
+		// once more without it.
+		t.Skip("allocation counts are not stable under the race detector; run without -race")
+	}
 	off, offTP := allocs(nil, ""), allocs(nil, producer)
 	noopOn := allocs(tracing.New(noop.NewTracerProvider()), producer)
 	t.Logf("allocations per attempt: tracing off %v, off with a producer's traceparent %v, on through a no-op provider %v", off, offTP, noopOn)

@@ -232,6 +232,7 @@ type endpointsData struct {
 	Q          string
 	NextCursor string
 	Cursor     string
+	Scanned    int // endpoints read to find Rows
 	Err        string
 }
 
@@ -247,7 +248,7 @@ var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor":
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
-	v := url.Values{"limit": {"100"}}
+	v := url.Values{"limit": {strconv.Itoa(endpointPage)}}
 	if d.Kind != "" { // the API checks it (tenant, source or all)
 		v.Set("kind", d.Kind)
 	} else {
@@ -261,20 +262,43 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	if d.Tenant != "" {
 		v.Set("tenant", d.Tenant)
 	}
-	if d.Cursor != "" {
-		v.Set("cursor", d.Cursor)
-	}
-	var el endpointList
-	if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
-		var ae *apiError
-		if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
-			d.Err = ae.Detail
-			c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+	// The API filters by tenant and kind only: the text and state filters
+	// are applied here, so a filtered list reads page after page until a
+	// page of matches, the end of the list or endpointScanLimit (a match
+	// may be anywhere in the list, not only among its first 100).
+	var matches []api.EndpointOut
+	cursor := d.Cursor
+	for {
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var el endpointList
+		if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+			var ae *apiError
+			if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
+				d.Err = ae.Detail
+				c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+				return
+			}
+			c.apiFail(w, r, s, err)
 			return
 		}
-		c.apiFail(w, r, s, err)
-		return
+		d.Scanned += len(el.Data)
+		for _, e := range el.Data {
+			if d.State != "" && e.State != d.State {
+				continue
+			}
+			if d.Q != "" && !strings.Contains(strings.ToLower(e.URL+" "+e.Description+" "+e.ID), strings.ToLower(d.Q)) {
+				continue
+			}
+			matches = append(matches, e)
+		}
+		cursor = el.NextCursor
+		if cursor == "" || (d.Q == "" && d.State == "") || len(matches) >= endpointPage || d.Scanned >= endpointScanLimit {
+			break
+		}
 	}
+	d.NextCursor = cursor
 	var counts struct {
 		Data []api.DeadLetterCountOut `json:"data"`
 	}
@@ -283,20 +307,21 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	for _, x := range counts.Data {
 		dead[x.EndpointID] = x.Count
 	}
-	for _, e := range el.Data {
-		if d.State != "" && e.State != d.State {
-			continue
-		}
-		if d.Q != "" && !strings.Contains(strings.ToLower(e.URL+" "+e.Description+" "+e.ID), strings.ToLower(d.Q)) {
-			continue
-		}
+	for _, e := range matches {
 		h := c.health(r, s, e.ID)
 		h.DeadLetters = dead[e.ID]
 		d.Rows = append(d.Rows, endpointRow{E: e, H: h})
 	}
-	d.NextCursor = el.NextCursor
 	c.render(w, r, http.StatusOK, "endpoints", s, "Endpoints", "endpoints", d)
 }
+
+// endpointPage is how many endpoints one API page of the list holds, and
+// endpointScanLimit how many a filtered list reads before it offers the
+// next page.
+const (
+	endpointPage      = 100
+	endpointScanLimit = 5000
+)
 
 type endpointFormData struct {
 	E          api.EndpointOut

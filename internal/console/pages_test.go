@@ -277,3 +277,39 @@ func TestCreateSourceRedirects(t *testing.T) {
 		t.Fatalf("a source without secrets: %d", w.Code)
 	}
 }
+
+// The endpoints list's text and state filters find a match wherever it is
+// in the list, not only among the first page of 100 the API answers
+// (an old endpoint was "not found" behind 100 newer ones).
+func TestEndpointsFilterReadsPastTheFirstPage(t *testing.T) {
+	f := newFixture(t)
+	var old struct {
+		ID string `json:"id"`
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://needle.example/hook","description":"the needle"}`, &old); st != http.StatusCreated {
+		t.Fatalf("create: %d", st)
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/endpoints/"+old.ID+"/pause", "", nil); st != http.StatusOK {
+		t.Fatalf("pause: %d", st)
+	}
+	for i := range 120 {
+		if st := f.apiCall(adminKey, "POST", "/v1/endpoints", fmt.Sprintf(`{"tenant":"acme","url":"https://hay%d.example/hook"}`, i), nil); st != http.StatusCreated {
+			t.Fatalf("create %d: %d", i, st)
+		}
+	}
+	b, _ := adminBrowser(t, f)
+	for _, q := range []string{"q=needle", "state=paused", "q=NEEDLE&state=paused"} {
+		page := b.do("GET", "/ui/endpoints?"+q, nil).Body.String()
+		if !strings.Contains(page, `data-endpoint="`+old.ID+`"`) {
+			t.Errorf("%s: endpoint %s (behind 120 newer ones) not listed:\n%s", q, old.ID, page)
+		}
+		if strings.Contains(page, "hay1.example") {
+			t.Errorf("%s: lists an endpoint that does not match", q)
+		}
+	}
+	// Unfiltered, the list is still paged by 100.
+	page := b.do("GET", "/ui/endpoints", nil).Body.String()
+	if n := strings.Count(page, "data-endpoint="); n != 100 || !strings.Contains(page, "Next page") {
+		t.Errorf("unfiltered first page: %d rows (want 100 and a next page)", n)
+	}
+}

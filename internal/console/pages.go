@@ -1176,6 +1176,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 type sourcesData struct {
 	Sources []api.SourceOut
 	Err     string
+	// What a refused new-source form held, shown again (never the
+	// secrets, which are write-only).
+	Name, Scheme, DestinationURL, Tolerance string
 }
 
 func (d sourcesData) errText() string { return d.Err }
@@ -1197,6 +1200,10 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
+	again := func(status int, msg string) {
+		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"),
+			DestinationURL: r.PostFormValue("destination_url"), Tolerance: r.PostFormValue("tolerance_seconds")})
+	}
 	b := map[string]any{
 		"name":            strings.TrimSpace(r.PostFormValue("name")),
 		"scheme":          r.PostFormValue("scheme"),
@@ -1206,7 +1213,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	if t := strings.TrimSpace(r.PostFormValue("tolerance_seconds")); t != "" {
 		n, err := strconv.Atoi(t)
 		if err != nil {
-			c.sourcesPage(w, r, s, http.StatusUnprocessableEntity, sourcesData{Err: "tolerance: a whole number of seconds"})
+			again(http.StatusUnprocessableEntity, "Tolerance: a whole number of seconds")
 			return
 		}
 		b["tolerance_seconds"] = n
@@ -1218,7 +1225,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
-			c.sourcesPage(w, r, s, ae.Status, sourcesData{Err: ae.Detail})
+			again(ae.Status, ae.Detail)
 			return
 		}
 		c.apiFail(w, r, s, err)

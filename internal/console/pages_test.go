@@ -272,9 +272,31 @@ func TestCreateSourceRedirects(t *testing.T) {
 	if len(sl.Data) != 1 {
 		t.Fatalf("%d sources after the reloads, want 1", len(sl.Data))
 	}
-	// A refused form is shown again with the reason, and creates nothing.
-	if w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"x"}, "scheme": {"github"}, "secrets": {""}, "destination_url": {"http://10.0.0.9/in"}}); w.Code < 400 {
-		t.Fatalf("a source without secrets: %d", w.Code)
+	// A refused form is shown again with the reason and what was typed
+	// (but the write-only secrets), and creates nothing.
+	for _, form := range []url.Values{
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {""}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"120"}},
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {"s3cr3t-typed"}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"120"}},
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {"source-secret-0123456789"}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"soon"}},
+	} {
+		form.Set("csrf", token)
+		w := b.do("POST", "/ui/sources", form)
+		page := w.Body.String()
+		if w.Code < 400 || !strings.Contains(page, `class="error"`) {
+			t.Fatalf("refused source %v: %d, no error shown", form, w.Code)
+		}
+		for _, want := range []string{`name="name" value="x&lt;b&gt;"`, `<option selected>shopify</option>`, `value="http://10.0.0.9/in?x=1"`, `value="` + form.Get("tolerance_seconds") + `"`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("refused source %v: the form lost what was typed (%s)", form, want)
+			}
+		}
+		if s := form.Get("secrets"); s != "" && strings.Contains(page, s) {
+			t.Errorf("refused source: the page shows the secret %q", s)
+		}
+	}
+	f.apiCall(adminKey, "GET", "/v1/sources", "", &sl)
+	if len(sl.Data) != 1 {
+		t.Fatalf("%d sources after the refused forms, want 1", len(sl.Data))
 	}
 }
 

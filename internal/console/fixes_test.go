@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -262,5 +263,48 @@ func TestExpiredKeysMarked(t *testing.T) {
 	}
 	if r := row(long.ID); strings.Contains(r, "expired") || !strings.Contains(r, "/revoke") {
 		t.Errorf("the live key's row:\n%s", r)
+	}
+}
+
+// A refused new API key or portal link form is shown again with what was
+// typed (it was emptied, and the role went back to the first option), and
+// creates nothing.
+func TestRefusedKeyFormsKeepWhatWasTyped(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	count := func(path string) int {
+		var l struct{ Data []json.RawMessage }
+		f.apiCall(adminKey, "GET", path, "", &l)
+		return len(l.Data)
+	}
+	keys, links := count("/v1/api-keys"), count("/v1/portal-sessions")
+	for _, c := range []struct {
+		path string
+		form url.Values
+		want []string
+	}{
+		{"/ui/keys", url.Values{"name": {"ops <b>bot</b>"}, "role": {"viewer"}, "tenant": {"src_x"}, "expires_at": {"2099-01-01"}},
+			[]string{`value="ops &lt;b&gt;bot&lt;/b&gt;"`, `<option selected>viewer</option>`, `value="src_x"`, `value="2099-01-01"`}},
+		{"/ui/keys", url.Values{"name": {"late"}, "role": {"manager"}, "tenant": {"acme"}, "expires_at": {"whenever"}},
+			[]string{`value="late"`, `<option selected>manager</option>`, `value="acme"`, `value="whenever"`}},
+		{"/ui/portal-links", url.Values{"tenant": {"src_y"}, "role": {"manager"}, "ttl_minutes": {"90"}},
+			[]string{`value="src_y"`, `<option selected>manager</option>`, `value="90"`}},
+		{"/ui/portal-links", url.Values{"tenant": {"acme"}, "role": {"manager"}, "ttl_minutes": {"0"}},
+			[]string{`value="acme"`, `<option selected>manager</option>`, `value="0"`}},
+	} {
+		c.form.Set("csrf", token)
+		w := b.do("POST", c.path, c.form)
+		page := w.Body.String()
+		if w.Code != http.StatusUnprocessableEntity && w.Code != http.StatusForbidden {
+			t.Fatalf("POST %s %v: %d, want a refusal", c.path, c.form, w.Code)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(page, want) {
+				t.Errorf("POST %s %v: the form lost what was typed (%s)", c.path, c.form, want)
+			}
+		}
+	}
+	if keys != count("/v1/api-keys") || links != count("/v1/portal-sessions") {
+		t.Error("a refused form created a key or a portal link")
 	}
 }

@@ -1300,6 +1300,22 @@ type keysData struct {
 	Links      []api.PortalSessionOut // portal links, newest first (the first 1000)
 	Err        string
 	NextCursor string
+	Form       keyForms // what a refused form held, shown again
+}
+
+// keyForms are the values of the new API key and portal link forms.
+type keyForms struct {
+	Name, Role, Tenant, Expires         string // new API key
+	PortalTenant, PortalRole, PortalTTL string // new portal link
+}
+
+// typed reads the values of the forms of a POST.
+func typed(r *http.Request) keyForms {
+	return keyForms{Name: r.PostFormValue("name"), Role: r.PostFormValue("role"), Tenant: r.PostFormValue("tenant"), Expires: r.PostFormValue("expires_at")}
+}
+
+func typedPortal(r *http.Request) keyForms {
+	return keyForms{PortalTenant: r.PostFormValue("tenant"), PortalRole: r.PostFormValue("role"), PortalTTL: r.PostFormValue("ttl_minutes")}
 }
 
 func (d keysData) errText() string { return d.Err }
@@ -1337,10 +1353,10 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 // forms' labels.
 var keysLabels = map[string]string{"name": "Name", "role": "Role", "tenant": "Tenant", "expires_at": "Expires", "ttl_seconds": "Lifetime"}
 
-func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error) {
+func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error, form keyForms) {
 	var ae *apiError
 	if errors.As(relabel(err, keysLabels), &ae) && ae.Status != http.StatusUnauthorized {
-		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail})
+		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail, Form: form})
 		return
 	}
 	c.apiFail(w, r, s, err)
@@ -1354,14 +1370,14 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if e := strings.TrimSpace(r.PostFormValue("expires_at")); e != "" {
 		t, err := parseFormTime(e)
 		if err != nil {
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "expires: " + err.Error()})
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "Expires: " + err.Error(), Form: typed(r)})
 			return
 		}
 		b["expires_at"] = t
 	}
 	var out api.APIKeyOut
 	if err := c.call(r, s, "POST", "/v1/api-keys", b, &out); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, typed(r))
 		return
 	}
 	c.stash(w, r, s, "/ui/keys/created", func(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1372,7 +1388,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if err := c.call(r, s, "DELETE", "/v1/api-keys/"+url.PathEscape(id), nil, nil); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, keyForms{})
 		return
 	}
 	c.setFlash(s, "API key "+id+" revoked.")
@@ -1382,7 +1398,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (c *Console) revokePortalLink(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if err := c.call(r, s, "DELETE", "/v1/portal-sessions/"+url.PathEscape(id), nil, nil); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, keyForms{})
 		return
 	}
 	c.setFlash(s, "Portal link "+id+" revoked.")
@@ -1394,14 +1410,14 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 	if t := strings.TrimSpace(r.PostFormValue("ttl_minutes")); t != "" {
 		n, err := strconv.Atoi(t)
 		if err != nil || n < 1 || n > 10080 { // the API's ttl_seconds: 60–604800
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t)})
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t), Form: typedPortal(r)})
 			return
 		}
 		b["ttl_seconds"] = n * 60
 	}
 	var out api.PortalSessionOut
 	if err := c.call(r, s, "POST", "/v1/portal-sessions", b, &out); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, typedPortal(r))
 		return
 	}
 	c.stash(w, r, s, "/ui/keys/portal-link", func(w http.ResponseWriter, r *http.Request, s *session) {

@@ -494,6 +494,28 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		c.formAgain(w, r, s, id, err)
 		return
 	}
+	if pins, ok := b["versions"].(map[string]int); ok {
+		// The form shows every stored pin, also those Herald set itself
+		// (the newest version when the endpoint subscribed) and those of
+		// types it no longer subscribes to (the API keeps them), and posts
+		// them all back. The API's versions are "pins to change" and it
+		// refuses a pin for a type the endpoint does not subscribe to, so
+		// sending the unchanged ones refused every save after a change of
+		// event types: only the pins the user changed are sent.
+		var cur api.EndpointOut
+		if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &cur); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		for k, v := range pins {
+			if n, ok := cur.Versions[k]; ok && n == v {
+				delete(pins, k)
+			}
+		}
+		if len(pins) == 0 {
+			delete(b, "versions")
+		}
+	}
 	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
 		c.formAgain(w, r, s, id, err)
 		return

@@ -2,8 +2,10 @@ package console
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +308,39 @@ func TestRefusedKeyFormsKeepWhatWasTyped(t *testing.T) {
 	}
 	if keys != count("/v1/api-keys") || links != count("/v1/portal-sessions") {
 		t.Error("a refused form created a key or a portal link")
+	}
+}
+
+// The API keys page lists keys a page at a time and links to the next
+// page: the page read the next_cursor but offered no link, so keys past
+// the first page (1000) could not be seen or revoked in the console.
+func TestKeysPageLinksToMoreKeys(t *testing.T) {
+	defer func(n int) { keysPageSize = n }(keysPageSize)
+	keysPageSize = 2
+	f := newFixture(t)
+	for _, name := range []string{"k-one", "k-two", "k-three", "k-four", "k-five"} {
+		if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"`+name+`","role":"viewer","tenant":"acme"}`, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", name, code)
+		}
+	}
+	b, _ := adminBrowser(t, f)
+	seen := map[string]bool{}
+	next := regexp.MustCompile(`href="(/ui/keys\?cursor=[^"]+)" data-testid="keys-next"`)
+	path := "/ui/keys"
+	for range 10 {
+		page := b.do("GET", path, nil).Body.String()
+		for _, name := range []string{"k-one", "k-two", "k-three", "k-four", "k-five"} {
+			if strings.Contains(page, ">"+name+"<") {
+				seen[name] = true
+			}
+		}
+		m := next.FindStringSubmatch(page)
+		if m == nil {
+			break
+		}
+		path = html.UnescapeString(m[1])
+	}
+	if len(seen) != 5 {
+		t.Fatalf("keys reached through the pages: %v, want all 5", seen)
 	}
 }

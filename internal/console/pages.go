@@ -1342,6 +1342,10 @@ func typedPortal(r *http.Request) keyForms {
 
 func (d keysData) errText() string { return d.Err }
 
+// keysPageSize is how many API keys the API keys page lists at once (its
+// next page link reads the rest).
+var keysPageSize = 1000
+
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
 	c.keysPage(w, r, s, http.StatusOK, keysData{})
 }
@@ -1351,7 +1355,7 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 		Data       []api.APIKeyOut `json:"data"`
 		NextCursor string          `json:"next_cursor"`
 	}
-	v := url.Values{"limit": {"1000"}}
+	v := url.Values{"limit": {strconv.Itoa(keysPageSize)}}
 	if cur := r.URL.Query().Get("cursor"); cur != "" {
 		v.Set("cursor", cur)
 	}

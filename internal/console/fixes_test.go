@@ -344,3 +344,31 @@ func TestKeysPageLinksToMoreKeys(t *testing.T) {
 		t.Fatalf("keys reached through the pages: %v, want all 5", seen)
 	}
 }
+
+// A key revoked after sign-in: every page, the new endpoint form too (it
+// read only the catalog, and ignored its refusal), sends the browser to
+// sign in instead of showing a page of the ended session.
+func TestRevokedKeysSessionShowsNoForm(t *testing.T) {
+	f := newFixture(t)
+	var k api.APIKeyOut
+	if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"m","role":"manager","tenant":"acme"}`, &k); code != http.StatusCreated {
+		t.Fatalf("create key: %d", code)
+	}
+	b := f.browser()
+	if w := b.signIn(k.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	if w := b.do("GET", "/ui/endpoints/new", nil); w.Code != http.StatusOK {
+		t.Fatalf("new endpoint form: %d", w.Code)
+	}
+	if code := f.apiCall(adminKey, "DELETE", "/v1/api-keys/"+k.ID, "", nil); code != http.StatusNoContent && code != http.StatusOK {
+		t.Fatalf("revoke: %d", code)
+	}
+	w := b.do("GET", "/ui/endpoints/new", nil)
+	if w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), "/ui/sign-in") {
+		t.Fatalf("new endpoint form after the key was revoked: %d %s, want 303 to sign in", w.Code, w.Header().Get("Location"))
+	}
+	if w := b.do("GET", "/ui/endpoints", nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("the session outlived its revoked key: %d", w.Code)
+	}
+}

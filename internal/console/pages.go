@@ -347,7 +347,21 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
 	}
-	d.Catalog = c.catalogTypes(r, s)
+	var cat struct {
+		Data []api.EventTypeOut `json:"data"`
+	}
+	// The catalog is only the pins' hint, but a refused credential (a key
+	// revoked or expired since sign-in: the call ended the session) sends
+	// the browser to sign in, as every other page does, instead of showing
+	// a form that can no longer be posted.
+	if err := c.call(r, s, "GET", "/v1/event-types", nil, &cat); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			c.apiFail(w, r, s, err)
+			return
+		}
+	}
+	d.Catalog = cat.Data
 	title := "New endpoint"
 	if !d.New {
 		title = "Edit " + id

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +265,110 @@ func TestExpiredKeysMarked(t *testing.T) {
 	}
 	if r := row(long.ID); strings.Contains(r, "expired") || !strings.Contains(r, "/revoke") {
 		t.Errorf("the live key's row:\n%s", r)
+	}
+}
+
+// A refused new API key or portal link form is shown again with what was
+// typed (it was emptied, and the role went back to the first option), and
+// creates nothing.
+func TestRefusedKeyFormsKeepWhatWasTyped(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	count := func(path string) int {
+		var l struct{ Data []json.RawMessage }
+		f.apiCall(adminKey, "GET", path, "", &l)
+		return len(l.Data)
+	}
+	keys, links := count("/v1/api-keys"), count("/v1/portal-sessions")
+	for _, c := range []struct {
+		path string
+		form url.Values
+		want []string
+	}{
+		{"/ui/keys", url.Values{"name": {"ops <b>bot</b>"}, "role": {"viewer"}, "tenant": {"src_x"}, "expires_at": {"2099-01-01"}},
+			[]string{`value="ops &lt;b&gt;bot&lt;/b&gt;"`, `<option selected>viewer</option>`, `value="src_x"`, `value="2099-01-01"`}},
+		{"/ui/keys", url.Values{"name": {"late"}, "role": {"manager"}, "tenant": {"acme"}, "expires_at": {"whenever"}},
+			[]string{`value="late"`, `<option selected>manager</option>`, `value="acme"`, `value="whenever"`}},
+		{"/ui/portal-links", url.Values{"tenant": {"src_y"}, "role": {"manager"}, "ttl_minutes": {"90"}},
+			[]string{`value="src_y"`, `<option selected>manager</option>`, `value="90"`}},
+		{"/ui/portal-links", url.Values{"tenant": {"acme"}, "role": {"manager"}, "ttl_minutes": {"0"}},
+			[]string{`value="acme"`, `<option selected>manager</option>`, `value="0"`}},
+	} {
+		c.form.Set("csrf", token)
+		w := b.do("POST", c.path, c.form)
+		page := w.Body.String()
+		if w.Code != http.StatusUnprocessableEntity && w.Code != http.StatusForbidden {
+			t.Fatalf("POST %s %v: %d, want a refusal", c.path, c.form, w.Code)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(page, want) {
+				t.Errorf("POST %s %v: the form lost what was typed (%s)", c.path, c.form, want)
+			}
+		}
+	}
+	if keys != count("/v1/api-keys") || links != count("/v1/portal-sessions") {
+		t.Error("a refused form created a key or a portal link")
+	}
+}
+
+// The API keys page lists keys a page at a time and links to the next
+// page: the page read the next_cursor but offered no link, so keys past
+// the first page (1000) could not be seen or revoked in the console.
+func TestKeysPageLinksToMoreKeys(t *testing.T) {
+	defer func(n int) { keysPageSize = n }(keysPageSize)
+	keysPageSize = 2
+	f := newFixture(t)
+	for _, name := range []string{"k-one", "k-two", "k-three", "k-four", "k-five"} {
+		if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"`+name+`","role":"viewer","tenant":"acme"}`, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", name, code)
+		}
+	}
+	b, _ := adminBrowser(t, f)
+	seen := map[string]bool{}
+	next := regexp.MustCompile(`href="(/ui/keys\?cursor=[^"]+)" data-testid="keys-next"`)
+	path := "/ui/keys"
+	for range 10 {
+		page := b.do("GET", path, nil).Body.String()
+		for _, name := range []string{"k-one", "k-two", "k-three", "k-four", "k-five"} {
+			if strings.Contains(page, ">"+name+"<") {
+				seen[name] = true
+			}
+		}
+		m := next.FindStringSubmatch(page)
+		if m == nil {
+			break
+		}
+		path = html.UnescapeString(m[1])
+	}
+	if len(seen) != 5 {
+		t.Fatalf("keys reached through the pages: %v, want all 5", seen)
+	}
+}
+
+// A key revoked after sign-in: every page, the new endpoint form too (it
+// read only the catalog, and ignored its refusal), sends the browser to
+// sign in instead of showing a page of the ended session.
+func TestRevokedKeysSessionShowsNoForm(t *testing.T) {
+	f := newFixture(t)
+	var k api.APIKeyOut
+	if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"m","role":"manager","tenant":"acme"}`, &k); code != http.StatusCreated {
+		t.Fatalf("create key: %d", code)
+	}
+	b := f.browser()
+	if w := b.signIn(k.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	if w := b.do("GET", "/ui/endpoints/new", nil); w.Code != http.StatusOK {
+		t.Fatalf("new endpoint form: %d", w.Code)
+	}
+	if code := f.apiCall(adminKey, "DELETE", "/v1/api-keys/"+k.ID, "", nil); code != http.StatusNoContent && code != http.StatusOK {
+		t.Fatalf("revoke: %d", code)
+	}
+	w := b.do("GET", "/ui/endpoints/new", nil)
+	if w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), "/ui/sign-in") {
+		t.Fatalf("new endpoint form after the key was revoked: %d %s, want 303 to sign in", w.Code, w.Header().Get("Location"))
+	}
+	if w := b.do("GET", "/ui/endpoints", nil); w.Code != http.StatusSeeOther {
+		t.Fatalf("the session outlived its revoked key: %d", w.Code)
 	}
 }

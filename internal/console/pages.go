@@ -232,6 +232,7 @@ type endpointsData struct {
 	Q          string
 	NextCursor string
 	Cursor     string
+	Scanned    int // endpoints read to find Rows
 	Err        string
 }
 
@@ -247,7 +248,7 @@ var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor":
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
-	v := url.Values{"limit": {"100"}}
+	v := url.Values{"limit": {strconv.Itoa(endpointPage)}}
 	if d.Kind != "" { // the API checks it (tenant, source or all)
 		v.Set("kind", d.Kind)
 	} else {
@@ -261,20 +262,43 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	if d.Tenant != "" {
 		v.Set("tenant", d.Tenant)
 	}
-	if d.Cursor != "" {
-		v.Set("cursor", d.Cursor)
-	}
-	var el endpointList
-	if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
-		var ae *apiError
-		if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
-			d.Err = ae.Detail
-			c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+	// The API filters by tenant and kind only: the text and state filters
+	// are applied here, so a filtered list reads page after page until a
+	// page of matches, the end of the list or endpointScanLimit (a match
+	// may be anywhere in the list, not only among its first 100).
+	var matches []api.EndpointOut
+	cursor := d.Cursor
+	for {
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		var el endpointList
+		if err := c.call(r, s, "GET", "/v1/endpoints?"+v.Encode(), nil, &el); err != nil {
+			var ae *apiError
+			if errors.As(relabel(err, listLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
+				d.Err = ae.Detail
+				c.render(w, r, ae.Status, "endpoints", s, "Endpoints", "endpoints", d)
+				return
+			}
+			c.apiFail(w, r, s, err)
 			return
 		}
-		c.apiFail(w, r, s, err)
-		return
+		d.Scanned += len(el.Data)
+		for _, e := range el.Data {
+			if d.State != "" && e.State != d.State {
+				continue
+			}
+			if d.Q != "" && !strings.Contains(strings.ToLower(e.URL+" "+e.Description+" "+e.ID), strings.ToLower(d.Q)) {
+				continue
+			}
+			matches = append(matches, e)
+		}
+		cursor = el.NextCursor
+		if cursor == "" || (d.Q == "" && d.State == "") || len(matches) >= endpointPage || d.Scanned >= endpointScanLimit {
+			break
+		}
 	}
+	d.NextCursor = cursor
 	var counts struct {
 		Data []api.DeadLetterCountOut `json:"data"`
 	}
@@ -283,20 +307,21 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) 
 	for _, x := range counts.Data {
 		dead[x.EndpointID] = x.Count
 	}
-	for _, e := range el.Data {
-		if d.State != "" && e.State != d.State {
-			continue
-		}
-		if d.Q != "" && !strings.Contains(strings.ToLower(e.URL+" "+e.Description+" "+e.ID), strings.ToLower(d.Q)) {
-			continue
-		}
+	for _, e := range matches {
 		h := c.health(r, s, e.ID)
 		h.DeadLetters = dead[e.ID]
 		d.Rows = append(d.Rows, endpointRow{E: e, H: h})
 	}
-	d.NextCursor = el.NextCursor
 	c.render(w, r, http.StatusOK, "endpoints", s, "Endpoints", "endpoints", d)
 }
+
+// endpointPage is how many endpoints one API page of the list holds, and
+// endpointScanLimit how many a filtered list reads before it offers the
+// next page.
+const (
+	endpointPage      = 100
+	endpointScanLimit = 5000
+)
 
 type endpointFormData struct {
 	E          api.EndpointOut
@@ -322,7 +347,21 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
 	}
-	d.Catalog = c.catalogTypes(r, s)
+	var cat struct {
+		Data []api.EventTypeOut `json:"data"`
+	}
+	// The catalog is only the pins' hint, but a refused credential (a key
+	// revoked or expired since sign-in: the call ended the session) sends
+	// the browser to sign in, as every other page does, instead of showing
+	// a form that can no longer be posted.
+	if err := c.call(r, s, "GET", "/v1/event-types", nil, &cat); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			c.apiFail(w, r, s, err)
+			return
+		}
+	}
+	d.Catalog = cat.Data
 	title := "New endpoint"
 	if !d.New {
 		title = "Edit " + id
@@ -468,6 +507,28 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		c.formAgain(w, r, s, id, err)
 		return
+	}
+	if pins, ok := b["versions"].(map[string]int); ok {
+		// The form shows every stored pin, also those Herald set itself
+		// (the newest version when the endpoint subscribed) and those of
+		// types it no longer subscribes to (the API keeps them), and posts
+		// them all back. The API's versions are "pins to change" and it
+		// refuses a pin for a type the endpoint does not subscribe to, so
+		// sending the unchanged ones refused every save after a change of
+		// event types: only the pins the user changed are sent.
+		var cur api.EndpointOut
+		if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &cur); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		for k, v := range pins {
+			if n, ok := cur.Versions[k]; ok && n == v {
+				delete(pins, k)
+			}
+		}
+		if len(pins) == 0 {
+			delete(b, "versions")
+		}
 	}
 	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
 		c.formAgain(w, r, s, id, err)
@@ -1151,6 +1212,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 type sourcesData struct {
 	Sources []api.SourceOut
 	Err     string
+	// What a refused new-source form held, shown again (never the
+	// secrets, which are write-only).
+	Name, Scheme, DestinationURL, Tolerance string
 }
 
 func (d sourcesData) errText() string { return d.Err }
@@ -1172,6 +1236,10 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
+	again := func(status int, msg string) {
+		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"),
+			DestinationURL: r.PostFormValue("destination_url"), Tolerance: r.PostFormValue("tolerance_seconds")})
+	}
 	b := map[string]any{
 		"name":            strings.TrimSpace(r.PostFormValue("name")),
 		"scheme":          r.PostFormValue("scheme"),
@@ -1181,7 +1249,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	if t := strings.TrimSpace(r.PostFormValue("tolerance_seconds")); t != "" {
 		n, err := strconv.Atoi(t)
 		if err != nil {
-			c.sourcesPage(w, r, s, http.StatusUnprocessableEntity, sourcesData{Err: "tolerance: a whole number of seconds"})
+			again(http.StatusUnprocessableEntity, "Tolerance: a whole number of seconds")
 			return
 		}
 		b["tolerance_seconds"] = n
@@ -1193,7 +1261,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
-			c.sourcesPage(w, r, s, ae.Status, sourcesData{Err: ae.Detail})
+			again(ae.Status, ae.Detail)
 			return
 		}
 		c.apiFail(w, r, s, err)
@@ -1268,9 +1336,29 @@ type keysData struct {
 	Links      []api.PortalSessionOut // portal links, newest first (the first 1000)
 	Err        string
 	NextCursor string
+	Form       keyForms // what a refused form held, shown again
+}
+
+// keyForms are the values of the new API key and portal link forms.
+type keyForms struct {
+	Name, Role, Tenant, Expires         string // new API key
+	PortalTenant, PortalRole, PortalTTL string // new portal link
+}
+
+// typed reads the values of the forms of a POST.
+func typed(r *http.Request) keyForms {
+	return keyForms{Name: r.PostFormValue("name"), Role: r.PostFormValue("role"), Tenant: r.PostFormValue("tenant"), Expires: r.PostFormValue("expires_at")}
+}
+
+func typedPortal(r *http.Request) keyForms {
+	return keyForms{PortalTenant: r.PostFormValue("tenant"), PortalRole: r.PostFormValue("role"), PortalTTL: r.PostFormValue("ttl_minutes")}
 }
 
 func (d keysData) errText() string { return d.Err }
+
+// keysPageSize is how many API keys the API keys page lists at once (its
+// next page link reads the rest).
+var keysPageSize = 1000
 
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
 	c.keysPage(w, r, s, http.StatusOK, keysData{})
@@ -1281,7 +1369,7 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 		Data       []api.APIKeyOut `json:"data"`
 		NextCursor string          `json:"next_cursor"`
 	}
-	v := url.Values{"limit": {"1000"}}
+	v := url.Values{"limit": {strconv.Itoa(keysPageSize)}}
 	if cur := r.URL.Query().Get("cursor"); cur != "" {
 		v.Set("cursor", cur)
 	}
@@ -1305,10 +1393,10 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, s
 // forms' labels.
 var keysLabels = map[string]string{"name": "Name", "role": "Role", "tenant": "Tenant", "expires_at": "Expires", "ttl_seconds": "Lifetime"}
 
-func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error) {
+func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, err error, form keyForms) {
 	var ae *apiError
 	if errors.As(relabel(err, keysLabels), &ae) && ae.Status != http.StatusUnauthorized {
-		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail})
+		c.keysPage(w, r, s, ae.Status, keysData{Err: ae.Detail, Form: form})
 		return
 	}
 	c.apiFail(w, r, s, err)
@@ -1322,14 +1410,14 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if e := strings.TrimSpace(r.PostFormValue("expires_at")); e != "" {
 		t, err := parseFormTime(e)
 		if err != nil {
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "expires: " + err.Error()})
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: "Expires: " + err.Error(), Form: typed(r)})
 			return
 		}
 		b["expires_at"] = t
 	}
 	var out api.APIKeyOut
 	if err := c.call(r, s, "POST", "/v1/api-keys", b, &out); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, typed(r))
 		return
 	}
 	c.stash(w, r, s, "/ui/keys/created", func(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1340,7 +1428,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if err := c.call(r, s, "DELETE", "/v1/api-keys/"+url.PathEscape(id), nil, nil); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, keyForms{})
 		return
 	}
 	c.setFlash(s, "API key "+id+" revoked.")
@@ -1350,7 +1438,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (c *Console) revokePortalLink(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if err := c.call(r, s, "DELETE", "/v1/portal-sessions/"+url.PathEscape(id), nil, nil); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, keyForms{})
 		return
 	}
 	c.setFlash(s, "Portal link "+id+" revoked.")
@@ -1362,14 +1450,14 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 	if t := strings.TrimSpace(r.PostFormValue("ttl_minutes")); t != "" {
 		n, err := strconv.Atoi(t)
 		if err != nil || n < 1 || n > 10080 { // the API's ttl_seconds: 60–604800
-			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t)})
+			c.keysPage(w, r, s, http.StatusUnprocessableEntity, keysData{Err: fmt.Sprintf("Lifetime: %q is not a whole number of minutes from 1 to 10080 (7 days)", t), Form: typedPortal(r)})
 			return
 		}
 		b["ttl_seconds"] = n * 60
 	}
 	var out api.PortalSessionOut
 	if err := c.call(r, s, "POST", "/v1/portal-sessions", b, &out); err != nil {
-		c.keysError(w, r, s, err)
+		c.keysError(w, r, s, err, typedPortal(r))
 		return
 	}
 	c.stash(w, r, s, "/ui/keys/portal-link", func(w http.ResponseWriter, r *http.Request, s *session) {

@@ -272,8 +272,66 @@ func TestCreateSourceRedirects(t *testing.T) {
 	if len(sl.Data) != 1 {
 		t.Fatalf("%d sources after the reloads, want 1", len(sl.Data))
 	}
-	// A refused form is shown again with the reason, and creates nothing.
-	if w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"x"}, "scheme": {"github"}, "secrets": {""}, "destination_url": {"http://10.0.0.9/in"}}); w.Code < 400 {
-		t.Fatalf("a source without secrets: %d", w.Code)
+	// A refused form is shown again with the reason and what was typed
+	// (but the write-only secrets), and creates nothing.
+	for _, form := range []url.Values{
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {""}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"120"}},
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {"s3cr3t-typed"}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"120"}},
+		{"name": {"x<b>"}, "scheme": {"shopify"}, "secrets": {"source-secret-0123456789"}, "destination_url": {"http://10.0.0.9/in?x=1"}, "tolerance_seconds": {"soon"}},
+	} {
+		form.Set("csrf", token)
+		w := b.do("POST", "/ui/sources", form)
+		page := w.Body.String()
+		if w.Code < 400 || !strings.Contains(page, `class="error"`) {
+			t.Fatalf("refused source %v: %d, no error shown", form, w.Code)
+		}
+		for _, want := range []string{`name="name" value="x&lt;b&gt;"`, `<option selected>shopify</option>`, `value="http://10.0.0.9/in?x=1"`, `value="` + form.Get("tolerance_seconds") + `"`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("refused source %v: the form lost what was typed (%s)", form, want)
+			}
+		}
+		if s := form.Get("secrets"); s != "" && strings.Contains(page, s) {
+			t.Errorf("refused source: the page shows the secret %q", s)
+		}
+	}
+	f.apiCall(adminKey, "GET", "/v1/sources", "", &sl)
+	if len(sl.Data) != 1 {
+		t.Fatalf("%d sources after the refused forms, want 1", len(sl.Data))
+	}
+}
+
+// The endpoints list's text and state filters find a match wherever it is
+// in the list, not only among the first page of 100 the API answers
+// (an old endpoint was "not found" behind 100 newer ones).
+func TestEndpointsFilterReadsPastTheFirstPage(t *testing.T) {
+	f := newFixture(t)
+	var old struct {
+		ID string `json:"id"`
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://needle.example/hook","description":"the needle"}`, &old); st != http.StatusCreated {
+		t.Fatalf("create: %d", st)
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/endpoints/"+old.ID+"/pause", "", nil); st != http.StatusOK {
+		t.Fatalf("pause: %d", st)
+	}
+	for i := range 120 {
+		if st := f.apiCall(adminKey, "POST", "/v1/endpoints", fmt.Sprintf(`{"tenant":"acme","url":"https://hay%d.example/hook"}`, i), nil); st != http.StatusCreated {
+			t.Fatalf("create %d: %d", i, st)
+		}
+	}
+	b, _ := adminBrowser(t, f)
+	for _, q := range []string{"q=needle", "state=paused", "q=NEEDLE&state=paused"} {
+		page := b.do("GET", "/ui/endpoints?"+q, nil).Body.String()
+		if !strings.Contains(page, `data-endpoint="`+old.ID+`"`) {
+			t.Errorf("%s: endpoint %s (behind 120 newer ones) not listed:\n%s", q, old.ID, page)
+		}
+		if strings.Contains(page, "hay1.example") {
+			t.Errorf("%s: lists an endpoint that does not match", q)
+		}
+	}
+	// Unfiltered, the list is still paged by 100.
+	page := b.do("GET", "/ui/endpoints", nil).Body.String()
+	if n := strings.Count(page, "data-endpoint="); n != 100 || !strings.Contains(page, "Next page") {
+		t.Errorf("unfiltered first page: %d rows (want 100 and a next page)", n)
 	}
 }

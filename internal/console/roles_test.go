@@ -1,9 +1,12 @@
 package console
 
 import (
+	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,5 +214,56 @@ func TestCircuitStateShown(t *testing.T) {
 	ov := b.do("GET", "/ui/", nil).Body.String()
 	if !regexp.MustCompile(`data-testid="open-circuits">1<`).MatchString(ov) || !strings.Contains(ov, a.ID) || strings.Contains(ov, b2.ID) {
 		t.Fatalf("overview: open circuits not counted or listed:\n%s", ov)
+	}
+}
+
+// The edit form posts back every pin it shows, also one Herald set itself
+// when the endpoint subscribed: changing the endpoint's event types away
+// from a pinned type, then any later save (the API keeps the old pin), was
+// refused with "the endpoint does not subscribe to …: a pin needs a
+// subscription". Unchanged pins are not sent; a changed one still is.
+func TestEditEventTypesAwayFromAPinnedType(t *testing.T) {
+	f := newFixture(t)
+	if code := f.apiCall(adminKey, "POST", "/v1/event-types", `{"name":"order.created","versions":[{"version":1,"schema":`+orderSchema+`,"example":{"order_id":"o-1"}}]}`, nil); code != 201 {
+		t.Fatal(code)
+	}
+	var ep api.EndpointOut
+	if code := f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://receiver.example/hook","event_types":["order.created"]}`, &ep); code != 201 || ep.Versions["order.created"] != 1 {
+		t.Fatalf("create: %d %v", code, ep.Versions)
+	}
+	b, token := adminBrowser(t, f)
+	save := func(form url.Values) *httptest.ResponseRecorder {
+		t.Helper()
+		edit := b.do("GET", "/ui/endpoints/"+ep.ID+"/edit", nil).Body.String()
+		m := regexp.MustCompile(`(?s)<textarea name="versions"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit)
+		if m == nil {
+			t.Fatalf("no versions field:\n%s", edit)
+		}
+		v := url.Values{"csrf": {token}, "url": {"https://receiver.example/hook"}, "versions": {html.UnescapeString(m[1])}}
+		for k := range form {
+			v.Set(k, form.Get(k))
+		}
+		return b.do("POST", "/ui/endpoints/"+ep.ID, v)
+	}
+	// What the form shows, with other event types.
+	if w := save(url.Values{"event_types": {"invoice.paid"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("change the event types: %d\n%s", w.Code, w.Body)
+	}
+	var got api.EndpointOut
+	f.apiCall(adminKey, "GET", "/v1/endpoints/"+ep.ID, "", &got)
+	if !slices.Equal(got.EventTypes, []string{"invoice.paid"}) {
+		t.Fatalf("event types after the save: %v", got.EventTypes)
+	}
+	// A later save of the form as shown (the kept pin is in it).
+	if w := save(url.Values{"event_types": {"invoice.paid"}, "description": {"renamed"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("save again: %d\n%s", w.Code, w.Body)
+	}
+	f.apiCall(adminKey, "GET", "/v1/endpoints/"+ep.ID, "", &got)
+	if got.Description != "renamed" {
+		t.Fatalf("description after the save: %q", got.Description)
+	}
+	// A pin the user changes is still sent and checked.
+	if w := save(url.Values{"event_types": {"invoice.paid"}, "versions": {"order.created: 2"}}); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "a pin needs a subscription") {
+		t.Fatalf("a changed pin of an unsubscribed type: %d", w.Code)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // adminBrowser signs in with the admin key and returns the browser and a
@@ -370,5 +371,49 @@ func TestRevokedKeysSessionShowsNoForm(t *testing.T) {
 	}
 	if w := b.do("GET", "/ui/endpoints", nil); w.Code != http.StatusSeeOther {
 		t.Fatalf("the session outlived its revoked key: %d", w.Code)
+	}
+}
+
+// A time range holding more dead letters than one confirmation replays
+// (maxReplayBatch) says so on the confirmation instead of silently
+// replaying only the first ones; a range within the bound does not.
+func TestReplayRangeBeyondTheBatchSaysSo(t *testing.T) {
+	f := newFixture(t)
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, &ep)
+	for range 5 {
+		if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.placed","data":{}}`, nil); st != 202 {
+			t.Fatalf("publish: %d", st)
+		}
+	}
+	now := time.Now().UTC()
+	claims, err := f.st.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute, Now: now})
+	if err != nil || len(claims) != 5 {
+		t.Fatalf("claim: %d %v", len(claims), err)
+	}
+	var cs []store.Completion
+	for _, c := range claims {
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: store.DeliveryDead, Now: now,
+			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 500, Duration: time.Millisecond}})
+	}
+	if err := f.st.CompleteDeliveries(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
+	b, token := adminBrowser(t, f)
+	confirm := func() string {
+		w := b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}, "endpoint": {ep.ID}})
+		if w.Code != http.StatusOK {
+			t.Fatalf("confirmation: %d %s", w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if page := confirm(); !strings.Contains(page, "Replay <b>5</b>") || strings.Contains(page, `data-testid="more"`) {
+		t.Fatalf("5 dead letters within the bound: want 5 and no notice:\n%s", page)
+	}
+	defer func(n int) { maxReplayBatch = n }(maxReplayBatch)
+	maxReplayBatch = 3
+	page := confirm()
+	if !strings.Contains(page, "Replay <b>3</b>") || !strings.Contains(page, `data-testid="more"`) || strings.Count(page, `name="id"`) != 3 {
+		t.Fatalf("5 dead letters, a batch of 3: want 3 listed and the notice:\n%s", page)
 	}
 }

@@ -920,6 +920,9 @@ type replayData struct {
 	IDs              []string
 	Letters          []api.DeliveryOut
 	Back             string
+	// More: the range holds more dead letters than one confirmation
+	// replays (maxReplayBatch); the page says so.
+	More bool
 }
 
 // replay is two steps: the first POST (selected ids, or all dead letters
@@ -971,12 +974,12 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 			c.fail(w, r, s, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
-		letters, err := c.deadBetween(r, s, d.Endpoint, d.Tenant, since, until)
+		letters, more, err := c.deadBetween(r, s, d.Endpoint, d.Tenant, since, until)
 		if err != nil {
 			c.apiFail(w, r, s, err)
 			return
 		}
-		d.Letters = letters
+		d.Letters, d.More = letters, more
 	} else {
 		if len(ids) == 0 {
 			c.fail(w, r, s, http.StatusUnprocessableEntity, "select at least one dead letter (or replay a time range)")
@@ -999,15 +1002,19 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, r, http.StatusOK, "replay_confirm", s, "Replay dead letters", "dead", d)
 }
 
-// maxReplayBatch bounds one confirmation page.
-const maxReplayBatch = 10000
+// maxReplayBatch bounds one confirmation page: a time range with more dead
+// letters is replayed in several rounds, the page saying so (a variable
+// for tests).
+var maxReplayBatch = 10000
 
 // deadBetween lists the dead letters (of an endpoint, a tenant or all)
 // last changed (dead-lettered) in [since, until).
-func (c *Console) deadBetween(r *http.Request, s *session, endpoint, tenant string, since, until time.Time) ([]api.DeliveryOut, error) {
+// more reports that the range holds more than maxReplayBatch (only the
+// first maxReplayBatch are returned).
+func (c *Console) deadBetween(r *http.Request, s *session, endpoint, tenant string, since, until time.Time) (_ []api.DeliveryOut, more bool, _ error) {
 	var out []api.DeliveryOut
 	cursor := ""
-	for len(out) < maxReplayBatch {
+	for {
 		v := url.Values{"state": {"dead"}, "limit": {"1000"}}
 		if !since.IsZero() {
 			v.Set("since", since.Format(time.RFC3339Nano))
@@ -1023,19 +1030,21 @@ func (c *Console) deadBetween(r *http.Request, s *session, endpoint, tenant stri
 		}
 		var dl deliveryList
 		if err := c.call(r, s, "GET", path+v.Encode(), nil, &dl); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, x := range dl.Data {
 			if until.IsZero() || x.UpdatedAt.Before(until) {
+				if len(out) == maxReplayBatch {
+					return out, true, nil
+				}
 				out = append(out, x)
 			}
 		}
 		if dl.NextCursor == "" {
-			break
+			return out, false, nil
 		}
 		cursor = dl.NextCursor
 	}
-	return out, nil
 }
 
 // --- overview -----------------------------------------------------------

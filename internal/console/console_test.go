@@ -394,6 +394,16 @@ func TestDocsAndRootWorkOffline(t *testing.T) {
 	if w := b.do("GET", "/ui/static/console.js", nil); w.Code != 200 {
 		t.Fatalf("console.js: %d", w.Code)
 	}
+	// The pages name their icon, so a browser does not ask for
+	// /favicon.ico (a 404 in its console on every page), and it is served.
+	for _, p := range []string{"/ui/sign-in", "/docs"} {
+		if page := b.do("GET", p, nil).Body.String(); !strings.Contains(page, `<link rel="icon" href="/ui/static/icon.svg"`) {
+			t.Fatalf("%s names no icon", p)
+		}
+	}
+	if w := b.do("GET", "/ui/static/icon.svg", nil); w.Code != 200 || w.Header().Get("Content-Type") != "image/svg+xml" {
+		t.Fatalf("icon.svg: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
 	// Everything else is the API's.
 	if w := b.do("GET", "/openapi.json", nil); w.Code != 200 {
 		t.Fatalf("/openapi.json: %d", w.Code)

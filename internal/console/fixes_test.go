@@ -417,3 +417,32 @@ func TestReplayRangeBeyondTheBatchSaysSo(t *testing.T) {
 		t.Fatalf("5 dead letters, a batch of 3: want 3 listed and the notice:\n%s", page)
 	}
 }
+
+// A sign-in page left open past its token's 10 minutes (the browser has
+// dropped the token's cookie) answers the sign-in page again with a
+// fresh token and the reason, not a bare error page; the key is not
+// used, and the fresh form signs in. A form whose token is not the
+// cookie's is refused the same way.
+func TestExpiredSignInPageComesBack(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	stale := csrfOf(t, b.do("GET", "/ui/sign-in", nil).Body.String())
+	delete(b.cookies, signinCookie) // Max-Age 600 has passed
+	w := b.do("POST", "/ui/sign-in", url.Values{"csrf": {stale}, "key": {adminKey}})
+	page := w.Body.String()
+	if w.Code != http.StatusForbidden || !strings.Contains(page, "the sign-in page expired") || b.cookies[sessionCookie] != "" {
+		t.Fatalf("expired sign-in page: %d, session %q:\n%s", w.Code, b.cookies[sessionCookie], page)
+	}
+	fresh := csrfOf(t, page)
+	if fresh == stale || b.cookies[signinCookie] != fresh {
+		t.Fatalf("no fresh sign-in token: %q (cookie %q)", fresh, b.cookies[signinCookie])
+	}
+	w = b.do("POST", "/ui/sign-in", url.Values{"csrf": {"forged"}, "key": {adminKey}})
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "the sign-in form was not valid") || b.cookies[sessionCookie] != "" {
+		t.Fatalf("forged sign-in token: %d", w.Code)
+	}
+	fresh = csrfOf(t, w.Body.String())
+	if w := b.do("POST", "/ui/sign-in", url.Values{"csrf": {fresh}, "key": {adminKey}}); w.Code != http.StatusSeeOther || b.cookies[sessionCookie] == "" {
+		t.Fatalf("sign-in from the page that came back: %d", w.Code)
+	}
+}

@@ -107,7 +107,17 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	ck, err := r.Cookie(signinCookie)
 	got := r.PostFormValue("csrf")
 	if err != nil || ck.Value == "" || got == "" || ck.Value != got {
-		c.fail(w, r, nil, http.StatusForbidden, "missing or invalid sign-in token: open the sign-in page and try again")
+		// No sign-in: the form was not this browser's, or its page was
+		// left open past the token's 10 minutes. The key is not read;
+		// the sign-in page comes back with a fresh token, so a person
+		// signs in again from where they are.
+		msg := "the sign-in form was not valid: sign in again"
+		if got != "" && (err != nil || ck.Value == "") {
+			msg = "the sign-in page expired (it is valid for 10 minutes): sign in again"
+		}
+		tok := randomToken()
+		setCookie(w, r, signinCookie, tok, 600)
+		c.render(w, r, http.StatusForbidden, "signin", nil, "Sign in", "", signInData{Next: safeNext(r.PostFormValue("next")), Token: tok, Err: msg})
 		return
 	}
 	key := r.PostFormValue("key")

@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +265,36 @@ func TestTraceInbound(t *testing.T) {
 	}
 	if want := "trace_id=" + refusedTrace + " span_id=" + refused.SpanContext().SpanID().String(); !strings.Contains(logs.String(), want) {
 		t.Errorf("no log record with %q in:\n%s", want, logs.String())
+	}
+}
+
+// TestTracingExportErrorsInHeraldsLog: with tracing on from the OTEL_*
+// variables and a collector that refuses the spans, the failed export is a
+// WARN record of Herald's own log (tracing.LogErrors), not a bare line the
+// OpenTelemetry SDK prints with the standard log package, outside Herald's
+// log format and without a level. Not parallel: it sets the environment.
+func TestTracingExportErrorsInHeraldsLog(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadRequest) // not retried by the exporter: the export fails at once
+	}))
+	defer collector.Close()
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	logs := &testutil.SyncBuffer{}
+	h := startHerald(t, func(c *app.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if !strings.Contains(logs.String(), "tracing on") {
+		t.Fatalf("tracing is not on:\n%s", logs.String())
+	}
+	h.publish("acme", "file.ready", `{}`) // a publish span to export
+	h.stop()                              // the stop flushes it: the export fails
+	want := `level=WARN msg="tracing: spans not exported"`
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "400") {
+		t.Errorf("no record %s naming the collector's 400 in Herald's log:\n%s", want, logs.String())
 	}
 }

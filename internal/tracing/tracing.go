@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -145,6 +146,18 @@ func URLWithoutQuery(u string) string {
 	}
 	p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment, p.User = "", false, "", "", nil
 	return p.String()
+}
+
+// LogErrors sends OpenTelemetry's errors (chiefly a failed export: the
+// collector away, refusing the spans or too slow) to l at WARN, as
+// msg="tracing: spans not exported" error=…, instead of the SDK's default:
+// a bare line of the standard log package, outside Herald's log format and
+// without a level. It sets OpenTelemetry's global error handler (the SDK
+// has no handler per provider), so it is called only when tracing is on.
+func LogErrors(l *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		l.Warn("tracing: spans not exported", "error", err)
+	}))
 }
 
 // LogHandler wraps h so that every record logged with a context holding a

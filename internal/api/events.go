@@ -26,33 +26,80 @@ type publishOutput struct {
 	Body    PublishOut
 }
 
+// tracePublish starts the server span of POST /v1/events (tracing on) as
+// soon as the request is authenticated, before the JSON checks and huma's
+// validation: a publish refused by any of them (400, 413, 415, 422, 403) is
+// in the producer's trace with its status, like one the handler refuses.
+// publishEvent adds Herald's attributes to the span in its context. A
+// request refused at authentication (401, 429) makes no span.
+func (s *Server) tracePublish(next http.Handler) http.Handler {
+	if !s.cfg.Tracer.On() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/events" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, span := s.cfg.Tracer.Start(tracing.WithRemoteParent(r.Context(), r.Header.Get("Traceparent")), "POST /v1/events",
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() { endPublishSpan(span, sw.status) }()
+		next.ServeHTTP(sw, r.WithContext(ctx))
+	})
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // endPublishSpan records a publish's answer on its span and ends it:
-// http.response.status_code, the deliveries and duplicate flags, and an
-// error status (error.type = the status code) for a refused publish.
-func endPublishSpan(span trace.Span, out *publishOutput, err error) {
-	status := 0
-	if out != nil {
-		status = out.Status
-		span.SetAttributes(tracing.AttrDeliveries.Int(out.Body.Deliveries), tracing.AttrDuplicate.Bool(out.Body.Duplicate))
-	}
-	var se huma.StatusError
-	if errors.As(err, &se) {
-		status = se.GetStatus()
-	}
+// http.response.status_code, and for a refused publish error.type = the
+// status code (an error status from 500 on, as the conventions for server
+// spans say).
+func endPublishSpan(span trace.Span, status int) {
 	if status != 0 {
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
 	}
-	if err != nil {
-		class := "_OTHER"
-		if status != 0 {
-			class = strconv.Itoa(status)
-		}
-		span.SetAttributes(semconv.ErrorTypeKey.String(class))
-		if status >= 500 || status == 0 {
-			span.SetStatus(codes.Error, err.Error())
+	if status >= 400 {
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 	}
 	span.End()
+}
+
+// annotatePublishSpan adds a publish's outcome to its span: the deliveries
+// and duplicate flags, and the error of a failure on Herald's side (5xx).
+func annotatePublishSpan(span trace.Span, out *publishOutput, err error) {
+	if out != nil {
+		span.SetAttributes(tracing.AttrDeliveries.Int(out.Body.Deliveries), tracing.AttrDuplicate.Bool(out.Body.Duplicate))
+	}
+	var se huma.StatusError
+	if err != nil && (!errors.As(err, &se) || se.GetStatus() >= 500) {
+		span.RecordError(err)
+	}
 }
 
 // PublishBody is the body of POST /v1/events.
@@ -147,11 +194,12 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	var span trace.Span
 	if s.cfg.Tracer.On() {
-		ctx, span = s.cfg.Tracer.Start(tracing.WithRemoteParent(ctx, traceparent), "POST /v1/events",
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
-		traceparent = tracing.FormatTraceParent(span.SpanContext())
-		defer func() { endPublishSpan(span, out, err) }()
+		// The span tracePublish started, a child of the producer's.
+		if sp := trace.SpanFromContext(ctx); sp.SpanContext().IsValid() {
+			span = sp
+			traceparent = tracing.FormatTraceParent(span.SpanContext())
+			defer func() { annotatePublishSpan(span, out, err) }()
+		}
 	}
 	b := in.Body
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")

@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +298,74 @@ func TestTracingExportErrorsInHeraldsLog(t *testing.T) {
 	want := `level=WARN msg="tracing: spans not exported"`
 	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "400") {
 		t.Errorf("no record %s naming the collector's 400 in Herald's log:\n%s", want, logs.String())
+	}
+}
+
+// TestTracePublishRefusedBeforeTheHandler: a publish refused before its
+// handler runs — malformed JSON (400), a body failing the schema (422), a
+// role that may not publish (403) — still has its POST /v1/events span in
+// the producer's trace, with the status and error.type, like a refusal by
+// the handler (409); a request without a valid key (401) makes no span.
+func TestTracePublishRefusedBeforeTheHandler(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := startHerald(t, func(c *app.Config) { c.TracerProvider = tp })
+	var key struct {
+		Key string `json:"key"`
+	}
+	if st, raw := h.call("POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"acme"}`, &key); st != http.StatusCreated {
+		t.Fatalf("create viewer key: %d %s", st, raw)
+	}
+	h.publish("acme", "file.ready", `{}`) // no traceparent: its own trace
+	want := map[string]int{}              // trace id → status
+	for i, tc := range []struct {
+		key, body string
+		status    int
+	}{
+		{testAPIKey, `{"tenant":"acme","type":`, http.StatusBadRequest},
+		{testAPIKey, `{"tenant":"acme","data":{}}`, http.StatusUnprocessableEntity},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","data":{},"extra":1}`, http.StatusUnprocessableEntity},
+		{key.Key, `{"tenant":"acme","type":"file.ready","data":{}}`, http.StatusForbidden},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","id":"dup-1","data":{}}`, http.StatusAccepted},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","id":"dup-1","data":{"a":1}}`, http.StatusConflict},
+		{"herald_key_unknown", `{"tenant":"acme","type":"file.ready","data":{}}`, http.StatusUnauthorized},
+	} {
+		trace := fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e47%02d", i)
+		st, raw := h.callWithKey(tc.key, "POST", "/v1/events", tc.body, nil, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+		if st != tc.status {
+			t.Fatalf("publish %s: %d %s, want %d", tc.body, st, raw, tc.status)
+		}
+		if st != http.StatusUnauthorized {
+			want[trace] = st
+		}
+	}
+	got := map[string]int{}
+	for _, s := range rec.Ended() {
+		if s.Name() != "POST /v1/events" {
+			continue
+		}
+		trace := s.SpanContext().TraceID().String()
+		a := attrs(s)
+		st := int(a["http.response.status_code"].AsInt64())
+		if _, dup := got[trace]; dup {
+			t.Errorf("trace %s: two publish spans", trace)
+		}
+		got[trace] = st
+		if s.Parent().SpanID().String() != "00f067aa0ba902b7" && want[trace] != 0 {
+			t.Errorf("trace %s: publish span parent %s, want the producer's span", trace, s.Parent().SpanID())
+		}
+		if wantErr := st >= 400; wantErr != (a["error.type"].AsString() == strconv.Itoa(st)) {
+			t.Errorf("trace %s: status %d, error.type %q", trace, st, a["error.type"].AsString())
+		}
+	}
+	for trace, st := range want {
+		if got[trace] != st {
+			t.Errorf("trace %s: publish span status %d, want a span with %d", trace, got[trace], st)
+		}
+	}
+	if len(got) != len(want)+1 { // + the publish without a traceparent
+		t.Errorf("%d publish spans (%v), want %d (none for the 401)", len(got), got, len(want)+1)
 	}
 }

@@ -44,50 +44,10 @@ func (s *Server) tracePublish(next http.Handler) http.Handler {
 		ctx, span := s.cfg.Tracer.Start(tracing.WithRemoteParent(r.Context(), r.Header.Get("Traceparent")), "POST /v1/events",
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() { endPublishSpan(span, sw.status) }()
+		sw := &tracing.StatusWriter{ResponseWriter: w}
+		defer func() { tracing.EndServerSpan(span, sw.Status) }()
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
-}
-
-// statusWriter remembers the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// endPublishSpan records a publish's answer on its span and ends it:
-// http.response.status_code, and for a refused publish error.type = the
-// status code (an error status from 500 on, as the conventions for server
-// spans say).
-func endPublishSpan(span trace.Span, status int) {
-	if status != 0 {
-		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-	}
-	if status >= 400 {
-		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
-		}
-	}
-	span.End()
 }
 
 // annotatePublishSpan adds a publish's outcome to its span: the deliveries

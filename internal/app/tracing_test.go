@@ -236,7 +236,8 @@ func TestTraceInbound(t *testing.T) {
 	if in.SpanContext().TraceID().String() != providerTrace || in.Parent().SpanID().String() != "b7ad6b7169203331" || in.SpanKind() != trace.SpanKindServer {
 		t.Errorf("inbound span: trace %s parent %s kind %v; want the provider's", in.SpanContext().TraceID(), in.Parent().SpanID(), in.SpanKind())
 	}
-	if a := attrs(in); a["herald.result"].AsString() != "accepted" || a["herald.source_id"].AsString() != src.ID {
+	if a := attrs(in); a["herald.result"].AsString() != "accepted" || a["herald.source_id"].AsString() != src.ID ||
+		a["http.response.status_code"].AsInt64() != http.StatusOK || a["error.type"].AsString() != "" {
 		t.Errorf("inbound span attributes = %v", a)
 	}
 	if attempt.Parent().SpanID() != in.SpanContext().SpanID() || attempt.SpanContext().TraceID().String() != providerTrace {
@@ -264,6 +265,11 @@ func TestTraceInbound(t *testing.T) {
 	}
 	if refused == nil || attrs(refused)["herald.result"].AsString() != "unauthorized" {
 		t.Fatalf("no inbound span with herald.result unauthorized in the refused request's trace")
+	}
+	// The status answered, as the HTTP server conventions ask (and as the
+	// publish span has it), with error.type = the status of a refusal.
+	if a := attrs(refused); a["http.response.status_code"].AsInt64() != http.StatusUnauthorized || a["error.type"].AsString() != "401" {
+		t.Errorf("refused inbound span: status %v, error.type %q; want 401, \"401\"", a["http.response.status_code"], a["error.type"].AsString())
 	}
 	if want := "trace_id=" + refusedTrace + " span_id=" + refused.SpanContext().SpanID().String(); !strings.Contains(logs.String(), want) {
 		t.Errorf("no log record with %q in:\n%s", want, logs.String())

@@ -375,3 +375,37 @@ func TestTracePublishRefusedBeforeTheHandler(t *testing.T) {
 		t.Errorf("%d publish spans (%v), want %d (none for the 401)", len(got), got, len(want)+1)
 	}
 }
+
+// TestTraceParentCustomHeaderNeverSent: an endpoint's custom traceparent
+// header never reaches the receiver. With tracing off, a publish with a
+// traceparent sends the producer's; one without sends none, not the custom
+// value (which would put every event in one made-up trace).
+func TestTraceParentCustomHeaderNeverSent(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200, 200)
+	const custom = "00-abababababababababababababababab-1111111111111111-01"
+	var ep endpointResp
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL + "/hook",
+		"headers": map[string]string{"traceparent": custom}}, &ep); st != http.StatusCreated {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	const producer = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var pub publishResp
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.ready","data":{}}`, &pub, "traceparent", producer); st != http.StatusAccepted {
+		t.Fatalf("publish: %d %s", st, raw)
+	}
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	pub = h.publish("acme", "file.ready", `{}`)
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	got := rcv.got()
+	if len(got) != 2 {
+		t.Fatalf("receiver got %d requests, want 2", len(got))
+	}
+	if tp := got[0].Header.Values("Traceparent"); len(tp) != 1 || tp[0] != producer {
+		t.Errorf("publish with a traceparent: receiver got %q, want the producer's %q", tp, producer)
+	}
+	if tp := got[1].Header.Values("Traceparent"); len(tp) != 0 {
+		t.Errorf("publish without a traceparent, tracing off: receiver got %q, want none", tp)
+	}
+}

@@ -141,7 +141,7 @@ func (s *Server) registerEvents() {
 
 type publishIn struct {
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
-	TraceParent    string `header:"traceparent" maxLength:"512" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value is ignored, as the recommendation asks"`
+	TraceParent    string `header:"traceparent" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value (of any length) is ignored, never refused, as the recommendation asks"`
 	Body           PublishBody
 }
 

@@ -409,3 +409,25 @@ func TestTraceParentCustomHeaderNeverSent(t *testing.T) {
 		t.Errorf("publish without a traceparent, tracing off: receiver got %q, want none", tp)
 	}
 }
+
+// TestTraceParentOverLongIgnored: a traceparent header longer than any
+// valid one (here a future version's with 600 bytes of extra fields, whose
+// first four are valid) is read by its first four fields, never refused
+// (docs/contract.md, "Tracing": "an invalid value is ignored, never
+// refused").
+func TestTraceParentOverLongIgnored(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	h.createEndpoint("acme", rcv.URL+"/hook")
+	const head = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var pub publishResp
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.ready","data":{}}`, &pub,
+		"traceparent", head+"-"+strings.Repeat("x", 600)); st != http.StatusAccepted {
+		t.Fatalf("publish with a 656-byte traceparent: %d %s, want 202", st, raw)
+	}
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	if got, want := rcv.got()[0].Header.Get("Traceparent"), "00"+head[2:]; got != want {
+		t.Errorf("receiver got traceparent %q, want %q", got, want)
+	}
+}

@@ -213,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
 	s.registerHealth()
-	s.handler = s.authenticate(s.withWebhooks(checkJSON(mux)))
+	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux))))
 	return s, nil
 }
 

@@ -26,33 +26,40 @@ type publishOutput struct {
 	Body    PublishOut
 }
 
-// endPublishSpan records a publish's answer on its span and ends it:
-// http.response.status_code, the deliveries and duplicate flags, and an
-// error status (error.type = the status code) for a refused publish.
-func endPublishSpan(span trace.Span, out *publishOutput, err error) {
-	status := 0
+// tracePublish starts the server span of POST /v1/events (tracing on) as
+// soon as the request is authenticated, before the JSON checks and huma's
+// validation: a publish refused by any of them (400, 413, 415, 422, 403) is
+// in the producer's trace with its status, like one the handler refuses.
+// publishEvent adds Herald's attributes to the span in its context. A
+// request refused at authentication (401, 429) makes no span.
+func (s *Server) tracePublish(next http.Handler) http.Handler {
+	if !s.cfg.Tracer.On() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/events" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, span := s.cfg.Tracer.Start(tracing.WithRemoteParent(r.Context(), r.Header.Get("Traceparent")), "POST /v1/events",
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
+		sw := &tracing.StatusWriter{ResponseWriter: w}
+		defer func() { tracing.EndServerSpan(span, sw.Status) }()
+		next.ServeHTTP(sw, r.WithContext(ctx))
+	})
+}
+
+// annotatePublishSpan adds a publish's outcome to its span: the deliveries
+// and duplicate flags, and the error of a failure on Herald's side (5xx).
+func annotatePublishSpan(span trace.Span, out *publishOutput, err error) {
 	if out != nil {
-		status = out.Status
 		span.SetAttributes(tracing.AttrDeliveries.Int(out.Body.Deliveries), tracing.AttrDuplicate.Bool(out.Body.Duplicate))
 	}
 	var se huma.StatusError
-	if errors.As(err, &se) {
-		status = se.GetStatus()
+	if err != nil && (!errors.As(err, &se) || se.GetStatus() >= 500) {
+		span.RecordError(err)
 	}
-	if status != 0 {
-		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-	}
-	if err != nil {
-		class := "_OTHER"
-		if status != 0 {
-			class = strconv.Itoa(status)
-		}
-		span.SetAttributes(semconv.ErrorTypeKey.String(class))
-		if status >= 500 || status == 0 {
-			span.SetStatus(codes.Error, err.Error())
-		}
-	}
-	span.End()
 }
 
 // PublishBody is the body of POST /v1/events.
@@ -134,7 +141,7 @@ func (s *Server) registerEvents() {
 
 type publishIn struct {
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
-	TraceParent    string `header:"traceparent" maxLength:"512" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value is ignored, as the recommendation asks"`
+	TraceParent    string `header:"traceparent" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value (of any length) is ignored, never refused, as the recommendation asks"`
 	Body           PublishBody
 }
 
@@ -147,11 +154,12 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	var span trace.Span
 	if s.cfg.Tracer.On() {
-		ctx, span = s.cfg.Tracer.Start(tracing.WithRemoteParent(ctx, traceparent), "POST /v1/events",
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/v1/events")))
-		traceparent = tracing.FormatTraceParent(span.SpanContext())
-		defer func() { endPublishSpan(span, out, err) }()
+		// The span tracePublish started, a child of the producer's.
+		if sp := trace.SpanFromContext(ctx); sp.SpanContext().IsValid() {
+			span = sp
+			traceparent = tracing.FormatTraceParent(span.SpanContext())
+			defer func() { annotatePublishSpan(span, out, err) }()
+		}
 	}
 	b := in.Body
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")

@@ -233,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		}
 		if tp != nil {
 			traces, cfg.TracerProvider = tp, tp
+			tracing.LogErrors(cfg.Logger) // a failed export is a WARN of Herald's log
 			cfg.Logger.Info("tracing on: spans exported as the OTEL_* environment variables ask")
 		}
 	}

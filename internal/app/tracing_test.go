@@ -2,8 +2,12 @@ package app_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,7 +236,8 @@ func TestTraceInbound(t *testing.T) {
 	if in.SpanContext().TraceID().String() != providerTrace || in.Parent().SpanID().String() != "b7ad6b7169203331" || in.SpanKind() != trace.SpanKindServer {
 		t.Errorf("inbound span: trace %s parent %s kind %v; want the provider's", in.SpanContext().TraceID(), in.Parent().SpanID(), in.SpanKind())
 	}
-	if a := attrs(in); a["herald.result"].AsString() != "accepted" || a["herald.source_id"].AsString() != src.ID {
+	if a := attrs(in); a["herald.result"].AsString() != "accepted" || a["herald.source_id"].AsString() != src.ID ||
+		a["http.response.status_code"].AsInt64() != http.StatusOK || a["error.type"].AsString() != "" {
 		t.Errorf("inbound span attributes = %v", a)
 	}
 	if attempt.Parent().SpanID() != in.SpanContext().SpanID() || attempt.SpanContext().TraceID().String() != providerTrace {
@@ -261,7 +266,168 @@ func TestTraceInbound(t *testing.T) {
 	if refused == nil || attrs(refused)["herald.result"].AsString() != "unauthorized" {
 		t.Fatalf("no inbound span with herald.result unauthorized in the refused request's trace")
 	}
+	// The status answered, as the HTTP server conventions ask (and as the
+	// publish span has it), with error.type = the status of a refusal.
+	if a := attrs(refused); a["http.response.status_code"].AsInt64() != http.StatusUnauthorized || a["error.type"].AsString() != "401" {
+		t.Errorf("refused inbound span: status %v, error.type %q; want 401, \"401\"", a["http.response.status_code"], a["error.type"].AsString())
+	}
 	if want := "trace_id=" + refusedTrace + " span_id=" + refused.SpanContext().SpanID().String(); !strings.Contains(logs.String(), want) {
 		t.Errorf("no log record with %q in:\n%s", want, logs.String())
+	}
+}
+
+// TestTracingExportErrorsInHeraldsLog: with tracing on from the OTEL_*
+// variables and a collector that refuses the spans, the failed export is a
+// WARN record of Herald's own log (tracing.LogErrors), not a bare line the
+// OpenTelemetry SDK prints with the standard log package, outside Herald's
+// log format and without a level. Not parallel: it sets the environment.
+func TestTracingExportErrorsInHeraldsLog(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadRequest) // not retried by the exporter: the export fails at once
+	}))
+	defer collector.Close()
+	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	logs := &testutil.SyncBuffer{}
+	h := startHerald(t, func(c *app.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if !strings.Contains(logs.String(), "tracing on") {
+		t.Fatalf("tracing is not on:\n%s", logs.String())
+	}
+	h.publish("acme", "file.ready", `{}`) // a publish span to export
+	h.stop()                              // the stop flushes it: the export fails
+	want := `level=WARN msg="tracing: spans not exported"`
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "400") {
+		t.Errorf("no record %s naming the collector's 400 in Herald's log:\n%s", want, logs.String())
+	}
+}
+
+// TestTracePublishRefusedBeforeTheHandler: a publish refused before its
+// handler runs — malformed JSON (400), a body failing the schema (422), a
+// role that may not publish (403) — still has its POST /v1/events span in
+// the producer's trace, with the status and error.type, like a refusal by
+// the handler (409); a request without a valid key (401) makes no span.
+func TestTracePublishRefusedBeforeTheHandler(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := startHerald(t, func(c *app.Config) { c.TracerProvider = tp })
+	var key struct {
+		Key string `json:"key"`
+	}
+	if st, raw := h.call("POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"acme"}`, &key); st != http.StatusCreated {
+		t.Fatalf("create viewer key: %d %s", st, raw)
+	}
+	h.publish("acme", "file.ready", `{}`) // no traceparent: its own trace
+	want := map[string]int{}              // trace id → status
+	for i, tc := range []struct {
+		key, body string
+		status    int
+	}{
+		{testAPIKey, `{"tenant":"acme","type":`, http.StatusBadRequest},
+		{testAPIKey, `{"tenant":"acme","data":{}}`, http.StatusUnprocessableEntity},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","data":{},"extra":1}`, http.StatusUnprocessableEntity},
+		{key.Key, `{"tenant":"acme","type":"file.ready","data":{}}`, http.StatusForbidden},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","id":"dup-1","data":{}}`, http.StatusAccepted},
+		{testAPIKey, `{"tenant":"acme","type":"file.ready","id":"dup-1","data":{"a":1}}`, http.StatusConflict},
+		{"herald_key_unknown", `{"tenant":"acme","type":"file.ready","data":{}}`, http.StatusUnauthorized},
+	} {
+		trace := fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e47%02d", i)
+		st, raw := h.callWithKey(tc.key, "POST", "/v1/events", tc.body, nil, "traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+		if st != tc.status {
+			t.Fatalf("publish %s: %d %s, want %d", tc.body, st, raw, tc.status)
+		}
+		if st != http.StatusUnauthorized {
+			want[trace] = st
+		}
+	}
+	got := map[string]int{}
+	for _, s := range rec.Ended() {
+		if s.Name() != "POST /v1/events" {
+			continue
+		}
+		trace := s.SpanContext().TraceID().String()
+		a := attrs(s)
+		st := int(a["http.response.status_code"].AsInt64())
+		if _, dup := got[trace]; dup {
+			t.Errorf("trace %s: two publish spans", trace)
+		}
+		got[trace] = st
+		if s.Parent().SpanID().String() != "00f067aa0ba902b7" && want[trace] != 0 {
+			t.Errorf("trace %s: publish span parent %s, want the producer's span", trace, s.Parent().SpanID())
+		}
+		if wantErr := st >= 400; wantErr != (a["error.type"].AsString() == strconv.Itoa(st)) {
+			t.Errorf("trace %s: status %d, error.type %q", trace, st, a["error.type"].AsString())
+		}
+	}
+	for trace, st := range want {
+		if got[trace] != st {
+			t.Errorf("trace %s: publish span status %d, want a span with %d", trace, got[trace], st)
+		}
+	}
+	if len(got) != len(want)+1 { // + the publish without a traceparent
+		t.Errorf("%d publish spans (%v), want %d (none for the 401)", len(got), got, len(want)+1)
+	}
+}
+
+// TestTraceParentCustomHeaderNeverSent: an endpoint's custom traceparent
+// header never reaches the receiver. With tracing off, a publish with a
+// traceparent sends the producer's; one without sends none, not the custom
+// value (which would put every event in one made-up trace).
+func TestTraceParentCustomHeaderNeverSent(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200, 200)
+	const custom = "00-abababababababababababababababab-1111111111111111-01"
+	var ep endpointResp
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": rcv.URL + "/hook",
+		"headers": map[string]string{"traceparent": custom}}, &ep); st != http.StatusCreated {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	const producer = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var pub publishResp
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.ready","data":{}}`, &pub, "traceparent", producer); st != http.StatusAccepted {
+		t.Fatalf("publish: %d %s", st, raw)
+	}
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	pub = h.publish("acme", "file.ready", `{}`)
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	got := rcv.got()
+	if len(got) != 2 {
+		t.Fatalf("receiver got %d requests, want 2", len(got))
+	}
+	if tp := got[0].Header.Values("Traceparent"); len(tp) != 1 || tp[0] != producer {
+		t.Errorf("publish with a traceparent: receiver got %q, want the producer's %q", tp, producer)
+	}
+	if tp := got[1].Header.Values("Traceparent"); len(tp) != 0 {
+		t.Errorf("publish without a traceparent, tracing off: receiver got %q, want none", tp)
+	}
+}
+
+// TestTraceParentOverLongIgnored: a traceparent header longer than any
+// valid one (here a future version's with 600 bytes of extra fields, whose
+// first four are valid) is read by its first four fields, never refused
+// (docs/contract.md, "Tracing": "an invalid value is ignored, never
+// refused").
+func TestTraceParentOverLongIgnored(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	rcv := newReceiver(t, 200)
+	h.createEndpoint("acme", rcv.URL+"/hook")
+	const head = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var pub publishResp
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"file.ready","data":{}}`, &pub,
+		"traceparent", head+"-"+strings.Repeat("x", 600)); st != http.StatusAccepted {
+		t.Fatalf("publish with a 656-byte traceparent: %d %s, want 202", st, raw)
+	}
+	h.waitDelivery(pub.ID, "succeeded", 10*time.Second)
+	if got, want := rcv.got()[0].Header.Get("Traceparent"), "00"+head[2:]; got != want {
+		t.Errorf("receiver got traceparent %q, want %q", got, want)
 	}
 }

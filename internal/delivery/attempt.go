@@ -117,7 +117,8 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 // contract's headers (docs/contract.md, "headers").
 //
 // traceparent, when not empty, is sent as the W3C traceparent header
-// (after the forwarded and custom headers, so neither overrides it).
+// (after the forwarded and custom headers, so neither overrides it); when
+// empty, none is sent, whatever the forwarded or custom headers say.
 func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType string, body []byte, forwarded map[string]string, number int, start time.Time, traceparent string) egress.Result {
 	h := make(http.Header, 12+len(ep.Headers)+len(forwarded))
 	// Forwarded headers (an inbound provider's) first, then the endpoint's
@@ -142,6 +143,10 @@ func (e *Engine) send(ctx context.Context, ep store.Endpoint, eventID, eventType
 	h[HeaderDeliveryAttempt] = vals[4:5:5]
 	if traceparent != "" {
 		h[HeaderTraceParent] = []string{traceparent} // replaces a forwarded or custom one
+	} else {
+		// No trace to join: a forwarded or custom traceparent would put
+		// every event in one made-up trace (docs/contract.md, "Tracing").
+		delete(h, HeaderTraceParent)
 	}
 	signer, err := e.signers.get(&ep, start)
 	if err != nil {

@@ -223,8 +223,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, sp := g.cfg.Tracer.Start(tracing.WithRemoteParent(r.Context(), traceparent), "POST /in/{source_id}",
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/in/{source_id}"), tracing.AttrSourceID.String(r.PathValue("source_id"))))
-		defer sp.End()
-		span, r = sp, r.WithContext(ctx)
+		sw := &tracing.StatusWriter{ResponseWriter: w}
+		defer func() { tracing.EndServerSpan(sp, sw.Status) }() // the status answered, error.type for a refusal
+		span, r, w = sp, r.WithContext(ctx), sw
 		traceparent = tracing.FormatTraceParent(sp.SpanContext())
 	}
 	if r.Method != http.MethodPost {

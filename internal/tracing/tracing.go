@@ -13,10 +13,15 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -145,6 +150,61 @@ func URLWithoutQuery(u string) string {
 	}
 	p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment, p.User = "", false, "", "", nil
 	return p.String()
+}
+
+// StatusWriter remembers the status a handler answered, for its server
+// span (EndServerSpan).
+type StatusWriter struct {
+	http.ResponseWriter
+	Status int // 0 until the handler writes
+}
+
+// WriteHeader records the first status written.
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records 200 when the handler writes without a status.
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// EndServerSpan records on a server span the status its request was
+// answered with and ends it: http.response.status_code (as the HTTP server
+// conventions ask), and for a refusal (400 and above) error.type = the
+// status, with an error status from 500 on.
+func EndServerSpan(span trace.Span, status int) {
+	if status != 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	if status >= 400 {
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+	}
+	span.End()
+}
+
+// LogErrors sends OpenTelemetry's errors (chiefly a failed export: the
+// collector away, refusing the spans or too slow) to l at WARN, as
+// msg="tracing: spans not exported" error=…, instead of the SDK's default:
+// a bare line of the standard log package, outside Herald's log format and
+// without a level. It sets OpenTelemetry's global error handler (the SDK
+// has no handler per provider), so it is called only when tracing is on.
+func LogErrors(l *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		l.Warn("tracing: spans not exported", "error", err)
+	}))
 }
 
 // LogHandler wraps h so that every record logged with a context holding a

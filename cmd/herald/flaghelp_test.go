@@ -37,3 +37,20 @@ func TestDaysValueZeroPrintsAsZero(t *testing.T) {
 		t.Errorf("zero days value prints %q, want 0", got)
 	}
 }
+
+// TestDurationFlagErrorsEchoTheInput: a refused --ttl or --expires-in is
+// named as the user wrote it (8d), not as a Go duration (192h0m0s).
+func TestDurationFlagErrorsEchoTheInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"portal-sessions", "create", "--tenant", "acme", "--ttl", "8d"}, "--ttl 8d:"},
+		{[]string{"keys", "create", "--name", "k", "--role", "viewer", "--tenant", "acme", "--expires-in", "30s"}, "--expires-in 30s:"},
+	} {
+		_, _, err := execHerald(t, "", append(c.args, "--server", "http://127.0.0.1:1", "--api-key", "k")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("herald %v: %v; want an error starting %q", c.args, err, c.want)
+		}
+	}
+}

@@ -40,6 +40,12 @@ func (v *daysValue) String() string {
 	if v.d == nil {
 		return ""
 	}
+	if *v.d == 0 {
+		// "0", not "0s": pflag prints a custom Value's default unless it
+		// is "0", so "0s" added "(default 0s)" to --ttl and --expires-in,
+		// whose help says what zero means (1h, never).
+		return "0"
+	}
 	if *v.d > 0 && *v.d%(24*time.Hour) == 0 {
 		return strconv.Itoa(int(*v.d/(24*time.Hour))) + "d"
 	}

@@ -39,7 +39,7 @@ tenant's events), viewer (read-only, never secrets).`,
 			}
 			if expires > 0 {
 				if expires < time.Minute {
-					return fmt.Errorf("--expires-in %v: at least 1m (expires_at is sent to the second)", expires)
+					return fmt.Errorf("--expires-in %s: at least 1m (expires_at is sent to the second)", cmd.Flag("expires-in").Value)
 				}
 				b["expires_at"] = time.Now().UTC().Add(expires).Format(time.RFC3339)
 			}
@@ -101,7 +101,7 @@ that created it, and revoking that key revokes the session.`,
 				return errors.New("--tenant is required")
 			}
 			if ttl != 0 && (ttl < time.Minute || ttl > 7*24*time.Hour || ttl%time.Second != 0) {
-				return fmt.Errorf("--ttl %v: a whole number of seconds from 1m to 7d", ttl)
+				return fmt.Errorf("--ttl %s: a whole number of seconds from 1m to 7d", cmd.Flag("ttl").Value) // as given: 8d, not 192h0m0s
 			}
 			b := map[string]any{"tenant": tenant}
 			if role != "" {

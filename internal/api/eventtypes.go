@@ -495,6 +495,10 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		}
 		v, ok := t.Version(n)
 		if err != nil || !ok || n == newest.Version {
+			if newest.Version == 1 {
+				// "(1 to 0)" named a range with nothing in it.
+				return cp, invalid("body.data_versions."+k, fmt.Sprintf("%s has one version, which goes in data: data_versions names older versions and it has none; leave data_versions out", typ), k)
+			}
 			return cp, invalid("body.data_versions."+k, fmt.Sprintf("data_versions names the older versions of %s (1 to %d); the newest goes in data", typ, newest.Version-1), k)
 		}
 		var buf strings.Builder

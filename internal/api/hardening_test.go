@@ -270,3 +270,43 @@ func TestBodyReadersBounded(t *testing.T) {
 		t.Fatalf("after a slot was freed: %d %s, %d bytes read; want 202 with the body read", rec.Code, rec.Body.String(), next.n)
 	}
 }
+
+// TestReplayRefusesAMalformedEventType: an endpoint replay filtered on a
+// name no event can have (a space, an empty segment) answers 422 naming
+// body.event_type, as publish does, instead of {"replayed":0}; a
+// well-formed name is still a filter.
+func TestReplayRefusesAMalformedEventType(t *testing.T) {
+	w := newWorld(t, nil)
+	_, before := w.call(adminKey, "GET", "/v1/deliveries/"+w.dlvA, "")
+	for _, typ := range []string{"bad type", "file..created", "file.*"} {
+		st, raw := w.call(adminKey, "POST", "/v1/endpoints/"+w.epA+"/replay", `{"state":"dead","event_type":`+strconvQuote(typ)+`}`)
+		if st != 422 || !strings.Contains(string(raw), "body.event_type") {
+			t.Errorf("replay with event_type %q: %d %s; want 422 naming body.event_type", typ, st, raw)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/deliveries/"+w.dlvA, ""); !bytes.Equal(after, before) {
+		t.Errorf("a refused replay changed the delivery:\n%s\n%s", before, after)
+	}
+	if st, raw := w.call(adminKey, "POST", "/v1/endpoints/"+w.epA+"/replay", `{"state":"dead","event_type":"file.created"}`); st != 200 {
+		t.Errorf("replay with a well-formed event_type: %d %s; want 200", st, raw)
+	}
+}
+
+// TestDataVersionsOfAOneVersionType: data_versions for a type with one
+// version is refused (422) saying it has no older versions, not "(1 to 0)";
+// with two versions the message names the range.
+func TestDataVersionsOfAOneVersionType(t *testing.T) {
+	w := newWorld(t, nil)
+	schema := `{"type":"object","properties":{"file_id":{"type":"string"}}}`
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+schema+`}]}`, 201, nil)
+	publish := `{"tenant":"acme","type":"file.updated","data":{"file_id":"f"},"data_versions":{"1":{"file_id":"f"}}}`
+	st, raw := w.call(adminKey, "POST", "/v1/events", publish)
+	if st != 422 || strings.Contains(string(raw), "1 to 0") || !strings.Contains(string(raw), "has one version") {
+		t.Errorf("data_versions of a one-version type: %d %s; want 422 saying it has one version", st, raw)
+	}
+	w.mustCall(adminKey, "POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+schema+`}`, 201, nil)
+	publish = `{"tenant":"acme","type":"file.updated","data":{"file_id":"f"},"data_versions":{"2":{"file_id":"f"}}}`
+	if st, raw := w.call(adminKey, "POST", "/v1/events", publish); st != 422 || !strings.Contains(string(raw), "(1 to 1)") {
+		t.Errorf("data_versions naming the newest of two: %d %s; want 422 naming 1 to 1", st, raw)
+	}
+}

@@ -101,6 +101,11 @@ type replayEndpointInput struct {
 func (s *Server) replayEndpoint(ctx context.Context, in *replayEndpointInput) (*struct{ Body ReplayOut }, error) {
 	p := store.ReplayParams{EndpointID: in.ID, States: []store.DeliveryState{store.DeliveryDead}, Now: s.cfg.Now()}
 	if b := &in.Body; b != nil {
+		// A name no event can have would replay nothing and answer
+		// {"replayed":0} as if the filter were fine: refuse it as publish does.
+		if b.EventType != "" && !store.ValidEventType(b.EventType) {
+			return nil, invalid("body.event_type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.EventType)
+		}
 		p.EventType = b.EventType
 		if b.Since != nil {
 			p.Since = *b.Since

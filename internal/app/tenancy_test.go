@@ -580,3 +580,23 @@ func TestWrongContentTypeNeverEchoesTheBody(t *testing.T) {
 		t.Errorf("a refused request created %d endpoints", len(eps.Data))
 	}
 }
+
+// TestCurlDefaultFormTypeIsReadAsJSON: a JSON body sent with curl's default
+// Content-Type (application/x-www-form-urlencoded, what `curl -d` sends,
+// as in docs/inbound.md) is read as the JSON it is, as operations.md says;
+// multipart is another media type and answers 415.
+func TestCurlDefaultFormTypeIsReadAsJSON(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	body := `{"tenant":"acme","url":"https://r.example/hook"}`
+	if st, raw := h.callWithKey(testAPIKey, "POST", "/v1/endpoints", body, nil, "Content-Type", "application/x-www-form-urlencoded"); st != 201 {
+		t.Errorf("POST /v1/endpoints as curl's form type: %d %s; want 201", st, raw)
+	}
+	if st, raw := h.callWithKey(testAPIKey, "POST", "/v1/endpoints", body, nil, "Content-Type", "multipart/form-data; boundary=x"); st != 415 {
+		t.Errorf("POST /v1/endpoints as multipart: %d %s; want 415", st, raw)
+	}
+	var eps struct{ Data []json.RawMessage }
+	if h.call("GET", "/v1/endpoints?tenant=acme", nil, &eps); len(eps.Data) != 1 {
+		t.Errorf("%d endpoints, want the one created", len(eps.Data))
+	}
+}

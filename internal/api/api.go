@@ -197,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
 		catalog:  newCatalogCache(),
 	}
-	api.UseMiddleware(s.authorize)
+	api.UseMiddleware(s.authorize, s.refuseUnknownQuery)
 	s.registerEndpoints()
 	s.registerStats()
 	s.registerEvents()

@@ -557,3 +557,45 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 	}
 	return p, nil
 }
+
+// refuseUnknownQuery answers 422 for a query parameter the operation does
+// not declare (a mistyped filter such as ?endpoint_id= on GET
+// /v1/deliveries would otherwise be ignored, and the read would answer
+// more than was asked for), naming the parameter and those the operation
+// takes, as unknown members of a body are refused. It runs after the
+// access check, so a caller learns nothing of an operation it may not call.
+func (s *Server) refuseUnknownQuery(ctx huma.Context, next func(huma.Context)) {
+	u := ctx.URL()
+	if u.RawQuery == "" {
+		next(ctx)
+		return
+	}
+	op := ctx.Operation()
+	var unknown []string
+	for name := range u.Query() {
+		if !slices.ContainsFunc(op.Parameters, func(p *huma.Param) bool { return p.In == "query" && p.Name == name }) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		next(ctx)
+		return
+	}
+	slices.Sort(unknown)
+	var known []string
+	for _, p := range op.Parameters {
+		if p.In == "query" {
+			known = append(known, p.Name)
+		}
+	}
+	takes := "no query parameters"
+	if len(known) > 0 {
+		takes = "only " + strings.Join(known, ", ")
+	}
+	details := make([]error, len(unknown))
+	for i, name := range unknown {
+		details[i] = &huma.ErrorDetail{Location: "query." + name, Message: "unknown query parameter", Value: name}
+	}
+	_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity,
+		fmt.Sprintf("unknown query parameter(s) %s: %s %s takes %s", strings.Join(unknown, ", "), op.Method, op.Path, takes), details...)
+}

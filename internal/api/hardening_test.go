@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -308,5 +309,39 @@ func TestDataVersionsOfAOneVersionType(t *testing.T) {
 	publish = `{"tenant":"acme","type":"file.updated","data":{"file_id":"f"},"data_versions":{"2":{"file_id":"f"}}}`
 	if st, raw := w.call(adminKey, "POST", "/v1/events", publish); st != 422 || !strings.Contains(string(raw), "(1 to 1)") {
 		t.Errorf("data_versions naming the newest of two: %d %s; want 422 naming 1 to 1", st, raw)
+	}
+}
+
+// TestUnknownQueryParametersRefused: a query parameter the operation does
+// not declare (a mistyped filter) is a 422 naming it and the parameters
+// the operation takes, instead of being ignored so that the read answers
+// more than was asked; a write with one changes nothing; declared ones
+// still work, and a role refused the operation learns nothing more.
+func TestUnknownQueryParametersRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/v1/deliveries?endpoint_id=ep_nope", `unknown query parameter(s) endpoint_id: GET /v1/deliveries takes only`},
+		{"GET", "/v1/events?since=x&state=y", `unknown query parameter(s) since, state: GET /v1/events takes only`},
+		{"GET", "/v1/deliveries/dlv_x/attempts?limit=5", `unknown query parameter(s) limit: GET /v1/deliveries/{id}/attempts takes no query parameters`},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, "")
+		if st != http.StatusUnprocessableEntity || !strings.Contains(string(raw), c.want) || !strings.Contains(string(raw), `"location":"query.`) {
+			t.Errorf("%s %s: %d %s; want 422 %q", c.method, c.path, st, raw, c.want)
+		}
+	}
+	var before struct{ Data []json.RawMessage }
+	w.mustCall(adminKey, "GET", "/v1/endpoints", "", 200, &before)
+	if st, raw := w.call(adminKey, "POST", "/v1/endpoints?tenant=acme", `{"tenant":"acme","url":"https://acme.example/q"}`); st != http.StatusUnprocessableEntity {
+		t.Errorf("create with ?tenant=: %d %s; want 422", st, raw)
+	}
+	var after struct{ Data []json.RawMessage }
+	w.mustCall(adminKey, "GET", "/v1/endpoints", "", 200, &after)
+	if len(after.Data) != len(before.Data) {
+		t.Errorf("a refused create changed the endpoints: %d -> %d", len(before.Data), len(after.Data))
+	}
+	w.mustCall(adminKey, "GET", "/v1/deliveries?state=dead&limit=5", "", 200, nil)
+	publisher, _ := w.newKey(store.RolePublisher, "acme", "")
+	if st, _ := w.call(publisher, "GET", "/v1/api-keys?bogus=1", ""); st != http.StatusForbidden {
+		t.Errorf("a publisher's GET /v1/api-keys?bogus=1: %d; want 403 (the access rule first)", st)
 	}
 }

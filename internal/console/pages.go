@@ -708,7 +708,7 @@ func (c *Console) deliveryDetail(w http.ResponseWriter, r *http.Request, s *sess
 		return
 	}
 	var al attemptList
-	if err := c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(id)+"/attempts?limit=1000", nil, &al); err != nil {
+	if err := c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(id)+"/attempts", nil, &al); err != nil {
 		c.apiFail(w, r, s, err)
 		return
 	}
@@ -867,7 +867,7 @@ func (c *Console) eventDetail(w http.ResponseWriter, r *http.Request, s *session
 	}
 	for _, x := range dl.Data {
 		var al attemptList
-		_ = c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(x.ID)+"/attempts?limit=1000", nil, &al)
+		_ = c.call(r, s, "GET", "/v1/deliveries/"+url.PathEscape(x.ID)+"/attempts", nil, &al)
 		d.Deliveries = append(d.Deliveries, deliveryWithAttempts{D: x, Attempts: al.Data})
 	}
 	c.render(w, r, http.StatusOK, "event", s, "Event "+d.E.ID, "events", d)

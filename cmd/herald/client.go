@@ -652,18 +652,12 @@ A personal-data warning from the server is printed to stderr.`,
 	// the tenant (a tenant key's own is implied).
 	var getTenant, dlvTenant string
 	get := apiIDCmd("get ID", "Show an event (GET /v1/events/{id}); --tenant for a producer-chosen id read with an admin key", func(cmd *cobra.Command, id string) error {
-		q, err := queryOf("tenant", getTenant)
-		if err != nil {
-			return err
-		}
+		q := apiQuery("tenant", getTenant)
 		return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "")+q, nil, nil)
 	})
 	get.Flags().StringVar(&getTenant, "tenant", "", "the event's tenant (needed with an admin key for a producer-chosen id)")
 	dlv := apiIDCmd("deliveries ID", "List an event's deliveries (GET /v1/events/{id}/deliveries); --tenant as for get", func(cmd *cobra.Command, id string) error {
-		q, err := queryOf("tenant", dlvTenant)
-		if err != nil {
-			return err
-		}
+		q := apiQuery("tenant", dlvTenant)
 		return o.do(cmd, http.MethodGet, apiPath("/v1/events", id, "/deliveries")+q, nil, nil)
 	})
 	dlv.Flags().StringVar(&dlvTenant, "tenant", "", "the event's tenant (needed with an admin key for a producer-chosen id)")
@@ -765,18 +759,3 @@ func (v *sinceValue) Set(s string) error {
 func (v *sinceValue) String() string { return v.s }
 
 func (v *sinceValue) Type() string { return "time" }
-
-// queryOf renders non-empty key/value pairs as a query string ("" when
-// none is set).
-func queryOf(kv ...string) (string, error) {
-	q := url.Values{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] != "" {
-			q.Set(kv[i], kv[i+1])
-		}
-	}
-	if len(q) == 0 {
-		return "", nil
-	}
-	return "?" + q.Encode(), nil
-}

@@ -274,6 +274,25 @@ func TestTraceInbound(t *testing.T) {
 	if want := "trace_id=" + refusedTrace + " span_id=" + refused.SpanContext().SpanID().String(); !strings.Contains(logs.String(), want) {
 		t.Errorf("no log record with %q in:\n%s", want, logs.String())
 	}
+
+	// Another method is answered 405 before any span (one would be named
+	// and attributed as a POST).
+	const getTrace = "6cf92f3577b34da6a3ce929d0e0e4738"
+	req, _ := http.NewRequest(http.MethodGet, h.base+src.IngestPath, nil)
+	req.Header.Set("Traceparent", "00-"+getTrace+"-b7ad6b7169203333-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET %s: %d, want 405", src.IngestPath, resp.StatusCode)
+	}
+	for _, s := range rec.Started() { // a span would have started before the answer
+		if s.SpanContext().TraceID().String() == getTrace {
+			t.Errorf("a GET of the ingest path made span %q", s.Name())
+		}
+	}
 }
 
 // TestTracingExportErrorsInHeraldsLog: with tracing on from the OTEL_*

@@ -214,6 +214,13 @@ func (g *Gateway) storeProblem(ctx context.Context, w http.ResponseWriter, err e
 // stored with the event, so the forwarding attempt joins the trace. Off,
 // the provider's traceparent itself is stored.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Another method is answered before any span: the span is named and
+	// attributed as the POST it is not.
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, http.StatusMethodNotAllowed, "inbound webhooks are POSTed")
+		return
+	}
 	traceparent := ""
 	if sc, ok := tracing.ParseTraceParent(r.Header.Get("Traceparent")); ok {
 		traceparent = tracing.FormatTraceParent(sc)
@@ -227,11 +234,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { tracing.EndServerSpan(sp, sw.Status) }() // the status answered, error.type for a refusal
 		span, r, w = sp, r.WithContext(ctx), sw
 		traceparent = tracing.FormatTraceParent(sp.SpanContext())
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeProblem(w, http.StatusMethodNotAllowed, "inbound webhooks are POSTed")
-		return
 	}
 	id := r.PathValue("source_id")
 	src, sc, err := g.source(r.Context(), id)

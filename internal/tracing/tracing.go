@@ -159,9 +159,10 @@ type StatusWriter struct {
 	Status int // 0 until the handler writes
 }
 
-// WriteHeader records the first status written.
+// WriteHeader records the first final (>= 200) status written: an
+// informational 1xx (103 Early Hints) is not the answer.
 func (w *StatusWriter) WriteHeader(code int) {
-	if w.Status == 0 {
+	if w.Status == 0 && code >= 200 {
 		w.Status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -147,3 +147,21 @@ func TestLogHandler(t *testing.T) {
 		t.Errorf("log lines:\n%s\nwant the first with %q, the second without ids", out.String(), want)
 	}
 }
+
+// TestStatusWriterRecordsTheFinalStatus: the status a server span carries
+// is the final answer, not an informational 1xx sent before it, and a
+// handler that writes without a status answered 200.
+func TestStatusWriterRecordsTheFinalStatus(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := &tracing.StatusWriter{ResponseWriter: rec}
+	w.WriteHeader(http.StatusEarlyHints)
+	w.WriteHeader(http.StatusUnauthorized)
+	if w.Status != http.StatusUnauthorized {
+		t.Errorf("after 103 then 401: Status %d, want 401", w.Status)
+	}
+	w2 := &tracing.StatusWriter{ResponseWriter: httptest.NewRecorder()}
+	_, _ = w2.Write([]byte("ok"))
+	if w2.Status != http.StatusOK {
+		t.Errorf("a write without a status: Status %d, want 200", w2.Status)
+	}
+}

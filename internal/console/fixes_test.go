@@ -446,3 +446,35 @@ func TestExpiredSignInPageComesBack(t *testing.T) {
 		t.Fatalf("sign-in from the page that came back: %d", w.Code)
 	}
 }
+
+// The admin forms posted by a tenant's key are refused naming the
+// operation the form asked for (create-api-key…), not the list the
+// refusal page would have read (GET /v1/api-keys), and change nothing.
+func TestAdminFormsRefusedNamingTheirOperation(t *testing.T) {
+	f := newFixture(t)
+	var manager api.APIKeyOut
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"v","role":"manager","tenant":"acme"}`, &manager)
+	b := f.browser()
+	if w := b.signIn(manager.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("manager sign-in: %d", w.Code)
+	}
+	token := csrfOf(t, b.do("GET", "/ui/endpoints", nil).Body.String())
+	for _, c := range []struct{ path, op string }{
+		{"/ui/keys", "create-api-key"},
+		{"/ui/keys/key_x/revoke", "revoke-api-key"},
+		{"/ui/portal-links", "create-portal-session"},
+		{"/ui/portal-links/key_x/revoke", "revoke-portal-session"},
+		{"/ui/sources", "create-source"},
+		{"/ui/sources/src_x", "update-source"},
+	} {
+		w := b.do("POST", c.path, url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
+		if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusForbidden || !strings.Contains(body, "(operation "+c.op+",") {
+			t.Errorf("POST %s as a manager: %d; want 403 naming %s:\n%s", c.path, w.Code, c.op, body)
+		}
+	}
+	var keys struct{ Data []api.APIKeyOut }
+	f.apiCall(adminKey, "GET", "/v1/api-keys", "", &keys)
+	if len(keys.Data) != 1 {
+		t.Errorf("keys after the refused forms: %d, want 1", len(keys.Data))
+	}
+}

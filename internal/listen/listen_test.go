@@ -178,6 +178,44 @@ func TestOnlyOneSchemePresent(t *testing.T) {
 	}
 }
 
+// A signature header sent several times (a proxy adding one, a rotation
+// split over two headers) is a list of candidates for webhook.Verifier.Verify
+// and so for webhook.Middleware; herald listen must give the same verdict.
+// A repeated id or timestamp stays malformed.
+func TestRepeatedHeadersAsTheMiddlewareSeesThem(t *testing.T) {
+	secret, other := newSecret(t), newSecret(t)
+	_, srv, out := start(t, Config{Secrets: []string{secret}})
+	foreign := http.Header{}
+	s, err := webhook.NewSigner(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Sign(foreign, "evt_1", fixedNow, []byte(body))
+	req := signedRequest(t, srv.URL, []byte(body), secret)
+	// The foreign (not matching) values first, then Herald's own.
+	for _, name := range []string{webhook.HeaderSignature, webhook.HeaderWebhookSignature} {
+		req.Header[name] = append(foreign.Values(name), req.Header.Values(name)...)
+	}
+	do(t, req)
+	got := out.String()
+	for _, want := range []string{"X-Signature:        verified", "webhook-signature:  verified"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	v := &webhook.Verifier{Secrets: []string{secret}, Now: func() time.Time { return fixedNow }}
+	if err := v.Verify(req.Header, []byte(body)); err != nil {
+		t.Errorf("webhook.Verifier.Verify: %v (the two must agree)", err)
+	}
+
+	req = signedRequest(t, srv.URL, []byte(body), secret)
+	req.Header.Add(webhook.HeaderWebhookID, "evt_2")
+	do(t, req)
+	if got := out.String(); !strings.Contains(got, "webhook-signature:  NOT VERIFIED: malformed signature header: Webhook-Id header sent 2 times") {
+		t.Errorf("a repeated webhook-id is not reported malformed:\n%s", got)
+	}
+}
+
 func TestNoSecrets(t *testing.T) {
 	_, srv, out := start(t, Config{})
 	do(t, signedRequest(t, srv.URL, []byte(body), newSecret(t)))

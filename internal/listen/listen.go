@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/herald-webhooks/herald/webhook"
@@ -278,7 +279,8 @@ func field(b *strings.Builder, label, value string) {
 }
 
 // printBody appends the body: indented when it is JSON, raw otherwise
-// (quoted when it is not UTF-8 text), cut at maxPrintedBody bytes.
+// (quoted when it is not UTF-8 text or holds control characters, which a
+// terminal would act on), cut at maxPrintedBody bytes.
 func printBody(b *strings.Builder, body []byte) {
 	if len(body) == 0 {
 		field(b, "body", "(empty)")
@@ -288,6 +290,8 @@ func printBody(b *strings.Builder, body []byte) {
 	var text []byte
 	var buf bytes.Buffer
 	switch {
+	case !printable(body):
+		kind, text = "quoted", []byte(strconv.Quote(string(body)))
 	case json.Valid(body) && json.Indent(&buf, body, "     ", "  ") == nil:
 		kind, text = "JSON", buf.Bytes()
 	case utf8.Valid(body):
@@ -313,6 +317,18 @@ func printBody(b *strings.Builder, body []byte) {
 	if cut > 0 {
 		fmt.Fprintf(b, "     … (%d more bytes not shown)\n", cut)
 	}
+}
+
+// printable reports whether body, when it is UTF-8, holds no control
+// character (C0, DEL or C1) other than tab, line feed and carriage return.
+// Invalid UTF-8 is left to the "binary, quoted" case.
+func printable(body []byte) bool {
+	for _, c := range string(body) {
+		if unicode.IsControl(c) && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 func retryAfterStatus(status int) bool {

@@ -351,6 +351,24 @@ func TestBodyPrinting(t *testing.T) {
 	}
 }
 
+// The body comes from whoever reaches the port, signed or not: terminal
+// control sequences in it (ESC, or the C1 CSI that JSON strings may hold
+// unescaped) must be printed quoted, never reach the terminal as they are.
+func TestBodyControlCharactersQuoted(t *testing.T) {
+	_, srv, out := start(t, Config{})
+	do(t, signedRequest(t, srv.URL, []byte("hi\x1b[2J\x1b]0;pwned\x07")))
+	do(t, signedRequest(t, srv.URL, []byte("{\"note\":\"\u009b2J\"}"))) // valid JSON: U+009B raw in a string
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\x07\u009b") {
+		t.Errorf("output holds raw control characters: %q", s)
+	}
+	for _, want := range []string{`"hi\x1b[2J\x1b]0;pwned\a"`, `"{\"note\":\"\u009b2J\"}"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %s:\n%s", want, s)
+		}
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Statuses: []int{99}},

@@ -71,10 +71,11 @@
 // [IdempotencyStore] and calls the handler once per event id, with the
 // raw body in r.Body and in [RawBody]. A redelivery of an event already
 // handled is answered 200 {"duplicate":true} without calling the handler.
-// If the handler fails (5xx, 408, 429, panic) the claim is released, so the
-// sender's retry is handled; a claim whose process died lapses after a
-// lease (5 min by default), and a redelivery arriving while the first
-// delivery is still being handled is answered 503 with Retry-After. The
+// If the handler fails (any answer but 2xx, or a panic) the claim is
+// released, so the sender's retry is handled; a claim whose process died
+// lapses after a lease (5 min by default), and a redelivery arriving while
+// the first delivery is still being handled is answered 503 with
+// Retry-After. The
 // event id is the signed webhook-id (or svix-id) when present, else
 // X-Event-Id checked against the signed body's "id": the identifier that
 // stays the same on every retry of one message (Standard Webhooks spec,

@@ -17,7 +17,9 @@ var (
 	// parsed: too long (more than 8 KiB), too many signature entries (more
 	// than 16), an item that is not key=value, an X-Signature without t or
 	// with two, a timestamp that is not plain decimal digits fitting an
-	// int64, no usable v1 signature, or a signature header sent twice.
+	// int64, no usable v1 signature, an id or timestamp header sent more
+	// than once, or a signature header sent more than 16 times (a signature
+	// header sent several times is a list of candidates: [Verifier.Verify]).
 	ErrMalformedHeader = errors.New("webhook: malformed signature header")
 
 	// ErrTimestampTooOld: the signed timestamp is further in the past than

@@ -79,7 +79,7 @@ func ExampleMiddleware() {
 	// forged: 401 {"error":"invalid signature"}
 }
 
-// When the handler fails (5xx, 408, 429 or a panic) the middleware releases
+// When the handler fails (any answer but 2xx, or a panic) the middleware releases
 // the event id, so the sender's retry is handled again instead of being
 // dropped as a duplicate.
 func ExampleMiddleware_retry() {

@@ -149,12 +149,16 @@ const (
 //     handler is not called in any of these cases.
 //  5. Call the handler with r.Body holding the same raw bytes; they are
 //     also available as [RawBody](r), and the id as [EventID](r).
-//  6. If the handler answered 5xx, 408 or 429, or panicked, Release the
-//     claim so the sender's retry is processed; a panic is recovered and
-//     answered 500 {"error":"internal error"} if nothing was written yet
-//     (http.ErrAbortHandler is re-panicked after the release). Otherwise
-//     (1xx-4xx, or nothing written, which net/http sends as 200) Complete
-//     it for TTL.
+//  6. If the handler answered 2xx (or wrote nothing, which net/http sends
+//     as 200), Complete the claim for TTL. Otherwise (3xx, 4xx, 5xx) or if
+//     it panicked, Release the claim, so the sender's retry reaches the
+//     handler again and gets its own answer: senders retry non-2xx answers
+//     (Herald: 5xx, 408 and 429 on its schedule, other 4xx and 3xx twice,
+//     then dead letter; Stripe and Standard Webhooks: every non-2xx), and
+//     a retry answered 200 {"duplicate":true} would mark a refused event
+//     delivered. A panic is recovered and answered 500
+//     {"error":"internal error"} if nothing was written yet
+//     (http.ErrAbortHandler is re-panicked after the release).
 //
 // Every answer of the middleware itself is JSON with Content-Type
 // application/json. Middleware panics if cfg.Verifier or cfg.Store is nil.
@@ -278,7 +282,7 @@ func (h *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if sw.status == 0 {
 			writeJSON(w, http.StatusInternalServerError, bodyInternal)
 		}
-	case retryable(sw.status):
+	case !succeeded(sw.status):
 		if err := h.cfg.Store.Release(ctx, key); err != nil {
 			h.onError(r, fmt.Errorf("%w: release: %w", ErrIdempotencyStore, err))
 		}
@@ -289,12 +293,13 @@ func (h *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// retryable reports whether a handler's status asks the sender to retry:
-// 5xx, 408 Request Timeout and 429 Too Many Requests, the codes Herald's
-// sender retries (the Herald contract, docs/contract.md, "what is retried"). 0 (nothing written) is
-// 200.
-func retryable(status int) bool {
-	return status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests
+// succeeded reports whether a handler's status tells the sender the event
+// was taken: 2xx, or 0 (nothing written, which net/http sends as 200).
+// Every other answer is retried by the sender (the Herald contract,
+// docs/contract.md, "what is retried": other 4xx and 3xx twice; Stripe and
+// the Standard Webhooks spec: any non-2xx), so its claim must be released.
+func succeeded(status int) bool {
+	return status == 0 || (status >= 200 && status < 300)
 }
 
 type panicInfo struct {

@@ -279,8 +279,14 @@ func TestMiddlewareHandlerFailureReleases(t *testing.T) {
 		{"429", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(429) }, 429, true},
 		{"408", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(408) }, 408, true},
 		{"panic", func(http.ResponseWriter, *http.Request) { panic("boom") }, 500, true},
-		{"400 is final", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(400) }, 400, false},
-		{"404 is final", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) }, 404, false},
+		// Herald retries other 4xx and 3xx answers (twice, then dead
+		// letter) and Stripe every non-2xx: a refusal must stay one, not
+		// turn into 200 {"duplicate":true} (a success) on the retry.
+		{"400", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(400) }, 400, true},
+		{"404", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) }, 404, true},
+		{"422", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(422) }, 422, true},
+		{"307", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(307) }, 307, true}, // no Location: the test client returns it as is
+		{"103 then nothing", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(103) }, 200, false},
 		{"202", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(202) }, 202, false},
 		{"nothing written", func(http.ResponseWriter, *http.Request) {}, 200, false},
 	} {

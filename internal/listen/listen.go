@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/herald-webhooks/herald/webhook"
@@ -198,18 +199,14 @@ func (r *Receiver) next() int {
 }
 
 // verify returns one (label, result) line per signature scheme present in
-// h, or a single line when none is.
+// h, or a single line when none is. Each scheme is checked by
+// webhook.Verifier.Verify on its own headers, so that a repeated header
+// gets the middleware's verdict: a signature header sent several times is
+// a list of candidates, an id or timestamp sent twice is malformed.
 func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
 	var lines [][2]string
-	herald, heraldErr := one(h, webhook.HeaderSignature)
-	if heraldErr != nil || herald != "" {
-		var err error
-		if heraldErr != nil {
-			err = heraldErr
-		} else if r.verifier != nil {
-			err = r.verifier.VerifyHerald(herald, body)
-		}
-		lines = append(lines, [2]string{"X-Signature", r.result(err)})
+	if present(h, webhook.HeaderSignature) {
+		lines = append(lines, [2]string{"X-Signature", r.check(h, body, webhook.HeaderSignature)})
 	}
 
 	sets := [][4]string{
@@ -217,24 +214,10 @@ func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
 		{"svix-signature", "Svix-Id", "Svix-Timestamp", "Svix-Signature"},
 	}
 	for _, set := range sets {
-		var vals [3]string
-		var err error
-		present := false
-		for i, name := range set[1:] {
-			v, e := one(h, name)
-			if e != nil && err == nil {
-				err = e
-			}
-			vals[i] = v
-			present = present || v != "" || e != nil
-		}
-		if !present {
+		if !present(h, set[1:]...) {
 			continue
 		}
-		if err == nil && r.verifier != nil {
-			err = r.verifier.VerifyStandard(vals[0], vals[1], vals[2], body)
-		}
-		lines = append(lines, [2]string{set[0], r.result(err)})
+		lines = append(lines, [2]string{set[0], r.check(h, body, set[1:]...)})
 		break // svix-* headers count only when webhook-* are absent, as in webhook.Verifier.Verify
 	}
 
@@ -245,6 +228,38 @@ func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
 		return [][2]string{{"signature", r.result(r.verifier.Verify(h, body))}}
 	}
 	return lines
+}
+
+// present reports whether any of the headers names has a non-empty value
+// or is sent more than once.
+func present(h http.Header, names ...string) bool {
+	for _, name := range names {
+		vs := h.Values(name)
+		if len(vs) > 1 {
+			return true
+		}
+		for _, v := range vs {
+			if v != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// check verifies body against the headers names of h alone (one scheme)
+// and renders the outcome.
+func (r *Receiver) check(h http.Header, body []byte, names ...string) string {
+	if r.verifier == nil {
+		return r.result(nil)
+	}
+	only := http.Header{}
+	for _, name := range names {
+		if vs := h.Values(name); len(vs) > 0 {
+			only[name] = vs
+		}
+	}
+	return r.result(r.verifier.Verify(only, body))
 }
 
 // result renders a verification outcome.
@@ -259,25 +274,13 @@ func (r *Receiver) result(err error) string {
 	}
 }
 
-// one returns the single value of header name ("" when absent); a header
-// sent more than once is malformed, as in webhook.Verifier.Verify.
-func one(h http.Header, name string) (string, error) {
-	switch vs := h.Values(name); len(vs) {
-	case 0:
-		return "", nil
-	case 1:
-		return vs[0], nil
-	default:
-		return "", fmt.Errorf("%w: %s header sent %d times", webhook.ErrMalformedHeader, name, len(vs))
-	}
-}
-
 func field(b *strings.Builder, label, value string) {
 	fmt.Fprintf(b, "   %-19s %s\n", label+":", value)
 }
 
 // printBody appends the body: indented when it is JSON, raw otherwise
-// (quoted when it is not UTF-8 text), cut at maxPrintedBody bytes.
+// (quoted when it is not UTF-8 text or holds control characters, which a
+// terminal would act on), cut at maxPrintedBody bytes.
 func printBody(b *strings.Builder, body []byte) {
 	if len(body) == 0 {
 		field(b, "body", "(empty)")
@@ -287,6 +290,8 @@ func printBody(b *strings.Builder, body []byte) {
 	var text []byte
 	var buf bytes.Buffer
 	switch {
+	case !printable(body):
+		kind, text = "quoted", []byte(strconv.Quote(string(body)))
 	case json.Valid(body) && json.Indent(&buf, body, "     ", "  ") == nil:
 		kind, text = "JSON", buf.Bytes()
 	case utf8.Valid(body):
@@ -312,6 +317,18 @@ func printBody(b *strings.Builder, body []byte) {
 	if cut > 0 {
 		fmt.Fprintf(b, "     … (%d more bytes not shown)\n", cut)
 	}
+}
+
+// printable reports whether body, when it is UTF-8, holds no control
+// character (C0, DEL or C1) other than tab, line feed and carriage return.
+// Invalid UTF-8 is left to the "binary, quoted" case.
+func printable(body []byte) bool {
+	for _, c := range string(body) {
+		if unicode.IsControl(c) && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 func retryAfterStatus(status int) bool {

@@ -178,6 +178,44 @@ func TestOnlyOneSchemePresent(t *testing.T) {
 	}
 }
 
+// A signature header sent several times (a proxy adding one, a rotation
+// split over two headers) is a list of candidates for webhook.Verifier.Verify
+// and so for webhook.Middleware; herald listen must give the same verdict.
+// A repeated id or timestamp stays malformed.
+func TestRepeatedHeadersAsTheMiddlewareSeesThem(t *testing.T) {
+	secret, other := newSecret(t), newSecret(t)
+	_, srv, out := start(t, Config{Secrets: []string{secret}})
+	foreign := http.Header{}
+	s, err := webhook.NewSigner(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Sign(foreign, "evt_1", fixedNow, []byte(body))
+	req := signedRequest(t, srv.URL, []byte(body), secret)
+	// The foreign (not matching) values first, then Herald's own.
+	for _, name := range []string{webhook.HeaderSignature, webhook.HeaderWebhookSignature} {
+		req.Header[name] = append(foreign.Values(name), req.Header.Values(name)...)
+	}
+	do(t, req)
+	got := out.String()
+	for _, want := range []string{"X-Signature:        verified", "webhook-signature:  verified"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	v := &webhook.Verifier{Secrets: []string{secret}, Now: func() time.Time { return fixedNow }}
+	if err := v.Verify(req.Header, []byte(body)); err != nil {
+		t.Errorf("webhook.Verifier.Verify: %v (the two must agree)", err)
+	}
+
+	req = signedRequest(t, srv.URL, []byte(body), secret)
+	req.Header.Add(webhook.HeaderWebhookID, "evt_2")
+	do(t, req)
+	if got := out.String(); !strings.Contains(got, "webhook-signature:  NOT VERIFIED: malformed signature header: Webhook-Id header sent 2 times") {
+		t.Errorf("a repeated webhook-id is not reported malformed:\n%s", got)
+	}
+}
+
 func TestNoSecrets(t *testing.T) {
 	_, srv, out := start(t, Config{})
 	do(t, signedRequest(t, srv.URL, []byte(body), newSecret(t)))
@@ -309,6 +347,24 @@ func TestBodyPrinting(t *testing.T) {
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// The body comes from whoever reaches the port, signed or not: terminal
+// control sequences in it (ESC, or the C1 CSI that JSON strings may hold
+// unescaped) must be printed quoted, never reach the terminal as they are.
+func TestBodyControlCharactersQuoted(t *testing.T) {
+	_, srv, out := start(t, Config{})
+	do(t, signedRequest(t, srv.URL, []byte("hi\x1b[2J\x1b]0;pwned\x07")))
+	do(t, signedRequest(t, srv.URL, []byte("{\"note\":\"\u009b2J\"}"))) // valid JSON: U+009B raw in a string
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\x07\u009b") {
+		t.Errorf("output holds raw control characters: %q", s)
+	}
+	for _, want := range []string{`"hi\x1b[2J\x1b]0;pwned\a"`, `"{\"note\":\"\u009b2J\"}"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %s:\n%s", want, s)
 		}
 	}
 }

@@ -541,3 +541,43 @@ func writeNonHeraldSQLite(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeywordValueDBRefused: a PostgreSQL keyword/value connection string
+// ("host=… dbname=… password=…") given as --db is refused by herald serve
+// and by every command that takes --db, with an error naming the rule and
+// never the password, and nothing is created. It was taken for a SQLite
+// path: serve created a database file named after it, password included,
+// beside a generated admin key, logged the string, and ran on SQLite.
+func TestKeywordValueDBRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HERALD_ENCRYPTION_KEY", newTestKey())
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	dsn := "host=127.0.0.1 port=5432 dbname=herald user=herald password=s3cret"
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "keyword/value") || !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s with --db %q: %v; want a refusal naming the URL rule, without the password", what, dsn, err)
+		}
+	}
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: dsn, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		m.Close()
+	}
+	check("herald serve", err)
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", dsn)
+	check("migrate status", err)
+	_, _, err = execHerald(t, "", "backup", "--db", dsn, "--to", filepath.Join(dir, "copy.db"))
+	check("backup", err)
+	_, _, err = execHerald(t, "", "restore", "--db", dsn, "--from", filepath.Join(dir, "copy.db"))
+	check("restore", err)
+	_, _, err = execHerald(t, "", "rekey", "--db", dsn, "--new-key", newTestKey())
+	check("rekey", err)
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("a refused --db left %d files behind, the first %q", len(entries), entries[0].Name())
+	}
+	// A SQLite file may still have such a name when it says so.
+	if _, path, err := app.ParseDB("sqlite:" + dsn); err != nil || path != dsn {
+		t.Errorf("ParseDB(sqlite:…) = %q, %v", path, err)
+	}
+}

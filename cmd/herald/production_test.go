@@ -581,3 +581,47 @@ func TestKeywordValueDBRefused(t *testing.T) {
 		t.Errorf("ParseDB(sqlite:…) = %q, %v", path, err)
 	}
 }
+
+// TestHealthcheckUsesTheHostOfHERALD_ADDR: a node listening on one address
+// (HERALD_ADDR=127.0.0.2:PORT, or a private 10.0.0.5:8080 behind a proxy)
+// is checked there, not on 127.0.0.1 where nothing listens (the healthcheck
+// failed for a healthy node); an empty or unspecified host still means
+// 127.0.0.1, and a HERALD_ADDR that is not HOST:PORT is refused naming it
+// (it fell back to port 8080 without a word).
+func TestHealthcheckUsesTheHostOfHERALD_ADDR(t *testing.T) {
+	t.Setenv("HERALD_TLS_CERT", "")
+	t.Setenv("HERALD_SERVER", "")
+	ready := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			w.Write([]byte(`{"status":"ready"}`))
+			return
+		}
+		http.NotFound(w, r)
+	})
+	serve := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot listen on %s: %v", addr, err)
+		}
+		srv := &http.Server{Handler: ready}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	own := serve("127.0.0.2:0")
+	t.Setenv("HERALD_ADDR", own)
+	if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+		t.Errorf("healthcheck with HERALD_ADDR=%s (a healthy node there): %v", own, err)
+	}
+	_, port, _ := net.SplitHostPort(serve("127.0.0.1:0"))
+	for _, a := range []string{":" + port, "0.0.0.0:" + port, "[::]:" + port} {
+		t.Setenv("HERALD_ADDR", a)
+		if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+			t.Errorf("healthcheck with HERALD_ADDR=%s (127.0.0.1:%s healthy): %v", a, port, err)
+		}
+	}
+	t.Setenv("HERALD_ADDR", "bogus")
+	if _, _, err := execHerald(t, "", "healthcheck"); err == nil || !strings.Contains(err.Error(), `HERALD_ADDR "bogus"`) {
+		t.Errorf("healthcheck with HERALD_ADDR=bogus: %v; want a refusal naming it", err)
+	}
+}

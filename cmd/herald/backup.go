@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
@@ -31,6 +32,9 @@ archiving for point-in-time recovery): see docs/production.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if _, _, err := app.ParseDB(db); err != nil {
 				return err
 			}
 			if isPostgres(db) {
@@ -69,6 +73,9 @@ The restored database is migrated to this binary's schema at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if _, _, err := app.ParseDB(db); err != nil {
 				return err
 			}
 			if isPostgres(db) {

@@ -28,15 +28,17 @@ func newHealthcheckCmd() *cobra.Command {
 		Long: `Exit 0 when the local Herald answers GET /readyz with 200 (its store is
 reachable), 1 otherwise. The address is, first found: --url; --server or
 HERALD_SERVER (the base URL the other commands use, + /readyz); or built from
-HERALD_ADDR (port only, on 127.0.0.1) and https when HERALD_TLS_CERT is set.
+HERALD_ADDR (its host, or 127.0.0.1 when it has none or is 0.0.0.0 or ::; its
+port, or 8080) and https when HERALD_TLS_CERT is set.
 The certificate is verified (system roots, or SSL_CERT_FILE) except on a
-loopback address (127.0.0.1, ::1, localhost), where the node's own
-certificate names its public host, not the loopback one.`,
+loopback address (127.0.0.1, ::1, localhost) or the node's own address from
+HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if server == "" {
 				server = os.Getenv("HERALD_SERVER")
 			}
+			own := false // the target is this node's own listener (from HERALD_ADDR)
 			switch {
 			case target != "":
 			case server != "":
@@ -46,24 +48,32 @@ certificate names its public host, not the loopback one.`,
 				}
 				target = base.String() + "/readyz"
 			default:
-				port := "8080"
+				host, port := "127.0.0.1", "8080"
 				if a := os.Getenv("HERALD_ADDR"); a != "" {
-					if _, p, err := net.SplitHostPort(a); err == nil && p != "" {
-						port = p
+					h, p, err := net.SplitHostPort(a)
+					if err != nil || p == "" {
+						return fmt.Errorf("HERALD_ADDR %q: want HOST:PORT or :PORT, as herald serve --addr takes (or give --url)", a)
+					}
+					port = p
+					// A node listening on one address (127.0.0.2:8080,
+					// 10.0.0.5:8080) is not reachable on 127.0.0.1.
+					if ip, err := netip.ParseAddr(h); h != "" && !(err == nil && ip.IsUnspecified()) {
+						host = h
 					}
 				}
 				scheme := "http"
 				if os.Getenv("HERALD_TLS_CERT") != "" {
 					scheme = "https"
 				}
-				target = scheme + "://127.0.0.1:" + port + "/readyz"
+				target = scheme + "://" + net.JoinHostPort(host, port) + "/readyz"
+				own = true
 			}
 			u, err := url.Parse(target)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", target)
 			}
 			c := &http.Client{Timeout: 3 * time.Second}
-			if loopbackHost(u.Hostname()) {
+			if own || loopbackHost(u.Hostname()) {
 				c.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // #nosec: the node's own listener on loopback
 			}
 			resp, err := c.Get(target)
@@ -77,7 +87,7 @@ certificate names its public host, not the loopback one.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&target, "url", "", "URL to check (default <--server>/readyz, else http://127.0.0.1:<port of HERALD_ADDR>/readyz)")
+	cmd.Flags().StringVar(&target, "url", "", "URL to check (default <--server>/readyz, else http://<HERALD_ADDR, 127.0.0.1:8080 by default>/readyz)")
 	cmd.Flags().StringVar(&server, "server", "", "base URL of the Herald API, as for the other commands (default $HERALD_SERVER)")
 	return cmd
 }

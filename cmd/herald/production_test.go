@@ -541,3 +541,87 @@ func writeNonHeraldSQLite(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeywordValueDBRefused: a PostgreSQL keyword/value connection string
+// ("host=… dbname=… password=…") given as --db is refused by herald serve
+// and by every command that takes --db, with an error naming the rule and
+// never the password, and nothing is created. It was taken for a SQLite
+// path: serve created a database file named after it, password included,
+// beside a generated admin key, logged the string, and ran on SQLite.
+func TestKeywordValueDBRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HERALD_ENCRYPTION_KEY", newTestKey())
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	dsn := "host=127.0.0.1 port=5432 dbname=herald user=herald password=s3cret"
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "keyword/value") || !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s with --db %q: %v; want a refusal naming the URL rule, without the password", what, dsn, err)
+		}
+	}
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: dsn, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		m.Close()
+	}
+	check("herald serve", err)
+	_, _, err = execHerald(t, "", "migrate", "status", "--db", dsn)
+	check("migrate status", err)
+	_, _, err = execHerald(t, "", "backup", "--db", dsn, "--to", filepath.Join(dir, "copy.db"))
+	check("backup", err)
+	_, _, err = execHerald(t, "", "restore", "--db", dsn, "--from", filepath.Join(dir, "copy.db"))
+	check("restore", err)
+	_, _, err = execHerald(t, "", "rekey", "--db", dsn, "--new-key", newTestKey())
+	check("rekey", err)
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("a refused --db left %d files behind, the first %q", len(entries), entries[0].Name())
+	}
+	// A SQLite file may still have such a name when it says so.
+	if _, path, err := app.ParseDB("sqlite:" + dsn); err != nil || path != dsn {
+		t.Errorf("ParseDB(sqlite:…) = %q, %v", path, err)
+	}
+}
+
+// TestHealthcheckUsesTheHostOfHERALD_ADDR: a node listening on one address
+// (HERALD_ADDR=127.0.0.2:PORT, or a private 10.0.0.5:8080 behind a proxy)
+// is checked there, not on 127.0.0.1 where nothing listens (the healthcheck
+// failed for a healthy node); an empty or unspecified host still means
+// 127.0.0.1, and a HERALD_ADDR that is not HOST:PORT is refused naming it
+// (it fell back to port 8080 without a word).
+func TestHealthcheckUsesTheHostOfHERALD_ADDR(t *testing.T) {
+	t.Setenv("HERALD_TLS_CERT", "")
+	t.Setenv("HERALD_SERVER", "")
+	ready := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			w.Write([]byte(`{"status":"ready"}`))
+			return
+		}
+		http.NotFound(w, r)
+	})
+	serve := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot listen on %s: %v", addr, err)
+		}
+		srv := &http.Server{Handler: ready}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	own := serve("127.0.0.2:0")
+	t.Setenv("HERALD_ADDR", own)
+	if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+		t.Errorf("healthcheck with HERALD_ADDR=%s (a healthy node there): %v", own, err)
+	}
+	_, port, _ := net.SplitHostPort(serve("127.0.0.1:0"))
+	for _, a := range []string{":" + port, "0.0.0.0:" + port, "[::]:" + port} {
+		t.Setenv("HERALD_ADDR", a)
+		if _, _, err := execHerald(t, "", "healthcheck"); err != nil {
+			t.Errorf("healthcheck with HERALD_ADDR=%s (127.0.0.1:%s healthy): %v", a, port, err)
+		}
+	}
+	t.Setenv("HERALD_ADDR", "bogus")
+	if _, _, err := execHerald(t, "", "healthcheck"); err == nil || !strings.Contains(err.Error(), `HERALD_ADDR "bogus"`) {
+		t.Errorf("healthcheck with HERALD_ADDR=bogus: %v; want a refusal naming it", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
@@ -58,6 +59,9 @@ it (PostgreSQL): each must hold the new key already.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			if _, _, err := app.ParseDB(db); err != nil {
 				return err
 			}
 			if newKey == "" {

@@ -94,6 +94,9 @@ on it).`,
 }
 
 func schemaStatus(cmd *cobra.Command, db string) (store.SchemaStatus, error) {
+	if _, _, err := app.ParseDB(db); err != nil {
+		return store.SchemaStatus{}, err
+	}
 	if isPostgres(db) {
 		return postgres.SchemaStatus(cmd.Context(), db)
 	}

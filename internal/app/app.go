@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -427,16 +428,12 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 // openStore parses --db and opens the store with the secret box.
 func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	db := m.cfg.DB
-	var path string
-	switch {
-	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+	postgresURL, path, err := ParseDB(db)
+	if err != nil {
+		return nil, err
+	}
+	if postgresURL {
 		return m.openPostgres(ctx, db)
-	case strings.HasPrefix(db, "sqlite:"):
-		path = strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
-	case strings.Contains(db, "://"):
-		return nil, fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
-	default:
-		path = db
 	}
 	// The database's real path (symbolic links resolved, as SQLite resolves
 	// them for its -wal and -shm files and the claim lock does): the key
@@ -737,6 +734,32 @@ func (m *Main) Close() error {
 		}
 	})
 	return err
+}
+
+// pgKeywordValue matches the start of a libpq keyword/value connection
+// string ("host=db dbname=herald …"): a known keyword, then "=".
+var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|sslrootcert|sslcert|sslkey|service|servicefile|connect_timeout|application_name|options|target_session_attrs)\s*=`)
+
+// ParseDB reads a --db value: a postgres:// (or postgresql://) URL, or a
+// SQLite database as sqlite:PATH (sqlite://PATH) or a bare PATH, whose
+// path it returns. A URL of another scheme is refused, and so is a
+// PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
+// would create a SQLite file named after it (password included) and run
+// on that. Errors never show a password.
+func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
+	switch {
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		return true, "", nil
+	case strings.HasPrefix(db, "sqlite:"):
+		return false, strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//"), nil
+	case strings.Contains(db, "://"):
+		return false, "", fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
+	case pgKeywordValue.MatchString(db):
+		return false, "", errors.New("--db looks like a PostgreSQL keyword/value connection string (host=… dbname=…; not shown, it may hold a password): Herald takes PostgreSQL as a URL, postgres://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=…; for a SQLite file with such a name, write sqlite:PATH")
+	case db == "":
+		return false, "", errors.New("--db is empty: use sqlite:PATH or postgres://…")
+	}
+	return false, db, nil
 }
 
 // RedactDB returns a --db value fit for logs and error messages: in a URL

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -25,6 +27,9 @@ const (
 	// zero means never.
 	DefaultDisableAfter = 5 * 24 * time.Hour
 )
+
+// tenantName is the API's rule for a tenant name.
+var tenantName = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,128}$`)
 
 // WithDefaults returns c with the zero value of every setting whose zero
 // means "the default" replaced by it: Addr, DB, Logger (slog.Default),
@@ -157,6 +162,20 @@ func (c Config) validate() error {
 		// b64token); clients trim or split at whitespace, so such a key
 		// could never be presented.
 		return fmt.Errorf("HERALD_API_KEY has a space, control or non-ASCII character at byte %d: an API key must be visible ASCII characters only (RFC 6750 §2.1); check for a stray space or newline", i)
+	}
+	if c.OperatorTenant != "" {
+		if !tenantName.MatchString(c.OperatorTenant) {
+			return fmt.Errorf("--operator-tenant %q: a tenant is 1 to 128 letters, digits, _ . : - (as in the API)", c.OperatorTenant)
+		}
+		if api.IsInternalTenant(c.OperatorTenant) {
+			return fmt.Errorf("--operator-tenant %q: tenant names starting with %s (in any case) are reserved for inbound sources", c.OperatorTenant, api.InternalTenantPrefix)
+		}
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(c.PublicURL, "?") || strings.HasSuffix(c.PublicURL, "#") {
+			return fmt.Errorf("--public-url %q: want the absolute base URL clients reach Herald at, https://HOST[:PORT][/PATH], without user information, query or fragment", c.PublicURL)
+		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("--tls-cert and --tls-key go together: give both or neither")

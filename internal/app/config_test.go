@@ -62,6 +62,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{func(c *app.Config) { c.BreakerCooldown = -time.Second }, "--breaker-cooldown must be positive"},
 		{func(c *app.Config) { c.TLSCertFile = "cert.pem" }, "--tls-cert and --tls-key go together: give both or neither"},
 		{func(c *app.Config) { c.Catalog = "loose" }, `--catalog "loose": want permissive or strict`},
+		{func(c *app.Config) { c.OperatorTenant = "ops team" }, `--operator-tenant "ops team": a tenant is 1 to 128 letters, digits, _ . : - (as in the API)`},
+		{func(c *app.Config) { c.OperatorTenant = "SRC_ops" }, `--operator-tenant "SRC_ops": tenant names starting with src_ (in any case) are reserved for inbound sources`},
+		{func(c *app.Config) { c.PublicURL = "herald.example.com" }, `--public-url "herald.example.com": want the absolute base URL clients reach Herald at, https://HOST[:PORT][/PATH], without user information, query or fragment`},
+		{func(c *app.Config) { c.PublicURL = "ftp://herald.example.com" }, `--public-url "ftp://herald.example.com": want the absolute base URL clients reach Herald at, https://HOST[:PORT][/PATH], without user information, query or fragment`},
+		{func(c *app.Config) { c.PublicURL = "https://herald.example.com/?x=1" }, `--public-url "https://herald.example.com/?x=1": want the absolute base URL clients reach Herald at, https://HOST[:PORT][/PATH], without user information, query or fragment`},
 	} {
 		dir := t.TempDir()
 		cfg := app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(dir, "herald.db")}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -43,9 +44,16 @@ func SchemaStatus(ctx context.Context, url string) (store.SchemaStatus, error) {
 	}
 	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
-	var migrated bool
-	if err := db.QueryRowContext(ctx, "SELECT to_regclass('goose_db_version') IS NOT NULL").Scan(&migrated); err != nil {
+	var (
+		schema   sql.NullString
+		migrated bool
+	)
+	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL").Scan(&schema, &migrated); err != nil {
 		return st, wrap("schema status", err)
+	}
+	if !schema.Valid {
+		// What Open (migrate) refuses: serve would apply nothing there.
+		return st, errors.New("postgres: schema status: no schema of the search_path exists (create it, or fix search_path)")
 	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {

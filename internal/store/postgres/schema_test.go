@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,3 +54,18 @@ func TestRefusesNewerSchema(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestSchemaStatusWithoutSchema: a search_path naming no existing schema is
+// an error for SchemaStatus, as it is for Open (it reported version 0 and
+// every migration pending, which serve would not apply: it refuses).
+func TestSchemaStatusWithoutSchema(t *testing.T) {
+	t.Parallel()
+	u := scratchURL(t, url.Values{"search_path": {scratchName()}}) // never created
+	_, err := Open(t.Context(), u.String())
+	if err == nil || !strings.Contains(err.Error(), "no schema of the search_path exists") {
+		t.Fatalf("Open: %v, want the missing schema named", err)
+	}
+	if st, err := SchemaStatus(t.Context(), u.String()); err == nil || !strings.Contains(err.Error(), "no schema of the search_path exists") {
+		t.Fatalf("SchemaStatus: %+v, %v; want the missing schema named", st, err)
+	}
+}

@@ -83,6 +83,27 @@ func newFixtureWith(t *testing.T, cfg func(*api.Config)) *fixture {
 	return f
 }
 
+// attemptAll claims every due delivery (there must be want of them) and
+// completes each with the outcome given for it (its i-th claim), as one
+// attempt of 1 ms started now; it returns the claims.
+func (f *fixture) attemptAll(want int, now time.Time, outcome func(i int, c store.Claim) (state store.DeliveryState, status int)) []store.Claim {
+	f.t.Helper()
+	claims, err := f.st.ClaimDeliveries(f.t.Context(), store.ClaimParams{Owner: "test", Limit: want + 10, Lease: time.Minute, Now: now})
+	if err != nil || len(claims) != want {
+		f.t.Fatalf("claim: %d deliveries, want %d (%v)", len(claims), want, err)
+	}
+	cs := make([]store.Completion, len(claims))
+	for i, c := range claims {
+		state, status := outcome(i, c)
+		cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: state, Now: now,
+			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: status, Duration: time.Millisecond}}
+	}
+	if err := f.st.CompleteDeliveries(f.t.Context(), cs); err != nil {
+		f.t.Fatal(err)
+	}
+	return claims
+}
+
 // apiCall calls the API directly (not through the console).
 func (f *fixture) apiCall(key, method, path, body string, out any) int {
 	f.t.Helper()

@@ -386,19 +386,7 @@ func TestReplayRangeBeyondTheBatchSaysSo(t *testing.T) {
 			t.Fatalf("publish: %d", st)
 		}
 	}
-	now := time.Now().UTC()
-	claims, err := f.st.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute, Now: now})
-	if err != nil || len(claims) != 5 {
-		t.Fatalf("claim: %d %v", len(claims), err)
-	}
-	var cs []store.Completion
-	for _, c := range claims {
-		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: store.DeliveryDead, Now: now,
-			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 500, Duration: time.Millisecond}})
-	}
-	if err := f.st.CompleteDeliveries(t.Context(), cs); err != nil {
-		t.Fatal(err)
-	}
+	f.attemptAll(5, time.Now().UTC(), func(int, store.Claim) (store.DeliveryState, int) { return store.DeliveryDead, 500 })
 	b, token := adminBrowser(t, f)
 	confirm := func() string {
 		w := b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}, "endpoint": {ep.ID}})

@@ -75,15 +75,7 @@ func TestOverviewLastFailureOfDeadLetters(t *testing.T) {
 		t.Fatalf("publish: %d", st)
 	}
 	now := time.Now().UTC()
-	claims, err := f.st.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute, Now: now})
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("claim: %d %v", len(claims), err)
-	}
-	c := claims[0]
-	if err := f.st.CompleteDeliveries(t.Context(), []store.Completion{{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: store.DeliveryDead, Now: now,
-		Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 503, Duration: time.Millisecond}}}); err != nil {
-		t.Fatal(err)
-	}
+	f.attemptAll(1, now, func(int, store.Claim) (store.DeliveryState, int) { return store.DeliveryDead, 503 })
 	b := f.browser()
 	b.signIn(adminKey)
 	page := b.do("GET", "/ui/", nil).Body.String()

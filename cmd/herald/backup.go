@@ -34,19 +34,20 @@ archiving for point-in-time recovery): see docs/production.md.`,
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
-			if _, _, err := app.ParseDB(db); err != nil {
+			pg, path, err := app.ParseDB(db)
+			if err != nil {
 				return err
 			}
-			if isPostgres(db) {
+			if pg {
 				return errors.New("herald backup copies SQLite databases; back PostgreSQL up with pg_dump or base backups and WAL archiving (docs/production.md)")
 			}
 			if to == "" {
 				return errors.New("--to FILE is required (a new file)")
 			}
-			if err := sqlite.Backup(cmd.Context(), sqlitePath(db), to); err != nil {
+			if err := sqlite.Backup(cmd.Context(), path, to); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s\n", sqlitePath(db), to)
+			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s\n", path, to)
 			return nil
 		},
 	}
@@ -75,10 +76,11 @@ The restored database is migrated to this binary's schema at the next start.`,
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
-			if _, _, err := app.ParseDB(db); err != nil {
+			pg, path, err := app.ParseDB(db)
+			if err != nil {
 				return err
 			}
-			if isPostgres(db) {
+			if pg {
 				return errors.New("herald restore restores SQLite backups; restore PostgreSQL with pg_restore or from a base backup (docs/production.md)")
 			}
 			if from == "" {
@@ -86,7 +88,7 @@ The restored database is migrated to this binary's schema at the next start.`,
 			}
 			// herald serve would refuse the directory: refuse it before
 			// writing the database or its key file there.
-			if err := sqlite.CheckDirectory(sqlitePath(db)); err != nil {
+			if err := sqlite.CheckDirectory(path); err != nil {
 				return fmt.Errorf("%w; nothing was written", err)
 			}
 			var (
@@ -118,7 +120,6 @@ The restored database is migrated to this binary's schema at the next start.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: HERALD_ENCRYPTION_KEY and --key-file %s hold different keys; checking with HERALD_ENCRYPTION_KEY (as herald serve would use it), ignoring --key-file\n", keyFile)
 				}
 			}
-			path := sqlitePath(db)
 			// A key file already beside the target is what herald serve
 			// reads when HERALD_ENCRYPTION_KEY is not set: a different key
 			// there would make the restored database refuse to start.

@@ -61,7 +61,8 @@ it (PostgreSQL): each must hold the new key already.`,
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
-			if _, _, err := app.ParseDB(db); err != nil {
+			pg, path, err := app.ParseDB(db)
+			if err != nil {
 				return err
 			}
 			if newKey == "" {
@@ -78,9 +79,9 @@ it (PostgreSQL): each must hold the new key already.`,
 			}
 			olds = append(olds, splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))...)
 			keyFile := ""
-			if !isPostgres(db) && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
-				keyFile = sqlitePath(db) + ".key"
-				if real, err := filepath.EvalSymlinks(sqlitePath(db)); err == nil {
+			if !pg && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
+				keyFile = path + ".key"
+				if real, err := filepath.EvalSymlinks(path); err == nil {
 					keyFile = real + ".key" // beside the database, as herald serve reads it
 				}
 				b, err := os.ReadFile(keyFile)
@@ -97,16 +98,16 @@ it (PostgreSQL): each must hold the new key already.`,
 					olds = append(olds, string(b))
 				}
 			}
-			if !isPostgres(db) {
-				inUse, err := sqlite.InUse(cmd.Context(), sqlitePath(db))
+			if !pg {
+				inUse, err := sqlite.InUse(cmd.Context(), path)
 				if err != nil {
 					return err
 				}
 				if inUse && keyFile != "" {
-					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey every publish on it would fail; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", sqlitePath(db), keyFile)
+					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey every publish on it would fail; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", path, keyFile)
 				}
 				if inUse {
-					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", sqlitePath(db))
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", path)
 				}
 			}
 			if len(olds) == 0 {
@@ -124,10 +125,10 @@ it (PostgreSQL): each must hold the new key already.`,
 			oldRing := secretbox.NewKeyring(prev[0], prev[1:]...)
 			both := secretbox.NewKeyring(newBox, prev...)
 			var st store.Store
-			if isPostgres(db) {
+			if pg {
 				st, err = postgres.Open(cmd.Context(), db, postgres.WithSecretBox(both))
 			} else {
-				st, err = sqlite.Open(cmd.Context(), sqlitePath(db), sqlite.WithSecretBox(both))
+				st, err = sqlite.Open(cmd.Context(), path, sqlite.WithSecretBox(both))
 			}
 			if err != nil {
 				return err

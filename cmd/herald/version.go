@@ -94,20 +94,12 @@ on it).`,
 }
 
 func schemaStatus(cmd *cobra.Command, db string) (store.SchemaStatus, error) {
-	if _, _, err := app.ParseDB(db); err != nil {
+	pg, path, err := app.ParseDB(db)
+	if err != nil {
 		return store.SchemaStatus{}, err
 	}
-	if isPostgres(db) {
+	if pg {
 		return postgres.SchemaStatus(cmd.Context(), db)
 	}
-	return sqlite.SchemaStatus(cmd.Context(), sqlitePath(db))
-}
-
-func isPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
-// sqlitePath removes the "sqlite:" (or "sqlite://") prefix of --db.
-func sqlitePath(db string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
+	return sqlite.SchemaStatus(cmd.Context(), path)
 }

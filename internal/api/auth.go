@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -481,6 +482,17 @@ func (s *Server) applyPolicy() error {
 	}
 	return nil
 }
+
+// TenantPattern is the rule of a tenant name: 1 to 128 letters, digits,
+// _ . : or -. The request types' struct tags write it out (a tag cannot
+// name a constant); TestTenantPatternsAgree checks they all say this.
+const TenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
+
+var tenantRule = regexp.MustCompile(TenantPattern)
+
+// ValidTenant reports whether name follows TenantPattern (a src_ tenant
+// does too: see IsInternalTenant).
+func ValidTenant(name string) bool { return tenantRule.MatchString(name) }
 
 // InternalTenantPrefix starts the tenants Herald keeps for itself: an
 // inbound source's forwarding endpoint and events belong to the tenant

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -343,5 +346,46 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 	publisher, _ := w.newKey(store.RolePublisher, "acme", "")
 	if st, _ := w.call(publisher, "GET", "/v1/api-keys?bogus=1", ""); st != http.StatusForbidden {
 		t.Errorf("a publisher's GET /v1/api-keys?bogus=1: %d; want 403 (the access rule first)", st)
+	}
+}
+
+// TestTenantPatternsAgree: every tenant in the API (query parameters and
+// request body members named tenant) carries api.TenantPattern, the rule
+// api.ValidTenant (and serve's --operator-tenant) applies, so the struct
+// tags that write it out cannot drift from it.
+func TestTenantPatternsAgree(t *testing.T) {
+	w := newWorld(t, nil)
+	doc := w.srv.OpenAPI()
+	seen := 0
+	for path, item := range doc.Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
+			if op == nil {
+				continue
+			}
+			for _, p := range op.Parameters {
+				if p.Name == "tenant" {
+					seen++
+					if p.Schema == nil || p.Schema.Pattern != api.TenantPattern {
+						t.Errorf("%s %s ?tenant: pattern %v, want %s", op.Method, path, p.Schema, api.TenantPattern)
+					}
+				}
+			}
+		}
+	}
+	for name, sc := range doc.Components.Schemas.Map() {
+		if p, ok := sc.Properties["tenant"]; ok {
+			seen++
+			if p.Pattern != "" && p.Pattern != api.TenantPattern {
+				t.Errorf("schema %s: tenant pattern %q, want %s", name, p.Pattern, api.TenantPattern)
+			}
+		}
+	}
+	if seen < 8 {
+		t.Fatalf("found %d tenant parameters and members; the walk is broken", seen)
+	}
+	for name, want := range map[string]bool{"acme": true, "a.b:c_d-1": true, "": false, "a b": false, strings.Repeat("x", 129): false} {
+		if api.ValidTenant(name) != want {
+			t.Errorf("ValidTenant(%q) = %v, want %v", name, !want, want)
+		}
 	}
 }

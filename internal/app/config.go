@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -27,9 +26,6 @@ const (
 	// zero means never.
 	DefaultDisableAfter = 5 * 24 * time.Hour
 )
-
-// tenantName is the API's rule for a tenant name.
-var tenantName = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,128}$`)
 
 // WithDefaults returns c with the zero value of every setting whose zero
 // means "the default" replaced by it: Addr, DB, Logger (slog.Default),
@@ -164,7 +160,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("HERALD_API_KEY has a space, control or non-ASCII character at byte %d: an API key must be visible ASCII characters only (RFC 6750 §2.1); check for a stray space or newline", i)
 	}
 	if c.OperatorTenant != "" {
-		if !tenantName.MatchString(c.OperatorTenant) {
+		if !api.ValidTenant(c.OperatorTenant) {
 			return fmt.Errorf("--operator-tenant %q: a tenant is 1 to 128 letters, digits, _ . : - (as in the API)", c.OperatorTenant)
 		}
 		if api.IsInternalTenant(c.OperatorTenant) {

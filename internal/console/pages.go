@@ -357,21 +357,17 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
 	}
-	var cat struct {
-		Data []api.EventTypeOut `json:"data"`
-	}
 	// The catalog is only the pins' hint, but a refused credential (a key
 	// revoked or expired since sign-in: the call ended the session) sends
 	// the browser to sign in, as every other page does, instead of showing
 	// a form that can no longer be posted.
-	if err := c.call(r, s, "GET", "/v1/event-types", nil, &cat); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
-			c.apiFail(w, r, s, err)
-			return
-		}
+	cat, err := c.catalogTypes(r, s)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+		c.apiFail(w, r, s, err)
+		return
 	}
-	d.Catalog = cat.Data
+	d.Catalog = cat
 	title := "New endpoint"
 	if !d.New {
 		title = "Edit " + id
@@ -473,7 +469,8 @@ var endpointLabels = map[string]string{"url": "URL", "description": "Description
 func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, id string, err error) {
 	err = relabel(err, endpointLabels)
 	d := endpointFormData{New: id == "", EventTypes: r.PostFormValue("event_types"), Headers: r.PostFormValue("headers"),
-		Versions: r.PostFormValue("versions"), Catalog: c.catalogTypes(r, s), Err: err.Error()}
+		Versions: r.PostFormValue("versions"), Err: err.Error()}
+	d.Catalog, _ = c.catalogTypes(r, s) // only the pins' hint: the form shows without it
 	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
 	d.E.RateLimitPerSecond, _ = strconv.Atoi(r.PostFormValue("rate_limit_per_second"))
 	status := http.StatusUnprocessableEntity
@@ -1519,14 +1516,15 @@ func (c *Console) eventType(w http.ResponseWriter, r *http.Request, s *session) 
 	c.render(w, r, http.StatusOK, "event_type", s, "Event type "+d.T.Name, "catalog", d)
 }
 
-// catalogTypes lists the event catalog for the endpoint form's hint (nil
-// when it cannot be read).
-func (c *Console) catalogTypes(r *http.Request, s *session) []api.EventTypeOut {
+// catalogTypes lists the event catalog for the endpoint form's hint; the
+// error is the API call's (callers show the form without the hint, unless
+// the credential was refused).
+func (c *Console) catalogTypes(r *http.Request, s *session) ([]api.EventTypeOut, error) {
 	var out struct {
 		Data []api.EventTypeOut `json:"data"`
 	}
-	if c.call(r, s, "GET", "/v1/event-types", nil, &out) != nil {
-		return nil
+	if err := c.call(r, s, "GET", "/v1/event-types", nil, &out); err != nil {
+		return nil, err
 	}
-	return out.Data
+	return out.Data, nil
 }

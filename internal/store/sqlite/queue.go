@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strconv"
@@ -1259,17 +1260,23 @@ var valuesChunks = []int{64, 16, 4, 1}
 // the statements below; their argument order is fixed by appendAttemptArgs
 // and appendCompleteArgs.
 const (
-	attemptValuesRow  = "(?,?,?,?,?,?,?,?)" // delivery id, started_at µs, duration µs, status, error, error_detail, location, excerpt
-	completeValuesRow = "(?,?,?,?,?,?,?)"   // delivery id, state, client error 0/1, next_attempt_at µs, status, error, now µs
+	attemptValuesRow  = "(?,?,?,?,?,?,?,?,?)" // delivery id, number, started_at µs, duration µs, status, error, error_detail, location, excerpt
+	completeValuesRow = "(?,?,?,?,?,?,?)"     // delivery id, state, client error 0/1, next_attempt_at µs, status, error, now µs
 )
 
-// insertAttemptsValuesSQL numbers each attempt after the delivery's last
-// one (as insertAttemptSQL) and writes nothing for a deleted delivery.
+// insertAttemptsValuesSQL writes each attempt with the number the engine
+// gave it (the claimed delivery's attempts + 1), and nothing for a deleted
+// delivery or a number already taken; insertAttempts numbers those after
+// the delivery's last attempt instead. Looking the last number up for
+// every row (insertAttemptSQL) was a sixth of a completion's work
+// (docs/BENCHMARKS.md, "Round 2, eighth session"); the number is taken
+// only when an attempt was repeated (a rescued lease) or a completion did
+// not hold the lease.
 func insertAttemptsValuesSQL(rows int) string {
 	return `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
-		SELECT v.column1, COALESCE((SELECT MAX(number) FROM attempts a WHERE a.delivery_id = v.column1), 0) + 1,
-		       v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8
-		FROM (VALUES ` + repeatJoin(attemptValuesRow, rows) + `) AS v WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.column1)`
+		SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, v.column9
+		FROM (VALUES ` + repeatJoin(attemptValuesRow, rows) + `) AS v WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.column1)
+		ON CONFLICT (delivery_id, number) DO NOTHING`
 }
 
 // completeValuesSQL applies completions as completeDeliverySQL does (for
@@ -1289,7 +1296,67 @@ func repeatJoin(s string, n int) string {
 
 func appendAttemptArgs(args []any, c store.Completion) []any {
 	a := c.Attempt
-	return append(args, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
+	return append(args, c.DeliveryID, a.Number, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
+}
+
+// attemptWrittenSQL finds an attempt written by insertAttemptsValuesSQL.
+const attemptWrittenSQL = "SELECT 1 FROM attempts WHERE delivery_id = ? AND number = ? AND started_at = ?"
+
+// insertAttempts records the attempts of cs: those with a number in bulk
+// (insertAttemptsValuesSQL, chunks of valuesChunks); when a chunk wrote
+// fewer rows than it had, and for attempts without a number, each one not
+// written is inserted by insertAttemptSQL, numbered after the delivery's
+// last attempt (nothing for a deleted delivery).
+func (s *Store) insertAttempts(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
+	numbered := make([]store.Completion, 0, len(cs))
+	var rest []store.Completion
+	for _, c := range cs {
+		if c.Attempt.Number > 0 {
+			numbered = append(numbered, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	var args []any
+	for chunk := range valuesChunked(numbered) {
+		args = args[:0]
+		for _, c := range chunk {
+			args = appendAttemptArgs(args, c)
+		}
+		st, err := s.stmt(ctx, tx, insertAttemptsValuesSQL(len(chunk)))
+		if err != nil {
+			return err
+		}
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == int64(len(chunk)) {
+			continue
+		}
+		written, err := s.stmt(ctx, tx, attemptWrittenSQL)
+		if err != nil {
+			return err
+		}
+		for _, c := range chunk {
+			var one int
+			err := written.QueryRowContext(ctx, c.DeliveryID, c.Attempt.Number, micro(c.Attempt.StartedAt)).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				rest = append(rest, c)
+			} else if err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range rest {
+		a := c.Attempt
+		if err := s.exec(ctx, tx, insertAttemptSQL, c.DeliveryID, micro(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func appendCompleteArgs(args []any, c store.Completion) []any {
@@ -1341,7 +1408,7 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 			return err
 		}
 	}
-	if err := execValues(ctx, s, tx, attempted, insertAttemptsValuesSQL, appendAttemptArgs); err != nil {
+	if err := s.insertAttempts(ctx, tx, attempted); err != nil {
 		return err
 	}
 	if err := execValues(ctx, s, tx, moved, completeValuesSQL, appendCompleteArgs); err != nil {
@@ -1406,24 +1473,35 @@ func (s *Store) completeBulk(ctx context.Context, tx *sql.Tx, cs []store.Complet
 // parameters.
 func execValues[R any](ctx context.Context, s *Store, tx *sql.Tx, rows []R, query func(n int) string, appendArgs func([]any, R) []any) error {
 	var args []any
-	for rest := rows; len(rest) > 0; {
-		n := valuesChunks[len(valuesChunks)-1]
-		for _, size := range valuesChunks {
-			if size <= len(rest) {
-				n = size
-				break
-			}
-		}
+	for chunk := range valuesChunked(rows) {
 		args = args[:0]
-		for _, r := range rest[:n] {
+		for _, r := range chunk {
 			args = appendArgs(args, r)
 		}
-		rest = rest[n:]
-		if err := s.exec(ctx, tx, query(n), args...); err != nil {
+		if err := s.exec(ctx, tx, query(len(chunk)), args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// valuesChunked yields rows in chunks of valuesChunks sizes, largest first.
+func valuesChunked[R any](rows []R) iter.Seq[[]R] {
+	return func(yield func([]R) bool) {
+		for rest := rows; len(rest) > 0; {
+			n := valuesChunks[len(valuesChunks)-1]
+			for _, size := range valuesChunks {
+				if size <= len(rest) {
+					n = size
+					break
+				}
+			}
+			if !yield(rest[:n]) {
+				return
+			}
+			rest = rest[n:]
+		}
+	}
 }
 
 // updateStreak keeps the endpoint's failure streak: a success ends it; a

@@ -399,11 +399,11 @@ func TestCompleteValuesUsePrimaryKey(t *testing.T) {
 	defer s.Close()
 	db := rawDB(t, path)
 	for _, n := range []int{1, 4} {
-		attempt := make([]any, 0, 8*n)
+		attempt := make([]any, 0, 9*n)
 		complete := make([]any, 0, 8*n)
 		for i := range n {
 			id := fmt.Sprintf("dlv_%d", i)
-			attempt = append(attempt, id, 1, 1, 200, "", "", "", "")
+			attempt = append(attempt, id, 1, 1, 1, 200, "", "", "", "")
 			complete = append(complete, id, "w", "succeeded", 0, 1, 200, "", 1)
 		}
 		for name, q := range map[string]struct {

@@ -334,8 +334,9 @@ func (f *fixture) seed(endpoints, events int, now time.Time) map[string]bool {
 func completion(c store.Claim, state store.DeliveryState, now time.Time) store.Completion {
 	cp := store.Completion{
 		DeliveryID: c.Delivery.ID,
+		EndpointID: c.Delivery.EndpointID,
 		Owner:      c.Delivery.LeaseOwner,
-		Attempt:    store.Attempt{StartedAt: now.Add(-time.Second), Duration: 250 * time.Millisecond, StatusCode: 200},
+		Attempt:    store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: now.Add(-time.Second), Duration: 250 * time.Millisecond, StatusCode: 200},
 		State:      state,
 		Now:        now,
 	}
@@ -1824,6 +1825,27 @@ func (s suite) complete(t *testing.T) {
 		as := f.attempts(cur.Delivery.ID)
 		if len(as) != 2 || as[0].Number != 1 || as[1].Number != 2 {
 			t.Fatalf("attempts = %+v, want 2 numbered 1, 2", as)
+		}
+	})
+	// The stale owner's completion and the new owner's, of the same
+	// delivery, in one batch (a rescue while the first attempt hung): both
+	// attempts are recorded, numbered in the batch's order, and only the
+	// owner's moves the delivery.
+	s.run(t, "StaleAndOwnerInOneBatch", func(t *testing.T, f *fixture) {
+		f.seed(1, 1, base)
+		old := f.claimOne("a", 30*time.Second, base)
+		if n := f.rescue(at(time.Minute)); n != 1 {
+			t.Fatalf("rescued %d, want 1", n)
+		}
+		cur := f.claimOne("b", 30*time.Second, at(time.Minute))
+		late := completion(old, store.DeliveryPending, at(61*time.Second))
+		f.complete(late, completion(cur, store.DeliverySucceeded, at(62*time.Second)))
+		if d := f.getDelivery(cur.Delivery.ID); d.State != store.DeliverySucceeded || d.Attempts != 1 || d.LeaseOwner != "" {
+			t.Fatalf("delivery %+v, want succeeded after the owner's one attempt", d)
+		}
+		as := f.attempts(cur.Delivery.ID)
+		if len(as) != 2 || as[0].Number != 1 || as[0].StatusCode != 503 || as[1].Number != 2 || as[1].StatusCode != 200 {
+			t.Fatalf("attempts = %+v, want the stale 503 as 1 and the owner's 200 as 2", as)
 		}
 	})
 	s.run(t, "StaleOwnerAfterRescueWithoutReclaim", func(t *testing.T, f *fixture) {

@@ -1268,10 +1268,10 @@ const (
 // gave it (the claimed delivery's attempts + 1), and nothing for a deleted
 // delivery or a number already taken; insertAttempts numbers those after
 // the delivery's last attempt instead. Looking the last number up for
-// every row (insertAttemptSQL) was a sixth of a completion's work
-// (docs/BENCHMARKS.md, "Round 2, eighth session"); the number is taken
-// only when an attempt was repeated (a rescued lease) or a completion did
-// not hold the lease.
+// every row (insertAttemptSQL) cost 5 % of the store's instructions per
+// delivered delivery (docs/BENCHMARKS.md, "Round 2, eighth session"); the
+// number is taken only when an attempt was repeated (a rescued lease) or
+// a completion did not hold the lease.
 func insertAttemptsValuesSQL(rows int) string {
 	return `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt)
 		SELECT v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, v.column9

@@ -17,6 +17,7 @@ import (
 var (
 	InsertAttemptsValuesSQL = insertAttemptsValuesSQL
 	CompleteValuesSQL       = completeValuesSQL
+	ListDeliveriesQuery     = listDeliveriesQuery
 )
 
 // MigrateTo applies the embedded migrations up to version (a database as

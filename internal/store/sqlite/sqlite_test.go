@@ -424,6 +424,59 @@ func TestCompleteValuesUsePrimaryKey(t *testing.T) {
 	}
 }
 
+// The queries that filter deliveries by state read that state's partial
+// index (migration 00090), not every delivery: retention, the dead-letter
+// counts, and the lists filtered by state without an endpoint or event
+// (whose own indexes serve them in id order). A plan that walks the table
+// or an index of every delivery fails.
+func TestStateQueriesUsePartialIndexes(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openStore(t, path)
+	defer s.Close()
+	db := rawDB(t, path)
+	list := func(p store.ListDeliveriesParams) (string, []any) {
+		q, args, _ := sqlite.ListDeliveriesQuery(p)
+		return q, args
+	}
+	since := time.Unix(1, 0)
+	for _, c := range []struct {
+		name, query string
+		args        []any
+		want        string
+	}{
+		{"retention of succeeded", "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < ? LIMIT ?)", []any{1, 10}, "deliveries_succeeded"},
+		{"retention of dead", "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < ? LIMIT ?)", []any{1, 10}, "deliveries_dead"},
+		{"dead-letter counts", "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead' AND updated_at >= ? GROUP BY endpoint_id, tenant", []any{1}, "deliveries_dead"},
+	} {
+		if plan := queryPlan(t, db, c.query, c.args...); !strings.Contains(plan, "USING INDEX "+c.want) && !strings.Contains(plan, "USING COVERING INDEX "+c.want) {
+			t.Errorf("%s: plan does not use %s:\n%s", c.name, c.want, plan)
+		}
+	}
+	for _, c := range []struct {
+		p    store.ListDeliveriesParams
+		want string
+	}{
+		{store.ListDeliveriesParams{State: store.DeliveryDead}, "deliveries_dead"},
+		{store.ListDeliveriesParams{State: store.DeliveryDead, Tenant: "t", Since: since}, "deliveries_dead"},
+		{store.ListDeliveriesParams{State: store.DeliveryPaused}, "deliveries_paused"},
+		{store.ListDeliveriesParams{State: store.DeliveryPending, Tenant: "t"}, "deliveries_due"},
+		{store.ListDeliveriesParams{State: store.DeliveryDead, EndpointID: "ep"}, "deliveries_endpoint"},
+		{store.ListDeliveriesParams{State: store.DeliveryPending, EndpointID: "ep"}, "deliveries_endpoint"},
+	} {
+		q, args := list(c.p)
+		plan := queryPlan(t, db, q, args...)
+		if !strings.Contains(plan, c.want) {
+			t.Errorf("list %+v: plan does not use %s:\n%s", c.p, c.want, plan)
+		}
+		// A partial index holds only its state's rows: walking it is the
+		// point. Any other walk is of every delivery.
+		if strings.Contains(strings.ReplaceAll(plan, "SCAN deliveries USING INDEX "+c.want, ""), "SCAN deliveries") {
+			t.Errorf("list %+v walks the table or a whole index:\n%s", c.p, plan)
+		}
+	}
+}
+
 // Several stores may be opened at once in one process (the conformance suite
 // does, and so may a program with more than one database).
 func TestOpenConcurrently(t *testing.T) {

@@ -36,18 +36,20 @@ func (s backlogStore) NextDueAt(context.Context, []string) (time.Time, error) { 
 // While a backlog drains, the claimer holds Workers + ClaimAhead claims:
 // Workers attempting and ClaimAhead in line, so a worker whose attempt ends
 // takes the next one without waiting for a claim; with ClaimAhead negative
-// it holds only Workers. (The third case is the default: ClaimAhead =
-// Workers.) Every attempt hangs until the test ends, so the claimer stops
-// when its tokens run out, and a claim past that count would be a token
-// taken twice.
+// it holds only Workers. The default is ClaimAhead = Workers with one claim
+// loop, none with two (claims in line from two loops would reach the
+// workers out of due order). Every attempt hangs until the test ends, so
+// the claimer stops when its tokens run out, and a claim past that count
+// would be a token taken twice. (One claim loop runs in every case: the
+// count is the tokens'.)
 func TestClaimAhead(t *testing.T) {
 	for _, c := range []struct {
-		ahead, want int
-	}{{3, 5}, {-1, 2}, {0, 4}} {
-		t.Run(fmt.Sprintf("ClaimAhead=%d", c.ahead), func(t *testing.T) {
+		ahead, claimers, want int
+	}{{3, 1, 5}, {-1, 1, 2}, {0, 1, 4}, {0, 2, 2}, {3, 2, 5}} {
+		t.Run(fmt.Sprintf("ClaimAhead=%d,Claimers=%d", c.ahead, c.claimers), func(t *testing.T) {
 			var handed atomic.Int64
 			sender := gatedSender{started: make(chan struct{}, 16), release: make(chan int)}
-			e, err := New(Config{Store: backlogStore{handed: &handed}, Sender: sender, Clock: clock.NewFake(t0),
+			e, err := New(Config{Store: backlogStore{handed: &handed}, Sender: sender, Clock: clock.NewFake(t0), Claimers: c.claimers,
 				Workers: 2, ClaimAhead: c.ahead, EndpointConcurrency: 1, TenantConcurrency: 2, HostConcurrency: 2})
 			if err != nil {
 				t.Fatal(err)

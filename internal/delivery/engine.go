@@ -64,11 +64,16 @@ type Config struct {
 	// ClaimBatch caps one claim query; default 256.
 	ClaimBatch int
 	// ClaimAhead is how many claims the claimer may hold beyond Workers,
-	// waiting in line for the next free worker; default Workers, negative
-	// for none. While a backlog drains, a worker whose attempt ends takes
-	// the next claim at once instead of waiting for the claimer's next
-	// round trip to the store (docs/BENCHMARKS.md, "claim ahead"); the
-	// attempts in flight and every cap derived from Workers are unchanged.
+	// waiting in line for the next free worker; negative for none. Default:
+	// Workers with one claim loop, none with several. While a backlog
+	// drains, a worker whose attempt ends takes the next claim at once
+	// instead of waiting for the claimer's next round trip to the store
+	// (docs/BENCHMARKS.md, "Claim ahead"); the attempts in flight and every
+	// cap derived from Workers are unchanged. Several claim loops
+	// (Claimers) already claim while another's claim is in flight, and
+	// claims in line from loops claiming at once would reach the workers
+	// out of due order (one worker would no longer attempt a resumed
+	// endpoint's deliveries in creation order).
 	ClaimAhead int
 	// Claimers is the number of claim loops; default 1. Where a claim is a
 	// network round trip (PostgreSQL), a second loop claims for the
@@ -180,14 +185,14 @@ func (c Config) WithDefaults() Config {
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = 256
 	}
+	if c.Claimers <= 0 {
+		c.Claimers = 1
+	}
 	switch {
-	case c.ClaimAhead == 0:
+	case c.ClaimAhead == 0 && c.Claimers == 1:
 		c.ClaimAhead = c.Workers
 	case c.ClaimAhead < 0:
 		c.ClaimAhead = 0
-	}
-	if c.Claimers <= 0 {
-		c.Claimers = 1
 	}
 	if c.AttemptTimeout <= 0 {
 		c.AttemptTimeout = 10 * time.Second

@@ -35,12 +35,13 @@ func BenchmarkDrainQueueInFlight(b *testing.B) { benchmarkDrain(b, true, 4, 128)
 // go test -run '^$' -bench BenchmarkDrainQueueFanOut -benchtime 40000x ./internal/store/sqlite
 func BenchmarkDrainQueueFanOut(b *testing.B) { benchmarkDrain(b, true, 400, 32) }
 
-// setupOnly makes the drain benchmarks stop after publishing, so that an
-// instruction count of the drain alone is the difference of two runs, with
-// and without it (docs/BENCHMARKS.md, "Counting instructions"): callgrind
-// counts are the same from run to run whatever else the machine does, where
-// times on a shared two-core machine vary by a third.
-var setupOnly = flag.Bool("setup-only", false, "drain benchmarks: publish, then stop before the drain")
+// setupOnly makes the drain benchmarks (and BenchmarkTrickle) stop after
+// publishing, so that an instruction count of the drain alone is the
+// difference of two runs, with and without it (docs/BENCHMARKS.md,
+// "Counting instructions"): callgrind counts are the same from run to run
+// whatever else the machine does, where times on a shared two-core machine
+// vary by a third.
+var setupOnly = flag.Bool("setup-only", false, "drain and trickle benchmarks: publish, then stop before the drain")
 
 func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
 	ctx := context.Background()
@@ -149,6 +150,9 @@ func BenchmarkTrickle(b *testing.B) {
 			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if *setupOnly {
+		return
 	}
 	b.ResetTimer()
 	cpu0 := processCPU()

@@ -114,7 +114,7 @@ var readStatements = []string{getEventTypeSQL, NextDueQuery, NextTenantQuery, Te
 
 func init() {
 	for _, n := range valuesChunks {
-		hotStatements = append(hotStatements, insertAttemptsValuesSQL(n), completeValuesSQL(n), upsertStatsSQL(n))
+		hotStatements = append(hotStatements, insertAttemptsValues[n], completeValues[n], upsertStatsValues[n])
 	}
 }
 
@@ -157,6 +157,33 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 	return tx, func() {
 		tx.Rollback()
 		restore()
+	}, nil
+}
+
+// claimTx is queueTx for a claim, which writes nothing (leases are in
+// memory, leases.go): on the writer connection, behind publish groups, so
+// that no completion, pause or rescue commits while it reads, but without
+// queueTx's two PRAGMA statements around it — synchronous matters only
+// to a commit that writes.
+func (s *Store) claimTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	if err := s.gate.acquireQueue(ctx); err != nil {
+		return nil, nil, err
+	}
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		s.gate.release()
+		return nil, nil, err
+	}
+	tx, err = conn.BeginTx(ctx, nil)
+	if err != nil {
+		conn.Close()
+		s.gate.release()
+		return nil, nil, err
+	}
+	return tx, func() {
+		tx.Rollback()
+		conn.Close()
+		s.gate.release()
 	}, nil
 }
 

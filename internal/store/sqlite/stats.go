@@ -40,7 +40,7 @@ var sumStatsSQL = func() string {
 // writeRollups adds a completion batch's attempts to the rollups, in the
 // batch's transaction.
 func (s *Store) writeRollups(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
-	return execValues(ctx, s, tx, store.Rollups(cs), upsertStatsSQL, func(args []any, r store.StatsRollup) []any {
+	return execValues(ctx, s, tx, store.Rollups(cs), upsertStatsValues, func(args []any, r store.StatsRollup) []any {
 		args = append(args, r.EndpointID, r.Span, micro(r.Start))
 		for _, c := range r.Counters {
 			args = append(args, c)

@@ -63,18 +63,6 @@ type Config struct {
 	Workers int
 	// ClaimBatch caps one claim query; default 256.
 	ClaimBatch int
-	// ClaimAhead is how many claims the claimer may hold beyond Workers,
-	// waiting in line for the next free worker; negative for none. Default:
-	// Workers with one claim loop, none with several. While a backlog
-	// drains, a worker whose attempt ends takes the next claim at once
-	// instead of waiting for the claimer's next round trip to the store
-	// (docs/BENCHMARKS.md, "Claim ahead"); the attempts in flight and every
-	// cap derived from Workers are unchanged. Several claim loops
-	// (Claimers) already claim while another's claim is in flight, and
-	// claims in line from loops claiming at once would reach the workers
-	// out of due order (one worker would no longer attempt a resumed
-	// endpoint's deliveries in creation order).
-	ClaimAhead int
 	// Claimers is the number of claim loops; default 1. Where a claim is a
 	// network round trip (PostgreSQL), a second loop claims for the
 	// workers freed while the first one's claim is in flight, instead of
@@ -188,12 +176,6 @@ func (c Config) WithDefaults() Config {
 	if c.Claimers <= 0 {
 		c.Claimers = 1
 	}
-	switch {
-	case c.ClaimAhead == 0 && c.Claimers == 1:
-		c.ClaimAhead = c.Workers
-	case c.ClaimAhead < 0:
-		c.ClaimAhead = 0
-	}
 	if c.AttemptTimeout <= 0 {
 		c.AttemptTimeout = 10 * time.Second
 	}
@@ -271,7 +253,7 @@ type Engine struct {
 	cfg     Config
 	wake    chan struct{} // a publish or a rescue made work claimable
 	fanWake chan struct{} // a publish may have left a chunked fan-out
-	slots   chan struct{} // the claim tokens not held by a claim (see token)
+	slots   chan struct{} // the worker tokens not held by a claim (see token)
 	jobs    chan job
 	results chan store.Completion
 	sched   *scheduler // admission: what may run now (admission.go)
@@ -306,15 +288,15 @@ func New(cfg Config) (*Engine, error) {
 		cfg:     cfg,
 		wake:    make(chan struct{}, 1),
 		fanWake: make(chan struct{}, 1),
-		slots:   make(chan struct{}, cfg.Workers+cfg.ClaimAhead),
-		jobs:    make(chan job, cfg.Workers+cfg.ClaimAhead),
+		slots:   make(chan struct{}, cfg.Workers),
+		jobs:    make(chan job, cfg.Workers),
 		results: make(chan store.Completion, cfg.Workers*2),
 		sched: newScheduler(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
 	}
-	for range cfg.Workers + cfg.ClaimAhead {
+	for range cfg.Workers {
 		e.slots <- struct{}{}
 	}
 	cfg.Logger.Info("delivery caps", "workers", cfg.Workers, "endpoint_concurrency", cfg.EndpointConcurrency,

@@ -6,13 +6,12 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// token is one of the claimer's Workers + ClaimAhead claim tokens while a
-// claim holds it: from the claim until the claim is attempted or put back
-// (deferred), including while it waits in line for a worker or parked
-// behind its endpoint, so claims never outrun what can be attempted by more
-// than ClaimAhead. It travels with its claim (job) and goes back to the
-// engine's slots exactly once, by release; a second release panics, as it
-// would let the claimer hold more claims than it has tokens.
+// token is one of the claimer's Workers worker tokens while a claim holds
+// it: from the claim until the claim is attempted or put back (deferred),
+// including while it waits parked behind its endpoint, so claims never
+// outrun what can be attempted. It travels with its claim (job) and goes
+// back to the engine's slots exactly once, by release; a second release
+// panics, as it would let the claimer hold more claims than workers.
 type token struct {
 	slots    chan<- struct{}
 	released atomic.Bool
@@ -21,7 +20,7 @@ type token struct {
 // takeToken wraps one token the claimer took from e.slots.
 func (e *Engine) takeToken() *token { return &token{slots: e.slots} }
 
-// release gives the token back. It never blocks: slots holds every token.
+// release gives the token back. It never blocks: slots holds Workers.
 func (t *token) release() {
 	if t.released.Swap(true) {
 		panic("delivery: a worker token released twice")

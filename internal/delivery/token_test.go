@@ -105,8 +105,8 @@ func testClaim(id, ep string, rate int) store.Claim {
 
 func assertAllTokens(t *testing.T, e *Engine) {
 	t.Helper()
-	if n, want := len(e.slots), tokenWorkers+e.cfg.ClaimAhead; n != want {
-		t.Fatalf("the engine holds %d claim tokens after the claims ended, want exactly Workers + ClaimAhead = %d", n, want)
+	if n := len(e.slots); n != tokenWorkers {
+		t.Fatalf("the engine holds %d worker tokens after the claims ended, want exactly Workers = %d", n, tokenWorkers)
 	}
 }
 
@@ -122,9 +122,8 @@ func outcomes(comps []store.Completion) (attempted, deferred []string) {
 	return attempted, deferred
 }
 
-// Every path a claim takes through handle and work gives its claim token
-// back exactly once: the engine holds exactly Workers + ClaimAhead tokens
-// afterwards.
+// Every path a claim takes through handle and work gives its worker token
+// back exactly once: the engine holds exactly Workers tokens afterwards.
 func TestWorkerTokensEveryPath(t *testing.T) {
 	t.Run("admit", func(t *testing.T) {
 		e, _, wait := tokenEngine(t, okSender{})
@@ -153,8 +152,8 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 		wg.Go(func() { e.handle(ctx, claimJob(t, e, "d1", "ep", 0)) })
 		<-s.started
 		e.handle(ctx, claimJob(t, e, "d2", "ep", 0)) // parks: returns at once
-		if n, want := len(e.slots), tokenWorkers+e.cfg.ClaimAhead-2; n != want {
-			t.Fatalf("%d tokens free with one claim attempting and one parked, want %d", n, want)
+		if n := len(e.slots); n != tokenWorkers-2 {
+			t.Fatalf("%d tokens free with one claim attempting and one parked, want %d", n, tokenWorkers-2)
 		}
 		return func(status int) {
 			s.release <- status

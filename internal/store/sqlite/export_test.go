@@ -18,6 +18,7 @@ var (
 	InsertAttemptsValuesSQL = insertAttemptsValuesSQL
 	CompleteValuesSQL       = completeValuesSQL
 	ListDeliveriesQuery     = listDeliveriesQuery
+	DeliveryStateCountsSQL  = deliveryStateCountsSQL
 )
 
 // MigrateTo applies the embedded migrations up to version (a database as

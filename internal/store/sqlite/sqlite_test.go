@@ -427,8 +427,8 @@ func TestCompleteValuesUsePrimaryKey(t *testing.T) {
 // The queries that filter deliveries by state read that state's partial
 // index (migration 00090), not every delivery: retention, the dead-letter
 // counts, and the lists filtered by state without an endpoint or event
-// (whose own indexes serve them in id order). A plan that walks the table
-// or an index of every delivery fails.
+// (whose own indexes serve them in id order), the store gauges' counts by
+// state. A plan that walks the table or an index of every delivery fails.
 func TestStateQueriesUsePartialIndexes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "herald.db")
@@ -448,6 +448,7 @@ func TestStateQueriesUsePartialIndexes(t *testing.T) {
 		{"retention of succeeded", "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < ? LIMIT ?)", []any{1, 10}, "deliveries_succeeded"},
 		{"retention of dead", "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < ? LIMIT ?)", []any{1, 10}, "deliveries_dead"},
 		{"dead-letter counts", "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead' AND updated_at >= ? GROUP BY endpoint_id, tenant", []any{1}, "deliveries_dead"},
+		{"counts by state (store gauges)", sqlite.DeliveryStateCountsSQL, nil, "deliveries_succeeded"},
 	} {
 		if plan := queryPlan(t, db, c.query, c.args...); !strings.Contains(plan, "USING INDEX "+c.want) && !strings.Contains(plan, "USING COVERING INDEX "+c.want) {
 			t.Errorf("%s: plan does not use %s:\n%s", c.name, c.want, plan)

@@ -127,37 +127,7 @@ func init() {
 // uncommitted transaction, restores FULL and releases the connection.
 // It waits behind publish groups (writeGate).
 func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
-	if err := s.gate.acquireQueue(ctx); err != nil {
-		return nil, nil, err
-	}
-	conn, err := s.w.Conn(ctx)
-	if err != nil {
-		s.gate.release()
-		return nil, nil, err
-	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
-		conn.Close()
-		s.gate.release()
-		return nil, nil, err
-	}
-	restore := func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
-			// Never leave the writer non-durable: drop the connection; the
-			// pool opens a new one with the DSN's synchronous=FULL.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-		conn.Close()
-		s.gate.release()
-	}
-	tx, err = conn.BeginTx(ctx, nil)
-	if err != nil {
-		restore()
-		return nil, nil, err
-	}
-	return tx, func() {
-		tx.Rollback()
-		restore()
-	}, nil
+	return s.writerTx(ctx, true)
 }
 
 // claimTx is queueTx for a claim, which writes nothing (leases are in
@@ -166,6 +136,13 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 // queueTx's two PRAGMA statements around it — synchronous matters only
 // to a commit that writes.
 func (s *Store) claimTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	return s.writerTx(ctx, false)
+}
+
+// writerTx begins a transaction on the writer connection once the gate
+// lets queue work through, with synchronous=NORMAL around it when normal
+// is set (queueTx).
+func (s *Store) writerTx(ctx context.Context, normal bool) (tx *sql.Tx, done func(), err error) {
 	if err := s.gate.acquireQueue(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -174,16 +151,32 @@ func (s *Store) claimTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 		s.gate.release()
 		return nil, nil, err
 	}
-	tx, err = conn.BeginTx(ctx, nil)
-	if err != nil {
+	if normal {
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+			conn.Close()
+			s.gate.release()
+			return nil, nil, err
+		}
+	}
+	release := func() {
+		if normal {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
+				// Never leave the writer non-durable: drop the connection; the
+				// pool opens a new one with the DSN's synchronous=FULL.
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}
 		conn.Close()
 		s.gate.release()
+	}
+	tx, err = conn.BeginTx(ctx, nil)
+	if err != nil {
+		release()
 		return nil, nil, err
 	}
 	return tx, func() {
 		tx.Rollback()
-		conn.Close()
-		s.gate.release()
+		release()
 	}, nil
 }
 

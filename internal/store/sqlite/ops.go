@@ -421,19 +421,6 @@ func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowSt
 	return n == 1, nil
 }
 
-// deliveryStateCountsSQL counts deliveries by state through each state's
-// partial index (migration 00090; pending rows through deliveries_due,
-// every pending row having lease_owner NULL on SQLite) and leaves out the
-// states with none, as GROUP BY would. A GROUP BY state walks the covering
-// deliveries_endpoint: 0.30 s at a million deliveries (sqlite3), these
-// four counts 0.03 s.
-const deliveryStateCountsSQL = `SELECT state, n FROM (
-	SELECT 'pending' AS state, COUNT(*) AS n FROM deliveries INDEXED BY deliveries_due WHERE state = 'pending' AND lease_owner IS NULL
-	UNION ALL SELECT 'succeeded', COUNT(*) FROM deliveries INDEXED BY deliveries_succeeded WHERE state = 'succeeded'
-	UNION ALL SELECT 'dead', COUNT(*) FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead'
-	UNION ALL SELECT 'paused', COUNT(*) FROM deliveries INDEXED BY deliveries_paused WHERE state = 'paused'
-) WHERE n > 0`
-
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.Stats{DeliveriesByState: map[store.DeliveryState]int{}, EndpointsByState: map[store.EndpointState]int{}}

@@ -560,31 +560,53 @@ func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, err
 	return d, wrap("delivery "+id, err)
 }
 
-// stateConditions is a delivery list's state filter, written out so that
-// the state's partial index is usable (a bound parameter proves no partial
-// index usable): deliveries_succeeded, _dead and _paused, and for pending
-// rows deliveries_due (every pending row has lease_owner NULL: leases are
-// in memory, leases.go).
-var stateConditions = map[store.DeliveryState]string{
-	store.DeliveryPending:   "state = 'pending' AND lease_owner IS NULL",
-	store.DeliverySucceeded: "state = 'succeeded'",
-	store.DeliveryDead:      "state = 'dead'",
-	store.DeliveryPaused:    "state = 'paused'",
+// stateIndex is how the rows of one delivery state are found: the
+// condition, written out so that the state's partial index is usable (a
+// bound parameter proves no partial index usable), and that index
+// (migration 00090; pending rows through deliveries_due: every pending row
+// has lease_owner NULL, leases being in memory, leases.go). pinList pins a
+// list filtered by the state, and by neither endpoint nor event (whose
+// indexes serve those lists in id order), to the index: its rows, then
+// sorted by id, as the (state, updated_at) index did before. Without the
+// pin the planner walks the whole table in id order for the first page,
+// quick for a state most rows have and a full scan for a rare one — dead
+// letters among a million succeeded deliveries. Succeeded is left to that
+// walk: it is the state most rows have, and sorting all of them was the
+// old plan's cost.
+type stateIndex struct {
+	state   store.DeliveryState
+	cond    string
+	index   string
+	pinList bool
 }
 
-// stateIndexes pins a list filtered by state, and by neither endpoint nor
-// event (whose indexes serve those lists in id order), to the state's
-// partial index: its rows, then sorted by id, as the (state, updated_at)
-// index did before migration 00090. Without the pin the planner walks the
-// whole table in id order for the first page, which is quick for a state
-// most rows have and a full scan for a rare one — dead letters among a
-// million succeeded deliveries. Succeeded is left to that walk: it is the
-// state most rows have, and sorting all of them was the old plan's cost.
-var stateIndexes = map[store.DeliveryState]string{
-	store.DeliveryPending: " INDEXED BY deliveries_due",
-	store.DeliveryDead:    " INDEXED BY deliveries_dead",
-	store.DeliveryPaused:  " INDEXED BY deliveries_paused",
+var stateIndexes = []stateIndex{
+	{store.DeliveryPending, "state = 'pending' AND lease_owner IS NULL", "deliveries_due", true},
+	{store.DeliverySucceeded, "state = 'succeeded'", "deliveries_succeeded", false},
+	{store.DeliveryDead, "state = 'dead'", "deliveries_dead", true},
+	{store.DeliveryPaused, "state = 'paused'", "deliveries_paused", true},
 }
+
+func stateIndexOf(st store.DeliveryState) (stateIndex, bool) {
+	for _, si := range stateIndexes {
+		if si.state == st {
+			return si, true
+		}
+	}
+	return stateIndex{}, false
+}
+
+// deliveryStateCountsSQL counts deliveries by state, each through its
+// index, and leaves out the states with none, as GROUP BY would (the store
+// gauges). A GROUP BY state walks the covering deliveries_endpoint: 0.30 s
+// at a million deliveries (sqlite3), these counts 0.03 s.
+var deliveryStateCountsSQL = func() string {
+	parts := make([]string, len(stateIndexes))
+	for i, si := range stateIndexes {
+		parts[i] = fmt.Sprintf("SELECT '%s' AS state, COUNT(*) AS n FROM deliveries INDEXED BY %s WHERE %s", si.state, si.index, si.cond)
+	}
+	return "SELECT state, n FROM (" + strings.Join(parts, " UNION ALL ") + ") WHERE n > 0"
+}()
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, p store.ListDeliveriesParams) (store.Page[store.Delivery], error) {
@@ -629,8 +651,8 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 		args = append(args, p.Tenant)
 	}
 	if p.State != "" {
-		if cond, ok := stateConditions[p.State]; ok {
-			where = append(where, cond)
+		if si, ok := stateIndexOf(p.State); ok {
+			where = append(where, si.cond)
 		} else {
 			where = append(where, "state = ?") // no delivery has it
 			args = append(args, string(p.State))
@@ -651,8 +673,8 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 	lim := p.ListParams.PageSize()
 	args = append(args, lim+1)
 	from := " FROM deliveries"
-	if p.EndpointID == "" && p.EventID == "" {
-		from += stateIndexes[p.State]
+	if si, ok := stateIndexOf(p.State); ok && si.pinList && p.EndpointID == "" && p.EventID == "" {
+		from += " INDEXED BY " + si.index
 	}
 	return "SELECT " + deliveryColumns + from + whereClause(where) + " ORDER BY id DESC LIMIT ?", args, lim
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -638,10 +639,58 @@ func (s *Server) registerHealth() {
 // jsonFormat is huma's JSON format with segmentio/encoding's decoder, a
 // drop-in for encoding/json's that is faster on the two decodes huma makes
 // of every body (into any for schema validation, then into the input
-// struct). Bodies reach it after checkJSON, so only well-formed JSON does.
+// struct); bodies reach it after checkJSON, so only well-formed JSON does.
+// The publish answer is encoded with segmentio's encoder too: encoding/json
+// re-scans its data byte by byte to compact it (7 % of Herald's CPU in
+// `herald bench publish`, docs/BENCHMARKS.md), while segmentio's copies it
+// after one validating pass. Segmentio does not compact raw JSON, so only
+// an answer whose raw JSON is compact by construction may take that path
+// (PublishOut: its data is compactJSON's or a stored body's, which
+// store.EncodeBody compacted); every other answer is encoding/json's,
+// without HTML escaping, as huma's default. VerifyAnswerEncoding makes the
+// test suites check that both give the same bytes for every publish answer.
 var jsonFormat = huma.Format{
-	Marshal:   huma.DefaultJSONFormat.Marshal,
+	Marshal: func(w io.Writer, v any) error {
+		a, ok := v.(PublishOut)
+		if !ok {
+			return huma.DefaultJSONFormat.Marshal(w, v)
+		}
+		if verifyAnswers.Load() {
+			return marshalVerified(w, a)
+		}
+		return marshalCompact(w, a)
+	},
 	Unmarshal: segjson.Unmarshal,
+}
+
+// marshalCompact encodes v as huma's default encoder does (no HTML
+// escaping, a final newline) provided every raw JSON value in v is
+// compact.
+func marshalCompact(w io.Writer, v any) error {
+	enc := segjson.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+var verifyAnswers atomic.Bool
+
+// VerifyAnswerEncoding is for tests: from then on every answer
+// marshalCompact encodes is also encoded with huma's default encoder
+// (encoding/json), and one whose bytes or error differ panics, naming both.
+func VerifyAnswerEncoding() { verifyAnswers.Store(true) }
+
+func marshalVerified(w io.Writer, v any) error {
+	var fast, std bytes.Buffer
+	errFast := marshalCompact(&fast, v)
+	errStd := huma.DefaultJSONFormat.Marshal(&std, v)
+	if (errFast == nil) != (errStd == nil) || !bytes.Equal(fast.Bytes(), std.Bytes()) {
+		panic(fmt.Sprintf("api: the answer encoder differs from encoding/json for %T:\n fast %q (%v)\n std  %q (%v)", v, fast.Bytes(), errFast, std.Bytes(), errStd))
+	}
+	if errFast != nil {
+		return errFast
+	}
+	_, err := w.Write(fast.Bytes())
+	return err
 }
 
 // allowedMethods lists the methods with a route for r's path (none when

@@ -172,6 +172,11 @@ func (c *committer) commit(group []*publishRequest) {
 		}
 		answers[i] = publishAnswer{res: res, err: err}
 	}
+	if err := g.flushDeliveries(ctx, c.s, tx); err != nil {
+		tx.Rollback()
+		c.oneByOne(group)
+		return
+	}
 	if err := tx.Commit(); err != nil {
 		c.oneByOne(group)
 		return

@@ -90,6 +90,11 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 	if n, err := ins.RowsAffected(); err != nil {
 		return store.PublishResult{}, wrap("publish", err)
 	} else if n == 0 {
+		// The group's earlier publishes may have created the event
+		// answered here: their deliveries count.
+		if err := g.flushDeliveries(ctx, s, tx); err != nil {
+			return store.PublishResult{}, wrap("publish", err)
+		}
 		return s.existingPublish(ctx, tx, p)
 	}
 	if p.SequenceKey != "" {
@@ -123,8 +128,13 @@ func (s *Store) publishTx(ctx context.Context, tx *sql.Tx, p store.PublishParams
 			return store.PublishResult{}, wrap("publish", err)
 		}
 	}
-	if len(first) > 0 {
-		stmt, err := g.stmt(ctx, s, tx, insertDeliverySQL)
+	if g != nil {
+		// Written with the group's other deliveries (flushDeliveries).
+		for _, t := range first {
+			g.deliveries = append(g.deliveries, deliveryRow{p.NewDeliveryID(), ev.ID, t.id, ev.Tenant, ev.Type, t.state, now})
+		}
+	} else if len(first) > 0 {
+		stmt, err := s.stmt(ctx, tx, insertDeliverySQL)
 		if err != nil {
 			return store.PublishResult{}, wrap("publish", err)
 		}
@@ -156,8 +166,9 @@ func fanOutChunk(n int) int {
 
 // fanOutYieldEvery is how many deliveries a fan-out chunk writes between
 // looks for a waiting publish (writeGate): a chunk of 500 held the writer
-// for several milliseconds while B's publishes waited (bench fanout).
-const fanOutYieldEvery = 50
+// for several milliseconds while B's publishes waited (bench fanout). It
+// is the largest of valuesChunks: each look follows one statement.
+const fanOutYieldEvery = 64
 
 // NextFanOutQuery picks the unfinished fan-out to advance: the first after
 // ? in event id order, wrapping around. It reads fanouts (a row per
@@ -233,26 +244,27 @@ func (s *Store) ContinueFanOut(ctx context.Context, p store.FanOutParams) (store
 		targets = append(targets, t)
 	}
 	now := micro(p.Now)
-	ins, err := s.stmt(ctx, tx, insertDeliverySQL)
-	if err != nil {
-		return store.FanOutResult{}, wrap("fan-out", err)
-	}
 	yielded := false
-	for i, t := range targets {
+	rows := make([]deliveryRow, 0, min(len(targets), fanOutYieldEvery))
+	for i := 0; i < len(targets); i += fanOutYieldEvery {
 		// A publish waiting for the writer ends the chunk early (every
 		// fanOutYieldEvery deliveries): the position moves to the last
 		// endpoint written, in this transaction, so the next chunk goes
 		// on from there and each delivery is still created once.
-		if i > 0 && i%fanOutYieldEvery == 0 && s.publishWaiting() {
+		if i > 0 && s.publishWaiting() {
 			after, yielded = targets[i-1].id, true
 			break
 		}
-		if _, err := ins.ExecContext(ctx, p.NewDeliveryID(), res.EventID, t.id, tenant, eventType, string(t.state), now, now, now); err != nil {
-			return store.FanOutResult{}, wrap("fan-out", err)
+		rows = rows[:0]
+		for _, t := range targets[i:min(i+fanOutYieldEvery, len(targets))] {
+			rows = append(rows, deliveryRow{p.NewDeliveryID(), res.EventID, t.id, tenant, eventType, t.state, now})
+			res.Created++
+			if t.state == store.DeliveryPending {
+				res.Pending++
+			}
 		}
-		res.Created++
-		if t.state == store.DeliveryPending {
-			res.Pending++
+		if err := s.insertDeliveries(ctx, tx, nil, rows); err != nil {
+			return store.FanOutResult{}, wrap("fan-out", err)
 		}
 	}
 	if read < chunk && !yielded {
@@ -279,6 +291,58 @@ type groupTx struct {
 	version     int64                // endpoints_version, once versionRead
 	versionRead bool
 	revisions   map[string]int // catalog revisions read (catalogRevision)
+	deliveries  []deliveryRow  // created by the group's publishes, not yet written (flushDeliveries)
+}
+
+// deliveryRow is a new delivery of a group commit, written with the
+// group's others in multi-row statements: one statement per delivery was
+// ~20 % of the statements' CPU of a publish (docs/BENCHMARKS.md, "Round 2,
+// ninth session").
+type deliveryRow struct {
+	id, eventID, endpointID, tenant, eventType string
+	state                                      store.DeliveryState
+	now                                        int64 // µs: next_attempt_at, created_at, updated_at
+}
+
+// insertDeliveriesValuesSQL is insertDeliverySQL for rows deliveries.
+func insertDeliveriesValuesSQL(rows int) string {
+	const row = "(?,?,?,?,?,?,?,?,?)"
+	return insertDeliveryColumns + strings.Repeat(row+",", rows-1) + row
+}
+
+var insertDeliveriesValues = newValuesSQL(insertDeliveriesValuesSQL)
+
+// flushDeliveries writes the deliveries the group's publishes created so
+// far (nothing for g nil: a publish alone writes its own).
+func (g *groupTx) flushDeliveries(ctx context.Context, s *Store, tx *sql.Tx) error {
+	if g == nil || len(g.deliveries) == 0 {
+		return nil
+	}
+	if err := s.insertDeliveries(ctx, tx, g, g.deliveries); err != nil {
+		return err
+	}
+	g.deliveries = g.deliveries[:0]
+	return nil
+}
+
+// insertDeliveries writes rows in multi-row statements (chunks of
+// valuesChunks sizes), bound to tx through g (nil: s.stmt).
+func (s *Store) insertDeliveries(ctx context.Context, tx *sql.Tx, g *groupTx, rows []deliveryRow) error {
+	var args []any
+	for chunk := range valuesChunked(rows) {
+		st, err := g.stmt(ctx, s, tx, insertDeliveriesValues[len(chunk)])
+		if err != nil {
+			return err
+		}
+		args = args[:0]
+		for _, d := range chunk {
+			args = append(args, d.id, d.eventID, d.endpointID, d.tenant, d.eventType, string(d.state), d.now, d.now, d.now)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newGroupTx() *groupTx {
@@ -417,8 +481,10 @@ func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.Publish
 	return store.PublishResult{Event: existing, Deliveries: n}, nil
 }
 
-const insertDeliverySQL = `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-	VALUES (?,?,?,?,?,?,?,?,?)`
+const (
+	insertDeliveryColumns = "INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at) VALUES "
+	insertDeliverySQL     = insertDeliveryColumns + "(?,?,?,?,?,?,?,?,?)"
+)
 
 // target is an endpoint a publish may fan out to.
 type target struct {

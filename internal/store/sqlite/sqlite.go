@@ -114,7 +114,7 @@ var readStatements = []string{getEventTypeSQL, NextDueQuery, NextTenantQuery, Te
 
 func init() {
 	for _, n := range valuesChunks {
-		hotStatements = append(hotStatements, insertAttemptsValues[n], completeValues[n], upsertStatsValues[n])
+		hotStatements = append(hotStatements, insertAttemptsValues[n], completeValues[n], upsertStatsValues[n], insertDeliveriesValues[n])
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -377,5 +378,61 @@ func TestReplayYieldsTheWriterBetweenChunks(t *testing.T) {
 	var left int
 	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE state = 'dead'").Scan(&left); err != nil || left != 0 {
 		t.Errorf("dead letters left after the replay: %d, %v", left, err)
+	}
+}
+
+// TestGroupDuplicatesCountTheGroupsDeliveries: retries of one publish
+// committed in one group with its first copy (the writer held until every
+// copy is queued) are answered "duplicate" with the first copy's deliveries,
+// which the group writes together at its end (flushDeliveries): they are
+// flushed before a duplicate's count reads them.
+func TestGroupDuplicatesCountTheGroupsDeliveries(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	for i := range 3 {
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "acme",
+			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, done, err := s.queueTx(ctx) // the writer, as a claim running
+	if err != nil {
+		t.Fatal(err)
+	}
+	const copies = 6
+	id := store.NewID("evt")
+	ev := store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: []byte(`{"n":1}`), Fingerprint: id}
+	results := make([]store.PublishResult, copies)
+	errs := make([]error, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Go(func() {
+			results[i], errs[i] = s.PublishEvent(ctx, store.PublishParams{Event: ev, Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }})
+		})
+	}
+	// The committer took the first copy and waits for the writer; the
+	// others wait in its queue: one group.
+	waitFor(t, "every copy queued", func() bool { p, _ := s.gate.waiting(); return p == 1 && len(s.commits.queue) == copies-1 })
+	done()
+	wg.Wait()
+	created := 0
+	for i := range copies {
+		if errs[i] != nil {
+			t.Fatalf("copy %d: %v", i, errs[i])
+		}
+		if results[i].Created {
+			created++
+		}
+		if results[i].Deliveries != 3 {
+			t.Errorf("copy %d: Created %v, Deliveries %d, want 3", i, results[i].Created, results[i].Deliveries)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d copies created the event, want 1", created)
 	}
 }

@@ -871,6 +871,46 @@ func (s suite) publish(t *testing.T) {
 			}
 		}
 	})
+	// Retries of one publish racing each other (a producer's timeouts):
+	// where a driver commits publishes in groups, several share a group,
+	// and the ones answered "duplicate" must count the deliveries the first
+	// created in that same transaction, not yet committed (and, where a
+	// driver writes a group's deliveries together, not yet written).
+	s.run(t, "ConcurrentDuplicatesCountTheFirstsDeliveries", func(t *testing.T, f *fixture) {
+		for range 3 {
+			f.endpoint("acme")
+		}
+		for round := range 4 {
+			ev := newEvent("acme", "file.created", fmt.Sprintf(`{"round":%d}`, round))
+			const racers = 24
+			var wg sync.WaitGroup
+			results := make([]store.PublishResult, racers)
+			errs := make([]error, racers)
+			for i := range racers {
+				wg.Go(func() { results[i], errs[i] = f.s.PublishEvent(f.ctx, publishParams(ev, base)) })
+			}
+			wg.Wait()
+			created := 0
+			for i := range racers {
+				if errs[i] != nil {
+					t.Fatalf("round %d, publish %d: %v", round, i, errs[i])
+				}
+				if results[i].Created {
+					created++
+				}
+				if results[i].Deliveries != 3 || results[i].Event.ID != ev.ID {
+					t.Errorf("round %d, publish %d: Created %v, Deliveries %d, event %s; want 3 deliveries of %s",
+						round, i, results[i].Created, results[i].Deliveries, results[i].Event.ID, ev.ID)
+				}
+			}
+			if created != 1 {
+				t.Errorf("round %d: %d publishes created the event, want 1", round, created)
+			}
+			if got := f.listDeliveries(store.ListDeliveriesParams{EventID: ev.ID}); len(got) != 3 {
+				t.Errorf("round %d: %d deliveries stored, want 3", round, len(got))
+			}
+		}
+	})
 	s.run(t, "NoMatchingEndpoint", func(t *testing.T, f *fixture) {
 		f.endpoint("acme", "invoice.paid")
 		res := f.publish("acme", "file.created", base)

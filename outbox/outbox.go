@@ -71,7 +71,9 @@ type Event struct {
 	// UTF-8 without control characters; "" for none.
 	IdempotencyKey string
 	// OccurredAt is when it happened; default now. Stored (and delivered)
-	// in UTC at microsecond precision.
+	// in UTC at microsecond precision; its year in UTC must be 0000–9999
+	// (RFC 3339 writes four digits): InvalidError (Field "OccurredAt")
+	// otherwise.
 	OccurredAt time.Time
 }
 
@@ -213,6 +215,9 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	}
 	occurred := now
 	if !ev.OccurredAt.IsZero() {
+		if !store.ValidOccurredAt(ev.OccurredAt) {
+			return store.PublishParams{}, &InvalidError{Field: "OccurredAt", Rule: store.OccurredAtRule}
+		}
 		occurred = ev.OccurredAt.UTC()
 	}
 	// Stored at microsecond precision: the delivered body says the same.

@@ -278,6 +278,12 @@ func TestValidate(t *testing.T) {
 		{"key too long", func(e *outbox.Event) { e.IdempotencyKey = strings.Repeat("k", 256) }, "IdempotencyKey"},
 		{"key with a newline", func(e *outbox.Event) { e.IdempotencyKey = "a\nb" }, "IdempotencyKey"},
 		{"too large", func(e *outbox.Event) { e.Data = []byte(big) }, "Data"},
+		{"occurred_at before year 0 in UTC", func(e *outbox.Event) {
+			e.OccurredAt = time.Date(0, 1, 1, 0, 30, 0, 0, time.FixedZone("", 3600))
+		}, "OccurredAt"},
+		{"occurred_at after year 9999 in UTC", func(e *outbox.Event) {
+			e.OccurredAt = time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("", -3600))
+		}, "OccurredAt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := ok
@@ -314,6 +320,7 @@ func TestValidate(t *testing.T) {
 	edge := ok
 	edge.Tenant, edge.ID, edge.IdempotencyKey = strings.Repeat("t", 128), strings.Repeat("i", 128), strings.Repeat("k", 255)
 	edge.Type = "a_b-c.D9"
+	edge.OccurredAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC) // the first instant RFC 3339 can write
 	if err := outbox.Validate(edge); err != nil {
 		t.Errorf("edge values: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // FuzzPublishAnswerEncoding checks that the publish answer's encoder
@@ -16,10 +18,15 @@ import (
 // compactJSON has compacted it, as the publish handler does: HTML
 // characters, U+2028, invalid UTF-8, numbers of every form, whitespace.
 func FuzzPublishAnswerEncoding(f *testing.F) {
-	f.Add("acme", "order.placed", []byte(`{"a":1}`))
-	f.Add("<b>&", "x\u2028y", []byte(` { "html" : "<&>" , "n" : [1e21, -0, 0.000001, 1E+2] } `))
-	f.Add("\xff\xfe", "\x00\x1f", []byte(`{"s":"\u2029\ud800 a\tb","t":true,"u":null}`))
-	f.Fuzz(func(t *testing.T, tenant, typ string, data []byte) {
+	f.Add("acme", "order.placed", []byte(`{"a":1}`), int64(1_700_000_000), int64(5), int16(60))
+	f.Add("<b>&", "x\u2028y", []byte(` { "html" : "<&>" , "n" : [1e21, -0, 0.000001, 1E+2] } `), int64(-62167219200), int64(0), int16(0))
+	f.Add("\xff\xfe", "\x00\x1f", []byte(`{"s":"\u2029\ud800 a\tb","t":true,"u":null}`), int64(253402300799), int64(999999999), int16(-90))
+	f.Fuzz(func(t *testing.T, tenant, typ string, data []byte, sec, nsec int64, offsetMinutes int16) {
+		occurred := time.Unix(sec, nsec).In(time.FixedZone("z", int(offsetMinutes)*60))
+		if !store.ValidOccurredAt(occurred) {
+			return // refused before any answer (TestAPIBadInput)
+		}
+		occurred = occurred.UTC() // answers state the stored instant, in UTC
 		compact, err := compactJSON(data)
 		if err != nil {
 			if json.Valid(data) {
@@ -31,7 +38,7 @@ func FuzzPublishAnswerEncoding(f *testing.F) {
 		if err := json.Compact(&want, data); err != nil || !bytes.Equal(compact, want.Bytes()) {
 			t.Fatalf("compactJSON(%q) = %q, json.Compact gives %q (%v)", data, compact, want.Bytes(), err)
 		}
-		v := PublishOut{EventOut: EventOut{ID: "evt_1", Tenant: tenant, Type: typ, OccurredAt: time.Unix(1, 5).In(time.FixedZone("x", 3600)),
+		v := PublishOut{EventOut: EventOut{ID: "evt_1", Tenant: tenant, Type: typ, OccurredAt: occurred,
 			Data: compact, Version: 2, Sequence: 7, CreatedAt: time.Unix(2, 0).UTC()}, Deliveries: 3}
 		var fast, std bytes.Buffer
 		errFast := marshalCompact(&fast, v)

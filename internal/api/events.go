@@ -69,7 +69,7 @@ type PublishBody struct {
 	Type       string          `json:"type" minLength:"1" maxLength:"128" doc:"event type, e.g. file.extraction.completed"`
 	Data       json.RawMessage `json:"data" doc:"a JSON object: thin (ids, version, links), no content or personal data"`
 	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :), unique per tenant; publishing the same id again for the same tenant returns the original event"`
-	OccurredAt *time.Time      `json:"occurred_at,omitempty" doc:"RFC 3339; default now"`
+	OccurredAt *time.Time      `json:"occurred_at,omitempty" doc:"RFC 3339; default now; within the years 0000–9999 once in UTC (422 otherwise: the delivered body states it in UTC)"`
 	// DataVersions: for a catalogued type, the data of older versions
 	// still pinned by subscribed endpoints.
 	DataVersions map[string]json.RawMessage `json:"data_versions,omitempty" doc:"catalogued types: the data of older versions (\"1\": {…}) that subscribed endpoints still pin; each is validated against its version's schema and delivered to the endpoints pinning it"`
@@ -221,6 +221,9 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	occurred := now
 	if b.OccurredAt != nil {
+		if !store.ValidOccurredAt(*b.OccurredAt) {
+			return nil, invalid("body.occurred_at", store.OccurredAtRule, b.OccurredAt.Format(time.RFC3339Nano))
+		}
 		occurred = b.OccurredAt.UTC()
 	}
 	// Stored at microsecond precision: the delivered body says the same.

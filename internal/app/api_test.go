@@ -77,6 +77,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish bad type", "POST", "/v1/events", `{"tenant":"acme","type":"a..b","data":{}}`, nil, 422, "body.type"},
 		{"publish data not object", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":[1]}`, nil, 422, "JSON object"},
 		{"publish no data", "POST", "/v1/events", `{"tenant":"acme","type":"a.b"}`, nil, 422, "data"},
+		{"publish occurred_at before year 0 in UTC", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"occurred_at":"0000-01-01T00:30:00+01:00"}`, nil, 422, "0000–9999"},
+		{"publish occurred_at after year 9999 in UTC", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"occurred_at":"9999-12-31T23:30:00-01:00"}`, nil, 422, "body.occurred_at"},
 		{"publish reserved type", "POST", "/v1/events", `{"tenant":"acme","type":"endpoint.disabled","data":{}}`, nil, 422, "reserved"},
 		{"publish reserved type in other case", "POST", "/v1/events", `{"tenant":"acme","type":"Endpoint.disabled","data":{}}`, nil, 422, "reserved"},
 		{"publish reserved herald type in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"HERALD.x","data":{}}`, nil, 422, "reserved"},

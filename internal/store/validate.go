@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // The shapes of names the API and the outbox accept: one definition, so
 // POST /v1/events and outbox.Publish can never disagree.
 
@@ -16,6 +18,18 @@ func ValidTenant(s string) bool {
 		}
 	}
 	return true
+}
+
+// OccurredAtRule is the rule ValidOccurredAt checks, as error messages
+// state it.
+const OccurredAtRule = "occurred_at: an instant within the years 0000–9999 once in UTC (RFC 3339, section 5.6: four-digit years; the delivered body states it in UTC)"
+
+// ValidOccurredAt reports whether t, in UTC, has a year RFC 3339 can
+// write (0000–9999): "0000-01-01T00:30:00+01:00" is year −1 in UTC, which
+// the delivered body, stated in UTC, could not carry as RFC 3339.
+func ValidOccurredAt(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
 }
 
 // ValidEventType reports whether t is an event type: at most 128 bytes of

@@ -15,7 +15,7 @@ import (
 // FuzzPublishAnswerEncoding checks that the publish answer's encoder
 // (segmentio's, marshalCompact) writes the bytes of huma's default
 // (encoding/json) for any strings and any well-formed data once
-// compactJSON has compacted it, as the publish handler does: HTML
+// store.CompactJSON has compacted it, as the publish handler does: HTML
 // characters, U+2028, invalid UTF-8, numbers of every form, whitespace.
 func FuzzPublishAnswerEncoding(f *testing.F) {
 	f.Add("acme", "order.placed", []byte(`{"a":1}`), int64(1_700_000_000), int64(5), int16(60))
@@ -27,16 +27,16 @@ func FuzzPublishAnswerEncoding(f *testing.F) {
 			return // refused before any answer (TestAPIBadInput)
 		}
 		occurred = occurred.UTC() // answers state the stored instant, in UTC
-		compact, err := compactJSON(data)
+		compact, err := store.CompactJSON(data)
 		if err != nil {
 			if json.Valid(data) {
-				t.Fatalf("compactJSON refused well-formed %q: %v", data, err)
+				t.Fatalf("CompactJSON refused well-formed %q: %v", data, err)
 			}
 			return
 		}
 		var want bytes.Buffer
 		if err := json.Compact(&want, data); err != nil || !bytes.Equal(compact, want.Bytes()) {
-			t.Fatalf("compactJSON(%q) = %q, json.Compact gives %q (%v)", data, compact, want.Bytes(), err)
+			t.Fatalf("CompactJSON(%q) = %q, json.Compact gives %q (%v)", data, compact, want.Bytes(), err)
 		}
 		v := PublishOut{EventOut: EventOut{ID: "evt_1", Tenant: tenant, Type: typ, OccurredAt: occurred,
 			Data: compact, Version: 2, Sequence: 7, CreatedAt: time.Unix(2, 0).UTC()}, Deliveries: 3}

@@ -645,7 +645,7 @@ func (s *Server) registerHealth() {
 // `herald bench publish`, docs/BENCHMARKS.md), while segmentio's copies it
 // after one validating pass. Segmentio does not compact raw JSON, so only
 // an answer whose raw JSON is compact by construction may take that path
-// (PublishOut: its data is compactJSON's or a stored body's, which
+// (PublishOut: its data is store.CompactJSON's or a stored body's, which
 // store.EncodeBody compacted); every other answer is encoding/json's,
 // without HTML escaping, as huma's default. VerifyAnswerEncoding makes the
 // test suites check that both give the same bytes for every publish answer.

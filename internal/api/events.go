@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	segjson "github.com/segmentio/encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -113,26 +112,6 @@ func eventOut(e store.Event) EventOut {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// compactJSON returns data without insignificant whitespace (RFC 8259,
-// section 2: space, tab, line feed, carriage return), as json.Compact
-// does, or json.Compact's error for malformed data. Data with none of those
-// four bytes anywhere (most producers' encoders write compact JSON) is
-// returned as is after a validity check, without a copy.
-func compactJSON(data []byte) ([]byte, error) {
-	if !bytes.ContainsAny(data, " \t\n\r") {
-		if !segjson.Valid(data) {
-			var b bytes.Buffer
-			return nil, json.Compact(&b, data) // the error, as before
-		}
-		return data, nil
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, data); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 func (s *Server) registerEvents() {
 	sec := []map[string][]string{{"bearer": {}}}
 
@@ -203,7 +182,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	if len(data) == 0 || data[0] != '{' {
 		return nil, invalid("body.data", "data must be a JSON object", nil)
 	}
-	compact, err := compactJSON(data)
+	compact, err := store.CompactJSON(data)
 	if err != nil {
 		return nil, invalid("body.data", "data must be valid JSON", nil)
 	}

@@ -115,3 +115,72 @@ func TestMaxEndpointsPerTenant(t *testing.T) {
 	}
 	h.createEndpoint("b", rcv.URL)
 }
+
+// TestBlackHoleHeldNotChurned (SQLite, whose claims hold): an endpoint
+// whose attempts hang at its cap is neither claimed nor turned away again
+// and again — its later deliveries are held in the store while a healthy
+// endpoint of the same tenant is delivered — and once its attempts end,
+// long before the hold would (the attempt timeout), every held delivery
+// is handed back and delivered. Without the hold each of the black hole's
+// deliveries is claimed and deferred at its cap at least once
+// (herald_deliveries_deferred_total{reason="concurrency_cap"}).
+func TestBlackHoleHeldNotChurned(t *testing.T) {
+	t.Parallel()
+	sqliteOnly(t)
+	h := startHerald(t, func(c *app.Config) {
+		c.Workers, c.EndpointConcurrency = 16, 2
+		c.AttemptTimeout = time.Minute
+	})
+	var inFlight concurrency
+	hole := newReceiverWith(t, inFlight.wrap)
+	unblock := make(chan struct{})
+	hole.mu.Lock()
+	hole.block = unblock
+	hole.mu.Unlock()
+	healthy := newReceiver(t, 200)
+	h.createEndpoint("acme", hole.URL)
+	h.createEndpoint("acme", healthy.URL)
+	deferredAtCap := func() int {
+		_, body := h.call("GET", "/metrics", nil, nil)
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, `herald_deliveries_deferred_total{reason="concurrency_cap"} `); ok {
+				var n int
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		return 0
+	}
+	const events = 60
+	for i := range events {
+		h.publish("acme", "invoice.paid", fmt.Sprintf(`{"n":%d}`, i))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && len(healthy.got()) < events {
+		time.Sleep(5 * time.Millisecond) // polling real I/O
+	}
+	if n := len(healthy.got()); n != events {
+		t.Fatalf("the healthy endpoint received %d of %d while the black hole hangs", n, events)
+	}
+	if n := inFlight.peak.Load(); n > 2 {
+		t.Fatalf("the black hole had %d attempts in flight, cap 2", n)
+	}
+	// The first claims fill its cap and parking (3) and may turn a few
+	// away before its cap is full; every later delivery is held.
+	if n := deferredAtCap(); n > 10 {
+		t.Fatalf("%d claims of the black hole turned away at its cap while it hung; want its later deliveries held (at most 10 turned away)", n)
+	}
+	close(unblock)
+	hole.mu.Lock()
+	hole.block = nil
+	hole.mu.Unlock()
+	// Its attempts end (answered): the held deliveries are handed back and
+	// delivered, without waiting out the hold (the attempt timeout, 1 min).
+	deadline = time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && len(hole.got()) < events {
+		time.Sleep(5 * time.Millisecond) // polling real I/O
+	}
+	if n := len(hole.got()); n != events {
+		t.Fatalf("the black hole received %d of %d requests after it answered again", n, events)
+	}
+}

@@ -127,6 +127,138 @@ func (s suite) capabilities(t *testing.T) {
 		}
 	})
 
+	// ClaimParams.Hold and Holds.ReleaseHeld: a held endpoint's due
+	// deliveries are not taken; those the walk stepped over are due at
+	// Until afterwards (nothing else changes), so a claim that no longer
+	// holds them does not take them before then; ReleaseHeld makes exactly
+	// those due again, and a crash (nothing in memory) leaves them due at
+	// Until.
+	s.run(t, "Holds/HeldUntilReleased", func(t *testing.T, f *fixture) {
+		h := f.s.Capabilities().Holds
+		if h == nil {
+			t.Skip("the driver declares no Holds")
+		}
+		black := f.endpoint("acme")
+		ok := f.endpoint("acme")
+		other := f.endpoint("beta")
+		// acme: 5 events (a delivery to each endpoint, black's first in
+		// each event's pair or not: ids decide), due 1 ms apart; beta: 1.
+		for i := range 5 {
+			f.publish("acme", "t", at(time.Duration(i)*time.Millisecond))
+		}
+		f.publish("beta", "t", at(time.Second))
+		// A retry of black's scheduled in an hour is not due: never held.
+		late := f.publish("acme", "t", at(time.Hour))
+		lateBlack := f.deliveryFor(late.Event.ID, black.ID)
+		now := at(time.Minute)
+		until := at(10 * time.Minute)
+		hold := []store.HeldEndpoint{{EndpointID: black.ID, Until: until}}
+		claim := func(limit int, when time.Time, hold []store.HeldEndpoint) []store.Claim {
+			t.Helper()
+			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: limit, Lease: time.Hour, Now: when, Hold: hold})
+			if err != nil {
+				t.Fatalf("ClaimDeliveries(hold %v): %v", hold, err)
+			}
+			return cs
+		}
+		cs := claim(100, now, hold)
+		got := map[string]int{}
+		for _, c := range cs {
+			got[c.Delivery.EndpointID]++
+		}
+		diff(t, "endpoints of a claim holding black", map[string]int{ok.ID: 5, other.ID: 1}, got)
+		// black's 5 due deliveries are held until `until`, attempts
+		// untouched; its retry in an hour is left alone.
+		held := f.listDeliveries(store.ListDeliveriesParams{EndpointID: black.ID, ListParams: store.ListParams{Limit: 100}})
+		var heldIDs []string
+		for _, d := range held {
+			if d.ID == lateBlack.ID {
+				if !d.NextAttemptAt.Equal(at(time.Hour)) {
+					t.Errorf("black's delivery due in an hour is due at %v after the hold, want unchanged", d.NextAttemptAt)
+				}
+				continue
+			}
+			heldIDs = append(heldIDs, d.ID)
+			if d.State != store.DeliveryPending || d.Attempts != 0 || !d.NextAttemptAt.Equal(until) {
+				t.Errorf("held delivery %s: state %s, attempts %d, due %v; want pending, 0, %v", d.ID, d.State, d.Attempts, d.NextAttemptAt, until)
+			}
+		}
+		if len(heldIDs) != 5 {
+			t.Fatalf("black has %d held deliveries, want 5", len(heldIDs))
+		}
+		// A claim that holds nothing does not take them before until...
+		if cs := claim(100, at(2*time.Minute), nil); len(cs) != 0 {
+			t.Fatalf("claim before the hold ends took %d, want none", len(cs))
+		}
+		// ...NextDueAt reports until (the retry in an hour is later)...
+		f.expectNextDueAt(until)
+		// ...and ReleaseHeld with another Until releases nothing.
+		if n, err := h.ReleaseHeld(f.ctx, black.ID, until.Add(time.Microsecond), at(2*time.Minute)); err != nil || n != 0 {
+			t.Fatalf("ReleaseHeld(another until) = %d, %v; want 0", n, err)
+		}
+		// ReleaseHeld makes exactly the held ones due at now.
+		if n, err := h.ReleaseHeld(f.ctx, black.ID, until, at(2*time.Minute)); err != nil || n != 5 {
+			t.Fatalf("ReleaseHeld = %d, %v; want 5", n, err)
+		}
+		cs = claim(100, at(2*time.Minute), nil)
+		var claimed []string
+		for _, c := range cs {
+			claimed = append(claimed, c.Delivery.ID)
+			if !c.Delivery.NextAttemptAt.Equal(at(2 * time.Minute)) {
+				t.Errorf("released delivery %s due at %v, want the release's now %v", c.Delivery.ID, c.Delivery.NextAttemptAt, at(2*time.Minute))
+			}
+		}
+		slices.Sort(claimed)
+		slices.Sort(heldIDs)
+		diff(t, "deliveries claimed after the release", heldIDs, claimed)
+		if d := f.getDelivery(lateBlack.ID); !d.NextAttemptAt.Equal(at(time.Hour)) {
+			t.Errorf("ReleaseHeld moved the delivery due in an hour to %v", d.NextAttemptAt)
+		}
+	})
+
+	s.run(t, "Holds/BoundedWalk", func(t *testing.T, f *fixture) {
+		h := f.s.Capabilities().Holds
+		if h == nil {
+			t.Skip("the driver declares no Holds")
+		}
+		// black has 30 deliveries older than ok's 2: a claim of 1 steps
+		// over at most ClaimTenantProbes of black's (holding them) and may
+		// take nothing; the claims that follow go further, each holding
+		// what it stepped over, and take ok's without ever claiming
+		// black's.
+		black := f.endpoint("acme", "old")
+		ok := f.endpoint("acme", "new")
+		for i := range 30 {
+			f.publishEvent(newEvent("acme", "old", `{"n":1}`), at(time.Duration(i)*time.Millisecond))
+		}
+		for range 2 {
+			f.publishEvent(newEvent("acme", "new", `{"n":1}`), at(time.Second))
+		}
+		hold := []store.HeldEndpoint{{EndpointID: black.ID, Until: at(time.Hour)}}
+		var got []string
+		for i := 0; i < 40 && len(got) < 2; i++ {
+			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Hour, Now: at(time.Minute), Hold: hold})
+			if err != nil {
+				t.Fatalf("ClaimDeliveries: %v", err)
+			}
+			if len(cs) > 1 {
+				t.Fatalf("claim of 1 took %d", len(cs))
+			}
+			for _, c := range cs {
+				if c.Delivery.EndpointID != ok.ID {
+					t.Fatalf("a claim holding black took a delivery of %s", c.Delivery.EndpointID)
+				}
+				got = append(got, c.Delivery.ID)
+			}
+		}
+		if len(got) != 2 {
+			t.Fatalf("claims of 1 holding black took %d of ok's 2 in 40 tries", len(got))
+		}
+		if n, err := h.ReleaseHeld(f.ctx, black.ID, at(time.Hour), at(time.Minute)); err != nil || n != 30 {
+			t.Fatalf("ReleaseHeld = %d, %v; want all 30 of black's held", n, err)
+		}
+	})
+
 	s.run(t, "HeaderSealer/NothingWrittenInClear", func(t *testing.T, f *fixture) {
 		hs := f.s.Capabilities().HeaderSealer
 		if hs == nil {

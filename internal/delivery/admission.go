@@ -310,7 +310,7 @@ func (s *scheduler) setShare(rank, nodes int) (wake bool) {
 		if c := e.maxInflight(s); c > 0 && e.inflight >= c {
 			s.fullEps[id] = struct{}{}
 		}
-		s.liftEndpointLocked(id, e, false)
+		s.liftEndpointLocked(id, e)
 	}
 	if s.tenantCap > 0 {
 		c := capShare(s.tenantCap, s.rank, s.nodes)
@@ -387,18 +387,15 @@ func slotInterval(g *groupState, c int, now time.Time) time.Duration {
 // holdEndpoints returns buf[:0] with the endpoints whose due deliveries
 // the next claim is to hold (store.ClaimParams.Hold), and until when:
 // those not proven fast with attempts in flight at their cap share, none
-// of which has ended yet (e.avg == 0) although the first began holdAfter
-// ago or more. Nothing is known of such an
+// of which has ended yet (e.avg == 0). Nothing is known of such an
 // endpoint's speed, and every claim of it would be parked or turned away
 // and written back: a claim share and a write of its row each. In a drain
 // the claims race through the whole backlog that way within a tenth of a
 // second, as every claim turned away frees its worker at once (herald
 // bench isolation: one deferral per black-holed delivery, about 20,000
 // per run of 10,000 events, and a sixth of the healthy throughput). Each
-// is held until a quarter of the attempt timeout (maxDefer) after its
-// oldest attempt must have ended (busySince + maxDefer), so that the
-// attempts begun with it have ended by then, and a circuit they opened
-// has postponed its rows; the release that lifts it sooner — its
+// is held until its oldest attempt must have ended, busySince + the
+// attempt timeout (maxDefer); the release that lifts it sooner — its
 // first attempt ends (a healthy endpoint at the start of a drain, within
 // milliseconds), or its cap has room — hands the held rows back
 // (followUp.release). An endpoint whose attempts have ended is not held:
@@ -424,41 +421,22 @@ func (s *scheduler) holdEndpoints(buf []store.HeldEndpoint, now time.Time) []sto
 			delete(s.fullEps, id)
 			continue
 		}
-		if e.fast < fastProof && e.avg == 0 && !e.busySince.IsZero() && now.Sub(e.busySince) >= holdAfter {
+		if e.fast < fastProof && e.avg == 0 && !e.busySince.IsZero() {
 			e.holding = true
-			e.heldUntil = e.busySince.Add(s.maxDefer + s.maxDefer/4)
+			e.heldUntil = e.busySince.Add(s.maxDefer)
 			buf = append(buf, store.HeldEndpoint{EndpointID: id, Until: e.heldUntil})
 		}
 	}
 	return buf
 }
 
-// holdAfter is how long an endpoint's first attempt must have lasted, at
-// its cap, before its rows are held (holdEndpoints): a healthy endpoint
-// answers well within it, so the rows of the endpoints that fill their
-// cap at the start of every drain are not held and handed back (a write
-// of each row twice), while a black hole's backlog is met by the claims
-// for that long only (in a drain they turn away about 20 of its
-// deliveries a millisecond).
-const holdAfter = 10 * time.Millisecond
-
 // liftEndpointLocked clears e's holding mark, and records that the claimer
 // is to be woken and the rows held for it handed back, once the endpoint
 // may take attempts again: below its cap share, proven fast, or an attempt
-// there has ended (holdEndpoints holds only while none has). After a
-// failed attempt (failed: a timeout, a refused connection, a 5xx) the rows
-// stay held until the hold's end: handed back now they would be claimed
-// and turned away at once — the endpoint's cap is still full of attempts
-// as old — and by the hold's end the circuit breaker has seen the failures
-// of the attempts begun with it, and an open circuit postpones them in one
-// statement.
-func (s *scheduler) liftEndpointLocked(id string, e *endpointState, failed bool) {
+// there has ended (holdEndpoints holds only while none has).
+func (s *scheduler) liftEndpointLocked(id string, e *endpointState) {
 	if e.holding && (e.inflight < e.maxInflight(s) || e.fast >= fastProof || e.avg != 0) {
 		e.holding = false
-		if failed {
-			e.heldUntil = time.Time{}
-			return
-		}
 		s.lifted = true
 		if !e.heldUntil.IsZero() {
 			s.released = append(s.released, store.HeldEndpoint{EndpointID: id, Until: e.heldUntil})
@@ -579,6 +557,7 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 			e.parked = e.parked[1:]
 			f.next = s.decideLocked(j, now)
 		}
+		s.liftEndpointLocked(g.endpoint, e)
 	}
 	f.wake, s.lifted = s.lifted, false
 	if len(s.released) > 0 {
@@ -746,7 +725,7 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	} else {
 		e.fast = 0
 	}
-	s.liftEndpointLocked(endpointID, e, failed) // (an attempt ended: e.avg != 0)
+	s.liftEndpointLocked(endpointID, e) // (an attempt ended: e.avg != 0)
 	if s.tenantCap > 0 {
 		if fast := e.fast >= fastProof; fast != wasFast {
 			s.countFast(e.tenant, fast)
@@ -784,7 +763,7 @@ func (s *scheduler) cancelLocked(endpointID string) {
 	}
 	e.inflight--
 	e.probing = false
-	s.liftEndpointLocked(endpointID, e, false)
+	s.liftEndpointLocked(endpointID, e)
 	if g := s.tenants[e.tenant]; s.tenantCap > 0 && g != nil {
 		g.inflight--
 		s.liftLocked(g)

@@ -15,7 +15,7 @@ import (
 func TestSchedulerHoldEndpoints(t *testing.T) {
 	const timeout = 10 * time.Second
 	hold := func(ep string, busy time.Time) store.HeldEndpoint {
-		return store.HeldEndpoint{EndpointID: ep, Until: busy.Add(timeout + timeout/4)}
+		return store.HeldEndpoint{EndpointID: ep, Until: busy.Add(timeout)}
 	}
 	t.Run("at the cap until an attempt ends", func(t *testing.T) {
 		s := newScheduler(2, 100, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, timeout)
@@ -30,12 +30,6 @@ func TestSchedulerHoldEndpoints(t *testing.T) {
 		t1 := t0.Add(time.Millisecond)
 		mustRun(t, s.decide(claimOf("d2", "black", "a", "https://b.example/", 0), t1))
 		buf := make([]store.HeldEndpoint, 0, 4)
-		// At its cap for less than holdAfter: not yet (a healthy endpoint
-		// answers sooner).
-		if got := s.holdEndpoints(buf, t0.Add(holdAfter-time.Microsecond)); len(got) != 0 {
-			t.Fatalf("holds %v after its first attempt began, want none before holdAfter", got)
-		}
-		t1 = t0.Add(holdAfter)
 		got := s.holdEndpoints(buf, t1)
 		if want := []store.HeldEndpoint{hold("black", t0)}; !slices.Equal(got, want) {
 			t.Fatalf("holds with black at its cap of 2 = %v, want %v (busy since its first attempt)", got, want)
@@ -56,29 +50,10 @@ func TestSchedulerHoldEndpoints(t *testing.T) {
 			t.Fatalf("release of an endpoint never held: wake %v, release %v; want neither", f.wake, f.release)
 		}
 	})
-	t.Run("a failed attempt lifts the hold but keeps the rows held", func(t *testing.T) {
-		// A black hole's first attempt times out: its rows are not handed
-		// back (they would be turned away at once, its cap still full),
-		// and it is held no more (its speed is known).
-		s := newScheduler(2, 100, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, timeout)
-		g := mustRun(t, s.decide(claimOf("d1", "black", "a", "https://b.example/", 0), t0))
-		mustRun(t, s.decide(claimOf("d2", "black", "a", "https://b.example/", 0), t0))
-		if got := s.holdEndpoints(nil, t0.Add(holdAfter)); len(got) != 1 {
-			t.Fatalf("holds with black at its cap = %v, want it", got)
-		}
-		f := s.release(g, outcome{failed: true, took: timeout}, t0.Add(timeout), false)
-		if f.wake || f.release != nil {
-			t.Fatalf("release of a timed-out attempt: wake %v, release %v; want neither", f.wake, f.release)
-		}
-		mustRun(t, s.decide(claimOf("d3", "black", "a", "https://b.example/", 0), t0.Add(timeout)))
-		if got := s.holdEndpoints(nil, t0.Add(timeout+time.Second)); len(got) != 0 {
-			t.Fatalf("holds after an attempt ended = %v, want none", got)
-		}
-	})
 	t.Run("a cancelled claim lifts the hold", func(t *testing.T) {
 		s := newScheduler(1, 100, 5, 30*time.Second, time.Second).withGroupCaps(0, 0, timeout)
 		g := mustRun(t, s.decide(claimOf("d1", "black", "a", "https://b.example/", 0), t0))
-		if got := s.holdEndpoints(nil, t0.Add(holdAfter)); len(got) != 1 {
+		if got := s.holdEndpoints(nil, t0); len(got) != 1 {
 			t.Fatalf("holds with black at its cap of 1 = %v, want it", got)
 		}
 		f := s.release(g, outcome{cancelled: true}, t0, false)

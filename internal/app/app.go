@@ -322,7 +322,6 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	m.engine, err = delivery.New(delivery.Config{
 		Clock:               cfg.Clock,
 		Membership:          caps.Membership,
-		Holds:               caps.Holds,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
 		Completers:          claimers,

@@ -69,17 +69,10 @@ type scheduler struct {
 	// the ones below it), so the skip list is built without walking every
 	// tenant.
 	full map[string]struct{}
-	// fullEps holds the endpoints whose attempts in flight reached their
-	// cap at an admission (a superset of those at it), for holdEndpoints.
-	fullEps map[string]struct{}
-	// lifted: a tenant reported by skipTenants (or an endpoint reported by
-	// holdEndpoints) has fallen below its cap or has proven an endpoint
-	// fast since; release hands it to the worker (followUp.wake), which
-	// wakes the claimer.
+	// lifted: a tenant reported by skipTenants has fallen below its cap
+	// or has proven an endpoint fast since; release hands it to the worker
+	// (followUp.wake), which wakes the claimer.
 	lifted bool
-	// released are the lifted endpoints whose held rows are to be handed
-	// back (followUp.release).
-	released []store.HeldEndpoint
 	// maxDefer bounds the adaptive wait of a claim turned away at a cap
 	// (the attempt timeout: no slot stays taken longer).
 	maxDefer time.Duration
@@ -164,13 +157,9 @@ type followUp struct {
 	// the engine postpones the endpoint's due deliveries in the store.
 	opened    bool
 	openUntil time.Time
-	// wake: a tenant the claims skip (skipTenants) or an endpoint they
-	// hold (holdEndpoints) may be claimed again: wake the claimer, so its
-	// due deliveries need not wait for the poll.
+	// wake: a tenant the claims skip (skipTenants) may be claimed again:
+	// wake the claimer, so its due deliveries need not wait for the poll.
 	wake bool
-	// release: endpoints whose rows the claims held are lifted: hand the
-	// held rows back (store.EndpointHolder.ReleaseHeld).
-	release []store.HeldEndpoint
 }
 
 // groupState is the state of a tenant or a destination host.
@@ -204,8 +193,6 @@ type endpointState struct {
 	nextDefer time.Time     // due time for the next claim turned away at its cap
 	tenant    string        // the tenant and host its attempts in flight count for
 	host      string
-	holding   bool      // holdEndpoints reported it and no release has lifted it since
-	heldUntil time.Time // while holding: until when the claims hold its rows
 }
 
 // avgWeight is the weight of the newest duration in the moving averages
@@ -303,24 +290,17 @@ func (s *scheduler) setShare(rank, nodes int) (wake bool) {
 		return false
 	}
 	s.rank, s.nodes = rank, nodes
-	// The share changed: which endpoints and tenants are at it may have
-	// too.
-	clear(s.fullEps)
-	for id, e := range s.eps {
-		if c := e.maxInflight(s); c > 0 && e.inflight >= c {
-			s.fullEps[id] = struct{}{}
-		}
-		s.liftEndpointLocked(id, e)
+	if s.tenantCap <= 0 {
+		return false
 	}
-	if s.tenantCap > 0 {
-		c := capShare(s.tenantCap, s.rank, s.nodes)
-		clear(s.full)
-		for t, g := range s.tenants {
-			if c > 0 && g.inflight >= c {
-				s.full[t] = struct{}{}
-			}
-			s.liftLocked(g)
+	// The share changed: which tenants are at it may have too.
+	c := capShare(s.tenantCap, s.rank, s.nodes)
+	clear(s.full)
+	for t, g := range s.tenants {
+		if c > 0 && g.inflight >= c {
+			s.full[t] = struct{}{}
 		}
+		s.liftLocked(g)
 	}
 	wake, s.lifted = s.lifted, false
 	return wake
@@ -384,67 +364,6 @@ func slotInterval(g *groupState, c int, now time.Time) time.Duration {
 	return avg / time.Duration(max(1, c))
 }
 
-// holdEndpoints returns buf[:0] with the endpoints whose due deliveries
-// the next claim is to hold (store.ClaimParams.Hold), and until when:
-// those not proven fast with attempts in flight at their cap share, none
-// of which has ended yet (e.avg == 0). Nothing is known of such an
-// endpoint's speed, and every claim of it would be parked or turned away
-// and written back: a claim share and a write of its row each. In a drain
-// the claims race through the whole backlog that way within a tenth of a
-// second, as every claim turned away frees its worker at once (herald
-// bench isolation: one deferral per black-holed delivery, about 20,000
-// per run of 10,000 events, and a sixth of the healthy throughput). Each
-// is held until its oldest attempt must have ended, busySince + the
-// attempt timeout (maxDefer); the release that lifts it sooner — its
-// first attempt ends (a healthy endpoint at the start of a drain, within
-// milliseconds), or its cap has room — hands the held rows back
-// (followUp.release). An endpoint whose attempts have ended is not held:
-// its turned-away claims are deferred one per expected free slot
-// (capDefer), which brings each back about once. It walks only the
-// endpoints that reached their cap, and appends nothing when none is at
-// it or without a timeout (maxDefer 0).
-func (s *scheduler) holdEndpoints(buf []store.HeldEndpoint, now time.Time) []store.HeldEndpoint {
-	buf = buf[:0]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxDefer <= 0 {
-		return buf
-	}
-	for id := range s.fullEps {
-		e := s.eps[id]
-		if e == nil {
-			delete(s.fullEps, id)
-			continue
-		}
-		c := e.maxInflight(s)
-		if c <= 0 || e.inflight < c {
-			delete(s.fullEps, id)
-			continue
-		}
-		if e.fast < fastProof && e.avg == 0 && !e.busySince.IsZero() {
-			e.holding = true
-			e.heldUntil = e.busySince.Add(s.maxDefer)
-			buf = append(buf, store.HeldEndpoint{EndpointID: id, Until: e.heldUntil})
-		}
-	}
-	return buf
-}
-
-// liftEndpointLocked clears e's holding mark, and records that the claimer
-// is to be woken and the rows held for it handed back, once the endpoint
-// may take attempts again: below its cap share, proven fast, or an attempt
-// there has ended (holdEndpoints holds only while none has).
-func (s *scheduler) liftEndpointLocked(id string, e *endpointState) {
-	if e.holding && (e.inflight < e.maxInflight(s) || e.fast >= fastProof || e.avg != 0) {
-		e.holding = false
-		s.lifted = true
-		if !e.heldUntil.IsZero() {
-			s.released = append(s.released, store.HeldEndpoint{EndpointID: id, Until: e.heldUntil})
-			e.heldUntil = time.Time{}
-		}
-	}
-}
-
 // liftLocked clears g's skipped mark, and records that the claimer is to
 // be woken, once its tenant may be claimed again: below its cap share, or
 // with an endpoint proven fast.
@@ -470,7 +389,7 @@ func (s *scheduler) countFast(tenant string, fast bool) {
 func newScheduler(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *scheduler {
 	return &scheduler{eps: map[string]*endpointState{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
 		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1,
-		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}, full: map[string]struct{}{}, fullEps: map[string]struct{}{}}
+		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}, full: map[string]struct{}{}}
 }
 
 // withGroupCaps sets the caps per tenant and per host (0 = none) and the
@@ -545,23 +464,21 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 			f.openUntil = time.Time{}
 		}
 	}
-	if e := s.eps[g.endpoint]; e != nil && len(e.parked) > 0 {
-		switch {
-		case f.opened:
-			f.putBack = s.unparkAllLocked(e, f.openUntil, reasonCircuitOpen)
-		case stopping:
-			f.putBack = s.unparkAllLocked(e, now, reasonShutdown)
-		default:
-			j := e.parked[0]
-			e.parked[0] = job{} // the backing array keeps no reference to the claim
-			e.parked = e.parked[1:]
-			f.next = s.decideLocked(j, now)
-		}
-		s.liftEndpointLocked(g.endpoint, e)
-	}
 	f.wake, s.lifted = s.lifted, false
-	if len(s.released) > 0 {
-		f.release, s.released = s.released, nil
+	e := s.eps[g.endpoint]
+	if e == nil || len(e.parked) == 0 {
+		return f
+	}
+	switch {
+	case f.opened:
+		f.putBack = s.unparkAllLocked(e, f.openUntil, reasonCircuitOpen)
+	case stopping:
+		f.putBack = s.unparkAllLocked(e, now, reasonShutdown)
+	default:
+		j := e.parked[0]
+		e.parked[0] = job{} // the backing array keeps no reference to the claim
+		e.parked = e.parked[1:]
+		f.next = s.decideLocked(j, now)
 	}
 	return f
 }
@@ -667,9 +584,6 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 		e.busySince = now
 	}
 	e.inflight++
-	if e.inflight >= e.maxInflight(s) {
-		s.fullEps[endpointID] = struct{}{}
-	}
 	for _, gg := range []*groupState{tg, hg} {
 		if gg == nil {
 			continue
@@ -725,7 +639,6 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	} else {
 		e.fast = 0
 	}
-	s.liftEndpointLocked(endpointID, e) // (an attempt ended: e.avg != 0)
 	if s.tenantCap > 0 {
 		if fast := e.fast >= fastProof; fast != wasFast {
 			s.countFast(e.tenant, fast)
@@ -763,7 +676,6 @@ func (s *scheduler) cancelLocked(endpointID string) {
 	}
 	e.inflight--
 	e.probing = false
-	s.liftEndpointLocked(endpointID, e)
 	if g := s.tenants[e.tenant]; s.tenantCap > 0 && g != nil {
 		g.inflight--
 		s.liftLocked(g)

@@ -14,11 +14,10 @@ import (
 func (e *Engine) claim(ctx context.Context) {
 	log := e.cfg.Logger
 	backoff := 100 * time.Millisecond
-	backlog := false              // the last claim took all it asked for
-	cursor := ""                  // the tenant served last (round-robin; ClaimParams)
-	var skip []string             // the tenants this claim skips (ClaimParams.SkipTenants)
-	var hold []store.HeldEndpoint // the endpoints whose rows it holds (ClaimParams.Hold)
-	plain := false                // the next claim skips no tenant (see below)
+	backlog := false  // the last claim took all it asked for
+	cursor := ""      // the tenant served last (round-robin; ClaimParams)
+	var skip []string // the tenants this claim skips (ClaimParams.SkipTenants)
+	plain := false    // the next claim skips no tenant (see below)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -45,18 +44,10 @@ func (e *Engine) claim(ctx context.Context) {
 		// would be turned away and written back (work on the database that
 		// delays every other tenant), so the claim skips them; the release
 		// that brings one below its cap wakes this loop.
-		// Endpoints at their cap whose attempts all hang likewise, on a
-		// store that holds their rows out of the way of the next claims
-		// (scheduler.holdEndpoints).
-		now := e.cfg.Clock.Now()
 		if plain {
 			skip, plain = skip[:0], false
 		} else {
-			skip = e.sched.skipTenants(skip, now)
-		}
-		if e.holder != nil {
-			e.holdMu.Lock()
-			hold = e.sched.holdEndpoints(hold, now)
+			skip = e.sched.skipTenants(skip, e.cfg.Clock.Now())
 		}
 		// Not cancelled by shutdown: a claim cut short may still commit
 		// (its leases would wait for a rescue); a finished one is handed to
@@ -65,12 +56,9 @@ func (e *Engine) claim(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
-			SkipTenants: skip, Hold: hold,
+			SkipTenants: skip,
 		})
 		cancel()
-		if e.holder != nil {
-			e.holdMu.Unlock()
-		}
 		if err != nil {
 			e.giveBack(free)
 			if ctx.Err() != nil {
@@ -99,8 +87,6 @@ func (e *Engine) claim(ctx context.Context) {
 		// its bounded fill did not reach the others' (ClaimParams). The
 		// next claim skips none (its fill takes the oldest due, as without
 		// the skip list), rather than claiming nothing again and again.
-		// (Held endpoints need no such turn: the rows a claim steps over
-		// are held, so the next one goes further.)
 		dueNow := e.waitForWork(ctx)
 		plain = dueNow && len(claims) == 0 && len(skip) > 0
 	}

@@ -136,12 +136,6 @@ type Config struct {
 	// nodes: each node heartbeats and takes its share (cluster.go). Nil: a
 	// single node with the whole of every limit.
 	Membership store.Membership
-	// Holds, when set (the store's Capabilities.Holds), lets the claims
-	// hold the due deliveries of an endpoint at its cap whose attempts
-	// have not ended yet out of the way of the next claims
-	// (store.ClaimParams.Hold); without it they are claimed and turned
-	// away as usual.
-	Holds store.EndpointHolder
 	// HeartbeatInterval is the time between heartbeats with Membership;
 	// default 1 s. A node that joins claims nothing for 3 intervals (plus
 	// the longest attempt timeout of the other nodes, if there are any);
@@ -280,18 +274,8 @@ type Engine struct {
 	// time whatever the poll interval.
 	wakeAt atomic.Int64
 	// background counts the goroutines an attempt's outcome started
-	// (circuitOpened's postponement, releaseHeld); Run waits for them
-	// before returning.
+	// (circuitOpened's postponement); Run waits for them before returning.
 	background sync.WaitGroup
-	// holder is the store's Capabilities.Holds (nil: claims hold no
-	// endpoint's rows, scheduler.holdEndpoints is not consulted).
-	holder store.EndpointHolder
-	// holdMu orders the holds and their releases: a claim holds it from
-	// reading the endpoints to hold until it returns, a release while
-	// handing rows back, so a release decided while a claim was holding
-	// rows for the same endpoint runs after that claim, never before
-	// (those rows would wait out their hold).
-	holdMu sync.Mutex
 }
 
 // New checks cfg and returns an engine.
@@ -311,7 +295,6 @@ func New(cfg Config) (*Engine, error) {
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
-		holder:    cfg.Holds,
 	}
 	for range cfg.Workers {
 		e.slots <- struct{}{}

@@ -61,9 +61,7 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			f = e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
 			d.job.tok.release() // after release: a claim this token brings sees the attempt ended
 		}
-		if len(f.release) > 0 {
-			e.releaseHeld(f.release, now) // wakes the claimer once done
-		} else if f.wake {
+		if f.wake {
 			e.Notify() // a tenant the claims skipped may be claimed again
 		}
 		if f.opened {
@@ -129,25 +127,6 @@ func (e *Engine) circuitOpened(endpointID string, until time.Time) {
 		defer cancel()
 		if _, err := e.cfg.Store.PostponeEndpointDeliveries(pctx, endpointID, until); err != nil {
 			e.cfg.Logger.Warn("postpone deliveries of an open circuit failed", "endpoint", endpointID, "error", err)
-		}
-	})
-}
-
-// releaseHeld hands back the rows the claims held for the lifted endpoints
-// hs (store.EndpointHolder.ReleaseHeld, due at now), in the background,
-// then wakes the claimer. A release that fails leaves them due at their
-// Until, at most one attempt timeout away.
-func (e *Engine) releaseHeld(hs []store.HeldEndpoint, now time.Time) {
-	e.background.Go(func() {
-		defer e.Notify()
-		e.holdMu.Lock() // after a claim holding rows now (Engine.holdMu)
-		defer e.holdMu.Unlock()
-		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, h := range hs {
-			if _, err := e.holder.ReleaseHeld(rctx, h.EndpointID, h.Until, now); err != nil {
-				e.cfg.Logger.Warn("release held deliveries failed; they are due at their hold's end", "endpoint", h.EndpointID, "until", h.Until, "error", err)
-			}
 		}
 	})
 }

@@ -38,25 +38,6 @@ type Capabilities struct {
 	// (SealedColumns) for herald rekey (Rekey); a store without it cannot
 	// be rekeyed (both drivers have it).
 	Sealed SealedStore
-	// Holds, when not nil, is a store whose claims honour ClaimParams.Hold
-	// (SQLite: a claim is a local walk of its due index, and a held row
-	// moves out of the way of the next walk). PostgreSQL does not declare
-	// it: its claim takes a tenant's share in one statement per tenant,
-	// where stepping over and rewriting another endpoint's rows would cost
-	// every claim an unbounded walk; its claims are turned away and
-	// deferred by the engine as before.
-	Holds EndpointHolder
-}
-
-// EndpointHolder is the capability of holding an endpoint's due
-// deliveries out of the claims (Capabilities.Holds, ClaimParams.Hold).
-type EndpointHolder interface {
-	// ReleaseHeld makes due at now the pending deliveries of endpointID
-	// that claims held until heldUntil (their due time is exactly
-	// heldUntil), and returns how many. The engine calls it when the
-	// endpoint may take attempts again before heldUntil (an attempt there
-	// ended, or its cap has room).
-	ReleaseHeld(ctx context.Context, endpointID string, heldUntil, now time.Time) (int, error)
 }
 
 // ExclusiveClaimer is the one-claiming-process capability

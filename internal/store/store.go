@@ -441,27 +441,6 @@ type ClaimParams struct {
 	// is read only during the call; nil or empty = none. Keep it short (a
 	// few tenants): drivers compare each tenant met against every entry.
 	SkipTenants []string
-	// Hold are endpoints none of whose deliveries the claim may take (the
-	// caller's endpoints at their cap whose attempts in flight have all
-	// lasted long and none has ended: a black hole), honoured only by a
-	// driver with Capabilities.Holds (others take them as usual). Every
-	// due delivery of one of them that the claim's walks step over is
-	// held: its due time becomes the entry's Until (nothing else changes:
-	// attempts, state, updated_at), in the claim's transaction, so the
-	// next claims do not step over it again and a crash leaves it due at
-	// Until. EndpointHolder.ReleaseHeld makes them due again earlier. The
-	// walks step over at most ClaimTenantProbes of their rows per
-	// delivery still wanted, so a claim may take fewer than are due (the
-	// rows stepped over are held, and the next claim goes further). Read
-	// only during the call; nil or empty = none; a few entries at most.
-	Hold []HeldEndpoint
-}
-
-// HeldEndpoint is an endpoint whose due deliveries a claim holds until
-// Until (ClaimParams.Hold).
-type HeldEndpoint struct {
-	EndpointID string
-	Until      time.Time
 }
 
 // ClaimTenantProbes bounds the tenants a claim looks at (tenants whose

@@ -817,23 +817,6 @@ const (
 	ClaimSkipQuery = `SELECT id, tenant FROM deliveries INDEXED BY deliveries_due
 		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
 		ORDER BY next_attempt_at, id`
-	// ClaimTenantEndpointQuery is ClaimTenantQuery with each row's
-	// endpoint, for a claim with endpoints to hold
-	// (store.ClaimParams.Hold): the index does not cover it, so each row
-	// read costs a lookup of its table row, paid only then.
-	ClaimTenantEndpointQuery = `SELECT id, endpoint_id FROM deliveries INDEXED BY deliveries_due_tenant
-		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		ORDER BY next_attempt_at, id`
-	// ClaimTenantDueEndpointQuery is ClaimTenantDueQuery with each row's
-	// endpoint (as ClaimTenantEndpointQuery).
-	ClaimTenantDueEndpointQuery = `SELECT id, next_attempt_at, endpoint_id FROM deliveries INDEXED BY deliveries_due_tenant
-		WHERE tenant = ? AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		ORDER BY next_attempt_at, id`
-	// ClaimSkipEndpointQuery is ClaimSkipQuery with each row's endpoint
-	// (as ClaimTenantEndpointQuery).
-	ClaimSkipEndpointQuery = `SELECT id, tenant, endpoint_id FROM deliveries INDEXED BY deliveries_due
-		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= ?
-		ORDER BY next_attempt_at, id`
 	// NextDueQuery yields the pending deliveries (id, due time) oldest
 	// due first; the first one not leased is the next due.
 	NextDueQuery = `SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due
@@ -855,9 +838,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if err := s.takeClaimLock(ctx); err != nil {
 		return nil, wrap("claim", err)
 	}
-	// A claim writes only rows it holds (p.Hold), which a crash may lose
-	// at no cost (they are due again).
-	tx, done, err := s.claimTx(ctx, len(p.Hold) > 0)
+	tx, done, err := s.claimTx(ctx)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -873,21 +854,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	var ids []string
 	taken := make(map[string]bool, p.Limit)
-	// The endpoints to hold (store.ClaimParams.Hold) and the rows held.
-	skipEps := skipSet(p.Hold)
-	var held map[string][]string
-	hold := func(endpoint, id string) {
-		if held == nil {
-			held = map[string][]string{}
-		}
-		held[endpoint] = append(held[endpoint], id)
-		taken[id] = true // stepped over by any later walk of this claim
-	}
 	// pick adds up to want ids of query's rows that are neither leased
-	// nor taken already. With endpoints to hold, query yields each row's
-	// endpoint too, a row of one of them is held instead, and the walk
-	// steps over at most store.ClaimTenantProbes·want rows besides the
-	// leased ones.
+	// nor taken already.
 	pick := func(want int, query string, args ...any) error {
 		st, err := s.stmt(ctx, tx, query)
 		if err != nil {
@@ -903,25 +871,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		// what is read, are looked up without copying them (RawBytes).
 		s.leases.mu.RLock()
 		defer s.leases.mu.RUnlock()
-		var raw, ep sql.RawBytes
-		dest := []any{&raw}
-		if skipEps != nil {
-			dest = append(dest, &ep)
-		}
-		for budget := store.ClaimTenantProbes * want; want > 0 && budget > 0 && rows.Next(); {
+		var raw sql.RawBytes
+		for want > 0 && rows.Next() {
 			s.claimSteps.Add(1)
-			if err := rows.Scan(dest...); err != nil {
+			if err := rows.Scan(&raw); err != nil {
 				return err
 			}
 			if _, leased := s.leases.m[string(raw)]; leased || taken[string(raw)] {
 				continue
-			}
-			if skipEps != nil {
-				budget--
-				if _, skip := skipEps[string(ep)]; skip {
-					hold(string(ep), string(raw))
-					continue
-				}
 			}
 			id := string(raw)
 			taken[id] = true
@@ -932,12 +889,8 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	if len(tenants) > 0 {
 		per := (p.Limit + len(tenants) - 1) / len(tenants)
-		query := ClaimTenantQuery
-		if skipEps != nil {
-			query = ClaimTenantEndpointQuery
-		}
 		for _, t := range tenants {
-			if err := pick(min(per, p.Limit-len(ids)), query, t, now); err != nil {
+			if err := pick(min(per, p.Limit-len(ids)), ClaimTenantQuery, t, now); err != nil {
 				return nil, wrap("claim", err)
 			}
 			if len(ids) >= p.Limit {
@@ -945,7 +898,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 		}
 	}
-	if rest := p.Limit - len(ids); rest > 0 && len(p.SkipTenants) == 0 && skipEps == nil {
+	if rest := p.Limit - len(ids); rest > 0 && len(p.SkipTenants) == 0 {
 		// Tenants with fewer due than their share leave room (or the probes
 		// ran out before a due tenant was found): fill it oldest due first,
 		// whatever the tenant.
@@ -957,28 +910,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		// old, must not be stepped over one by one: first the tenants the
 		// round served, then, only if the round may have missed some, a
 		// bounded walk of the oldest due.
-		more, err := s.fillServed(ctx, tx, tenants, rest, now, taken, skipEps, hold)
+		more, err := s.fillServed(ctx, tx, tenants, rest, now, taken)
 		if err != nil {
 			return nil, wrap("claim", err)
 		}
 		ids = append(ids, more...)
 		if rest -= len(more); rest > 0 && !complete {
-			more, err := s.fillBounded(ctx, tx, p, rest, taken, skipEps, hold)
+			more, err := s.fillBounded(ctx, tx, p, rest, taken)
 			if err != nil {
 				return nil, wrap("claim", err)
 			}
 			ids = append(ids, more...)
 		}
 	}
-	if err := s.holdRows(ctx, tx, p.Hold, held); err != nil {
-		return nil, wrap("claim", err)
-	}
 	if len(ids) == 0 {
-		if held != nil {
-			if err := tx.Commit(); err != nil {
-				return nil, wrap("claim", err)
-			}
-		}
 		return nil, nil
 	}
 	claims := make([]store.Claim, 0, len(ids))
@@ -1108,11 +1053,9 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 
 // fillServed returns up to want ids, neither leased nor in taken, of the
 // due deliveries (by now) of tenants, oldest due first (the fill of a
-// claim with tenants to skip or endpoints to hold), and adds them to
-// taken. It reads at most want rows of each tenant besides its leased and
-// taken ones, and besides at most store.ClaimTenantProbes·want rows of
-// the endpoints in skipEps, which it hands to hold.
-func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, want int, now int64, taken map[string]bool, skipEps map[string]struct{}, hold func(endpoint, id string)) ([]string, error) {
+// claim with tenants to skip), and adds them to taken. It reads at most
+// want rows of each tenant besides its leased and taken ones.
+func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, want int, now int64, taken map[string]bool) ([]string, error) {
 	if len(tenants) == 0 {
 		return nil, nil
 	}
@@ -1121,11 +1064,7 @@ func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, wa
 		due int64
 	}
 	var cands []cand
-	query := ClaimTenantDueQuery
-	if skipEps != nil {
-		query = ClaimTenantDueEndpointQuery
-	}
-	st, err := s.stmt(ctx, tx, query)
+	st, err := s.stmt(ctx, tx, ClaimTenantDueQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -1139,27 +1078,16 @@ func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, wa
 			s.leases.mu.RLock()
 			defer s.leases.mu.RUnlock()
 			var (
-				raw, ep sql.RawBytes
-				due     int64
+				raw sql.RawBytes
+				due int64
 			)
-			dest := []any{&raw, &due}
-			if skipEps != nil {
-				dest = append(dest, &ep)
-			}
-			for n, budget := 0, store.ClaimTenantProbes*want; n < want && budget > 0 && rows.Next(); {
+			for n := 0; n < want && rows.Next(); {
 				s.claimSteps.Add(1)
-				if err := rows.Scan(dest...); err != nil {
+				if err := rows.Scan(&raw, &due); err != nil {
 					return err
 				}
 				if _, leased := s.leases.m[string(raw)]; leased || taken[string(raw)] {
 					continue
-				}
-				if skipEps != nil {
-					budget--
-					if _, skip := skipEps[string(ep)]; skip {
-						hold(string(ep), string(raw))
-						continue
-					}
 				}
 				cands = append(cands, cand{string(raw), due})
 				n++
@@ -1184,17 +1112,11 @@ func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, wa
 }
 
 // fillBounded returns up to want ids of the oldest due deliveries (by
-// p.Now) of tenants not in p.SkipTenants and endpoints not in skipEps
-// (whose rows it hands to hold), neither leased nor in taken, and adds
-// them to taken. It reads at most store.ClaimTenantProbes·want rows
-// besides the leased ones, whatever the skipped tenants' and held
-// endpoints' backlog.
-func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams, want int, taken map[string]bool, skipEps map[string]struct{}, hold func(endpoint, id string)) ([]string, error) {
-	query := ClaimSkipQuery
-	if skipEps != nil {
-		query = ClaimSkipEndpointQuery
-	}
-	st, err := s.stmt(ctx, tx, query)
+// p.Now) of tenants not in p.SkipTenants, neither leased nor in taken, and
+// adds them to taken. It reads at most store.ClaimTenantProbes·want rows
+// besides the leased ones, whatever the skipped tenants' backlog.
+func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams, want int, taken map[string]bool) ([]string, error) {
+	st, err := s.stmt(ctx, tx, ClaimSkipQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -1206,16 +1128,12 @@ func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams
 	s.leases.mu.RLock()
 	defer s.leases.mu.RUnlock()
 	var (
-		out             []string
-		raw, tenant, ep sql.RawBytes
+		out         []string
+		raw, tenant sql.RawBytes
 	)
-	dest := []any{&raw, &tenant}
-	if skipEps != nil {
-		dest = append(dest, &ep)
-	}
 	for budget := store.ClaimTenantProbes * want; want > 0 && budget > 0 && rows.Next(); {
 		s.claimSteps.Add(1)
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(&raw, &tenant); err != nil {
 			return nil, err
 		}
 		if _, leased := s.leases.m[string(raw)]; leased {
@@ -1225,80 +1143,12 @@ func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams
 		if taken[string(raw)] || slices.Contains(p.SkipTenants, string(tenant)) {
 			continue
 		}
-		if _, skip := skipEps[string(ep)]; skip {
-			hold(string(ep), string(raw))
-			continue
-		}
 		id := string(raw)
 		taken[id] = true
 		out = append(out, id)
 		want--
 	}
 	return out, rows.Err()
-}
-
-// skipSet is the endpoints of hs as a set; nil when there are none.
-func skipSet(hs []store.HeldEndpoint) map[string]struct{} {
-	if len(hs) == 0 {
-		return nil
-	}
-	m := make(map[string]struct{}, len(hs))
-	for _, h := range hs {
-		m[h.EndpointID] = struct{}{}
-	}
-	return m
-}
-
-// holdQuery holds rows (ids as a JSON array) until ?1: their due time
-// only, so only the partial due indexes change (store.ClaimParams.Hold).
-const holdQuery = `UPDATE deliveries SET next_attempt_at = ?1
-	WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'pending'`
-
-// holdRows holds the rows of held (by endpoint) until their entry's
-// Until in hs, in the claim's transaction tx.
-func (s *Store) holdRows(ctx context.Context, tx *sql.Tx, hs []store.HeldEndpoint, held map[string][]string) error {
-	if len(held) == 0 {
-		return nil
-	}
-	st, err := s.stmt(ctx, tx, holdQuery)
-	if err != nil {
-		return err
-	}
-	for _, h := range hs {
-		ids := held[h.EndpointID]
-		if len(ids) == 0 {
-			continue
-		}
-		arr, err := json.Marshal(ids)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(ctx, micro(h.Until), string(arr)); err != nil {
-			return err
-		}
-		delete(held, h.EndpointID) // (an endpoint listed twice is held once)
-	}
-	return nil
-}
-
-// ReleaseHeld implements store.EndpointHolder: one statement on the
-// endpoint's index (deliveries_endpoint), filtered by the exact due time.
-func (s *Store) ReleaseHeld(ctx context.Context, endpointID string, heldUntil, now time.Time) (int, error) {
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return 0, wrap("release held", err)
-	}
-	defer tx.Rollback()
-	// (A transaction holds the writer: the leases do not change meanwhile.)
-	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
-		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at = ?3
-		  AND id NOT IN (SELECT value FROM json_each(?4))`,
-		micro(now), endpointID, micro(heldUntil), s.leases.ofEndpoint(endpointID, nil))
-	if err != nil {
-		return 0, wrap("release held", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), wrap("release held", tx.Commit())
 }
 
 func keys[V any](m map[string]V) []string {

@@ -130,14 +130,13 @@ func (s *Store) queueTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 	return s.writerTx(ctx, true)
 }
 
-// claimTx is queueTx for a claim (leases are in memory, leases.go): on
-// the writer connection, behind publish groups, so that no completion,
-// pause or rescue commits while it reads. A claim that may hold rows
-// (store.ClaimParams.Hold) writes, and takes queueTx's synchronous=NORMAL;
-// any other writes nothing and goes without queueTx's two PRAGMA
-// statements — synchronous matters only to a commit that writes.
-func (s *Store) claimTx(ctx context.Context, mayWrite bool) (tx *sql.Tx, done func(), err error) {
-	return s.writerTx(ctx, mayWrite)
+// claimTx is queueTx for a claim, which writes nothing (leases are in
+// memory, leases.go): on the writer connection, behind publish groups, so
+// that no completion, pause or rescue commits while it reads, but without
+// queueTx's two PRAGMA statements around it — synchronous matters only
+// to a commit that writes.
+func (s *Store) claimTx(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	return s.writerTx(ctx, false)
 }
 
 // writerTx begins a transaction on the writer connection once the gate
@@ -236,7 +235,7 @@ var (
 // wake-ups or membership (one process owns the database: no other node to
 // wake or share limits with).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, Holds: s}
+	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}
 }
 
 // ClaimExclusively implements store.ExclusiveClaimer: it takes the claim

@@ -304,16 +304,13 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"claim":                     {claimQuery, []any{now}},
-		"claim tenant":              {claimTenantQuery, []any{"acme", now}},
-		"claim tenant due":          {sqlite.ClaimTenantDueQuery, []any{"acme", now}},
-		"claim skip":                {sqlite.ClaimSkipQuery, []any{now}},
-		"claim tenant endpoint":     {sqlite.ClaimTenantEndpointQuery, []any{"acme", now}},
-		"claim tenant due endpoint": {sqlite.ClaimTenantDueEndpointQuery, []any{"acme", now}},
-		"claim skip endpoint":       {sqlite.ClaimSkipEndpointQuery, []any{now}},
-		"tenant due":                {tenantDueQuery, []any{"acme"}},
-		"next tenant":               {nextTenantQuery, []any{""}},
-		"next due":                  {nextDueQuery, nil},
+		"claim":            {claimQuery, []any{now}},
+		"claim tenant":     {claimTenantQuery, []any{"acme", now}},
+		"claim tenant due": {sqlite.ClaimTenantDueQuery, []any{"acme", now}},
+		"claim skip":       {sqlite.ClaimSkipQuery, []any{now}},
+		"tenant due":       {tenantDueQuery, []any{"acme"}},
+		"next tenant":      {nextTenantQuery, []any{""}},
+		"next due":         {nextDueQuery, nil},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)
 		t.Logf("%s plan:\n%s", name, plan)
@@ -550,7 +547,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, Holds: s}) {
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}) {
 		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer and Sealed", c)
 	}
 }

@@ -161,27 +161,12 @@ func (r *recorder) Capabilities() store.Capabilities {
 	if c.Sealed != nil {
 		c.Sealed = sealedRecorder{c.Sealed, r.cov}
 	}
-	if c.Holds != nil {
-		c.Holds = holderRecorder{c.Holds, r.cov}
-	}
 	r.cov.declare(c)
 	return c
 }
 
 // counted is implemented by the wrappers that count a capability's calls.
 type counted interface{ countsCalls() }
-
-type holderRecorder struct {
-	h   store.EndpointHolder
-	cov *coverage
-}
-
-func (holderRecorder) countsCalls() {}
-
-func (r holderRecorder) ReleaseHeld(ctx context.Context, endpointID string, heldUntil, now time.Time) (int, error) {
-	r.cov.called("Holds.ReleaseHeld")
-	return r.h.ReleaseHeld(ctx, endpointID, heldUntil, now)
-}
 
 type notifierRecorder struct {
 	n   store.Notifier

@@ -127,6 +127,11 @@ func (d decision) congested() bool {
 // release panics, as it would let more attempts run than the caps allow.
 type grant struct {
 	endpoint string
+	// probe: this attempt is the half-open circuit's probe. Only its end
+	// decides the circuit: an attempt begun before the circuit opened may
+	// end during the probe (a black hole's, at its timeout) and must not
+	// re-open the circuit and let a second probe out beside the first.
+	probe    bool
 	released bool // under scheduler.mu
 }
 
@@ -418,9 +423,12 @@ func (s *scheduler) decide(j job, now time.Time) decision {
 }
 
 func (s *scheduler) decideLocked(j job, now time.Time) decision {
+	prev := s.eps[j.Endpoint.ID]
+	probing := prev != nil && prev.probing
 	ok, retryAt, reason := s.admitLocked(keyOf(j.Claim), now)
 	if ok {
-		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID}}
+		probe := !probing && s.eps[j.Endpoint.ID].probing // admitLocked let the probe out
+		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probe: probe}}
 	}
 	if reason == reasonConcurrencyCap {
 		e := s.eps[j.Endpoint.ID]
@@ -457,9 +465,9 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	g.released = true
 	var f followUp
 	if out.cancelled {
-		s.cancelLocked(g.endpoint)
+		s.cancelLocked(g.endpoint, g.probe)
 	} else {
-		f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now)
+		f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now, g.probe)
 		if !f.opened {
 			f.openUntil = time.Time{}
 		}
@@ -623,10 +631,11 @@ func (s *scheduler) groupDone(m map[string]*groupState, key string, took time.Du
 }
 
 // endLocked records the end of an attempt of the endpoint admitted by
-// admitLocked that took took. failed is a transport-level failure (no
-// answer, or 5xx). It returns the time until which the circuit is now open
-// (zero if it is closed), and whether this call opened it.
-func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration, now time.Time) (openUntil time.Time, opened bool) {
+// admitLocked that took took; probe: it was the half-open circuit's probe
+// (grant.probe). failed is a transport-level failure (no answer, or 5xx).
+// It returns the time until which the circuit is now open (zero if it is
+// closed), and whether this call opened it.
+func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration, now time.Time, probe bool) (openUntil time.Time, opened bool) {
 	e := s.eps[endpointID]
 	if e == nil {
 		return time.Time{}, false
@@ -648,8 +657,10 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	if s.hostCap > 0 {
 		s.groupDone(s.hosts, e.host, took)
 	}
-	wasProbe := e.probing
-	e.probing = false
+	wasProbe := probe
+	if probe {
+		e.probing = false
+	}
 	if !failed {
 		e.failures = 0
 		e.openUntil = time.Time{}
@@ -669,13 +680,15 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 // cancelLocked returns the capacity of an admitted claim that ran no
 // attempt: the endpoint's, its tenant's and its host's counts in flight,
 // and a half-open probe's slot (the next claim probes).
-func (s *scheduler) cancelLocked(endpointID string) {
+func (s *scheduler) cancelLocked(endpointID string, probe bool) {
 	e := s.eps[endpointID]
 	if e == nil {
 		return
 	}
 	e.inflight--
-	e.probing = false
+	if probe {
+		e.probing = false
+	}
 	if g := s.tenants[e.tenant]; s.tenantCap > 0 && g != nil {
 		g.inflight--
 		s.liftLocked(g)

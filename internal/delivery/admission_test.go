@@ -388,3 +388,36 @@ func TestCapWarnings(t *testing.T) {
 // fakeMembership is a store.Membership that is never called (capWarnings
 // only asks whether there is one).
 type fakeMembership struct{ store.Membership }
+
+// Only the probe decides a half-open circuit: an attempt begun before the
+// circuit opened (a black hole's, timing out after the cooldown) that
+// fails during the probe re-opens nothing, and no second probe goes out
+// beside the first. Before, any failure while probing counted as the
+// probe's: the circuit re-opened, and after the next cooldown a second
+// probe ran while the first still hung.
+func TestOnlyTheProbeDecidesHalfOpen(t *testing.T) {
+	s := newScheduler(10, 10, 1, 2*time.Second, time.Second)
+	failed := outcome{failed: true, took: 4 * time.Second}
+	ga := mustRun(t, s.decide(epClaim("a", "ep"), t0))
+	gb := mustRun(t, s.decide(epClaim("b", "ep"), t0))
+	if f := s.release(ga, failed, t0.Add(time.Second), false); !f.opened {
+		t.Fatal("a failure at the threshold of 1 did not open the circuit")
+	}
+	p := t0.Add(3 * time.Second) // the cooldown ended: the probe goes out
+	probe := mustRun(t, s.decide(epClaim("probe", "ep"), p))
+	if !probe.probe {
+		t.Fatal("the attempt admitted after the cooldown is not marked as the probe")
+	}
+	// b, begun before the circuit opened, times out during the probe.
+	if f := s.release(gb, failed, t0.Add(4*time.Second), false); f.opened {
+		t.Fatalf("an attempt older than the probe re-opened the circuit until +%v", f.openUntil.Sub(t0))
+	}
+	if cs := s.circuit("ep", t0.Add(4*time.Second)); cs.State != CircuitHalfOpen || !cs.Probing {
+		t.Fatalf("after the old attempt failed: %+v, want half_open with the probe in flight", cs)
+	}
+	mustDefer(t, s.decide(epClaim("c", "ep"), t0.Add(6*time.Second)), reasonCircuitHalfOpen, t0.Add(7*time.Second))
+	// The probe's own failure re-opens it.
+	if f := s.release(probe, failed, t0.Add(7*time.Second), false); !f.opened || !f.openUntil.Equal(t0.Add(9*time.Second)) {
+		t.Fatalf("failed probe: opened=%v until +%v, want re-opened until +9s", f.opened, f.openUntil.Sub(t0))
+	}
+}

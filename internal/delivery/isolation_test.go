@@ -28,7 +28,10 @@ func (g *scheduler) admitOrPark(c job, now time.Time) (bool, bool, time.Time, st
 func (g *scheduler) done(endpointID string, failed bool, took time.Duration, now time.Time) (openUntil time.Time, opened bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.endLocked(endpointID, failed, took, now)
+	// (These tests end the probe right after admitting it: an attempt
+	// ending while the endpoint probes is the probe.)
+	e := g.eps[endpointID]
+	return g.endLocked(endpointID, failed, took, now, e != nil && e.probing)
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -67,7 +67,7 @@ func TestSchedulerSkipTenants(t *testing.T) {
 		mustRun(t, s.decide(claimOf("f", "fast", "a", "https://f.example/", 0), t0))
 		// The fast endpoint turns slow: a is skipped from then on.
 		s.mu.Lock()
-		s.endLocked("fast", true, 10*time.Second, t0)
+		s.endLocked("fast", true, 10*time.Second, t0, false)
 		s.mu.Unlock()
 		if got := s.skipTenants(nil, t1); !slices.Equal(got, []string{"a"}) {
 			t.Fatalf("skip list once a's fast endpoint failed = %q, want [a]", got)

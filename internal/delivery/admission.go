@@ -132,7 +132,8 @@ type grant struct {
 	// end during the probe (a black hole's, at its timeout) and must not
 	// re-open the circuit and let a second probe out beside the first.
 	probe    bool
-	released bool // under scheduler.mu
+	probeSeq uint64 // e.probeSeq when it was let out
+	released bool   // under scheduler.mu
 }
 
 // outcome is what release needs of an ended attempt.
@@ -187,6 +188,7 @@ type endpointState struct {
 	failures  int       // consecutive transport-level failures
 	openUntil time.Time // circuit open until then; zero = closed
 	probing   bool      // half-open: one probe in flight
+	probeSeq  uint64    // probes let out so far
 	limiter   *rate.Limiter
 	limit     int           // the endpoint's rate limit per second the limiter was made for
 	limNodes  int           // the nodes count the limiter's share was made for
@@ -427,8 +429,12 @@ func (s *scheduler) decideLocked(j job, now time.Time) decision {
 	probing := prev != nil && prev.probing
 	ok, retryAt, reason := s.admitLocked(keyOf(j.Claim), now)
 	if ok {
-		probe := !probing && s.eps[j.Endpoint.ID].probing // admitLocked let the probe out
-		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probe: probe}}
+		e := s.eps[j.Endpoint.ID]
+		probe := !probing && e.probing // admitLocked let the probe out
+		if probe {
+			e.probeSeq++
+		}
+		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probe: probe, probeSeq: e.probeSeq}}
 	}
 	if reason == reasonConcurrencyCap {
 		e := s.eps[j.Endpoint.ID]
@@ -464,10 +470,14 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	}
 	g.released = true
 	var f followUp
+	probe := g.probe
+	if e := s.eps[g.endpoint]; e == nil || !e.probing || e.probeSeq != g.probeSeq {
+		probe = false // a success closed the circuit since: no longer its probe
+	}
 	if out.cancelled {
-		s.cancelLocked(g.endpoint, g.probe)
+		s.cancelLocked(g.endpoint, probe)
 	} else {
-		f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now, g.probe)
+		f.openUntil, f.opened = s.endLocked(g.endpoint, out.failed, out.took, now, probe)
 		if !f.opened {
 			f.openUntil = time.Time{}
 		}
@@ -664,6 +674,7 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	if !failed {
 		e.failures = 0
 		e.openUntil = time.Time{}
+		e.probing = false // closed: a probe in flight decides nothing now
 		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 && e.avg < fastAnswer {
 			delete(s.eps, endpointID) // nothing worth keeping: keep the map small
 		}

@@ -421,3 +421,55 @@ func TestOnlyTheProbeDecidesHalfOpen(t *testing.T) {
 		t.Fatalf("failed probe: opened=%v until +%v, want re-opened until +9s", f.opened, f.openUntil.Sub(t0))
 	}
 }
+
+// A probe whose circuit a success closed while it was in flight decides
+// nothing: its failure re-opens neither the closed circuit (one failure,
+// under the threshold, after successes) nor extends a circuit opened since
+// by other failures.
+func TestStaleProbeDecidesNothing(t *testing.T) {
+	fail := outcome{failed: true, took: 4 * time.Second}
+	good := outcome{took: 300 * time.Millisecond}
+	t.Run("closed by a success", func(t *testing.T) {
+		s := newScheduler(10, 10, 5, 2*time.Second, time.Second)
+		var old []*grant
+		for i := range 6 {
+			old = append(old, mustRun(t, s.decide(epClaim(string(rune('a'+i)), "ep"), t0)))
+		}
+		for i := range 5 { // 5 failures open it until +3s
+			if f := s.release(old[i], fail, t0.Add(time.Second), false); f.opened != (i == 4) {
+				t.Fatalf("failure %d: opened=%v", i+1, f.opened)
+			}
+		}
+		probe := mustRun(t, s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second)))
+		s.release(old[5], good, t0.Add(3500*time.Millisecond), false) // closes the circuit
+		for i := range 20 {
+			s.release(mustRun(t, s.decide(epClaim("n"+string(rune('a'+i)), "ep"), t0.Add(4*time.Second))), good, t0.Add(4*time.Second), false)
+		}
+		if f := s.release(probe, fail, t0.Add(7*time.Second), false); f.opened {
+			t.Fatalf("one failure (threshold 5) after 20 successes re-opened the closed circuit until +%v", f.openUntil.Sub(t0))
+		}
+	})
+	t.Run("opened again since", func(t *testing.T) {
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second)
+		ga := mustRun(t, s.decide(epClaim("a", "ep"), t0))
+		gb := mustRun(t, s.decide(epClaim("b", "ep"), t0))
+		if !s.release(ga, fail, t0.Add(time.Second), false).opened {
+			t.Fatal("not opened")
+		}
+		probe := mustRun(t, s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second)))
+		s.release(gb, outcome{took: time.Second}, t0.Add(3500*time.Millisecond), false) // closes
+		gc := mustRun(t, s.decide(epClaim("c", "ep"), t0.Add(4*time.Second)))
+		f1 := s.release(gc, fail, t0.Add(5*time.Second), false) // opens until +7s
+		if !f1.opened {
+			t.Fatal("c's failure did not open")
+		}
+		if f2 := s.release(probe, fail, t0.Add(6*time.Second), false); f2.opened {
+			t.Fatalf("the circuit, open until +%v, was opened again by the stale probe until +%v", f1.openUntil.Sub(t0), f2.openUntil.Sub(t0))
+		}
+		// The next probe after the cooldown is let out and decides.
+		p2 := mustRun(t, s.decide(epClaim("probe2", "ep"), t0.Add(7*time.Second)))
+		if f := s.release(p2, fail, t0.Add(8*time.Second), false); !f.opened {
+			t.Fatal("the current probe's failure did not re-open the circuit")
+		}
+	})
+}

@@ -127,13 +127,14 @@ func (d decision) congested() bool {
 // release panics, as it would let more attempts run than the caps allow.
 type grant struct {
 	endpoint string
-	// probe: this attempt is the half-open circuit's probe. Only its end
-	// decides the circuit: an attempt begun before the circuit opened may
-	// end during the probe (a black hole's, at its timeout) and must not
-	// re-open the circuit and let a second probe out beside the first.
-	probe    bool
-	probeSeq uint64 // e.probeSeq when it was let out
-	released bool   // under scheduler.mu
+	// probeSeq is the endpoint's probeSeq when the attempt was admitted:
+	// the attempt is the half-open circuit's probe while the endpoint
+	// probes with that number (isProbe). Only the probe's end decides the
+	// circuit: an attempt begun before the circuit opened may end during
+	// the probe (a black hole's, at its timeout) and must not re-open the
+	// circuit and let a second probe out beside the first.
+	probeSeq uint64
+	released bool // under scheduler.mu
 }
 
 // outcome is what release needs of an ended attempt.
@@ -188,7 +189,7 @@ type endpointState struct {
 	failures  int       // consecutive transport-level failures
 	openUntil time.Time // circuit open until then; zero = closed
 	probing   bool      // half-open: one probe in flight
-	probeSeq  uint64    // probes let out so far
+	probeSeq  uint64    // probes let out so far (the one in flight has this number)
 	limiter   *rate.Limiter
 	limit     int           // the endpoint's rate limit per second the limiter was made for
 	limNodes  int           // the nodes count the limiter's share was made for
@@ -425,16 +426,9 @@ func (s *scheduler) decide(j job, now time.Time) decision {
 }
 
 func (s *scheduler) decideLocked(j job, now time.Time) decision {
-	prev := s.eps[j.Endpoint.ID]
-	probing := prev != nil && prev.probing
 	ok, retryAt, reason := s.admitLocked(keyOf(j.Claim), now)
 	if ok {
-		e := s.eps[j.Endpoint.ID]
-		probe := !probing && e.probing // admitLocked let the probe out
-		if probe {
-			e.probeSeq++
-		}
-		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probe: probe, probeSeq: e.probeSeq}}
+		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probeSeq: s.eps[j.Endpoint.ID].probeSeq}}
 	}
 	if reason == reasonConcurrencyCap {
 		e := s.eps[j.Endpoint.ID]
@@ -470,10 +464,7 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	}
 	g.released = true
 	var f followUp
-	probe := g.probe
-	if e := s.eps[g.endpoint]; e == nil || !e.probing || e.probeSeq != g.probeSeq {
-		probe = false // a success closed the circuit since: no longer its probe
-	}
+	probe := s.isProbe(g)
 	if out.cancelled {
 		s.cancelLocked(g.endpoint, probe)
 	} else {
@@ -597,6 +588,7 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	}
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe
+		e.probeSeq++
 	}
 	if e.inflight == 0 {
 		e.busySince = now
@@ -640,9 +632,18 @@ func (s *scheduler) groupDone(m map[string]*groupState, key string, took time.Du
 	}
 }
 
+// isProbe reports whether g's attempt is the probe its endpoint's half-open
+// circuit waits for: the endpoint probes, with g's number. A probe whose
+// circuit a success closed meanwhile is one no longer (the closing success
+// cleared probing), nor is any attempt admitted before the probe.
+func (s *scheduler) isProbe(g *grant) bool {
+	e := s.eps[g.endpoint]
+	return e != nil && e.probing && e.probeSeq == g.probeSeq
+}
+
 // endLocked records the end of an attempt of the endpoint admitted by
 // admitLocked that took took; probe: it was the half-open circuit's probe
-// (grant.probe). failed is a transport-level failure (no answer, or 5xx).
+// (isProbe). failed is a transport-level failure (no answer, or 5xx).
 // It returns the time until which the circuit is now open (zero if it is
 // closed), and whether this call opened it.
 func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration, now time.Time, probe bool) (openUntil time.Time, opened bool) {

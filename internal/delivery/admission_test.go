@@ -405,7 +405,7 @@ func TestOnlyTheProbeDecidesHalfOpen(t *testing.T) {
 	}
 	p := t0.Add(3 * time.Second) // the cooldown ended: the probe goes out
 	probe := mustRun(t, s.decide(epClaim("probe", "ep"), p))
-	if !probe.probe {
+	if !s.isProbe(probe) {
 		t.Fatal("the attempt admitted after the cooldown is not marked as the probe")
 	}
 	// b, begun before the circuit opened, times out during the probe.

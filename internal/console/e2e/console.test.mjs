@@ -285,6 +285,15 @@ async function main() {
   }
   await waitFor('the down endpoint\'s circuit opens (7 failures in a row)', async () =>
     (await api('GET', `/v1/endpoints/${epDown}`)).body.circuit?.state === 'open');
+  // The 8th attempt may have been in flight when the circuit opened, so its
+  // delivery may be dead already: one more event is held by the open circuit
+  // (cool-down 1h) for certain.
+  const held = await api('POST', '/v1/events', { tenant: 'initech', type: 'ping.sent', id: 'ping-held', data: { n: 4 } });
+  assert.equal(held.status, 202);
+  await waitFor('the open circuit holds the new delivery', async () => {
+    const d = await api('GET', `/v1/endpoints/${epDown}/deliveries`);
+    return d.body.data.some((x) => x.event_id === 'ping-held' && x.state === 'pending');
+  });
   const otherDelivery = await waitFor('globex delivery', async () => {
     const d = await api('GET', `/v1/endpoints/${epOther}/deliveries`);
     return d.body.data[0]?.id;

@@ -252,6 +252,10 @@ func (t tenantStore) PostponeEndpointDeliveries(context.Context, string, time.Ti
 	return 0, errNotForTenant
 }
 
+func (t tenantStore) MoveEndpointDeliveries(context.Context, string, time.Time, time.Time, time.Time) (int, error) {
+	return 0, errNotForTenant
+}
+
 func (t tenantStore) PendingNotices(context.Context, int) ([]store.Notice, error) {
 	return nil, errNotForTenant
 }

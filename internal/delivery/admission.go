@@ -112,6 +112,10 @@ type decision struct {
 	grant   *grant    // run: the capacity the attempt holds
 	at      time.Time // deferred: when the claim is due again
 	reason  string    // deferred: why (reason… constants)
+	// hold: run, and the attempt is the half-open circuit's probe: the
+	// worker holds the endpoint's due backlog in the store until hold,
+	// the probe's deadline (released by followUp.handBack).
+	hold time.Time
 }
 
 // congested reports a deferral at a concurrency cap: claims are outrunning
@@ -167,6 +171,10 @@ type followUp struct {
 	// wake: a tenant the claims skip (skipTenants) may be claimed again:
 	// wake the claimer, so its due deliveries need not wait for the poll.
 	wake bool
+	// handBack: the half-open circuit whose probe held the endpoint's
+	// backlog closed, re-opened or lost its probe: the held deliveries are
+	// due now (closed, or no probe) or when the new cooldown ends.
+	handBack *backlogMove
 }
 
 // groupState is the state of a tenant or a destination host.
@@ -190,6 +198,10 @@ type endpointState struct {
 	openUntil time.Time // circuit open until then; zero = closed
 	probing   bool      // half-open: one probe in flight
 	probeSeq  uint64    // probes let out so far (the one in flight has this number)
+	// holdUntil: the probe in flight holds the endpoint's due backlog in
+	// the store until then (its deadline); claims that meet the backlog
+	// anyway are deferred to it. Zero: nothing held.
+	holdUntil time.Time
 	limiter   *rate.Limiter
 	limit     int           // the endpoint's rate limit per second the limiter was made for
 	limNodes  int           // the nodes count the limiter's share was made for
@@ -407,6 +419,10 @@ func (s *scheduler) withGroupCaps(tenantCap, hostCap int, maxDefer time.Duration
 	return s
 }
 
+// probeSlack is added to the attempt timeout for the end of a half-open
+// circuit's hold: the probe has ended by then, unless its worker was late.
+const probeSlack = 250 * time.Millisecond
+
 // rateSlack is added to the due time of a claim turned away by the rate
 // limit, so that it comes back just after its token, not just before.
 const rateSlack = 2 * time.Millisecond
@@ -428,7 +444,12 @@ func (s *scheduler) decide(j job, now time.Time) decision {
 func (s *scheduler) decideLocked(j job, now time.Time) decision {
 	ok, retryAt, reason := s.admitLocked(keyOf(j.Claim), now)
 	if ok {
-		return decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probeSeq: s.eps[j.Endpoint.ID].probeSeq}}
+		e := s.eps[j.Endpoint.ID]
+		d := decision{verdict: run, job: j, grant: &grant{endpoint: j.Endpoint.ID, probeSeq: e.probeSeq}}
+		if e.probing { // admitLocked lets no claim but the probe out while probing
+			d.hold = e.holdUntil
+		}
+		return d
 	}
 	if reason == reasonConcurrencyCap {
 		e := s.eps[j.Endpoint.ID]
@@ -465,6 +486,10 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	g.released = true
 	var f followUp
 	probe := s.isProbe(g)
+	var held time.Time
+	if e := s.eps[g.endpoint]; e != nil {
+		held = e.holdUntil
+	}
 	if out.cancelled {
 		s.cancelLocked(g.endpoint, probe)
 	} else {
@@ -475,6 +500,21 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 	}
 	f.wake, s.lifted = s.lifted, false
 	e := s.eps[g.endpoint]
+	if !held.IsZero() && (e == nil || !e.probing) {
+		// The probe that held the backlog is over: closed (or no probe
+		// left), the deliveries are due now; re-opened, when the new
+		// cooldown ends (circuitOpened's postponement moves those due
+		// before it; this moves them if the hold ends later).
+		switch {
+		case !f.opened:
+			f.handBack = &backlogMove{endpointID: g.endpoint, dueFrom: held, dueTo: held, at: now}
+		case held.After(f.openUntil):
+			f.handBack = &backlogMove{endpointID: g.endpoint, dueFrom: held, dueTo: held, at: f.openUntil}
+		}
+		if e != nil {
+			e.holdUntil = time.Time{}
+		}
+	}
 	if e == nil || len(e.parked) == 0 {
 		return f
 	}
@@ -532,6 +572,9 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 			return false, e.openUntil, reasonCircuitOpen
 		}
 		if e.probing {
+			if now.Before(e.holdUntil) {
+				return false, e.holdUntil, reasonCircuitHalfOpen
+			}
 			return false, now.Add(s.deferFor), reasonCircuitHalfOpen
 		}
 	}
@@ -589,6 +632,13 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe
 		e.probeSeq++
+		if s.maxDefer > 0 {
+			// No attempt outlasts the attempt timeout (maxDefer): hold the
+			// backlog until just after it, in whole microseconds, the
+			// stores' precision, so a hand-back finds the rows by their
+			// due time.
+			e.holdUntil = now.Add(s.maxDefer + probeSlack).Truncate(time.Microsecond)
+		}
 	}
 	if e.inflight == 0 {
 		e.busySince = now

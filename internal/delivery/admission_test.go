@@ -473,3 +473,96 @@ func TestStaleProbeDecidesNothing(t *testing.T) {
 		}
 	})
 }
+
+// The half-open circuit's probe holds the endpoint's due backlog until its
+// deadline (the attempt timeout, plus probeSlack): claims that meet the
+// backlog anyway are deferred to that deadline, not by DeferDelay each
+// time, and the end of the probe hands the held deliveries back — due now
+// when the circuit closes (or the probe is cancelled), due when the new
+// cooldown ends when it re-opens earlier than the hold would.
+func TestProbeHoldsTheBacklog(t *testing.T) {
+	fail := outcome{failed: true, took: 10 * time.Millisecond}
+	// openAndProbe: a failure at +1s opens the circuit (threshold 1,
+	// cooldown 2s), and the probe goes out at +3s.
+	openAndProbe := func(t *testing.T) (*scheduler, *grant, time.Time) {
+		t.Helper()
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second).withGroupCaps(0, 0, 4*time.Second)
+		if f := s.release(mustRun(t, s.decide(epClaim("a", "ep"), t0)), fail, t0.Add(time.Second), false); !f.opened || f.handBack != nil {
+			t.Fatalf("first failure: opened=%v handBack=%+v, want opened, nothing held", f.opened, f.handBack)
+		}
+		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
+		g := mustRun(t, d)
+		hold := t0.Add(3*time.Second + 4*time.Second + probeSlack)
+		if !d.hold.Equal(hold) {
+			t.Fatalf("the probe holds the backlog until t0+%v, want t0+%v (cooldown end + attempt timeout + slack)", d.hold.Sub(t0), hold.Sub(t0))
+		}
+		mustDefer(t, s.decide(epClaim("b", "ep"), t0.Add(3500*time.Millisecond)), reasonCircuitHalfOpen, hold)
+		mustDefer(t, s.decide(epClaim("c", "ep"), t0.Add(6*time.Second)), reasonCircuitHalfOpen, hold)
+		// A worker late past the hold: back to DeferDelay.
+		mustDefer(t, s.decide(epClaim("d", "ep"), hold), reasonCircuitHalfOpen, hold.Add(time.Second))
+		return s, g, hold
+	}
+	wantBack := func(t *testing.T, f followUp, hold, at time.Time) {
+		t.Helper()
+		want := backlogMove{endpointID: "ep", dueFrom: hold, dueTo: hold, at: at}
+		if f.handBack == nil || *f.handBack != want {
+			t.Fatalf("hand-back %+v, want %+v", f.handBack, want)
+		}
+	}
+	t.Run("closed: due now", func(t *testing.T) {
+		s, probe, hold := openAndProbe(t)
+		now := t0.Add(3200 * time.Millisecond)
+		wantBack(t, s.release(probe, outcome{took: 200 * time.Millisecond}, now, false), hold, now)
+		mustRun(t, s.decide(epClaim("e", "ep"), now))
+	})
+	t.Run("re-opened at the timeout: the postponement moves them", func(t *testing.T) {
+		s, probe, _ := openAndProbe(t)
+		f := s.release(probe, outcome{failed: true, took: 4 * time.Second}, t0.Add(7*time.Second), false)
+		if !f.opened || f.handBack != nil {
+			t.Fatalf("probe timed out: opened=%v handBack=%+v; want re-opened until +9s, after the hold (no hand-back)", f.opened, f.handBack)
+		}
+		// The next probe holds again.
+		if d := s.decide(epClaim("p2", "ep"), t0.Add(9*time.Second)); d.verdict != run || !d.hold.Equal(t0.Add(13*time.Second+probeSlack)) {
+			t.Fatalf("second probe: verdict %d hold t0+%v", d.verdict, d.hold.Sub(t0))
+		}
+	})
+	t.Run("re-opened early: due when the new cooldown ends", func(t *testing.T) {
+		s, probe, hold := openAndProbe(t)
+		f := s.release(probe, fail, t0.Add(3100*time.Millisecond), false) // refused at once
+		if !f.opened {
+			t.Fatal("the failed probe did not re-open the circuit")
+		}
+		wantBack(t, f, hold, t0.Add(5100*time.Millisecond))
+	})
+	t.Run("probe cancelled: due now", func(t *testing.T) {
+		s, probe, hold := openAndProbe(t)
+		now := t0.Add(3100 * time.Millisecond)
+		wantBack(t, s.release(probe, outcome{cancelled: true}, now, false), hold, now)
+	})
+	t.Run("an older attempt's failure keeps the hold; its success hands back", func(t *testing.T) {
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second).withGroupCaps(0, 0, 4*time.Second)
+		ga := mustRun(t, s.decide(epClaim("a", "ep"), t0))
+		gb := mustRun(t, s.decide(epClaim("b", "ep"), t0))
+		gc := mustRun(t, s.decide(epClaim("c", "ep"), t0))
+		s.release(ga, fail, t0.Add(time.Second), false)
+		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
+		mustRun(t, d)
+		if f := s.release(gb, fail, t0.Add(3100*time.Millisecond), false); f.handBack != nil || f.opened {
+			t.Fatalf("an attempt older than the probe failed: opened=%v handBack=%+v, want neither", f.opened, f.handBack)
+		}
+		now := t0.Add(3200 * time.Millisecond)
+		wantBack(t, s.release(gc, outcome{took: time.Second}, now, false), d.hold, now)
+	})
+	t.Run("no attempt timeout known: nothing held", func(t *testing.T) {
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second)
+		s.release(mustRun(t, s.decide(epClaim("a", "ep"), t0)), fail, t0.Add(time.Second), false)
+		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
+		if mustRun(t, d); !d.hold.IsZero() {
+			t.Fatalf("hold %v without an attempt timeout", d.hold)
+		}
+		mustDefer(t, s.decide(epClaim("b", "ep"), t0.Add(3500*time.Millisecond)), reasonCircuitHalfOpen, t0.Add(4500*time.Millisecond))
+		if f := s.release(d.grant, outcome{took: time.Millisecond}, t0.Add(4*time.Second), false); f.handBack != nil {
+			t.Fatalf("hand-back %+v of nothing held", f.handBack)
+		}
+	})
+}

@@ -15,31 +15,41 @@ const completeGather = 5 * time.Millisecond
 // CompleteBatch, waiting up to completeGather for Workers of them)
 // and commits it in one transaction. A failed write is
 // retried with backoff until it succeeds, so no attempt's result is lost
-// while the database is briefly away.
+// while the database is briefly away. The backlog moves that arrived with
+// the batch (result.move) are carried out after it, in order.
 func (e *Engine) complete() {
 	batch := make([]store.Completion, 0, e.cfg.CompleteBatch)
+	var moves []backlogMove
 	want := min(e.cfg.CompleteBatch, max(1, e.cfg.Workers))
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	for first := range e.results {
-		batch = append(batch[:0], first)
+		batch, moves = batch[:0], moves[:0]
+		add := func(r result) {
+			if r.move != nil {
+				moves = append(moves, *r.move)
+			} else {
+				batch = append(batch, r.c)
+			}
+		}
+		add(first)
 		// Take what has arrived; if that is less than want, wait up to
 		// completeGather for more: each transaction has a fixed cost (its
 		// commit writes every page it touched to the WAL), so a drain
 		// writes fewer, larger batches.
 		waiting := false
 	drain:
-		for len(batch) < e.cfg.CompleteBatch {
+		for len(batch)+len(moves) < e.cfg.CompleteBatch {
 			select {
 			case c, ok := <-e.results:
 				if !ok {
 					break drain
 				}
-				batch = append(batch, c)
+				add(c)
 				continue
 			default:
 			}
-			if len(batch) >= want {
+			if len(batch)+len(moves) >= want {
 				break
 			}
 			if !waiting {
@@ -51,41 +61,81 @@ func (e *Engine) complete() {
 				if !ok {
 					break drain
 				}
-				batch = append(batch, c)
+				add(c)
 			case <-t.C:
 				waiting = false
 				break drain
 			}
 		}
 		t.Stop() // Go ≥ 1.23 timers: no stale tick survives Stop or Reset
-		backoff := 50 * time.Millisecond
-		failing := false
-		for try := 0; ; try++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := e.cfg.Store.CompleteDeliveries(ctx, batch)
-			cancel()
-			if err == nil {
-				break
-			}
-			if !failing {
-				failing = true
-				e.unwritten.Add(1)
-			}
-			if try >= 100 {
-				e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
-				break
-			}
-			e.cfg.Logger.Warn("write completions failed; retrying", "error", err, "count", len(batch), "retry_in", backoff)
-			time.Sleep(backoff)
-			backoff = min(backoff*2, 5*time.Second)
+		e.write(batch)
+		// The moves go after the batch they arrived with: a deferral to a
+		// hold's end decided before its hand-back is then handed back too.
+		for _, m := range moves {
+			e.moveBacklog(m)
 		}
-		if failing {
-			e.unwritten.Add(-1)
-		}
-		if dueBefore(batch, e.wakeAt.Load()) {
+		if dueBefore(batch, e.wakeAt.Load()) || handsBack(moves, e.wakeAt.Load()) {
 			e.Notify() // a retry is due before the claimer would wake
 		}
 	}
+}
+
+// write commits a batch of completions, retrying with backoff until it
+// succeeds, so no attempt's result is lost while the database is briefly
+// away.
+func (e *Engine) write(batch []store.Completion) {
+	if len(batch) == 0 {
+		return
+	}
+	backoff := 50 * time.Millisecond
+	failing := false
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := e.cfg.Store.CompleteDeliveries(ctx, batch)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !failing {
+			failing = true
+			e.unwritten.Add(1)
+		}
+		if try >= 100 {
+			e.cfg.Logger.Error("giving up writing completions; their leases will be rescued and the attempts repeated", "error", err, "count", len(batch))
+			break
+		}
+		e.cfg.Logger.Warn("write completions failed; retrying", "error", err, "count", len(batch), "retry_in", backoff)
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	if failing {
+		e.unwritten.Add(-1)
+	}
+}
+
+// moveBacklog carries out m. A failure is logged and not retried: the
+// deliveries stay due at the hold's end (at most an attempt timeout away),
+// or are claimed and deferred as before the hold.
+func (e *Engine) moveBacklog(m backlogMove) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.cfg.Store.MoveEndpointDeliveries(ctx, m.endpointID, m.dueFrom, m.dueTo, m.at); err != nil {
+		e.cfg.Logger.Warn("moving a half-open circuit's deliveries failed; they wait for the probe's deadline", "endpoint", m.endpointID, "error", err)
+	}
+}
+
+// handsBack reports whether moves make deliveries due before wakeAt (see
+// dueBefore).
+func handsBack(moves []backlogMove, wakeAt int64) bool {
+	if wakeAt == 0 {
+		return false
+	}
+	for _, m := range moves {
+		if m.at.UnixNano() < wakeAt {
+			return true
+		}
+	}
+	return false
 }
 
 // dueBefore reports whether a batch of completions made a delivery due

@@ -255,7 +255,7 @@ type Engine struct {
 	fanWake chan struct{} // a publish may have left a chunked fan-out
 	slots   chan struct{} // the worker tokens not held by a claim (see token)
 	jobs    chan job
-	results chan store.Completion
+	results chan result
 	sched   *scheduler // admission: what may run now (admission.go)
 	// congested is signalled when a claim had to be deferred because its
 	// endpoint was at the cap with parking full: the claimer then waits
@@ -278,6 +278,27 @@ type Engine struct {
 	background sync.WaitGroup
 }
 
+// result is what a worker hands the completers: an attempt's completion or
+// a deferral (c), or a move of an endpoint's due deliveries in the store
+// (move: the hand-back of a half-open circuit's held backlog). A completer
+// carries out the moves it took after the completions it took with them,
+// so with one completer (SQLite) a hand-back follows every deferral to the
+// hold's end queued before it; with several (PostgreSQL) one may be
+// written after it, and that delivery waits for the hold's end (at most
+// an attempt timeout).
+type result struct {
+	c    store.Completion
+	move *backlogMove
+}
+
+// backlogMove moves the endpoint's pending, unleased deliveries due from
+// dueFrom to dueTo (zero dueFrom: no lower bound) to at
+// (store.Store.MoveEndpointDeliveries).
+type backlogMove struct {
+	endpointID         string
+	dueFrom, dueTo, at time.Time
+}
+
 // New checks cfg and returns an engine.
 func New(cfg Config) (*Engine, error) {
 	cfg = cfg.WithDefaults()
@@ -290,7 +311,7 @@ func New(cfg Config) (*Engine, error) {
 		fanWake: make(chan struct{}, 1),
 		slots:   make(chan struct{}, cfg.Workers),
 		jobs:    make(chan job, cfg.Workers),
-		results: make(chan store.Completion, cfg.Workers*2),
+		results: make(chan result, cfg.Workers*2),
 		sched: newScheduler(cfg.EndpointConcurrency, cfg.Workers, cfg.BreakerThreshold, cfg.BreakerCooldown, cfg.DeferDelay).
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),

@@ -71,8 +71,10 @@ func tokenEngine(t *testing.T, sender Sender) (*Engine, tokenStore, func() []sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for c := range e.results {
-			got = append(got, c)
+		for r := range e.results {
+			if r.move == nil {
+				got = append(got, r.c)
+			}
 		}
 	}()
 	return e, st, func() []store.Completion {

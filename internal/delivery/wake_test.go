@@ -46,7 +46,7 @@ func TestCompletionWakesClaimerForEarlierRetry(t *testing.T) {
 		t.Fatalf("wakeAt = %d, want an hour on (%d)", got, t0.Add(time.Hour).UnixNano())
 	}
 	go e.complete()
-	e.results <- store.Completion{DeliveryID: "dlv_1", State: store.DeliveryPending, NextAttemptAt: t0.Add(200 * time.Millisecond), Now: t0}
+	e.results <- result{c: store.Completion{DeliveryID: "dlv_1", State: store.DeliveryPending, NextAttemptAt: t0.Add(200 * time.Millisecond), Now: t0}}
 	defer close(e.results)
 	select {
 	case <-woke:

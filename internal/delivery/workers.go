@@ -47,6 +47,14 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			e.putBack(d, now)
 			return
 		}
+		if !d.hold.IsZero() {
+			// The half-open circuit's probe: hold the endpoint's due
+			// backlog until the probe's deadline, so that claims do not
+			// meet it (and defer it) while the probe is in flight. Before
+			// the attempt, so the hand-back at its end comes after it
+			// whichever completer carries that out.
+			e.moveBacklog(backlogMove{endpointID: d.job.Endpoint.ID, dueTo: now, at: d.hold})
+		}
 		var f followUp
 		if unparked && !e.refreshEndpoint(ctx, &d.job) {
 			// Parked while its endpoint was paused, disabled or deleted: no
@@ -56,7 +64,7 @@ func (e *Engine) handle(ctx context.Context, j job) {
 			e.putBack(decision{verdict: deferred, job: d.job, at: now, reason: reasonEndpointChanged}, now)
 		} else {
 			comp, transportFailure := e.attempt(ctx, d.job.Claim)
-			e.results <- comp
+			e.results <- result{c: comp}
 			now = e.cfg.Clock.Now()
 			f = e.sched.release(d.grant, outcome{failed: transportFailure, took: comp.Attempt.Duration}, now, ctx.Err() != nil)
 			d.job.tok.release() // after release: a claim this token brings sees the attempt ended
@@ -66,6 +74,9 @@ func (e *Engine) handle(ctx context.Context, j job) {
 		}
 		if f.opened {
 			e.circuitOpened(d.job.Endpoint.ID, f.openUntil)
+		}
+		if f.handBack != nil {
+			e.results <- result{move: f.handBack}
 		}
 		for _, p := range f.putBack {
 			e.putBack(p, now)
@@ -104,8 +115,8 @@ func (e *Engine) refreshEndpoint(ctx context.Context, j *job) bool {
 // due at d.at, and its token is released.
 func (e *Engine) putBack(d decision, now time.Time) {
 	e.cfg.Metrics.Deferred(d.reason)
-	e.results <- store.Completion{DeliveryID: d.job.Delivery.ID, EndpointID: d.job.Endpoint.ID, Owner: e.cfg.Owner,
-		Deferred: true, NextAttemptAt: d.at, Now: now}
+	e.results <- result{c: store.Completion{DeliveryID: d.job.Delivery.ID, EndpointID: d.job.Endpoint.ID, Owner: e.cfg.Owner,
+		Deferred: true, NextAttemptAt: d.at, Now: now}}
 	d.job.tok.release()
 	if d.congested() {
 		// Claims are outrunning what the endpoints can take: tell the

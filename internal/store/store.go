@@ -841,6 +841,13 @@ type Store interface {
 	// deliveries due before until to until (an open circuit breaker); no
 	// attempt is consumed. It returns how many moved.
 	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
+	// MoveEndpointDeliveries moves the endpoint's pending, unleased
+	// deliveries due from dueFrom to dueTo (both included; a zero dueFrom
+	// has no lower bound) to at; no attempt is consumed. It returns how
+	// many moved. The engine holds a half-open circuit's backlog with it
+	// while the probe is in flight (due by now → the probe's deadline) and
+	// hands it back when the probe ends (due exactly at the deadline → now).
+	MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error)
 	// PendingNotices returns up to limit operational events to emit, oldest
 	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)

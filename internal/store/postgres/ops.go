@@ -152,6 +152,17 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	return int(ct.RowsAffected()), nil
 }
 
+// MoveEndpointDeliveries implements store.Store.
+func (s *Store) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
+	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
+		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
+		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4`, ts(at), endpointID, nullTS(dueFrom), ts(dueTo))
+	if err != nil {
+		return 0, wrap("move", err)
+	}
+	return int(ct.RowsAffected()), nil
+}
+
 // addNoticeQuery appends a notice of type $2 at $3 to the outbox with a
 // snapshot of the endpoint $1 as it is in the transaction (queue it after
 // the change, or before a delete).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -306,6 +307,27 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	}
 	n, _ := res.RowsAffected()
 	return int(n), wrap("postpone", tx.Commit())
+}
+
+// MoveEndpointDeliveries implements store.Store.
+func (s *Store) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
+	from := int64(math.MinInt64)
+	if !dueFrom.IsZero() {
+		from = micro(dueFrom)
+	}
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return 0, wrap("move", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
+		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at BETWEEN ?3 AND ?4
+		  AND id NOT IN (SELECT value FROM json_each(?5))`, micro(at), endpointID, from, micro(dueTo), s.leases.ofEndpoint(endpointID, nil))
+	if err != nil {
+		return 0, wrap("move", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), wrap("move", tx.Commit())
 }
 
 // addNotice appends a notice of type typ to the outbox with a snapshot of

@@ -1114,6 +1114,43 @@ func (s suite) postpone(t *testing.T) {
 			t.Errorf("PostponeEndpointDeliveries(paused endpoint) = %d, %v; want 0 (held deliveries are not pending)", n, err)
 		}
 	})
+	s.run(t, "MoveHoldsAndHandsBack", func(t *testing.T, f *fixture) {
+		// A half-open circuit's backlog: held (due by now → the probe's
+		// deadline), then handed back (due exactly at the deadline → now).
+		e := f.endpoint("acme", "file.*")
+		o := f.endpoint("acme", "other.*")
+		leasedEv := f.publish("acme", "file.created", base).Event
+		leased := f.claimOne("w", time.Hour, base)
+		if leased.Delivery.EventID != leasedEv.ID {
+			t.Fatalf("claimed %s, want the delivery of %s", leased.Delivery.EventID, leasedEv.ID)
+		}
+		d0 := f.deliveryFor(f.publish("acme", "file.created", at(time.Second)).Event.ID, e.ID).ID
+		d1 := f.deliveryFor(f.publish("acme", "file.created", at(time.Minute)).Event.ID, e.ID).ID
+		retry := f.deliveryFor(f.publish("acme", "file.created", at(90*time.Second)).Event.ID, e.ID).ID // due after now
+		otherID := f.deliveryFor(f.publish("acme", "other.x", at(time.Second)).Event.ID, o.ID).ID
+		now, deadline := at(time.Minute), at(2*time.Minute)
+
+		n, err := f.s.MoveEndpointDeliveries(f.ctx, e.ID, time.Time{}, now, deadline)
+		if err != nil || n != 2 {
+			t.Fatalf("hold: MoveEndpointDeliveries = %d, %v; want 2 (the due ones, not the leased one, the later one or another endpoint's)", n, err)
+		}
+		for id, want := range map[string]time.Time{d0: deadline, d1: deadline, retry: at(90 * time.Second), otherID: at(time.Second), leased.Delivery.ID: base} {
+			if d := f.getDelivery(id); !d.NextAttemptAt.Equal(want) || d.Attempts != 0 || d.State != store.DeliveryPending {
+				t.Errorf("after the hold, delivery %s = due %v, %d attempts, %s; want due %v, no attempt, pending", id, d.NextAttemptAt, d.Attempts, d.State, want)
+			}
+		}
+		diff(t, "claimable while held", sorted([]string{otherID}), sorted(claimIDs(f.claim("w2", 100, time.Minute, now))))
+
+		back := at(70 * time.Second)
+		n, err = f.s.MoveEndpointDeliveries(f.ctx, e.ID, deadline, deadline, back)
+		if err != nil || n != 2 {
+			t.Fatalf("hand back: MoveEndpointDeliveries = %d, %v; want 2", n, err)
+		}
+		diff(t, "claimable once handed back", sorted([]string{d0, d1}), sorted(claimIDs(f.claim("w3", 100, time.Minute, back))))
+		if d := f.getDelivery(retry); !d.NextAttemptAt.Equal(at(90 * time.Second)) {
+			t.Errorf("the hand-back moved a delivery it did not hold: due %v", d.NextAttemptAt)
+		}
+	})
 }
 
 // ---------------------------------------------------------------------------

@@ -90,6 +90,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		fSize
 		fDeliver
 		fPeer
+		fBlackholesFirst
 	)
 	scenario := func(name, short string, flags flagSet) *cobra.Command {
 		// The sizes are per scenario (their defaults differ); the
@@ -124,7 +125,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 				opts := o
 				opts.Events, opts.Endpoints, opts.Concurrency, opts.Rate = so.Events, so.Endpoints, so.Concurrency, so.Rate
 				opts.Duration, opts.Size, opts.BacklogEndpoints, opts.Deliver = so.Duration, so.Size, so.BacklogEndpoints, so.Deliver
-				opts.Peer = so.Peer
+				opts.Peer, opts.BlackholesFirst = so.Peer, so.BlackholesFirst
 				opts.Stdout, opts.Stderr = c.OutOrStdout(), c.ErrOrStderr()
 				return bench.Run(c.Context(), name, opts)
 			},
@@ -164,6 +165,9 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		if flags&fDeliver != 0 {
 			f.BoolVar(&so.Deliver, "deliver", false, "keep the endpoints enabled: deliveries are made during the run (default: held, endpoints paused)")
 		}
+		if flags&fBlackholesFirst != 0 {
+			f.BoolVar(&so.BlackholesFirst, "blackholes-first", false, "resume the black-holed endpoints before the healthy ones in the throughput part: their backlog is then the tenant's oldest due (a dead endpoint's backlog beside its tenant's healthy endpoints)")
+		}
 		if flags&fPeer != 0 {
 			f.StringVar(&so.Peer, "peer", "", "also measure this receiver of the same GitHub webhooks, in the same run with the same load: "+
 				"an ingest URL, or a command started with PEER_PORT, PEER_SECRET and PEER_FORWARD_URL set "+
@@ -175,7 +179,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		scenario("drain", "Delivery throughput of a published backlog against plain HTTP posts", fEvents|fEndpoints),
 		scenario("latency", "Publish → arrival latency at a fixed rate", fEndpoints|fConcurrency|fRate|fDuration),
 		scenario("publish", "Durable publish throughput of concurrent API clients", fEndpoints|fConcurrency|fDuration|fDeliver),
-		scenario("isolation", "Healthy endpoints' latency and throughput with 20 % black holes", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
+		scenario("isolation", "Healthy endpoints' latency and throughput with 20 % black holes", fEvents|fEndpoints|fConcurrency|fRate|fDuration|fBlackholesFirst),
 		scenario("backlog", "Fresh-delivery throughput and RSS with deliveries waiting for retry", fEvents|fEndpoints|fSize),
 		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests), optionally beside a --peer", fConcurrency|fRate|fDuration|fPeer),
 		scenario("fairness", "Tenant B's latency beside tenant A's --endpoints hanging endpoints, against B alone", fEndpoints|fConcurrency|fRate|fDuration),

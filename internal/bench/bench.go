@@ -97,6 +97,10 @@ type Options struct {
 	Peer string
 	// BlackholeFraction of the endpoints never answer (isolation); 0.2.
 	BlackholeFraction float64
+	// BlackholesFirst: the isolation scenario's drain resumes the
+	// black-holed endpoints before the healthy ones, so their backlog is
+	// the tenant's oldest due.
+	BlackholesFirst bool
 
 	// Stdout receives the table and the JSON line; Stderr the progress.
 	Stdout, Stderr io.Writer

@@ -349,6 +349,11 @@ func (r *runner) isolation(ctx context.Context) (*Result, error) {
 	res.add("rate", o.Rate, "events/s offered in the latency part")
 	res.add("duration_seconds", secs(o.Duration), "latency part")
 	res.add("events", o.Events, "throughput part (drain)")
+	first := 0
+	if o.BlackholesFirst {
+		first = 1
+	}
+	res.add("blackholes_first", first, "1: the throughput part resumed the black holes' backlog first (the tenant's oldest due)")
 	res.add("baseline_p50_ms", base.lat.P50, "healthy endpoints, publish → arrival")
 	res.add("baseline_p99_ms", base.lat.P99, "")
 	res.add("baseline_deliveries_per_second", base.tput.perSecond(), "healthy endpoints, drain")
@@ -443,7 +448,11 @@ func (r *runner) isolationPhase(ctx context.Context, label string, healthy, nBH 
 		if err != nil {
 			return ph, err
 		}
-		ids = append(ids, more...)
+		if o.BlackholesFirst { // resumed first: their backlog is the oldest due
+			ids = append(more, ids...)
+		} else {
+			ids = append(ids, more...)
+		}
 	}
 	if err := r.setStates(ctx, h, ids, "pause"); err != nil {
 		return ph, err

@@ -202,17 +202,22 @@ type endpointState struct {
 	// the store until then (its deadline); claims that meet the backlog
 	// anyway are deferred to it. Zero: nothing held.
 	holdUntil time.Time
-	limiter   *rate.Limiter
-	limit     int           // the endpoint's rate limit per second the limiter was made for
-	limNodes  int           // the nodes count the limiter's share was made for
-	nextSlot  time.Time     // due time for the next claim turned away by the rate limit
-	parked    []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
-	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
-	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
-	busySince time.Time     // when inflight last went from 0 to 1
-	nextDefer time.Time     // due time for the next claim turned away at its cap
-	tenant    string        // the tenant and host its attempts in flight count for
-	host      string
+	// holding: the probe's worker has not yet written the hold
+	// (holdWritten); a hand-back decided meanwhile waits in pendingBack
+	// for it, or it would run first and leave the hold in place.
+	holding     bool
+	pendingBack *backlogMove
+	limiter     *rate.Limiter
+	limit       int           // the endpoint's rate limit per second the limiter was made for
+	limNodes    int           // the nodes count the limiter's share was made for
+	nextSlot    time.Time     // due time for the next claim turned away by the rate limit
+	parked      []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
+	fast        int           // consecutive fast answers (2xx–4xx within fastAnswer)
+	avg         time.Duration // moving average of its attempts' durations (0 = none yet)
+	busySince   time.Time     // when inflight last went from 0 to 1
+	nextDefer   time.Time     // due time for the next claim turned away at its cap
+	tenant      string        // the tenant and host its attempts in flight count for
+	host        string
 }
 
 // avgWeight is the weight of the newest duration in the moving averages
@@ -420,7 +425,10 @@ func (s *scheduler) withGroupCaps(tenantCap, hostCap int, maxDefer time.Duration
 }
 
 // probeSlack is added to the attempt timeout for the end of a half-open
-// circuit's hold: the probe has ended by then, unless its worker was late.
+// circuit's hold: the probe has ended by then, unless its worker was late
+// or the hold itself took longer to write (a large backlog on a busy
+// database): the claims that meet the backlog after the hold's end are
+// deferred by DeferDelay, as without a hold.
 const probeSlack = 250 * time.Millisecond
 
 // rateSlack is added to the due time of a claim turned away by the rate
@@ -513,6 +521,9 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 		}
 		if e != nil {
 			e.holdUntil = time.Time{}
+			if e.holding { // the hold is still being written: after it
+				e.pendingBack, f.handBack = f.handBack, nil
+			}
 		}
 	}
 	if e == nil || len(e.parked) == 0 {
@@ -632,12 +643,16 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe
 		e.probeSeq++
-		if s.maxDefer > 0 {
+		if s.maxDefer > 0 && s.nodes == 1 {
 			// No attempt outlasts the attempt timeout (maxDefer): hold the
 			// backlog until just after it, in whole microseconds, the
 			// stores' precision, so a hand-back finds the rows by their
-			// due time.
+			// due time. Only a node alone holds: the hold is written to
+			// the shared queue, and circuits are per node, so with several
+			// nodes one whose circuit is closed would be kept from the
+			// backlog by another's probe.
 			e.holdUntil = now.Add(s.maxDefer + probeSlack).Truncate(time.Microsecond)
+			e.holding = true
 		}
 	}
 	if e.inflight == 0 {
@@ -680,6 +695,21 @@ func (s *scheduler) groupDone(m map[string]*groupState, key string, took time.Du
 	if gg.inflight <= 0 && gg.avg < fastAnswer && gg.fast == 0 {
 		delete(m, key) // nothing worth keeping: keep the map small
 	}
+}
+
+// holdWritten records that the probe's worker has written the hold of
+// endpointID's backlog, and returns the hand-back decided while it was
+// being written (nil if none): the worker carries it out.
+func (s *scheduler) holdWritten(endpointID string) *backlogMove {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.eps[endpointID]
+	if e == nil {
+		return nil
+	}
+	back := e.pendingBack
+	e.holding, e.pendingBack = false, nil
+	return back
 }
 
 // isProbe reports whether g's attempt is the probe its endpoint's half-open

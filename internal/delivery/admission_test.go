@@ -496,6 +496,9 @@ func TestProbeHoldsTheBacklog(t *testing.T) {
 		if !d.hold.Equal(hold) {
 			t.Fatalf("the probe holds the backlog until t0+%v, want t0+%v (cooldown end + attempt timeout + slack)", d.hold.Sub(t0), hold.Sub(t0))
 		}
+		if back := s.holdWritten("ep"); back != nil {
+			t.Fatalf("hold written: hand-back %+v before anything ended", back)
+		}
 		mustDefer(t, s.decide(epClaim("b", "ep"), t0.Add(3500*time.Millisecond)), reasonCircuitHalfOpen, hold)
 		mustDefer(t, s.decide(epClaim("c", "ep"), t0.Add(6*time.Second)), reasonCircuitHalfOpen, hold)
 		// A worker late past the hold: back to DeferDelay.
@@ -547,11 +550,43 @@ func TestProbeHoldsTheBacklog(t *testing.T) {
 		s.release(ga, fail, t0.Add(time.Second), false)
 		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
 		mustRun(t, d)
+		s.holdWritten("ep")
 		if f := s.release(gb, fail, t0.Add(3100*time.Millisecond), false); f.handBack != nil || f.opened {
 			t.Fatalf("an attempt older than the probe failed: opened=%v handBack=%+v, want neither", f.opened, f.handBack)
 		}
 		now := t0.Add(3200 * time.Millisecond)
 		wantBack(t, s.release(gc, outcome{took: time.Second}, now, false), d.hold, now)
+	})
+	t.Run("a hand-back decided while the hold is written waits for it", func(t *testing.T) {
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second).withGroupCaps(0, 0, 4*time.Second)
+		ga := mustRun(t, s.decide(epClaim("a", "ep"), t0))
+		gb := mustRun(t, s.decide(epClaim("b", "ep"), t0))
+		s.release(ga, fail, t0.Add(time.Second), false)
+		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
+		mustRun(t, d)
+		// b, begun before the circuit opened, succeeds before the probe's
+		// worker has written the hold: the hand-back must not run first.
+		now := t0.Add(3001 * time.Millisecond)
+		if f := s.release(gb, outcome{took: 3 * time.Second}, now, false); f.handBack != nil {
+			t.Fatalf("hand-back %+v handed out before the hold was written", f.handBack)
+		}
+		want := backlogMove{endpointID: "ep", dueFrom: d.hold, dueTo: d.hold, at: now}
+		if back := s.holdWritten("ep"); back == nil || *back != want {
+			t.Fatalf("hold written: hand-back %+v, want %+v", back, want)
+		}
+		if back := s.holdWritten("ep"); back != nil {
+			t.Fatalf("a second holdWritten handed back %+v again", back)
+		}
+	})
+	t.Run("several nodes: nothing held (circuits are per node, the queue shared)", func(t *testing.T) {
+		s := newScheduler(10, 10, 1, 2*time.Second, time.Second).withGroupCaps(0, 0, 4*time.Second)
+		s.setShare(0, 2)
+		s.release(mustRun(t, s.decide(epClaim("a", "ep"), t0)), fail, t0.Add(time.Second), false)
+		d := s.decide(epClaim("probe", "ep"), t0.Add(3*time.Second))
+		if mustRun(t, d); !d.hold.IsZero() {
+			t.Fatalf("hold %v with two nodes", d.hold)
+		}
+		mustDefer(t, s.decide(epClaim("b", "ep"), t0.Add(3500*time.Millisecond)), reasonCircuitHalfOpen, t0.Add(4500*time.Millisecond))
 	})
 	t.Run("no attempt timeout known: nothing held", func(t *testing.T) {
 		s := newScheduler(10, 10, 1, 2*time.Second, time.Second)

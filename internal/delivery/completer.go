@@ -113,9 +113,10 @@ func (e *Engine) write(batch []store.Completion) {
 	}
 }
 
-// moveBacklog carries out m. A failure is logged and not retried: the
-// deliveries stay due at the hold's end (at most an attempt timeout away),
-// or are claimed and deferred as before the hold.
+// moveBacklog carries out m. A failure is logged and not retried: a hold
+// not written leaves the backlog due (its claims are deferred to the
+// hold's end), a hand-back not written leaves it due at the hold's end (at
+// most an attempt timeout away).
 func (e *Engine) moveBacklog(m backlogMove) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -50,10 +50,13 @@ func (e *Engine) handle(ctx context.Context, j job) {
 		if !d.hold.IsZero() {
 			// The half-open circuit's probe: hold the endpoint's due
 			// backlog until the probe's deadline, so that claims do not
-			// meet it (and defer it) while the probe is in flight. Before
-			// the attempt, so the hand-back at its end comes after it
-			// whichever completer carries that out.
+			// meet it (and defer it) while the probe is in flight. A
+			// hand-back decided while the hold is written (another
+			// attempt's success closed the circuit) waits for it.
 			e.moveBacklog(backlogMove{endpointID: d.job.Endpoint.ID, dueTo: now, at: d.hold})
+			if back := e.sched.holdWritten(d.job.Endpoint.ID); back != nil {
+				e.results <- result{move: back}
+			}
 		}
 		var f followUp
 		if unparked && !e.refreshEndpoint(ctx, &d.job) {

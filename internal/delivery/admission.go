@@ -297,11 +297,26 @@ const (
 	fastProof  = 3
 )
 
+// slowStart is the cap of an endpoint none of whose attempts has ended
+// yet (its speed unknown), under a tenant cap: a black hole takes at most
+// this many workers, and this much of its tenant's cap, until its first
+// attempt times out, instead of its full cap. Without it a tenant's black holes met first
+// (their backlog the tenant's oldest due) filled the tenant's cap before
+// its healthy endpoints had answered once, and the claims then skipped
+// the tenant until the black holes' attempts timed out (herald bench
+// isolation --blackholes-first: the healthy endpoints' throughput fell to
+// a tenth). The first attempt to end lifts it to the cap.
+const slowStart = 2
+
 func (e *endpointState) maxInflight(s *scheduler) int {
 	if e.fast >= fastProof {
 		return s.fastCap
 	}
-	return capShare(s.cap, s.rank, s.nodes)
+	c := capShare(s.cap, s.rank, s.nodes)
+	if e.avg == 0 && s.tenantCap > 0 {
+		return min(c, slowStart)
+	}
+	return c
 }
 
 // setShare records this node's rank among nodes live nodes (nodes == 0:

@@ -204,7 +204,8 @@ func (g *scheduler) admitAs(endpoint, tenant, url string, now time.Time) (ok boo
 // together, hold at most their caps; other tenants and hosts are not held.
 func TestGateTenantAndHostCaps(t *testing.T) {
 	g := newScheduler(4, 100, 5, 30*time.Second, time.Second).withGroupCaps(6, 8, 10*time.Second)
-	// Tenant a: 10 endpoints on 10 hosts, 4 each allowed; 6 for the tenant.
+	// Tenant a: 10 endpoints on 10 hosts, 4 each allowed (slowStart until
+	// an attempt ends); 6 for the tenant.
 	admitted := 0
 	for i := range 10 {
 		for range 4 {
@@ -220,12 +221,14 @@ func TestGateTenantAndHostCaps(t *testing.T) {
 	if ok || reason != "tenant_cap" || !at.Equal(t0.Add(time.Second)) {
 		t.Fatalf("over the tenant cap: ok=%v at=%v reason=%q, want tenant_cap in DeferDelay (no duration known yet)", ok, at, reason)
 	}
-	// Tenant b is not held by a, but shares host shared.example with c.
+	// Tenant b is not held by a, but shares host shared.example with c
+	// (each endpoint at most slowStart in flight until one of its attempts
+	// has ended: b's three reach b's cap, c's two the host's).
 	admitted = 0
-	for i := range 3 {
+	for i := range 5 {
 		for range 4 {
 			tenant := "b"
-			if i == 2 {
+			if i >= 3 {
 				tenant = "c"
 			}
 			if ok, _, _ := g.admitAs(fmt.Sprint(tenant, i), tenant, "https://SHARED.example/"+fmt.Sprint(i), t0); ok {
@@ -246,6 +249,44 @@ func TestGateTenantAndHostCaps(t *testing.T) {
 	g.done("a0", false, 3*time.Second, t0)
 	if ok, _, _ := g.admitAs("a9", "a", "https://a9.example/", t0); !ok {
 		t.Fatal("tenant a refused after one of its attempts ended")
+	}
+}
+
+// Under a tenant cap, an endpoint none of whose attempts has ended yet
+// holds at most slowStart attempts; its first attempt to end, however slow,
+// lifts it to the endpoint cap. So a tenant's black holes met first cannot
+// fill the tenant's cap before its other endpoints have had an attempt.
+func TestSlowStartUntilAnAttemptEnds(t *testing.T) {
+	g := newScheduler(8, 100, 5, 30*time.Second, time.Second).withGroupCaps(32, 0, 10*time.Second)
+	admit := func(ep string) int {
+		n := 0
+		for range 10 {
+			if ok, _, reason := g.admitAs(ep, "a", "https://"+ep+".example/", t0); ok {
+				n++
+			} else if reason != "concurrency_cap" {
+				t.Fatalf("%s refused for %q, want concurrency_cap", ep, reason)
+			}
+		}
+		return n
+	}
+	for _, bh := range []string{"bh1", "bh2", "bh3"} {
+		if n := admit(bh); n != slowStart {
+			t.Fatalf("%s (no attempt ended yet) got %d in flight, want slowStart %d", bh, n, slowStart)
+		}
+	}
+	if n := admit("healthy"); n != slowStart {
+		t.Fatalf("the tenant's next endpoint got %d in flight beside 3 black holes, want slowStart %d (the tenant cap of 32 not full)", n, slowStart)
+	}
+	g.done("bh1", true, 10*time.Second, t0.Add(10*time.Second)) // timed out
+	if n := admit("bh1"); n != 8-(slowStart-1) {
+		t.Fatalf("bh1 after its first attempt ended: %d more in flight, want up to the cap 8", n)
+	}
+	// Without a tenant cap there is nothing to share: the full cap at once.
+	g2 := newScheduler(8, 100, 5, 30*time.Second, time.Second)
+	for i := range 8 {
+		if ok, _, reason := g2.admitAs("new", "a", "https://new.example/", t0); !ok {
+			t.Fatalf("no tenant cap: attempt %d refused (%s)", i+1, reason)
+		}
 	}
 }
 

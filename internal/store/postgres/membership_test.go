@@ -55,13 +55,15 @@ func TestMembership(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// node_a1 (50 ms interval) was seen 0.45 s ago: live for node_b0 (1 s
-	// interval) too; 0.55 s ago: gone for everyone, its row deleted.
-	exec("UPDATE nodes SET seen_at = now() - interval '450 milliseconds' WHERE id = 'node_a1'")
+	// node_a1 (50 ms interval) was seen 0.3 s ago: live for node_b0 (1 s
+	// interval) too; 0.7 s ago: gone for everyone, its row deleted. (The
+	// margins either side of 10 intervals, 0.5 s, leave room for a loaded
+	// machine between the UPDATE and the heartbeat.)
+	exec("UPDATE nodes SET seen_at = now() - interval '300 milliseconds' WHERE id = 'node_a1'")
 	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_a1", "node_b0"}) {
 		t.Errorf("a node seen within 10 of its intervals is not counted: live = %v", nodeIDs(live))
 	}
-	exec("UPDATE nodes SET seen_at = now() - interval '550 milliseconds' WHERE id = 'node_a1'")
+	exec("UPDATE nodes SET seen_at = now() - interval '700 milliseconds' WHERE id = 'node_a1'")
 	if live, _ = a.Heartbeat(ctx, nb); !slices.Equal(nodeIDs(live), []string{"node_b0"}) {
 		t.Errorf("a node unseen for 10 of its intervals is counted: live = %v", nodeIDs(live))
 	}

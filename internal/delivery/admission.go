@@ -73,6 +73,11 @@ type scheduler struct {
 	// or has proven an endpoint fast since; release hands it to the worker
 	// (followUp.wake), which wakes the claimer.
 	lifted bool
+	// ended holds the endpoints whose state was dropped (nothing worth
+	// keeping) after one of their attempts had ended: their state, made
+	// again, does not slow-start (endpointState.ended). An id is a few
+	// dozen bytes; it leaves the set when its state is made again.
+	ended map[string]struct{}
 	// maxDefer bounds the adaptive wait of a claim turned away at a cap
 	// (the attempt timeout: no slot stays taken longer).
 	maxDefer time.Duration
@@ -198,6 +203,7 @@ type endpointState struct {
 	openUntil time.Time // circuit open until then; zero = closed
 	probing   bool      // half-open: one probe in flight
 	probeSeq  uint64    // probes let out so far (the one in flight has this number)
+	ended     bool      // one of its attempts has ended on this node: its slow start is over
 	// holdUntil: the probe in flight holds the endpoint's due backlog in
 	// the store until then (its deadline); claims that meet the backlog
 	// anyway are deferred to it. Zero: nothing held.
@@ -297,15 +303,17 @@ const (
 	fastProof  = 3
 )
 
-// slowStart is the cap of an endpoint none of whose attempts has ended
-// yet (its speed unknown), under a tenant cap: a black hole takes at most
-// this many workers, and this much of its tenant's cap, until its first
-// attempt times out, instead of its full cap. Without it a tenant's black holes met first
-// (their backlog the tenant's oldest due) filled the tenant's cap before
-// its healthy endpoints had answered once, and the claims then skipped
-// the tenant until the black holes' attempts timed out (herald bench
-// isolation --blackholes-first: the healthy endpoints' throughput fell to
-// a tenth). The first attempt to end lifts it to the cap.
+// slowStart is the cap of an endpoint none of whose attempts has ended on
+// this node yet (its speed unknown), under a tenant cap: a black hole
+// holds at most this many workers (and parks no claim) until its first
+// attempt times out, instead of its full cap plus a quarter parked.
+// Without it a tenant's black holes met first (their backlog the tenant's
+// oldest due) filled the tenant's cap before its healthy endpoints had
+// answered once, and the claims then skipped the tenant until the black
+// holes' attempts timed out (herald bench isolation --blackholes-first:
+// the healthy endpoints' throughput fell to a tenth). More black holes
+// than half the tenant's cap share still fill it. The first attempt to
+// end lifts the endpoint to its cap.
 const slowStart = 2
 
 func (e *endpointState) maxInflight(s *scheduler) int {
@@ -313,10 +321,18 @@ func (e *endpointState) maxInflight(s *scheduler) int {
 		return s.fastCap
 	}
 	c := capShare(s.cap, s.rank, s.nodes)
-	if e.avg == 0 && s.tenantCap > 0 {
+	if e.slowStarting(s) {
 		return min(c, slowStart)
 	}
 	return c
+}
+
+// slowStarting reports whether e is held to slowStart: a tenant cap is set
+// and none of e's attempts has ended on this node. Such an endpoint parks
+// no claim either (a parked claim holds a worker token), so a tenant's
+// endpoints of unknown speed hold no more tokens than its cap.
+func (e *endpointState) slowStarting(s *scheduler) bool {
+	return s.tenantCap > 0 && !e.ended
 }
 
 // setShare records this node's rank among nodes live nodes (nodes == 0:
@@ -429,7 +445,7 @@ func (s *scheduler) countFast(tenant string, fast bool) {
 func newScheduler(capPerEndpoint, fastCap, threshold int, cooldown, deferFor time.Duration) *scheduler {
 	return &scheduler{eps: map[string]*endpointState{}, cap: capPerEndpoint, fastCap: max(fastCap, capPerEndpoint),
 		threshold: threshold, cooldown: cooldown, deferFor: deferFor, nodes: 1,
-		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}, full: map[string]struct{}{}}
+		tenants: map[string]*groupState{}, hosts: map[string]*groupState{}, full: map[string]struct{}{}, ended: map[string]struct{}{}}
 }
 
 // withGroupCaps sets the caps per tenant and per host (0 = none) and the
@@ -478,7 +494,7 @@ func (s *scheduler) decideLocked(j job, now time.Time) decision {
 		e := s.eps[j.Endpoint.ID]
 		// Only behind an attempt in flight, whose release takes the parked
 		// claim (with a share of 0 nothing is in flight).
-		if e.inflight > 0 && len(e.parked) < max(1, e.maxInflight(s)/4) {
+		if e.inflight > 0 && !e.slowStarting(s) && len(e.parked) < max(1, e.maxInflight(s)/4) {
 			e.parked = append(e.parked, j)
 			return decision{verdict: parked, job: j}
 		}
@@ -579,6 +595,10 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	e := s.eps[endpointID]
 	if e == nil {
 		e = &endpointState{}
+		if _, ok := s.ended[endpointID]; ok {
+			e.ended = true
+			delete(s.ended, endpointID)
+		}
 		s.eps[endpointID] = e
 	}
 	if e.inflight == 0 {
@@ -748,6 +768,7 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 	}
 	e.inflight--
 	updateAvg(&e.avg, took)
+	e.ended = true
 	wasFast := e.fast >= fastProof
 	if !failed && took < fastAnswer {
 		e.fast++
@@ -773,6 +794,7 @@ func (s *scheduler) endLocked(endpointID string, failed bool, took time.Duration
 		e.probing = false // closed: a probe in flight decides nothing now
 		if e.inflight == 0 && e.limiter == nil && len(e.parked) == 0 && e.fast == 0 && e.avg < fastAnswer {
 			delete(s.eps, endpointID) // nothing worth keeping: keep the map small
+			s.ended[endpointID] = struct{}{}
 		}
 		return time.Time{}, false
 	}

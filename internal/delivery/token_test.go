@@ -150,6 +150,11 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 	// when both are in place; finish lets d1's attempt answer status and
 	// waits for its worker.
 	parkBehind := func(t *testing.T, ctx context.Context, e *Engine, s gatedSender) (finish func(status int)) {
+		// An attempt of ep has ended on this node before: past its slow
+		// start, it parks.
+		e.sched.mu.Lock()
+		e.sched.ended["ep"] = struct{}{}
+		e.sched.mu.Unlock()
 		var wg sync.WaitGroup
 		wg.Go(func() { e.handle(ctx, claimJob(t, e, "d1", "ep", 0)) })
 		<-s.started

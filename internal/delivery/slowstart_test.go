@@ -1,0 +1,82 @@
+package delivery
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// An endpoint whose state was dropped (nothing worth keeping) after its
+// attempts ended does not slow-start again when it is met next (found by
+// review: a proven-fast endpoint with one slower answer went back to 2).
+func TestSlowStartNotAgainForAForgottenEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		took []time.Duration
+	}{
+		{"proven fast, then one 300 ms answer", []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond}},
+		{"answers around 250 ms", []time.Duration{240 * time.Millisecond, 260 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newScheduler(16, 128, 5, 30*time.Second, time.Second).withGroupCaps(32, 0, 10*time.Second)
+			now := t0
+			for _, d := range tc.took {
+				if ok, _, r := g.admitAs("ep", "a", "https://ep.example/", now); !ok {
+					t.Fatalf("refused: %s", r)
+				}
+				now = now.Add(d)
+				g.done("ep", false, d, now)
+			}
+			now = now.Add(time.Second) // the next burst
+			n := 0
+			for range 16 {
+				if ok, _, _ := g.admitAs("ep", "a", "https://ep.example/", now); ok {
+					n++
+				}
+			}
+			if n != 16 {
+				t.Fatalf("after %d attempts ended on this node: %d admitted at once, want the endpoint cap 16 (state forgotten: back at slow start)", len(tc.took), n)
+			}
+		})
+	}
+}
+
+// Endpoints at slow start park nothing (a parked claim holds a worker
+// token): three tenants of black holes met one backlog at a time hold no
+// more tokens than their tenant caps, and leave the rest to other tenants
+// (found by review: 2 in flight + 1 parked each left none of 128).
+func TestSlowStartParksNothing(t *testing.T) {
+	const workers = 128
+	g := newScheduler(16, workers, 5, 30*time.Second, time.Second).withGroupCaps(32, 64, 10*time.Second)
+	held := map[string]int{}
+	next := map[string]int{} // per tenant: index of its next claim (endpoint by endpoint)
+	tokens := workers
+	for round := 0; round < 400 && tokens > 0; round++ {
+		for _, tenant := range []string{"a", "b", "c"} {
+			for range 4 { // each claim gives each tenant a few of its oldest
+				if tokens == 0 {
+					break
+				}
+				i := next[tenant]
+				next[tenant]++
+				ep := fmt.Sprintf("%s-bh%d", tenant, i/20) // 20 due deliveries per black hole
+				tokens--
+				d := g.decide(claimOf(fmt.Sprint(tenant, i), ep, tenant, "https://"+ep+".example/", 0), t0)
+				if d.verdict == deferred {
+					tokens++
+					continue
+				}
+				held[tenant]++
+			}
+		}
+	}
+	t.Logf("tokens held by the black holes' tenants: %v; left for every other tenant: %d of %d", held, tokens, workers)
+	if tokens == 0 {
+		t.Fatalf("three tenants of black holes hold all %d worker tokens (%v): no other tenant can be claimed until their attempts time out", workers, held)
+	}
+	for tenant, n := range held {
+		if n > 32 {
+			t.Errorf("tenant %s holds %d tokens, more than its cap of 32", tenant, n)
+		}
+	}
+}

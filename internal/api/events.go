@@ -265,8 +265,9 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		for _, f := range cp.warnings {
 			s.cfg.Metrics.PersonalData(f.Kind, "warned")
 		}
-		if res.Pending > 0 {
-			s.cfg.Notify() // held deliveries need no worker
+		if res.Pending > res.HandedOff {
+			// Held deliveries need no worker, handed-off ones no claim.
+			s.cfg.Notify()
 		}
 		if res.FanOut {
 			s.cfg.NotifyFanOut()

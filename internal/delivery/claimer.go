@@ -75,7 +75,9 @@ func (e *Engine) claim(ctx context.Context) {
 			e.jobs <- job{Claim: c, tok: e.takeToken()}
 		}
 		e.giveBack(free - len(claims))
-		if backlog = len(claims) == free; backlog {
+		backlog = len(claims) == free
+		e.backlog.Store(backlog)
+		if backlog {
 			if e.cfg.Claimers > 1 {
 				e.Notify() // maybe more due: get the other claimers going
 			}

@@ -276,6 +276,14 @@ type Engine struct {
 	// background counts the goroutines an attempt's outcome started
 	// (circuitOpened's postponement); Run waits for them before returning.
 	background sync.WaitGroup
+	// The hand-off (handoff.go): open while the claimers run; backlog is
+	// the claimer's (its last claim took all it asked for); handOffs
+	// counts the reservations not yet taken (Run waits for them before it
+	// closes jobs).
+	handMu   sync.Mutex
+	handOpen bool
+	backlog  atomic.Bool
+	handOffs sync.WaitGroup
 }
 
 // result is what a worker hands the completers: an attempt's completion or
@@ -438,12 +446,19 @@ func (e *Engine) Run(ctx context.Context) error {
 	select {
 	case <-ready:
 		var claimers sync.WaitGroup
+		e.handMu.Lock()
+		e.handOpen = true
+		e.handMu.Unlock()
 		for range e.cfg.Claimers {
 			claimers.Go(func() { e.claim(ctx) })
 		}
 		claimers.Wait()
 	case <-ctx.Done():
 	}
+	e.handMu.Lock()
+	e.handOpen = false
+	e.handMu.Unlock()
+	e.handOffs.Wait()
 
 	close(e.jobs)
 	workers.Wait()

@@ -79,3 +79,7 @@ func TxPrepares(s *Store) int64 { return s.txPrepares.Load() }
 // ClaimSteps is how many index rows the queue's walks of s (claims,
 // NextDueAt) have read since Open.
 func ClaimSteps(s *Store) int64 { return s.claimSteps.Load() }
+
+// DropLease forgets the in-memory lease of delivery id (as a rescue of an
+// expired lease does).
+func DropLease(s *Store, id string) { s.leases.drop([]string{id}) }

@@ -131,8 +131,11 @@ func (c *committer) run() {
 				break more
 			}
 		}
-		c.commit(group)
+		b := c.commit(group)
 		c.s.gate.release()
+		if b != nil {
+			b.take()
+		}
 	}
 }
 
@@ -141,21 +144,21 @@ func (c *committer) run() {
 // no savepoint is needed per publish; if a write fails — a database fault,
 // not the request's — the group is rolled back and its publishes are run
 // one transaction each, so one bad request can never fail the others.
-func (c *committer) commit(group []*publishRequest) {
+func (c *committer) commit(group []*publishRequest) *handOffBatch {
 	if err := c.s.checkFile(); err != nil {
 		// A commit into a deleted database file would be lost at the
 		// next start: refuse the group (503) instead of answering 202.
 		for _, r := range group {
 			r.done <- publishAnswer{err: fmt.Errorf("publish: %w", err)}
 		}
-		return
+		return nil
 	}
 	answers := make([]publishAnswer, len(group))
 	ctx := context.Background()
 	tx, err := c.s.w.BeginTx(ctx, nil)
 	if err != nil {
 		c.oneByOne(group)
-		return
+		return nil
 	}
 	defer tx.Rollback()
 	g := newGroupTx() // endpoints and statements, read and bound once per group
@@ -168,22 +171,33 @@ func (c *committer) commit(group []*publishRequest) {
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			tx.Rollback()
 			c.oneByOne(group)
-			return
+			return nil
 		}
 		answers[i] = publishAnswer{res: res, err: err}
 	}
 	if err := g.flushDeliveries(ctx, c.s, tx); err != nil {
 		tx.Rollback()
 		c.oneByOne(group)
-		return
+		return nil
 	}
+	// The engine's idle workers take the group's due deliveries (the
+	// hand-off), read here while their pages are at hand.
+	b := c.s.reserveHandOff(ctx, tx, g.due)
 	if err := tx.Commit(); err != nil {
+		if b != nil {
+			b.giveBack()
+		}
 		c.oneByOne(group)
-		return
+		return nil
+	}
+	if b != nil {
+		// Still holding the writer: leased before any claim can see them.
+		b.lease(c.s, answers)
 	}
 	for i, r := range group {
 		r.done <- answers[i]
 	}
+	return b
 }
 
 // oneByOne runs each publish of a group in its own transaction.

@@ -292,6 +292,7 @@ type groupTx struct {
 	versionRead bool
 	revisions   map[string]int // catalog revisions read (catalogRevision)
 	deliveries  []deliveryRow  // created by the group's publishes, not yet written (flushDeliveries)
+	due         []deliveryRow  // written by flushDeliveries, due now (pending): the hand-off's
 }
 
 // deliveryRow is a new delivery of a group commit, written with the
@@ -320,6 +321,11 @@ func (g *groupTx) flushDeliveries(ctx context.Context, s *Store, tx *sql.Tx) err
 	}
 	if err := s.insertDeliveries(ctx, tx, g, g.deliveries); err != nil {
 		return err
+	}
+	for _, d := range g.deliveries {
+		if d.state == store.DeliveryPending {
+			g.due = append(g.due, d)
+		}
 	}
 	g.deliveries = g.deliveries[:0]
 	return nil

@@ -1,0 +1,196 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// The hand-off (store.HandOffer): the deliveries a publish group creates
+// due now are leased to this process's engine while the group still holds
+// the writer, right after its commit, and read on the read pool once the
+// writer is released. Below saturation every publish otherwise cost a
+// claim on the writer (its tenant probes, its walk and three loads) and a
+// next-due read after it, and the delivery waited for the writer a second
+// time, behind the next publish group or completion batch.
+
+// handOffSlot holds the engine's side (SetHandOff).
+type handOffSlot struct{ h store.HandOff }
+
+// SetHandOff implements store.HandOffer.
+func (s *Store) SetHandOff(h store.HandOff) {
+	if h == nil {
+		s.handOff.Store(nil)
+		return
+	}
+	s.handOff.Store(&handOffSlot{h: h})
+}
+
+// handOffBatch is one group's deliveries reserved by the engine, tenant
+// by tenant (one reservation each), and their claims.
+type handOffBatch struct {
+	h     store.HandOff
+	owner string
+	until time.Time
+	parts []handOffPart
+}
+
+type handOffPart struct {
+	ids    []string      // the part's deliveries, in creation order
+	n      int           // workers reserved (len(ids))
+	claims []store.Claim // read on the group's transaction
+}
+
+// reserveHandOff offers rows (a group's due deliveries, in creation order,
+// written but not committed) to the engine, tenant by tenant in order of
+// first appearance, and reads the claims of what it reserved on tx (the
+// rows, events and endpoints are in the writer's page cache). nil: nothing
+// reserved. The caller holds the writer and, whatever happens next, ends
+// with b.lease after a commit or b.giveBack.
+func (s *Store) reserveHandOff(ctx context.Context, tx *sql.Tx, rows []deliveryRow) *handOffBatch {
+	slot := s.handOff.Load()
+	if slot == nil || len(rows) == 0 || !s.claiming() {
+		return nil
+	}
+	h := slot.h
+	var order []string
+	byTenant := map[string][]int{}
+	for i, r := range rows {
+		if _, ok := byTenant[r.tenant]; !ok {
+			order = append(order, r.tenant)
+		}
+		byTenant[r.tenant] = append(byTenant[r.tenant], i)
+	}
+	var b *handOffBatch
+	var ids []string
+	for _, t := range order {
+		idx := byTenant[t]
+		k := h.Reserve(t, len(idx))
+		if k <= 0 {
+			continue
+		}
+		if b == nil {
+			owner, until := h.Lease()
+			b = &handOffBatch{h: h, owner: owner, until: until}
+		}
+		part := handOffPart{n: k}
+		for _, i := range idx[:k] {
+			part.ids = append(part.ids, rows[i].id)
+		}
+		ids = append(ids, part.ids...)
+		b.parts = append(b.parts, part)
+	}
+	if b == nil {
+		return nil
+	}
+	claims, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
+	if err != nil {
+		return b // no claims: every reservation is given back
+	}
+	byID := make(map[string]store.Claim, len(claims))
+	for _, c := range claims {
+		byID[c.Delivery.ID] = c
+	}
+	for i := range b.parts {
+		p := &b.parts[i]
+		for _, id := range p.ids {
+			if c, ok := byID[id]; ok {
+				p.claims = append(p.claims, c)
+			}
+		}
+	}
+	return b
+}
+
+// lease records the leases of b's claims, after the group's commit and
+// with the writer still held, and counts them in each publish's answer
+// (HandedOff).
+func (b *handOffBatch) lease(s *Store, answers []publishAnswer) {
+	perEvent := map[string]int{}
+	for _, p := range b.parts {
+		ids := make([]string, len(p.claims))
+		ls := make([]lease, len(p.claims))
+		for i, c := range p.claims {
+			ids[i] = c.Delivery.ID
+			ls[i] = lease{owner: b.owner, until: micro(b.until), endpoint: c.Delivery.EndpointID, tenant: c.Delivery.Tenant}
+			perEvent[c.Delivery.EventID]++
+		}
+		s.leases.add(ids, ls)
+	}
+	for i := range answers {
+		if a := &answers[i]; a.err == nil && a.res.Created {
+			a.res.HandedOff = perEvent[a.res.Event.ID]
+		}
+	}
+}
+
+// take gives every reservation its claims (after the writer is released).
+func (b *handOffBatch) take() {
+	for _, p := range b.parts {
+		b.h.Take(p.claims, p.n)
+	}
+}
+
+// giveBack ends every reservation of a group that did not commit.
+func (b *handOffBatch) giveBack() {
+	for _, p := range b.parts {
+		b.h.Take(nil, p.n)
+	}
+}
+
+// loadClaims reads the claims of deliveries ids on tx, in the order of ids,
+// as ClaimDeliveries reads its own.
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
+	claims := make([]store.Claim, 0, len(ids))
+	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
+		d, err := scanDelivery(sc)
+		d.LeaseOwner, d.LeaseUntil = owner, until
+		claims = append(claims, store.Claim{Delivery: d})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	for _, c := range claims {
+		events[c.Delivery.EventID] = store.Event{}
+		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
+	}
+	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
+		e, err := scanEvent(sc)
+		events[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
+		e, err := s.scanEndpoint(sc)
+		endpoints[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	pos := make(map[string]int, len(ids))
+	for i, id := range ids {
+		pos[id] = i
+	}
+	for i := range claims {
+		claims[i].Event = events[claims[i].Delivery.EventID]
+		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
+	}
+	slices.SortFunc(claims, func(a, b store.Claim) int { return pos[a.Delivery.ID] - pos[b.Delivery.ID] })
+	return claims, nil
+}
+
+// claiming reports whether this process holds the claim lock, taken by its
+// first claim (takeClaimLock), and still on the lock file at its path: a
+// hand-off is a claim, and only the process holding the lock may lease.
+// It never takes the lock (that needs the writer, held by the caller).
+func (s *Store) claiming() bool {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	return s.claimLocked && s.checkClaimLock() == nil
+}

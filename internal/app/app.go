@@ -351,8 +351,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, err
 	}
 	m.metrics.SetInFlight(m.engine.InFlight)
-	if h, ok := st.(store.HandOffer); ok {
-		h.SetHandOff(m.engine) // its publishes' due deliveries need no claim
+	if caps.HandOff != nil {
+		caps.HandOff.SetHandOff(m.engine) // its publishes' due deliveries need no claim
 	}
 	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now})
 	m.api, err = api.New(api.Config{

@@ -38,6 +38,10 @@ type Capabilities struct {
 	// (SealedColumns) for herald rekey (Rekey); a store without it cannot
 	// be rekeyed (both drivers have it).
 	Sealed SealedStore
+	// HandOff, when not nil, leases the deliveries a publish creates to
+	// this process's engine as the publish commits, so that they need no
+	// claim (SQLite: one process owns the queue and its leases).
+	HandOff HandOffer
 }
 
 // ExclusiveClaimer is the one-claiming-process capability
@@ -99,3 +103,33 @@ type Node struct {
 // NodeTTLIntervals is how many of its own heartbeat intervals a node stays
 // live without a heartbeat.
 const NodeTTLIntervals = 10
+
+// HandOffer is the hand-off capability (Capabilities.HandOff): the
+// driver leases the deliveries a publish creates due now to this process's
+// engine as the publish commits, so that they need no claim. A delivery
+// handed off is leased exactly as a claim leases it
+// (owner, lease duration, at-least-once after a crash); the engine still
+// decides on it (caps, circuit, rate limit) before its attempt.
+type HandOffer interface {
+	// SetHandOff installs h (nil: none). Set it before the first publish.
+	SetHandOff(h HandOff)
+}
+
+// HandOff is the engine's side of a hand-off.
+type HandOff interface {
+	// Reserve asks for up to n idle workers for deliveries of tenant due
+	// now and returns how many it took, without waiting (0: leave them to
+	// the claims: the engine is draining a backlog, the tenant is at its
+	// cap, or no worker is idle). It is called with the single writer
+	// held, so it must not block or call the store. Every positive
+	// reservation is followed by exactly one Take.
+	Reserve(tenant string, n int) int
+	// Lease is the owner of the leases a hand-off records and when they
+	// end, as a claim's (ClaimParams Owner, Now + Lease, on the engine's
+	// clock).
+	Lease() (owner string, until time.Time)
+	// Take receives the claims of one reservation of n workers:
+	// len(claims) <= n; the others (a delivery gone before it was read)
+	// are given back.
+	Take(claims []Claim, n int)
+}

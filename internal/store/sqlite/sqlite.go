@@ -227,17 +227,18 @@ func WithSecretBox(box store.SecretBox) Option {
 var (
 	_ store.Store             = (*Store)(nil)
 	_ store.ExclusiveClaimer  = (*Store)(nil)
+	_ store.HandOffer         = (*Store)(nil)
 	_ store.ClearHeaderSealer = (*Store)(nil)
 	_ store.SealedStore       = (*Store)(nil)
 )
 
 // Capabilities implements store.Store: one claiming process (its leases
 // live in that process's memory), the sealing of clear header values and
-// the rekey of sealed values, one claimer (a claim is a local call); no
+// the rekey of sealed values, the hand-off (handoff.go), one claimer (a claim is a local call); no
 // wake-ups or membership (one process owns the database: no other node to
 // wake or share limits with).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}
+	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s}
 }
 
 // ClaimExclusively implements store.ExclusiveClaimer: it takes the claim

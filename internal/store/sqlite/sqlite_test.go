@@ -543,12 +543,13 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 
 // TestCapabilities: one process owns a SQLite database, so the driver
 // declares no wake-ups, membership or node list, one claimer, the one
-// claiming process, the sealing of clear header values and rekey.
+// claiming process, the sealing of clear header values, rekey and the
+// hand-off.
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s}) {
-		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer and Sealed", c)
+	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s}) {
+		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer, Sealed and HandOff", c)
 	}
 }
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +125,47 @@ func (s suite) capabilities(t *testing.T) {
 		f.publish("acme", "file.created", at(2*time.Second))
 		if c := f.claimOne("w1", time.Minute, at(3*time.Second)); c.Delivery.ID == first.Delivery.ID {
 			t.Fatalf("claimed %s again while its lease runs, want the new delivery", c.Delivery.ID)
+		}
+	})
+
+	s.run(t, "HandOff/LeasesWhatTheEngineReserved", func(t *testing.T, f *fixture) {
+		caps := f.s.Capabilities()
+		if caps.HandOff == nil {
+			t.Skip("the driver declares no HandOff")
+		}
+		if caps.Exclusive != nil {
+			// A node takes the claim lock before it serves (app.New).
+			if err := caps.Exclusive.ClaimExclusively(f.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ep := f.endpoint("acme")
+		f.endpointInState("acme", store.EndpointPaused)
+		h := &recordingHandOff{owner: "w1", until: at(time.Minute)}
+		caps.HandOff.SetHandOff(h)
+		res := f.publish("acme", "file.created", base)
+		if res.Deliveries != 2 || res.Pending != 1 || res.HandedOff != 1 {
+			t.Fatalf("publish = %d deliveries, %d pending, %d handed off; want 2, 1, 1 (the paused endpoint's is held)", res.Deliveries, res.Pending, res.HandedOff)
+		}
+		taken := h.wait(t, 1)
+		if len(taken) != 1 || taken[0].Delivery.EndpointID != ep.ID || taken[0].Event.ID != res.Event.ID ||
+			taken[0].Endpoint.URL != ep.URL || taken[0].Delivery.LeaseOwner != "w1" || !taken[0].Delivery.LeaseUntil.Equal(at(time.Minute)) {
+			t.Fatalf("handed off %+v; want the enabled endpoint's delivery of %s leased to w1", taken, res.Event.ID)
+		}
+		// Leased: no claim takes it, and its owner's completion applies.
+		f.expectNoClaim(at(time.Second))
+		f.complete(completion(taken[0], store.DeliverySucceeded, at(time.Second)))
+		if d := f.getDelivery(taken[0].Delivery.ID); d.State != store.DeliverySucceeded {
+			t.Fatalf("handed-off delivery after its owner's completion: %s", d.State)
+		}
+		// Without a hand-off the claims take a publish's deliveries.
+		caps.HandOff.SetHandOff(nil)
+		res = f.publish("acme", "file.created", at(2*time.Second))
+		if res.HandedOff != 0 {
+			t.Fatalf("handed off %d with no hand-off set", res.HandedOff)
+		}
+		if c := f.claimOne("w1", time.Minute, at(3*time.Second)); c.Event.ID != res.Event.ID {
+			t.Fatalf("claimed a delivery of %s, want %s", c.Event.ID, res.Event.ID)
 		}
 	})
 
@@ -278,4 +320,42 @@ func (s suite) capabilities(t *testing.T) {
 		}
 		diff(t, "the endpoint after its value was put back", eps["ep_B"], f.getEndpoint("ep_B"))
 	})
+}
+
+// recordingHandOff reserves every delivery offered and records the claims
+// it is given.
+type recordingHandOff struct {
+	owner string
+	until time.Time
+	mu    sync.Mutex
+	taken []store.Claim
+	takes int
+}
+
+func (h *recordingHandOff) Reserve(_ string, n int) int { return n }
+
+func (h *recordingHandOff) Lease() (string, time.Time) { return h.owner, h.until }
+
+func (h *recordingHandOff) Take(claims []store.Claim, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.taken = append(h.taken, claims...)
+	h.takes++
+}
+
+// wait returns the claims given once takes reservations were taken (Take
+// runs after the publish is answered).
+func (h *recordingHandOff) wait(t *testing.T, takes int) []store.Claim {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) { // a hang guard
+		h.mu.Lock()
+		if h.takes >= takes {
+			defer h.mu.Unlock()
+			return slices.Clone(h.taken)
+		}
+		h.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reservations taken, want %d", h.takes, takes)
+		}
+	}
 }

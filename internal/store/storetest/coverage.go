@@ -161,6 +161,9 @@ func (r *recorder) Capabilities() store.Capabilities {
 	if c.Sealed != nil {
 		c.Sealed = sealedRecorder{c.Sealed, r.cov}
 	}
+	if c.HandOff != nil {
+		c.HandOff = handOffRecorder{c.HandOff, r.cov}
+	}
 	r.cov.declare(c)
 	return c
 }
@@ -219,6 +222,18 @@ func (exclusiveRecorder) countsCalls() {}
 func (r exclusiveRecorder) ClaimExclusively(ctx context.Context) error {
 	r.cov.called("Exclusive.ClaimExclusively")
 	return r.e.ClaimExclusively(ctx)
+}
+
+type handOffRecorder struct {
+	h   store.HandOffer
+	cov *coverage
+}
+
+func (handOffRecorder) countsCalls() {}
+
+func (r handOffRecorder) SetHandOff(h store.HandOff) {
+	r.cov.called("HandOff.SetHandOff")
+	r.h.SetHandOff(h)
 }
 
 type sealerRecorder struct {

@@ -69,4 +69,5 @@ func (s *scheduler) handOffOK(tenant string) bool {
 	_, full := s.full[tenant]
 	return !full
 }
+
 var _ store.HandOff = (*Engine)(nil)

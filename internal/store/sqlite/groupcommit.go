@@ -181,8 +181,8 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 		return nil
 	}
 	// The engine's idle workers take the group's due deliveries (the
-	// hand-off), read here while their pages are at hand.
-	b := c.s.reserveHandOff(ctx, tx, g.due)
+	// hand-off, handoff.go).
+	b := c.s.reserveHandOff(g.due)
 	if err := tx.Commit(); err != nil {
 		if b != nil {
 			b.giveBack()
@@ -196,6 +196,9 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 	}
 	for i, r := range group {
 		r.done <- answers[i]
+	}
+	if b != nil {
+		b.load(ctx, c.s) // still holding the writer, the callers answered
 	}
 	return b
 }

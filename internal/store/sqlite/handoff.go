@@ -39,36 +39,34 @@ type handOffBatch struct {
 }
 
 type handOffPart struct {
-	ids    []string      // the part's deliveries, in creation order
-	n      int           // workers reserved (len(ids))
-	claims []store.Claim // read on the group's transaction
+	rows   []deliveryRow // the part's deliveries, in creation order
+	n      int           // workers reserved (len(rows))
+	claims []store.Claim // read after the commit (load)
 }
 
-// reserveHandOff offers rows (a group's due deliveries, in creation order,
-// written but not committed) to the engine, tenant by tenant in order of
-// first appearance, and reads the claims of what it reserved on tx (the
-// rows, events and endpoints are in the writer's page cache). nil: nothing
-// reserved. The caller holds the writer and, whatever happens next, ends
-// with b.lease after a commit or b.giveBack.
-func (s *Store) reserveHandOff(ctx context.Context, tx *sql.Tx, rows []deliveryRow) *handOffBatch {
+// reserveHandOff offers rows (a group's due deliveries, in creation order)
+// to the engine, tenant by tenant in order of first appearance. nil:
+// nothing reserved. The caller holds the writer and, whatever happens
+// next, ends every reservation: lease, load and take after a commit, or
+// giveBack.
+func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 	slot := s.handOff.Load()
 	if slot == nil || len(rows) == 0 || !s.claiming() {
 		return nil
 	}
 	h := slot.h
 	var order []string
-	byTenant := map[string][]int{}
-	for i, r := range rows {
+	byTenant := map[string][]deliveryRow{}
+	for _, r := range rows {
 		if _, ok := byTenant[r.tenant]; !ok {
 			order = append(order, r.tenant)
 		}
-		byTenant[r.tenant] = append(byTenant[r.tenant], i)
+		byTenant[r.tenant] = append(byTenant[r.tenant], r)
 	}
 	var b *handOffBatch
-	var ids []string
 	for _, t := range order {
-		idx := byTenant[t]
-		k := h.Reserve(t, len(idx))
+		rs := byTenant[t]
+		k := h.Reserve(t, len(rs))
 		if k <= 0 {
 			continue
 		}
@@ -76,47 +74,23 @@ func (s *Store) reserveHandOff(ctx context.Context, tx *sql.Tx, rows []deliveryR
 			owner, until := h.Lease()
 			b = &handOffBatch{h: h, owner: owner, until: until}
 		}
-		part := handOffPart{n: k}
-		for _, i := range idx[:k] {
-			part.ids = append(part.ids, rows[i].id)
-		}
-		ids = append(ids, part.ids...)
-		b.parts = append(b.parts, part)
-	}
-	if b == nil {
-		return nil
-	}
-	claims, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
-	if err != nil {
-		return b // no claims: every reservation is given back
-	}
-	byID := make(map[string]store.Claim, len(claims))
-	for _, c := range claims {
-		byID[c.Delivery.ID] = c
-	}
-	for i := range b.parts {
-		p := &b.parts[i]
-		for _, id := range p.ids {
-			if c, ok := byID[id]; ok {
-				p.claims = append(p.claims, c)
-			}
-		}
+		b.parts = append(b.parts, handOffPart{rows: rs[:k], n: k})
 	}
 	return b
 }
 
-// lease records the leases of b's claims, after the group's commit and
-// with the writer still held, and counts them in each publish's answer
-// (HandedOff).
+// lease records the leases of b's deliveries after the group's commit,
+// with the writer still held (before any claim can see them), and counts
+// them in each publish's answer (HandedOff).
 func (b *handOffBatch) lease(s *Store, answers []publishAnswer) {
 	perEvent := map[string]int{}
 	for _, p := range b.parts {
-		ids := make([]string, len(p.claims))
-		ls := make([]lease, len(p.claims))
-		for i, c := range p.claims {
-			ids[i] = c.Delivery.ID
-			ls[i] = lease{owner: b.owner, until: micro(b.until), endpoint: c.Delivery.EndpointID, tenant: c.Delivery.Tenant}
-			perEvent[c.Delivery.EventID]++
+		ids := make([]string, len(p.rows))
+		ls := make([]lease, len(p.rows))
+		for i, r := range p.rows {
+			ids[i] = r.id
+			ls[i] = lease{owner: b.owner, until: micro(b.until), endpoint: r.endpointID, tenant: r.tenant}
+			perEvent[r.eventID]++
 		}
 		s.leases.add(ids, ls)
 	}
@@ -124,6 +98,41 @@ func (b *handOffBatch) lease(s *Store, answers []publishAnswer) {
 		if a := &answers[i]; a.err == nil && a.res.Created {
 			a.res.HandedOff = perEvent[a.res.Event.ID]
 		}
+	}
+}
+
+// load reads the claims of b's deliveries on the writer, still held, after
+// the publishes were answered (their pages are in the writer's cache). A
+// delivery it cannot read has its lease dropped: left to the claims (Take
+// gives its worker back and wakes the claimer).
+func (b *handOffBatch) load(ctx context.Context, s *Store) {
+	var ids []string
+	for _, p := range b.parts {
+		for _, r := range p.rows {
+			ids = append(ids, r.id)
+		}
+	}
+	claims, err := s.loadClaims(ctx, nil, ids, b.owner, b.until)
+	if err != nil {
+		claims = nil
+	}
+	byID := make(map[string]store.Claim, len(claims))
+	for _, c := range claims {
+		byID[c.Delivery.ID] = c
+	}
+	var gone []string
+	for i := range b.parts {
+		p := &b.parts[i]
+		for _, r := range p.rows {
+			if c, ok := byID[r.id]; ok {
+				p.claims = append(p.claims, c)
+			} else {
+				gone = append(gone, r.id)
+			}
+		}
+	}
+	if len(gone) > 0 {
+		s.leases.drop(gone)
 	}
 }
 
@@ -141,7 +150,8 @@ func (b *handOffBatch) giveBack() {
 	}
 }
 
-// loadClaims reads the claims of deliveries ids on tx, in the order of ids,
+// loadClaims reads the claims of deliveries ids on tx (nil: on the
+// writer, held by the caller, outside a transaction), in the order of ids,
 // as ClaimDeliveries reads its own.
 func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
 	claims := make([]store.Claim, 0, len(ids))

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ type errStore struct {
 	source     store.Source
 	getErr     error
 	publishErr error
+	// pending and handedOff are the created event's PublishResult counts.
+	pending, handedOff int
 }
 
 func (s errStore) GetSource(_ context.Context, id string) (store.Source, error) {
@@ -45,7 +48,7 @@ func (s errStore) PublishEvent(_ context.Context, p store.PublishParams) (store.
 	if s.publishErr != nil {
 		return store.PublishResult{}, s.publishErr
 	}
-	return store.PublishResult{Event: p.Event, Created: true}, nil
+	return store.PublishResult{Event: p.Event, Created: true, Pending: s.pending, HandedOff: s.handedOff}, nil
 }
 
 // TestStoreErrorStatuses: the gateway answers a store error with the
@@ -129,6 +132,48 @@ func TestStoreErrorStatuses(t *testing.T) {
 			}
 			if isBug := strings.Contains(errLine, `msg="bug: `); isBug != tc.bug {
 				t.Errorf("error log %q: logged as a bug = %v, want %v", errLine, isBug, tc.bug)
+			}
+		})
+	}
+}
+
+// TestGatewayWakesTheEngineForUnclaimedDeliveries: an accepted request
+// wakes the delivery engine only when its event left due deliveries that
+// were not handed off to the engine as the publish committed
+// (PublishResult.HandedOff): those need a claim, the others none.
+func TestGatewayWakesTheEngineForUnclaimedDeliveries(t *testing.T) {
+	goodConfig := fmt.Appendf(nil, `{"scheme":"github","secrets":[%q]}`, errSecret)
+	for _, tc := range []struct {
+		name               string
+		pending, handedOff int
+		wake               bool
+	}{
+		{"due, none handed off", 2, 0, true},
+		{"due, some handed off", 2, 1, true},
+		{"due, all handed off", 2, 2, false},
+		{"nothing due (held)", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var woken atomic.Int32
+			g := inbound.New(inbound.Config{Store: errStore{source: store.Source{Config: goodConfig}, pending: tc.pending, handedOff: tc.handedOff},
+				Notify: func() { woken.Add(1) }, Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+			mux := http.NewServeMux()
+			mux.Handle("/in/{source_id}", g)
+			body := []byte(`{"action":"opened"}`)
+			m := hmac.New(sha256.New, []byte(errSecret))
+			m.Write(body)
+			req := httptest.NewRequest("POST", "/in/src_wake", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-GitHub-Event", "pull_request")
+			req.Header.Set("X-GitHub-Delivery", "d-1")
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, req)
+			if w.Code != 200 {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if got := woken.Load() > 0; got != tc.wake {
+				t.Fatalf("engine woken %d times, want woken: %v", woken.Load(), tc.wake)
 			}
 		})
 	}

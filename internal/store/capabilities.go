@@ -111,7 +111,10 @@ const NodeTTLIntervals = 10
 // (owner, lease duration, at-least-once after a crash); the engine still
 // decides on it (caps, circuit, rate limit) before its attempt.
 type HandOffer interface {
-	// SetHandOff installs h (nil: none). Set it before the first publish.
+	// SetHandOff installs h (nil: none). Nothing is handed off until this
+	// process holds the claim lock (its first claim, or
+	// ExclusiveClaimer.ClaimExclusively, which a node takes before it
+	// serves).
 	SetHandOff(h HandOff)
 }
 
@@ -129,7 +132,7 @@ type HandOff interface {
 	// clock).
 	Lease() (owner string, until time.Time)
 	// Take receives the claims of one reservation of n workers:
-	// len(claims) <= n; the others (a delivery gone before it was read)
-	// are given back.
+	// len(claims) <= n; the others (their read failed: their leases are
+	// dropped, the deliveries left to the claims) are given back.
 	Take(claims []Claim, n int)
 }

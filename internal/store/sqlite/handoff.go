@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"os"
 	"slices"
 	"time"
 
@@ -10,12 +11,15 @@ import (
 )
 
 // The hand-off (store.HandOffer): the deliveries a publish group creates
-// due now are leased to this process's engine while the group still holds
-// the writer, right after its commit, and read on the read pool once the
-// writer is released. Below saturation every publish otherwise cost a
-// claim on the writer (its tenant probes, its walk and three loads) and a
-// next-due read after it, and the delivery waited for the writer a second
-// time, behind the next publish group or completion batch.
+// due now are offered to this process's engine before the group commits;
+// what it reserves is leased after the commit while the group still holds
+// the writer (before any claim can see the rows), and read on the writer,
+// still held, once the group's publishes are answered; the workers get the
+// claims after the writer is released. Below saturation every publish
+// otherwise cost a claim on the writer (its tenant probes, its walk and
+// three loads) and a next-due read after it, and the delivery waited for
+// the writer a second time, behind the next publish group or completion
+// batch.
 
 // handOffSlot holds the engine's side (SetHandOff).
 type handOffSlot struct{ h store.HandOff }
@@ -72,7 +76,8 @@ func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 		}
 		if b == nil {
 			owner, until := h.Lease()
-			b = &handOffBatch{h: h, owner: owner, until: until}
+			// As the lease is recorded and reported (µs), as a claim's.
+			b = &handOffBatch{h: h, owner: owner, until: fromMicro(micro(until))}
 		}
 		b.parts = append(b.parts, handOffPart{rows: rs[:k], n: k})
 	}
@@ -196,11 +201,14 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 }
 
 // claiming reports whether this process holds the claim lock, taken by its
-// first claim (takeClaimLock), and still on the lock file at its path: a
-// hand-off is a claim, and only the process holding the lock may lease.
-// It never takes the lock (that needs the writer, held by the caller).
+// first claim (takeClaimLock) or ClaimExclusively, and still on the lock
+// file at its path: a hand-off is a claim, and only the process holding the
+// lock may lease. It never takes the lock, nor claimMu: the caller holds
+// the writer, which the first claim waits for holding claimMu.
 func (s *Store) claiming() bool {
-	s.claimMu.Lock()
-	defer s.claimMu.Unlock()
-	return s.claimLocked && s.checkClaimLock() == nil
+	if !s.claimHeld.Load() {
+		return false
+	}
+	cur, err := os.Stat(claimLockPath(s.path))
+	return err == nil && os.SameFile(cur, s.claimLockInfo)
 }

@@ -31,7 +31,7 @@ import (
 // leased deliveries (the claim, pausing or disabling an endpoint, the
 // circuit breaker's postponement, the next due time) skips the ids held
 // here instead. The table changes only while the writer connection is
-// held (claim, completion, rescue), so a transaction on the writer sees
+// held (claim, hand-off, completion, rescue), so a transaction on the writer sees
 // the leases and the rows at the same point; readers on the read pool
 // (GetDelivery, NextDueAt) may see a lease a moment before or after its
 // row's change, which at most wakes the claimer for nothing.
@@ -257,6 +257,7 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		return err
 	}
 	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
+	s.claimHeld.Store(true)
 	return nil
 }
 
@@ -288,6 +289,7 @@ func (s *Store) releaseClaimLock() error {
 	if s.claimLock == nil {
 		return nil
 	}
+	s.claimHeld.Store(false)
 	err := s.claimLock.Close()
 	s.claimLock = nil
 	return err

@@ -91,6 +91,10 @@ type Store struct {
 	claimLock     *os.File
 	claimLockInfo os.FileInfo // claimLock as locked (checkClaimLock: still the file at its path?)
 	claimLocked   bool
+	// claimHeld is claimLocked for readers that must not take claimMu (the
+	// hand-off asks it holding the writer, for which the first claim waits
+	// holding claimMu): set after claimLockInfo, cleared before the release.
+	claimHeld atomic.Bool
 }
 
 // hotStatements are prepared once on the writer connection at Open:

@@ -1,0 +1,238 @@
+package delivery
+
+// The hand-off on a real SQLite store, wired as app.New wires it (claim
+// lock first, then SetHandOff(engine)): exactly once, no lost wake-up, a
+// clean shutdown.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/clock"
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+type countingSender struct {
+	mu sync.Mutex
+	n  map[string]int // attempts by event id + URL
+}
+
+func (s *countingSender) Do(_ context.Context, r egress.Request) egress.Result {
+	s.mu.Lock()
+	s.n[r.Header.Get(HeaderEventID)+" "+r.URL]++
+	s.mu.Unlock()
+	return egress.Result{StatusCode: 204, Duration: time.Millisecond}
+}
+
+func (s *countingSender) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := 0
+	for _, v := range s.n {
+		t += v
+	}
+	return t
+}
+
+// TestHandOffExactlyOnceNoLostWakeUp: concurrent publishes (groups of
+// several tenants, more deliveries than workers) with the claimer's poll an
+// hour away: every delivery is attempted exactly once, none waits for the
+// poll (a lost wake-up would leave it pending until the guard).
+func TestHandOffExactlyOnceNoLostWakeUp(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		publishers int
+		pause      time.Duration
+	}{{"busy", 2, 0}, {"quiet", 1, 3 * time.Millisecond}} {
+		t.Run(c.name, func(t *testing.T) { handOffExactlyOnce(t, c.publishers, c.pause) })
+	}
+}
+
+func handOffExactlyOnce(t *testing.T, publishers int, pause time.Duration) {
+	ctx := t.Context()
+	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	if err := sq.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tenants := []string{"acme", "beta", "gamma"}
+	for _, tn := range tenants {
+		for i := range 2 {
+			ep := holdEndpoint(fmt.Sprintf("ep_%s_%d", tn, i))
+			ep.Tenant = tn
+			if _, err := sq.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snd := &countingSender{n: map[string]int{}}
+	e, err := New(Config{Store: sq, Sender: snd, Clock: clock.System(), Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4, Owner: "node-a", Lease: time.Minute,
+		PollInterval: time.Hour, RescueInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq.SetHandOff(e)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+
+	const perTenant = 40
+	var handed, pending sync.Map
+	var wg sync.WaitGroup
+	for _, tn := range tenants {
+		for range publishers {
+			wg.Go(func() {
+				for range perTenant / publishers {
+					id := store.NewID("evt")
+					now := time.Now().UTC()
+					res, err := sq.PublishEvent(ctx, store.PublishParams{
+						Event: store.Event{ID: id, Tenant: tn, Type: "t", OccurredAt: now,
+							Body: fmt.Appendf(nil, `{"id":%q}`, id), Fingerprint: id},
+						Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					handed.Store(id, res.HandedOff)
+					pending.Store(id, res.Pending)
+					if res.Pending > res.HandedOff { // as the API
+						e.Notify()
+					}
+					time.Sleep(pause)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	want := len(tenants) * (perTenant / publishers) * publishers * 2
+	nHanded := 0
+	handed.Range(func(_, v any) bool { nHanded += v.(int); return true })
+	deadline := time.Now().Add(30 * time.Second) // a hang guard: the poll is an hour
+	for snd.total() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliveries attempted (%d handed off): a lost wake-up", snd.total(), want, nHanded)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	for k, v := range snd.n {
+		if v != 1 {
+			t.Errorf("%s attempted %d times", k, v)
+		}
+	}
+	if len(snd.n) != want {
+		t.Errorf("%d distinct deliveries attempted, want %d", len(snd.n), want)
+	}
+	t.Logf("%d deliveries, %d handed off", want, nHanded)
+}
+
+// TestHandOffShutdownLeavesNothingLeased: Run stopped while publishes
+// keep being handed off: when it returns no delivery is leased, none was
+// attempted twice, and a second engine on the store delivers the rest.
+func TestHandOffShutdownLeavesNothingLeased(t *testing.T) {
+	ctx := t.Context()
+	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	if err := sq.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := sq.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: holdEndpoint(fmt.Sprintf("ep_%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snd := &countingSender{n: map[string]int{}}
+	newEngine := func() *Engine {
+		e, err := New(Config{Store: sq, Sender: snd, Clock: clock.System(), Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4,
+			Owner: "node-a", Lease: time.Minute, PollInterval: time.Hour, RescueInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sq.SetHandOff(e)
+		return e
+	}
+	e := newEngine()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(runCtx) }()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var published sync.Map
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := store.NewID("evt")
+			now := time.Now().UTC()
+			res, err := sq.PublishEvent(ctx, store.PublishParams{
+				Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: fmt.Appendf(nil, `{"id":%q}`, id), Fingerprint: id},
+				Now:   now, NewDeliveryID: func() string { return store.NewID("dlv") },
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			published.Store(id, true)
+			if res.Pending > res.HandedOff {
+				e.Notify()
+			}
+			time.Sleep(500 * time.Microsecond)
+		}
+	})
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	close(stop)
+	wg.Wait()
+	p, err := sq.ListDeliveries(ctx, store.ListDeliveriesParams{ListParams: store.ListParams{Limit: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p.Data {
+		if d.LeaseOwner != "" {
+			t.Errorf("delivery %s still leased to %s after Run returned", d.ID, d.LeaseOwner)
+		}
+	}
+	n := 0
+	published.Range(func(_, _ any) bool { n++; return true })
+	// A second engine delivers the rest.
+	e2 := newEngine()
+	runCtx2, cancel2 := context.WithCancel(ctx)
+	done2 := make(chan struct{})
+	go func() { defer close(done2); e2.Run(runCtx2) }()
+	defer func() { cancel2(); <-done2 }()
+	want := 2 * n
+	for deadline := time.Now().Add(30 * time.Second); snd.total() < want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliveries attempted after the restart", snd.total(), want)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	for k, v := range snd.n {
+		if v != 1 {
+			t.Errorf("%s attempted %d times", k, v)
+		}
+	}
+	t.Logf("%d deliveries", want)
+}

@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +111,58 @@ func TestRunWaitsForHandOffs(t *testing.T) {
 	}
 	if got := e.Reserve("acme", 1); got != 0 {
 		t.Fatalf("Reserve after Run = %d, want 0", got)
+	}
+}
+
+// backlogStore answers the first claim in full, holds the second until
+// release is closed and answers it empty.
+type backlogStore struct {
+	runStore
+	calls    atomic.Int32
+	inSecond chan struct{}
+	release  chan struct{}
+}
+
+func (s *backlogStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]store.Claim, error) {
+	switch s.calls.Add(1) {
+	case 1:
+		cs := make([]store.Claim, p.Limit)
+		for i := range cs {
+			cs[i] = store.Claim{Delivery: store.Delivery{ID: fmt.Sprintf("dlv_%d", i), Tenant: "acme", EndpointID: "ep_1"}, Endpoint: holdEndpoint("ep_1")}
+		}
+		return cs, nil
+	case 2:
+		close(s.inSecond)
+		<-s.release
+	}
+	return nil, nil
+}
+
+// The claimer records whether it is draining a backlog (its last claim
+// took all it asked for), which turns the hand-off away, and clears it
+// once a claim comes back short.
+func TestClaimerRecordsBacklog(t *testing.T) {
+	clk := clock.NewFake(t0)
+	st := &backlogStore{inSecond: make(chan struct{}), release: make(chan struct{})}
+	e, err := New(Config{Store: st, Sender: nopSender{}, Clock: clk, Workers: 4, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	<-st.inSecond // the first claim was full
+	if !e.backlog.Load() {
+		t.Fatal("backlog not recorded after a full claim")
+	}
+	close(st.release) // the second comes back empty: the claimer sleeps
+	for deadline := time.Now().Add(time.Minute); e.wakeAt.Load() != t0.Add(time.Hour).UnixNano(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // a hang guard
+			t.Fatal("the claimer never went to sleep")
+		}
+	}
+	if e.backlog.Load() {
+		t.Fatal("backlog still recorded after a short claim")
 	}
 }

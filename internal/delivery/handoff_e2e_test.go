@@ -47,14 +47,20 @@ func (s *countingSender) total() int {
 func TestHandOffExactlyOnceNoLostWakeUp(t *testing.T) {
 	for _, c := range []struct {
 		name       string
-		publishers int
+		tenants    []string
+		publishers int // per tenant
 		pause      time.Duration
-	}{{"busy", 2, 0}, {"quiet", 1, 3 * time.Millisecond}} {
-		t.Run(c.name, func(t *testing.T) { handOffExactlyOnce(t, c.publishers, c.pause) })
+		handsOff   bool // every publish finds idle workers: some must be handed off
+	}{
+		{"busy", []string{"acme", "beta", "gamma"}, 2, 0, false},
+		{"quiet", []string{"acme", "beta", "gamma"}, 1, 3 * time.Millisecond, false},
+		{"alone", []string{"acme"}, 1, 3 * time.Millisecond, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { handOffExactlyOnce(t, c.tenants, c.publishers, c.pause, c.handsOff) })
 	}
 }
 
-func handOffExactlyOnce(t *testing.T, publishers int, pause time.Duration) {
+func handOffExactlyOnce(t *testing.T, tenants []string, publishers int, pause time.Duration, handsOff bool) {
 	ctx := t.Context()
 	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
 	if err != nil {
@@ -64,7 +70,6 @@ func handOffExactlyOnce(t *testing.T, publishers int, pause time.Duration) {
 	if err := sq.ClaimExclusively(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tenants := []string{"acme", "beta", "gamma"}
 	for _, tn := range tenants {
 		for i := range 2 {
 			ep := holdEndpoint(fmt.Sprintf("ep_%s_%d", tn, i))
@@ -137,6 +142,9 @@ func handOffExactlyOnce(t *testing.T, publishers int, pause time.Duration) {
 		t.Errorf("%d distinct deliveries attempted, want %d", len(snd.n), want)
 	}
 	t.Logf("%d deliveries, %d handed off", want, nHanded)
+	if handsOff && nHanded == 0 {
+		t.Error("one publisher with idle workers handed nothing off")
+	}
 }
 
 // TestHandOffShutdownLeavesNothingLeased: Run stopped while publishes

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,7 +129,8 @@ func (s *backlogStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) (
 	case 1:
 		cs := make([]store.Claim, p.Limit)
 		for i := range cs {
-			cs[i] = store.Claim{Delivery: store.Delivery{ID: fmt.Sprintf("dlv_%d", i), Tenant: "acme", EndpointID: "ep_1"}, Endpoint: holdEndpoint("ep_1")}
+			ep := fmt.Sprintf("ep_%d", i) // one each: none parked
+			cs[i] = store.Claim{Delivery: store.Delivery{ID: fmt.Sprintf("dlv_%d", i), Tenant: "acme", EndpointID: ep}, Endpoint: holdEndpoint(ep)}
 		}
 		return cs, nil
 	case 2:
@@ -151,12 +153,13 @@ func TestClaimerRecordsBacklog(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	var release sync.Once
+	defer func() { release.Do(func() { close(st.release) }); cancel(); <-done }()
 	<-st.inSecond // the first claim was full
 	if !e.backlog.Load() {
 		t.Fatal("backlog not recorded after a full claim")
 	}
-	close(st.release) // the second comes back empty: the claimer sleeps
+	release.Do(func() { close(st.release) }) // the second comes back empty: the claimer sleeps
 	for deadline := time.Now().Add(time.Minute); e.wakeAt.Load() != t0.Add(time.Hour).UnixNano(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) { // a hang guard
 			t.Fatal("the claimer never went to sleep")

@@ -186,24 +186,23 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 	// deliveries for less than a read per group (herald bench inbound).
 	var b *handOffBatch
 	if len(c.queue) == 0 {
-		b = c.s.reserveHandOff(g.due)
+		if b = c.s.reserveHandOff(g.due); b != nil {
+			b.loadAndLease(ctx, c.s, tx)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		if b != nil {
+			b.unlease(c.s)
 			b.giveBack()
 		}
 		c.oneByOne(group)
 		return nil
 	}
 	if b != nil {
-		// Still holding the writer: leased before any claim can see them.
-		b.lease(c.s, answers)
+		b.count(answers)
 	}
 	for i, r := range group {
 		r.done <- answers[i]
-	}
-	if b != nil {
-		b.load(ctx, c.s) // still holding the writer, the callers answered
 	}
 	return b
 }

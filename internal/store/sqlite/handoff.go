@@ -12,14 +12,15 @@ import (
 
 // The hand-off (store.HandOffer): the deliveries a publish group creates
 // due now are offered to this process's engine before the group commits;
-// what it reserves is leased after the commit while the group still holds
-// the writer (before any claim can see the rows), and read on the writer,
-// still held, once the group's publishes are answered; the workers get the
-// claims after the writer is released. Below saturation every publish
-// otherwise cost a claim on the writer (its tenant probes, its walk and
-// three loads) and a next-due read after it, and the delivery waited for
-// the writer a second time, behind the next publish group or completion
-// batch.
+// what it reserves is read and leased on the group's transaction, so that
+// from its commit on every claim, pause, disable or postponement sees them
+// in flight (API writes take the writer connection without the write
+// gate: nothing may come between the rows and the leases), and the
+// workers get the claims after the writer is released. Below saturation
+// every publish otherwise cost a claim on the writer (its tenant probes,
+// its walk and three loads) and a next-due read after it, and the delivery
+// waited for the writer a second time, behind the next publish group or
+// completion batch.
 
 // handOffSlot holds the engine's side (SetHandOff).
 type handOffSlot struct{ h store.HandOff }
@@ -48,11 +49,11 @@ type handOffPart struct {
 	claims []store.Claim // read after the commit (load)
 }
 
-// reserveHandOff offers rows (a group's due deliveries, in creation order)
-// to the engine, tenant by tenant in order of first appearance. nil:
-// nothing reserved. The caller holds the writer and, whatever happens
-// next, ends every reservation: lease, load and take after a commit, or
-// giveBack.
+// reserveHandOff offers rows (a group's due deliveries, in creation order,
+// written but not committed) to the engine, tenant by tenant in order of
+// first appearance. nil: nothing reserved. The caller holds the writer
+// and, whatever happens next, ends every reservation: take after a commit,
+// unlease and giveBack otherwise.
 func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 	slot := s.handOff.Load()
 	if slot == nil || len(rows) == 0 || !s.claiming() {
@@ -84,60 +85,66 @@ func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 	return b
 }
 
-// lease records the leases of b's deliveries after the group's commit,
-// with the writer still held (before any claim can see them), and counts
-// them in each publish's answer (HandedOff).
-func (b *handOffBatch) lease(s *Store, answers []publishAnswer) {
-	perEvent := map[string]int{}
-	for _, p := range b.parts {
-		ids := make([]string, len(p.rows))
-		ls := make([]lease, len(p.rows))
-		for i, r := range p.rows {
-			ids[i] = r.id
-			ls[i] = lease{owner: b.owner, until: micro(b.until), endpoint: r.endpointID, tenant: r.tenant}
-			perEvent[r.eventID]++
-		}
-		s.leases.add(ids, ls)
-	}
-	for i := range answers {
-		if a := &answers[i]; a.err == nil && a.res.Created {
-			a.res.HandedOff = perEvent[a.res.Event.ID]
-		}
-	}
-}
-
-// load reads the claims of b's deliveries on the writer, still held, after
-// the publishes were answered (their pages are in the writer's cache). A
-// delivery it cannot read has its lease dropped: left to the claims (Take
-// gives its worker back and wakes the claimer).
-func (b *handOffBatch) load(ctx context.Context, s *Store) {
+// loadAndLease reads the claims of b's deliveries on the group's
+// transaction, before its commit (one snapshot: no API write can come
+// between the rows and the leases), and records their leases: from then
+// on a claim, a pause, a disable or a breaker's postponement sees them in
+// flight. A delivery that cannot be read stays unleased (Take gives its
+// worker back and wakes the claimer). If the commit then fails, unlease.
+func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx) {
 	var ids []string
 	for _, p := range b.parts {
 		for _, r := range p.rows {
 			ids = append(ids, r.id)
 		}
 	}
-	claims, err := s.loadClaims(ctx, nil, ids, b.owner, b.until)
+	claims, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
 	if err != nil {
-		claims = nil
+		return
 	}
 	byID := make(map[string]store.Claim, len(claims))
 	for _, c := range claims {
 		byID[c.Delivery.ID] = c
 	}
-	var gone []string
 	for i := range b.parts {
 		p := &b.parts[i]
+		var leased []string
+		var ls []lease
 		for _, r := range p.rows {
 			if c, ok := byID[r.id]; ok {
 				p.claims = append(p.claims, c)
-			} else {
-				gone = append(gone, r.id)
+				leased = append(leased, r.id)
+				ls = append(ls, lease{owner: b.owner, until: micro(b.until), endpoint: r.endpointID, tenant: r.tenant})
 			}
 		}
+		s.leases.add(leased, ls)
 	}
-	if len(gone) > 0 {
-		s.leases.drop(gone)
+}
+
+// unlease drops the leases of a group that did not commit.
+func (b *handOffBatch) unlease(s *Store) {
+	for _, p := range b.parts {
+		ids := make([]string, len(p.claims))
+		for i, c := range p.claims {
+			ids[i] = c.Delivery.ID
+		}
+		s.leases.drop(ids)
+	}
+}
+
+// count counts b's leased deliveries in each committed publish's answer
+// (HandedOff).
+func (b *handOffBatch) count(answers []publishAnswer) {
+	perEvent := map[string]int{}
+	for _, p := range b.parts {
+		for _, c := range p.claims {
+			perEvent[c.Delivery.EventID]++
+		}
+	}
+	for i := range answers {
+		if a := &answers[i]; a.err == nil && a.res.Created {
+			a.res.HandedOff = perEvent[a.res.Event.ID]
+		}
 	}
 }
 
@@ -148,16 +155,16 @@ func (b *handOffBatch) take() {
 	}
 }
 
-// giveBack ends every reservation of a group that did not commit.
+// giveBack ends every reservation of a group that did not commit (after
+// unlease).
 func (b *handOffBatch) giveBack() {
 	for _, p := range b.parts {
 		b.h.Take(nil, p.n)
 	}
 }
 
-// loadClaims reads the claims of deliveries ids on tx (nil: on the
-// writer, held by the caller, outside a transaction), in the order of ids,
-// as ClaimDeliveries reads its own.
+// loadClaims reads the claims of deliveries ids on tx, in the order of
+// ids, as ClaimDeliveries reads its own.
 func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
 	claims := make([]store.Claim, 0, len(ids))
 	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
@@ -192,12 +199,15 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 	for i, id := range ids {
 		pos[id] = i
 	}
-	for i := range claims {
-		claims[i].Event = events[claims[i].Delivery.EventID]
-		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
+	out := claims[:0]
+	for _, c := range claims {
+		c.Event, c.Endpoint = events[c.Delivery.EventID], endpoints[c.Delivery.EndpointID]
+		if c.Event.ID != "" && c.Endpoint.ID != "" { // read on one transaction: both are there
+			out = append(out, c)
+		}
 	}
-	slices.SortFunc(claims, func(a, b store.Claim) int { return pos[a.Delivery.ID] - pos[b.Delivery.ID] })
-	return claims, nil
+	slices.SortFunc(out, func(a, b store.Claim) int { return pos[a.Delivery.ID] - pos[b.Delivery.ID] })
+	return out, nil
 }
 
 // claiming reports whether this process holds the claim lock, taken by its

@@ -1178,11 +1178,9 @@ func (s *Store) loadByIDs(ctx context.Context, tx *sql.Tx, query string, ids []s
 	if err != nil {
 		return err
 	}
-	st := s.stmts[query] // tx == nil: the writer, outside a transaction
-	if tx != nil {
-		if st, err = s.stmt(ctx, tx, query); err != nil {
-			return err
-		}
+	st, err := s.stmt(ctx, tx, query)
+	if err != nil {
+		return err
 	}
 	rows, err := st.QueryContext(ctx, string(arr))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -104,7 +103,9 @@ func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx) {
 	}
 	byID := make(map[string]store.Claim, len(claims))
 	for _, c := range claims {
-		byID[c.Delivery.ID] = c
+		if c.Event.ID != "" && c.Endpoint.ID != "" { // one transaction: both are there
+			byID[c.Delivery.ID] = c
+		}
 	}
 	for i := range b.parts {
 		p := &b.parts[i]
@@ -161,53 +162,6 @@ func (b *handOffBatch) giveBack() {
 	for _, p := range b.parts {
 		b.h.Take(nil, p.n)
 	}
-}
-
-// loadClaims reads the claims of deliveries ids on tx, in the order of
-// ids, as ClaimDeliveries reads its own.
-func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
-	claims := make([]store.Claim, 0, len(ids))
-	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
-		d, err := scanDelivery(sc)
-		d.LeaseOwner, d.LeaseUntil = owner, until
-		claims = append(claims, store.Claim{Delivery: d})
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	events := map[string]store.Event{}
-	endpoints := map[string]store.Endpoint{}
-	for _, c := range claims {
-		events[c.Delivery.EventID] = store.Event{}
-		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
-	}
-	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
-		e, err := scanEvent(sc)
-		events[e.ID] = e
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
-		e, err := s.scanEndpoint(sc)
-		endpoints[e.ID] = e
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	pos := make(map[string]int, len(ids))
-	for i, id := range ids {
-		pos[id] = i
-	}
-	out := claims[:0]
-	for _, c := range claims {
-		c.Event, c.Endpoint = events[c.Delivery.EventID], endpoints[c.Delivery.EndpointID]
-		if c.Event.ID != "" && c.Endpoint.ID != "" { // read on one transaction: both are there
-			out = append(out, c)
-		}
-	}
-	slices.SortFunc(out, func(a, b store.Claim) int { return pos[a.Delivery.ID] - pos[b.Delivery.ID] })
-	return out, nil
 }
 
 // claiming reports whether this process holds the claim lock, taken by its

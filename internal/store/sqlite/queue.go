@@ -932,34 +932,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	claims := make([]store.Claim, 0, len(ids))
-	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
-		d, err := scanDelivery(sc)
-		d.LeaseOwner, d.LeaseUntil = p.Owner, fromMicro(until)
-		claims = append(claims, store.Claim{Delivery: d, Turn: turns[d.Tenant]})
-		return err
-	}); err != nil {
+	claims, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
+	if err != nil {
 		return nil, wrap("claim", err)
 	}
-	events := map[string]store.Event{}
-	endpoints := map[string]store.Endpoint{}
-	for _, c := range claims {
-		events[c.Delivery.EventID] = store.Event{}
-		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
-	}
-	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
-		e, err := scanEvent(sc)
-		events[e.ID] = e
-		return err
-	}); err != nil {
-		return nil, wrap("claim", err)
-	}
-	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
-		e, err := s.scanEndpoint(sc)
-		endpoints[e.ID] = e
-		return err
-	}); err != nil {
-		return nil, wrap("claim", err)
+	for i := range claims {
+		claims[i].Turn = turns[claims[i].Delivery.Tenant]
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, wrap("claim", err)
@@ -979,6 +957,43 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
 	})
+	return claims, nil
+}
+
+// loadClaims reads the claims of deliveries ids on tx: each delivery
+// (leased to owner until until), its event and its endpoint, in the order
+// the id lookup yields them. A claim (ClaimDeliveries) and a hand-off
+// (handoff.go) read theirs with it.
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
+	claims := make([]store.Claim, 0, len(ids))
+	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
+		d, err := scanDelivery(sc)
+		d.LeaseOwner, d.LeaseUntil = owner, until
+		claims = append(claims, store.Claim{Delivery: d})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	events := map[string]store.Event{}
+	endpoints := map[string]store.Endpoint{}
+	for _, c := range claims {
+		events[c.Delivery.EventID] = store.Event{}
+		endpoints[c.Delivery.EndpointID] = store.Endpoint{}
+	}
+	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
+		e, err := scanEvent(sc)
+		events[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
+		e, err := s.scanEndpoint(sc)
+		endpoints[e.ID] = e
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	for i := range claims {
 		claims[i].Event = events[claims[i].Delivery.EventID]
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]

@@ -354,7 +354,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if caps.HandOff != nil {
 		caps.HandOff.SetHandOff(m.engine) // its publishes' due deliveries need no claim
 	}
-	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now})
+	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, NotifyFanOut: m.engine.NotifyFanOut, FanOutChunk: cfg.FanOutChunk,
+		Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now})
 	m.api, err = api.New(api.Config{
 		Inbound:               m.gateway,
 		SourceChanged:         m.gateway.Forget,

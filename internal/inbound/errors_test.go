@@ -31,8 +31,11 @@ type errStore struct {
 	source     store.Source
 	getErr     error
 	publishErr error
-	// pending and handedOff are the created event's PublishResult counts.
+	// pending, handedOff and fanOut are the created event's PublishResult;
+	// chunk, when not nil, records the publish's FanOutChunk.
 	pending, handedOff int
+	fanOut             bool
+	chunk              *int
 }
 
 func (s errStore) GetSource(_ context.Context, id string) (store.Source, error) {
@@ -48,7 +51,10 @@ func (s errStore) PublishEvent(_ context.Context, p store.PublishParams) (store.
 	if s.publishErr != nil {
 		return store.PublishResult{}, s.publishErr
 	}
-	return store.PublishResult{Event: p.Event, Created: true, Pending: s.pending, HandedOff: s.handedOff}, nil
+	if s.chunk != nil {
+		*s.chunk = p.FanOutChunk
+	}
+	return store.PublishResult{Event: p.Event, Created: true, Pending: s.pending, HandedOff: s.handedOff, FanOut: s.fanOut}, nil
 }
 
 // TestStoreErrorStatuses: the gateway answers a store error with the
@@ -140,23 +146,29 @@ func TestStoreErrorStatuses(t *testing.T) {
 // TestGatewayWakesTheEngineForUnclaimedDeliveries: an accepted request
 // wakes the delivery engine only when its event left due deliveries that
 // were not handed off to the engine as the publish committed
-// (PublishResult.HandedOff): those need a claim, the others none.
+// (PublishResult.HandedOff): those need a claim, the others none; a
+// fan-out left to the engine wakes its fan-out loop, as an API publish
+// does, and the gateway publishes with the configured fan-out chunk.
 func TestGatewayWakesTheEngineForUnclaimedDeliveries(t *testing.T) {
 	goodConfig := fmt.Appendf(nil, `{"scheme":"github","secrets":[%q]}`, errSecret)
 	for _, tc := range []struct {
 		name               string
 		pending, handedOff int
-		wake               bool
+		fanOut             bool
+		wake, wakeFanOut   bool
 	}{
-		{"due, none handed off", 2, 0, true},
-		{"due, some handed off", 2, 1, true},
-		{"due, all handed off", 2, 2, false},
-		{"nothing due (held)", 0, 0, false},
+		{"due, none handed off", 2, 0, false, true, false},
+		{"due, some handed off", 2, 1, false, true, false},
+		{"due, all handed off", 2, 2, false, false, false},
+		{"nothing due (held)", 0, 0, false, false, false},
+		{"a fan-out left to the engine", 2, 2, true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var woken atomic.Int32
-			g := inbound.New(inbound.Config{Store: errStore{source: store.Source{Config: goodConfig}, pending: tc.pending, handedOff: tc.handedOff},
-				Notify: func() { woken.Add(1) }, Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+			var woken, fanWoken atomic.Int32
+			var chunk int
+			g := inbound.New(inbound.Config{Store: errStore{source: store.Source{Config: goodConfig}, pending: tc.pending, handedOff: tc.handedOff, fanOut: tc.fanOut, chunk: &chunk},
+				Notify: func() { woken.Add(1) }, NotifyFanOut: func() { fanWoken.Add(1) }, FanOutChunk: 7,
+				Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
 			mux := http.NewServeMux()
 			mux.Handle("/in/{source_id}", g)
 			body := []byte(`{"action":"opened"}`)
@@ -174,6 +186,12 @@ func TestGatewayWakesTheEngineForUnclaimedDeliveries(t *testing.T) {
 			}
 			if got := woken.Load() > 0; got != tc.wake {
 				t.Fatalf("engine woken %d times, want woken: %v", woken.Load(), tc.wake)
+			}
+			if got := fanWoken.Load() > 0; got != tc.wakeFanOut {
+				t.Fatalf("engine told of a fan-out %d times, want: %v", fanWoken.Load(), tc.wakeFanOut)
+			}
+			if chunk != 7 {
+				t.Fatalf("published with FanOutChunk %d, want the configured 7", chunk)
 			}
 		})
 	}

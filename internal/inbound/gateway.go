@@ -98,11 +98,18 @@ func (c SourceConfig) Validate() error {
 
 // Config configures the gateway.
 type Config struct {
-	Store   store.Store
-	Notify  func() // wakes the delivery engine
-	Now     func() time.Time
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	Store  store.Store
+	Notify func() // wakes the delivery engine
+	// NotifyFanOut tells the engine that a publish left deliveries for it
+	// to create (store.PublishResult.FanOut), and FanOutChunk is the
+	// deliveries a publish writes before that (herald serve
+	// --fanout-chunk; 0: store.DefaultFanOutChunk), as for the API's
+	// publishes.
+	NotifyFanOut func()
+	FanOutChunk  int
+	Now          func() time.Time
+	Metrics      *metrics.Metrics
+	Logger       *slog.Logger
 	// Tracer, optional (nil: tracing off): a server span per request.
 	Tracer *tracing.Tracer
 	// CacheTTL bounds how long a source's configuration is cached; default
@@ -130,6 +137,9 @@ func New(cfg Config) *Gateway {
 	}
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}
+	}
+	if cfg.NotifyFanOut == nil {
+		cfg.NotifyFanOut = func() {}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -298,7 +308,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := g.cfg.Store.PublishEvent(r.Context(), store.PublishParams{
 		Event: store.Event{ID: evID, Tenant: src.ID, Type: typ, OccurredAt: now, Body: body, IdempotencyKey: key,
 			Fingerprint: store.Fingerprint(src.ID, typ, body), Headers: headers, TraceParent: traceparent},
-		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }, FanOutChunk: g.cfg.FanOutChunk,
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -319,6 +329,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.result(span, "accepted")
 	if res.Pending > res.HandedOff { // handed-off deliveries need no claim
 		g.cfg.Notify()
+	}
+	if res.FanOut {
+		g.cfg.NotifyFanOut()
 	}
 	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
 }

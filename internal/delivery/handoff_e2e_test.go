@@ -40,6 +40,22 @@ func (s *countingSender) total() int {
 	return t
 }
 
+// claimingStore opens a SQLite store that holds the claim lock, as app.New
+// leaves it before the engine is set as its hand-off; closed by the test's
+// cleanup.
+func claimingStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	sq, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	if err := sq.ClaimExclusively(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return sq
+}
+
 // TestHandOffExactlyOnceNoLostWakeUp: concurrent publishes (groups of
 // several tenants, more deliveries than workers) with the claimer's poll an
 // hour away: every delivery is attempted exactly once, none waits for the
@@ -62,14 +78,7 @@ func TestHandOffExactlyOnceNoLostWakeUp(t *testing.T) {
 
 func handOffExactlyOnce(t *testing.T, tenants []string, publishers int, pause time.Duration, handsOff bool) {
 	ctx := t.Context()
-	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
-	if err := sq.ClaimExclusively(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sq := claimingStore(t)
 	for _, tn := range tenants {
 		for i := range 2 {
 			ep := holdEndpoint(fmt.Sprintf("ep_%s_%d", tn, i))
@@ -152,14 +161,7 @@ func handOffExactlyOnce(t *testing.T, tenants []string, publishers int, pause ti
 // attempted twice, and a second engine on the store delivers the rest.
 func TestHandOffShutdownLeavesNothingLeased(t *testing.T) {
 	ctx := t.Context()
-	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sq.Close()
-	if err := sq.ClaimExclusively(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sq := claimingStore(t)
 	for i := range 2 {
 		if _, err := sq.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: holdEndpoint(fmt.Sprintf("ep_%d", i))}); err != nil {
 			t.Fatal(err)

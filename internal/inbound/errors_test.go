@@ -57,6 +57,24 @@ func (s errStore) PublishEvent(_ context.Context, p store.PublishParams) (store.
 	return store.PublishResult{Event: p.Event, Created: true, Pending: s.pending, HandedOff: s.handedOff, FanOut: s.fanOut}, nil
 }
 
+// serveGitHub serves g one GitHub-signed pull_request webhook (signed with
+// errSecret) at path and returns the answer.
+func serveGitHub(g *inbound.Gateway, path string) *httptest.ResponseRecorder {
+	mux := http.NewServeMux()
+	mux.Handle("/in/{source_id}", g)
+	body := []byte(`{"action":"opened"}`)
+	m := hmac.New(sha256.New, []byte(errSecret))
+	m.Write(body)
+	req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "d-1")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	return w
+}
+
 // TestStoreErrorStatuses: the gateway answers a store error with the
 // status of its code in the one mapping the API uses too
 // (store.Code.HTTPStatus): a database outage (or an error that carries no
@@ -95,18 +113,7 @@ func TestStoreErrorStatuses(t *testing.T) {
 			logs := &testutil.SyncBuffer{}
 			g := inbound.New(inbound.Config{Store: tc.st, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 				Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
-			mux := http.NewServeMux()
-			mux.Handle("/in/{source_id}", g)
-			body := []byte(`{"action":"opened"}`)
-			m := hmac.New(sha256.New, []byte(errSecret))
-			m.Write(body)
-			req := httptest.NewRequest("POST", "/in/src_errors", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-GitHub-Event", "pull_request")
-			req.Header.Set("X-GitHub-Delivery", "d-1")
-			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
-			w := httptest.NewRecorder()
-			mux.ServeHTTP(w, req)
+			w := serveGitHub(g, "/in/src_errors")
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}
@@ -169,18 +176,7 @@ func TestGatewayWakesTheEngineForUnclaimedDeliveries(t *testing.T) {
 			g := inbound.New(inbound.Config{Store: errStore{source: store.Source{Config: goodConfig}, pending: tc.pending, handedOff: tc.handedOff, fanOut: tc.fanOut, chunk: &chunk},
 				Notify: func() { woken.Add(1) }, NotifyFanOut: func() { fanWoken.Add(1) }, FanOutChunk: 7,
 				Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
-			mux := http.NewServeMux()
-			mux.Handle("/in/{source_id}", g)
-			body := []byte(`{"action":"opened"}`)
-			m := hmac.New(sha256.New, []byte(errSecret))
-			m.Write(body)
-			req := httptest.NewRequest("POST", "/in/src_wake", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-GitHub-Event", "pull_request")
-			req.Header.Set("X-GitHub-Delivery", "d-1")
-			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
-			w := httptest.NewRecorder()
-			mux.ServeHTTP(w, req)
+			w := serveGitHub(g, "/in/src_wake")
 			if w.Code != 200 {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}

@@ -45,7 +45,7 @@ type handOffBatch struct {
 type handOffPart struct {
 	rows   []deliveryRow // the part's deliveries, in creation order
 	n      int           // workers reserved (len(rows))
-	claims []store.Claim // read after the commit (load)
+	claims []store.Claim // read and leased on the group's transaction (loadAndLease)
 }
 
 // reserveHandOff offers rows (a group's due deliveries, in creation order,

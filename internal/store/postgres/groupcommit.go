@@ -276,12 +276,16 @@ func (c *committer) commit(group []*publishRequest) {
 	for _, op := range ops {
 		op.target(tenants[endpointsKey{op.p.Event.Tenant, op.p.Event.Type}])
 	}
-	if err := finishOps(ctx, tx, ops, c.s.tag, !c.s.alone.Load()); err != nil {
+	ho := c.s.newHandOff()
+	if err := finishOps(ctx, tx, ops, c.s.tag, !c.s.alone.Load(), ho); err != nil {
 		tx.Rollback(ctx) //nolint:errcheck
+		ho.end(false)
 		c.oneByOne(reqs)
 		return
 	}
-	if err := tx.Commit(ctx); err != nil {
+	err := tx.Commit(ctx)
+	ho.end(err == nil) // the workers start before the callers are answered
+	if err != nil {
 		// The commit may or may not have happened: running the publishes
 		// again would answer "duplicate" for events this group stored, so
 		// every caller gets the error (never a success it cannot trust).

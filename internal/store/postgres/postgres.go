@@ -114,6 +114,8 @@ type Store struct {
 	// by the caller, and its Listen skips its own notifications). Set by
 	// Heartbeat; false until the first one (notify, in case).
 	alone atomic.Bool
+	// handOff is the engine's side of the hand-off (SetHandOff; nil: none).
+	handOff atomic.Pointer[handOffSlot]
 }
 
 // Option configures Open.
@@ -132,6 +134,7 @@ var (
 	_ store.Membership        = (*Store)(nil)
 	_ store.NodeLister        = (*Store)(nil)
 	_ store.ClearHeaderSealer = (*Store)(nil)
+	_ store.HandOffer         = (*Store)(nil)
 	_ store.SealedStore       = (*Store)(nil)
 )
 
@@ -140,7 +143,7 @@ var (
 // values and the rekey of sealed values, and two claimers (a claim is a
 // round trip to the server).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s}
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s, HandOff: s}
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns

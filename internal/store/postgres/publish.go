@@ -79,7 +79,7 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	op.target(tenants[key])
-	if err := finishOps(ctx, tx, []*publishOp{op}, "", true); err != nil {
+	if err := finishOps(ctx, tx, []*publishOp{op}, "", true, nil); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
 	if op.err != nil {
@@ -307,16 +307,14 @@ func (op *publishOp) target(te *tenantEndpoints) {
 // payload: the publishing store's tag (its own Listen skips it, since
 // PublishEvent's callers wake their engine themselves), or "" (a caller's
 // transaction: every node is woken). notify false leaves the NOTIFY out (a
-// node alone in its cluster: Store.alone).
-func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string, notify bool) error {
-	var (
-		ids, endpoints, states, events, tenants, types []string
-		times                                          []time.Time
-		pending                                        bool
-	)
+// node alone in its cluster: Store.alone). ho, when not nil, offers the
+// pending deliveries to this node's engine (handoff.go); the caller ends
+// it (ho.end) once the transaction committed or failed.
+func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string, notify bool, ho *handOffBatch) error {
 	if err := numberOps(ctx, tx, ops); err != nil {
 		return err
 	}
+	var all deliveryRows
 	var fanEvents, fanTenants, fanAfter, fanExclude []string
 	var fanTimes []time.Time
 	for _, op := range ops {
@@ -338,39 +336,47 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 			fanTimes = append(fanTimes, ts(op.p.Now))
 		}
 		for _, t := range first {
-			ids = append(ids, op.p.NewDeliveryID())
-			endpoints = append(endpoints, t.id)
-			states = append(states, string(t.state))
-			events = append(events, ev.ID)
-			tenants = append(tenants, ev.Tenant)
-			types = append(types, ev.Type)
-			times = append(times, ts(op.p.Now))
-			pending = pending || t.state == store.DeliveryPending
+			all.add(op.p.NewDeliveryID(), ev, t, ts(op.p.Now))
 		}
 	}
-	if len(ids) > 0 {
+	plain, leased := all.handOff(ho)
+	unreadable := map[string]bool{}
+	if len(all.ids) > 0 {
 		b := &pgx.Batch{}
 		if len(fanEvents) > 0 {
 			b.Queue(`INSERT INTO fanouts (event_id, tenant, after_endpoint_id, exclude_endpoint, created_at)
 				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])`,
 				fanEvents, fanTenants, fanAfter, fanExclude, fanTimes)
 		}
-		b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-			SELECT u.id, u.event_id, u.endpoint_id, u.tenant, u.event_type, u.state, u.at, u.at, u.at
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
-			     AS u (id, event_id, endpoint_id, tenant, event_type, state, at)`,
-			ids, events, endpoints, tenants, types, states, times)
-		if pending && notify {
+		if len(plain.ids) > 0 {
+			b.Queue(`INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+				SELECT u.id, u.event_id, u.endpoint_id, u.tenant, u.event_type, u.state, u.at, u.at, u.at
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+				     AS u (id, event_id, endpoint_id, tenant, event_type, state, at)`,
+				plain.ids, plain.events, plain.endpoints, plain.tenants, plain.types, plain.states, plain.times)
+		}
+		if len(leased.ids) > 0 {
+			ho.queueLeasedInsert(b, leased, unreadable)
+		}
+		if plain.pending() && notify {
 			// Sent by the server when the transaction commits; not by a
 			// node alone in its cluster, whose notification would wake
 			// nobody: PostgreSQL serialises notifying commits, each
-			// holding a database-wide lock until its WAL flush.
+			// holding a database-wide lock until its WAL flush. Nor for
+			// deliveries handed off to this node's engine (none other
+			// may claim them).
 			b.Queue("SELECT pg_notify($1, $2)", notifyChannel, payload)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
+		if len(leased.ids) > 0 {
+			if err := ho.giveBackUnreadable(ctx, tx); err != nil {
+				return err
+			}
+		}
 	}
+	handedOff := ho.perEvent()
 	for _, op := range ops {
 		ev, p := op.p.Event, op.p
 		if !op.inserted {
@@ -398,9 +404,86 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 		for i, t := range op.targets {
 			st[i] = t.state
 		}
-		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true, FanOut: op.fanOut}
+		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), HandedOff: handedOff[ev.ID], Created: true, FanOut: op.fanOut}
 	}
 	return nil
+}
+
+// deliveryRows are deliveries to insert, column by column.
+type deliveryRows struct {
+	ids, events, endpoints, tenants, types, states []string
+	times                                          []time.Time
+}
+
+func (d *deliveryRows) add(id string, ev store.Event, t publishTarget, at time.Time) {
+	d.ids = append(d.ids, id)
+	d.events = append(d.events, ev.ID)
+	d.endpoints = append(d.endpoints, t.id)
+	d.tenants = append(d.tenants, ev.Tenant)
+	d.types = append(d.types, ev.Type)
+	d.states = append(d.states, string(t.state))
+	d.times = append(d.times, at)
+}
+
+func (d *deliveryRows) addRow(o *deliveryRows, i int) {
+	d.ids = append(d.ids, o.ids[i])
+	d.events = append(d.events, o.events[i])
+	d.endpoints = append(d.endpoints, o.endpoints[i])
+	d.tenants = append(d.tenants, o.tenants[i])
+	d.types = append(d.types, o.types[i])
+	d.states = append(d.states, o.states[i])
+	d.times = append(d.times, o.times[i])
+}
+
+// pending reports whether one of d is pending.
+func (d *deliveryRows) pending() bool {
+	for _, st := range d.states {
+		if st == string(store.DeliveryPending) {
+			return true
+		}
+	}
+	return false
+}
+
+// handOff splits d into the rows inserted as they are and those ho's
+// engine reserved workers for (pending ones, tenant by tenant in order of
+// first appearance, the first of each tenant in creation order), grouped
+// by reservation in reserve's order. Without ho (or with nothing reserved)
+// plain is d.
+func (d *deliveryRows) handOff(ho *handOffBatch) (plain, leased deliveryRows) {
+	if ho == nil || !d.pending() {
+		return *d, leased
+	}
+	var order []string
+	byTenant := map[string][]int{}
+	for i, st := range d.states {
+		if st != string(store.DeliveryPending) {
+			continue
+		}
+		t := d.tenants[i]
+		if _, ok := byTenant[t]; !ok {
+			order = append(order, t)
+		}
+		byTenant[t] = append(byTenant[t], i)
+	}
+	take := map[int]bool{}
+	for _, t := range order {
+		idx := byTenant[t]
+		k := ho.reserve(t, len(idx))
+		for _, i := range idx[:k] {
+			take[i] = true
+			leased.addRow(d, i)
+		}
+	}
+	if len(take) == 0 {
+		return *d, leased
+	}
+	for i := range d.ids {
+		if !take[i] {
+			plain.addRow(d, i)
+		}
+	}
+	return plain, leased
 }
 
 // sequenceLockKey is the advisory lock (class sequenceLockClass) a

@@ -83,16 +83,18 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	queueEndpoints(b, tenants, key)
 	revs := queueCatalogCheck(b, []*publishOp{op})
 	op.queueInsert(b)
+	ho := s.newHandOff()
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
 		if revs.stale(op) {
 			return store.ErrStaleCatalog // rolled back: the insert is undone
 		}
 		op.target(tenants[key])
-		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag, !s.alone.Load()); err != nil {
+		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag, !s.alone.Load(), ho); err != nil {
 			return err
 		}
 		return op.err
 	})
+	ho.end(err == nil)
 	if err != nil {
 		return store.PublishResult{}, err
 	}

@@ -1,22 +1,82 @@
 package delivery
 
 // The hand-off on a real SQLite store, wired as app.New wires it (claim
-// lock first, then SetHandOff(engine)): exactly once, no lost wake-up, a
-// clean shutdown.
+// lock first, then SetHandOff(engine)), and on PostgreSQL (a database of
+// its own; skipped without HERALD_TEST_POSTGRES_URL): exactly once, no
+// lost wake-up, a clean shutdown.
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
+
+// handOffStore is a store with the hand-off capability.
+type handOffStore interface {
+	store.Store
+	store.HandOffer
+}
+
+// handOffStores are the stores the hand-off tests run on, by name.
+var handOffStores = []struct {
+	name string
+	open func(*testing.T) handOffStore
+}{
+	{"sqlite", func(t *testing.T) handOffStore { return claimingStore(t) }},
+	{"postgres", func(t *testing.T) handOffStore { return postgresStore(t) }},
+}
+
+// postgresStore opens a store on a new database of the server at
+// HERALD_TEST_POSTGRES_URL (dropped at cleanup), or skips the test.
+func postgresStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	admin := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if admin == "" {
+		t.Skip("HERALD_TEST_POSTGRES_URL is not set; skipping the PostgreSQL case (CI sets it)")
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := "herald_delivery_" + hex.EncodeToString(rnd[:])
+	exec := func(q string) {
+		ctx := context.WithoutCancel(t.Context())
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("CREATE DATABASE " + name)
+	t.Cleanup(func() { exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	st, err := postgres.Open(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 type countingSender struct {
 	mu sync.Mutex
@@ -72,13 +132,14 @@ func TestHandOffExactlyOnceNoLostWakeUp(t *testing.T) {
 		{"quiet", []string{"acme", "beta", "gamma"}, 1, 3 * time.Millisecond, false},
 		{"alone", []string{"acme"}, 1, 3 * time.Millisecond, true},
 	} {
-		t.Run(c.name, func(t *testing.T) { handOffExactlyOnce(t, c.tenants, c.publishers, c.pause, c.handsOff) })
+		for _, st := range handOffStores {
+			t.Run(st.name+"/"+c.name, func(t *testing.T) { handOffExactlyOnce(t, st.open(t), c.tenants, c.publishers, c.pause, c.handsOff) })
+		}
 	}
 }
 
-func handOffExactlyOnce(t *testing.T, tenants []string, publishers int, pause time.Duration, handsOff bool) {
+func handOffExactlyOnce(t *testing.T, sq handOffStore, tenants []string, publishers int, pause time.Duration, handsOff bool) {
 	ctx := t.Context()
-	sq := claimingStore(t)
 	for _, tn := range tenants {
 		for i := range 2 {
 			ep := holdEndpoint(fmt.Sprintf("ep_%s_%d", tn, i))
@@ -160,8 +221,13 @@ func handOffExactlyOnce(t *testing.T, tenants []string, publishers int, pause ti
 // keep being handed off: when it returns no delivery is leased, none was
 // attempted twice, and a second engine on the store delivers the rest.
 func TestHandOffShutdownLeavesNothingLeased(t *testing.T) {
+	for _, st := range handOffStores {
+		t.Run(st.name, func(t *testing.T) { handOffShutdown(t, st.open(t)) })
+	}
+}
+
+func handOffShutdown(t *testing.T, sq handOffStore) {
 	ctx := t.Context()
-	sq := claimingStore(t)
 	for i := range 2 {
 		if _, err := sq.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: holdEndpoint(fmt.Sprintf("ep_%d", i))}); err != nil {
 			t.Fatal(err)

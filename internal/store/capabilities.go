@@ -40,7 +40,8 @@ type Capabilities struct {
 	Sealed SealedStore
 	// HandOff, when not nil, leases the deliveries a publish creates to
 	// this process's engine as the publish commits, so that they need no
-	// claim (SQLite: one process owns the queue and its leases).
+	// claim (SQLite: in the process's memory, on the publish group's
+	// transaction; PostgreSQL: in the inserted rows, to this node).
 	HandOff HandOffer
 }
 
@@ -111,10 +112,11 @@ const NodeTTLIntervals = 10
 // (owner, lease duration, at-least-once after a crash); the engine still
 // decides on it (caps, circuit, rate limit) before its attempt.
 type HandOffer interface {
-	// SetHandOff installs h (nil: none). Nothing is handed off until this
-	// process holds the claim lock (its first claim, or
+	// SetHandOff installs h (nil: none). A driver with the
+	// ExclusiveClaimer capability hands nothing off until this process
+	// holds the claim lock (its first claim, or
 	// ExclusiveClaimer.ClaimExclusively, which a node takes before it
-	// serves).
+	// serves). Publishes on a caller's transaction are never handed off.
 	SetHandOff(h HandOff)
 }
 

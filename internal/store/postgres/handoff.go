@@ -99,14 +99,12 @@ func (b *handOffBatch) leased() int {
 
 // queueLeasedInsert queues the insert of the reserved deliveries (leased
 // to the engine's owner) and the reads of their claims: the rows as
-// inserted, their events and their endpoints. d holds the reserved rows,
-// part by part, in the order of reserve's calls. An endpoint whose row
-// cannot be read (secrets this node's key cannot open) is recorded in
-// unreadable; its deliveries are then given back on the transaction
-// (giveBackUnreadable).
-func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows, unreadable map[string]bool) {
+// inserted and their endpoints (the events are the publishes' answers:
+// finish). d holds the reserved rows, part by part, in the order of
+// reserve's calls. An endpoint whose row cannot be read (secrets this
+// node's key cannot open) gets no claim; finish gives its deliveries back.
+func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows) {
 	rows := map[string]store.Delivery{}
-	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
 	off := 0
 	for i := range b.parts {
@@ -129,16 +127,6 @@ func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows, unrea
 		}
 		return r.Err()
 	})
-	batch.Queue("SELECT "+eventColumns+" FROM events WHERE id = ANY($1)", d.events).Query(func(r pgx.Rows) error {
-		for r.Next() {
-			e, err := scanEvent(r)
-			if err != nil {
-				return err
-			}
-			events[e.ID] = e
-		}
-		return r.Err()
-	})
 	batch.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = ANY($1)", d.endpoints).Query(func(r pgx.Rows) error {
 		for r.Next() {
 			e, err := b.s.scanEndpoint(r)
@@ -148,69 +136,65 @@ func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows, unrea
 				}
 				// Not the publish's failure: the endpoint's deliveries
 				// are left to the claims, which report it.
-				unreadable[e.ID] = true
 				continue
 			}
 			endpoints[e.ID] = e
 		}
-		// Called once the statement's rows are read: assemble the claims.
 		if err := r.Err(); err != nil {
 			return err
 		}
+		// The statement's rows are read: the claims, events to come.
 		for i := range b.parts {
 			p := &b.parts[i]
 			for _, id := range p.ids {
-				dl, ok := rows[id]
-				if !ok || unreadable[dl.EndpointID] {
-					continue
-				}
-				ev, okE := events[dl.EventID]
+				dl, okD := rows[id]
 				ep, okP := endpoints[dl.EndpointID]
-				if !okE || !okP {
-					continue
+				if okD && okP {
+					p.claims = append(p.claims, store.Claim{Delivery: dl, Endpoint: ep})
 				}
-				p.claims = append(p.claims, store.Claim{Delivery: dl, Event: ev, Endpoint: ep})
 			}
 		}
 		return nil
 	})
 }
 
-// giveBackUnreadable drops, on the transaction, the leases of reserved
-// deliveries whose claim could not be read, so that the claims take them
-// (and report their endpoint); their workers are given back by end.
-func (b *handOffBatch) giveBackUnreadable(ctx context.Context, tx pgx.Tx) error {
-	var ids []string
-	for _, p := range b.parts {
-		got := map[string]bool{}
-		for _, c := range p.claims {
-			got[c.Delivery.ID] = true
+// finish gives the claims their events (the answers of ops: the event as
+// stored, as GetEvent reads it) and the publishes their HandedOff count,
+// and drops on tx the leases of reserved deliveries that got no claim, so
+// that the claims take them (and report their endpoint); their workers
+// are given back by end.
+func (b *handOffBatch) finish(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
+	events := make(map[string]*publishOp, len(ops))
+	for _, op := range ops {
+		if op.inserted && op.err == nil {
+			events[op.res.Event.ID] = op
 		}
+	}
+	var lost []string
+	for i := range b.parts {
+		p := &b.parts[i]
+		kept := p.claims[:0]
+		got := make(map[string]bool, len(p.claims))
+		for _, c := range p.claims {
+			if op := events[c.Delivery.EventID]; op != nil {
+				c.Event = op.res.Event
+				op.res.HandedOff++
+				kept = append(kept, c)
+				got[c.Delivery.ID] = true
+			}
+		}
+		p.claims = kept
 		for _, id := range p.ids {
 			if !got[id] {
-				ids = append(ids, id)
+				lost = append(lost, id)
 			}
 		}
 	}
-	if len(ids) == 0 {
+	if len(lost) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, releaseClaimSQL, ids, b.owner, b.until)
+	_, err := tx.Exec(ctx, releaseClaimSQL, lost, b.owner, b.until)
 	return err
-}
-
-// perEvent counts the claims handed off per event (PublishResult.HandedOff).
-func (b *handOffBatch) perEvent() map[string]int {
-	if b == nil {
-		return nil
-	}
-	m := map[string]int{}
-	for _, p := range b.parts {
-		for _, c := range p.claims {
-			m[c.Delivery.EventID]++
-		}
-	}
-	return m
 }
 
 // end ends every reservation once: committed, each gets its claims;

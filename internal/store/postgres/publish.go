@@ -340,7 +340,6 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 		}
 	}
 	plain, leased := all.handOff(ho)
-	unreadable := map[string]bool{}
 	if len(all.ids) > 0 {
 		b := &pgx.Batch{}
 		if len(fanEvents) > 0 {
@@ -356,7 +355,7 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 				plain.ids, plain.events, plain.endpoints, plain.tenants, plain.types, plain.states, plain.times)
 		}
 		if len(leased.ids) > 0 {
-			ho.queueLeasedInsert(b, leased, unreadable)
+			ho.queueLeasedInsert(b, leased)
 		}
 		if plain.pending() && notify {
 			// Sent by the server when the transaction commits; not by a
@@ -370,13 +369,7 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if len(leased.ids) > 0 {
-			if err := ho.giveBackUnreadable(ctx, tx); err != nil {
-				return err
-			}
-		}
 	}
-	handedOff := ho.perEvent()
 	for _, op := range ops {
 		ev, p := op.p.Event, op.p
 		if !op.inserted {
@@ -404,7 +397,13 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 		for i, t := range op.targets {
 			st[i] = t.state
 		}
-		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), HandedOff: handedOff[ev.ID], Created: true, FanOut: op.fanOut}
+		op.res = store.PublishResult{Event: ev, Deliveries: len(op.targets), Pending: store.CountPending(st), Created: true, FanOut: op.fanOut}
+	}
+	if len(leased.ids) > 0 {
+		// The claims' events are the answers' (the event as stored).
+		if err := ho.finish(ctx, tx, ops); err != nil {
+			return err
+		}
 	}
 	return nil
 }

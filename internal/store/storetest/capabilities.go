@@ -143,7 +143,14 @@ func (s suite) capabilities(t *testing.T) {
 		f.endpointInState("acme", store.EndpointPaused)
 		h := &recordingHandOff{owner: "w1", until: at(time.Minute)}
 		caps.HandOff.SetHandOff(h)
-		res := f.publish("acme", "file.created", base)
+		// Every stored field of an event set, so the claim's can be
+		// compared with GetEvent's.
+		ev := newEvent("acme", "file.created", `{"n":1}`)
+		ev.IdempotencyKey = "k-handoff"
+		ev.Headers = map[string]string{"X-Source": "conformance"}
+		ev.VersionBodies = map[int][]byte{1: []byte(`{"v":1}`)}
+		ev.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		res := f.publishEvent(ev, base)
 		if res.Deliveries != 2 || res.Pending != 1 || res.HandedOff != 1 {
 			t.Fatalf("publish = %d deliveries, %d pending, %d handed off; want 2, 1, 1 (the paused endpoint's is held)", res.Deliveries, res.Pending, res.HandedOff)
 		}
@@ -152,6 +159,10 @@ func (s suite) capabilities(t *testing.T) {
 			taken[0].Endpoint.URL != ep.URL || taken[0].Delivery.LeaseOwner != "w1" || !taken[0].Delivery.LeaseUntil.Equal(at(time.Minute)) {
 			t.Fatalf("handed off %+v; want the enabled endpoint's delivery of %s leased to w1", taken, res.Event.ID)
 		}
+		// The claim is the stored state, as a claim reads it.
+		diff(t, "the handed-off claim's event", f.getEvent(res.Event.ID), taken[0].Event)
+		diff(t, "the handed-off claim's endpoint", f.getEndpoint(ep.ID), taken[0].Endpoint)
+		diff(t, "the handed-off claim's delivery", f.getDelivery(taken[0].Delivery.ID), taken[0].Delivery)
 		// Leased: no claim takes it, and its owner's completion applies.
 		f.expectNoClaim(at(time.Second))
 		f.complete(completion(taken[0], store.DeliverySucceeded, at(time.Second)))

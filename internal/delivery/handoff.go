@@ -6,9 +6,10 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// The hand-off (store.HandOff): a driver that owns its queue in this
-// process (SQLite) leases the deliveries a publish creates to the engine as
-// the publish commits, so that they need no claim. The engine takes them
+// The hand-off (store.HandOff): a driver with the capability leases the
+// deliveries a publish creates to this process's engine as the publish
+// commits (SQLite: in the process's memory; PostgreSQL: in the rows, to
+// this node), so that they need no claim. The engine takes them
 // only when the claimer would have claimed them at once anyway: idle
 // workers, no backlog being drained (older due deliveries go first), the
 // tenant below its cap on this node. Each is then decided on (caps,

@@ -284,7 +284,11 @@ func (c *committer) commit(group []*publishRequest) {
 		return
 	}
 	err := tx.Commit(ctx)
-	ho.end(err == nil) // the workers start before the callers are answered
+	if err != nil {
+		ho.fail(ctx) // the commit may have happened: its leases are given back
+	} else {
+		ho.end(true) // the workers start before the callers are answered
+	}
 	if err != nil {
 		// The commit may or may not have happened: running the publishes
 		// again would answer "duplicate" for events this group stored, so

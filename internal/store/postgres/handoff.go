@@ -162,8 +162,10 @@ func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows) {
 // stored, as GetEvent reads it) and the publishes their HandedOff count,
 // and drops on tx the leases of reserved deliveries that got no claim, so
 // that the claims take them (and report their endpoint); their workers
-// are given back by end.
-func (b *handOffBatch) finish(ctx context.Context, tx pgx.Tx, ops []*publishOp) error {
+// are given back by end. It returns how many leases it dropped: claimable
+// pending deliveries the other nodes are to be notified of (one whose key
+// opens the endpoint can deliver them; this node's claims fail on them).
+func (b *handOffBatch) finish(ctx context.Context, tx pgx.Tx, ops []*publishOp) (int, error) {
 	events := make(map[string]*publishOp, len(ops))
 	for _, op := range ops {
 		if op.inserted && op.err == nil {
@@ -191,16 +193,39 @@ func (b *handOffBatch) finish(ctx context.Context, tx pgx.Tx, ops []*publishOp) 
 		}
 	}
 	if len(lost) == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err := tx.Exec(ctx, releaseClaimSQL, lost, b.owner, b.until)
-	return err
+	ct, err := tx.Exec(ctx, releaseClaimSQL, lost, b.owner, b.until)
+	return int(ct.RowsAffected()), err
+}
+
+// fail ends every reservation of a transaction whose commit failed. When
+// the commit's answer was lost the commit may have happened after all: the
+// leases the rows were inserted with are given back first (as a failed
+// claim gives back its own, ClaimDeliveries), or those deliveries would
+// wait out the lease with no worker on them and be rescued as a crashed
+// node's. If the commit reaches the server only after this release, they
+// are left to the rescue. On a transaction that rolled back nothing
+// matches.
+func (b *handOffBatch) fail(ctx context.Context) {
+	if b == nil || b.ended.Load() {
+		return
+	}
+	var ids []string
+	for _, p := range b.parts {
+		ids = append(ids, p.ids...)
+	}
+	if len(ids) > 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		b.s.pool.Exec(rctx, releaseClaimSQL, ids, b.owner, b.until) //nolint:errcheck // a failure leaves them to the rescue
+		cancel()
+	}
+	b.end(false)
 }
 
 // end ends every reservation once: committed, each gets its claims;
 // otherwise none (the engine gives the workers back and wakes its
-// claimer; rows that did commit after all wait out their lease and are
-// rescued). Safe on a nil b and when called again.
+// claimer). Safe on a nil b and when called again.
 func (b *handOffBatch) end(committed bool) {
 	if b == nil || b.ended.Swap(true) {
 		return

@@ -1,32 +1,11 @@
 package postgres
 
 import (
-	"crypto/rand"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
 )
-
-// takingHandOff reserves every delivery offered and records each Take.
-type takingHandOff struct {
-	owner string
-	until time.Time
-	mu    sync.Mutex
-	takes [][]store.Claim
-	n     []int
-}
-
-func (h *takingHandOff) Reserve(string, int) int    { return 1 << 20 }
-func (h *takingHandOff) Lease() (string, time.Time) { return h.owner, h.until }
-func (h *takingHandOff) Take(claims []store.Claim, n int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.takes = append(h.takes, claims)
-	h.n = append(h.n, n)
-}
 
 // TestHandOffLeavesAnUnreadableEndpointToTheClaims: a node whose key
 // cannot open an endpoint's secrets (it missed a key rotation) still
@@ -37,29 +16,21 @@ func (h *takingHandOff) Take(claims []store.Claim, n int) {
 func TestHandOffLeavesAnUnreadableEndpointToTheClaims(t *testing.T) {
 	t.Parallel()
 	dbURL := newSchema(t)
-	box := func() store.SecretBox {
-		key := make([]byte, secretbox.KeySize)
-		rand.Read(key)
-		b, err := secretbox.New(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	good := openStore(t, dbURL, WithSecretBox(box()))
+	good := openStore(t, dbURL, WithSecretBox(newBox(t)))
 	sealed := createEndpoint(t, good, newEndpoint("acme"))
-	wrong := openStore(t, dbURL, WithSecretBox(box()))
+	wrong := openStore(t, dbURL, WithSecretBox(newBox(t)))
 	if _, err := wrong.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: newEndpoint("acme")}); err != nil {
 		t.Fatal(err)
 	}
-	h := &takingHandOff{owner: "node_wrong", until: base.Add(time.Hour)}
+	h := newReviewHandOff("node_wrong", base.Add(time.Hour))
 	wrong.SetHandOff(h)
 	res := publish(t, wrong, newEvent("acme"), base)
 	if res.Pending != 2 || res.HandedOff != 1 {
 		t.Fatalf("publish: %d pending, %d handed off; want 2, 1 (the endpoint this node cannot open left to the claims)", res.Pending, res.HandedOff)
 	}
-	if len(h.takes) != 1 || h.n[0] != 2 || len(h.takes[0]) != 1 || h.takes[0][0].Endpoint.ID == sealed.ID {
-		t.Fatalf("takes %v of %v reserved; want one Take of 2 workers with the readable endpoint's claim", h.takes, h.n)
+	<-h.took
+	if reserved, takes, given, taken := h.state(); reserved != 1 || takes != 1 || given != 1 || len(taken) != 1 || taken[0].Endpoint.ID == sealed.ID {
+		t.Fatalf("%d reservations, %d takes, %d workers given back, claims %+v; want one reservation of 2 ended with the readable endpoint's claim", reserved, takes, given, taken)
 	}
 	cs, err := good.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_good", Limit: 8, Lease: time.Hour, Now: base})
 	if err != nil || len(cs) != 1 || cs[0].Endpoint.ID != sealed.ID {
@@ -75,7 +46,7 @@ func TestHandOffNotForPublishTx(t *testing.T) {
 	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	createEndpoint(t, s, newEndpoint("acme"))
-	h := &takingHandOff{owner: "w", until: base.Add(time.Hour)}
+	h := newReviewHandOff("w", base.Add(time.Hour))
 	s.SetHandOff(h)
 	conn := rawConn(t, dbURL)
 	tx, err := conn.Begin(t.Context())
@@ -89,8 +60,8 @@ func TestHandOffNotForPublishTx(t *testing.T) {
 	if err := tx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if res.HandedOff != 0 || len(h.takes) != 0 {
-		t.Fatalf("PublishTx handed off %d (%d takes)", res.HandedOff, len(h.takes))
+	if reserved, takes, _, _ := h.state(); res.HandedOff != 0 || reserved != 0 || takes != 0 {
+		t.Fatalf("PublishTx handed off %d (%d reservations, %d takes)", res.HandedOff, reserved, takes)
 	}
 	cs, err := s.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "w2", Limit: 8, Lease: time.Hour, Now: base})
 	if err != nil || len(cs) != 1 {

@@ -401,8 +401,16 @@ func finishOps(ctx context.Context, tx pgx.Tx, ops []*publishOp, payload string,
 	}
 	if len(leased.ids) > 0 {
 		// The claims' events are the answers' (the event as stored).
-		if err := ho.finish(ctx, tx, ops); err != nil {
+		n, err := ho.finish(ctx, tx, ops)
+		if err != nil {
 			return err
+		}
+		if n > 0 && notify && !plain.pending() {
+			// Given back: claimable, and no NOTIFY was queued for them
+			// (another node may hold the key this one lacks).
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, payload); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -84,6 +84,7 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	revs := queueCatalogCheck(b, []*publishOp{op})
 	op.queueInsert(b)
 	ho := s.newHandOff()
+	committing := false // the statements succeeded: only the commit may fail
 	err = s.txBatch(ctx, "publish", b, func(tx pgx.Tx) error {
 		if revs.stale(op) {
 			return store.ErrStaleCatalog // rolled back: the insert is undone
@@ -92,9 +93,17 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 		if err := finishOps(ctx, tx, []*publishOp{op}, s.tag, !s.alone.Load(), ho); err != nil {
 			return err
 		}
+		committing = op.err == nil
 		return op.err
 	})
-	ho.end(err == nil)
+	switch {
+	case err == nil:
+		ho.end(true)
+	case committing:
+		ho.fail(ctx) // a lost commit answer: the commit may have happened
+	default:
+		ho.end(false) // rolled back
+	}
 	if err != nil {
 		return store.PublishResult{}, err
 	}

@@ -85,18 +85,6 @@ func (b *handOffBatch) reserve(tenant string, n int) int {
 	return min(k, n)
 }
 
-// leased is the number of deliveries reserved so far.
-func (b *handOffBatch) leased() int {
-	if b == nil {
-		return 0
-	}
-	n := 0
-	for _, p := range b.parts {
-		n += p.n
-	}
-	return n
-}
-
 // queueLeasedInsert queues the insert of the reserved deliveries (leased
 // to the engine's owner) and the reads of their claims: the rows as
 // inserted and their endpoints (the events are the publishes' answers:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -137,4 +138,27 @@ type HandOff interface {
 	// len(claims) <= n; the others (their read failed: their leases are
 	// dropped, the deliveries left to the claims) are given back.
 	Take(claims []Claim, n int)
+}
+
+// HandOffSlot holds a driver's HandOff (HandOffer.SetHandOff), safe for
+// concurrent use; the zero value holds none.
+type HandOffSlot struct{ p atomic.Pointer[handOffBox] }
+
+type handOffBox struct{ h HandOff }
+
+// Set installs h (nil: none).
+func (s *HandOffSlot) Set(h HandOff) {
+	if h == nil {
+		s.p.Store(nil)
+		return
+	}
+	s.p.Store(&handOffBox{h: h})
+}
+
+// Get returns the HandOff installed, or nil.
+func (s *HandOffSlot) Get() HandOff {
+	if b := s.p.Load(); b != nil {
+		return b.h
+	}
+	return nil
 }

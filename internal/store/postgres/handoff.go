@@ -25,17 +25,8 @@ import (
 // claim's are. Other nodes are not notified of a delivery handed off (it
 // is not theirs to claim).
 
-// handOffSlot holds the engine's side (SetHandOff).
-type handOffSlot struct{ h store.HandOff }
-
 // SetHandOff implements store.HandOffer.
-func (s *Store) SetHandOff(h store.HandOff) {
-	if h == nil {
-		s.handOff.Store(nil)
-		return
-	}
-	s.handOff.Store(&handOffSlot{h: h})
-}
+func (s *Store) SetHandOff(h store.HandOff) { s.handOff.Set(h) }
 
 // handOffBatch is the reservations of one publish transaction, tenant by
 // tenant (one Reserve each), and their claims once read. Every
@@ -59,11 +50,11 @@ type handOffPart struct {
 // newHandOff returns the store's hand-off for one publish transaction, or
 // nil when none is set.
 func (s *Store) newHandOff() *handOffBatch {
-	slot := s.handOff.Load()
-	if slot == nil {
+	h := s.handOff.Get()
+	if h == nil {
 		return nil
 	}
-	return &handOffBatch{s: s, h: slot.h}
+	return &handOffBatch{s: s, h: h}
 }
 
 // reserve asks the engine for workers for the pending deliveries of one

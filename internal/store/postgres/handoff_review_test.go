@@ -280,6 +280,20 @@ func (p *commitLossProxy) serve(client net.Conn) {
 	<-done
 }
 
+// commitLossStores opens two stores on a new schema: s through a
+// commitLossProxy (armed by the test), direct without it.
+func commitLossStores(t *testing.T) (s, direct *Store, proxy *commitLossProxy) {
+	t.Helper()
+	dbURL := newSchema(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = newCommitLossProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	return openStore(t, u.String()), openStore(t, dbURL), proxy
+}
+
 // TestHandOffCommitLostLeavesNoOrphanLease: a publish whose commit
 // happened on the server but whose answer was lost (the connection cut
 // after COMMIT) ends its reservation with no claims (the engine must not
@@ -294,22 +308,14 @@ func (p *commitLossProxy) serve(client net.Conn) {
 // must do the same.
 func TestHandOffCommitLostLeavesNoOrphanLease(t *testing.T) {
 	t.Parallel()
-	dbURL := newSchema(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCommitLossProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	s := openStore(t, u.String())
-	direct := openStore(t, dbURL)
+	s, direct, proxy := commitLossStores(t)
 	ep := createEndpoint(t, direct, newEndpoint("acme"))
 	h := newReviewHandOff("node_a", base.Add(time.Hour))
 	s.SetHandOff(h)
 
 	proxy.armed.Store(true)
 	ev := newEvent("acme")
-	_, err = s.PublishEvent(t.Context(), store.PublishParams{Event: ev, Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }})
+	_, err := s.PublishEvent(t.Context(), store.PublishParams{Event: ev, Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }})
 	if !proxy.fired.Load() {
 		t.Fatalf("the proxy did not cut the publish's commit (publish: %v)", err)
 	}
@@ -346,15 +352,7 @@ func TestHandOffCommitLostLeavesNoOrphanLease(t *testing.T) {
 // (one transaction, committer.commit).
 func TestHandOffGroupCommitLostLeavesNoOrphanLease(t *testing.T) {
 	t.Parallel()
-	dbURL := newSchema(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCommitLossProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	s := openStore(t, u.String())
-	direct := openStore(t, dbURL)
+	s, direct, proxy := commitLossStores(t)
 	createEndpoint(t, direct, newEndpoint("acme"))
 	createEndpoint(t, direct, newEndpoint("globex"))
 	h := newReviewHandOff("node_a", base.Add(time.Hour))

@@ -115,7 +115,7 @@ type Store struct {
 	// Heartbeat; false until the first one (notify, in case).
 	alone atomic.Bool
 	// handOff is the engine's side of the hand-off (SetHandOff; nil: none).
-	handOff atomic.Pointer[handOffSlot]
+	handOff store.HandOffSlot
 }
 
 // Option configures Open.

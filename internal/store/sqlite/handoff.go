@@ -21,17 +21,8 @@ import (
 // waited for the writer a second time, behind the next publish group or
 // completion batch.
 
-// handOffSlot holds the engine's side (SetHandOff).
-type handOffSlot struct{ h store.HandOff }
-
 // SetHandOff implements store.HandOffer.
-func (s *Store) SetHandOff(h store.HandOff) {
-	if h == nil {
-		s.handOff.Store(nil)
-		return
-	}
-	s.handOff.Store(&handOffSlot{h: h})
-}
+func (s *Store) SetHandOff(h store.HandOff) { s.handOff.Set(h) }
 
 // handOffBatch is one group's deliveries reserved by the engine, tenant
 // by tenant (one reservation each), and their claims.
@@ -54,11 +45,10 @@ type handOffPart struct {
 // and, whatever happens next, ends every reservation: take after a commit,
 // unlease and giveBack otherwise.
 func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
-	slot := s.handOff.Load()
-	if slot == nil || len(rows) == 0 || !s.claiming() {
+	h := s.handOff.Get()
+	if h == nil || len(rows) == 0 || !s.claiming() {
 		return nil
 	}
-	h := slot.h
 	var order []string
 	byTenant := map[string][]deliveryRow{}
 	for _, r := range rows {

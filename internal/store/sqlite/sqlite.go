@@ -84,7 +84,7 @@ type Store struct {
 	// leases are the claimed deliveries' leases, in memory (leases.go).
 	leases *leaseTable
 	// handOff is the engine's side of the hand-off (handoff.go), if set.
-	handOff atomic.Pointer[handOffSlot]
+	handOff store.HandOffSlot
 	// claimLock is the lock file held from the first claim to Close
 	// (takeClaimLock): one process claims from a database file.
 	claimMu       sync.Mutex

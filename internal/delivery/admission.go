@@ -214,59 +214,16 @@ type endpointState struct {
 	holding     bool
 	pendingBack *backlogMove
 	limiter     *rate.Limiter
-	limit       int // the endpoint's rate limit per second the limiter was made for
-	limNodes    int // the nodes count the limiter's share was made for
-	// tokens: the claims turned away by the rate limit, each holding the
-	// limiter's token it was given (delivery id → the due time it was
-	// sent back with); it is admitted on that token when it comes back,
-	// however late, so a claim back after its token neither loses it nor
-	// takes the next claim's.
-	tokens    map[string]time.Time
-	parked    []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
-	fast      int           // consecutive fast answers (2xx–4xx within fastAnswer)
-	avg       time.Duration // moving average of its attempts' durations (0 = none yet)
-	busySince time.Time     // when inflight last went from 0 to 1
-	nextDefer time.Time     // due time for the next claim turned away at its cap
-	tenant    string        // the tenant and host its attempts in flight count for
-	host      string
-}
-
-// tokenGrace is how late after its due time a claim turned away by the
-// rate limit may come back and still be admitted on the token it was
-// given: the time the limiter's burst takes to accrue (a tenth of a second
-// at the default burst of a tenth of the rate; 1/rate for a burst of 1),
-// so that claims back late add at most one burst to any window. Later, it
-// takes a new token.
-func tokenGrace(l *rate.Limiter) time.Duration {
-	if l.Limit() <= 0 {
-		return 0
-	}
-	return time.Duration(float64(max(l.Burst(), 1)) / float64(l.Limit()) * float64(time.Second))
-}
-
-// maxHeldTokens bounds an endpoint's held rate-limit tokens
-// (endpointState.tokens) before those due more than heldTokenTTL ago are
-// forgotten: their claims came back to another node, were paused or
-// deleted, or will be turned away afresh.
-const (
-	maxHeldTokens = 4096
-	heldTokenTTL  = 5 * time.Minute
-)
-
-// holdToken records the token a claim of delivery was given (its due time
-// at), forgetting stale ones when there are many.
-func (e *endpointState) holdToken(delivery string, at, now time.Time) {
-	if e.tokens == nil {
-		e.tokens = map[string]time.Time{}
-	}
-	if len(e.tokens) >= maxHeldTokens {
-		for id, due := range e.tokens {
-			if due.Before(now.Add(-heldTokenTTL)) {
-				delete(e.tokens, id)
-			}
-		}
-	}
-	e.tokens[delivery] = at
+	limit       int           // the endpoint's rate limit per second the limiter was made for
+	limNodes    int           // the nodes count the limiter's share was made for
+	nextSlot    time.Time     // due time for the next claim turned away by the rate limit
+	parked      []job         // waiting for one of the endpoint's attempts to finish (with their tokens)
+	fast        int           // consecutive fast answers (2xx–4xx within fastAnswer)
+	avg         time.Duration // moving average of its attempts' durations (0 = none yet)
+	busySince   time.Time     // when inflight last went from 0 to 1
+	nextDefer   time.Time     // due time for the next claim turned away at its cap
+	tenant      string        // the tenant and host its attempts in flight count for
+	host        string
 }
 
 // avgWeight is the weight of the newest duration in the moving averages
@@ -320,12 +277,11 @@ func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next
 // admitKey is what the scheduler needs of a claim.
 type admitKey struct {
 	endpoint, tenant, url string
-	rate                  int    // the endpoint's rate limit per second (0 = none)
-	delivery              string // the claim's delivery (its rate-limit token, endpointState.tokens)
+	rate                  int // the endpoint's rate limit per second (0 = none)
 }
 
 func keyOf(c store.Claim) admitKey {
-	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond, delivery: c.Delivery.ID}
+	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond}
 }
 
 // hostOf is the host (with port, if any) an endpoint URL sends to.
@@ -703,36 +659,21 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 			}
 			e.limit, e.limNodes = ratePerSecond, s.nodes
 		}
-		at, held := e.tokens[k.delivery]
-		switch {
-		case held && now.Before(at.Add(-rateSlack)):
-			return false, at, reasonRateLimit // back before its token
-		case held && !now.After(at.Add(tokenGrace(e.limiter))):
-			delete(e.tokens, k.delivery) // its token, reserved when it was turned away
-		default:
-			delete(e.tokens, k.delivery) // none, or back too late for it: a new one
-			r := e.limiter.ReserveN(now, 1)
-			if r.DelayFrom(now) <= 0 {
-				break
+		r := e.limiter.ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			// Spread the claims turned away over the coming tokens, one per
+			// token, instead of sending them all back for the next one (of
+			// which all but one would be turned away again).
+			at := now.Add(d + rateSlack)
+			if at.Before(e.nextSlot) {
+				at = e.nextSlot
 			}
-			// The claim keeps the coming token it was given: the claims
-			// turned away are spread over the coming tokens, one each, in
-			// the order they were turned away, and each is admitted when
-			// it comes back up to tokenGrace late (the claimer's or the
-			// database's delay would otherwise waste the token it came
-			// back for and turn it away again behind the others: 6.8
-			// attempts/s at a limit of 10). A claim that comes back to
-			// another node, later, or never leaves its token unused.
-			at := now.Add(r.DelayFrom(now) + rateSlack)
-			if k.delivery == "" {
-				r.CancelAt(now) // nothing to hold it by
-				return false, at, reasonRateLimit
-			}
-			e.holdToken(k.delivery, at, now)
+			e.nextSlot = at.Add(time.Duration(float64(time.Second) / float64(e.limiter.Limit())))
 			return false, at, reasonRateLimit
 		}
 	} else {
-		e.limiter, e.tokens = nil, nil
+		e.limiter = nil
 	}
 	if !e.openUntil.IsZero() {
 		e.probing = true // the circuit's cooldown passed: this is the probe

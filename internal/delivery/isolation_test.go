@@ -73,25 +73,17 @@ func TestGateRateLimit(t *testing.T) {
 	}
 }
 
-// admitDelivery is admit for a claim of delivery (its rate-limit token is
-// held by that id).
-func (g *scheduler) admitDelivery(delivery, endpointID string, ratePerSecond int, now time.Time) (ok bool, retryAt time.Time, reason string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.admitLocked(admitKey{endpoint: endpointID, tenant: "t", url: "https://h.example/", rate: ratePerSecond, delivery: delivery}, now)
-}
-
 // Claims turned away by the rate limit come back one per token, in the
 // order they were turned away, and each is admitted when it comes back.
 func TestGateRateLimitSpreadsDeferrals(t *testing.T) {
 	g := newScheduler(100, 100, 5, 30*time.Second, time.Second)
-	if ok, _, _ := g.admitDelivery("d1", "ep", 10, t0); !ok {
+	if ok, _, _ := g.admit("ep", 10, t0); !ok {
 		t.Fatal("first attempt refused")
 	}
 	g.done("ep", false, time.Millisecond, t0)
 	var due []time.Time
 	for i := range 4 {
-		ok, at, reason := g.admitDelivery(fmt.Sprintf("d%d", i+2), "ep", 10, t0)
+		ok, at, reason := g.admit("ep", 10, t0)
 		want := t0.Add(time.Duration(i+1)*100*time.Millisecond + rateSlack)
 		if ok || reason != "rate_limit" || !at.Equal(want) {
 			t.Fatalf("claim %d: ok=%v due t0+%v (%s), want rate_limit due t0+%v", i+2, ok, at.Sub(t0), reason, want.Sub(t0))
@@ -99,76 +91,14 @@ func TestGateRateLimitSpreadsDeferrals(t *testing.T) {
 		due = append(due, at)
 	}
 	for i, at := range due {
-		if ok, next, reason := g.admitDelivery(fmt.Sprintf("d%d", i+2), "ep", 10, at); !ok {
+		if ok, next, reason := g.admit("ep", 10, at); !ok {
 			t.Fatalf("claim %d back at t0+%v: refused (%s, until t0+%v)", i+2, at.Sub(t0), reason, next.Sub(t0))
 		}
 		g.done("ep", false, time.Millisecond, at)
 	}
 	// Later, with tokens again, no spreading is left over.
-	if ok, _, _ := g.admitDelivery("d6", "ep", 10, t0.Add(2*time.Second)); !ok {
+	if ok, _, _ := g.admit("ep", 10, t0.Add(2*time.Second)); !ok {
 		t.Fatal("refused after an idle second")
-	}
-}
-
-// Claims turned away by the rate limit that come back late, by different
-// amounts (the claimer's and the database's delays), are each admitted on
-// the token they were given, so the endpoint gets its rate: before, one
-// back earlier after its token than the one before it found no token
-// (the late one had taken the next) and was sent to the end of the line,
-// and the limit of 10/s delivered 6.8/s. One that comes back before its
-// token waits for it.
-func TestGateRateLimitLateComebacksKeepTheirTokens(t *testing.T) {
-	g := newScheduler(100, 100, 5, 30*time.Second, time.Second)
-	if ok, _, _ := g.admitDelivery("d0", "ep", 10, t0); !ok {
-		t.Fatal("first attempt refused")
-	}
-	g.done("ep", false, time.Millisecond, t0)
-	late := []time.Duration{28, 3, 45, 8, 30, 1} // ms after each due time
-	var due []time.Time
-	for i := range late {
-		ok, at, _ := g.admitDelivery(fmt.Sprintf("d%d", i+1), "ep", 10, t0)
-		if ok {
-			t.Fatalf("claim %d admitted beyond the rate", i+1)
-		}
-		due = append(due, at)
-	}
-	if ok, at, _ := g.admitDelivery("d1", "ep", 10, due[0].Add(-50*time.Millisecond)); ok || !at.Equal(due[0]) {
-		t.Fatalf("claim back 50 ms before its token: ok=%v due t0+%v, want turned away to t0+%v", ok, at.Sub(t0), due[0].Sub(t0))
-	}
-	for i, at := range due {
-		back := at.Add(late[i] * time.Millisecond)
-		if ok, next, reason := g.admitDelivery(fmt.Sprintf("d%d", i+1), "ep", 10, back); !ok {
-			t.Fatalf("claim %d back %v after its due time: refused (%s, until t0+%v): its token lost", i+1, late[i]*time.Millisecond, reason, next.Sub(t0))
-		}
-		g.done("ep", false, time.Millisecond, back)
-	}
-	// The limit still holds: a new claim right after waits for the next token.
-	if ok, at, _ := g.admitDelivery("d9", "ep", 10, due[len(due)-1].Add(2*time.Millisecond)); ok || at.Before(due[len(due)-1].Add(100*time.Millisecond)) {
-		t.Fatalf("a new claim after the late ones: ok=%v due t0+%v; want turned away to the next token", ok, at.Sub(t0))
-	}
-	// Claims back much later than their tokens (the endpoint was paused
-	// meanwhile, say) do not come back as a burst: a token is kept only
-	// for the time the burst takes to accrue (tokenGrace).
-	later := t0.Add(time.Hour)
-	if ok, _, _ := g.admitDelivery("h0", "ep", 10, later); !ok {
-		t.Fatal("refused after an idle hour")
-	}
-	g.done("ep", false, time.Millisecond, later)
-	for i := 1; i <= 3; i++ {
-		if ok, _, _ := g.admitDelivery(fmt.Sprintf("h%d", i), "ep", 10, later); ok {
-			t.Fatalf("claim h%d admitted beyond the rate", i)
-		}
-	}
-	back := later.Add(10 * time.Second)
-	admitted := 0
-	for i := 1; i <= 3; i++ {
-		if ok, _, _ := g.admitDelivery(fmt.Sprintf("h%d", i), "ep", 10, back); ok {
-			admitted++
-			g.done("ep", false, time.Millisecond, back)
-		}
-	}
-	if admitted != 1 {
-		t.Fatalf("%d of 3 claims back 10 s after their tokens admitted at once, want 1 (the burst)", admitted)
 	}
 }
 

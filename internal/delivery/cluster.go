@@ -23,9 +23,7 @@ import (
 //   - of a rate limit R per second: R/n per second with a burst of
 //     ceil(B/n), B being the endpoint's burst max(1, R/10) (rateShare). Over
 //     any interval of T seconds the endpoint receives at most
-//     R·T + 2(B + n − 1) attempts from the whole cluster (a claim turned
-//     away keeps its token and may be sent up to tokenGrace, the burst's
-//     time, after it: one more burst per node at most).
+//     R·T + B + n − 1 attempts from the whole cluster.
 //
 // A node that joins holds no share (it claims nothing) until every other
 // node has counted it and shrunk its own share, and the attempts the

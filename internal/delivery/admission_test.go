@@ -102,8 +102,10 @@ func TestSchedulerDecisions(t *testing.T) {
 	t.Run("rate limit", func(t *testing.T) {
 		c := newManualClock()
 		s := newScheduler(4, 4, 5, 30*time.Second, time.Second)
-		g := mustRun(t, s.decide(claimOf("a", "ep", "t", "https://ep.example/", 10), c.Now()))
-		s.release(g, fine, c.Now(), false)
+		for _, id := range []string{"a", "a2"} { // the burst of 2
+			g := mustRun(t, s.decide(claimOf(id, "ep", "t", "https://ep.example/", 10), c.Now()))
+			s.release(g, fine, c.Now(), false)
+		}
 		d := s.decide(claimOf("b", "ep", "t", "https://ep.example/", 10), c.Now())
 		mustDefer(t, d, reasonRateLimit, t0.Add(100*time.Millisecond+rateSlack))
 		if d.congested() {

@@ -35,7 +35,7 @@ func TestCapShareAddsUp(t *testing.T) {
 // the endpoint's burst and at most burst + nodes - 1.
 func TestRateShareAddsUp(t *testing.T) {
 	for _, perSecond := range []int{1, 2, 5, 10, 20, 99, 100, 1000} {
-		burst := max(1, perSecond/10)
+		burst := max(2, perSecond/10)
 		for nodes := 1; nodes <= 7; nodes++ {
 			limit, b := rateShare(perSecond, nodes)
 			if got := float64(limit) * float64(nodes); math.Abs(got-float64(perSecond)) > 1e-9 {

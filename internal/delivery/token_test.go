@@ -136,12 +136,14 @@ func TestWorkerTokensEveryPath(t *testing.T) {
 		assertAllTokens(t, e)
 	})
 	t.Run("defer", func(t *testing.T) {
-		// A rate of 1/s: the second claim is turned away and deferred.
+		// A rate of 1/s (a burst of 2): the third claim is turned away
+		// and deferred.
 		e, _, wait := tokenEngine(t, okSender{})
 		e.handle(t.Context(), claimJob(t, e, "d1", "ep", 1))
 		e.handle(t.Context(), claimJob(t, e, "d2", "ep", 1))
-		if a, d := outcomes(wait()); len(a) != 1 || len(d) != 1 || d[0] != "d2" {
-			t.Fatalf("attempted %v, deferred %v; want d1 attempted, d2 deferred", a, d)
+		e.handle(t.Context(), claimJob(t, e, "d3", "ep", 1))
+		if a, d := outcomes(wait()); len(a) != 2 || len(d) != 1 || d[0] != "d3" {
+			t.Fatalf("attempted %v, deferred %v; want d1, d2 attempted, d3 deferred", a, d)
 		}
 		assertAllTokens(t, e)
 	})

@@ -391,12 +391,16 @@ func TestRekeyWarnsAboutLivePostgresNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() }) // after the drop below (cleanups run last first; a defer would close it before)
 	name := "herald_rekeywarn_" + strings.ToLower(strings.NewReplacer("+", "", "/", "", "=", "").Replace(newTestKey()[:10]))
 	if _, err := conn.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
+	t.Cleanup(func() {
+		if _, err := conn.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", name, err)
+		}
+	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + name
 	db := u.String()

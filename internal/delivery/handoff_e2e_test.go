@@ -90,6 +90,18 @@ func (s *countingSender) Do(_ context.Context, r egress.Request) egress.Result {
 	return egress.Result{StatusCode: 204, Duration: time.Millisecond}
 }
 
+// expectEachOnce fails t for every delivery attempted more than once.
+func (s *countingSender) expectEachOnce(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.n {
+		if v != 1 {
+			t.Errorf("%s attempted %d times", k, v)
+		}
+	}
+}
+
 func (s *countingSender) total() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,13 +213,9 @@ func handOffExactlyOnce(t *testing.T, sq handOffStore, tenants []string, publish
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
+	snd.expectEachOnce(t)
 	snd.mu.Lock()
 	defer snd.mu.Unlock()
-	for k, v := range snd.n {
-		if v != 1 {
-			t.Errorf("%s attempted %d times", k, v)
-		}
-	}
 	if len(snd.n) != want {
 		t.Errorf("%d distinct deliveries attempted, want %d", len(snd.n), want)
 	}
@@ -303,12 +311,6 @@ func handOffShutdown(t *testing.T, sq handOffStore) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
-	snd.mu.Lock()
-	defer snd.mu.Unlock()
-	for k, v := range snd.n {
-		if v != 1 {
-			t.Errorf("%s attempted %d times", k, v)
-		}
-	}
+	snd.expectEachOnce(t)
 	t.Logf("%d deliveries", want)
 }

@@ -664,12 +664,19 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 			r.CancelAt(now)
 			// Spread the claims turned away over the coming tokens, one per
 			// token, instead of sending them all back for the next one (of
-			// which all but one would be turned away again).
+			// which all but one would be turned away again). The spacing is
+			// the endpoint's whole rate, not this node's share: with several
+			// nodes a claim comes back to whichever node claims it first, so
+			// each node must be offered more claims than it has tokens, or a
+			// node that happens to be offered fewer loses its tokens (two
+			// nodes at a limit of 10 sent 8.3–8.7/s spaced by the share,
+			// TestClusterRateLimitDeliversItsRate). Alone, the two are the
+			// same.
 			at := now.Add(d + rateSlack)
 			if at.Before(e.nextSlot) {
 				at = e.nextSlot
 			}
-			e.nextSlot = at.Add(time.Duration(float64(time.Second) / float64(e.limiter.Limit())))
+			e.nextSlot = at.Add(time.Duration(float64(time.Second) / float64(ratePerSecond)))
 			return false, at, reasonRateLimit
 		}
 	} else {

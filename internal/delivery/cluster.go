@@ -21,9 +21,9 @@ import (
 //   - of a concurrency cap C: C/n attempts in flight, plus one more for the
 //     first C mod n ranks (capShare), so the shares add up to exactly C;
 //   - of a rate limit R per second: R/n per second with a burst of
-//     ceil(B/n), B being the endpoint's burst max(2, R/10) (rateShare). Over
-//     any interval of T seconds the endpoint receives at most
-//     R·T + B + n − 1 attempts from the whole cluster.
+//     max(2, ceil(B/n)), B being the endpoint's burst max(2, R/10)
+//     (rateShare). Over any interval of T seconds the endpoint receives at
+//     most R·T + n·max(2, ceil(B/n)) attempts from the whole cluster.
 //
 // A node that joins holds no share (it claims nothing) until every other
 // node has counted it and shrunk its own share, and the attempts the
@@ -63,19 +63,27 @@ func capShare(capacity, rank, nodes int) int {
 }
 
 // rateShare is the node's part of an endpoint's rate limit of perSecond
-// attempts per second (whose burst is max(2, perSecond/10): a floor of 2
-// keeps a token that accrues while no claim is there, so a backlog whose
-// claims come back through the queue up to a token's interval late still
-// gets the rate; with 1 it got 6.5/s at a limit of 10,
-// TestGateRateLimitDeliversItsRateThroughTheQueue): limit in
+// attempts per second, whose burst is B = max(2, perSecond/10): limit in
 // attempts per second and burst in attempts. nodes == 0 gives (0, 0):
 // nothing is admitted.
+//
+// Each node's burst is two at least, whatever n: a claim turned away by
+// the limit goes back to the queue due at one of the node's coming tokens
+// and comes back a little late, or is claimed by another node whose tokens
+// are spaced differently (and turned away there again); a bucket of one
+// loses the token that accrues meanwhile. With one, a backlog got 6.5
+// attempts/s at a limit of 10 on one node and 5–6/s on two
+// (TestGateRateLimitDeliversItsRateThroughTheQueue,
+// TestClusterRateLimitDeliversItsRate). The price is a larger burst for a
+// cluster with a low limit: after an idle spell the nodes may send
+// n·max(2, ceil(B/n)) attempts at once (6 for three nodes at a limit of
+// 10), against B (2) for one node.
 func rateShare(perSecond, nodes int) (rate.Limit, int) {
 	if nodes <= 0 {
 		return 0, 0
 	}
 	burst := max(2, perSecond/10)
-	return rate.Limit(float64(perSecond) / float64(nodes)), (burst + nodes - 1) / nodes
+	return rate.Limit(float64(perSecond) / float64(nodes)), max(2, (burst+nodes-1)/nodes)
 }
 
 // Membership timings, in heartbeat intervals I of a node. A heartbeat

@@ -68,10 +68,10 @@ func capShare(capacity, rank, nodes int) int {
 // nothing is admitted.
 //
 // Each node's burst is two at least, whatever n: a claim turned away by
-// the limit goes back to the queue due at one of the node's coming tokens
-// and comes back a little late, or is claimed by another node whose tokens
-// are spaced differently (and turned away there again); a bucket of one
-// loses the token that accrues meanwhile. With one, a backlog got 6.5
+// the limit goes back to the queue due at one of the coming tokens (see
+// admitLocked) and comes back a little late, or is claimed by another node
+// whose tokens fall at other times (and turned away there again); a bucket
+// of one loses the token that accrues meanwhile. With one, a backlog got 6.5
 // attempts/s at a limit of 10 on one node and 5–6/s on two
 // (TestGateRateLimitDeliversItsRateThroughTheQueue,
 // TestClusterRateLimitDeliversItsRate). The price is a larger burst for a

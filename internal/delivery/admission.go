@@ -346,6 +346,14 @@ func (s *scheduler) setShare(rank, nodes int) (wake bool) {
 	if s.rank == rank && s.nodes == nodes {
 		return false
 	}
+	if nodes == 0 {
+		// No share of the rate limits: the buckets go, or they would keep
+		// accruing and the node would come back with full ones beside the
+		// others' (TestRateLimitBoundAcrossJoin).
+		for _, e := range s.eps {
+			e.limiter = nil
+		}
+	}
 	s.rank, s.nodes = rank, nodes
 	if s.tenantCap <= 0 {
 		return false
@@ -648,12 +656,21 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	}
 	if ratePerSecond > 0 {
 		if s.nodes == 0 {
-			return false, now.Add(s.deferFor), reasonRateLimit // no share of the rate
+			return false, now.Add(s.deferFor), reasonRateLimit // no share of the rate (setShare dropped the buckets)
 		}
 		if e.limiter == nil || e.limit != ratePerSecond || e.limNodes != s.nodes {
 			limit, burst := rateShare(ratePerSecond, s.nodes)
 			if e.limiter == nil {
 				e.limiter = rate.NewLimiter(limit, burst)
+				if s.nodes > 1 {
+					// Sharing the limit, start with no token: this node may
+					// have just joined while the others still hold the
+					// tokens of their former, larger shares, and a full
+					// bucket here would add its burst to theirs (a review
+					// measured R·T + B + 50 attempts at 1,000/s across a
+					// join, TestRateLimitBoundAcrossJoin).
+					e.limiter.AllowN(now, burst)
+				}
 			} else { // the endpoint's rate or the cluster changed: keep the tokens
 				e.limiter.SetLimitAt(now, limit)
 				e.limiter.SetBurstAt(now, burst)

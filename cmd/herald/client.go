@@ -524,7 +524,7 @@ func newEventsCmd() *cobra.Command {
 	o := &apiOpts{}
 	g := apiGroup("events", "Publish and inspect events", o)
 
-	var tenant, typ, data, dataFile, id, idemKey string
+	var tenant, typ, data, dataFile, id, idemKey, occurredAt string
 	var dataVersions []string
 	publish := &cobra.Command{
 		Use:   "publish [--tenant T] --type TYPE --data JSON",
@@ -573,6 +573,14 @@ A personal-data warning from the server is printed to stderr.`,
 			}
 			if id != "" {
 				fields["id"] = id
+			}
+			if occurredAt != "" {
+				// The server applies the rule (RFC 3339, years 0000–9999 in
+				// UTC); a value that is not even RFC 3339 is refused here.
+				if _, err := time.Parse(time.RFC3339Nano, occurredAt); err != nil {
+					return fmt.Errorf("--occurred-at %q: want an RFC 3339 time such as 2026-01-31T09:00:00Z", occurredAt)
+				}
+				fields["occurred_at"] = occurredAt
 			}
 			// --data-version N=JSON: data_versions, the data of older versions.
 			versions := map[int][]byte{}
@@ -628,6 +636,7 @@ A personal-data warning from the server is printed to stderr.`,
 	pf.StringVar(&dataFile, "data-file", "", "file holding the event data, - for stdin")
 	pf.StringArrayVar(&dataVersions, "data-version", nil, `data of an older version of a catalogued type that subscribed endpoints still receive, as N=JSON (e.g. 1='{"file_id":"f_1"}'); repeatable`)
 	pf.StringVar(&id, "id", "", "your own event id, unique per tenant: publishing it again with the same type and data returns the original event (200); with other content it is refused (409)")
+	pf.StringVar(&occurredAt, "occurred-at", "", "when the event happened, RFC 3339 (e.g. 2026-01-31T09:00:00Z); default now")
 	pf.StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key header, unique per tenant: a retry with the same key, type and data returns the original event (200); with other content it is refused (409)")
 
 	var listTenant, listType string

@@ -157,6 +157,24 @@ func TestEventsPublishPreservesData(t *testing.T) {
 	}
 }
 
+// TestEventsPublishOccurredAt: --occurred-at is sent as the body's
+// occurred_at; a value that is not RFC 3339 is refused before any request.
+func TestEventsPublishOccurredAt(t *testing.T) {
+	srv, last := fakeAPI(t, 202, "application/json", `{}`)
+	if _, _, err := execHerald(t, "", "events", "publish", "--server", srv.URL, "--api-key", "k",
+		"--tenant", "acme", "--type", "a.b", "--data", `{}`, "--occurred-at", "2026-01-31T09:00:00+01:00"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"occurred_at":"2026-01-31T09:00:00+01:00","tenant":"acme","type":"a.b","data":{}}`; string(last().body) != want {
+		t.Fatalf("body %s, want %s", last().body, want)
+	}
+	_, _, err := execHerald(t, "", "events", "publish", "--server", "http://127.0.0.1:1", "--api-key", "k",
+		"--tenant", "acme", "--type", "a.b", "--data", `{}`, "--occurred-at", "yesterday")
+	if err == nil || !strings.Contains(err.Error(), "--occurred-at") || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Fatalf("--occurred-at yesterday: %v, want an error naming the flag and RFC 3339", err)
+	}
+}
+
 func TestEventsPublishDataFromStdin(t *testing.T) {
 	srv, last := fakeAPI(t, 202, "application/json", `{}`)
 	data := "{\"x\":\"\\u00e9\"}\n"

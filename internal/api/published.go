@@ -147,8 +147,18 @@ func operationalWebhookItem(typ, schema, example string) map[string]any {
 		"description": "Herald's own event, sent to endpoints that subscribe to it (docs/contract.md, \"Operational events\"). Signed like every event.",
 		"tags":        []string{"webhooks"},
 		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": body}}},
-		"responses":   map[string]any{"2XX": map[string]any{"description": "received; any other answer is retried"}},
+		"responses":   webhookResponses,
 	}}
+}
+
+// webhookResponses are the answers a receiver may give, as the retry
+// policy reads them (docs/contract.md, "what is retried").
+var webhookResponses = map[string]any{
+	"2XX":     map[string]any{"description": "received: the delivery succeeded"},
+	"410":     map[string]any{"description": "gone: no retry, the delivery is dead-lettered and the endpoint disabled"},
+	"429":     map[string]any{"description": "retried, not before Retry-After (capped at 24 h)"},
+	"503":     map[string]any{"description": "retried, not before Retry-After when given (capped at 24 h)"},
+	"default": map[string]any{"description": "5xx, 408 and no answer (network error, timeout): retried on the schedule; other 4xx and 3xx: retried at most twice, then dead-lettered (3xx is never followed)"},
 }
 
 func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
@@ -197,7 +207,7 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		"description": desc + ". Signed with X-Signature and Standard Webhooks headers (docs/contract.md).",
 		"tags":        []string{"webhooks"},
 		"requestBody": map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": body}}},
-		"responses":   map[string]any{"2XX": map[string]any{"description": "received; any other answer is retried"}},
+		"responses":   webhookResponses,
 	}
 	if v.Deprecated {
 		op["deprecated"] = true

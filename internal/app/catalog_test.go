@@ -299,6 +299,9 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 						Schema json.RawMessage `json:"schema"`
 					} `json:"content"`
 				} `json:"requestBody"`
+				Responses map[string]struct {
+					Description string `json:"description"`
+				} `json:"responses"`
 			} `json:"post"`
 		} `json:"webhooks"`
 	}
@@ -306,6 +309,11 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, hook := range hooks.Webhooks {
+		// The answers a receiver may give, as the retry policy reads them
+		// (410 is not retried, unlike "any other answer").
+		if r := hook.Post.Responses; !strings.Contains(r["410"].Description, "disabled") || !strings.Contains(r["default"].Description, "at most twice") || r["2XX"].Description == "" {
+			t.Errorf("%s: responses %+v, want 2XX, 410 (endpoint disabled) and default (other 4xx at most twice)", name, r)
+		}
 		var body struct {
 			Examples []json.RawMessage `json:"examples"`
 		}

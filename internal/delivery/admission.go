@@ -693,20 +693,22 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 			// claims than its tokens for a while and lose them: spaced by
 			// the node's share, two nodes at a limit of 10 sent 8.3–8.7/s.
 			// So each node offers claims at more than its share: by a
-			// margin of 2/√b for a burst of b tokens (the spread of a
+			// margin of 3/√b for a burst of b tokens (the spread of a
 			// node's part of the claims over a burst's time; a larger
-			// burst absorbs more of it), at most twice the share and at
-			// most the endpoint's whole rate. Then 0.97–1.0 of the rate on
-			// two and three nodes, for at most one more claim turned away
-			// per attempt during a backlog (about a third of one at a limit
-			// of 1,000/s; TestClusterRateLimitDeliversItsRate).
+			// burst absorbs more of it), at most three times the share.
+			// Then 0.97–1.0 of the rate on two and three nodes from an
+			// empty start (0.92–0.95 at low limits with twice the share),
+			// for at most two more claims turned away per attempt during a
+			// backlog at low limits (each a claim and a write, a few a
+			// second) and about half of one at 1,000/s
+			// (TestClusterRateLimitDeliversItsRate).
 			at := now.Add(d + rateSlack)
 			if at.Before(e.nextSlot) {
 				at = e.nextSlot
 			}
 			offer := float64(e.limiter.Limit())
 			if s.nodes > 1 {
-				offer = min(float64(ratePerSecond), offer*min(2, 1+2/math.Sqrt(float64(e.limiter.Burst()))))
+				offer *= min(3, 1+3/math.Sqrt(float64(e.limiter.Burst())))
 			}
 			e.nextSlot = at.Add(time.Duration(float64(time.Second) / offer))
 			return false, at, reasonRateLimit

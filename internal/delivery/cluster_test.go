@@ -76,12 +76,12 @@ func TestClusterRateLimitDeliversItsRate(t *testing.T) {
 				_, b := rateShare(limit, nodes)
 				sumBurst += b
 			}
-			const seconds = 10
+			seconds := max(10, 100/limit) // 100 attempts at least
 			var queue backQueue // due claims in order of due time, then of their return
 			for i := range max(1000, 2*limit*seconds) {
 				queue.add(t0, i)
 			}
-			end := t0.Add(seconds * time.Second)
+			end := t0.Add(time.Duration(seconds) * time.Second)
 			var sent []time.Time
 			again := 0 // claims turned away again after coming back
 			turned := map[int]bool{}
@@ -108,7 +108,7 @@ func TestClusterRateLimitDeliversItsRate(t *testing.T) {
 				late := time.Duration((n*37)%21) * time.Millisecond
 				queue.add(due.Add(late), c.id)
 			}
-			perSecond := float64(len(sent)) / seconds
+			perSecond := float64(len(sent)) / float64(seconds)
 			worst := 0
 			for i, j := 0, 0; i < len(sent); i++ {
 				for sent[i].Sub(sent[j]) >= time.Second {
@@ -121,11 +121,11 @@ func TestClusterRateLimitDeliversItsRate(t *testing.T) {
 					nodes, limit, perSecond, worst, limit, limit+sumBurst, limit*seconds+sumBurst)
 			}
 			// Each claim turned away costs a claim and a write: offered
-			// at most twice its tokens, a node turns away at most about one
-			// claim that came back per attempt, whatever the number of
-			// nodes (three nodes spacing them by the whole rate: 2).
-			if perAttempt := float64(again) / float64(len(sent)); perAttempt > 1.2 {
-				t.Errorf("%d nodes, limit %d/s: %.2f claims turned away again per attempt, want ≤ 1.2", nodes, limit, perAttempt)
+			// at most three times its tokens (fewer at higher limits), a
+			// node turns away at most about two claims that came back per
+			// attempt, whatever the number of nodes.
+			if perAttempt := float64(again) / float64(len(sent)); perAttempt > 2.1 {
+				t.Errorf("%d nodes, limit %d/s: %.2f claims turned away again per attempt, want ≤ 2.1", nodes, limit, perAttempt)
 			}
 			t.Logf("%d nodes, limit %d/s: %.3f of the rate, %.2f turned away again per attempt", nodes, limit, perSecond/float64(limit), float64(again)/float64(len(sent)))
 		}
@@ -218,30 +218,36 @@ func TestGateClusterShare(t *testing.T) {
 	}
 
 	// A rate of 30/s over 3 nodes: 10/s with a burst of 2 on this node
-	// (ceil(3/3) = 1, two at least).
+	// (ceil(3/3) = 1, two at least), starting empty (the limit is shared):
+	// the first token is there after 100 ms, the burst after 200 ms.
 	g = newScheduler(100, 100, 5, 30*time.Second, time.Second)
 	g.setShare(1, 3)
+	ok, at, reason = g.admit("ep", 30, t0)
+	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond+rateSlack {
+		t.Fatalf("first attempt on a shared limit: ok=%v wait=%v reason=%q, want rate_limit 100ms (+slack): the bucket starts empty", ok, at.Sub(t0), reason)
+	}
+	t1 := t0.Add(200 * time.Millisecond)
 	for i := range 2 {
-		if ok, _, reason := g.admit("ep", 30, t0); !ok {
+		if ok, _, reason := g.admit("ep", 30, t1); !ok {
 			t.Fatalf("attempt %d of the burst of 2 refused (%s)", i+1, reason)
 		}
 	}
-	ok, at, reason = g.admit("ep", 30, t0)
-	if ok || reason != "rate_limit" || at.Sub(t0) != 100*time.Millisecond+rateSlack {
-		t.Fatalf("third attempt at 10/s: ok=%v wait=%v reason=%q, want rate_limit 100ms (+slack)", ok, at.Sub(t0), reason)
+	ok, at, reason = g.admit("ep", 30, t1)
+	if ok || reason != "rate_limit" || at.Sub(t1) != 100*time.Millisecond+rateSlack {
+		t.Fatalf("third attempt at 10/s: ok=%v wait=%v reason=%q, want rate_limit 100ms (+slack)", ok, at.Sub(t1), reason)
 	}
 	// The node is alone now: the whole 30/s. 34 ms after the burst it
 	// holds 0.34 token (accrued at 10/s); the rest accrues at 30/s and
-	// is complete 22 ms later, not the 66 ms of 10/s: at t0+57ms an attempt
+	// is complete 22 ms later, not the 66 ms of 10/s: at t1+57ms an attempt
 	// is admitted. Tokens are kept across the change.
 	g.setShare(0, 1)
 	// (The new share applies to the endpoint's limiter when the scheduler next
 	// looks at it: here 34 ms after the burst, 0.34 token.)
-	if ok, _, _ := g.admit("ep", 30, t0.Add(34*time.Millisecond)); ok {
+	if ok, _, _ := g.admit("ep", 30, t1.Add(34*time.Millisecond)); ok {
 		t.Fatal("admitted with 0.34 token")
 	}
-	if ok, at, reason := g.admit("ep", 30, t0.Add(57*time.Millisecond)); !ok {
-		t.Fatalf("after the others left, at t0+57ms: refused (%s until t0+%v); at 30/s a token is there", reason, at.Sub(t0))
+	if ok, at, reason := g.admit("ep", 30, t1.Add(57*time.Millisecond)); !ok {
+		t.Fatalf("after the others left, at t1+57ms: refused (%s until t1+%v); at 30/s a token is there", reason, at.Sub(t1))
 	}
 
 	// A fast endpoint is not held to the cap, but its rate limit still

@@ -427,13 +427,16 @@ var dropHeaders = map[string]bool{
 	"Content-Encoding": true, // the body is stored and forwarded inflated
 }
 
-// renamed are provider headers that collide with the ones Herald signs its
-// forward with; they travel as X-Original-<name>.
-// svix-* too: receivers' Svix libraries read svix-* before webhook-*, so a
-// provider's svix-signature passed on would be checked against the
-// forwarding endpoint's secret and fail.
-var renamed = map[string]bool{"X-Signature": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
-	"Svix-Id": true, "Svix-Timestamp": true, "Svix-Signature": true}
+// renamed reports whether a provider header (canonical name) travels as
+// X-Original-<name>: X-Signature and every webhook-* header, the names
+// Herald signs its forward with (the Standard Webhooks spec's headers all
+// share the prefix, so a receiver could take any of them for Herald's),
+// and every svix-* header: receivers' Svix libraries read svix-* before
+// webhook-*, so a provider's svix-signature passed on would be checked
+// against the forwarding endpoint's secret and fail.
+func renamed(k string) bool {
+	return k == "X-Signature" || strings.HasPrefix(k, "Webhook-") || strings.HasPrefix(k, "Svix-")
+}
 
 // Limits of the provider headers a forward carries (docs/inbound.md).
 const (
@@ -471,7 +474,7 @@ func forwardHeaders(h http.Header) map[string]string {
 		if len(v) > maxForwardHeaderBytes {
 			continue
 		}
-		if renamed[k] {
+		if renamed(k) {
 			k = "X-Original-" + k
 		}
 		out[k] = v

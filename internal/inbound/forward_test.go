@@ -1,0 +1,37 @@
+package inbound
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestForwardHeadersRenamesWebhookAndSvixHeaders: every provider header
+// named webhook-* or svix-* (not only the id, timestamp and signature) and
+// X-Signature travels as X-Original-<name> (docs/inbound.md, "What the
+// destination receives"), so none sits beside the webhook-* headers the
+// forward is signed with.
+func TestForwardHeadersRenamesWebhookAndSvixHeaders(t *testing.T) {
+	in := http.Header{
+		"Content-Type":      {"application/json"},
+		"Webhook-Id":        {"msg_1"},
+		"Webhook-Timestamp": {"1760000000"},
+		"Webhook-Signature": {"v1,abc"},
+		"Webhook-Foo":       {"foo"},
+		"Svix-Id":           {"msg_1"},
+		"Svix-Foo":          {"bar"},
+		"X-Signature":       {"t=1,v1=00"},
+		"X-Webhook-Foo":     {"kept"},
+	}
+	got := forwardHeaders(in)
+	for _, k := range []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature", "Webhook-Foo", "Svix-Id", "Svix-Foo", "X-Signature"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("%s forwarded under its own name (%q)", k, v)
+		}
+		if got["X-Original-"+k] != in.Get(k) {
+			t.Errorf("X-Original-%s = %q, want %q", k, got["X-Original-"+k], in.Get(k))
+		}
+	}
+	if got["X-Webhook-Foo"] != "kept" || got["Content-Type"] != "application/json" {
+		t.Errorf("other headers changed: %v", got)
+	}
+}

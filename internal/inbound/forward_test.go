@@ -35,3 +35,21 @@ func TestForwardHeadersRenamesWebhookAndSvixHeaders(t *testing.T) {
 		t.Errorf("other headers changed: %v", got)
 	}
 }
+
+// TestForwardHeadersOneContentType: Content-Type holds one media type
+// (RFC 9110 §8.3), so several Content-Type fields are forwarded as the
+// first one, as net/http's Header.Get reads it, never joined with ", "
+// into a value no receiver can parse.
+func TestForwardHeadersOneContentType(t *testing.T) {
+	in := http.Header{
+		"Content-Type": {"application/json", "application/json; charset=utf-8", "text/plain"},
+		"X-Custom":     {"a", "b"},
+	}
+	got := forwardHeaders(in)
+	if got["Content-Type"] != "application/json" {
+		t.Errorf("Content-Type forwarded as %q, want the first value %q", got["Content-Type"], "application/json")
+	}
+	if got["X-Custom"] != "a, b" {
+		t.Errorf("a repeated list header forwarded as %q, want the values joined (RFC 9110 §5.3)", got["X-Custom"])
+	}
+}

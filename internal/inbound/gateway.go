@@ -445,8 +445,12 @@ const (
 )
 
 // forwardHeaders keeps the provider's headers: at most maxForwardHeaders,
-// each value (repeated fields joined with ", ") at most
-// maxForwardHeaderBytes, a longer one left out. When there are more, the
+// each value (repeated fields joined with ", ", RFC 9110 §5.3) at most
+// maxForwardHeaderBytes, a longer one left out. Content-Type is one media
+// type, not a list (RFC 9110 §8.3): sent several times, it is forwarded
+// once with its first value, the one net/http's Header.Get reads (joined,
+// it would be a value no receiver parses; refused, the provider would
+// retry the same request until it gave up). When there are more, the
 // same ones are kept for the same request: Content-Type and the headers of
 // a known provider (providerHeader) first, then the rest in name order.
 func forwardHeaders(h http.Header) map[string]string {
@@ -471,6 +475,9 @@ func forwardHeaders(h http.Header) map[string]string {
 			break
 		}
 		v := strings.Join(h.Values(k), ", ")
+		if k == "Content-Type" {
+			v = h.Get(k)
+		}
 		if len(v) > maxForwardHeaderBytes {
 			continue
 		}

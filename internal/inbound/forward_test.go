@@ -53,3 +53,26 @@ func TestForwardHeadersOneContentType(t *testing.T) {
 		t.Errorf("a repeated list header forwarded as %q, want the values joined (RFC 9110 §5.3)", got["X-Custom"])
 	}
 }
+
+// TestForwardHeadersDropsConnectionOptions: the fields a request's
+// Connection header names are hop-by-hop (RFC 9110 §7.6.1), like
+// Connection itself: none is forwarded; the others are.
+func TestForwardHeadersDropsConnectionOptions(t *testing.T) {
+	in := http.Header{
+		"Connection":          {"keep-alive, X-Custom-01", " x-custom-02 ,,"},
+		"Keep-Alive":          {"timeout=5"},
+		"X-Custom-01":         {"hop"},
+		"X-Custom-02":         {"hop"},
+		"X-Custom-03":         {"end to end"},
+		"X-Hub-Signature-256": {"sha256=00"},
+	}
+	got := forwardHeaders(in)
+	for _, k := range []string{"Connection", "Keep-Alive", "X-Custom-01", "X-Custom-02"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("%s forwarded (%q): it is hop-by-hop", k, v)
+		}
+	}
+	if got["X-Custom-03"] != "end to end" || got["X-Hub-Signature-256"] != "sha256=00" {
+		t.Errorf("end-to-end headers not forwarded: %v", got)
+	}
+}

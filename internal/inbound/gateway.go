@@ -453,10 +453,13 @@ const (
 // retry the same request until it gave up). When there are more, the
 // same ones are kept for the same request: Content-Type and the headers of
 // a known provider (providerHeader) first, then the rest in name order.
+// The fields the request's Connection header names are hop-by-hop (RFC
+// 9110 §7.6.1) and dropped with it.
 func forwardHeaders(h http.Header) map[string]string {
+	hop := connectionOptions(h)
 	names := make([]string, 0, len(h))
 	for k, vs := range h {
-		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && len(vs) > 0 {
+		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && !hop[k] && len(vs) > 0 {
 			names = append(names, k)
 		}
 	}
@@ -487,6 +490,25 @@ func forwardHeaders(h http.Header) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// connectionOptions returns the field names (canonical) that the
+// Connection header's comma-separated options name, every Connection field
+// line included: RFC 9110 §7.6.1 makes them hop-by-hop, so a proxy removes
+// them before forwarding, as net/http/httputil's ReverseProxy does.
+func connectionOptions(h http.Header) map[string]bool {
+	var hop map[string]bool
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if hop == nil {
+					hop = map[string]bool{}
+				}
+				hop[textproto.CanonicalMIMEHeaderKey(name)] = true
+			}
+		}
+	}
+	return hop
 }
 
 // providerHeader reports whether k (canonical) is Content-Type or a header

@@ -340,3 +340,70 @@ func TestInboundForwardThroughMiddleware(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceShowsForwardingEndpointState: a 410 from a source's
+// destination disables its forwarding endpoint (docs/contract.md); the
+// source's own answer says so (endpoint_state, endpoint_state_reason), in
+// GET /v1/sources/{id} and the list, and enabling the endpoint shows again.
+func TestSourceShowsForwardingEndpointState(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 410, 200)
+	const secret = "s3cret-github-gone-0123"
+	src := h.createSource(map[string]any{"name": "gone", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL})
+	type sourceState struct {
+		ID                  string
+		EndpointState       string `json:"endpoint_state"`
+		EndpointStateReason string `json:"endpoint_state_reason"`
+	}
+	get := func() sourceState {
+		var s sourceState
+		if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &s); st != 200 {
+			t.Fatalf("GET source: %d %s", st, raw)
+		}
+		return s
+	}
+	if s := get(); s.EndpointState != "enabled" || s.EndpointStateReason != "" {
+		t.Fatalf("new source: endpoint_state %q, reason %q; want enabled, none", s.EndpointState, s.EndpointStateReason)
+	}
+	body := []byte(`{"action":"deleted"}`)
+	if st, resp := h.ingest(src.IngestPath, providerRequest(t, "github", secret, time.Now(), body, "gone-1"), body); st != 200 {
+		t.Fatalf("ingest: %d %s", st, resp)
+	}
+	waitForwarded(t, dest, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	s := get()
+	for s.EndpointState != "disabled" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the attempt's result is written after the answer
+		s = get()
+	}
+	if s.EndpointState != "disabled" || !strings.Contains(s.EndpointStateReason, "410") {
+		t.Fatalf("after a 410: endpoint_state %q, reason %q; want disabled, naming the 410", s.EndpointState, s.EndpointStateReason)
+	}
+	var list struct{ Data []sourceState }
+	h.call("GET", "/v1/sources", nil, &list)
+	if len(list.Data) != 1 || list.Data[0].EndpointState != "disabled" {
+		t.Fatalf("list: %+v; want the source with endpoint_state disabled", list.Data)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+src.EndpointID+"/enable", nil, nil); st != 200 {
+		t.Fatalf("enable: %d %s", st, raw)
+	}
+	if s := get(); s.EndpointState != "enabled" {
+		t.Fatalf("after enable: endpoint_state %q, want enabled", s.EndpointState)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage
+			}
+		}
+	}
+	if json.Unmarshal(h.mustCall("GET", "/openapi.json", "", 200), &doc) != nil {
+		t.Fatal("openapi.json does not decode")
+	}
+	for _, f := range []string{"endpoint_state", "endpoint_state_reason"} {
+		if _, ok := doc.Components.Schemas["SourceOut"].Properties[f]; !ok {
+			t.Errorf("openapi.json's SourceOut lacks %s", f)
+		}
+	}
+}

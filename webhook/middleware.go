@@ -128,9 +128,9 @@ type HandlerConfig struct {
 
 	// OnError, if set, is called with the real reason of every request
 	// refused with an error status (401 bad signature, 413 oversize body,
-	// 400 unsigned, missing or mismatched event id, 503 store failure) and of every
-	// failure after the handler ran (store Complete/Release errors, handler
-	// panics). Duplicates (200 {"duplicate":true}) and events still in
+	// 400 unsigned, missing or mismatched event id, 503 store failure) and
+	// of every failure after the handler ran (store Complete/Release
+	// errors, handler panics). Duplicates (200 {"duplicate":true}) and events still in
 	// progress elsewhere (503 with Retry-After) are normal outcomes, not
 	// errors: they are not reported here. Use it for logging; the client
 	// only gets a fixed message. It may be called concurrently and must not

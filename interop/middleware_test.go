@@ -18,7 +18,8 @@ import (
 
 // Deliveries signed by each peer library go through Herald's receiver
 // middleware: the first is handled, a re-signed redelivery is a duplicate,
-// and the event id is the one the peer's scheme carries.
+// and the event id is the one the peer's scheme carries. A Stripe-signed
+// delivery (X-Signature alone, which signs no id) needs AllowBodyID.
 func TestMiddlewareAcceptsPeerDeliveries(t *testing.T) {
 	secret := newSecret(t)
 	type delivery func(t *testing.T) (http.Header, []byte)
@@ -27,23 +28,24 @@ func TestMiddlewareAcceptsPeerDeliveries(t *testing.T) {
 		return http.Header{prefix + "-Id": {id}, prefix + "-Timestamp": {itoa(at.Unix())}, prefix + "-Signature": {sig}}
 	}
 	for _, tc := range []struct {
-		name    string
-		wantID  string
-		deliver delivery
+		name        string
+		wantID      string
+		allowBodyID bool
+		deliver     delivery
 	}{
-		{"stripe-go (Stripe-Signature as X-Signature, id from the body)", "evt_stripe_1", func(t *testing.T) (http.Header, []byte) {
+		{"stripe-go (Stripe-Signature as X-Signature, id from the body)", "evt_stripe_1", true, func(t *testing.T) (http.Header, []byte) {
 			body := []byte(`{"id":"evt_stripe_1","object":"event","type":"charge.succeeded"}`)
 			p := stripe.GenerateTestSignedPayload(&stripe.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()})
 			return http.Header{webhook.HeaderSignature: {p.Header}}, body
 		}},
-		{"standardwebhooks (webhook-*)", "msg_std_1", func(t *testing.T) (http.Header, []byte) {
+		{"standardwebhooks (webhook-*)", "msg_std_1", false, func(t *testing.T) (http.Header, []byte) {
 			body := []byte(`{"type":"invoice.paid"}`)
 			wh, _ := standardwebhooks.NewWebhook(secret)
 			now := time.Now()
 			sig, _ := wh.Sign("msg_std_1", now, body)
 			return stdHeaders("Webhook", "msg_std_1", sig, now), body
 		}},
-		{"svix (svix-*)", "msg_svix_1", func(t *testing.T) (http.Header, []byte) {
+		{"svix (svix-*)", "msg_svix_1", false, func(t *testing.T) (http.Header, []byte) {
 			body := []byte(`{"type":"user.created"}`)
 			wh, _ := svix.NewWebhook(secret)
 			now := time.Now()
@@ -55,9 +57,10 @@ func TestMiddlewareAcceptsPeerDeliveries(t *testing.T) {
 			var calls atomic.Int32
 			var gotID atomic.Value
 			srv := httptest.NewServer(webhook.Middleware(webhook.HandlerConfig{
-				Verifier: &webhook.Verifier{Secrets: []string{secret}},
-				Store:    webhook.NewMemoryStore(),
-				OnError:  func(_ *http.Request, err error) { t.Logf("OnError: %v", err) },
+				Verifier:    &webhook.Verifier{Secrets: []string{secret}},
+				Store:       webhook.NewMemoryStore(),
+				AllowBodyID: tc.allowBodyID,
+				OnError:     func(_ *http.Request, err error) { t.Logf("OnError: %v", err) },
 			})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				calls.Add(1)
 				gotID.Store(webhook.EventID(r))

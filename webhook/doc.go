@@ -76,11 +76,18 @@
 // lapses after a lease (5 min by default), and a redelivery arriving while
 // the first delivery is still being handled is answered 503 with
 // Retry-After. The
-// event id is the signed webhook-id (or svix-id) when present, else
-// X-Event-Id checked against the signed body's "id": the identifier that
-// stays the same on every retry of one message (Standard Webhooks spec,
-// "Webhook headers"; Stripe, "Handle duplicate events",
-// https://docs.stripe.com/webhooks#best-practices).
+// event id comes from signed content only: the webhook-id (or svix-id),
+// which the Standard Webhooks signature covers and which stays the same on
+// every retry of one message (Standard Webhooks spec, "Webhook headers").
+// A request signed with X-Signature alone is refused 400
+// ([ErrUnsignedEventID]): that signature covers the timestamp and the body,
+// not X-Event-Id, so a copy resent within the replay window under new
+// X-Event-Ids would be handled each time. Herald sends both schemes on
+// every attempt, inbound forwards included, so its deliveries always pass.
+// [HandlerConfig].AllowBodyID accepts X-Signature alone for senders whose
+// signed body's "id" is the message id (Stripe, "Handle duplicate events",
+// https://docs.stripe.com/webhooks#best-practices); never for Herald's
+// inbound forwards, whose body is the provider's.
 //
 // Stores: [MemoryStore] here; package sqlstore (SQLite and PostgreSQL, one
 // INSERT ... ON CONFLICT per claim) and package redisstore (SET NX PX) for

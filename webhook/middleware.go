@@ -48,7 +48,8 @@ const (
 )
 
 // HeaderEventID is the header in which Herald sends the event id on every
-// delivery ("X-Event-Id"), besides webhook-id.
+// delivery ("X-Event-Id"), besides webhook-id. No signature covers it:
+// [Middleware] never takes the event id from it.
 const HeaderEventID = "X-Event-Id"
 
 // Errors the middleware reports to [HandlerConfig.OnError], besides the
@@ -56,12 +57,23 @@ const HeaderEventID = "X-Event-Id"
 var (
 	// ErrBodyTooLarge: the body is longer than MaxBodyBytes (answered 413).
 	ErrBodyTooLarge = errors.New("webhook: request body too large")
-	// ErrMissingEventID: a verified request carries no event id (answered
-	// 400): no webhook-id/svix-id, no X-Event-Id and no top-level "id"
-	// string in a JSON body.
-	ErrMissingEventID = errors.New("webhook: missing event id")
-	// ErrEventIDMismatch: X-Event-Id differs from the "id" of the signed
-	// JSON body, or was sent twice (answered 400).
+	// ErrUnsignedEventID: a request verified by X-Signature alone, with
+	// HandlerConfig.AllowBodyID off (answered 400 {"error":"event id not
+	// signed"}). X-Signature signs the timestamp and the body only, and
+	// X-Event-Id is not signed, so nothing signed names the message: a
+	// copy resent within the tolerance without the webhook-* headers and
+	// under a new X-Event-Id would be handled again. Herald sends the
+	// Standard Webhooks headers on every attempt; their webhook-id is
+	// signed.
+	ErrUnsignedEventID = errors.New("webhook: event id not signed: X-Signature signs only the timestamp and the body and X-Event-Id is not signed; " +
+		"the request must carry the Standard Webhooks headers (webhook-id is signed), or set HandlerConfig.AllowBodyID for a sender whose signed body's \"id\" is the event id")
+	// ErrMissingEventID: with HandlerConfig.AllowBodyID, a request verified
+	// by X-Signature alone has no top-level "id" string in its JSON body
+	// (answered 400); X-Event-Id alone is never used, as it is not signed.
+	ErrMissingEventID = errors.New(`webhook: missing event id: no top-level "id" string in the signed body (X-Event-Id is not signed and never used alone)`)
+	// ErrEventIDMismatch: with HandlerConfig.AllowBodyID, X-Event-Id
+	// differs from the "id" of the signed JSON body, or was sent twice
+	// (answered 400).
 	ErrEventIDMismatch = errors.New("webhook: X-Event-Id does not match the signed body")
 	// ErrIdempotencyStore: the store failed; wraps the store's error too.
 	// A failing Claim is answered 503 and the handler is not called.
@@ -99,11 +111,26 @@ type HandlerConfig struct {
 	// negative means DefaultLease (5 min).
 	Lease time.Duration
 
+	// AllowBodyID lets a request signed with X-Signature alone (no
+	// webhook-* or svix-* headers) through, with the top-level "id" string
+	// of its signed JSON body as the event id (X-Event-Id, if sent, must
+	// equal it). Off (the default), such a request is refused 400 with
+	// [ErrUnsignedEventID]. X-Signature signs only the timestamp and the
+	// body, so turn it on only for a sender whose every signed body carries
+	// its own message id there and that also sends nothing else signed
+	// with the same secret: Stripe's events, Herald's own events (their
+	// "id" is the webhook-id). Never for Herald's inbound forwards: their
+	// body is the provider's, without an "id" or with the provider's,
+	// while their webhook-id is Herald's evt_…, so a copy stripped of the
+	// webhook-* headers would be claimed under another key and handled
+	// twice (docs/inbound.md).
+	AllowBodyID bool
+
 	// OnError, if set, is called with the real reason of every request
 	// refused with an error status (401 bad signature, 413 oversize body,
-	// 400 missing or mismatched event id, 503 store failure) and of every
-	// failure after the handler ran (store Complete/Release errors, handler
-	// panics). Duplicates (200 {"duplicate":true}) and events still in
+	// 400 unsigned, missing or mismatched event id, 503 store failure) and
+	// of every failure after the handler ran (store Complete/Release
+	// errors, handler panics). Duplicates (200 {"duplicate":true}) and events still in
 	// progress elsewhere (503 with Retry-After) are normal outcomes, not
 	// errors: they are not reported here. Use it for logging; the client
 	// only gets a fixed message. It may be called concurrently and must not
@@ -118,6 +145,7 @@ const (
 	bodyUnreadable       = `{"error":"unreadable body"}`
 	bodyMissingID        = `{"error":"missing event id"}`
 	bodyIDMismatch       = `{"error":"event id mismatch"}`
+	bodyUnsignedID       = `{"error":"event id not signed"}`
 	bodyUnavailable      = `{"error":"temporarily unavailable"}`
 	bodyInProgress       = `{"error":"event in progress"}`
 	bodyInternal         = `{"error":"internal error"}`
@@ -135,11 +163,17 @@ const (
 //     svix-* headers, within the replay window). Any failure is answered
 //     401 {"error":"invalid signature"}, whatever the reason (log it with
 //     OnError); ErrInvalidSecret, a receiver misconfiguration, is 500.
-//  3. Find the event id: webhook-id, else svix-id (both covered by the
-//     Standard Webhooks signature, so the id cannot be altered), else
-//     X-Event-Id, else the top-level "id" string of a JSON body (Stripe
-//     events). The Herald/Stripe signature does not cover X-Event-Id, so
-//     when the JSON body has an "id" the header must equal it. No id: 400.
+//  3. Find the event id, from signed content only: webhook-id, else
+//     svix-id (both covered by the Standard Webhooks signature, so the id
+//     cannot be altered; Herald sends webhook-id on every attempt). A
+//     request verified by X-Signature alone is refused 400 {"error":"event
+//     id not signed"} ([ErrUnsignedEventID]): that signature covers only
+//     the timestamp and the body, and X-Event-Id is not signed, so a copy
+//     resent under new X-Event-Ids would be handled each time. With
+//     AllowBodyID it is let through instead, keyed on the top-level "id"
+//     string of the signed JSON body (Stripe's events); X-Event-Id, if
+//     sent, must equal it ([ErrEventIDMismatch]), and no such "id" is
+//     [ErrMissingEventID]: both 400.
 //  4. Claim Namespace + id in the Store for Lease. A store error is
 //     answered 503 {"error":"temporarily unavailable"}; an id already
 //     completed is answered 200 {"duplicate":true}; an id whose first
@@ -226,12 +260,15 @@ func (h *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// 3. Event id.
-	id, err := signedEventID(r.Header, body)
+	id, err := signedEventID(r.Header, body, h.cfg.AllowBodyID)
 	if err != nil {
 		h.onError(r, err)
-		if errors.Is(err, ErrEventIDMismatch) {
+		switch {
+		case errors.Is(err, ErrUnsignedEventID):
+			writeJSON(w, http.StatusBadRequest, bodyUnsignedID)
+		case errors.Is(err, ErrEventIDMismatch):
 			writeJSON(w, http.StatusBadRequest, bodyIDMismatch)
-		} else {
+		default:
 			writeJSON(w, http.StatusBadRequest, bodyMissingID)
 		}
 		return
@@ -342,9 +379,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return buf.Bytes(), nil
 }
 
-// signedEventID returns the event id of a verified request (see step 3 of
-// [Middleware]).
-func signedEventID(h http.Header, body []byte) (string, error) {
+// signedEventID returns the event id of a verified request, taken from
+// signed content only (see step 3 of [Middleware]): the dedupe key of one
+// message must be the same whichever of its headers a copy keeps, or a copy
+// is claimed under another key and handled again.
+func signedEventID(h http.Header, body []byte, allowBodyID bool) (string, error) {
 	// Verify used the webhook-* set when any of it was present, else the
 	// svix-* set; either way the id it verified is non-empty and signed.
 	if h.Get(HeaderWebhookID) != "" || h.Get(HeaderWebhookTimestamp) != "" || h.Get(HeaderWebhookSignature) != "" {
@@ -353,24 +392,23 @@ func signedEventID(h http.Header, body []byte) (string, error) {
 	if id := h.Get(headerSvixID); id != "" {
 		return id, nil
 	}
-	// Herald/Stripe scheme only: the signature covers the body, not the
+	// X-Signature alone: it covers the timestamp and the body, not the
 	// headers.
+	if !allowBodyID {
+		return "", ErrUnsignedEventID
+	}
 	hdrs := h[HeaderEventID]
 	if len(hdrs) > 1 {
 		return "", fmt.Errorf("%w: %s sent %d times", ErrEventIDMismatch, HeaderEventID, len(hdrs))
 	}
-	bodyID, inBody := jsonID(body)
+	bodyID, _ := jsonID(body)
 	switch {
-	case len(hdrs) == 1 && hdrs[0] != "":
-		if inBody && bodyID != hdrs[0] {
-			return "", ErrEventIDMismatch
-		}
-		return hdrs[0], nil
-	case inBody && bodyID != "":
-		return bodyID, nil
-	default:
+	case bodyID == "":
 		return "", ErrMissingEventID
+	case len(hdrs) == 1 && hdrs[0] != bodyID:
+		return "", ErrEventIDMismatch
 	}
+	return bodyID, nil
 }
 
 // jsonID returns the top-level "id" member of a JSON object body when it is

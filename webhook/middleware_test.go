@@ -441,30 +441,37 @@ func TestMiddlewareEventIDSources(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name       string
-		h          http.Header
-		body       []byte
-		wantStatus int
-		wantBody   string
-		wantID     string
-		wantErr    error
+		name        string
+		allowBodyID bool
+		h           http.Header
+		body        []byte
+		wantStatus  int
+		wantBody    string
+		wantID      string
+		wantErr     error
 	}{
-		{"webhook-id wins over X-Event-Id and body", func() http.Header {
+		{"webhook-id wins over X-Event-Id and body", false, func() http.Header {
 			h := signedHeaders(t, "msg_std", mwBody)
 			h.Set(webhook.HeaderEventID, "evt_header")
 			return h
 		}(), mwBody, 200, received, "msg_std", nil},
-		{"svix-id", svixOnly("msg_svix", mwBody), mwBody, 200, received, "msg_svix", nil},
-		{"X-Event-Id matching the body", heraldOnly(mwBody, "evt_1"), mwBody, 200, received, "evt_1", nil},
-		{"X-Event-Id not matching the signed body", heraldOnly(mwBody, "evt_forged"), mwBody, 400, `{"error":"event id mismatch"}`, "", webhook.ErrEventIDMismatch},
-		{"body id (Stripe)", heraldOnly(stripeBody, ""), stripeBody, 200, received, "evt_stripe_1", nil},
-		{"X-Event-Id with a body without id", heraldOnly([]byte(`{"x":1}`), "evt_hdr"), []byte(`{"x":1}`), 200, received, "evt_hdr", nil},
-		{"X-Event-Id with a non-JSON body", heraldOnly([]byte(`hello`), "evt_plain"), []byte(`hello`), 200, received, "evt_plain", nil},
-		{"no id anywhere", heraldOnly([]byte(`{"x":1}`), ""), []byte(`{"x":1}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
-		{"ID is not id", heraldOnly([]byte(`{"ID":"evt_caps"}`), ""), []byte(`{"ID":"evt_caps"}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
+		{"svix-id", false, svixOnly("msg_svix", mwBody), mwBody, 200, received, "msg_svix", nil},
+		// X-Signature alone: nothing signed names the message.
+		{"X-Signature alone, X-Event-Id matching the body", false, heraldOnly(mwBody, "evt_1"), mwBody, 400, `{"error":"event id not signed"}`, "", webhook.ErrUnsignedEventID},
+		{"X-Signature alone, body id (Stripe)", false, heraldOnly(stripeBody, ""), stripeBody, 400, `{"error":"event id not signed"}`, "", webhook.ErrUnsignedEventID},
+		{"X-Signature alone, X-Event-Id with a body without id", false, heraldOnly([]byte(`{"x":1}`), "evt_hdr"), []byte(`{"x":1}`), 400, `{"error":"event id not signed"}`, "", webhook.ErrUnsignedEventID},
+		// AllowBodyID: the signed body's "id".
+		{"AllowBodyID, X-Event-Id matching the body", true, heraldOnly(mwBody, "evt_1"), mwBody, 200, received, "evt_1", nil},
+		{"AllowBodyID, X-Event-Id not matching the signed body", true, heraldOnly(mwBody, "evt_forged"), mwBody, 400, `{"error":"event id mismatch"}`, "", webhook.ErrEventIDMismatch},
+		{"AllowBodyID, body id (Stripe)", true, heraldOnly(stripeBody, ""), stripeBody, 200, received, "evt_stripe_1", nil},
+		{"AllowBodyID, X-Event-Id with a body without id", true, heraldOnly([]byte(`{"x":1}`), "evt_hdr"), []byte(`{"x":1}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
+		{"AllowBodyID, X-Event-Id with a non-JSON body", true, heraldOnly([]byte(`hello`), "evt_plain"), []byte(`hello`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
+		{"AllowBodyID, numeric body id", true, heraldOnly([]byte(`{"id":17}`), "17"), []byte(`{"id":17}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
+		{"AllowBodyID, no id anywhere", true, heraldOnly([]byte(`{"x":1}`), ""), []byte(`{"x":1}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
+		{"AllowBodyID, ID is not id", true, heraldOnly([]byte(`{"ID":"evt_caps"}`), ""), []byte(`{"ID":"evt_caps"}`), 400, `{"error":"missing event id"}`, "", webhook.ErrMissingEventID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rg := newRig(t, webhook.HandlerConfig{})
+			rg := newRig(t, webhook.HandlerConfig{AllowBodyID: tc.allowBodyID})
 			status, body, _ := rg.post(tc.h, tc.body)
 			if status != tc.wantStatus || body != tc.wantBody {
 				t.Fatalf("answer %d %s, want %d %s (OnError: %v)", status, body, tc.wantStatus, tc.wantBody, rg.lastErr())
@@ -472,19 +479,38 @@ func TestMiddlewareEventIDSources(t *testing.T) {
 			if tc.wantErr != nil && !errors.Is(rg.lastErr(), tc.wantErr) {
 				t.Fatalf("OnError got %v, want %v", rg.lastErr(), tc.wantErr)
 			}
-			if tc.wantID != "" {
-				rg.mu.Lock()
-				got := rg.seen[0].id
-				rg.mu.Unlock()
-				if got != tc.wantID {
-					t.Fatalf("EventID = %q, want %q", got, tc.wantID)
+			if tc.wantID == "" {
+				if n := rg.calls.Load(); n != 0 {
+					t.Fatalf("handler called %d times, want 0", n)
 				}
-				if st, err := rg.store.Claim(context.Background(), tc.wantID, time.Minute); err != nil || st != webhook.ClaimCompleted {
-					t.Fatalf("store record of %q: %v, %v; want completed", tc.wantID, st, err)
-				}
+				return
+			}
+			rg.mu.Lock()
+			got := rg.seen[0].id
+			rg.mu.Unlock()
+			if got != tc.wantID {
+				t.Fatalf("EventID = %q, want %q", got, tc.wantID)
+			}
+			if st, err := rg.store.Claim(context.Background(), tc.wantID, time.Minute); err != nil || st != webhook.ClaimCompleted {
+				t.Fatalf("store record of %q: %v, %v; want completed", tc.wantID, st, err)
 			}
 		})
 	}
+}
+
+// With AllowBodyID, a copy of one of Herald's own events stripped of the
+// webhook-* headers is keyed on the body's "id", which is the webhook-id
+// the delivery was claimed under: a duplicate.
+func TestMiddlewareAllowBodyIDHeraldEventCopyIsDuplicate(t *testing.T) {
+	rg := newRig(t, webhook.HandlerConfig{AllowBodyID: true})
+	h := signedHeaders(t, "evt_1", mwBody)
+	rg.expect(h, mwBody, 200, received, 1)
+	for _, k := range []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
+		h.Del(k)
+	}
+	rg.expect(h, mwBody, 200, duplicate, 1)
+	h.Del(webhook.HeaderEventID)
+	rg.expect(h, mwBody, 200, duplicate, 1)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -623,4 +649,64 @@ func TestMiddlewareFlusher(t *testing.T) {
 	rg.expect(signedHeaders(t, "evt_1", mwBody), mwBody, 200, "part", 1)
 	rg.setAnswer(nil)
 	rg.expect(signedHeaders(t, "evt_1", mwBody), mwBody, 200, duplicate, 1)
+}
+
+// An inbound forward from Herald's gateway carries the provider's own body
+// (no "id", or the provider's one) signed with both schemes, webhook-id =
+// X-Event-Id = Herald's evt_… id. X-Signature signs only the timestamp and
+// the body: a copy resent within the tolerance without the webhook-*
+// headers, under any X-Event-Id (a new one each time, or the body's "id"),
+// must never reach the handler again; Herald's own retries (a fresh
+// timestamp each, the same id) still are duplicates.
+func TestMiddlewareForwardCopiesWithoutWebhookHeadersRefused(t *testing.T) {
+	now := time.Unix(1_760_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"GitHub body, no id", []byte(`{"action":"opened","number":7}`)},
+		{"Stripe body, its own id", []byte(`{"id":"evt_1Stripe","object":"event","type":"invoice.paid"}`)},
+		{"non-JSON body", []byte(`payload=%7B%22type%22%3A%22block_actions%22%7D`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := now
+			rg := newRig(t, webhook.HandlerConfig{Verifier: &webhook.Verifier{Secrets: []string{mwSecret}, Now: func() time.Time { return clock }}})
+			signer, err := webhook.NewSigner(mwSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forward := func(at time.Time) http.Header {
+				h := http.Header{webhook.HeaderEventID: {"evt_herald_1"}}
+				signer.Sign(h, "evt_herald_1", at, tc.body)
+				return h
+			}
+			first := forward(now)
+			rg.expect(first, tc.body, 200, received, 1)
+			clock = now.Add(40 * time.Second)
+			rg.expect(forward(clock), tc.body, 200, duplicate, 1) // Herald's retry
+
+			var ids []string
+			for i := range 3 {
+				ids = append(ids, "evt_copy_"+itoa(int64(i)))
+			}
+			ids = append(ids, "evt_1Stripe", "evt_herald_1", "")
+			for _, id := range ids {
+				copied := first.Clone()
+				for _, k := range []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
+					copied.Del(k)
+				}
+				copied.Del(webhook.HeaderEventID)
+				if id != "" {
+					copied.Set(webhook.HeaderEventID, id)
+				}
+				status, body, _ := rg.post(copied, tc.body)
+				if status == 200 || rg.calls.Load() != 1 {
+					t.Fatalf("copy with X-Event-Id %q: %d %s, handler called %d times; want it refused, handled once", id, status, body, rg.calls.Load())
+				}
+				if status != 400 || body != `{"error":"event id not signed"}` || !errors.Is(rg.lastErr(), webhook.ErrUnsignedEventID) {
+					t.Fatalf("copy with X-Event-Id %q: %d %s (OnError %v), want 400 event id not signed, ErrUnsignedEventID", id, status, body, rg.lastErr())
+				}
+			}
+		})
+	}
 }

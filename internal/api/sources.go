@@ -62,19 +62,21 @@ type UpdateSourceBody struct {
 
 // SourceOut is a source as the API shows it (secrets are write-only).
 type SourceOut struct {
-	ID               string    `json:"id" doc:"src_…"`
-	Name             string    `json:"name"`
-	Scheme           string    `json:"scheme"`
-	Secrets          int       `json:"secrets" doc:"number of secrets configured (their values are never shown)"`
-	ToleranceSeconds int       `json:"tolerance_seconds"`
-	Dedupe           string    `json:"dedupe"`
-	MaxBodyBytes     int64     `json:"max_body_bytes"`
-	DestinationURL   string    `json:"destination_url"`
-	EndpointID       string    `json:"endpoint_id" doc:"the forwarding endpoint: its deliveries, dead letters and replay are under /v1/endpoints/{endpoint_id}"`
-	IngestPath       string    `json:"ingest_path" doc:"POST provider webhooks here: /in/{id}"`
-	HMAC             *HMACBody `json:"hmac,omitempty"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ID                  string    `json:"id" doc:"src_…"`
+	Name                string    `json:"name"`
+	Scheme              string    `json:"scheme"`
+	Secrets             int       `json:"secrets" doc:"number of secrets configured (their values are never shown)"`
+	ToleranceSeconds    int       `json:"tolerance_seconds"`
+	Dedupe              string    `json:"dedupe"`
+	MaxBodyBytes        int64     `json:"max_body_bytes"`
+	DestinationURL      string    `json:"destination_url"`
+	EndpointID          string    `json:"endpoint_id" doc:"the forwarding endpoint: its deliveries, dead letters and replay are under /v1/endpoints/{endpoint_id}"`
+	EndpointState       string    `json:"endpoint_state" enum:"enabled,paused,disabled" doc:"the forwarding endpoint's state: disabled (a 410 from the destination, or failing past --disable-after) or paused holds new forwards while the provider is still answered 200; POST /v1/endpoints/{endpoint_id}/enable (or /resume) releases them"`
+	EndpointStateReason string    `json:"endpoint_state_reason,omitempty" doc:"why the forwarding endpoint's state last changed (its state_reason), e.g. the endpoint answered 410 Gone"`
+	IngestPath          string    `json:"ingest_path" doc:"POST provider webhooks here: /in/{id}"`
+	HMAC                *HMACBody `json:"hmac,omitempty"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
 }
 
 // checkDestination accepts an absolute http(s) URL without userinfo,
@@ -119,6 +121,7 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	}
 	if ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID); err == nil {
 		out.DestinationURL = ep.URL
+		out.EndpointState, out.EndpointStateReason = string(ep.State), ep.StateReason
 	}
 	return out, nil
 }

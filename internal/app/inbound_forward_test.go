@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,5 +241,169 @@ func TestInboundGzipMembers(t *testing.T) {
 	hdr.Set("Content-Encoding", "gzip")
 	if st, resp := h.ingest(src.IngestPath, hdr, append(member(string(body2)), "trailing garbage"...)); st != 400 {
 		t.Errorf("gzip followed by garbage: %d %s; want 400", st, resp)
+	}
+}
+
+// TestInboundForwardThroughMiddleware: a forward (the provider's body,
+// with no "id" or the provider's own) passes webhook.Middleware keyed on
+// Herald's webhook-id; Herald's retry after an answer lost on the way back
+// is a duplicate; and a copy of a forward resent without the webhook-*
+// headers, under a new X-Event-Id or the body's "id", is refused 400
+// (X-Signature signs no id): the handler ran once (docs/inbound.md).
+func TestInboundForwardThroughMiddleware(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		scheme, secret string
+		body           []byte
+	}{
+		{"github", "s3cret-github-mw-0123", []byte(`{"action":"opened","number":4}`)},
+		{"stripe", "whsec_stripe_mw_0123456789", []byte(`{"id":"evt_1StripeMw","object":"event","type":"invoice.paid"}`)},
+	} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			t.Parallel()
+			h := startHerald(t, nil)
+			type answered struct {
+				status int
+				body   string
+				header http.Header
+			}
+			answers := make(chan answered, 8)
+			var calls atomic.Int32
+			var ids sync.Map
+			var inner atomic.Pointer[http.Handler]
+			var delivered atomic.Bool // the first answer is lost on the way back to Herald
+			dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rec := httptest.NewRecorder()
+				(*inner.Load()).ServeHTTP(rec, r)
+				answers <- answered{rec.Code, rec.Body.String(), r.Header.Clone()}
+				if !delivered.Swap(true) {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.WriteHeader(rec.Code)
+				w.Write(rec.Body.Bytes())
+			}))
+			t.Cleanup(dest.Close)
+			src := h.createSource(map[string]any{"name": "mw-" + tc.scheme, "scheme": tc.scheme, "secrets": []string{tc.secret}, "destination_url": dest.URL})
+			var sec struct{ Secret string }
+			h.call("GET", "/v1/endpoints/"+src.EndpointID+"/secret", nil, &sec)
+			mw := webhook.Middleware(webhook.HandlerConfig{Verifier: &webhook.Verifier{Secrets: []string{sec.Secret}}, Store: webhook.NewMemoryStore()})(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					calls.Add(1)
+					ids.Store(webhook.EventID(r), true)
+				}))
+			inner.Store(&mw)
+
+			st, resp := h.ingest(src.IngestPath, providerRequest(t, tc.scheme, tc.secret, time.Now(), tc.body, "mw-1"), tc.body)
+			var ack struct{ ID string }
+			if st != 200 || json.Unmarshal([]byte(resp), &ack) != nil || ack.ID == "" {
+				t.Fatalf("ingest: %d %s", st, resp)
+			}
+			next := func() answered {
+				select {
+				case a := <-answers:
+					return a
+				case <-time.After(10 * time.Second):
+					t.Fatal("no forward within 10 s")
+					return answered{}
+				}
+			}
+			if a := next(); a.status != 200 || a.body != "" {
+				t.Fatalf("first attempt: middleware answered %d %q, want the handler's 200", a.status, a.body)
+			}
+			retry := next()
+			if retry.status != 200 || retry.body != `{"duplicate":true}` {
+				t.Fatalf("Herald's retry: %d %s, want 200 duplicate", retry.status, retry.body)
+			}
+			if _, ok := ids.Load(ack.ID); !ok || calls.Load() != 1 {
+				t.Fatalf("handler called %d times; want once, with EventID %s", calls.Load(), ack.ID)
+			}
+
+			for _, id := range []string{"evt_copy_1", "evt_copy_2", "evt_1StripeMw", ack.ID} {
+				copied := retry.header.Clone()
+				for _, k := range []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"} {
+					copied.Del(k)
+				}
+				copied.Set("X-Event-Id", id)
+				req, _ := http.NewRequest("POST", dest.URL, bytes.NewReader(tc.body))
+				req.Header = copied
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				a := next()
+				if a.status != 400 || a.body != `{"error":"event id not signed"}` || calls.Load() != 1 {
+					t.Fatalf("copy without webhook-*, X-Event-Id %s: %d %s, handler called %d times; want 400 event id not signed, once", id, a.status, a.body, calls.Load())
+				}
+			}
+		})
+	}
+}
+
+// TestSourceShowsForwardingEndpointState: a 410 from a source's
+// destination disables its forwarding endpoint (docs/contract.md); the
+// source's own answer says so (endpoint_state, endpoint_state_reason), in
+// GET /v1/sources/{id} and the list, and enabling the endpoint shows again.
+func TestSourceShowsForwardingEndpointState(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 410, 200)
+	const secret = "s3cret-github-gone-0123"
+	src := h.createSource(map[string]any{"name": "gone", "scheme": "github", "secrets": []string{secret}, "destination_url": dest.URL})
+	type sourceState struct {
+		ID                  string
+		EndpointState       string `json:"endpoint_state"`
+		EndpointStateReason string `json:"endpoint_state_reason"`
+	}
+	get := func() sourceState {
+		var s sourceState
+		if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &s); st != 200 {
+			t.Fatalf("GET source: %d %s", st, raw)
+		}
+		return s
+	}
+	if s := get(); s.EndpointState != "enabled" || s.EndpointStateReason != "" {
+		t.Fatalf("new source: endpoint_state %q, reason %q; want enabled, none", s.EndpointState, s.EndpointStateReason)
+	}
+	body := []byte(`{"action":"deleted"}`)
+	if st, resp := h.ingest(src.IngestPath, providerRequest(t, "github", secret, time.Now(), body, "gone-1"), body); st != 200 {
+		t.Fatalf("ingest: %d %s", st, resp)
+	}
+	waitForwarded(t, dest, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	s := get()
+	for s.EndpointState != "disabled" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the attempt's result is written after the answer
+		s = get()
+	}
+	if s.EndpointState != "disabled" || !strings.Contains(s.EndpointStateReason, "410") {
+		t.Fatalf("after a 410: endpoint_state %q, reason %q; want disabled, naming the 410", s.EndpointState, s.EndpointStateReason)
+	}
+	var list struct{ Data []sourceState }
+	h.call("GET", "/v1/sources", nil, &list)
+	if len(list.Data) != 1 || list.Data[0].EndpointState != "disabled" {
+		t.Fatalf("list: %+v; want the source with endpoint_state disabled", list.Data)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+src.EndpointID+"/enable", nil, nil); st != 200 {
+		t.Fatalf("enable: %d %s", st, raw)
+	}
+	if s := get(); s.EndpointState != "enabled" {
+		t.Fatalf("after enable: endpoint_state %q, want enabled", s.EndpointState)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage
+			}
+		}
+	}
+	if json.Unmarshal(h.mustCall("GET", "/openapi.json", "", 200), &doc) != nil {
+		t.Fatal("openapi.json does not decode")
+	}
+	for _, f := range []string{"endpoint_state", "endpoint_state_reason"} {
+		if _, ok := doc.Components.Schemas["SourceOut"].Properties[f]; !ok {
+			t.Errorf("openapi.json's SourceOut lacks %s", f)
+		}
 	}
 }

@@ -427,13 +427,16 @@ var dropHeaders = map[string]bool{
 	"Content-Encoding": true, // the body is stored and forwarded inflated
 }
 
-// renamed are provider headers that collide with the ones Herald signs its
-// forward with; they travel as X-Original-<name>.
-// svix-* too: receivers' Svix libraries read svix-* before webhook-*, so a
-// provider's svix-signature passed on would be checked against the
-// forwarding endpoint's secret and fail.
-var renamed = map[string]bool{"X-Signature": true, "Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
-	"Svix-Id": true, "Svix-Timestamp": true, "Svix-Signature": true}
+// renamed reports whether a provider header (canonical name) travels as
+// X-Original-<name>: X-Signature and every webhook-* header, the names
+// Herald signs its forward with (the Standard Webhooks spec's headers all
+// share the prefix, so a receiver could take any of them for Herald's),
+// and every svix-* header: receivers' Svix libraries read svix-* before
+// webhook-*, so a provider's svix-signature passed on would be checked
+// against the forwarding endpoint's secret and fail.
+func renamed(k string) bool {
+	return k == "X-Signature" || strings.HasPrefix(k, "Webhook-") || strings.HasPrefix(k, "Svix-")
+}
 
 // Limits of the provider headers a forward carries (docs/inbound.md).
 const (
@@ -442,14 +445,21 @@ const (
 )
 
 // forwardHeaders keeps the provider's headers: at most maxForwardHeaders,
-// each value (repeated fields joined with ", ") at most
-// maxForwardHeaderBytes, a longer one left out. When there are more, the
+// each value (repeated fields joined with ", ", RFC 9110 §5.3) at most
+// maxForwardHeaderBytes, a longer one left out. Content-Type is one media
+// type, not a list (RFC 9110 §8.3): sent several times, it is forwarded
+// once with its first value, the one net/http's Header.Get reads (joined,
+// it would be a value no receiver parses; refused, the provider would
+// retry the same request until it gave up). When there are more, the
 // same ones are kept for the same request: Content-Type and the headers of
 // a known provider (providerHeader) first, then the rest in name order.
+// The fields the request's Connection header names are hop-by-hop (RFC
+// 9110 §7.6.1) and dropped with it.
 func forwardHeaders(h http.Header) map[string]string {
+	hop := connectionOptions(h)
 	names := make([]string, 0, len(h))
 	for k, vs := range h {
-		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && len(vs) > 0 {
+		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && !hop[k] && len(vs) > 0 {
 			names = append(names, k)
 		}
 	}
@@ -468,15 +478,37 @@ func forwardHeaders(h http.Header) map[string]string {
 			break
 		}
 		v := strings.Join(h.Values(k), ", ")
+		if k == "Content-Type" {
+			v = h.Get(k)
+		}
 		if len(v) > maxForwardHeaderBytes {
 			continue
 		}
-		if renamed[k] {
+		if renamed(k) {
 			k = "X-Original-" + k
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// connectionOptions returns the field names (canonical) that the
+// Connection header's comma-separated options name, every Connection field
+// line included: RFC 9110 §7.6.1 makes them hop-by-hop, so a proxy removes
+// them before forwarding, as net/http/httputil's ReverseProxy does.
+func connectionOptions(h http.Header) map[string]bool {
+	var hop map[string]bool
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				if hop == nil {
+					hop = map[string]bool{}
+				}
+				hop[textproto.CanonicalMIMEHeaderKey(name)] = true
+			}
+		}
+	}
+	return hop
 }
 
 // providerHeader reports whether k (canonical) is Content-Type or a header

@@ -43,7 +43,7 @@ type EventTypeVersionIn struct {
 type CreateEventTypeBody struct {
 	Name        string               `json:"name" minLength:"1" maxLength:"128" doc:"event type, e.g. file.updated"`
 	Description string               `json:"description,omitempty" maxLength:"1024"`
-	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence)"`
+	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence). The value there is a non-empty string or an integer in canonical form (no fraction, exponent, leading zeros or -0; 1 and \"1\" are one resource): a publish with another is refused (422)"`
 	Versions    []EventTypeVersionIn `json:"versions" minItems:"1" maxItems:"1" doc:"the first version (version 1)"`
 }
 
@@ -551,7 +551,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	if t.ResourceID != "" {
 		rid, err := catalog.ResourceValue(data, t.ResourceID)
 		if err != nil {
-			return cp, problemOf("the resource id of "+typ+" is missing", []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
+			return cp, problemOf("no usable resource id in the data of "+typ, []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
 		}
 		// Every version is about the same resource: the sequence is counted
 		// for data's resource id and delivered with each version's bytes.
@@ -564,7 +564,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 			ptr := "/data_versions/" + strconv.Itoa(v) + t.ResourceID
 			orid, err := catalog.ResourceValue(cp.older[v], t.ResourceID)
 			if err != nil {
-				return cp, problemOf("the resource id of "+typ+" version "+strconv.Itoa(v)+" is missing", []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
+				return cp, problemOf("no usable resource id in the data of "+typ+" version "+strconv.Itoa(v), []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
 			}
 			if orid != rid {
 				return cp, problemOf("data_versions names another resource than data", []catalog.Violation{{Pointer: ptr, Rule: "resource_id",

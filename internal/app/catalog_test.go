@@ -606,3 +606,64 @@ func TestCatalogRefusesInconsistentChanges(t *testing.T) {
 		t.Fatalf("after a refused pin: %d %s", st, raw)
 	}
 }
+
+// problemOf decodes a 422 (or other problem) answer's detail and first
+// error.
+func problemOf(t *testing.T, raw []byte) (detail, location, message string) {
+	t.Helper()
+	var prob struct {
+		Detail string `json:"detail"`
+		Errors []struct {
+			Location string `json:"location"`
+			Message  string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &prob); err != nil {
+		t.Fatalf("problem %s: %v", raw, err)
+	}
+	if len(prob.Errors) == 0 {
+		return prob.Detail, "", ""
+	}
+	return prob.Detail, prob.Errors[0].Location, prob.Errors[0].Message
+}
+
+// TestCatalogResourceIDOneSpellingPerNumber: a number is the sequence
+// counter's key as written, so 1.0, 1e0, 1.00, 10e-1 and -0 would each
+// start a counter of their own (receivers keep the highest sequence: a
+// producer mixing encoders would lose events). They are refused (422
+// naming the rule and the pointer, nothing stored); 1 and "1" share one
+// counter.
+func TestCatalogResourceIDOneSpellingPerNumber(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"num.changed","resource_id":"/a","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	seq := func(data string, want int64) {
+		t.Helper()
+		var out struct {
+			Sequence int64 `json:"sequence"`
+		}
+		if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"num.changed","data":`+data+`}`, &out); st != 202 || out.Sequence != want {
+			t.Fatalf("publish %s = %d %s; want 202 with sequence %d", data, st, raw, want)
+		}
+	}
+	seq(`{"a":1}`, 1)
+	seq(`{"a":"1"}`, 2)
+	for _, data := range []string{`{"a":1.0}`, `{"a":1e0}`, `{"a":1.00}`, `{"a":10e-1}`, `{"a":-0}`, `{"a":1E+0}`} {
+		st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"num.changed","data":`+data+`}`, nil)
+		if st != http.StatusUnprocessableEntity {
+			t.Fatalf("publish %s = %d %s; want 422", data, st, raw)
+		}
+		detail, loc, msg := problemOf(t, raw)
+		if loc != "/data/a" || !strings.HasPrefix(msg, "resource_id: ") || !strings.Contains(msg, catalog.ResourceIDRule) || !strings.Contains(detail, "/data/a: resource_id") {
+			t.Fatalf("publish %s: %s; want the pointer /data/a and the rule", data, raw)
+		}
+	}
+	if n := h.eventCount("acme"); n != 2 {
+		t.Fatalf("%d events stored, want 2 (the refused ones are not)", n)
+	}
+	seq(`{"a":1}`, 3)
+	// The example of a version is held to the same rule.
+	raw := h.mustCall("POST", "/v1/event-types/num.changed/versions", `{"version":2,"schema":{"type":"object"},"example":{"a":2.0}}`, 422)
+	if _, loc, msg := problemOf(t, raw); loc != "body.example" || !strings.Contains(msg, catalog.ResourceIDRule) {
+		t.Fatalf("example with 2.0: %s; want the rule", raw)
+	}
+}

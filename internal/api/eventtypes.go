@@ -326,8 +326,10 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 // is pinned to its newest version — except a type the endpoint's previous
 // filter prevTypes already matched (an update of an endpoint older than the
 // type): it keeps receiving what it received, the first version
-// (store.Endpoint.VersionOf). prev are the endpoint's current pins;
-// prevTypes is nil on create.
+// (store.Endpoint.VersionOf). prev are the endpoint's current pins, kept
+// (unless pins changes them) for the types the filter still matches; the
+// pins of types it no longer matches are dropped. prevTypes is nil on
+// create.
 func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
@@ -371,9 +373,12 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 			}
 		}
 	}
+	// Pins are kept for the catalogued types the new filter still
+	// matches: a pin of a type no longer subscribed would come back, stale,
+	// with a later subscription, which is pinned afresh (to the newest).
 	out := map[string]int{}
 	for name, v := range prev {
-		if _, ok := byName[name]; ok {
+		if _, ok := byName[name]; ok && store.MatchEventType(types, name) {
 			out[name] = v
 		}
 	}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -666,4 +667,46 @@ func TestCatalogResourceIDOneSpellingPerNumber(t *testing.T) {
 	if _, loc, msg := problemOf(t, raw); loc != "body.example" || !strings.Contains(msg, catalog.ResourceIDRule) {
 		t.Fatalf("example with 2.0: %s; want the rule", raw)
 	}
+}
+
+// TestCatalogUnsubscribingDropsPins: a pin of a type the endpoint no
+// longer subscribes to is dropped, so subscribing again pins the newest
+// version, as for a new endpoint, instead of bringing back the old
+// (deprecated) pin. {"versions":{}} changes no pin (PATCH versions names
+// the pins to change; others are kept).
+func TestCatalogUnsubscribingDropsPins(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	type ep struct {
+		ID         string         `json:"id"`
+		EventTypes []string       `json:"event_types"`
+		Versions   map[string]int `json:"versions"`
+	}
+	var e ep
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated","file.created"],"versions":{"file.updated":1}}`, &e); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+	patch := func(body string, want map[string]int) {
+		t.Helper()
+		var got ep
+		if st, raw := h.call("PATCH", "/v1/endpoints/"+e.ID, body, &got); st != 200 || !maps.Equal(got.Versions, want) {
+			t.Fatalf("PATCH %s = %d %s; want versions %v", body, st, raw, want)
+		}
+		var read ep
+		if st, raw := h.call("GET", "/v1/endpoints/"+e.ID, nil, &read); st != 200 || !maps.Equal(read.Versions, want) {
+			t.Fatalf("after PATCH %s: GET = %d %s; want versions %v", body, st, raw, want)
+		}
+	}
+	patch(`{"versions":{}}`, map[string]int{"file.updated": 1, "file.created": 1})
+	patch(`{"event_types":["zzz.qqq","file.created"]}`, map[string]int{"file.created": 1})
+	patch(`{"event_types":["zzz.qqq","file.created","file.updated"]}`, map[string]int{"file.created": 1, "file.updated": 2})
+	var fresh ep
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/y","event_types":["file.updated"]}`, &fresh); st != 201 || fresh.Versions["file.updated"] != 2 {
+		t.Fatalf("new endpoint: %d %s; want file.updated pinned to 2", st, raw)
+	}
+	// A pattern still matching keeps the pin.
+	patch(`{"event_types":["file.*"]}`, map[string]int{"file.created": 1, "file.updated": 2})
 }

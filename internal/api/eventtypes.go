@@ -461,6 +461,13 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	var cp catalogPublish
 	t, found, cached, err := s.catalog.eventType(ctx, s.db(ctx), typ, fresh)
 	cp.cached = cached
+	if err == nil && !found && t.Name != "" {
+		// Names are compared exactly, so this would be another,
+		// uncatalogued type: no schema, version, sequence or personal-data
+		// refusal. Creating it is refused (409); publishing it too, in
+		// either catalog mode.
+		return cp, invalid("body.type", "event type "+typ+" differs from catalogued "+t.Name+" only in case: publish "+t.Name+" (names are compared exactly)", typ)
+	}
 	if err == nil && !found {
 		if s.cfg.CatalogMode == CatalogStrict {
 			return cp, invalid("body.type", "event type "+typ+" is not in the event catalog and the server runs with --catalog strict (POST /v1/event-types first)", typ)

@@ -669,6 +669,32 @@ func TestCatalogResourceIDOneSpellingPerNumber(t *testing.T) {
 	}
 }
 
+// TestCatalogCaseVariantPublishRefused: a type differing only in case
+// from a catalogued one would be published as another, uncatalogued type
+// (no schema, version, sequence or personal-data refusal). It is refused
+// (422 naming the catalogued type) in the default permissive mode, also
+// on a node that had published the variant before the type was catalogued
+// (its catalog cache knew it as uncatalogued).
+func TestCatalogCaseVariantPublishRefused(t *testing.T) {
+	h := startHerald(t, nil) // --catalog permissive
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"File.updated","data":{"file_id":"f_0"}}`, 202)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	for _, typ := range []string{"File.updated", "FILE.UPDATED", "file.Updated"} {
+		st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"`+typ+`","data":{"file_id":"f_1","size":3,"note":"jane.doe@example.com"}}`, nil)
+		if st != http.StatusUnprocessableEntity {
+			t.Fatalf("publish %s = %d %s; want 422", typ, st, raw)
+		}
+		_, loc, msg := problemOf(t, raw)
+		if loc != "body.type" || !strings.Contains(msg, typ+" differs from catalogued file.updated only in case") {
+			t.Fatalf("publish %s: %s; want body.type naming file.updated", typ, raw)
+		}
+	}
+	if n := h.eventCount("acme"); n != 1 {
+		t.Fatalf("%d events stored, want 1 (the variant published before the catalog entry)", n)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`, 202)
+}
+
 // TestCatalogUnsubscribingDropsPins: a pin of a type the endpoint no
 // longer subscribes to is dropped, so subscribing again pins the newest
 // version, as for a new endpoint, instead of bringing back the old

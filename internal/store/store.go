@@ -309,6 +309,10 @@ type PublishParams struct {
 	// are never deleted and every change increments Revision, so an equal
 	// revision means the checks read what the catalog holds at commit. nil:
 	// the publish is not checked against the catalog (Herald's own events).
+	// A type that is not catalogued but differs only in case from one that
+	// is (File.updated, file.updated) is never current: the caller refuses
+	// it (docs/contract.md, "Event types and versions"), so a check that
+	// found it uncatalogued is stale.
 	CatalogRevision *int
 }
 

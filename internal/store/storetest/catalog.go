@@ -100,6 +100,12 @@ func (s suite) publishCatalogRevision(t *testing.T) {
 		try("changed, revision 2", "file.updated", rev(2), true)
 		try("not checked, catalogued", "file.updated", nil, true)
 		try("another type is not", "file.created", rev(0), true)
+		// A name differing only in case from a catalogued one is refused by
+		// the caller: a check that found it uncatalogued is stale, and it
+		// has no revision of its own to be current with.
+		try("a case variant of a catalogued type, checked as uncatalogued", "File.updated", rev(0), false)
+		try("a case variant, checked against the catalogued one's revision", "FILE.UPDATED", rev(2), false)
+		try("a case variant, not checked", "File.updated", nil, true)
 
 		// Concurrent publishes (a group commit where the driver has one):
 		// the stale ones fail, the others are stored.
@@ -127,8 +133,8 @@ func (s suite) publishCatalogRevision(t *testing.T) {
 				t.Errorf("current publish %d: %v, then GetEvent %v; want stored", i, errs[i], gerr)
 			}
 		}
-		if d := f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID, ListParams: store.ListParams{Limit: 100}}); len(d) != 6+n/2 {
-			t.Errorf("%d deliveries, want %d (one per stored event)", len(d), 6+n/2)
+		if d := f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID, ListParams: store.ListParams{Limit: 100}}); len(d) != 7+n/2 {
+			t.Errorf("%d deliveries, want %d (one per stored event)", len(d), 7+n/2)
 		}
 	})
 }

@@ -695,6 +695,70 @@ func TestCatalogCaseVariantPublishRefused(t *testing.T) {
 	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`, 202)
 }
 
+// TestCatalogRetryAfterCatalogChange: a publish accepted earlier and
+// retried (same id, or same Idempotency-Key; same type and data) after the
+// catalog changed — a schema added for its type, a new version making
+// data_versions required — answers 200 with the original event, as an
+// idempotent retry does; other content under the id keeps its 409 (or
+// the catalog's 422 when invalid), and a new event is validated.
+func TestCatalogRetryAfterCatalogChange(t *testing.T) {
+	h := startHerald(t, nil)
+	pub := func(body string, want int, hdr ...string) publishRespDup {
+		t.Helper()
+		var out publishRespDup
+		if st, raw := h.call("POST", "/v1/events", body, &out, hdr...); st != want {
+			t.Fatalf("publish %s = %d %s; want %d", body, st, raw, want)
+		}
+		return out
+	}
+	l1 := `{"id":"L1","tenant":"acme","type":"later.cat","data":{"y":1}}`
+	orig := pub(l1, 202)
+	byKey := `{"tenant":"acme","type":"later.cat","data":{"y":1}}`
+	origK := pub(byKey, 202, "Idempotency-Key", "K1")
+	h.mustCall("POST", "/v1/event-types", `{"name":"later.cat","versions":[{"version":1,"schema":{"type":"object","required":["x"]}}]}`, 201)
+
+	if d := pub(l1, 200); !d.Duplicate || d.ID != "L1" || d.ID != orig.ID || string(d.Data) != `{"y":1}` || d.Deliveries != orig.Deliveries {
+		t.Fatalf("retry by id after the schema: %+v; want the original, duplicate", d)
+	}
+	if d := pub(byKey, 200, "Idempotency-Key", "K1"); !d.Duplicate || d.ID != origK.ID {
+		t.Fatalf("retry by key after the schema: %+v; want the original %s", d, origK.ID)
+	}
+	h.mustCall("POST", "/v1/events", `{"id":"L1","tenant":"acme","type":"later.cat","data":{"x":1}}`, 409)
+	raw := h.mustCall("POST", "/v1/events", `{"id":"L1","tenant":"acme","type":"later.cat","data":{"y":2}}`, 422)
+	if !strings.Contains(string(raw), "/data/x: required") {
+		t.Fatalf("other invalid content under L1: %s", raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"later.cat","data":{"y":1}}`, 422)
+	if st, raw := h.call("POST", "/v1/events", byKey, nil, "Idempotency-Key", "K2"); st != 422 {
+		t.Fatalf("the same body under a new key: %d %s; want 422", st, raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"id":"L2","tenant":"acme","type":"later.cat","data":{"y":1}}`, 422)
+	if n := h.eventCount("acme"); n != 2 {
+		t.Fatalf("%d events stored, want the 2 originals", n)
+	}
+
+	// A new version: an endpoint pinning 1 makes data_versions required.
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"`+newReceiver(t, 200).URL+`","event_types":["file.updated"]}`, 201)
+	f1 := `{"id":"F1","tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`
+	pub(f1, 202)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	if d := pub(f1, 200); !d.Duplicate || d.ID != "F1" {
+		t.Fatalf("retry after version 2: %+v; want the original, duplicate", d)
+	}
+	raw = h.mustCall("POST", "/v1/events", `{"id":"F2","tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`, 422)
+	if !strings.Contains(string(raw), "/data_versions/1: required") {
+		t.Fatalf("a new event after version 2: %s", raw)
+	}
+}
+
+type publishRespDup struct {
+	ID         string          `json:"id"`
+	Data       json.RawMessage `json:"data"`
+	Deliveries int             `json:"deliveries"`
+	Duplicate  bool            `json:"duplicate"`
+}
+
 // TestCatalogUnsubscribingDropsPins: a pin of a type the endpoint no
 // longer subscribes to is dropped, so subscribing again pins the newest
 // version, as for a new endpoint, instead of bringing back the old

@@ -801,6 +801,15 @@ type Store interface {
 	// id order) and a fan-out row in that transaction; ContinueFanOut
 	// creates the rest.
 	PublishEvent(ctx context.Context, p PublishParams) (PublishResult, error)
+	// PublishedEvent answers a publish the caller does not store (its
+	// catalog check refused it) when it repeats an event published
+	// earlier: the event of p.Event's tenant and idempotency key, else the
+	// one of p.Event.ID, found as PublishEvent finds it. The same content
+	// (Event.Fingerprint) answers the original and its delivery count
+	// (Created false), as PublishEvent would; other content, or with
+	// p.IDFromClient a key of another event, is ErrConflict
+	// (PublishConflict); no such event is ErrNotFound. It writes nothing.
+	PublishedEvent(ctx context.Context, p PublishParams) (PublishResult, error)
 	// ContinueFanOut creates the next chunk of one unfinished fan-out in one
 	// transaction: the deliveries for the next endpoints (by id) of the
 	// event's tenant that match its type and existed when it was published

@@ -138,3 +138,53 @@ func (s suite) publishCatalogRevision(t *testing.T) {
 		}
 	})
 }
+
+// publishedEvent: PublishedEvent answers a publish that repeats a stored
+// event (by idempotency key, else by id) as PublishEvent would — the
+// original and its delivery count — without writing; other content is
+// ErrConflict, a publish that repeats nothing ErrNotFound.
+func (s suite) publishedEvent(t *testing.T) {
+	s.run(t, "Answers", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		f.endpoint("acme")
+		ev := newEvent("acme", "file.updated", `{"n":1}`)
+		ev.ID = store.EventKey("acme", "L1", true)
+		ev.IdempotencyKey = "k1"
+		p := publishParams(ev, base)
+		p.IDFromClient = true
+		if _, err := f.s.PublishedEvent(f.ctx, p); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("before the publish: %v, want ErrNotFound", err)
+		}
+		f.publishEvent(ev, base)
+		want := func(what string, p store.PublishParams) {
+			t.Helper()
+			res, err := f.s.PublishedEvent(f.ctx, p)
+			if err != nil || res.Created || res.Event.ID != ev.ID || string(res.Event.Body) != string(ev.Body) || res.Deliveries != 2 {
+				t.Fatalf("%s: %+v, %v; want the original with 2 deliveries", what, res, err)
+			}
+		}
+		want("same id and key", p)
+		byKey := p
+		byKey.Event.ID, byKey.IDFromClient = store.NewID("evt"), false
+		want("same key, Herald's id", byKey)
+		byID := p
+		byID.Event.IdempotencyKey = ""
+		want("same id, no key", byID)
+		other := p
+		other.Event.Fingerprint = store.Fingerprint("acme", "file.updated", []byte(`{"n":2}`))
+		_, err := f.s.PublishedEvent(f.ctx, other)
+		wantRefusal(t, "same id and key, other content", err, store.PublishConflict(ev, other.Event, true))
+		otherID := p
+		otherID.Event.ID = store.EventKey("acme", "L2", true)
+		_, err = f.s.PublishedEvent(f.ctx, otherID)
+		wantRefusal(t, "the key of another event, with an id of the producer's", err, store.PublishConflict(ev, otherID.Event, true))
+		elsewhere := p
+		elsewhere.Event.Tenant, elsewhere.Event.ID = "globex", store.EventKey("globex", "L1", true)
+		if _, err := f.s.PublishedEvent(f.ctx, elsewhere); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the same id and key in another tenant: %v, want ErrNotFound", err)
+		}
+		if n := len(f.listDeliveries(store.ListDeliveriesParams{EventID: ev.ID})); n != 2 {
+			t.Fatalf("%d deliveries after the answers, want 2 (nothing written)", n)
+		}
+	})
+}

@@ -122,6 +122,13 @@ func (s *Server) registerEvents() {
 		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, s.publishEvent)
+	// huma declares one success status (202); the duplicate's 200 has the
+	// same body and header.
+	pub := s.api.OpenAPI().Paths["/v1/events"].Post
+	dup := *pub.Responses[strconv.Itoa(http.StatusAccepted)]
+	dup.Description = "Duplicate: the id or Idempotency-Key was used before with the same type and data (also after the catalog changed); the original event, \"duplicate\": true, nothing new delivered"
+	pub.Responses[strconv.Itoa(http.StatusOK)] = &dup
+	declareDefaultError(pub)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
@@ -137,6 +144,19 @@ func (s *Server) registerEvents() {
 		OperationID: "list-event-deliveries", Method: http.MethodGet, Path: "/v1/events/{id}/deliveries", Tags: []string{"deliveries"},
 		Summary: "List the deliveries of an event (one per endpoint)", Security: sec,
 	}, s.listEventDeliveries)
+}
+
+// declareDefaultError gives an operation registered with a list of errors
+// (huma.Operation.Errors, which then declares no "default" response) the
+// "default" problem response every other operation has, so the statuses
+// any operation may answer — 400, 401, 403, 415, 429 — stay declared.
+func declareDefaultError(op *huma.Operation) {
+	for _, r := range op.Responses {
+		if mt := r.Content["application/problem+json"]; mt != nil {
+			op.Responses["default"] = &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{"application/problem+json": mt}}
+			return
+		}
+	}
 }
 
 type publishIn struct {

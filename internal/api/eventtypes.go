@@ -154,6 +154,11 @@ func (s *Server) registerEventTypes() {
 		Summary: "Change an event type's description or mark versions deprecated", Security: sec, MaxBodyBytes: 16 << 10,
 		Errors: []int{http.StatusConflict},
 	}, s.updateEventType)
+
+	paths := s.api.OpenAPI().Paths
+	for _, op := range []*huma.Operation{paths["/v1/event-types"].Post, paths["/v1/event-types/{name}/versions"].Post, paths["/v1/event-types/{name}"].Patch} {
+		declareDefaultError(op)
+	}
 }
 
 type typeOutput struct{ Body EventTypeOut }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -799,4 +800,75 @@ func TestCatalogUnsubscribingDropsPins(t *testing.T) {
 	}
 	// A pattern still matching keeps the pin.
 	patch(`{"event_types":["file.*"]}`, map[string]int{"file.created": 1, "file.updated": 2})
+}
+
+// TestPublishAnswersAreDeclared: every answer POST /v1/events gives — the
+// new event (202), a duplicate (200, by Idempotency-Key or repeated id),
+// and its refusals (400, 401, 403, 409, 413, 415, 422) — is declared by
+// /openapi.json, checked by an OpenAPI 3.1 validator on the real answers;
+// so are the event-type routes' refusals beyond their declared 409.
+func TestPublishAnswersAreDeclared(t *testing.T) {
+	h := startHerald(t, func(c *app.Config) { c.MaxPayloadBytes = 1024 })
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	d, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(d)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	var k struct{ Key string }
+	if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": "p", "role": "publisher", "tenant": "acme"}, &k); st != 201 {
+		t.Fatalf("create key: %d %s", st, raw)
+	}
+	check := func(what, key, method, path, contentType, body string, want int, hdr ...string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", contentType)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != want {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s: %d %s; want %d", what, resp.StatusCode, b, want)
+		}
+		// The validator reads the request's body again.
+		vreq, _ := http.NewRequest(method, path, strings.NewReader(body))
+		vreq.Header = req.Header
+		if ok, verrs := v.ValidateHttpResponse(vreq, resp); !ok {
+			for _, e := range verrs {
+				t.Errorf("%s (%d): not as /openapi.json declares: %s: %s", what, want, e.Message, e.Reason)
+			}
+		}
+	}
+	const js = "application/json"
+	ev := `{"id":"D1","tenant":"acme","type":"order.placed","data":{"n":1}}`
+	check("new event", testAPIKey, "POST", "/v1/events", js, ev, 202)
+	check("duplicate by id", testAPIKey, "POST", "/v1/events", js, ev, 200)
+	check("new event with a key", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"n":2}}`, 202, "Idempotency-Key", "K1")
+	check("duplicate by key", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"n":2}}`, 200, "Idempotency-Key", "K1")
+	check("other content under the id", testAPIKey, "POST", "/v1/events", js, `{"id":"D1","tenant":"acme","type":"order.placed","data":{"n":3}}`, 409)
+	check("malformed JSON", testAPIKey, "POST", "/v1/events", js, `{"tenant":`, 400)
+	check("unknown key", "nope", "POST", "/v1/events", js, ev, 401)
+	check("another tenant", k.Key, "POST", "/v1/events", js, `{"tenant":"globex","type":"order.placed","data":{"n":1}}`, 403)
+	check("not JSON", testAPIKey, "POST", "/v1/events", "text/plain", ev, 415)
+	check("data not an object", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":[1]}`, 422)
+	check("too large", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"s":"`+strings.Repeat("x", 1100)+`"}}`, 413)
+	et := `{"name":"order.placed","versions":[{"version":1,"schema":{"type":"object"}}]}`
+	check("event type", testAPIKey, "POST", "/v1/event-types", js, et, 201)
+	check("event type again", testAPIKey, "POST", "/v1/event-types", js, et, 409)
+	check("event type, malformed", testAPIKey, "POST", "/v1/event-types", js, `{"name":`, 400)
+	check("event type, by a publisher", k.Key, "POST", "/v1/event-types", js, et, 403)
+	check("version, by a publisher", k.Key, "POST", "/v1/event-types/order.placed/versions", js, `{"version":2,"schema":{"type":"object"}}`, 403)
+	check("deprecate, malformed", testAPIKey, "PATCH", "/v1/event-types/order.placed", js, `{"deprecate":`, 400)
 }

@@ -113,7 +113,7 @@ type CreateEndpointBody struct {
 type UpdateEndpointBody struct {
 	URL                *string            `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 	EventTypes         *[]string          `json:"event_types,omitempty" maxItems:"100"`
-	Versions           *map[string]int    `json:"versions,omitempty" doc:"pins to change (others are kept)"`
+	Versions           *map[string]int    `json:"versions,omitempty" doc:"pins to change (others are kept; {} changes none). Changing event_types drops the pins of the types no longer subscribed"`
 	Description        *string            `json:"description,omitempty" maxLength:"1024"`
 	Headers            *map[string]string `json:"headers,omitempty"`
 	RateLimitPerSecond *int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000"`

@@ -122,6 +122,13 @@ func (s *Server) registerEvents() {
 		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, s.publishEvent)
+	// huma declares one success status (202); the duplicate's 200 has the
+	// same body and header.
+	pub := s.api.OpenAPI().Paths["/v1/events"].Post
+	dup := *pub.Responses[strconv.Itoa(http.StatusAccepted)]
+	dup.Description = "Duplicate: the id or Idempotency-Key was used before with the same type and data (also after the catalog changed); the original event, \"duplicate\": true, nothing new delivered"
+	pub.Responses[strconv.Itoa(http.StatusOK)] = &dup
+	declareDefaultError(pub)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/events", Tags: []string{"events"},
@@ -137,6 +144,19 @@ func (s *Server) registerEvents() {
 		OperationID: "list-event-deliveries", Method: http.MethodGet, Path: "/v1/events/{id}/deliveries", Tags: []string{"deliveries"},
 		Summary: "List the deliveries of an event (one per endpoint)", Security: sec,
 	}, s.listEventDeliveries)
+}
+
+// declareDefaultError gives an operation registered with a list of errors
+// (huma.Operation.Errors, which then declares no "default" response) the
+// "default" problem response every other operation has, so the statuses
+// any operation may answer — 400, 401, 403, 415, 429 — stay declared.
+func declareDefaultError(op *huma.Operation) {
+	for _, r := range op.Responses {
+		if mt := r.Content["application/problem+json"]; mt != nil {
+			op.Responses["default"] = &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{"application/problem+json": mt}}
+			return
+		}
+	}
 }
 
 type publishIn struct {
@@ -224,7 +244,14 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 			continue
 		}
 		if err != nil {
-			return nil, err
+			// A retry of a publish accepted before the catalog changed
+			// gets the original, not the new rule's refusal.
+			var repeat bool
+			if res, repeat, err = s.repeatOf(ctx, d, b.DataVersions, err); !repeat {
+				return nil, err
+			}
+			cp = catalogPublish{}
+			break
 		}
 		var refused error
 		res, refused, err = s.storeEvent(ctx, d, cp)
@@ -274,6 +301,54 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		}
 	}
 	return out, nil
+}
+
+// repeatOf answers a publish its catalog check refused (refusal) when it
+// repeats an event published earlier: the same id or Idempotency-Key in
+// the tenant with the same type, data and data_versions (the fingerprint
+// store.FingerprintVersions), found by store.PublishedEvent. The catalog
+// may have changed since the original was accepted (a schema added, a
+// version now required in data_versions); its retry gets the original
+// (repeat true: 200, duplicate), as an idempotent retry does, never the
+// new rule's 422 (docs/contract.md, "Event types and versions"). Otherwise
+// the refusal stands: a publish with neither an id nor a key, one that
+// repeats nothing, or one with other content (a new event, checked by the
+// catalog as any). A refusal not on the content (not a 422) stands as it
+// is; a store error is err.
+func (s *Server) repeatOf(ctx context.Context, d publishDraft, dataVersions map[string]json.RawMessage, refusal error) (res store.PublishResult, repeat bool, err error) {
+	var se huma.StatusError
+	if !d.clientID && d.idempotencyKey == "" || !errors.As(refusal, &se) || se.GetStatus() != http.StatusUnprocessableEntity {
+		return res, false, refusal
+	}
+	// The fingerprint as the original's publish computed it: data_versions
+	// compacted under their version numbers. Keys or values it would have
+	// refused cannot repeat a stored event.
+	var older map[int][]byte
+	for k, raw := range dataVersions {
+		n, err := strconv.Atoi(k)
+		if err != nil || strconv.Itoa(n) != k {
+			return res, false, refusal
+		}
+		c, err := compactObject(raw)
+		if err != nil {
+			return res, false, refusal
+		}
+		if older == nil {
+			older = map[int][]byte{}
+		}
+		older[n] = c
+	}
+	res, err = s.db(ctx).PublishedEvent(ctx, store.PublishParams{
+		Event: store.Event{ID: store.EventKey(d.tenant, d.id, d.clientID), Tenant: d.tenant, Type: d.typ,
+			IdempotencyKey: d.idempotencyKey, Fingerprint: store.FingerprintVersions(d.tenant, d.typ, d.data, older)},
+		IDFromClient: d.clientID})
+	switch {
+	case err == nil:
+		return res, true, nil
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+		return res, false, refusal
+	}
+	return res, false, s.problem(err, "event")
 }
 
 // publishDraft is what a publish stores, decided before the catalog check.

@@ -43,7 +43,7 @@ type EventTypeVersionIn struct {
 type CreateEventTypeBody struct {
 	Name        string               `json:"name" minLength:"1" maxLength:"128" doc:"event type, e.g. file.updated"`
 	Description string               `json:"description,omitempty" maxLength:"1024"`
-	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence)"`
+	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence). The value there is a non-empty string or an integer in canonical form (no fraction, exponent, leading zeros or -0; 1 and \"1\" are one resource): a publish with another is refused (422)"`
 	Versions    []EventTypeVersionIn `json:"versions" minItems:"1" maxItems:"1" doc:"the first version (version 1)"`
 }
 
@@ -154,6 +154,11 @@ func (s *Server) registerEventTypes() {
 		Summary: "Change an event type's description or mark versions deprecated", Security: sec, MaxBodyBytes: 16 << 10,
 		Errors: []int{http.StatusConflict},
 	}, s.updateEventType)
+
+	paths := s.api.OpenAPI().Paths
+	for _, op := range []*huma.Operation{paths["/v1/event-types"].Post, paths["/v1/event-types/{name}/versions"].Post, paths["/v1/event-types/{name}"].Patch} {
+		declareDefaultError(op)
+	}
 }
 
 type typeOutput struct{ Body EventTypeOut }
@@ -326,8 +331,10 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 // is pinned to its newest version — except a type the endpoint's previous
 // filter prevTypes already matched (an update of an endpoint older than the
 // type): it keeps receiving what it received, the first version
-// (store.Endpoint.VersionOf). prev are the endpoint's current pins;
-// prevTypes is nil on create.
+// (store.Endpoint.VersionOf). prev are the endpoint's current pins, kept
+// (unless pins changes them) for the types the filter still matches; the
+// pins of types it no longer matches are dropped. prevTypes is nil on
+// create.
 func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
@@ -371,9 +378,12 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 			}
 		}
 	}
+	// Pins are kept for the catalogued types the new filter still
+	// matches: a pin of a type no longer subscribed would come back, stale,
+	// with a later subscription, which is pinned afresh (to the newest).
 	out := map[string]int{}
 	for name, v := range prev {
-		if _, ok := byName[name]; ok {
+		if _, ok := byName[name]; ok && store.MatchEventType(types, name) {
 			out[name] = v
 		}
 	}
@@ -456,6 +466,13 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	var cp catalogPublish
 	t, found, cached, err := s.catalog.eventType(ctx, s.db(ctx), typ, fresh)
 	cp.cached = cached
+	if err == nil && !found && t.Name != "" {
+		// Names are compared exactly, so this would be another,
+		// uncatalogued type: no schema, version, sequence or personal-data
+		// refusal. Creating it is refused (409); publishing it too, in
+		// either catalog mode.
+		return cp, invalid("body.type", "event type "+typ+" differs from catalogued "+t.Name+" only in case: publish "+t.Name+" (names are compared exactly)", typ)
+	}
 	if err == nil && !found {
 		if s.cfg.CatalogMode == CatalogStrict {
 			return cp, invalid("body.type", "event type "+typ+" is not in the event catalog and the server runs with --catalog strict (POST /v1/event-types first)", typ)
@@ -551,7 +568,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 	if t.ResourceID != "" {
 		rid, err := catalog.ResourceValue(data, t.ResourceID)
 		if err != nil {
-			return cp, problemOf("the resource id of "+typ+" is missing", []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
+			return cp, problemOf("no usable resource id in the data of "+typ, []catalog.Violation{{Pointer: "/data" + t.ResourceID, Rule: "resource_id", Message: err.Error()}})
 		}
 		// Every version is about the same resource: the sequence is counted
 		// for data's resource id and delivered with each version's bytes.
@@ -564,7 +581,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 			ptr := "/data_versions/" + strconv.Itoa(v) + t.ResourceID
 			orid, err := catalog.ResourceValue(cp.older[v], t.ResourceID)
 			if err != nil {
-				return cp, problemOf("the resource id of "+typ+" version "+strconv.Itoa(v)+" is missing", []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
+				return cp, problemOf("no usable resource id in the data of "+typ+" version "+strconv.Itoa(v), []catalog.Violation{{Pointer: ptr, Rule: "resource_id", Message: err.Error()}})
 			}
 			if orid != rid {
 				return cp, problemOf("data_versions names another resource than data", []catalog.Violation{{Pointer: ptr, Rule: "resource_id",

@@ -27,6 +27,11 @@ func (publishOnlyStore) GetEventType(context.Context, string) (store.EventType, 
 	return store.EventType{}, store.ErrNotFound
 }
 
+// ListEventTypes answers an empty catalog (no case variant of the type).
+func (publishOnlyStore) ListEventTypes(context.Context) ([]store.EventType, error) {
+	return nil, nil
+}
+
 type anyURL struct{}
 
 func (anyURL) CheckURL(raw string) (*url.URL, error) { return url.Parse(raw) }

@@ -121,6 +121,13 @@ func (t tenantStore) PublishEvent(ctx context.Context, p store.PublishParams) (s
 	return t.base.PublishEvent(ctx, p)
 }
 
+func (t tenantStore) PublishedEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	if p.Event.Tenant != t.tenant {
+		return store.PublishResult{}, t.notFound("tenant", p.Event.Tenant)
+	}
+	return t.base.PublishedEvent(ctx, p)
+}
+
 func (t tenantStore) GetEvent(ctx context.Context, id string) (store.Event, error) {
 	e, err := t.base.GetEvent(ctx, id)
 	if err == nil && e.Tenant != t.tenant {

@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -613,4 +615,268 @@ func TestCatalogRefusesInconsistentChanges(t *testing.T) {
 	if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID, nil, &ep); st != 200 || len(ep.Versions) != 1 || ep.Versions["file.updated"] != 1 {
 		t.Fatalf("after a refused pin: %d %s", st, raw)
 	}
+}
+
+// problemOf decodes a 422 (or other problem) answer's detail and first
+// error.
+func problemOf(t *testing.T, raw []byte) (detail, location, message string) {
+	t.Helper()
+	var prob struct {
+		Detail string `json:"detail"`
+		Errors []struct {
+			Location string `json:"location"`
+			Message  string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &prob); err != nil {
+		t.Fatalf("problem %s: %v", raw, err)
+	}
+	if len(prob.Errors) == 0 {
+		return prob.Detail, "", ""
+	}
+	return prob.Detail, prob.Errors[0].Location, prob.Errors[0].Message
+}
+
+// TestCatalogResourceIDOneSpellingPerNumber: a number is the sequence
+// counter's key as written, so 1.0, 1e0, 1.00, 10e-1 and -0 would each
+// start a counter of their own (receivers keep the highest sequence: a
+// producer mixing encoders would lose events). They are refused (422
+// naming the rule and the pointer, nothing stored); 1 and "1" share one
+// counter.
+func TestCatalogResourceIDOneSpellingPerNumber(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"num.changed","resource_id":"/a","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	seq := func(data string, want int64) {
+		t.Helper()
+		var out struct {
+			Sequence int64 `json:"sequence"`
+		}
+		if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"num.changed","data":`+data+`}`, &out); st != 202 || out.Sequence != want {
+			t.Fatalf("publish %s = %d %s; want 202 with sequence %d", data, st, raw, want)
+		}
+	}
+	seq(`{"a":1}`, 1)
+	seq(`{"a":"1"}`, 2)
+	for _, data := range []string{`{"a":1.0}`, `{"a":1e0}`, `{"a":1.00}`, `{"a":10e-1}`, `{"a":-0}`, `{"a":1E+0}`} {
+		st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"num.changed","data":`+data+`}`, nil)
+		if st != http.StatusUnprocessableEntity {
+			t.Fatalf("publish %s = %d %s; want 422", data, st, raw)
+		}
+		detail, loc, msg := problemOf(t, raw)
+		if loc != "/data/a" || !strings.HasPrefix(msg, "resource_id: ") || !strings.Contains(msg, catalog.ResourceIDRule) || !strings.Contains(detail, "/data/a: resource_id") {
+			t.Fatalf("publish %s: %s; want the pointer /data/a and the rule", data, raw)
+		}
+	}
+	if n := h.eventCount("acme"); n != 2 {
+		t.Fatalf("%d events stored, want 2 (the refused ones are not)", n)
+	}
+	seq(`{"a":1}`, 3)
+	// The example of a version is held to the same rule.
+	raw := h.mustCall("POST", "/v1/event-types/num.changed/versions", `{"version":2,"schema":{"type":"object"},"example":{"a":2.0}}`, 422)
+	if _, loc, msg := problemOf(t, raw); loc != "body.example" || !strings.Contains(msg, catalog.ResourceIDRule) {
+		t.Fatalf("example with 2.0: %s; want the rule", raw)
+	}
+}
+
+// TestCatalogCaseVariantPublishRefused: a type differing only in case
+// from a catalogued one would be published as another, uncatalogued type
+// (no schema, version, sequence or personal-data refusal). It is refused
+// (422 naming the catalogued type) in the default permissive mode, also
+// on a node that had published the variant before the type was catalogued
+// (its catalog cache knew it as uncatalogued).
+func TestCatalogCaseVariantPublishRefused(t *testing.T) {
+	h := startHerald(t, nil) // --catalog permissive
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"File.updated","data":{"file_id":"f_0"}}`, 202)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	for _, typ := range []string{"File.updated", "FILE.UPDATED", "file.Updated"} {
+		st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"`+typ+`","data":{"file_id":"f_1","size":3,"note":"jane.doe@example.com"}}`, nil)
+		if st != http.StatusUnprocessableEntity {
+			t.Fatalf("publish %s = %d %s; want 422", typ, st, raw)
+		}
+		_, loc, msg := problemOf(t, raw)
+		if loc != "body.type" || !strings.Contains(msg, typ+" differs from catalogued file.updated only in case") {
+			t.Fatalf("publish %s: %s; want body.type naming file.updated", typ, raw)
+		}
+	}
+	if n := h.eventCount("acme"); n != 1 {
+		t.Fatalf("%d events stored, want 1 (the variant published before the catalog entry)", n)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`, 202)
+}
+
+// TestCatalogRetryAfterCatalogChange: a publish accepted earlier and
+// retried (same id, or same Idempotency-Key; same type and data) after the
+// catalog changed — a schema added for its type, a new version making
+// data_versions required — answers 200 with the original event, as an
+// idempotent retry does; other content under the id keeps its 409 (or
+// the catalog's 422 when invalid), and a new event is validated.
+func TestCatalogRetryAfterCatalogChange(t *testing.T) {
+	h := startHerald(t, nil)
+	pub := func(body string, want int, hdr ...string) publishRespDup {
+		t.Helper()
+		var out publishRespDup
+		if st, raw := h.call("POST", "/v1/events", body, &out, hdr...); st != want {
+			t.Fatalf("publish %s = %d %s; want %d", body, st, raw, want)
+		}
+		return out
+	}
+	l1 := `{"id":"L1","tenant":"acme","type":"later.cat","data":{"y":1}}`
+	orig := pub(l1, 202)
+	byKey := `{"tenant":"acme","type":"later.cat","data":{"y":1}}`
+	origK := pub(byKey, 202, "Idempotency-Key", "K1")
+	h.mustCall("POST", "/v1/event-types", `{"name":"later.cat","versions":[{"version":1,"schema":{"type":"object","required":["x"]}}]}`, 201)
+
+	if d := pub(l1, 200); !d.Duplicate || d.ID != "L1" || d.ID != orig.ID || string(d.Data) != `{"y":1}` || d.Deliveries != orig.Deliveries {
+		t.Fatalf("retry by id after the schema: %+v; want the original, duplicate", d)
+	}
+	if d := pub(byKey, 200, "Idempotency-Key", "K1"); !d.Duplicate || d.ID != origK.ID {
+		t.Fatalf("retry by key after the schema: %+v; want the original %s", d, origK.ID)
+	}
+	h.mustCall("POST", "/v1/events", `{"id":"L1","tenant":"acme","type":"later.cat","data":{"x":1}}`, 409)
+	raw := h.mustCall("POST", "/v1/events", `{"id":"L1","tenant":"acme","type":"later.cat","data":{"y":2}}`, 422)
+	if !strings.Contains(string(raw), "/data/x: required") {
+		t.Fatalf("other invalid content under L1: %s", raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"later.cat","data":{"y":1}}`, 422)
+	if st, raw := h.call("POST", "/v1/events", byKey, nil, "Idempotency-Key", "K2"); st != 422 {
+		t.Fatalf("the same body under a new key: %d %s; want 422", st, raw)
+	}
+	h.mustCall("POST", "/v1/events", `{"id":"L2","tenant":"acme","type":"later.cat","data":{"y":1}}`, 422)
+	if n := h.eventCount("acme"); n != 2 {
+		t.Fatalf("%d events stored, want the 2 originals", n)
+	}
+
+	// A new version: an endpoint pinning 1 makes data_versions required.
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/endpoints", `{"tenant":"acme","url":"`+newReceiver(t, 200).URL+`","event_types":["file.updated"]}`, 201)
+	f1 := `{"id":"F1","tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`
+	pub(f1, 202)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	if d := pub(f1, 200); !d.Duplicate || d.ID != "F1" {
+		t.Fatalf("retry after version 2: %+v; want the original, duplicate", d)
+	}
+	raw = h.mustCall("POST", "/v1/events", `{"id":"F2","tenant":"acme","type":"file.updated","data":{"file_id":"f_1"}}`, 422)
+	if !strings.Contains(string(raw), "/data_versions/1: required") {
+		t.Fatalf("a new event after version 2: %s", raw)
+	}
+}
+
+type publishRespDup struct {
+	ID         string          `json:"id"`
+	Data       json.RawMessage `json:"data"`
+	Deliveries int             `json:"deliveries"`
+	Duplicate  bool            `json:"duplicate"`
+}
+
+// TestCatalogUnsubscribingDropsPins: a pin of a type the endpoint no
+// longer subscribes to is dropped, so subscribing again pins the newest
+// version, as for a new endpoint, instead of bringing back the old
+// (deprecated) pin. {"versions":{}} changes no pin (PATCH versions names
+// the pins to change; others are kept).
+func TestCatalogUnsubscribingDropsPins(t *testing.T) {
+	h := startHerald(t, nil)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	type ep struct {
+		ID         string         `json:"id"`
+		EventTypes []string       `json:"event_types"`
+		Versions   map[string]int `json:"versions"`
+	}
+	var e ep
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/x","event_types":["file.updated","file.created"],"versions":{"file.updated":1}}`, &e); st != 201 {
+		t.Fatalf("endpoint: %d %s", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+	patch := func(body string, want map[string]int) {
+		t.Helper()
+		var got ep
+		if st, raw := h.call("PATCH", "/v1/endpoints/"+e.ID, body, &got); st != 200 || !maps.Equal(got.Versions, want) {
+			t.Fatalf("PATCH %s = %d %s; want versions %v", body, st, raw, want)
+		}
+		var read ep
+		if st, raw := h.call("GET", "/v1/endpoints/"+e.ID, nil, &read); st != 200 || !maps.Equal(read.Versions, want) {
+			t.Fatalf("after PATCH %s: GET = %d %s; want versions %v", body, st, raw, want)
+		}
+	}
+	patch(`{"versions":{}}`, map[string]int{"file.updated": 1, "file.created": 1})
+	patch(`{"event_types":["zzz.qqq","file.created"]}`, map[string]int{"file.created": 1})
+	patch(`{"event_types":["zzz.qqq","file.created","file.updated"]}`, map[string]int{"file.created": 1, "file.updated": 2})
+	var fresh ep
+	if st, raw := h.call("POST", "/v1/endpoints", `{"tenant":"acme","url":"http://127.0.0.1:9/y","event_types":["file.updated"]}`, &fresh); st != 201 || fresh.Versions["file.updated"] != 2 {
+		t.Fatalf("new endpoint: %d %s; want file.updated pinned to 2", st, raw)
+	}
+	// A pattern still matching keeps the pin.
+	patch(`{"event_types":["file.*"]}`, map[string]int{"file.created": 1, "file.updated": 2})
+}
+
+// TestPublishAnswersAreDeclared: every answer POST /v1/events gives — the
+// new event (202), a duplicate (200, by Idempotency-Key or repeated id),
+// and its refusals (400, 401, 403, 409, 413, 415, 422) — is declared by
+// /openapi.json, checked by an OpenAPI 3.1 validator on the real answers;
+// so are the event-type routes' refusals beyond their declared 409.
+func TestPublishAnswersAreDeclared(t *testing.T) {
+	h := startHerald(t, func(c *app.Config) { c.MaxPayloadBytes = 1024 })
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	d, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(d)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	var k struct{ Key string }
+	if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": "p", "role": "publisher", "tenant": "acme"}, &k); st != 201 {
+		t.Fatalf("create key: %d %s", st, raw)
+	}
+	check := func(what, key, method, path, contentType, body string, want int, hdr ...string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", contentType)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != want {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s: %d %s; want %d", what, resp.StatusCode, b, want)
+		}
+		// The validator reads the request's body again.
+		vreq, _ := http.NewRequest(method, path, strings.NewReader(body))
+		vreq.Header = req.Header
+		if ok, verrs := v.ValidateHttpResponse(vreq, resp); !ok {
+			for _, e := range verrs {
+				t.Errorf("%s (%d): not as /openapi.json declares: %s: %s", what, want, e.Message, e.Reason)
+			}
+		}
+	}
+	const js = "application/json"
+	ev := `{"id":"D1","tenant":"acme","type":"order.placed","data":{"n":1}}`
+	check("new event", testAPIKey, "POST", "/v1/events", js, ev, 202)
+	check("duplicate by id", testAPIKey, "POST", "/v1/events", js, ev, 200)
+	check("new event with a key", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"n":2}}`, 202, "Idempotency-Key", "K1")
+	check("duplicate by key", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"n":2}}`, 200, "Idempotency-Key", "K1")
+	check("other content under the id", testAPIKey, "POST", "/v1/events", js, `{"id":"D1","tenant":"acme","type":"order.placed","data":{"n":3}}`, 409)
+	check("malformed JSON", testAPIKey, "POST", "/v1/events", js, `{"tenant":`, 400)
+	check("unknown key", "nope", "POST", "/v1/events", js, ev, 401)
+	check("another tenant", k.Key, "POST", "/v1/events", js, `{"tenant":"globex","type":"order.placed","data":{"n":1}}`, 403)
+	check("not JSON", testAPIKey, "POST", "/v1/events", "text/plain", ev, 415)
+	check("data not an object", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":[1]}`, 422)
+	check("too large", testAPIKey, "POST", "/v1/events", js, `{"tenant":"acme","type":"order.placed","data":{"s":"`+strings.Repeat("x", 1100)+`"}}`, 413)
+	et := `{"name":"order.placed","versions":[{"version":1,"schema":{"type":"object"}}]}`
+	check("event type", testAPIKey, "POST", "/v1/event-types", js, et, 201)
+	check("event type again", testAPIKey, "POST", "/v1/event-types", js, et, 409)
+	check("event type, malformed", testAPIKey, "POST", "/v1/event-types", js, `{"name":`, 400)
+	check("event type, by a publisher", k.Key, "POST", "/v1/event-types", js, et, 403)
+	check("version, by a publisher", k.Key, "POST", "/v1/event-types/order.placed/versions", js, `{"version":2,"schema":{"type":"object"}}`, 403)
+	check("deprecate, malformed", testAPIKey, "PATCH", "/v1/event-types/order.placed", js, `{"deprecate":`, 400)
 }

@@ -46,3 +46,25 @@ func TestAcceptsObject(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceValueOneSpellingPerNumber: a resource id's number is the
+// sequence counter's key as written, so only the canonical spelling of an
+// integer is accepted (ResourceIDRule); 1 and "1" give one value.
+func TestResourceValueOneSpellingPerNumber(t *testing.T) {
+	for data, want := range map[string]string{ // want "" = refused
+		`{"a":1}`: "1", `{"a":"1"}`: "1", `{"a":0}`: "0", `{"a":-7}`: "-7", `{"a":"1.0"}`: "1.0",
+		`{"a":12345678901234567890123}`: "12345678901234567890123",
+		`{"a":1.0}`:                     "", `{"a":1e0}`: "", `{"a":1.00}`: "", `{"a":10e-1}`: "", `{"a":1E0}`: "", `{"a":-0}`: "",
+		`{"a":0.5}`: "", `{"a":-0.0}`: "", `{"a":true}`: "", `{"a":""}`: "",
+	} {
+		got, err := ResourceValue([]byte(data), "/a")
+		switch {
+		case want != "" && (err != nil || got != want):
+			t.Errorf("%s: %q, %v; want %q", data, got, err, want)
+		case want == "" && err == nil:
+			t.Errorf("%s: accepted as %q; want refused", data, got)
+		case want == "" && strings.Contains(data, `"a":`) && !strings.Contains(data, `""`) && !strings.Contains(err.Error(), ResourceIDRule):
+			t.Errorf("%s: %v does not name the rule", data, err)
+		}
+	}
+}

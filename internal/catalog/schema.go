@@ -190,8 +190,16 @@ func collect(e *jsonschema.ValidationError, prefix string, out *[]Violation) {
 	}
 }
 
-// ResourceValue reads the resource id the pointer names in data: a string,
-// or a number as written. The error says why there is none.
+// ResourceIDRule is the rule a resource id's value follows
+// (docs/contract.md, "Sequence numbers"). Its number is the counter's key
+// as written, so one number written two ways (1, 1.0, 1e0) would count two
+// resources: only one way is accepted.
+const ResourceIDRule = "a resource id is a non-empty string, or an integer written in canonical form (no fraction, exponent, leading zeros or -0): 1 and \"1\" are one resource"
+
+// ResourceValue reads the resource id the pointer names in data: a
+// non-empty string, or an integer in canonical form (ResourceIDRule), as
+// written; 1 and "1" give the same value. The error says why there is none
+// (a number such as 1.0, 1e0 or 01 names ResourceIDRule).
 func ResourceValue(data []byte, ptr string) (string, error) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -219,9 +227,28 @@ func ResourceValue(data []byte, ptr string) (string, error) {
 		}
 		return x, nil
 	case json.Number:
+		if !canonicalInteger(x.String()) {
+			return "", fmt.Errorf("the value at %s is %s: %s", ptr, x, ResourceIDRule)
+		}
 		return x.String(), nil
 	}
-	return "", fmt.Errorf("the value at %s must be a string or a number", ptr)
+	return "", fmt.Errorf("the value at %s must be a string or an integer: %s", ptr, ResourceIDRule)
+}
+
+// canonicalInteger reports whether n (a JSON number as written) is an
+// integer in its one canonical form: an optional minus sign and digits
+// without a leading zero; "0", never "-0".
+func canonicalInteger(n string) bool {
+	digits := strings.TrimPrefix(n, "-")
+	if digits == "" || digits[0] == '0' && (len(digits) > 1 || len(digits) < len(n)) {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidPointer reports whether p is a JSON pointer (RFC 6901) to a member

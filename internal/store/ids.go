@@ -208,6 +208,18 @@ func PublishConflict(existing, ev Event, idFromClient bool) error {
 	}
 }
 
+// RepeatConflict is what the existing event found by a publish's id or
+// idempotency key answers it: nil when the publish repeats it (same
+// fingerprint, and with idFromClient a key of this very event), else the
+// conflict (PublishConflict). Drivers share it.
+func RepeatConflict(existing, ev Event, idFromClient bool) error {
+	keyOfAnother := idFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID
+	if existing.Fingerprint != ev.Fingerprint || keyOfAnother {
+		return PublishConflict(existing, ev, idFromClient)
+	}
+	return nil
+}
+
 // EventKey is the stored key of an event (Event.ID, the id deliveries
 // refer to). Herald's own ids ("evt_…") are unique everywhere and stored as
 // they are. A producer-chosen id is unique per tenant only (two tenants may

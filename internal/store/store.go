@@ -309,6 +309,10 @@ type PublishParams struct {
 	// are never deleted and every change increments Revision, so an equal
 	// revision means the checks read what the catalog holds at commit. nil:
 	// the publish is not checked against the catalog (Herald's own events).
+	// A type that is not catalogued but differs only in case from one that
+	// is (File.updated, file.updated) is never current: the caller refuses
+	// it (docs/contract.md, "Event types and versions"), so a check that
+	// found it uncatalogued is stale.
 	CatalogRevision *int
 }
 
@@ -797,6 +801,15 @@ type Store interface {
 	// id order) and a fan-out row in that transaction; ContinueFanOut
 	// creates the rest.
 	PublishEvent(ctx context.Context, p PublishParams) (PublishResult, error)
+	// PublishedEvent answers a publish the caller does not store (its
+	// catalog check refused it) when it repeats an event published
+	// earlier: the event of p.Event's tenant and idempotency key, else the
+	// one of p.Event.ID, found as PublishEvent finds it. The same content
+	// (Event.Fingerprint) answers the original and its delivery count
+	// (Created false), as PublishEvent would; other content, or with
+	// p.IDFromClient a key of another event, is ErrConflict
+	// (PublishConflict); no such event is ErrNotFound. It writes nothing.
+	PublishedEvent(ctx context.Context, p PublishParams) (PublishResult, error)
 	// ContinueFanOut creates the next chunk of one unfinished fan-out in one
 	// transaction: the deliveries for the next endpoints (by id) of the
 	// event's tenant that match its type and existed when it was published

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +60,7 @@ func PublishTx(ctx context.Context, tx pgx.Tx, p store.PublishParams) (store.Pub
 		level    string
 		revision int
 	)
-	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), COALESCE((SELECT revision FROM event_types WHERE name = $1), 0)",
+	if err := tx.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), "+catalogRevisionSQL,
 		p.Event.Type).Scan(&level, &revision); err != nil {
 		return store.PublishResult{}, fmt.Errorf("publish: %w", err)
 	}
@@ -140,10 +141,17 @@ func newPublishOp(p store.PublishParams) (*publishOp, error) {
 	return op, nil
 }
 
+// catalogRevisionSQL is the revision a publish's catalog check
+// (PublishParams.CatalogRevision) is compared with: the type's ($1), else
+// -1 when a name differing only in case is catalogued (never current),
+// else 0 (not catalogued).
+const catalogRevisionSQL = "COALESCE((SELECT revision FROM event_types WHERE name = $1), (SELECT -1 FROM event_types WHERE lower(name) = lower($1) LIMIT 1), 0)"
+
 // catalogRevisions are the stored revisions of the event types a
 // transaction's publishes were checked against (PublishParams.
 // CatalogRevision), read in its first round trip, before anything is
-// written; a type not in the map is not catalogued (revision 0).
+// written, as catalogRevisionSQL reads one: a type not in the map is not
+// catalogued (revision 0), -1 when a case variant of it is.
 type catalogRevisions map[string]int
 
 // queueCatalogCheck queues the read of the revisions of the ops' checked
@@ -161,7 +169,15 @@ func queueCatalogCheck(b *pgx.Batch, ops []*publishOp) catalogRevisions {
 	slices.Sort(names)
 	names = slices.Compact(names)
 	revs := catalogRevisions{}
-	b.Queue("SELECT name, revision FROM event_types WHERE name = ANY($1::text[])", names).Query(func(rows pgx.Rows) error {
+	// By the folded name (ASCII: store.ValidEventType), so that a case
+	// variant of a catalogued type is seen; event_types is the catalog,
+	// small enough to scan.
+	folded := make([]string, len(names))
+	for i, n := range names {
+		folded[i] = strings.ToLower(n)
+	}
+	b.Queue("SELECT name, revision FROM event_types WHERE lower(name) = ANY($1::text[])", folded).Query(func(rows pgx.Rows) error {
+		variants := map[string]bool{} // folded names catalogued under some spelling
 		for rows.Next() {
 			var (
 				name string
@@ -171,6 +187,12 @@ func queueCatalogCheck(b *pgx.Batch, ops []*publishOp) catalogRevisions {
 				return err
 			}
 			revs[name] = rev
+			variants[strings.ToLower(name)] = true
+		}
+		for _, n := range names {
+			if _, ok := revs[n]; !ok && variants[strings.ToLower(n)] {
+				revs[n] = -1
+			}
 		}
 		return rows.Err()
 	})

@@ -110,11 +110,34 @@ func (s *Store) publishOne(ctx context.Context, p store.PublishParams) (store.Pu
 	return op.res, nil
 }
 
+// errNoExisting: no event has the publish's idempotency key or id.
+var errNoExisting = errors.New("no event has the id or the idempotency key")
+
+// PublishedEvent implements store.Store: one read-only transaction (the
+// event and its delivery count agree).
+func (s *Store) PublishedEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return store.PublishResult{}, wrap("published event", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	existing, n, err := existingEvent(ctx, tx, p.Event, p.IDFromClient)
+	switch {
+	case errors.Is(err, errNoExisting):
+		return store.PublishResult{}, fmt.Errorf("event %s: %w", store.PublicEventID(p.Event.ID), store.ErrNotFound)
+	case errors.Is(err, store.ErrConflict):
+		return store.PublishResult{}, err
+	case err != nil:
+		return store.PublishResult{}, wrap("published event", err)
+	}
+	return store.PublishResult{Event: existing, Deliveries: n}, nil
+}
+
 // existingEvent finds the event that made the insert of ev do nothing: the
 // one with the same tenant and idempotency key, else the one with the same
-// id. Same fingerprint: it answers the publish (with its delivery count);
-// otherwise, or when the producer chose an id and the key belongs to
-// another, the publish is a conflict.
+// id (none: errNoExisting). Same fingerprint: it answers the publish (with
+// its delivery count); otherwise, or when the producer chose an id and the
+// key belongs to another, the publish is a conflict.
 func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event, idFromClient bool) (store.Event, int, error) {
 	var (
 		existing store.Event
@@ -127,16 +150,15 @@ func existingEvent(ctx context.Context, tx pgx.Tx, ev store.Event, idFromClient 
 		existing, err = scanEvent(tx.QueryRow(ctx, "SELECT "+eventColumns+" FROM events WHERE id = $1", ev.ID))
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Events are never deleted, and the insert conflicted with a
-		// committed row: this cannot happen, but must not pass for success.
-		return store.Event{}, 0, fmt.Errorf("event %s: the insert conflicted but no event was found", ev.ID)
+		// After an insert that conflicted with a committed row (events are
+		// never deleted) this cannot happen, but must not pass for success.
+		return store.Event{}, 0, fmt.Errorf("event %s: %w", ev.ID, errNoExisting)
 	}
 	if err != nil {
 		return store.Event{}, 0, err
 	}
-	keyOfAnother := idFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID
-	if existing.Fingerprint != ev.Fingerprint || keyOfAnother {
-		return store.Event{}, 0, store.PublishConflict(existing, ev, idFromClient)
+	if err := store.RepeatConflict(existing, ev, idFromClient); err != nil {
+		return store.Event{}, 0, err
 	}
 	var n int
 	if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = $1", existing.ID).Scan(&n); err != nil {

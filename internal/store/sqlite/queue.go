@@ -356,11 +356,14 @@ func newGroupTx() *groupTx {
 }
 
 // catalogRevisionSQL reads an event type's revision for a publish's
-// catalog check (PublishParams.CatalogRevision).
-const catalogRevisionSQL = "SELECT revision FROM event_types WHERE name = ?"
+// catalog check (PublishParams.CatalogRevision): the type's (by the
+// primary key), else -1 when a name differing only in case is catalogued
+// (never current; a scan, for uncatalogued types only), else 0. Names are
+// ASCII (store.ValidEventType), which NOCASE folds.
+const catalogRevisionSQL = "SELECT COALESCE((SELECT revision FROM event_types WHERE name = ?1), (SELECT -1 FROM event_types WHERE name = ?1 COLLATE NOCASE LIMIT 1), 0)"
 
 // catalogRevision is the stored revision of event type typ (0: not
-// catalogued), read on tx — the single writer's, so no catalog change
+// catalogued; -1: a case variant is), read on tx — the single writer's, so no catalog change
 // can commit between the check and the publish's commit — once per group.
 func (s *Store) catalogRevision(ctx context.Context, tx *sql.Tx, typ string, g *groupTx) (int, error) {
 	if g != nil {
@@ -470,11 +473,8 @@ func (s *Store) existingPublish(ctx context.Context, tx *sql.Tx, p store.Publish
 	}
 	// When the producer chose the id, a key that belongs to another event
 	// is a conflict too (not a retry of this publish).
-	if p.IDFromClient && ev.IdempotencyKey != "" && existing.IdempotencyKey == ev.IdempotencyKey && existing.ID != ev.ID {
-		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
-	}
-	if existing.Fingerprint != ev.Fingerprint {
-		return store.PublishResult{}, store.PublishConflict(existing, ev, p.IDFromClient)
+	if err := store.RepeatConflict(existing, ev, p.IDFromClient); err != nil {
+		return store.PublishResult{}, err
 	}
 	var n int
 	count, err := s.stmt(ctx, tx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?")
@@ -532,6 +532,36 @@ func (s *Store) tenantTargets(ctx context.Context, tx *sql.Tx, tenant string, g 
 		out = append(out, t)
 	}
 	return out, wrap("publish", rows.Err())
+}
+
+// PublishedEvent implements store.Store: reads on the read pool, in one
+// read transaction (the event and its delivery count agree).
+func (s *Store) PublishedEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	ev := p.Event
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.PublishResult{}, wrap("published event", err)
+	}
+	defer tx.Rollback()
+	var existing store.Event
+	err = sql.ErrNoRows
+	if ev.IdempotencyKey != "" {
+		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE tenant = ? AND idempotency_key = ?", ev.Tenant, ev.IdempotencyKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		existing, err = scanEvent(tx.QueryRowContext(ctx, "SELECT "+eventColumns+" FROM events WHERE id = ?", ev.ID))
+	}
+	if err != nil {
+		return store.PublishResult{}, wrap("event "+store.PublicEventID(ev.ID), err)
+	}
+	if err := store.RepeatConflict(existing, ev, p.IDFromClient); err != nil {
+		return store.PublishResult{}, err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ?", existing.ID).Scan(&n); err != nil {
+		return store.PublishResult{}, wrap("published event", err)
+	}
+	return store.PublishResult{Event: existing, Deliveries: n}, nil
 }
 
 // GetEvent implements store.Store.

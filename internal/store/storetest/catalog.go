@@ -100,6 +100,12 @@ func (s suite) publishCatalogRevision(t *testing.T) {
 		try("changed, revision 2", "file.updated", rev(2), true)
 		try("not checked, catalogued", "file.updated", nil, true)
 		try("another type is not", "file.created", rev(0), true)
+		// A name differing only in case from a catalogued one is refused by
+		// the caller: a check that found it uncatalogued is stale, and it
+		// has no revision of its own to be current with.
+		try("a case variant of a catalogued type, checked as uncatalogued", "File.updated", rev(0), false)
+		try("a case variant, checked against the catalogued one's revision", "FILE.UPDATED", rev(2), false)
+		try("a case variant, not checked", "File.updated", nil, true)
 
 		// Concurrent publishes (a group commit where the driver has one):
 		// the stale ones fail, the others are stored.
@@ -127,8 +133,58 @@ func (s suite) publishCatalogRevision(t *testing.T) {
 				t.Errorf("current publish %d: %v, then GetEvent %v; want stored", i, errs[i], gerr)
 			}
 		}
-		if d := f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID, ListParams: store.ListParams{Limit: 100}}); len(d) != 6+n/2 {
-			t.Errorf("%d deliveries, want %d (one per stored event)", len(d), 6+n/2)
+		if d := f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID, ListParams: store.ListParams{Limit: 100}}); len(d) != 7+n/2 {
+			t.Errorf("%d deliveries, want %d (one per stored event)", len(d), 7+n/2)
+		}
+	})
+}
+
+// publishedEvent: PublishedEvent answers a publish that repeats a stored
+// event (by idempotency key, else by id) as PublishEvent would — the
+// original and its delivery count — without writing; other content is
+// ErrConflict, a publish that repeats nothing ErrNotFound.
+func (s suite) publishedEvent(t *testing.T) {
+	s.run(t, "Answers", func(t *testing.T, f *fixture) {
+		f.endpoint("acme")
+		f.endpoint("acme")
+		ev := newEvent("acme", "file.updated", `{"n":1}`)
+		ev.ID = store.EventKey("acme", "L1", true)
+		ev.IdempotencyKey = "k1"
+		p := publishParams(ev, base)
+		p.IDFromClient = true
+		if _, err := f.s.PublishedEvent(f.ctx, p); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("before the publish: %v, want ErrNotFound", err)
+		}
+		f.publishEvent(ev, base)
+		want := func(what string, p store.PublishParams) {
+			t.Helper()
+			res, err := f.s.PublishedEvent(f.ctx, p)
+			if err != nil || res.Created || res.Event.ID != ev.ID || string(res.Event.Body) != string(ev.Body) || res.Deliveries != 2 {
+				t.Fatalf("%s: %+v, %v; want the original with 2 deliveries", what, res, err)
+			}
+		}
+		want("same id and key", p)
+		byKey := p
+		byKey.Event.ID, byKey.IDFromClient = store.NewID("evt"), false
+		want("same key, Herald's id", byKey)
+		byID := p
+		byID.Event.IdempotencyKey = ""
+		want("same id, no key", byID)
+		other := p
+		other.Event.Fingerprint = store.Fingerprint("acme", "file.updated", []byte(`{"n":2}`))
+		_, err := f.s.PublishedEvent(f.ctx, other)
+		wantRefusal(t, "same id and key, other content", err, store.PublishConflict(ev, other.Event, true))
+		otherID := p
+		otherID.Event.ID = store.EventKey("acme", "L2", true)
+		_, err = f.s.PublishedEvent(f.ctx, otherID)
+		wantRefusal(t, "the key of another event, with an id of the producer's", err, store.PublishConflict(ev, otherID.Event, true))
+		elsewhere := p
+		elsewhere.Event.Tenant, elsewhere.Event.ID = "globex", store.EventKey("globex", "L1", true)
+		if _, err := f.s.PublishedEvent(f.ctx, elsewhere); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the same id and key in another tenant: %v, want ErrNotFound", err)
+		}
+		if n := len(f.listDeliveries(store.ListDeliveriesParams{EventID: ev.ID})); n != 2 {
+			t.Fatalf("%d deliveries after the answers, want 2 (nothing written)", n)
 		}
 	})
 }

@@ -318,6 +318,11 @@ func (r *recorder) ContinueFanOut(ctx context.Context, p store.FanOutParams) (st
 	return r.s.ContinueFanOut(ctx, p)
 }
 
+func (r *recorder) PublishedEvent(ctx context.Context, p store.PublishParams) (store.PublishResult, error) {
+	r.called("PublishedEvent")
+	return r.s.PublishedEvent(ctx, p)
+}
+
 func (r *recorder) GetEvent(ctx context.Context, id string) (store.Event, error) {
 	r.called("GetEvent")
 	return r.s.GetEvent(ctx, id)

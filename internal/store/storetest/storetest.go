@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)
 	group("PublishCatalogRevision", s.publishCatalogRevision)
+	group("PublishedEvent", s.publishedEvent)
 	group("Events", s.events)
 	group("Claim", s.claim)
 	group("FairClaim", s.fairClaim)

@@ -198,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
 		catalog:  newCatalogCache(),
 	}
-	api.UseMiddleware(s.authorize, s.refuseUnknownQuery)
+	api.UseMiddleware(s.authorize, s.checkQuery)
 	s.registerEndpoints()
 	s.registerStats()
 	s.registerEvents()

@@ -349,6 +349,37 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 	}
 }
 
+// TestRepeatedQueryParametersRefused: a query parameter given twice is a
+// 422 naming it on every route, never its first value used silently (a
+// tenant key's ?tenant=acme&tenant=globex, an admin's
+// ?tenant=globex&tenant=acme read one tenant; ?type=a&type=b filtered by
+// a only). Nothing in the API's query is repeatable.
+func TestRepeatedQueryParametersRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	viewer, _ := w.newKey(store.RoleViewer, "acme", "")
+	for _, c := range []struct{ key, path, name string }{
+		{viewer, "/v1/endpoints?tenant=acme&tenant=globex", "tenant"},
+		{adminKey, "/v1/endpoints?tenant=globex&tenant=acme", "tenant"},
+		{adminKey, "/v1/events?type=a&type=b", "type"},
+		{adminKey, "/v1/events?type=a&type=a", "type"},
+		{adminKey, "/v1/deliveries?limit=5&state=dead&limit=6", "limit"},
+		{adminKey, "/v1/endpoints/ep_x/stats?window=1h&window=7d", "window"},
+		{viewer, "/v1/events?tenant=acme&tenant=", "tenant"},
+	} {
+		st, raw := w.call(c.key, "GET", c.path, "")
+		want := "query parameter " + c.name + " given 2 times"
+		if st != http.StatusUnprocessableEntity || !strings.Contains(string(raw), want) || !strings.Contains(string(raw), `"location":"query.`+c.name+`"`) {
+			t.Errorf("GET %s: %d %s; want 422 %q", c.path, st, raw, want)
+		}
+	}
+	// Access first: a role that may not call the operation learns nothing.
+	publisher, _ := w.newKey(store.RolePublisher, "acme", "")
+	if st, _ := w.call(publisher, "GET", "/v1/api-keys?limit=1&limit=2", ""); st != http.StatusForbidden {
+		t.Errorf("a publisher's repeated query on GET /v1/api-keys: %d; want 403", st)
+	}
+	w.mustCall(adminKey, "GET", "/v1/events?type=a&limit=5", "", 200, nil)
+}
+
 // TestTenantPatternsAgree: every tenant in the API (query parameters and
 // request body members named tenant) carries api.TenantPattern, the rule
 // api.ValidTenant (and serve's --operator-tenant) applies, so the struct

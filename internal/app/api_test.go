@@ -98,6 +98,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 400, "number 1e400 is out of range"},
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
+		{"repeated tenant query", "GET", "/v1/endpoints?tenant=globex&tenant=acme", "", nil, 422, "query parameter tenant given 2 times"},
+		{"repeated type query", "GET", "/v1/events?type=a&type=b", "", nil, 422, "query.type"},
 		{"bad tenant query", "GET", "/v1/endpoints?tenant=a%20b", "", nil, 422, "tenant"},
 		{"bad tenant query (events)", "GET", "/v1/events?tenant=a%20b", "", nil, 422, "tenant"},
 		{"bad tenant query (deliveries)", "GET", "/v1/deliveries?tenant=a%20b", "", nil, 422, "tenant"},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -418,5 +419,39 @@ func TestTenantPatternsAgree(t *testing.T) {
 		if api.ValidTenant(name) != want {
 			t.Errorf("ValidTenant(%q) = %v, want %v", name, !want, want)
 		}
+	}
+}
+
+// TestProblemsTruncateEchoedInput: a problem repeats at most 256 bytes of
+// any input it echoes (an id, a value, a name), cut with an ellipsis, so a
+// 100,000-character id does not come back as a 100 KB answer.
+func TestProblemsTruncateEchoedInput(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"GET", "/v1/endpoints/ep_" + strings.Repeat("a", 100000), "", 0},
+		{"GET", "/v1/endpoints/ep_" + strings.Repeat("a", 5000), "", 0},
+		{"GET", "/v1/events/" + strings.Repeat("é", 3000), "", 0},
+		{"POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/` + strings.Repeat("p", 5000) + `"}`, 0},
+		{"POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/","description":"x","` + strings.Repeat("k", 5000) + `":1}`, 0},
+		{"POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"` + strings.Repeat("i", 5000) + `"}`, 0},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		if st < 400 || st >= 500 {
+			t.Errorf("%s %.60s…: %d, want a 4xx problem", c.method, c.path, st)
+			continue
+		}
+		if len(raw) > 2048 {
+			t.Errorf("%s %.60s… (%d bytes of input): a %d-byte problem %.300s…; want the echoed input cut to 256 bytes", c.method, c.path, len(c.path)+len(c.body), len(raw), raw)
+		}
+		if !utf8.Valid(raw) || !strings.Contains(string(raw), "…") {
+			t.Errorf("%s %.60s…: %s; want valid UTF-8 with an ellipsis where the input was cut", c.method, c.path, raw)
+		}
+	}
+	// A short id is echoed whole.
+	if st, raw := w.call(adminKey, "GET", "/v1/endpoints/ep_"+strings.Repeat("b", 200), ""); st != 404 && st != 422 || !strings.Contains(string(raw), strings.Repeat("b", 200)) {
+		t.Errorf("a 203-character id: %d %s; want it named whole", st, raw)
 	}
 }

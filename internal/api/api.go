@@ -534,6 +534,10 @@ func init() {
 			if secretLocation(d.Location, d.Value) {
 				d.Value = nil
 			}
+			if d.Location == "body.tenant" && d.Message == "unexpected property" {
+				// PATCH /v1/endpoints/{id} {"tenant":…}: say why.
+				d.Message = "unexpected property: a tenant cannot be changed or named here (an endpoint's tenant is set when it is created; create one in the other tenant instead)"
+			}
 			d.Message, d.Location = cutEchoes(d.Message), cutEchoes(d.Location)
 			if v, ok := d.Value.(string); ok {
 				d.Value = cutEcho(v)

@@ -455,3 +455,49 @@ func TestProblemsTruncateEchoedInput(t *testing.T) {
 		t.Errorf("a 203-character id: %d %s; want it named whole", st, raw)
 	}
 }
+
+// TestAPIKeyBodyErrors: the key list shows an admin key's tenant as "",
+// so creating an admin key with "tenant":"" is accepted (as null and an
+// absent tenant are); a tenant role with "" is told it needs a tenant, a
+// malformed tenant gets the tenant rule in words; an empty name gets one
+// error; a PATCH naming an endpoint's tenant is told a tenant cannot be
+// changed. A refused create stores no key.
+func TestAPIKeyBodyErrors(t *testing.T) {
+	w := newWorld(t, nil)
+	type problem struct {
+		Detail string
+		Errors []struct{ Message, Location string }
+	}
+	countKeys := func() int {
+		var l struct{ Data []json.RawMessage }
+		w.mustCall(adminKey, "GET", "/v1/api-keys?limit=1000", "", 200, &l)
+		return len(l.Data)
+	}
+	for _, body := range []string{`{"name":"x","role":"admin","tenant":""}`, `{"name":"y","role":"admin","tenant":null}`, `{"name":"z","role":"admin"}`} {
+		var k struct{ Tenant *string }
+		w.mustCall(adminKey, "POST", "/v1/api-keys", body, 201, &k)
+		if k.Tenant == nil || *k.Tenant != "" {
+			t.Errorf("POST %s: tenant %v, want \"\"", body, k.Tenant)
+		}
+	}
+	before := countKeys()
+	for _, c := range []struct{ method, path, body, location, want string }{
+		{"POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":""}`, "body.tenant", "role viewer needs a tenant"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"a b"}`, "body.tenant", "1–128 letters, digits, _ . : or -"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"admin","tenant":"a b"}`, "body.tenant", "an admin key has no tenant"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"admin","tenant":"acme"}`, "body.tenant", "an admin key has no tenant"},
+		{"POST", "/v1/api-keys", `{"name":"","role":"admin"}`, "body.name", "expected length >= 1"},
+		{"POST", "/v1/api-keys", `{"name":"a\u0001b","role":"admin"}`, "body.name", "no control characters"},
+		{"PATCH", "/v1/endpoints/" + w.epA, `{"tenant":"globex"}`, "body.tenant", "a tenant cannot be changed"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		var p problem
+		_ = json.Unmarshal(raw, &p)
+		if st != http.StatusUnprocessableEntity || len(p.Errors) != 1 || p.Errors[0].Location != c.location || !strings.Contains(p.Errors[0].Message, c.want) {
+			t.Errorf("%s %s %s: %d %s; want 422 with one error at %s saying %q", c.method, c.path, c.body, st, raw, c.location, c.want)
+		}
+	}
+	if after := countKeys(); after != before {
+		t.Errorf("refused creates changed the keys: %d → %d", before, after)
+	}
+}

@@ -13,9 +13,14 @@ import (
 
 // CreateAPIKeyBody is the body of POST /v1/api-keys.
 type CreateAPIKeyBody struct {
-	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
-	Role      string     `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
-	Tenant    string     `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"required for manager, publisher and viewer; absent for admin"`
+	// The pattern allows "" ("*", not "+"): an empty name gets one error
+	// (minLength), not two.
+	Name string `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]*$" patternDescription:"no control characters"`
+	Role string `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
+	// No pattern in the schema: "" (how the key list shows an admin key's
+	// tenant) is accepted for an admin key, and createAPIKey names the rule
+	// that a tenant role's tenant breaks (ValidTenant).
+	Tenant    string     `json:"tenant,omitempty" maxLength:"128" doc:"required for manager, publisher and viewer: 1–128 letters, digits, _ . : or -; absent, null or empty for admin"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"RFC 3339; the key stops working then; default never"`
 }
 
@@ -133,6 +138,8 @@ func (s *Server) createAPIKey(ctx context.Context, in *struct{ Body CreateAPIKey
 		return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
 	case b.Role != store.RoleAdmin && tenant == "":
 		return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
+	case !ValidTenant(tenant) && tenant != "":
+		return nil, invalid("body.tenant", "a tenant is 1–128 letters, digits, _ . : or -", tenant)
 	}
 	now := s.cfg.Now()
 	k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,38 +270,63 @@ func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessio
 	return &struct{}{}, nil
 }
 
-// keepAnAdmin refuses (409) to revoke the last usable stored admin key when
-// no admin key is configured (HERALD_API_KEY): nobody could manage keys,
-// sources or tenants afterwards, and no key is generated again once keys
-// exist. Two admins revoking each other at the same instant can both
-// pass; the configured key is the way back (docs/operations.md).
+// keepAnAdmin refuses (409) to revoke a stored admin key when no admin key
+// is configured (HERALD_API_KEY) and the revocation would leave no admin,
+// now or later: nobody could manage keys, sources or tenants afterwards,
+// and no key is generated again once keys exist. It refuses the last
+// usable admin key, and the last usable admin key that never expires
+// while the others expire (an expiring key does not keep an admin, as the
+// last owner of a GitHub organisation cannot leave it). Two admins
+// revoking each other at the same instant can both pass; the configured
+// key is the way back (docs/operations.md).
 func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 	if len(s.cfg.AdminKeyHashes) > 0 {
 		return nil
 	}
 	now := s.cfg.Now()
-	var target store.APIKey
-	admins := 0
+	admins, err := UsableAdminKeys(ctx, s.db(ctx), now)
+	if err != nil {
+		return s.problem(err, "api keys")
+	}
+	i := slices.IndexFunc(admins, func(k store.APIKey) bool { return k.ID == id })
+	if i < 0 {
+		return nil // not a usable admin key: revoking it leaves the admins as they are
+	}
+	target := admins[i]
+	others := slices.Delete(admins, i, i+1)
+	if len(others) == 0 {
+		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
+	}
+	if !target.ExpiresAt.IsZero() || slices.ContainsFunc(others, func(k store.APIKey) bool { return k.ExpiresAt.IsZero() }) {
+		return nil
+	}
+	last := others[0].ExpiresAt
+	for _, k := range others {
+		if k.ExpiresAt.After(last) {
+			last = k.ExpiresAt
+		}
+	}
+	return huma.Error409Conflict("api key " + id + " is the last admin key that never expires: the other admin keys expire (the last at " + last.Format(time.RFC3339) +
+		"), and then nobody could manage keys, sources and tenants; create an admin key without expires_at first (herald keys create --role admin), or set HERALD_API_KEY")
+}
+
+// UsableAdminKeys lists the stored admin keys (kind key) that are neither
+// revoked nor expired at now: the admins there are without HERALD_API_KEY.
+func UsableAdminKeys(ctx context.Context, st store.Store, now time.Time) ([]store.APIKey, error) {
+	var out []store.APIKey
 	for p := (store.ListParams{Limit: 1000}); ; {
-		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, p)
+		pg, err := st.ListAPIKeys(ctx, store.KeyKindAPIKey, p)
 		if err != nil {
-			return s.problem(err, "api keys")
+			return nil, err
 		}
 		for _, k := range pg.Data {
-			if k.ID == id {
-				target = k
-			}
 			if k.Role == store.RoleAdmin && k.Usable(now) {
-				admins++
+				out = append(out, k)
 			}
 		}
 		if pg.NextCursor == "" {
-			break
+			return out, nil
 		}
 		p.Cursor = pg.NextCursor
 	}
-	if target.Role == store.RoleAdmin && target.Usable(now) && admins <= 1 {
-		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
-	}
-	return nil
 }

@@ -572,6 +572,42 @@ func TestStartWarnsWithoutUsableAdminKey(t *testing.T) {
 	}
 }
 
+// TestEnvPortalSessionsOutliveAKeyChange: a portal session created with
+// HERALD_API_KEY shows created_by "env", which names no stored key: after
+// a restart with another HERALD_API_KEY (or none) it still works until it
+// expires, and only its own revocation (DELETE /v1/portal-sessions/{id})
+// ends it sooner (docs/operations.md says so).
+func TestEnvPortalSessionsOutliveAKeyChange(t *testing.T) {
+	t.Parallel()
+	var db, encKey string
+	first := startHerald(t, func(c *app.Config) { db, encKey = c.DB, c.EncryptionKey })
+	var ps struct {
+		ID, Token string
+		CreatedBy string `json:"created_by"`
+	}
+	if st, raw := first.call("POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "ttl_seconds": 3600}, &ps); st != 201 || ps.CreatedBy != "env" {
+		t.Fatalf("portal session by HERALD_API_KEY: %d %s; want 201 with created_by env", st, raw)
+	}
+	first.stop()
+	const otherKey = "herald_other_admin_key_0123456789abcdef0123"
+	second := startHerald(t, func(c *app.Config) { c.DB, c.EncryptionKey, c.APIKey = db, encKey, otherKey })
+	if st, raw := second.callWithKey(ps.Token, "GET", "/v1/endpoints", nil, nil); st != 200 {
+		t.Fatalf("the env portal session after HERALD_API_KEY changed: %d %s; want it still valid", st, raw)
+	}
+	if st, _ := second.callWithKey(testAPIKey, "GET", "/v1/endpoints", nil, nil); st != 401 {
+		t.Fatalf("the former HERALD_API_KEY after the change: %d, want 401", st)
+	}
+	if st, raw := second.callWithKey(otherKey, "DELETE", "/v1/api-keys/env", nil, nil); st != 404 {
+		t.Fatalf("DELETE /v1/api-keys/env: %d %s; want 404 (env is no stored key)", st, raw)
+	}
+	if st, raw := second.callWithKey(otherKey, "DELETE", "/v1/portal-sessions/"+ps.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke the env portal session: %d %s", st, raw)
+	}
+	if st, _ := second.callWithKey(ps.Token, "GET", "/v1/endpoints", nil, nil); st != 401 {
+		t.Fatalf("the revoked env portal session: %d, want 401", st)
+	}
+}
+
 // TestSourceEndpointOwnedBySource: a source's forwarding endpoint cannot be
 // changed or deleted through the endpoints API, even by an admin (409
 // naming the source's routes): the gateway would otherwise answer 200 to

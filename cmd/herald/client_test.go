@@ -515,11 +515,14 @@ func TestKeysCommands(t *testing.T) {
 	if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--role", "viewer"); err == nil || !strings.Contains(err.Error(), "--name") {
 		t.Fatalf("keys create without --name: %v", err)
 	}
-	for flag, want := range map[string]string{"-1h": "must not be negative", "500ms": "at least 1m"} {
+	// Zero is refused as given, not taken for "never": leaving the flag
+	// out is how a key that never expires is made.
+	for flag, want := range map[string]string{"-1h": "must not be negative", "500ms": "at least 1m", "0s": "--expires-in 0s: at least 1m", "0d": "omit --expires-in", "0": "omit --expires-in"} {
 		if _, _, err := execHerald(t, "", "keys", "create", "--server", srv.URL, "--api-key", "k", "--name", "n", "--role", "viewer", "--tenant", "a", "--expires-in", flag); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("keys create --expires-in %s: %v, want %q", flag, err, want)
 		}
 	}
+	last() // the refused ones sent nothing: still the one create above
 	srv, last = fakeAPI(t, 204, "", ``)
 	out, _, err := execHerald(t, "", "keys", "revoke", "key_1", "--server", srv.URL, "--api-key", "k")
 	if r := last(); err != nil || r.method != "DELETE" || r.path != "/v1/api-keys/key_1" || out != "revoked key_1\n" {

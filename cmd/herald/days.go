@@ -9,14 +9,18 @@ import (
 
 // daysValue is a pflag.Value for long durations: Go durations ("36h",
 // "90s") or whole days ("5d").
-type daysValue struct{ d *time.Duration }
+type daysValue struct {
+	d     *time.Duration
+	given string // as the user wrote it, for errors ("0s", "8d")
+}
 
 func newDaysValue(d *time.Duration, def time.Duration) *daysValue {
 	*d = def
-	return &daysValue{d}
+	return &daysValue{d: d}
 }
 
 func (v *daysValue) Set(s string) error {
+	v.given = s
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 0 {
@@ -39,6 +43,9 @@ func (v *daysValue) Set(s string) error {
 func (v *daysValue) String() string {
 	if v.d == nil {
 		return ""
+	}
+	if v.given != "" {
+		return v.given
 	}
 	if *v.d == 0 {
 		// "0", not "0s": pflag prints a custom Value's default unless it

@@ -37,7 +37,11 @@ tenant's events), viewer (read-only, never secrets).`,
 			if tenant != "" {
 				b["tenant"] = tenant
 			}
-			if expires > 0 {
+			if cmd.Flags().Changed("expires-in") {
+				if expires == 0 {
+					// Zero is not "never": omitting the flag is.
+					return fmt.Errorf("--expires-in %s: at least 1m; omit --expires-in for a key that never expires", cmd.Flag("expires-in").Value)
+				}
 				if expires < time.Minute {
 					return fmt.Errorf("--expires-in %s: at least 1m (expires_at is sent to the second)", cmd.Flag("expires-in").Value)
 				}
@@ -49,7 +53,7 @@ tenant's events), viewer (read-only, never secrets).`,
 	create.Flags().StringVar(&name, "name", "", "what the key is for, e.g. \"billing publisher\"")
 	create.Flags().StringVar(&role, "role", "", "admin, manager, publisher or viewer")
 	create.Flags().StringVar(&tenant, "tenant", "", "the tenant of a manager, publisher or viewer key")
-	create.Flags().Var(newDaysValue(&expires, 0), "expires-in", "the key stops working after this long: days (90d) or a Go duration (36h); default never")
+	create.Flags().Var(newDaysValue(&expires, 0), "expires-in", "the key stops working after this long, at least 1m: days (90d) or a Go duration (36h); omit it for a key that never expires")
 
 	var page *pageOpts
 	list := &cobra.Command{

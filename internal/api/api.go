@@ -198,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
 		catalog:  newCatalogCache(),
 	}
-	api.UseMiddleware(s.authorize, s.refuseUnknownQuery)
+	api.UseMiddleware(s.authorize, s.checkQuery)
 	s.registerEndpoints()
 	s.registerStats()
 	s.registerEvents()
@@ -485,6 +485,7 @@ func duplicateMembers(b []byte) error {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
+	detail = cutEchoes(detail)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
@@ -526,12 +527,56 @@ func init() {
 			msg = "request bodies are JSON: send Content-Type: application/json"
 		}
 		for _, e := range errs {
-			if d, ok := e.(*huma.ErrorDetail); ok && d != nil && secretLocation(d.Location, d.Value) {
+			d, ok := e.(*huma.ErrorDetail)
+			if !ok || d == nil {
+				continue
+			}
+			if secretLocation(d.Location, d.Value) {
 				d.Value = nil
 			}
+			if d.Location == "body.tenant" && d.Message == "unexpected property" {
+				// PATCH /v1/endpoints/{id} {"tenant":…}: say why.
+				d.Message = "unexpected property: a tenant cannot be changed or named here (an endpoint's tenant is set when it is created; create one in the other tenant instead)"
+			}
+			d.Message, d.Location = cutEchoes(d.Message), cutEchoes(d.Location)
+			if v, ok := d.Value.(string); ok {
+				d.Value = cutEcho(v)
+			}
 		}
-		return base(status, msg, errs...)
+		return base(status, cutEchoes(msg), errs...)
 	}
+}
+
+// echoMax bounds how much of one piece of a client's input (an id, a
+// name, a value) a problem repeats: longer ones are cut to echoMax bytes
+// and an ellipsis, so a 100,000-character id does not come back as a
+// 100 KB answer (nor fill logs and support tickets).
+const echoMax = 256
+
+// cutEcho cuts s to echoMax bytes, at a character boundary, plus "…".
+func cutEcho(s string) string {
+	if len(s) <= echoMax {
+		return s
+	}
+	n := echoMax
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// cutEchoes applies cutEcho to every space-separated word of a message or
+// location: Herald's own words are short, so only echoed input is cut
+// ("endpoint ep_aaaa… not found", "body.kkkk…").
+func cutEchoes(s string) string {
+	if len(s) <= echoMax {
+		return s
+	}
+	words := strings.Split(s, " ")
+	for i, w := range words {
+		words[i] = cutEcho(w)
+	}
+	return strings.Join(words, " ")
 }
 
 // secretLocation reports whether an error at location (e.g.

@@ -570,29 +570,57 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 	return p, nil
 }
 
-// refuseUnknownQuery answers 422 for a query parameter the operation does
-// not declare (a mistyped filter such as ?endpoint_id= on GET
+// checkQuery is the one check of every request's query string, before
+// the handler reads it. It answers 422 for a query parameter the operation
+// does not declare (a mistyped filter such as ?endpoint_id= on GET
 // /v1/deliveries would otherwise be ignored, and the read would answer
 // more than was asked for), naming the parameter and those the operation
-// takes, as unknown members of a body are refused. It runs after the
-// access check, so a caller learns nothing of an operation it may not call.
-func (s *Server) refuseUnknownQuery(ctx huma.Context, next func(huma.Context)) {
+// takes, as unknown members of a body are refused; and 422 for a declared
+// parameter given more than once (?tenant=acme&tenant=globex: the handler
+// would read the first and ignore the rest), unless its schema is an array
+// (none is today). It runs after the access check, so a caller learns
+// nothing of an operation it may not call.
+func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
 	u := ctx.URL()
 	if u.RawQuery == "" {
 		next(ctx)
 		return
 	}
 	op := ctx.Operation()
-	var unknown []string
-	for name := range u.Query() {
-		if !slices.ContainsFunc(op.Parameters, func(p *huma.Param) bool { return p.In == "query" && p.Name == name }) {
+	query := u.Query()
+	var unknown, repeated []string
+	for name, values := range query {
+		i := slices.IndexFunc(op.Parameters, func(p *huma.Param) bool { return p.In == "query" && p.Name == name })
+		switch {
+		case i < 0:
 			unknown = append(unknown, name)
+		case len(values) > 1 && (op.Parameters[i].Schema == nil || op.Parameters[i].Schema.Type != "array"):
+			repeated = append(repeated, name)
 		}
 	}
-	if len(unknown) == 0 {
-		next(ctx)
+	if len(unknown) > 0 {
+		s.refuseUnknownQuery(ctx, op, unknown)
 		return
 	}
+	if len(repeated) > 0 {
+		slices.Sort(repeated)
+		details := make([]error, len(repeated))
+		parts := make([]string, len(repeated))
+		for i, name := range repeated {
+			n := len(query[name])
+			parts[i] = fmt.Sprintf("%s given %d times", name, n)
+			details[i] = &huma.ErrorDetail{Location: "query." + name, Message: fmt.Sprintf("query parameter %s given %d times: it takes one value", name, n)}
+		}
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity,
+			fmt.Sprintf("query parameter %s: each query parameter of %s %s takes one value; give it once", strings.Join(parts, ", "), op.Method, op.Path), details...)
+		return
+	}
+	next(ctx)
+}
+
+// refuseUnknownQuery answers checkQuery's 422 for the unknown query
+// parameters of op.
+func (s *Server) refuseUnknownQuery(ctx huma.Context, op *huma.Operation, unknown []string) {
 	slices.Sort(unknown)
 	var known []string
 	for _, p := range op.Parameters {

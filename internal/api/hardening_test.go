@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -349,6 +350,37 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 	}
 }
 
+// TestRepeatedQueryParametersRefused: a query parameter given twice is a
+// 422 naming it on every route, never its first value used silently (a
+// tenant key's ?tenant=acme&tenant=globex, an admin's
+// ?tenant=globex&tenant=acme read one tenant; ?type=a&type=b filtered by
+// a only). Nothing in the API's query is repeatable.
+func TestRepeatedQueryParametersRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	viewer, _ := w.newKey(store.RoleViewer, "acme", "")
+	for _, c := range []struct{ key, path, name string }{
+		{viewer, "/v1/endpoints?tenant=acme&tenant=globex", "tenant"},
+		{adminKey, "/v1/endpoints?tenant=globex&tenant=acme", "tenant"},
+		{adminKey, "/v1/events?type=a&type=b", "type"},
+		{adminKey, "/v1/events?type=a&type=a", "type"},
+		{adminKey, "/v1/deliveries?limit=5&state=dead&limit=6", "limit"},
+		{adminKey, "/v1/endpoints/ep_x/stats?window=1h&window=7d", "window"},
+		{viewer, "/v1/events?tenant=acme&tenant=", "tenant"},
+	} {
+		st, raw := w.call(c.key, "GET", c.path, "")
+		want := "query parameter " + c.name + " given 2 times"
+		if st != http.StatusUnprocessableEntity || !strings.Contains(string(raw), want) || !strings.Contains(string(raw), `"location":"query.`+c.name+`"`) {
+			t.Errorf("GET %s: %d %s; want 422 %q", c.path, st, raw, want)
+		}
+	}
+	// Access first: a role that may not call the operation learns nothing.
+	publisher, _ := w.newKey(store.RolePublisher, "acme", "")
+	if st, _ := w.call(publisher, "GET", "/v1/api-keys?limit=1&limit=2", ""); st != http.StatusForbidden {
+		t.Errorf("a publisher's repeated query on GET /v1/api-keys: %d; want 403", st)
+	}
+	w.mustCall(adminKey, "GET", "/v1/events?type=a&limit=5", "", 200, nil)
+}
+
 // TestTenantPatternsAgree: every tenant in the API (query parameters and
 // request body members named tenant) carries api.TenantPattern, the rule
 // api.ValidTenant (and serve's --operator-tenant) applies, so the struct
@@ -387,5 +419,85 @@ func TestTenantPatternsAgree(t *testing.T) {
 		if api.ValidTenant(name) != want {
 			t.Errorf("ValidTenant(%q) = %v, want %v", name, !want, want)
 		}
+	}
+}
+
+// TestProblemsTruncateEchoedInput: a problem repeats at most 256 bytes of
+// any input it echoes (an id, a value, a name), cut with an ellipsis, so a
+// 100,000-character id does not come back as a 100 KB answer.
+func TestProblemsTruncateEchoedInput(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"GET", "/v1/endpoints/ep_" + strings.Repeat("a", 100000), "", 0},
+		{"GET", "/v1/endpoints/ep_" + strings.Repeat("a", 5000), "", 0},
+		{"GET", "/v1/events/" + strings.Repeat("é", 3000), "", 0},
+		{"POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/` + strings.Repeat("p", 5000) + `"}`, 0},
+		{"POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/","description":"x","` + strings.Repeat("k", 5000) + `":1}`, 0},
+		{"POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"id":"` + strings.Repeat("i", 5000) + `"}`, 0},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		if st < 400 || st >= 500 {
+			t.Errorf("%s %.60s…: %d, want a 4xx problem", c.method, c.path, st)
+			continue
+		}
+		if len(raw) > 2048 {
+			t.Errorf("%s %.60s… (%d bytes of input): a %d-byte problem %.300s…; want the echoed input cut to 256 bytes", c.method, c.path, len(c.path)+len(c.body), len(raw), raw)
+		}
+		if !utf8.Valid(raw) || !strings.Contains(string(raw), "…") {
+			t.Errorf("%s %.60s…: %s; want valid UTF-8 with an ellipsis where the input was cut", c.method, c.path, raw)
+		}
+	}
+	// A short id is echoed whole.
+	if st, raw := w.call(adminKey, "GET", "/v1/endpoints/ep_"+strings.Repeat("b", 200), ""); st != 404 && st != 422 || !strings.Contains(string(raw), strings.Repeat("b", 200)) {
+		t.Errorf("a 203-character id: %d %s; want it named whole", st, raw)
+	}
+}
+
+// TestAPIKeyBodyErrors: the key list shows an admin key's tenant as "",
+// so creating an admin key with "tenant":"" is accepted (as null and an
+// absent tenant are); a tenant role with "" is told it needs a tenant, a
+// malformed tenant gets the tenant rule in words; an empty name gets one
+// error; a PATCH naming an endpoint's tenant is told a tenant cannot be
+// changed. A refused create stores no key.
+func TestAPIKeyBodyErrors(t *testing.T) {
+	w := newWorld(t, nil)
+	type problem struct {
+		Detail string
+		Errors []struct{ Message, Location string }
+	}
+	countKeys := func() int {
+		var l struct{ Data []json.RawMessage }
+		w.mustCall(adminKey, "GET", "/v1/api-keys?limit=1000", "", 200, &l)
+		return len(l.Data)
+	}
+	for _, body := range []string{`{"name":"x","role":"admin","tenant":""}`, `{"name":"y","role":"admin","tenant":null}`, `{"name":"z","role":"admin"}`} {
+		var k struct{ Tenant *string }
+		w.mustCall(adminKey, "POST", "/v1/api-keys", body, 201, &k)
+		if k.Tenant == nil || *k.Tenant != "" {
+			t.Errorf("POST %s: tenant %v, want \"\"", body, k.Tenant)
+		}
+	}
+	before := countKeys()
+	for _, c := range []struct{ method, path, body, location, want string }{
+		{"POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":""}`, "body.tenant", "role viewer needs a tenant"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"a b"}`, "body.tenant", "1–128 letters, digits, _ . : or -"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"admin","tenant":"a b"}`, "body.tenant", "an admin key has no tenant"},
+		{"POST", "/v1/api-keys", `{"name":"v","role":"admin","tenant":"acme"}`, "body.tenant", "an admin key has no tenant"},
+		{"POST", "/v1/api-keys", `{"name":"","role":"admin"}`, "body.name", "expected length >= 1"},
+		{"POST", "/v1/api-keys", `{"name":"a\u0001b","role":"admin"}`, "body.name", "no control characters"},
+		{"PATCH", "/v1/endpoints/" + w.epA, `{"tenant":"globex"}`, "body.tenant", "a tenant cannot be changed"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		var p problem
+		_ = json.Unmarshal(raw, &p)
+		if st != http.StatusUnprocessableEntity || len(p.Errors) != 1 || p.Errors[0].Location != c.location || !strings.Contains(p.Errors[0].Message, c.want) {
+			t.Errorf("%s %s %s: %d %s; want 422 with one error at %s saying %q", c.method, c.path, c.body, st, raw, c.location, c.want)
+		}
+	}
+	if after := countKeys(); after != before {
+		t.Errorf("refused creates changed the keys: %d → %d", before, after)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,9 +14,14 @@ import (
 
 // CreateAPIKeyBody is the body of POST /v1/api-keys.
 type CreateAPIKeyBody struct {
-	Name      string     `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]+$" patternDescription:"no control characters"`
-	Role      string     `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events; viewer: read-only, never secrets"`
-	Tenant    string     `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"required for manager, publisher and viewer; absent for admin"`
+	// The pattern allows "" ("*", not "+"): an empty name gets one error
+	// (minLength), not two.
+	Name string `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^[^\\x00-\\x1f\\x7f]*$" patternDescription:"no control characters"`
+	Role string `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events (Herald's operational events about its endpoints too); viewer: read-only, never secrets"`
+	// No pattern in the schema: "" (how the key list shows an admin key's
+	// tenant) is accepted for an admin key, and createAPIKey names the rule
+	// that a tenant role's tenant breaks (ValidTenant).
+	Tenant    string     `json:"tenant,omitempty" maxLength:"128" doc:"required for manager, publisher and viewer: 1–128 letters, digits, _ . : or -; absent, null or empty for admin"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"RFC 3339; the key stops working then; default never"`
 }
 
@@ -133,6 +139,8 @@ func (s *Server) createAPIKey(ctx context.Context, in *struct{ Body CreateAPIKey
 		return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
 	case b.Role != store.RoleAdmin && tenant == "":
 		return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
+	case !ValidTenant(tenant) && tenant != "":
+		return nil, invalid("body.tenant", "a tenant is 1–128 letters, digits, _ . : or -", tenant)
 	}
 	now := s.cfg.Now()
 	k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}
@@ -262,38 +270,63 @@ func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessio
 	return &struct{}{}, nil
 }
 
-// keepAnAdmin refuses (409) to revoke the last usable stored admin key when
-// no admin key is configured (HERALD_API_KEY): nobody could manage keys,
-// sources or tenants afterwards, and no key is generated again once keys
-// exist. Two admins revoking each other at the same instant can both
-// pass; the configured key is the way back (docs/operations.md).
+// keepAnAdmin refuses (409) to revoke a stored admin key when no admin key
+// is configured (HERALD_API_KEY) and the revocation would leave no admin,
+// now or later: nobody could manage keys, sources or tenants afterwards,
+// and no key is generated again once keys exist. It refuses the last
+// usable admin key, and the last usable admin key that never expires
+// while the others expire (an expiring key does not keep an admin, as the
+// last owner of a GitHub organisation cannot leave it). Two admins
+// revoking each other at the same instant can both pass; the configured
+// key is the way back (docs/operations.md).
 func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 	if len(s.cfg.AdminKeyHashes) > 0 {
 		return nil
 	}
 	now := s.cfg.Now()
-	var target store.APIKey
-	admins := 0
+	admins, err := UsableAdminKeys(ctx, s.db(ctx), now)
+	if err != nil {
+		return s.problem(err, "api keys")
+	}
+	i := slices.IndexFunc(admins, func(k store.APIKey) bool { return k.ID == id })
+	if i < 0 {
+		return nil // not a usable admin key: revoking it leaves the admins as they are
+	}
+	target := admins[i]
+	others := slices.Delete(admins, i, i+1)
+	if len(others) == 0 {
+		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
+	}
+	if !target.ExpiresAt.IsZero() || slices.ContainsFunc(others, func(k store.APIKey) bool { return k.ExpiresAt.IsZero() }) {
+		return nil
+	}
+	last := others[0].ExpiresAt
+	for _, k := range others {
+		if k.ExpiresAt.After(last) {
+			last = k.ExpiresAt
+		}
+	}
+	return huma.Error409Conflict("api key " + id + " is the last admin key that never expires: the other admin keys expire (the last at " + last.Format(time.RFC3339) +
+		"), and then nobody could manage keys, sources and tenants; create an admin key without expires_at first (herald keys create --role admin), or set HERALD_API_KEY")
+}
+
+// UsableAdminKeys lists the stored admin keys (kind key) that are neither
+// revoked nor expired at now: the admins there are without HERALD_API_KEY.
+func UsableAdminKeys(ctx context.Context, st store.Store, now time.Time) ([]store.APIKey, error) {
+	var out []store.APIKey
 	for p := (store.ListParams{Limit: 1000}); ; {
-		pg, err := s.db(ctx).ListAPIKeys(ctx, store.KeyKindAPIKey, p)
+		pg, err := st.ListAPIKeys(ctx, store.KeyKindAPIKey, p)
 		if err != nil {
-			return s.problem(err, "api keys")
+			return nil, err
 		}
 		for _, k := range pg.Data {
-			if k.ID == id {
-				target = k
-			}
 			if k.Role == store.RoleAdmin && k.Usable(now) {
-				admins++
+				out = append(out, k)
 			}
 		}
 		if pg.NextCursor == "" {
-			break
+			return out, nil
 		}
 		p.Cursor = pg.NextCursor
 	}
-	if target.Role == store.RoleAdmin && target.Usable(now) && admins <= 1 {
-		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
-	}
-	return nil
 }

@@ -586,7 +586,9 @@ func (m *Main) keyring(key []byte) (*secretbox.Keyring, error) {
 
 // apiKeyHashes returns the hash of HERALD_API_KEY when set. Otherwise, when
 // no API key is stored yet (the very first start), it generates an admin
-// key, stores it hashed and prints it once.
+// key, stores it hashed and prints it once; when keys are stored but no
+// usable admin key (all revoked or expired), it logs a WARN saying how to
+// recover.
 func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 	if m.cfg.APIKey != "" {
 		h := api.HashAPIKey(m.cfg.APIKey)
@@ -607,8 +609,20 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 		return [][]byte{h}, nil
 	}
 	n, err := m.store.CountAPIKeys(ctx)
-	if err != nil || n > 0 {
+	if err != nil {
 		return nil, err
+	}
+	if n > 0 {
+		// Keys exist, so none is generated; should no admin key be left
+		// (all revoked or expired), say how to get one back.
+		admins, err := api.UsableAdminKeys(ctx, m.store, m.cfg.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		if len(admins) == 0 {
+			m.log.Warn("no usable admin key: every stored admin key is revoked or expired and HERALD_API_KEY is not set, so nobody can manage API keys, sources or tenants; to recover, restart with HERALD_API_KEY set to a new key (openssl rand -hex 32) and create an admin key with it (herald keys create --role admin)")
+		}
+		return nil, nil
 	}
 	key, err := api.NewSecretKey(api.APIKeyPrefix)
 	if err != nil {

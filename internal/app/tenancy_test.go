@@ -13,6 +13,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // tenancyFixture is a running Herald with one Stripe source (forwarding to
@@ -467,6 +468,143 @@ func TestLastAdminKeyKept(t *testing.T) {
 	}
 	if st, _ := h.callWithKey(second.Key, "GET", "/v1/api-keys", nil, nil); st != 200 {
 		t.Fatalf("the kept admin key no longer works: %d", st)
+	}
+}
+
+// TestExpiringAdminKeyKeepsNoAdmin: without HERALD_API_KEY, an admin key
+// that expires does not count as keeping an admin: with admin key A (no
+// expiry) and admin key B expiring in 40 s, revoking A answers 409 naming
+// the rule (before: 204, and 40 s later nobody was admin). Once an admin
+// key without expiry exists, A can be revoked; B, which expires, can be
+// revoked while a lasting one remains.
+func TestExpiringAdminKeyKeepsNoAdmin(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	var printed strings.Builder
+	h := startHerald(t, func(c *app.Config) { c.APIKey = ""; c.Stdout = &printed; c.Clock = clk })
+	a := regexp.MustCompile(`herald_key_[\w-]+`).FindString(printed.String())
+	var keys struct{ Data []struct{ ID string } }
+	if st, raw := h.callWithKey(a, "GET", "/v1/api-keys", nil, &keys); st != 200 || len(keys.Data) != 1 {
+		t.Fatalf("list keys: %d %s", st, raw)
+	}
+	aID := keys.Data[0].ID
+	var b, c struct{ ID, Key string }
+	expires := clk.Now().Add(40 * time.Second).Format(time.RFC3339)
+	if st, raw := h.callWithKey(a, "POST", "/v1/api-keys", map[string]any{"name": "expiring admin", "role": "admin", "expires_at": expires}, &b); st != 201 {
+		t.Fatalf("create expiring admin key: %d %s", st, raw)
+	}
+	st, raw := h.callWithKey(a, "DELETE", "/v1/api-keys/"+aID, nil, nil)
+	if st != 409 || !strings.Contains(string(raw), "last admin key that never expires") || !strings.Contains(string(raw), expires) {
+		t.Fatalf("revoking the last admin key without expiry beside one expiring at %s: %d %s; want 409 naming the rule", expires, st, raw)
+	}
+	if st, _ := h.callWithKey(a, "GET", "/v1/api-keys", nil, nil); st != 200 {
+		t.Fatalf("the refused revocation changed the key: %d", st)
+	}
+	if st, raw := h.callWithKey(a, "POST", "/v1/api-keys", map[string]any{"name": "lasting admin", "role": "admin"}, &c); st != 201 {
+		t.Fatalf("create admin key: %d %s", st, raw)
+	}
+	if st, raw := h.callWithKey(c.Key, "DELETE", "/v1/api-keys/"+b.ID, nil, nil); st != 204 {
+		t.Fatalf("revoking an expiring admin key while two lasting ones remain: %d %s", st, raw)
+	}
+	if st, raw := h.callWithKey(c.Key, "DELETE", "/v1/api-keys/"+aID, nil, nil); st != 204 {
+		t.Fatalf("revoking one of two lasting admin keys: %d %s", st, raw)
+	}
+	if st, raw := h.callWithKey(c.Key, "DELETE", "/v1/api-keys/"+c.ID, nil, nil); st != 409 || !strings.Contains(string(raw), "last usable admin key") {
+		t.Fatalf("revoking the last admin key: %d %s", st, raw)
+	}
+}
+
+// TestStartWarnsWithoutUsableAdminKey: a start without HERALD_API_KEY on
+// a database whose admin keys are all revoked or expired (other keys
+// remain, so none is generated) logs a WARN saying how to recover; one with
+// a usable admin key does not.
+func TestStartWarnsWithoutUsableAdminKey(t *testing.T) {
+	t.Parallel()
+	db, encKey := testDB(t)
+	clk := newFakeClock()
+	start := func(logs io.Writer) *app.Main {
+		m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: encKey, Dev: true, Clock: clk, Stdout: io.Discard,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	warning := "no usable admin key"
+	var logs testutil.SyncBuffer
+	m := start(&logs) // the first start generates an admin key
+	now := clk.Now()
+	for _, k := range []store.APIKey{
+		{ID: "key_viewer", Role: store.RoleViewer, Tenant: "acme"},
+		{ID: "key_expiring", Role: store.RoleAdmin, ExpiresAt: now.Add(time.Hour)},
+	} {
+		k.Kind, k.Name, k.Hash, k.CreatedAt = store.KeyKindAPIKey, k.ID, api.HashAPIKey(k.ID+"-secret-0123456789abcdef"), now
+		if _, err := m.Store().CreateAPIKey(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg, err := m.Store().ListAPIKeys(t.Context(), store.KeyKindAPIKey, store.ListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range pg.Data {
+		if k.Name == "admin key (generated at first start)" {
+			if err := m.Store().RevokeAPIKey(t.Context(), store.KeyKindAPIKey, k.ID, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m.Close()
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("the first start warned: %s", logs.String())
+	}
+	var second testutil.SyncBuffer
+	start(&second).Close() // the expiring admin key is still usable
+	if strings.Contains(second.String(), warning) {
+		t.Fatalf("a start with a usable (expiring) admin key warned: %s", second.String())
+	}
+	clk.Advance(time.Hour)
+	var third testutil.SyncBuffer
+	start(&third).Close()
+	out := third.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, warning) || !strings.Contains(out, "HERALD_API_KEY") {
+		t.Fatalf("a start whose admin keys are revoked or expired logged %q; want a WARN saying to set HERALD_API_KEY", out)
+	}
+}
+
+// TestEnvPortalSessionsOutliveAKeyChange: a portal session created with
+// HERALD_API_KEY shows created_by "env", which names no stored key: after
+// a restart with another HERALD_API_KEY (or none) it still works until it
+// expires, and only its own revocation (DELETE /v1/portal-sessions/{id})
+// ends it sooner (docs/operations.md says so).
+func TestEnvPortalSessionsOutliveAKeyChange(t *testing.T) {
+	t.Parallel()
+	var db, encKey string
+	first := startHerald(t, func(c *app.Config) { db, encKey = c.DB, c.EncryptionKey })
+	var ps struct {
+		ID, Token string
+		CreatedBy string `json:"created_by"`
+	}
+	if st, raw := first.call("POST", "/v1/portal-sessions", map[string]any{"tenant": "acme", "ttl_seconds": 3600}, &ps); st != 201 || ps.CreatedBy != "env" {
+		t.Fatalf("portal session by HERALD_API_KEY: %d %s; want 201 with created_by env", st, raw)
+	}
+	first.stop()
+	const otherKey = "herald_other_admin_key_0123456789abcdef0123"
+	second := startHerald(t, func(c *app.Config) { c.DB, c.EncryptionKey, c.APIKey = db, encKey, otherKey })
+	if st, raw := second.callWithKey(ps.Token, "GET", "/v1/endpoints", nil, nil); st != 200 {
+		t.Fatalf("the env portal session after HERALD_API_KEY changed: %d %s; want it still valid", st, raw)
+	}
+	if st, _ := second.callWithKey(testAPIKey, "GET", "/v1/endpoints", nil, nil); st != 401 {
+		t.Fatalf("the former HERALD_API_KEY after the change: %d, want 401", st)
+	}
+	if st, raw := second.callWithKey(otherKey, "DELETE", "/v1/api-keys/env", nil, nil); st != 404 {
+		t.Fatalf("DELETE /v1/api-keys/env: %d %s; want 404 (env is no stored key)", st, raw)
+	}
+	if st, raw := second.callWithKey(otherKey, "DELETE", "/v1/portal-sessions/"+ps.ID, nil, nil); st != 204 {
+		t.Fatalf("revoke the env portal session: %d %s", st, raw)
+	}
+	if st, _ := second.callWithKey(ps.Token, "GET", "/v1/endpoints", nil, nil); st != 401 {
+		t.Fatalf("the revoked env portal session: %d, want 401", st)
 	}
 }
 

@@ -234,11 +234,18 @@ func EventKey(tenant, id string, fromClient bool) string {
 }
 
 // HeraldEventID reports whether id has the shape of an id Herald makes
-// itself ("evt_" + 26 characters, or an operational "evt_op_…"): such ids
-// are unique everywhere, and a producer may not choose one (it would make
-// one id name two events of a tenant).
+// itself ("evt_" + 26 characters, or an operational "evt_op_…"), in any
+// case: such ids are unique everywhere, and a producer may not choose one
+// (it would make one id name two events of a tenant), nor a look-alike
+// differing only in case ("EVT_OP_x"), which a receiver folding case would
+// take for Herald's (as event types and src_ tenants are reserved in any
+// case).
 func HeraldEventID(id string) bool {
-	return strings.HasPrefix(id, "evt_") && (len(id) == 30 || strings.HasPrefix(id, "evt_op_"))
+	return hasPrefixFold(id, "evt_") && (len(id) == 30 || hasPrefixFold(id, "evt_op_"))
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // PublicEventID is the id an event is known by outside the store: the

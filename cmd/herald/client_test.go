@@ -552,7 +552,7 @@ func TestPortalSessionsCommands(t *testing.T) {
 	if r := last(); string(r.body) != `{"tenant":"acme","ttl_seconds":604800}` {
 		t.Fatalf("portal-sessions create --ttl 7d sent %s", r.body)
 	}
-	for _, args := range [][]string{{"--ttl", "2h"}, {"--tenant", "acme", "--ttl", "30s"}, {"--tenant", "acme", "--ttl", "200h"}, {"--tenant", "acme", "--ttl", "90500ms"}} {
+	for _, args := range [][]string{{"--ttl", "2h"}, {"--tenant", "acme", "--ttl", "30s"}, {"--tenant", "acme", "--ttl", "200h"}, {"--tenant", "acme", "--ttl", "90500ms"}, {"--tenant", "acme", "--ttl", "0"}, {"--tenant", "acme", "--ttl", "0s"}} {
 		if _, _, err := execHerald(t, "", append([]string{"portal-sessions", "create", "--server", srv.URL, "--api-key", "k"}, args...)...); err == nil {
 			t.Errorf("portal-sessions create %v accepted", args)
 		}

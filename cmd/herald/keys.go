@@ -104,8 +104,10 @@ that created it, and revoking that key revokes the session.`,
 			if tenant == "" {
 				return errors.New("--tenant is required")
 			}
-			if ttl != 0 && (ttl < time.Minute || ttl > 7*24*time.Hour || ttl%time.Second != 0) {
-				return fmt.Errorf("--ttl %s: a whole number of seconds from 1m to 7d", cmd.Flag("ttl").Value) // as given: 8d, not 192h0m0s
+			// Given, --ttl is checked whatever its value: 0 is not "the
+			// default" (omit the flag for the default of 1h).
+			if cmd.Flags().Changed("ttl") && (ttl < time.Minute || ttl > 7*24*time.Hour || ttl%time.Second != 0) {
+				return fmt.Errorf("--ttl %s: a whole number of seconds from 1m to 7d; omit --ttl for the default of 1h", cmd.Flag("ttl").Value) // as given: 8d, not 192h0m0s
 			}
 			b := map[string]any{"tenant": tenant}
 			if role != "" {

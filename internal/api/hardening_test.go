@@ -489,6 +489,7 @@ func TestAPIKeyBodyErrors(t *testing.T) {
 		{"POST", "/v1/api-keys", `{"name":"","role":"admin"}`, "body.name", "expected length >= 1"},
 		{"POST", "/v1/api-keys", `{"name":"a\u0001b","role":"admin"}`, "body.name", "no control characters"},
 		{"PATCH", "/v1/endpoints/" + w.epA, `{"tenant":"globex"}`, "body.tenant", "a tenant cannot be changed"},
+		{"POST", "/v1/sources", `{"name":"","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.3/in"}`, "body.name", "expected length >= 1"},
 	} {
 		st, raw := w.call(adminKey, c.method, c.path, c.body)
 		var p problem

@@ -304,3 +304,21 @@ func TestPersonalDataMarkMustBeBoolean(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaDraftNamed: a "$schema" naming a draft the validator
+// implements compiles as that draft (http or https, with or without the
+// empty fragment); any other, such as draft-03, is refused naming the
+// drafts supported, not as a reference Herald will not load.
+func TestSchemaDraftNamed(t *testing.T) {
+	for _, d := range []string{"https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-04/schema", "https://json-schema.org/draft/2019-09/schema"} {
+		if _, err := Compile([]byte(`{"$schema":"` + d + `","type":"object"}`)); err != nil {
+			t.Errorf("$schema %s: %v", d, err)
+		}
+	}
+	for _, d := range []string{"http://json-schema.org/draft-03/schema#", "https://example.com/my-meta", "json-schema.org/draft-07/schema#frag"} {
+		_, err := Compile([]byte(`{"$schema":"` + d + `","type":"object"}`))
+		if err == nil || !strings.Contains(err.Error(), "not a supported draft") || !strings.Contains(err.Error(), "2020-12") {
+			t.Errorf("$schema %s: %v, want an error naming the supported drafts", d, err)
+		}
+	}
+}

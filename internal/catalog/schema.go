@@ -46,8 +46,12 @@ func Compile(schemaJSON []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
 	}
-	if _, ok := doc.(map[string]any); !ok {
+	obj, ok := doc.(map[string]any)
+	if !ok {
 		return nil, errors.New("schema must be a JSON object (JSON Schema 2020-12)")
+	}
+	if d, ok := obj["$schema"].(string); ok && !knownDraft(d) {
+		return nil, fmt.Errorf("$schema %q is not a supported draft: 2020-12 (the default), 2019-09, draft-07, draft-06 or draft-04, as https://json-schema.org/draft/2020-12/schema", d)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -61,6 +65,24 @@ func Compile(schemaJSON []byte) (*Schema, error) {
 		return nil, fmt.Errorf("schema does not compile: %s", strings.ReplaceAll(err.Error(), loc, "schema"))
 	}
 	return &Schema{compiled: sch, raw: doc}, nil
+}
+
+// knownDraft reports whether a "$schema" value names a draft the
+// validator implements (its meta-schema URL, http or https, with an empty
+// fragment or none); any other value would be read as a reference to load
+// and refused with a confusing "only references inside the schema".
+func knownDraft(url string) bool {
+	u := strings.TrimSuffix(url, "#")
+	u, ok := strings.CutPrefix(u, "https://")
+	if !ok {
+		u, _ = strings.CutPrefix(u, "http://")
+	}
+	switch u {
+	case "json-schema.org/schema", "json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-09/schema",
+		"json-schema.org/draft-07/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-04/schema":
+		return true
+	}
+	return false
 }
 
 // CheckMarks refuses a schema whose PersonalDataKeyword marks are not

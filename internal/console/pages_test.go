@@ -272,6 +272,15 @@ func TestCreateSourceRedirects(t *testing.T) {
 	if len(sl.Data) != 1 {
 		t.Fatalf("%d sources after the reloads, want 1", len(sl.Data))
 	}
+	// The list says when the source's forwarding endpoint holds new
+	// forwards (paused here; disabled after a 410), and not otherwise.
+	if list := b.do("GET", "/ui/sources", nil).Body.String(); strings.Contains(list, `data-testid="forwarding-state"`) {
+		t.Fatalf("an enabled forwarding endpoint is shown as holding forwards:\n%s", list)
+	}
+	f.apiCall(adminKey, "POST", "/v1/endpoints/"+src.EndpointID+"/pause", "", nil)
+	if list := b.do("GET", "/ui/sources", nil).Body.String(); !strings.Contains(list, `<span class="state-paused" data-testid="forwarding-state"`) {
+		t.Fatalf("the sources list does not say the forwarding endpoint is paused:\n%s", list)
+	}
 	// A refused form is shown again with the reason and what was typed
 	// (but the write-only secrets), and creates nothing.
 	for _, form := range []url.Values{

@@ -516,7 +516,7 @@ async function main() {
   assert.equal((await api('GET', '/v1/sources')).body.data.length, 1, 'a reload created another source');
   await page.goto(heraldBase + '/ui/sources');
   assert.match(await page.textContent(`[data-testid=sources] tr:has(a[href="/ui/sources/${src.id}"])`), /stripe[\s\S]*\/fail\/stripe[\s\S]*1/);
-  await shot(page, 'sources');
+  assert.equal(await page.$('[data-testid=forwarding-state]'), null, 'an enabled forwarding endpoint is shown as holding forwards');
 
   log('a signed provider event is forwarded; its failure is a dead letter on the source\'s page');
   const ingest = async (secret, id) => {
@@ -536,6 +536,14 @@ async function main() {
   assert.match(await page.textContent('[data-testid=source-dead]'), /HTTP 500/);
   assert.equal(await page.$$eval('[data-testid=source-dead] a[href^="/ui/deliveries/"]', (a) => a.length), 1);
   await shot(page, 'source');
+
+  log('a paused (or, after a 410, disabled) forwarding endpoint shows in the sources list');
+  await api('POST', `/v1/endpoints/${src.endpoint_id}/pause`);
+  await page.goto(heraldBase + '/ui/sources');
+  assert.match(await page.textContent(`[data-testid=sources] tr:has(a[href="/ui/sources/${src.id}"]) [data-testid=forwarding-state]`), /paused: new forwards are held/);
+  await shot(page, 'sources');
+  await api('POST', `/v1/endpoints/${src.endpoint_id}/resume`);
+  await page.click(`[data-testid=sources] a[href="/ui/sources/${src.id}"]`);
 
   log('replace the source\'s secrets: the old one no longer verifies, a new one does');
   await page.fill('textarea[name=secrets]', 'whsec_rotated_one\nwhsec_rotated_two');

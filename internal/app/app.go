@@ -613,7 +613,9 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 		return nil, err
 	}
 	if n > 0 {
-		// Keys exist, so none is generated; should no admin key be left
+		// Unrevoked keys exist, so none is generated (with every key
+		// revoked, a start generates one as the first did); should no
+		// admin key be left
 		// (all revoked or expired), say how to get one back.
 		admins, err := api.UsableAdminKeys(ctx, m.store, m.cfg.Clock.Now())
 		if err != nil {

@@ -177,17 +177,24 @@ func isToken(s string) bool {
 }
 
 // validateEventTypes checks filter patterns: "*", an event type, or an
-// event type prefix followed by ".*".
-func validateEventTypes(types []string, loc string) error {
+// event type prefix followed by ".*". It returns them with repeats left
+// out (the first of each kept, in order): a filter is a set.
+func validateEventTypes(types []string, loc string) ([]string, error) {
 	for i, t := range types {
 		if t == "*" {
 			continue
 		}
 		if !store.ValidEventType(strings.TrimSuffix(t, ".*")) {
-			return invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t)
+			return nil, invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t)
 		}
 	}
-	return nil
+	out := types[:0:0]
+	for _, t := range types {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) checkURL(raw, loc string) (string, error) {
@@ -290,7 +297,7 @@ func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndp
 	if err != nil {
 		return nil, err
 	}
-	if err := validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
+	if b.EventTypes, err = validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
 		return nil, err
 	}
 	pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
@@ -382,9 +389,11 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		p.URL = &u
 	}
 	if b.EventTypes != nil {
-		if err := validateEventTypes(*b.EventTypes, "body.event_types"); err != nil {
+		types, err := validateEventTypes(*b.EventTypes, "body.event_types")
+		if err != nil {
 			return nil, err
 		}
+		*b.EventTypes = types // p.EventTypes points here too
 	}
 	if b.EventTypes != nil || b.Versions != nil {
 		types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint

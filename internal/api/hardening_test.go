@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -500,5 +501,28 @@ func TestAPIKeyBodyErrors(t *testing.T) {
 	}
 	if after := countKeys(); after != before {
 		t.Errorf("refused creates changed the keys: %d → %d", before, after)
+	}
+}
+
+// TestEventTypeFiltersAreSets: an endpoint's event_types is a set: a
+// filter given twice is kept once (the first, in order), on create and on
+// change.
+func TestEventTypeFiltersAreSets(t *testing.T) {
+	w := newWorld(t, nil)
+	var ep struct {
+		ID         string
+		EventTypes []string `json:"event_types"`
+	}
+	w.mustCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme-receiver.example/sets","event_types":["x.y","a.*","x.y","*","a.*"]}`, 201, &ep)
+	if !slices.Equal(ep.EventTypes, []string{"x.y", "a.*", "*"}) {
+		t.Fatalf("created with event_types %q, want [x.y a.* *]", ep.EventTypes)
+	}
+	w.mustCall(adminKey, "PATCH", "/v1/endpoints/"+ep.ID, `{"event_types":["b.c","b.c"]}`, 200, &ep)
+	if !slices.Equal(ep.EventTypes, []string{"b.c"}) {
+		t.Fatalf("changed to event_types %q, want [b.c]", ep.EventTypes)
+	}
+	w.mustCall(adminKey, "GET", "/v1/endpoints/"+ep.ID, "", 200, &ep)
+	if !slices.Equal(ep.EventTypes, []string{"b.c"}) {
+		t.Fatalf("stored event_types %q, want [b.c]", ep.EventTypes)
 	}
 }

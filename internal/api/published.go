@@ -223,5 +223,5 @@ func OrderText(sequenced []string) string {
 	if len(sequenced) == 0 {
 		return none
 	}
-	return "not guaranteed; events of " + strings.Join(sequenced, ", ") + " carry sequence (body) and X-Event-Sequence: per (tenant, type, resource id; "+catalog.ResourceIDRule+"), strictly increasing in commit order without gaps — keep the highest seen. Other types: " + none
+	return "not guaranteed; events of " + strings.Join(sequenced, ", ") + " carry sequence (body) and X-Event-Sequence: per (tenant, type, resource id; " + catalog.ResourceIDRule + "), strictly increasing in commit order without gaps — keep the highest seen. Other types: " + none
 }

@@ -77,7 +77,7 @@ func TestClusterRateLimitDeliversItsRate(t *testing.T) {
 				sumBurst += b
 			}
 			seconds := max(10, 100/limit) // 100 attempts at least
-			var queue backQueue // due claims in order of due time, then of their return
+			var queue backQueue           // due claims in order of due time, then of their return
 			for i := range max(1000, 2*limit*seconds) {
 				queue.add(t0, i)
 			}

@@ -514,7 +514,7 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 			return e, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return e, s.problem(err, "event "+id)
+			return e, s.problem(err, "event "+Echo(id))
 		}
 	}
 	e, err := db.GetEvent(ctx, id)
@@ -527,7 +527,7 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 	if errors.Is(err, store.ErrNotFound) && tenant == "" {
 		return store.Event{}, huma.Error404NotFound("event " + id + " not found (an id chosen by a producer is unique per tenant only: add ?tenant=<tenant>)")
 	}
-	return e, s.problem(err, "event "+id)
+	return e, s.problem(err, "event "+Echo(id))
 }
 
 // ReservedEventType reports whether typ (an event type or a filter

@@ -195,7 +195,7 @@ func (s *Server) revokeAPIKey(ctx context.Context, in *revokeAPIKeyInput) (*stru
 		return nil, err
 	}
 	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindAPIKey, in.ID, s.cfg.Now()); err != nil {
-		return nil, s.problem(err, "api key "+in.ID)
+		return nil, s.problem(err, "api key "+Echo(in.ID))
 	}
 	s.keys.forget(in.ID) // and the portal sessions it created
 	return &struct{}{}, nil
@@ -264,7 +264,7 @@ type revokePortalSessionInput struct {
 
 func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessionInput) (*struct{}, error) {
 	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindPortal, in.ID, s.cfg.Now()); err != nil {
-		return nil, s.problem(err, "portal session "+in.ID)
+		return nil, s.problem(err, "portal session "+Echo(in.ID))
 	}
 	s.keys.forget(in.ID)
 	return &struct{}{}, nil

@@ -211,7 +211,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
 	}
 	if store.HeraldEventID(b.ID) {
-		return nil, invalid("body.id", "ids of the form evt_ + 26 characters and evt_op_… (in any case) are Herald's own; choose another id", b.ID)
+		return nil, invalid("body.id", store.HeraldEventIDRule, b.ID)
 	}
 	now := s.cfg.Now()
 	id := b.ID

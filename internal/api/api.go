@@ -128,6 +128,12 @@ type Server struct {
 	// createTypeMu serializes event type creations (createEventType's
 	// case check).
 	createTypeMu sync.Mutex
+	// revokeMu serializes API key revocations while no admin key is
+	// configured, so keepAnAdmin's check and the revocation it allows are
+	// one step in this process; atRevokeLock, when set (tests only), is
+	// called before a revocation waits for it.
+	revokeMu     sync.Mutex
+	atRevokeLock func()
 	cfg          Config
 	cursors      *cursorBox
 	keyCheck     *keyCheck

@@ -204,7 +204,7 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")"}
 	}
 	if store.HeraldEventID(ev.ID) {
-		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: "ids of the form evt_ + 26 characters and evt_op_… (in any case) are Herald's own; choose another id"}
+		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: store.HeraldEventIDRule}
 	}
 	if !validIdempotencyKey(ev.IdempotencyKey) {
 		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: "idempotency key: at most 255 bytes of UTF-8 without control characters"}

@@ -277,6 +277,7 @@ func TestValidate(t *testing.T) {
 		{"id too long", func(e *outbox.Event) { e.ID = strings.Repeat("a", 129) }, "ID"},
 		{"Herald's id", func(e *outbox.Event) { e.ID = "evt_op_x" }, "ID"},
 		{"Herald's id in capitals", func(e *outbox.Event) { e.ID = "EVT_OP_x" }, "ID"},
+		{"a test event's id", func(e *outbox.Event) { e.ID = "evt_test_06h4kfnxjhypvf17c40098w9ww" }, "ID"},
 		{"Herald's 26-character id in capitals", func(e *outbox.Event) { e.ID = "EVT_06H4KFNXJHYPVF17C40098W9WW" }, "ID"},
 		{"key too long", func(e *outbox.Event) { e.IdempotencyKey = strings.Repeat("k", 256) }, "IdempotencyKey"},
 		{"key with a newline", func(e *outbox.Event) { e.IdempotencyKey = "a\nb" }, "IdempotencyKey"},

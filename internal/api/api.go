@@ -128,6 +128,12 @@ type Server struct {
 	// createTypeMu serializes event type creations (createEventType's
 	// case check).
 	createTypeMu sync.Mutex
+	// revokeMu serializes API key revocations while no admin key is
+	// configured, so keepAnAdmin's check and the revocation it allows are
+	// one step in this process; atRevokeLock, when set (tests only), is
+	// called before a revocation waits for it.
+	revokeMu     sync.Mutex
+	atRevokeLock func()
 	cfg          Config
 	cursors      *cursorBox
 	keyCheck     *keyCheck
@@ -485,7 +491,7 @@ func duplicateMembers(b []byte) error {
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	detail = cutEchoes(detail)
+	detail = cutEchoes(detail, maxDetail)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
@@ -538,45 +544,123 @@ func init() {
 				// PATCH /v1/endpoints/{id} {"tenant":…}: say why.
 				d.Message = "unexpected property: a tenant cannot be changed or named here (an endpoint's tenant is set when it is created; create one in the other tenant instead)"
 			}
-			d.Message, d.Location = cutEchoes(d.Message), cutEchoes(d.Location)
+			d.Message, d.Location = cutEchoes(d.Message, maxErrorMessage), cutLocation(d.Location)
 			if v, ok := d.Value.(string); ok {
-				d.Value = cutEcho(v)
+				d.Value = Echo(v)
 			}
 		}
-		return base(status, cutEchoes(msg), errs...)
+		return base(status, cutEchoes(msg, maxDetail), listErrors(errs)...)
 	}
 }
 
+// maxProblemErrors bounds the errors a problem lists: the rest are counted
+// in one more entry, so 8,000 unknown query parameters do not answer
+// 8,000 entries.
+const maxProblemErrors = 10
+
+// maxDetail and maxErrorMessage bound a problem's detail and each error's
+// message whatever they echo: with maxProblemErrors and echoMax, a problem
+// stays within a few KB whatever the request.
+const (
+	maxDetail       = 1024
+	maxErrorMessage = 512
+)
+
+// listErrors keeps the first maxProblemErrors of errs and one entry saying
+// how many more there are.
+func listErrors(errs []error) []error {
+	if len(errs) <= maxProblemErrors {
+		return errs
+	}
+	more := len(errs) - maxProblemErrors
+	return append(errs[:maxProblemErrors:maxProblemErrors], &huma.ErrorDetail{
+		Message: fmt.Sprintf("%d more errors not listed (a problem lists at most %d)", more, maxProblemErrors)})
+}
+
+// listEchoes joins the first maxProblemErrors of names, each cut by Echo,
+// and says how many more there are.
+func listEchoes(names []string) string {
+	shown := names
+	if len(shown) > maxProblemErrors {
+		shown = shown[:maxProblemErrors]
+	}
+	cut := make([]string, len(shown))
+	for i, n := range shown {
+		cut[i] = Echo(n)
+	}
+	s := strings.Join(cut, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
 // echoMax bounds how much of one piece of a client's input (an id, a
-// name, a value) a problem repeats: longer ones are cut to echoMax bytes
-// and an ellipsis, so a 100,000-character id does not come back as a
-// 100 KB answer (nor fill logs and support tickets).
+// name, a value, a location) a problem repeats: longer ones are cut to
+// echoMax bytes and an ellipsis, so a 100,000-character id does not come
+// back as a 100 KB answer (nor fill logs and support tickets).
 const echoMax = 256
 
-// cutEcho cuts s to echoMax bytes, at a character boundary, plus "…".
-func cutEcho(s string) string {
-	if len(s) <= echoMax {
+// Echo cuts one piece of a client's input to echoMax bytes, at a character
+// boundary, plus "…", for a message that repeats it (the console's pages
+// use it too). Call it on the piece itself: input may hold spaces or
+// quotes, so a message cannot be split back into its pieces.
+func Echo(s string) string { return cutAt(s, echoMax) }
+
+// cutAt cuts s to n bytes, at a character boundary, plus "…".
+func cutAt(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := echoMax
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
 
-// cutEchoes applies cutEcho to every space-separated word of a message or
-// location: Herald's own words are short, so only echoed input is cut
-// ("endpoint ep_aaaa… not found", "body.kkkk…").
-func cutEchoes(s string) string {
+// cutLocation cuts an error's location ("body.<member>…", "query.<name>",
+// "path.<id>"): everything after the first dot is the client's input, cut
+// as one piece by Echo.
+func cutLocation(loc string) string {
+	i := strings.IndexByte(loc, '.')
+	if i < 0 {
+		return Echo(loc)
+	}
+	return loc[:i+1] + Echo(loc[i+1:])
+}
+
+// cutEchoes is the safety net for a message built with its input already
+// cut (Echo): each Go-quoted string (%q) and each other space-separated
+// word is cut to echoMax bytes, and the whole message to max bytes.
+func cutEchoes(s string, max int) string {
 	if len(s) <= echoMax {
 		return s
 	}
-	words := strings.Split(s, " ")
-	for i, w := range words {
-		words[i] = cutEcho(w)
+	var b strings.Builder
+	for len(s) > 0 {
+		if s[0] == ' ' {
+			b.WriteByte(' ')
+			s = s[1:]
+			continue
+		}
+		if s[0] == '"' {
+			if q, err := strconv.QuotedPrefix(s); err == nil {
+				s = s[len(q):]
+				if u, _ := strconv.Unquote(q); len(u) > echoMax {
+					q = strconv.Quote(Echo(u))
+				}
+				b.WriteString(q)
+				continue
+			}
+		}
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			i = len(s)
+		}
+		b.WriteString(Echo(s[:i]))
+		s = s[i:]
 	}
-	return strings.Join(words, " ")
+	return cutAt(b.String(), max)
 }
 
 // secretLocation reports whether an error at location (e.g.

@@ -611,6 +611,7 @@ func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
 			parts[i] = fmt.Sprintf("%s given %d times", name, n)
 			details[i] = &huma.ErrorDetail{Location: "query." + name, Message: fmt.Sprintf("query parameter %s given %d times: it takes one value", name, n)}
 		}
+		// Only declared names repeat: Herald's own, short and few.
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity,
 			fmt.Sprintf("query parameter %s: each query parameter of %s %s takes one value; give it once", strings.Join(parts, ", "), op.Method, op.Path), details...)
 		return
@@ -632,10 +633,12 @@ func (s *Server) refuseUnknownQuery(ctx huma.Context, op *huma.Operation, unknow
 	if len(known) > 0 {
 		takes = "only " + strings.Join(known, ", ")
 	}
+	// Each name is input: cut by Echo, at most maxProblemErrors of them
+	// listed in the detail (the huma.NewError wrapper bounds errors[]).
 	details := make([]error, len(unknown))
 	for i, name := range unknown {
-		details[i] = &huma.ErrorDetail{Location: "query." + name, Message: "unknown query parameter", Value: name}
+		details[i] = &huma.ErrorDetail{Location: "query." + Echo(name), Message: "unknown query parameter", Value: Echo(name)}
 	}
 	_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity,
-		fmt.Sprintf("unknown query parameter(s) %s: %s %s takes %s", strings.Join(unknown, ", "), op.Method, op.Path, takes), details...)
+		fmt.Sprintf("unknown query parameter(s) %s: %s %s takes %s", listEchoes(unknown), op.Method, op.Path, takes), details...)
 }

@@ -85,7 +85,7 @@ func (s *Server) registerDeliveries() {
 func (s *Server) getDelivery(ctx context.Context, in *DeliveryIDPath) (*struct{ Body DeliveryOut }, error) {
 	d, err := s.db(ctx).GetDelivery(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "delivery "+in.ID)
+		return nil, s.problem(err, "delivery "+Echo(in.ID))
 	}
 	return &struct{ Body DeliveryOut }{Body: deliveryOut(d)}, nil
 }
@@ -100,7 +100,7 @@ type attemptsOut struct {
 func (s *Server) listDeliveryAttempts(ctx context.Context, in *DeliveryIDPath) (*attemptsOut, error) {
 	as, err := s.db(ctx).ListAttempts(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "delivery "+in.ID)
+		return nil, s.problem(err, "delivery "+Echo(in.ID))
 	}
 	out := &attemptsOut{}
 	out.Body.Data = make([]AttemptOut, len(as))

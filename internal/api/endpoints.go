@@ -363,7 +363,7 @@ func (s *Server) listEndpoints(ctx context.Context, in *listEndpointsInput) (*li
 func (s *Server) getEndpoint(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	return &endpointOutput{Body: s.withCircuit(endpointOut(ctx, e))}, nil
 }
@@ -425,7 +425,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 	p.Notice = true
 	e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	return &endpointOutput{Body: endpointOut(ctx, e)}, nil
 }
@@ -435,7 +435,7 @@ func (s *Server) deleteEndpoint(ctx context.Context, in *EndpointIDPath) (*struc
 		return nil, err
 	}
 	if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	return &struct{}{}, nil
 }
@@ -449,7 +449,7 @@ type secretOut struct {
 func (s *Server) getEndpointSecret(ctx context.Context, in *EndpointIDPath) (*secretOut, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	out := &secretOut{}
 	if len(e.Secrets) > 0 {
@@ -485,7 +485,7 @@ func (s *Server) rotateEndpointSecret(ctx context.Context, in *rotateEndpointSec
 	e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
 		PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	out := &rotateOut{}
 	out.Body.Secret = secret
@@ -511,7 +511,7 @@ type secretsOut struct {
 func (s *Server) listEndpointSecrets(ctx context.Context, in *EndpointIDPath) (*secretsOut, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	out := &secretsOut{}
 	out.Body.Data = []secretInfo{}
@@ -535,11 +535,11 @@ func (s *Server) revokeEndpointSecret(ctx context.Context, in *revokeEndpointSec
 	if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {
-				return nil, s.problem(gerr, "endpoint "+in.ID)
+				return nil, s.problem(gerr, "endpoint "+Echo(in.ID))
 			}
-			return nil, s.problem(err, "active secret "+in.SecretID+" of endpoint "+in.ID)
+			return nil, s.problem(err, "active secret "+Echo(in.SecretID)+" of endpoint "+Echo(in.ID))
 		}
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	return &struct{}{}, nil
 }
@@ -557,7 +557,7 @@ func (s *Server) testEndpoint(ctx context.Context, in *EndpointIDPath) (*testOut
 	}
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	if _, err := s.checkURL(e.URL, "endpoint.url"); err != nil {
 		return nil, err
@@ -590,7 +590,7 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 		return nil, err
 	}
 	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
 		EventType: in.EventType, Since: in.Since, ListParams: lp})
@@ -608,7 +608,7 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) (store.Endpoint, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, id)
 	if err != nil {
-		return e, s.problem(err, "endpoint "+id)
+		return e, s.problem(err, "endpoint "+Echo(id))
 	}
 	if IsInternalTenant(e.Tenant) {
 		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + e.Tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + e.Tenant + ")")

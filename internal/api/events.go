@@ -211,7 +211,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
 	}
 	if store.HeraldEventID(b.ID) {
-		return nil, invalid("body.id", "ids of the form evt_ + 26 characters and evt_op_… (in any case) are Herald's own; choose another id", b.ID)
+		return nil, invalid("body.id", store.HeraldEventIDRule, b.ID)
 	}
 	now := s.cfg.Now()
 	id := b.ID
@@ -514,7 +514,7 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 			return e, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
-			return e, s.problem(err, "event "+id)
+			return e, s.problem(err, "event "+Echo(id))
 		}
 	}
 	e, err := db.GetEvent(ctx, id)
@@ -527,7 +527,7 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 	if errors.Is(err, store.ErrNotFound) && tenant == "" {
 		return store.Event{}, huma.Error404NotFound("event " + id + " not found (an id chosen by a producer is unique per tenant only: add ?tenant=<tenant>)")
 	}
-	return e, s.problem(err, "event "+id)
+	return e, s.problem(err, "event "+Echo(id))
 }
 
 // ReservedEventType reports whether typ (an event type or a filter

@@ -208,7 +208,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 		CreatedAt: now, UpdatedAt: now})
 	s.catalog.forget(b.Name) // saves this node's next publish a stale answer
 	if err != nil {
-		return nil, s.problem(err, "event type "+b.Name)
+		return nil, s.problem(err, "event type "+Echo(b.Name))
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
@@ -235,7 +235,7 @@ func (s *Server) listEventTypes(ctx context.Context, in *struct{}) (*eventTypesO
 func (s *Server) getEventType(ctx context.Context, in *NamePath) (*typeOutput, error) {
 	t, err := s.db(ctx).GetEventType(ctx, in.Name)
 	if err != nil {
-		return nil, s.problem(err, "event type "+in.Name)
+		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
@@ -248,7 +248,7 @@ type addEventTypeVersionInput struct {
 func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersionInput) (*typeOutput, error) {
 	t, err := s.db(ctx).GetEventType(ctx, in.Name)
 	if err != nil {
-		return nil, s.problem(err, "event type "+in.Name)
+		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
 	newest, _ := t.Newest()
 	if in.Body.Version != newest.Version+1 {
@@ -263,7 +263,7 @@ func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersio
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
 	s.catalog.forget(in.Name)
 	if err != nil {
-		return nil, s.problem(err, "event type "+in.Name)
+		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
@@ -276,7 +276,7 @@ type updateEventTypeInput struct {
 func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) (*typeOutput, error) {
 	t, err := s.db(ctx).GetEventType(ctx, in.Name)
 	if err != nil {
-		return nil, s.problem(err, "event type "+in.Name)
+		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
 	if in.Body.Description != nil {
 		t.Description = *in.Body.Description
@@ -317,7 +317,7 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
 	s.catalog.forget(in.Name)
 	if err != nil {
-		return nil, s.problem(err, "event type "+in.Name)
+		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
@@ -490,7 +490,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		return cp, nil
 	}
 	if err != nil {
-		return cp, s.problem(err, "event type "+typ)
+		return cp, s.problem(err, "event type "+Echo(typ))
 	}
 	newest, ok := t.Newest()
 	if !ok {

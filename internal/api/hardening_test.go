@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -524,5 +525,65 @@ func TestEventTypeFiltersAreSets(t *testing.T) {
 	w.mustCall(adminKey, "GET", "/v1/endpoints/"+ep.ID, "", 200, &ep)
 	if !slices.Equal(ep.EventTypes, []string{"b.c"}) {
 		t.Fatalf("stored event_types %q, want [b.c]", ep.EventTypes)
+	}
+}
+
+// TestProblemsBoundEchoedInputHoweverSpelled: the 256-byte cap holds for
+// each piece of input, not each word of it (a name "x y y …" is one piece),
+// and a problem lists at most 10 errors then one saying how many more, so
+// a request of thousands of unknown names answers a few KB.
+func TestProblemsBoundEchoedInputHoweverSpelled(t *testing.T) {
+	w := newWorld(t, nil)
+	var many strings.Builder
+	for i := range 8000 {
+		if i > 0 {
+			many.WriteByte('&')
+		}
+		fmt.Fprintf(&many, "p%d=1", i)
+	}
+	for _, c := range []struct {
+		name, method, path, body string
+		unit                     string // the repeated piece of the input
+	}{
+		{"query name with spaces", "GET", "/v1/endpoints?x" + strings.Repeat("+y", 20000), "", " y"},
+		{"member name with spaces", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/","` + strings.Repeat("k ", 5000) + `":1}`, "k "},
+		{"path id with spaces", "GET", "/v1/endpoints/ep_a" + strings.Repeat("%20a", 5000), "", " a"},
+		{"value with spaces", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/` + strings.Repeat("p ", 5000) + `"}`, "p "},
+		{"8,000 unknown names", "GET", "/v1/endpoints?" + many.String(), "", ""},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		if st < 400 || st >= 500 {
+			t.Errorf("%s: %d, want a 4xx problem", c.name, st)
+			continue
+		}
+		if len(raw) > 4096 {
+			t.Errorf("%s: a %d-byte problem %.300s…; want a few KB at most", c.name, len(raw), raw)
+		}
+		var p struct {
+			Detail string `json:"detail"`
+			Errors []struct {
+				Message, Location string
+				Value             any
+			} `json:"errors"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatalf("%s: %v: %.300s", c.name, err, raw)
+		}
+		if len(p.Errors) > 11 {
+			t.Errorf("%s: %d errors listed; want at most 10 and one saying how many more", c.name, len(p.Errors))
+		}
+		fields := []string{p.Detail}
+		for _, e := range p.Errors {
+			v, _ := e.Value.(string)
+			fields = append(fields, e.Message, e.Location, v)
+		}
+		for _, f := range fields {
+			if c.unit != "" && strings.Count(f, c.unit)*len(c.unit) > 256 {
+				t.Errorf("%s: %d bytes of the input echoed in one field %.300s…; want at most 256", c.name, strings.Count(f, c.unit)*len(c.unit), f)
+			}
+		}
+		if c.unit == "" && (len(p.Errors) != 11 || !strings.Contains(p.Errors[10].Message, "7990 more")) {
+			t.Errorf("%s: %d errors, last %+v; want 10 and one saying 7990 more", c.name, len(p.Errors), p.Errors[len(p.Errors)-1])
+		}
 	}
 }

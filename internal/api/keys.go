@@ -191,11 +191,20 @@ type revokeAPIKeyInput struct {
 }
 
 func (s *Server) revokeAPIKey(ctx context.Context, in *revokeAPIKeyInput) (*struct{}, error) {
+	if len(s.cfg.AdminKeyHashes) == 0 {
+		// Check and revoke as one step: two admins revoking each other at
+		// once would otherwise both pass the check and leave no admin.
+		if s.atRevokeLock != nil {
+			s.atRevokeLock()
+		}
+		s.revokeMu.Lock()
+		defer s.revokeMu.Unlock()
+	}
 	if err := s.keepAnAdmin(ctx, in.ID); err != nil {
 		return nil, err
 	}
 	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindAPIKey, in.ID, s.cfg.Now()); err != nil {
-		return nil, s.problem(err, "api key "+in.ID)
+		return nil, s.problem(err, "api key "+Echo(in.ID))
 	}
 	s.keys.forget(in.ID) // and the portal sessions it created
 	return &struct{}{}, nil
@@ -264,7 +273,7 @@ type revokePortalSessionInput struct {
 
 func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessionInput) (*struct{}, error) {
 	if err := s.db(ctx).RevokeAPIKey(ctx, store.KeyKindPortal, in.ID, s.cfg.Now()); err != nil {
-		return nil, s.problem(err, "portal session "+in.ID)
+		return nil, s.problem(err, "portal session "+Echo(in.ID))
 	}
 	s.keys.forget(in.ID)
 	return &struct{}{}, nil
@@ -276,9 +285,11 @@ func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessio
 // and no key is generated again once keys exist. It refuses the last
 // usable admin key, and the last usable admin key that never expires
 // while the others expire (an expiring key does not keep an admin, as the
-// last owner of a GitHub organisation cannot leave it). Two admins
-// revoking each other at the same instant can both pass; the configured
-// key is the way back (docs/operations.md).
+// last owner of a GitHub organisation cannot leave it). revokeAPIKey
+// holds revokeMu across the check and the revocation, so two admins
+// revoking each other at the same instant through one process cannot both
+// pass; through two nodes sharing a PostgreSQL database they still can,
+// and the configured key is the way back (docs/operations.md).
 func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 	if len(s.cfg.AdminKeyHashes) > 0 {
 		return nil
@@ -295,7 +306,7 @@ func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 	target := admins[i]
 	others := slices.Delete(admins, i, i+1)
 	if len(others) == 0 {
-		return huma.Error409Conflict("api key " + id + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
+		return huma.Error409Conflict("api key " + Echo(id) + " is the last usable admin key: create another admin key first (herald keys create --role admin), or set HERALD_API_KEY, so that someone can still manage keys, sources and tenants")
 	}
 	if !target.ExpiresAt.IsZero() || slices.ContainsFunc(others, func(k store.APIKey) bool { return k.ExpiresAt.IsZero() }) {
 		return nil
@@ -306,7 +317,7 @@ func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 			last = k.ExpiresAt
 		}
 	}
-	return huma.Error409Conflict("api key " + id + " is the last admin key that never expires: the other admin keys expire (the last at " + last.Format(time.RFC3339) +
+	return huma.Error409Conflict("api key " + Echo(id) + " is the last admin key that never expires: the other admin keys expire (the last at " + last.Format(time.RFC3339) +
 		"), and then nobody could manage keys, sources and tenants; create an admin key without expires_at first (herald keys create --role admin), or set HERALD_API_KEY")
 }
 

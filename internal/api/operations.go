@@ -120,7 +120,7 @@ func (s *Server) replayEndpoint(ctx context.Context, in *replayEndpointInput) (*
 	}
 	n, err := s.db(ctx).ReplayDeliveries(ctx, p)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	if n > 0 {
 		s.cfg.Notify()
@@ -193,7 +193,7 @@ func (s *Server) deadLetterCounts(ctx context.Context, in *deadLetterCountsInput
 func (s *Server) changeState(ctx context.Context, id string, to store.EndpointState, reason string) (*struct{ Body StateChangeOut }, error) {
 	cur, err := s.db(ctx).GetEndpoint(ctx, id)
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+id)
+		return nil, s.problem(err, "endpoint "+Echo(id))
 	}
 	if to == store.EndpointPaused && cur.State == store.EndpointDisabled {
 		return nil, huma.Error409Conflict("endpoint " + id + " is disabled (" + cur.StateReason + "); enable it (POST /v1/endpoints/" + id + "/enable) rather than pausing it")
@@ -204,7 +204,7 @@ func (s *Server) changeState(ctx context.Context, id string, to store.EndpointSt
 	}
 	e, moved, err := s.db(ctx).SetEndpointState(ctx, store.SetEndpointStateParams{ID: id, State: to, Reason: reason, Notice: notice, Now: s.cfg.Now()})
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+id)
+		return nil, s.problem(err, "endpoint "+Echo(id))
 	}
 	out := &struct{ Body StateChangeOut }{Body: StateChangeOut{Endpoint: endpointOut(ctx, e)}}
 	if to == store.EndpointEnabled {
@@ -220,7 +220,7 @@ func (s *Server) changeState(ctx context.Context, id string, to store.EndpointSt
 func (s *Server) replayOne(ctx context.Context, id string, state store.DeliveryState) (*struct{ Body ReplayOut }, error) {
 	n, err := s.db(ctx).ReplayDeliveries(ctx, store.ReplayParams{DeliveryID: id, States: []store.DeliveryState{state}, Now: s.cfg.Now()})
 	if err != nil {
-		return nil, s.problem(err, "delivery "+id)
+		return nil, s.problem(err, "delivery "+Echo(id))
 	}
 	if n > 0 {
 		s.cfg.Notify()

@@ -241,7 +241,7 @@ func (s *Server) listSources(ctx context.Context, in *struct{ ListQuery }) (*sou
 func (s *Server) getSource(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "source "+in.ID)
+		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
 	out, err := s.sourceOut(ctx, src)
 	if err != nil {
@@ -258,7 +258,7 @@ type updateSourceInput struct {
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
 	if err != nil {
-		return nil, s.problem(err, "source "+in.ID)
+		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
 	var sc inbound.SourceConfig
 	if err := json.Unmarshal(src.Config, &sc); err != nil {
@@ -300,7 +300,7 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	}
 	src, err = s.db(ctx).UpdateSource(ctx, p)
 	if err != nil {
-		return nil, s.problem(err, "source "+in.ID)
+		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
 	s.cfg.SourceChanged(in.ID)
 	out, err := s.sourceOut(ctx, src)
@@ -312,7 +312,7 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 
 func (s *Server) deleteSource(ctx context.Context, in *SourceIDPath) (*struct{}, error) {
 	if err := s.db(ctx).DeleteSource(ctx, in.ID); err != nil {
-		return nil, s.problem(err, "source "+in.ID)
+		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
 	s.cfg.SourceChanged(in.ID)
 	return &struct{}{}, nil

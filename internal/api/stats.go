@@ -59,11 +59,11 @@ type getEndpointStatsInput struct {
 
 func (s *Server) getEndpointStats(ctx context.Context, in *getEndpointStatsInput) (*struct{ Body EndpointStatsOut }, error) {
 	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID)
+		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
 	st, err := s.db(ctx).EndpointStats(ctx, store.EndpointStatsParams{EndpointID: in.ID, Window: in.Window, Now: s.cfg.Now()})
 	if err != nil {
-		return nil, s.problem(err, "endpoint "+in.ID+" stats")
+		return nil, s.problem(err, "endpoint "+Echo(in.ID)+" stats")
 	}
 	out := EndpointStatsOut{EndpointID: in.ID, Window: st.Window, From: st.From, To: st.To,
 		Attempts: st.Attempts(), Successes: st.Successes(), Failures: st.Failures(), DeadLetters: st.DeadLetters(),

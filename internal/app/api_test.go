@@ -91,6 +91,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish too large", "POST", "/v1/events", big, nil, 413, ""},
 		{"publish Herald's id", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 422, "Herald's own"},
 		{"publish Herald's operational id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_OP_x"}`, nil, 422, "(in any case) are Herald's own"},
+		{"publish a test event's id", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"evt_test_06h4kfnxjhypvf17c40098w9ww"}`, nil, 422, "evt_test_ + 26 characters"},
+		{"publish a test event's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_TEST_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in mixed case", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"Evt_Op_x"}`, nil, 422, "body.id"},
 		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"inv-reused"}`, nil, 409, "already exists with a different"},

@@ -466,3 +466,25 @@ func TestAdminFormsRefusedNamingTheirOperation(t *testing.T) {
 		t.Errorf("keys after the refused forms: %d, want 1", len(keys.Data))
 	}
 }
+
+// TestErrorPagesCutEchoedInput: the console's 404 names the path asked for,
+// cut to 256 bytes like the API's problems, so a 40 KB path does not come
+// back as a 40 KB page; an API problem shown on a page is already bounded.
+func TestErrorPagesCutEchoedInput(t *testing.T) {
+	f := newFixture(t)
+	b, _ := adminBrowser(t, f)
+	long := "/ui/no" + strings.Repeat("%20x", 10000)
+	w := b.do("GET", long, nil)
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("GET a long unknown page: %d", w.Code)
+	}
+	if n := strings.Count(w.Body.String(), " x"); n*2 > 2*256 { // the page shows the path and may repeat it in the title
+		t.Errorf("the 404 page repeats %d bytes of the path; want it cut to 256", n*2)
+	}
+	if !strings.Contains(w.Body.String(), "…") {
+		t.Errorf("the 404 page does not show where the path was cut")
+	}
+	if w := b.do("GET", "/ui/endpoints/ep_a"+strings.Repeat("%20a", 10000), nil); w.Code < 400 || strings.Count(w.Body.String(), " a")*2 > 2*256 {
+		t.Errorf("a long unknown endpoint: %d, %d bytes of the id repeated; want a refusal repeating at most 256", w.Code, strings.Count(w.Body.String(), " a")*2)
+	}
+}

@@ -72,7 +72,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/catalog", c.page(c.catalog))
 	m.HandleFunc("GET /ui/catalog/{name}", c.page(c.eventType))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, c.current(r), http.StatusNotFound, "no console page "+r.Method+" "+r.URL.Path)
+		c.fail(w, r, c.current(r), http.StatusNotFound, "no console page "+r.Method+" "+api.Echo(r.URL.Path))
 	})
 }
 

@@ -438,6 +438,37 @@ func renamed(k string) bool {
 	return k == "X-Signature" || strings.HasPrefix(k, "Webhook-") || strings.HasPrefix(k, "Svix-")
 }
 
+// originalPrefix is the prefix of a renamed provider header's name.
+const originalPrefix = "X-Original-"
+
+// reserved reports whether a provider header may not travel under its own
+// name, given k canonical and hop the fields Connection names: a name
+// Herald drops or renames, or one a renamed header takes
+// (X-Original-X-Signature, X-Original-Webhook-Id: the renamed provider
+// header wins, so a provider's own header of that name is dropped). A name
+// with underscores is read with each "_" as "-" (X_Event_Id as X-Event-Id):
+// receivers that map headers to HTTP_* variables (CGI, RFC 3875 §4.1.18;
+// PHP, Rack, WSGI) read both as HTTP_X_EVENT_ID, so such a spelling of a
+// reserved name is dropped as nginx drops underscore headers by default.
+func reserved(k string, hop map[string]bool) bool {
+	if dropHeaders[k] || hop[k] {
+		return true
+	}
+	if strings.Contains(k, "_") {
+		if d := textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-")); dropHeaders[d] || hop[d] || renamed(d) || taken(d) {
+			return true
+		}
+	}
+	return taken(k)
+}
+
+// taken reports whether k (canonical) is the name a renamed provider header
+// travels under (X-Original-<renamed name>).
+func taken(k string) bool {
+	rest, ok := strings.CutPrefix(k, originalPrefix)
+	return ok && renamed(rest)
+}
+
 // Limits of the provider headers a forward carries (docs/inbound.md).
 const (
 	maxForwardHeaders     = 64
@@ -454,12 +485,14 @@ const (
 // same ones are kept for the same request: Content-Type and the headers of
 // a known provider (providerHeader) first, then the rest in name order.
 // The fields the request's Connection header names are hop-by-hop (RFC
-// 9110 §7.6.1) and dropped with it.
+// 9110 §7.6.1) and dropped with it. A provider header named like a renamed
+// one (X-Original-X-Signature), or spelled with underscores for a name
+// Herald drops, sets or renames (X_Event_Id), is dropped (reserved).
 func forwardHeaders(h http.Header) map[string]string {
 	hop := connectionOptions(h)
 	names := make([]string, 0, len(h))
 	for k, vs := range h {
-		if k = textproto.CanonicalMIMEHeaderKey(k); !dropHeaders[k] && !hop[k] && len(vs) > 0 {
+		if k = textproto.CanonicalMIMEHeaderKey(k); !reserved(k, hop) && len(vs) > 0 {
 			names = append(names, k)
 		}
 	}
@@ -485,7 +518,7 @@ func forwardHeaders(h http.Header) map[string]string {
 			continue
 		}
 		if renamed(k) {
-			k = "X-Original-" + k
+			k = originalPrefix + k
 		}
 		out[k] = v
 	}

@@ -234,15 +234,22 @@ func EventKey(tenant, id string, fromClient bool) string {
 }
 
 // HeraldEventID reports whether id has the shape of an id Herald makes
-// itself ("evt_" + 26 characters, or an operational "evt_op_…"), in any
-// case: such ids are unique everywhere, and a producer may not choose one
-// (it would make one id name two events of a tenant), nor a look-alike
-// differing only in case ("EVT_OP_x"), which a receiver folding case would
-// take for Herald's (as event types and src_ tenants are reserved in any
-// case).
+// itself ("evt_" + 26 characters, a test event's "evt_test_" + 26
+// characters — NewID("evt_test"), what POST /v1/endpoints/{id}/test sends
+// as webhook-id —, or an operational "evt_op_…"), in any case: such ids
+// are unique everywhere, and a producer may not choose one (it would make
+// one id name two events of a tenant, or a receiver take a published event
+// for a test event it has seen), nor a look-alike differing only in case
+// ("EVT_OP_x"), which a receiver folding case would take for Herald's (as
+// event types and src_ tenants are reserved in any case).
 func HeraldEventID(id string) bool {
-	return hasPrefixFold(id, "evt_") && (len(id) == 30 || hasPrefixFold(id, "evt_op_"))
+	return hasPrefixFold(id, "evt_") && (len(id) == 30 || hasPrefixFold(id, "evt_op_") ||
+		len(id) == len("evt_test_")+26 && hasPrefixFold(id, "evt_test_"))
 }
+
+// HeraldEventIDRule names the forms HeraldEventID reserves, for the
+// refusal of a producer's id.
+const HeraldEventIDRule = "ids of the form evt_ + 26 characters, evt_test_ + 26 characters and evt_op_… (in any case) are Herald's own; choose another id"
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)

@@ -30,6 +30,9 @@ func TestValidators(t *testing.T) {
 		{HeraldEventID, "herald id", "Evt_op_x", true},
 		{HeraldEventID, "herald id", "evt_06h4kfnxjhypvf17c40098w9ww", true},
 		{HeraldEventID, "herald id", "EVT_06H4KFNXJHYPVF17C40098W9WW", true},
+		{HeraldEventID, "herald id", "evt_test_06h4kfnxjhypvf17c40098w9ww", true}, // a test event's: NewID("evt_test")
+		{HeraldEventID, "herald id", "EVT_TEST_06H4KFNXJHYPVF17C40098W9WW", true},
+		{HeraldEventID, "herald id", "evt_test_order-1", false},
 		{HeraldEventID, "herald id", "evt_short", false},
 		{HeraldEventID, "herald id", "EVT", false},
 		{HeraldEventID, "herald id", "inv-1", false},

@@ -1,0 +1,121 @@
+package api_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// heldListStore holds the first ListAPIKeys after armed (keepAnAdmin's
+// read of the admin keys) until release is called; the next one calls it.
+type heldListStore struct {
+	store.Store
+	armed    chan struct{} // closed: hold the next read
+	released chan struct{}
+	first    sync.Once
+	once     sync.Once
+}
+
+func (h *heldListStore) release() { h.once.Do(func() { close(h.released) }) }
+
+func (h *heldListStore) ListAPIKeys(ctx context.Context, kind string, p store.ListParams) (store.Page[store.APIKey], error) {
+	select {
+	case <-h.armed:
+		held := false
+		h.first.Do(func() { held = true })
+		if held {
+			<-h.released
+		} else {
+			h.release() // a second check ran while the first was held
+		}
+	default:
+	}
+	return h.Store.ListAPIKeys(ctx, kind, p)
+}
+
+// TestConcurrentRevocationsKeepAnAdmin: with no HERALD_API_KEY, the two
+// last lasting admin keys revoke each other at the same instant. The first
+// revocation's check is held until the second has reached its own check
+// (or waits for the first to finish); one revocation answers 204, the
+// other 409, and one admin key is left.
+func TestConcurrentRevocationsKeepAnAdmin(t *testing.T) {
+	sq, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	st := &heldListStore{Store: sq, armed: make(chan struct{}), released: make(chan struct{})}
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{Store: st, URLs: eg, Tester: okTester{}, AuthFailureBurst: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	arrived := 0
+	srv.SetAtRevokeLock(func() { // the second revocation waits at the lock: let the first go on
+		mu.Lock()
+		defer mu.Unlock()
+		if arrived++; arrived == 2 {
+			st.release()
+		}
+	})
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ids, secrets := [2]string{}, [2]string{"admin-secret-one-0123456789abcdef", "admin-secret-two-0123456789abcdef"}
+	for i := range ids {
+		k, err := sq.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
+			Hash: api.HashAPIKey(secrets[i]), CreatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = k.ID
+	}
+	close(st.armed)
+	revoke := func(key, id string) int {
+		r := httptest.NewRequest("DELETE", "/v1/api-keys/"+id, nil)
+		r.RemoteAddr = "192.0.2.1:40000"
+		r.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	var wg sync.WaitGroup
+	var codes [2]int
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = revoke(secrets[i], ids[1-i])
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, c := range codes {
+		switch c {
+		case http.StatusNoContent:
+			ok++
+		case http.StatusConflict:
+			refused++
+		}
+	}
+	admins, err := api.UsableAdminKeys(t.Context(), sq, time.Now().UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || refused != 1 || len(admins) != 1 {
+		t.Errorf("revocations answered %v, %d usable admin keys left; want one 204, one 409 and one admin key", codes, len(admins))
+	}
+}

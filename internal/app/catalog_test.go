@@ -363,14 +363,7 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := libopenapi.NewDocument(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, errs := validator.NewValidator(d)
-	if len(errs) > 0 {
-		t.Fatalf("validator: %v", errs)
-	}
+	v := openAPIValidator(t, raw)
 	if ok, verrs := v.ValidateDocument(); !ok {
 		for _, e := range verrs {
 			t.Errorf("OpenAPI 3.1: %s: %s", e.Message, e.Reason)
@@ -818,14 +811,7 @@ func TestCatalogUnsubscribingDropsPins(t *testing.T) {
 func TestPublishAnswersAreDeclared(t *testing.T) {
 	h := startHerald(t, func(c *app.Config) { c.MaxPayloadBytes = 1024 })
 	raw := h.mustCall("GET", "/openapi.json", "", 200)
-	d, err := libopenapi.NewDocument(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, errs := validator.NewValidator(d)
-	if len(errs) > 0 {
-		t.Fatalf("validator: %v", errs)
-	}
+	v := openAPIValidator(t, raw)
 	var k struct{ Key string }
 	if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": "p", "role": "publisher", "tenant": "acme"}, &k); st != 201 {
 		t.Fatalf("create key: %d %s", st, raw)
@@ -879,4 +865,18 @@ func TestPublishAnswersAreDeclared(t *testing.T) {
 	check("event type, by a publisher", k.Key, "POST", "/v1/event-types", js, et, 403)
 	check("version, by a publisher", k.Key, "POST", "/v1/event-types/order.placed/versions", js, `{"version":2,"schema":{"type":"object"}}`, 403)
 	check("deprecate, malformed", testAPIKey, "PATCH", "/v1/event-types/order.placed", js, `{"deprecate":`, 400)
+}
+
+// openAPIValidator is an OpenAPI 3.1 validator of the document raw.
+func openAPIValidator(t *testing.T, raw []byte) validator.Validator {
+	t.Helper()
+	d, err := libopenapi.NewDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(d)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	return v
 }

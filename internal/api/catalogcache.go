@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -36,7 +35,7 @@ type catalogCache struct {
 
 type cachedEventType struct {
 	t     store.EventType
-	found bool // false: not catalogued (revision 0); t is then a case variant's entry, or zero
+	found bool // false: not catalogued (revision 0); t then holds a case variant's name, or is zero
 }
 
 func newCatalogCache() *catalogCache {
@@ -45,8 +44,9 @@ func newCatalogCache() *catalogCache {
 
 // eventType returns the cached entry of name (cached true), or reads it
 // (GetEventType) and keeps it. found is false for an uncatalogued type; t
-// is then the entry of a catalogued type whose name differs from name only
-// in case (t.Name != ""), which the publish refuses, or zero. err is the
+// then holds only the name of a catalogued type that differs from name
+// only in case (t.Name != "", Store.EventTypeCaseVariant), which the
+// publish refuses, or is zero. err is the
 // store's (never ErrNotFound). fresh skips the cache (the read after a
 // stale answer, or before refusing a publish).
 func (c *catalogCache) eventType(ctx context.Context, db store.Store, name string, fresh bool) (t store.EventType, found, cached bool, err error) {
@@ -61,12 +61,15 @@ func (c *catalogCache) eventType(ctx context.Context, db store.Store, name strin
 	t, err = db.GetEventType(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// Uncatalogued: is a case variant? Read once per name and node
-		// (then cached); the store answers a publish checked without
-		// seeing one catalogued since ErrStaleCatalog.
-		if t, err = caseVariant(ctx, db, name); err != nil {
-			return t, false, false, err
+		// Uncatalogued: is a case variant? One indexed read of names
+		// (Store.EventTypeCaseVariant), once per name and node (then
+		// cached); the store answers a publish checked without seeing one
+		// catalogued since ErrStaleCatalog.
+		var variant string
+		if variant, err = db.EventTypeCaseVariant(ctx, name); err != nil {
+			return store.EventType{}, false, false, err
 		}
+		t = store.EventType{Name: variant}
 	case err != nil:
 		return t, false, false, err
 	default:
@@ -84,23 +87,6 @@ func (c *catalogCache) eventType(ctx context.Context, db store.Store, name strin
 	}
 	c.m[name] = cachedEventType{t: t, found: found}
 	return t, found, false, nil
-}
-
-// caseVariant is the catalogued type whose name differs from name only in
-// case (ASCII: store.ValidEventType), or zero when there is none. Creating
-// one is refused (409), so there is at most one unless two were created at
-// once on PostgreSQL; then the first by name.
-func caseVariant(ctx context.Context, db store.Store, name string) (store.EventType, error) {
-	cat, err := db.ListEventTypes(ctx)
-	if err != nil {
-		return store.EventType{}, err
-	}
-	for _, t := range cat {
-		if t.Name != name && strings.EqualFold(t.Name, name) {
-			return t, nil
-		}
-	}
-	return store.EventType{}, nil
 }
 
 // forget drops name's entry (after a stale answer, or a change of the

@@ -246,8 +246,12 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		if err != nil {
 			// A retry of a publish accepted before the catalog changed
 			// gets the original, not the new rule's refusal.
+			refusal := err
 			var repeat bool
-			if res, repeat, err = s.repeatOf(ctx, d, b.DataVersions, err); !repeat {
+			if res, repeat, err = s.repeatOf(ctx, d, b.DataVersions, refusal); !repeat {
+				if err == refusal {
+					s.countRefused(cp.refused)
+				}
 				return nil, err
 			}
 			cp = catalogPublish{}

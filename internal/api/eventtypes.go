@@ -439,6 +439,11 @@ type catalogPublish struct {
 	older      map[int][]byte // compact data of the older versions supplied
 	seqKey     string         // store.PublishParams.SequenceKey
 	warnings   []catalog.Finding
+	// refused: the personal data the check refused the publish for; the
+	// caller counts it once the refusal is answered (not for a refusal by
+	// a cached entry that is checked again, nor for a retry answered as
+	// the duplicate of an event accepted earlier).
+	refused []catalog.Finding
 }
 
 // problemOf answers 422 with one error per violation: location the JSON
@@ -483,7 +488,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if mode := s.personalDataMode(false); mode != PersonalDataOff {
 			cp.warnings = catalog.ScanPersonalData(data, nil, "/data")
 			if mode == PersonalDataRefuse && len(cp.warnings) > 0 {
-				s.countRefused(cp.warnings)
+				cp.refused = cp.warnings
 				return cp, personalDataProblem(typ, cp.warnings)
 			}
 		}
@@ -559,7 +564,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 		if mode != PersonalDataOff {
 			f := catalog.ScanPersonalData(c.data, sch, c.prefix)
 			if mode == PersonalDataRefuse && len(f) > 0 {
-				s.countRefused(f)
+				cp.refused = f
 				return cp, personalDataProblem(typ, f)
 			}
 			cp.warnings = append(cp.warnings, f...)
@@ -604,6 +609,8 @@ func personalDataProblem(typ string, f []catalog.Finding) error {
 	return problemOf("personal data in an event of "+typ, viol)
 }
 
+// countRefused counts a refused publish's personal data
+// (catalogPublish.refused), once per publish.
 func (s *Server) countRefused(f []catalog.Finding) {
 	for _, x := range f {
 		s.cfg.Metrics.PersonalData(x.Kind, "refused")

@@ -27,9 +27,10 @@ func (publishOnlyStore) GetEventType(context.Context, string) (store.EventType, 
 	return store.EventType{}, store.ErrNotFound
 }
 
-// ListEventTypes answers an empty catalog (no case variant of the type).
-func (publishOnlyStore) ListEventTypes(context.Context) ([]store.EventType, error) {
-	return nil, nil
+// EventTypeCaseVariant answers that no case variant of the type is
+// catalogued.
+func (publishOnlyStore) EventTypeCaseVariant(context.Context, string) (string, error) {
+	return "", nil
 }
 
 type anyURL struct{}

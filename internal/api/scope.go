@@ -297,6 +297,10 @@ func (t tenantStore) ListEventTypes(ctx context.Context) ([]store.EventType, err
 	return t.base.ListEventTypes(ctx)
 }
 
+func (t tenantStore) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {
+	return t.base.EventTypeCaseVariant(ctx, name)
+}
+
 func (t tenantStore) UpdateEventType(ctx context.Context, et store.EventType) (store.EventType, error) {
 	return store.EventType{}, errNotForTenant
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/catalog"
@@ -879,4 +881,50 @@ func openAPIValidator(t *testing.T, raw []byte) validator.Validator {
 		t.Fatalf("validator: %v", errs)
 	}
 	return v
+}
+
+// TestCatalogPersonalDataRefusalsCountedOnce: a publish refused for
+// personal data adds its findings to
+// herald_events_personal_data_total{action="refused"} once, though a
+// refusal by the cached catalog entry is checked again afresh before it is
+// answered; a retry answered as the duplicate of an event accepted before
+// the catalog changed is not a refusal and counts nothing.
+func TestCatalogPersonalDataRefusalsCountedOnce(t *testing.T) {
+	h := startHerald(t, nil)
+	refused := func() float64 {
+		t.Helper()
+		_, body := h.call("GET", "/metrics", nil, nil)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v", err)
+		}
+		n := 0.0
+		for _, m := range fams["herald_events_personal_data_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "action" && l.GetValue() == "refused" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"pd.checked","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	for i := 1; i <= 3; i++ {
+		h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"pd.checked","data":{"contact":"jane.doe@example.com"}}`, 422)
+		if n := refused(); n != float64(i) {
+			t.Fatalf("after %d refused publishes with one e-mail each: refused=%v; want %d", i, n, i)
+		}
+	}
+	// Accepted uncatalogued (personal data warned), then catalogued: the
+	// retry is answered 200 with the original, nothing refused.
+	ev := `{"id":"P1","tenant":"acme","type":"pd.later","data":{"contact":"jane.doe@example.com"}}`
+	h.mustCall("POST", "/v1/events", ev, 202)
+	h.mustCall("POST", "/v1/event-types", `{"name":"pd.later","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	for range 2 {
+		h.mustCall("POST", "/v1/events", ev, 200)
+	}
+	if n := refused(); n != 3 {
+		t.Fatalf("after 2 retries answered as duplicates: refused=%v; want 3 (unchanged)", n)
+	}
 }

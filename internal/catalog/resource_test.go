@@ -68,3 +68,30 @@ func TestResourceValueOneSpellingPerNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceValueLoneSurrogate: a string written with a lone surrogate
+// escape decodes to U+FFFD, so "\ud800", "\udc00" and "\ufffd" would
+// share one counter: it is refused naming the rule; a pair, U+FFFD itself
+// and an escaped backslash before "ud800" are text.
+func TestResourceValueLoneSurrogate(t *testing.T) {
+	for data, want := range map[string]string{ // want "" = refused
+		`{"a":"\ud800"}`: "", `{"a":"\udc00"}`: "", `{"a":"x\ud800y"}`: "", `{"a":"\ud800\u0041"}`: "",
+		`{"a":"\udc00\ud800"}`: "", `{"a":"\ufffd\ud83d"}`: "", `{"b":{"a":"\ud800"}}`: "",
+		`{"a":"\ud83d\ude00"}`: "\U0001F600", `{"a":"\ufffd"}`: "\ufffd", `{"a":"` + "\ufffd" + `"}`: "\ufffd",
+		`{"a":"\\ud800\ufffd"}`: `\ud800` + "\ufffd", `{"a":"\ud83d\ude00\ufffd"}`: "\U0001F600\ufffd",
+	} {
+		ptr := "/a"
+		if strings.HasPrefix(data, `{"b"`) {
+			ptr = "/b/a"
+		}
+		got, err := ResourceValue([]byte(data), ptr)
+		switch {
+		case want != "" && (err != nil || got != want):
+			t.Errorf("%s: %q, %v; want %q", data, got, err, want)
+		case want == "" && err == nil:
+			t.Errorf("%s: accepted as %q; want refused", data, got)
+		case want == "" && (!strings.Contains(err.Error(), "lone surrogate") || !strings.Contains(err.Error(), "RFC 8259")):
+			t.Errorf("%s: %v does not name the rule", data, err)
+		}
+	}
+}

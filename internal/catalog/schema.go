@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -247,6 +249,11 @@ func ResourceValue(data []byte, ptr string) (string, error) {
 		if x == "" {
 			return "", fmt.Errorf("the value at %s is empty", ptr)
 		}
+		if strings.ContainsRune(x, utf8.RuneError) && loneSurrogateAt(data, ptr) {
+			// Decoded to U+FFFD, "\ud800" and "\udc00" would share
+			// "\ufffd"'s counter.
+			return "", fmt.Errorf("the string at %s holds a lone surrogate escape (\\ud800 to \\udfff without its pair), which is no Unicode text (RFC 8259 §8.2, I-JSON RFC 7493 §2.1): %s", ptr, ResourceIDRule)
+		}
 		return x, nil
 	case json.Number:
 		if !canonicalInteger(x.String()) {
@@ -255,6 +262,56 @@ func ResourceValue(data []byte, ptr string) (string, error) {
 		return x.String(), nil
 	}
 	return "", fmt.Errorf("the value at %s must be a string or an integer: %s", ptr, ResourceIDRule)
+}
+
+// loneSurrogateAt reports whether the string the pointer ptr names in
+// data (valid JSON, the pointer resolved already) is written with a \u
+// escape of a UTF-16 surrogate not followed or preceded by its other half.
+// Only asked for a string holding U+FFFD, which such an escape decodes to.
+func loneSurrogateAt(data []byte, ptr string) bool {
+	raw := json.RawMessage(data)
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return false
+		}
+		raw = m[tok]
+	}
+	hex4 := func(i int) rune {
+		if i+4 > len(raw) {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i:i+4]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r := hex4(i + 1)
+		i += 4
+		switch {
+		case 0xD800 <= r && r < 0xDC00:
+			if i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo := hex4(i + 3); 0xDC00 <= lo && lo < 0xE000 {
+					i += 6
+					continue
+				}
+			}
+			return true
+		case 0xDC00 <= r && r < 0xE000:
+			return true
+		}
+	}
+	return false
 }
 
 // canonicalInteger reports whether n (a JSON number as written) is an

@@ -907,6 +907,12 @@ type Store interface {
 	GetEventType(ctx context.Context, name string) (EventType, error)
 	// ListEventTypes returns the whole catalog, by name.
 	ListEventTypes(ctx context.Context) ([]EventType, error)
+	// EventTypeCaseVariant returns the name of a catalogued event type
+	// that differs from name only in case (ASCII: ValidEventType), the
+	// first by name, or "" when there is none (name itself does not
+	// count). It reads names only, through an index on the folded name,
+	// so the API may ask it for every uncatalogued type a publish names.
+	EventTypeCaseVariant(ctx context.Context, name string) (string, error)
 	// UpdateEventType replaces the type's description, resource id and
 	// versions if its stored Revision is still t.Revision, and stores
 	// Revision+1 (optimistic concurrency). ErrNotFound for an unknown name,

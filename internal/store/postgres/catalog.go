@@ -59,6 +59,23 @@ func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType,
 	return t, nil
 }
 
+// caseVariantSQL finds a catalogued name differing from $1 only in case,
+// on the index event_types_lower_name, reading names only.
+const caseVariantSQL = "SELECT name FROM event_types WHERE lower(name) = lower($1) AND name <> $1 ORDER BY name LIMIT 1"
+
+// EventTypeCaseVariant implements store.Store.
+func (s *Store) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, caseVariantSQL, name).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", wrap("get event type", err)
+	}
+	return v, nil
+}
+
 // ListEventTypes implements store.Store.
 func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
 	rows, err := s.pool.Query(ctx, "SELECT "+eventTypeColumns+" FROM event_types ORDER BY name")

@@ -143,9 +143,14 @@ func newPublishOp(p store.PublishParams) (*publishOp, error) {
 
 // catalogRevisionSQL is the revision a publish's catalog check
 // (PublishParams.CatalogRevision) is compared with: the type's ($1), else
-// -1 when a name differing only in case is catalogued (never current),
-// else 0 (not catalogued).
+// -1 when a name differing only in case is catalogued (never current; on
+// the index event_types_lower_name), else 0 (not catalogued).
 const catalogRevisionSQL = "COALESCE((SELECT revision FROM event_types WHERE name = $1), (SELECT -1 FROM event_types WHERE lower(name) = lower($1) LIMIT 1), 0)"
+
+// catalogCheckSQL reads the revisions of the catalogued types whose folded
+// names are in $1: on the index event_types_lower_name, for a catalogued
+// name as for one that is not (a scan of event_types per publish before).
+const catalogCheckSQL = "SELECT name, revision FROM event_types WHERE lower(name) = ANY($1::text[])"
 
 // catalogRevisions are the stored revisions of the event types a
 // transaction's publishes were checked against (PublishParams.
@@ -170,13 +175,12 @@ func queueCatalogCheck(b *pgx.Batch, ops []*publishOp) catalogRevisions {
 	names = slices.Compact(names)
 	revs := catalogRevisions{}
 	// By the folded name (ASCII: store.ValidEventType), so that a case
-	// variant of a catalogued type is seen; event_types is the catalog,
-	// small enough to scan.
+	// variant of a catalogued type is seen.
 	folded := make([]string, len(names))
 	for i, n := range names {
 		folded[i] = strings.ToLower(n)
 	}
-	b.Queue("SELECT name, revision FROM event_types WHERE lower(name) = ANY($1::text[])", folded).Query(func(rows pgx.Rows) error {
+	b.Queue(catalogCheckSQL, folded).Query(func(rows pgx.Rows) error {
 		variants := map[string]bool{} // folded names catalogued under some spelling
 		for rows.Next() {
 			var (

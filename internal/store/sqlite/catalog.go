@@ -90,6 +90,26 @@ func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
 	return out, nil
 }
 
+// caseVariantSQL finds a catalogued name differing from ?1 only in case:
+// on the index event_types_name_nocase (names are ASCII, which NOCASE
+// folds), reading names only.
+const caseVariantSQL = "SELECT name FROM event_types WHERE name = ?1 COLLATE NOCASE AND name <> ?1 ORDER BY name LIMIT 1"
+
+// EventTypeCaseVariant implements store.Store. The API asks it for every
+// type it has not cached that is not catalogued, so it runs prepared
+// (Store.readStmts), as GetEventType does.
+func (s *Store) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.readStmts[caseVariantSQL].QueryRowContext(ctx, name).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", wrap("get event type", err)
+	}
+	return v, nil
+}
+
 // UpdateEventType implements store.Store.
 func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
 	if err := s.checkFile(); err != nil {

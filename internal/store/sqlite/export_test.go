@@ -19,6 +19,8 @@ var (
 	CompleteValuesSQL       = completeValuesSQL
 	ListDeliveriesQuery     = listDeliveriesQuery
 	DeliveryStateCountsSQL  = deliveryStateCountsSQL
+	CatalogRevisionSQL      = catalogRevisionSQL
+	CaseVariantSQL          = caseVariantSQL
 )
 
 // MigrateTo applies the embedded migrations up to version (a database as

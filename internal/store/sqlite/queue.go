@@ -358,8 +358,8 @@ func newGroupTx() *groupTx {
 // catalogRevisionSQL reads an event type's revision for a publish's
 // catalog check (PublishParams.CatalogRevision): the type's (by the
 // primary key), else -1 when a name differing only in case is catalogued
-// (never current; a scan, for uncatalogued types only), else 0. Names are
-// ASCII (store.ValidEventType), which NOCASE folds.
+// (never current; on the index event_types_name_nocase), else 0. Names
+// are ASCII (store.ValidEventType), which NOCASE folds.
 const catalogRevisionSQL = "SELECT COALESCE((SELECT revision FROM event_types WHERE name = ?1), (SELECT -1 FROM event_types WHERE name = ?1 COLLATE NOCASE LIMIT 1), 0)"
 
 // catalogRevision is the stored revision of event type typ (0: not

@@ -113,10 +113,10 @@ var hotStatements = []string{
 }
 
 // readStatements are the read pool's frequent queries, prepared at Open:
-// the catalog read of a publish on a cache miss and the engine's next-due
+// the catalog reads of a publish on a cache miss and the engine's next-due
 // reads, which run after every claim (parsing NextDueQuery on each was
 // 3 % of Herald's CPU at 500 inbound requests/s, docs/BENCHMARKS.md).
-var readStatements = []string{getEventTypeSQL, NextDueQuery, NextTenantQuery, TenantDueQuery}
+var readStatements = []string{getEventTypeSQL, caseVariantSQL, NextDueQuery, NextTenantQuery, TenantDueQuery}
 
 func init() {
 	for _, n := range valuesChunks {

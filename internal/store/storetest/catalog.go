@@ -49,6 +49,15 @@ func (s suite) eventTypes(t *testing.T) {
 	if err != nil || len(cat) != 2 || cat[0].Name != "a.first" || cat[1].Name != "file.updated" || cat[1].Revision != 2 {
 		t.Fatalf("list: %+v %v", cat, err)
 	}
+	// A name differing only in case from a catalogued one names it; the
+	// catalogued name itself, and a name no spelling of which is
+	// catalogued, name none.
+	for name, want := range map[string]string{"File.updated": "file.updated", "FILE.UPDATED": "file.updated", "A.First": "a.first",
+		"file.updated": "", "a.first": "", "file.created": "", "file.update": "", "file_updated": ""} {
+		if got, err := st.EventTypeCaseVariant(ctx, name); err != nil || got != want {
+			t.Errorf("EventTypeCaseVariant(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
 }
 
 // publishCatalogRevision: a publish with PublishParams.CatalogRevision is

@@ -458,6 +458,11 @@ func (r *recorder) ListEventTypes(ctx context.Context) ([]store.EventType, error
 	return r.s.ListEventTypes(ctx)
 }
 
+func (r *recorder) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {
+	r.called("EventTypeCaseVariant")
+	return r.s.EventTypeCaseVariant(ctx, name)
+}
+
 func (r *recorder) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
 	r.called("UpdateEventType")
 	return r.s.UpdateEventType(ctx, t)

@@ -61,15 +61,7 @@ func catalogAcrossNodes(t *testing.T, st1, st2 store.Store) {
 	n1, n2, strict2 := node(st1, ""), node(st2, ""), node(st2, api.CatalogStrict)
 	call := func(s *api.Server, method, path, body string, want int) string {
 		t.Helper()
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set("Authorization", "Bearer "+adminKey)
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		s.ServeHTTP(w, r)
-		if w.Code != want {
-			t.Fatalf("%s %s %s = %d %s, want %d", method, path, body, w.Code, w.Body.String(), want)
-		}
-		return w.Body.String()
+		return adminCall(t, s, method, path, body, want)
 	}
 	publish := func(s *api.Server, typ, data string, want int) string {
 		t.Helper()
@@ -108,4 +100,19 @@ func catalogAcrossNodes(t *testing.T, st1, st2 store.Store) {
 	publish(strict2, "file.updated", `{"file_id":"f_1"}`, 422)
 	call(n1, "POST", "/v1/event-types/file.updated/versions", `{"version":3,"schema":{"type":"object"}}`, 201)
 	publish(strict2, "file.updated", `{"file_id":"f_1"}`, 202)
+}
+
+// adminCall serves one request with the admin key on s and returns the
+// answer's body; the test fails unless the status is want.
+func adminCall(t *testing.T, s *api.Server, method, path, body string, want int) string {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+adminKey)
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != want {
+		t.Fatalf("%s %s %s = %d %s, want %d", method, path, body, w.Code, w.Body.String(), want)
+	}
+	return w.Body.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,15 +56,7 @@ func TestUncataloguedPublishReadsNoCatalog(t *testing.T) {
 	permissive, strict := node(""), node(api.CatalogStrict)
 	call := func(s *api.Server, method, path, body string, want int) string {
 		t.Helper()
-		r := httptest.NewRequest(method, path, strings.NewReader(body))
-		r.Header.Set("Authorization", "Bearer "+adminKey)
-		r.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		s.ServeHTTP(w, r)
-		if w.Code != want {
-			t.Fatalf("%s %s %s = %d %s, want %d", method, path, body, w.Code, w.Body.String(), want)
-		}
-		return w.Body.String()
+		return adminCall(t, s, method, path, body, want)
 	}
 	for i := range 5 {
 		call(permissive, "POST", "/v1/event-types", `{"name":"cat`+strconv.Itoa(i)+`.changed","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)

@@ -228,7 +228,11 @@ func TestBlackHoleCutAtTimeout(t *testing.T) {
 		if a.Error != "timeout" || a.StatusCode != 0 {
 			t.Fatalf("attempt = %+v, want error class timeout", a)
 		}
-		if a.DurationMS < 300 {
+		// The sender measures the attempt from its own start, which
+		// follows the start of the timeout's clock by the time it takes to
+		// begin the request (0.1 ms was seen under the race detector on a
+		// busy CI machine): allow 5 ms of that, not an early cut.
+		if a.DurationMS < 300-5 {
 			t.Fatalf("attempt lasted %.1f ms, less than the 300 ms timeout", a.DurationMS)
 		}
 	}

@@ -194,8 +194,14 @@ func New(cfg Config) (*Server, error) {
 	// checkJSON has already read every body; huma's own 5 s body-read
 	// deadline would otherwise stay on the connection and cancel a request
 	// whose store call takes longer (answered as if the client had gone).
+	// It also applies each operation's MaxBodyBytes, so that a 413 names
+	// the route's limit and its rule (bodyLimits).
+	limits := bodyLimits{}
 	hc.OpenAPI.OnAddOperation = append(hc.OpenAPI.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
 		op.BodyReadTimeout = -1
+		if op.MaxBodyBytes > 0 {
+			limits[strings.ToUpper(op.Method)+" "+op.Path] = op.MaxBodyBytes
+		}
 	})
 	api := humago.New(mux, hc)
 	s := &Server{cfg: cfg, cursors: cursors, api: api, mux: mux,
@@ -220,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
 	s.registerHealth()
-	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux))))
+	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, s.bodyRule))))
 	return s, nil
 }
 
@@ -250,16 +256,31 @@ const maxBodyReaders = 64
 // maxNesting is the deepest JSON nesting a request body may have.
 const maxNesting = 64
 
+// bodyLimits maps an operation's mux pattern ("POST /v1/events") to its
+// largest request body in bytes (huma.Operation.MaxBodyBytes).
+type bodyLimits map[string]int64
+
+// bodyRule says why the body limit of the operation at pattern is what it
+// is, for the 413's detail ("" for a plain limit).
+func (s *Server) bodyRule(pattern string) string {
+	if pattern == "POST /v1/events" {
+		return fmt.Sprintf("the event's delivered body may be at most %d bytes (--max-payload-bytes), plus 16 KiB for the request's envelope and data_versions; send ids and links, not content", s.cfg.MaxPayloadBytes)
+	}
+	return ""
+}
+
 // checkJSON answers 400 for a request body that is not well-formed JSON
 // (RFC 8259), before huma validates it against the schema (which answers
-// 422 for missing, mistyped or unknown fields). Bodies over 1 MiB get 413.
+// 422 for missing, mistyped or unknown fields). Bodies over 1 MiB, or over
+// their operation's limit in limits, get 413 naming the limit and rule's
+// explanation of it.
 //
 // It runs after authenticate and reads a body only for a request a route
 // of the API will take (a /v1/ operation matched by method and path): an
 // unknown path, a wrong method or a missing key is answered without
 // reading a byte of the body. While reading, the nesting depth is checked
 // chunk by chunk, so a body of a million "[" is refused after 65 bytes.
-func checkJSON(mux *http.ServeMux) http.Handler {
+func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) string) http.Handler {
 	slots := make(chan struct{}, maxBodyReaders)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The inbound gateway reads providers' raw bytes itself (any
@@ -269,7 +290,8 @@ func checkJSON(mux *http.ServeMux) http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		if _, pattern := mux.Handler(r); pattern == "" || pattern == "/" {
+		_, pattern := mux.Handler(r)
+		if pattern == "" || pattern == "/" {
 			// No operation takes this method and path: 404 or 405 from
 			// the mux, the body unread.
 			mux.ServeHTTP(w, r)
@@ -293,6 +315,14 @@ func checkJSON(mux *http.ServeMux) http.Handler {
 			default:
 				writeProblem(w, http.StatusBadRequest, "could not read the request body")
 			}
+			return
+		}
+		if limit := limits[pattern]; limit > 0 && int64(len(body)) > limit {
+			detail := fmt.Sprintf("request body is %d bytes; %s takes at most %d bytes", len(body), pattern, limit)
+			if why := rule(pattern); why != "" {
+				detail += ": " + why
+			}
+			writeProblem(w, http.StatusRequestEntityTooLarge, detail)
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {

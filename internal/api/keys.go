@@ -199,6 +199,14 @@ func (s *Server) revokeAPIKey(ctx context.Context, in *revokeAPIKeyInput) (*stru
 		}
 		s.revokeMu.Lock()
 		defer s.revokeMu.Unlock()
+		// Across the nodes sharing the database too (PostgreSQL).
+		if l := s.cfg.Store.Capabilities().AdminLock; l != nil {
+			unlock, err := l.LockAdminKeys(ctx)
+			if err != nil {
+				return nil, s.problem(err, "api keys")
+			}
+			defer unlock()
+		}
 	}
 	if err := s.keepAnAdmin(ctx, in.ID); err != nil {
 		return nil, err
@@ -286,10 +294,10 @@ func (s *Server) revokePortalSession(ctx context.Context, in *revokePortalSessio
 // usable admin key, and the last usable admin key that never expires
 // while the others expire (an expiring key does not keep an admin, as the
 // last owner of a GitHub organisation cannot leave it). revokeAPIKey
-// holds revokeMu across the check and the revocation, so two admins
-// revoking each other at the same instant through one process cannot both
-// pass; through two nodes sharing a PostgreSQL database they still can,
-// and the configured key is the way back (docs/operations.md).
+// holds revokeMu, and on a store shared by several nodes the store's admin
+// lock (store.Capabilities.AdminLock), across the check and the
+// revocation, so two admins revoking each other at the same instant, through
+// one node or two, cannot both pass.
 func (s *Server) keepAnAdmin(ctx context.Context, id string) error {
 	if len(s.cfg.AdminKeyHashes) > 0 {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 )
 
@@ -124,5 +126,139 @@ func TestRevokedKeyRefusedOnSecondNode(t *testing.T) {
 			t.Fatalf("node 2 still accepts the key %v after its revocation", time.Since(revoked))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// crossNodeHold is the shared state of two nodes' stores in
+// TestConcurrentRevocationsKeepAnAdminAcrossNodes: the first read of the
+// admin keys (keepAnAdmin's) returns its result only once the other
+// node's revocation has either read the keys too or started waiting for
+// the admin lock.
+type crossNodeHold struct {
+	mu       sync.Mutex
+	reads    int
+	lockers  int
+	released chan struct{}
+	once     sync.Once
+}
+
+func (h *crossNodeHold) release() { h.once.Do(func() { close(h.released) }) }
+
+type crossNodeStore struct {
+	store.Store
+	h *crossNodeHold
+}
+
+func (c crossNodeStore) ListAPIKeys(ctx context.Context, kind string, p store.ListParams) (store.Page[store.APIKey], error) {
+	pg, err := c.Store.ListAPIKeys(ctx, kind, p)
+	c.h.mu.Lock()
+	c.h.reads++
+	first := c.h.reads == 1
+	c.h.mu.Unlock()
+	if first {
+		<-c.h.released // the keys as read before the other node's check
+	} else {
+		c.h.release()
+	}
+	return pg, err
+}
+
+func (c crossNodeStore) Capabilities() store.Capabilities {
+	caps := c.Store.Capabilities()
+	if caps.AdminLock != nil {
+		caps.AdminLock = crossNodeLocker{caps.AdminLock, c.h}
+	}
+	return caps
+}
+
+type crossNodeLocker struct {
+	store.AdminKeyLocker
+	h *crossNodeHold
+}
+
+func (l crossNodeLocker) LockAdminKeys(ctx context.Context) (func(), error) {
+	l.h.mu.Lock()
+	l.h.lockers++
+	second := l.h.lockers == 2
+	l.h.mu.Unlock()
+	if second {
+		l.h.release() // the other node holds the lock, or is about to take it
+	}
+	return l.AdminKeyLocker.LockAdminKeys(ctx)
+}
+
+// TestConcurrentRevocationsKeepAnAdminAcrossNodes: with no HERALD_API_KEY,
+// two nodes sharing a PostgreSQL database revoke the last two lasting
+// admin keys (each node the other's key) at the same instant. The first
+// check's read is held until the other node has read the keys too or
+// waits for the admin lock: without a lock across nodes both checks saw
+// two admins and both revocations passed, leaving none. Now one answers
+// 204, the other 409, and one admin key is left.
+func TestConcurrentRevocationsKeepAnAdminAcrossNodes(t *testing.T) {
+	dbURL := pgSchema(t)
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &crossNodeHold{released: make(chan struct{})}
+	var first *postgres.Store
+	node := func() *api.Server {
+		st, err := postgres.Open(t.Context(), dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if first == nil {
+			first = st
+		}
+		s, err := api.New(api.Config{Store: crossNodeStore{st, h}, URLs: eg, Tester: okTester{}, AuthFailureBurst: 1 << 20,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	nodes := [2]*api.Server{node(), node()}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ids, secrets := [2]string{}, [2]string{"admin-secret-one-0123456789abcdef", "admin-secret-two-0123456789abcdef"}
+	for i := range ids {
+		k, err := first.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
+			Hash: api.HashAPIKey(secrets[i]), CreatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = k.ID
+	}
+	var wg sync.WaitGroup
+	var codes [2]int
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := httptest.NewRequest("DELETE", "/v1/api-keys/"+ids[1-i], nil)
+			r.RemoteAddr = "192.0.2.1:40000"
+			r.Header.Set("Authorization", "Bearer "+secrets[i])
+			rec := httptest.NewRecorder()
+			nodes[i].ServeHTTP(rec, r)
+			codes[i] = rec.Code
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, c := range codes {
+		switch c {
+		case http.StatusNoContent:
+			ok++
+		case http.StatusConflict:
+			refused++
+		}
+	}
+	admins, err := api.UsableAdminKeys(t.Context(), first, time.Now().UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || refused != 1 || len(admins) != 1 {
+		t.Errorf("revocations through two nodes answered %v, %d usable admin keys left; want one 204, one 409 and one admin key", codes, len(admins))
 	}
 }

@@ -44,6 +44,22 @@ type Capabilities struct {
 	// claim (SQLite: in the process's memory, on the publish group's
 	// transaction; PostgreSQL: in the inserted rows, to this node).
 	HandOff HandOffer
+	// AdminLock, when not nil, is a lock shared by every process on the
+	// database (PostgreSQL: an advisory lock), which the API holds across
+	// its check that a revocation leaves an admin key and the revocation
+	// itself, so that two nodes revoking the last two admin keys at once
+	// cannot both pass. A store one process owns (SQLite) needs none: the
+	// API's own mutex serializes it.
+	AdminLock AdminKeyLocker
+}
+
+// AdminKeyLocker is the cross-process admin-key lock
+// (Capabilities.AdminLock).
+type AdminKeyLocker interface {
+	// LockAdminKeys waits for the lock (or ctx's end: ctx's error, nothing
+	// held) and returns the function that releases it; the lock is also
+	// released if this process loses its connection or dies.
+	LockAdminKeys(ctx context.Context) (unlock func(), err error)
 }
 
 // ExclusiveClaimer is the one-claiming-process capability

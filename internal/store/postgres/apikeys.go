@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,6 +89,35 @@ func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time
 		return err
 	}
 	return wrap("revoke api key", err)
+}
+
+// LockAdminKeys implements store.AdminKeyLocker: a session advisory lock
+// (pg_advisory_lock(adminKeysLockClass, 0)) on a connection of its own,
+// held until unlock, which releases it and gives the connection back (or
+// closes it when the release fails, which ends the session and its lock).
+func (s *Store) LockAdminKeys(ctx context.Context) (func(), error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, wrap("lock admin keys", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1::integer, 0)", adminKeysLockClass); err != nil {
+		// A wait cut by ctx may leave the lock's request behind: the
+		// connection goes, and its session with it.
+		conn.Hijack().Close(context.Background()) //nolint:errcheck
+		return nil, wrap("lock admin keys", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1::integer, 0)", adminKeysLockClass); err != nil {
+				conn.Hijack().Close(ctx) //nolint:errcheck
+				return
+			}
+			conn.Release()
+		})
+	}, nil
 }
 
 // TouchAPIKeys implements store.Store.

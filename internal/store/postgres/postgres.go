@@ -100,6 +100,10 @@ const tenantLockClass = 1751479905 // "hera"
 // endpoint creations of one tenant when a limit applies.
 const endpointCountLockClass = 1751479906
 
+// adminKeysLockClass is the first key of the session lock that serializes
+// admin-key revocations across nodes (LockAdminKeys).
+const adminKeysLockClass = 1751479907
+
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
 	pool      *pgxpool.Pool
@@ -136,6 +140,7 @@ var (
 	_ store.ClearHeaderSealer = (*Store)(nil)
 	_ store.HandOffer         = (*Store)(nil)
 	_ store.SealedStore       = (*Store)(nil)
+	_ store.AdminKeyLocker    = (*Store)(nil)
 )
 
 // Capabilities implements store.Store: LISTEN/NOTIFY wake-ups, cluster
@@ -143,7 +148,7 @@ var (
 // values and the rekey of sealed values, and two claimers (a claim is a
 // round trip to the server).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s, HandOff: s}
+	return store.Capabilities{Wakeups: s, Membership: s, Nodes: s, Claimers: 2, HeaderSealer: s, Sealed: s, HandOff: s, AdminLock: s}
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -98,6 +100,52 @@ func (s suite) capabilities(t *testing.T) {
 		if live, err := m.Heartbeat(f.ctx, ok); err != nil || !slices.Equal(live, []store.Node{ok}) {
 			t.Errorf("Heartbeat after the refused ones = %v, %v; want only %s", live, err, ok.ID)
 		}
+	})
+
+	s.run(t, "AdminLock/Excludes", func(t *testing.T, f *fixture) {
+		l := f.s.Capabilities().AdminLock
+		if l == nil {
+			t.Skip("the driver declares no AdminLock")
+		}
+		unlock, err := l.LockAdminKeys(f.ctx)
+		if err != nil {
+			t.Fatalf("LockAdminKeys: %v", err)
+		}
+		// A second holder waits: its wait ends with its context, holding
+		// nothing.
+		short, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+		if u, err := l.LockAdminKeys(short); err == nil {
+			u()
+			t.Fatal("LockAdminKeys while the lock is held succeeded, want it to wait until its context ends")
+		} else if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("LockAdminKeys cut by its context: %v, want the context's error", err)
+		}
+		cancel()
+		// Released (twice: the second is a no-op), it is free again,
+		// and the abandoned wait above left nothing behind.
+		got := make(chan error, 1)
+		go func() {
+			u, err := l.LockAdminKeys(f.ctx)
+			if err == nil {
+				u()
+			}
+			got <- err
+		}()
+		unlock()
+		unlock()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("LockAdminKeys after the release: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("LockAdminKeys still waits 10 s after the release")
+		}
+		u, err := l.LockAdminKeys(f.ctx)
+		if err != nil {
+			t.Fatalf("LockAdminKeys once more: %v", err)
+		}
+		u()
 	})
 
 	s.run(t, "Exclusive/KeepsOwnLeases", func(t *testing.T, f *fixture) {

@@ -164,6 +164,9 @@ func (r *recorder) Capabilities() store.Capabilities {
 	if c.HandOff != nil {
 		c.HandOff = handOffRecorder{c.HandOff, r.cov}
 	}
+	if c.AdminLock != nil {
+		c.AdminLock = adminLockRecorder{c.AdminLock, r.cov}
+	}
 	r.cov.declare(c)
 	return c
 }
@@ -234,6 +237,18 @@ func (handOffRecorder) countsCalls() {}
 func (r handOffRecorder) SetHandOff(h store.HandOff) {
 	r.cov.called("HandOff.SetHandOff")
 	r.h.SetHandOff(h)
+}
+
+type adminLockRecorder struct {
+	l   store.AdminKeyLocker
+	cov *coverage
+}
+
+func (adminLockRecorder) countsCalls() {}
+
+func (r adminLockRecorder) LockAdminKeys(ctx context.Context) (func(), error) {
+	r.cov.called("AdminLock.LockAdminKeys")
+	return r.l.LockAdminKeys(ctx)
 }
 
 type sealerRecorder struct {

@@ -200,7 +200,7 @@ func (s *Server) revokeAPIKey(ctx context.Context, in *revokeAPIKeyInput) (*stru
 		s.revokeMu.Lock()
 		defer s.revokeMu.Unlock()
 		// Across the nodes sharing the database too (PostgreSQL).
-		if l := s.cfg.Store.Capabilities().AdminLock; l != nil {
+		if l := s.db(ctx).Capabilities().AdminLock; l != nil {
 			unlock, err := l.LockAdminKeys(ctx)
 			if err != nil {
 				return nil, s.problem(err, "api keys")

@@ -27,7 +27,9 @@ func adminBrowser(t *testing.T, f *fixture) (*browser, string) {
 
 // Each state-changing form answers 303 to a GET page that shows its result
 // (and any one-time secret) once: reloading that page repeats nothing and
-// shows the secret no more.
+// shows the secret no more. Revealing a secret changes nothing but is a
+// POST too: its answer is a page of its own, so Back or a reload never
+// re-posts the form and shows the secret again.
 func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
 	f := newFixture(t)
 	b, token := adminBrowser(t, f)
@@ -89,6 +91,9 @@ func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
 	if len(secrets.Data) != 2 {
 		t.Fatalf("secrets after one rotation and reloads: %d", len(secrets.Data))
 	}
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/secret", url.Values{"csrf": {token}})
+	secretOnce("reveal secret", w, func(body string) string { return between(body, "whsec_", "<") })
 
 	w = b.do("POST", "/ui/keys", url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
 	secretOnce("create key", w, func(body string) string { return between(body, `data-testid="new-key">`, "<") })

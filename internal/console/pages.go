@@ -52,6 +52,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/endpoints/{id}/created", c.page(c.shown))
 	m.HandleFunc("GET /ui/endpoints/{id}/rotated", c.page(c.shown))
 	m.HandleFunc("GET /ui/endpoints/{id}/tested", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/secret", c.page(c.shown))
 	m.HandleFunc("GET /ui/keys/created", c.page(c.shown))
 	m.HandleFunc("GET /ui/keys/portal-link", c.page(c.shown))
 	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
@@ -579,7 +580,9 @@ func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.Secret = out.Secret
-	c.render(w, r, http.StatusOK, "secret", s, "Signing secret", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/secret", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Signing secret", "endpoints", d)
+	})
 }
 
 func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *session) {

@@ -493,3 +493,57 @@ func TestErrorPagesCutEchoedInput(t *testing.T) {
 		t.Errorf("a long unknown endpoint: %d, %d bytes of the id repeated; want a refusal repeating at most 256", w.Code, strings.Count(w.Body.String(), " a")*2)
 	}
 }
+
+// A session that ended on its own (idle or absolute expiry, its key or
+// portal link revoked or expired) sends the browser to a sign-in page that
+// says so and leads back to the page asked for, instead of a bare sign-in
+// form (an endpoint owner holding only a portal link would not know why).
+// Signing out, or never having signed in, shows no such note.
+func TestEndedSessionSaysSoAtSignIn(t *testing.T) {
+	f := newFixture(t)
+	ended := func(what string, b *browser, path string) {
+		t.Helper()
+		w := b.do("GET", path, nil)
+		loc := w.Header().Get("Location")
+		if w.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/sign-in?") {
+			t.Fatalf("%s: GET %s: %d %s, want 303 to sign in", what, path, w.Code, loc)
+		}
+		page := b.do("GET", loc, nil).Body.String()
+		if !strings.Contains(page, "session has ended") {
+			t.Fatalf("%s: the sign-in page does not say the session ended:\n%s", what, page)
+		}
+		if !strings.Contains(page, `name="next" value="`+html.EscapeString(path)+`"`) {
+			t.Fatalf("%s: the sign-in page does not lead back to %s", what, path)
+		}
+	}
+
+	var k api.APIKeyOut
+	if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"m","role":"manager","tenant":"acme"}`, &k); code != http.StatusCreated {
+		t.Fatalf("create key: %d", code)
+	}
+	b := f.browser()
+	if w := b.signIn(k.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	if code := f.apiCall(adminKey, "DELETE", "/v1/api-keys/"+k.ID, "", nil); code != http.StatusNoContent && code != http.StatusOK {
+		t.Fatalf("revoke: %d", code)
+	}
+	ended("revoked key", b, "/ui/endpoints?state=paused")
+
+	b2 := f.browser()
+	b2.signIn(adminKey)
+	f.advance(DefaultIdleTimeout)
+	ended("idle expiry", b2, "/ui/events")
+
+	b3 := f.browser()
+	if page := b3.do("GET", "/ui/sign-in?next=/ui/events", nil).Body.String(); strings.Contains(page, "session has ended") {
+		t.Fatal("a first sign-in says a session ended")
+	}
+	b3.signIn(adminKey)
+	token := csrfOf(t, b3.do("GET", "/ui/endpoints", nil).Body.String())
+	b3.do("POST", "/ui/sign-out", url.Values{"csrf": {token}})
+	w := b3.do("GET", "/ui/endpoints", nil)
+	if page := b3.do("GET", w.Header().Get("Location"), nil).Body.String(); strings.Contains(page, "session has ended") {
+		t.Fatal("after signing out, the sign-in page says the session ended")
+	}
+}

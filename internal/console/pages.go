@@ -92,7 +92,12 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	tok := randomToken()
 	setCookie(w, r, signinCookie, tok, 600)
 	next := r.URL.Query().Get("next")
-	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok})
+	var msg string
+	if r.URL.Query().Get("ended") != "" {
+		msg = fmt.Sprintf("Your session has ended: it was idle for %s, reached its %s, or its key or portal link was revoked or expired. Sign in again, or open your portal link again (ask for a new one if it has expired).",
+			span(c.cfg.IdleTimeout), span(c.cfg.AbsoluteTimeout))
+	}
+	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok, Err: msg})
 }
 
 // safeNext keeps a post-sign-in redirect on the console.

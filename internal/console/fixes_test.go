@@ -189,6 +189,15 @@ func TestErrorsUseTheFormsLabels(t *testing.T) {
 	if body := w.Body.String(); !strings.Contains(body, "fill in Tenant") || strings.Contains(body, "?tenant=") {
 		t.Fatalf("event id without tenant: %d %s", w.Code, body)
 	}
+	// A refused id search stays on the search form, naming its fields.
+	w = b.do("GET", "/ui/events?id="+strings.Repeat("x", 129), nil)
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Id: expected length") || strings.Contains(body, "path.id") || !strings.Contains(body, `id="event-search"`) {
+		t.Fatalf("an id of 129 characters: %d %s", w.Code, body)
+	}
+	w = b.do("GET", "/ui/events?id=inv-1&tenant=src_x", nil)
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Tenant: tenant names starting with src_") || strings.Contains(body, "query.tenant") || !strings.Contains(body, `id="event-search"`) {
+		t.Fatalf("an id search in a reserved tenant: %d %s", w.Code, body)
+	}
 }
 
 // The API keys page lists portal links and revokes one (after the page's

@@ -261,6 +261,10 @@ var endpointStates = []string{"enabled", "paused", "disabled"}
 // form's labels.
 var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor": "Next page", "type": "Type"}
 
+// eventIDLabels name the search form's fields in the errors of an event read
+// by id.
+var eventIDLabels = map[string]string{"path.id": "Id", "tenant": "Tenant"}
+
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	d := endpointsData{State: q.Get("state"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Q: q.Get("q"), Cursor: q.Get("cursor")}
@@ -775,6 +779,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			d.Err = strings.Replace(ae.Detail, "add ?tenant=<tenant>", "fill in Tenant", 1)
+		} else if errors.As(relabel(err, eventIDLabels), &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
+			// A refused search (an id too long, a reserved tenant)
+			// stays on the form, naming its fields.
+			d.Err = ae.Detail
+			c.render(w, r, ae.Status, "events", s, "Events", "events", d)
+			return
 		} else if err != nil {
 			c.apiFail(w, r, s, err)
 			return

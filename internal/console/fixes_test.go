@@ -556,3 +556,33 @@ func TestEndedSessionSaysSoAtSignIn(t *testing.T) {
 		t.Fatal("after signing out, the sign-in page says the session ended")
 	}
 }
+
+// The inbound source forms name their fields as the page does, and saving
+// the source with its name (or destination) cleared is refused, changing
+// nothing, instead of answering "saved" and keeping the old name.
+func TestSourceFormsNameTheirFieldsAndRefuseClearedOnes(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {""}, "scheme": {"stripe"},
+		"secrets": {"source-secret-0123456789"}, "destination_url": {"http://10.0.0.9/in"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Name: expected length") {
+		t.Fatalf("a source without a name: %d %s", w.Code, body)
+	}
+	var src api.SourceOut
+	if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); code != http.StatusCreated {
+		t.Fatalf("create source: %d", code)
+	}
+	for field, label := range map[string]string{"name": "Name", "destination_url": "Destination URL"} {
+		form := url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL}, "secrets": {""}}
+		form.Set(field, "")
+		w := b.do("POST", "/ui/sources/"+src.ID, form)
+		if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, label+": ") || strings.Contains(body, field+": ") {
+			t.Fatalf("source saved with %s cleared: %d %s", field, w.Code, body)
+		}
+		var after api.SourceOut
+		f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+		if !after.UpdatedAt.Equal(src.UpdatedAt) || after.Name != src.Name || after.DestinationURL != src.DestinationURL {
+			t.Fatalf("source saved with %s cleared: it changed (%+v)", field, after)
+		}
+	}
+}

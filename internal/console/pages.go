@@ -1269,6 +1269,9 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, r, status, "sources", s, "Inbound sources", "sources", d)
 }
 
+// sourceLabels name the source forms' fields in the API's errors.
+var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL", "tolerance_seconds": "Tolerance"}
+
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
 	again := func(status int, msg string) {
 		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"),
@@ -1294,7 +1297,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	var out api.SourceOut
 	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized {
 			again(ae.Status, ae.Detail)
 			return
 		}
@@ -1339,18 +1342,20 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	b := map[string]any{}
-	if v := strings.TrimSpace(r.PostFormValue("name")); v != "" {
-		b["name"] = v
-	}
-	if v := strings.TrimSpace(r.PostFormValue("destination_url")); v != "" {
-		b["destination_url"] = v
+	// The form shows the name and destination: a field sent empty was
+	// cleared, and the API refuses it (only the write-only secrets keep
+	// their values when left empty).
+	for _, k := range []string{"name", "destination_url"} {
+		if _, ok := r.PostForm[k]; ok {
+			b[k] = strings.TrimSpace(r.PostFormValue(k))
+		}
 	}
 	if sec := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")); len(sec) > 0 {
 		b["secrets"] = sec
 	}
 	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
+		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
 			c.sourceDetailPage(w, r, s, ae.Status, ae.Detail)
 			return
 		}

@@ -354,11 +354,29 @@ func (c *Console) page(h func(http.ResponseWriter, *http.Request, *session)) htt
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := c.current(r)
 		if s == nil {
-			http.Redirect(w, r, "/ui/sign-in?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			http.Redirect(w, r, signInURL(r), http.StatusSeeOther)
 			return
 		}
 		h(w, r, s)
 	}
+}
+
+// signInURL is where a request without a live session is sent: the sign-in
+// page, leading back to the page asked for (a GET), and saying the session
+// ended when the browser still holds its cookie (it expired, or its key or
+// portal link was revoked or expired; signing out drops the cookie).
+func signInURL(r *http.Request) string {
+	q := url.Values{}
+	if r.Method == http.MethodGet {
+		q.Set("next", r.URL.RequestURI())
+	}
+	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+		q.Set("ended", "1")
+	}
+	if len(q) == 0 {
+		return "/ui/sign-in"
+	}
+	return "/ui/sign-in?" + q.Encode()
 }
 
 // action wraps a POST handler: it needs a session and the session's CSRF
@@ -552,7 +570,7 @@ func (c *Console) apiFail(w http.ResponseWriter, r *http.Request, s *session, er
 	var ae *apiError
 	if errors.As(err, &ae) {
 		if ae.Status == http.StatusUnauthorized {
-			http.Redirect(w, r, "/ui/sign-in", http.StatusSeeOther)
+			http.Redirect(w, r, signInURL(r), http.StatusSeeOther)
 			return
 		}
 		c.fail(w, r, s, ae.Status, ae.Detail)

@@ -27,7 +27,9 @@ func adminBrowser(t *testing.T, f *fixture) (*browser, string) {
 
 // Each state-changing form answers 303 to a GET page that shows its result
 // (and any one-time secret) once: reloading that page repeats nothing and
-// shows the secret no more.
+// shows the secret no more. Revealing a secret changes nothing but is a
+// POST too: its answer is a page of its own, so Back or a reload never
+// re-posts the form and shows the secret again.
 func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
 	f := newFixture(t)
 	b, token := adminBrowser(t, f)
@@ -89,6 +91,9 @@ func TestCreateAndRotateRedirectAndShowSecretsOnce(t *testing.T) {
 	if len(secrets.Data) != 2 {
 		t.Fatalf("secrets after one rotation and reloads: %d", len(secrets.Data))
 	}
+
+	w = b.do("POST", "/ui/endpoints/"+id+"/secret", url.Values{"csrf": {token}})
+	secretOnce("reveal secret", w, func(body string) string { return between(body, "whsec_", "<") })
 
 	w = b.do("POST", "/ui/keys", url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
 	secretOnce("create key", w, func(body string) string { return between(body, `data-testid="new-key">`, "<") })
@@ -183,6 +188,15 @@ func TestErrorsUseTheFormsLabels(t *testing.T) {
 	w = b.do("GET", "/ui/events?id=my-own-id", nil)
 	if body := w.Body.String(); !strings.Contains(body, "fill in Tenant") || strings.Contains(body, "?tenant=") {
 		t.Fatalf("event id without tenant: %d %s", w.Code, body)
+	}
+	// A refused id search stays on the search form, naming its fields.
+	w = b.do("GET", "/ui/events?id="+strings.Repeat("x", 129), nil)
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Id: expected length") || strings.Contains(body, "path.id") || !strings.Contains(body, `id="event-search"`) {
+		t.Fatalf("an id of 129 characters: %d %s", w.Code, body)
+	}
+	w = b.do("GET", "/ui/events?id=inv-1&tenant=src_x", nil)
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Tenant: tenant names starting with src_") || strings.Contains(body, "query.tenant") || !strings.Contains(body, `id="event-search"`) {
+		t.Fatalf("an id search in a reserved tenant: %d %s", w.Code, body)
 	}
 }
 
@@ -486,5 +500,89 @@ func TestErrorPagesCutEchoedInput(t *testing.T) {
 	}
 	if w := b.do("GET", "/ui/endpoints/ep_a"+strings.Repeat("%20a", 10000), nil); w.Code < 400 || strings.Count(w.Body.String(), " a")*2 > 2*256 {
 		t.Errorf("a long unknown endpoint: %d, %d bytes of the id repeated; want a refusal repeating at most 256", w.Code, strings.Count(w.Body.String(), " a")*2)
+	}
+}
+
+// A session that ended on its own (idle or absolute expiry, its key or
+// portal link revoked or expired) sends the browser to a sign-in page that
+// says so and leads back to the page asked for, instead of a bare sign-in
+// form (an endpoint owner holding only a portal link would not know why).
+// Signing out, or never having signed in, shows no such note.
+func TestEndedSessionSaysSoAtSignIn(t *testing.T) {
+	f := newFixture(t)
+	ended := func(what string, b *browser, path string) {
+		t.Helper()
+		w := b.do("GET", path, nil)
+		loc := w.Header().Get("Location")
+		if w.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/sign-in?") {
+			t.Fatalf("%s: GET %s: %d %s, want 303 to sign in", what, path, w.Code, loc)
+		}
+		page := b.do("GET", loc, nil).Body.String()
+		if !strings.Contains(page, "session has ended") {
+			t.Fatalf("%s: the sign-in page does not say the session ended:\n%s", what, page)
+		}
+		if !strings.Contains(page, `name="next" value="`+html.EscapeString(path)+`"`) {
+			t.Fatalf("%s: the sign-in page does not lead back to %s", what, path)
+		}
+	}
+
+	var k api.APIKeyOut
+	if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"m","role":"manager","tenant":"acme"}`, &k); code != http.StatusCreated {
+		t.Fatalf("create key: %d", code)
+	}
+	b := f.browser()
+	if w := b.signIn(k.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", w.Code)
+	}
+	if code := f.apiCall(adminKey, "DELETE", "/v1/api-keys/"+k.ID, "", nil); code != http.StatusNoContent && code != http.StatusOK {
+		t.Fatalf("revoke: %d", code)
+	}
+	ended("revoked key", b, "/ui/endpoints?state=paused")
+
+	b2 := f.browser()
+	b2.signIn(adminKey)
+	f.advance(DefaultIdleTimeout)
+	ended("idle expiry", b2, "/ui/events")
+
+	b3 := f.browser()
+	if page := b3.do("GET", "/ui/sign-in?next=/ui/events", nil).Body.String(); strings.Contains(page, "session has ended") {
+		t.Fatal("a first sign-in says a session ended")
+	}
+	b3.signIn(adminKey)
+	token := csrfOf(t, b3.do("GET", "/ui/endpoints", nil).Body.String())
+	b3.do("POST", "/ui/sign-out", url.Values{"csrf": {token}})
+	w := b3.do("GET", "/ui/endpoints", nil)
+	if page := b3.do("GET", w.Header().Get("Location"), nil).Body.String(); strings.Contains(page, "session has ended") {
+		t.Fatal("after signing out, the sign-in page says the session ended")
+	}
+}
+
+// The inbound source forms name their fields as the page does, and saving
+// the source with its name (or destination) cleared is refused, changing
+// nothing, instead of answering "saved" and keeping the old name.
+func TestSourceFormsNameTheirFieldsAndRefuseClearedOnes(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {""}, "scheme": {"stripe"},
+		"secrets": {"source-secret-0123456789"}, "destination_url": {"http://10.0.0.9/in"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Name: expected length") {
+		t.Fatalf("a source without a name: %d %s", w.Code, body)
+	}
+	var src api.SourceOut
+	if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); code != http.StatusCreated {
+		t.Fatalf("create source: %d", code)
+	}
+	for field, label := range map[string]string{"name": "Name", "destination_url": "Destination URL"} {
+		form := url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL}, "secrets": {""}}
+		form.Set(field, "")
+		w := b.do("POST", "/ui/sources/"+src.ID, form)
+		if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, label+": ") || strings.Contains(body, field+": ") {
+			t.Fatalf("source saved with %s cleared: %d %s", field, w.Code, body)
+		}
+		var after api.SourceOut
+		f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+		if !after.UpdatedAt.Equal(src.UpdatedAt) || after.Name != src.Name || after.DestinationURL != src.DestinationURL {
+			t.Fatalf("source saved with %s cleared: it changed (%+v)", field, after)
+		}
 	}
 }

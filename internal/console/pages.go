@@ -52,6 +52,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/endpoints/{id}/created", c.page(c.shown))
 	m.HandleFunc("GET /ui/endpoints/{id}/rotated", c.page(c.shown))
 	m.HandleFunc("GET /ui/endpoints/{id}/tested", c.page(c.shown))
+	m.HandleFunc("GET /ui/endpoints/{id}/secret", c.page(c.shown))
 	m.HandleFunc("GET /ui/keys/created", c.page(c.shown))
 	m.HandleFunc("GET /ui/keys/portal-link", c.page(c.shown))
 	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
@@ -91,7 +92,12 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	tok := randomToken()
 	setCookie(w, r, signinCookie, tok, 600)
 	next := r.URL.Query().Get("next")
-	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok})
+	var msg string
+	if r.URL.Query().Get("ended") != "" {
+		msg = fmt.Sprintf("Your session has ended: it was idle for %s, reached its %s, or its key or portal link was revoked or expired. Sign in again, or open your portal link again (ask for a new one if it has expired).",
+			span(c.cfg.IdleTimeout), span(c.cfg.AbsoluteTimeout))
+	}
+	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok, Err: msg})
 }
 
 // safeNext keeps a post-sign-in redirect on the console.
@@ -254,6 +260,10 @@ var endpointStates = []string{"enabled", "paused", "disabled"}
 // listLabels name the endpoints list's query parameters by the filter
 // form's labels.
 var listLabels = map[string]string{"kind": "Kind", "tenant": "Tenant", "cursor": "Next page", "type": "Type"}
+
+// eventIDLabels name the search form's fields in the errors of an event read
+// by id.
+var eventIDLabels = map[string]string{"path.id": "Id", "tenant": "Tenant"}
 
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
@@ -579,7 +589,9 @@ func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.Secret = out.Secret
-	c.render(w, r, http.StatusOK, "secret", s, "Signing secret", "endpoints", d)
+	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/secret", func(w http.ResponseWriter, r *http.Request, s *session) {
+		c.render(w, r, http.StatusOK, "secret", s, "Signing secret", "endpoints", d)
+	})
 }
 
 func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *session) {
@@ -767,6 +779,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			d.Err = strings.Replace(ae.Detail, "add ?tenant=<tenant>", "fill in Tenant", 1)
+		} else if errors.As(relabel(err, eventIDLabels), &ae) && ae.Status < 500 && ae.Status != http.StatusUnauthorized {
+			// A refused search (an id too long, a reserved tenant)
+			// stays on the form, naming its fields.
+			d.Err = ae.Detail
+			c.render(w, r, ae.Status, "events", s, "Events", "events", d)
+			return
 		} else if err != nil {
 			c.apiFail(w, r, s, err)
 			return
@@ -1251,6 +1269,9 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, r, status, "sources", s, "Inbound sources", "sources", d)
 }
 
+// sourceLabels name the source forms' fields in the API's errors.
+var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL", "tolerance_seconds": "Tolerance"}
+
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
 	again := func(status int, msg string) {
 		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"),
@@ -1276,7 +1297,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	var out api.SourceOut
 	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized {
+		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized {
 			again(ae.Status, ae.Detail)
 			return
 		}
@@ -1321,18 +1342,20 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	b := map[string]any{}
-	if v := strings.TrimSpace(r.PostFormValue("name")); v != "" {
-		b["name"] = v
-	}
-	if v := strings.TrimSpace(r.PostFormValue("destination_url")); v != "" {
-		b["destination_url"] = v
+	// The form shows the name and destination: a field sent empty was
+	// cleared, and the API refuses it (only the write-only secrets keep
+	// their values when left empty).
+	for _, k := range []string{"name", "destination_url"} {
+		if _, ok := r.PostForm[k]; ok {
+			b[k] = strings.TrimSpace(r.PostFormValue(k))
+		}
 	}
 	if sec := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")); len(sec) > 0 {
 		b["secrets"] = sec
 	}
 	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
+		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
 			c.sourceDetailPage(w, r, s, ae.Status, ae.Detail)
 			return
 		}

@@ -659,6 +659,18 @@ async function main() {
   assert.equal(wrong.status(), 403);
   assert.equal((await api('GET', `/v1/endpoints/${epOK}`)).status, 200, 'the endpoint is still there');
 
+  log('a long URL and description without spaces wrap: no page is wider than the window');
+  {
+    const long = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/ok/${'a'.repeat(1500)}`,
+      description: 'd'.repeat(1000) })).body;
+    for (const path of [`/ui/endpoints?tenant=acme&q=${long.id}`, `/ui/endpoints/${long.id}`, `/ui/endpoints/${long.id}/delete`]) {
+      await page.goto(heraldBase + path);
+      const [wide, view] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+      assert.ok(wide <= view, `${path} is ${wide} px wide in a window of ${view} px`);
+    }
+    assert.equal((await api('DELETE', `/v1/endpoints/${long.id}`)).status, 204);
+  }
+
   log('API reference at /docs, offline');
   await page.goto(heraldBase + '/docs');
   assert.match(await page.textContent('main'), /\/v1\/endpoints/);

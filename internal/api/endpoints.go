@@ -589,6 +589,9 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
+		return nil, err
+	}
 	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}

@@ -191,7 +191,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	b.Tenant = tenant
 	if !store.ValidEventType(b.Type) {
-		return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
+		return nil, invalid("body.type", eventTypeRule, b.Type)
 	}
 	// Reserved in any case: a receiver that folds case must not take
 	// "Endpoint.disabled" for Herald's own event.
@@ -437,6 +437,21 @@ type eventsOut struct {
 		NextCursor string     `json:"next_cursor"`
 	}
 }
+
+// eventTypeRule is the rule of an event type's name (store.ValidEventType),
+// as the errors that refuse one state it.
+const eventTypeRule = "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"
+
+// checkTypeFilter refuses (422 at loc) a list's filter naming an event type
+// no event can have: it would answer an empty list, as if the filter were
+// fine and nothing matched.
+func checkTypeFilter(loc, typ string) error {
+	if typ != "" && !store.ValidEventType(typ) {
+		return invalid(loc, eventTypeRule, typ)
+	}
+	return nil
+}
+
 type listEventsInput struct {
 	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 	Type   string `query:"type" maxLength:"128"`
@@ -450,6 +465,9 @@ func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOu
 	}
 	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTypeFilter("query.type", in.Type); err != nil {
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})

@@ -104,7 +104,7 @@ func (s *Server) replayEndpoint(ctx context.Context, in *replayEndpointInput) (*
 		// A name no event can have would replay nothing and answer
 		// {"replayed":0} as if the filter were fine: refuse it as publish does.
 		if b.EventType != "" && !store.ValidEventType(b.EventType) {
-			return nil, invalid("body.event_type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.EventType)
+			return nil, invalid("body.event_type", eventTypeRule, b.EventType)
 		}
 		p.EventType = b.EventType
 		if b.Since != nil {
@@ -151,6 +151,9 @@ func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*
 	}
 	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, State: store.DeliveryState(in.State),

@@ -343,7 +343,7 @@ func newEndpointsCmd() *cobra.Command {
 			return err
 		}
 		if len(b) == 0 {
-			return errors.New("nothing to change: give --url, --description, --event-type, --header or --rate-limit")
+			return errors.New("nothing to change: give --url, --description, --event-type, --header, --rate-limit or --pin")
 		}
 		return o.do(cmd, http.MethodPatch, apiPath("/v1/endpoints", id, ""), b, nil)
 	})

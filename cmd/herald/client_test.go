@@ -338,6 +338,20 @@ func TestClientUsageErrors(t *testing.T) {
 	}
 }
 
+// TestEndpointsUpdateNothingNamesEveryFlag: an update without a change
+// names every flag that makes one, --pin included.
+func TestEndpointsUpdateNothingNamesEveryFlag(t *testing.T) {
+	_, _, err := execHerald(t, "", "endpoints", "update", "ep_1", "--api-key", "k", "--server", "http://127.0.0.1:1")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, f := range []string{"--url", "--description", "--event-type", "--header", "--rate-limit", "--pin"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%q does not name %s", err, f)
+		}
+	}
+}
+
 // TestPostRoutes covers the commands that POST without a body and print the
 // answer: pause, resume, enable, replay and redeliver.
 func TestPostRoutes(t *testing.T) {

@@ -70,7 +70,9 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			}
 			// A zero in app.Config means the default (app.Config.WithDefaults)
 			// for these settings; on the command line, where every flag
-			// already shows its default, 0 is refused. Every other rule is
+			// already shows its default, 0 is refused (and so is a negative
+			// --dlq-spike-threshold, which app.Config takes for 0, off, while
+			// the flag says 0 = off). Every other rule is
 			// app.Config's (app.New validates), so embedders get the same
 			// checks.
 			for _, z := range []struct {
@@ -87,6 +89,8 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				{cfg.RescueInterval <= 0, "--rescue-interval must be positive"},
 				{cfg.BreakerCooldown <= 0, "--breaker-cooldown must be positive"},
 				{cfg.HousekeepingInterval <= 0, "--housekeeping-interval must be positive"},
+				{cfg.SpikeWindow <= 0, "--dlq-spike-window must be positive"},
+				{cfg.SpikeThreshold < 0, "--dlq-spike-threshold must be 0 (off) or more"},
 			} {
 				if z.zero {
 					return errors.New(z.msg)

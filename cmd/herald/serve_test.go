@@ -25,6 +25,8 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--rescue-interval", "0s"}, "--rescue-interval must be positive"},
 		{[]string{"--breaker-cooldown", "-5s"}, "--breaker-cooldown must be positive"},
 		{[]string{"--housekeeping-interval", "0s"}, "--housekeeping-interval must be positive"},
+		{[]string{"--dlq-spike-window", "0s"}, "--dlq-spike-window must be positive"},
+		{[]string{"--dlq-spike-threshold", "-1"}, "--dlq-spike-threshold must be 0 (off) or more"},
 		{[]string{"--log-level", "loud"}, `--log-level "loud": use debug, info, warn or error`},
 		{[]string{"--allow-cidr", "10.0.0.0"}, `--allow-cidr "10.0.0.0": not a CIDR prefix such as 10.0.0.0/8`},
 		{[]string{"--trusted-proxy", ""}, `--trusted-proxy "": empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)`},

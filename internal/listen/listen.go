@@ -71,12 +71,17 @@ type Receiver struct {
 	steps int // requests that consumed a step of the script
 }
 
-// New returns a Receiver for cfg. It rejects an empty secret, a status
-// outside 100–599 and a negative MaxBodyBytes.
+// New returns a Receiver for cfg. It rejects a secret that is empty or
+// not a whsec_ secret ([webhook.ValidateSecret]), a status outside 100–599
+// and a negative MaxBodyBytes.
 func New(cfg Config) (*Receiver, error) {
 	for i, s := range cfg.Secrets {
-		if s == "" {
-			return nil, fmt.Errorf("listen: secret %d is empty", i+1)
+		// Herald's secrets are whsec_ and base64: one that is not (a
+		// placeholder left unpasted, a truncated copy) could never verify
+		// the webhook-signature of a delivery, so it is refused here rather
+		// than reported as NOT VERIFIED on every delivery.
+		if err := webhook.ValidateSecret(s); err != nil {
+			return nil, fmt.Errorf("listen: secret %d: %w", i+1, err)
 		}
 	}
 	for _, st := range cfg.Statuses {

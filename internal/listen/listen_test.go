@@ -374,6 +374,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{Statuses: []int{99}},
 		{Statuses: []int{200, 600}},
 		{Secrets: []string{""}},
+		// The README's placeholder, left unpasted: not base64 after whsec_,
+		// so no delivery could verify with it.
+		{Secrets: []string{"whsec_PASTE_THE_SECRET"}},
+		{Secrets: []string{newSecret(t), "not-a-secret"}},
 		{MaxBodyBytes: -1},
 	} {
 		if _, err := New(cfg); err == nil {

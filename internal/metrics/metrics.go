@@ -97,6 +97,16 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
 	}, []string{"kind", "action"})
 	m.reg.MustRegister(m.personalData)
+	// The counters the alert rules take increase() or rate() of exist from
+	// the start, at 0, with every label value: a series born at its first
+	// increment loses that increment in increase() and rate() (after a
+	// start, the first dead letters never reached HeraldDeadLettersGrowing).
+	for _, r := range []string{"success", "failure"} {
+		m.attempts.WithLabelValues(r)
+	}
+	for _, o := range []string{"succeeded", "retry", "dead"} {
+		m.deliveries.WithLabelValues(o)
+	}
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -210,3 +210,24 @@ func TestTenantInFlightSeriesBounded(t *testing.T) {
 		t.Fatalf("nothing in flight: series %v, want none", got)
 	}
 }
+
+// TestAlertedCountersExistAtZero: the counters the alert rules take
+// increase() or rate() of (deploy/prometheus/herald-alerts.yml) have every
+// label value from the start, at 0. A series born at its first increment
+// loses that increment in increase(): after a start, the first dead
+// letters never reached HeraldDeadLettersGrowing.
+func TestAlertedCountersExistAtZero(t *testing.T) {
+	rec := httptest.NewRecorder()
+	metrics.New(nil).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, s := range []string{
+		`herald_attempts_total{result="success"} 0`,
+		`herald_attempts_total{result="failure"} 0`,
+		`herald_deliveries_total{outcome="succeeded"} 0`,
+		`herald_deliveries_total{outcome="retry"} 0`,
+		`herald_deliveries_total{outcome="dead"} 0`,
+	} {
+		if !strings.Contains(rec.Body.String(), s+"\n") {
+			t.Errorf("no %s before any attempt", s)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/url"
@@ -109,7 +110,10 @@ func FromEnv(ctx context.Context, version string, console io.Writer) (*Provider,
 // exporter would otherwise accept and then fail on at every export (or
 // ignore with a line outside Herald's log): endpoints that are not
 // absolute http(s) URLs with a host, a timeout that is not a number of
-// milliseconds, headers that are not key=value pairs
+// milliseconds, headers that are not key=value pairs, a compression other
+// than gzip or none, an insecure flag other than true or false, and
+// certificate or key files that cannot be read (or a CA file without a PEM
+// certificate: the exporter would fall back to the system roots)
 // (https://opentelemetry.io/docs/specs/otel/protocol/exporter/).
 func checkOTLPEnv(getenv func(string) string) error {
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
@@ -138,6 +142,32 @@ func checkOTLPEnv(getenv func(string) string) error {
 			if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
 				return fmt.Errorf("tracing: %s: %q is not key=value (the list is key1=value1,key2=value2)", name, kv)
 			}
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
+		if v := strings.TrimSpace(getenv(name)); v != "" && v != "gzip" && v != "none" {
+			return fmt.Errorf("tracing: %s=%q: gzip or none", name, v)
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE"} {
+		if v := strings.ToLower(strings.TrimSpace(getenv(name))); v != "" && v != "true" && v != "false" {
+			return fmt.Errorf("tracing: %s=%q: true or false", name, getenv(name))
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+		"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+		"OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"} {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return fmt.Errorf("tracing: %s: %w", name, err)
+		}
+		ca := name == "OTEL_EXPORTER_OTLP_CERTIFICATE" || name == "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+		if ca && !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return fmt.Errorf("tracing: %s=%q: no PEM certificate in the file", name, v)
 		}
 	}
 	return nil

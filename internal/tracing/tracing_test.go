@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +21,10 @@ import (
 var otelVars = []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
 	"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"}
+	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"}
 
 // env sets exactly the OTEL_* variables given (the others empty) for the
 // rest of the test.
@@ -34,6 +39,10 @@ func env(t *testing.T, kv ...string) {
 
 func TestFromEnv(t *testing.T) {
 	ctx := context.Background()
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -58,6 +67,14 @@ func TestFromEnv(t *testing.T) {
 		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://collector"}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TIMEOUT", "abc"}, "OTEL_EXPORTER_OTLP_TIMEOUT"},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS", "garbage"}, "OTEL_EXPORTER_OTLP_HEADERS"},
+		// The exporter would ignore these (no compression, no TLS
+		// verification change, system roots instead of the CA file) with
+		// at most a line outside Herald's log.
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_COMPRESSION", "brotli"}, "OTEL_EXPORTER_OTLP_COMPRESSION"},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TRACES_INSECURE", "maybe"}, "OTEL_EXPORTER_OTLP_TRACES_INSECURE"},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE", filepath.Join(t.TempDir(), "missing.pem")}, "OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", notPEM}, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_CLIENT_KEY", filepath.Join(t.TempDir(), "missing.key")}, "OTEL_EXPORTER_OTLP_CLIENT_KEY"},
 		{[]string{"OTEL_TRACES_EXPORTER", "console", "OTEL_TRACES_SAMPLER", "bogus"}, "OTEL_TRACES_SAMPLER"},
 		{[]string{"OTEL_TRACES_EXPORTER", "console", "OTEL_TRACES_SAMPLER", "traceidratio", "OTEL_TRACES_SAMPLER_ARG", "abc"}, "OTEL_TRACES_SAMPLER_ARG"},
 	} {

@@ -584,8 +584,12 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		}
 		headers = &v
 	}
+	// A new URL starts a new failure streak and, as an enable does
+	// (enableCount), keeps a pending endpoint.recovered when the streak had
+	// raised endpoint.failing.
 	q := `UPDATE endpoints SET
 		failing_since = CASE WHEN $2::text IS NOT NULL AND $2::text <> url THEN NULL ELSE failing_since END,
+		failure_count = CASE WHEN $2::text IS NOT NULL AND $2::text <> url THEN ` + enableCount + ` ELSE failure_count END,
 		url = COALESCE($2::text, url),
 		description = COALESCE($3::text, description),
 		event_types = COALESCE($4::jsonb, event_types),

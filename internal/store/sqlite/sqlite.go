@@ -698,8 +698,14 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 		return store.Endpoint{}, err
 	}
 	if p.URL != nil {
-		if *p.URL != e.URL {
-			e.FailingSince = time.Time{} // a new URL starts a new failure streak
+		if *p.URL != e.URL && !e.FailingSince.IsZero() {
+			// A new URL starts a new failure streak, as an enable does, and
+			// like an enable it keeps a pending endpoint.recovered when the
+			// streak had raised endpoint.failing (enableCount).
+			e.FailingSince = time.Time{}
+			if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET failure_count = "+enableCount+" WHERE id = ?", p.ID); err != nil {
+				return store.Endpoint{}, wrap("update endpoint", err)
+			}
 		}
 		e.URL = *p.URL
 	}

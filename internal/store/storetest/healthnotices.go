@@ -137,6 +137,46 @@ func (s suite) recoveredAfterEnable(t *testing.T) {
 	}
 }
 
+// recoveredAfterURLChange: a new URL starts a new failure streak (for
+// --disable-after), but, as with an enable, a streak that had raised
+// endpoint.failing still raises endpoint.recovered at the first success:
+// changing the URL is how an owner most often fixes a failing endpoint,
+// and its notice receiver must not be left with endpoint.failing alone.
+// One changed before any endpoint.failing raises nothing.
+func (s suite) recoveredAfterURLChange(t *testing.T) {
+	for _, failures := range []int{store.FailingAfter, store.FailingAfter - 1} {
+		s.run(t, fmt.Sprintf("%d_failures", failures), func(t *testing.T, f *fixture) {
+			e := f.endpoint("acme")
+			for range failures {
+				f.publish("acme", "file.created", at(time.Second))
+			}
+			for i, c := range f.claim("w", 100, time.Hour, at(time.Minute)) {
+				now := at(time.Hour + time.Duration(i)*time.Second)
+				f.complete(failure(c, now, now, now.Add(time.Hour), 503, ""))
+			}
+			url := e.URL + "/fixed"
+			if _, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &url, Now: at(2 * time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			f.publish("acme", "file.created", at(3*time.Hour))
+			for i, c := range f.claim("w", 100, time.Hour, at(3*time.Hour+time.Minute)) {
+				f.complete(attempt(c, store.DeliverySucceeded, at(4*time.Hour+time.Duration(i)*time.Second)))
+			}
+			var got []string
+			for _, n := range f.allNotices() {
+				if n.Type != "endpoint.created" {
+					got = append(got, n.Type)
+				}
+			}
+			want := []string{store.NoticeEndpointFailing, store.NoticeEndpointRecovered}
+			if failures < store.FailingAfter {
+				want = nil
+			}
+			diff(t, "notices", want, got)
+		})
+	}
+}
+
 // failingBeforeDisable: a failure streak that disables its endpoint raises
 // endpoint.failing before endpoint.disabled, each exactly once, whatever
 // DisableMinFailures is: below store.FailingAfter (1, 2) the failing notice

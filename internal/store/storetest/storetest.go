@@ -84,6 +84,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("EndpointStats", s.endpointStats)
 	group("HealthNotices", s.healthNotices)
 	group("RecoveredAfterEnable", s.recoveredAfterEnable)
+	group("RecoveredAfterURLChange", s.recoveredAfterURLChange)
 	group("FailingBeforeDisable", s.failingBeforeDisable)
 	group("Purge", s.purge)
 	group("DeliveryFilters", s.deliveryFilters)

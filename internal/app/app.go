@@ -494,6 +494,9 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	}
 	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
 	if err != nil {
+		if createdKey {
+			os.Remove(path + ".key") // a refused database keeps nothing of this start
+		}
 		return nil, err
 	}
 	m.box = box

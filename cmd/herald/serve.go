@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
@@ -100,20 +101,26 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				cfg.Logger.Warn("dev mode: http and loopback endpoint URLs are allowed; never use --dev in production")
 			}
 			if debugAddr != "" {
+				// Listen before anything starts: an address in use is refused
+				// like --addr's, not logged as listening and dropped.
+				ln, err := net.Listen("tcp", debugAddr)
+				if err != nil {
+					return fmt.Errorf("--debug-addr %s: %w", debugAddr, err)
+				}
 				mux := http.NewServeMux()
 				mux.HandleFunc("/debug/pprof/", pprof.Index)
 				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 				mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-				srv := &http.Server{Addr: debugAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 				debugDone := make(chan struct{})
 				defer func() {
 					_ = srv.Close()
 					<-debugDone
 				}()
+				cfg.Logger.Info("pprof listening", "addr", ln.Addr().String())
 				go func() {
 					defer close(debugDone)
-					cfg.Logger.Info("pprof listening", "addr", debugAddr)
-					_ = srv.ListenAndServe()
+					_ = srv.Serve(ln)
 				}()
 			}
 			m, err := app.New(cmd.Context(), cfg)

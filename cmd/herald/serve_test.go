@@ -1,6 +1,14 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
 
 // Every bad serve flag is refused before anything starts, with an error
 // that names the flag and the rule.
@@ -72,5 +80,32 @@ func TestServeEmptyEnvIsUnset(t *testing.T) {
 	_, _, err := execHerald(t, "", "serve", "--db", "sqlite:"+t.TempDir()+"/h.db", "--tls-cert", "c.pem")
 	if err == nil || err.Error() != "--tls-cert and --tls-key go together: give both or neither" {
 		t.Fatalf("err %v; want only the TLS pair refused (the empty twins unset)", err)
+	}
+}
+
+// TestServeDebugAddrInUse: a --debug-addr that cannot be listened on (a
+// port in use) is refused at start with the flag and the reason, like
+// --addr, instead of logging "pprof listening" and serving without the
+// profiles; the database is not created.
+func TestServeDebugAddrInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	// A serve that starts anyway stops at the deadline (and fails below).
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	root := newRoot()
+	root.SetArgs([]string{"serve", "--db", "sqlite:" + dir + "/h.db", "--addr", "127.0.0.1:0", "--debug-addr", busy.Addr().String()})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err = root.ExecuteContext(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "--debug-addr "+busy.Addr().String()+": ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve with --debug-addr in use: err %v, want a refusal naming --debug-addr", err)
+	}
+	if _, err := os.Stat(dir + "/h.db"); !os.IsNotExist(err) {
+		t.Fatalf("the database was created: %v", err)
 	}
 }

@@ -494,6 +494,9 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	}
 	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
 	if err != nil {
+		if createdKey {
+			os.Remove(path + ".key") // a refused database keeps nothing of this start
+		}
 		return nil, err
 	}
 	m.box = box
@@ -502,6 +505,9 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		st.Close()
 		if createdKey {
 			os.Remove(path + ".key") // a key made just now cannot be the right one
+		}
+		if errors.Is(err, store.ErrWrongKey) {
+			return nil, fmt.Errorf("%s: %w: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key", keyFile, err)
 		}
 		return nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
@@ -535,6 +541,9 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
+		if errors.Is(err, store.ErrWrongKey) {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w: set it to the key the first node started with, the same on every node (PostgreSQL has no key file)", err)
+		}
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}
 	if err := m.sealClearHeaders(ctx, st); err != nil {

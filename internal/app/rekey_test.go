@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,5 +204,28 @@ func TestRekeyWhileTwoPostgresNodesDeliver(t *testing.T) {
 	}
 	if verified.Load() != want || bad.Load() != 0 {
 		t.Fatalf("after restarting with the new key only: verified %d of %d, %d bad", verified.Load(), want, bad.Load())
+	}
+}
+
+// TestWrongEncryptionKeyOnPostgres: a PostgreSQL database written with one
+// key refuses a node with another, and the refusal names the rule without
+// sending the operator to a key file (PostgreSQL has none: the key is
+// HERALD_ENCRYPTION_KEY, the same on every node).
+func TestWrongEncryptionKeyOnPostgres(t *testing.T) {
+	db := pgDatabase(t)
+	start := func(key string) (*app.Main, error) {
+		return app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: testAPIKey})
+	}
+	m, err := start(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	_, err = start(newKey(t))
+	if !errors.Is(err, store.ErrWrongKey) {
+		t.Fatalf("node with another key: %v, want ErrWrongKey", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "restore the key file") || !strings.Contains(msg, "HERALD_ENCRYPTION_KEY") || !strings.Contains(msg, "every node") {
+		t.Fatalf("refusal %q: want it to name HERALD_ENCRYPTION_KEY and every node, not to restore a key file", msg)
 	}
 }

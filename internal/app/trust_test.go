@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -236,6 +237,36 @@ func TestWrongEncryptionKeyRefusesToStart(t *testing.T) {
 	}
 	if _, err := start("not base64!"); err == nil || !strings.Contains(err.Error(), "base64 of 32 bytes") {
 		t.Fatalf("malformed key: err = %v", err)
+	}
+}
+
+// TestAnotherApplicationsDatabaseRefused: --db naming another
+// application's SQLite database is refused at start, and the start leaves
+// nothing behind: no key file beside it (a later start would take that key
+// for the database's).
+func TestAnotherApplicationsDatabaseRefused(t *testing.T) {
+	t.Parallel()
+	sqliteOnly(t)
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: testAPIKey, Dev: true, Logger: quiet})
+	if err == nil {
+		m.Close()
+		t.Fatal("Herald started on another application's database")
+	}
+	if !strings.Contains(err.Error(), "not a Herald one") {
+		t.Fatalf("start: %v, want a refusal naming the rule", err)
+	}
+	if _, err := os.Stat(path + ".key"); !os.IsNotExist(err) {
+		t.Fatalf("a key file was left beside the refused database: %v", err)
 	}
 }
 

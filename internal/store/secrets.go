@@ -157,8 +157,9 @@ func RevokedSecrets(old []Secret, id string, now time.Time) ([]Secret, error) {
 const KeyCheckMeta = "encryption_key_check"
 
 // ErrWrongKey means the configured encryption key is not the one this
-// database's secrets were encrypted with.
-var ErrWrongKey = errors.New("the encryption key does not match the one this database was written with: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key")
+// database's secrets were encrypted with. Callers add where the right key
+// comes from (a key file exists for SQLite only).
+var ErrWrongKey = errors.New("the encryption key does not match the one this database was written with")
 
 // CheckKey makes sure box holds the key this database was first written
 // with: on first start it stores a sealed check value; later it must open.

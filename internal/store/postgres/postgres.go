@@ -184,7 +184,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if err := migrate(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), classify(err))
+		if !errors.Is(err, store.ErrSchemaTooNew) { // the database answered: not an outage
+			err = classify(err)
+		}
+		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), err)
 	}
 	s := &Store{pool: pool, tag: store.NewID("node")}
 	for _, o := range opts {

@@ -44,6 +44,10 @@ func TestRefusesNewerSchema(t *testing.T) {
 			t.Errorf("message %q does not name %q", err, want)
 		}
 	}
+	// The database answered: the refusal is not an outage.
+	if errors.Is(err, store.ErrUnavailable) || strings.Contains(err.Error(), "unavailable") {
+		t.Errorf("message %q calls a newer schema an unavailable store", err)
+	}
 	status, err = SchemaStatus(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)

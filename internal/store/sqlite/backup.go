@@ -90,6 +90,9 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 		return fmt.Errorf("sqlite restore: %s is not a Herald database: %w", from, err)
 	}
 	if err := store.CheckKeyValue(box, stored); err != nil {
+		if errors.Is(err, store.ErrWrongKey) {
+			return fmt.Errorf("sqlite restore: %w: give the key the backup was written with (HERALD_ENCRYPTION_KEY or --key-file); nothing was written", err)
+		}
 		return fmt.Errorf("sqlite restore: %w", err)
 	}
 	db.Close()

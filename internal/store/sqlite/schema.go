@@ -32,6 +32,33 @@ func checkSchema(ctx context.Context, prov *goose.Provider) error {
 	return store.CheckSchemaVersion("SQLite", v, knownVersion(prov))
 }
 
+// checkNotForeign refuses an existing SQLite database that has tables but
+// neither goose's version table nor Herald's meta table: another
+// application's database, which Open would otherwise migrate Herald's
+// tables into. It reads the file read-only, so a refusal changes nothing;
+// a file it cannot read is left to Open to report.
+func checkNotForeign(ctx context.Context, path string) error {
+	if info, err := os.Stat(path); err != nil || info.Size() == 0 {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	var herald, other int
+	if err := db.QueryRowContext(ctx, `SELECT
+		coalesce(sum(name IN ('goose_db_version', 'meta')), 0),
+		coalesce(sum(name NOT IN ('goose_db_version', 'meta')), 0)
+		FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`).Scan(&herald, &other); err != nil {
+		return nil
+	}
+	if herald == 0 && other > 0 {
+		return fmt.Errorf("sqlite: %s is a SQLite database but not a Herald one (it has tables, but neither goose_db_version nor meta table): give Herald a database file of its own; nothing was changed", path)
+	}
+	return nil
+}
+
 // SchemaStatus reports the migration state of the database file at path
 // without changing it (herald migrate status): the file is opened
 // read-only (SQLite's mode=ro) and goose's version table is looked up, not

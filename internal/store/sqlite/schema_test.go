@@ -1,8 +1,10 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,5 +58,45 @@ func TestRefusesNewerSchema(t *testing.T) {
 	}
 	if status.Database != 9999 || status.Binary != known {
 		t.Fatalf("status %+v, want database 9999, binary %d", status, known)
+	}
+}
+
+// TestRefusesAnotherApplicationsDatabase: --db pointing at an existing
+// SQLite database of another application (tables, but neither goose's
+// version table nor Herald's meta table) is refused at Open, naming the
+// file, and the file is left exactly as it was: Herald's tables are not
+// migrated into it and its journal mode is not changed.
+func TestRefusesAnotherApplicationsDatabase(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('a')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(t.Context(), path)
+	if err == nil {
+		st.Close()
+		t.Fatal("Open adopted another application's database")
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a Herald one") {
+		t.Fatalf("Open: %v, want a refusal naming the file", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("the refused database file was changed")
+	}
+	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
+		t.Fatalf("a -wal file was created beside the refused database: %v", err)
 	}
 }

@@ -261,6 +261,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q must not contain '?' or '#'", path)
 	}
+	if err := checkNotForeign(ctx, path); err != nil {
+		return nil, err
+	}
 	if err := prepareFiles(path); err != nil {
 		return nil, err
 	}

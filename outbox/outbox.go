@@ -51,10 +51,13 @@ const DefaultMaxPayloadBytes = 64 << 10
 // Event is an event to publish. Tenant, Type and Data are required.
 type Event struct {
 	// Tenant owns the endpoints that receive the event: 1–128 letters,
-	// digits, _ . : or -.
+	// digits, _ . : or -, not starting with src_ (in any case: inbound
+	// sources' tenants).
 	Tenant string
 	// Type is the event type, e.g. "file.extraction.completed": segments of
-	// letters, digits, _ or - joined by dots, at most 128 bytes.
+	// letters, digits, _ or - joined by dots, at most 128 bytes, not
+	// starting with endpoint., delivery. or herald. (in any case: Herald's
+	// own events).
 	Type string
 	// Data is the event's data, a JSON object: thin (ids, version, links),
 	// no content or personal data. A json.RawMessage or []byte is used as
@@ -193,8 +196,14 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if !store.ValidTenant(ev.Tenant) {
 		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: 1–128 letters, digits, _ . : or -"}
 	}
+	if store.IsInternalTenant(ev.Tenant) {
+		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: store.InternalTenantRule}
+	}
 	if !store.ValidEventType(ev.Type) {
 		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"}
+	}
+	if store.ReservedEventType(ev.Type) {
+		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: store.ReservedEventTypeRule}
 	}
 	data, err := encodeData(ev.Data)
 	if err != nil {

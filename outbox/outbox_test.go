@@ -255,6 +255,13 @@ func TestValidate(t *testing.T) {
 		{"empty tenant", func(e *outbox.Event) { e.Tenant = "" }, "Tenant"},
 		{"tenant with space", func(e *outbox.Event) { e.Tenant = "ac me" }, "Tenant"},
 		{"tenant too long", func(e *outbox.Event) { e.Tenant = strings.Repeat("a", 129) }, "Tenant"},
+		// Reserved as in POST /v1/events: no forged provider events or
+		// operational events through the outbox either.
+		{"an inbound source's tenant", func(e *outbox.Event) { e.Tenant = "src_06h4kfnxjhypvf17c40098w9ww" }, "Tenant"},
+		{"an inbound source's tenant in capitals", func(e *outbox.Event) { e.Tenant = "SRC_x" }, "Tenant"},
+		{"an operational event type", func(e *outbox.Event) { e.Type = "endpoint.disabled" }, "Type"},
+		{"a delivery event type in capitals", func(e *outbox.Event) { e.Type = "Delivery.dead_lettered" }, "Type"},
+		{"Herald's test event type", func(e *outbox.Event) { e.Type = "herald.test" }, "Type"},
 		{"empty type", func(e *outbox.Event) { e.Type = "" }, "Type"},
 		{"type with empty segment", func(e *outbox.Event) { e.Type = "order..placed" }, "Type"},
 		{"type ending in a dot", func(e *outbox.Event) { e.Type = "order." }, "Type"},

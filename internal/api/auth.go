@@ -494,18 +494,14 @@ var tenantRule = regexp.MustCompile(TenantPattern)
 // does too: see IsInternalTenant).
 func ValidTenant(name string) bool { return tenantRule.MatchString(name) }
 
-// InternalTenantPrefix starts the tenants Herald keeps for itself: an
-// inbound source's forwarding endpoint and events belong to the tenant
-// named by the source id ("src_…"). No request may name such a tenant,
-// whatever the case of the prefix ("SRC_x" is refused too: tenants are
-// case-sensitive, but a look-alike of an internal tenant serves nobody).
-const InternalTenantPrefix = "src_"
+// InternalTenantPrefix starts the tenants Herald keeps for itself
+// (store.InternalTenantPrefix): no request may name one.
+const InternalTenantPrefix = store.InternalTenantPrefix
 
 // IsInternalTenant reports whether a tenant name starts with
-// InternalTenantPrefix, compared without regard to case.
-func IsInternalTenant(name string) bool {
-	return len(name) >= len(InternalTenantPrefix) && strings.EqualFold(name[:len(InternalTenantPrefix)], InternalTenantPrefix)
-}
+// InternalTenantPrefix, compared without regard to case
+// (store.IsInternalTenant, which outbox.Publish applies too).
+func IsInternalTenant(name string) bool { return store.IsInternalTenant(name) }
 
 // tenantFor resolves the tenant a request acts on. named is the tenant the
 // request names ("" when it names none; loc is where, for the error). A
@@ -513,7 +509,7 @@ func IsInternalTenant(name string) bool {
 // admin acts on the tenant it names. Internal tenants cannot be named (422).
 func (s *Server) tenantFor(ctx context.Context, named, loc string) (string, error) {
 	if IsInternalTenant(named) {
-		return "", invalid(loc, "tenant names starting with "+InternalTenantPrefix+" (in any case) are reserved for inbound sources and cannot be named through the API", named)
+		return "", invalid(loc, store.InternalTenantRule, named)
 	}
 	p := principal(ctx)
 	if p.Tenant == "" {

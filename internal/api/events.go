@@ -196,7 +196,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	// Reserved in any case: a receiver that folds case must not take
 	// "Endpoint.disabled" for Herald's own event.
 	if ReservedEventType(b.Type) {
-		return nil, invalid("body.type", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
+		return nil, invalid("body.type", store.ReservedEventTypeRule, b.Type)
 	}
 	data := bytes.TrimSpace(b.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -535,11 +535,6 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 }
 
 // ReservedEventType reports whether typ (an event type or a filter
-// pattern) is in the namespaces Herald keeps for its own events —
-// "endpoint." and "delivery." (operational events) and "herald."
-// (test events) — compared
-// without regard to case, so "Endpoint.disabled" cannot pass for one.
-func ReservedEventType(typ string) bool {
-	lt := strings.ToLower(typ)
-	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, store.DeliveryPrefix) || strings.HasPrefix(lt, "herald.")
-}
+// pattern) is in the namespaces Herald keeps for its own events:
+// store.ReservedEventType, which outbox.Publish applies too.
+func ReservedEventType(typ string) bool { return store.ReservedEventType(typ) }

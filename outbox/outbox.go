@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -61,7 +62,8 @@ type Event struct {
 	Type string
 	// Data is the event's data, a JSON object: thin (ids, version, links),
 	// no content or personal data. A json.RawMessage or []byte is used as
-	// JSON text (compacted; valid UTF-8, no member twice in one object);
+	// JSON text (compacted; valid UTF-8, no member twice in one object,
+	// no number beyond a 64-bit float's range);
 	// any other value is encoded with encoding/json (without HTML
 	// escaping) and must encode as an object.
 	Data any
@@ -283,7 +285,7 @@ func encodeData(v any) ([]byte, error) {
 
 // wellFormed applies the API's request-body rules to data: valid UTF-8,
 // one JSON value, no member name twice in one object, nesting at most 64
-// deep.
+// deep, no number beyond a 64-bit float's range.
 func wellFormed(b []byte) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
@@ -334,6 +336,11 @@ func walk(dec *json.Decoder, depth int) error {
 		}
 		_, err = dec.Token()
 		return err
+	}
+	if n, ok := tok.(json.Number); ok {
+		if _, err := strconv.ParseFloat(string(n), 64); errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", n)
+		}
 	}
 	return nil
 }

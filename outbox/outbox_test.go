@@ -278,6 +278,8 @@ func TestValidate(t *testing.T) {
 		{"data nested too deep", func(e *outbox.Event) {
 			e.Data = []byte(`{"a":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`)
 		}, "Data"},
+		{"data with a number beyond float64", func(e *outbox.Event) { e.Data = []byte(`{"a":1e400}`) }, "Data"},
+		{"data with a json.Number beyond float64", func(e *outbox.Event) { e.Data = map[string]any{"a": json.Number("-1e309")} }, "Data"},
 		{"data unencodable", func(e *outbox.Event) { e.Data = map[string]any{"f": func() {}} }, "Data"},
 		{"id with a dot", func(e *outbox.Event) { e.ID = "evt.1" }, "ID"},
 		{"id with a slash", func(e *outbox.Event) { e.ID = "a/b" }, "ID"},
@@ -321,6 +323,7 @@ func TestValidate(t *testing.T) {
 			OrderID string `json:"order_id"`
 		}{"o_1"},
 		[]byte(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`),
+		[]byte(`{"max":1.7976931348623157e308,"tiny":1e-400}`), // an underflow rounds to 0, as the API accepts it
 	} {
 		ev := ok
 		ev.Data = d

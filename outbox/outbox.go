@@ -217,8 +217,8 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if store.HeraldEventID(ev.ID) {
 		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: store.HeraldEventIDRule}
 	}
-	if !validIdempotencyKey(ev.IdempotencyKey) {
-		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: "idempotency key: at most 255 bytes of UTF-8 without control characters"}
+	if !store.ValidIdempotencyKey(ev.IdempotencyKey) {
+		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: store.IdempotencyKeyRule}
 	}
 	id := ev.ID
 	if id == "" {
@@ -343,16 +343,4 @@ func walk(dec *json.Decoder, depth int) error {
 		}
 	}
 	return nil
-}
-
-func validIdempotencyKey(k string) bool {
-	if len(k) > 255 || !utf8.ValidString(k) {
-		return false
-	}
-	for _, r := range k {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }

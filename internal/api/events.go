@@ -160,7 +160,7 @@ func declareDefaultError(op *huma.Operation) {
 }
 
 type publishIn struct {
-	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409. At most 255 bytes of UTF-8 without control characters (422 otherwise)"`
 	TraceParent    string `header:"traceparent" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value (of any length) is ignored, never refused, as the recommendation asks"`
 	Body           PublishBody
 }
@@ -190,6 +190,11 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
 	}
 	b.Tenant = tenant
+	// The outbox's rule too: a tab or bytes that are not UTF-8 would make
+	// a key the outbox cannot repeat, or one PostgreSQL refuses to store.
+	if !store.ValidIdempotencyKey(in.IdempotencyKey) {
+		return nil, invalid("header.Idempotency-Key", store.IdempotencyKeyRule, in.IdempotencyKey)
+	}
 	if !store.ValidEventType(b.Type) {
 		return nil, invalid("body.type", "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes", b.Type)
 	}

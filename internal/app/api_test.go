@@ -99,6 +99,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish a test event's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_TEST_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in mixed case", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"Evt_Op_x"}`, nil, 422, "body.id"},
+		{"publish key with a tab", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{}}`, []string{"Idempotency-Key", "a\tb"}, 422, "without control characters"},
+		{"publish key not UTF-8", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{}}`, []string{"Idempotency-Key", "a\xffb"}, 422, "header.Idempotency-Key"},
 		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"inv-reused"}`, nil, 409, "already exists with a different"},
 		{"duplicate member", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","tenant":"other"}`, nil, 400, "appears twice"},
 		{"invalid utf-8", "POST", "/v1/events", "{\"tenant\":\"acme\",\"type\":\"a.b\",\"data\":{\"k\":\"\xff\xfe\"}}", nil, 400, "UTF-8"},

@@ -3,6 +3,7 @@ package store
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The shapes of names the API and the outbox accept: one definition, so
@@ -50,6 +51,26 @@ const ReservedEventTypeRule = "event types starting with endpoint., delivery. or
 func ReservedEventType(typ string) bool {
 	lt := strings.ToLower(typ)
 	return strings.HasPrefix(lt, OperationalPrefix) || strings.HasPrefix(lt, DeliveryPrefix) || strings.HasPrefix(lt, "herald.")
+}
+
+// IdempotencyKeyRule is the rule ValidIdempotencyKey checks, as error
+// messages state it.
+const IdempotencyKeyRule = "idempotency key: at most 255 bytes of UTF-8 without control characters"
+
+// ValidIdempotencyKey reports whether k may be an Idempotency-Key: at most
+// 255 bytes of UTF-8 without control characters (C0, DEL, C1). A header
+// may carry a tab or bytes that are not UTF-8, which PostgreSQL would
+// refuse to store.
+func ValidIdempotencyKey(k string) bool {
+	if len(k) > 255 || !utf8.ValidString(k) {
+		return false
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
 }
 
 // OccurredAtRule is the rule ValidOccurredAt checks, as error messages

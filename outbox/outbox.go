@@ -19,6 +19,14 @@
 // with the original event (Result.Duplicate) and delivers nothing new;
 // reusing one with other content is ErrConflict.
 //
+// The outbox publishes uncatalogued event types only (those POST /v1/events
+// publishes as they are under `herald serve --catalog permissive`): it
+// does not check a catalogued type's JSON Schema, versions, sequence
+// numbers or personal data, so an event whose type is in Herald's event
+// catalog, or differs from a catalogued name only in case, is refused
+// (ErrInvalid, Field "Type"); publish those through the API. Nor does it
+// know a node's --catalog strict or --personal-data refuse.
+//
 // Requirements: the transaction runs at READ COMMITTED (PostgreSQL's
 // default; anything else is ErrIsolation), on a connection whose
 // search_path finds Herald's tables (Herald must have started once on the
@@ -156,8 +164,9 @@ func Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
 // does.
 //
 // A validation error (ErrInvalid, ErrTooLarge) is returned before anything
-// is sent on tx; ErrIsolation, ErrConflict and a duplicate leave tx as it
-// was, usable. Any other error comes from the database (errors.As finds a
+// is sent on tx, but for an event type in Herald's event catalog (an
+// *InvalidError for Field "Type", found by a read on tx); ErrIsolation,
+// that one, ErrConflict and a duplicate leave tx as it was, usable. Any other error comes from the database (errors.As finds a
 // *pgconn.PgError) or ctx, and leaves tx aborted: roll it back.
 func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
 	now := time.Now
@@ -174,6 +183,9 @@ func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, er
 	}
 	res, err := postgres.PublishTx(ctx, tx, params)
 	if err != nil {
+		if errors.Is(err, store.ErrStaleCatalog) {
+			return Result{}, &InvalidError{Field: "Type", Rule: catalogRule(ev.Type)}
+		}
 		if errors.Is(err, store.ErrConflict) {
 			return Result{}, &conflictError{store.Message(err)}
 		}
@@ -241,13 +253,25 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 		return store.PublishParams{}, &InvalidError{Field: "Data", tooLarge: true,
 			Rule: fmt.Sprintf("event too large: the delivered body would be %d bytes; the limit is %d bytes (send ids and links, not content)", len(body), maxBytes)}
 	}
+	uncatalogued := 0
 	return store.PublishParams{
 		Event: store.Event{ID: store.EventKey(ev.Tenant, id, ev.ID != ""), Tenant: ev.Tenant, Type: ev.Type, OccurredAt: occurred, Body: body,
 			IdempotencyKey: ev.IdempotencyKey, Fingerprint: store.Fingerprint(ev.Tenant, ev.Type, data)},
 		Now:           now,
 		NewDeliveryID: func() string { return store.NewID("dlv") },
 		IDFromClient:  ev.ID != "",
+		// The outbox checks no schema, version, sequence or personal data:
+		// the store refuses the event (ErrStaleCatalog) if its type, or a
+		// name differing from it only in case, is in the catalog.
+		CatalogRevision: &uncatalogued,
 	}, nil
+}
+
+// catalogRule is the refusal of an event whose type is catalogued.
+func catalogRule(typ string) string {
+	return "event type " + typ + " is in the event catalog (or differs from a catalogued name only in case): " +
+		"the outbox publishes uncatalogued types only, since it does not check a catalogued type's schema, " +
+		"versions (data_versions), sequence numbers or personal data; publish it through POST /v1/events"
 }
 
 // encodeData returns the data as compact JSON text, or an *InvalidError.

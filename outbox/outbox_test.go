@@ -673,6 +673,51 @@ func TestSameAsAPI(t *testing.T) {
 	}
 }
 
+// TestCataloguedTypeRefused: the outbox checks no schema, version or
+// sequence number, so an event type in the catalog (or a name differing
+// from one only in case, which the API refuses too) is refused as invalid,
+// nothing is stored, and the transaction stays usable; an uncatalogued
+// type still publishes.
+func TestCataloguedTypeRefused(t *testing.T) {
+	db, pool := migrated(t)
+	n := startNode(t, db)
+	ctx := t.Context()
+	st, raw := n.call("POST", "/v1/event-types", map[string]any{"name": "file.updated", "resource_id": "/file_id",
+		"versions": []any{map[string]any{"version": 1, "schema": map[string]any{"type": "object", "required": []string{"file_id"}}}}})
+	if st != http.StatusCreated {
+		t.Fatalf("catalogue file.updated: %d %s", st, raw)
+	}
+	for i, typ := range []string{"file.updated", "File.Updated"} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Data the schema refuses: the API answers 422 for it.
+		_, err = outbox.Publish(ctx, tx, outbox.Event{Tenant: "acme", Type: typ, Data: map[string]any{"name": "x"}})
+		var ie *outbox.InvalidError
+		if !errors.As(err, &ie) || !errors.Is(err, outbox.ErrInvalid) || ie.Field != "Type" || !strings.Contains(ie.Rule, "event catalog") {
+			t.Errorf("%s: %v, want an *InvalidError for Type naming the catalog", typ, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ($1, 1)", fmt.Sprintf("o_cat_%d", i)); err != nil {
+			t.Errorf("%s: transaction unusable: %v", typ, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := count(t, pool, "SELECT count(*) FROM events"); got != 0 {
+		t.Errorf("%d events stored, want none", got)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := outbox.Publish(ctx, tx, outbox.Event{Tenant: "acme", Type: "file.created", Data: map[string]any{"name": "x"}}); err != nil {
+		t.Errorf("an uncatalogued type: %v", err)
+	}
+}
+
 // TestIsolationLevel: a REPEATABLE READ or SERIALIZABLE transaction is
 // refused before anything is written, and stays usable.
 func TestIsolationLevel(t *testing.T) {

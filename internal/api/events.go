@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -163,6 +164,23 @@ type publishIn struct {
 	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409. At most 255 bytes of UTF-8 without control characters (422 otherwise)"`
 	TraceParent    string `header:"traceparent" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value (of any length) is ignored, never refused, as the recommendation asks"`
 	Body           PublishBody
+}
+
+// Resolve refuses an Idempotency-Key given more than once (huma reads the
+// first and would ignore the rest, so a retry sending only another of them
+// would publish the event again), as a repeated query parameter is.
+func (in *publishIn) Resolve(ctx huma.Context) []error {
+	n := 0
+	ctx.EachHeader(func(name, _ string) {
+		if strings.EqualFold(name, "Idempotency-Key") {
+			n++
+		}
+	})
+	if n > 1 {
+		return []error{&huma.ErrorDetail{Location: "header.Idempotency-Key",
+			Message: fmt.Sprintf("header Idempotency-Key given %d times: it takes one value", n)}}
+	}
+	return nil
 }
 
 func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishOutput, err error) {

@@ -188,6 +188,39 @@ func TestAPIBadInput(t *testing.T) {
 	}
 }
 
+// TestPublishRepeatedIdempotencyKey: two Idempotency-Key headers answer
+// 422 naming the header, and nothing is stored; before, the first was used
+// and the second ignored, so a retry sending only the second published
+// the event again.
+func TestPublishRepeatedIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	req, err := http.NewRequest("POST", h.base+"/v1/events", strings.NewReader(`{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("Idempotency-Key", "k-1")
+	req.Header.Add("Idempotency-Key", "k-2")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 422 || !strings.Contains(string(raw), "header.Idempotency-Key") || !strings.Contains(string(raw), "given 2 times") {
+		t.Fatalf("two keys: %d %s, want 422 naming the header", resp.StatusCode, raw)
+	}
+	if st, raw := h.call("GET", "/v1/events?tenant=acme", nil, nil); st != 200 || !strings.Contains(string(raw), `"data":[]`) {
+		t.Fatalf("events after the refusal: %d %s, want none", st, raw)
+	}
+	// One key (even one a proxy made of two, joined by a comma) is a key.
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_1"}}`, nil, "Idempotency-Key", "k-1, k-2"); st != 202 {
+		t.Fatalf("one key: %d %s", st, raw)
+	}
+}
+
 // TestPublishIdempotency: the same Idempotency-Key or id again answers 200
 // with the original event and adds no delivery.
 func TestPublishIdempotency(t *testing.T) {

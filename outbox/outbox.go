@@ -309,14 +309,15 @@ func encodeData(v any) ([]byte, error) {
 
 // wellFormed applies the API's request-body rules to data: valid UTF-8,
 // one JSON value, no member name twice in one object, nesting at most 64
-// deep, no number beyond a 64-bit float's range.
+// deep counting the request body's own object (data at most 63), no
+// number beyond a 64-bit float's range.
 func wellFormed(b []byte) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	if err := walk(dec, 1); err != nil { // data is one level below the request body
+	if err := walk(dec, 2); err != nil { // data is one level below the request body (depth 1)
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {

@@ -275,8 +275,10 @@ func TestValidate(t *testing.T) {
 		{"data with trailing value", func(e *outbox.Event) { e.Data = []byte(`{"a":1} {}`) }, "Data"},
 		{"data with a member twice", func(e *outbox.Event) { e.Data = []byte(`{"a":1,"a":2}`) }, "Data"},
 		{"data not UTF-8", func(e *outbox.Event) { e.Data = []byte("{\"a\":\"\xff\"}") }, "Data"},
+		// The API counts the request body's own object: {"data":{"a":[…]}}
+		// with 63 arrays is 65 levels deep.
 		{"data nested too deep", func(e *outbox.Event) {
-			e.Data = []byte(`{"a":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`)
+			e.Data = []byte(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`)
 		}, "Data"},
 		{"data with a number beyond float64", func(e *outbox.Event) { e.Data = []byte(`{"a":1e400}`) }, "Data"},
 		{"data with a json.Number beyond float64", func(e *outbox.Event) { e.Data = map[string]any{"a": json.Number("-1e309")} }, "Data"},
@@ -322,8 +324,8 @@ func TestValidate(t *testing.T) {
 		struct {
 			OrderID string `json:"order_id"`
 		}{"o_1"},
-		[]byte(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`),
-		[]byte(`{"max":1.7976931348623157e308,"tiny":1e-400}`), // an underflow rounds to 0, as the API accepts it
+		[]byte(`{"a":` + strings.Repeat("[", 62) + strings.Repeat("]", 62) + `}`), // 64 levels with the request body's
+		[]byte(`{"max":1.7976931348623157e308,"tiny":1e-400}`),                    // an underflow rounds to 0, as the API accepts it
 	} {
 		ev := ok
 		ev.Data = d

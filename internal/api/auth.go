@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"golang.org/x/time/rate"
@@ -574,16 +575,39 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 // takes, as unknown members of a body are refused; and 422 for a declared
 // parameter given more than once (?tenant=acme&tenant=globex: the handler
 // would read the first and ignore the rest), unless its schema is an array
-// (none is today). It runs after the access check, so a caller learns
-// nothing of an operation it may not call.
+// (none is today). It also answers 422 for a path or query parameter
+// that is not UTF-8 text or holds a NUL (%FF, %00): no id or name can,
+// and PostgreSQL refuses such text, which answered 503 "the store is
+// unavailable" (SQLite 404 or an empty list). It runs after the access
+// check, so a caller learns nothing of an operation it may not call.
 func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
 	u := ctx.URL()
+	query := u.Query()
+	var bad []error
+	for _, p := range op.Parameters {
+		var values []string
+		switch p.In {
+		case "path":
+			values = []string{ctx.Param(p.Name)}
+		case "query":
+			values = query[p.Name]
+		}
+		for _, v := range values {
+			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				bad = append(bad, &huma.ErrorDetail{Location: p.In + "." + p.Name, Message: textRule})
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity, "validation failed", bad...)
+		return
+	}
 	if u.RawQuery == "" {
 		next(ctx)
 		return
 	}
-	op := ctx.Operation()
-	query := u.Query()
 	var unknown, repeated []string
 	for name, values := range query {
 		i := slices.IndexFunc(op.Parameters, func(p *huma.Param) bool { return p.In == "query" && p.Name == name })
@@ -614,6 +638,9 @@ func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
 	}
 	next(ctx)
 }
+
+// textRule is the refusal of a path or query parameter that is not text.
+const textRule = "must be UTF-8 text without NUL characters"
 
 // refuseUnknownQuery answers checkQuery's 422 for the unknown query
 // parameters of op.

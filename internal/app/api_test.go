@@ -108,6 +108,13 @@ func TestAPIBadInput(t *testing.T) {
 		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 400, "number 1e400 is out of range"},
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
+		// No id or name is anything but text: on PostgreSQL these answered
+		// 503 "the store is unavailable" (SQLite 404 or an empty list).
+		{"event id not UTF-8", "GET", "/v1/events/%FF?tenant=acme", "", nil, 422, "path.id"},
+		{"event id with a NUL", "GET", "/v1/events/a%00b/deliveries?tenant=acme", "", nil, 422, "UTF-8 text without NUL"},
+		{"endpoint id not UTF-8", "GET", "/v1/endpoints/%FF", "", nil, 422, "path.id"},
+		{"type filter not UTF-8", "GET", "/v1/events?type=%FF", "", nil, 422, "query.type"},
+		{"event_type filter with a NUL", "GET", "/v1/deliveries?event_type=a%00b", "", nil, 422, "query.event_type"},
 		{"repeated tenant query", "GET", "/v1/endpoints?tenant=globex&tenant=acme", "", nil, 422, "query parameter tenant given 2 times"},
 		{"repeated type query", "GET", "/v1/events?type=a&type=b", "", nil, 422, "query.type"},
 		{"bad tenant query", "GET", "/v1/endpoints?tenant=a%20b", "", nil, 422, "tenant"},

@@ -19,6 +19,14 @@
 // with the original event (Result.Duplicate) and delivers nothing new;
 // reusing one with other content is ErrConflict.
 //
+// The outbox publishes uncatalogued event types only (those POST /v1/events
+// publishes as they are under `herald serve --catalog permissive`): it
+// does not check a catalogued type's JSON Schema, versions, sequence
+// numbers or personal data, so an event whose type is in Herald's event
+// catalog, or differs from a catalogued name only in case, is refused
+// (ErrInvalid, Field "Type"); publish those through the API. Nor does it
+// know a node's --catalog strict or --personal-data refuse.
+//
 // Requirements: the transaction runs at READ COMMITTED (PostgreSQL's
 // default; anything else is ErrIsolation), on a connection whose
 // search_path finds Herald's tables (Herald must have started once on the
@@ -35,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -51,14 +60,18 @@ const DefaultMaxPayloadBytes = 64 << 10
 // Event is an event to publish. Tenant, Type and Data are required.
 type Event struct {
 	// Tenant owns the endpoints that receive the event: 1–128 letters,
-	// digits, _ . : or -.
+	// digits, _ . : or -, not starting with src_ (in any case: inbound
+	// sources' tenants).
 	Tenant string
 	// Type is the event type, e.g. "file.extraction.completed": segments of
-	// letters, digits, _ or - joined by dots, at most 128 bytes.
+	// letters, digits, _ or - joined by dots, at most 128 bytes, not
+	// starting with endpoint., delivery. or herald. (in any case: Herald's
+	// own events).
 	Type string
 	// Data is the event's data, a JSON object: thin (ids, version, links),
 	// no content or personal data. A json.RawMessage or []byte is used as
-	// JSON text (compacted; valid UTF-8, no member twice in one object);
+	// JSON text (compacted; valid UTF-8, no member twice in one object,
+	// no number beyond a 64-bit float's range);
 	// any other value is encoded with encoding/json (without HTML
 	// escaping) and must encode as an object.
 	Data any
@@ -151,8 +164,9 @@ func Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
 // does.
 //
 // A validation error (ErrInvalid, ErrTooLarge) is returned before anything
-// is sent on tx; ErrIsolation, ErrConflict and a duplicate leave tx as it
-// was, usable. Any other error comes from the database (errors.As finds a
+// is sent on tx, but for an event type in Herald's event catalog (an
+// *InvalidError for Field "Type", found by a read on tx); ErrIsolation,
+// that one, ErrConflict and a duplicate leave tx as it was, usable. Any other error comes from the database (errors.As finds a
 // *pgconn.PgError) or ctx, and leaves tx aborted: roll it back.
 func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, error) {
 	now := time.Now
@@ -169,6 +183,9 @@ func (p Publisher) Publish(ctx context.Context, tx pgx.Tx, ev Event) (Result, er
 	}
 	res, err := postgres.PublishTx(ctx, tx, params)
 	if err != nil {
+		if errors.Is(err, store.ErrStaleCatalog) {
+			return Result{}, &InvalidError{Field: "Type", Rule: catalogRule(ev.Type)}
+		}
 		if errors.Is(err, store.ErrConflict) {
 			return Result{}, &conflictError{store.Message(err)}
 		}
@@ -193,8 +210,14 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if !store.ValidTenant(ev.Tenant) {
 		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: 1–128 letters, digits, _ . : or -"}
 	}
+	if store.IsInternalTenant(ev.Tenant) {
+		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: store.InternalTenantRule}
+	}
 	if !store.ValidEventType(ev.Type) {
 		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"}
+	}
+	if store.ReservedEventType(ev.Type) {
+		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: store.ReservedEventTypeRule}
 	}
 	data, err := encodeData(ev.Data)
 	if err != nil {
@@ -206,8 +229,8 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 	if store.HeraldEventID(ev.ID) {
 		return store.PublishParams{}, &InvalidError{Field: "ID", Rule: store.HeraldEventIDRule}
 	}
-	if !validIdempotencyKey(ev.IdempotencyKey) {
-		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: "idempotency key: at most 255 bytes of UTF-8 without control characters"}
+	if !store.ValidIdempotencyKey(ev.IdempotencyKey) {
+		return store.PublishParams{}, &InvalidError{Field: "IdempotencyKey", Rule: store.IdempotencyKeyRule}
 	}
 	id := ev.ID
 	if id == "" {
@@ -230,13 +253,25 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 		return store.PublishParams{}, &InvalidError{Field: "Data", tooLarge: true,
 			Rule: fmt.Sprintf("event too large: the delivered body would be %d bytes; the limit is %d bytes (send ids and links, not content)", len(body), maxBytes)}
 	}
+	uncatalogued := 0
 	return store.PublishParams{
 		Event: store.Event{ID: store.EventKey(ev.Tenant, id, ev.ID != ""), Tenant: ev.Tenant, Type: ev.Type, OccurredAt: occurred, Body: body,
 			IdempotencyKey: ev.IdempotencyKey, Fingerprint: store.Fingerprint(ev.Tenant, ev.Type, data)},
 		Now:           now,
 		NewDeliveryID: func() string { return store.NewID("dlv") },
 		IDFromClient:  ev.ID != "",
+		// The outbox checks no schema, version, sequence or personal data:
+		// the store refuses the event (ErrStaleCatalog) if its type, or a
+		// name differing from it only in case, is in the catalog.
+		CatalogRevision: &uncatalogued,
 	}, nil
+}
+
+// catalogRule is the refusal of an event whose type is catalogued.
+func catalogRule(typ string) string {
+	return "event type " + typ + " is in the event catalog (or differs from a catalogued name only in case): " +
+		"the outbox publishes uncatalogued types only, since it does not check a catalogued type's schema, " +
+		"versions (data_versions), sequence numbers or personal data; publish it through POST /v1/events"
 }
 
 // encodeData returns the data as compact JSON text, or an *InvalidError.
@@ -274,14 +309,15 @@ func encodeData(v any) ([]byte, error) {
 
 // wellFormed applies the API's request-body rules to data: valid UTF-8,
 // one JSON value, no member name twice in one object, nesting at most 64
-// deep.
+// deep counting the request body's own object (data at most 63), no
+// number beyond a 64-bit float's range.
 func wellFormed(b []byte) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	if err := walk(dec, 1); err != nil { // data is one level below the request body
+	if err := walk(dec, 2); err != nil { // data is one level below the request body (depth 1)
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -326,17 +362,10 @@ func walk(dec *json.Decoder, depth int) error {
 		_, err = dec.Token()
 		return err
 	}
-	return nil
-}
-
-func validIdempotencyKey(k string) bool {
-	if len(k) > 255 || !utf8.ValidString(k) {
-		return false
-	}
-	for _, r := range k {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
+	if n, ok := tok.(json.Number); ok {
+		if _, err := strconv.ParseFloat(string(n), 64); errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", n)
 		}
 	}
-	return true
+	return nil
 }

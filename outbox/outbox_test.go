@@ -255,6 +255,13 @@ func TestValidate(t *testing.T) {
 		{"empty tenant", func(e *outbox.Event) { e.Tenant = "" }, "Tenant"},
 		{"tenant with space", func(e *outbox.Event) { e.Tenant = "ac me" }, "Tenant"},
 		{"tenant too long", func(e *outbox.Event) { e.Tenant = strings.Repeat("a", 129) }, "Tenant"},
+		// Reserved as in POST /v1/events: no forged provider events or
+		// operational events through the outbox either.
+		{"an inbound source's tenant", func(e *outbox.Event) { e.Tenant = "src_06h4kfnxjhypvf17c40098w9ww" }, "Tenant"},
+		{"an inbound source's tenant in capitals", func(e *outbox.Event) { e.Tenant = "SRC_x" }, "Tenant"},
+		{"an operational event type", func(e *outbox.Event) { e.Type = "endpoint.disabled" }, "Type"},
+		{"a delivery event type in capitals", func(e *outbox.Event) { e.Type = "Delivery.dead_lettered" }, "Type"},
+		{"Herald's test event type", func(e *outbox.Event) { e.Type = "herald.test" }, "Type"},
 		{"empty type", func(e *outbox.Event) { e.Type = "" }, "Type"},
 		{"type with empty segment", func(e *outbox.Event) { e.Type = "order..placed" }, "Type"},
 		{"type ending in a dot", func(e *outbox.Event) { e.Type = "order." }, "Type"},
@@ -268,9 +275,13 @@ func TestValidate(t *testing.T) {
 		{"data with trailing value", func(e *outbox.Event) { e.Data = []byte(`{"a":1} {}`) }, "Data"},
 		{"data with a member twice", func(e *outbox.Event) { e.Data = []byte(`{"a":1,"a":2}`) }, "Data"},
 		{"data not UTF-8", func(e *outbox.Event) { e.Data = []byte("{\"a\":\"\xff\"}") }, "Data"},
+		// The API counts the request body's own object: {"data":{"a":[…]}}
+		// with 63 arrays is 65 levels deep.
 		{"data nested too deep", func(e *outbox.Event) {
-			e.Data = []byte(`{"a":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`)
+			e.Data = []byte(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`)
 		}, "Data"},
+		{"data with a number beyond float64", func(e *outbox.Event) { e.Data = []byte(`{"a":1e400}`) }, "Data"},
+		{"data with a json.Number beyond float64", func(e *outbox.Event) { e.Data = map[string]any{"a": json.Number("-1e309")} }, "Data"},
 		{"data unencodable", func(e *outbox.Event) { e.Data = map[string]any{"f": func() {}} }, "Data"},
 		{"id with a dot", func(e *outbox.Event) { e.ID = "evt.1" }, "ID"},
 		{"id with a slash", func(e *outbox.Event) { e.ID = "a/b" }, "ID"},
@@ -313,7 +324,8 @@ func TestValidate(t *testing.T) {
 		struct {
 			OrderID string `json:"order_id"`
 		}{"o_1"},
-		[]byte(`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`),
+		[]byte(`{"a":` + strings.Repeat("[", 62) + strings.Repeat("]", 62) + `}`), // 64 levels with the request body's
+		[]byte(`{"max":1.7976931348623157e308,"tiny":1e-400}`),                    // an underflow rounds to 0, as the API accepts it
 	} {
 		ev := ok
 		ev.Data = d
@@ -660,6 +672,51 @@ func TestSameAsAPI(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if got := len(rcv.arrivals()); got != 3 {
 		t.Errorf("%d requests, want 3 (duplicates deliver nothing new)", got)
+	}
+}
+
+// TestCataloguedTypeRefused: the outbox checks no schema, version or
+// sequence number, so an event type in the catalog (or a name differing
+// from one only in case, which the API refuses too) is refused as invalid,
+// nothing is stored, and the transaction stays usable; an uncatalogued
+// type still publishes.
+func TestCataloguedTypeRefused(t *testing.T) {
+	db, pool := migrated(t)
+	n := startNode(t, db)
+	ctx := t.Context()
+	st, raw := n.call("POST", "/v1/event-types", map[string]any{"name": "file.updated", "resource_id": "/file_id",
+		"versions": []any{map[string]any{"version": 1, "schema": map[string]any{"type": "object", "required": []string{"file_id"}}}}})
+	if st != http.StatusCreated {
+		t.Fatalf("catalogue file.updated: %d %s", st, raw)
+	}
+	for i, typ := range []string{"file.updated", "File.Updated"} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Data the schema refuses: the API answers 422 for it.
+		_, err = outbox.Publish(ctx, tx, outbox.Event{Tenant: "acme", Type: typ, Data: map[string]any{"name": "x"}})
+		var ie *outbox.InvalidError
+		if !errors.As(err, &ie) || !errors.Is(err, outbox.ErrInvalid) || ie.Field != "Type" || !strings.Contains(ie.Rule, "event catalog") {
+			t.Errorf("%s: %v, want an *InvalidError for Type naming the catalog", typ, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES ($1, 1)", fmt.Sprintf("o_cat_%d", i)); err != nil {
+			t.Errorf("%s: transaction unusable: %v", typ, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := count(t, pool, "SELECT count(*) FROM events"); got != 0 {
+		t.Errorf("%d events stored, want none", got)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := outbox.Publish(ctx, tx, outbox.Event{Tenant: "acme", Type: "file.created", Data: map[string]any{"name": "x"}}); err != nil {
+		t.Errorf("an uncatalogued type: %v", err)
 	}
 }
 

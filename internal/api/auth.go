@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"golang.org/x/time/rate"
@@ -494,18 +495,14 @@ var tenantRule = regexp.MustCompile(TenantPattern)
 // does too: see IsInternalTenant).
 func ValidTenant(name string) bool { return tenantRule.MatchString(name) }
 
-// InternalTenantPrefix starts the tenants Herald keeps for itself: an
-// inbound source's forwarding endpoint and events belong to the tenant
-// named by the source id ("src_…"). No request may name such a tenant,
-// whatever the case of the prefix ("SRC_x" is refused too: tenants are
-// case-sensitive, but a look-alike of an internal tenant serves nobody).
-const InternalTenantPrefix = "src_"
+// InternalTenantPrefix starts the tenants Herald keeps for itself
+// (store.InternalTenantPrefix): no request may name one.
+const InternalTenantPrefix = store.InternalTenantPrefix
 
 // IsInternalTenant reports whether a tenant name starts with
-// InternalTenantPrefix, compared without regard to case.
-func IsInternalTenant(name string) bool {
-	return len(name) >= len(InternalTenantPrefix) && strings.EqualFold(name[:len(InternalTenantPrefix)], InternalTenantPrefix)
-}
+// InternalTenantPrefix, compared without regard to case
+// (store.IsInternalTenant, which outbox.Publish applies too).
+func IsInternalTenant(name string) bool { return store.IsInternalTenant(name) }
 
 // tenantFor resolves the tenant a request acts on. named is the tenant the
 // request names ("" when it names none; loc is where, for the error). A
@@ -513,7 +510,7 @@ func IsInternalTenant(name string) bool {
 // admin acts on the tenant it names. Internal tenants cannot be named (422).
 func (s *Server) tenantFor(ctx context.Context, named, loc string) (string, error) {
 	if IsInternalTenant(named) {
-		return "", invalid(loc, "tenant names starting with "+InternalTenantPrefix+" (in any case) are reserved for inbound sources and cannot be named through the API", named)
+		return "", invalid(loc, store.InternalTenantRule, named)
 	}
 	p := principal(ctx)
 	if p.Tenant == "" {
@@ -578,16 +575,39 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 // takes, as unknown members of a body are refused; and 422 for a declared
 // parameter given more than once (?tenant=acme&tenant=globex: the handler
 // would read the first and ignore the rest), unless its schema is an array
-// (none is today). It runs after the access check, so a caller learns
-// nothing of an operation it may not call.
+// (none is today). It also answers 422 for a path or query parameter
+// that is not UTF-8 text or holds a NUL (%FF, %00): no id or name can,
+// and PostgreSQL refuses such text, which answered 503 "the store is
+// unavailable" (SQLite 404 or an empty list). It runs after the access
+// check, so a caller learns nothing of an operation it may not call.
 func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
 	u := ctx.URL()
+	query := u.Query()
+	var bad []error
+	for _, p := range op.Parameters {
+		var values []string
+		switch p.In {
+		case "path":
+			values = []string{ctx.Param(p.Name)}
+		case "query":
+			values = query[p.Name]
+		}
+		for _, v := range values {
+			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				bad = append(bad, &huma.ErrorDetail{Location: p.In + "." + p.Name, Message: textRule})
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnprocessableEntity, "validation failed", bad...)
+		return
+	}
 	if u.RawQuery == "" {
 		next(ctx)
 		return
 	}
-	op := ctx.Operation()
-	query := u.Query()
 	var unknown, repeated []string
 	for name, values := range query {
 		i := slices.IndexFunc(op.Parameters, func(p *huma.Param) bool { return p.In == "query" && p.Name == name })
@@ -618,6 +638,9 @@ func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
 	}
 	next(ctx)
 }
+
+// textRule is the refusal of a path or query parameter that is not text.
+const textRule = "must be UTF-8 text without NUL characters"
 
 // refuseUnknownQuery answers checkQuery's 422 for the unknown query
 // parameters of op.

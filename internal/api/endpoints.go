@@ -103,7 +103,7 @@ type CreateEndpointBody struct {
 	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
 	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type. Once the event catalog has entries, names must be catalogued and patterns must match one"`
 	Versions           map[string]int    `json:"versions,omitempty" doc:"pin a version per catalogued event type, e.g. {\"file.updated\": 1}; default the newest"`
-	Description        string            `json:"description,omitempty" maxLength:"1024"`
+	Description        string            `json:"description,omitempty" maxLength:"1024" pattern:"^[^\\x00]*$" patternDescription:"no NUL characters"`
 	Headers            map[string]string `json:"headers,omitempty" doc:"custom headers sent with every attempt (at most 20; not the ones Herald sets)"`
 	RateLimitPerSecond int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000" doc:"0 = unlimited"`
 }
@@ -114,7 +114,7 @@ type UpdateEndpointBody struct {
 	URL                *string            `json:"url,omitempty" minLength:"1" maxLength:"2048"`
 	EventTypes         *[]string          `json:"event_types,omitempty" maxItems:"100"`
 	Versions           *map[string]int    `json:"versions,omitempty" doc:"pins to change (others are kept; {} changes none). Changing event_types drops the pins of the types no longer subscribed"`
-	Description        *string            `json:"description,omitempty" maxLength:"1024"`
+	Description        *string            `json:"description,omitempty" maxLength:"1024" pattern:"^[^\\x00]*$" patternDescription:"no NUL characters"`
 	Headers            *map[string]string `json:"headers,omitempty"`
 	RateLimitPerSecond *int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000"`
 }

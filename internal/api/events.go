@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,9 +161,26 @@ func declareDefaultError(op *huma.Operation) {
 }
 
 type publishIn struct {
-	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409"`
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"retry-safe publishing: the same key (per tenant) with the same type and data returns the original event; with other content, 409. At most 255 bytes of UTF-8 without control characters (422 otherwise)"`
 	TraceParent    string `header:"traceparent" doc:"W3C Trace Context (00-<trace id>-<parent id>-<flags>): stored with the event; every attempt's own traceparent belongs to this trace, so the receivers' spans join it. An invalid value (of any length) is ignored, never refused, as the recommendation asks"`
 	Body           PublishBody
+}
+
+// Resolve refuses an Idempotency-Key given more than once (huma reads the
+// first and would ignore the rest, so a retry sending only another of them
+// would publish the event again), as a repeated query parameter is.
+func (in *publishIn) Resolve(ctx huma.Context) []error {
+	n := 0
+	ctx.EachHeader(func(name, _ string) {
+		if strings.EqualFold(name, "Idempotency-Key") {
+			n++
+		}
+	})
+	if n > 1 {
+		return []error{&huma.ErrorDetail{Location: "header.Idempotency-Key",
+			Message: fmt.Sprintf("header Idempotency-Key given %d times: it takes one value", n)}}
+	}
+	return nil
 }
 
 func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishOutput, err error) {
@@ -190,13 +208,18 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
 	}
 	b.Tenant = tenant
+	// The outbox's rule too: a tab or bytes that are not UTF-8 would make
+	// a key the outbox cannot repeat, or one PostgreSQL refuses to store.
+	if !store.ValidIdempotencyKey(in.IdempotencyKey) {
+		return nil, invalid("header.Idempotency-Key", store.IdempotencyKeyRule, in.IdempotencyKey)
+	}
 	if !store.ValidEventType(b.Type) {
 		return nil, invalid("body.type", eventTypeRule, b.Type)
 	}
 	// Reserved in any case: a receiver that folds case must not take
 	// "Endpoint.disabled" for Herald's own event.
 	if ReservedEventType(b.Type) {
-		return nil, invalid("body.type", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own operational and test events", b.Type)
+		return nil, invalid("body.type", store.ReservedEventTypeRule, b.Type)
 	}
 	data := bytes.TrimSpace(b.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -553,11 +576,6 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 }
 
 // ReservedEventType reports whether typ (an event type or a filter
-// pattern) is in the namespaces Herald keeps for its own events —
-// "endpoint." and "delivery." (operational events) and "herald."
-// (test events) — compared
-// without regard to case, so "Endpoint.disabled" cannot pass for one.
-func ReservedEventType(typ string) bool {
-	lt := strings.ToLower(typ)
-	return strings.HasPrefix(lt, store.OperationalPrefix) || strings.HasPrefix(lt, store.DeliveryPrefix) || strings.HasPrefix(lt, "herald.")
-}
+// pattern) is in the namespaces Herald keeps for its own events:
+// store.ReservedEventType, which outbox.Publish applies too.
+func ReservedEventType(typ string) bool { return store.ReservedEventType(typ) }

@@ -42,14 +42,14 @@ type EventTypeVersionIn struct {
 // CreateEventTypeBody is the body of POST /v1/event-types.
 type CreateEventTypeBody struct {
 	Name        string               `json:"name" minLength:"1" maxLength:"128" doc:"event type, e.g. file.updated"`
-	Description string               `json:"description,omitempty" maxLength:"1024"`
+	Description string               `json:"description,omitempty" maxLength:"1024" pattern:"^[^\\x00]*$" patternDescription:"no NUL characters"`
 	ResourceID  string               `json:"resource_id,omitempty" maxLength:"256" doc:"JSON pointer (RFC 6901) into data naming the resource the event is about, e.g. /file_id: events are then numbered per resource (sequence). The value there is a non-empty string or an integer in canonical form (no fraction, exponent, leading zeros or -0; 1 and \"1\" are one resource): a publish with another is refused (422)"`
 	Versions    []EventTypeVersionIn `json:"versions" minItems:"1" maxItems:"1" doc:"the first version (version 1)"`
 }
 
 // UpdateEventTypeBody is the body of PATCH /v1/event-types/{name}.
 type UpdateEventTypeBody struct {
-	Description *string `json:"description,omitempty" maxLength:"1024"`
+	Description *string `json:"description,omitempty" maxLength:"1024" pattern:"^[^\\x00]*$" patternDescription:"no NUL characters"`
 	Deprecate   []int   `json:"deprecate,omitempty" maxItems:"100" doc:"versions to mark deprecated (they are still delivered to endpoints that pin them); never the newest; a version may not be in both lists"`
 	Undeprecate []int   `json:"undeprecate,omitempty" maxItems:"100" doc:"versions to mark current again"`
 }

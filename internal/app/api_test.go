@@ -99,6 +99,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish a test event's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_TEST_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_06H4KFNXJHYPVF17C40098W9WW"}`, nil, 422, "(in any case) are Herald's own"},
 		{"publish Herald's id in mixed case", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"Evt_Op_x"}`, nil, 422, "body.id"},
+		{"publish key with a tab", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{}}`, []string{"Idempotency-Key", "a\tb"}, 422, "without control characters"},
+		{"publish key not UTF-8", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{}}`, []string{"Idempotency-Key", "a\xffb"}, 422, "header.Idempotency-Key"},
 		{"publish id reused", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"inv-reused"}`, nil, 409, "already exists with a different"},
 		{"duplicate member", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","tenant":"other"}`, nil, 400, "appears twice"},
 		{"invalid utf-8", "POST", "/v1/events", "{\"tenant\":\"acme\",\"type\":\"a.b\",\"data\":{\"k\":\"\xff\xfe\"}}", nil, 400, "UTF-8"},
@@ -106,6 +108,17 @@ func TestAPIBadInput(t *testing.T) {
 		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 400, "number 1e400 is out of range"},
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
+		// No id or name is anything but text: on PostgreSQL these answered
+		// 503 "the store is unavailable" (SQLite 404 or an empty list).
+		{"event id not UTF-8", "GET", "/v1/events/%FF?tenant=acme", "", nil, 422, "path.id"},
+		{"event id with a NUL", "GET", "/v1/events/a%00b/deliveries?tenant=acme", "", nil, 422, "UTF-8 text without NUL"},
+		{"endpoint id not UTF-8", "GET", "/v1/endpoints/%FF", "", nil, 422, "path.id"},
+		{"type filter not UTF-8", "GET", "/v1/events?type=%FF", "", nil, 422, "query.type"},
+		{"event_type filter with a NUL", "GET", "/v1/deliveries?event_type=a%00b", "", nil, 422, "query.event_type"},
+		// PostgreSQL refuses a NUL in text: these answered 503 there.
+		{"endpoint description with a NUL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","description":"a\u0000b"}`, nil, 422, "no NUL characters"},
+		{"endpoint description patched with a NUL", "PATCH", "/v1/endpoints/" + ep.ID, `{"description":"a\u0000b"}`, nil, 422, "body.description"},
+		{"event type description with a NUL", "POST", "/v1/event-types", `{"name":"nul.x","description":"a\u0000b","versions":[{"version":1,"schema":{"type":"object"}}]}`, nil, 422, "no NUL characters"},
 		{"repeated tenant query", "GET", "/v1/endpoints?tenant=globex&tenant=acme", "", nil, 422, "query parameter tenant given 2 times"},
 		{"repeated type query", "GET", "/v1/events?type=a&type=b", "", nil, 422, "query.type"},
 		{"bad tenant query", "GET", "/v1/endpoints?tenant=a%20b", "", nil, 422, "tenant"},
@@ -186,6 +199,39 @@ func TestAPIBadInput(t *testing.T) {
 	}
 	if e, n := countEvents(), countEndpoints(); e != events0 || n != endpoints0 {
 		t.Fatalf("bad input changed the store: events %d→%d, endpoints %d→%d", events0, e, endpoints0, n)
+	}
+}
+
+// TestPublishRepeatedIdempotencyKey: two Idempotency-Key headers answer
+// 422 naming the header, and nothing is stored; before, the first was used
+// and the second ignored, so a retry sending only the second published
+// the event again.
+func TestPublishRepeatedIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	req, err := http.NewRequest("POST", h.base+"/v1/events", strings.NewReader(`{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("Idempotency-Key", "k-1")
+	req.Header.Add("Idempotency-Key", "k-2")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 422 || !strings.Contains(string(raw), "header.Idempotency-Key") || !strings.Contains(string(raw), "given 2 times") {
+		t.Fatalf("two keys: %d %s, want 422 naming the header", resp.StatusCode, raw)
+	}
+	if st, raw := h.call("GET", "/v1/events?tenant=acme", nil, nil); st != 200 || !strings.Contains(string(raw), `"data":[]`) {
+		t.Fatalf("events after the refusal: %d %s, want none", st, raw)
+	}
+	// One key (even one a proxy made of two, joined by a comma) is a key.
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"in_1"}}`, nil, "Idempotency-Key", "k-1, k-2"); st != 202 {
+		t.Fatalf("one key: %d %s", st, raw)
 	}
 }
 

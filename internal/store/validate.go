@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+)
 
 // The shapes of names the API and the outbox accept: one definition, so
 // POST /v1/events and outbox.Publish can never disagree.
@@ -14,6 +18,55 @@ func ValidTenant(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// InternalTenantPrefix starts the tenants Herald keeps for itself: an
+// inbound source's forwarding endpoint and events belong to the tenant
+// named by the source id ("src_…"). No producer may name such a tenant,
+// whatever the case of the prefix ("SRC_x" is refused too: tenants are
+// case-sensitive, but a look-alike of an internal tenant serves nobody).
+const InternalTenantPrefix = "src_"
+
+// InternalTenantRule is the refusal of a tenant IsInternalTenant reports.
+const InternalTenantRule = "tenant names starting with " + InternalTenantPrefix + " (in any case) are reserved for inbound sources and cannot be named through the API"
+
+// IsInternalTenant reports whether a tenant name starts with
+// InternalTenantPrefix, compared without regard to case.
+func IsInternalTenant(name string) bool {
+	return hasPrefixFold(name, InternalTenantPrefix)
+}
+
+// ReservedEventTypeRule is the refusal of a type ReservedEventType reports.
+const ReservedEventTypeRule = "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own operational and test events"
+
+// ReservedEventType reports whether typ (an event type or a filter
+// pattern) is in the namespaces Herald keeps for its own events —
+// "endpoint." and "delivery." (operational events) and "herald." (test
+// events) — compared without regard to case, so "Endpoint.disabled"
+// cannot pass for one.
+func ReservedEventType(typ string) bool {
+	lt := strings.ToLower(typ)
+	return strings.HasPrefix(lt, OperationalPrefix) || strings.HasPrefix(lt, DeliveryPrefix) || strings.HasPrefix(lt, "herald.")
+}
+
+// IdempotencyKeyRule is the rule ValidIdempotencyKey checks, as error
+// messages state it.
+const IdempotencyKeyRule = "idempotency key: at most 255 bytes of UTF-8 without control characters"
+
+// ValidIdempotencyKey reports whether k may be an Idempotency-Key: at most
+// 255 bytes of UTF-8 without control characters (C0, DEL, C1). A header
+// may carry a tab or bytes that are not UTF-8, which PostgreSQL would
+// refuse to store.
+func ValidIdempotencyKey(k string) bool {
+	if len(k) > 255 || !utf8.ValidString(k) {
+		return false
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return false
 		}
 	}

@@ -99,7 +99,7 @@ func endpointKind(e store.Endpoint) string {
 
 // CreateEndpointBody is the body of POST /v1/endpoints.
 type CreateEndpointBody struct {
-	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`
+	Tenant             string            `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"owner of the endpoint: letters, digits, _ . : -, at most 128; default (and only allowed value for a tenant key) the key's tenant"`
 	URL                string            `json:"url" minLength:"1" maxLength:"2048" doc:"https URL that receives the events"`
 	EventTypes         []string          `json:"event_types,omitempty" maxItems:"100" doc:"filter: exact types, prefix patterns like file.*, or *; default every type. Once the event catalog has entries, names must be catalogued and patterns must match one"`
 	Versions           map[string]int    `json:"versions,omitempty" doc:"pin a version per catalogued event type, e.g. {\"file.updated\": 1}; default the newest"`
@@ -332,7 +332,7 @@ type listOut struct {
 	}
 }
 type listEndpointsInput struct {
-	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's endpoints"`
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's endpoints"`
 	Kind   string `query:"kind" enum:"tenant,source,all" doc:"tenant (default): tenants' endpoints; source: inbound sources' forwarding endpoints (admin); all: both"`
 	ListQuery
 }

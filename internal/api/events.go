@@ -65,7 +65,7 @@ func annotatePublishSpan(span trace.Span, out *publishOutput, err error) {
 
 // PublishBody is the body of POST /v1/events.
 type PublishBody struct {
-	Tenant     string          `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"whose endpoints receive the event; default (and only allowed value for a tenant key) the key's tenant"`
+	Tenant     string          `json:"tenant,omitempty" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"whose endpoints receive the event; default (and only allowed value for a tenant key) the key's tenant"`
 	Type       string          `json:"type" minLength:"1" maxLength:"128" doc:"event type, e.g. file.extraction.completed"`
 	Data       json.RawMessage `json:"data" doc:"a JSON object: thin (ids, version, links), no content or personal data"`
 	ID         string          `json:"id,omitempty" maxLength:"128" doc:"your own event id (letters, digits, _ - :), unique per tenant; publishing the same id again for the same tenant returns the original event"`
@@ -476,7 +476,7 @@ func checkTypeFilter(loc, typ string) error {
 }
 
 type listEventsInput struct {
-	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 	Type   string `query:"type" maxLength:"128"`
 	ListQuery
 }
@@ -509,7 +509,7 @@ func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOu
 // EventIDPath is the {id} of /v1/events/{id}.
 type EventIDPath struct {
 	ID     string `path:"id" maxLength:"128" doc:"event id: Herald's (evt_…) or the producer's"`
-	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
+	Tenant string `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"the event's tenant: needed by an admin key to read an event by a producer-chosen id (unique per tenant only); a tenant key reads its own tenant's"`
 }
 
 func (s *Server) getEvent(ctx context.Context, in *EventIDPath) (*struct{ Body EventOut }, error) {

@@ -399,8 +399,8 @@ func TestTenantPatternsAgree(t *testing.T) {
 			for _, p := range op.Parameters {
 				if p.Name == "tenant" {
 					seen++
-					if p.Schema == nil || p.Schema.Pattern != api.TenantPattern {
-						t.Errorf("%s %s ?tenant: pattern %v, want %s", op.Method, path, p.Schema, api.TenantPattern)
+					if p.Schema == nil || p.Schema.Pattern != api.TenantPattern || p.Schema.PatternDescription != api.TenantPatternDescription {
+						t.Errorf("%s %s ?tenant: pattern %v, want %s described as %q", op.Method, path, p.Schema, api.TenantPattern, api.TenantPatternDescription)
 					}
 				}
 			}
@@ -409,8 +409,8 @@ func TestTenantPatternsAgree(t *testing.T) {
 	for name, sc := range doc.Components.Schemas.Map() {
 		if p, ok := sc.Properties["tenant"]; ok {
 			seen++
-			if p.Pattern != "" && p.Pattern != api.TenantPattern {
-				t.Errorf("schema %s: tenant pattern %q, want %s", name, p.Pattern, api.TenantPattern)
+			if p.Pattern != "" && (p.Pattern != api.TenantPattern || p.PatternDescription != api.TenantPatternDescription) {
+				t.Errorf("schema %s: tenant pattern %q (%q), want %s described as %q", name, p.Pattern, p.PatternDescription, api.TenantPattern, api.TenantPatternDescription)
 			}
 		}
 	}

@@ -59,7 +59,7 @@ type APIKeyList struct {
 
 // CreatePortalSessionBody is the body of POST /v1/portal-sessions.
 type CreatePortalSessionBody struct {
-	Tenant     string `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"the tenant whose endpoint owners open the portal"`
+	Tenant     string `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"the tenant whose endpoint owners open the portal"`
 	Role       string `json:"role,omitempty" enum:"manager,viewer" doc:"default viewer"`
 	TTLSeconds int    `json:"ttl_seconds,omitempty" minimum:"60" maximum:"604800" doc:"lifetime in seconds, 60–604800 (7 days); default 3600"`
 }

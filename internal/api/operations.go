@@ -137,7 +137,7 @@ func (s *Server) redeliverDelivery(ctx context.Context, in *DeliveryIDPath) (*st
 }
 
 type listDeliveriesInput struct {
-	Tenant    string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	Tenant    string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 	State     string    `query:"state" enum:"pending,succeeded,dead,paused"`
 	EventType string    `query:"event_type" maxLength:"128"`
 	Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
@@ -170,7 +170,7 @@ type countsOut struct {
 	}
 }
 type deadLetterCountsInput struct {
-	Tenant string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	Tenant string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
 	Since  time.Time `query:"since"`
 }
 

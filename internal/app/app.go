@@ -611,7 +611,7 @@ func (m *Main) apiKeyHashes(ctx context.Context) ([][]byte, error) {
 			if !k.RevokedAt.IsZero() {
 				state = "a revoked"
 			}
-			return nil, fmt.Errorf("HERALD_API_KEY is the secret of %s API key (%s, role %s): the configured admin key must be a key of its own, or revoking that key would not stop it; choose a new one (openssl rand -base64 32)", state, k.ID, k.Role)
+			return nil, fmt.Errorf("HERALD_API_KEY is the secret of %s API key (%s, role %s): the configured admin key must be a key of its own, or revoking that key would not stop it; choose a new one (openssl rand -hex 32)", state, k.ID, k.Role)
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}

@@ -151,7 +151,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("--personal-data %q: want auto, %s, %s or %s", c.PersonalData, api.PersonalDataRefuse, api.PersonalDataWarn, api.PersonalDataOff)
 	}
 	if c.APIKey != "" && len(c.APIKey) < api.MinAdminKeyLength {
-		return fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -base64 32)", len(c.APIKey), api.MinAdminKeyLength)
+		return fmt.Errorf("HERALD_API_KEY is %d characters: an admin key needs at least %d, so it cannot be guessed (make one with: openssl rand -hex 32)", len(c.APIKey), api.MinAdminKeyLength)
 	}
 	if i := strings.IndexFunc(c.APIKey, func(r rune) bool { return r < 0x21 || r > 0x7e }); i >= 0 {
 		// A bearer token is one run of visible characters (RFC 6750 §2.1,

@@ -138,6 +138,16 @@ func TestDataFilesPrivate(t *testing.T) {
 	if entries, _ := os.ReadDir(open); len(entries) != 0 {
 		t.Errorf("refused Open created files: %v", entries)
 	}
+	// A sticky directory such as /tmp is named by its mode as ls shows it.
+	if err := os.Chmod(open, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(t.Context(), filepath.Join(open, "herald.db")); err == nil {
+		s.Close()
+		t.Error("Open in a world-writable sticky directory succeeded")
+	} else if !strings.Contains(err.Error(), "(mode 1777)") {
+		t.Errorf("Open in a world-writable sticky directory: %v; want its mode named 1777", err)
+	}
 }
 
 // TestPingFailsWhenDatabaseFileDeleted (issue 13 point 14): a database

@@ -854,7 +854,11 @@ func CheckDirectory(path string) error {
 		return fmt.Errorf("sqlite: database directory: %w", err)
 	}
 	if info.Mode().Perm()&0o002 != 0 {
-		return fmt.Errorf("sqlite: database directory %s is writable by every user (mode %04o): use a directory only Herald's user can write (chmod o-w)", dir, info.Mode().Perm())
+		mode := uint32(info.Mode().Perm())
+		if info.Mode()&os.ModeSticky != 0 {
+			mode |= 0o1000 // as ls and chmod write it: 1777, not 0777
+		}
+		return fmt.Errorf("sqlite: database directory %s is writable by every user (mode %04o): use a directory only Herald's user can write (chmod o-w)", dir, mode)
 	}
 	return nil
 }

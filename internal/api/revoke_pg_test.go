@@ -239,3 +239,51 @@ func TestConcurrentRevocationsKeepAnAdminAcrossNodes(t *testing.T) {
 		return rec.Code
 	})
 }
+
+// TestRevokeWithAPoolOfOne: the admin lock does not take a connection of
+// the store's pool, which the check and the revocation it covers need:
+// with pool_max_conns=1 a revocation held the pool's only connection for
+// the lock and waited for itself until its deadline (503 after 5 s; found
+// by review).
+func TestRevokeWithAPoolOfOne(t *testing.T) {
+	dbURL := strings.Replace(pgSchema(t), "pool_max_conns=4", "pool_max_conns=1", 1)
+	if !strings.Contains(dbURL, "pool_max_conns=1") {
+		t.Fatalf("no pool of one in %s", dbURL)
+	}
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv, err := api.New(api.Config{Store: st, URLs: eg, Tester: okTester{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	secret := "admin-secret-one-0123456789abcdef"
+	var ids []string
+	for _, sec := range []string{secret, "admin-secret-two-0123456789abcdef"} {
+		k, err := st.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
+			Hash: api.HashAPIKey(sec), CreatedAt: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, k.ID)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, "DELETE", "/v1/api-keys/"+ids[1], nil)
+	r.RemoteAddr = "192.0.2.1:40000"
+	r.Header.Set("Authorization", "Bearer "+secret)
+	rec := httptest.NewRecorder()
+	started := time.Now()
+	srv.ServeHTTP(rec, r)
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("revocation with a pool of one connection: %d after %v: %s; want 204", rec.Code, time.Since(started).Round(time.Millisecond), rec.Body)
+	}
+}

@@ -93,17 +93,19 @@ func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time
 
 // LockAdminKeys implements store.AdminKeyLocker: a session advisory lock
 // (pg_advisory_lock(adminKeysLockClass, 0)) on a connection of its own,
-// held until unlock, which releases it and gives the connection back (or
-// closes it when the release fails, which ends the session and its lock).
+// outside the pool (as Listen's), held until unlock, which closes it and
+// with it the session and its lock. Outside the pool, since the check and
+// the revocation the lock covers take the pool's connections: with a pool
+// of one, holding the lock on a pooled connection waited for itself.
 func (s *Store) LockAdminKeys(ctx context.Context) (func(), error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, wrap("lock admin keys", err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1::integer, 0)", adminKeysLockClass); err != nil {
 		// A wait cut by ctx may leave the lock's request behind: the
-		// connection goes, and its session with it.
-		conn.Hijack().Close(context.Background()) //nolint:errcheck
+		// session ends with the connection.
+		conn.Close(context.Background()) //nolint:errcheck
 		return nil, wrap("lock admin keys", err)
 	}
 	var once sync.Once
@@ -111,11 +113,7 @@ func (s *Store) LockAdminKeys(ctx context.Context) (func(), error) {
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1::integer, 0)", adminKeysLockClass); err != nil {
-				conn.Hijack().Close(ctx) //nolint:errcheck
-				return
-			}
-			conn.Release()
+			conn.Close(ctx) //nolint:errcheck // closing ends the session, which releases its locks
 		})
 	}, nil
 }

@@ -33,28 +33,31 @@ func checkSchema(ctx context.Context, prov *goose.Provider) error {
 }
 
 // checkNotForeign refuses an existing SQLite database that has tables but
-// neither goose's version table nor Herald's meta table: another
-// application's database, which Open would otherwise migrate Herald's
-// tables into. It reads the file read-only, so a refusal changes nothing;
-// a file it cannot read is left to Open to report.
+// not goose's version table (which goose creates before Herald's first
+// migration, so every Herald database has it): another application's
+// database, which Open would otherwise migrate Herald's tables into. It
+// reads the file read-only and immutable (SQLite's immutable=1: no lock,
+// no -wal or -shm file created), so a refusal changes nothing; a file it
+// cannot read is left to Open to report. Tables that exist only in an
+// unmerged -wal are not seen: such a database is let through, as before.
 func checkNotForeign(ctx context.Context, path string) error {
 	if info, err := os.Stat(path); err != nil || info.Size() == 0 {
 		return nil
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro&immutable=1")
 	if err != nil {
 		return nil
 	}
 	defer db.Close()
-	var herald, other int
+	var goose, other int
 	if err := db.QueryRowContext(ctx, `SELECT
-		coalesce(sum(name IN ('goose_db_version', 'meta')), 0),
-		coalesce(sum(name NOT IN ('goose_db_version', 'meta')), 0)
-		FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`).Scan(&herald, &other); err != nil {
+		coalesce(sum(name = 'goose_db_version'), 0),
+		coalesce(sum(name <> 'goose_db_version'), 0)
+		FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`).Scan(&goose, &other); err != nil {
 		return nil
 	}
-	if herald == 0 && other > 0 {
-		return fmt.Errorf("sqlite: %s is a SQLite database but not a Herald one (it has tables, but neither goose_db_version nor meta table): give Herald a database file of its own; nothing was changed", path)
+	if goose == 0 && other > 0 {
+		return fmt.Errorf("sqlite: %s is a SQLite database but not a Herald one (it has tables, but no goose_db_version table): give Herald a database file of its own; nothing was changed", path)
 	}
 	return nil
 }

@@ -68,35 +68,48 @@ func TestRefusesNewerSchema(t *testing.T) {
 // migrated into it and its journal mode is not changed.
 func TestRefusesAnotherApplicationsDatabase(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "app.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('a')"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(t.Context(), path)
-	if err == nil {
-		st.Close()
-		t.Fatal("Open adopted another application's database")
-	}
-	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a Herald one") {
-		t.Fatalf("Open: %v, want a refusal naming the file", err)
-	}
-	after, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(before, after) {
-		t.Fatal("the refused database file was changed")
-	}
-	if _, err := os.Stat(path + "-wal"); !os.IsNotExist(err) {
-		t.Fatalf("a -wal file was created beside the refused database: %v", err)
+	for name, setup := range map[string]string{
+		"rollback journal": "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('a')",
+		// A table named meta is no sign of Herald (found by review: it
+		// passed, and the migration failed halfway into the file), and a
+		// WAL database's check creates no -wal or -shm file.
+		"WAL, with a meta table": "PRAGMA journal_mode=WAL; CREATE TABLE meta (k TEXT); CREATE TABLE users (id INTEGER PRIMARY KEY); INSERT INTO users DEFAULT VALUES",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "app.db")
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(setup); err != nil {
+				t.Fatal(err)
+			}
+			db.Close() // the last connection: the WAL is merged and its files removed
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := sqlite.Open(t.Context(), path)
+			if err == nil {
+				st.Close()
+				t.Fatal("Open adopted another application's database")
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a Herald one") {
+				t.Fatalf("Open: %v, want a refusal naming the file", err)
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Fatal("the refused database file was changed")
+			}
+			for _, side := range []string{"-wal", "-shm"} {
+				if _, err := os.Stat(path + side); !os.IsNotExist(err) {
+					t.Errorf("a %s file was created beside the refused database: %v", side, err)
+				}
+			}
+		})
 	}
 }

@@ -245,6 +245,15 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // maxRequestBytes bounds any request body before the per-route limits.
 const maxRequestBytes = 1 << 20
 
+// publishEnvelopeBytes is what a publish's request may carry beyond its
+// event's delivered body (--max-payload-bytes): the request's own members
+// and data_versions.
+const publishEnvelopeBytes = 16 << 10
+
+// MaxPayloadBytes is the largest --max-payload-bytes a publish request can
+// carry: a request body is at most 1 MiB, 16 KiB of it for the envelope.
+const MaxPayloadBytes = maxRequestBytes - publishEnvelopeBytes
+
 // maxBodyReaders bounds how many request bodies are being read at once:
 // a body is buffered while it arrives (a slow client can keep it there),
 // so at most maxBodyReaders × maxRequestBytes (64 MiB) is spent on bodies
@@ -264,7 +273,7 @@ type bodyLimits map[string]int64
 // is, for the 413's detail ("" for a plain limit).
 func (s *Server) bodyRule(pattern string) string {
 	if pattern == "POST /v1/events" {
-		return fmt.Sprintf("the event's delivered body may be at most %d bytes (--max-payload-bytes), plus 16 KiB for the request's envelope and data_versions; send ids and links, not content", s.cfg.MaxPayloadBytes)
+		return fmt.Sprintf("the event's delivered body may be at most %d bytes (--max-payload-bytes), plus %d KiB for the request's envelope and data_versions; send ids and links, not content", s.cfg.MaxPayloadBytes, publishEnvelopeBytes>>10)
 	}
 	return ""
 }
@@ -309,7 +318,14 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) 
 			var de depthError
 			switch {
 			case errors.As(err, &mbe):
-				writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxRequestBytes))
+				detail := fmt.Sprintf("request body larger than %d bytes", maxRequestBytes)
+				if limit := limits[pattern]; limit > 0 {
+					detail += fmt.Sprintf("; %s takes at most %d bytes", pattern, limit)
+					if why := rule(pattern); why != "" {
+						detail += ": " + why
+					}
+				}
+				writeProblem(w, http.StatusRequestEntityTooLarge, detail)
 			case errors.As(err, &de):
 				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+de.Error())
 			default:

@@ -120,7 +120,7 @@ func (s *Server) registerEvents() {
 		OperationID: "publish-event", Method: http.MethodPost, Path: "/v1/events", Tags: []string{"events"},
 		Summary:       "Publish an event to the tenant's subscribed endpoints",
 		Description:   "Answers 202 with the new event, or 200 with the original when the id or Idempotency-Key was used before with the same type and data; 409 when it was used with other content.",
-		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + 16<<10,
+		DefaultStatus: http.StatusAccepted, Security: sec, MaxBodyBytes: int64(s.cfg.MaxPayloadBytes) + publishEnvelopeBytes,
 		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable},
 	}, s.publishEvent)
 	// huma declares one success status (202); the duplicate's 200 has the

@@ -40,6 +40,7 @@ func TestAPIBadInput(t *testing.T) {
 
 	big := `{"tenant":"acme","type":"invoice.paid","data":{"blob":"` + strings.Repeat("x", 70<<10) + `"}}`
 	huge := `{"tenant":"acme","type":"invoice.paid","data":{"blob":"` + strings.Repeat("x", 90<<10) + `"}}`
+	overMiB := `{"tenant":"acme","type":"invoice.paid","data":{"blob":"` + strings.Repeat("x", 1100<<10) + `"}}`
 	bigEndpoint := `{"tenant":"acme","url":"https://example.com/","description":"` + strings.Repeat("x", 65<<10) + `"}`
 	cases := []struct {
 		name, method, path string
@@ -92,6 +93,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"publish unknown field", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{},"extra":1}`, nil, 422, "extra"},
 		{"publish too large", "POST", "/v1/events", big, nil, 413, "the limit is 65536 bytes"},
 		{"publish body over the route's limit", "POST", "/v1/events", huge, nil, 413, "POST /v1/events takes at most 81920 bytes: the event's delivered body may be at most 65536 bytes (--max-payload-bytes), plus 16 KiB"},
+		{"publish body over 1 MiB", "POST", "/v1/events", overMiB, nil, 413, "request body larger than 1048576 bytes; POST /v1/events takes at most 81920 bytes: the event's delivered body"},
 		{"endpoint body over the route's limit", "POST", "/v1/endpoints", bigEndpoint, nil, 413, "POST /v1/endpoints takes at most 65536 bytes"},
 		{"publish Herald's id", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{"invoice_id":"other"},"id":"` + good.ID + `"}`, nil, 422, "Herald's own"},
 		{"publish Herald's operational id in capitals", "POST", "/v1/events", `{"tenant":"acme","type":"invoice.paid","data":{},"id":"EVT_OP_x"}`, nil, 422, "(in any case) are Herald's own"},

@@ -92,6 +92,9 @@ func (c Config) validate() error {
 	if c.MaxPayloadBytes < 1 {
 		return errors.New("--max-payload-bytes must be at least 1")
 	}
+	if c.MaxPayloadBytes > api.MaxPayloadBytes {
+		return fmt.Errorf("--max-payload-bytes %d: at most %d (a request body is at most 1 MiB, 16 KiB of a publish's for its envelope; send ids and links, not content)", c.MaxPayloadBytes, api.MaxPayloadBytes)
+	}
 	if len(c.RetrySchedule) > retry.MaxScheduleEntries {
 		return fmt.Errorf("--retry-schedule: %d entries, at most %d", len(c.RetrySchedule), retry.MaxScheduleEntries)
 	}

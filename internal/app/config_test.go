@@ -55,6 +55,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}{
 		{func(c *app.Config) { c.EndpointConcurrency = -1 }, "--endpoint-concurrency must be 0 (workers/8) or more"},
 		{func(c *app.Config) { c.Workers = -5 }, "--workers must be at least 1"},
+		{func(c *app.Config) { c.MaxPayloadBytes = 2 << 20 }, "--max-payload-bytes 2097152: at most 1032192 (a request body is at most 1 MiB, 16 KiB of a publish's for its envelope; send ids and links, not content)"},
 		{func(c *app.Config) { c.Lease = time.Second }, "--lease 1s must be longer than --attempt-timeout 10s (a lease must outlive its attempt)"},
 		{func(c *app.Config) { c.HeartbeatInterval = time.Hour }, "--heartbeat-interval 1h0m0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
 		{func(c *app.Config) { c.RetrySchedule = []time.Duration{-time.Second} }, "--retry-schedule: entry 1 is -1s: each delay must be positive and at most 24h0m0s"},

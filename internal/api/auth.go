@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -587,7 +588,10 @@ func (s *Server) Authenticate(ctx context.Context, addr, key string) (Principal,
 func (s *Server) checkQuery(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
 	u := ctx.URL()
-	query := u.Query()
+	var query url.Values // parsed only when there is a query: no map per request without one
+	if u.RawQuery != "" {
+		query = u.Query()
+	}
 	var bad []error
 	for _, p := range op.Parameters {
 		var values []string

@@ -94,7 +94,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	next := r.URL.Query().Get("next")
 	var msg string
 	if r.URL.Query().Get("ended") != "" {
-		msg = fmt.Sprintf("Your session has ended: it was idle for %s, reached its %s, or its key or portal link was revoked or expired. Sign in again, or open your portal link again (ask for a new one if it has expired).",
+		msg = fmt.Sprintf("Your session has ended: it was idle for %s or reached its %s limit, its key or portal link was revoked or expired, or Herald restarted (or this request reached another Herald node: sessions live on the node that signed in). Sign in again, or open your portal link again (ask for a new one if it has expired).",
 			span(c.cfg.IdleTimeout), span(c.cfg.AbsoluteTimeout))
 	}
 	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok, Err: msg})

@@ -105,36 +105,10 @@ func (s suite) healthNotices(t *testing.T) {
 // its first success, as it would without the enable; one enabled before
 // any endpoint.failing raises nothing.
 func (s suite) recoveredAfterEnable(t *testing.T) {
-	for _, failures := range []int{store.FailingAfter, store.FailingAfter - 1} {
-		s.run(t, fmt.Sprintf("%d_failures", failures), func(t *testing.T, f *fixture) {
-			e := f.endpoint("acme")
-			for range failures {
-				f.publish("acme", "file.created", at(time.Second))
-			}
-			for i, c := range f.claim("w", 100, time.Hour, at(time.Minute)) {
-				now := at(time.Hour + time.Duration(i)*time.Second)
-				f.complete(failure(c, now, now, now.Add(time.Hour), 503, ""))
-			}
-			f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "by operator", Now: at(2 * time.Hour)})
-			f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(3 * time.Hour)})
-			f.publish("acme", "file.created", at(3*time.Hour))
-			f.publish("acme", "file.created", at(3*time.Hour))
-			for i, c := range f.claim("w", 100, time.Hour, at(3*time.Hour+time.Minute)) {
-				f.complete(attempt(c, store.DeliverySucceeded, at(4*time.Hour+time.Duration(i)*time.Second)))
-			}
-			var got []string
-			for _, n := range f.allNotices() {
-				if n.Type != "endpoint.created" {
-					got = append(got, n.Type)
-				}
-			}
-			want := []string{store.NoticeEndpointFailing, store.NoticeEndpointRecovered}
-			if failures < store.FailingAfter {
-				want = nil
-			}
-			diff(t, "notices", want, got)
-		})
-	}
+	s.recoveredAfter(t, func(f *fixture, e store.Endpoint) {
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointDisabled, Reason: "by operator", Now: at(2 * time.Hour)})
+		f.setState(store.SetEndpointStateParams{ID: e.ID, State: store.EndpointEnabled, Now: at(3 * time.Hour)})
+	})
 }
 
 // recoveredAfterURLChange: a new URL starts a new failure streak (for
@@ -144,6 +118,20 @@ func (s suite) recoveredAfterEnable(t *testing.T) {
 // and its notice receiver must not be left with endpoint.failing alone.
 // One changed before any endpoint.failing raises nothing.
 func (s suite) recoveredAfterURLChange(t *testing.T) {
+	s.recoveredAfter(t, func(f *fixture, e store.Endpoint) {
+		url := e.URL + "/fixed"
+		if _, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &url, Now: at(2 * time.Hour)}); err != nil {
+			f.t.Fatal(err)
+		}
+	})
+}
+
+// recoveredAfter runs, with store.FailingAfter failures and with one
+// fewer, a failure streak of a new endpoint of acme (attempts from 1 h),
+// change (between 2 h and 3 h), then two successes (from 4 h), and checks
+// the notices: endpoint.failing then endpoint.recovered after a streak
+// that raised endpoint.failing, none after a shorter one.
+func (s suite) recoveredAfter(t *testing.T, change func(f *fixture, e store.Endpoint)) {
 	for _, failures := range []int{store.FailingAfter, store.FailingAfter - 1} {
 		s.run(t, fmt.Sprintf("%d_failures", failures), func(t *testing.T, f *fixture) {
 			e := f.endpoint("acme")
@@ -154,10 +142,8 @@ func (s suite) recoveredAfterURLChange(t *testing.T) {
 				now := at(time.Hour + time.Duration(i)*time.Second)
 				f.complete(failure(c, now, now, now.Add(time.Hour), 503, ""))
 			}
-			url := e.URL + "/fixed"
-			if _, err := f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: e.ID, URL: &url, Now: at(2 * time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
+			change(f, e)
+			f.publish("acme", "file.created", at(3*time.Hour))
 			f.publish("acme", "file.created", at(3*time.Hour))
 			for i, c := range f.claim("w", 100, time.Hour, at(3*time.Hour+time.Minute)) {
 				f.complete(attempt(c, store.DeliverySucceeded, at(4*time.Hour+time.Duration(i)*time.Second)))

@@ -208,13 +208,13 @@ func (p Publisher) prepare(ev Event, now time.Time) (store.PublishParams, error)
 		maxBytes = DefaultMaxPayloadBytes
 	}
 	if !store.ValidTenant(ev.Tenant) {
-		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: 1–128 letters, digits, _ . : or -"}
+		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: "tenant: " + store.TenantRule}
 	}
 	if store.IsInternalTenant(ev.Tenant) {
 		return store.PublishParams{}, &InvalidError{Field: "Tenant", Rule: store.InternalTenantRule}
 	}
 	if !store.ValidEventType(ev.Type) {
-		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"}
+		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: store.EventTypeRule}
 	}
 	if store.ReservedEventType(ev.Type) {
 		return store.PublishParams{}, &InvalidError{Field: "Type", Rule: store.ReservedEventTypeRule}

@@ -490,9 +490,10 @@ func (s *Server) applyPolicy() error {
 // name a constant); TestTenantPatternsAgree checks they all say this.
 const TenantPattern = `^[A-Za-z0-9_.:\-]{1,128}$`
 
-// TenantPatternDescription is TenantPattern in words: the refusal of a
-// tenant that does not follow it says this, not the expression.
-const TenantPatternDescription = "1–128 letters, digits, _ . : or -"
+// TenantPatternDescription is TenantPattern in words (store.TenantRule):
+// the refusal of a tenant that does not follow it says this, not the
+// expression.
+const TenantPatternDescription = store.TenantRule
 
 var tenantRule = regexp.MustCompile(TenantPattern)
 

@@ -214,7 +214,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		return nil, invalid("header.Idempotency-Key", store.IdempotencyKeyRule, in.IdempotencyKey)
 	}
 	if !store.ValidEventType(b.Type) {
-		return nil, invalid("body.type", eventTypeRule, b.Type)
+		return nil, invalid("body.type", store.EventTypeRule, b.Type)
 	}
 	// Reserved in any case: a receiver that folds case must not take
 	// "Endpoint.disabled" for Herald's own event.
@@ -461,16 +461,12 @@ type eventsOut struct {
 	}
 }
 
-// eventTypeRule is the rule of an event type's name (store.ValidEventType),
-// as the errors that refuse one state it.
-const eventTypeRule = "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"
-
 // checkTypeFilter refuses (422 at loc) a list's filter naming an event type
 // no event can have: it would answer an empty list, as if the filter were
 // fine and nothing matched.
 func checkTypeFilter(loc, typ string) error {
 	if typ != "" && !store.ValidEventType(typ) {
-		return invalid(loc, eventTypeRule, typ)
+		return invalid(loc, store.EventTypeRule, typ)
 	}
 	return nil
 }

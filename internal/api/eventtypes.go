@@ -171,7 +171,7 @@ type NamePath struct {
 func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
 	b := in.Body
 	if !store.ValidEventType(b.Name) {
-		return nil, invalid("body.name", eventTypeRule, b.Name)
+		return nil, invalid("body.name", store.EventTypeRule, b.Name)
 	}
 	if ReservedEventType(b.Name) {
 		return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)

@@ -140,7 +140,7 @@ func (s *Server) createAPIKey(ctx context.Context, in *struct{ Body CreateAPIKey
 	case b.Role != store.RoleAdmin && tenant == "":
 		return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
 	case !ValidTenant(tenant) && tenant != "":
-		return nil, invalid("body.tenant", "a tenant is 1–128 letters, digits, _ . : or -", tenant)
+		return nil, invalid("body.tenant", "a tenant is "+store.TenantRule, tenant)
 	}
 	now := s.cfg.Now()
 	k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}

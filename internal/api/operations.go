@@ -104,7 +104,7 @@ func (s *Server) replayEndpoint(ctx context.Context, in *replayEndpointInput) (*
 		// A name no event can have would replay nothing and answer
 		// {"replayed":0} as if the filter were fine: refuse it as publish does.
 		if b.EventType != "" && !store.ValidEventType(b.EventType) {
-			return nil, invalid("body.event_type", eventTypeRule, b.EventType)
+			return nil, invalid("body.event_type", store.EventTypeRule, b.EventType)
 		}
 		p.EventType = b.EventType
 		if b.Since != nil {

@@ -220,23 +220,9 @@ func TestConcurrentRevocationsKeepAnAdminAcrossNodes(t *testing.T) {
 		return s
 	}
 	nodes := [2]*api.Server{node(), node()}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	ids, secrets := [2]string{}, [2]string{"admin-secret-one-0123456789abcdef", "admin-secret-two-0123456789abcdef"}
-	for i := range ids {
-		k, err := first.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
-			Hash: api.HashAPIKey(secrets[i]), CreatedAt: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = k.ID
-	}
+	ids, secrets := twoAdminKeys(t, first)
 	revokeEachOther(t, first, func(i int) int { // node i revokes the key of the other node's caller
-		r := httptest.NewRequest("DELETE", "/v1/api-keys/"+ids[1-i], nil)
-		r.RemoteAddr = "192.0.2.1:40000"
-		r.Header.Set("Authorization", "Bearer "+secrets[i])
-		rec := httptest.NewRecorder()
-		nodes[i].ServeHTTP(rec, r)
-		return rec.Code
+		return revokeKey(t.Context(), nodes[i], secrets[i], ids[1-i])
 	})
 }
 
@@ -264,26 +250,11 @@ func TestRevokeWithAPoolOfOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	secret := "admin-secret-one-0123456789abcdef"
-	var ids []string
-	for _, sec := range []string{secret, "admin-secret-two-0123456789abcdef"} {
-		k, err := st.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
-			Hash: api.HashAPIKey(sec), CreatedAt: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, k.ID)
-	}
+	ids, secrets := twoAdminKeys(t, st)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	r := httptest.NewRequestWithContext(ctx, "DELETE", "/v1/api-keys/"+ids[1], nil)
-	r.RemoteAddr = "192.0.2.1:40000"
-	r.Header.Set("Authorization", "Bearer "+secret)
-	rec := httptest.NewRecorder()
 	started := time.Now()
-	srv.ServeHTTP(rec, r)
-	if rec.Code != http.StatusNoContent {
-		t.Fatalf("revocation with a pool of one connection: %d after %v: %s; want 204", rec.Code, time.Since(started).Round(time.Millisecond), rec.Body)
+	if code := revokeKey(ctx, srv, secrets[0], ids[1]); code != http.StatusNoContent {
+		t.Fatalf("revocation with a pool of one connection: %d after %v; want 204", code, time.Since(started).Round(time.Millisecond))
 	}
 }

@@ -73,26 +73,37 @@ func TestConcurrentRevocationsKeepAnAdmin(t *testing.T) {
 			st.release()
 		}
 	})
+	ids, secrets := twoAdminKeys(t, sq)
+	close(st.armed)
+	revokeEachOther(t, sq, func(i int) int { return revokeKey(t.Context(), srv, secrets[i], ids[1-i]) })
+}
+
+// twoAdminKeys stores two lasting admin keys in st and returns their ids
+// and secrets.
+func twoAdminKeys(t *testing.T, st store.Store) (ids, secrets [2]string) {
+	t.Helper()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	ids, secrets := [2]string{}, [2]string{"admin-secret-one-0123456789abcdef", "admin-secret-two-0123456789abcdef"}
+	secrets = [2]string{"admin-secret-one-0123456789abcdef", "admin-secret-two-0123456789abcdef"}
 	for i := range ids {
-		k, err := sq.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
+		k, err := st.CreateAPIKey(t.Context(), store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: "admin", Role: store.RoleAdmin,
 			Hash: api.HashAPIKey(secrets[i]), CreatedAt: now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = k.ID
 	}
-	close(st.armed)
-	revoke := func(key, id string) int {
-		r := httptest.NewRequest("DELETE", "/v1/api-keys/"+id, nil)
-		r.RemoteAddr = "192.0.2.1:40000"
-		r.Header.Set("Authorization", "Bearer "+key)
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	revokeEachOther(t, sq, func(i int) int { return revoke(secrets[i], ids[1-i]) })
+	return ids, secrets
+}
+
+// revokeKey revokes API key id through srv with the key secret, and
+// returns the HTTP status.
+func revokeKey(ctx context.Context, srv *api.Server, secret, id string) int {
+	r := httptest.NewRequestWithContext(ctx, "DELETE", "/v1/api-keys/"+id, nil)
+	r.RemoteAddr = "192.0.2.1:40000"
+	r.Header.Set("Authorization", "Bearer "+secret)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, r)
+	return rec.Code
 }
 
 // revokeEachOther runs revoke(0) and revoke(1) at once (each the HTTP

@@ -9,6 +9,12 @@ import (
 // The shapes of names the API and the outbox accept: one definition, so
 // POST /v1/events and outbox.Publish can never disagree.
 
+// TenantRule is ValidTenant's rule in words, as refusals state it.
+const TenantRule = "1–128 letters, digits, _ . : or -"
+
+// EventTypeRule is ValidEventType's rule, as refusals state it.
+const EventTypeRule = "event type: segments of letters, digits, _ or - joined by dots, at most 128 bytes"
+
 // ValidTenant reports whether s is a tenant key: 1–128 letters, digits,
 // '_', '.', ':' or '-'.
 func ValidTenant(s string) bool {

@@ -259,7 +259,7 @@ func (t tenantStore) PostponeEndpointDeliveries(context.Context, string, time.Ti
 	return 0, errNotForTenant
 }
 
-func (t tenantStore) MoveEndpointDeliveries(context.Context, string, time.Time, time.Time, time.Time) (int, error) {
+func (t tenantStore) MoveEndpointDeliveries(context.Context, store.MoveParams) (int, error) {
 	return 0, errNotForTenant
 }
 

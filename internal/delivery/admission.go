@@ -181,6 +181,10 @@ type followUp struct {
 	// backlog closed, re-opened or lost its probe: the held deliveries are
 	// due now (closed, or no probe) or when the new cooldown ends.
 	handBack *backlogMove
+	// pullIn: the endpoint answers far faster than the pace its claims
+	// turned away at its cap were spaced by: its unattempted deliveries
+	// due in the window are due now (see pullInLocked).
+	pullIn *backlogMove
 }
 
 // groupState is the state of a tenant or a destination host.
@@ -188,7 +192,7 @@ type groupState struct {
 	inflight  int
 	avg       time.Duration // moving average of its attempts' durations
 	busySince time.Time     // when inflight last went from 0 to 1
-	nextDefer time.Time     // due time for the next claim turned away at its cap
+	deferrals deferChain    // the claims turned away at its cap
 	// Tenants only: fast counts the tenant's endpoints known to the
 	// scheduler that have proven fast (endpointState.fast >= fastProof),
 	// and skipped is set while skipTenants has reported the tenant and no
@@ -222,7 +226,7 @@ type endpointState struct {
 	fast        int           // consecutive fast answers (2xx–4xx within fastAnswer)
 	avg         time.Duration // moving average of its attempts' durations (0 = none yet)
 	busySince   time.Time     // when inflight last went from 0 to 1
-	nextDefer   time.Time     // due time for the next claim turned away at its cap
+	deferrals   deferChain    // the claims turned away at its cap
 	tenant      string        // the tenant and host its attempts in flight count for
 	host        string
 }
@@ -242,10 +246,17 @@ func updateAvg(avg *time.Duration, took time.Duration) {
 // minDefer is the shortest adaptive wait of a claim turned away at a cap.
 const minDefer = 5 * time.Millisecond
 
+// deferChain is the schedule of the claims turned away at one cap: next
+// is the due time for the next one, step the spacing they were last given.
+type deferChain struct {
+	next time.Time
+	step time.Duration
+}
+
 // capDefer is when a claim turned away at a cap of c attempts in flight
 // should come back, the attempts there lasting avg on average: one slot
 // frees about every avg/c, so successive claims turned away come back one
-// per expected free slot (next keeps the slot handed out last). Before any
+// per expected free slot (chain keeps the slot handed out last). Before any
 // attempt there has ended (avg == 0), every attempt admitted since
 // busySince is still in flight, so the oldest has lasted now − busySince
 // and none is known to be faster: that age stands for avg (a black hole is
@@ -256,7 +267,7 @@ const minDefer = 5 * time.Millisecond
 // too, a tenant at its cap whose attempts take 2 ms over a cap of 32 (a
 // slot every 60 µs) got its surplus back at 200 claims/s, and the last
 // 4,000 deliveries of a fan-out crawled for 20 s (herald bench fanout).
-func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next *time.Time, fallback, maxDefer time.Duration) time.Time {
+func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, chain *deferChain, fallback, maxDefer time.Duration) time.Time {
 	if avg == 0 {
 		if busySince.IsZero() || !now.After(busySince) {
 			return now.Add(fallback)
@@ -268,11 +279,46 @@ func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, next
 		step = min(step, maxDefer)
 	}
 	at := now.Add(max(step, minDefer))
-	if at.Before(*next) {
-		at = *next
+	if at.Before(chain.next) {
+		at = chain.next
 	}
-	*next = at.Add(step)
+	chain.next, chain.step = at.Add(step), step
 	return at
+}
+
+// A pull-in: an endpoint whose answers have become pullInFactor times
+// faster than the spacing its claims turned away at its cap were last
+// given (a cold start: first answers in seconds, then in milliseconds)
+// has its unattempted deliveries due within that schedule moved to now,
+// at most pullInMax slots of it; claimed again, those turned away once
+// more are spaced by the new pace. Without it, the deliveries deferred
+// while the first answers were slow came back at their pace: 200
+// deliveries, first answer 5 s then 100 ms, drained in 33 s where the
+// cap allows about 6 (TestColdStartPullsInItsDeferrals). Only
+// unattempted deliveries move, so no retry's backoff is shortened; a
+// schedule reaching less than pullInAhead ahead is left to come due.
+const (
+	pullInFactor = 4
+	pullInAhead  = time.Second
+	pullInMax    = 1024
+)
+
+// pullInLocked returns the pull-in of endpoint id's deferred claims at now,
+// or nil (see pullInFactor); a pull-in starts e's schedule afresh.
+func (s *scheduler) pullInLocked(id string, e *endpointState, now time.Time) *backlogMove {
+	ch := &e.deferrals
+	if ch.step <= 0 || e.avg <= 0 || ch.next.Sub(now) < pullInAhead {
+		return nil
+	}
+	if pace := e.avg / time.Duration(max(1, e.maxInflight(s))); pace*pullInFactor > ch.step {
+		return nil
+	}
+	to := ch.next
+	if last := now.Add(ch.step * pullInMax); to.After(last) {
+		to = last
+	}
+	*ch = deferChain{}
+	return &backlogMove{endpointID: id, dueFrom: now, dueTo: to, at: now, unattempted: true}
 }
 
 // admitKey is what the scheduler needs of a claim.
@@ -545,6 +591,9 @@ func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool)
 		if !f.opened {
 			f.openUntil = time.Time{}
 		}
+		if e := s.eps[g.endpoint]; e != nil && !out.failed {
+			f.pullIn = s.pullInLocked(g.endpoint, e, now)
+		}
 	}
 	f.wake, s.lifted = s.lifted, false
 	e := s.eps[g.endpoint]
@@ -643,7 +692,7 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 		if e.slowStarting(s) {
 			spacing = capShare(s.cap, s.rank, s.nodes)
 		}
-		return false, capDefer(now, e.avg, e.busySince, spacing, &e.nextDefer, s.deferFor, s.maxDefer), reasonConcurrencyCap
+		return false, capDefer(now, e.avg, e.busySince, spacing, &e.deferrals, s.deferFor, s.maxDefer), reasonConcurrencyCap
 	}
 	// The caps above the endpoint hold back endpoints that have not proven
 	// fast: those are the ones that keep workers (a fast answer gives its
@@ -654,13 +703,13 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 	if s.tenantCap > 0 {
 		tg = group(s.tenants, e.tenant)
 		if c := capShare(s.tenantCap, s.rank, s.nodes); e.fast < fastProof && tg.inflight >= c {
-			return false, capDefer(now, tg.avg, tg.busySince, c, &tg.nextDefer, s.deferFor, s.maxDefer), reasonTenantCap
+			return false, capDefer(now, tg.avg, tg.busySince, c, &tg.deferrals, s.deferFor, s.maxDefer), reasonTenantCap
 		}
 	}
 	if s.hostCap > 0 {
 		hg = group(s.hosts, e.host)
 		if c := capShare(s.hostCap, s.rank, s.nodes); e.fast < fastProof && hg.inflight >= c {
-			return false, capDefer(now, hg.avg, hg.busySince, c, &hg.nextDefer, s.deferFor, s.maxDefer), reasonHostCap
+			return false, capDefer(now, hg.avg, hg.busySince, c, &hg.deferrals, s.deferFor, s.maxDefer), reasonHostCap
 		}
 	}
 	if ratePerSecond > 0 {

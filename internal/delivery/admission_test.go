@@ -319,7 +319,7 @@ func TestSchedulerReleaseFeedsFastProof(t *testing.T) {
 // away waits minDefer, the next ones come back one slot (avg/c) apart, not
 // minDefer apart (which capped a fast tenant's surplus at 200 claims/s).
 func TestCapDeferSpacesBySlot(t *testing.T) {
-	var next time.Time
+	var next deferChain
 	step := 2 * time.Millisecond / 32
 	first := capDefer(t0, 2*time.Millisecond, t0.Add(-time.Second), 32, &next, time.Second, 10*time.Second)
 	if want := t0.Add(minDefer); !first.Equal(want) {
@@ -338,7 +338,7 @@ func TestCapDeferSpacesBySlot(t *testing.T) {
 		t.Fatalf("the 101st deferral at %v, want %v", last, minDefer+100*step)
 	}
 	// A slow cap: slots a second apart, bounded by maxDefer.
-	next = time.Time{}
+	next = deferChain{}
 	a := capDefer(t0, 64*time.Second, time.Time{}, 2, &next, time.Second, 10*time.Second)
 	b := capDefer(t0, 64*time.Second, time.Time{}, 2, &next, time.Second, 10*time.Second)
 	if a.Sub(t0) != 10*time.Second || b.Sub(a) != 10*time.Second {

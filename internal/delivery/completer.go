@@ -116,11 +116,17 @@ func (e *Engine) write(batch []store.Completion) {
 // moveBacklog carries out m. A failure is logged and not retried: a hold
 // not written leaves the backlog due (its claims are deferred to the
 // hold's end), a hand-back not written leaves it due at the hold's end (at
-// most an attempt timeout away).
+// most an attempt timeout away), a pull-in not written leaves the
+// deliveries due as they were deferred.
 func (e *Engine) moveBacklog(m backlogMove) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := e.cfg.Store.MoveEndpointDeliveries(ctx, m.endpointID, m.dueFrom, m.dueTo, m.at); err != nil {
+	_, err := e.cfg.Store.MoveEndpointDeliveries(ctx, store.MoveParams{EndpointID: m.endpointID, DueFrom: m.dueFrom, DueTo: m.dueTo, At: m.at, Unattempted: m.unattempted})
+	switch {
+	case err == nil:
+	case m.unattempted:
+		e.cfg.Logger.Warn("pulling in an endpoint's deferred deliveries failed; they come due as deferred", "endpoint", m.endpointID, "error", err)
+	default:
 		e.cfg.Logger.Warn("moving a half-open circuit's deliveries failed; they wait for the probe's deadline", "endpoint", m.endpointID, "error", err)
 	}
 }

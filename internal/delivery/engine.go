@@ -300,11 +300,12 @@ type result struct {
 }
 
 // backlogMove moves the endpoint's pending, unleased deliveries due from
-// dueFrom to dueTo (zero dueFrom: no lower bound) to at
-// (store.Store.MoveEndpointDeliveries).
+// dueFrom to dueTo (zero dueFrom: no lower bound) to at, only those never
+// attempted if unattempted (store.Store.MoveEndpointDeliveries).
 type backlogMove struct {
 	endpointID         string
 	dueFrom, dueTo, at time.Time
+	unattempted        bool
 }
 
 // New checks cfg and returns an engine.

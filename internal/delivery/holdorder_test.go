@@ -28,17 +28,19 @@ type gatedMoveStore struct {
 	handBacks  atomic.Int32   // hand-backs carried out
 }
 
-func (s *gatedMoveStore) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
-	if dueFrom.IsZero() {
+func (s *gatedMoveStore) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
+	if p.DueFrom.IsZero() {
 		select {
-		case s.holdCalled <- at:
+		case s.holdCalled <- p.At:
 		default:
 		}
 		<-s.holdGate
-		return s.Store.MoveEndpointDeliveries(ctx, endpointID, dueFrom, dueTo, at)
+		return s.Store.MoveEndpointDeliveries(ctx, p)
 	}
-	n, err := s.Store.MoveEndpointDeliveries(ctx, endpointID, dueFrom, dueTo, at)
-	s.handBacks.Add(1)
+	n, err := s.Store.MoveEndpointDeliveries(ctx, p)
+	if !p.Unattempted {
+		s.handBacks.Add(1)
+	}
 	return n, err
 }
 

@@ -81,6 +81,9 @@ func (e *Engine) handle(ctx context.Context, j job) {
 		if f.handBack != nil {
 			e.results <- result{move: f.handBack}
 		}
+		if f.pullIn != nil {
+			e.results <- result{move: f.pullIn}
+		}
 		for _, p := range f.putBack {
 			e.putBack(p, now)
 		}

@@ -558,6 +558,18 @@ type ReplayParams struct {
 	Now        time.Time
 }
 
+// MoveParams names the deliveries MoveEndpointDeliveries moves: the
+// endpoint's pending, unleased deliveries due from DueFrom to DueTo (both
+// included; a zero DueFrom has no lower bound), only those never attempted
+// (attempts = 0) if Unattempted, and when they are due instead (At).
+type MoveParams struct {
+	EndpointID     string
+	DueFrom, DueTo time.Time
+	At             time.Time
+	// Unattempted leaves retries where their backoff put them.
+	Unattempted bool
+}
+
 // EndpointKindSource marks the forwarding endpoint of an inbound source.
 const EndpointKindSource = "source"
 
@@ -858,13 +870,14 @@ type Store interface {
 	// deliveries due before until to until (an open circuit breaker); no
 	// attempt is consumed. It returns how many moved.
 	PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error)
-	// MoveEndpointDeliveries moves the endpoint's pending, unleased
-	// deliveries due from dueFrom to dueTo (both included; a zero dueFrom
-	// has no lower bound) to at; no attempt is consumed. It returns how
-	// many moved. The engine holds a half-open circuit's backlog with it
-	// while the probe is in flight (due by now → the probe's deadline) and
-	// hands it back when the probe ends (due exactly at the deadline → now).
-	MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error)
+	// MoveEndpointDeliveries moves the deliveries p names (MoveParams) to
+	// p.At; no attempt is consumed. It returns how many moved. The engine
+	// holds a half-open circuit's backlog with it while the probe is in
+	// flight (due by now → the probe's deadline), hands it back when the
+	// probe ends (due exactly at the deadline → now), and pulls in an
+	// endpoint's unattempted deliveries deferred at a slower pace than it
+	// now answers at (due by then → now).
+	MoveEndpointDeliveries(ctx context.Context, p MoveParams) (int, error)
 	// PendingNotices returns up to limit operational events to emit, oldest
 	// (lowest ID) first.
 	PendingNotices(ctx context.Context, limit int) ([]Notice, error)

@@ -153,10 +153,11 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 }
 
 // MoveEndpointDeliveries implements store.Store.
-func (s *Store) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
+func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
 	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
 		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
-		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4`, ts(at), endpointID, nullTS(dueFrom), ts(dueTo))
+		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
+		  AND (NOT $5 OR attempts = 0)`, ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted)
 	if err != nil {
 		return 0, wrap("move", err)
 	}

@@ -310,10 +310,10 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 }
 
 // MoveEndpointDeliveries implements store.Store.
-func (s *Store) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
+func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
 	from := int64(math.MinInt64)
-	if !dueFrom.IsZero() {
-		from = micro(dueFrom)
+	if !p.DueFrom.IsZero() {
+		from = micro(p.DueFrom)
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -322,7 +322,8 @@ func (s *Store) MoveEndpointDeliveries(ctx context.Context, endpointID string, d
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
 		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at BETWEEN ?3 AND ?4
-		  AND id NOT IN (SELECT value FROM json_each(?5))`, micro(at), endpointID, from, micro(dueTo), s.leases.ofEndpoint(endpointID, nil))
+		  AND (?6 = 0 OR attempts = 0)
+		  AND id NOT IN (SELECT value FROM json_each(?5))`, micro(p.At), p.EndpointID, from, micro(p.DueTo), s.leases.ofEndpoint(p.EndpointID, nil), p.Unattempted)
 	if err != nil {
 		return 0, wrap("move", err)
 	}

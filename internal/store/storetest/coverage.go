@@ -393,9 +393,9 @@ func (r *recorder) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (
 	return r.s.ReplayDeliveries(ctx, p)
 }
 
-func (r *recorder) MoveEndpointDeliveries(ctx context.Context, endpointID string, dueFrom, dueTo, at time.Time) (int, error) {
+func (r *recorder) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
 	r.called("MoveEndpointDeliveries")
-	return r.s.MoveEndpointDeliveries(ctx, endpointID, dueFrom, dueTo, at)
+	return r.s.MoveEndpointDeliveries(ctx, p)
 }
 
 func (r *recorder) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -720,23 +721,28 @@ func newDeliveriesCmd() *cobra.Command {
 type pageOpts struct {
 	limit  int
 	cursor string
+	flags  *pflag.FlagSet
 }
+
+// maxPageSize is the largest page the list routes give (api.ListQuery).
+const maxPageSize = 1000
 
 // pageFlags adds --limit and --cursor to a list command.
 func pageFlags(cmd *cobra.Command) *pageOpts {
-	p := &pageOpts{}
-	cmd.Flags().IntVar(&p.limit, "limit", 0, "page size (default: the server's)")
+	p := &pageOpts{flags: cmd.Flags()}
+	cmd.Flags().IntVar(&p.limit, "limit", 0, fmt.Sprintf("page size, 1–%d (default: the server's, 50)", maxPageSize))
 	cmd.Flags().StringVar(&p.cursor, "cursor", "", "next_cursor of the previous page")
 	return p
 }
 
 // query renders kv (name, value pairs; empty values skipped) and the page
-// flags as a query string ("" or "?…").
+// flags as a query string ("" or "?…"). A --limit given is 1–1000: 0 is
+// refused like any other value out of range, not taken for the default.
 func (p *pageOpts) query(kv ...string) (string, error) {
-	if p.limit < 0 {
-		return "", fmt.Errorf("--limit %d: must be positive", p.limit)
-	}
-	if p.limit > 0 {
+	if p.flags.Changed("limit") {
+		if p.limit < 1 || p.limit > maxPageSize {
+			return "", fmt.Errorf("--limit %d: a page holds 1 to %d items (leave --limit out for the server's default)", p.limit, maxPageSize)
+		}
 		kv = append(kv, "limit", strconv.Itoa(p.limit))
 	}
 	return apiQuery(append(kv, "cursor", p.cursor)...), nil

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -334,6 +335,28 @@ func TestClientUsageErrors(t *testing.T) {
 	} {
 		if _, _, err := execHerald(t, "", args...); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestLimitOutOfRange: a --limit given is 1–1000; 0 is refused like -1
+// (it was sent as no limit at all, the server's default of 50), and the
+// error names the range; no request is made.
+func TestLimitOutOfRange(t *testing.T) {
+	for _, limit := range []string{"0", "-1", "1001"} {
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"data":[]}`)
+		}))
+		_, _, err := execHerald(t, "", "deliveries", "list", "--limit", limit, "--server", srv.URL, "--api-key", "k")
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "1 to 1000") {
+			t.Errorf("--limit %s: error %v, want one naming the range 1 to 1000", limit, err)
+		}
+		if n := requests.Load(); n != 0 {
+			t.Errorf("--limit %s: %d requests made", limit, n)
 		}
 	}
 }

@@ -181,9 +181,10 @@ type followUp struct {
 	// backlog closed, re-opened or lost its probe: the held deliveries are
 	// due now (closed, or no probe) or when the new cooldown ends.
 	handBack *backlogMove
-	// pullIn: the endpoint answers far faster than the pace its claims
-	// turned away at its cap were spaced by: its unattempted deliveries
-	// due in the window are due now (see pullInLocked).
+	// pullIn: the endpoint's attempts have become far faster than the
+	// pace some of its claims turned away at its cap were spaced by: its
+	// deliveries deferred within that schedule are due now (see
+	// pullInFactor).
 	pullIn *backlogMove
 }
 
@@ -247,10 +248,13 @@ func updateAvg(avg *time.Duration, took time.Duration) {
 const minDefer = 5 * time.Millisecond
 
 // deferChain is the schedule of the claims turned away at one cap: next
-// is the due time for the next one, step the spacing they were last given.
+// is the due time for the next one; avg is the slowest average of the
+// attempts there (moving average, or the oldest attempt's age before any
+// ended) among the deferrals since the schedule was last empty (next
+// passed) or pulled in: the pace some of them were spaced by.
 type deferChain struct {
 	next time.Time
-	step time.Duration
+	avg  time.Duration
 }
 
 // capDefer is when a claim turned away at a cap of c attempts in flight
@@ -281,22 +285,32 @@ func capDefer(now time.Time, avg time.Duration, busySince time.Time, c int, chai
 	at := now.Add(max(step, minDefer))
 	if at.Before(chain.next) {
 		at = chain.next
+		chain.avg = max(chain.avg, avg)
+	} else {
+		chain.avg = avg // the schedule was empty: it starts here
 	}
-	chain.next, chain.step = at.Add(step), step
+	chain.next = at.Add(step)
 	return at
 }
 
-// A pull-in: an endpoint whose answers have become pullInFactor times
-// faster than the spacing its claims turned away at its cap were last
-// given (a cold start: first answers in seconds, then in milliseconds)
-// has its unattempted deliveries due within that schedule moved to now,
-// at most pullInMax slots of it; claimed again, those turned away once
-// more are spaced by the new pace. Without it, the deliveries deferred
-// while the first answers were slow came back at their pace: 200
-// deliveries, first answer 5 s then 100 ms, drained in 33 s where the
-// cap allows about 6 (TestColdStartPullsInItsDeferrals). Only
-// unattempted deliveries move, so no retry's backoff is shortened; a
-// schedule reaching less than pullInAhead ahead is left to come due.
+// A pull-in: an endpoint whose attempts have become pullInFactor times
+// faster than the slowest pace among its claims turned away at its cap
+// still to come (a cold start: first answers in seconds, then in
+// milliseconds) has its deliveries deferred within that schedule spaced
+// again at its new pace, from now: at most pullInMax of them, the earliest
+// due first, one per expected free slot (average / cap), as if they had
+// been turned away now. Without it, the deliveries deferred while the
+// first answers were slow came back at that pace: 200 deliveries, first
+// answer 5 s then 100 ms, drained in 30 s where the cap allows about 6
+// (TestColdStartPullsInItsDeferrals). Only deliveries not attempted since
+// they were created or replayed move, so no retry's backoff is shortened;
+// a schedule reaching less than pullInAhead ahead is left to come due. The
+// comparison is of attempt durations, not of paces (duration / cap): an
+// endpoint lifted to its fast cap answers no faster, and pulled in on that
+// alone, answers straddling fastAnswer turned 2,000 deliveries away 14
+// times each; spaced again rather than all due at once, the deliveries
+// pulled in are not turned away again when the endpoint slows down once
+// more (TestPullInChurn).
 const (
 	pullInFactor = 4
 	pullInAhead  = time.Second
@@ -304,21 +318,35 @@ const (
 )
 
 // pullInLocked returns the pull-in of endpoint id's deferred claims at now,
-// or nil (see pullInFactor); a pull-in starts e's schedule afresh.
+// or nil (see pullInFactor). The schedule starts afresh at now; once the
+// pull-in is written, pulledIn extends it past the deliveries it moved.
 func (s *scheduler) pullInLocked(id string, e *endpointState, now time.Time) *backlogMove {
 	ch := &e.deferrals
-	if ch.step <= 0 || e.avg <= 0 || ch.next.Sub(now) < pullInAhead {
-		return nil
-	}
-	if pace := e.avg / time.Duration(max(1, e.maxInflight(s))); pace*pullInFactor > ch.step {
+	if e.avg <= 0 || e.avg*pullInFactor > ch.avg || ch.next.Sub(now) < pullInAhead {
 		return nil
 	}
 	to := ch.next
-	if last := now.Add(ch.step * pullInMax); to.After(last) {
-		to = last
+	step := e.avg / time.Duration(max(1, e.maxInflight(s)))
+	if s.maxDefer > 0 {
+		step = min(step, s.maxDefer)
 	}
 	*ch = deferChain{}
-	return &backlogMove{endpointID: id, dueFrom: now, dueTo: to, at: now, unattempted: true}
+	return &backlogMove{endpointID: id, dueFrom: now, dueTo: to, at: now, pullIn: true, spacing: step}
+}
+
+// pulledIn records that a pull-in of endpointID's deliveries spaced them
+// until end: claims turned away from now on come after them.
+func (s *scheduler) pulledIn(endpointID string, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.eps[endpointID]
+	if e == nil {
+		return
+	}
+	if ch := &e.deferrals; end.After(ch.next) {
+		ch.next = end
+		ch.avg = max(ch.avg, e.avg)
+	}
 }
 
 // admitKey is what the scheduler needs of a claim.
@@ -569,6 +597,10 @@ func (s *scheduler) decideLocked(j job, now time.Time) decision {
 //   - otherwise the endpoint's oldest parked claim, if any, is taken off
 //     the parking and decided on at now (it may run, park again at the
 //     back, or be deferred).
+//
+// Besides, a half-open circuit's held backlog is handed back when its
+// probe ends (handBack), and an attempt without a transport failure may
+// pull in the endpoint's deferred deliveries (pullIn, see pullInFactor).
 //
 // A second release of the same grant panics.
 func (s *scheduler) release(g *grant, out outcome, now time.Time, stopping bool) followUp {

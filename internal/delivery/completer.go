@@ -121,10 +121,18 @@ func (e *Engine) write(batch []store.Completion) {
 func (e *Engine) moveBacklog(m backlogMove) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := e.cfg.Store.MoveEndpointDeliveries(ctx, store.MoveParams{EndpointID: m.endpointID, DueFrom: m.dueFrom, DueTo: m.dueTo, At: m.at, Unattempted: m.unattempted})
+	p := store.MoveParams{EndpointID: m.endpointID, DueFrom: m.dueFrom, DueTo: m.dueTo, At: m.at}
+	if m.pullIn {
+		p.Unattempted, p.Limit, p.Spacing = true, pullInMax, m.spacing
+	}
+	n, err := e.cfg.Store.MoveEndpointDeliveries(ctx, p)
 	switch {
 	case err == nil:
-	case m.unattempted:
+		if m.pullIn {
+			e.cfg.Metrics.PulledIn(n)
+			e.sched.pulledIn(m.endpointID, m.at.Add(time.Duration(n)*m.spacing))
+		}
+	case m.pullIn:
 		e.cfg.Logger.Warn("pulling in an endpoint's deferred deliveries failed; they come due as deferred", "endpoint", m.endpointID, "error", err)
 	default:
 		e.cfg.Logger.Warn("moving a half-open circuit's deliveries failed; they wait for the probe's deadline", "endpoint", m.endpointID, "error", err)

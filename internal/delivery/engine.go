@@ -288,24 +288,29 @@ type Engine struct {
 
 // result is what a worker hands the completers: an attempt's completion or
 // a deferral (c), or a move of an endpoint's due deliveries in the store
-// (move: the hand-back of a half-open circuit's held backlog). A completer
-// carries out the moves it took after the completions it took with them,
-// so with one completer (SQLite) a hand-back follows every deferral to the
-// hold's end queued before it; with several (PostgreSQL) one may be
-// written after it, and that delivery waits for the hold's end (at most
-// an attempt timeout).
+// (move: the hand-back of a half-open circuit's held backlog, or a
+// pull-in of deliveries deferred at a slower pace than the endpoint now
+// answers at). A completer carries out the moves it took after the
+// completions it took with them, so with one completer (SQLite) a move
+// follows every deferral queued before it; with several (PostgreSQL) one
+// may be written after it: that delivery then waits for the hold's end (at
+// most an attempt timeout), or, for a pull-in, for the time it was
+// deferred to.
 type result struct {
 	c    store.Completion
 	move *backlogMove
 }
 
 // backlogMove moves the endpoint's pending, unleased deliveries due from
-// dueFrom to dueTo (zero dueFrom: no lower bound) to at, only those never
-// attempted if unattempted (store.Store.MoveEndpointDeliveries).
+// dueFrom to dueTo (zero dueFrom: no lower bound) to at
+// (store.Store.MoveEndpointDeliveries); a pullIn moves only those not
+// attempted since they were created or replayed, at most pullInMax, the
+// earliest due first, spacing apart from at on.
 type backlogMove struct {
 	endpointID         string
 	dueFrom, dueTo, at time.Time
-	unattempted        bool
+	pullIn             bool
+	spacing            time.Duration
 }
 
 // New checks cfg and returns an engine.

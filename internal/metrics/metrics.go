@@ -32,6 +32,7 @@ type Metrics struct {
 	deliveries       *prometheus.CounterVec
 	attemptDuration  *prometheus.HistogramVec
 	deferred         *prometheus.CounterVec
+	pulledIn         prometheus.Counter
 	circuitsOpened   prometheus.Counter
 	leasesRescued    prometheus.Counter
 	operationalEvent *prometheus.CounterVec
@@ -66,6 +67,9 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.deferred = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown, endpoint_changed).",
 	}, []string{"reason"})
+	m.pulledIn = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_deliveries_pulled_in_total", Help: "Deferred deliveries made due at once because their endpoint now answers far faster than when they were turned away at its cap (a cold start).",
+	})
 	m.circuitsOpened = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_circuit_breaker_opened_total", Help: "Times an endpoint's circuit breaker opened after consecutive transport failures.",
 	})
@@ -107,7 +111,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	for _, o := range []string{"succeeded", "retry", "dead"} {
 		m.deliveries.WithLabelValues(o)
 	}
-	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.circuitsOpened,
+	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
@@ -289,6 +293,13 @@ func busiestTenants(byTenant map[string]int, n int) ([]tenantCount, int) {
 func (m *Metrics) Deferred(reason string) {
 	if m != nil {
 		m.deferred.WithLabelValues(reason).Inc()
+	}
+}
+
+// PulledIn counts n deferred deliveries made due at once (a pull-in).
+func (m *Metrics) PulledIn(n int) {
+	if m != nil {
+		m.pulledIn.Add(float64(n))
 	}
 }
 

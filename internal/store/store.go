@@ -560,14 +560,23 @@ type ReplayParams struct {
 
 // MoveParams names the deliveries MoveEndpointDeliveries moves: the
 // endpoint's pending, unleased deliveries due from DueFrom to DueTo (both
-// included; a zero DueFrom has no lower bound), only those never attempted
-// (attempts = 0) if Unattempted, and when they are due instead (At).
+// included; a zero DueFrom has no lower bound), only those not attempted
+// since they were created or replayed if Unattempted, and at most Limit of
+// them, the earliest due first, if Limit > 0; At is when they are due
+// instead (with Limit and Spacing, the i-th earliest, from 0, at
+// At + i·Spacing, in whole microseconds).
 type MoveParams struct {
 	EndpointID     string
 	DueFrom, DueTo time.Time
 	At             time.Time
 	// Unattempted leaves retries where their backoff put them.
 	Unattempted bool
+	// Limit > 0 also reads the rows through the queue's due index (the
+	// window's rows, of every endpoint) rather than the endpoint's (all of
+	// its pending rows): give a bounded window with it.
+	Limit int
+	// Spacing, with Limit, spaces the moved deliveries apart.
+	Spacing time.Duration
 }
 
 // EndpointKindSource marks the forwarding endpoint of an inbound source.

@@ -152,12 +152,28 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 	return int(ct.RowsAffected()), nil
 }
 
-// MoveEndpointDeliveries implements store.Store.
+// MoveEndpointDeliveries implements store.Store. With a limit the rows are
+// read through deliveries_due (the window's rows, FOR UPDATE SKIP LOCKED:
+// a row another node is claiming is left to it), else through
+// deliveries_endpoint (the endpoint's pending rows).
 func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
-	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
+	q := `UPDATE deliveries SET next_attempt_at = $1
 		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
 		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
-		  AND (NOT $5 OR attempts = 0)`, ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted)
+		  AND (NOT $5 OR attempts = replay_base)`
+	args := []any{ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted}
+	if p.Limit > 0 {
+		q = `UPDATE deliveries d SET next_attempt_at = $1::timestamptz + (m.n - 1) * $7 * interval '1 microsecond'
+			FROM (SELECT id, row_number() OVER (ORDER BY next_attempt_at, id) AS n FROM (
+				SELECT id, next_attempt_at FROM deliveries
+				WHERE state = 'pending' AND lease_owner IS NULL
+				  AND next_attempt_at >= COALESCE($3::timestamptz, '-infinity') AND next_attempt_at <= $4 AND endpoint_id = $2
+				  AND (NOT $5 OR attempts = replay_base)
+				ORDER BY next_attempt_at, id LIMIT $6 FOR UPDATE SKIP LOCKED) w) m
+			WHERE d.id = m.id`
+		args = append(args, p.Limit, p.Spacing.Microseconds())
+	}
+	ct, err := s.pool.Exec(ctx, q, args...)
 	if err != nil {
 		return 0, wrap("move", err)
 	}

@@ -1151,46 +1151,64 @@ func (s suite) postpone(t *testing.T) {
 			t.Errorf("the hand-back moved a delivery it did not hold: due %v", d.NextAttemptAt)
 		}
 	})
-	s.run(t, "MovePullsInUnattemptedOnly", func(t *testing.T, f *fixture) {
-		// A pull-in: the endpoint's deliveries deferred ahead (never
-		// attempted) are due now; a retry due in the same window keeps its
-		// backoff, as do deliveries due before the window, after it, or of
-		// another endpoint.
-		e := f.endpoint("acme", "file.*")
-		o := f.endpoint("acme", "other.*")
-		retried := f.publish("acme", "file.created", base).Event
-		c := f.claimOne("w", time.Minute, base)
-		if c.Delivery.EventID != retried.ID {
-			t.Fatalf("claimed %s, want the delivery of %s", c.Delivery.EventID, retried.ID)
-		}
-		f.complete(failure(c, base, at(time.Second), at(20*time.Second), 500, ""))
-		early := f.deliveryFor(f.publish("acme", "file.created", at(time.Second)).Event.ID, e.ID).ID
-		d0 := f.deliveryFor(f.publish("acme", "file.created", at(2*time.Second)).Event.ID, e.ID).ID
-		d1 := f.deliveryFor(f.publish("acme", "file.created", at(3*time.Second)).Event.ID, e.ID).ID
-		later := f.deliveryFor(f.publish("acme", "file.created", at(4*time.Second)).Event.ID, e.ID).ID
-		otherID := f.deliveryFor(f.publish("acme", "other.x", at(4*time.Second)).Event.ID, o.ID).ID
-		// Each turned away at a cap (a deferral consumes no attempt).
-		deferTo := map[string]time.Time{early: at(time.Second), d0: at(10 * time.Second), d1: at(15 * time.Second), later: at(time.Minute), otherID: at(12 * time.Second)}
-		cs := f.claim("w", 10, time.Minute, at(4*time.Second))
-		diff(t, "claimed to defer", sorted([]string{early, d0, d1, later, otherID}), sorted(claimIDs(cs)))
-		for _, c := range cs {
-			f.complete(deferral(c, deferTo[c.Delivery.ID], at(4*time.Second)))
-		}
-		now := at(5 * time.Second)
-
-		n, err := f.s.MoveEndpointDeliveries(f.ctx, store.MoveParams{EndpointID: e.ID, DueFrom: now, DueTo: at(30 * time.Second), At: now, Unattempted: true})
-		if err != nil || n != 2 {
-			t.Fatalf("pull-in: MoveEndpointDeliveries = %d, %v; want 2 (the deferred ones, not the retry, the earlier one, the later one or another endpoint's)", n, err)
-		}
-		for id, want := range map[string]time.Time{d0: now, d1: now, c.Delivery.ID: at(20 * time.Second), early: deferTo[early], later: deferTo[later], otherID: deferTo[otherID]} {
-			if d := f.getDelivery(id); !d.NextAttemptAt.Equal(want) || d.State != store.DeliveryPending {
-				t.Errorf("after the pull-in, delivery %s = due %v, %d attempts, %s; want due %v, pending", id, d.NextAttemptAt, d.Attempts, d.State, want)
+	for _, limit := range []int{0, 2} {
+		s.run(t, fmt.Sprintf("MovePullsInUnattemptedOnly/limit=%d", limit), func(t *testing.T, f *fixture) {
+			// A pull-in: the endpoint's deliveries deferred ahead, not
+			// attempted since created or replayed, are due now (with a
+			// limit, the earliest due); a retry due in the same window keeps
+			// its backoff, as do deliveries due before the window, after
+			// it, or of another endpoint.
+			e := f.endpoint("acme", "file.*")
+			o := f.endpoint("acme", "other.*")
+			retried := f.publish("acme", "file.created", base).Event
+			c := f.claimOne("w", time.Minute, base)
+			if c.Delivery.EventID != retried.ID {
+				t.Fatalf("claimed %s, want the delivery of %s", c.Delivery.EventID, retried.ID)
 			}
-		}
-		if d := f.getDelivery(c.Delivery.ID); d.Attempts != 1 {
-			t.Errorf("the retry has %d attempts, want 1", d.Attempts)
-		}
-	})
+			f.complete(failure(c, base, at(time.Second), at(20*time.Second), 500, ""))
+			f.publish("acme", "file.created", at(500*time.Millisecond))
+			dead := f.claimOne("w", time.Minute, at(500*time.Millisecond))
+			f.complete(failure(dead, at(500*time.Millisecond), at(600*time.Millisecond), time.Time{}, 500, ""))
+			if n := f.replay(store.ReplayParams{DeliveryID: dead.Delivery.ID, Now: at(4 * time.Second)}); n != 1 {
+				t.Fatalf("replayed %d, want 1", n)
+			}
+			replayed := dead.Delivery.ID
+			early := f.deliveryFor(f.publish("acme", "file.created", at(time.Second)).Event.ID, e.ID).ID
+			d0 := f.deliveryFor(f.publish("acme", "file.created", at(2*time.Second)).Event.ID, e.ID).ID
+			d1 := f.deliveryFor(f.publish("acme", "file.created", at(3*time.Second)).Event.ID, e.ID).ID
+			later := f.deliveryFor(f.publish("acme", "file.created", at(4*time.Second)).Event.ID, e.ID).ID
+			otherID := f.deliveryFor(f.publish("acme", "other.x", at(4*time.Second)).Event.ID, o.ID).ID
+			// Each turned away at a cap (a deferral consumes no attempt).
+			deferTo := map[string]time.Time{early: at(time.Second), d0: at(10 * time.Second), replayed: at(12 * time.Second), d1: at(15 * time.Second),
+				later: at(time.Minute), otherID: at(12 * time.Second)}
+			cs := f.claim("w", 10, time.Minute, at(4*time.Second))
+			diff(t, "claimed to defer", sorted([]string{early, d0, d1, replayed, later, otherID}), sorted(claimIDs(cs)))
+			for _, c := range cs {
+				f.complete(deferral(c, deferTo[c.Delivery.ID], at(4*time.Second)))
+			}
+			now := at(5 * time.Second)
+			want := map[string]time.Time{d0: now, replayed: now, d1: now, c.Delivery.ID: at(20 * time.Second), early: deferTo[early], later: deferTo[later], otherID: deferTo[otherID]}
+			wantN := 3
+			var spacing time.Duration
+			if limit == 2 { // the two earliest due, spaced apart
+				spacing = 1500 * time.Microsecond
+				want[replayed], want[d1], wantN = now.Add(spacing), deferTo[d1], 2
+			}
+
+			n, err := f.s.MoveEndpointDeliveries(f.ctx, store.MoveParams{EndpointID: e.ID, DueFrom: now, DueTo: at(30 * time.Second), At: now, Unattempted: true, Limit: limit, Spacing: spacing})
+			if err != nil || n != wantN {
+				t.Fatalf("pull-in: MoveEndpointDeliveries = %d, %v; want %d (the deferred ones, not the retry, the earlier one, the later one or another endpoint's)", n, err, wantN)
+			}
+			for id, want := range want {
+				if d := f.getDelivery(id); !d.NextAttemptAt.Equal(want) || d.State != store.DeliveryPending {
+					t.Errorf("after the pull-in, delivery %s = due %v, %d attempts, %s; want due %v, pending", id, d.NextAttemptAt, d.Attempts, d.State, want)
+				}
+			}
+			if d := f.getDelivery(c.Delivery.ID); d.Attempts != 1 {
+				t.Errorf("the retry has %d attempts, want 1", d.Attempts)
+			}
+		})
+	}
 }
 
 // ---------------------------------------------------------------------------

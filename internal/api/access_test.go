@@ -105,7 +105,7 @@ func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 	}
 	var cs []store.Completion
 	for _, c := range claims {
-		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: store.DeliveryDead, Now: now,
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliveryDead, Now: now,
 			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 500, ResponseExcerpt: c.Endpoint.Tenant + "-attempt-excerpt"}})
 		if c.Endpoint.Tenant == "acme" {
 			w.dlvA = c.Delivery.ID

@@ -36,7 +36,7 @@ func TestDeliveryInFlight(t *testing.T) {
 		t.Fatalf("endpoint's pending list while attempted: %+v", list.Data)
 	}
 	c := claims[0]
-	if err := w.st.CompleteDeliveries(t.Context(), []store.Completion{{DeliveryID: id, EndpointID: c.Endpoint.ID, Owner: "node-1",
+	if err := w.st.CompleteDeliveries(t.Context(), []store.Completion{{DeliveryID: id, EndpointID: c.Endpoint.ID, Owner: "node-1", LeaseUntil: c.Delivery.LeaseUntil,
 		State: store.DeliveryPending, NextAttemptAt: now.Add(time.Minute), Now: now,
 		Attempt: store.Attempt{DeliveryID: id, Number: 1, StartedAt: now, StatusCode: 503}}}); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func TestEndpointStatsEveryFigureEachWindow(t *testing.T) {
 	}
 	var cs []store.Completion
 	for i, p := range plan {
-		c := store.Completion{DeliveryID: mine[i].Delivery.ID, EndpointID: ep.ID, Owner: "test", State: p.state, Now: p.started.Add(p.dur),
+		c := store.Completion{DeliveryID: mine[i].Delivery.ID, EndpointID: ep.ID, Owner: "test", LeaseUntil: mine[i].Delivery.LeaseUntil, State: p.state, Now: p.started.Add(p.dur),
 			Attempt: store.Attempt{DeliveryID: mine[i].Delivery.ID, Number: 1, StartedAt: p.started, Duration: p.dur, StatusCode: p.status, Error: p.errc}}
 		if p.state == store.DeliveryPending {
 			c.NextAttemptAt = now.Add(time.Hour)

@@ -95,7 +95,7 @@ func (f *fixture) attemptAll(want int, now time.Time, outcome func(i int, c stor
 	cs := make([]store.Completion, len(claims))
 	for i, c := range claims {
 		state, status := outcome(i, c)
-		cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: state, Now: now,
+		cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", LeaseUntil: c.Delivery.LeaseUntil, State: state, Now: now,
 			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: status, Duration: time.Millisecond}}
 	}
 	if err := f.st.CompleteDeliveries(f.t.Context(), cs); err != nil {

@@ -36,7 +36,7 @@ func TestEndpointHealthFromStats(t *testing.T) {
 		if i == 3 {
 			state, code = store.DeliveryDead, 500
 		}
-		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", State: state, Now: now,
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", LeaseUntil: c.Delivery.LeaseUntil, State: state, Now: now,
 			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: code, Duration: time.Duration(40+i) * time.Millisecond}})
 	}
 	if err := f.st.CompleteDeliveries(t.Context(), cs); err != nil {

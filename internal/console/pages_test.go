@@ -206,7 +206,7 @@ func TestOverviewQueueAndFailing(t *testing.T) {
 	retries := []time.Duration{20 * time.Minute, 5 * time.Minute}
 	var dueFirst string
 	for _, c := range claims {
-		cm := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", Now: now,
+		cm := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", LeaseUntil: c.Delivery.LeaseUntil, Now: now,
 			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 200, Duration: time.Millisecond}}
 		if c.Endpoint.ID == bad.ID {
 			cm.State, cm.Attempt.StatusCode, cm.NextAttemptAt = store.DeliveryPending, 503, now.Add(retries[0])

@@ -77,6 +77,7 @@ func (e *Engine) attempt(ctx context.Context, c store.Claim) (store.Completion, 
 		DeliveryID:         d.ID,
 		EndpointID:         ep.ID,
 		Owner:              e.cfg.Owner,
+		LeaseUntil:         d.LeaseUntil, // the claim's lease: a completion applies only under it
 		Attempt:            a,
 		ClientError:        clientErr,
 		DisableAfter:       e.cfg.DisableAfter,

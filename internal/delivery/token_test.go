@@ -385,3 +385,26 @@ func verifiesWith(t *testing.T, r egress.Request, secret string) bool {
 	v := webhook.Verifier{Secrets: []string{secret}, Tolerance: time.Hour, Now: func() time.Time { return t0 }}
 	return v.Verify(r.Header, r.Body) == nil
 }
+
+// Every completion the engine writes carries the lease its claim was made
+// under (the store applies it only while that lease is the delivery's):
+// an attempt's and a deferral's alike.
+func TestCompletionsCarryTheClaimsLease(t *testing.T) {
+	e, _, wait := tokenEngine(t, okSender{})
+	leases := map[string]time.Time{}
+	for i, id := range []string{"d1", "d2", "d3"} {
+		j := claimJob(t, e, id, "ep", 1) // a rate of 1/s: d3 is deferred
+		j.Delivery.LeaseOwner, j.Delivery.LeaseUntil = e.Owner(), t0.Add(time.Duration(25+i)*time.Second)
+		leases[id] = j.Delivery.LeaseUntil
+		e.handle(t.Context(), j)
+	}
+	comps := wait()
+	if a, d := outcomes(comps); len(a) != 2 || len(d) != 1 {
+		t.Fatalf("attempted %v, deferred %v; want two attempted, one deferred", a, d)
+	}
+	for _, c := range comps {
+		if c.Owner != e.Owner() || !c.LeaseUntil.Equal(leases[c.DeliveryID]) {
+			t.Errorf("completion of %s (deferred %v): lease %s until %v, want %s until %v", c.DeliveryID, c.Deferred, c.Owner, c.LeaseUntil, e.Owner(), leases[c.DeliveryID])
+		}
+	}
+}

@@ -122,7 +122,7 @@ func (e *Engine) refreshEndpoint(ctx context.Context, j *job) bool {
 func (e *Engine) putBack(d decision, now time.Time) {
 	e.cfg.Metrics.Deferred(d.reason)
 	e.results <- result{c: store.Completion{DeliveryID: d.job.Delivery.ID, EndpointID: d.job.Endpoint.ID, Owner: e.cfg.Owner,
-		Deferred: true, NextAttemptAt: d.at, Now: now}}
+		LeaseUntil: d.job.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: d.at, Now: now}}
 	d.job.tok.release()
 	if d.congested() {
 		// Claims are outrunning what the endpoints can take: tell the

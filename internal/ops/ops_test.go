@@ -165,7 +165,7 @@ func deadLetters(t *testing.T, s store.Store, n int) {
 	}
 	var cs []store.Completion
 	for _, c := range claims {
-		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "w", State: store.DeliveryDead, Now: t0,
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "w", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliveryDead, Now: t0,
 			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: t0, StatusCode: 500}})
 	}
 	if err := s.CompleteDeliveries(ctx, cs); err != nil {

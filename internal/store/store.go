@@ -485,12 +485,19 @@ type Claim struct {
 }
 
 // Completion is the result of one attempt and the delivery's next state.
-// Drivers apply it only while Owner still holds the lease (otherwise the
-// attempt is recorded but the delivery is left to its new owner).
+// Drivers apply it only while the lease it was made under is still the
+// delivery's: leased to Owner until LeaseUntil. Otherwise (the lease was
+// rescued, and maybe the delivery claimed again, by another owner or by
+// the same one: a new lease) the attempt is recorded but the delivery is
+// left to its new lease, and a deferral changes nothing.
 type Completion struct {
-	DeliveryID      string
-	EndpointID      string // the delivery's endpoint (for its failure streak)
-	Owner           string
+	DeliveryID string
+	EndpointID string // the delivery's endpoint (for its failure streak)
+	Owner      string
+	// LeaseUntil is the end of the lease the attempt was made under: the
+	// claim's Delivery.LeaseUntil, as the store returned it. The zero time
+	// matches no lease.
+	LeaseUntil      time.Time
 	Attempt         Attempt
 	State           DeliveryState // pending (retry), succeeded or dead
 	NextAttemptAt   time.Time     // when State is pending

@@ -127,7 +127,7 @@ func BenchmarkDrainQueue(b *testing.B) {
 		}
 		completeT += time.Since(tc)
 		for _, c := range claims {
-			inFlight = append(inFlight, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
+			inFlight = append(inFlight, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliverySucceeded,
 				Attempt: store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t})
 		}
 	}

@@ -670,7 +670,7 @@ func TestConcurrentCompletionsNumberAttempts(t *testing.T) {
 			if reverse {
 				j = len(cs) - 1 - i
 			}
-			out[j] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: owner, State: store.DeliverySucceeded,
+			out[j] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: owner, LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliverySucceeded,
 				Attempt: store.Attempt{StartedAt: base, StatusCode: 200}, Now: base.Add(time.Minute)}
 		}
 		return out
@@ -790,7 +790,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
 	}
-	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", LeaseUntil: cs[0].Delivery.LeaseUntil, State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
 		t.Fatalf("CompleteDeliveries: %v", err)
 	}
 	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID}); err != nil {
@@ -980,7 +980,7 @@ func TestConcurrentCompletionsDoNotDeadlock(t *testing.T) {
 			byEndpoint[c.Delivery.EndpointID] = append(byEndpoint[c.Delivery.EndpointID], c)
 		}
 		fail := func(c store.Claim) store.Completion {
-			return store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "a", State: store.DeliveryPending,
+			return store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "a", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliveryPending,
 				NextAttemptAt: base.Add(48 * time.Hour), Attempt: store.Attempt{StartedAt: base, StatusCode: 503}, Now: base.Add(time.Hour)}
 		}
 		// x: e1 ×100 then e2 ×1; y: e2 ×100 then e1 ×1.

@@ -732,8 +732,10 @@ var (
 // earlier one's effects, as in SQLite): its attempt, its delivery, and its
 // endpoint (a 410 disables it; otherwise the failure streak starts, ends or,
 // past DisableAfter, disables it). A deferral only moves the delivery. A
-// completion whose lease was lost records its attempt only; one of a
-// delivery that no longer exists changes nothing.
+// completion whose lease was lost (the row's lease_owner and lease_until
+// are no longer the ones it was made under: rescued, or rescued and
+// claimed again, maybe by the same node) records its attempt only; one of
+// a delivery that no longer exists changes nothing.
 func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
 	if len(cs) == 0 {
 		return nil
@@ -769,8 +771,8 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			b.Queue(`UPDATE deliveries SET
 				state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled' THEN 'paused' ELSE state END,
 				next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
-				WHERE id = $2 AND lease_owner = $3`,
-				ts(c.NextAttemptAt), c.DeliveryID, c.Owner)
+				WHERE id = $2 AND lease_owner = $3 AND lease_until = $4`,
+				ts(c.NextAttemptAt), c.DeliveryID, c.Owner, nullTS(c.LeaseUntil))
 			continue
 		}
 		a := c.Attempt
@@ -785,8 +787,8 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			             THEN 'paused' ELSE $1::text END,
 			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
 			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
-			WHERE id = $7 AND lease_owner = $8`,
-			string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner)
+			WHERE id = $7 AND lease_owner = $8 AND lease_until = $9`,
+			string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner, nullTS(c.LeaseUntil))
 		switch {
 		case c.DisableEndpoint:
 			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
@@ -847,7 +849,7 @@ func allSuccesses(cs []store.Completion) bool {
 
 // queueSuccesses queues the statements of a batch of successes (after the
 // tenant and row locks): the attempts (numbered MAX+1 under the row locks),
-// the deliveries still leased by their writers, and the end of their
+// the deliveries still under the leases their writers held, and the end of their
 // endpoints' failure streaks — what the per-completion statements of
 // CompleteDeliveries do for each success, in one statement each.
 func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
@@ -855,12 +857,13 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 	var (
 		ids, owners, endpoints, errs, details, locations, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		started, nows                                              = make([]time.Time, n), make([]time.Time, n)
+		leases                                                     = make([]*time.Time, n)
 		durations                                                  = make([]int64, n)
 		codes                                                      = make([]int32, n)
 	)
 	for i, c := range cs {
 		a := c.Attempt
-		ids[i], owners[i], endpoints[i] = c.DeliveryID, c.Owner, c.EndpointID
+		ids[i], owners[i], endpoints[i], leases[i] = c.DeliveryID, c.Owner, c.EndpointID, nullTS(c.LeaseUntil)
 		started[i], nows[i], durations[i], codes[i] = ts(a.StartedAt), ts(c.Now), a.Duration.Microseconds(), int32(a.StatusCode)
 		errs[i], details[i], locations[i], excerpts[i] = a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt
 	}
@@ -873,9 +876,9 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 		ids, started, durations, codes, errs, details, locations, excerpts)
 	b.Queue(`UPDATE deliveries d SET state = 'succeeded', attempts = d.attempts + 1, next_attempt_at = u.now,
 		       last_status_code = u.status_code, last_error = u.error, lease_owner = NULL, lease_until = NULL, updated_at = u.now
-		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[]) AS u (id, owner, now, status_code, error)
-		WHERE d.id = u.id AND d.lease_owner = u.owner`,
-		ids, owners, nows, codes, errs)
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::text[], $6::timestamptz[]) AS u (id, owner, now, status_code, error, lease_until)
+		WHERE d.id = u.id AND d.lease_owner = u.owner AND d.lease_until = u.lease_until`,
+		ids, owners, nows, codes, errs, leases)
 	// The rows are locked in id order first (as lockEndpointsOfCompletions
 	// does), and only those: a streak started by a batch that commits
 	// meanwhile is left to run, as if it had come after this batch.

@@ -30,23 +30,25 @@ func TestCompleteSuccessesInBulk(t *testing.T) {
 	d1, d2, d3 := claims[0].Delivery.ID, claims[1].Delivery.ID, claims[2].Delivery.ID
 	// d1 had a failed attempt before (a retry, claimed again).
 	now := base.Add(time.Second)
-	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: d1, EndpointID: ep.ID, Owner: "w", State: store.DeliveryPending,
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: d1, EndpointID: ep.ID, Owner: "w", LeaseUntil: claims[0].Delivery.LeaseUntil, State: store.DeliveryPending,
 		NextAttemptAt: now, Attempt: store.Attempt{StartedAt: now, StatusCode: 503}, Now: now}}); err != nil {
 		t.Fatal(err)
 	}
-	if cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: now}); err != nil || len(cs) != 1 {
-		t.Fatalf("claim the retry = %d, %v", len(cs), err)
+	retry, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: now})
+	if err != nil || len(retry) != 1 {
+		t.Fatalf("claim the retry = %d, %v", len(retry), err)
 	}
 	if got, err := s.GetEndpoint(ctx, ep.ID); err != nil || got.FailingSince.IsZero() {
 		t.Fatalf("failure streak not started: %+v, %v", got.FailingSince, err)
 	}
 
 	later := now.Add(time.Second)
-	ok := func(id, owner, endpointID string) store.Completion {
-		return store.Completion{DeliveryID: id, EndpointID: endpointID, Owner: owner, State: store.DeliverySucceeded,
+	ok := func(id, owner, endpointID string, lease time.Time) store.Completion {
+		return store.Completion{DeliveryID: id, EndpointID: endpointID, Owner: owner, LeaseUntil: lease, State: store.DeliverySucceeded,
 			Attempt: store.Attempt{StartedAt: later, Duration: 3 * time.Millisecond, StatusCode: 200, ResponseExcerpt: "ok"}, Now: later}
 	}
-	batch := []store.Completion{ok(d1, "w", ""), ok(d2, "someone-else", ep.ID), ok("dlv_unknown", "w", ep.ID), ok(d3, "w", ep.ID)}
+	batch := []store.Completion{ok(d1, "w", "", retry[0].Delivery.LeaseUntil), ok(d2, "someone-else", ep.ID, claims[1].Delivery.LeaseUntil),
+		ok("dlv_unknown", "w", ep.ID, claims[0].Delivery.LeaseUntil), ok(d3, "w", ep.ID, claims[2].Delivery.LeaseUntil)}
 	if !allSuccesses(batch) {
 		t.Fatal("the batch does not take the bulk path")
 	}
@@ -75,7 +77,7 @@ func TestCompleteSuccessesInBulk(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, "SELECT COUNT(*) FROM attempts WHERE delivery_id = 'dlv_unknown'").Scan(&n); err != nil || n != 0 {
 		t.Errorf("attempts of an unknown delivery: %d, %v", n, err)
 	}
-	if allSuccesses([]store.Completion{ok(d1, "w", ""), ok(d1, "w", "")}) {
+	if allSuccesses([]store.Completion{ok(d1, "w", "", later), ok(d1, "w", "", later)}) {
 		t.Error("a batch completing one delivery twice takes the bulk path")
 	}
 }

@@ -101,7 +101,7 @@ func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
 		}
 		cs := make([]store.Completion, len(claims))
 		for i, c := range claims {
-			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
+			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliverySucceeded,
 				Attempt: store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t}
 		}
 		if !inFlight {
@@ -166,7 +166,7 @@ func BenchmarkTrickle(b *testing.B) {
 		}
 		cs := make([]store.Completion, len(claims))
 		for i, c := range claims {
-			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", State: store.DeliverySucceeded,
+			cs[i] = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node_1", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliverySucceeded,
 				Attempt: store.Attempt{Number: 1, StartedAt: t, Duration: time.Millisecond, StatusCode: 200}, Now: t}
 		}
 		inFlight = append(inFlight, cs)

@@ -168,7 +168,7 @@ func TestHandOffLeasesWhatTheEngineReserved(t *testing.T) {
 	}
 
 	// The lease is the engine's: its completion applies.
-	err = s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: handed[0].Delivery.ID, EndpointID: eps[0], Owner: "node-a",
+	err = s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: handed[0].Delivery.ID, EndpointID: eps[0], Owner: "node-a", LeaseUntil: handed[0].Delivery.LeaseUntil,
 		Attempt: store.Attempt{DeliveryID: handed[0].Delivery.ID, Number: 1, StatusCode: 200, StartedAt: base, Duration: time.Millisecond}, State: store.DeliverySucceeded}})
 	if err != nil {
 		t.Fatal(err)

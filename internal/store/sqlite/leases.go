@@ -61,10 +61,12 @@ func (t *leaseTable) get(id string) (lease, bool) {
 	return l, ok
 }
 
-// held reports whether owner holds the lease of delivery id.
-func (t *leaseTable) held(id, owner string) bool {
+// held reports whether the lease of delivery id is the one owner took
+// until until (µs): a lease that expired, was rescued and was taken again
+// by the same owner is another lease (a later end).
+func (t *leaseTable) held(id, owner string, until int64) bool {
 	l, ok := t.get(id)
-	return ok && l.owner == owner
+	return ok && l.owner == owner && l.until == until
 }
 
 // tenantLeases is how many deliveries of tenant are leased.

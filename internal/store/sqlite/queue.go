@@ -1250,11 +1250,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		return wrap("complete", err)
 	}
 	defer done()
-	// held[i]: cs[i]'s owner holds the lease (leases.go), so the delivery
-	// moves; the leases do not change while the writer is held.
+	// held[i]: the delivery's lease (leases.go) is still the one cs[i] was
+	// made under (its owner and end), so the delivery moves; the leases do
+	// not change while the writer is held.
 	held := make([]bool, len(cs))
 	for i, c := range cs {
-		held[i] = s.leases.held(c.DeliveryID, c.Owner)
+		held[i] = s.leases.held(c.DeliveryID, c.Owner, micro(c.LeaseUntil))
 	}
 	if err := s.completeBulk(ctx, tx, cs, held); err != errNotBulk {
 		if err != nil {
@@ -1392,8 +1393,8 @@ const (
 		WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = ?1)`
 	// completeDeliverySQL: a retry of a delivery whose endpoint was paused
 	// or disabled meanwhile is held (paused) instead of pending. It and
-	// deferDeliverySQL run only for a completion whose owner holds the
-	// lease (leases.go).
+	// deferDeliverySQL run only for a completion whose lease (owner and
+	// end) is still the delivery's (leases.go).
 	completeDeliverySQL = `UPDATE deliveries SET
 		state = CASE WHEN ?1 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE ?1 END,
 		attempts = attempts + 1, client_errors = client_errors + ?2, next_attempt_at = ?3,
@@ -1463,7 +1464,7 @@ func insertAttemptsValuesSQL(rows int) string {
 }
 
 // completeValuesSQL applies completions as completeDeliverySQL does (for
-// completions whose owner holds the lease).
+// completions still under their lease).
 func completeValuesSQL(rows int) string {
 	return `UPDATE deliveries SET
 		state = CASE WHEN c.column2 = 'pending' AND (SELECT state FROM endpoints WHERE id = deliveries.endpoint_id) IS NOT 'enabled' THEN 'paused' ELSE c.column2 END,

@@ -292,7 +292,7 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		if i%2 == 0 {
 			st = store.DeliveryDead
 		}
-		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", State: st, Now: base.Add(time.Hour)})
+		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", LeaseUntil: c.Delivery.LeaseUntil, State: st, Now: base.Add(time.Hour)})
 	}
 	if err := s.CompleteDeliveries(ctx, done); err != nil {
 		t.Fatalf("CompleteDeliveries: %v", err)
@@ -530,7 +530,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
 	}
-	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, Owner: "w", LeaseUntil: cs[0].Delivery.LeaseUntil, State: store.DeliveryPending, NextAttemptAt: base.Add(time.Minute), Now: base}}); err != nil {
 		t.Fatalf("CompleteDeliveries: %v", err)
 	}
 	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID}); err != nil {
@@ -716,7 +716,7 @@ func TestHotPathPreparesNothing(t *testing.T) {
 		}
 		var cs []store.Completion
 		for i, c := range claims {
-			done := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node", Now: now,
+			done := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node", LeaseUntil: c.Delivery.LeaseUntil, Now: now,
 				Attempt: store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 200}}
 			switch i % 4 {
 			case 0:
@@ -728,7 +728,7 @@ func TestHotPathPreparesNothing(t *testing.T) {
 				done.State = store.DeliveryDead
 				done.Attempt.StatusCode, done.Attempt.Error = 400, "http_status"
 			case 3:
-				done = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node", Deferred: true, NextAttemptAt: now, Now: now}
+				done = store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "node", LeaseUntil: c.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: now, Now: now}
 			}
 			cs = append(cs, done)
 		}

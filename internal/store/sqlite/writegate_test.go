@@ -355,7 +355,7 @@ func TestReplayYieldsTheWriterBetweenChunks(t *testing.T) {
 	}
 	var done []store.Completion
 	for _, c := range cs {
-		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: "ep_a", Owner: "n", State: store.DeliveryDead,
+		done = append(done, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: "ep_a", Owner: "n", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliveryDead,
 			Attempt: store.Attempt{Number: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 500}, Now: now})
 	}
 	if err := s.CompleteDeliveries(ctx, done); err != nil {

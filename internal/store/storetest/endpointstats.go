@@ -58,7 +58,7 @@ func (s suite) endpointStats(t *testing.T) {
 			{store.DeliveryPending, 302, "redirect", day(9, 10, 30, 0), 20 * ms},      // 9: 1h, ≤25ms
 		}
 		comp := func(c store.Claim, p att) store.Completion {
-			cp := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "w1", State: p.state, Now: p.started.Add(p.dur),
+			cp := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "w1", LeaseUntil: c.Delivery.LeaseUntil, State: p.state, Now: p.started.Add(p.dur),
 				Attempt: store.Attempt{StartedAt: p.started, Duration: p.dur, StatusCode: p.status, Error: p.errc}}
 			if p.state == store.DeliveryPending {
 				cp.NextAttemptAt = now.Add(time.Hour)
@@ -81,7 +81,7 @@ func (s suite) endpointStats(t *testing.T) {
 				batch = append(batch, comp(ofA[i], p))
 			}
 		}
-		batch = append(batch, store.Completion{DeliveryID: ofA[0].Delivery.ID, EndpointID: a.ID, Owner: "w1", Deferred: true,
+		batch = append(batch, store.Completion{DeliveryID: ofA[0].Delivery.ID, EndpointID: a.ID, Owner: "w1", LeaseUntil: ofA[0].Delivery.LeaseUntil, Deferred: true,
 			NextAttemptAt: now, Now: now})
 		f.complete(batch...)
 

@@ -40,7 +40,7 @@ func (s suite) healthNotices(t *testing.T) {
 			t.Helper()
 			step++
 			now := at(time.Hour + time.Duration(step)*time.Second)
-			cp := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: endpointID, Owner: owner, State: state, Now: now,
+			cp := store.Completion{DeliveryID: c.Delivery.ID, EndpointID: endpointID, Owner: owner, LeaseUntil: c.Delivery.LeaseUntil, State: state, Now: now,
 				Attempt: store.Attempt{StartedAt: now.Add(-time.Millisecond), Duration: time.Millisecond, StatusCode: status}}
 			if state == store.DeliveryPending {
 				cp.NextAttemptAt = now.Add(time.Hour)

@@ -129,7 +129,7 @@ func failure(c store.Claim, started, now, next time.Time, status int, errClass s
 
 func deferral(c store.Claim, next, now time.Time) store.Completion {
 	return store.Completion{
-		DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: c.Delivery.LeaseOwner,
+		DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: c.Delivery.LeaseOwner, LeaseUntil: c.Delivery.LeaseUntil,
 		// The attempt and state are ignored for a deferral: garbage on purpose.
 		Attempt:       store.Attempt{StartedAt: now, Duration: time.Second, StatusCode: 500, Error: "timeout"},
 		State:         store.DeliveryPending,

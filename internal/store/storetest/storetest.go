@@ -338,6 +338,7 @@ func completion(c store.Claim, state store.DeliveryState, now time.Time) store.C
 		DeliveryID: c.Delivery.ID,
 		EndpointID: c.Delivery.EndpointID,
 		Owner:      c.Delivery.LeaseOwner,
+		LeaseUntil: c.Delivery.LeaseUntil,
 		Attempt:    store.Attempt{Number: c.Delivery.Attempts + 1, StartedAt: now.Add(-time.Second), Duration: 250 * time.Millisecond, StatusCode: 200},
 		State:      state,
 		Now:        now,
@@ -350,6 +351,18 @@ func completion(c store.Claim, state store.DeliveryState, now time.Time) store.C
 		cp.Attempt.StatusCode = 500
 	}
 	return cp
+}
+
+// expectLeasedAsBefore fails t unless the delivery is as before (leased,
+// with its state and counts): what a completion made under another lease
+// must leave.
+func expectLeasedAsBefore(t *testing.T, f *fixture, before store.Delivery, after string) {
+	t.Helper()
+	d := f.getDelivery(before.ID)
+	if d.State != before.State || d.LeaseOwner != before.LeaseOwner || !d.LeaseUntil.Equal(before.LeaseUntil) || d.Attempts != before.Attempts ||
+		d.ClientErrors != before.ClientErrors || !d.NextAttemptAt.Equal(before.NextAttemptAt) || d.LastStatusCode != before.LastStatusCode {
+		t.Errorf("delivery %s changed by %s:\nbefore %+v\nafter  %+v", before.ID, after, before, d)
+	}
 }
 
 func deliveryID(d store.Delivery) string { return d.ID }
@@ -1574,7 +1587,7 @@ func (s suite) fairClaim(t *testing.T) {
 			cs := skipClaim(f, 8, now, cursor, "a")
 			diff(t, "tenants of a claim of 8 skipping a (cursor "+cursor+")", map[string]int{"b": 3}, tenantsOf(cs))
 			for _, c := range cs {
-				f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", Deferred: true, NextAttemptAt: now, Now: now})
+				f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", LeaseUntil: c.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: now, Now: now})
 			}
 		}
 		// One tenant skipped of two with due work: none of a's, even with
@@ -1763,7 +1776,7 @@ func (s suite) complete(t *testing.T) {
 			ResponseExcerpt: "<html>Moved — ü</html>\n",
 		}
 		f.complete(store.Completion{
-			DeliveryID: c.Delivery.ID, Owner: "w", Attempt: a, State: store.DeliveryPending,
+			DeliveryID: c.Delivery.ID, Owner: "w", LeaseUntil: c.Delivery.LeaseUntil, Attempt: a, State: store.DeliveryPending,
 			NextAttemptAt: at(32 * time.Second), ClientError: true, Now: now,
 		})
 		want := a
@@ -1786,7 +1799,7 @@ func (s suite) complete(t *testing.T) {
 
 		// A network error: no status code, error class kept.
 		a2 := store.Attempt{StartedAt: at(33 * time.Second), Duration: 10 * time.Second, Error: "timeout", ErrorDetail: "no answer within 10s"}
-		f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w2", Attempt: a2, State: store.DeliveryPending, NextAttemptAt: at(3 * time.Minute), Now: at(43 * time.Second)})
+		f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w2", LeaseUntil: c2.Delivery.LeaseUntil, Attempt: a2, State: store.DeliveryPending, NextAttemptAt: at(3 * time.Minute), Now: at(43 * time.Second)})
 		d = f.getDelivery(c.Delivery.ID)
 		if d.Attempts != 2 || d.ClientErrors != 1 || d.LastStatusCode != 0 || d.LastError != "timeout" {
 			t.Errorf("after a timeout: attempts %d, client errors %d, last status %d, last error %q; want 2, 1, 0, timeout", d.Attempts, d.ClientErrors, d.LastStatusCode, d.LastError)
@@ -1888,6 +1901,116 @@ func (s suite) complete(t *testing.T) {
 		as := f.attempts(cur.Delivery.ID)
 		if len(as) != 2 || as[0].Number != 1 || as[0].StatusCode != 503 || as[1].Number != 2 || as[1].StatusCode != 200 {
 			t.Fatalf("attempts = %+v, want the stale 503 as 1 and the owner's 200 as 2", as)
+		}
+	})
+	// A completion written after its lease ended, the delivery claimed
+	// again meanwhile by the same owner (a node whose completion write was
+	// retried past its lease, while its rescuer and claimer ran): the new
+	// lease is not the one the completion was made under, so it is a
+	// stale completion like another owner's. It records its attempt (a
+	// deferral: nothing) and leaves the delivery to the new lease, whose
+	// completion then applies. Each kind of completion, alone in its
+	// batch.
+	for _, kind := range []struct {
+		name     string
+		state    store.DeliveryState
+		deferred bool
+	}{
+		{"Succeeded", store.DeliverySucceeded, false},
+		{"Retry", store.DeliveryPending, false},
+		{"Dead", store.DeliveryDead, false},
+		{"Deferred", store.DeliveryPending, true},
+	} {
+		s.run(t, "StaleLeaseOfSameOwner/"+kind.name, func(t *testing.T, f *fixture) {
+			f.seed(1, 1, base)
+			old := f.claimOne("a", 30*time.Second, base)
+			if n := f.rescue(at(time.Minute)); n != 1 {
+				t.Fatalf("rescued %d, want 1", n)
+			}
+			cur := f.claimOne("a", 30*time.Second, at(time.Minute))
+			before := f.getDelivery(cur.Delivery.ID)
+			if before.LeaseOwner != "a" || !before.LeaseUntil.Equal(at(90*time.Second)) {
+				t.Fatalf("re-claimed delivery leased to %q until %v, want a until %v", before.LeaseOwner, before.LeaseUntil, at(90*time.Second))
+			}
+			late := attempt(old, kind.state, at(61*time.Second))
+			if kind.deferred {
+				late = store.Completion{DeliveryID: old.Delivery.ID, EndpointID: old.Delivery.EndpointID, Owner: "a", LeaseUntil: old.Delivery.LeaseUntil,
+					Deferred: true, NextAttemptAt: at(10 * time.Minute), Now: at(61 * time.Second)}
+			}
+			f.complete(late)
+			expectLeasedAsBefore(t, f, before, "the old lease's completion")
+			wantStale := 1
+			if kind.deferred {
+				wantStale = 0
+			}
+			if as := f.attempts(cur.Delivery.ID); len(as) != wantStale {
+				t.Fatalf("attempts after the old lease's completion: %+v, want %d", as, wantStale)
+			}
+			f.expectNoClaim(at(70 * time.Second))
+			// The new lease's completion applies.
+			f.complete(attempt(cur, store.DeliverySucceeded, at(62*time.Second)))
+			if d := f.getDelivery(cur.Delivery.ID); d.State != store.DeliverySucceeded || d.Attempts != 1 || d.LeaseOwner != "" || !d.LeaseUntil.IsZero() {
+				t.Fatalf("after the new lease's completion: state %s, attempts %d, lease %q until %v; want succeeded, 1, none",
+					d.State, d.Attempts, d.LeaseOwner, d.LeaseUntil)
+			}
+			if as := f.attempts(cur.Delivery.ID); len(as) != wantStale+1 || as[wantStale].Number != wantStale+1 || as[wantStale].StatusCode != 200 {
+				t.Fatalf("attempts = %+v, want the new lease's 200 as number %d", as, wantStale+1)
+			}
+		})
+	}
+	// The same in batches: the old leases' successes of several deliveries
+	// in one batch (the batch every healthy drain writes), then the new
+	// leases' completions; and an old lease's completion and the new
+	// lease's, of one delivery, in one batch.
+	s.run(t, "StaleLeasesOfSameOwnerInBatches", func(t *testing.T, f *fixture) {
+		f.seed(2, 2, base)
+		old := f.claim("a", 10, 30*time.Second, base)
+		if len(old) != 4 {
+			t.Fatalf("claimed %d, want 4", len(old))
+		}
+		if n := f.rescue(at(time.Minute)); n != 4 {
+			t.Fatalf("rescued %d, want 4", n)
+		}
+		cur := f.claim("a", 10, 30*time.Second, at(time.Minute))
+		if len(cur) != 4 {
+			t.Fatalf("re-claimed %d, want 4", len(cur))
+		}
+		before := map[string]store.Delivery{}
+		for _, c := range cur {
+			before[c.Delivery.ID] = f.getDelivery(c.Delivery.ID)
+		}
+		f.complete(mapSlice(old[:3], func(c store.Claim) store.Completion { return attempt(c, store.DeliverySucceeded, at(61*time.Second)) })...)
+		for _, c := range old[:3] {
+			expectLeasedAsBefore(t, f, before[c.Delivery.ID], "a batch of the old leases' successes")
+		}
+		f.expectNoClaim(at(70 * time.Second))
+		f.complete(mapSlice(cur[:3], func(c store.Claim) store.Completion { return attempt(c, store.DeliveryDead, at(62*time.Second)) })...)
+		for _, c := range cur[:3] {
+			d := f.getDelivery(c.Delivery.ID)
+			if d.State != store.DeliveryDead || d.Attempts != 1 || d.LeaseOwner != "" {
+				t.Errorf("delivery %s after the new leases' batch: state %s, attempts %d, lease %q; want dead, 1, none", d.ID, d.State, d.Attempts, d.LeaseOwner)
+			}
+			if as := f.attempts(c.Delivery.ID); len(as) != 2 || as[0].StatusCode != 200 || as[1].StatusCode != 500 {
+				t.Errorf("attempts of %s = %+v, want the old lease's 200, then the new lease's 500", c.Delivery.ID, as)
+			}
+		}
+		// The fourth: the old lease's retry and the new lease's success in
+		// one batch, the old one first.
+		var oldLast, curLast store.Claim
+		for _, c := range old {
+			if c.Delivery.ID == cur[3].Delivery.ID {
+				oldLast = c
+			}
+		}
+		curLast = cur[3]
+		f.complete(attempt(oldLast, store.DeliveryPending, at(61*time.Second)), attempt(curLast, store.DeliverySucceeded, at(62*time.Second)))
+		d := f.getDelivery(curLast.Delivery.ID)
+		if d.State != store.DeliverySucceeded || d.Attempts != 1 || d.LeaseOwner != "" || d.LastStatusCode != 200 {
+			t.Fatalf("delivery after the mixed batch: state %s, attempts %d, lease %q, last status %d; want succeeded, 1, none, 200",
+				d.State, d.Attempts, d.LeaseOwner, d.LastStatusCode)
+		}
+		if as := f.attempts(curLast.Delivery.ID); len(as) != 2 || as[0].StatusCode != 503 || as[1].StatusCode != 200 {
+			t.Fatalf("attempts = %+v, want the old lease's 503 as 1 and the new lease's 200 as 2", as)
 		}
 	})
 	s.run(t, "StaleOwnerAfterRescueWithoutReclaim", func(t *testing.T, f *fixture) {
@@ -2301,7 +2424,7 @@ func (s suite) times(t *testing.T) {
 		checkTime(t, "GetDelivery LeaseUntil", f.getDelivery(c.Delivery.ID).LeaseUntil, c.Delivery.LeaseUntil)
 
 		a := store.Attempt{StartedAt: ts(2 * time.Second), Duration: 1500*time.Microsecond + 999*time.Nanosecond, StatusCode: 503}
-		f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", Attempt: a, State: store.DeliveryPending, NextAttemptAt: ts(time.Minute), Now: ts(3 * time.Second)})
+		f.complete(store.Completion{DeliveryID: c.Delivery.ID, Owner: "w", LeaseUntil: c.Delivery.LeaseUntil, Attempt: a, State: store.DeliveryPending, NextAttemptAt: ts(time.Minute), Now: ts(3 * time.Second)})
 		as := f.attempts(c.Delivery.ID)
 		if len(as) != 1 {
 			t.Fatalf("%d attempts", len(as))

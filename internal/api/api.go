@@ -137,6 +137,7 @@ type Server struct {
 	cfg          Config
 	cursors      *cursorBox
 	keyCheck     *keyCheck
+	ready        *readiness // /readyz's check and its last result, for herald_ready
 	api          huma.API
 	mux          *http.ServeMux
 	handler      http.Handler
@@ -225,6 +226,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Inbound != nil {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
+	s.ready = &readiness{check: s.checkReady, now: cfg.Now}
+	cfg.Metrics.SetReady(s.ready.current)
 	s.registerHealth()
 	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, s.bodyRule))))
 	return s, nil
@@ -758,6 +761,24 @@ func validID(s string) bool {
 	return true
 }
 
+// checkReady is the readiness check of GET /readyz and herald_ready: the
+// store must commit (Store.Ping), then the store's sealed values must open
+// with this node's key (the key check, kept for KeyCheckEvery). It returns
+// "" when the node is ready, else the reason (metrics.NotReadyStore or
+// metrics.NotReadyEncryptionKey) and the error, which it logs: a node
+// that nothing probes but a scrape still logs why it is not ready.
+func (s *Server) checkReady(ctx context.Context) (string, error) {
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		s.cfg.Logger.Warn("not ready", "error", err)
+		return metrics.NotReadyStore, err
+	}
+	if err := s.keyCheck.result(ctx); err != nil {
+		s.cfg.Logger.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)", "error", err)
+		return metrics.NotReadyEncryptionKey, err
+	}
+	return "", nil
+}
+
 func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -767,15 +788,13 @@ func (s *Server) registerHealth() {
 		}{"ok", buildinfo.Get()})
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		if err := s.cfg.Store.Ping(ctx); err != nil {
-			s.cfg.Logger.Warn("not ready", "error", err)
+		switch reason, _ := s.ready.probe(ctx); reason { // checkReady logged the cause
+		case metrics.NotReadyStore:
 			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
 			return
-		}
-		if err := s.keyCheck.result(ctx); err != nil {
-			s.cfg.Logger.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)", "error", err)
+		case metrics.NotReadyEncryptionKey:
 			writeProblem(w, http.StatusServiceUnavailable, "the store's encrypted values do not open with this node's encryption key (rekeyed?)")
 			return
 		}

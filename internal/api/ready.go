@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -42,4 +43,59 @@ func (k *keyCheck) result(ctx context.Context) error {
 	}
 	k.checked, k.err = now, err
 	return err
+}
+
+// readyTimeout is how long a readiness check (GET /readyz's, or a scrape's
+// for herald_ready) waits for the store.
+const readyTimeout = 2 * time.Second
+
+// readyMaxAge is how old a readiness result a scrape of /metrics may show
+// (herald_ready, herald_not_ready): a scrape reuses the last result of
+// /readyz or of another scrape when it is younger, and checks again
+// otherwise, so scrapes add no store round trip while a load balancer
+// probes /readyz, and at most one per 5 s however many scrapers there are.
+const readyMaxAge = 5 * time.Second
+
+// readiness is the node's readiness check, GET /readyz's (the store's
+// Ping, then the key check), and its last result.
+type readiness struct {
+	check func(context.Context) (reason string, err error)
+	now   func() time.Time
+
+	run sync.Mutex // held by a scrape while it checks: concurrent scrapes share one check
+
+	mu     sync.Mutex
+	at     time.Time // of the last result; zero: none
+	reason string    // of the last result: "" (ready) or a metrics.NotReady* reason
+}
+
+// probe runs the check and keeps its result, unless the probe gave up
+// (its client went away): a check that ran out of time is a result (the
+// store is too slow), a canceled one is not.
+func (r *readiness) probe(ctx context.Context) (string, error) {
+	reason, err := r.check(ctx)
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		r.mu.Lock()
+		r.at, r.reason = r.now(), reason
+		r.mu.Unlock()
+	}
+	return reason, err
+}
+
+// current returns the last result if it is younger than readyMaxAge, else
+// checks again (with readyTimeout) and returns that; concurrent callers
+// share one check. It is what /metrics reads at each scrape.
+func (r *readiness) current() string {
+	r.run.Lock()
+	defer r.run.Unlock()
+	r.mu.Lock()
+	at, reason := r.at, r.reason
+	r.mu.Unlock()
+	if age := r.now().Sub(at); !at.IsZero() && age < readyMaxAge && age >= 0 {
+		return reason
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	reason, _ = r.probe(ctx)
+	return reason
 }

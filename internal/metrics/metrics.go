@@ -43,6 +43,7 @@ type Metrics struct {
 	firstAttempt     prometheus.Histogram
 	state            *stateCollector
 	inFlight         *inFlightCollector
+	ready            *readyCollector
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
@@ -96,6 +97,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 	})
 	m.inFlight = &inFlightCollector{}
+	m.ready = &readyCollector{}
 	m.personalData = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_events_personal_data_total",
 		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
@@ -112,7 +114,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		m.deliveries.WithLabelValues(o)
 	}
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight,
+		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -205,6 +207,73 @@ func (m *Metrics) SetInFlight(f func() InFlight) {
 		m.inFlight.mu.Lock()
 		m.inFlight.f = f
 		m.inFlight.mu.Unlock()
+	}
+}
+
+// The reasons herald_not_ready names, the checks of GET /readyz that can
+// fail: NotReadyStore, the store cannot commit (on SQLite also: its
+// database file was deleted or replaced, a publish failed on storage in
+// the last 10 s, its claim lock was lost), and NotReadyEncryptionKey, the
+// store's sealed values do not open with this node's encryption key.
+const (
+	NotReadyStore         = "store"
+	NotReadyEncryptionKey = "encryption_key"
+)
+
+// notReadyReasons is every reason, each a series of herald_not_ready.
+var notReadyReasons = []string{NotReadyEncryptionKey, NotReadyStore}
+
+// SetReady sets the function read at each scrape for herald_ready and
+// herald_not_ready: it answers "" when the node is ready, else the reason
+// it is not (NotReadyStore or NotReadyEncryptionKey). The API registers
+// its readiness check (GET /readyz's), which reuses a recent result so
+// that a scrape does not add a store round trip per scrape. Until it is
+// set, neither family has a series.
+func (m *Metrics) SetReady(f func() string) {
+	if m != nil {
+		m.ready.mu.Lock()
+		m.ready.f = f
+		m.ready.mu.Unlock()
+	}
+}
+
+var (
+	readyDesc = prometheus.NewDesc("herald_ready",
+		"1 when this node is ready (GET /readyz answers 200), 0 when it is not (it answers 503 and every publish fails); see herald_not_ready for the reason. A scrape reuses a readiness result up to 5 s old.", nil, nil)
+	notReadyDesc = prometheus.NewDesc("herald_not_ready",
+		"1 for the reason this node is not ready (store: the store cannot commit, or on SQLite its database file was deleted or replaced, a publish failed on storage or the claim lock was lost; encryption_key: the store's sealed values do not open with this node's key), 0 for the others; all 0 while it is ready.",
+		[]string{"reason"}, nil)
+)
+
+type readyCollector struct {
+	mu sync.Mutex
+	f  func() string
+}
+
+func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readyDesc
+	ch <- notReadyDesc
+}
+
+func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	reason := f()
+	ready := 0.0
+	if reason == "" {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+	for _, r := range notReadyReasons {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(notReadyDesc, prometheus.GaugeValue, v, r)
 	}
 }
 

@@ -231,3 +231,39 @@ func TestAlertedCountersExistAtZero(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyGauges: herald_ready is 1 while the readiness function answers
+// "" and 0 otherwise, with herald_not_ready 1 for the reason it gives and
+// 0 for the other, every series present at every scrape; neither family
+// has a series before a readiness function is set.
+func TestReadyGauges(t *testing.T) {
+	m := metrics.New(nil)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		var out []string
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(l, "herald_ready ") || strings.HasPrefix(l, "herald_not_ready{") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if got := scrape(); got != "" {
+		t.Errorf("before SetReady: %s; want no series", got)
+	}
+	var reason atomic.Value
+	reason.Store("")
+	m.SetReady(func() string { return reason.Load().(string) })
+	for _, c := range []struct{ reason, want string }{
+		{"", `herald_not_ready{reason="encryption_key"} 0,herald_not_ready{reason="store"} 0,herald_ready 1`},
+		{metrics.NotReadyStore, `herald_not_ready{reason="encryption_key"} 0,herald_not_ready{reason="store"} 1,herald_ready 0`},
+		{metrics.NotReadyEncryptionKey, `herald_not_ready{reason="encryption_key"} 1,herald_not_ready{reason="store"} 0,herald_ready 0`},
+		{"", `herald_not_ready{reason="encryption_key"} 0,herald_not_ready{reason="store"} 0,herald_ready 1`},
+	} {
+		reason.Store(c.reason)
+		if got := scrape(); got != c.want {
+			t.Errorf("reason %q: %s; want %s", c.reason, got, c.want)
+		}
+	}
+}

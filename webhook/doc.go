@@ -98,7 +98,8 @@
 // storetest checks other implementations.
 //
 // Events may also arrive out of order: a [VersionGate] keeps, per resource
-// id, the newest data.version acted on and reports older or equal versions
+// id, the newest version acted on (the event's sequence, see [Sequence], or
+// a version its producer put in data) and reports older or equal versions
 // as stale ([NewMemoryVersionGate]; sqlstore.VersionGate, whose CheckTx
 // advances the gate in the caller's transaction).
 //

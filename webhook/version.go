@@ -8,9 +8,12 @@ import (
 )
 
 // VersionGate drops out-of-order thin events. Herald does not guarantee
-// order; every event carries data.version, a number that grows with each
-// change of the resource it describes (the Herald contract, docs/contract.md, "order"). A receiver asks
-// the gate before acting on an event and ignores stale ones, then fetches the
+// order (the Herald contract, docs/contract.md, "order"): an event of a
+// catalogued type that declares a resource_id carries "sequence" (read it
+// with [Sequence]), which grows with each event of its resource; Herald
+// adds no version to other events, so when order matters their producer
+// puts its own in data (e.g. data.version). A receiver asks the gate
+// before acting on an event and ignores stale ones, then fetches the
 // resource's current state rather than trusting the payload.
 //
 // Check records version for resourceID if it is newer than every version

@@ -12,6 +12,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -576,6 +577,17 @@ var secretFields = map[string]bool{"secret": true, "secrets": true, "key": true,
 	"headers": true, "destination_url": true, "hmac": true}
 
 func init() {
+	// Schema limits are float64 in huma, and %v writes 16777216 as
+	// 1.6777216e+07: "expected number <= 1.6777216e+07" is no rule a
+	// client can read. Write every number in plain decimal.
+	huma.ErrorFormatter = func(format string, a ...any) string {
+		for i, v := range a {
+			if f, ok := v.(float64); ok && !math.IsInf(f, 0) && !math.IsNaN(f) {
+				a[i] = strconv.FormatFloat(f, 'f', -1, 64)
+			}
+		}
+		return fmt.Sprintf(format, a...)
+	}
 	base := huma.NewError
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		if status == http.StatusUnsupportedMediaType {

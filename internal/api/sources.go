@@ -41,7 +41,7 @@ type CreateSourceBody struct {
 	Name             string    `json:"name" minLength:"1" maxLength:"128" pattern:"^[^\\x00-\\x1f\\x7f]*$" patternDescription:"no control characters"`
 	Scheme           string    `json:"scheme" enum:"herald,standard-webhooks,stripe,github,shopify,slack,hmac" doc:"how the provider signs"`
 	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
-	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300"`
+	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300; refused for a scheme that signs none (github, shopify, hmac without timestamp_header)"`
 	Dedupe           string    `json:"dedupe,omitempty" maxLength:"256" doc:"dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>"`
 	DestinationURL   string    `json:"destination_url" minLength:"1" maxLength:"2048" doc:"where events are forwarded; set by operators, may be a private address"`
 	MaxBodyBytes     int64     `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216" doc:"largest accepted body in bytes; default 1 MiB"`
@@ -66,7 +66,7 @@ type SourceOut struct {
 	Name                string    `json:"name"`
 	Scheme              string    `json:"scheme"`
 	Secrets             int       `json:"secrets" doc:"number of secrets configured (their values are never shown)"`
-	ToleranceSeconds    int       `json:"tolerance_seconds"`
+	ToleranceSeconds    int       `json:"tolerance_seconds" doc:"the replay window applied, seconds; 0 for a scheme that signs no timestamp (github, shopify, hmac without timestamp_header), which has none"`
 	Dedupe              string    `json:"dedupe"`
 	MaxBodyBytes        int64     `json:"max_body_bytes"`
 	DestinationURL      string    `json:"destination_url"`
@@ -110,12 +110,9 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	if err := json.Unmarshal(src.Config, &sc); err != nil {
 		return SourceOut{}, huma.Error500InternalServerError("source configuration unreadable")
 	}
-	out := SourceOut{ID: src.ID, Name: src.Name, Scheme: sc.Scheme, Secrets: len(sc.Secrets), ToleranceSeconds: sc.ToleranceSeconds,
+	out := SourceOut{ID: src.ID, Name: src.Name, Scheme: sc.Scheme, Secrets: len(sc.Secrets), ToleranceSeconds: sc.ReplayWindowSeconds(),
 		Dedupe: sc.Dedupe, MaxBodyBytes: sc.Limit(), EndpointID: src.EndpointID, IngestPath: "/in/" + src.ID,
 		CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt}
-	if out.ToleranceSeconds == 0 {
-		out.ToleranceSeconds = int(inbound.DefaultTolerance.Seconds())
-	}
 	if h := sc.HMAC; h != nil {
 		out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
 	}
@@ -285,6 +282,11 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	}
 	if b.HMAC != nil {
 		sc.HMAC = b.HMAC.config()
+	}
+	if b.ToleranceSeconds == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
+		// A tolerance stored before such a source was refused one, or left
+		// by an hmac update that dropped timestamp_header: it never applies.
+		sc.ToleranceSeconds = 0
 	}
 	if err := validateSourceConfig(sc); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -477,5 +478,31 @@ func TestListCursorsAreSealedAndBoundToTheirList(t *testing.T) {
 	var p2b page
 	if code, raw := h2.call("GET", "/v1/events?tenant=acme&limit=1&cursor="+p1.NextCursor, nil, &p2b); code != 200 || len(p2b.Data) != 1 || p2b.Data[0].ID != ids[1] {
 		t.Fatalf("page 2 after a restart: %d %s, want %s", code, raw, ids[1])
+	}
+}
+
+// TestContractNamesTheSecretCap: rotations with an overlap keep at most
+// store.MaxSecrets secrets signing (the oldest is dropped before its
+// overlap ends), and GET /contract says so: a receiver that still holds
+// only the oldest secret learns there it can stop verifying early.
+func TestContractNamesTheSecretCap(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	ep := h.createEndpoint("acme", "http://127.0.0.1:9/hook")
+	for range store.MaxSecrets {
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{"overlap_seconds":3600}`, nil); st != 200 {
+			t.Fatalf("rotate: %d %s", st, raw)
+		}
+	}
+	var list struct{ Data []any }
+	if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID+"/secrets", nil, &list); st != 200 || len(list.Data) != store.MaxSecrets {
+		t.Fatalf("secrets after %d rotations: %d %s, want %d", store.MaxSecrets, st, raw, store.MaxSecrets)
+	}
+	var c struct{ Signature string }
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 {
+		t.Fatalf("contract: %d %s", st, raw)
+	}
+	if want := fmt.Sprintf("at most %d secrets sign at once", store.MaxSecrets); !strings.Contains(c.Signature, want) {
+		t.Errorf("contract signature = %q, want it to say %q", c.Signature, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // ContractDoc is the published contract (docs/contract.md),
@@ -82,12 +83,14 @@ func Contract(cfg Config) ContractDoc {
 	case "off":
 		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
 	}
+	signature := "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation" +
+		fmt.Sprintf(" (at most %d secrets sign at once: a rotation beyond that drops the oldest, even before its overlap ends)", store.MaxSecrets)
 	return ContractDoc{
 		Catalog:        catalogMode,
 		CircuitBreaker: breaker,
 		Delivery:       "at least once; duplicates happen; the event id (X-Event-Id, webhook-id) is the idempotency key",
 		Order:          api.OrderText(nil),
-		Signature:      "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation",
+		Signature:      signature,
 		ReplayWindow:   "receivers reject |now - t| > 300 s",
 		Retries: Retries{
 			MaxAttempts:     len(sched) + 1,

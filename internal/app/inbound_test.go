@@ -331,6 +331,8 @@ func TestSourcesAPIBadInput(t *testing.T) {
 		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
 		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
 		{"unknown field", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
+		// A schema limit is written as the number it is, not 1.6777216e+07.
+		{"body cap too large", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","max_body_bytes":17000000}`, "expected number <= 16777216"},
 	} {
 		st, raw := h.call("POST", "/v1/sources", c.body, nil)
 		if st != 422 || !strings.Contains(string(raw), c.want) {
@@ -355,6 +357,57 @@ func TestSourcesAPIBadInput(t *testing.T) {
 	}
 	if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"scheme":"github","name":"renamed"}`, &got); st != 200 || got.Name != "renamed" || got.Scheme != "github" {
 		t.Errorf("PATCH with the source's own scheme: %d %s, want 200", st, raw)
+	}
+}
+
+// TestSourceToleranceNeedsATimestamp: a scheme that signs no timestamp
+// (github, shopify, hmac without timestamp_header) has no replay window, so
+// a source of one is shown with tolerance_seconds 0, not the 300 s default
+// it never applies, and a tolerance set on one is refused (422 naming the
+// rule) rather than stored and never used. An update that does not set
+// tolerance_seconds still goes through.
+func TestSourceToleranceNeedsATimestamp(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	const secret = "source-secret-0123456789"
+	create := func(body string) (int, string, int) {
+		t.Helper()
+		var got struct {
+			ToleranceSeconds int `json:"tolerance_seconds"`
+		}
+		st, raw := h.call("POST", "/v1/sources", body, &got)
+		return st, string(raw), got.ToleranceSeconds
+	}
+	for _, c := range []struct{ scheme, hmac string }{
+		{"github", ""}, {"shopify", ""}, {"hmac", `,"hmac":{"header":"X-Sig"}`},
+	} {
+		st, raw, _ := create(`{"name":"x","scheme":"` + c.scheme + `","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/","tolerance_seconds":60` + c.hmac + `}`)
+		if st != 422 || !strings.Contains(raw, "tolerance_seconds") || !strings.Contains(raw, "signs no timestamp") {
+			t.Errorf("%s with tolerance_seconds 60: %d %s, want 422 naming the rule", c.scheme, st, raw)
+		}
+		st, raw, tol := create(`{"name":"x","scheme":"` + c.scheme + `","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/"` + c.hmac + `}`)
+		if st != 201 || tol != 0 {
+			t.Errorf("%s without tolerance: %d tolerance_seconds %d (%s), want 201 and 0: it has no replay window", c.scheme, st, tol, raw)
+		}
+	}
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{`{"name":"x","scheme":"stripe","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/"}`, 300},
+		{`{"name":"x","scheme":"slack","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/","tolerance_seconds":60}`, 60},
+		{`{"name":"x","scheme":"hmac","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/","tolerance_seconds":60,"hmac":{"header":"X-Sig","timestamp_header":"X-Ts","template":"{timestamp}.{body}"}}`, 60},
+	} {
+		if st, raw, tol := create(c.body); st != 201 || tol != c.want {
+			t.Errorf("%s: %d tolerance_seconds %d (%s), want 201 and %d", c.body, st, tol, raw, c.want)
+		}
+	}
+	src := h.createSource(map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": "http://10.0.0.1/"})
+	if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"tolerance_seconds":30}`, nil); st != 422 || !strings.Contains(string(raw), "signs no timestamp") {
+		t.Errorf("PATCH github tolerance_seconds 30: %d %s, want 422 naming the rule", st, raw)
+	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"name":"renamed"}`, nil); st != 200 {
+		t.Errorf("PATCH github name: %d %s, want 200", st, raw)
 	}
 }
 

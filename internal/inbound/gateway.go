@@ -65,6 +65,16 @@ func (c SourceConfig) SchemeConfig() scheme.Config {
 	return scheme.Config{Scheme: c.Scheme, Secrets: c.Secrets, Tolerance: tol, HMAC: c.HMAC}
 }
 
+// ReplayWindowSeconds is the replay window the source applies, in seconds:
+// 0 for a scheme that signs no timestamp (github, shopify, hmac without
+// timestamp_header), which has none.
+func (c SourceConfig) ReplayWindowSeconds() int {
+	if !scheme.ReplayWindow(c.SchemeConfig()) {
+		return 0
+	}
+	return int(c.SchemeConfig().Tolerance / time.Second)
+}
+
 // Limit returns the body cap in bytes.
 func (c SourceConfig) Limit() int64 {
 	if c.MaxBodyBytes > 0 {
@@ -80,6 +90,14 @@ func (c SourceConfig) Validate() error {
 	}
 	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > 3600 {
 		return errors.New("tolerance_seconds must be 0 (default 300) to 3600")
+	}
+	if c.ToleranceSeconds != 0 && !scheme.ReplayWindow(c.SchemeConfig()) {
+		// It would be stored, shown and never applied.
+		name := c.Scheme
+		if c.Scheme == scheme.HMAC {
+			name += " without hmac.timestamp_header"
+		}
+		return fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)
 	}
 	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > MaxMaxBodyBytes {
 		return fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)

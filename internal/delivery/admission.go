@@ -228,6 +228,7 @@ type endpointState struct {
 	avg         time.Duration // moving average of its attempts' durations (0 = none yet)
 	busySince   time.Time     // when inflight last went from 0 to 1
 	deferrals   deferChain    // the claims turned away at its cap
+	pullRest    pullRest      // what the last pull-in left of its schedule
 	tenant      string        // the tenant and host its attempts in flight count for
 	host        string
 }
@@ -321,32 +322,63 @@ const (
 // or nil (see pullInFactor). The schedule starts afresh at now; once the
 // pull-in is written, pulledIn extends it past the deliveries it moved.
 func (s *scheduler) pullInLocked(id string, e *endpointState, now time.Time) *backlogMove {
-	ch := &e.deferrals
-	if e.avg <= 0 || e.avg*pullInFactor > ch.avg || ch.next.Sub(now) < pullInAhead {
+	if e.avg <= 0 {
 		return nil
 	}
-	to := ch.next
-	step := e.avg / time.Duration(max(1, e.maxInflight(s)))
-	if s.maxDefer > 0 {
-		step = min(step, s.maxDefer)
+	ch, rest := &e.deferrals, &e.pullRest
+	m := &backlogMove{endpointID: id, at: now, pullIn: true}
+	switch {
+	case e.avg*pullInFactor <= rest.avg && rest.to.Sub(now) >= pullInAhead:
+		// The rest of a schedule a pull-in moved only the first pullInMax
+		// of: the next ones, spaced after the current schedule.
+		m.dueFrom, m.dueTo, m.srcAvg = rest.from, rest.to, rest.avg
+		if m.dueFrom.Before(now) {
+			m.dueFrom = now
+		}
+		if ch.next.After(now) {
+			m.at = ch.next
+		}
+		*rest = pullRest{}
+	case e.avg*pullInFactor <= ch.avg && ch.next.Sub(now) >= pullInAhead:
+		m.dueFrom, m.dueTo, m.srcAvg = now, ch.next, ch.avg
+		*ch = deferChain{}
+	default:
+		return nil
 	}
-	*ch = deferChain{}
-	return &backlogMove{endpointID: id, dueFrom: now, dueTo: to, at: now, pullIn: true, spacing: step}
+	m.spacing = e.avg / time.Duration(max(1, e.maxInflight(s)))
+	if s.maxDefer > 0 {
+		m.spacing = min(m.spacing, s.maxDefer)
+	}
+	return m
 }
 
-// pulledIn records that a pull-in of endpointID's deliveries spaced them
-// until end: claims turned away from now on come after them.
-func (s *scheduler) pulledIn(endpointID string, end time.Time) {
+// pulledIn records that pull-in m moved n of endpoint m.endpointID's
+// deliveries, spaced from m.at: claims turned away from now on come after
+// them, and if the pull-in took all it could (pullInMax), the rest of the
+// schedule it read is the next pull-in's.
+func (s *scheduler) pulledIn(m backlogMove, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.eps[endpointID]
+	e := s.eps[m.endpointID]
 	if e == nil {
 		return
 	}
+	end := m.at.Add(time.Duration(n) * m.spacing.Truncate(time.Microsecond))
 	if ch := &e.deferrals; end.After(ch.next) {
 		ch.next = end
 		ch.avg = max(ch.avg, e.avg)
 	}
+	if n >= pullInMax {
+		e.pullRest = pullRest{from: end, to: m.dueTo, avg: m.srcAvg}
+	}
+}
+
+// pullRest is the part of a deferral schedule a pull-in left for the next
+// one (it moved pullInMax): the deliveries due from from to to, spaced by
+// attempts lasting avg.
+type pullRest struct {
+	from, to time.Time
+	avg      time.Duration
 }
 
 // admitKey is what the scheduler needs of a claim.

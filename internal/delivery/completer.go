@@ -130,7 +130,7 @@ func (e *Engine) moveBacklog(m backlogMove) {
 	case err == nil:
 		if m.pullIn {
 			e.cfg.Metrics.PulledIn(n)
-			e.sched.pulledIn(m.endpointID, m.at.Add(time.Duration(n)*m.spacing))
+			e.sched.pulledIn(m, n)
 		}
 	case m.pullIn:
 		e.cfg.Logger.Warn("pulling in an endpoint's deferred deliveries failed; they come due as deferred", "endpoint", m.endpointID, "error", err)

@@ -311,6 +311,7 @@ type backlogMove struct {
 	dueFrom, dueTo, at time.Time
 	pullIn             bool
 	spacing            time.Duration
+	srcAvg             time.Duration // pullIn: the average the moved schedule was spaced by
 }
 
 // New checks cfg and returns an engine.

@@ -184,7 +184,7 @@ func simulateBacklog(t *testing.T, n int, took func(k int, at time.Time) time.Du
 					due[i] = m.at.Add(time.Duration(k) * m.spacing.Truncate(time.Microsecond))
 					st.pulled++
 				}
-				g.pulledIn("ep", m.at.Add(time.Duration(len(in))*m.spacing.Truncate(time.Microsecond)))
+				g.pulledIn(*m, len(in))
 			}
 			if f.next.verdict != 0 {
 				carry(f.next, a.end)
@@ -238,27 +238,32 @@ func TestSlowStartDeferralsFollowTheCap(t *testing.T) {
 // deferred ahead are pulled in (found by review: 200 deliveries, first
 // answer 5 s, then 100 ms, drained in 33 s where the cap allows about 6).
 func TestColdStartPullsInItsDeferrals(t *testing.T) {
-	const backlog, cap = 200, 16
-	for _, tc := range []struct{ first, then time.Duration }{
-		{5 * time.Second, 100 * time.Millisecond},
-		{2 * time.Second, 50 * time.Millisecond},
-		{10 * time.Second, 200 * time.Millisecond},
+	const cap = 16
+	for _, tc := range []struct {
+		backlog     int
+		first, then time.Duration
+	}{
+		{200, 5 * time.Second, 100 * time.Millisecond},
+		{200, 2 * time.Second, 50 * time.Millisecond},
+		{200, 10 * time.Second, 200 * time.Millisecond},
+		// More than one pull-in takes (pullInMax): the next ones take the rest.
+		{3000, 5 * time.Second, 100 * time.Millisecond},
 	} {
-		t.Run(fmt.Sprintf("%v then %v", tc.first, tc.then), func(t *testing.T) {
-			st := simulateBacklog(t, backlog, func(k int, _ time.Time) time.Duration {
+		t.Run(fmt.Sprintf("%d, %v then %v", tc.backlog, tc.first, tc.then), func(t *testing.T) {
+			st := simulateBacklog(t, tc.backlog, func(k int, _ time.Time) time.Duration {
 				if k < 2 { // slow start's two attempts
 					return tc.first
 				}
 				return tc.then
 			})
 			t.Logf("done in %v, at most %d in flight, %d claims turned away, %d pull-ins moving %d", st.finished.Round(time.Millisecond), st.maxInflight, st.deferrals, st.pullIns, st.pulled)
-			ideal := tc.first + time.Duration(float64(backlog-2)/cap*float64(tc.then))
+			ideal := tc.first + time.Duration(float64(tc.backlog-2)/cap*float64(tc.then))
 			if st.finished > 2*ideal {
 				t.Errorf("the backlog of %d to an endpoint answering first in %v, then in %v, took %v (at most %d in flight), want about %v (its cap of %d)",
-					backlog, tc.first, tc.then, st.finished.Round(time.Millisecond), st.maxInflight, ideal.Round(time.Millisecond), cap)
+					tc.backlog, tc.first, tc.then, st.finished.Round(time.Millisecond), st.maxInflight, ideal.Round(time.Millisecond), cap)
 			}
-			if st.deferrals > 6*backlog {
-				t.Errorf("%d claims turned away for %d deliveries, want at most 6 each", st.deferrals, backlog)
+			if st.deferrals > 6*tc.backlog {
+				t.Errorf("%d claims turned away for %d deliveries, want at most 6 each", st.deferrals, tc.backlog)
 			}
 		})
 	}

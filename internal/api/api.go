@@ -784,9 +784,14 @@ func (s *Server) checkReady(ctx context.Context) (string, error) {
 		s.cfg.Logger.Warn("not ready", "error", err)
 		return metrics.NotReadyStore, err
 	}
-	if err := s.keyCheck.result(ctx); err != nil {
+	switch err := s.keyCheck.result(ctx); {
+	case err == nil:
+	case errors.Is(err, store.ErrWrongKey):
 		s.cfg.Logger.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)", "error", err)
 		return metrics.NotReadyEncryptionKey, err
+	default: // the store failed or was too slow while the key was checked
+		s.cfg.Logger.Warn("not ready", "error", err)
+		return metrics.NotReadyStore, err
 	}
 	return "", nil
 }

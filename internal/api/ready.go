@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // defaultKeyCheckEvery is how long /readyz keeps the result of
@@ -38,8 +40,10 @@ func (k *keyCheck) result(ctx context.Context) error {
 		return k.err
 	}
 	err := k.check(ctx)
-	if ctx.Err() != nil {
-		return err // a probe that gave up is not a result to keep
+	if ctx.Err() != nil || (err != nil && !errors.Is(err, store.ErrWrongKey)) {
+		// A probe that gave up, or a store that failed while the key was
+		// checked, is not a verdict on the key to keep for every.
+		return err
 	}
 	k.checked, k.err = now, err
 	return err

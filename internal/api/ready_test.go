@@ -3,12 +3,14 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // TestReadyzKeyCheckIsCached: /readyz's key check runs at most once per
@@ -25,7 +27,7 @@ func TestReadyzKeyCheckIsCached(t *testing.T) {
 	if err := k.result(ctx); err != nil || runs != 1 {
 		t.Fatalf("first probe: %v after %d runs", err, runs)
 	}
-	wrong := errors.New("wrong encryption key")
+	wrong := fmt.Errorf("check: %w", store.ErrWrongKey)
 	result = wrong
 	now = now.Add(9 * time.Second)
 	if err := k.result(ctx); err != nil || runs != 1 {
@@ -38,6 +40,18 @@ func TestReadyzKeyCheckIsCached(t *testing.T) {
 	now = now.Add(time.Second)
 	if err := k.result(ctx); !errors.Is(err, wrong) || runs != 2 {
 		t.Fatalf("failing result not kept: %v after %d runs", err, runs)
+	}
+	// A store that fails while the key is checked is no verdict on the
+	// key: not kept (found by review: a connection reset was shown as a
+	// wrong key for 10 s).
+	result = errors.New("connection reset by peer")
+	now = now.Add(10 * time.Second)
+	if err := k.result(ctx); err == nil || errors.Is(err, store.ErrWrongKey) || runs != 3 {
+		t.Fatalf("store failure: %v after %d runs", err, runs)
+	}
+	result = nil
+	if err := k.result(ctx); err != nil || runs != 4 {
+		t.Fatalf("after a store failure: %v after %d runs; want a new check, passing", err, runs)
 	}
 	var none *keyCheck
 	if err := none.result(ctx); err != nil {

@@ -1,0 +1,93 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/egress"
+	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// flakyMeta is a store whose key check fails for a reason other than the
+// key: the read of the key's check value fails (metaErr), or blocks until
+// the readiness deadline after a slow Ping (pingDelay).
+type flakyMeta struct {
+	store.Store
+	pingDelay time.Duration
+	metaErr   error // nil: block until ctx ends
+}
+
+func (f *flakyMeta) Ping(ctx context.Context) error {
+	time.Sleep(f.pingDelay)
+	return f.Store.Ping(ctx)
+}
+
+func (f *flakyMeta) EnsureMeta(ctx context.Context, k, v string) (string, error) {
+	if f.metaErr != nil {
+		return "", f.metaErr
+	}
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// A store that fails or is too slow while the encryption key is checked
+// makes the node not ready for reason "store", not "encryption_key",
+// whose alert tells the operator to restart with another key (found by
+// review).
+func TestStoreErrorInKeyCheckIsNotAnEncryptionKeyReason(t *testing.T) {
+	for _, fm := range []*flakyMeta{
+		{metaErr: fmt.Errorf("%w: connection reset by peer", store.ErrUnavailable)},
+		{pingDelay: 1500 * time.Millisecond},
+	} {
+		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		box, err := secretbox.New(make([]byte, secretbox.KeySize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm.Store = st
+		eg, err := egress.New(egress.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := api.New(api.Config{Store: fm, URLs: eg, Metrics: metrics.New(nil), Logger: slog.New(slog.DiscardHandler),
+			KeyCheck: func(ctx context.Context) error { return store.CheckKey(ctx, fm, box) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body := rec.Body.String()
+		if strings.Contains(body, `herald_not_ready{reason="encryption_key"} 1`) || !strings.Contains(body, `herald_not_ready{reason="store"} 1`) {
+			t.Errorf("metaErr %v, ping delay %v: want not ready for reason store; got\n%s", fm.metaErr, fm.pingDelay, grepLines(body, "herald_not_ready"))
+		}
+		rec = httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		if rec.Code != 503 || strings.Contains(rec.Body.String(), "encryption key") {
+			t.Errorf("/readyz = %d %s; want 503 naming the store", rec.Code, rec.Body.String())
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -734,8 +734,10 @@ var (
 // past DisableAfter, disables it). A deferral only moves the delivery. A
 // completion whose lease was lost (the row's lease_owner and lease_until
 // are no longer the ones it was made under: rescued, or rescued and
-// claimed again, maybe by the same node) records its attempt only; one of
-// a delivery that no longer exists changes nothing.
+// claimed again, maybe by the same node) records its attempt and its
+// endpoint's part (the attempt was made: its answer counts for the failure
+// streak, a 410 disables), but leaves the delivery as it is; one of a
+// delivery that no longer exists changes nothing.
 func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
 	if len(cs) == 0 {
 		return nil

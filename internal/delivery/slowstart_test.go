@@ -181,7 +181,9 @@ func simulateBacklog(t *testing.T, n int, took func(k int, at time.Time) time.Du
 				slices.SortStableFunc(in, func(a, b int) int { return due[a].Compare(due[b]) })
 				in = in[:min(len(in), pullInMax)]
 				for k, i := range in {
-					due[i] = m.at.Add(time.Duration(k) * m.spacing.Truncate(time.Microsecond))
+					if to := m.at.Add(time.Duration(k) * m.spacing.Truncate(time.Microsecond)); to.Before(due[i]) {
+						due[i] = to // never later than it was (the store's min)
+					}
 					st.pulled++
 				}
 				g.pulledIn(*m, len(in))

@@ -570,8 +570,9 @@ type ReplayParams struct {
 // included; a zero DueFrom has no lower bound), only those not attempted
 // since they were created or replayed if Unattempted, and at most Limit of
 // them, the earliest due first, if Limit > 0; At is when they are due
-// instead (with Limit and Spacing, the i-th earliest, from 0, at
-// At + i·Spacing, in whole microseconds).
+// instead (with Limit, the i-th earliest, from 0, at At + i·Spacing in
+// whole microseconds, or where it was if that is earlier: a pull-in never
+// makes a delivery later).
 type MoveParams struct {
 	EndpointID     string
 	DueFrom, DueTo time.Time

@@ -163,7 +163,7 @@ func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) 
 		  AND (NOT $5 OR attempts = replay_base)`
 	args := []any{ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted}
 	if p.Limit > 0 {
-		q = `UPDATE deliveries d SET next_attempt_at = $1::timestamptz + (m.n - 1) * $7 * interval '1 microsecond'
+		q = `UPDATE deliveries d SET next_attempt_at = LEAST(d.next_attempt_at, $1::timestamptz + (m.n - 1) * $7 * interval '1 microsecond')
 			FROM (SELECT id, row_number() OVER (ORDER BY next_attempt_at, id) AS n FROM (
 				SELECT id, next_attempt_at FROM deliveries
 				WHERE state = 'pending' AND lease_owner IS NULL

@@ -346,7 +346,7 @@ const (
 		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at BETWEEN ?3 AND ?4
 		  AND (?6 = 0 OR attempts = replay_base)
 		  AND id NOT IN (SELECT value FROM json_each(?5))`
-	MoveLimitQuery = `UPDATE deliveries SET next_attempt_at = ?1 + (m.n - 1) * ?8
+	MoveLimitQuery = `UPDATE deliveries SET next_attempt_at = min(next_attempt_at, ?1 + (m.n - 1) * ?8)
 		FROM (SELECT id, row_number() OVER (ORDER BY next_attempt_at, id) AS n FROM (
 			SELECT id, next_attempt_at FROM deliveries INDEXED BY deliveries_due
 			WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at BETWEEN ?3 AND ?4 AND endpoint_id = ?2

@@ -1151,7 +1151,7 @@ func (s suite) postpone(t *testing.T) {
 			t.Errorf("the hand-back moved a delivery it did not hold: due %v", d.NextAttemptAt)
 		}
 	})
-	for _, limit := range []int{0, 2} {
+	for _, limit := range []int{0, 1, 2} {
 		s.run(t, fmt.Sprintf("MovePullsInUnattemptedOnly/limit=%d", limit), func(t *testing.T, f *fixture) {
 			// A pull-in: the endpoint's deliveries deferred ahead, not
 			// attempted since created or replayed, are due now (with a
@@ -1190,12 +1190,17 @@ func (s suite) postpone(t *testing.T) {
 			want := map[string]time.Time{d0: now, replayed: now, d1: now, c.Delivery.ID: at(20 * time.Second), early: deferTo[early], later: deferTo[later], otherID: deferTo[otherID]}
 			wantN := 3
 			var spacing time.Duration
+			moveAt := now
 			if limit == 2 { // the two earliest due, spaced apart
 				spacing = 1500 * time.Microsecond
 				want[replayed], want[d1], wantN = now.Add(spacing), deferTo[d1], 2
 			}
+			if limit == 1 { // spaced from after the earliest's due time: it stays
+				moveAt = at(11 * time.Second)
+				want[d0], want[replayed], want[d1], wantN = deferTo[d0], deferTo[replayed], deferTo[d1], 1
+			}
 
-			n, err := f.s.MoveEndpointDeliveries(f.ctx, store.MoveParams{EndpointID: e.ID, DueFrom: now, DueTo: at(30 * time.Second), At: now, Unattempted: true, Limit: limit, Spacing: spacing})
+			n, err := f.s.MoveEndpointDeliveries(f.ctx, store.MoveParams{EndpointID: e.ID, DueFrom: now, DueTo: at(30 * time.Second), At: moveAt, Unattempted: true, Limit: limit, Spacing: spacing})
 			if err != nil || n != wantN {
 				t.Fatalf("pull-in: MoveEndpointDeliveries = %d, %v; want %d (the deferred ones, not the retry, the earlier one, the later one or another endpoint's)", n, err, wantN)
 			}

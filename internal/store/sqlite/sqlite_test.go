@@ -314,7 +314,7 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		// A pull-in reads its window, not the endpoint's whole backlog
 		// (deliveries_endpoint: 85–117 ms of the writer for an empty window
 		// on a backlog of 100,000 to one endpoint).
-		"move with a limit": {sqlite.MoveLimitQuery, []any{now, "ep", now, now + 1e6, "[]", true, 1024, 500}},
+		"move with a limit": {sqlite.MoveLimitQuery, []any{now, "ep", now, now + 1e6, "[]", true, 1024, 500, 16384}},
 	} {
 		plan := queryPlan(t, db, q.query, q.args...)
 		t.Logf("%s plan:\n%s", name, plan)

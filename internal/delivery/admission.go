@@ -183,8 +183,8 @@ type followUp struct {
 	handBack *backlogMove
 	// pullIn: the endpoint's attempts have become far faster than the
 	// pace some of its claims turned away at its cap were spaced by: its
-	// deliveries deferred within that schedule are due now (see
-	// pullInFactor).
+	// deliveries deferred within that schedule are spaced again at the new
+	// pace (see pullInFactor).
 	pullIn *backlogMove
 }
 
@@ -319,8 +319,10 @@ const (
 )
 
 // pullInLocked returns the pull-in of endpoint id's deferred claims at now,
-// or nil (see pullInFactor). The schedule starts afresh at now; once the
-// pull-in is written, pulledIn extends it past the deliveries it moved.
+// or nil (see pullInFactor): of the rest a previous pull-in left
+// (pullRest), else of the schedule, which then starts afresh at now; once
+// the pull-in is written, pulledIn extends the schedule past the
+// deliveries it moved.
 func (s *scheduler) pullInLocked(id string, e *endpointState, now time.Time) *backlogMove {
 	if e.avg <= 0 {
 		return nil

@@ -32,6 +32,21 @@ func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 		t.Fatalf("readyz before rekey: %d %s", st, raw)
 	}
 
+	rekeyAway(t, h, oldKey)
+	st, raw := h.call("GET", "/readyz", nil, nil)
+	if st != 503 {
+		t.Fatalf("readyz after a rekey to a key the node lacks: %d %s; want 503", st, raw)
+	}
+	if !strings.Contains(string(raw), "encryption key") {
+		t.Errorf("readyz problem %s does not name the encryption key", raw)
+	}
+}
+
+// rekeyAway rekeys h's store from oldKey (base64, the node's) to a new key
+// the node lacks, as `herald rekey` run elsewhere would, and returns the
+// rekey back.
+func rekeyAway(t *testing.T, h *herald, oldKey string) (back func()) {
+	t.Helper()
 	ok, _ := secretbox.ParseKey(oldKey)
 	oldBox, _ := secretbox.New(ok)
 	nk, _ := secretbox.ParseKey(newKey(t))
@@ -43,11 +58,10 @@ func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(oldBox), newBox); err != nil {
 		t.Fatalf("rekey: %v", err)
 	}
-	st, raw := h.call("GET", "/readyz", nil, nil)
-	if st != 503 {
-		t.Fatalf("readyz after a rekey to a key the node lacks: %d %s; want 503", st, raw)
-	}
-	if !strings.Contains(string(raw), "encryption key") {
-		t.Errorf("readyz problem %s does not name the encryption key", raw)
+	return func() {
+		t.Helper()
+		if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(newBox), oldBox); err != nil {
+			t.Fatalf("rekey back: %v", err)
+		}
 	}
 }

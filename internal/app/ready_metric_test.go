@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/app"
-	"github.com/herald-webhooks/herald/internal/secretbox"
-	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // readyAdvance moves the fake clock past what a scrape may reuse of an
@@ -112,24 +110,12 @@ func TestRekeyShownInMetrics(t *testing.T) {
 	if got := h.readiness(); got != metricsReady {
 		t.Fatalf("/metrics of a ready node:\n%s\nwant\n%s", got, metricsReady)
 	}
-	ok, _ := secretbox.ParseKey(oldKey)
-	oldBox, _ := secretbox.New(ok)
-	nk, _ := secretbox.ParseKey(newKey(t))
-	newBox, _ := secretbox.New(nk)
-	sealed := h.m.Store().Capabilities().Sealed
-	if sealed == nil {
-		t.Fatalf("%T declares no Capabilities.Sealed", h.m.Store())
-	}
-	if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(oldBox), newBox); err != nil {
-		t.Fatalf("rekey: %v", err)
-	}
+	rekeyBack := rekeyAway(t, h, oldKey)
 	clk.Advance(readyAdvance)
 	if got := h.readiness(); got != metricsKeyNotReady {
 		t.Fatalf("/metrics after a rekey to a key the node lacks:\n%s\nwant\n%s", got, metricsKeyNotReady)
 	}
-	if _, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(newBox), oldBox); err != nil {
-		t.Fatalf("rekey back: %v", err)
-	}
+	rekeyBack()
 	clk.Advance(readyAdvance)
 	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
 		t.Fatalf("readyz after the rekey back: %d %s; want 200", st, raw)

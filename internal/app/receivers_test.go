@@ -87,23 +87,7 @@ func TestReceiverSnippets(t *testing.T) {
 			ep := h.createEndpoint("acme", "http://127.0.0.1:"+strconv.Itoa(port)+"/hooks")
 			cmd := exec.Command(rc.cmd[0], append(rc.cmd[1:], path)...)
 			cmd.Env = append(os.Environ(), "HERALD_SECRET="+ep.Secret, "PORT="+strconv.Itoa(port))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			lines := make(chan string, 16)
-			go func() {
-				sc := bufio.NewScanner(out)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-				close(lines)
-			}()
+			lines := startReceiver(t, cmd)
 			for i := 0; ; i++ {
 				c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 				if err == nil {
@@ -178,23 +162,7 @@ func TestQuickstartGoReceiver(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Dir = dir // receiver.db is written here
 	cmd.Env = append(os.Environ(), "HERALD_SECRET="+ep.Secret, "PORT="+port)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := startReceiver(t, cmd)
 	url := "http://127.0.0.1:" + port + "/hook"
 	for i := 0; ; i++ {
 		c, err := net.Dial("tcp", "127.0.0.1:"+port)
@@ -241,4 +209,29 @@ func TestQuickstartGoReceiver(t *testing.T) {
 		t.Fatalf("the redelivery was handled again: %q", line)
 	default:
 	}
+}
+
+// startReceiver starts a receiver process (its stderr is the test's) and
+// returns its stdout lines, the channel closed when it ends; the process is
+// killed when the test ends.
+func startReceiver(t *testing.T, cmd *exec.Cmd) <-chan string {
+	t.Helper()
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
 }

@@ -69,7 +69,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown, endpoint_changed).",
 	}, []string{"reason"})
 	m.pulledIn = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "herald_deliveries_pulled_in_total", Help: "Deferred deliveries made due at once because their endpoint now answers far faster than when they were turned away at its cap (a cold start).",
+		Name: "herald_deliveries_pulled_in_total", Help: "Deferred deliveries spaced again at their endpoint's new pace because it now answers far faster than when they were turned away at its cap (a cold start).",
 	})
 	m.circuitsOpened = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_circuit_breaker_opened_total", Help: "Times an endpoint's circuit breaker opened after consecutive transport failures.",

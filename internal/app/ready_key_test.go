@@ -19,15 +19,7 @@ import (
 // caching itself is TestReadyzKeyCheckIsCached (internal/api).
 func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	t.Parallel()
-	oldKey := newKey(t)
-	h := startHerald(t, func(c *app.Config) {
-		if c.EncryptionKey == "" {
-			c.EncryptionKey = oldKey
-		} else {
-			oldKey = c.EncryptionKey // PostgreSQL: the database's key
-		}
-		c.KeyCheckInterval = time.Nanosecond
-	})
+	h, oldKey := startHeraldKeyed(t, func(c *app.Config) { c.KeyCheckInterval = time.Nanosecond })
 	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
 		t.Fatalf("readyz before rekey: %d %s", st, raw)
 	}
@@ -40,6 +32,23 @@ func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	if !strings.Contains(string(raw), "encryption key") {
 		t.Errorf("readyz problem %s does not name the encryption key", raw)
 	}
+}
+
+// startHeraldKeyed starts Herald with mod applied and returns it with its
+// encryption key (base64): a new one on SQLite, the database's on
+// PostgreSQL.
+func startHeraldKeyed(t *testing.T, mod func(*app.Config)) (*herald, string) {
+	t.Helper()
+	key := newKey(t)
+	h := startHerald(t, func(c *app.Config) {
+		if c.EncryptionKey == "" {
+			c.EncryptionKey = key
+		} else {
+			key = c.EncryptionKey // PostgreSQL: the database's key
+		}
+		mod(c)
+	})
+	return h, key
 }
 
 // rekeyAway rekeys h's store from oldKey (base64, the node's) to a new key

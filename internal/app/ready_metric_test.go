@@ -98,15 +98,7 @@ func TestDeletedDatabaseShownInMetrics(t *testing.T) {
 func TestRekeyShownInMetrics(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
-	oldKey := newKey(t)
-	h := startHerald(t, func(c *app.Config) {
-		if c.EncryptionKey == "" {
-			c.EncryptionKey = oldKey
-		} else {
-			oldKey = c.EncryptionKey // PostgreSQL: the database's key
-		}
-		c.Clock = clk
-	})
+	h, oldKey := startHeraldKeyed(t, func(c *app.Config) { c.Clock = clk })
 	if got := h.readiness(); got != metricsReady {
 		t.Fatalf("/metrics of a ready node:\n%s\nwant\n%s", got, metricsReady)
 	}

@@ -13,12 +13,8 @@ import (
 // cap since then are due in [rest.from, m.at) and would be moved to m.at or
 // later.
 func TestRestPullInNeverMovesLater(t *testing.T) {
-	g := newScheduler(16, 128, 5, 30*time.Second, time.Second).withGroupCaps(32, 64, 10*time.Second)
-	id := 0
-	claim := func(now time.Time) decision {
-		id++
-		return g.decide(claimOf(fmt.Sprint(id), "ep", "a", "https://ep.example/", 0), now)
-	}
+	g := backlogScheduler()
+	claim := newClaims(g)
 	var grants []*grant
 	// Slow start: two attempts at t0, the backlog turned away 4 s later
 	// (spaced by the oldest attempt's age, 4 s / 16).
@@ -94,12 +90,8 @@ func TestRestPullInNeverMovesLater(t *testing.T) {
 // to the then-current schedule end, and so on at each release, while the
 // rest of the schedule is never reached.
 func TestRestPullInSpacingZero(t *testing.T) {
-	g := newScheduler(16, 128, 5, 30*time.Second, time.Second).withGroupCaps(32, 64, 10*time.Second)
-	id := 0
-	claim := func(now time.Time) decision {
-		id++
-		return g.decide(claimOf(fmt.Sprint(id), "ep", "a", "https://ep.example/", 0), now)
-	}
+	g := backlogScheduler()
+	claim := newClaims(g)
 	// The store: the backlog's due times (never attempted), moved as
 	// MoveEndpointDeliveries does.
 	rows := map[int]time.Time{}
@@ -134,9 +126,9 @@ func TestRestPullInSpacingZero(t *testing.T) {
 	for range 2 {
 		gs = append(gs, claim(t0).grant)
 	}
-	for range 20000 {
+	for i := range 20000 {
 		d := claim(t0.Add(2 * time.Second))
-		rows[id] = d.at
+		rows[i+3] = d.at // ids 1 and 2 ran
 	}
 	now := t0.Add(2 * time.Second)
 	for _, gr := range gs {
@@ -177,5 +169,15 @@ func TestRestPullInSpacingZero(t *testing.T) {
 	t.Logf("%d pull-ins (%d with a spacing of 0), a delivery moved up to %d times, %d moves made one later", pullIns, zero, most, later)
 	if most > 3 {
 		t.Errorf("a delivery was pulled in %d times (%d pull-ins for %d deliveries)", most, pullIns, len(rows))
+	}
+}
+
+// newClaims returns a function deciding on g a new claim of endpoint "ep"
+// of tenant "a" at now (ids 1, 2, …).
+func newClaims(g *scheduler) func(now time.Time) decision {
+	id := 0
+	return func(now time.Time) decision {
+		id++
+		return g.decide(claimOf(fmt.Sprint(id), "ep", "a", "https://ep.example/", 0), now)
 	}
 }

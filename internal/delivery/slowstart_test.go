@@ -82,6 +82,12 @@ func TestSlowStartParksNothing(t *testing.T) {
 	}
 }
 
+// backlogScheduler is the scheduler of the backlog simulations: endpoint
+// cap 16, 128 workers, tenant cap 32, host cap 64, attempt timeout 10 s.
+func backlogScheduler() *scheduler {
+	return newScheduler(16, 128, 5, 30*time.Second, time.Second).withGroupCaps(32, 64, 10*time.Second)
+}
+
 // drainStats is what simulateBacklog measured.
 type drainStats struct {
 	finished    time.Duration // first claim to the last attempt's end
@@ -103,7 +109,7 @@ type drainStats struct {
 func simulateBacklog(t *testing.T, n int, took func(k int, at time.Time) time.Duration) drainStats {
 	t.Helper()
 	const apart = 20 * time.Microsecond // between two decisions of one round
-	g := newScheduler(16, 128, 5, 30*time.Second, time.Second).withGroupCaps(32, 64, 10*time.Second)
+	g := backlogScheduler()
 	due := make([]time.Time, n) // per delivery: when it is claimed next (zero: in flight, parked or done)
 	for i := range due {
 		due[i] = t0

@@ -150,7 +150,7 @@ func TestInvertedTimeRangeIsRefused(t *testing.T) {
 		t.Fatalf("events search with until before from: %d", w.Code)
 	}
 	w = b.do("POST", "/ui/dead-letters/replay", url.Values{"csrf": {token}, "scope": {"range"}, "since": {"2026-01-02T16:00"}, "until": {"2026-01-02T16:00"}})
-	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "until must be after since") {
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "Until must be after Dead-lettered since") {
 		t.Fatalf("replay with until not after since: %d", w.Code)
 	}
 }

@@ -796,8 +796,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	from, err1 := parseFormTime(d.From)
 	until, err2 := parseFormTime(d.Until)
+	if err1 != nil {
+		err1 = fmt.Errorf("From: %w", err1)
+	}
+	if err2 != nil {
+		err2 = fmt.Errorf("Until: %w", err2)
+	}
 	if err := errors.Join(err1, err2, checkRange("From", "Until", from, until)); err != nil {
-		d.Err = err.Error()
+		d.Err = strings.ReplaceAll(err.Error(), "\n", "; ")
 		c.render(w, r, http.StatusUnprocessableEntity, "events", s, "Events", "events", d)
 		return
 	}
@@ -898,11 +904,20 @@ type deadData struct {
 	Letters    []api.DeliveryOut
 	Cursor     string
 	NextCursor string
+	// A refused replay form (a time that is not one, nothing selected)
+	// comes back on this page: the reason, and the times as typed.
+	Since, Until string
+	Err          string
 }
+
+func (d deadData) errText() string { return d.Err }
 
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	d := deadData{Endpoint: q.Get("endpoint"), Tenant: q.Get("tenant"), Cursor: q.Get("cursor")}
+	c.deadLettersPage(w, r, s, http.StatusOK, deadData{Endpoint: q.Get("endpoint"), Tenant: q.Get("tenant"), Cursor: q.Get("cursor")})
+}
+
+func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, s *session, status int, d deadData) {
 	cv := url.Values{}
 	if d.Tenant != "" {
 		cv.Set("tenant", d.Tenant)
@@ -936,8 +951,14 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	d.Letters, d.NextCursor = dl.Data, dl.NextCursor
-	c.render(w, r, http.StatusOK, "dead_letters", s, "Dead letters", "dead", d)
+	c.render(w, r, status, "dead_letters", s, "Dead letters", "dead", d)
 }
+
+// The replay by time form's labels, which its errors name.
+const (
+	replaySinceLabel = "Dead-lettered since"
+	replayUntilLabel = "Until"
+)
 
 type replayData struct {
 	Endpoint, Tenant string
@@ -992,11 +1013,24 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 		http.Redirect(w, r, d.Back, http.StatusSeeOther)
 		return
 	}
+	// A refused form comes back on the dead letters page it was sent
+	// from, naming the rule and keeping the times typed; nothing is
+	// replayed.
+	refuse := func(msg string) {
+		c.deadLettersPage(w, r, s, http.StatusUnprocessableEntity, deadData{Endpoint: d.Endpoint, Tenant: d.Tenant,
+			Since: d.Since, Until: d.Until, Err: msg})
+	}
 	if r.PostFormValue("scope") == "range" {
 		since, err1 := parseFormTime(d.Since)
 		until, err2 := parseFormTime(d.Until)
-		if err := errors.Join(err1, err2, checkRange("since", "until", since, until)); err != nil {
-			c.fail(w, r, s, http.StatusUnprocessableEntity, err.Error())
+		if err1 != nil {
+			err1 = fmt.Errorf("%s: %w", replaySinceLabel, err1)
+		}
+		if err2 != nil {
+			err2 = fmt.Errorf("%s: %w", replayUntilLabel, err2)
+		}
+		if err := errors.Join(err1, err2, checkRange(replaySinceLabel, replayUntilLabel, since, until)); err != nil {
+			refuse(strings.ReplaceAll(err.Error(), "\n", "; "))
 			return
 		}
 		letters, more, err := c.deadBetween(r, s, d.Endpoint, d.Tenant, since, until)
@@ -1007,7 +1041,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 		d.Letters, d.More = letters, more
 	} else {
 		if len(ids) == 0 {
-			c.fail(w, r, s, http.StatusUnprocessableEntity, "select at least one dead letter (or replay a time range)")
+			refuse("Select at least one dead letter (tick its box) before Replay selected…, or replay a time range.")
 			return
 		}
 		for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) {

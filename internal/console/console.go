@@ -44,6 +44,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -470,6 +471,12 @@ func (e *apiError) Error() string { return e.Detail }
 // or "query.kind") is named by the form label in labels ("Rate limit"),
 // so the message points at what the user typed. Other errors pass as they
 // are.
+//
+// An item of a list field ("event_types[0]") is named by the label and its
+// position ("Event types (item 1)"), a key of a map field ("headers.X-Team")
+// by the label and the key ("Headers (X-Team)"); an error the API reports
+// on the whole body whose message starts with a field ("secrets[0]: shorter
+// than 16 bytes") is named the same way.
 func relabel(err error, labels map[string]string) error {
 	var ae *apiError
 	if !errors.As(err, &ae) || len(ae.fields) == 0 {
@@ -477,13 +484,42 @@ func relabel(err error, labels map[string]string) error {
 	}
 	msg := ae.head
 	for _, f := range ae.fields {
-		loc := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query.")
-		if l, ok := labels[loc]; ok {
+		loc, text := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query."), f.Message
+		if loc == "body" || loc == "query" {
+			if field, rest, ok := strings.Cut(text, ": "); ok {
+				if l, ok := fieldLabel(field, labels); ok {
+					loc, text = l, rest
+				}
+			}
+		}
+		if l, ok := fieldLabel(loc, labels); ok {
 			loc = l
 		}
-		msg += "; " + loc + ": " + f.Message
+		msg += "; " + loc + ": " + text
 	}
 	return &apiError{Status: ae.Status, Detail: msg, head: ae.head, fields: ae.fields}
+}
+
+// fieldLabel names an API field path by a form's label: "rate_limit_per_second"
+// → "Rate limit", "event_types[2]" → "Event types (item 3)", "headers.X-Team"
+// → "Headers (X-Team)". ok is false for a path of a field without a label.
+func fieldLabel(path string, labels map[string]string) (string, bool) {
+	if l, ok := labels[path]; ok {
+		return l, true
+	}
+	if name, rest, ok := strings.Cut(path, "["); ok {
+		idx, tail, closed := strings.Cut(rest, "]")
+		n, err := strconv.Atoi(idx)
+		if l, known := labels[name]; known && closed && err == nil && n >= 0 && tail == "" {
+			return fmt.Sprintf("%s (item %d)", l, n+1), true
+		}
+	}
+	if name, key, ok := strings.Cut(path, "."); ok && key != "" {
+		if l, known := labels[name]; known {
+			return l + " (" + key + ")", true
+		}
+	}
+	return "", false
 }
 
 // recorder is a minimal in-memory http.ResponseWriter.

@@ -83,3 +83,61 @@ func TestRefusedReplayFormsComeBackOnTheDeadLettersPage(t *testing.T) {
 		t.Fatalf("events search with bad times: %d %s", w.Code, body)
 	}
 }
+
+// Errors of a list's item, a map's key or the whole body name the form's
+// field, never the API's path: "Event types (item 2)", not
+// "event_types[1]"; "Headers (Bad Name)", not "headers.Bad Name";
+// "Secrets (item 1)", not "body: secrets[0]". Errors the console finds
+// itself start with the field's label as it is written on the form.
+func TestErrorsNameListItemsAndKeysByTheFormsLabels(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	ep := func(field, value string) string {
+		w := b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"}, field: {value}})
+		if w.Code != http.StatusUnprocessableEntity {
+			t.Fatalf("%s %q: %d, want 422", field, value, w.Code)
+		}
+		return w.Body.String()
+	}
+	for _, tc := range []struct{ field, value, want, not string }{
+		{"event_types", "order.*\nbad type!", "Event types (item 2): must be", "event_types["},
+		{"headers", "Bad Name: x", "Headers (Bad Name): header name must be", "headers.Bad"},
+		{"headers", "Host: evil", "Headers (Host): header is set by Herald", "headers.Host"},
+		{"headers", "NoColon", "Headers: &#34;NoColon&#34; is not a", "headers: &#34;"},
+		{"versions", "order.created: x", "Pinned versions: &#34;order.created: x&#34;", "pinned versions:"},
+		{"rate_limit_per_second", "1.5", "Rate limit: &#34;1.5&#34; is not a whole number", "rate limit:"},
+	} {
+		if body := ep(tc.field, tc.value); !strings.Contains(body, tc.want) || strings.Contains(body, tc.not) {
+			t.Fatalf("%s %q: want %q, not %q:\n%s", tc.field, tc.value, tc.want, tc.not, body)
+		}
+	}
+	var l struct{ Data []api.EndpointOut }
+	if f.apiCall(adminKey, "GET", "/v1/endpoints", "", &l); len(l.Data) != 0 {
+		t.Fatalf("a refused form created %d endpoint(s)", len(l.Data))
+	}
+	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"stripe in"}, "scheme": {"stripe"},
+		"secrets": {"short"}, "destination_url": {"http://10.0.0.9/in"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Secrets (item 1): shorter than 16 bytes") || strings.Contains(body, "body: secrets") {
+		t.Fatalf("a source secret too short: %d %s", w.Code, body)
+	}
+}
+
+func TestFieldLabel(t *testing.T) {
+	labels := map[string]string{"event_types": "Event types", "headers": "Headers", "rate_limit_per_second": "Rate limit"}
+	for in, want := range map[string]string{
+		"rate_limit_per_second": "Rate limit",
+		"event_types[0]":        "Event types (item 1)",
+		"event_types[12]":       "Event types (item 13)",
+		"headers.X-Team":        "Headers (X-Team)",
+		"event_types[x]":        "",
+		"event_types[0].y":      "",
+		"unknown[0]":            "",
+		"unknown.key":           "",
+		"headers.":              "",
+	} {
+		got, ok := fieldLabel(in, labels)
+		if got != want || ok != (want != "") {
+			t.Errorf("fieldLabel(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}

@@ -418,7 +418,7 @@ func formVersions(s string) (map[string]int, error) {
 		k, v, ok := strings.Cut(line, ":")
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 1 {
-			return nil, fmt.Errorf("pinned versions: %q is not a \"event.type: version\" line (a version is a whole number from 1)", line)
+			return nil, fmt.Errorf("Pinned versions: %q is not a \"event.type: version\" line (a version is a whole number from 1)", line)
 		}
 		pins[strings.TrimSpace(k)] = n
 	}
@@ -435,7 +435,7 @@ func formHeaders(s string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("headers: %q is not a \"Name: value\" line", line)
+			return nil, fmt.Errorf("Headers: %q is not a \"Name: value\" line", line)
 		}
 		h[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
@@ -466,7 +466,7 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 	}
 	n, err := strconv.Atoi(rl)
 	if err != nil {
-		return nil, fmt.Errorf("rate limit: %q is not a whole number of deliveries per second", rl)
+		return nil, fmt.Errorf("Rate limit: %q is not a whole number of deliveries per second", rl)
 	}
 	b["rate_limit_per_second"] = n
 	return b, nil

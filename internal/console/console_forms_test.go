@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -139,5 +140,38 @@ func TestFieldLabel(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("fieldLabel(%q) = %q, %v; want %q", in, got, ok, want)
 		}
+	}
+}
+
+// timeoutTester answers a test event as an attempt that got no answer.
+type timeoutTester struct{}
+
+func (timeoutTester) SendTest(_ context.Context, ep store.Endpoint) (store.Attempt, string, error) {
+	return store.Attempt{Number: 1, StartedAt: time.Now(), Duration: 2 * time.Second, Error: "timeout",
+		ErrorDetail: "no complete response within the attempt timeout (2s)"}, "evt_test_x", nil
+}
+
+// An attempt without a response body says so ("empty body", or "no
+// answer" when no HTTP answer came) instead of showing an empty grey box,
+// and the test page shows the error's detail under its class, as the
+// attempts tables do.
+func TestAttemptsWithoutABodySaySo(t *testing.T) {
+	f := newFixtureWith(t, func(c *api.Config) { c.Tester = timeoutTester{} })
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme.example/hook"}`, &ep)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/endpoints/"+ep.ID+"/test", url.Values{"csrf": {token}})
+	page := b.do("GET", w.Header().Get("Location"), nil).Body.String()
+	if !strings.Contains(page, `data-testid="no-excerpt">— (no answer)<`) || strings.Contains(page, "<pre></pre>") ||
+		!strings.Contains(page, `timeout<div class="sub">no complete response within the attempt timeout (2s)</div>`) {
+		t.Fatalf("test page of an attempt without an answer:\n%s", page)
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.placed","data":{}}`, nil); st != 202 {
+		t.Fatalf("publish: %d", st)
+	}
+	claims := f.attemptAll(1, time.Now().UTC(), func(int, store.Claim) (store.DeliveryState, int) { return store.DeliveryDead, 500 })
+	page = b.do("GET", "/ui/deliveries/"+claims[0].Delivery.ID, nil).Body.String()
+	if !strings.Contains(page, `data-testid="no-excerpt">empty body<`) || strings.Contains(page, `<pre class="excerpt"></pre>`) {
+		t.Fatalf("delivery page of an attempt with an empty body:\n%s", page)
 	}
 }

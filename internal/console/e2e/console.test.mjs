@@ -671,6 +671,33 @@ async function main() {
     assert.equal((await api('DELETE', `/v1/endpoints/${long.id}`)).status, 204);
   }
 
+  log('a phone-sized window (390 px): no page is wider than the window; a wide table scrolls within itself');
+  {
+    const failDead = (await api('GET', `/v1/endpoints/${epFail}/deliveries?state=dead`)).body.data[0];
+    await page.setViewportSize({ width: 390, height: 844 });
+    const narrow = ['/ui/', '/ui/endpoints', `/ui/endpoints/${epFail}`, `/ui/endpoints/${epFail}/edit`, '/ui/endpoints/new',
+      `/ui/deliveries/${failDead.id}`, '/ui/events', '/ui/events/ord-1001?tenant=acme', '/ui/dead-letters',
+      '/ui/catalog', '/ui/catalog/shipment.sent', '/ui/sources', `/ui/sources/${src.id}`, '/ui/keys', '/docs'];
+    for (const path of narrow) {
+      await page.goto(heraldBase + path);
+      const [wide, view] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+      assert.ok(wide <= view, `${path} is ${wide} px wide in a window of ${view} px`);
+    }
+    // The endpoints list is wider than the window: it scrolls, its
+    // columns keep a readable width.
+    await page.goto(heraldBase + '/ui/endpoints');
+    const [tw, tv, col] = await page.$eval('[data-testid=endpoints]', (t) => [t.scrollWidth, t.clientWidth, t.querySelector('tr[data-endpoint] td').getBoundingClientRect().width]);
+    assert.ok(tw > tv && col >= 150, `the endpoints table: ${tw} px of content in ${tv} px, first column ${col} px`);
+    await shot(page, 'endpoints-narrow', false);
+    const ctxN = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const pN = await ctxN.newPage();
+    await pN.goto(heraldBase + '/ui/sign-in');
+    const [w2, v2] = await pN.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    assert.ok(w2 <= v2, `the sign-in page is ${w2} px wide in a window of ${v2} px`);
+    await ctxN.close();
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+
   log('API reference at /docs, offline');
   await page.goto(heraldBase + '/docs');
   assert.match(await page.textContent('main'), /\/v1\/endpoints/);

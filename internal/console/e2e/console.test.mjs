@@ -668,7 +668,15 @@ async function main() {
       const [wide, view] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
       assert.ok(wide <= view, `${path} is ${wide} px wide in a window of ${view} px`);
     }
+    // A long tenant name beside a long URL keeps a readable column (it
+    // used to be squeezed to one word a line, broken at each "-").
+    const lt = (await api('POST', '/v1/endpoints', { tenant: 'north-west-regional-billing-team', url: `${R}/ok/lt` })).body;
+    await page.goto(heraldBase + '/ui/endpoints');
+    const tenantCell = await page.$eval(`tr[data-endpoint="${lt.id}"] td.tenant`, (td) => td.getBoundingClientRect().width);
+    const longCell = await page.$eval(`tr[data-endpoint="${long.id}"] td.tenant`, (td) => td.getBoundingClientRect().width);
+    assert.ok(tenantCell >= 140 && longCell === tenantCell, `the tenant column is ${tenantCell} px wide beside a long URL`);
     assert.equal((await api('DELETE', `/v1/endpoints/${long.id}`)).status, 204);
+    assert.equal((await api('DELETE', `/v1/endpoints/${lt.id}`)).status, 204);
   }
 
   log('a phone-sized window (390 px): no page is wider than the window; a wide table scrolls within itself');

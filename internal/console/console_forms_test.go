@@ -175,3 +175,26 @@ func TestAttemptsWithoutABodySaySo(t *testing.T) {
 		t.Fatalf("delivery page of an attempt with an empty body:\n%s", page)
 	}
 }
+
+// A whole portal link pasted into the sign-in field (as the page of a link
+// without its token invites) signs in with its token, instead of "invalid
+// API key"; a key or token pasted alone still signs in.
+func TestSignInWithAPastedPortalLink(t *testing.T) {
+	f := newFixture(t)
+	var ps api.PortalSessionOut
+	if code := f.apiCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, &ps); code != http.StatusCreated {
+		t.Fatal(code)
+	}
+	for _, key := range []string{ps.URL, " " + ps.URL + "\n", "https://herald.example.com/ui/portal#token=" + ps.Token + "&x=1", ps.Token} {
+		w := f.browser().signIn(key)
+		if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/endpoints" {
+			t.Fatalf("sign-in with %q: %d %s %s", key, w.Code, w.Header().Get("Location"), w.Body)
+		}
+	}
+	if w := f.browser().signIn("https://herald.example.com/ui/portal#token=herald_portal_wrong"); w.Code != http.StatusUnauthorized {
+		t.Fatalf("a link with a wrong token: %d", w.Code)
+	}
+	if portalToken(adminKey) != adminKey || portalToken("x/ui/portal#token=") != "" {
+		t.Fatal("portalToken changed a key, or found a token in a link without one")
+	}
+}

@@ -100,6 +100,18 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "signin", nil, "Sign in", "", signInData{Next: safeNext(next), Portal: r.URL.Path == "/ui/portal", Token: tok, Err: msg})
 }
 
+// portalToken is the token of a whole portal link pasted into the sign-in
+// field (…/ui/portal#token=herald_portal_…: the page without a token asks
+// for the link or its token); any other value is the key as typed.
+func portalToken(key string) string {
+	k := strings.TrimSpace(key)
+	if _, tok, ok := strings.Cut(k, "/ui/portal#token="); ok {
+		tok, _, _ = strings.Cut(tok, "&")
+		return tok
+	}
+	return key
+}
+
 // safeNext keeps a post-sign-in redirect on the console.
 func safeNext(n string) string {
 	if !strings.HasPrefix(n, "/ui/") || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
@@ -126,7 +138,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "signin", nil, "Sign in", "", signInData{Next: safeNext(r.PostFormValue("next")), Token: tok, Err: msg})
 		return
 	}
-	key := r.PostFormValue("key")
+	key := portalToken(r.PostFormValue("key"))
 	p, err := c.cfg.API.Authenticate(r.Context(), clientIP(r), key)
 	if err != nil {
 		var ae *api.AuthenticationError

@@ -21,7 +21,7 @@
         var p = document.createElement("p");
         p.className = "error";
         p.setAttribute("data-testid", "portal-no-token");
-        p.textContent = "This portal link has no token: it ends in #token=herald_portal_…. Copy the whole link you were given, or paste the token below.";
+        p.textContent = "This portal link has no token: it ends in #token=herald_portal_…. Copy the whole link you were given, or paste the link or its token below.";
         form.parentNode.insertBefore(p, form);
       }
     }

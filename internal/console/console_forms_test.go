@@ -112,6 +112,10 @@ func TestErrorsNameListItemsAndKeysByTheFormsLabels(t *testing.T) {
 			t.Fatalf("%s %q: want %q, not %q:\n%s", tc.field, tc.value, tc.want, tc.not, body)
 		}
 	}
+	// The refused form keeps its page's title.
+	if body := ep("rate_limit_per_second", "x"); !strings.Contains(body, "<title>New endpoint · Herald</title>") {
+		t.Fatalf("a refused new endpoint form's title:\n%s", body)
+	}
 	var l struct{ Data []api.EndpointOut }
 	if f.apiCall(adminKey, "GET", "/v1/endpoints", "", &l); len(l.Data) != 0 {
 		t.Fatalf("a refused form created %d endpoint(s)", len(l.Data))

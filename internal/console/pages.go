@@ -500,7 +500,11 @@ func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, 
 	if errors.As(err, &ae) {
 		status = ae.Status
 	}
-	c.render(w, r, status, "endpoint_form", s, "Endpoint", "endpoints", d)
+	title := "New endpoint"
+	if id != "" {
+		title = "Edit " + id
+	}
+	c.render(w, r, status, "endpoint_form", s, title, "endpoints", d)
 }
 
 type secretData struct {

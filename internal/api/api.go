@@ -221,6 +221,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerSources()
 	s.registerKeys()
 	s.registerEventTypes()
+	s.documentProbes()
 	if err := s.applyPolicy(); err != nil {
 		return nil, err
 	}
@@ -798,10 +799,7 @@ func (s *Server) checkReady(ctx context.Context) (string, error) {
 func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
-			Status string `json:"status"`
-			buildinfo.Info
-		}{"ok", buildinfo.Get()})
+		_ = json.NewEncoder(w).Encode(healthAnswer{"ok", buildinfo.Get()})
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)

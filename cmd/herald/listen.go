@@ -31,6 +31,13 @@ X-Signature and Standard Webhooks (webhook-*) signatures of every request with
 the given secrets, prints each delivery, and answers with a scripted sequence of
 statuses (the last one repeats) to watch retries and dead letters happen.
 
+With --secret, a request whose signature does not verify (every scheme present
+must; none present fails) is answered 401 {"error":"invalid signature"}, as the
+webhook package's Middleware answers it, whatever --status says: the reason is
+printed, and the request takes no step of the --status script. Without
+--secret, signatures are not checked and every request is answered from the
+script.
+
 Point an endpoint at it with "herald serve --dev", e.g.
   herald listen --port 9000 --secret whsec_… --status 503,503,200
 
@@ -75,8 +82,8 @@ Every flag has an environment twin: --retry-after is HERALD_RETRY_AFTER.`,
 	f := cmd.Flags()
 	f.IntVar(&port, "port", 0, "port to listen on (0 picks a free one, printed at start)")
 	f.StringVar(&host, "host", "127.0.0.1", "address to listen on")
-	f.StringSliceVar(&secrets, "secret", nil, "whsec_… secret to verify with (repeatable, or comma-separated, for a rotation overlap)")
-	f.StringVar(&status, "status", "", "comma-separated statuses to answer in order, the last one repeating (default 200)")
+	f.StringSliceVar(&secrets, "secret", nil, "whsec_… secret to verify with (repeatable, or comma-separated, for a rotation overlap); a request that does not verify is answered 401")
+	f.StringVar(&status, "status", "", "comma-separated statuses to answer verified requests in order, the last one repeating (default 200)")
 	f.StringVar(&retryAfter, "retry-after", "", "Retry-After value sent with 429 and 503 answers (seconds)")
 	f.StringVar(&path, "path", "/", "path that receives deliveries (/ receives every path)")
 	return cmd
@@ -121,7 +128,7 @@ func runListener(ctx context.Context, cmd *cobra.Command, addr, path string, nSe
 		})
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	note := ""
+	note := ": a request that does not verify is answered 401"
 	if nSecrets == 0 {
 		note = ": signatures are not checked"
 	}

@@ -26,7 +26,7 @@ func TestListenCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 
-	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+/hooks) \(verifying with 1 secret\(s\)\)`)
+	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+/hooks) \(verifying with 1 secret\(s\): a request that does not verify is answered 401\)`)
 	var url string
 	for deadline := time.Now().Add(5 * time.Second); url == ""; {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
@@ -50,6 +50,14 @@ func TestListenCommand(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	// A request that does not verify is refused without taking a step.
+	forged, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	forged.Header.Set("X-Signature", "t=1,v1=00")
+	if resp, err := http.DefaultClient.Do(forged); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("unverified request answered %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if resp := send(url); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "2" {
 		t.Fatalf("first answer %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
@@ -70,7 +78,8 @@ func TestListenCommand(t *testing.T) {
 	}
 	s := out.String()
 	if strings.Count(s, "X-Signature:        verified") != 2 || strings.Count(s, "webhook-signature:  verified") != 2 ||
-		!strings.Contains(s, "503 Service Unavailable (Retry-After: 2)") || !strings.Contains(s, "200 OK") {
+		!strings.Contains(s, "503 Service Unavailable (Retry-After: 2)") || !strings.Contains(s, "200 OK") ||
+		!strings.Contains(s, "401 Unauthorized (invalid signature: ") {
 		t.Fatalf("stdout:\n%s", s)
 	}
 	if !strings.Contains(errOut.String(), "ignored POST /elsewhere") {

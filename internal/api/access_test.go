@@ -75,7 +75,8 @@ func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 		t.Fatal(err)
 	}
 	c := api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, Now: w.clock,
-		AuthFailureBurst: 1 << 20, PublicURL: "https://herald.example", Logger: slog.New(slog.DiscardHandler)}
+		AuthFailureBurst: 1 << 20, PublicURL: "https://herald.example", Logger: slog.New(slog.DiscardHandler),
+		Contract: map[string]string{"delivery": "at least once"}} // so GET /contract is served and documented
 	if cfg != nil {
 		cfg(&c)
 	}
@@ -210,7 +211,7 @@ type cred struct {
 // prep, when set, makes fresh records for a destructive call and returns
 // (pathA, pathB).
 type route struct {
-	roles       string // who may call it besides admin: M(anager), P(ublisher), V(iewer)
+	roles       string // who may call it besides admin: M(anager), P(ublisher), V(iewer); * every caller, no key needed
 	method      string
 	pathA, body string
 	ok          int // status of an allowed call
@@ -311,6 +312,12 @@ func matrix(w *world) map[string]route {
 			w.mustCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, 201, &out)
 			return "/v1/portal-sessions/" + out.ID, ""
 		}},
+
+		// Outside /v1/: answered to every caller, with or without a key
+		// (a wrong, expired or revoked one is not looked at).
+		"get-health":    {roles: "*", method: "GET", pathA: "/healthz", ok: 200},
+		"get-readiness": {roles: "*", method: "GET", pathA: "/readyz", ok: 200},
+		"get-contract":  {roles: "*", method: "GET", pathA: "/contract", ok: 200},
 	}
 }
 
@@ -363,13 +370,18 @@ func TestAccessMatrix(t *testing.T) {
 				t.Errorf("row %s: method %s, the OpenAPI document says %s", op.OperationID, r.method, op.Method)
 			}
 			allowed := []string{store.RoleAdmin}
-			for _, c := range r.roles {
+			public := r.roles == "*"
+			for _, c := range strings.TrimPrefix(r.roles, "*") {
 				allowed = append(allowed, map[rune]string{'M': store.RoleManager, 'P': store.RolePublisher, 'V': store.RoleViewer}[c])
 			}
-			if access, ok := api.Policy[op.OperationID]; !ok || !slices.Equal(append([]string{store.RoleAdmin}, access.Roles...), allowed) {
-				t.Errorf("%s: the policy allows %v, the matrix expects %v", op.OperationID, access.Roles, allowed)
+			if access, ok := api.Policy[op.OperationID]; !ok || access.Public != public || !slices.Equal(append([]string{store.RoleAdmin}, access.Roles...), allowed) {
+				t.Errorf("%s: the policy allows %v (public %v), the matrix expects %v (public %v)", op.OperationID, access.Roles, access.Public, allowed, public)
 			}
-			if !strings.Contains(op.Description, "Requires role: admin") {
+			if public {
+				if !strings.Contains(op.Description, "Public: no API key is needed") {
+					t.Errorf("%s: the OpenAPI description does not state that no key is needed: %q", op.OperationID, op.Description)
+				}
+			} else if !strings.Contains(op.Description, "Requires role: admin") {
 				t.Errorf("%s: the OpenAPI description does not state the role it needs: %q", op.OperationID, op.Description)
 			}
 			for _, c := range creds {
@@ -385,6 +397,7 @@ func TestAccessMatrix(t *testing.T) {
 					st, raw := w.call(c.key, r.method, pathA, body)
 					want := r.ok
 					switch {
+					case public:
 					case c.role == "":
 						want = http.StatusUnauthorized
 					case !slices.Contains(allowed, c.role):

@@ -221,13 +221,14 @@ func New(cfg Config) (*Server, error) {
 	s.registerSources()
 	s.registerKeys()
 	s.registerEventTypes()
+	s.documentProbes()
 	if err := s.applyPolicy(); err != nil {
 		return nil, err
 	}
 	if cfg.Inbound != nil {
 		mux.Handle("/in/{source_id}", cfg.Inbound)
 	}
-	s.ready = &readiness{check: s.checkReady, now: cfg.Now}
+	s.ready = &readiness{check: s.checkReady, now: cfg.Now, log: cfg.Logger}
 	cfg.Metrics.SetReady(s.ready.current)
 	s.registerHealth()
 	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, s.bodyRule))))
@@ -777,20 +778,19 @@ func validID(s string) bool {
 // store must commit (Store.Ping), then the store's sealed values must open
 // with this node's key (the key check, kept for KeyCheckEvery). It returns
 // "" when the node is ready, else the reason (metrics.NotReadyStore or
-// metrics.NotReadyEncryptionKey) and the error, which it logs: a node
-// that nothing probes but a scrape still logs why it is not ready.
+// metrics.NotReadyEncryptionKey) and the error. readiness.probe logs a
+// result that changes the node's readiness, so a node that nothing probes
+// but a scrape still logs why it is not ready, and one probed every second
+// does not log it every second.
 func (s *Server) checkReady(ctx context.Context) (string, error) {
 	if err := s.cfg.Store.Ping(ctx); err != nil {
-		s.cfg.Logger.Warn("not ready", "error", err)
 		return metrics.NotReadyStore, err
 	}
 	switch err := s.keyCheck.result(ctx); {
 	case err == nil:
 	case errors.Is(err, store.ErrWrongKey):
-		s.cfg.Logger.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)", "error", err)
 		return metrics.NotReadyEncryptionKey, err
 	default: // the store failed or was too slow while the key was checked
-		s.cfg.Logger.Warn("not ready", "error", err)
 		return metrics.NotReadyStore, err
 	}
 	return "", nil
@@ -799,15 +799,12 @@ func (s *Server) checkReady(ctx context.Context) (string, error) {
 func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
-			Status string `json:"status"`
-			buildinfo.Info
-		}{"ok", buildinfo.Get()})
+		_ = json.NewEncoder(w).Encode(healthAnswer{"ok", buildinfo.Get()})
 	})
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		switch reason, _ := s.ready.probe(ctx); reason { // checkReady logged the cause
+		switch reason, _ := s.ready.probe(ctx); reason { // probe logged a change of readiness, with its cause
 		case metrics.NotReadyStore:
 			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
 			return

@@ -359,9 +359,13 @@ func baseURL(r *http.Request) string {
 }
 
 // Access is one row of the policy table: the roles, besides admin, that may
-// call an operation. No roles: admin only.
+// call an operation. No roles: admin only. Public: no API key at all (the
+// probes and /contract, outside /v1/, which authenticate leaves open;
+// applyPolicy refuses a public row under /v1/ and a keyed one outside it,
+// so the row says what the middleware does).
 type Access struct {
-	Roles []string
+	Roles  []string
+	Public bool
 }
 
 var (
@@ -371,6 +375,7 @@ var (
 	publishers = Access{Roles: []string{store.RolePublisher}}
 	eventRead  = Access{Roles: []string{store.RoleManager, store.RolePublisher, store.RoleViewer}}
 	allRoles   = eventRead
+	public     = Access{Public: true}
 )
 
 // Policy is the access rule of every operation of the API, by operation
@@ -425,15 +430,23 @@ var Policy = map[string]Access{
 	"create-portal-session": adminOnly,
 	"list-portal-sessions":  adminOnly,
 	"revoke-portal-session": adminOnly,
+	// probes and the contract: plain handlers outside /v1/, documented in
+	// the OpenAPI document (probes.go), answered without a key
+	"get-health":    public,
+	"get-readiness": public,
+	"get-contract":  public,
 }
 
 // allows reports whether the role may call the operation.
 func (a Access) allows(role string) bool {
-	return role == store.RoleAdmin || slices.Contains(a.Roles, role)
+	return a.Public || role == store.RoleAdmin || slices.Contains(a.Roles, role)
 }
 
 // describe is the sentence the OpenAPI document carries.
 func (a Access) describe() string {
+	if a.Public {
+		return "Public: no API key is needed (an Authorization header is ignored)."
+	}
 	return "Requires role: " + strings.Join(append([]string{store.RoleAdmin}, a.Roles...), ", ") + "."
 }
 
@@ -454,10 +467,11 @@ func (s *Server) authorize(ctx huma.Context, next func(huma.Context)) {
 }
 
 // applyPolicy checks that every registered operation has a row in Policy
-// and states the row in the OpenAPI document (description and
-// x-herald-roles).
+// that matches what authenticate does with its path (a key under /v1/,
+// none elsewhere), and states the row in the OpenAPI document
+// (description, and x-herald-roles or x-herald-public).
 func (s *Server) applyPolicy() error {
-	var missing []string
+	var missing, wrong []string
 	for path, item := range s.api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
 			if op == nil {
@@ -468,6 +482,10 @@ func (s *Server) applyPolicy() error {
 				missing = append(missing, op.OperationID+" ("+path+")")
 				continue
 			}
+			if keyed := strings.HasPrefix(path, "/v1/"); keyed == a.Public {
+				wrong = append(wrong, op.OperationID+" ("+path+")")
+				continue
+			}
 			if op.Description != "" {
 				op.Description += "\n\n"
 			}
@@ -475,12 +493,20 @@ func (s *Server) applyPolicy() error {
 			if op.Extensions == nil {
 				op.Extensions = map[string]any{}
 			}
-			op.Extensions["x-herald-roles"] = append([]string{store.RoleAdmin}, a.Roles...)
+			if a.Public {
+				op.Extensions["x-herald-public"] = true
+			} else {
+				op.Extensions["x-herald-roles"] = append([]string{store.RoleAdmin}, a.Roles...)
+			}
 		}
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		return fmt.Errorf("api: operations without a row in the access policy (internal/api/auth.go Policy): %s", strings.Join(missing, ", "))
+	}
+	if len(wrong) > 0 {
+		slices.Sort(wrong)
+		return fmt.Errorf("api: operations whose access policy row disagrees with their path (a key is required under /v1/ and nowhere else, internal/api/auth.go authenticate): %s", strings.Join(wrong, ", "))
 	}
 	return nil
 }

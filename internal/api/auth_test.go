@@ -215,6 +215,7 @@ func TestOpenAPIStatesRoles(t *testing.T) {
 			OperationID string   `json:"operationId"`
 			Description string   `json:"description"`
 			Roles       []string `json:"x-herald-roles"`
+			Public      bool     `json:"x-herald-public"`
 		} `json:"paths"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -224,6 +225,13 @@ func TestOpenAPIStatesRoles(t *testing.T) {
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
 			n++
+			if api.Policy[op.OperationID].Public {
+				// The probes and /contract, outside /v1/: no key, no roles.
+				if !op.Public || op.Roles != nil || strings.HasPrefix(path, "/v1/") || !strings.Contains(op.Description, "Public: no API key is needed") {
+					t.Errorf("%s %s (%s): x-herald-public %v, x-herald-roles %v, description %q; want public, no roles, outside /v1/", method, path, op.OperationID, op.Public, op.Roles, op.Description)
+				}
+				continue
+			}
 			want := append([]string{store.RoleAdmin}, api.Policy[op.OperationID].Roles...)
 			if !slices.Equal(op.Roles, want) || !strings.Contains(op.Description, "Requires role: "+strings.Join(want, ", ")+".") {
 				t.Errorf("%s %s (%s): x-herald-roles %v, description %q; want %v", method, path, op.OperationID, op.Roles, op.Description, want)

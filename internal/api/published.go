@@ -41,22 +41,11 @@ func (s *Server) contractWithCatalog(ctx context.Context) (any, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return s.cfg.Contract, nil //nolint:nilerr // a contract that is not an object is served as it is
 	}
-	type ver struct {
-		Version    int  `json:"version"`
-		Deprecated bool `json:"deprecated"`
-	}
-	type entry struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		ResourceID  string `json:"resource_id,omitempty"`
-		Newest      int    `json:"newest_version"`
-		Versions    []ver  `json:"versions"`
-	}
-	list := make([]entry, 0, len(cat))
+	list := make([]contractEventType, 0, len(cat)) // documented by documentProbes
 	for _, t := range cat {
-		e := entry{Name: t.Name, Description: t.Description, ResourceID: t.ResourceID}
+		e := contractEventType{Name: t.Name, Description: t.Description, ResourceID: t.ResourceID}
 		for _, v := range t.Versions {
-			e.Versions = append(e.Versions, ver{v.Version, v.Deprecated})
+			e.Versions = append(e.Versions, contractEventVersion{v.Version, v.Deprecated})
 			e.Newest = v.Version
 		}
 		list = append(list, e)

@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
@@ -65,25 +67,64 @@ const readyMaxAge = 5 * time.Second
 type readiness struct {
 	check func(context.Context) (reason string, err error)
 	now   func() time.Time
+	log   *slog.Logger // changes of readiness (logChange); nil: slog.Default()
 
 	run sync.Mutex // held by a scrape while it checks: concurrent scrapes share one check
 
 	mu     sync.Mutex
 	at     time.Time // of the last result; zero: none
 	reason string    // of the last result: "" (ready) or a metrics.NotReady* reason
+	// logged is the readiness last logged ("": ready, as a node starts),
+	// and since when the node has not been ready (zero while it is).
+	logged string
+	since  time.Time
 }
 
 // probe runs the check and keeps its result, unless the probe gave up
 // (its client went away): a check that ran out of time is a result (the
-// store is too slow), a canceled one is not.
+// store is too slow), a canceled one is not. A result that changes the
+// node's readiness is logged (logChange).
 func (r *readiness) probe(ctx context.Context) (string, error) {
 	reason, err := r.check(ctx)
 	if !errors.Is(ctx.Err(), context.Canceled) {
 		r.mu.Lock()
 		r.at, r.reason = r.now(), reason
+		r.logChange(reason, err)
 		r.mu.Unlock()
 	}
 	return reason, err
+}
+
+// logChange logs a result that changes the node's readiness, and only
+// such a result: under a load balancer probing /readyz every second, a
+// line per failing probe would flood the log while saying nothing new
+// (herald_not_ready shows the state at every scrape). Ready to not ready,
+// or from one reason to another, is a warning with the reason and the
+// error; not ready to ready is one line saying after what and how long.
+// A change of error under the same reason is not logged. r.mu is held.
+func (r *readiness) logChange(reason string, err error) {
+	if reason == r.logged {
+		return
+	}
+	log := r.log
+	if log == nil {
+		log = slog.Default()
+	}
+	now := r.now()
+	switch {
+	case reason == "":
+		log.Info("ready again", "after", r.logged, "not_ready_for", now.Sub(r.since).Round(time.Millisecond))
+		r.since = time.Time{}
+	case reason == metrics.NotReadyEncryptionKey:
+		log.Warn("not ready: the store's sealed values do not open with this node's encryption key (was herald rekey run? restart the node with the new key in HERALD_ENCRYPTION_KEY)",
+			"reason", reason, "error", err)
+	default:
+		log.Warn("not ready", "reason", reason, "error", err)
+	}
+	if r.logged == "" && reason != "" {
+		r.since = now
+	}
+	r.logged = reason
 }
 
 // current returns the last result if it is younger than readyMaxAge, else

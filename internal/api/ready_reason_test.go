@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
+	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // flakyMeta is a store whose key check fails for a reason other than the
@@ -90,4 +93,71 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// pingToggle is a store whose Ping fails while down is set.
+type pingToggle struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (p *pingToggle) Ping(ctx context.Context) error {
+	if p.down.Load() {
+		return fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+	}
+	return p.Store.Ping(ctx)
+}
+
+// TestReadyzProbesDoNotFloodTheLog: a load balancer probing /readyz every
+// second while the store is away gets 503 each time, and the log gets one
+// warning naming the reason, then one line when the node is ready again,
+// not one per probe.
+func TestReadyzProbesDoNotFloodTheLog(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	logs := &testutil.SyncBuffer{}
+	ps := &pingToggle{Store: st}
+	srv, err := api.New(api.Config{Store: ps, URLs: eg, Metrics: metrics.New(nil), Now: clock,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(n, want int) {
+		t.Helper()
+		for range n {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+			if rec.Code != want {
+				t.Fatalf("/readyz = %d %s, want %d", rec.Code, rec.Body, want)
+			}
+			mu.Lock()
+			now = now.Add(time.Second)
+			mu.Unlock()
+		}
+	}
+	probe(5, 200)
+	ps.down.Store(true)
+	probe(120, 503)
+	ps.down.Store(false)
+	probe(5, 200)
+	var lines []string
+	for l := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, "ready") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], `level=WARN msg="not ready" reason=store`) || !strings.Contains(lines[0], "connection refused") ||
+		!strings.Contains(lines[1], `level=INFO msg="ready again" after=store not_ready_for=2m0s`) {
+		t.Errorf("log after 120 failing probes and recovery (%d lines):\n%s\nwant one warning naming the reason, then one \"ready again\"", len(lines), strings.Join(lines, "\n"))
+	}
 }

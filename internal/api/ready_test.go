@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,7 +74,7 @@ func TestReadinessForScrapesIsShared(t *testing.T) {
 	var runs atomic.Int64
 	var reason atomic.Value
 	reason.Store("")
-	r := &readiness{now: clock, check: func(ctx context.Context) (string, error) {
+	r := &readiness{now: clock, log: slog.New(slog.DiscardHandler), check: func(ctx context.Context) (string, error) {
 		runs.Add(1)
 		if ctx.Err() != nil {
 			return metrics.NotReadyStore, ctx.Err()

@@ -577,9 +577,17 @@ func providerHeader(k string) bool {
 }
 
 // eventType names an inbound event after the provider's own type when it
-// is cheap to find (Stripe/Standard Webhooks JSON "type", GitHub
+// is cheap to find (Stripe/Standard Webhooks/Herald JSON "type", GitHub
 // X-GitHub-Event, Shopify X-Shopify-Topic, Slack event.type), as
 // "<scheme>.<type>"; otherwise "<scheme>.event".
+//
+// A Herald sender's type is read from its signed envelope's top-level
+// "type" (store.EncodeBody), never from X-Event-Type: X-Signature covers
+// only the timestamp and the body, so anyone replaying a signed delivery
+// could otherwise change its type by editing that header. A header that
+// disagrees with the body is ignored, not refused (as Stripe's and Svix's
+// libraries take the type from the verified payload): the body is what
+// the sender signed, and refusing would only have an honest sender retry.
 func eventType(sch string, h http.Header, body []byte) string {
 	var t string
 	switch sch {
@@ -587,9 +595,7 @@ func eventType(sch string, h http.Header, body []byte) string {
 		t = h.Get("X-GitHub-Event")
 	case "shopify":
 		t = h.Get("X-Shopify-Topic")
-	case "herald":
-		t = h.Get("X-Event-Type")
-	default:
+	default: // stripe, standard-webhooks, herald, hmac; slack below
 		var probe struct {
 			Type  string `json:"type"`
 			Event struct {

@@ -2,7 +2,11 @@
 // verifies the signatures of each delivery with the public webhook package,
 // prints a readable block per request and answers with a scripted sequence
 // of status codes, so that retries, Retry-After and dead letters can be
-// watched from the receiving side. It backs `herald listen`.
+// watched from the receiving side. With secrets, a request whose signature
+// does not verify is refused 401 {"error":"invalid signature"}, as
+// webhook.Middleware refuses it, and takes no step of the script: a
+// receiver must never acknowledge what it could not verify. It backs
+// `herald listen`.
 package listen
 
 import (
@@ -32,14 +36,19 @@ const maxPrintedBody = 2 << 10
 // Config configures a Receiver.
 type Config struct {
 	// Secrets are the whsec_… secrets to verify with; several are allowed
-	// for a rotation overlap (a signature by any of them verifies). With
-	// none, signatures are reported as "not verified: no --secret given".
+	// for a rotation overlap (a signature by any of them verifies). A
+	// request that does not verify (every signature scheme present must,
+	// as for webhook.Verifier.Verify; none present fails) is answered 401
+	// {"error":"invalid signature"} and takes no step of Statuses. With
+	// none, signatures are reported as "not verified: no --secret given"
+	// and every request is answered from the script.
 	Secrets []string
 
-	// Statuses is the script of statuses to answer, one per request in
-	// arrival order; the last one repeats. Empty means 200 for every
-	// request. Each must be in 100–599 (a 1xx is sent as an informational
-	// answer, after which net/http completes the request with 200).
+	// Statuses is the script of statuses to answer, one per verified
+	// request (every request without Secrets) in arrival order; the last
+	// one repeats. Empty means 200 for every request. Each must be in
+	// 100–599 (a 1xx is sent as an informational answer, after which
+	// net/http completes the request with 200).
 	Statuses []int
 
 	// RetryAfter, when set, is sent as the Retry-After header of 429 and
@@ -70,6 +79,11 @@ type Receiver struct {
 	seen  int
 	steps int // requests that consumed a step of the script
 }
+
+// bodyInvalidSignature is the answer to a request that does not verify:
+// webhook.Middleware's, so that herald listen teaches what a receiver
+// built on the webhook package does.
+const bodyInvalidSignature = `{"error":"invalid signature"}`
 
 // New returns a Receiver for cfg. It rejects a secret that is empty or
 // not a whsec_ secret ([webhook.ValidateSecret]), a status outside 100–599
@@ -134,6 +148,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 
 	var status int
+	refused := false // the signature did not verify
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(readErr, &tooLarge):
@@ -149,15 +164,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.seen++
 		r.mu.Unlock()
 	default:
-		for _, line := range r.verify(req.Header, body) {
+		lines, verr := r.verify(req.Header, body)
+		for _, line := range lines {
 			field(&b, line[0], line[1])
 		}
-		status = r.next()
-		answer := fmt.Sprintf("%d %s", status, http.StatusText(status))
-		if r.cfg.RetryAfter != "" && retryAfterStatus(status) {
-			answer += " (Retry-After: " + r.cfg.RetryAfter + ")"
+		if verr != nil {
+			// Refused as webhook.Middleware refuses it (401, whatever the
+			// reason): acknowledging it would tell the sender it was
+			// delivered. The script is kept for verified requests.
+			refused = true
+			status = http.StatusUnauthorized
+			r.mu.Lock()
+			r.seen++
+			r.mu.Unlock()
+			field(&b, "answered", fmt.Sprintf("%d %s (invalid signature: %s; the --status script was not advanced)",
+				status, http.StatusText(status), reason(verr)))
+		} else {
+			status = r.next()
+			answer := fmt.Sprintf("%d %s", status, http.StatusText(status))
+			if r.cfg.RetryAfter != "" && retryAfterStatus(status) {
+				answer += " (Retry-After: " + r.cfg.RetryAfter + ")"
+			}
+			field(&b, "answered", answer)
 		}
-		field(&b, "answered", answer)
 		printBody(&b, body)
 	}
 	b.WriteByte('\n')
@@ -167,6 +196,12 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_, _ = io.WriteString(r.cfg.Out, b.String())
 	r.mu.Unlock()
 
+	if refused {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, bodyInvalidSignature)
+		return
+	}
 	if r.cfg.RetryAfter != "" && retryAfterStatus(status) {
 		w.Header().Set("Retry-After", r.cfg.RetryAfter)
 	}
@@ -204,14 +239,24 @@ func (r *Receiver) next() int {
 }
 
 // verify returns one (label, result) line per signature scheme present in
-// h, or a single line when none is. Each scheme is checked by
-// webhook.Verifier.Verify on its own headers, so that a repeated header
-// gets the middleware's verdict: a signature header sent several times is
-// a list of candidates, an id or timestamp sent twice is malformed.
-func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
+// h, or a single line when none is, and the first failure (nil when every
+// scheme present verified, and always without secrets). Each scheme is
+// checked by webhook.Verifier.Verify on its own headers, so that a
+// repeated header gets the middleware's verdict: a signature header sent
+// several times is a list of candidates, an id or timestamp sent twice is
+// malformed; as for Verify on the whole request, every scheme present must
+// verify, and a request with none fails.
+func (r *Receiver) verify(h http.Header, body []byte) ([][2]string, error) {
 	var lines [][2]string
+	var first error
+	add := func(label string, err error) {
+		lines = append(lines, [2]string{label, r.result(err)})
+		if first == nil {
+			first = err
+		}
+	}
 	if present(h, webhook.HeaderSignature) {
-		lines = append(lines, [2]string{"X-Signature", r.check(h, body, webhook.HeaderSignature)})
+		add("X-Signature", r.check(h, body, webhook.HeaderSignature))
 	}
 
 	sets := [][4]string{
@@ -222,17 +267,17 @@ func (r *Receiver) verify(h http.Header, body []byte) [][2]string {
 		if !present(h, set[1:]...) {
 			continue
 		}
-		lines = append(lines, [2]string{set[0], r.check(h, body, set[1:]...)})
+		add(set[0], r.check(h, body, set[1:]...))
 		break // svix-* headers count only when webhook-* are absent, as in webhook.Verifier.Verify
 	}
 
 	if len(lines) == 0 {
 		if r.verifier == nil {
-			return [][2]string{{"signature", "none (not verified: no --secret given)"}}
+			return [][2]string{{"signature", "none (not verified: no --secret given)"}}, nil
 		}
-		return [][2]string{{"signature", r.result(r.verifier.Verify(h, body))}}
+		add("signature", r.verifier.Verify(h, body))
 	}
-	return lines
+	return lines, first
 }
 
 // present reports whether any of the headers names has a non-empty value
@@ -252,11 +297,11 @@ func present(h http.Header, names ...string) bool {
 	return false
 }
 
-// check verifies body against the headers names of h alone (one scheme)
-// and renders the outcome.
-func (r *Receiver) check(h http.Header, body []byte, names ...string) string {
+// check verifies body against the headers names of h alone (one scheme):
+// nil without secrets (nothing is checked).
+func (r *Receiver) check(h http.Header, body []byte, names ...string) error {
 	if r.verifier == nil {
-		return r.result(nil)
+		return nil
 	}
 	only := http.Header{}
 	for _, name := range names {
@@ -264,7 +309,7 @@ func (r *Receiver) check(h http.Header, body []byte, names ...string) string {
 			only[name] = vs
 		}
 	}
-	return r.result(r.verifier.Verify(only, body))
+	return r.verifier.Verify(only, body)
 }
 
 // result renders a verification outcome.
@@ -275,8 +320,13 @@ func (r *Receiver) result(err error) string {
 	case err == nil:
 		return "verified"
 	default:
-		return "NOT VERIFIED: " + strings.TrimPrefix(err.Error(), "webhook: ")
+		return "NOT VERIFIED: " + reason(err)
 	}
+}
+
+// reason renders why a verification failed, without the package prefix.
+func reason(err error) string {
+	return strings.TrimPrefix(err.Error(), "webhook: ")
 }
 
 func field(b *strings.Builder, label, value string) {

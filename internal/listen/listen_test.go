@@ -2,6 +2,7 @@ package listen
 
 import (
 	"bytes"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -129,14 +130,15 @@ func TestTamperedBody(t *testing.T) {
 	tampered := []byte(strings.Replace(body, `"version":2`, `"version":3`, 1))
 	req.Body = io.NopCloser(bytes.NewReader(tampered))
 	req.ContentLength = int64(len(tampered))
-	resp, _ := do(t, req)
-	if resp.StatusCode != 200 { // the script decides the answer, not the signature
-		t.Fatalf("status %d", resp.StatusCode)
+	resp, got := do(t, req)
+	if resp.StatusCode != 401 || got != `{"error":"invalid signature"}` { // refused, as webhook.Middleware does
+		t.Fatalf("status %d %q, want 401 {\"error\":\"invalid signature\"}", resp.StatusCode, got)
 	}
 	s := out.String()
 	for _, want := range []string{
 		"X-Signature:        NOT VERIFIED: no matching signature: X-Signature",
 		"webhook-signature:  NOT VERIFIED: no matching signature: webhook-signature",
+		"answered:           401 Unauthorized (invalid signature: no matching signature: X-Signature; the --status script was not advanced)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
@@ -217,10 +219,75 @@ func TestRepeatedHeadersAsTheMiddlewareSeesThem(t *testing.T) {
 }
 
 func TestNoSecrets(t *testing.T) {
-	_, srv, out := start(t, Config{})
-	do(t, signedRequest(t, srv.URL, []byte(body), newSecret(t)))
+	_, srv, out := start(t, Config{Statuses: []int{503, 200}})
+	resp, _ := do(t, signedRequest(t, srv.URL, []byte(body), newSecret(t)))
 	if s := out.String(); strings.Count(s, "not verified: no --secret given") != 2 {
 		t.Fatalf("output:\n%s", s)
+	}
+	// Without secrets nothing is checked: the script answers, signed or not.
+	if resp.StatusCode != 503 {
+		t.Fatalf("signed request: status %d, want the scripted 503", resp.StatusCode)
+	}
+	if resp, _ := do(t, signedRequest(t, srv.URL, []byte(body))); resp.StatusCode != 200 {
+		t.Fatalf("unsigned request: status %d, want the scripted 200", resp.StatusCode)
+	}
+}
+
+// TestUnverifiedRefusedScriptKept: with secrets, a request whose
+// signature does not verify (tampered, stale, missing, one of two schemes
+// failing) is answered 401 {"error":"invalid signature"}, as
+// webhook.Middleware answers it, whatever the script says; the output
+// says why, and the script is not advanced: the next verified request
+// gets the step the refused one would have taken.
+func TestUnverifiedRefusedScriptKept(t *testing.T) {
+	secret := newSecret(t)
+	r, srv, out := start(t, Config{Secrets: []string{secret}, Statuses: []int{503, 200}})
+	tampered := signedRequest(t, srv.URL, []byte(body), secret)
+	tampered.Body = io.NopCloser(strings.NewReader(strings.Replace(body, "f_1", "f_2", 1)))
+	oneBad := signedRequest(t, srv.URL, []byte(body), secret)
+	oneBad.Header.Set(webhook.HeaderWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32))) // X-Signature verifies, webhook-signature does not
+	other := signedRequest(t, srv.URL, []byte(body), newSecret(t))
+	stale := signedRequest(t, srv.URL, []byte(body), secret)
+	s, err := webhook.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Sign(stale.Header, "evt_1", fixedNow.Add(-time.Hour), []byte(body))
+	for name, req := range map[string]*http.Request{
+		"tampered":           tampered,
+		"one scheme failing": oneBad,
+		"another secret":     other,
+		"stale":              stale,
+		"unsigned":           signedRequest(t, srv.URL, []byte(body)),
+	} {
+		resp, got := do(t, req)
+		if resp.StatusCode != 401 || got != `{"error":"invalid signature"}` || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %q (%s), want 401 {\"error\":\"invalid signature\"} as JSON", name, resp.StatusCode, got, resp.Header.Get("Content-Type"))
+		}
+	}
+	o := out.String()
+	if n := strings.Count(o, "answered:           401 Unauthorized (invalid signature: "); n != 5 {
+		t.Errorf("%d refusals printed with their reason, want 5:\n%s", n, o)
+	}
+	for _, want := range []string{
+		"(invalid signature: no matching signature: webhook-signature; the --status script was not advanced)",
+		"(invalid signature: timestamp too old: 3600 s old, tolerance 300 s; the --status script was not advanced)",
+		"(invalid signature: missing signature: neither X-Signature nor webhook-signature headers present; the --status script was not advanced)",
+	} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
+	}
+	if strings.Contains(o, "503") {
+		t.Errorf("a refused request took a step of the script:\n%s", o)
+	}
+	for i, want := range []int{503, 200, 200} {
+		if resp, _ := do(t, signedRequest(t, srv.URL, []byte(body), secret)); resp.StatusCode != want {
+			t.Fatalf("verified request %d: status %d, want %d (the script from its start)", i+1, resp.StatusCode, want)
+		}
+	}
+	if r.Count() != 8 {
+		t.Errorf("Count = %d, want 8 (refused requests are seen too)", r.Count())
 	}
 }
 

@@ -167,7 +167,7 @@ func configErr(field, format string, args ...any) error {
 //	secrets: at least one secret is required
 //	secrets: more than 16 secrets
 //	secrets[i]: empty
-//	secrets[i]: not a Standard Webhooks secret (whsec_ followed by standard base64)
+//	secrets[i]: not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)
 //	tolerance: must be 0 (default 300s) or at least 1s
 //	hmac: required for scheme hmac
 //	hmac: only allowed with scheme hmac
@@ -212,7 +212,7 @@ func (c Config) check() (*hmacSpec, error) {
 		}
 		if c.Scheme == StandardWebhooks {
 			if err := webhook.ValidateSecret(s); err != nil {
-				return nil, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i), Rule: "not a Standard Webhooks secret (whsec_ followed by standard base64)", Err: err}
+				return nil, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i), Rule: "not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)", Err: err}
 			}
 		}
 	}

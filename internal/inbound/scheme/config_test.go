@@ -49,8 +49,11 @@ func TestValidateErrors(t *testing.T) {
 		{Config{Scheme: Stripe, Secrets: []string{}}, "secrets", "secrets: at least one secret is required"},
 		{Config{Scheme: Stripe, Secrets: tooMany}, "secrets", "secrets: more than 16 secrets"},
 		{Config{Scheme: GitHub, Secrets: []string{"a", ""}}, "secrets[1]", "secrets[1]: empty"},
-		{Config{Scheme: StandardWebhooks, Secrets: []string{secretA, "whsec_not base64!"}}, "secrets[1]", "secrets[1]: not a Standard Webhooks secret (whsec_ followed by standard base64)"},
-		{Config{Scheme: StandardWebhooks, Secrets: []string{"whsec_"}}, "secrets[0]", "secrets[0]: not a Standard Webhooks secret (whsec_ followed by standard base64)"},
+		// The rule states what is accepted: the prefix is optional
+		// (TestValidateAccepts takes an unprefixed secret).
+		{Config{Scheme: StandardWebhooks, Secrets: []string{secretA, "whsec_not base64!"}}, "secrets[1]", "secrets[1]: not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)"},
+		{Config{Scheme: StandardWebhooks, Secrets: []string{"whsec_"}}, "secrets[0]", "secrets[0]: not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)"},
+		{Config{Scheme: StandardWebhooks, Secrets: []string{"not base64 at all!"}}, "secrets[0]", "secrets[0]: not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)"},
 		{Config{Scheme: Slack, Secrets: []string{"s"}, Tolerance: -time.Second}, "tolerance", "tolerance: must be 0 (default 300s) or at least 1s"},
 		{Config{Scheme: Slack, Secrets: []string{"s"}, Tolerance: 999 * time.Millisecond}, "tolerance", "tolerance: must be 0 (default 300s) or at least 1s"},
 		{Config{Scheme: HMAC, Secrets: []string{"s"}}, "hmac", "hmac: required for scheme hmac"},

@@ -81,7 +81,7 @@ type EventOut struct {
 	ID         string          `json:"id"`
 	Tenant     string          `json:"tenant"`
 	Type       string          `json:"type"`
-	OccurredAt time.Time       `json:"occurred_at"`
+	OccurredAt time.Time       `json:"occurred_at" doc:"in UTC; an event stored with an instant outside the years 0000–9999 (published before that rule) shows the nearer of 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z"`
 	Data       json.RawMessage `json:"data"`
 	Version    int             `json:"version,omitempty" doc:"catalogued types: the newest version, whose data this is"`
 	Sequence   int64           `json:"sequence,omitempty" doc:"number of the event among its type's events about one resource (types with a resource_id)"`
@@ -109,7 +109,9 @@ type envelope struct {
 func eventOut(e store.Event) EventOut {
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
-	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
+	// A stored occurred_at outside the years 0000–9999 (an event published
+	// before the rule) is shown clamped: encoding it failed the answer.
+	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: store.ShownOccurredAt(e.OccurredAt), Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -27,9 +28,21 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 		e        store.Event
 		headers  []byte
 		versions string
+		occurred pgtype.Timestamptz
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &occurred, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
+	}
+	// Herald never writes an infinite occurred_at, but a row set by hand
+	// may hold one, which time.Time cannot: it is read as the bound the
+	// API would show it as (store.ShownOccurredAt), not as an error.
+	switch occurred.InfinityModifier {
+	case pgtype.Infinity:
+		e.OccurredAt = store.MaxOccurredAt
+	case pgtype.NegativeInfinity:
+		e.OccurredAt = store.MinOccurredAt
+	default:
+		e.OccurredAt = occurred.Time
 	}
 	var err error
 	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {

@@ -480,15 +480,16 @@ type listEventsInput struct {
 }
 
 func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOut, error) {
-	lp, err := s.page(in.ListQuery, listEvents)
-	if err != nil {
-		return nil, err
-	}
 	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
 		return nil, err
 	}
 	if err := checkTypeFilter("query.type", in.Type); err != nil {
+		return nil, err
+	}
+	q := query(ctx, listEvents, "/v1/events", "tenant", tenant, "type", in.Type)
+	lp, err := s.page(in.ListQuery, q)
+	if err != nil {
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})
@@ -500,7 +501,7 @@ func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOu
 	for i, e := range pg.Data {
 		out.Body.Data[i] = eventOut(e)
 	}
-	out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 
@@ -524,11 +525,12 @@ type listEventDeliveriesInput struct {
 }
 
 func (s *Server) listEventDeliveries(ctx context.Context, in *listEventDeliveriesInput) (*struct{ Body DeliveryList }, error) {
-	lp, err := s.page(in.ListQuery, listDeliveries)
+	e, err := s.findEvent(ctx, in.ID, in.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.findEvent(ctx, in.ID, in.Tenant)
+	q := query(ctx, listDeliveries, "/v1/events/{id}/deliveries", "event", e.ID)
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -536,7 +538,7 @@ func (s *Server) listEventDeliveries(ctx context.Context, in *listEventDeliverie
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}
-	return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
+	return &struct{ Body DeliveryList }{Body: s.deliveryList(q, pg)}, nil
 }
 
 // findEvent reads an event by the id the API shows. Herald's own ids

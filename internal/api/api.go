@@ -758,7 +758,7 @@ func invalid(location, rule string, value any) error {
 // ListQuery is the pagination of every list route.
 type ListQuery struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"page size, 1–1000"`
-	Cursor string `query:"cursor" maxLength:"300" doc:"next_cursor of the previous page"`
+	Cursor string `query:"cursor" maxLength:"300" doc:"next_cursor of the previous page, with the same path and filters (400 otherwise: cursor belongs to a different query); limit may change"`
 }
 
 func validID(s string) bool {

@@ -1,24 +1,40 @@
 package api
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// Cursors are opaque to clients and bound to the list that made them:
-// next_cursor is base64url of nonce ‖ AES-256-GCM(last key of the page)
-// with the list's name as additional data. A client cannot read a cursor
-// (the events list pages by the store's global insertion sequence, which
-// would otherwise tell a tenant how many events every other tenant
-// published between two pages), forge one, or use one list's cursor on
-// another (400 "invalid cursor" instead of a silently empty page).
+// Cursors are opaque to clients and bound to the query that made them:
+// next_cursor is base64url of nonce ‖ AES-256-GCM(0x01 ‖ query digest ‖
+// last key of the page) with the list's name as additional data. A client
+// cannot read a cursor (the events list pages by the store's global
+// insertion sequence, which would otherwise tell a tenant how many events
+// every other tenant published between two pages), forge one, or use one
+// list's cursor on another (400 "invalid cursor" instead of a silently
+// empty page). The query digest (listQuery) names the route, the scope of
+// the credential and the filters as the handler applied them: a cursor of
+// the same list with other filters (another tenant, type, state, endpoint,
+// since…) would continue a different list from an unrelated position, a
+// page that looks right and is not, so it is refused too (400 "cursor
+// belongs to a different query; start again without it"). The page size
+// (limit) is not part of the query: it may change from page to page.
+//
+// A cursor issued before the binding (the last key alone, which never
+// starts with 0x01) is still accepted on its list: it cannot be forged, and
+// refusing it would break a client paging across the upgrade.
 //
 // The key comes from Config.CursorKey (derived by the app from the
 // encryption key, so every node of a cluster and a restarted node accept
@@ -56,36 +72,95 @@ const (
 	listSources    = "sources"
 )
 
-// cursor seals last, the store's cursor after a page of list ("" → "").
-func (s *Server) cursor(list, last string) string {
+// boundCursor marks a cursor's plaintext as bound to a query: 0x01, the
+// query digest, then the store's cursor (validID: never 0x01).
+const (
+	boundCursor  = 0x01
+	digestLength = 8
+)
+
+// listQuery is the query a page answers: the list, and a digest of the
+// route, the credential's tenant and the filters applied.
+type listQuery struct {
+	list    string
+	filters string // the names of the filters, for the refusal
+	digest  [digestLength]byte
+}
+
+// query is the listQuery of list for a request of ctx's credential:
+// route names the route (lists sharing a name, such as the deliveries of
+// an endpoint, of an event and of every endpoint, are told apart by it),
+// filters alternate each filter's name and its value as applied (a
+// default spelled out, a tenant resolved: the same query written two ways
+// gets the same digest).
+func query(ctx context.Context, list, route string, filters ...string) listQuery {
+	h := sha256.New()
+	var names []string
+	for i, part := range append([]string{list, route, principal(ctx).Tenant}, filters...) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+		if i >= 3 && (i-3)%2 == 0 {
+			names = append(names, part)
+		}
+	}
+	q := listQuery{list: list, filters: strings.Join(names, ", ")}
+	copy(q.digest[:], h.Sum(nil))
+	return q
+}
+
+// cursor seals last, the store's cursor after a page of q ("" → "").
+func (s *Server) cursor(q listQuery, last string) string {
 	if last == "" {
 		return ""
 	}
-	nonce := make([]byte, s.cursors.aead.NonceSize(), s.cursors.aead.NonceSize()+len(last)+s.cursors.aead.Overhead())
+	n, o := s.cursors.aead.NonceSize(), s.cursors.aead.Overhead()
+	nonce := make([]byte, n, n+1+digestLength+len(last)+o)
 	if _, err := rand.Read(nonce); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	return base64.RawURLEncoding.EncodeToString(s.cursors.aead.Seal(nonce, nonce, []byte(last), []byte(list)))
+	plain := make([]byte, 0, 1+digestLength+len(last))
+	plain = append(append(append(plain, boundCursor), q.digest[:]...), last...)
+	return base64.RawURLEncoding.EncodeToString(s.cursors.aead.Seal(nonce, nonce, plain, []byte(q.list)))
 }
 
-// page is the store's ListParams for q on list; a cursor that is not a
-// next_cursor of that list answers 400 "invalid cursor".
-func (s *Server) page(q ListQuery, list string) (store.ListParams, error) {
-	lp := store.ListParams{Limit: q.Limit}
-	if q.Cursor == "" {
+// page is the store's ListParams for lq on q: a cursor that is not a
+// next_cursor of q's list answers 400 "invalid cursor", one of the list
+// made for another query 400 "cursor belongs to a different query".
+func (s *Server) page(lq ListQuery, q listQuery) (store.ListParams, error) {
+	lp := store.ListParams{Limit: lq.Limit}
+	if lq.Cursor == "" {
 		return lp, nil
 	}
 	bad := huma.Error400BadRequest("invalid cursor", &huma.ErrorDetail{Location: "query.cursor",
-		Message: "not a next_cursor returned by this list", Value: q.Cursor})
-	b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		Message: "not a next_cursor returned by this list", Value: lq.Cursor})
+	b, err := base64.RawURLEncoding.DecodeString(lq.Cursor)
 	n := s.cursors.aead.NonceSize()
 	if err != nil || len(b) < n+s.cursors.aead.Overhead() {
 		return lp, bad
 	}
-	last, err := s.cursors.aead.Open(nil, b[:n], b[n:], []byte(list))
-	if err != nil || !validID(string(last)) {
+	plain, err := s.cursors.aead.Open(nil, b[:n], b[n:], []byte(q.list))
+	if err != nil {
 		return lp, bad
 	}
-	lp.Cursor = string(last)
+	if len(plain) > 0 && plain[0] == boundCursor {
+		if len(plain) < 1+digestLength {
+			return lp, bad
+		}
+		if subtle.ConstantTimeCompare(plain[1:1+digestLength], q.digest[:]) != 1 {
+			rule := "a next_cursor continues only the query that returned it"
+			if q.filters != "" {
+				rule += " (the same path and " + q.filters + "; limit may change)"
+			}
+			return lp, huma.Error400BadRequest("cursor belongs to a different query; start again without it",
+				&huma.ErrorDetail{Location: "query.cursor", Message: rule + ": repeat that query's filters, or start again without a cursor", Value: lq.Cursor})
+		}
+		plain = plain[1+digestLength:]
+	} // else a cursor issued before the binding: its list only
+	if !validID(string(plain)) {
+		return lp, bad
+	}
+	lp.Cursor = string(plain)
 	return lp, nil
 }

@@ -44,12 +44,20 @@ func deliveryOut(d store.Delivery) DeliveryOut {
 	return out
 }
 
-func (s *Server) deliveryList(pg store.Page[store.Delivery]) DeliveryList {
-	out := DeliveryList{Data: make([]DeliveryOut, len(pg.Data)), NextCursor: s.cursor(listDeliveries, pg.NextCursor)}
+func (s *Server) deliveryList(q listQuery, pg store.Page[store.Delivery]) DeliveryList {
+	out := DeliveryList{Data: make([]DeliveryOut, len(pg.Data)), NextCursor: s.cursor(q, pg.NextCursor)}
 	for i, d := range pg.Data {
 		out.Data[i] = deliveryOut(d)
 	}
 	return out
+}
+
+// sinceKey is a since filter as a cursor's query names it ("" for none).
+func sinceKey(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // AttemptOut is one HTTP try of a delivery.

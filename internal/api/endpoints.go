@@ -338,11 +338,16 @@ type listEndpointsInput struct {
 }
 
 func (s *Server) listEndpoints(ctx context.Context, in *listEndpointsInput) (*listOut, error) {
-	lp, err := s.page(in.ListQuery, listEndpoints)
+	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
 		return nil, err
 	}
-	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
+	kind := in.Kind
+	if kind == "" {
+		kind = "tenant"
+	}
+	q := query(ctx, listEndpoints, "/v1/endpoints", "tenant", tenant, "kind", kind)
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +361,7 @@ func (s *Server) listEndpoints(ctx context.Context, in *listEndpointsInput) (*li
 	for i, e := range pg.Data {
 		out.Body.Data[i] = s.withCircuit(endpointOut(ctx, e))
 	}
-	out.Body.NextCursor = s.cursor(listEndpoints, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 
@@ -585,11 +590,12 @@ type listEndpointDeliveriesInput struct {
 }
 
 func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDeliveriesInput) (*deliveriesOut, error) {
-	lp, err := s.page(in.ListQuery, listDeliveries)
-	if err != nil {
+	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
 		return nil, err
 	}
-	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
+	q := query(ctx, listDeliveries, "/v1/endpoints/{id}/deliveries", "endpoint", in.ID, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since))
+	lp, err := s.page(in.ListQuery, q)
+	if err != nil {
 		return nil, err
 	}
 	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
@@ -600,7 +606,7 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}
-	return &deliveriesOut{Body: s.deliveryList(pg)}, nil
+	return &deliveriesOut{Body: s.deliveryList(q, pg)}, nil
 }
 
 // refuseSourceEndpoint answers 409 when id is an inbound source's

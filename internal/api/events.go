@@ -81,7 +81,7 @@ type EventOut struct {
 	ID         string          `json:"id"`
 	Tenant     string          `json:"tenant"`
 	Type       string          `json:"type"`
-	OccurredAt time.Time       `json:"occurred_at"`
+	OccurredAt time.Time       `json:"occurred_at" doc:"in UTC; an event stored with an instant outside the years 0000–9999 (published before that rule) shows the nearer of 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z"`
 	Data       json.RawMessage `json:"data"`
 	Version    int             `json:"version,omitempty" doc:"catalogued types: the newest version, whose data this is"`
 	Sequence   int64           `json:"sequence,omitempty" doc:"number of the event among its type's events about one resource (types with a resource_id)"`
@@ -109,7 +109,9 @@ type envelope struct {
 func eventOut(e store.Event) EventOut {
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
-	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: e.OccurredAt, Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
+	// A stored occurred_at outside the years 0000–9999 (an event published
+	// before the rule) is shown clamped: encoding it failed the answer.
+	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: store.ShownOccurredAt(e.OccurredAt), Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -478,15 +480,16 @@ type listEventsInput struct {
 }
 
 func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOut, error) {
-	lp, err := s.page(in.ListQuery, listEvents)
-	if err != nil {
-		return nil, err
-	}
 	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
 		return nil, err
 	}
 	if err := checkTypeFilter("query.type", in.Type); err != nil {
+		return nil, err
+	}
+	q := query(ctx, listEvents, "/v1/events", "tenant", tenant, "type", in.Type)
+	lp, err := s.page(in.ListQuery, q)
+	if err != nil {
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListEvents(ctx, store.ListEventsParams{Tenant: tenant, Type: in.Type, ListParams: lp})
@@ -498,7 +501,7 @@ func (s *Server) listEvents(ctx context.Context, in *listEventsInput) (*eventsOu
 	for i, e := range pg.Data {
 		out.Body.Data[i] = eventOut(e)
 	}
-	out.Body.NextCursor = s.cursor(listEvents, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 
@@ -522,11 +525,12 @@ type listEventDeliveriesInput struct {
 }
 
 func (s *Server) listEventDeliveries(ctx context.Context, in *listEventDeliveriesInput) (*struct{ Body DeliveryList }, error) {
-	lp, err := s.page(in.ListQuery, listDeliveries)
+	e, err := s.findEvent(ctx, in.ID, in.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.findEvent(ctx, in.ID, in.Tenant)
+	q := query(ctx, listDeliveries, "/v1/events/{id}/deliveries", "event", e.ID)
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +538,7 @@ func (s *Server) listEventDeliveries(ctx context.Context, in *listEventDeliverie
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}
-	return &struct{ Body DeliveryList }{Body: s.deliveryList(pg)}, nil
+	return &struct{ Body DeliveryList }{Body: s.deliveryList(q, pg)}, nil
 }
 
 // findEvent reads an event by the id the API shows. Herald's own ids

@@ -169,7 +169,8 @@ type apiKeyListOut struct {
 }
 
 func (s *Server) listAPIKeys(ctx context.Context, in *struct{ ListQuery }) (*apiKeyListOut, error) {
-	lp, err := s.page(in.ListQuery, listAPIKeys)
+	q := query(ctx, listAPIKeys, "/v1/api-keys")
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func (s *Server) listAPIKeys(ctx context.Context, in *struct{ ListQuery }) (*api
 	for i, k := range pg.Data {
 		out.Body.Data[i] = apiKeyOut(k)
 	}
-	out.Body.NextCursor = s.cursor(listAPIKeys, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 
@@ -258,7 +259,8 @@ func (s *Server) createPortalSession(ctx context.Context, in *struct{ Body Creat
 }
 
 func (s *Server) listPortalSessions(ctx context.Context, in *struct{ ListQuery }) (*struct{ Body PortalSessionList }, error) {
-	lp, err := s.page(in.ListQuery, listSessions)
+	q := query(ctx, listSessions, "/v1/portal-sessions")
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +273,7 @@ func (s *Server) listPortalSessions(ctx context.Context, in *struct{ ListQuery }
 	for i, k := range pg.Data {
 		out.Body.Data[i] = portalSessionOut(k)
 	}
-	out.Body.NextCursor = s.cursor(listSessions, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 

@@ -145,10 +145,6 @@ type listDeliveriesInput struct {
 }
 
 func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*deliveriesOut, error) {
-	lp, err := s.page(in.ListQuery, listDeliveries)
-	if err != nil {
-		return nil, err
-	}
 	tenant, err := s.tenantFor(ctx, in.Tenant, "query.tenant")
 	if err != nil {
 		return nil, err
@@ -156,12 +152,17 @@ func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*
 	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
 		return nil, err
 	}
+	q := query(ctx, listDeliveries, "/v1/deliveries", "tenant", tenant, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since))
+	lp, err := s.page(in.ListQuery, q)
+	if err != nil {
+		return nil, err
+	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, State: store.DeliveryState(in.State),
 		EventType: in.EventType, Since: in.Since, ListParams: lp})
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}
-	return &deliveriesOut{Body: s.deliveryList(pg)}, nil
+	return &deliveriesOut{Body: s.deliveryList(q, pg)}, nil
 }
 
 type countsOut struct {

@@ -214,7 +214,8 @@ type sourceListOut struct {
 }
 
 func (s *Server) listSources(ctx context.Context, in *struct{ ListQuery }) (*sourceListOut, error) {
-	lp, err := s.page(in.ListQuery, listSources)
+	q := query(ctx, listSources, "/v1/sources")
+	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (s *Server) listSources(ctx context.Context, in *struct{ ListQuery }) (*sou
 		}
 		out.Body.Data = append(out.Body.Data, o)
 	}
-	out.Body.NextCursor = s.cursor(listSources, pg.NextCursor)
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 

@@ -91,6 +91,32 @@ func ValidOccurredAt(t time.Time) bool {
 	return y >= 0 && y <= 9999
 }
 
+// MinOccurredAt and MaxOccurredAt are the first and the last instant
+// ValidOccurredAt accepts, at the microsecond stored.
+var (
+	MinOccurredAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxOccurredAt = time.Date(9999, 12, 31, 23, 59, 59, 999_999_000, time.UTC)
+)
+
+// ShownOccurredAt is a stored occurred_at as answers state it: t in UTC,
+// or for an instant ValidOccurredAt refuses the nearer of MinOccurredAt
+// and MaxOccurredAt. Such an event was stored before the rule, or by a
+// producer path that did not apply it (or by hand: PostgreSQL's
+// ±infinity are read as the two bounds); RFC 3339, and so encoding/json,
+// cannot state its instant, and GET /v1/events/{id}, the events list and a
+// repeated publish failed to encode their answer. Its delivered body keeps
+// the bytes rendered at its publish.
+func ShownOccurredAt(t time.Time) time.Time {
+	t = t.UTC()
+	if t.Before(MinOccurredAt) {
+		return MinOccurredAt
+	}
+	if t.After(MaxOccurredAt) {
+		return MaxOccurredAt
+	}
+	return t
+}
+
 // ValidEventType reports whether t is an event type: at most 128 bytes of
 // segments of letters, digits, '_' or '-' joined by single dots
 // ("file.extraction.completed").

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"encoding/json"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidators(t *testing.T) {
@@ -42,6 +45,35 @@ func TestValidators(t *testing.T) {
 	} {
 		if got := c.fn(c.in); got != c.want {
 			t.Errorf("%s %q: %v, want %v", c.name, c.in, got, c.want)
+		}
+	}
+}
+
+// TestShownOccurredAt: an instant ValidOccurredAt accepts is shown as it
+// is (in UTC), any other as the nearer bound, which ValidOccurredAt
+// accepts and encoding/json can encode.
+func TestShownOccurredAt(t *testing.T) {
+	in := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.FixedZone("x", 3600))
+	for _, c := range []struct {
+		in, want time.Time
+	}{
+		{in, in.UTC()},
+		{MinOccurredAt, MinOccurredAt},
+		{MaxOccurredAt, MaxOccurredAt},
+		{MinOccurredAt.Add(-time.Microsecond), MinOccurredAt},
+		{MaxOccurredAt.Add(time.Microsecond), MaxOccurredAt},
+		{time.UnixMicro(math.MinInt64), MinOccurredAt},
+		{time.UnixMicro(math.MaxInt64), MaxOccurredAt},
+	} {
+		got := ShownOccurredAt(c.in)
+		if !got.Equal(c.want) || got.Location() != time.UTC {
+			t.Errorf("ShownOccurredAt(%v) = %v, want %v in UTC", c.in, got, c.want)
+		}
+		if !ValidOccurredAt(got) {
+			t.Errorf("ShownOccurredAt(%v) = %v, which ValidOccurredAt refuses", c.in, got)
+		}
+		if _, err := json.Marshal(got); err != nil {
+			t.Errorf("ShownOccurredAt(%v) = %v does not encode: %v", c.in, got, err)
 		}
 	}
 }

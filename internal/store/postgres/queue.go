@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -27,9 +28,21 @@ func scanEvent(row pgx.Row) (store.Event, error) {
 		e        store.Event
 		headers  []byte
 		versions string
+		occurred pgtype.Timestamptz
 	)
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &e.OccurredAt, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Type, &occurred, &e.Body, &e.IdempotencyKey, &e.Fingerprint, &e.CreatedAt, &headers, &versions, &e.Sequence, &e.TraceParent); err != nil {
 		return e, err
+	}
+	// Herald never writes an infinite occurred_at, but a row set by hand
+	// may hold one, which time.Time cannot: it is read as the bound the
+	// API would show it as (store.ShownOccurredAt), not as an error.
+	switch occurred.InfinityModifier {
+	case pgtype.Infinity:
+		e.OccurredAt = store.MaxOccurredAt
+	case pgtype.NegativeInfinity:
+		e.OccurredAt = store.MinOccurredAt
+	default:
+		e.OccurredAt = occurred.Time
 	}
 	var err error
 	if e.VersionBodies, err = store.DecodeVersionBodies([]byte(versions)); err != nil {
@@ -650,14 +663,45 @@ const lockEndpointsOfCompletions = `SELECT e.id FROM endpoints e
 
 // deadLetterNoticeQuery records delivery.dead_lettered for the delivery $1
 // the completion (at $2) just moved to dead — not for a completion whose
-// lease was lost, nor for a delivery of an operational event.
+// lease was lost, nor for a delivery of an operational event. The row's
+// state alone cannot tell which completion moved it: a stale completion
+// of the delivery after the current one, in the same batch and at the same
+// microsecond, found it dead, updated then and unleased, and raised a
+// second notice. So the completion's own update, when it matches the
+// lease, sets the transaction-local movedSetting to the completion's
+// token $3 (its index in the batch: deadCompletionSQL), and the notice
+// needs that token: a stale completion's update matches no row and sets
+// nothing.
 const deadLetterNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
 		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
 	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', $2,
 		d.id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error
 	FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id
 	WHERE d.id = $1 AND d.state = 'dead' AND d.updated_at = $2 AND d.lease_owner IS NULL
+	  AND current_setting('` + movedSetting + `', true) = $3::text
 	  AND d.event_type NOT LIKE 'endpoint.%' AND d.event_type <> 'delivery.dead_lettered'`
+
+// movedSetting is the transaction-local setting a dead-lettering
+// completion's update sets to its token when it moved the delivery
+// (deadLetterNoticeQuery).
+const movedSetting = "herald.completion_moved"
+
+// completeDeliverySQL moves a delivery still under the completion's lease
+// (owner $8, lease end $9); a retry of a delivery whose endpoint was paused
+// or disabled meanwhile is held (paused) instead of pending.
+// deadCompletionSQL is the same for a completion that dead-letters the
+// delivery: when it moved the row it sets movedSetting to the
+// completion's token $10 for deadLetterNoticeQuery.
+const (
+	completeDeliverySQL = `UPDATE deliveries SET
+			state = CASE WHEN $1::text = 'pending' AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'
+			             THEN 'paused' ELSE $1::text END,
+			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
+			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
+			WHERE id = $7 AND lease_owner = $8 AND lease_until = $9`
+	deadCompletionSQL = completeDeliverySQL + `
+			RETURNING set_config('` + movedSetting + `', $10::text, true)`
+)
 
 // completionEndpoint is the endpoint of a completion: $1 (Completion.EndpointID)
 // or, when that is empty, the endpoint of the delivery $2.
@@ -782,15 +826,13 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			SELECT d.id, COALESCE((SELECT MAX(a.number) FROM attempts a WHERE a.delivery_id = d.id), 0) + 1, $2, $3, $4, $5, $6, $7, $8
 			FROM deliveries d WHERE d.id = $1`,
 			c.DeliveryID, ts(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ErrorDetail, a.Location, a.ResponseExcerpt)
-		// A retry of a delivery whose endpoint was paused or disabled
-		// meanwhile is held (paused) instead of pending.
-		b.Queue(`UPDATE deliveries SET
-			state = CASE WHEN $1::text = 'pending' AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'
-			             THEN 'paused' ELSE $1::text END,
-			attempts = attempts + 1, client_errors = client_errors + $2, next_attempt_at = $3,
-			last_status_code = $4, last_error = $5, lease_owner = NULL, lease_until = NULL, updated_at = $6
-			WHERE id = $7 AND lease_owner = $8 AND lease_until = $9`,
-			string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner, nullTS(c.LeaseUntil))
+		token := ""
+		if c.State == store.DeliveryDead {
+			token = strconv.Itoa(i)
+			b.Queue(deadCompletionSQL, string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner, nullTS(c.LeaseUntil), token)
+		} else {
+			b.Queue(completeDeliverySQL, string(c.State), c.ClientErrors(), ts(c.DueAt()), a.StatusCode, a.Error, ts(c.Now), c.DeliveryID, c.Owner, nullTS(c.LeaseUntil))
+		}
 		switch {
 		case c.DisableEndpoint:
 			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
@@ -822,7 +864,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			}
 		}
 		if c.State == store.DeliveryDead {
-			b.Queue(deadLetterNoticeQuery, c.DeliveryID, ts(c.Now))
+			b.Queue(deadLetterNoticeQuery, c.DeliveryID, ts(c.Now), token)
 		}
 	}
 	if err := queueRollups(b, cs); err != nil {

@@ -33,10 +33,7 @@ func optMicro(t time.Time) any {
 
 // CreateAPIKey implements store.Store.
 func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) (store.APIKey, error) {
-	if err := s.checkFile(); err != nil {
-		return store.APIKey{}, wrap("create api key", err)
-	}
-	_, err := s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := s.execWrite(ctx, "INSERT INTO api_keys ("+apiKeyColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.Kind, k.Name, k.Role, k.Tenant, k.Hash, micro(k.CreatedAt), optMicro(k.ExpiresAt), optMicro(k.RevokedAt), optMicro(k.LastUsedAt), k.CreatedBy)
 	if err != nil && uniqueViolation(err) {
 		return store.APIKey{}, store.Exists("API key " + k.ID)
@@ -92,11 +89,11 @@ func (s *Store) ListAPIKeys(ctx context.Context, kind string, p store.ListParams
 
 // RevokeAPIKey implements store.Store.
 func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time) error {
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return wrap("revoke api key", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	res, err := tx.ExecContext(ctx, "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ? AND kind = ?", micro(now), id, kind)
 	if err != nil {
 		return wrap("revoke api key", err)
@@ -110,14 +107,22 @@ func (s *Store) RevokeAPIKey(ctx context.Context, kind, id string, now time.Time
 	return wrap("revoke api key", tx.Commit())
 }
 
-// TouchAPIKeys implements store.Store.
+// TouchAPIKeys implements store.Store: one transaction.
 func (s *Store) TouchAPIKeys(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	tx, done, err := s.beginWrite(ctx)
+	if err != nil {
+		return wrap("touch api keys", err)
+	}
+	defer done()
 	for id, at := range used {
-		if _, err := s.w.ExecContext(ctx, "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)", micro(at), id, micro(at)); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)", micro(at), id, micro(at)); err != nil {
 			return wrap("touch api keys", err)
 		}
 	}
-	return nil
+	return wrap("touch api keys", tx.Commit())
 }
 
 // kindName is how errors name a stored credential of kind.

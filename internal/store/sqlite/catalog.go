@@ -30,15 +30,12 @@ func scanEventType(sc scanner) (store.EventType, error) {
 
 // CreateEventType implements store.Store.
 func (s *Store) CreateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
-	if err := s.checkFile(); err != nil {
-		return store.EventType{}, wrap("create event type", err)
-	}
 	vb, err := json.Marshal(t.Versions)
 	if err != nil {
 		return store.EventType{}, fmt.Errorf("create event type: %w", err)
 	}
 	t.Revision = 1
-	_, err = s.w.ExecContext(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES (?,?,?,?,?,?,?)",
+	_, err = s.execWrite(ctx, "INSERT INTO event_types ("+eventTypeColumns+") VALUES (?,?,?,?,?,?,?)",
 		t.Name, t.Description, t.ResourceID, string(vb), t.Revision, micro(t.CreatedAt), micro(t.UpdatedAt))
 	if err != nil {
 		if uniqueViolation(err) {
@@ -112,14 +109,11 @@ func (s *Store) EventTypeCaseVariant(ctx context.Context, name string) (string, 
 
 // UpdateEventType implements store.Store.
 func (s *Store) UpdateEventType(ctx context.Context, t store.EventType) (store.EventType, error) {
-	if err := s.checkFile(); err != nil {
-		return store.EventType{}, wrap("update event type", err)
-	}
 	vb, err := json.Marshal(t.Versions)
 	if err != nil {
 		return store.EventType{}, fmt.Errorf("update event type: %w", err)
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE event_types SET description = ?, resource_id = ?, versions = ?, revision = revision + 1, updated_at = ?
+	res, err := s.execWrite(ctx, `UPDATE event_types SET description = ?, resource_id = ?, versions = ?, revision = revision + 1, updated_at = ?
 		WHERE name = ? AND revision = ?`, t.Description, t.ResourceID, string(vb), micro(t.UpdatedAt), t.Name, t.Revision)
 	if err != nil {
 		return store.EventType{}, wrap("update event type", err)

@@ -13,8 +13,7 @@ import (
 // due now are offered to this process's engine before the group commits;
 // what it reserves is read and leased on the group's transaction, so that
 // from its commit on every claim, pause, disable or postponement sees them
-// in flight (API writes take the writer connection without the write
-// gate: nothing may come between the rows and the leases), and the
+// in flight (nothing may come between the rows and the leases), and the
 // workers get the claims after the writer is released. Below saturation
 // every publish otherwise cost a claim on the writer (its tenant probes,
 // its walk and three loads) and a next-due read after it, and the delivery

@@ -148,16 +148,17 @@ func goroutinesIn(fns ...string) bool {
 	return true
 }
 
-// TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery: the write gate
-// keeps claims off the writer, but not the API's writes (beginWrite takes
-// the connection directly). The hand-off once recorded its leases after
-// the group's commit (found by review): a pause waiting for the connection
-// got it at the commit and, reading the lease table before the leases were
-// added, held the new delivery as not in flight; the hand-off then gave it
-// to a worker anyway, a paused endpoint received it and the completion
-// overwrote the held state. The leases are now recorded on the group's
-// transaction, before the connection is free. The test holds the lease
-// table's lock until the pause and the hand-off both wait for it.
+// TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery: the hand-off once
+// recorded its leases after the group's commit (found by review, when the
+// API's writes took the writer connection outside the write gate): a
+// pause waiting for the connection got it at the commit and, reading the
+// lease table before the leases were added, held the new delivery as not
+// in flight; the hand-off then gave it to a worker anyway, a paused
+// endpoint received it and the completion overwrote the held state. The
+// leases are now recorded on the group's transaction, before the writer is
+// free (and the pause now waits in the write gate, as every write). The
+// test holds the lease table's lock until the pause and the hand-off both
+// wait for it.
 func TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
@@ -177,7 +178,6 @@ func TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery(t *testing.T) {
 	h := &hookHandOff{takes: make(chan struct{}, 1)}
 	s.SetHandOff(h)
 
-	base := s.w.Stats().WaitCount
 	paused := make(chan error, 1)
 	locked := make(chan struct{})
 	h.onReserve = func() { // the group's transaction open
@@ -185,7 +185,7 @@ func TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery(t *testing.T) {
 			_, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_1", State: store.EndpointPaused, Now: now})
 			paused <- err
 		}()
-		if !waitUntil(func() bool { return s.w.Stats().WaitCount > base }) {
+		if !waitUntil(func() bool { _, q := s.gate.waiting(); return q > 0 }) {
 			panic("the pause never waited for the writer")
 		}
 		s.leases.mu.Lock() // released by the test once the pause and the hand-off wait for it
@@ -213,9 +213,9 @@ func TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery(t *testing.T) {
 		s.leases.mu.Unlock()
 		t.Fatal("the hand-off's lease never waited for the lease table")
 	}
-	// The pause reads the leases only once it has the connection: after
-	// the commit, if the leases are added after it (a lease recorded before
-	// the commit keeps the pause waiting for the connection: then go on).
+	// The pause reads the leases only once it has the writer: after the
+	// commit, if the leases are added after it (a lease recorded before
+	// the commit keeps the pause waiting for the writer: then go on).
 	deadline := time.Now().Add(time.Second)
 	for !goroutinesIn("(*leaseTable).ofEndpoint") && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -240,3 +240,170 @@ func TestPingFailsWhileStorageIsFull(t *testing.T) {
 		t.Error("Ping right after a second failure succeeded")
 	}
 }
+
+// TestEveryWriteRefusedOnceDatabaseFileDeleted: once the database file was
+// deleted (or replaced), SQLite would commit every write to the unlinked
+// file, lost at the next start. Every write is refused with
+// store.ErrUnavailable naming the cause, whoever makes it — the API's
+// changes, and the engine's and the housekeeper's own writes (claims,
+// completions, rescues, fan-out chunks, notices, purges, key touches,
+// rekeys): nothing is acknowledged, nor attempted, that is not on disk.
+func TestEveryWriteRefusedOnceDatabaseFileDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	box := testBox(t)
+	s, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := base
+	var eps []store.Endpoint
+	for range 3 {
+		e := store.Endpoint{ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
+			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}
+		got, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: e, Notice: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, got)
+	}
+	publish := func(chunk int) store.Event {
+		t.Helper()
+		id := store.NewID("evt")
+		res, err := s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: id},
+			Now:   now, NewDeliveryID: func() string { return store.NewID("dlv") }, FanOutChunk: chunk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Event
+	}
+	publish(0)
+	publish(1) // one delivery now, the rest left to ContinueFanOut
+	claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 2, Lease: time.Second, Now: now})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claim: %d, %v", len(claims), err)
+	}
+	notices, err := s.PendingNotices(ctx, 10)
+	if err != nil || len(notices) == 0 {
+		t.Fatalf("notices: %v, %v", notices, err)
+	}
+	key, err := s.CreateAPIKey(ctx, store.APIKey{ID: "key_1", Kind: "api", Name: "k", Role: "admin", Hash: []byte("h"), CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	et, err := s.CreateEventType(ctx, store.EventType{Name: "a.b", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := s.CreateSource(ctx, store.CreateSourceParams{
+		Source:   store.Source{ID: "src_1", Name: "gh", Config: []byte(`{}`), CreatedAt: now, UpdatedAt: now},
+		Endpoint: store.Endpoint{ID: store.NewID("ep"), Tenant: "src_1", Kind: "source", URL: "https://example.com/in", State: store.EndpointEnabled, CreatedAt: now, UpdatedAt: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := s.SealedValues(ctx, store.SealedColumns[0], "", 1)
+	if err != nil || len(secrets) != 1 {
+		t.Fatalf("sealed values: %v, %v", secrets, err)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Hour)
+	url := "https://example.com/other"
+	name := "renamed"
+	for _, w := range []struct {
+		name  string
+		write func() error
+	}{
+		{"ClaimDeliveries", func() error {
+			_, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: later})
+			return err
+		}},
+		{"CompleteDeliveries", func() error {
+			c := claims[0]
+			return s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: c.Delivery.ID, EndpointID: c.Delivery.EndpointID, Owner: "w",
+				LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliveryDead, Now: now, Attempt: store.Attempt{StartedAt: now, StatusCode: 500}}})
+		}},
+		{"RescueExpiredLeases", func() error { _, err := s.RescueExpiredLeases(ctx, later); return err }},
+		{"ContinueFanOut", func() error { _, err := s.ContinueFanOut(ctx, store.FanOutParams{Chunk: 1, Now: now}); return err }},
+		{"PublishEvent", func() error {
+			_, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: "evt_x", Tenant: "acme", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: "evt_x"},
+				Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }})
+			return err
+		}},
+		{"CreateEndpoint", func() error {
+			_, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_x", Tenant: "acme", URL: url, CreatedAt: now, UpdatedAt: now}})
+			return err
+		}},
+		{"UpdateEndpoint", func() error {
+			_, err := s.UpdateEndpoint(ctx, store.UpdateEndpointParams{ID: eps[0].ID, URL: &url, Now: later})
+			return err
+		}},
+		{"DeleteEndpoint", func() error { return s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: eps[2].ID, Now: later}) }},
+		{"SetEndpointState", func() error {
+			_, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: eps[0].ID, State: store.EndpointPaused, Now: later})
+			return err
+		}},
+		{"ReplayDeliveries", func() error {
+			_, err := s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: eps[0].ID, Now: later})
+			return err
+		}},
+		{"PostponeEndpointDeliveries", func() error { _, err := s.PostponeEndpointDeliveries(ctx, eps[0].ID, later); return err }},
+		{"MoveEndpointDeliveries", func() error {
+			_, err := s.MoveEndpointDeliveries(ctx, store.MoveParams{EndpointID: eps[0].ID, DueTo: later, At: later})
+			return err
+		}},
+		{"RotateSecret", func() error {
+			_, err := s.RotateSecret(ctx, store.RotateSecretParams{ID: eps[0].ID, Secret: "whsec_y", Now: later})
+			return err
+		}},
+		{"RevokeSecret", func() error {
+			_, err := s.RevokeSecret(ctx, store.RevokeSecretParams{ID: eps[0].ID, SecretID: "x", Now: later})
+			return err
+		}},
+		{"ClearNotices", func() error { return s.ClearNotices(ctx, []int64{notices[0].ID}) }},
+		{"ClaimSpikeAlert", func() error { _, err := s.ClaimSpikeAlert(ctx, eps[0].ID, now, later); return err }},
+		{"Purge", func() error {
+			_, err := s.Purge(ctx, store.PurgeParams{EventsBefore: later.Add(time.Hour)})
+			return err
+		}},
+		{"CreateAPIKey", func() error {
+			_, err := s.CreateAPIKey(ctx, store.APIKey{ID: "key_2", Kind: "api", Name: "k", Role: "admin", Hash: []byte("h2"), CreatedAt: now})
+			return err
+		}},
+		{"TouchAPIKeys", func() error { return s.TouchAPIKeys(ctx, map[string]time.Time{key.ID: later}) }},
+		{"RevokeAPIKey", func() error { return s.RevokeAPIKey(ctx, "api", key.ID, later) }},
+		{"CreateEventType", func() error {
+			_, err := s.CreateEventType(ctx, store.EventType{Name: "c.d", CreatedAt: now, UpdatedAt: now})
+			return err
+		}},
+		{"UpdateEventType", func() error { et.Description = "changed"; _, err := s.UpdateEventType(ctx, et); return err }},
+		{"CreateSource", func() error {
+			_, err := s.CreateSource(ctx, store.CreateSourceParams{
+				Source:   store.Source{ID: "src_2", Name: "gh2", Config: []byte(`{}`), CreatedAt: now, UpdatedAt: now},
+				Endpoint: store.Endpoint{ID: "ep_src2", Tenant: "src_2", Kind: "source", URL: url, State: store.EndpointEnabled, CreatedAt: now, UpdatedAt: now}})
+			return err
+		}},
+		{"UpdateSource", func() error {
+			_, err := s.UpdateSource(ctx, store.UpdateSourceParams{ID: src.ID, Name: &name, Now: later})
+			return err
+		}},
+		{"DeleteSource", func() error { return s.DeleteSource(ctx, src.ID) }},
+		{"EnsureMeta", func() error { _, err := s.EnsureMeta(ctx, "some_key", "v"); return err }},
+		{"ReplaceSealed", func() error {
+			_, err := s.ReplaceSealed(ctx, store.SealedColumns[0], secrets[0].Key, secrets[0].Value, secrets[0].Value)
+			return err
+		}},
+		{"SealClearHeaders", func() error { _, err := s.SealClearHeaders(ctx); return err }},
+		{"Ping", func() error { return s.Ping(ctx) }},
+	} {
+		err := w.write()
+		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "deleted or replaced") {
+			t.Errorf("%s after the database file was deleted: %v; want ErrUnavailable naming the cause", w.name, err)
+		}
+	}
+}

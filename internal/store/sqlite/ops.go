@@ -21,11 +21,11 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	default:
 		return store.Endpoint{}, 0, store.BadEndpointState(p.State)
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	now := micro(p.Now)
 	var res sql.Result
 	if p.State == store.EndpointEnabled {
@@ -62,6 +62,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if err := tx.Commit(); err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
+	done() // the next chunks take the writer again
 	if p.State == store.EndpointEnabled && moved == releaseChunk {
 		more, err := s.releaseRest(context.WithoutCancel(ctx), p.ID, now)
 		moved += more
@@ -149,11 +150,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 			return 0, store.NotReplayable(st)
 		}
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, wrap("replay", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	var one int
 	if p.DeliveryID != "" {
 		err = tx.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?", p.DeliveryID).Scan(&one)
@@ -189,6 +190,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 				if err == nil {
 					err = tx.Commit()
 				}
+				done() // the next chunks take the writer again
 			} else {
 				if s.beforeChunk != nil {
 					s.beforeChunk()
@@ -294,11 +296,11 @@ func numberPlaceholders(q string, from int) string {
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
 	// A transaction holds the writer, so the leases (leases.go) do not
 	// change between reading them and the update.
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?1
 		WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < ?1
 		  AND id NOT IN (SELECT value FROM json_each(?3))`, micro(until), endpointID, s.leases.ofEndpoint(endpointID, nil))
@@ -320,11 +322,11 @@ func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) 
 	if !p.DueFrom.IsZero() {
 		from = micro(p.DueFrom)
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, wrap("move", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	q, args := MoveQuery, []any{micro(p.At), p.EndpointID, from, micro(p.DueTo), s.leases.ofEndpoint(p.EndpointID, nil), p.Unattempted}
 	if p.Limit > 0 {
 		q, args = MoveLimitQuery, append(args, p.Limit, p.Spacing.Microseconds(), p.Limit*moveScanPerRow)
@@ -435,7 +437,7 @@ func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
 	if err != nil {
 		return wrap("clear notices", err)
 	}
-	_, err = s.w.ExecContext(ctx, "DELETE FROM notices WHERE id IN (SELECT value FROM json_each(?))", string(arr))
+	_, err = s.execWrite(ctx, "DELETE FROM notices WHERE id IN (SELECT value FROM json_each(?))", string(arr))
 	return wrap("clear notices", err)
 }
 
@@ -472,7 +474,7 @@ func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.
 
 // ClaimSpikeAlert implements store.Store.
 func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowStart, now time.Time) (bool, error) {
-	res, err := s.w.ExecContext(ctx, "UPDATE endpoints SET last_spike_at = ? WHERE id = ? AND last_spike_at <= ?", micro(now), endpointID, micro(windowStart))
+	res, err := s.execWrite(ctx, "UPDATE endpoints SET last_spike_at = ? WHERE id = ? AND last_spike_at <= ?", micro(now), endpointID, micro(windowStart))
 	if err != nil {
 		return false, wrap("spike alert", err)
 	}
@@ -541,12 +543,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		if q.bound.IsZero() {
 			continue
 		}
-		// Behind waiting publishes, as the queue's transactions (writeGate).
-		if err := s.gate.acquireQueue(ctx); err != nil {
-			return total, err
-		}
-		res, err := s.w.ExecContext(ctx, q.sql, micro(q.bound), p.Limit)
-		s.gate.release()
+		// Behind waiting publishes, as every write (writeGate).
+		res, err := s.execWrite(ctx, q.sql, micro(q.bound), p.Limit)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return total, err
@@ -577,11 +575,11 @@ func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (s
 // changeSecrets replaces an endpoint's secrets with change(its secrets) in
 // one transaction.
 func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, wrap(op, err)
 	}
-	defer tx.Rollback()
+	defer done()
 	e, err := s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err
@@ -605,6 +603,10 @@ func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time,
 
 // EnsureMeta implements store.Store.
 func (s *Store) EnsureMeta(ctx context.Context, key, value string) (string, error) {
+	if err := s.acquireWriter(ctx); err != nil {
+		return "", wrap("meta "+key, err)
+	}
+	defer s.gate.release()
 	var stored string
 	err := s.w.QueryRowContext(ctx, `INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = value RETURNING value`, key, value).Scan(&stored)
 	return stored, wrap("meta "+key, err)

@@ -51,7 +51,7 @@ func (s *Store) SealedValue(ctx context.Context, c store.SealedColumn, key strin
 // ReplaceSealed implements store.SealedStore: a compare-and-set of one
 // value.
 func (s *Store) ReplaceSealed(ctx context.Context, c store.SealedColumn, key, old, new string) (bool, error) {
-	res, err := s.w.ExecContext(ctx, "UPDATE "+c.Table+" SET "+c.Column+" = ? WHERE "+where(c, c.Key+" = ? AND "+c.Column+" = ?"), new, key, old)
+	res, err := s.execWrite(ctx, "UPDATE "+c.Table+" SET "+c.Column+" = ? WHERE "+where(c, c.Key+" = ? AND "+c.Column+" = ?"), new, key, old)
 	if err != nil {
 		return false, wrap("rekey", err)
 	}

@@ -45,11 +45,11 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 	if err != nil {
 		return store.Source{}, err
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Source{}, wrap("create source", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	if _, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", args...); err != nil {
 		if uniqueViolation(err) {
 			return store.Source{}, store.Exists("endpoint " + ep.ID)
@@ -108,11 +108,11 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 
 // UpdateSource implements store.Store.
 func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (store.Source, error) {
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Source{}, wrap("update source", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	src, err := s.scanSource(tx.QueryRowContext(ctx, "SELECT "+sourceColumns+" FROM sources WHERE id = ?", p.ID))
 	if err != nil {
 		return store.Source{}, wrap("source "+p.ID, err)
@@ -144,11 +144,11 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 
 // DeleteSource implements store.Store.
 func (s *Store) DeleteSource(ctx context.Context, id string) error {
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return wrap("delete source", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	var endpointID string
 	if err := tx.QueryRowContext(ctx, "DELETE FROM sources WHERE id = ? RETURNING endpoint_id", id).Scan(&endpointID); err != nil {
 		if err == sql.ErrNoRows {

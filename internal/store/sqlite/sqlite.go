@@ -146,10 +146,14 @@ func (s *Store) claimTx(ctx context.Context) (tx *sql.Tx, done func(), err error
 }
 
 // writerTx begins a transaction on the writer connection once the gate
-// lets queue work through, with synchronous=NORMAL around it when normal
-// is set (queueTx).
+// lets it through (acquireWriter: behind waiting publish groups, the
+// database file checked), with synchronous=NORMAL around it when normal is
+// set (queueTx). done rolls back what was not committed and releases the
+// connection and the gate; calling it again does nothing, so a caller that
+// must take the writer again after its commit (the next chunk of a
+// resume or a replay) releases it first.
 func (s *Store) writerTx(ctx context.Context, normal bool) (tx *sql.Tx, done func(), err error) {
-	if err := s.gate.acquireQueue(ctx); err != nil {
+	if err := s.acquireWriter(ctx); err != nil {
 		return nil, nil, err
 	}
 	conn, err := s.w.Conn(ctx)
@@ -180,10 +184,42 @@ func (s *Store) writerTx(ctx context.Context, normal bool) (tx *sql.Tx, done fun
 		release()
 		return nil, nil, err
 	}
+	released := false
 	return tx, func() {
+		if released {
+			return
+		}
+		released = true
 		tx.Rollback()
 		release()
 	}, nil
+}
+
+// acquireWriter takes the write gate behind waiting publish groups (every
+// write but a publish group's waits there: the queue's transactions, the
+// API's changes, the housekeeping), then checks that the database file is
+// still the one opened (checkFile): on an error it holds nothing. With the
+// gate held the writer connection is free: nothing takes it outside the
+// gate.
+func (s *Store) acquireWriter(ctx context.Context) error {
+	if err := s.gate.acquireQueue(ctx); err != nil {
+		return err
+	}
+	if err := s.checkFile(); err != nil {
+		s.gate.release()
+		return err
+	}
+	return nil
+}
+
+// execWrite runs one statement on the writer outside a transaction (its
+// own commit, synchronous=FULL) in the write gate (acquireWriter).
+func (s *Store) execWrite(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := s.acquireWriter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.gate.release()
+	return s.w.ExecContext(ctx, query, args...)
 }
 
 // stmt returns query as a statement of tx: the one prepared at Open when
@@ -379,8 +415,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	if failErr != nil && s.now().Sub(failedAt) < storageFailureWindow {
 		return fmt.Errorf("%w: a publish failed on storage %s ago: %v", store.ErrUnavailable, s.now().Sub(failedAt).Round(time.Millisecond), failErr)
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('readiness_probe', ?)
+	if _, err := s.execWrite(ctx, `INSERT INTO meta (key, value) VALUES ('readiness_probe', ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, s.now().UTC().Format(time.RFC3339Nano)); err != nil {
+		if store.Classified(err) {
+			return err // the file was deleted meanwhile, or ctx ended
+		}
 		return fmt.Errorf("%w: the store cannot commit a write: %v", store.ErrUnavailable, err)
 	}
 	return nil
@@ -389,9 +428,13 @@ func (s *Store) Ping(ctx context.Context) error {
 // checkFile fails, wrapping store.ErrUnavailable, when the database file
 // was deleted or replaced since Open. SQLite keeps writing to the unlinked
 // file, so a commit would succeed and be lost at the next start: every
-// write the API answers (publishes, endpoint, source, key and catalog
-// changes) checks first and is refused with a 503 instead. It costs one
-// stat(2), about a microsecond, per publish group or change.
+// write checks first, once it has the writer (acquireWriter, and the
+// committer for a publish group), and is refused instead — the API's (a
+// 503) and the engine's and the housekeeper's own (claims, completions,
+// rescues, fan-out chunks, notices, purges): the engine keeps its results
+// in memory and stops claiming, so nothing more is sent whose outcome
+// could not be recorded. It costs one stat(2), about a microsecond, per
+// transaction.
 func (s *Store) checkFile() error {
 	cur, err := os.Stat(s.path)
 	if err != nil || !os.SameFile(cur, s.file) {
@@ -400,13 +443,11 @@ func (s *Store) checkFile() error {
 	return nil
 }
 
-// beginWrite begins a transaction on the writer for a change the API
-// answers, after checkFile.
-func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	if err := s.checkFile(); err != nil {
-		return nil, err
-	}
-	return s.w.BeginTx(ctx, nil)
+// beginWrite begins a transaction on the writer for a change (the API's,
+// synchronous=FULL) in the write gate, after checkFile, as every write;
+// done as writerTx's.
+func (s *Store) beginWrite(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	return s.writerTx(ctx, false)
 }
 
 // noteWrite records the outcome of a publish for Ping: a storage failure
@@ -585,11 +626,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, p store.CreateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("create endpoint: %w", err)
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, wrap("create endpoint", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	// One statement on the single writer: the count and the insert are
 	// atomic. ?16 is the limit (0 = none), ?2 the tenant.
 	res, err := tx.ExecContext(ctx, "INSERT INTO endpoints ("+endpointColumns+") SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15"+
@@ -691,11 +732,11 @@ func whereClause(w []string) string {
 
 // UpdateEndpoint implements store.Store.
 func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	e, err := s.getEndpoint(ctx, tx, p.ID)
 	if err != nil {
 		return store.Endpoint{}, err
@@ -758,11 +799,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // DeleteEndpoint implements store.Store.
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
-	tx, err := s.beginWrite(ctx)
+	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return wrap("delete endpoint", err)
 	}
-	defer tx.Rollback()
+	defer done()
 	if p.Notice {
 		// The snapshot is taken before the row goes.
 		if err := addNotice(ctx, tx, id, store.NoticeEndpointDeleted, p.Now); err != nil {
@@ -792,12 +833,18 @@ func mustSub(fsys embed.FS, dir string) fs.FS {
 
 // SealClearHeaders seals the custom header values of endpoints written
 // before header values were sealed (store.SealHeaders), and answers how
-// many endpoints it changed. Call it after store.CheckKey proved the key.
+// many endpoints it changed, in one transaction. Call it after
+// store.CheckKey proved the key.
 func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 	if s.box == nil {
 		return 0, nil
 	}
-	rows, err := s.w.QueryContext(ctx, `SELECT id, headers FROM endpoints`)
+	tx, done, err := s.beginWrite(ctx)
+	if err != nil {
+		return 0, wrap("seal headers", err)
+	}
+	defer done()
+	rows, err := tx.QueryContext(ctx, `SELECT id, headers FROM endpoints`)
 	if err != nil {
 		return 0, wrap("seal headers", err)
 	}
@@ -834,11 +881,14 @@ func (s *Store) SealClearHeaders(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := s.w.ExecContext(ctx, `UPDATE endpoints SET headers=? WHERE id=?`, string(b), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET headers=? WHERE id=?`, string(b), id); err != nil {
 			return 0, wrap("seal headers", err)
 		}
 	}
-	return len(clear), nil
+	if len(clear) == 0 {
+		return 0, nil
+	}
+	return len(clear), wrap("seal headers", tx.Commit())
 }
 
 // CheckDirectory applies Open's rule for the directory of the database at

@@ -20,8 +20,16 @@ import (
 // work that waited through maxPublishesInARow groups in a row goes before
 // the next one.
 //
-// The gate covers the committer and queueTx; the rare other writes (API
-// changes, housekeeping) take the connection directly, as before.
+// The gate covers every write: the committer's publish groups (first),
+// and in arrival order the queue's transactions (queueTx, claimTx) and
+// every other write — the API's changes, the housekeeping's, a readiness
+// probe — through acquireWriter, which also refuses them once the
+// database file was deleted (checkFile). Nothing takes the writer
+// connection outside the gate: such writes used to, so a publish group
+// that had the gate could wait for the connection behind them, the gate's
+// count of waiting work (the hand-off, the fan-out chunks) missed them,
+// and the engine's and housekeeping's writes were not checked against a
+// deleted file.
 type writeGate struct {
 	mu     sync.Mutex
 	held   bool

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -434,5 +435,75 @@ func TestGroupDuplicatesCountTheGroupsDeliveries(t *testing.T) {
 	}
 	if created != 1 {
 		t.Errorf("%d copies created the event, want 1", created)
+	}
+}
+
+// TestEveryWriteWaitsInTheWriteGate: the API's changes and the
+// housekeeping's writes wait in the write gate like the queue's
+// transactions (they took the writer connection directly, unseen by the
+// gate: a publish group that had the gate then waited for the connection
+// behind them, and the gate's count of waiting work, which the hand-off
+// and the fan-out chunks read, missed them). Queued behind a running queue
+// transaction, each lets a publish group that arrives after it go first.
+func TestEveryWriteWaitsInTheWriteGate(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	for i, w := range []struct {
+		name  string
+		write func() error
+	}{
+		{"CreateEndpoint", func() error {
+			_, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", CreatedAt: now, UpdatedAt: now}})
+			return err
+		}},
+		{"CreateAPIKey", func() error {
+			_, err := s.CreateAPIKey(ctx, store.APIKey{ID: store.NewID("key"), Kind: "api", Name: "k", Role: "admin", Hash: []byte(store.NewID("h")), CreatedAt: now})
+			return err
+		}},
+		{"CreateEventType", func() error {
+			_, err := s.CreateEventType(ctx, store.EventType{Name: "t" + strconv.Itoa(int(now.UnixNano()%1000)) + ".x", CreatedAt: now, UpdatedAt: now})
+			return err
+		}},
+		{"ClearNotices", func() error { return s.ClearNotices(ctx, []int64{1}) }},
+		{"TouchAPIKeys", func() error { return s.TouchAPIKeys(ctx, map[string]time.Time{"key_x": now}) }},
+		{"EnsureMeta", func() error { _, err := s.EnsureMeta(ctx, "k", "v"); return err }},
+		{"Ping", func() error { return s.Ping(ctx) }},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			_, done, err := s.queueTx(ctx) // the writer, as a claim running
+			if err != nil {
+				t.Fatal(err)
+			}
+			var once sync.Once
+			defer once.Do(done) // also when the test fails before it is released
+			wrote := make(chan error, 1)
+			go func() { wrote <- w.write() }()
+			waitFor(t, "the write waiting in the gate", func() bool { _, q := s.gate.waiting(); return q == 1 })
+			published := make(chan error, 1)
+			go func() {
+				id := store.NewID("evt")
+				_, err := s.PublishEvent(ctx, store.PublishParams{
+					Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: []byte("{}"), Fingerprint: id},
+					Now:   now, NewDeliveryID: func() string { return store.NewID("dlv") },
+				})
+				published <- err
+			}()
+			waitFor(t, "the publish waiting", func() bool { p, _ := s.gate.waiting(); return p == 1 })
+			once.Do(done)
+			if p, q := s.gate.waiting(); p != 0 || q != 1 {
+				t.Fatalf("after the queue transaction: %d publishes and %d writes waiting, want 0 and 1 (the publish first)", p, q)
+			}
+			if err := <-published; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-wrote; err != nil {
+				t.Fatalf("%s (#%d): %v", w.name, i, err)
+			}
+		})
 	}
 }

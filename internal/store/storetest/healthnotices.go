@@ -98,6 +98,81 @@ func (s suite) healthNotices(t *testing.T) {
 		}
 		_ = evs
 	})
+	// A stale completion of a delivery (its lease was rescued and the
+	// delivery claimed again, by the same owner or another) and the current
+	// lease's, at the same microsecond, in one batch or the current one in
+	// an earlier batch: only the completion that moved the delivery raises
+	// delivery.dead_lettered (and a 410's endpoint.disabled), whatever
+	// their order.
+	for _, tc := range []struct {
+		name         string
+		sameOwner    bool
+		staleFirst   bool
+		stale, cur   store.DeliveryState
+		gone         bool // both answered 410: the endpoint is disabled
+		twoBatches   bool // the current completion's batch, then the stale one's
+		wantDead     int
+		wantDisabled int
+	}{
+		{name: "BothDead/CurrentFirst/SameOwner", sameOwner: true, stale: store.DeliveryDead, cur: store.DeliveryDead, wantDead: 1},
+		{name: "BothDead/StaleFirst/SameOwner", sameOwner: true, staleFirst: true, stale: store.DeliveryDead, cur: store.DeliveryDead, wantDead: 1},
+		{name: "BothDead/CurrentFirst/OtherOwner", stale: store.DeliveryDead, cur: store.DeliveryDead, wantDead: 1},
+		{name: "BothDead/StaleFirst/OtherOwner", staleFirst: true, stale: store.DeliveryDead, cur: store.DeliveryDead, wantDead: 1},
+		{name: "BothGone/CurrentFirst/SameOwner", sameOwner: true, stale: store.DeliveryDead, cur: store.DeliveryDead, gone: true, wantDead: 1, wantDisabled: 1},
+		{name: "BothGone/StaleFirst/SameOwner", sameOwner: true, staleFirst: true, stale: store.DeliveryDead, cur: store.DeliveryDead, gone: true, wantDead: 1, wantDisabled: 1},
+		{name: "BothDead/TwoBatches/SameOwner", sameOwner: true, twoBatches: true, stale: store.DeliveryDead, cur: store.DeliveryDead, wantDead: 1},
+		{name: "BothGone/TwoBatches/SameOwner", sameOwner: true, twoBatches: true, stale: store.DeliveryDead, cur: store.DeliveryDead, gone: true, wantDead: 1, wantDisabled: 1},
+		{name: "StaleDeadCurrentRetry/CurrentFirst", sameOwner: true, stale: store.DeliveryDead, cur: store.DeliveryPending},
+		{name: "StaleDeadCurrentRetry/StaleFirst", sameOwner: true, staleFirst: true, stale: store.DeliveryDead, cur: store.DeliveryPending},
+	} {
+		s.run(t, "DeadLetteredOnceForStaleAndCurrent/"+tc.name, func(t *testing.T, f *fixture) {
+			f.seed(1, 1, base)
+			old := f.claimOne("a", 30*time.Second, base)
+			if n := f.rescue(at(time.Minute)); n != 1 {
+				t.Fatalf("rescued %d, want 1", n)
+			}
+			owner := "b"
+			if tc.sameOwner {
+				owner = "a"
+			}
+			cur := f.claimOne(owner, 30*time.Second, at(time.Minute))
+			now := at(62 * time.Second) // the same microsecond for both
+			stale, current := attempt(old, tc.stale, now), attempt(cur, tc.cur, now)
+			if tc.gone {
+				for _, c := range []*store.Completion{&stale, &current} {
+					c.Attempt.StatusCode, c.DisableEndpoint, c.DisableReason = 410, true, "gone"
+				}
+			}
+			switch {
+			case tc.twoBatches:
+				f.complete(current)
+				f.complete(stale)
+			case tc.staleFirst:
+				f.complete(stale, current)
+			default:
+				f.complete(current, stale)
+			}
+			d := f.getDelivery(cur.Delivery.ID)
+			if d.State != tc.cur || d.Attempts != 1 || d.LeaseOwner != "" {
+				t.Fatalf("delivery: state %s, attempts %d, lease %q; want %s, 1, none (moved by the current lease only)", d.State, d.Attempts, d.LeaseOwner, tc.cur)
+			}
+			var dead, disabled int
+			for _, n := range f.allNotices() {
+				switch n.Type {
+				case store.NoticeDeliveryDeadLettered:
+					dead++
+					if n.DeliveryID != cur.Delivery.ID || n.Attempts != 1 {
+						t.Errorf("delivery.dead_lettered = %+v, want delivery %s after 1 attempt", n, cur.Delivery.ID)
+					}
+				case store.NoticeEndpointDisabled:
+					disabled++
+				}
+			}
+			if dead != tc.wantDead || disabled != tc.wantDisabled {
+				t.Fatalf("notices: %d delivery.dead_lettered, %d endpoint.disabled; want %d, %d", dead, disabled, tc.wantDead, tc.wantDisabled)
+			}
+		})
+	}
 }
 
 // recoveredAfterEnable: an endpoint enabled (after a disable) while its

@@ -430,7 +430,7 @@ func formVersions(s string) (map[string]int, error) {
 		k, v, ok := strings.Cut(line, ":")
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 1 {
-			return nil, fmt.Errorf("Pinned versions: %q is not a \"event.type: version\" line (a version is a whole number from 1)", line)
+			return nil, labelled("Pinned versions", fmt.Errorf("%q is not a \"event.type: version\" line (a version is a whole number from 1)", line))
 		}
 		pins[strings.TrimSpace(k)] = n
 	}
@@ -447,7 +447,7 @@ func formHeaders(s string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("Headers: %q is not a \"Name: value\" line", line)
+			return nil, labelled("Headers", fmt.Errorf("%q is not a \"Name: value\" line", line))
 		}
 		h[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
@@ -478,7 +478,7 @@ func (c *Console) endpointBody(r *http.Request) (map[string]any, error) {
 	}
 	n, err := strconv.Atoi(rl)
 	if err != nil {
-		return nil, fmt.Errorf("Rate limit: %q is not a whole number of deliveries per second", rl)
+		return nil, labelled("Rate limit", fmt.Errorf("%q is not a whole number of deliveries per second", rl))
 	}
 	b["rate_limit_per_second"] = n
 	return b, nil
@@ -813,10 +813,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 	from, err1 := parseFormTime(d.From)
 	until, err2 := parseFormTime(d.Until)
 	if err1 != nil {
-		err1 = fmt.Errorf("From: %w", err1)
+		err1 = labelled("From", err1)
 	}
 	if err2 != nil {
-		err2 = fmt.Errorf("Until: %w", err2)
+		err2 = labelled("Until", err2)
 	}
 	if err := errors.Join(err1, err2, checkRange("From", "Until", from, until)); err != nil {
 		d.Err = strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -1601,3 +1601,16 @@ func (c *Console) catalogTypes(r *http.Request, s *session) ([]api.EventTypeOut,
 	}
 	return out.Data, nil
 }
+
+// labelledError is an error of a console form's field, named by the
+// form's label as written on the page: "Headers: …".
+type labelledError struct {
+	label string
+	err   error
+}
+
+func (e *labelledError) Error() string { return e.label + ": " + e.err.Error() }
+func (e *labelledError) Unwrap() error { return e.err }
+
+// labelled names err after the form field labelled label.
+func labelled(label string, err error) error { return &labelledError{label: label, err: err} }

@@ -57,6 +57,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/keys/portal-link", c.page(c.shown))
 	m.HandleFunc("POST /ui/endpoints/{id}/state", c.action(c.changeState))
 	m.HandleFunc("GET /ui/deliveries/{id}", c.page(c.deliveryDetail))
+	m.HandleFunc("POST /ui/deliveries/{id}/replay", c.action(c.may("replay-delivery", c.replayDelivery)))
 	m.HandleFunc("GET /ui/events", c.page(c.events))
 	m.HandleFunc("GET /ui/events/{id}", c.page(c.eventDetail))
 	m.HandleFunc("GET /ui/dead-letters", c.page(c.deadLetters))
@@ -610,11 +611,34 @@ func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *sessio
 	})
 }
 
+// The rotate form's labels, which its errors name.
+const (
+	overlapLabel   = "Overlap"
+	expireNowLabel = "The current secret stops working now"
+)
+
+// rotateLabels name the rotate-secret API's fields by the rotate form's labels.
+var rotateLabels = map[string]string{"overlap_seconds": overlapLabel}
+
+// rotateSecret rotates an endpoint's signing secret. With overlap none the
+// current secret stops verifying at once and every receiver still on it
+// refuses deliveries: the form must then carry the explicit confirmation
+// (the expire_now box), or it comes back on the endpoint's page, 422,
+// with the choices kept and nothing rotated. Other overlaps need no extra
+// step.
 func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	overlap, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("overlap_seconds")))
+	form := rotateForm{Overlap: strings.TrimSpace(r.PostFormValue("overlap_seconds")), ExpireNow: r.PostFormValue("expire_now") == "yes"}
+	again := func(status int, err error) {
+		c.endpointDetailPage(w, r, s, status, endpointDetailData{Err: err.Error(), Rotate: form})
+	}
+	overlap, err := strconv.Atoi(form.Overlap)
 	if err != nil {
-		c.fail(w, r, s, http.StatusUnprocessableEntity, "overlap: a whole number of seconds (0–604800) during which the previous secret still signs")
+		again(http.StatusUnprocessableEntity, labelled(overlapLabel, fmt.Errorf("%q is not a whole number of seconds (0–604800) during which the previous secret still signs", form.Overlap)))
+		return
+	}
+	if overlap == 0 && !form.ExpireNow {
+		again(http.StatusUnprocessableEntity, labelled(expireNowLabel, errors.New("tick it to rotate with overlap none: the current secret stops verifying at once, and receivers still on it refuse every delivery until they have the new one (nothing was rotated)")))
 		return
 	}
 	d := secretData{Rotated: true}
@@ -623,6 +647,11 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		PreviousExpiresAt *time.Time `json:"previous_expires_at"`
 	}
 	if err := c.call(r, s, "POST", "/v1/endpoints/"+url.PathEscape(id)+"/rotate-secret", map[string]any{"overlap_seconds": overlap}, &out); err != nil {
+		var ae *apiError
+		if errors.As(relabel(err, rotateLabels), &ae) && ae.Status == http.StatusUnprocessableEntity {
+			again(ae.Status, ae)
+			return
+		}
 		c.apiFail(w, r, s, err)
 		return
 	}
@@ -693,12 +722,36 @@ type endpointDetailData struct {
 	State      string
 	Cursor     string
 	NextCursor string
+	// A refused rotate form comes back on this page: the reason, and the
+	// choices as they were sent.
+	Rotate rotateForm
+	Err    string
 }
 
+func (d endpointDetailData) errText() string { return d.Err }
+
+// rotateForm is what the rotate form holds: the overlap in seconds (as
+// the select sends it; empty: the form's default) and the confirmation
+// that the current secret stops working now.
+type rotateForm struct {
+	Overlap   string
+	ExpireNow bool
+}
+
+// rotateOverlaps are the rotate form's choices, the first the default.
+var rotateOverlaps = []struct{ Seconds, Label string }{{"86400", "24 h"}, {"3600", "1 h"}, {"604800", "7 days"}, {"0", "none"}}
+
+// Overlaps are the rotate form's choices.
+func (endpointDetailData) Overlaps() []struct{ Seconds, Label string } { return rotateOverlaps }
+
 func (c *Console) endpointDetail(w http.ResponseWriter, r *http.Request, s *session) {
+	c.endpointDetailPage(w, r, s, http.StatusOK, endpointDetailData{})
+}
+
+func (c *Console) endpointDetailPage(w http.ResponseWriter, r *http.Request, s *session, status int, d endpointDetailData) {
 	id := r.PathValue("id")
 	q := r.URL.Query()
-	d := endpointDetailData{State: q.Get("state"), Cursor: q.Get("cursor")}
+	d.State, d.Cursor = q.Get("state"), q.Get("cursor")
 	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &d.E); err != nil {
 		c.apiFail(w, r, s, err)
 		return
@@ -717,7 +770,7 @@ func (c *Console) endpointDetail(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	d.Deliveries, d.NextCursor = dl.Data, dl.NextCursor
 	d.H = c.health(r, s, id)
-	c.render(w, r, http.StatusOK, "endpoint", s, "Endpoint "+id, "endpoints", d)
+	c.render(w, r, status, "endpoint", s, "Endpoint "+id, "endpoints", d)
 }
 
 type deliveryDetailData struct {
@@ -739,6 +792,26 @@ func (c *Console) deliveryDetail(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	d.Attempts = al.Data
 	c.render(w, r, http.StatusOK, "delivery", s, "Delivery "+id, "events", d)
+}
+
+// replayDelivery replays one dead delivery from its own page, through the
+// operation the dead letters page replays each one with (replay-delivery:
+// the API leaves a delivery that is not dead alone and answers replayed
+// 0), and comes back to the delivery's page saying what happened, as the
+// dead letters page does.
+func (c *Console) replayDelivery(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	var out api.ReplayOut
+	if err := c.call(r, s, "POST", "/v1/deliveries/"+url.PathEscape(id)+"/replay", nil, &out); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	msg := fmt.Sprintf("Replayed %d dead letter(s).", out.Replayed)
+	if out.Replayed == 0 {
+		msg += " " + id + " was no longer a dead letter."
+	}
+	c.setFlash(s, msg)
+	http.Redirect(w, r, "/ui/deliveries/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // --- events -------------------------------------------------------------

@@ -28,12 +28,13 @@ let step = '';
 const log = (s) => { step = s; console.log('• ' + s); };
 
 // --- the receiver: /ok answers 200; /fail 500 with markup in the body;
-// /flaky 503 until healed; /gone 410 (Herald disables the endpoint) until
+// /flaky 503 until healed; /replayme 500 until replayHealed; /gone 410 (Herald disables the endpoint) until
 // goneHealed; /forge is a page of another origin that posts to Herald
 // without the CSRF token.
 const received = [];
 let healed = false;
 let goneHealed = false;
+let replayHealed = false;
 let heraldBase = '';
 let forgeTarget = '';
 const receiver = createServer((req, res) => {
@@ -50,6 +51,9 @@ const receiver = createServer((req, res) => {
     if (path.startsWith('/ok') || (path.startsWith('/flaky') && healed) || (path.startsWith('/gone') && goneHealed)) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end('thanks');
+    } else if (path.startsWith('/replayme')) {
+      res.writeHead(replayHealed ? 200 : 500, { 'content-type': 'text/plain' });
+      res.end(replayHealed ? 'thanks' : 'not yet');
     } else if (path.startsWith('/gone')) {
       res.writeHead(410, { 'content-type': 'text/plain' });
       res.end('gone');
@@ -488,6 +492,36 @@ async function main() {
     assert.deepEqual((await api('GET', '/v1/dead-letters')).body.data, counts);
   }
 
+  log('rotating with overlap none needs its confirmation box; without it nothing is rotated');
+  {
+    const before = (await api('GET', `/v1/endpoints/${epOK}/secret`)).body.secret;
+    const nBefore = (await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length;
+    await page.goto(`${heraldBase}/ui/endpoints/${epOK}`);
+    assert.equal(await page.isChecked('#rotate input[name=expire_now]'), false, 'the box starts unticked');
+    await page.selectOption('#rotate select[name=overlap_seconds]', '0');
+    const refused = page.waitForResponse((r) => r.url().endsWith(`/ui/endpoints/${epOK}/rotate`));
+    await page.click('#rotate button[type=submit]');
+    assert.equal((await refused).status(), 422);
+    await page.waitForSelector('.error');
+    assert.match(await page.textContent('.error'), /^The current secret stops working now: tick it to rotate with overlap none/);
+    assert.equal(await page.$eval('#rotate select[name=overlap_seconds]', (s) => s.value), '0', 'the overlap chosen is kept');
+    assert.equal(await page.$('[data-testid=secret]'), null, 'no secret shown');
+    assert.equal((await api('GET', `/v1/endpoints/${epOK}/secret`)).body.secret, before, 'the secret is unchanged');
+    assert.equal((await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length, nBefore, 'no secret added');
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await shot(page, 'secret-rotate-confirm', false);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    // Ticked, on the page that came back: rotated, the old secret dropped at once.
+    await page.check('#rotate input[name=expire_now]');
+    await page.click('#rotate button[type=submit]');
+    await page.waitForSelector('[data-testid=overlap]');
+    assert.match(await page.textContent('[data-testid=overlap]'), /dropped at once/);
+    const now = (await api('GET', `/v1/endpoints/${epOK}/secret`)).body.secret;
+    assert.notEqual(now, before);
+    assert.equal((await page.textContent('[data-testid=secret]')).trim(), now);
+    assert.equal((await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length, 1, 'only the new secret is active');
+  }
+
   log('rotate a secret');
   await page.goto(`${heraldBase}/ui/endpoints/${epOK}`);
   await page.click('#rotate button[type=submit]');
@@ -501,6 +535,45 @@ async function main() {
   await page.reload();
   assert.equal(await page.$('[data-testid=secret]'), null, 'a reload shows the rotated secret again');
   assert.equal((await api('GET', `/v1/endpoints/${epOK}/secrets`)).body.data.length, nSecrets, 'a reload rotated again');
+
+  log('replay one dead delivery from its own page; a viewer gets no Replay button');
+  {
+    const ep = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/replayme`, event_types: ['refund.*'] })).body.id;
+    assert.equal((await api('POST', '/v1/events', { tenant: 'acme', type: 'refund.issued', id: 'ref-1', data: { n: 1 } })).status, 202);
+    const dead = await waitFor('the delivery is dead', async () =>
+      (await api('GET', `/v1/endpoints/${ep}/deliveries?state=dead`)).body.data[0]);
+    const vkey = (await api('POST', '/v1/api-keys', { name: 'replay viewer', role: 'viewer', tenant: 'acme' })).body.key;
+    const vctx = await newContext(browser, blocked);
+    const vpage = await vctx.newPage();
+    await vpage.goto(heraldBase + '/ui/sign-in');
+    await vpage.fill('#key', vkey);
+    await vpage.click('#signin button[type=submit]');
+    await vpage.waitForURL(heraldBase + '/ui/');
+    await vpage.goto(`${heraldBase}/ui/deliveries/${dead.id}`);
+    assert.match(await vpage.textContent('main'), /dead/);
+    assert.equal(await vpage.$('#replay-delivery'), null, 'a viewer sees no Replay');
+    const vtoken = await vpage.$eval('input[name=csrf]', (i) => i.value);
+    const forgedReplay = await vctx.request.post(`${heraldBase}/ui/deliveries/${dead.id}/replay`, { form: { csrf: vtoken } });
+    assert.equal(forgedReplay.status(), 403, 'a viewer\'s replay is refused');
+    await vctx.close();
+    assert.equal((await api('GET', `/v1/deliveries/${dead.id}`)).body.state, 'dead', 'the refused replay changed nothing');
+
+    await page.goto(`${heraldBase}/ui/deliveries/${dead.id}`);
+    await page.waitForSelector('#replay-delivery button:has-text("Replay")');
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await shot(page, 'delivery-dead', false);
+    replayHealed = true;
+    const n = received.filter((x) => x.path === '/replayme').length;
+    await page.click('#replay-delivery button[type=submit]');
+    await page.waitForSelector('.flash');
+    assert.equal(page.url(), `${heraldBase}/ui/deliveries/${dead.id}`, 'the replay comes back to the delivery');
+    assert.match(await page.textContent('.flash'), /^Replayed 1 dead letter\(s\)\.$/);
+    await shot(page, 'delivery-replayed', false);
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await waitFor('the replayed delivery succeeds', async () => (await api('GET', `/v1/deliveries/${dead.id}`)).body.state === 'succeeded');
+    assert.equal(received.filter((x) => x.path === '/replayme').length, n + 1, 'the receiver got it once more');
+    assert.equal((await api('DELETE', `/v1/endpoints/${ep}`)).status, 204);
+  }
 
   log('inbound sources: create one from the page');
   await page.goto(heraldBase + '/ui/sources');

@@ -71,7 +71,7 @@ func TestEndpointCircuitFromTheEngine(t *testing.T) {
 	// The endpoint answers again; once the hour has passed on the clock,
 	// its probe goes through and the circuit closes.
 	recovered.Store(true)
-	advanceTo(clk, *c.OpenUntil)
+	h.advanceTo(clk, *c.OpenUntil)
 	h.advanceUntil(clk, time.Second, "the recovered endpoint's deliveries succeed and its circuit closes", func() bool {
 		h.call("GET", "/v1/endpoints/"+bad.ID, nil, &ep)
 		if ep.Circuit == nil || ep.Circuit.State != "closed" {
@@ -164,7 +164,7 @@ func TestProbeHoldsAndHandsBackTheBacklog(t *testing.T) {
 		return true
 	})
 	recovered.Store(true)
-	advanceTo(clk, openUntil)
+	h.advanceTo(clk, openUntil)
 	select {
 	case <-probeIn:
 	case <-time.After(15 * time.Second): // a hang guard

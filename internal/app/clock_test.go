@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,13 +18,35 @@ func newFakeClock() *clock.Fake {
 
 // advanceTo moves the fake clock to at, a microsecond short first: an
 // attempt made before its due time would start then, and show as an
-// attempt that did not start at its next_attempt_at.
-func advanceTo(clk *clock.Fake, at time.Time) {
+// attempt that did not start at its next_attempt_at. Each step waits
+// until the node sleeps on the clock (waitAsleep) before moving it.
+func (h *herald) advanceTo(clk *clock.Fake, at time.Time) {
+	h.t.Helper()
 	if d := at.Sub(clk.Now()) - time.Microsecond; d > 0 {
+		h.waitAsleep(clk)
 		clk.Advance(d)
 	}
 	if d := at.Sub(clk.Now()); d > 0 {
+		h.waitAsleep(clk)
 		clk.Advance(d)
+	}
+}
+
+// waitAsleep waits until every goroutine of the node that waits on the
+// clock waits on it: each claimer's wait for work and the fan-out loop's
+// (a timer each), the rescuer's and the housekeeping rounds' (a ticker
+// each). A claimer reads the clock, then makes its timer for the time left
+// until the next due delivery (or its poll): moved between the two, the
+// clock would put that timer later by the step, past the due time the
+// test then stops at, and the retry would never be made. It fails the test
+// after 15 s of wall time.
+func (h *herald) waitAsleep(clk *clock.Fake) {
+	h.t.Helper()
+	n := max(h.m.Store().Capabilities().Claimers, 1) + 3
+	ctx, cancel := context.WithTimeout(h.t.Context(), 15*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, n); err != nil {
+		h.t.Fatalf("the node never waited on the clock (%d timers and tickers) at %v: %v", n, clk.Now(), err)
 	}
 }
 
@@ -100,7 +123,7 @@ func TestRetryScheduleOnTheClock(t *testing.T) {
 		if gap := due.Sub(prev); gap < step/2 || gap > step {
 			t.Fatalf("attempt %d due %v after attempt %d, want in [%v, %v]", k+2, gap, k+1, step/2, step)
 		}
-		advanceTo(clk, due)
+		h.advanceTo(clk, due)
 		d = h.waitAttempts(pub.ID, k+2)
 		if at := h.attemptAt(d.ID, k+2); !at.Equal(due) {
 			t.Fatalf("attempt %d started at %v, want its due time %v", k+2, at, due)
@@ -144,7 +167,7 @@ func TestShortRetryScheduleOnTheClock(t *testing.T) {
 		if gap := due.Sub(prev); gap < step/2 || gap > step {
 			t.Fatalf("attempt %d due %v after attempt %d, want in [%v, %v]", k+2, gap, k+1, step/2, step)
 		}
-		advanceTo(clk, due)
+		h.advanceTo(clk, due)
 		d = h.waitAttempts(pub.ID, k+2)
 		if at := h.attemptAt(d.ID, k+2); !at.Equal(due) {
 			t.Fatalf("attempt %d started at %v, want its due time %v", k+2, at, due)

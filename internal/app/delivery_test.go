@@ -168,7 +168,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if d.State != "pending" || d.NextAttemptAt == nil || d.NextAttemptAt.Sub(first) < 2*time.Second {
 		t.Fatalf("after a 429 with Retry-After: 2 the delivery is %+v (first attempt at %v), want a retry ≥ 2 s later", d, first)
 	}
-	advanceTo(clk, *d.NextAttemptAt)
+	h.advanceTo(clk, *d.NextAttemptAt)
 	d = h.waitDelivery(pub.ID, "succeeded", 15*time.Second)
 	as := h.attempts(d.ID)
 	if len(as) != 2 {

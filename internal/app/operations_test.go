@@ -228,7 +228,7 @@ func TestAutoDisableNotifiesOwner(t *testing.T) {
 		if d.NextAttemptAt == nil {
 			t.Fatalf("after failure %d: %+v, want a retry", n, d)
 		}
-		advanceTo(clk, *d.NextAttemptAt)
+		h.advanceTo(clk, *d.NextAttemptAt)
 		d = waitMine(n + 1)
 	}
 	if d = mine(); d.State != "paused" {

@@ -64,22 +64,16 @@ func (w *world) advance(d time.Duration) {
 
 func newWorld(t *testing.T, cfg func(*api.Config)) *world {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	w := &world{t: t, st: st, now: time.Now().UTC().Truncate(time.Microsecond)}
-	eg, err := egress.New(egress.Config{}) // the real endpoint URL policy
-	if err != nil {
-		t.Fatal(err)
-	}
+	eg := newEgress(t) // the real endpoint URL policy
 	c := api.Config{Store: st, URLs: eg, Tester: okTester{}, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, Now: w.clock,
 		AuthFailureBurst: 1 << 20, PublicURL: "https://herald.example", Logger: slog.New(slog.DiscardHandler),
 		Contract: map[string]string{"delivery": "at least once"}} // so GET /contract is served and documented
 	if cfg != nil {
 		cfg(&c)
 	}
+	var err error
 	w.srv, err = api.New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -462,4 +456,27 @@ func (w *world) newEventType() string {
 	name := "zz.access.t" + itoa(catalogN)
 	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
 	return name
+}
+
+// openStore opens a SQLite store in the test's temporary directory, closed
+// when the test ends.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newEgress is the production egress policy (https only, no private
+// addresses): the API checks endpoint URLs with it.
+func newEgress(t *testing.T) *egress.Client {
+	t.Helper()
+	eg, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eg
 }

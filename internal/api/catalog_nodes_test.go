@@ -4,15 +4,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // TestCatalogChangeEnforcedOnSecondNode: two nodes (each its own API
@@ -37,19 +34,12 @@ func TestCatalogChangeEnforcedOnSecondNode(t *testing.T) {
 // TestCatalogChangeEnforcedOnSecondServer: the same on SQLite, two API
 // servers (two catalog caches) on one store.
 func TestCatalogChangeEnforcedOnSecondServer(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	catalogAcrossNodes(t, st, st)
 }
 
 func catalogAcrossNodes(t *testing.T, st1, st2 store.Store) {
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eg := newEgress(t)
 	node := func(st store.Store, mode string) *api.Server {
 		s, err := api.New(api.Config{Store: st, URLs: eg, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, CatalogMode: mode,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

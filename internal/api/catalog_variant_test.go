@@ -4,16 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // listCountingStore counts the reads of the whole catalog.
@@ -35,16 +32,9 @@ func (s *listCountingStore) ListEventTypes(ctx context.Context) ([]store.EventTy
 // afresh), reads the catalog no time, and a case variant is still
 // refused naming the catalogued type.
 func TestUncataloguedPublishReadsNoCatalog(t *testing.T) {
-	sq, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
+	sq := openStore(t)
 	st := &listCountingStore{Store: sq}
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eg := newEgress(t)
 	node := func(mode string) *api.Server {
 		s, err := api.New(api.Config{Store: st, URLs: eg, AdminKeyHashes: [][]byte{api.HashAPIKey(adminKey)}, CatalogMode: mode,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

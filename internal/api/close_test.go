@@ -5,14 +5,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // touchGate holds TouchAPIKeys (the background write of a key's last use)
@@ -32,11 +29,7 @@ func (g *touchGate) TouchAPIKeys(ctx context.Context, used map[string]time.Time)
 // background; Server.Close returns only once that write ended, so the
 // store is never closed under it.
 func TestCloseWaitsForLastUseWrites(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	key, err := api.NewSecretKey(api.APIKeyPrefix)
 	if err != nil {
 		t.Fatal(err)
@@ -46,10 +39,7 @@ func TestCloseWaitsForLastUseWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := &touchGate{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eg := newEgress(t)
 	srv, err := api.New(api.Config{Store: gate, URLs: eg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,10 +15,8 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // storeAway is a store whose Ping and event catalog fail while down is
@@ -41,15 +38,8 @@ func (s storeAway) ListEventTypes(ctx context.Context) ([]store.EventType, error
 // away); each answer is the same with a key of any kind as without one,
 // since they are public.
 func TestProbeAnswersAreDeclared(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
+	eg := newEgress(t)
 	away := storeAway{&pingToggle{Store: st}}
 	srv, err := api.New(api.Config{Store: away, URLs: eg, Metrics: metrics.New(nil), Logger: slog.New(slog.DiscardHandler),
 		Contract: struct {

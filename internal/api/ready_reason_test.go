@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,11 +12,9 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
@@ -52,20 +49,13 @@ func TestStoreErrorInKeyCheckIsNotAnEncryptionKeyReason(t *testing.T) {
 		{metaErr: fmt.Errorf("%w: connection reset by peer", store.ErrUnavailable)},
 		{pingDelay: 1500 * time.Millisecond},
 	} {
-		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := openStore(t)
 		box, err := secretbox.New(make([]byte, secretbox.KeySize))
 		if err != nil {
 			t.Fatal(err)
 		}
 		fm.Store = st
-		eg, err := egress.New(egress.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		eg := newEgress(t)
 		srv, err := api.New(api.Config{Store: fm, URLs: eg, Metrics: metrics.New(nil), Logger: slog.New(slog.DiscardHandler),
 			KeyCheck: func(ctx context.Context) error { return store.CheckKey(ctx, fm, box) }})
 		if err != nil {
@@ -113,15 +103,8 @@ func (p *pingToggle) Ping(ctx context.Context) error {
 // warning naming the reason, then one line when the node is ready again,
 // not one per probe.
 func TestReadyzProbesDoNotFloodTheLog(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
+	eg := newEgress(t)
 	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -5,15 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // heldListStore holds the first ListAPIKeys after armed (keepAnAdmin's
@@ -49,16 +46,9 @@ func (h *heldListStore) ListAPIKeys(ctx context.Context, kind string, p store.Li
 // (or waits for the first to finish); one revocation answers 204, the
 // other 409, and one admin key is left.
 func TestConcurrentRevocationsKeepAnAdmin(t *testing.T) {
-	sq, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "herald.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
+	sq := openStore(t)
 	st := &heldListStore{Store: sq, armed: make(chan struct{}), released: make(chan struct{})}
-	eg, err := egress.New(egress.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eg := newEgress(t)
 	srv, err := api.New(api.Config{Store: st, URLs: eg, Tester: okTester{}, AuthFailureBurst: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -527,6 +527,32 @@ func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
 	}
 }
 
+// TestCatalogExampleIsAnObject: data is always a JSON object, so an
+// example that is not one is refused (422 naming the rule), even by a
+// schema that accepts anything, at create and at a new version; nothing
+// is stored.
+func TestCatalogExampleIsAnObject(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, ex := range []string{`"hi"`, `[1]`, `1`, `null`} {
+		raw := h.mustCall("POST", "/v1/event-types", `{"name":"any.thing","versions":[{"version":1,"schema":{},"example":`+ex+`}]}`, 422)
+		if _, loc, msg := problemOf(t, raw); loc != "body.versions[0].example" || !strings.Contains(msg, "always a JSON object") {
+			t.Errorf("example %s: %s", ex, raw)
+		}
+	}
+	h.mustCall("GET", "/v1/event-types/any.thing", "", 404)
+	h.mustCall("POST", "/v1/event-types", `{"name":"any.thing","versions":[{"version":1,"schema":{},"example":{"a":1}}]}`, 201)
+	raw := h.mustCall("POST", "/v1/event-types/any.thing/versions", `{"version":2,"schema":{},"example":"hi"}`, 422)
+	if _, loc, msg := problemOf(t, raw); loc != "body.example" || !strings.Contains(msg, "always a JSON object") {
+		t.Errorf("a new version's example: %s", raw)
+	}
+	var et struct {
+		Versions []json.RawMessage `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/any.thing", nil, &et); st != 200 || len(et.Versions) != 1 {
+		t.Fatalf("after a refused version: %d %s", st, raw)
+	}
+}
+
 // TestContractFollowsCatalogConfig: /contract's order, payload and catalog
 // texts say what this server does.
 func TestContractFollowsCatalogConfig(t *testing.T) {

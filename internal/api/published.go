@@ -102,7 +102,7 @@ func (s *Server) OpenAPIWithWebhooks(ctx context.Context) ([]byte, error) {
 	hooks := map[string]any{}
 	for _, t := range cat {
 		for _, v := range t.Versions {
-			hooks[t.Name+".v"+strconv.Itoa(v.Version)] = webhookItem(t, v)
+			hooks[webhookName(t, v)] = webhookItem(t, v)
 		}
 	}
 	for typ, schema := range catalog.OperationalSchemas {
@@ -150,6 +150,12 @@ var webhookResponses = map[string]any{
 	"default": map[string]any{"description": "5xx, 408 and no answer (network error, timeout): retried on the schedule; other 4xx and 3xx: retried at most twice, then dead-lettered (3xx is never followed)"},
 }
 
+// webhookName is the name of an event type version's webhook in the
+// OpenAPI document ("file.updated.v2"), unique since type names are.
+func webhookName(t store.EventType, v store.EventTypeVersion) string {
+	return t.Name + ".v" + strconv.Itoa(v.Version)
+}
+
 func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 	var data any
 	if err := json.Unmarshal(v.Schema, &data); err != nil {
@@ -191,7 +197,9 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		desc = "Event " + t.Name
 	}
 	op := map[string]any{
-		"operationId": strings.NewReplacer(".", "-", "_", "-").Replace(t.Name) + "-v" + strconv.Itoa(v.Version),
+		// The webhook's name: unique, as OpenAPI requires of operation
+		// ids ("file-updated-v1" was file_updated's too).
+		"operationId": webhookName(t, v),
 		"summary":     t.Name + " version " + strconv.Itoa(v.Version),
 		"description": desc + ". Signed with X-Signature and Standard Webhooks headers (docs/contract.md).",
 		"tags":        []string{"webhooks"},

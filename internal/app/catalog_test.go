@@ -376,6 +376,46 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	}
 }
 
+// TestCatalogOpenAPIOperationIDsUnique: OpenAPI requires every operation
+// id to be unique; types whose names differ only in their separators
+// (file.updated, file_updated, file-updated) get webhooks with distinct
+// ids, none of them an API operation's.
+func TestCatalogOpenAPIOperationIDsUnique(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, name := range []string{"file.updated", "file_updated", "file-updated"} {
+		h.mustCall("POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	}
+	var doc struct {
+		Paths    map[string]map[string]json.RawMessage `json:"paths"`
+		Webhooks map[string]map[string]json.RawMessage `json:"webhooks"`
+	}
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for kind, items := range map[string]map[string]map[string]json.RawMessage{"paths": doc.Paths, "webhooks": doc.Webhooks} {
+		for name, item := range items {
+			for method, rawOp := range item {
+				var op struct {
+					OperationID string `json:"operationId"`
+				}
+				if json.Unmarshal(rawOp, &op) != nil || op.OperationID == "" {
+					continue
+				}
+				where := kind + " " + name + " " + method
+				if prev, dup := seen[op.OperationID]; dup {
+					t.Errorf("operationId %q of %s is %s's too", op.OperationID, where, prev)
+				}
+				seen[op.OperationID] = where
+			}
+		}
+	}
+	if len(seen) < 3+len(catalog.OperationalSchemas) {
+		t.Fatalf("%d operation ids: %v", len(seen), seen)
+	}
+}
+
 // TestCatalogLeavesOwnAndUncataloguedTypesSubscribable: with a catalog,
 // Herald's own event types (endpoint.*, herald.*) stay subscribable in
 // either mode; in permissive mode (the default) so do uncatalogued types

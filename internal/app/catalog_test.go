@@ -14,6 +14,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/catalog"
@@ -372,6 +373,90 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 			for _, se := range e.SchemaValidationErrors {
 				t.Errorf("  %s %s", se.FieldPath, se.Reason)
 			}
+		}
+	}
+}
+
+// TestCatalogOpenAPIWebhookRefs: a version's schema that refers to
+// itself ("#/$defs/…", "#", its own $id) keeps its meaning once embedded in
+// /openapi.json: every reference of the document resolves in the document
+// (openapi-typescript refuses the whole document otherwise), the webhook's
+// body schema applies the rules referred to, and a value that merely looks
+// like a reference (a const) is left as it is.
+func TestCatalogOpenAPIWebhookRefs(t *testing.T) {
+	h := startHerald(t, nil)
+	const schema = `{"$id":"https://example.com/doc.json","type":"object",
+		"$defs":{"user":{"type":"object","properties":{"id":{"type":"string"},"manager":{"$ref":"#/$defs/user"}}}},
+		"properties":{"owner":{"$ref":"#/$defs/user"},"editor":{"$ref":"https://example.com/doc.json#/$defs/user"},
+			"parent":{"$ref":"#"},"tag":{"const":{"$ref":"#/not/a/ref"}}}}`
+	h.mustCall("POST", "/v1/event-types", `{"name":"doc.shared","versions":[{"version":1,"schema":`+schema+`,"example":{"owner":{"id":"u_1"}}}]}`, 201)
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(ref string) any {
+		cur := doc
+		for _, tok := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil
+			}
+			cur = m[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)]
+		}
+		return cur
+	}
+	refs := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				if ref, ok := c.(string); ok && k == "$ref" {
+					refs++
+					if !strings.HasPrefix(ref, "#/") || resolve(ref) == nil {
+						t.Errorf("$ref %q does not resolve in the document", ref)
+					}
+				}
+				if k != "const" {
+					walk(c)
+				}
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	if refs < 4 {
+		t.Errorf("%d $refs in the document, want at least the schema's 4", refs)
+	}
+	const body = "#/webhooks/doc.shared.v1/post/requestBody/content/application~1json/schema"
+	if tag, _ := json.Marshal(resolve(body + "/properties/data/properties/tag")); string(tag) != `{"const":{"$ref":"#/not/a/ref"}}` {
+		t.Errorf("a const that looks like a reference: %s", tag)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("herald:///openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("herald:///openapi.json" + body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := func(data string) any {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(`{"id":"evt_1","type":"doc.shared","version":1,"tenant":"acme","occurred_at":"2026-01-01T00:00:00Z","data":` + data + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := sch.Validate(event(`{"owner":{"id":"u_1","manager":{"id":"u_2"}},"editor":{"id":"u_3"},"parent":{"owner":{"id":"u_4"}},"tag":{"$ref":"#/not/a/ref"}}`)); err != nil {
+		t.Errorf("a valid body: %v", err)
+	}
+	for _, data := range []string{`{"owner":{"manager":{"id":2}}}`, `{"editor":{"id":3}}`, `{"parent":{"owner":{"id":4}}}`} {
+		if err := sch.Validate(event(data)); err == nil {
+			t.Errorf("data %s validates against the document's schema; the version's schema refuses it", data)
 		}
 	}
 }

@@ -587,3 +587,31 @@ func TestProblemsBoundEchoedInputHoweverSpelled(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerOutOfRangeNamesTheField: a number the operation's schema
+// lets through that no int holds (a version, a deprecation, a pin) answers
+// 422 naming the field and the range, never the decoder's Go type names,
+// and changes nothing.
+func TestIntegerOutOfRangeNamesTheField(t *testing.T) {
+	w := newWorld(t, nil)
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	const big = "99999999999999999999"
+	for _, c := range []struct{ method, path, body, field string }{
+		{"POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":` + big + `,"schema":{"type":"object"}}]}`, "body.versions.0.version"},
+		{"POST", "/v1/event-types/file.updated/versions", `{"version":` + big + `,"schema":{"type":"object"}}`, "body.version"},
+		{"PATCH", "/v1/event-types/file.updated", `{"description":"changed","deprecate":[-` + big + `]}`, "body.deprecate.0"},
+		{"PATCH", "/v1/endpoints/" + w.epA, `{"description":"changed","versions":{"file.updated":` + big + `}}`, "body.versions.file.updated"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		if st != 422 || !strings.Contains(string(raw), c.field+": expected an integer from -9223372036854775808 to 9223372036854775807") ||
+			strings.Contains(string(raw), "Go struct") || strings.Contains(string(raw), "api.") {
+			t.Errorf("%s %s %s: %d %s; want 422 naming %s and the range", c.method, c.path, c.body, st, raw, c.field)
+		}
+	}
+	for _, path := range []string{"/v1/event-types/file.updated", "/v1/endpoints/" + w.epA} {
+		if _, raw := w.call(adminKey, "GET", path, ""); strings.Contains(string(raw), "changed") {
+			t.Errorf("%s changed by a refused request: %s", path, raw)
+		}
+	}
+	w.mustCall(adminKey, "GET", "/v1/event-types/file.created", "", 404, nil)
+}

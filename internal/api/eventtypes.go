@@ -210,7 +210,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 			return nil, huma.Error409Conflict("event type " + b.Name + " differs from the catalogued " + t.Name + " only in case: use " + t.Name + " (add a version to it) or another name")
 		}
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Now().Truncate(time.Microsecond) // stored at microsecond precision: the answer says the same
 	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
 		Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
 		CreatedAt: now, UpdatedAt: now})
@@ -265,7 +265,7 @@ func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersio
 	if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Now().Truncate(time.Microsecond)
 	t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
 	t.UpdatedAt = now
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
@@ -321,7 +321,7 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
 		return nil, err
 	}
-	t.UpdatedAt = s.cfg.Now()
+	t.UpdatedAt = s.cfg.Now().Truncate(time.Microsecond)
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
 	s.catalog.forget(in.Name)
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -614,4 +616,38 @@ func TestIntegerOutOfRangeNamesTheField(t *testing.T) {
 		}
 	}
 	w.mustCall(adminKey, "GET", "/v1/event-types/file.created", "", 404, nil)
+}
+
+// TestEventTypeTimesOneInstant: an event type's created_at and its first
+// version's are one instant, shown alike (microseconds, as stored), and
+// the answer to a change says what a later read says.
+func TestEventTypeTimesOneInstant(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC)
+	w := newWorld(t, func(c *api.Config) { c.Now = func() time.Time { return now } })
+	var created, added, read struct {
+		CreatedAt string `json:"created_at"`
+		UpdatedAt string `json:"updated_at"`
+		Versions  []struct {
+			CreatedAt string `json:"created_at"`
+		} `json:"versions"`
+	}
+	check := func(what string, body []byte, out any) {
+		t.Helper()
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("%s: %s: %v", what, body, err)
+		}
+	}
+	_, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`)
+	check("create", raw, &created)
+	if created.CreatedAt != "2026-03-01T09:00:00.123456Z" || created.Versions[0].CreatedAt != created.CreatedAt {
+		t.Errorf("created_at %s, version 1's %s; want both 2026-03-01T09:00:00.123456Z", created.CreatedAt, created.Versions[0].CreatedAt)
+	}
+	now = now.Add(time.Second)
+	_, raw = w.call(adminKey, "POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":{"type":"object"}}`)
+	check("add-version", raw, &added)
+	_, raw = w.call(adminKey, "GET", "/v1/event-types/file.updated", "")
+	check("get", raw, &read)
+	if added.UpdatedAt != "2026-03-01T09:00:01.123456Z" || added.Versions[1].CreatedAt != added.UpdatedAt || !reflect.DeepEqual(added, read) {
+		t.Errorf("after add-version %+v, read %+v", added, read)
+	}
 }

@@ -83,3 +83,20 @@ func TestEventTypesCreateDuplicate(t *testing.T) {
 		t.Fatalf("conflicting create: %v, stderr %q; want the server's reason only", err, errOut)
 	}
 }
+
+// TestEventTypesSchemaAndExampleNotBothStdin: stdin is read once, so
+// --schema - with --example - is refused naming the rule, nothing sent
+// (the example read nothing and was said to be "not valid JSON").
+func TestEventTypesSchemaAndExampleNotBothStdin(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("request sent: %s %s", r.Method, r.URL)
+	}))
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{{"create", "file.updated"}, {"add-version", "file.updated", "2"}} {
+		args = append(args, "--schema", "-", "--example", "-", "--server", srv.URL, "--api-key", "k")
+		_, _, err := execHerald(t, `{"type":"object"}`, append([]string{"event-types"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "cannot both be - (stdin)") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

@@ -57,6 +57,10 @@ func newEventTypesCmd() *cobra.Command {
 		if schemaFile == "" {
 			return nil, errors.New("--schema is required (a JSON Schema 2020-12 file, - for stdin)")
 		}
+		if schemaFile == "-" && exampleFile == "-" {
+			// stdin is read once: the example would read nothing.
+			return nil, errors.New("--schema and --example cannot both be - (stdin): give one of them as a file")
+		}
 		schema, err := readJSONFile(cmd, "schema", schemaFile)
 		if err != nil {
 			return nil, err

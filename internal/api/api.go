@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -868,7 +869,33 @@ var jsonFormat = huma.Format{
 		}
 		return marshalCompact(w, a)
 	},
-	Unmarshal: segjson.Unmarshal,
+	Unmarshal: unmarshalBody,
+}
+
+// unmarshalBody decodes a request body, which huma has validated against
+// the operation's schema, with segmentio's decoder. A number the schema
+// lets through that its Go field cannot hold (a version or pin beyond an
+// int) is answered naming the field and the range, not the decoder's text
+// naming Go types ("overflows into Go struct field
+// api.UpdateEventTypeBody[]int…").
+func unmarshalBody(data []byte, v any) error {
+	err := segjson.Unmarshal(data, v)
+	var te *segjson.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type == nil {
+		return err
+	}
+	loc := "body"
+	if te.Field != "" {
+		loc += "." + te.Field
+	}
+	switch k := te.Type.Kind(); {
+	case k >= reflect.Int && k <= reflect.Int64:
+		low := int64(-1) << (te.Type.Bits() - 1)
+		return fmt.Errorf("%s: expected an integer from %d to %d", loc, low, ^low)
+	case k >= reflect.Uint && k <= reflect.Uint64:
+		return fmt.Errorf("%s: expected an integer from 0 to %d", loc, uint64(1)<<te.Type.Bits()-1)
+	}
+	return fmt.Errorf("%s: expected a JSON value that fits %s", loc, te.Type.Kind())
 }
 
 // marshalCompact encodes v as huma's default encoder does (no HTML

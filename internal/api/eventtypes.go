@@ -36,7 +36,7 @@ const (
 type EventTypeVersionIn struct {
 	Version int             `json:"version" minimum:"1" doc:"1 for the first version; each new version is the newest plus one"`
 	Schema  json.RawMessage `json:"schema" doc:"JSON Schema 2020-12 of the event's data (an object); $ref only inside the schema; a property marked \"x-herald-personal-data\": true may carry personal data"`
-	Example json.RawMessage `json:"example,omitempty" doc:"an example of data; must validate against the schema and carry no unmarked personal data"`
+	Example json.RawMessage `json:"example,omitempty" doc:"an example of data (a JSON object); must validate against the schema and carry no unmarked personal data"`
 }
 
 // CreateEventTypeBody is the body of POST /v1/event-types.
@@ -87,6 +87,7 @@ func eventTypeOut(t store.EventType) EventTypeOut {
 // The schema must accept an object, and with a resourceID (the type's
 // resource_id pointer, "" when none) the schema must allow a string or
 // number there (catalog.Schema.CheckResourceID) and the example carry one.
+// An example is a JSON object, as data always is.
 func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema, error) {
 	sch, err := catalog.Compile(v.Schema)
 	if err == nil {
@@ -97,6 +98,13 @@ func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema
 	}
 	if err := sch.AcceptsObject(); err != nil {
 		return nil, invalid(loc+".schema", err.Error(), nil)
+	}
+	if len(v.Example) > 0 {
+		if _, err := compactObject(v.Example); err != nil {
+			// A schema may accept more than objects ({} does), but data
+			// never is anything else: such an example could not be sent.
+			return nil, invalid(loc+".example", "the example is an event's data, which is always a JSON object", nil)
+		}
 	}
 	if resourceID != "" {
 		if err := sch.CheckResourceID(resourceID); err != nil {
@@ -202,7 +210,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 			return nil, huma.Error409Conflict("event type " + b.Name + " differs from the catalogued " + t.Name + " only in case: use " + t.Name + " (add a version to it) or another name")
 		}
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Now().Truncate(time.Microsecond) // stored at microsecond precision: the answer says the same
 	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
 		Versions:  []store.EventTypeVersion{{Version: 1, Schema: v.Schema, Example: v.Example, CreatedAt: now}},
 		CreatedAt: now, UpdatedAt: now})
@@ -257,7 +265,7 @@ func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersio
 	if _, err := checkVersion(in.Body, "body", t.ResourceID); err != nil {
 		return nil, err
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Now().Truncate(time.Microsecond)
 	t.Versions = append(t.Versions, store.EventTypeVersion{Version: in.Body.Version, Schema: in.Body.Schema, Example: in.Body.Example, CreatedAt: now})
 	t.UpdatedAt = now
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
@@ -313,7 +321,7 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
 		return nil, err
 	}
-	t.UpdatedAt = s.cfg.Now()
+	t.UpdatedAt = s.cfg.Now().Truncate(time.Microsecond)
 	t, err = s.db(ctx).UpdateEventType(ctx, t)
 	s.catalog.forget(in.Name)
 	if err != nil {

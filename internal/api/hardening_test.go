@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -585,5 +587,67 @@ func TestProblemsBoundEchoedInputHoweverSpelled(t *testing.T) {
 		if c.unit == "" && (len(p.Errors) != 11 || !strings.Contains(p.Errors[10].Message, "7990 more")) {
 			t.Errorf("%s: %d errors, last %+v; want 10 and one saying 7990 more", c.name, len(p.Errors), p.Errors[len(p.Errors)-1])
 		}
+	}
+}
+
+// TestIntegerOutOfRangeNamesTheField: a number the operation's schema
+// lets through that no int holds (a version, a deprecation, a pin) answers
+// 422 naming the field and the range, never the decoder's Go type names,
+// and changes nothing.
+func TestIntegerOutOfRangeNamesTheField(t *testing.T) {
+	w := newWorld(t, nil)
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	const big = "99999999999999999999"
+	for _, c := range []struct{ method, path, body, field string }{
+		{"POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":` + big + `,"schema":{"type":"object"}}]}`, "body.versions.0.version"},
+		{"POST", "/v1/event-types/file.updated/versions", `{"version":` + big + `,"schema":{"type":"object"}}`, "body.version"},
+		{"PATCH", "/v1/event-types/file.updated", `{"description":"changed","deprecate":[-` + big + `]}`, "body.deprecate.0"},
+		{"PATCH", "/v1/endpoints/" + w.epA, `{"description":"changed","versions":{"file.updated":` + big + `}}`, "body.versions.file.updated"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		if st != 422 || !strings.Contains(string(raw), c.field+": expected an integer from -9223372036854775808 to 9223372036854775807") ||
+			strings.Contains(string(raw), "Go struct") || strings.Contains(string(raw), "api.") {
+			t.Errorf("%s %s %s: %d %s; want 422 naming %s and the range", c.method, c.path, c.body, st, raw, c.field)
+		}
+	}
+	for _, path := range []string{"/v1/event-types/file.updated", "/v1/endpoints/" + w.epA} {
+		if _, raw := w.call(adminKey, "GET", path, ""); strings.Contains(string(raw), "changed") {
+			t.Errorf("%s changed by a refused request: %s", path, raw)
+		}
+	}
+	w.mustCall(adminKey, "GET", "/v1/event-types/file.created", "", 404, nil)
+}
+
+// TestEventTypeTimesOneInstant: an event type's created_at and its first
+// version's are one instant, shown alike (microseconds, as stored), and
+// the answer to a change says what a later read says.
+func TestEventTypeTimesOneInstant(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 0, 123456789, time.UTC)
+	w := newWorld(t, func(c *api.Config) { c.Now = func() time.Time { return now } })
+	var created, added, read struct {
+		CreatedAt string `json:"created_at"`
+		UpdatedAt string `json:"updated_at"`
+		Versions  []struct {
+			CreatedAt string `json:"created_at"`
+		} `json:"versions"`
+	}
+	check := func(what string, body []byte, out any) {
+		t.Helper()
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("%s: %s: %v", what, body, err)
+		}
+	}
+	_, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`)
+	check("create", raw, &created)
+	if created.CreatedAt != "2026-03-01T09:00:00.123456Z" || created.Versions[0].CreatedAt != created.CreatedAt {
+		t.Errorf("created_at %s, version 1's %s; want both 2026-03-01T09:00:00.123456Z", created.CreatedAt, created.Versions[0].CreatedAt)
+	}
+	now = now.Add(time.Second)
+	_, raw = w.call(adminKey, "POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":{"type":"object"}}`)
+	check("add-version", raw, &added)
+	_, raw = w.call(adminKey, "GET", "/v1/event-types/file.updated", "")
+	check("get", raw, &read)
+	if added.UpdatedAt != "2026-03-01T09:00:01.123456Z" || added.Versions[1].CreatedAt != added.UpdatedAt || !reflect.DeepEqual(added, read) {
+		t.Errorf("after add-version %+v, read %+v", added, read)
 	}
 }

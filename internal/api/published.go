@@ -102,7 +102,7 @@ func (s *Server) OpenAPIWithWebhooks(ctx context.Context) ([]byte, error) {
 	hooks := map[string]any{}
 	for _, t := range cat {
 		for _, v := range t.Versions {
-			hooks[t.Name+".v"+strconv.Itoa(v.Version)] = webhookItem(t, v)
+			hooks[webhookName(t, v)] = webhookItem(t, v)
 		}
 	}
 	for typ, schema := range catalog.OperationalSchemas {
@@ -150,14 +150,24 @@ var webhookResponses = map[string]any{
 	"default": map[string]any{"description": "5xx, 408 and no answer (network error, timeout): retried on the schedule; other 4xx and 3xx: retried at most twice, then dead-lettered (3xx is never followed)"},
 }
 
+// webhookName is the name of an event type version's webhook in the
+// OpenAPI document ("file.updated.v2"), unique since type names are.
+func webhookName(t store.EventType, v store.EventTypeVersion) string {
+	return t.Name + ".v" + strconv.Itoa(v.Version)
+}
+
 func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 	var data any
 	if err := json.Unmarshal(v.Schema, &data); err != nil {
 		data = map[string]any{"type": "object"}
 	}
 	if m, ok := data.(map[string]any); ok {
+		id, _ := m["$id"].(string)
 		delete(m, "$schema") // the document's dialect (JSON Schema 2020-12) applies
 		delete(m, "$id")
+		// Where data's schema sits in the document (webhookName has no
+		// "~" or "/" to escape).
+		rebaseRefs(m, "#/webhooks/"+webhookName(t, v)+"/post/requestBody/content/application~1json/schema/properties/data", id)
 	}
 	props := map[string]any{
 		"id":          map[string]any{"type": "string", "description": "event id: the same for every version and attempt"},
@@ -191,7 +201,9 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		desc = "Event " + t.Name
 	}
 	op := map[string]any{
-		"operationId": strings.NewReplacer(".", "-", "_", "-").Replace(t.Name) + "-v" + strconv.Itoa(v.Version),
+		// The webhook's name: unique, as OpenAPI requires of operation
+		// ids ("file-updated-v1" was file_updated's too).
+		"operationId": webhookName(t, v),
 		"summary":     t.Name + " version " + strconv.Itoa(v.Version),
 		"description": desc + ". Signed with X-Signature and Standard Webhooks headers (docs/contract.md).",
 		"tags":        []string{"webhooks"},
@@ -202,6 +214,57 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		op["deprecated"] = true
 	}
 	return map[string]any{"post": op}
+}
+
+// Keywords whose values are schemas, or arrays or maps of schemas (JSON
+// Schema 2020-12 and the earlier drafts Herald honours): rebaseRefs walks
+// only these, never values such as const, enum, default or examples.
+var (
+	schemaKeywords = map[string]bool{"additionalProperties": true, "items": true, "additionalItems": true, "contains": true,
+		"not": true, "if": true, "then": true, "else": true, "propertyNames": true, "unevaluatedItems": true,
+		"unevaluatedProperties": true, "contentSchema": true, "allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true}
+	schemaMapKeywords = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+		"dependentSchemas": true, "dependencies": true}
+)
+
+// rebaseRefs rewrites the references of schema s into itself ("#",
+// "#/$defs/user", or its root $id id followed by such a fragment) to
+// point at the same place once the schema is embedded at base, a
+// fragment ("#/webhooks/…/data"): in the OpenAPI document "#" is the
+// document's root, where "#/$defs/user" names nothing. Other references
+// (an anchor, "#user") are left as they are.
+func rebaseRefs(s any, base, id string) {
+	switch s := s.(type) {
+	case []any:
+		for _, e := range s {
+			rebaseRefs(e, base, id)
+		}
+	case map[string]any:
+		for _, kw := range []string{"$ref", "$dynamicRef"} {
+			ref, ok := s[kw].(string)
+			if !ok {
+				continue
+			}
+			if id != "" && (ref == id || strings.HasPrefix(ref, id+"#")) {
+				ref = "#" + strings.TrimPrefix(strings.TrimPrefix(ref, id), "#")
+			}
+			if ref == "#" || strings.HasPrefix(ref, "#/") {
+				s[kw] = base + ref[1:]
+			}
+		}
+		for k, v := range s {
+			switch {
+			case schemaKeywords[k]:
+				rebaseRefs(v, base, id)
+			case schemaMapKeywords[k]:
+				if m, ok := v.(map[string]any); ok {
+					for _, sub := range m {
+						rebaseRefs(sub, base, id)
+					}
+				}
+			}
+		}
+	}
 }
 
 // OrderText is the contract's "order" promise given the catalogued event

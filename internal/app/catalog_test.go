@@ -14,6 +14,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/catalog"
@@ -376,6 +377,130 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	}
 }
 
+// TestCatalogOpenAPIWebhookRefs: a version's schema that refers to
+// itself ("#/$defs/…", "#", its own $id) keeps its meaning once embedded in
+// /openapi.json: every reference of the document resolves in the document
+// (openapi-typescript refuses the whole document otherwise), the webhook's
+// body schema applies the rules referred to, and a value that merely looks
+// like a reference (a const) is left as it is.
+func TestCatalogOpenAPIWebhookRefs(t *testing.T) {
+	h := startHerald(t, nil)
+	const schema = `{"$id":"https://example.com/doc.json","type":"object",
+		"$defs":{"user":{"type":"object","properties":{"id":{"type":"string"},"manager":{"$ref":"#/$defs/user"}}}},
+		"properties":{"owner":{"$ref":"#/$defs/user"},"editor":{"$ref":"https://example.com/doc.json#/$defs/user"},
+			"parent":{"$ref":"#"},"tag":{"const":{"$ref":"#/not/a/ref"}}}}`
+	h.mustCall("POST", "/v1/event-types", `{"name":"doc.shared","versions":[{"version":1,"schema":`+schema+`,"example":{"owner":{"id":"u_1"}}}]}`, 201)
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(ref string) any {
+		cur := doc
+		for _, tok := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil
+			}
+			cur = m[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)]
+		}
+		return cur
+	}
+	refs := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				if ref, ok := c.(string); ok && k == "$ref" {
+					refs++
+					if !strings.HasPrefix(ref, "#/") || resolve(ref) == nil {
+						t.Errorf("$ref %q does not resolve in the document", ref)
+					}
+				}
+				if k != "const" {
+					walk(c)
+				}
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	if refs < 4 {
+		t.Errorf("%d $refs in the document, want at least the schema's 4", refs)
+	}
+	const body = "#/webhooks/doc.shared.v1/post/requestBody/content/application~1json/schema"
+	if tag, _ := json.Marshal(resolve(body + "/properties/data/properties/tag")); string(tag) != `{"const":{"$ref":"#/not/a/ref"}}` {
+		t.Errorf("a const that looks like a reference: %s", tag)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("herald:///openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("herald:///openapi.json" + body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := func(data string) any {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(`{"id":"evt_1","type":"doc.shared","version":1,"tenant":"acme","occurred_at":"2026-01-01T00:00:00Z","data":` + data + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := sch.Validate(event(`{"owner":{"id":"u_1","manager":{"id":"u_2"}},"editor":{"id":"u_3"},"parent":{"owner":{"id":"u_4"}},"tag":{"$ref":"#/not/a/ref"}}`)); err != nil {
+		t.Errorf("a valid body: %v", err)
+	}
+	for _, data := range []string{`{"owner":{"manager":{"id":2}}}`, `{"editor":{"id":3}}`, `{"parent":{"owner":{"id":4}}}`} {
+		if err := sch.Validate(event(data)); err == nil {
+			t.Errorf("data %s validates against the document's schema; the version's schema refuses it", data)
+		}
+	}
+}
+
+// TestCatalogOpenAPIOperationIDsUnique: OpenAPI requires every operation
+// id to be unique; types whose names differ only in their separators
+// (file.updated, file_updated, file-updated) get webhooks with distinct
+// ids, none of them an API operation's.
+func TestCatalogOpenAPIOperationIDsUnique(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, name := range []string{"file.updated", "file_updated", "file-updated"} {
+		h.mustCall("POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201)
+	}
+	var doc struct {
+		Paths    map[string]map[string]json.RawMessage `json:"paths"`
+		Webhooks map[string]map[string]json.RawMessage `json:"webhooks"`
+	}
+	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for kind, items := range map[string]map[string]map[string]json.RawMessage{"paths": doc.Paths, "webhooks": doc.Webhooks} {
+		for name, item := range items {
+			for method, rawOp := range item {
+				var op struct {
+					OperationID string `json:"operationId"`
+				}
+				if json.Unmarshal(rawOp, &op) != nil || op.OperationID == "" {
+					continue
+				}
+				where := kind + " " + name + " " + method
+				if prev, dup := seen[op.OperationID]; dup {
+					t.Errorf("operationId %q of %s is %s's too", op.OperationID, where, prev)
+				}
+				seen[op.OperationID] = where
+			}
+		}
+	}
+	if len(seen) < 3+len(catalog.OperationalSchemas) {
+		t.Fatalf("%d operation ids: %v", len(seen), seen)
+	}
+}
+
 // TestCatalogLeavesOwnAndUncataloguedTypesSubscribable: with a catalog,
 // Herald's own event types (endpoint.*, herald.*) stay subscribable in
 // either mode; in permissive mode (the default) so do uncatalogued types
@@ -523,6 +648,32 @@ func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
 		Versions []json.RawMessage `json:"versions"`
 	}
 	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &et); st != 200 || len(et.Versions) != 1 {
+		t.Fatalf("after a refused version: %d %s", st, raw)
+	}
+}
+
+// TestCatalogExampleIsAnObject: data is always a JSON object, so an
+// example that is not one is refused (422 naming the rule), even by a
+// schema that accepts anything, at create and at a new version; nothing
+// is stored.
+func TestCatalogExampleIsAnObject(t *testing.T) {
+	h := startHerald(t, nil)
+	for _, ex := range []string{`"hi"`, `[1]`, `1`, `null`} {
+		raw := h.mustCall("POST", "/v1/event-types", `{"name":"any.thing","versions":[{"version":1,"schema":{},"example":`+ex+`}]}`, 422)
+		if _, loc, msg := problemOf(t, raw); loc != "body.versions[0].example" || !strings.Contains(msg, "always a JSON object") {
+			t.Errorf("example %s: %s", ex, raw)
+		}
+	}
+	h.mustCall("GET", "/v1/event-types/any.thing", "", 404)
+	h.mustCall("POST", "/v1/event-types", `{"name":"any.thing","versions":[{"version":1,"schema":{},"example":{"a":1}}]}`, 201)
+	raw := h.mustCall("POST", "/v1/event-types/any.thing/versions", `{"version":2,"schema":{},"example":"hi"}`, 422)
+	if _, loc, msg := problemOf(t, raw); loc != "body.example" || !strings.Contains(msg, "always a JSON object") {
+		t.Errorf("a new version's example: %s", raw)
+	}
+	var et struct {
+		Versions []json.RawMessage `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/any.thing", nil, &et); st != 200 || len(et.Versions) != 1 {
 		t.Fatalf("after a refused version: %d %s", st, raw)
 	}
 }

@@ -20,6 +20,11 @@ func TestCheckResourceID(t *testing.T) {
 		{"object type", `{"type":"object","properties":{"file":{"type":"object"}}}`, "/file", "must allow a string or a number"},
 		{"array type", `{"type":"object","properties":{"ids":{"type":"array"}}}`, "/ids", "must allow a string or a number"},
 		{"false schema", `{"type":"object","properties":{"x":false}}`, "/x", "forbids"},
+		// ResourceValue steps through objects only: a step into an array
+		// or a string could never find a resource id.
+		{"through an array", `{"type":"object","properties":{"items":{"type":"array","items":{"type":"string"}}}}`, "/items/0", "the property /items has type [array], not an object"},
+		{"through a string", `{"type":"object","properties":{"id":{"type":"string"}}}`, "/id/x", "the property /id has type [string], not an object"},
+		{"through a nullable object", `{"type":"object","properties":{"file":{"type":["object","null"]}}}`, "/file/id", ""},
 	} {
 		sch, err := Compile([]byte(c.schema))
 		if err != nil {

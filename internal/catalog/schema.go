@@ -376,7 +376,9 @@ func (s *Schema) AcceptsObject() error {
 
 // CheckResourceID checks a resource_id pointer (RFC 6901) against the
 // schema, as far as the schema says (docs/contract.md, "Sequence
-// numbers"): each step must be a property the schema declares, unless the
+// numbers"): each step must go through an object (a property declared an
+// array or a string has no member to step to) and be a property the
+// schema declares, unless the
 // object there is open (no "additionalProperties": false), and the
 // property's declared type must allow a string or a number (not only an
 // object, array, boolean or null). A schema that says nothing about the
@@ -389,6 +391,11 @@ func (s *Schema) CheckResourceID(ptr string) error {
 	path := ""
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		if ts := declaredTypes(node); path != "" && ts != nil && !slices.Contains(ts, "object") {
+			// ResourceValue steps through objects only: no publish
+			// could carry a resource id there.
+			return fmt.Errorf("resource_id %s: the property %s has type %v, not an object, so it has no member %q (a resource id is reached through objects only)", ptr, path, ts, tok)
+		}
 		path += "/" + tok
 		props, _ := node["properties"].(map[string]any)
 		next, ok := props[tok].(map[string]any)

@@ -29,7 +29,7 @@ func (s *sourceFields) bind(cmd *cobra.Command, withScheme bool) {
 		f.StringVar(&s.scheme, "scheme", "", "how the provider signs: herald, standard-webhooks, stripe, github, shopify, slack or hmac")
 	}
 	f.StringArrayVar(&s.secrets, "secret", nil, "the provider's signing secret, at least 16 bytes (repeatable during a rotation; write-only)")
-	f.StringVar(&s.destination, "destination-url", "", "where events are forwarded (may be a private address)")
+	f.StringVar(&s.destination, "destination-url", "", "where events are forwarded (may be a private address; never link-local or cloud metadata)")
 	f.StringVar(&s.dedupe, "dedupe", "", "dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>")
 	f.IntVar(&s.tolerance, "tolerance-seconds", 0, "replay window for schemes with a timestamp, seconds (0 = 300; refused for github, shopify and hmac without timestamp_header, which sign none)")
 	f.Int64Var(&s.maxBody, "max-body-bytes", 0, "largest accepted body in bytes (0 = 1 MiB)")

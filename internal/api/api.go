@@ -29,6 +29,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 	"golang.org/x/time/rate"
 
+	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
@@ -46,6 +47,12 @@ type Config struct {
 	Store store.Store
 	// URLs checks endpoint URLs on create and update. Required.
 	URLs URLChecker
+	// Destinations checks inbound sources' destination URLs on create and
+	// update: the client that forwards to them, whose relaxed policy allows
+	// private addresses but never link-local or cloud-metadata ones
+	// (egress.Config.AllowPrivate). Default: that policy without
+	// operator ranges (http allowed, loopback and private addresses).
+	Destinations URLChecker
 	// AdminKeyHashes are SHA-256 hashes (HashAPIKey) of admin keys given
 	// in the configuration (HERALD_API_KEY); other keys are read from the
 	// store (API keys and portal sessions).
@@ -153,6 +160,13 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.URLs == nil {
 		return nil, errors.New("api: Config.Store and Config.URLs are required")
+	}
+	if cfg.Destinations == nil {
+		eg, err := egress.New(egress.Config{AllowHTTP: true, AllowLoopback: true, AllowPrivate: true})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Destinations = eg
 	}
 	if cfg.AuthFailureBurst <= 0 {
 		cfg.AuthFailureBurst = 20

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -43,7 +44,7 @@ type CreateSourceBody struct {
 	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
 	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300; refused for a scheme that signs none (github, shopify, hmac without timestamp_header)"`
 	Dedupe           string    `json:"dedupe,omitempty" maxLength:"256" doc:"dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>"`
-	DestinationURL   string    `json:"destination_url" minLength:"1" maxLength:"2048" doc:"where events are forwarded; set by operators, may be a private address"`
+	DestinationURL   string    `json:"destination_url" minLength:"1" maxLength:"2048" doc:"where events are forwarded; set by operators, may be a private address but never a link-local or cloud metadata one (169.254.0.0/16, fe80::/10, fd00:ec2::254, …)"`
 	MaxBodyBytes     int64     `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216" doc:"largest accepted body in bytes; default 1 MiB"`
 	HMAC             *HMACBody `json:"hmac,omitempty" doc:"for scheme hmac"`
 }
@@ -81,11 +82,15 @@ type SourceOut struct {
 
 // checkDestination accepts an absolute http(s) URL without userinfo,
 // fragment or a credential in the query (the rule of endpoint URLs:
-// secrets in URLs end up in logs; send them as headers). The SSRF policy
-// of tenants' endpoints does not apply: operators set destinations,
-// typically private services. The submitted URL is never echoed back in
-// the error (it may hold a secret).
-func checkDestination(raw, loc string) (string, error) {
+// secrets in URLs end up in logs; send them as headers), that the client
+// forwarding to destinations accepts (Config.Destinations, the URL rules
+// it applies again before each attempt). The SSRF policy of tenants'
+// endpoints does not apply: operators set destinations, typically private
+// services. But a link-local or cloud-metadata address (169.254.169.254,
+// fe80::/10, fd00:ec2::254, …) is refused as it is for every endpoint
+// (url rule blocked_address). The submitted URL is never echoed back in the
+// error (it may hold a secret).
+func (s *Server) checkDestination(raw, loc string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || strings.ContainsAny(raw, " \t\r\n\\"):
@@ -101,6 +106,13 @@ func checkDestination(raw, loc string) (string, error) {
 	}
 	if name, found := egress.CredentialInQuery(u.RawQuery); found {
 		return "", invalid(loc, "url rule "+egress.RuleCredentialsInQuery+": destination_url must not carry a credential in its query (parameter "+name+"); secrets in URLs end up in logs", nil)
+	}
+	if _, err := s.cfg.Destinations.CheckURL(raw); err != nil {
+		var pe *egress.PolicyError
+		if errors.As(err, &pe) {
+			return "", invalid(loc, "url rule "+pe.Rule+": "+pe.Message, nil)
+		}
+		return "", invalid(loc, "destination_url: "+err.Error(), nil)
 	}
 	return u.String(), nil
 }
@@ -178,7 +190,7 @@ type sourceOutput struct{ Body SourceOut }
 
 func (s *Server) createSource(ctx context.Context, in *struct{ Body CreateSourceBody }) (*sourceOutput, error) {
 	b := in.Body
-	dest, err := checkDestination(b.DestinationURL, "body.destination_url")
+	dest, err := s.checkDestination(b.DestinationURL, "body.destination_url")
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +307,7 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	raw, _ := json.Marshal(sc)
 	p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
 	if b.DestinationURL != nil {
-		dest, err := checkDestination(*b.DestinationURL, "body.destination_url")
+		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
 		if err != nil {
 			return nil, err
 		}

@@ -63,6 +63,14 @@ func TestAPIBadInput(t *testing.T) {
 		{"url scheme", "POST", "/v1/endpoints", `{"tenant":"acme","url":"ftp://example.com/"}`, nil, 422, "scheme"},
 		{"url fragment", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/#x"}`, nil, 422, "fragment"},
 		{"url metadata ip", "POST", "/v1/endpoints", `{"tenant":"acme","url":"http://169.254.169.254/latest"}`, nil, 422, "blocked_address"},
+		// Sources' destinations may be private, never link-local or
+		// metadata (the harness runs in --dev mode: not even then).
+		{"source destination metadata ip", "POST", "/v1/sources", `{"name":"m","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://169.254.169.254/latest/meta-data/"}`, nil, 422,
+			"body.destination_url: url rule blocked_address: 169.254.169.254 is a link-local or cloud metadata address"},
+		{"source destination link-local ipv6", "POST", "/v1/sources", `{"name":"m","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://[fe80::1]/hook"}`, nil, 422,
+			"url rule blocked_address: fe80::1 is a link-local or cloud metadata address"},
+		{"source destination aws ipv6 metadata", "POST", "/v1/sources", `{"name":"m","scheme":"github","secrets":["sixteen-bytes-ok"],"destination_url":"http://[fd00:ec2::254]/latest/meta-data/"}`, nil, 422,
+			"url rule blocked_address: fd00:ec2::254 is a link-local or cloud metadata address"},
 		{"bad event type filter", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","event_types":["file..x"]}`, nil, 422, "body.event_types[0]"},
 		{"reserved header", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-Signature":"x"}}`, nil, 422, "set by Herald"},
 		{"header crlf", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"a\r\nb"}}`, nil, 422, "CR, LF"},

@@ -300,12 +300,15 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	// Inbound sources' destinations are set by operators and may be
-	// private: their client allows every address (still https or http,
-	// still no redirects, no proxies).
+	// private: their client allows private and loopback addresses (still
+	// https or http, still no redirects, no proxies) but, like every
+	// client, never link-local or cloud-metadata ones, unless the
+	// operator's --allow-cidr names a range inside them.
 	m.trusted, err = egress.New(egress.Config{
 		AllowHTTP:           true,
 		AllowLoopback:       true,
-		AllowCIDRs:          []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
+		AllowPrivate:        true,
+		AllowCIDRs:          cfg.AllowCIDRs,
 		Timeout:             cfg.AttemptTimeout,
 		UserAgent:           buildinfo.UserAgent(),
 		MaxIdleConnsPerHost: idlePerHost,
@@ -361,6 +364,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		SourceChanged:         m.gateway.Forget,
 		Store:                 st,
 		URLs:                  m.egress,
+		Destinations:          m.trusted,
 		AdminKeyHashes:        keyHashes,
 		PublicURL:             cfg.PublicURL,
 		Notify:                m.engine.Notify,
@@ -421,6 +425,11 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 			cfg.Logger.Info("TLS certificate reloaded after its files changed", m.certAttrs(c)...)
 		}
 		m.srv.TLSConfig = m.tls.Config()
+	}
+	for _, p := range cfg.AllowCIDRs {
+		if egress.LinkLocalOrMetadata(p) {
+			m.log.Warn("--allow-cidr opens link-local or cloud metadata addresses (169.254.169.254 hands out the instance's credentials) to every endpoint, tenants' included, and Herald keeps what they answer; list only the addresses of the services you forward to", "range", p.String())
+		}
 	}
 	for _, p := range clientip.TrustsEveryone(cfg.TrustedProxies) {
 		m.log.Warn("--trusted-proxy trusts every address: any client can choose its address with X-Forwarded-For (the authentication throttle, the console and logs use it); list only your reverse proxies' addresses", "range", p.String())

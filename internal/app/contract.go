@@ -51,7 +51,9 @@ func Contract(cfg Config) ContractDoc {
 		bounds[i] = d.String()
 		total += d
 	}
-	urls := "https only; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges; redirects never followed; environment proxies ignored"
+	urls := "https only; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges; " +
+		"link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, …) are refused for inbound sources' destinations too, in dev mode and through a wider allowed range (only an allowed range inside them opens them); " +
+		"redirects never followed; environment proxies ignored"
 	if cfg.Dev {
 		urls = "DEV MODE: http and loopback destinations allowed. " + urls
 	} else if cfg.AllowHTTP {

@@ -14,7 +14,15 @@
 //     ranges. Because the check runs on the address actually connected to,
 //     after DNS resolution, it is safe against DNS rebinding. Operators
 //     may allow CIDRs explicitly (Config.AllowCIDRs) and loopback
-//     (Config.AllowLoopback, the --dev mode);
+//     (Config.AllowLoopback, the --dev mode); inbound sources' destinations
+//     use a relaxed policy that allows private addresses
+//     (Config.AllowPrivate);
+//   - whatever the policy, link-local and cloud-metadata addresses
+//     (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, …: the
+//     list linkLocalOrMetadata) are refused, at create/update time for a
+//     literal IP (CheckURL, rule blocked_address) and at connect time for
+//     every address a name resolves to; only an AllowCIDRs range inside
+//     them opens them;
 //   - proxies from the environment (HTTP_PROXY, HTTPS_PROXY, …) are
 //     ignored, and redirects are never followed (the 3xx answer and its
 //     Location are reported instead);
@@ -73,10 +81,23 @@ type Config struct {
 	// the names "localhost" and "*.localhost" (--dev, together with
 	// AllowHTTP).
 	AllowLoopback bool
+	// AllowPrivate permits every address except the link-local and
+	// cloud-metadata ones: private ranges, loopback, CGNAT, unique local
+	// IPv6, … It is the policy of inbound sources' destinations, which
+	// operators set and which are typically internal services
+	// (docs/inbound.md). It does not accept the names "localhost" and
+	// "*.localhost" in CheckURL; AllowLoopback does.
+	AllowPrivate bool
 	// AllowCIDRs are ranges explicitly allowed (--allow-cidr); they are
 	// checked before the deny list, so they can open otherwise denied
 	// ranges such as 10.0.0.0/8. IPv4-mapped IPv6 prefixes
 	// (::ffff:a.b.c.d/n, n ≥ 96) are treated as the IPv4 prefix.
+	//
+	// Link-local and cloud-metadata addresses (LinkLocalOrMetadata) are
+	// opened only by a range that lies inside them, such as
+	// 169.254.0.0/16 or 169.254.10.0/24: an operator's explicit choice. A
+	// range that merely contains them (0.0.0.0/0, ::/0, fc00::/7,
+	// 100.64.0.0/10) allows the rest of itself and never them.
 	AllowCIDRs []netip.Prefix
 	// Timeout bounds the whole attempt: connect, TLS, request, response
 	// headers and body read. Zero means DefaultTimeout (10 s).
@@ -111,6 +132,11 @@ type Client struct {
 	guardian  *ssrf.Guardian
 	transport *http.Transport
 	bufs      sync.Pool // *[]byte of len ExcerptBytes, for reading excerpts
+
+	// openedLinkLocal are the AllowCIDRs ranges that lie inside a
+	// link-local or cloud-metadata prefix (LinkLocalOrMetadata): the only
+	// ranges that open such addresses.
+	openedLinkLocal []netip.Prefix
 }
 
 // New builds a Client from cfg, applying the defaults documented on Config.
@@ -154,6 +180,11 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	var allowV4, allowV6 []netip.Prefix
+	if cfg.AllowPrivate {
+		// Every address; checkLinkLocalOrMetadata still runs first.
+		allowV4 = append(allowV4, netip.PrefixFrom(netip.IPv4Unspecified(), 0))
+		allowV6 = append(allowV6, netip.PrefixFrom(netip.IPv6Unspecified(), 0))
+	}
 	if cfg.AllowLoopback {
 		allowV4 = append(allowV4, loopbackV4)
 		allowV6 = append(allowV6, loopbackV6)
@@ -177,6 +208,11 @@ func New(cfg Config) (*Client, error) {
 	cfg.AllowCIDRs = cidrs
 
 	c := &Client{cfg: cfg}
+	for _, p := range cidrs {
+		if LinkLocalOrMetadata(p) {
+			c.openedLinkLocal = append(c.openedLinkLocal, p)
+		}
+	}
 	c.bufs.New = func() any {
 		b := make([]byte, cfg.ExcerptBytes)
 		return &b
@@ -185,7 +221,6 @@ func New(cfg Config) (*Client, error) {
 		ssrf.WithAnyPort(),
 		ssrf.WithAllowedV4Prefixes(allowV4...),
 		ssrf.WithAllowedV6Prefixes(allowV6...),
-		ssrf.WithDeniedV4Prefixes(extraDeniedV4...),
 	)
 	dialer := &net.Dialer{
 		Timeout:   cfg.Timeout,

@@ -74,8 +74,10 @@ func policyErr(rule, format string, args ...any) *PolicyError {
 //     zone, and a port, if any, in 1..65535;
 //  8. blocked_address: a literal IP host is checked against the same
 //     address policy as the dialer (so https://127.0.0.1/ is refused unless
-//     AllowLoopback or AllowCIDRs permit it); "localhost" and
-//     "*.localhost" are refused unless AllowLoopback;
+//     AllowLoopback, AllowPrivate or AllowCIDRs permit it, and a link-local
+//     or cloud-metadata address such as 169.254.169.254 whatever the
+//     policy, unless an AllowCIDRs range inside them opens it);
+//     "localhost" and "*.localhost" are refused unless AllowLoopback;
 //  9. credentials_in_query: no query parameter named like a credential
 //     (see credentialParam); secrets belong in custom endpoint headers.
 //
@@ -320,6 +322,9 @@ func (c *Client) checkHost(u *url.URL) error {
 
 func (c *Client) checkLiteral(a netip.Addr) error {
 	if err := c.checkAddr(a); err != nil {
+		if errors.Is(err, errLinkLocalOrMetadata) {
+			return policyErr(RuleBlockedAddress, "%s is a link-local or cloud metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, …), which Herald never connects to: not for inbound sources' destinations, not in --dev mode, not through a wider --allow-cidr range", a)
+		}
 		return policyErr(RuleBlockedAddress, "%s is not allowed by the egress policy (private, loopback, link-local, reserved or metadata range)", a)
 	}
 	return nil

@@ -166,6 +166,37 @@ func TestRestoreRefusesADifferentKeyFileBesideTheTarget(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesLeftoverFilesBesideTheTarget: SQLite applies a -wal
+// (or rolls back a -journal) it finds beside a database when it opens it,
+// whichever database wrote it, so a restore next to the old database's
+// -wal would start as the old database (or a corrupt mix of both). The
+// restore refuses, naming the file, and writes nothing.
+func TestRestoreRefusesLeftoverFilesBesideTheTarget(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "herald.db")
+			leftover := []byte("the old database's " + suffix)
+			if err := os.WriteFile(target+suffix, leftover, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+			if err == nil || !strings.Contains(err.Error(), target+suffix) || !strings.Contains(err.Error(), "nothing was written") {
+				t.Fatalf("restore beside a leftover %s: %v; want a refusal naming it", suffix, err)
+			}
+			for _, p := range []string{target, target + ".key"} {
+				if _, err := os.Stat(p); !os.IsNotExist(err) {
+					t.Fatalf("a refused restore wrote %s", p)
+				}
+			}
+			if b, _ := os.ReadFile(target + suffix); !bytes.Equal(b, leftover) {
+				t.Fatalf("a refused restore changed %s", target+suffix)
+			}
+		})
+	}
+}
+
 // TestBackupFileIsOwnerOnly: the backup holds every event and the sealed
 // secrets, so it is created 0600 even under the usual umask 022.
 func TestBackupFileIsOwnerOnly(t *testing.T) {

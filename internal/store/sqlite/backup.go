@@ -64,10 +64,18 @@ func Backup(ctx context.Context, path, to string) error {
 // restore leaves nothing half-written). It refuses a backup written with
 // another key (store.ErrWrongKey) and an existing to (a running node's
 // database is never overwritten: stop Herald and move the old file away
-// first). Migrations to the binary's schema run at the next start.
+// first). A -wal, -shm or -journal file left beside to is refused too:
+// SQLite would apply it to the restored database at its first open,
+// whichever database wrote it. Migrations to the binary's schema run at the
+// next start.
 func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
+	}
+	for _, p := range []string{to + "-wal", to + "-shm", to + "-journal"} {
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("sqlite restore: %s exists beside the target: SQLite would apply it to the restored database when it opens it (it belongs to the database that was there); stop Herald and move it away with that database, then run restore again; nothing was written", p)
+		}
 	}
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: from}).EscapedPath()+"?mode=ro")
 	if err != nil {

@@ -53,7 +53,7 @@ running nodes (docs/production.md, "Key rotation"):
 
 With a SQLite key file the new key is written to the key file at the end; then
 rekey refuses to run while the database is open by another process (a running
-herald serve read the old key from the file and would fail every publish).
+herald serve read the old key from the file and could deliver nothing after it).
 Otherwise it warns when the database is in use (SQLite) or nodes heartbeat on
 it (PostgreSQL): each must hold the new key already.`,
 		Args: cobra.NoArgs,
@@ -104,10 +104,10 @@ it (PostgreSQL): each must hold the new key already.`,
 					return err
 				}
 				if inUse && keyFile != "" {
-					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey every publish on it would fail; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", path, keyFile)
+					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey it could not open the endpoints' secrets and would deliver nothing; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", path, keyFile)
 				}
 				if inUse {
-					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", path)
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key delivers nothing after this rekey (its /readyz turns 503).\n", path)
 				}
 			}
 			if len(olds) == 0 {
@@ -147,7 +147,7 @@ it (PostgreSQL): each must hold the new key already.`,
 					return err
 				}
 				if len(live) > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key delivers nothing after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
 				}
 			}
 			stats, err := store.Rekey(cmd.Context(), sealed, oldRing, newBox)

@@ -79,6 +79,11 @@ func TestProductionCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "1 values re-encrypted") {
 		t.Fatalf("rekey: %q, %v", out, err)
 	}
+	// rekey overwrote the key file: the backup taken before opens only
+	// with the old key, which the operator must keep.
+	if !strings.Contains(out, "backups taken before this rekey open only with the old key") {
+		t.Errorf("rekey does not say that earlier backups need the old key: %q", out)
+	}
 	if k, _ := os.ReadFile(restored + ".key"); strings.TrimSpace(string(k)) != nk {
 		t.Fatalf("the key file holds %q after rekey, want the new key", k)
 	}

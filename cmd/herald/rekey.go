@@ -170,8 +170,11 @@ it (PostgreSQL): each must hold the new key already.`,
 			if keyFile != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "the new key is in %s\n", keyFile)
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "the old key can now be removed: restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS")
+				fmt.Fprintln(cmd.OutOrStdout(), "restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS")
 			}
+			// The backups taken so far hold the values sealed under the
+			// old key: deleting it makes them unrestorable.
+			fmt.Fprintln(cmd.OutOrStdout(), "backups taken before this rekey open only with the old key: keep it with them (apart from them) until they expire")
 			return nil
 		},
 	}

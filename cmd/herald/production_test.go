@@ -202,6 +202,39 @@ func TestRestoreRefusesLeftoverFilesBesideTheTarget(t *testing.T) {
 	}
 }
 
+// TestRestoreRunsTheFullIntegrityCheck: a backup whose index disagrees
+// with its table (rows missing from it) passes SQLite's quick_check, which
+// does not compare indexes with tables; restored, the node's queries through
+// that index would miss those rows. The restore runs integrity_check, as
+// docs/production.md says, and refuses it.
+func TestRestoreRunsTheFullIntegrityCheck(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	db, err := sql.Open("sqlite", "file:"+backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES ('acme~e1', 'acme', 'a.b', 0, x'7b7d', 'f', 0)`,
+		// The index's definition no longer matches what it holds.
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_schema SET sql = 'CREATE INDEX events_tenant ON events (type, id)' WHERE name = 'events_tenant'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	target := filepath.Join(t.TempDir(), "herald.db")
+	_, _, err = execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err == nil || !strings.Contains(err.Error(), "integrity check") || !strings.Contains(err.Error(), "events_tenant") {
+		t.Fatalf("restore of a backup whose index misses rows: %v; want a refusal naming the index", err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore wrote %s", target)
+	}
+}
+
 // TestBackupFileIsOwnerOnly: the backup holds every event and the sealed
 // secrets, so it is created 0600 even under the usual umask 022.
 func TestBackupFileIsOwnerOnly(t *testing.T) {

@@ -250,6 +250,40 @@ func TestBackupFileIsOwnerOnly(t *testing.T) {
 	}
 }
 
+// TestRekeyWritesAPrivateKeyFile: rekey replaces the key file with the new
+// key through a temporary file of its own, owner-only and synced before the
+// rename: a file left at the former fixed temporary name (herald.db.key.new,
+// mode 0644) gave the key file its mode, open to every user.
+func TestRekeyWritesAPrivateKeyFile(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	db := filepath.Join(t.TempDir(), "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.WriteFile(db+".key.new", []byte("left over\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nk := newTestKey()
+	if out, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk); err != nil {
+		t.Fatalf("rekey: %q, %v", out, err)
+	}
+	info, err := os.Stat(db + ".key")
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file after rekey: %v, %v; want mode 0600", info.Mode().Perm(), err)
+	}
+	if k, _ := os.ReadFile(db + ".key"); strings.TrimSpace(string(k)) != nk {
+		t.Fatalf("the key file holds %q after rekey, want the new key", k)
+	}
+	if left, _ := filepath.Glob(db + ".key.new-*"); len(left) != 0 {
+		t.Fatalf("temporary key files left behind: %v", left)
+	}
+}
+
 // TestMigrateStatusChangesNothing: migrate status opens the database
 // read-only: on a Herald database it reports without writing (the file's
 // bytes are the same after), and on a SQLite file that is not Herald's, or a

@@ -158,12 +158,8 @@ it (PostgreSQL): each must hold the new key already.`,
 				return err
 			}
 			if keyFile != "" {
-				tmp := keyFile + ".new"
-				if err := os.WriteFile(tmp, []byte(strings.TrimSpace(newKey)+"\n"), 0o600); err != nil {
-					return err
-				}
-				if err := os.Rename(tmp, keyFile); err != nil {
-					return err
+				if err := replaceKeyFile(keyFile, strings.TrimSpace(newKey)+"\n"); err != nil {
+					return fmt.Errorf("the values are under the new key, but the key file %s still holds the old one: %w; run herald rekey again with the same --new-key", keyFile, err)
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rekeyed: %d values re-encrypted, %d already under the new key, %d unencrypted left alone\n", stats.Rewritten, stats.Current, stats.Plain)
@@ -181,4 +177,37 @@ it (PostgreSQL): each must hold the new key already.`,
 	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "store: sqlite:PATH or postgres://…")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "the new key: base64 of 32 bytes (environment twin HERALD_NEW_KEY)")
 	return cmd
+}
+
+// replaceKeyFile replaces the key file at path with text: through a
+// temporary file of its own beside it (created owner-only, whatever the
+// umask or a file left there), synced before the rename, and the rename
+// synced through the directory. The key file is the only copy of the key:
+// a crash must leave the old file or the new one, never an empty one.
+func replaceKeyFile(path, text string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op after the rename
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -62,7 +62,9 @@ func newRestoreCmd() *cobra.Command {
 		Use:   "restore",
 		Short: "Restore a SQLite backup after checking it was written with the configured encryption key",
 		Long: `Restore a backup made by herald backup into a database path that does not exist
-yet (stop Herald and move the old database and its -wal/-shm files away first).
+yet (stop Herald and move the old database and its -wal/-shm files away first:
+a -wal, -shm or -journal file left beside the target is refused, since SQLite
+would apply it to the restored database).
 
 The encryption key is HERALD_ENCRYPTION_KEY, or the key file given by
 --key-file (then copied beside the restored database as <path>.key when none is

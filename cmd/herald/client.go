@@ -45,7 +45,15 @@ Talks to a running "herald serve" over HTTP. --server and --api-key default to
 HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: unknownSubcommand,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			// Every argument of these commands is an id or a name: an
+			// empty one made a path such as /v1/events//deliveries, which
+			// the server cleaned into another route.
+			for i, a := range args {
+				if strings.TrimSpace(a) == "" {
+					return fmt.Errorf("argument %d of %q is empty: give an id or a name (%s)", i+1, cmd.CommandPath(), cmd.UseLine())
+				}
+			}
 			return bindEnv(cmd) // cmd is the subcommand run; its flags include these persistent ones
 		},
 	}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -110,5 +114,32 @@ func TestNewCommandRoutes(t *testing.T) {
 				t.Fatalf("got %s %s %s, want %s %s %s", r.method, r.path, r.body, c.method, c.path, c.body)
 			}
 		})
+	}
+}
+
+// TestEmptyIDRefused: an empty (or blank) id argument is refused before any
+// request, naming the rule. It made a path such as /v1/events//deliveries,
+// which the server cleaned into another route: "event deliveries not found",
+// or 405 "POST is not allowed on /v1/endpoints/replay" for dlq replay.
+func TestEmptyIDRefused(t *testing.T) {
+	var requests atomic.Int32
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	}))
+	defer counting.Close()
+	for _, args := range [][]string{
+		{"keys", "revoke", ""}, {"events", "deliveries", ""}, {"endpoints", "delete", " "},
+		{"dlq", "replay", ""}, {"dlq", "list", ""}, {"endpoints", "revoke-secret", "ep_1", ""},
+		{"event-types", "deprecate", "", "1"}, {"portal-sessions", "revoke", "\t"},
+	} {
+		_, _, err := execHerald(t, "", append(args, "--server", counting.URL, "--api-key", "k")...)
+		if err == nil || !strings.Contains(err.Error(), "is empty") {
+			t.Errorf("herald %q: %v; want a refusal saying the argument is empty", args, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("%d requests were sent with an empty id", n)
 	}
 }

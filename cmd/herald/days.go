@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,9 @@ type daysValue struct {
 	given string // as the user wrote it, for errors ("0s", "8d")
 }
 
+// maxDays is the most whole days a time.Duration holds.
+const maxDays = int(math.MaxInt64 / int64(24*time.Hour))
+
 func newDaysValue(d *time.Duration, def time.Duration) *daysValue {
 	*d = def
 	return &daysValue{d: d}
@@ -25,6 +29,10 @@ func (v *daysValue) Set(s string) error {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 0 {
 			return fmt.Errorf("%q: days must be a non-negative whole number, e.g. 7d", s)
+		}
+		if days > maxDays {
+			// Past it days × 24h wraps around (213504d is 25 minutes).
+			return fmt.Errorf("%q: at most %dd (the longest duration Go holds, about 292 years)", s, maxDays)
 		}
 		*v.d = time.Duration(days) * 24 * time.Hour
 		return nil

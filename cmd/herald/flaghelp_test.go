@@ -54,3 +54,29 @@ func TestDurationFlagErrorsEchoTheInput(t *testing.T) {
 		}
 	}
 }
+
+// TestDaysValueRefusesDaysPastADuration: a number of days past what a
+// time.Duration holds (about 292 years) is refused naming the limit; it
+// wrapped around before, so --expires-in 213504d created a key that expired
+// in 25 minutes and --dead-letter-retention 213504d deleted dead letters
+// after 25 minutes.
+func TestDaysValueRefusesDaysPastADuration(t *testing.T) {
+	var d time.Duration
+	v := newDaysValue(&d, 0)
+	if err := v.Set("106751d"); err != nil || d != 106751*24*time.Hour {
+		t.Fatalf("106751d: %v, %v", d, err)
+	}
+	for _, s := range []string{"106752d", "213504d", "99999999999d"} {
+		d = time.Hour
+		if err := v.Set(s); err == nil || !strings.Contains(err.Error(), "at most 106751d") {
+			t.Errorf("%s: %v (value %v); want a refusal naming the limit", s, err, d)
+		}
+		if d != time.Hour {
+			t.Errorf("%s: a refused value changed the setting to %v", s, d)
+		}
+	}
+	_, _, err := execHerald(t, "", "keys", "create", "--name", "k", "--role", "viewer", "--tenant", "acme", "--expires-in", "213504d", "--server", "http://127.0.0.1:1", "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "at most 106751d") {
+		t.Fatalf("keys create --expires-in 213504d: %v; want a refusal naming the limit", err)
+	}
+}

@@ -79,6 +79,11 @@ func TestProductionCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "1 values re-encrypted") {
 		t.Fatalf("rekey: %q, %v", out, err)
 	}
+	// rekey overwrote the key file: the backup taken before opens only
+	// with the old key, which the operator must keep.
+	if !strings.Contains(out, "backups taken before this rekey open only with the old key") {
+		t.Errorf("rekey does not say that earlier backups need the old key: %q", out)
+	}
 	if k, _ := os.ReadFile(restored + ".key"); strings.TrimSpace(string(k)) != nk {
 		t.Fatalf("the key file holds %q after rekey, want the new key", k)
 	}
@@ -166,6 +171,70 @@ func TestRestoreRefusesADifferentKeyFileBesideTheTarget(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesLeftoverFilesBesideTheTarget: SQLite applies a -wal
+// (or rolls back a -journal) it finds beside a database when it opens it,
+// whichever database wrote it, so a restore next to the old database's
+// -wal would start as the old database (or a corrupt mix of both). The
+// restore refuses, naming the file, and writes nothing.
+func TestRestoreRefusesLeftoverFilesBesideTheTarget(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "herald.db")
+			leftover := []byte("the old database's " + suffix)
+			if err := os.WriteFile(target+suffix, leftover, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+			if err == nil || !strings.Contains(err.Error(), target+suffix) || !strings.Contains(err.Error(), "nothing was written") {
+				t.Fatalf("restore beside a leftover %s: %v; want a refusal naming it", suffix, err)
+			}
+			for _, p := range []string{target, target + ".key"} {
+				if _, err := os.Stat(p); !os.IsNotExist(err) {
+					t.Fatalf("a refused restore wrote %s", p)
+				}
+			}
+			if b, _ := os.ReadFile(target + suffix); !bytes.Equal(b, leftover) {
+				t.Fatalf("a refused restore changed %s", target+suffix)
+			}
+		})
+	}
+}
+
+// TestRestoreRunsTheFullIntegrityCheck: a backup whose index disagrees
+// with its table (rows missing from it) passes SQLite's quick_check, which
+// does not compare indexes with tables; restored, the node's queries through
+// that index would miss those rows. The restore runs integrity_check, as
+// docs/production.md says, and refuses it.
+func TestRestoreRunsTheFullIntegrityCheck(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	db, err := sql.Open("sqlite", "file:"+backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at) VALUES ('acme~e1', 'acme', 'a.b', 0, x'7b7d', 'f', 0)`,
+		// The index's definition no longer matches what it holds.
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_schema SET sql = 'CREATE INDEX events_tenant ON events (type, id)' WHERE name = 'events_tenant'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	target := filepath.Join(t.TempDir(), "herald.db")
+	_, _, err = execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err == nil || !strings.Contains(err.Error(), "integrity check") || !strings.Contains(err.Error(), "events_tenant") {
+		t.Fatalf("restore of a backup whose index misses rows: %v; want a refusal naming the index", err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore wrote %s", target)
+	}
+}
+
 // TestBackupFileIsOwnerOnly: the backup holds every event and the sealed
 // secrets, so it is created 0600 even under the usual umask 022.
 func TestBackupFileIsOwnerOnly(t *testing.T) {
@@ -178,6 +247,40 @@ func TestBackupFileIsOwnerOnly(t *testing.T) {
 	}
 	if perm := info.Mode().Perm(); perm != 0o600 {
 		t.Fatalf("backup file mode %v, want -rw------- (0600)", perm)
+	}
+}
+
+// TestRekeyWritesAPrivateKeyFile: rekey replaces the key file with the new
+// key through a temporary file of its own, owner-only and synced before the
+// rename: a file left at the former fixed temporary name (herald.db.key.new,
+// mode 0644) gave the key file its mode, open to every user.
+func TestRekeyWritesAPrivateKeyFile(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	db := filepath.Join(t.TempDir(), "herald.db")
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.WriteFile(db+".key.new", []byte("left over\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nk := newTestKey()
+	if out, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", nk); err != nil {
+		t.Fatalf("rekey: %q, %v", out, err)
+	}
+	info, err := os.Stat(db + ".key")
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file after rekey: %v, %v; want mode 0600", info.Mode().Perm(), err)
+	}
+	if k, _ := os.ReadFile(db + ".key"); strings.TrimSpace(string(k)) != nk {
+		t.Fatalf("the key file holds %q after rekey, want the new key", k)
+	}
+	if left, _ := filepath.Glob(db + ".key.new-*"); len(left) != 0 {
+		t.Fatalf("temporary key files left behind: %v", left)
 	}
 }
 

@@ -53,7 +53,7 @@ running nodes (docs/production.md, "Key rotation"):
 
 With a SQLite key file the new key is written to the key file at the end; then
 rekey refuses to run while the database is open by another process (a running
-herald serve read the old key from the file and would fail every publish).
+herald serve read the old key from the file and could deliver nothing after it).
 Otherwise it warns when the database is in use (SQLite) or nodes heartbeat on
 it (PostgreSQL): each must hold the new key already.`,
 		Args: cobra.NoArgs,
@@ -104,10 +104,10 @@ it (PostgreSQL): each must hold the new key already.`,
 					return err
 				}
 				if inUse && keyFile != "" {
-					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey every publish on it would fail; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", path, keyFile)
+					return fmt.Errorf("%s is open by another process (a running herald serve?): it read its key from %s at start and holds only the old key, so after rekey it could not open the endpoints' secrets and would deliver nothing; stop Herald and run rekey again (or run the nodes and rekey with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>, docs/production.md); nothing was changed", path, keyFile)
 				}
 				if inUse {
-					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", path)
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %s is open by another process (a running herald serve?). It must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key delivers nothing after this rekey (its /readyz turns 503).\n", path)
 				}
 			}
 			if len(olds) == 0 {
@@ -147,7 +147,7 @@ it (PostgreSQL): each must hold the new key already.`,
 					return err
 				}
 				if len(live) > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key fails every publish after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
+					fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: %d Herald node(s) are live on this database (heartbeats: %s). Each must already run with HERALD_ENCRYPTION_KEY=<new> and HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: a node holding only the old key delivers nothing after this rekey (its /readyz turns 503).\n", len(live), strings.Join(live, ", "))
 				}
 			}
 			stats, err := store.Rekey(cmd.Context(), sealed, oldRing, newBox)
@@ -158,24 +158,56 @@ it (PostgreSQL): each must hold the new key already.`,
 				return err
 			}
 			if keyFile != "" {
-				tmp := keyFile + ".new"
-				if err := os.WriteFile(tmp, []byte(strings.TrimSpace(newKey)+"\n"), 0o600); err != nil {
-					return err
-				}
-				if err := os.Rename(tmp, keyFile); err != nil {
-					return err
+				if err := replaceKeyFile(keyFile, strings.TrimSpace(newKey)+"\n"); err != nil {
+					return fmt.Errorf("the values are under the new key, but the key file %s still holds the old one: %w; run herald rekey again with the same --new-key", keyFile, err)
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rekeyed: %d values re-encrypted, %d already under the new key, %d unencrypted left alone\n", stats.Rewritten, stats.Current, stats.Plain)
 			if keyFile != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "the new key is in %s\n", keyFile)
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "the old key can now be removed: restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS")
+				fmt.Fprintln(cmd.OutOrStdout(), "restart the nodes without HERALD_ENCRYPTION_KEY_PREVIOUS")
 			}
+			// The backups taken so far hold the values sealed under the
+			// old key: deleting it makes them unrestorable.
+			fmt.Fprintln(cmd.OutOrStdout(), "backups taken before this rekey open only with the old key: keep it with them (apart from them) until they expire")
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "store: sqlite:PATH or postgres://…")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "the new key: base64 of 32 bytes (environment twin HERALD_NEW_KEY)")
 	return cmd
+}
+
+// replaceKeyFile replaces the key file at path with text: through a
+// temporary file of its own beside it (created owner-only, whatever the
+// umask or a file left there), synced before the rename, and the rename
+// synced through the directory. The key file is the only copy of the key:
+// a crash must leave the old file or the new one, never an empty one.
+func replaceKeyFile(path, text string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op after the rename
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

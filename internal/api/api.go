@@ -115,8 +115,9 @@ type Config struct {
 	// KeyCheck, when set, is part of /readyz: it reports whether the
 	// store's sealed values still open with this node's encryption key
 	// (store.CheckKey on the key check value). After herald rekey moved
-	// them to a key this node does not hold, every publish fails ("wrong
-	// encryption key"), so the node must not be ready. Its result is kept
+	// them to a key this node does not hold, it can open no endpoint's
+	// secret ("wrong encryption key") and delivers nothing, so the node
+	// must not be ready (publishes, which open no secret, still succeed). Its result is kept
 	// for KeyCheckEvery (default 10 s) between runs.
 	KeyCheck      func(ctx context.Context) error
 	KeyCheckEvery time.Duration

@@ -62,8 +62,8 @@ func (s *Server) documentProbes() {
 		OperationID: "get-readiness", Method: http.MethodGet, Path: "/readyz", Tags: []string{"health"},
 		Summary: "Readiness: the store can commit within 2 s and its sealed values open with this node's encryption key",
 		Description: "A load balancer's health check. 503 while the store cannot commit (herald_not_ready{reason=\"store\"}) " +
-			"or the store's encrypted values do not open with this node's key after herald rekey (reason encryption_key); " +
-			"every publish to the node fails meanwhile.",
+			"or the store's encrypted values do not open with this node's key after herald rekey (reason encryption_key). " +
+			"While the store cannot commit, every publish to the node fails too; after a rekey to a key it lacks, the node still stores publishes but delivers nothing.",
 		Responses: map[string]*huma.Response{
 			"200": {Description: "Ready.", Content: jsonOf(reflect.TypeFor[readyAnswer]())},
 			"503": {Description: `Not ready: detail "the store is not ready" or "the store's encrypted values do not open with this node's encryption key (rekeyed?)".`,

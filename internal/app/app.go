@@ -483,6 +483,15 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 				m.log.Warn("the database exists but its key file does not: creating a new key; if this database holds endpoints, Herald will refuse to start (restore the key file or set HERALD_ENCRYPTION_KEY)", "file", path+".key")
 			}
 		}
+		// The key opens every sealed secret: keep it owner-only, as
+		// the database files are (sqlite.Open takes group and other
+		// permissions off them), and say that it was exposed.
+		if info, err := os.Stat(path + ".key"); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path+".key", info.Mode().Perm()&0o700); err != nil {
+				return nil, fmt.Errorf("encryption key: make the key file %s private: %w", path+".key", err)
+			}
+			m.log.Warn("the key file was open to other users: made it private (owner only); if they are not trusted, rotate the key (herald rekey, docs/production.md)", "file", path+".key", "mode_was", fmt.Sprintf("%04o", uint32(info.Mode().Perm())))
+		}
 		k, created, err := secretbox.LoadOrCreateKeyFile(path + ".key")
 		if err != nil {
 			return nil, fmt.Errorf("encryption key: %w (or set HERALD_ENCRYPTION_KEY)", err)

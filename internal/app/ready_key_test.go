@@ -13,16 +13,20 @@ import (
 
 // TestReadinessFailsAfterRekeyToAKeyTheNodeLacks: `herald rekey` (store.Rekey,
 // as the command runs it) moves the sealed values to a key a running node
-// does not hold: every publish of that node now fails, so its /readyz must
-// answer 503 instead of staying ready (the key check value is opened again
-// by the probe). KeyCheckInterval of 1 ns makes every probe re-check; the
-// caching itself is TestReadyzKeyCheckIsCached (internal/api).
+// does not hold: that node can no longer open its endpoints' secrets, so it
+// delivers nothing, and its /readyz must answer 503 instead of staying
+// ready (the key check value is opened again by the probe). Publishes need
+// no secret: the node still accepts them (202), for the nodes holding the
+// key to deliver (docs/production.md). KeyCheckInterval of 1 ns makes every
+// probe re-check; the caching itself is TestReadyzKeyCheckIsCached
+// (internal/api).
 func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	t.Parallel()
 	h, oldKey := startHeraldKeyed(t, func(c *app.Config) { c.KeyCheckInterval = time.Nanosecond })
 	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 {
 		t.Fatalf("readyz before rekey: %d %s", st, raw)
 	}
+	h.createEndpoint("acme", newReceiver(t, 200).URL) // a publish fans out to it
 
 	rekeyAway(t, h, oldKey)
 	st, raw := h.call("GET", "/readyz", nil, nil)
@@ -31,6 +35,9 @@ func TestReadinessFailsAfterRekeyToAKeyTheNodeLacks(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), "encryption key") {
 		t.Errorf("readyz problem %s does not name the encryption key", raw)
+	}
+	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"after.rekey","data":{}}`, nil); st != 202 {
+		t.Errorf("publish to a node lacking the new key: %d %s; want 202 (a publish opens no secret)", st, raw)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/testutil"
 	"github.com/herald-webhooks/herald/webhook"
 )
 
@@ -202,6 +203,39 @@ func TestSendTestEvent(t *testing.T) {
 		if !store.IsOperational(e.Type) {
 			t.Fatalf("a test event was stored: %s %s", e.ID, e.Type)
 		}
+	}
+}
+
+// TestKeyFileMadePrivate: a key file readable by other users (one written
+// by hand under umask 022, say) opens every sealed secret of the database,
+// which Herald keeps owner-only: the start takes group and other
+// permissions off it, as off the database files, and warns that it was
+// exposed.
+func TestKeyFileMadePrivate(t *testing.T) {
+	t.Parallel()
+	sqliteOnly(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.db")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: testAPIKey, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.Chmod(path+".key", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.SyncBuffer
+	m, err = app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: testAPIKey, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if info, err := os.Stat(path + ".key"); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file after a start: %v, %v; want mode 0600", info.Mode().Perm(), err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "mode_was=0644") || !strings.Contains(out, "file="+path+".key") {
+		t.Fatalf("no warning naming the exposed key file and its mode:\n%s", out)
 	}
 }
 

@@ -60,22 +60,34 @@ func Backup(ctx context.Context, path, to string) error {
 
 // Restore checks that the backup file from is a Herald database sealed with
 // box's key and passes SQLite's integrity check, then copies it to the
-// database path to (through a temporary file and a rename, so a failed
-// restore leaves nothing half-written). It refuses a backup written with
+// database path to (through a temporary file linked to to at the end, so a
+// failed restore leaves nothing half-written, and a file created at to
+// meanwhile is never replaced). It refuses a backup written with
 // another key (store.ErrWrongKey) and an existing to (a running node's
 // database is never overwritten: stop Herald and move the old file away
-// first). Migrations to the binary's schema run at the next start.
+// first). A -wal, -shm or -journal file left beside to is refused too:
+// SQLite would apply it to the restored database at its first open,
+// whichever database wrote it. Migrations to the binary's schema run at the
+// next start.
 func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
+	}
+	for _, p := range []string{to + "-wal", to + "-shm", to + "-journal"} {
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("sqlite restore: %s exists beside the target: SQLite would apply it to the restored database when it opens it (it belongs to the database that was there); stop Herald and move it away with that database, then run restore again; nothing was written", p)
+		}
 	}
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: from}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	// integrity_check, not quick_check: it also compares every index with
+	// its table (an index missing rows passes quick_check, and the node's
+	// queries through it would miss them). The first problem is reported.
 	var check string
-	if err := db.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&check); err != nil {
+	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check(1)").Scan(&check); err != nil {
 		return fmt.Errorf("sqlite restore: %s is not a readable SQLite database: %w", from, err)
 	}
 	if check != "ok" {
@@ -124,7 +136,23 @@ func copyFile(from, to string) error {
 	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), to)
+	// A hard link, not a rename: it fails if to was created since Restore
+	// checked it (a herald serve started on the path during the copy),
+	// where a rename would replace that database. The deferred Remove
+	// drops the temporary name. A file system without hard links gets the
+	// rename, after one more check.
+	err = os.Link(tmp.Name(), to)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Lstat(to); errors.Is(serr, os.ErrNotExist) {
+			err = os.Rename(tmp.Name(), to)
+		} else {
+			err = os.ErrExist
+		}
+	}
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("sqlite restore: %s was created during the restore (a herald serve started on it?); it was left as it is and nothing was written", to)
+	}
+	return err
 }
 
 // InUse reports whether another connection has the database at path open

@@ -91,6 +91,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		fDeliver
 		fPeer
 		fBlackholesFirst
+		fSeparateA
 	)
 	scenario := func(name, short string, flags flagSet) *cobra.Command {
 		// The sizes are per scenario (their defaults differ); the
@@ -125,7 +126,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 				opts := o
 				opts.Events, opts.Endpoints, opts.Concurrency, opts.Rate = so.Events, so.Endpoints, so.Concurrency, so.Rate
 				opts.Duration, opts.Size, opts.BacklogEndpoints, opts.Deliver = so.Duration, so.Size, so.BacklogEndpoints, so.Deliver
-				opts.Peer, opts.BlackholesFirst = so.Peer, so.BlackholesFirst
+				opts.Peer, opts.BlackholesFirst, opts.SeparateA = so.Peer, so.BlackholesFirst, so.SeparateA
 				opts.Stdout, opts.Stderr = c.OutOrStdout(), c.ErrOrStderr()
 				return bench.Run(c.Context(), name, opts)
 			},
@@ -168,6 +169,9 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		if flags&fBlackholesFirst != 0 {
 			f.BoolVar(&so.BlackholesFirst, "blackholes-first", false, "resume the black-holed endpoints before the healthy ones in the throughput part: their backlog is then the tenant's oldest due (a dead endpoint's backlog beside its tenant's healthy endpoints)")
 		}
+		if flags&fSeparateA != 0 {
+			f.BoolVar(&so.SeparateA, "separate-a", false, "run tenant A on a Herald process of its own (its own database): B's ratio is then what the machine alone costs B beside A's fan-out, the bound of perfect isolation (the target does not apply)")
+		}
 		if flags&fPeer != 0 {
 			f.StringVar(&so.Peer, "peer", "", "also measure this receiver of the same GitHub webhooks, in the same run with the same load: "+
 				"an ingest URL, or a command started with PEER_PORT, PEER_SECRET and PEER_FORWARD_URL set "+
@@ -183,7 +187,7 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 		scenario("backlog", "Fresh-delivery throughput and RSS with deliveries waiting for retry", fEvents|fEndpoints|fSize),
 		scenario("inbound", "Inbound gateway throughput and ack latency (GitHub-signed requests), optionally beside a --peer", fConcurrency|fRate|fDuration|fPeer),
 		scenario("fairness", "Tenant B's latency beside tenant A's --endpoints hanging endpoints, against B alone", fEndpoints|fConcurrency|fRate|fDuration),
-		scenario("fanout", "Tenant B's publish latency while tenant A fans out to --endpoints endpoints, against B alone", fEvents|fEndpoints|fConcurrency|fRate|fDuration),
+		scenario("fanout", "Tenant B's publish latency while tenant A fans out to --endpoints endpoints, against B alone", fEvents|fEndpoints|fConcurrency|fRate|fDuration|fSeparateA),
 		newBenchReceiverCmd(),
 	)
 	return cmd

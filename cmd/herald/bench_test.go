@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -112,6 +113,7 @@ func TestBenchScenarios(t *testing.T) {
 	t.Run("inbound-peer-url", func(t *testing.T) { testBenchPeerURL(t, bin, common) })
 	t.Run("inbound-peer-express-bullmq", func(t *testing.T) { testBenchPeerExpress(t, bin, common) })
 	t.Run("inbound-peer-cannot-start", func(t *testing.T) { testBenchPeerCannotStart(t, bin, common) })
+	t.Run("fanout-separate-a", func(t *testing.T) { testBenchFanoutSeparateA(t, bin, common) })
 	t.Run("interrupt", func(t *testing.T) { testBenchInterrupt(t, bin) })
 	t.Run("unknown", func(t *testing.T) {
 		out, err := exec.Command(bin, "bench", "nope").CombinedOutput()
@@ -119,6 +121,45 @@ func TestBenchScenarios(t *testing.T) {
 			t.Fatalf("bench nope: %v\n%s", err, out)
 		}
 	})
+}
+
+// testBenchFanoutSeparateA runs the fanout scenario with tenant A on a
+// Herald process of its own: every one of A's deliveries arrives once (from
+// A's process), the run says so (a_process), and the target is marked as
+// not applying (the ratio measures the machine, not Herald).
+func testBenchFanoutSeparateA(t *testing.T, bin string, common []string) {
+	args := append(append([]string{"bench", "fanout"}, common...), "--endpoints", "20", "--events", "2", "--rate", "20", "--duration", "1s", "--separate-a")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = benchEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("herald %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &v); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, stdout.String())
+	}
+	if v["a_process"] != "separate" {
+		t.Errorf("a_process = %v, want separate", v["a_process"])
+	}
+	if v["a_deliveries"] != float64(40) || v["a_duplicates"] != float64(0) {
+		t.Errorf("A's deliveries %v (duplicates %v), want 40 once each", v["a_deliveries"], v["a_duplicates"])
+	}
+	if !strings.Contains(stderr.String(), "A on a Herald process of its own") {
+		t.Errorf("no sign in the progress that A ran on a process of its own:\n%s", stderr.String())
+	}
+	ts, _ := v["targets"].([]any)
+	for _, x := range ts {
+		tg, _ := x.(map[string]any)
+		if tg["metric"] == "publish_p99_ratio" && (tg["applies"] != false || !strings.Contains(fmt.Sprint(tg["note"]), "--separate-a")) {
+			t.Errorf("publish_p99_ratio with --separate-a: applies %v, note %v; want false and a note naming --separate-a", tg["applies"], tg["note"])
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
 }
 
 // testBenchInterrupt interrupts a run and checks that the Herald and

@@ -101,6 +101,11 @@ type Options struct {
 	// black-holed endpoints before the healthy ones, so their backlog is
 	// the tenant's oldest due.
 	BlackholesFirst bool
+	// SeparateA: the fanout scenario runs tenant A on a Herald process of
+	// its own (its own database, writer and workers) beside B's: B's ratio
+	// is then what A's fan-out costs B through the machine alone (cores,
+	// disk), the bound of perfect isolation, and the target does not apply.
+	SeparateA bool
 
 	// Stdout receives the table and the JSON line; Stderr the progress.
 	Stdout, Stderr io.Writer

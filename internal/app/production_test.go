@@ -229,7 +229,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	waitFor(200)
 	before := ackedNow() // acknowledged before the backup started
 	backup := filepath.Join(dir, "backup.db")
-	if err := sqlite.Backup(t.Context(), dbPath, backup); err != nil {
+	if _, err := sqlite.Backup(t.Context(), dbPath, backup); err != nil {
 		t.Fatalf("backup under load: %v", err)
 	}
 	waitFor(len(before) + 100) // publishing went on through the backup

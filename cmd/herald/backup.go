@@ -27,6 +27,10 @@ the database at one instant, taken while herald serve keeps publishing and
 delivering. The copy's secrets stay encrypted: keep the encryption key
 (HERALD_ENCRYPTION_KEY or the .key file) safe, and apart from the backup.
 
+The copy is written to FILE.partial (owner-only), synced, and given its final
+name only when complete: an interrupted backup leaves FILE.partial, never FILE
+(delete it, or run the same backup again, which removes it).
+
 PostgreSQL is backed up with its own tools (pg_dump, or base backups with WAL
 archiving for point-in-time recovery): see docs/production.md.`,
 		Args: cobra.NoArgs,
@@ -44,7 +48,11 @@ archiving for point-in-time recovery): see docs/production.md.`,
 			if to == "" {
 				return errors.New("--to FILE is required (a new file)")
 			}
-			if err := sqlite.Backup(cmd.Context(), path, to); err != nil {
+			stale, err := sqlite.Backup(cmd.Context(), path, to)
+			if stale {
+				fmt.Fprintf(cmd.ErrOrStderr(), "herald backup: removed %s, left by an interrupted backup to the same file\n", sqlite.PartialBackupName(to))
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s\n", path, to)
@@ -52,7 +60,7 @@ archiving for point-in-time recovery): see docs/production.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&db, "db", "sqlite:herald.db", "the live database: sqlite:PATH")
-	cmd.Flags().StringVar(&to, "to", "", "the backup file to create (must not exist)")
+	cmd.Flags().StringVar(&to, "to", "", "the backup file to create (must not exist; written as FILE.partial until complete)")
 	return cmd
 }
 

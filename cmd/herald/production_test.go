@@ -250,6 +250,28 @@ func TestBackupFileIsOwnerOnly(t *testing.T) {
 	}
 }
 
+// TestBackupRemovesItsInterruptedPartialFile: an interrupted backup leaves
+// its copy under FILE.partial (never FILE); running the same backup again
+// removes that file, says so, and completes.
+func TestBackupRemovesItsInterruptedPartialFile(t *testing.T) {
+	backup, _ := newBackup(t)
+	db := filepath.Join(filepath.Dir(backup), "herald.db")
+	to := filepath.Join(t.TempDir(), "again.db")
+	if err := os.WriteFile(to+".partial", []byte("the first pages of an interrupted backup"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := execHerald(t, "", "backup", "--db", "sqlite:"+db, "--to", to)
+	if err != nil || !strings.Contains(errOut, "removed "+to+".partial, left by an interrupted backup") || !strings.Contains(out, "backed up") {
+		t.Fatalf("backup beside an interrupted one's partial file: out %q, stderr %q, %v", out, errOut, err)
+	}
+	if _, err := os.Stat(to + ".partial"); !os.IsNotExist(err) {
+		t.Fatalf("%s.partial left: %v", to, err)
+	}
+	if info, err := os.Stat(to); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("backup %s: %v; want mode 0600", to, err)
+	}
+}
+
 // TestRekeyWritesAPrivateKeyFile: rekey replaces the key file with the new
 // key through a temporary file of its own, owner-only and synced before the
 // rename: a file left at the former fixed temporary name (herald.db.key.new,

@@ -159,7 +159,9 @@ func (s *Server) registerEventTypes() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-event-type", Method: http.MethodPatch, Path: "/v1/event-types/{name}", Tags: []string{"event types"},
-		Summary: "Change an event type's description or mark versions deprecated", Security: sec, MaxBodyBytes: 16 << 10,
+		Summary:     "Change an event type's description or mark versions deprecated",
+		Description: "A PATCH that changes nothing ({}, the description the type has, versions already so marked) answers 200 with the type as it is: nothing is written and updated_at stays.",
+		Security:    sec, MaxBodyBytes: 16 << 10,
 		Errors: []int{http.StatusConflict},
 	}, s.updateEventType)
 
@@ -286,6 +288,8 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	if err != nil {
 		return nil, s.problem(err, "event type "+Echo(in.Name))
 	}
+	before := t
+	before.Versions = slices.Clone(t.Versions)
 	if in.Body.Description != nil {
 		t.Description = *in.Body.Description
 	}
@@ -320,6 +324,12 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	}
 	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
 		return nil, err
+	}
+	if t.Description == before.Description && slices.EqualFunc(t.Versions, before.Versions, func(a, b store.EventTypeVersion) bool { return a.Deprecated == b.Deprecated }) {
+		// Nothing to change ({}, the description it has, versions already
+		// so marked): no write, updated_at kept (the answer is the type
+		// as it is), as for an endpoint.
+		return &typeOutput{Body: eventTypeOut(before)}, nil
 	}
 	t.UpdatedAt = s.cfg.Now().Truncate(time.Microsecond)
 	t, err = s.db(ctx).UpdateEventType(ctx, t)

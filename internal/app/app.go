@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -252,6 +253,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		if m.tls, err = tlsreload.New(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
 			return nil, err
 		}
+		m.logCert("TLS certificate loaded", m.tls.Certificate())
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -422,8 +424,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 			cfg.Logger.Error("TLS certificate not reloaded; the previous one stays in use", "err", err)
 		}
 		m.tls.OnReload = func(c *tls.Certificate) {
-			cfg.Logger.Info("TLS certificate reloaded after its files changed", m.certAttrs(c)...)
+			m.logCert("TLS certificate reloaded after its files changed", c)
 		}
+		m.metrics.SetTLSCertificate(func() *x509.Certificate { return m.tls.Certificate().Leaf })
 		m.srv.TLSConfig = m.tls.Config()
 	}
 	for _, p := range cfg.AllowCIDRs {
@@ -681,20 +684,21 @@ func (m *Main) ReloadTLS() error {
 		m.log.Error("SIGHUP: TLS certificate not reloaded; the previous one stays in use", "err", err)
 		return err
 	}
-	m.log.Info("TLS certificate reloaded on SIGHUP", m.certAttrs(m.tls.Certificate())...)
+	m.logCert("TLS certificate reloaded on SIGHUP", m.tls.Certificate())
 	return nil
 }
 
-// certAttrs are the log attributes of a certificate the node serves: its
-// files, subject, serial (hexadecimal bytes, a leading zero kept, as
-// `openssl x509 -serial` shows it) and expiry.
-func (m *Main) certAttrs(c *tls.Certificate) []any {
-	attrs := []any{"cert", m.cfg.TLSCertFile, "key", m.cfg.TLSKeyFile}
-	if c != nil && c.Leaf != nil {
-		attrs = append(attrs, "subject", c.Leaf.Subject.String(), "serial", fmt.Sprintf("%X", c.Leaf.SerialNumber.Bytes()),
-			"not_after", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
+// logCert logs msg (INFO) with the files and the certificate c the node
+// now serves (tlsreload.Describe: subject, SANs, serial, expiry), then a
+// WARN for each of tlsreload.Warnings at the node's clock: expired, not
+// valid yet or expiring soon, a key file open to other users. The
+// certificate is served either way (see tlsreload.Warnings).
+func (m *Main) logCert(msg string, c *tls.Certificate) {
+	attrs := append([]slog.Attr{slog.String("cert", m.cfg.TLSCertFile), slog.String("key", m.cfg.TLSKeyFile)}, tlsreload.Describe(c)...)
+	m.log.LogAttrs(context.Background(), slog.LevelInfo, msg, attrs...)
+	for _, w := range tlsreload.Warnings(c, m.cfg.TLSCertFile, m.cfg.TLSKeyFile, m.cfg.Clock.Now()) {
+		m.log.LogAttrs(context.Background(), slog.LevelWarn, w.Msg, w.Attrs...)
 	}
-	return attrs
 }
 
 // Store returns the store (for tests and tools).

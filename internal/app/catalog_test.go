@@ -1079,3 +1079,52 @@ func TestCatalogPersonalDataRefusalsCountedOnce(t *testing.T) {
 		t.Fatalf("after 2 retries answered as duplicates: refused=%v; want 3 (unchanged)", n)
 	}
 }
+
+// TestCatalogPatchWithoutChangeKeepsUpdatedAt: PATCH /v1/event-types/{name}
+// with nothing to change — {}, the description the type has, a version
+// already deprecated (or current) — answers 200 with the type as it is:
+// updated_at is not moved (it was, to the time of the request), and a
+// later GET shows the same. A real change moves it. Run on PostgreSQL too
+// (HERALD_TEST_E2E_DB=postgres).
+func TestCatalogPatchWithoutChangeKeepsUpdatedAt(t *testing.T) {
+	clk := newFakeClock()
+	h := startHerald(t, func(c *app.Config) { c.Clock = clk })
+	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","description":"a file changed","versions":[{"version":1,"schema":`+fileV1+`}]}`, 201)
+	clk.Advance(time.Hour)
+	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`}`, 201)
+	clk.Advance(time.Hour)
+	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
+	var want struct {
+		Description string    `json:"description"`
+		UpdatedAt   time.Time `json:"updated_at"`
+		Versions    []struct {
+			Deprecated bool `json:"deprecated"`
+		} `json:"versions"`
+	}
+	if st, raw := h.call("GET", "/v1/event-types/file.updated", nil, &want); st != 200 || !want.UpdatedAt.Equal(clk.Now().Truncate(time.Microsecond)) {
+		t.Fatalf("GET after deprecating: %d %s; want updated_at %v", st, raw, clk.Now())
+	}
+	for _, body := range []string{`{}`, `{"description":"a file changed"}`, `{"deprecate":[1]}`, `{"undeprecate":[2]}`, `{"deprecate":[],"undeprecate":[]}`} {
+		clk.Advance(time.Hour)
+		patched := h.mustCall("PATCH", "/v1/event-types/file.updated", body, 200)
+		read := h.mustCall("GET", "/v1/event-types/file.updated", "", 200)
+		if string(patched) != string(read) {
+			t.Errorf("PATCH %s answered %s; GET then answers %s", body, patched, read)
+		}
+		var got struct {
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		if err := json.Unmarshal(read, &got); err != nil || !got.UpdatedAt.Equal(want.UpdatedAt) {
+			t.Errorf("PATCH %s, which changes nothing, moved updated_at from %v: %s", body, want.UpdatedAt, read)
+		}
+	}
+	clk.Advance(time.Hour)
+	var changed struct {
+		Description string    `json:"description"`
+		UpdatedAt   time.Time `json:"updated_at"`
+	}
+	if st, raw := h.call("PATCH", "/v1/event-types/file.updated", `{"description":"a file's content changed"}`, &changed); st != 200 ||
+		changed.Description != "a file's content changed" || !changed.UpdatedAt.Equal(clk.Now().Truncate(time.Microsecond)) {
+		t.Fatalf("PATCH of the description: %d %s; want updated_at %v", st, raw, clk.Now())
+	}
+}

@@ -59,9 +59,17 @@ func newTestCA(t *testing.T) *testCA {
 	return &testCA{cert: cert, key: key, pool: pool}
 }
 
-// issue writes a certificate for 127.0.0.1 with the given serial, and its
-// key, to certFile and keyFile (through a rename, as renewal tools do).
+// issue writes a certificate for 127.0.0.1 with the given serial, valid
+// from an hour ago to an hour from now, and its key (mode 0600), to
+// certFile and keyFile (through a rename, as renewal tools do).
 func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
+	t.Helper()
+	ca.issueDated(t, serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), 0o600, certFile, keyFile)
+}
+
+// issueDated is issue with the certificate valid from notBefore to
+// notAfter and the key file of mode keyPerm.
+func (ca *testCA) issueDated(t *testing.T, serial int64, notBefore, notAfter time.Time, keyPerm os.FileMode, certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -69,7 +77,7 @@ func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "herald.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notBefore, NotAfter: notAfter,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		KeyUsage: x509.KeyUsageDigitalSignature,
 	}
@@ -81,14 +89,24 @@ func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+	writeAtomicMode(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), keyPerm)
 	writeAtomic(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 func writeAtomic(t *testing.T, path string, b []byte) {
 	t.Helper()
+	writeAtomicMode(t, path, b, 0o600)
+}
+
+// writeAtomicMode writes b to path through a rename, the file of mode perm
+// whatever the umask.
+func writeAtomicMode(t *testing.T, path string, b []byte, perm os.FileMode) {
+	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, perm); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -229,7 +247,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	waitFor(200)
 	before := ackedNow() // acknowledged before the backup started
 	backup := filepath.Join(dir, "backup.db")
-	if err := sqlite.Backup(t.Context(), dbPath, backup); err != nil {
+	if _, err := sqlite.Backup(t.Context(), dbPath, backup); err != nil {
 		t.Fatalf("backup under load: %v", err)
 	}
 	waitFor(len(before) + 100) // publishing went on through the backup

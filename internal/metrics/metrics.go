@@ -9,6 +9,7 @@ package metrics
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,6 +45,7 @@ type Metrics struct {
 	state            *stateCollector
 	inFlight         *inFlightCollector
 	ready            *readyCollector
+	tlsCert          *tlsCertCollector
 }
 
 // New registers every collector in a new registry. stats, when not nil, is
@@ -98,6 +100,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	})
 	m.inFlight = &inFlightCollector{}
 	m.ready = &readyCollector{}
+	m.tlsCert = &tlsCertCollector{}
 	m.personalData = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_events_personal_data_total",
 		Help: "Strings that looked like personal data in published events, by kind (email, phone, payment-card, iban) and action (refused, warned).",
@@ -114,7 +117,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		m.deliveries.WithLabelValues(o)
 	}
 	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready,
+		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -275,6 +278,52 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(notReadyDesc, prometheus.GaugeValue, v, r)
 	}
+}
+
+// SetTLSCertificate sets the function read at each scrape for
+// herald_tls_certificate_expiry_timestamp_seconds and
+// herald_tls_certificate_not_before_timestamp_seconds: the certificate the
+// node serves now (--tls-cert; a renewal is served from the next handshake
+// after its files change, or from SIGHUP). Until it is set (a node without
+// TLS), and while it returns nil, neither family has a series.
+func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
+	if m != nil {
+		m.tlsCert.mu.Lock()
+		m.tlsCert.f = f
+		m.tlsCert.mu.Unlock()
+	}
+}
+
+var (
+	tlsExpiryDesc = prometheus.NewDesc("herald_tls_certificate_expiry_timestamp_seconds",
+		"Expiry (NotAfter) of the TLS certificate this node serves (--tls-cert), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+	tlsNotBeforeDesc = prometheus.NewDesc("herald_tls_certificate_not_before_timestamp_seconds",
+		"Start of validity (NotBefore) of the TLS certificate this node serves (--tls-cert), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+)
+
+type tlsCertCollector struct {
+	mu sync.Mutex
+	f  func() *x509.Certificate
+}
+
+func (c *tlsCertCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tlsExpiryDesc
+	ch <- tlsNotBeforeDesc
+}
+
+func (c *tlsCertCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.f
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	cert := f()
+	if cert == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(tlsExpiryDesc, prometheus.GaugeValue, float64(cert.NotAfter.Unix()))
+	ch <- prometheus.MustNewConstMetric(tlsNotBeforeDesc, prometheus.GaugeValue, float64(cert.NotBefore.Unix()))
 }
 
 // TenantSeriesMax is the most tenants herald_tenant_attempts_in_flight

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"crypto/x509"
 	"maps"
 	"net/http/httptest"
 	"strings"
@@ -265,5 +266,40 @@ func TestReadyGauges(t *testing.T) {
 		if got := scrape(); got != c.want {
 			t.Errorf("reason %q: %s; want %s", c.reason, got, c.want)
 		}
+	}
+}
+
+// TestTLSCertificateGauges: the served certificate's NotAfter and
+// NotBefore in Unix seconds, read at each scrape (a reload shows at the
+// next one); no series before SetTLSCertificate (a node without TLS) or
+// while it answers nil.
+func TestTLSCertificateGauges(t *testing.T) {
+	m := metrics.New(nil)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		var out []string
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(l, "herald_tls_") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if got := scrape(); got != "" {
+		t.Errorf("without TLS: %s; want no series", got)
+	}
+	var served atomic.Pointer[x509.Certificate]
+	m.SetTLSCertificate(served.Load)
+	if got := scrape(); got != "" {
+		t.Errorf("no certificate: %s; want no series", got)
+	}
+	served.Store(&x509.Certificate{NotBefore: time.Unix(1790000000, 0), NotAfter: time.Unix(1797776000, 0)})
+	if got, want := scrape(), "herald_tls_certificate_expiry_timestamp_seconds 1.797776e+09,herald_tls_certificate_not_before_timestamp_seconds 1.79e+09"; got != want {
+		t.Errorf("got %s; want %s", got, want)
+	}
+	served.Store(&x509.Certificate{NotBefore: time.Unix(1797000000, 0), NotAfter: time.Unix(1804776000, 0)})
+	if got := scrape(); !strings.Contains(got, "expiry_timestamp_seconds 1.804776e+09") {
+		t.Errorf("after a reload: %s", got)
 	}
 }

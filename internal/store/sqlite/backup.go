@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,12 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
+// PartialBackupName is the temporary file Backup writes the copy to before
+// it is complete: to with ".partial" appended, in the same directory. An
+// interrupted backup (the process killed, the machine down) leaves it, and
+// never a file at to; the next Backup to the same file removes it.
+func PartialBackupName(to string) string { return to + ".partial" }
+
 // Backup writes a consistent copy of the live database at path to the new
 // file to, with SQLite's VACUUM INTO (https://sqlite.org/lang_vacuum.html#vacuuminto):
 // one read transaction, so the copy is the database as of one instant (in
@@ -23,43 +30,167 @@ import (
 // must not exist. The copy is
 // encrypted as the original (sealed columns stay sealed): keep the key
 // (HERALD_ENCRYPTION_KEY or the .key file) with it, but not beside it.
-func Backup(ctx context.Context, path, to string) error {
+//
+// The copy is written to PartialBackupName(to) (owner-only from its
+// creation, and locked with flock(2) while it is written), fsynced, and
+// only then linked to to (a hard link, so a file created at to meanwhile
+// is never replaced; a rename where the file system has no hard links),
+// the temporary name removed and the directory fsynced: a backup killed at
+// any point never leaves a file under the final name, only the partial
+// one. A partial file that no running backup holds locked is what an
+// interrupted backup to the same file left: Backup removes it and reports
+// it (removedStale); one that another backup holds locked is refused.
+func Backup(ctx context.Context, path, to string) (removedStale bool, err error) {
 	// A file that is not a Herald database (a typo in --db) is refused
 	// before anything is written, as restore and migrate status refuse it.
 	if _, err := SchemaStatus(ctx, path); err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return false, fmt.Errorf("backup: %w", err)
 	}
-	// The copy holds everything the database does: create it 0600 (owner
-	// only) whatever the umask, before SQLite writes into it (VACUUM INTO
-	// accepts an existing empty file).
-	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("sqlite backup: %s exists; choose a new file", to)
+	if _, err := os.Lstat(to); err == nil {
+		return false, fmt.Errorf("sqlite backup: %s exists; choose a new file", to)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("sqlite backup: %w", err)
 	}
+	tmp := PartialBackupName(to)
+	f, removedStale, err := openPartial(tmp)
 	if err != nil {
-		return fmt.Errorf("sqlite backup: %w", err)
+		return false, fmt.Errorf("sqlite backup: %w", err)
 	}
-	chmodErr := f.Chmod(0o600)
-	f.Close()
-	if chmodErr != nil {
-		os.Remove(to)
-		return fmt.Errorf("sqlite backup: %w", chmodErr)
-	}
+	// Closing f releases the lock: after the temporary name is gone (or
+	// the link made), so another backup never takes over a file this one
+	// is still writing.
+	defer f.Close()
+	published := false
+	defer func() {
+		if !published {
+			os.Remove(tmp)
+		}
+	}()
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
-		os.Remove(to)
-		return err
+		return removedStale, err
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", to); err != nil {
-		os.Remove(to)
-		return fmt.Errorf("sqlite backup of %s to %s: %w", path, to, err)
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", tmp); err != nil {
+		return removedStale, fmt.Errorf("sqlite backup of %s to %s: %w", path, to, err)
 	}
-	return nil
+	db.Close()
+	// SQLite syncs the copy as the source's synchronous setting says
+	// (NORMAL in WAL mode does not sync it): sync it before it gets its
+	// final name, so a power loss never leaves a torn file there.
+	if err := f.Sync(); err != nil {
+		return removedStale, fmt.Errorf("sqlite backup: syncing %s: %w", tmp, err)
+	}
+	if err := linkNew(tmp, to); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return removedStale, fmt.Errorf("sqlite backup: %s was created during the backup; it was left as it is and the backup discarded", to)
+		}
+		return removedStale, fmt.Errorf("sqlite backup: %w", err)
+	}
+	published = true
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return removedStale, fmt.Errorf("sqlite backup: %s is complete, but removing its temporary name %s: %w", to, tmp, err)
+	}
+	if err := syncDir(filepath.Dir(to)); err != nil {
+		return removedStale, fmt.Errorf("sqlite backup: %s is complete, but syncing its directory: %w", to, err)
+	}
+	return removedStale, nil
 }
 
-// Restore checks that the backup file from is a Herald database sealed with
-// box's key and passes SQLite's integrity check, then copies it to the
+// openPartial opens (creating it owner-only) the temporary file tmp of a
+// backup, locked, empty and mode 0600. A file already there is an earlier
+// backup's: refused while that backup holds its lock (it is running),
+// emptied otherwise (it was interrupted), and then stale reports it.
+func openPartial(tmp string) (f *os.File, stale bool, err error) {
+	info, err := os.Lstat(tmp)
+	switch {
+	case err == nil && !info.Mode().IsRegular():
+		return nil, false, fmt.Errorf("%s, the backup's temporary name, exists and is not a regular file; move it away", tmp)
+	case err == nil:
+		stale = true
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, false, err
+	}
+	f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, false, fmt.Errorf("another herald backup is writing the same file (its temporary file %s is locked); wait for it to finish or choose another file", tmp)
+		}
+		return nil, false, fmt.Errorf("locking %s: %w", tmp, err)
+	}
+	// The lock is on the file opened: if another backup removed the name
+	// (finished) between the open and the lock, this file is not the one
+	// at tmp any more.
+	opened, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	if now, err := os.Lstat(tmp); err != nil || !os.SameFile(opened, now) {
+		f.Close()
+		return nil, false, fmt.Errorf("%s was replaced while the backup opened it (another herald backup to the same file?); run the backup again", tmp)
+	}
+	if stale || opened.Size() > 0 {
+		stale = true
+		// VACUUM INTO writes into an empty file only. A rollback journal
+		// beside the partial file (none is expected: VACUUM INTO writes its
+		// copy without one) would be applied to the new copy.
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		if err := os.Remove(tmp + "-journal"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			f.Close()
+			return nil, false, err
+		}
+	}
+	// Owner-only whatever the umask or the mode of a file left there: the
+	// copy holds everything the database does.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return f, stale, nil
+}
+
+// linkNew gives the complete file tmp the name to, failing with
+// os.ErrExist if to exists: a hard link, which never replaces a file (a
+// rename would), and a rename after one more check where the file system
+// has no hard links. tmp keeps its name: the caller removes it.
+func linkNew(tmp, to string) error {
+	err := os.Link(tmp, to)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Lstat(to); errors.Is(serr, os.ErrNotExist) {
+			err = os.Rename(tmp, to)
+		} else {
+			err = os.ErrExist
+		}
+	}
+	if errors.Is(err, os.ErrExist) {
+		return os.ErrExist
+	}
+	return err
+}
+
+// syncDir fsyncs the directory dir, so a name just made in it survives a
+// crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Restore checks that the backup file from is a complete database (see
+// checkComplete: a file cut short is named as not a complete Herald
+// backup), a Herald database sealed with box's key, and passes SQLite's
+// integrity check, then copies it to the
 // database path to (through a temporary file linked to to at the end, so a
 // failed restore leaves nothing half-written, and a file created at to
 // meanwhile is never replaced). It refuses a backup written with
@@ -78,6 +209,9 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 			return fmt.Errorf("sqlite restore: %s exists beside the target: SQLite would apply it to the restored database when it opens it (it belongs to the database that was there); stop Herald and move it away with that database, then run restore again; nothing was written", p)
 		}
 	}
+	if err := checkComplete(from); err != nil {
+		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: %w; nothing was written", from, err)
+	}
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: from}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return err
@@ -88,10 +222,16 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 	// queries through it would miss them). The first problem is reported.
 	var check string
 	if err := db.QueryRowContext(ctx, "PRAGMA integrity_check(1)").Scan(&check); err != nil {
-		return fmt.Errorf("sqlite restore: %s is not a readable SQLite database: %w", from, err)
+		hint := ""
+		if _, jerr := os.Lstat(from + "-journal"); jerr == nil {
+			// SQLite would roll that journal back into the file before
+			// reading it, which a read-only open cannot do.
+			hint = fmt.Sprintf(" (%s beside it is the journal of a write that did not finish)", from+"-journal")
+		}
+		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: SQLite cannot read it: %w%s; nothing was written", from, err, hint)
 	}
 	if check != "ok" {
-		return fmt.Errorf("sqlite restore: %s fails SQLite's integrity check: %s", from, check)
+		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: it fails SQLite's integrity check: %s; nothing was written", from, check)
 	}
 	var stored string
 	err = db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = ?", store.KeyCheckMeta).Scan(&stored)
@@ -109,6 +249,46 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 	}
 	db.Close()
 	return copyFile(from, to)
+}
+
+// checkComplete reads the header of the SQLite database file path
+// (https://sqlite.org/fileformat.html#the_database_header) and reports a
+// file that cannot be a whole database: empty, not starting with SQLite's
+// header, or shorter than the size its header declares (a copy cut short,
+// or a backup interrupted by an older herald that wrote under the final
+// name). A file that passes is still checked by SQLite.
+func checkComplete(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return errors.New("it is not a regular file")
+	}
+	size := info.Size()
+	if size == 0 {
+		return errors.New("it is empty (a copy or backup that never started writing?)")
+	}
+	var h [100]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:16]) != "SQLite format 3\x00" {
+		return fmt.Errorf("it does not start with a SQLite database header (%d bytes; a copy or backup cut short, or not a database)", size)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(h[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	pages := int64(binary.BigEndian.Uint32(h[28:32]))
+	// The size in the header is valid when the version-valid-for number
+	// matches the change counter (SQLite 3.7.0 and later write both).
+	if pages > 0 && binary.BigEndian.Uint32(h[92:96]) == binary.BigEndian.Uint32(h[24:28]) && size < pages*pageSize {
+		return fmt.Errorf("it is %d bytes long, but its header declares %d pages of %d bytes (%d bytes): it was cut short", size, pages, pageSize, pages*pageSize)
+	}
+	return nil
 }
 
 func copyFile(from, to string) error {
@@ -139,20 +319,14 @@ func copyFile(from, to string) error {
 	// A hard link, not a rename: it fails if to was created since Restore
 	// checked it (a herald serve started on the path during the copy),
 	// where a rename would replace that database. The deferred Remove
-	// drops the temporary name. A file system without hard links gets the
-	// rename, after one more check.
-	err = os.Link(tmp.Name(), to)
-	if err != nil && !errors.Is(err, os.ErrExist) {
-		if _, serr := os.Lstat(to); errors.Is(serr, os.ErrNotExist) {
-			err = os.Rename(tmp.Name(), to)
-		} else {
-			err = os.ErrExist
+	// drops the temporary name.
+	if err := linkNew(tmp.Name(), to); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("sqlite restore: %s was created during the restore (a herald serve started on it?); it was left as it is and nothing was written", to)
 		}
+		return err
 	}
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("sqlite restore: %s was created during the restore (a herald serve started on it?); it was left as it is and nothing was written", to)
-	}
-	return err
+	return syncDir(filepath.Dir(to))
 }
 
 // InUse reports whether another connection has the database at path open

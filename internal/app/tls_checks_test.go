@@ -1,0 +1,155 @@
+package app_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/testutil"
+)
+
+// tlsGetAt is tlsGet with the client checking the certificate's dates at
+// at (the node's fake clock), not at the wall clock's time.
+func tlsGetAt(t *testing.T, ca *testCA, at time.Time, url string) (serial int64, body string) {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, Time: func() time.Time { return at }}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), string(b)
+}
+
+// gauge returns the value of the series named name (no labels) in a
+// Prometheus text exposition, and whether it is there.
+func gauge(t *testing.T, exposition, name string) (float64, bool) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", sc.Text(), err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// logLine returns the first log line of logs from offset that holds msg,
+// or "".
+func logLine(logs string, msg string) string {
+	i := strings.Index(logs, msg)
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(logs[i:], '\n')
+	if j < 0 {
+		return logs[i:]
+	}
+	return logs[i : i+j]
+}
+
+// TestTLSCertificateChecksAreLogged: the node logs the certificate it
+// serves (subject, SANs, expiry) at start and at each reload, and warns,
+// at its clock's time, about a certificate expired, not valid yet or
+// expiring within 14 days, and about a private key file other users can
+// read (naming the file and its mode); it serves the certificate all the
+// same. herald_tls_certificate_expiry_timestamp_seconds follows the
+// certificate served.
+func TestTLSCertificateChecksAreLogged(t *testing.T) {
+	t.Parallel()
+	const day = 24 * time.Hour
+	clk := newFakeClock()
+	now := clk.Now()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca := newTestCA(t)
+	// Expired a minute ago, and a key file readable by everyone.
+	expiredAt := now.Add(-time.Minute)
+	ca.issueDated(t, 301, now.Add(-time.Hour), expiredAt, 0o644, certFile, keyFile)
+	var logs testutil.SyncBuffer
+	h := startHerald(t, func(c *app.Config) {
+		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
+		c.Clock = clk
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	base := "https://" + h.m.Addr()
+	out := logs.Take()
+	if line := logLine(out, `level=INFO msg="TLS certificate loaded"`); line == "" || !strings.Contains(line, "cert="+certFile) || !strings.Contains(line, `subject=CN=herald.test`) && !strings.Contains(line, `subject="CN=herald.test"`) ||
+		!strings.Contains(line, "sans=127.0.0.1") || !strings.Contains(line, "serial=012D") || !strings.Contains(line, "not_after="+expiredAt.Format(time.RFC3339)) {
+		t.Errorf("the start does not log the certificate's files, subject, SANs, serial and expiry:\n%s", out)
+	}
+	if line := logLine(out, `level=WARN msg="the TLS certificate has expired`); line == "" || !strings.Contains(line, "cert="+certFile) ||
+		!strings.Contains(line, "not_after="+expiredAt.Format(time.RFC3339)) || !strings.Contains(line, "not_before="+now.Add(-time.Hour).Format(time.RFC3339)) {
+		t.Errorf("an expired certificate at start is not warned about with its file and dates:\n%s", out)
+	}
+	if line := logLine(out, `level=WARN msg="the TLS private key file is open to other users`); line == "" || !strings.Contains(line, "file="+keyFile) || !strings.Contains(line, "mode=0644") {
+		t.Errorf("a key file readable by everyone is not warned about with its name and mode:\n%s", out)
+	}
+	// Served all the same (to a client whose clock says it is still valid).
+	serial, metrics := tlsGetAt(t, ca, expiredAt.Add(-time.Second), base+"/metrics")
+	if serial != 301 {
+		t.Fatalf("served certificate %d, want 301", serial)
+	}
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_expiry_timestamp_seconds"); !ok || v != float64(expiredAt.Unix()) {
+		t.Errorf("herald_tls_certificate_expiry_timestamp_seconds = %v (present %v), want %d", v, ok, expiredAt.Unix())
+	}
+
+	// Renewed on disk, but only 10 days left of 90, the key owner-only: the
+	// reload at the next handshake is logged with a warning, about the
+	// certificate only.
+	soon := now.Add(10 * day)
+	ca.issueDated(t, 302, now.Add(-80*day), soon, 0o600, certFile, keyFile)
+	if serial, _ := tlsGetAt(t, ca, now, base+"/healthz"); serial != 302 {
+		t.Fatalf("after the renewal: certificate %d, want 302", serial)
+	}
+	out = logs.Take()
+	if line := logLine(out, `msg="TLS certificate reloaded after its files changed"`); line == "" || !strings.Contains(line, "sans=127.0.0.1") || !strings.Contains(line, "not_after="+soon.Format(time.RFC3339)) {
+		t.Errorf("the reload does not log the new certificate's SANs and expiry:\n%s", out)
+	}
+	if line := logLine(out, `level=WARN msg="the TLS certificate expires soon`); line == "" || !strings.Contains(line, "cert="+certFile) || !strings.Contains(line, "not_after="+soon.Format(time.RFC3339)) || !strings.Contains(line, "expires_in=240h0m0s") {
+		t.Errorf("a certificate 10 days from its expiry is not warned about:\n%s", out)
+	}
+	if strings.Contains(out, "private key") || strings.Count(out, "level=WARN") != 1 {
+		t.Errorf("warnings other than the expiry's after the renewal:\n%s", out)
+	}
+	_, metrics = tlsGetAt(t, ca, now, base+"/metrics")
+	if v, _ := gauge(t, metrics, "herald_tls_certificate_expiry_timestamp_seconds"); v != float64(soon.Unix()) {
+		t.Errorf("herald_tls_certificate_expiry_timestamp_seconds = %v after the reload, want %d", v, soon.Unix())
+	}
+
+	// SIGHUP with a certificate not valid for another hour (a clock behind).
+	ca.issueDated(t, 303, now.Add(time.Hour), now.Add(90*day), 0o600, certFile, keyFile)
+	if err := h.m.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	out = logs.Take()
+	if !strings.Contains(out, `msg="TLS certificate reloaded on SIGHUP"`) || !strings.Contains(logLine(out, `level=WARN msg="the TLS certificate is not valid yet`), "not_before="+now.Add(time.Hour).Format(time.RFC3339)) {
+		t.Errorf("a certificate not valid yet, loaded on SIGHUP, is not warned about:\n%s", out)
+	}
+
+	// A certificate in the middle of its life: logged, no warning.
+	ca.issueDated(t, 304, now.Add(-time.Hour), now.Add(89*day), 0o600, certFile, keyFile)
+	if err := h.m.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	if out = logs.Take(); !strings.Contains(out, `msg="TLS certificate reloaded on SIGHUP"`) || strings.Contains(out, "level=WARN") {
+		t.Errorf("a valid certificate with a private key: want the reload logged and no warning:\n%s", out)
+	}
+}

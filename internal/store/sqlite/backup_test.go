@@ -1,0 +1,128 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
+)
+
+// newBackupSource makes a Herald database sealed with testBox's key and
+// about 1.2 MB of rows (a table of random blobs beside Herald's), so its
+// copy is written in many pages.
+func newBackupSource(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "herald.db")
+	box := testBox(t)
+	s, err := sqlite.Open(t.Context(), src, sqlite.WithSecretBox(box))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store.CheckKey(t.Context(), s, box)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE ballast (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	for range 24 {
+		if _, err := db.Exec(`INSERT INTO ballast VALUES (randomblob(50000))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
+// TestRestoreSaysABackupIsIncomplete: a file cut short (a copy
+// interrupted, or a backup killed by an earlier herald, which wrote under
+// the final name) made restore answer "database disk image is malformed",
+// "no such table: meta" or, with a journal beside it, "attempt to write a
+// readonly database". It says the file is not a complete Herald backup,
+// naming it, and writes nothing.
+func TestRestoreSaysABackupIsIncomplete(t *testing.T) {
+	src := newBackupSource(t)
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full.db")
+	if _, err := sqlite.Backup(t.Context(), src, full); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		journal bool
+		want    string
+	}{
+		{"empty", 0, false, "empty"},
+		{"no header", 50, false, "header"},
+		{"half", len(whole) / 2, false, "cut short"},
+		{"one page short", len(whole) - 4096, false, "cut short"},
+		{"with a journal", len(whole), true, "-journal beside it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".db")
+			if err := os.WriteFile(from, whole[:tc.size], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.journal {
+				// A hot journal: a header and one page record.
+				j := append([]byte{0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7, 0, 0, 0, 1}, make([]byte, 8192)...)
+				if err := os.WriteFile(from+"-journal", j, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			target := filepath.Join(t.TempDir(), "herald.db")
+			err := sqlite.Restore(t.Context(), from, target, testBox(t))
+			if err == nil || !strings.Contains(err.Error(), from+" is not a complete Herald backup") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore of %s: %v; want %q naming the file and %q", tc.name, err, "is not a complete Herald backup", tc.want)
+			}
+			if _, err := os.Stat(target); !os.IsNotExist(err) {
+				t.Fatalf("a refused restore wrote %s", target)
+			}
+		})
+	}
+}
+
+// TestBackupRefusesAPartialFileInUse: the temporary file of a backup that
+// is running (it holds the file's lock) is not another backup's to take:
+// a second backup to the same file is refused and leaves it as it is.
+func TestBackupRefusesAPartialFileInUse(t *testing.T) {
+	src := newBackupSource(t)
+	to := filepath.Join(t.TempDir(), "backup.db")
+	partial := sqlite.PartialBackupName(to)
+	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("being written"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := sqlite.Backup(t.Context(), src, to)
+	if err == nil || stale || !strings.Contains(err.Error(), "another herald backup") || !strings.Contains(err.Error(), partial) {
+		t.Fatalf("backup beside a locked partial file: %v (removed stale %v); want a refusal naming it", err, stale)
+	}
+	if b, _ := os.ReadFile(partial); string(b) != "being written" {
+		t.Fatalf("the refused backup changed the other backup's file to %q", b)
+	}
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Fatalf("the refused backup wrote %s", to)
+	}
+}

@@ -100,7 +100,8 @@ func Backup(ctx context.Context, path, to string) (removedStale bool, err error)
 // openPartial opens (creating it owner-only) the temporary file tmp of a
 // backup, locked, empty and mode 0600. A file already there is an earlier
 // backup's: refused while that backup holds its lock (it is running),
-// emptied otherwise (it was interrupted), and then stale reports it.
+// replaced by a new file otherwise (it was interrupted), and then stale
+// reports it.
 func openPartial(tmp string) (f *os.File, stale bool, err error) {
 	info, err := os.Lstat(tmp)
 	switch {
@@ -139,14 +140,39 @@ func openPartial(tmp string) (f *os.File, stale bool, err error) {
 		// VACUUM INTO writes into an empty file only. A rollback journal
 		// beside the partial file (none is expected: VACUUM INTO writes its
 		// copy without one) would be applied to the new copy.
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, false, err
-		}
 		if err := os.Remove(tmp + "-journal"); err != nil && !errors.Is(err, os.ErrNotExist) {
 			f.Close()
 			return nil, false, err
 		}
+		// The stale file's name is dropped (under its lock) and a new file
+		// made, never the stale file emptied: it may have another name, a
+		// complete backup's (one killed between linking its copy to the
+		// final name and removing the partial name, whose copy was moved
+		// away since), which emptying it would destroy. The old file's lock
+		// is held until the new one is locked, so a concurrent backup that
+		// opened the old file gets no lock or fails the name check above.
+		if err := os.Remove(tmp); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		nf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			f.Close()
+			if errors.Is(err, os.ErrExist) {
+				return nil, false, fmt.Errorf("another herald backup created %s meanwhile; wait for it to finish or choose another file", tmp)
+			}
+			return nil, false, err
+		}
+		err = lockFile(nf)
+		f.Close()
+		if err != nil {
+			nf.Close()
+			if errors.Is(err, errLocked) {
+				return nil, false, fmt.Errorf("another herald backup is writing the same file (its temporary file %s is locked); wait for it to finish or choose another file", tmp)
+			}
+			return nil, false, fmt.Errorf("locking %s: %w", tmp, err)
+		}
+		f = nf
 	}
 	// Owner-only whatever the umask or the mode of a file left there: the
 	// copy holds everything the database does.

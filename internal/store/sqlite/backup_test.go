@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"database/sql"
 	"os"
 	"path/filepath"
@@ -124,5 +125,63 @@ func TestBackupRefusesAPartialFileInUse(t *testing.T) {
 	}
 	if _, err := os.Stat(to); !os.IsNotExist(err) {
 		t.Fatalf("the refused backup wrote %s", to)
+	}
+}
+
+// TestBackupLeavesAnotherNameOfAStalePartialAlone: a backup killed after
+// it linked the complete copy to its final name and before it removed the
+// partial name leaves two names of one file. If the operator then moves
+// the backup away (a rotation) and backs up to the same file again, the
+// stale partial name is still a name of the moved backup: the new backup
+// must drop that name, not truncate and overwrite the file through it.
+func TestBackupLeavesAnotherNameOfAStalePartialAlone(t *testing.T) {
+	src := newBackupSource(t)
+	dir := t.TempDir()
+	to := filepath.Join(dir, "backup.db")
+	if _, err := sqlite.Backup(t.Context(), src, to); err != nil {
+		t.Fatal(err)
+	}
+	// The state of a backup killed between its link and its removal of
+	// the partial name, then the backup moved away by a rotation.
+	if err := os.Link(to, sqlite.PartialBackupName(to)); err != nil {
+		t.Fatal(err)
+	}
+	archived := filepath.Join(dir, "backup-yesterday.db")
+	if err := os.Rename(to, archived); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(archived)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The database changes before the next backup.
+	db, err := sql.Open("sqlite", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`INSERT INTO ballast VALUES (randomblob(50000))`)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stale, err := sqlite.Backup(t.Context(), src, to)
+	if err != nil || !stale {
+		t.Fatalf("backup beside the stale partial name: removed stale %v, %v; want it removed and the backup complete", stale, err)
+	}
+	got, err := os.ReadFile(archived)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the new backup overwrote the archived one through the stale partial name (%d bytes, were %d)", len(got), len(want))
+	}
+	a, errA := os.Stat(archived)
+	b, errB := os.Stat(to)
+	if errA != nil || errB != nil || os.SameFile(a, b) {
+		t.Fatalf("the archived and the new backup: %v, %v, same file %v; want two files", errA, errB, errA == nil && errB == nil && os.SameFile(a, b))
+	}
+	if _, err := os.Stat(sqlite.PartialBackupName(to)); !os.IsNotExist(err) {
+		t.Fatalf("partial name left after a complete backup: %v", err)
 	}
 }

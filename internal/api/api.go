@@ -890,7 +890,7 @@ var jsonFormat = huma.Format{
 // unmarshalBody decodes a request body, which huma has validated against
 // the operation's schema, with segmentio's decoder. A number the schema
 // lets through that its Go field cannot hold (a version or pin beyond an
-// int) is answered naming the field and the range, not the decoder's text
+// int, or written 1.0) is answered naming the field and the range, not the decoder's text
 // naming Go types ("overflows into Go struct field
 // api.UpdateEventTypeBody[]int…").
 func unmarshalBody(data []byte, v any) error {
@@ -903,12 +903,17 @@ func unmarshalBody(data []byte, v any) error {
 	if te.Field != "" {
 		loc += "." + te.Field
 	}
+	// The decoder also refuses an integer written with a fraction or an
+	// exponent (1.0, 1e0), which JSON Schema's integer (huma's validation)
+	// accepts: the message covers both causes, never calling such a
+	// value, in range, out of it.
+	const form = ", written without a fraction or exponent (1, not 1.0 or 1e0)"
 	switch k := te.Type.Kind(); {
 	case k >= reflect.Int && k <= reflect.Int64:
 		low := int64(-1) << (te.Type.Bits() - 1)
-		return fmt.Errorf("%s: expected an integer from %d to %d", loc, low, ^low)
+		return fmt.Errorf("%s: expected an integer from %d to %d%s", loc, low, ^low, form)
 	case k >= reflect.Uint && k <= reflect.Uint64:
-		return fmt.Errorf("%s: expected an integer from 0 to %d", loc, uint64(1)<<te.Type.Bits()-1)
+		return fmt.Errorf("%s: expected an integer from 0 to %d%s", loc, uint64(1)<<te.Type.Bits()-1, form)
 	}
 	return fmt.Errorf("%s: expected a JSON value that fits %s", loc, te.Type.Kind())
 }

@@ -327,6 +327,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	m.engine, err = delivery.New(delivery.Config{
 		Clock:               cfg.Clock,
 		Membership:          caps.Membership,
+		SoleClaimer:         caps.Exclusive != nil,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
 		Completers:          claimers,

@@ -18,6 +18,15 @@ func (e *Engine) claim(ctx context.Context) {
 	cursor := ""      // the tenant served last (round-robin; ClaimParams)
 	var skip []string // the tenants this claim skips (ClaimParams.SkipTenants)
 	plain := false    // the next claim skips no tenant (see below)
+	// The endpoints this claim skips because their stored values did not
+	// open (ClaimParams.SkipEndpoints, unreadable.go), the earliest end of
+	// their skips, and those the claim met (ClaimParams.Unreadable).
+	var (
+		skipEP  []string
+		skipEnd time.Time
+		met     []store.UnreadableEndpoint
+	)
+	report := func(u store.UnreadableEndpoint) { met = append(met, u) }
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -49,6 +58,10 @@ func (e *Engine) claim(ctx context.Context) {
 		} else {
 			skip = e.sched.skipTenants(skip, e.cfg.Clock.Now())
 		}
+		skipEP, skipEnd, met = skipEP[:0], time.Time{}, met[:0]
+		if e.unreadable.n.Load() > 0 {
+			skipEP, skipEnd = e.skipEndpoints(skipEP, e.cfg.Clock.Now())
+		}
 		// Not cancelled by shutdown: a claim cut short may still commit
 		// (its leases would wait for a rescue); a finished one is handed to
 		// the workers, which put its claims back at shutdown. The timeout
@@ -56,9 +69,13 @@ func (e *Engine) claim(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
-			SkipTenants: skip,
+			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report,
 		})
 		cancel()
+		if len(met) > 0 {
+			// Left out of the claim, their leases given back: skip them.
+			e.unreadableMet(ctx, met, e.cfg.Clock.Now())
+		}
 		if err != nil {
 			e.giveBack(free)
 			if ctx.Err() != nil {
@@ -70,6 +87,9 @@ func (e *Engine) claim(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		if len(claims) > 0 && e.unreadable.n.Load() > 0 {
+			e.readableAgain(claims)
+		}
 		cursor = store.NextTenantCursor(cursor, claims)
 		for _, c := range claims {
 			e.jobs <- job{Claim: c, tok: e.takeToken()}
@@ -89,7 +109,18 @@ func (e *Engine) claim(ctx context.Context) {
 		// its bounded fill did not reach the others' (ClaimParams). The
 		// next claim skips none (its fill takes the oldest due, as without
 		// the skip list), rather than claiming nothing again and again.
-		dueNow := e.waitForWork(ctx)
+		//
+		// A claim that skipped endpoints whose values do not open took
+		// all else that was due (it was not full), but the next due time
+		// counts their deliveries: it waits for a notification, the poll
+		// interval or the first of their skips to end (held) when the
+		// next due time is already past, instead of claiming nothing
+		// again at once.
+		held := time.Time{}
+		if len(skipEP) > 0 && (len(claims) > 0 || len(skip) == 0) {
+			held = skipEnd
+		}
+		dueNow := e.waitForWork(ctx, held)
 		plain = dueNow && len(claims) == 0 && len(skip) > 0
 	}
 }
@@ -150,8 +181,11 @@ func (e *Engine) giveBack(n int) {
 // waitForWork sleeps until a notification, the next due time or the poll
 // interval, whichever comes first; it returns at once when a notification
 // is already pending. dueNow reports that it returned without waiting
-// because a delivery of a tenant not skipped is due already.
-func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
+// because a delivery of a tenant not skipped is due already. held, when
+// not zero, is the end of the first skip of the endpoints the last claim
+// skipped (their values do not open): a next due time already past is
+// then taken as theirs, and it waits until held at the latest instead.
+func (e *Engine) waitForWork(ctx context.Context, held time.Time) (dueNow bool) {
 	// A publish committed since the claim began (its Notify is pending):
 	// claim again at once, without reading the next due time first (a
 	// round trip per claim on a busy queue, in every delivery's latency).
@@ -176,6 +210,9 @@ func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {
 			wait = max(d, 0)
 		}
+	}
+	if wait == 0 && !held.IsZero() {
+		wait = min(e.cfg.PollInterval, max(held.Sub(e.cfg.Clock.Now()), 0))
 	}
 	if wait == 0 {
 		return true

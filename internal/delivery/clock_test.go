@@ -30,7 +30,7 @@ func TestClaimerSleepsUntilNextDueOnTheClock(t *testing.T) {
 	defer cancel()
 	woke := make(chan struct{})
 	go func() {
-		e.waitForWork(ctx)
+		e.waitForWork(ctx, time.Time{})
 		close(woke)
 	}()
 	if err := clk.BlockUntilContext(ctx, 1); err != nil {

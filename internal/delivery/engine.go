@@ -141,6 +141,12 @@ type Config struct {
 	// the longest attempt timeout of the other nodes, if there are any);
 	// one that stops heartbeating is forgotten after 10.
 	HeartbeatInterval time.Duration
+	// SoleClaimer says this engine's process is the only one that claims
+	// from Store (a driver with store.Capabilities.Exclusive: SQLite):
+	// deliveries whose endpoint's stored values it cannot open, no other
+	// node would open either, so it postpones them while it skips the
+	// endpoint, instead of leaving them due (unreadable.go).
+	SoleClaimer bool
 	// Metrics, optional.
 	Metrics *metrics.Metrics
 	// Tracer, optional (nil: tracing off): a client span per attempt,
@@ -284,6 +290,9 @@ type Engine struct {
 	handOpen bool
 	backlog  atomic.Bool
 	handOffs sync.WaitGroup
+	// unreadable is the endpoints whose stored values did not open at a
+	// claim: skipped by this node's claims for a while (unreadable.go).
+	unreadable unreadableSet
 }
 
 // result is what a worker hands the completers: an attempt's completion or

@@ -41,6 +41,7 @@ type Metrics struct {
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
+	unreadable       prometheus.Gauge
 	firstAttempt     prometheus.Histogram
 	state            *stateCollector
 	inFlight         *inFlightCollector
@@ -94,6 +95,9 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.clusterNodes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "herald_cluster_nodes", Help: "Live Herald nodes sharing this node's database, as this node last saw them (1 on SQLite; 0 while this node holds no share of the endpoints' limits: warming up after joining, or cut off from the database).",
 	})
+	m.unreadable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_endpoints_unreadable", Help: "Endpoints whose stored values (signing secrets, custom header values) did not open with this node's encryption keys at its last claim of their deliveries: this node leaves those deliveries pending and skips the endpoint for up to a minute at a time (a key no node holds after herald rekey, or a node not restarted with the new key).",
+	})
 	m.firstAttempt = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "herald_first_attempt_latency_seconds", Help: "Time from a publish's commit to the start of its deliveries' first attempts, in seconds (fan-out, queueing and isolation waits included, and the time a delivery was held on a paused or disabled endpoint; replays and retries excluded).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
@@ -116,7 +120,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	for _, o := range []string{"succeeded", "retry", "dead"} {
 		m.deliveries.WithLabelValues(o)
 	}
-	m.reg.MustRegister(m.clusterNodes, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
+	m.reg.MustRegister(m.clusterNodes, m.unreadable, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
 		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
@@ -455,6 +459,14 @@ func (m *Metrics) OperationalEventSuppressed(typ string) {
 func (m *Metrics) ClusterNodes(n int) {
 	if m != nil {
 		m.clusterNodes.Set(float64(n))
+	}
+}
+
+// UnreadableEndpoints sets the number of endpoints whose stored values did
+// not open at this node's last claim of them (the engine skips them).
+func (m *Metrics) UnreadableEndpoints(n int) {
+	if m != nil {
+		m.unreadable.Set(float64(n))
 	}
 }
 

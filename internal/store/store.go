@@ -449,6 +449,28 @@ type ClaimParams struct {
 	// is read only during the call; nil or empty = none. Keep it short (a
 	// few tenants): drivers compare each tenant met against every entry.
 	SkipTenants []string
+	// SkipEndpoints are endpoints none of whose deliveries the claim may
+	// take, in the round or in the fill: the delivery engine's endpoints
+	// whose stored values did not open at an earlier claim, which it
+	// leaves alone for a while (their deliveries stay pending, for a node
+	// holding the key or for after the key is fixed). It is read only
+	// during the call; nil or empty = none, and the claim's statements are
+	// then the same as without the field. Drivers test each row they step
+	// over against the set (one lookup of the row's endpoint), so a
+	// skipped endpoint's due backlog costs each claim a step per row while
+	// it stays due: the engine postpones it when no other claimer could
+	// open it.
+	SkipEndpoints []string
+	// Unreadable, when not nil, is called during the claim, once for each
+	// endpoint whose row the claim read but whose stored values do not
+	// open or decode (an UnreadableError: secrets or a header value sealed
+	// under a key this store's box does not hold, or a corrupted value),
+	// with the deliveries of it the claim had taken. Whether it is set or
+	// not, the claim leaves those deliveries out of its result, pending and
+	// unleased (their leases given back at once, so that a node holding
+	// the key may claim them), and does not fail: one endpoint's values
+	// never stop the deliveries of the others.
+	Unreadable func(UnreadableEndpoint)
 }
 
 // ClaimTenantProbes bounds the tenants a claim looks at (tenants whose

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -110,10 +111,11 @@ func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows) {
 		for r.Next() {
 			e, err := b.s.scanEndpoint(r)
 			if err != nil {
-				if e.ID == "" { // the row itself could not be read
-					return err
+				if u := (*store.UnreadableError)(nil); !errors.As(err, &u) {
+					return err // the row itself could not be read
 				}
-				// Not the publish's failure: the endpoint's deliveries
+				// Its values do not open here (store.UnreadableError):
+				// not the publish's failure; the endpoint's deliveries
 				// are left to the claims, which report it.
 				continue
 			}

@@ -83,8 +83,8 @@ func newBox(t *testing.T) store.SecretBox {
 // publishes to an endpoint whose secrets it cannot open. Its engine
 // reserved a worker for the delivery, but the claim cannot be read, so the
 // lease is given back on the publish's transaction (handOffBatch.finish) and
-// the delivery is left to the claims. This node's own claims fail on it
-// (TestClaimGivesBackLeasesWhenItFails): only a node with the key can
+// the delivery is left to the claims. This node's own claims leave it out
+// (TestClaimLeavesOutWhatItCannotOpen): only a node with the key can
 // deliver it, and that node must be woken as for any publish that leaves a
 // claimable pending delivery. Before the hand-off the publish sent NOTIFY;
 // with it, the delivery is inserted leased (no NOTIFY queued) and then
@@ -304,7 +304,7 @@ func commitLossStores(t *testing.T) (s, direct *Store, proxy *commitLossProxy) {
 // default) that a publish without the hand-off never had (its deliveries
 // were claimable at once). The claim path gives back the leases of a
 // claim that failed after its statements committed (releaseClaimSQL in
-// ClaimDeliveries, TestClaimGivesBackLeasesWhenItFails); the hand-off
+// ClaimDeliveries); the hand-off
 // must do the same.
 func TestHandOffCommitLostLeavesNoOrphanLease(t *testing.T) {
 	t.Parallel()

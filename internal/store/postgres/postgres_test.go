@@ -341,33 +341,55 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 }
 
-// TestClaimGivesBackLeasesWhenItFails: a claim whose rows this node cannot
-// read (an endpoint sealed with a key it does not hold: a node that missed
-// a key rotation) fails, and gives back the leases its committed statements
-// took: a node with the key claims the delivery at once, not after the
-// lease ends (when the rescuer would have counted it).
-func TestClaimGivesBackLeasesWhenItFails(t *testing.T) {
+// TestClaimLeavesOutWhatItCannotOpen: a claim on a node that cannot open
+// an endpoint's secrets (sealed with a key it does not hold: a node that
+// missed a key rotation) once failed as a whole, on every delivery it had
+// taken. Now it returns the deliveries it can open, reports the endpoint
+// (ClaimParams.Unreadable), gives back the leases its committed statements
+// took on that endpoint's deliveries and wakes the other nodes: a node
+// with the key claims them at once, not after the lease ends (when the
+// rescuer would have counted them) nor at its next poll.
+func TestClaimLeavesOutWhatItCannotOpen(t *testing.T) {
 	t.Parallel()
-	dbURL := newSchema(t)
-	key := make([]byte, secretbox.KeySize)
-	rand.Read(key)
-	box, err := secretbox.New(key)
-	if err != nil {
+	dbURL := newDatabase(t)
+	newBox := func() *secretbox.Box {
+		key := make([]byte, secretbox.KeySize)
+		rand.Read(key)
+		box, err := secretbox.New(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return box
+	}
+	box, otherBox := newBox(), newBox()
+	good := openStore(t, dbURL, WithSecretBox(box))
+	sealed := createEndpoint(t, good, newEndpoint("acme"))
+	plain := createEndpoint(t, openStore(t, dbURL), newEndpoint("globex")) // no box: opens anywhere
+	publish(t, good, newEvent("acme"), base)
+	publish(t, good, newEvent("globex"), base)
+	wrong := openStore(t, dbURL, WithSecretBox(otherBox))
+
+	conn := rawConn(t, dbURL) // another node's listener
+	if _, err := conn.Exec(t.Context(), "LISTEN "+notifyChannel); err != nil {
 		t.Fatal(err)
 	}
-	good := openStore(t, dbURL, WithSecretBox(box))
-	createEndpoint(t, good, newEndpoint("acme"))
-	publish(t, good, newEvent("acme"), base)
-	other := make([]byte, secretbox.KeySize)
-	rand.Read(other)
-	wrongBox, _ := secretbox.New(other)
-	wrong := openStore(t, dbURL, WithSecretBox(wrongBox))
-	if cs, err := wrong.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_wrong", Limit: 8, Lease: time.Hour, Now: base}); err == nil {
-		t.Fatalf("a claim with the wrong key succeeded: %d claims", len(cs))
+	var met []store.UnreadableEndpoint
+	cs, err := wrong.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_wrong", Limit: 8, Lease: time.Hour, Now: base,
+		Unreadable: func(u store.UnreadableEndpoint) { met = append(met, u) }})
+	if err != nil || len(cs) != 1 || cs[0].Endpoint.ID != plain.ID {
+		t.Fatalf("claim without the key: %d claims, %v; want the delivery to %s only", len(cs), err, plain.ID)
 	}
-	cs, err := good.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_good", Limit: 8, Lease: time.Hour, Now: base})
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("claim with the key right after: %d claims, %v; want the delivery (its lease given back)", len(cs), err)
+	if len(met) != 1 || met[0].ID != sealed.ID || met[0].Deliveries != 1 || met[0].Err == nil {
+		t.Fatalf("reported %+v; want %s with its delivery", met, sealed.ID)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := conn.WaitForNotification(ctx); err != nil {
+		t.Fatalf("the claim gave back a delivery but woke no other node: %v", err)
+	}
+	cs, err = good.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "node_good", Limit: 8, Lease: time.Hour, Now: base})
+	if err != nil || len(cs) != 1 || cs[0].Endpoint.ID != sealed.ID {
+		t.Fatalf("claim with the key right after: %d claims, %v; want the delivery to %s (its lease given back)", len(cs), err, sealed.ID)
 	}
 }
 
@@ -419,6 +441,16 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 	if _, err := conn.Exec(ctx, "PREPARE claimfill (text, timestamptz, timestamptz, integer) AS "+claimFillQuery); err != nil {
 		t.Fatalf("PREPARE claimfill: %v", err)
 	}
+	// The variants of a claim that skips endpoints (ClaimParams.SkipEndpoints).
+	for name, q := range map[string]string{
+		"claimfillep (text, timestamptz, timestamptz, integer, text[])":                        claimFillSkipEPQuery,
+		"claimfairep (text, timestamptz, timestamptz, integer, text, integer, text[], text[])": claimFairSkipEPQuery,
+		"claimfillskipep (text, timestamptz, timestamptz, integer, text[], integer, text[])":   claimFillSkipSkipEPQuery,
+	} {
+		if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+q); err != nil {
+			t.Fatalf("PREPARE %s: %v", name, err)
+		}
+	}
 	now := base.Add(time.Second)
 	plans := map[string]string{"next due": explain(nextDueQuery)}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
@@ -427,11 +459,14 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 		}
 		plans["claim, "+mode] = explain(fmt.Sprintf("EXECUTE claim ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 		plans["claim fill, "+mode] = explain(fmt.Sprintf("EXECUTE claimfill ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+		plans["claim fill skipping endpoints, "+mode] = explain(fmt.Sprintf("EXECUTE claimfillep ('w', '%s', '%s', 50, '{ep_x}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+
 		// The skipping queries: the due indexes, the lease index and the
 		// primary key, never the table (their flat cost: TestSkipTenantsCostFlat).
 		for name, q := range map[string]string{
-			"claim fill skipping": fmt.Sprintf("EXECUTE claimfillskip ('w', '%s', '%s', 50, '{acme}', 4)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
-			"next due skipping":   "EXECUTE nextdueskip ('{acme}', 257)",
+			"claim fill skipping":                       fmt.Sprintf("EXECUTE claimfillskip ('w', '%s', '%s', 50, '{acme}', 4)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
+			"claim fill skipping tenants and endpoints": fmt.Sprintf("EXECUTE claimfillskipep ('w', '%s', '%s', 50, '{acme}', 4, '{ep_x}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
+			"next due skipping":                         "EXECUTE nextdueskip ('{acme}', 257)",
 		} {
 			plan := explain(q)
 			t.Logf("%s, %s plan:\n%s", name, mode, plan)
@@ -439,13 +474,18 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 				t.Errorf("%s, %s: the plan does not use deliveries_due_tenant, or scans the table", name, mode)
 			}
 		}
-		fair := explain(fmt.Sprintf("EXECUTE claimfair ('w', '%s', '%s', 50, 'a', 200, '{}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
-		t.Logf("claim fair, %s plan:\n%s", mode, fair)
-		if !strings.Contains(fair, "using deliveries_due_tenant on deliveries d ") || !strings.Contains(fair, "deliveries_pkey") {
-			t.Errorf("claim fair, %s: the plan does not use deliveries_due_tenant and the primary key", mode)
-		}
-		if strings.Contains(fair, "Seq Scan on deliveries") {
-			t.Errorf("claim fair, %s: the plan scans the deliveries table", mode)
+		for _, q := range []string{
+			fmt.Sprintf("EXECUTE claimfair ('w', '%s', '%s', 50, 'a', 200, '{}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
+			fmt.Sprintf("EXECUTE claimfairep ('w', '%s', '%s', 50, 'a', 200, '{}', '{ep_x}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
+		} {
+			fair := explain(q)
+			t.Logf("%s, %s plan:\n%s", q, mode, fair)
+			if !strings.Contains(fair, "using deliveries_due_tenant on deliveries d ") || !strings.Contains(fair, "deliveries_pkey") {
+				t.Errorf("%s, %s: the plan does not use deliveries_due_tenant and the primary key", q, mode)
+			}
+			if strings.Contains(fair, "Seq Scan on deliveries") {
+				t.Errorf("%s, %s: the plan scans the deliveries table", q, mode)
+			}
 		}
 	}
 	for name, plan := range plans {

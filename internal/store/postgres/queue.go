@@ -372,7 +372,8 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
 
-// claimFairQuery is the round-robin part of a claim (store.ClaimParams):
+// claimFairSQL is the round-robin part of a claim (store.ClaimParams),
+// claimFairQuery, with skip added to the filter of the rows it takes:
 // a skip scan of deliveries_due_tenant (tenant, next_attempt_at, id) finds the
 // tenants with claimable deliveries after the cursor $5 ("after"), then
 // from the first tenant up to the cursor ("before"), one index probe per
@@ -384,7 +385,8 @@ const claimQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // deliveries_due_tenant answers: with "tenant = x" the planner may filter
 // deliveries_due instead, a walk that grows with the other tenants'
 // backlog. The UPDATE returns each row's tenant's turn.
-const claimFairQuery = `WITH RECURSIVE
+func claimFairSQL(skip string) string {
+	return `WITH RECURSIVE
 	after(tenant, due, n) AS (
 		(SELECT tenant, next_attempt_at, 1 FROM deliveries
 		 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > $5
@@ -415,27 +417,32 @@ UPDATE deliveries SET lease_owner = $1, lease_until = $2
 		SELECT p.id FROM due CROSS JOIN LATERAL
 			(SELECT id FROM deliveries d
 			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
-			   AND (d.tenant, d.next_attempt_at) >= (due.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (due.tenant, $3)
+			   AND (d.tenant, d.next_attempt_at) >= (due.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (due.tenant, $3)` + skip + `
 			 ORDER BY d.tenant, d.next_attempt_at, d.id
 			 LIMIT (SELECT k FROM per)
 			 FOR UPDATE SKIP LOCKED) p
 		LIMIT $4))
 	RETURNING ` + deliveryColumns + `, COALESCE((SELECT turn FROM due WHERE due.tenant = deliveries.tenant), 0)`
+}
 
-// claimFillQuery fills what the round left of the claim's $4 (tenants with
+// claimFillSQL, claimFillQuery with skip added to the filter of the rows
+// it takes, fills what the round left of the claim's $4 (tenants with
 // fewer due than their share) with the oldest due deliveries of any
 // tenant, as claimQuery does; it runs after claimFairQuery in the same
 // transaction and counts that one's rows by owner and lease end.
-const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
+func claimFillSQL(skip string) string {
+	return `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM deliveries
-		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+		WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3` + skip + `
 		ORDER BY next_attempt_at, id
 		LIMIT GREATEST(0, $4 - (SELECT count(*) FROM deliveries WHERE lease_owner = $1 AND lease_until = $2))
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
+}
 
-// claimFillSkipQuery is claimFillQuery for a claim with tenants to skip
+// claimFillSkipSQL, claimFillSkipQuery with skip added to the filter of
+// the rows it takes, is claimFillQuery for a claim with tenants to skip
 // ($5): a skipped tenant's rows, however many and however old, are never
 // stepped over one by one. The room left ("room": $4 less the rows the
 // round leased, found by owner and lease end on deliveries_leased) is
@@ -446,7 +453,8 @@ const claimFillQuery = `UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // them). The first room candidates are read without locks, then locked by
 // primary key, SKIP LOCKED (one taken meanwhile is passed over: the claim
 // may take fewer).
-const claimFillSkipQuery = `WITH
+func claimFillSkipSQL(skip string) string {
+	return `WITH
 	mine AS MATERIALIZED (
 		SELECT tenant, count(*) AS n FROM deliveries WHERE lease_owner = $1 AND lease_until = $2 GROUP BY tenant),
 	room AS MATERIALIZED (SELECT GREATEST(0, $4 - COALESCE(sum(n), 0))::int AS k FROM mine),
@@ -454,13 +462,13 @@ const claimFillSkipQuery = `WITH
 		SELECT p.id, p.next_attempt_at FROM mine CROSS JOIN LATERAL
 			(SELECT id, next_attempt_at FROM deliveries d
 			 WHERE d.state = 'pending' AND d.lease_owner IS NULL
-			   AND (d.tenant, d.next_attempt_at) >= (mine.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (mine.tenant, $3)
+			   AND (d.tenant, d.next_attempt_at) >= (mine.tenant, '-infinity') AND (d.tenant, d.next_attempt_at) <= (mine.tenant, $3)` + skip + `
 			 ORDER BY d.tenant, d.next_attempt_at, d.id
 			 LIMIT (SELECT k FROM room)) p
 		UNION
 		SELECT w.id, w.next_attempt_at FROM
 			(SELECT id, next_attempt_at, tenant FROM deliveries
-			 WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
+			 WHERE state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3` + skip + `
 			 ORDER BY next_attempt_at, id
 			 LIMIT $6::int * (SELECT k FROM room)) w
 		WHERE w.tenant <> ALL ($5::text[]))
@@ -471,6 +479,26 @@ UPDATE deliveries SET lease_owner = $1, lease_until = $2
 		  AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at <= $3
 		FOR UPDATE SKIP LOCKED))
 	RETURNING ` + deliveryColumns
+}
+
+// The claim's statements: without endpoints to skip, and with them
+// (store.ClaimParams.SkipEndpoints, the last parameter: $8, $5 and $7). The
+// endpoint is not in the due indexes, so the variants filter the rows they
+// step over; a claim that skips none runs the statements unchanged. The
+// filter compares endpoint_id || ”, an expression without statistics, so
+// the planner takes the default selectivity (most rows pass) rather than
+// the column's: with few distinct endpoints it estimated that almost no
+// row passes a filter against a parameter array, and a generic plan read
+// every due row through a bitmap and sorted them instead of walking
+// deliveries_due in order up to the LIMIT (TestQueueQueriesUseDueIndex).
+var (
+	claimFairQuery           = claimFairSQL("")
+	claimFairSkipEPQuery     = claimFairSQL(" AND d.endpoint_id || '' <> ALL ($8::text[])")
+	claimFillQuery           = claimFillSQL("")
+	claimFillSkipEPQuery     = claimFillSQL(" AND endpoint_id || '' <> ALL ($5::text[])")
+	claimFillSkipQuery       = claimFillSkipSQL("")
+	claimFillSkipSkipEPQuery = claimFillSkipSQL(" AND endpoint_id || '' <> ALL ($7::text[])")
+)
 
 // nextDueQuery is the earliest due time of a claimable delivery: the first
 // entry of deliveries_due.
@@ -532,7 +560,11 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	// A skipped tenant met by the round costs a probe: add them, so the
 	// others get ClaimTenantProbes·Limit.
-	b.Queue(claimFairQuery, p.Owner, until, ts(p.Now), p.Limit, p.TenantCursor, store.ClaimTenantProbes*p.Limit+len(skip), skip).Query(func(rows pgx.Rows) error {
+	fair, fairArgs := claimFairQuery, []any{p.Owner, until, ts(p.Now), p.Limit, p.TenantCursor, store.ClaimTenantProbes*p.Limit + len(skip), skip}
+	if len(p.SkipEndpoints) > 0 {
+		fair, fairArgs = claimFairSkipEPQuery, append(fairArgs, p.SkipEndpoints)
+	}
+	b.Queue(fair, fairArgs...).Query(func(rows pgx.Rows) error {
 		turns := map[string]int{}
 		for rows.Next() {
 			var turn int
@@ -547,10 +579,15 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return rows.Err()
 	})
 	var fill *pgx.QueuedQuery
-	if len(skip) == 0 {
+	switch {
+	case len(skip) == 0 && len(p.SkipEndpoints) == 0:
 		fill = b.Queue(claimFillQuery, p.Owner, until, ts(p.Now), p.Limit)
-	} else {
+	case len(skip) == 0:
+		fill = b.Queue(claimFillSkipEPQuery, p.Owner, until, ts(p.Now), p.Limit, p.SkipEndpoints)
+	case len(p.SkipEndpoints) == 0:
 		fill = b.Queue(claimFillSkipQuery, p.Owner, until, ts(p.Now), p.Limit, skip, store.ClaimTenantProbes)
+	default:
+		fill = b.Queue(claimFillSkipSkipEPQuery, p.Owner, until, ts(p.Now), p.Limit, skip, store.ClaimTenantProbes, p.SkipEndpoints)
 	}
 	fill.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -572,11 +609,22 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return rows.Err()
 	})
+	var bad map[string]*store.UnreadableError
 	b.Queue(claimedEndpoints, p.Owner, until).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			e, err := s.scanEndpoint(rows)
 			if err != nil {
-				return err
+				var u *store.UnreadableError
+				if !errors.As(err, &u) {
+					return err
+				}
+				// Its values do not open here: its deliveries are
+				// left out below, not the claim.
+				if bad == nil {
+					bad = map[string]*store.UnreadableError{}
+				}
+				bad[u.EndpointID] = u
+				continue
 			}
 			endpoints[e.ID] = e
 		}
@@ -584,8 +632,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		// The batch's statements committed together on the server before
-		// a row failed here (an endpoint's secrets that this node's keys
-		// cannot open, say): give back the leases this claim took, or its
+		// a row failed here: give back the leases this claim took, or its
 		// deliveries would wait out the lease and be counted as rescued.
 		if len(claims) > 0 {
 			ids := make([]string, len(claims))
@@ -597,6 +644,28 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 		}
 		return nil, wrap("claim", err)
+	}
+	if bad != nil {
+		// The deliveries of an endpoint whose values do not open with this
+		// node's keys: their leases are given back at once (a node holding
+		// the key may claim them now), and they are reported, not claimed.
+		var (
+			dropped    []string
+			unreadable []store.UnreadableEndpoint
+		)
+		claims, dropped, unreadable = store.DropUnreadable(claims, bad)
+		if len(dropped) > 0 {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := s.giveBack(rctx, dropped, p.Owner, until)
+			cancel()
+			if err != nil {
+				err = fmt.Errorf("give back the leases of its deliveries (they expire at %s): %w", until.Format(time.RFC3339), classify(err))
+				for i := range unreadable {
+					unreadable[i].Err = errors.Join(unreadable[i].Err, err)
+				}
+			}
+		}
+		defer p.Report(unreadable)
 	}
 	if len(claims) == 0 {
 		return nil, nil
@@ -614,6 +683,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
 	return claims, nil
+}
+
+// giveBack gives back the leases of the deliveries ids that a claim of
+// owner (until its lease end until) took but leaves out (their endpoint's
+// values do not open here), and wakes the other nodes: one holding the key
+// claims them at once instead of at its next poll. One round trip, on the
+// abnormal path only.
+func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until time.Time) error {
+	b := &pgx.Batch{}
+	b.Queue(releaseClaimSQL, ids, owner, until)
+	if !s.alone.Load() {
+		b.Queue("SELECT pg_notify($1, $2)", notifyChannel, s.tag)
+	}
+	return s.pool.SendBatch(ctx, b).Close()
 }
 
 // releaseClaimSQL gives back the leases of a claim that failed after its

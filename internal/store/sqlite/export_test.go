@@ -21,6 +21,9 @@ var (
 	DeliveryStateCountsSQL  = deliveryStateCountsSQL
 	CatalogRevisionSQL      = catalogRevisionSQL
 	CaseVariantSQL          = caseVariantSQL
+	// SkippingEndpoints maps each claim query to its variant for a claim
+	// with endpoints to skip.
+	SkippingEndpoints = skippingEndpoints
 )
 
 // MigrateTo applies the embedded migrations up to version (a database as

@@ -86,7 +86,9 @@ func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx) {
 			ids = append(ids, r.id)
 		}
 	}
-	claims, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
+	// The deliveries of an endpoint whose values do not open are left out
+	// (and to the claims, which report it).
+	claims, _, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
 	if err != nil {
 		return
 	}

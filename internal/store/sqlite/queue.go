@@ -859,6 +859,29 @@ const (
 		WHERE state = 'pending' AND lease_owner IS NULL ORDER BY next_attempt_at, id`
 )
 
+// skippingEndpoints maps each claim query to its variant for a claim with
+// endpoints to skip (store.ClaimParams.SkipEndpoints): the same rows
+// without those of the endpoints of a JSON array, the last parameter.
+// The endpoint is not in the due indexes: each row stepped over is looked
+// up in the table, so only a claim that skips endpoints pays for it.
+var skippingEndpoints = func() map[string]string {
+	m := map[string]string{}
+	for _, q := range []string{ClaimQuery, ClaimTenantQuery, ClaimTenantDueQuery, ClaimSkipQuery} {
+		i := strings.LastIndex(q, "ORDER BY")
+		m[q] = q[:i] + "AND endpoint_id NOT IN (SELECT value FROM json_each(?))\n\t\t" + q[i:]
+	}
+	return m
+}()
+
+// claimQuery returns query, or its variant without the endpoints of
+// skipJSON (a JSON array; "" = none) with skipJSON appended to args.
+func claimQuery(query, skipJSON string, args ...any) (string, []any) {
+	if skipJSON == "" {
+		return query, args
+	}
+	return skippingEndpoints[query], append(args, skipJSON)
+}
+
 // claimDeliveriesQuery reads the claimed deliveries (ids as a JSON array).
 var claimDeliveriesQuery = "SELECT " + deliveryColumns + " FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -880,6 +903,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	}
 	defer done()
 	now, until := micro(p.Now), micro(p.Now.Add(p.Lease))
+	var skipEP string // p.SkipEndpoints as a JSON array ("" = none)
+	if len(p.SkipEndpoints) > 0 {
+		b, err := json.Marshal(p.SkipEndpoints)
+		if err != nil {
+			return nil, wrap("claim", err)
+		}
+		skipEP = string(b)
+	}
 	tenants, complete, err := s.dueTenants(ctx, tx, p)
 	if err != nil {
 		return nil, wrap("claim", err)
@@ -893,6 +924,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	// pick adds up to want ids of query's rows that are neither leased
 	// nor taken already.
 	pick := func(want int, query string, args ...any) error {
+		query, args = claimQuery(query, skipEP, args...)
 		st, err := s.stmt(ctx, tx, query)
 		if err != nil {
 			return err
@@ -946,13 +978,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		// old, must not be stepped over one by one: first the tenants the
 		// round served, then, only if the round may have missed some, a
 		// bounded walk of the oldest due.
-		more, err := s.fillServed(ctx, tx, tenants, rest, now, taken)
+		more, err := s.fillServed(ctx, tx, tenants, rest, now, skipEP, taken)
 		if err != nil {
 			return nil, wrap("claim", err)
 		}
 		ids = append(ids, more...)
 		if rest -= len(more); rest > 0 && !complete {
-			more, err := s.fillBounded(ctx, tx, p, rest, taken)
+			more, err := s.fillBounded(ctx, tx, p, rest, skipEP, taken)
 			if err != nil {
 				return nil, wrap("claim", err)
 			}
@@ -962,7 +994,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	claims, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
+	// The deliveries of an endpoint whose values do not open are left out
+	// (unleased: only the claims returned are leased below) and reported.
+	claims, unreadable, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -987,22 +1021,25 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
 	})
+	p.Report(unreadable)
 	return claims, nil
 }
 
 // loadClaims reads the claims of deliveries ids on tx: each delivery
 // (leased to owner until until), its event and its endpoint, in the order
 // the id lookup yields them. A claim (ClaimDeliveries) and a hand-off
-// (handoff.go) read theirs with it.
-func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) ([]store.Claim, error) {
-	claims := make([]store.Claim, 0, len(ids))
+// (handoff.go) read theirs with it. The deliveries of an endpoint whose
+// stored values do not open (store.UnreadableError) are left out of
+// claims and reported in unreadable (store.DropUnreadable).
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) (claims []store.Claim, unreadable []store.UnreadableEndpoint, _ error) {
+	claims = make([]store.Claim, 0, len(ids))
 	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
 		d, err := scanDelivery(sc)
 		d.LeaseOwner, d.LeaseUntil = owner, until
 		claims = append(claims, store.Claim{Delivery: d})
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
@@ -1015,20 +1052,35 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 		events[e.ID] = e
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var bad map[string]*store.UnreadableError
 	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
 		e, err := s.scanEndpoint(sc)
+		if err != nil {
+			var u *store.UnreadableError
+			if !errors.As(err, &u) {
+				return err
+			}
+			if bad == nil {
+				bad = map[string]*store.UnreadableError{}
+			}
+			bad[u.EndpointID] = u
+			return nil
+		}
 		endpoints[e.ID] = e
-		return err
+		return nil
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if bad != nil {
+		claims, _, unreadable = store.DropUnreadable(claims, bad)
 	}
 	for i := range claims {
 		claims[i].Event = events[claims[i].Delivery.EventID]
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
-	return claims, nil
+	return claims, unreadable, nil
 }
 
 // dueTenants walks the tenants with claimable deliveries in tenant order
@@ -1106,7 +1158,7 @@ func (s *Store) dueTenants(ctx context.Context, tx *sql.Tx, p store.ClaimParams)
 // due deliveries (by now) of tenants, oldest due first (the fill of a
 // claim with tenants to skip), and adds them to taken. It reads at most
 // want rows of each tenant besides its leased and taken ones.
-func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, want int, now int64, taken map[string]bool) ([]string, error) {
+func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, want int, now int64, skipEP string, taken map[string]bool) ([]string, error) {
 	if len(tenants) == 0 {
 		return nil, nil
 	}
@@ -1115,13 +1167,15 @@ func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, wa
 		due int64
 	}
 	var cands []cand
-	st, err := s.stmt(ctx, tx, ClaimTenantDueQuery)
+	query, _ := claimQuery(ClaimTenantDueQuery, skipEP)
+	st, err := s.stmt(ctx, tx, query)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range tenants {
 		if err := func() error {
-			rows, err := st.QueryContext(ctx, t, now)
+			_, args := claimQuery(ClaimTenantDueQuery, skipEP, t, now)
+			rows, err := st.QueryContext(ctx, args...)
 			if err != nil {
 				return err
 			}
@@ -1166,12 +1220,13 @@ func (s *Store) fillServed(ctx context.Context, tx *sql.Tx, tenants []string, wa
 // p.Now) of tenants not in p.SkipTenants, neither leased nor in taken, and
 // adds them to taken. It reads at most store.ClaimTenantProbes·want rows
 // besides the leased ones, whatever the skipped tenants' backlog.
-func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams, want int, taken map[string]bool) ([]string, error) {
-	st, err := s.stmt(ctx, tx, ClaimSkipQuery)
+func (s *Store) fillBounded(ctx context.Context, tx *sql.Tx, p store.ClaimParams, want int, skipEP string, taken map[string]bool) ([]string, error) {
+	query, args := claimQuery(ClaimSkipQuery, skipEP, micro(p.Now))
+	st, err := s.stmt(ctx, tx, query)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, micro(p.Now))
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -300,6 +300,10 @@ func TestClaimUsesDueIndex(t *testing.T) {
 
 	db := rawDB(t, path)
 	now := base.Add(time.Hour).UnixMicro()
+	skipEP := sqlite.SkippingEndpoints // the variants of a claim that skips endpoints
+	if len(skipEP) != 4 {
+		t.Fatalf("%d claim queries have a variant that skips endpoints, want 4", len(skipEP))
+	}
 	for name, q := range map[string]struct {
 		query string
 		args  []any
@@ -308,9 +312,15 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		"claim tenant":     {claimTenantQuery, []any{"acme", now}},
 		"claim tenant due": {sqlite.ClaimTenantDueQuery, []any{"acme", now}},
 		"claim skip":       {sqlite.ClaimSkipQuery, []any{now}},
-		"tenant due":       {tenantDueQuery, []any{"acme"}},
-		"next tenant":      {nextTenantQuery, []any{""}},
-		"next due":         {nextDueQuery, nil},
+		// The same, skipping endpoints (ClaimParams.SkipEndpoints): the
+		// same index, in order; each row's endpoint is read from the table.
+		"claim skipping endpoints":            {skipEP[claimQuery], []any{now, `["ep_x"]`}},
+		"claim tenant skipping endpoints":     {skipEP[claimTenantQuery], []any{"acme", now, `["ep_x"]`}},
+		"claim tenant due skipping endpoints": {skipEP[sqlite.ClaimTenantDueQuery], []any{"acme", now, `["ep_x"]`}},
+		"claim skip skipping endpoints":       {skipEP[sqlite.ClaimSkipQuery], []any{now, `["ep_x"]`}},
+		"tenant due":                          {tenantDueQuery, []any{"acme"}},
+		"next tenant":                         {nextTenantQuery, []any{""}},
+		"next due":                            {nextDueQuery, nil},
 		// A pull-in reads its window, not the endpoint's whole backlog
 		// (deliveries_endpoint: 85–117 ms of the writer for an empty window
 		// on a backlog of 100,000 to one endpoint).

@@ -63,6 +63,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Events", s.events)
 	group("Claim", s.claim)
 	group("FairClaim", s.fairClaim)
+	group("Unreadable", s.unreadable)
 	group("EndpointLimit", s.endpointLimit)
 	group("FanOut", s.fanOut)
 	group("Rescue", s.rescue)

@@ -1,0 +1,254 @@
+package app_test
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/app"
+	"github.com/herald-webhooks/herald/internal/secretbox"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/testutil"
+	"github.com/herald-webhooks/herald/webhook"
+)
+
+// sealUnderLostKey re-seals the signing secrets of endpoint id, stored
+// under nodeKey (base64), under lostKey, a key the nodes do not hold, as a
+// node that missed the new key would have left them after `herald rekey`
+// and the removal of the old key (docs/production.md, "Encryption key
+// rotation"). It returns the fix: `herald rekey` with the lost key in
+// HERALD_ENCRYPTION_KEY_PREVIOUS (store.Rekey, as the command runs it).
+func sealUnderLostKey(t *testing.T, st store.Store, nodeKey, lostKey, id string) (rekey func()) {
+	t.Helper()
+	box := func(k string) *secretbox.Box {
+		raw, err := secretbox.ParseKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := secretbox.New(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	nodeBox, lostBox := box(nodeKey), box(lostKey)
+	sealed := st.Capabilities().Sealed
+	var secrets store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "endpoints" && c.Column == "secrets" {
+			secrets = c
+		}
+	}
+	v, ok, err := sealed.SealedValue(t.Context(), secrets, id)
+	if err != nil || !ok {
+		t.Fatalf("read the secrets of %s: %v, %v", id, ok, err)
+	}
+	plain, err := store.OpenBytes(nodeBox, id, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := store.SealBytes(lostBox, id, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := sealed.ReplaceSealed(t.Context(), secrets, id, v, lost); err != nil || !ok {
+		t.Fatalf("seal the secrets of %s under another key: %v, %v", id, ok, err)
+	}
+	return func() {
+		t.Helper()
+		stats, err := store.Rekey(context.Background(), sealed, secretbox.NewKeyring(lostBox), nodeBox)
+		if err != nil || stats.Rewritten != 1 {
+			t.Fatalf("rekey with the lost key as the previous one: %+v, %v; want the one value moved", stats, err)
+		}
+	}
+}
+
+// unreadableGauge reads herald_endpoints_unreadable from /metrics.
+func (h *herald) unreadableGauge() string {
+	h.t.Helper()
+	_, raw := h.call("GET", "/metrics", nil, nil)
+	m := regexp.MustCompile(`(?m)^herald_endpoints_unreadable (\S+)$`).FindSubmatch(raw)
+	if m == nil {
+		h.t.Fatalf("/metrics has no herald_endpoints_unreadable")
+	}
+	return string(m[1])
+}
+
+// TestEndpointWhoseSecretsDoNotOpenStallsNoOneElse: an endpoint whose
+// signing secrets are sealed under a key no node holds (docs/production.md,
+// "Encryption key rotation") once made every claim that met one of its
+// deliveries fail as a whole, on every node, so that no tenant's delivery
+// was made while /readyz stayed 200. Now the claims leave that endpoint's
+// deliveries pending (no attempt: the key is the operator's problem, not
+// the receiver's) and deliver the other tenants' and the same tenant's
+// other endpoint's; the node logs one WARN naming the endpoint per skip
+// (not one per claim) and herald_endpoints_unreadable counts it. Once
+// `herald rekey` moves the value to the node's key, the endpoint's
+// deliveries arrive, each at its first attempt and signed with its secret,
+// without a restart. The schedule runs on a fake clock.
+func TestEndpointWhoseSecretsDoNotOpenStallsNoOneElse(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	logs := &testutil.SyncBuffer{}
+	h, key := startHeraldKeyed(t, func(c *app.Config) {
+		c.Clock = clk
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.RetrySchedule = []time.Duration{time.Hour} // a failed attempt would show as a second one
+	})
+	bad, mate, other := newReceiver(t, 200), newReceiver(t, 200), newReceiver(t, 200)
+	epBad := h.createEndpoint("acme", bad.URL)
+	h.createEndpoint("acme", mate.URL)
+	h.createEndpoint("globex", other.URL)
+	rekey := sealUnderLostKey(t, h.m.Store(), key, newKey(t), epBad.ID)
+
+	var acme []string // the events every acme endpoint gets
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 15 s (clock %v)", what, clk.Now())
+			}
+		}
+	}
+	warnings := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "do not open") && strings.Contains(l, "endpoint="+epBad.ID) {
+				n++
+			}
+		}
+		return n
+	}
+	// One event at a time, each waited for, so that no two attempts to
+	// one endpoint overlap: a third one would be deferred by the
+	// endpoint's slow start, on the clock that stands still here.
+	publish := func(n int) {
+		for range n {
+			acme = append(acme, h.publish("acme", "invoice.paid", `{"n":1}`).ID)
+			h.publish("globex", "invoice.paid", `{"n":1}`)
+			want := len(acme)
+			waitFor("the other endpoints' deliveries", func() bool { return len(mate.got()) == want && len(other.got()) == want })
+		}
+	}
+	publish(3)
+	waitFor("the WARN naming the endpoint", func() bool { return warnings() == 1 })
+	if got := h.unreadableGauge(); got != "1" {
+		t.Errorf("herald_endpoints_unreadable = %s, want 1", got)
+	}
+	// More publishes within the skip: the others get theirs; the endpoint
+	// is not met again, so not logged again.
+	publish(3)
+	if n := warnings(); n != 1 {
+		t.Errorf("%d WARN lines name the endpoint within one skip, want 1:\n%s", n, logs.String())
+	}
+	// The skip ends (1 s on the clock): the next claim meets the endpoint
+	// again, logs it once more and skips it twice as long.
+	h.advanceTo(clk, clk.Now().Add(time.Second))
+	waitFor("the second skip's WARN", func() bool { return warnings() == 2 })
+	for _, id := range acme {
+		for _, d := range h.eventDeliveries(id) {
+			if d.EndpointID == epBad.ID && (d.State != "pending" || d.Attempts != 0) {
+				t.Errorf("delivery %s of the endpoint whose secrets do not open: %s after %d attempts; want pending, not attempted", d.ID, d.State, d.Attempts)
+			}
+		}
+	}
+	if len(bad.got()) != 0 {
+		t.Fatalf("the endpoint whose secrets do not open received %d requests", len(bad.got()))
+	}
+	if strings.Contains(logs.String(), "claim deliveries failed") {
+		t.Errorf("a claim failed:\n%s", logs.String())
+	}
+
+	// herald rekey with the lost key as the previous one: the endpoint's
+	// deliveries arrive once its skip ends, each at its first attempt.
+	rekey()
+	h.advanceUntil(clk, time.Second, "the endpoint's deliveries after the rekey", func() bool { return len(bad.got()) == 6 })
+	v := webhook.Verifier{Secrets: []string{epBad.Secret}, Now: clk.Now}
+	for _, r := range bad.got() {
+		if err := v.Verify(r.Header, r.Body); err != nil || r.Header.Get("X-Delivery-Attempt") != "1" {
+			t.Errorf("delivery after the rekey: %v (attempt %s)", err, r.Header.Get("X-Delivery-Attempt"))
+		}
+	}
+	waitFor("the gauge back at 0", func() bool { return h.unreadableGauge() == "0" })
+	if !strings.Contains(logs.String(), "open again") {
+		t.Errorf("no log line says the endpoint's values open again:\n%s", logs.String())
+	}
+	if len(mate.got()) != 6 || len(other.got()) != 6 {
+		t.Errorf("the other endpoints got %d and %d deliveries, want 6 each", len(mate.got()), len(other.got()))
+	}
+}
+
+// TestNodeWithoutAKeyLeavesDeliveriesToANodeWithIt: on PostgreSQL, a node
+// that cannot open an endpoint's secrets (they are sealed under a key only
+// another node holds, as HERALD_ENCRYPTION_KEY_PREVIOUS) gives that
+// endpoint's deliveries back at every claim that meets them, wakes the
+// other nodes, skips the endpoint for a while and goes on delivering the
+// others; the node holding the key delivers them, each at its first
+// attempt, signed with the endpoint's secret. Alone, the first node keeps
+// them pending; once the second joins, they arrive.
+func TestNodeWithoutAKeyLeavesDeliveriesToANodeWithIt(t *testing.T) {
+	t.Parallel()
+	db := pgDatabase(t)
+	key, lostKey := newKey(t), newKey(t)
+	node := func(logs *testutil.SyncBuffer, previous ...string) *herald {
+		return startHerald(t, func(c *app.Config) {
+			c.DB, c.EncryptionKey, c.PreviousEncryptionKeys = db, key, previous
+			c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			c.RetrySchedule = []time.Duration{time.Hour} // a failed attempt would show as a second attempt
+			c.AttemptTimeout = 2 * time.Second           // a joining node waits for the others' longest attempt
+		})
+	}
+	var logsA, logsB testutil.SyncBuffer
+	a := node(&logsA) // lacks lostKey
+	sealedRcv, plainRcv := newReceiver(t, 200), newReceiver(t, 200)
+	epSealed := a.createEndpoint("acme", sealedRcv.URL)
+	a.createEndpoint("globex", plainRcv.URL)
+	sealUnderLostKey(t, a.m.Store(), key, lostKey, epSealed.ID)
+
+	waitFor := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after %v\nnode a:\n%s\nnode b:\n%s", what, within, logsA.String(), logsB.String())
+			}
+		}
+	}
+	const n = 5
+	for range n {
+		a.publish("acme", "invoice.paid", `{"n":1}`)
+		a.publish("globex", "invoice.paid", `{"n":1}`)
+	}
+	waitFor("the other tenant's deliveries", 15*time.Second, func() bool { return len(plainRcv.got()) == n })
+	waitFor("node a's WARN", 15*time.Second, func() bool {
+		return strings.Contains(logsA.String(), "do not open") && strings.Contains(logsA.String(), "endpoint="+epSealed.ID)
+	})
+	if got := len(sealedRcv.got()); got != 0 {
+		t.Fatalf("node a alone delivered %d deliveries of an endpoint it cannot open", got)
+	}
+
+	b := node(&logsB, lostKey) // holds the key
+	waitFor("node b delivering what node a cannot open", 30*time.Second, func() bool { return len(sealedRcv.got()) == n })
+	// Both running: the endpoint's new deliveries go to node b.
+	for range n {
+		a.publish("acme", "invoice.paid", `{"n":2}`)
+		b.publish("acme", "invoice.paid", `{"n":2}`)
+	}
+	waitFor("the later deliveries", 30*time.Second, func() bool { return len(sealedRcv.got()) == 3*n })
+	v := webhook.Verifier{Secrets: []string{epSealed.Secret}}
+	for _, r := range sealedRcv.got() {
+		if err := v.Verify(r.Header, r.Body); err != nil || r.Header.Get("X-Delivery-Attempt") != "1" {
+			t.Errorf("delivery to the endpoint: %v (attempt %s)", err, r.Header.Get("X-Delivery-Attempt"))
+		}
+	}
+	for name, logs := range map[string]string{"a": logsA.String(), "b": logsB.String()} {
+		if strings.Contains(logs, "claim deliveries failed") {
+			t.Errorf("a claim of node %s failed:\n%s", name, logs)
+		}
+	}
+	if strings.Contains(logsB.String(), "do not open") {
+		t.Errorf("node b, which holds the key, could not open the endpoint:\n%s", logsB.String())
+	}
+}

@@ -1,0 +1,261 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/clock"
+	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/testutil"
+)
+
+// moveStore records the postponements the engine asks for.
+type moveStore struct {
+	store.Store
+	mu    sync.Mutex
+	moves []string // "postpone <endpoint> <until>" or "move <endpoint> ..<dueTo> <at>"
+}
+
+func (s *moveStore) PostponeEndpointDeliveries(_ context.Context, id string, until time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moves = append(s.moves, "postpone "+id+" "+until.Sub(t0).String())
+	return 1, nil
+}
+
+func (s *moveStore) MoveEndpointDeliveries(_ context.Context, p store.MoveParams) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.moves = append(s.moves, "move "+p.EndpointID+" .."+p.DueTo.Sub(t0).String()+" "+p.At.Sub(t0).String())
+	return 1, nil
+}
+
+func (s *moveStore) took() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.moves
+	s.moves = nil
+	return out
+}
+
+// TestUnreadableEndpointSkips: an endpoint whose stored values do not open
+// is skipped by this node's claims for 1 s, then twice as long each time a
+// claim after a skip meets it again, at most a minute; one WARN per skip
+// (a claim of a second claimer within the skip logs nothing); the gauge
+// counts it until a claim opens it again, or until nothing met it for a
+// minute after its skip. A sole claimer (SQLite) postpones the endpoint's
+// due deliveries to each skip's end; on a shared store (PostgreSQL) only
+// those due when the last claim gave them back (nobody took them for a
+// whole skip), so that a node holding the key gets the others at once.
+func TestUnreadableEndpointSkips(t *testing.T) {
+	for _, sole := range []bool{true, false} {
+		name := "shared store"
+		if sole {
+			name = "sole claimer"
+		}
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			logs := &testutil.SyncBuffer{}
+			st := &moveStore{}
+			e, err := New(Config{Store: st, Sender: nopSender{}, Clock: clk, SoleClaimer: sole, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			errOpen := &store.UnreadableError{EndpointID: "ep_bad", Err: errors.New("cannot decrypt")}
+			meet := func(at, due time.Duration) {
+				t.Helper()
+				e.unreadableMet(t.Context(), []store.UnreadableEndpoint{{ID: "ep_bad", Tenant: "acme", Deliveries: 1, OldestDue: t0.Add(due), Err: errOpen}}, t0.Add(at))
+			}
+			skipped := func(at time.Duration) ([]string, time.Duration) {
+				t.Helper()
+				ids, end := e.skipEndpoints(nil, t0.Add(at))
+				if end.IsZero() {
+					return ids, 0
+				}
+				return ids, end.Sub(t0)
+			}
+			warnings := func() int { return strings.Count(logs.String(), "level=WARN") }
+			expectMoves := func(want ...string) {
+				t.Helper()
+				if got := st.took(); !slices.Equal(got, want) {
+					t.Errorf("moves %q, want %q", got, want)
+				}
+			}
+
+			meet(0, 0)
+			if ids, end := skipped(500 * time.Millisecond); !slices.Equal(ids, []string{"ep_bad"}) || end != time.Second {
+				t.Fatalf("skipped %v until %v, want ep_bad until 1s", ids, end)
+			}
+			if e.UnreadableEndpoints() != 1 || warnings() != 1 {
+				t.Fatalf("gauge %d, %d WARN, want 1, 1", e.UnreadableEndpoints(), warnings())
+			}
+			if !strings.Contains(logs.String(), "endpoint=ep_bad") || !strings.Contains(logs.String(), "tenant=acme") || !strings.Contains(logs.String(), "cannot decrypt") {
+				t.Errorf("the WARN does not name the endpoint, its tenant and the error:\n%s", logs.String())
+			}
+			if sole {
+				expectMoves("postpone ep_bad 1s")
+			} else {
+				expectMoves() // a node holding the key may take them now
+			}
+			meet(700*time.Millisecond, 600*time.Millisecond) // a second claimer's claim, begun before the skip
+			if warnings() != 1 {
+				t.Errorf("a claim within the skip logged again")
+			}
+			if sole {
+				expectMoves("postpone ep_bad 1s")
+			} else {
+				expectMoves()
+			}
+			if ids, _ := skipped(time.Second); len(ids) != 0 {
+				t.Fatalf("still skipped at the skip's end: %v", ids)
+			}
+			// Met again after its skip: skipped twice as long, logged once
+			// more. A delivery due before the last give-back is still
+			// there: on a shared store, those are moved now.
+			meet(time.Second, 0)
+			if _, end := skipped(time.Second); end != 3*time.Second || warnings() != 2 {
+				t.Fatalf("second skip until %v with %d WARN, want 3s, 2", end, warnings())
+			}
+			if sole {
+				expectMoves("postpone ep_bad 3s")
+			} else {
+				expectMoves("move ep_bad ..700ms 3s")
+			}
+			// Met again with only deliveries due since: left due.
+			meet(3*time.Second, 2*time.Second)
+			if _, end := skipped(3 * time.Second); end != 7*time.Second {
+				t.Fatalf("third skip until %v, want 7s", end)
+			}
+			if sole {
+				expectMoves("postpone ep_bad 7s")
+			} else {
+				expectMoves()
+			}
+			// The skips double up to a minute.
+			at := 7 * time.Second
+			var periods []time.Duration
+			for range 6 {
+				meet(at, 0)
+				_, end := skipped(at)
+				periods = append(periods, end-at)
+				at = end
+			}
+			if want := []time.Duration{8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}; !slices.Equal(periods, want) {
+				t.Fatalf("skips %v, want %v", periods, want)
+			}
+			st.took()
+			// A claim opens it again: forgotten, INFO.
+			e.readableAgain([]store.Claim{{Endpoint: store.Endpoint{ID: "ep_bad", Tenant: "acme"}}})
+			if ids, _ := skipped(at); len(ids) != 0 || e.UnreadableEndpoints() != 0 || !strings.Contains(logs.String(), "open again") {
+				t.Fatalf("after it opened again: skipped %v, gauge %d", ids, e.UnreadableEndpoints())
+			}
+			// One not met again for a minute after its skip is forgotten.
+			meet(at, 0)
+			skipped(at + time.Second + time.Minute)
+			if e.UnreadableEndpoints() != 1 {
+				t.Fatalf("forgotten within a minute after its skip")
+			}
+			skipped(at + time.Second + time.Minute + time.Millisecond)
+			if e.UnreadableEndpoints() != 0 {
+				t.Fatalf("not forgotten a minute after its skip")
+			}
+		})
+	}
+}
+
+// spinStore reports, at every claim that does not skip it, an endpoint
+// whose values do not open (its delivery left out), and says at every
+// next-due read that a delivery is due now: that endpoint's, which the
+// claims skip.
+type spinStore struct {
+	wakeStore
+	claims chan []string // each claim's SkipEndpoints
+}
+
+func (s *spinStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]store.Claim, error) {
+	s.claims <- slices.Clone(p.SkipEndpoints)
+	if !slices.Contains(p.SkipEndpoints, "ep_bad") {
+		p.Report([]store.UnreadableEndpoint{{ID: "ep_bad", Tenant: "acme", Deliveries: 1, OldestDue: t0,
+			Err: &store.UnreadableError{EndpointID: "ep_bad", Err: errors.New("cannot decrypt")}}})
+	}
+	return nil, nil
+}
+
+func (*spinStore) NextDueAt(context.Context, []string) (time.Time, error) { return t0, nil }
+
+func (*spinStore) ContinueFanOut(context.Context, store.FanOutParams) (store.FanOutResult, error) {
+	return store.FanOutResult{}, nil
+}
+
+func (*spinStore) RescueExpiredLeases(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (*spinStore) MoveEndpointDeliveries(context.Context, store.MoveParams) (int, error) {
+	return 0, nil
+}
+
+// The claimer does not spin on the due deliveries of an endpoint it skips:
+// the next due time counts them, but a claim that skipped them took all
+// else that was due, so it sleeps until the skip ends (the poll interval
+// is an hour, the clock stands still), then claims without the skip.
+func TestClaimerDoesNotSpinOnSkippedEndpoint(t *testing.T) {
+	st := &spinStore{claims: make(chan []string, 64)}
+	clk := clock.NewFake(t0)
+	e, err := New(Config{Store: st, Sender: nopSender{}, Clock: clk, Workers: 4, PollInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = e.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		for {
+			select {
+			case <-ran:
+				return
+			case <-st.claims:
+			}
+		}
+	}()
+	next := func(what string) []string {
+		t.Helper()
+		select {
+		case got := <-st.claims:
+			return got
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("no %s", what)
+			return nil
+		}
+	}
+	if got := next("first claim"); len(got) != 0 {
+		t.Fatalf("first claim skips %q", got)
+	}
+	// The endpoint met, the next claim skips it (what is due is its).
+	if got := next("claim after the endpoint was met"); !slices.Equal(got, []string{"ep_bad"}) {
+		t.Fatalf("claim after the endpoint was met skips %q, want [ep_bad]", got)
+	}
+	// Then the claimer sleeps on the clock until the skip ends.
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	if err := clk.BlockUntilContext(bctx, 3); err != nil { // the claimer's, the rescuer's and the fan-out loop's timers
+		t.Fatalf("the claimer never slept on the clock (it spins on the skipped endpoint's due delivery): %v", err)
+	}
+	select {
+	case got := <-st.claims:
+		t.Fatalf("the claimer claimed again (skipping %q) with the clock standing still: it spins on the skipped endpoint's due delivery", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	if got := next("claim at the skip's end"); len(got) != 0 {
+		t.Fatalf("claim at the skip's end skips %q, want none", got)
+	}
+}

@@ -1,0 +1,203 @@
+package storetest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// unreadable: an endpoint whose stored values do not open with the store's
+// key (a value sealed under a key no node holds after a rekey, or a
+// corrupted one) never stops a claim: the claim returns the other
+// endpoints' deliveries, leaves that endpoint's pending and unleased, and
+// reports it (ClaimParams.Unreadable); ClaimParams.SkipEndpoints keeps a
+// claim off an endpoint's deliveries; once the value opens again its
+// deliveries are claimed as before.
+func (s suite) unreadable(t *testing.T) {
+	for _, column := range []string{"secrets", "headers"} {
+		s.run(t, "LeftOutAndReported/"+column, func(t *testing.T, f *fixture) {
+			bad := newEndpoint("acme")
+			bad.Headers = map[string]string{"X-Team": "storage"}
+			bad = f.createEndpoint(bad)
+			mate := f.endpoint("acme") // the same tenant's other endpoint
+			other := f.endpoint("globex")
+			var want []string // the deliveries of mate and other
+			for i := range 2 {
+				for _, tenant := range []string{"acme", "globex"} {
+					ev := f.publish(tenant, "file.created", at(time.Duration(i)*time.Second)).Event
+					for _, ep := range []store.Endpoint{mate, other} {
+						if ep.Tenant == tenant {
+							want = append(want, f.deliveryFor(ev.ID, ep.ID).ID)
+						}
+					}
+				}
+			}
+			restore := f.seal(column, bad.ID)
+			var met []store.UnreadableEndpoint
+			now := at(time.Minute)
+			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Minute, Now: now,
+				Unreadable: func(u store.UnreadableEndpoint) { met = append(met, u) }})
+			if err != nil {
+				t.Fatalf("ClaimDeliveries with an endpoint whose %s do not open: %v; want the others' deliveries", column, err)
+			}
+			diff(t, "claimed (the other endpoints' deliveries)", sorted(want), sorted(claimIDs(cs)))
+			for _, c := range cs {
+				if c.Endpoint.ID != c.Delivery.EndpointID || len(c.Endpoint.Secrets) == 0 || c.Event.ID != c.Delivery.EventID {
+					t.Errorf("claim %s: endpoint %q with %d secrets, event %q; want its own", c.Delivery.ID, c.Endpoint.ID, len(c.Endpoint.Secrets), c.Event.ID)
+				}
+			}
+			if len(met) != 1 {
+				t.Fatalf("Unreadable called %d times (%+v), want once for %s", len(met), met, bad.ID)
+			}
+			u := met[0]
+			var ue *store.UnreadableError
+			if u.ID != bad.ID || u.Tenant != "acme" || u.Deliveries != 2 || !u.OldestDue.Equal(base) || !errors.As(u.Err, &ue) || ue.EndpointID != bad.ID {
+				t.Errorf("reported %+v; want endpoint %s of acme, 2 deliveries, oldest due %v, an UnreadableError", u, bad.ID, base)
+			}
+			badDeliveries := f.listDeliveries(store.ListDeliveriesParams{EndpointID: bad.ID})
+			if len(badDeliveries) != 2 {
+				t.Fatalf("%d deliveries of %s, want 2", len(badDeliveries), bad.ID)
+			}
+			for _, d := range badDeliveries {
+				d = f.getDelivery(d.ID)
+				if d.State != store.DeliveryPending || d.LeaseOwner != "" || !d.LeaseUntil.IsZero() || d.Attempts != 0 || d.NextAttemptAt.After(at(time.Second)) {
+					t.Errorf("delivery %s of the unreadable endpoint: state %s, lease %q until %v, attempts %d, due %v; want pending, unleased, unattempted, due as before",
+						d.ID, d.State, d.LeaseOwner, d.LeaseUntil, d.Attempts, d.NextAttemptAt)
+				}
+			}
+			f.expectNextDueAt(base) // they are still claimable
+
+			// Without a callback the claim does not fail either.
+			if cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Minute, Now: now}); err != nil || len(cs) != 0 {
+				t.Fatalf("second claim = %v, %v; want none, nil", claimIDs(cs), err)
+			}
+			// A claim that skips the endpoint takes the others' new
+			// deliveries, and does not meet it.
+			ev := f.publish("acme", "file.created", now).Event
+			met = nil
+			cs, err = f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Minute, Now: now,
+				SkipEndpoints: []string{bad.ID}, Unreadable: func(u store.UnreadableEndpoint) { met = append(met, u) }})
+			if err != nil || len(met) != 0 {
+				t.Fatalf("claim skipping %s: %v, reported %+v; want no error, nothing reported", bad.ID, err, met)
+			}
+			diff(t, "claimed skipping the endpoint", []string{f.deliveryFor(ev.ID, mate.ID).ID}, claimIDs(cs))
+
+			// The value opens again (herald rekey with the old key): its
+			// deliveries are claimed, with its values.
+			restore()
+			cs = f.claim("w", 100, time.Minute, now)
+			if len(cs) != 3 {
+				t.Fatalf("after the value opens again: claimed %d, want the endpoint's 3", len(cs))
+			}
+			for _, c := range cs {
+				if c.Endpoint.ID != bad.ID || len(c.Endpoint.Secrets) != 1 || c.Endpoint.Headers["X-Team"] != "storage" {
+					t.Errorf("claim %s after the value opens again: endpoint %+v", c.Delivery.ID, c.Endpoint)
+				}
+			}
+		})
+	}
+	// SkipEndpoints holds in every part of a claim: the round, the fill,
+	// and the fills of a claim that also skips tenants.
+	s.run(t, "SkipEndpoints", func(t *testing.T, f *fixture) {
+		a1, a2 := f.endpoint("a"), f.endpoint("a")
+		b1, b2 := f.endpoint("b"), f.endpoint("b")
+		c1 := f.endpoint("c")
+		for i := range 3 {
+			for _, tenant := range []string{"a", "b", "c"} {
+				f.publish(tenant, "file.created", at(time.Duration(i)*time.Second))
+			}
+		}
+		byEndpoint := func(cs []store.Claim) map[string]int {
+			n := map[string]int{}
+			for _, c := range cs {
+				n[c.Delivery.EndpointID]++
+			}
+			return n
+		}
+		for _, c := range []struct {
+			name                 string
+			limit                int
+			skipTenants, skipEPs []string
+			want                 map[string]int
+		}{
+			{"round and fill", 100, nil, []string{a1.ID, b2.ID}, map[string]int{a2.ID: 3, b1.ID: 3, c1.ID: 3}},
+			{"round only", 3, nil, []string{a1.ID, b2.ID}, map[string]int{a2.ID: 1, b1.ID: 1, c1.ID: 1}},
+			{"skipping a tenant too", 100, []string{"c"}, []string{a1.ID, b2.ID}, map[string]int{a2.ID: 3, b1.ID: 3}},
+			{"skipping every endpoint of a tenant", 100, []string{"c"}, []string{a1.ID, a2.ID, b2.ID}, map[string]int{b1.ID: 3}},
+		} {
+			owner := "w-" + c.name
+			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: owner, Limit: c.limit, Lease: time.Minute, Now: at(time.Hour),
+				SkipTenants: c.skipTenants, SkipEndpoints: c.skipEPs})
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			diff(t, c.name+": claims by endpoint", c.want, byEndpoint(cs))
+			for _, cl := range cs {
+				if slices.Contains(c.skipEPs, cl.Delivery.EndpointID) || slices.Contains(c.skipTenants, cl.Delivery.Tenant) {
+					t.Errorf("%s: claimed %s of skipped endpoint %s (tenant %s)", c.name, cl.Delivery.ID, cl.Delivery.EndpointID, cl.Delivery.Tenant)
+				}
+			}
+			// Give them back for the next case.
+			var back []store.Completion
+			for _, cl := range cs {
+				back = append(back, store.Completion{DeliveryID: cl.Delivery.ID, EndpointID: cl.Delivery.EndpointID, Owner: owner,
+					LeaseUntil: cl.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: cl.Delivery.NextAttemptAt, Now: at(time.Hour)})
+			}
+			f.complete(back...)
+		}
+	})
+}
+
+// seal makes the sealed column ("secrets" or "headers") of endpoint id a
+// value the store's key does not open (sealed under another key, as far as
+// the store can tell) and returns the function that puts the original back
+// (as herald rekey with the old key would move it to the store's key). It
+// skips the test when the driver cannot rewrite sealed values.
+func (f *fixture) seal(column, id string) (restore func()) {
+	f.t.Helper()
+	sealed := f.s.Capabilities().Sealed
+	if sealed == nil {
+		f.t.Skip("the driver declares no Sealed: no way to store a value under another key")
+	}
+	var c store.SealedColumn
+	for _, sc := range store.SealedColumns {
+		if sc.Table == "endpoints" && sc.Column == column {
+			c = sc
+		}
+	}
+	old, ok, err := sealed.SealedValue(f.ctx, c, id)
+	if err != nil || !ok {
+		f.t.Fatalf("SealedValue(endpoints.%s, %s) = %v, %v", column, id, ok, err)
+	}
+	// 12 bytes of nonce and a ciphertext with its 16-byte tag that no key
+	// made.
+	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
+	v := foreign
+	if c.Member != nil {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(old), &m); err != nil || len(m) == 0 {
+			f.t.Fatalf("endpoints.%s of %s = %q: want a JSON object with members", column, id, old)
+		}
+		for k := range m {
+			m[k] = foreign
+		}
+		b, _ := json.Marshal(m)
+		v = string(b)
+	}
+	replace := func(from, to string) {
+		f.t.Helper()
+		if ok, err := sealed.ReplaceSealed(f.ctx, c, id, from, to); err != nil || !ok {
+			f.t.Fatalf("ReplaceSealed(endpoints.%s, %s) = %v, %v", column, id, ok, err)
+		}
+	}
+	replace(old, v)
+	if _, err := f.s.GetEndpoint(f.ctx, id); err == nil {
+		f.t.Fatalf("GetEndpoint(%s) with endpoints.%s under another key: no error", id, column)
+	}
+	return func() { replace(v, old) }
+}

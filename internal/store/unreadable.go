@@ -1,0 +1,86 @@
+package store
+
+import "time"
+
+// UnreadableError is the error of an endpoint row that was read but whose
+// stored values do not open or decode on this node: a sealed value (its
+// signing secrets, a custom header value) under an encryption key this
+// node does not hold (a node not restarted with the new key, or a value
+// sealed under a key no node holds any more after a rekey), or a corrupted
+// value. Drivers return it, wrapping the cause, from every read of such an
+// endpoint; Error is the cause's message. A claim that meets it does not
+// fail: it leaves that endpoint's deliveries out (ClaimParams.Unreadable).
+type UnreadableError struct {
+	EndpointID string
+	Err        error
+}
+
+func (e *UnreadableError) Error() string { return e.Err.Error() }
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// Unreadable wraps err, the failure to decode the stored values of
+// endpoint id, in an *UnreadableError (nil for nil).
+func Unreadable(id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UnreadableError{EndpointID: id, Err: err}
+}
+
+// UnreadableEndpoint is an endpoint a claim left out because its stored
+// values do not open (ClaimParams.Unreadable).
+type UnreadableEndpoint struct {
+	ID, Tenant string
+	// Deliveries is how many of its deliveries the claim had taken and
+	// left out: pending, unleased, unchanged otherwise.
+	Deliveries int
+	// OldestDue is the earliest NextAttemptAt among them.
+	OldestDue time.Time
+	// Err says why (the *UnreadableError), joined on PostgreSQL with the
+	// failure to give their leases back, if that failed (they then wait
+	// for the rescue).
+	Err error
+}
+
+// DropUnreadable takes out of claims (in place, in order) the claims of
+// the endpoints in bad, and returns the claims kept, the delivery ids of
+// those taken out, and one UnreadableEndpoint per endpoint of bad that had
+// claims, in the order their first claim came. Drivers call it from
+// ClaimDeliveries when the claim met an endpoint whose values do not open
+// (bad not empty), before they give back the leases of the deliveries
+// taken out and report them (ClaimParams.Report).
+func DropUnreadable(claims []Claim, bad map[string]*UnreadableError) (kept []Claim, dropped []string, report []UnreadableEndpoint) {
+	kept = claims[:0]
+	for _, c := range claims {
+		u, ok := bad[c.Delivery.EndpointID]
+		if !ok {
+			kept = append(kept, c)
+			continue
+		}
+		dropped = append(dropped, c.Delivery.ID)
+		i := 0
+		for i < len(report) && report[i].ID != c.Delivery.EndpointID {
+			i++
+		}
+		if i == len(report) {
+			report = append(report, UnreadableEndpoint{ID: c.Delivery.EndpointID, Tenant: c.Delivery.Tenant, OldestDue: c.Delivery.NextAttemptAt, Err: u})
+		}
+		r := &report[i]
+		r.Deliveries++
+		if c.Delivery.NextAttemptAt.Before(r.OldestDue) {
+			r.OldestDue = c.Delivery.NextAttemptAt
+		}
+	}
+	clear(claims[len(kept):]) // no stale copies behind the kept ones
+	return kept, dropped, report
+}
+
+// Report calls p.Unreadable, when set, with each endpoint of us.
+func (p ClaimParams) Report(us []UnreadableEndpoint) {
+	if p.Unreadable == nil {
+		return
+	}
+	for _, u := range us {
+		p.Unreadable(u)
+	}
+}

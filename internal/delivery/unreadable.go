@@ -26,13 +26,14 @@ import (
 //   - logs a WARN naming the endpoint once per skip, not at every claim,
 //     and counts the endpoints skipped (herald_endpoints_unreadable);
 //   - postpones the endpoint's due deliveries to the skip's end when no
-//     other claimer could open them (Store.PostponeEndpointDeliveries, as
-//     an open circuit does; no attempt is consumed, the deliveries stay
-//     pending): always on a store one process claims from (SQLite,
-//     Config.SoleClaimer), and on a shared one (PostgreSQL) once a claim
-//     after a whole skip still meets a delivery that was due when the last
-//     one gave it back (no node delivered it meanwhile). Otherwise each
-//     claim would step over that backlog row by row while it is skipped.
+//     other claimer could open them (as an open circuit does: no attempt
+//     is consumed, the deliveries stay pending): every one due, on a store
+//     one process claims from (SQLite, Config.SoleClaimer); on a shared
+//     one (PostgreSQL) only those that were due when the last claim here
+//     gave them back and are still there a whole skip later (no node
+//     delivered them), so that the ones due since stay due for a node that
+//     may hold the key. Otherwise each claim would step over that backlog
+//     row by row while it is skipped.
 //
 // Nothing of this runs on a claim that meets no such endpoint: the claimer
 // reads one atomic counter.

@@ -485,12 +485,13 @@ UPDATE deliveries SET lease_owner = $1, lease_until = $2
 // (store.ClaimParams.SkipEndpoints, the last parameter: $8, $5 and $7). The
 // endpoint is not in the due indexes, so the variants filter the rows they
 // step over; a claim that skips none runs the statements unchanged. The
-// filter compares endpoint_id || ”, an expression without statistics, so
-// the planner takes the default selectivity (most rows pass) rather than
-// the column's: with few distinct endpoints it estimated that almost no
-// row passes a filter against a parameter array, and a generic plan read
-// every due row through a bitmap and sorted them instead of walking
-// deliveries_due in order up to the LIMIT (TestQueueQueriesUseDueIndex).
+// filter compares the endpoint concatenated with the empty string, an
+// expression without statistics, so the planner takes the default
+// selectivity (most rows pass) rather than the column's: with few distinct
+// endpoints it estimated that almost no row passes a filter against a
+// parameter array, and a generic plan read every due row through a bitmap
+// and sorted them instead of walking deliveries_due in order up to the
+// LIMIT (TestQueueQueriesUseDueIndex).
 var (
 	claimFairQuery           = claimFairSQL("")
 	claimFairSkipEPQuery     = claimFairSQL(" AND d.endpoint_id || '' <> ALL ($8::text[])")

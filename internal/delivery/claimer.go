@@ -116,8 +116,15 @@ func (e *Engine) claim(ctx context.Context) {
 		// interval or the first of their skips to end (held) when the
 		// next due time is already past, instead of claiming nothing
 		// again at once.
+		// A claim that left endpoints' deliveries out (met) was cut short
+		// by them, not by a lack of due work: it does not hold (the next
+		// claim skips them too), unless it took nothing on a shared store,
+		// where a node lacking the key for every endpoint would otherwise
+		// lease and give back the whole due queue without a pause (a sole
+		// claimer postponed what it left out: nothing to step over).
+		cutShort := len(met) > 0 && (len(claims) > 0 || e.cfg.SoleClaimer)
 		held := time.Time{}
-		if len(skipEP) > 0 && (len(claims) > 0 || len(skip) == 0) {
+		if len(skipEP) > 0 && !cutShort && (len(claims) > 0 || len(skip) == 0) {
 			held = skipEnd
 		}
 		dueNow := e.waitForWork(ctx, held)

@@ -3,10 +3,13 @@ package delivery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,5 +260,111 @@ func TestClaimerDoesNotSpinOnSkippedEndpoint(t *testing.T) {
 	clk.Advance(time.Second)
 	if got := next("claim at the skip's end"); len(got) != 0 {
 		t.Fatalf("claim at the skip's end skips %q, want none", got)
+	}
+}
+
+// cutShortStore: the first claim meets ep_a; the second, skipping ep_a,
+// takes four deliveries of which only `readable` open (ep_ok's) and leaves
+// the rest, ep_b's, out; later claims take nothing. The next due time is
+// always past (others' deliveries due behind the cut-short claim).
+type cutShortStore struct {
+	wakeStore
+	readable int
+	calls    chan []string
+	n        atomic.Int32
+}
+
+func (s *cutShortStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]store.Claim, error) {
+	s.calls <- slices.Clone(p.SkipEndpoints)
+	bad := func(id string, n int) {
+		p.Report([]store.UnreadableEndpoint{{ID: id, Tenant: "acme", Deliveries: n, OldestDue: t0,
+			Err: &store.UnreadableError{EndpointID: id, Err: errors.New("cannot decrypt")}}})
+	}
+	switch s.n.Add(1) {
+	case 1:
+		bad("ep_a", 1)
+	case 2:
+		var cs []store.Claim
+		for i := range s.readable {
+			cs = append(cs, store.Claim{Delivery: store.Delivery{ID: fmt.Sprintf("dlv_%d", i), Tenant: "acme", EndpointID: "ep_ok", NextAttemptAt: t0},
+				Endpoint: holdEndpoint("ep_ok")})
+		}
+		bad("ep_b", p.Limit-s.readable)
+		return cs, nil
+	}
+	return nil, nil
+}
+
+func (*cutShortStore) NextDueAt(context.Context, []string) (time.Time, error) { return t0, nil }
+
+func (*cutShortStore) ContinueFanOut(context.Context, store.FanOutParams) (store.FanOutResult, error) {
+	return store.FanOutResult{}, nil
+}
+
+func (*cutShortStore) RescueExpiredLeases(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (*cutShortStore) PostponeEndpointDeliveries(context.Context, string, time.Time) (int, error) {
+	return 0, nil
+}
+
+func (*cutShortStore) MoveEndpointDeliveries(context.Context, store.MoveParams) (int, error) {
+	return 0, nil
+}
+
+// A claim cut short by an endpoint whose values do not open (it left that
+// endpoint's deliveries out of the workers it had, so it took fewer than it
+// asked for) did not take all else that was due: the claimer claims again
+// at once, as after a full claim, rather than sleeping until another
+// skipped endpoint's skip ends (up to a minute) or the poll interval with
+// other endpoints' deliveries due. Only a claim that took nothing on a
+// shared store waits (a node lacking the key for every endpoint would
+// otherwise lease and give back the whole queue without a pause); a sole
+// claimer postponed what it left out, so its next claim steps over none.
+func TestClaimerClaimsAgainAfterAClaimCutShortByUnreadable(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		sole     bool
+		readable int
+	}{
+		{"shared store, some readable", false, 1},
+		{"sole claimer, none readable", true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := &cutShortStore{readable: c.readable, calls: make(chan []string, 64)}
+			clk := clock.NewFake(t0)
+			e, err := New(Config{Store: st, Sender: nopSender{}, Clock: clk, Workers: 4, ClaimBatch: 4, PollInterval: time.Hour,
+				SoleClaimer: c.sole, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			ran := make(chan struct{})
+			go func() {
+				defer close(ran)
+				_ = e.Run(ctx)
+			}()
+			defer func() {
+				cancel()
+				<-ran
+			}()
+			// Wait until the claimer sleeps on the clock (its wake-up
+			// announced), which it does once a claim skipping both
+			// endpoints took nothing.
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) { // a hang guard
+				if w := e.wakeAt.Load(); w != 0 && w != math.MaxInt64 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the claimer never slept")
+				}
+			}
+			var calls [][]string
+			for len(st.calls) > 0 {
+				calls = append(calls, <-st.calls)
+			}
+			if len(calls) < 3 || !slices.Equal(calls[2], []string{"ep_a", "ep_b"}) && !slices.Equal(calls[2], []string{"ep_b", "ep_a"}) {
+				t.Fatalf("claims before the claimer slept skipped %q; want a third claim, skipping ep_a and ep_b, right after the one cut short", calls)
+			}
+		})
 	}
 }

@@ -328,6 +328,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Clock:               cfg.Clock,
 		Membership:          caps.Membership,
 		SoleClaimer:         caps.Exclusive != nil,
+		KeyCheck:            func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,
 		Completers:          claimers,

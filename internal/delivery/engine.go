@@ -147,6 +147,15 @@ type Config struct {
 	// node would open either, so it postpones them while it skips the
 	// endpoint, instead of leaving them due (unreadable.go).
 	SoleClaimer bool
+	// KeyCheck, optional, reports whether this node holds the encryption
+	// key the store's values are sealed under now (store.CheckKey; an
+	// error when it does not: a node not restarted with the new key
+	// before `herald rekey`). On a shared store, a node whose check fails
+	// never postpones the deliveries of endpoints it cannot open: other
+	// nodes hold the key and may only have had no room for them yet
+	// (unreadable.go). Called at most once per claim that meets such an
+	// endpoint, and only when a postponement is due.
+	KeyCheck func(context.Context) error
 	// Metrics, optional.
 	Metrics *metrics.Metrics
 	// Tracer, optional (nil: tracing off): a client span per attempt,

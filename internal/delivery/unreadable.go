@@ -32,8 +32,10 @@ import (
 //     one (PostgreSQL) only those that were due when the last claim here
 //     gave them back and are still there a whole skip later (no node
 //     delivered them), so that the ones due since stay due for a node that
-//     may hold the key. Otherwise each claim would step over that backlog
-//     row by row while it is skipped.
+//     may hold the key; and never on a node whose own key check fails
+//     (Config.KeyCheck: the node lacks the current key, so nodes holding
+//     it exist and may only have had no room yet). Otherwise each claim
+//     would step over that backlog row by row while it is skipped.
 //
 // Nothing of this runs on a claim that meets no such endpoint: the claimer
 // reads one atomic counter.
@@ -154,6 +156,18 @@ func (e *Engine) unreadableMet(ctx context.Context, us []store.UnreadableEndpoin
 	}
 	e.unreadableChanged()
 	s.mu.Unlock()
+	if !e.cfg.SoleClaimer && len(postpone) > 0 && e.cfg.KeyCheck != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := e.cfg.KeyCheck(kctx)
+		cancel()
+		if err != nil {
+			// This node lacks the current key: the nodes that hold it
+			// deliver these when they have room; moving them would delay
+			// those nodes (up to a skip each time).
+			e.cfg.Logger.Info("not postponing the deliveries of endpoints whose values do not open here: this node's key check failed, other nodes may hold the key", "endpoints", len(postpone), "error", err)
+			postpone = nil
+		}
+	}
 	for _, p := range postpone {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		var err error

@@ -172,6 +172,51 @@ func TestUnreadableEndpointSkips(t *testing.T) {
 	}
 }
 
+// TestUnreadableNoPostponeWithoutTheKey: on a shared store, a node whose
+// own key check fails (it lacks the current key: other nodes hold it)
+// never postpones the deliveries of an endpoint it cannot open, even those
+// still due a whole skip after it gave them back (the key-holding nodes may
+// only have had no room); with the check passing (a value no node opens)
+// it does, as TestUnreadableEndpointSkips shows; a sole claimer is not
+// affected by the check.
+func TestUnreadableNoPostponeWithoutTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sole      bool
+		keyErr    error
+		wantMoves []string
+	}{
+		{"shared store, key check fails", false, errors.New("the store's encrypted values do not open with this node's encryption key"), nil},
+		{"shared store, key check passes", false, nil, []string{"move ep_bad ..0s 3s"}},
+		{"sole claimer, key check fails", true, errors.New("stale key"), []string{"postpone ep_bad 3s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			st := &moveStore{}
+			var checks atomic.Int32
+			e, err := New(Config{Store: st, Sender: nopSender{}, Clock: clk, SoleClaimer: tc.sole,
+				Logger:   slog.New(slog.NewTextHandler(&testutil.SyncBuffer{}, nil)),
+				KeyCheck: func(context.Context) error { checks.Add(1); return tc.keyErr }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			meet := func(at time.Duration) {
+				e.unreadableMet(t.Context(), []store.UnreadableEndpoint{{ID: "ep_bad", Tenant: "acme", Deliveries: 1, OldestDue: t0,
+					Err: &store.UnreadableError{EndpointID: "ep_bad", Err: errors.New("cannot decrypt")}}}, t0.Add(at))
+			}
+			meet(0)
+			st.took()
+			meet(time.Second) // the delivery due at 0 is still there after the skip
+			if got := st.took(); !slices.Equal(got, tc.wantMoves) {
+				t.Errorf("moves %q, want %q", got, tc.wantMoves)
+			}
+			if !tc.sole && checks.Load() != 1 {
+				t.Errorf("key checked %d times, want once (only when a postponement is due)", checks.Load())
+			}
+		})
+	}
+}
+
 // spinStore reports, at every claim that does not skip it, an endpoint
 // whose values do not open (its delivery left out), and says at every
 // next-due read that a delivery is due now: that endpoint's, which the

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // UnreadableError is the error of an endpoint row that was read but whose
 // stored values do not open or decode on this node: a sealed value (its
@@ -40,6 +43,23 @@ type UnreadableEndpoint struct {
 	// failure to give their leases back, if that failed (they then wait
 	// for the rescue).
 	Err error
+}
+
+// NoteUnreadable records in *bad (made on first use) the endpoint of err
+// when err is an *UnreadableError, and returns nil; any other error it
+// returns as is. Drivers call it on each endpoint row a claim reads, so
+// that such an endpoint's deliveries are left out (DropUnreadable), not
+// the claim.
+func NoteUnreadable(bad *map[string]*UnreadableError, err error) error {
+	var u *UnreadableError
+	if !errors.As(err, &u) {
+		return err
+	}
+	if *bad == nil {
+		*bad = map[string]*UnreadableError{}
+	}
+	(*bad)[u.EndpointID] = u
+	return nil
 }
 
 // DropUnreadable takes out of claims (in place, in order) the claims of

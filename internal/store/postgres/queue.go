@@ -615,16 +615,11 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		for rows.Next() {
 			e, err := s.scanEndpoint(rows)
 			if err != nil {
-				var u *store.UnreadableError
-				if !errors.As(err, &u) {
-					return err
-				}
 				// Its values do not open here: its deliveries are
 				// left out below, not the claim.
-				if bad == nil {
-					bad = map[string]*store.UnreadableError{}
+				if err := store.NoteUnreadable(&bad, err); err != nil {
+					return err
 				}
-				bad[u.EndpointID] = u
 				continue
 			}
 			endpoints[e.ID] = e

@@ -1058,15 +1058,7 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
 		e, err := s.scanEndpoint(sc)
 		if err != nil {
-			var u *store.UnreadableError
-			if !errors.As(err, &u) {
-				return err
-			}
-			if bad == nil {
-				bad = map[string]*store.UnreadableError{}
-			}
-			bad[u.EndpointID] = u
-			return nil
+			return store.NoteUnreadable(&bad, err)
 		}
 		endpoints[e.ID] = e
 		return nil

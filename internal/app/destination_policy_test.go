@@ -1,14 +1,11 @@
 package app_test
 
 import (
-	"context"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
-	"github.com/herald-webhooks/herald/internal/testutil"
 )
 
 // TestSourceDestinationPolicy: the server checks sources' destinations
@@ -55,24 +52,13 @@ func TestAllowCIDRInsideLinkLocalWarns(t *testing.T) {
 		{[]string{"0.0.0.0/0", "::/0", "100.64.0.0/10"}, false},
 		{[]string{"10.0.0.0/8"}, false},
 	} {
-		var logs testutil.SyncBuffer
-		var prefixes []netip.Prefix
-		for _, r := range c.ranges {
-			prefixes = append(prefixes, netip.MustParsePrefix(r))
-		}
-		db, _ := testDB(t)
-		m, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: db, APIKey: testAPIKey, Dev: true,
-			AllowCIDRs: prefixes, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Close()
-		got := strings.Contains(logs.String(), "level=WARN msg=\"--allow-cidr opens link-local or cloud metadata addresses")
+		logs := startLogs(t, func(cfg *app.Config) { cfg.AllowCIDRs = mustPrefixes(c.ranges) })
+		got := strings.Contains(logs, "level=WARN msg=\"--allow-cidr opens link-local or cloud metadata addresses")
 		if got != c.warn {
-			t.Errorf("--allow-cidr %v: warned %v, want %v; logs:\n%s", c.ranges, got, c.warn, logs.String())
+			t.Errorf("--allow-cidr %v: warned %v, want %v; logs:\n%s", c.ranges, got, c.warn, logs)
 		}
-		if c.warn && !strings.Contains(logs.String(), "range="+c.ranges[len(c.ranges)-1]) {
-			t.Errorf("the warning does not name the range %s:\n%s", c.ranges[len(c.ranges)-1], logs.String())
+		if c.warn && !strings.Contains(logs, "range="+c.ranges[len(c.ranges)-1]) {
+			t.Errorf("the warning does not name the range %s:\n%s", c.ranges[len(c.ranges)-1], logs)
 		}
 	}
 }

@@ -25,24 +25,38 @@ func TestTrustedProxyEverywhereWarns(t *testing.T) {
 		{[]string{"10.0.0.0/8", "::/0"}, true},
 		{[]string{"10.0.0.0/8", "192.0.2.7/32"}, false},
 	} {
-		var logs testutil.SyncBuffer
-		var prefixes []netip.Prefix
-		for _, r := range c.ranges {
-			prefixes = append(prefixes, netip.MustParsePrefix(r))
-		}
-		db, _ := testDB(t)
-		m, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: db, APIKey: testAPIKey, Dev: true,
-			TrustedProxies: prefixes, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Close()
-		got := strings.Contains(logs.String(), "level=WARN msg=\"--trusted-proxy trusts every address")
+		logs := startLogs(t, func(cfg *app.Config) { cfg.TrustedProxies = mustPrefixes(c.ranges) })
+		got := strings.Contains(logs, "level=WARN msg=\"--trusted-proxy trusts every address")
 		if got != c.warn {
-			t.Errorf("--trusted-proxy %v: warned %v, want %v; logs:\n%s", c.ranges, got, c.warn, logs.String())
+			t.Errorf("--trusted-proxy %v: warned %v, want %v; logs:\n%s", c.ranges, got, c.warn, logs)
 		}
-		if c.warn && !strings.Contains(logs.String(), "range="+c.ranges[len(c.ranges)-1]) {
-			t.Errorf("the warning does not name the range %s:\n%s", c.ranges[len(c.ranges)-1], logs.String())
+		if c.warn && !strings.Contains(logs, "range="+c.ranges[len(c.ranges)-1]) {
+			t.Errorf("the warning does not name the range %s:\n%s", c.ranges[len(c.ranges)-1], logs)
 		}
 	}
+}
+
+// startLogs starts a node in --dev mode on a fresh test database with the
+// changes of configure, closes it, and returns what it logged.
+func startLogs(t *testing.T, configure func(*app.Config)) string {
+	t.Helper()
+	var logs testutil.SyncBuffer
+	db, _ := testDB(t)
+	cfg := app.Config{Addr: "127.0.0.1:0", DB: db, APIKey: testAPIKey, Dev: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	configure(&cfg)
+	m, err := app.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	return logs.String()
+}
+
+// mustPrefixes parses CIDR ranges written by a test.
+func mustPrefixes(ranges []string) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, r := range ranges {
+		ps = append(ps, netip.MustParsePrefix(r))
+	}
+	return ps
 }

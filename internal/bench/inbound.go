@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if err := h.api.call(ctx, "POST", "/v1/sources", body, &src); err != nil {
 		return nil, fmt.Errorf("create source: %w", err)
 	}
-	hr, err := r.ingest(ctx, "herald", h.api.base+src.IngestPath, r.runID+"-", h.pid(), r.settleForwards(rcv, "/inbound"))
+	hr, err := r.ingest(ctx, "herald", h.api.base+src.IngestPath, r.runID+"-", h.pid(), rcv.pid(), r.settleForwards(rcv, "/inbound"))
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +90,13 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("latency_errors", hr.open.Errors, "")
 	res.add("herald_cpu_seconds", hr.cpu, "throughput phase")
 	res.add("herald_cpu_us_per_request", perRequestUS(hr.cpu, hr.closed.OK), "throughput phase, forwards included")
+	res.add("load_cpu_us_per_request", perRequestUS(hr.loadCPU, hr.closed.OK), "throughput phase: the bench process (the providers' clients and signing)")
+	res.add("receiver_cpu_us_per_request", perRequestUS(hr.receiverCPU, hr.closed.OK), "throughput phase: the receiver of the forwards")
+	// What a request may cost Herald at the target rate when the cores
+	// are the limit: the machine's cores at 9,000 requests/s, less what
+	// the load generator and the receiver took per request in this run.
+	res.add("herald_cpu_budget_us_per_request", round(float64(runtime.NumCPU())*1e6/9000-perRequestUS(hr.loadCPU, hr.closed.OK)-perRequestUS(hr.receiverCPU, hr.closed.OK), 1),
+		fmt.Sprintf("at 9,000 requests/s, the %d cores less the load generator's and the receiver's shares", runtime.NumCPU()))
 	res.add("forwards_behind", hr.backlog, "acknowledged but not yet forwarded when the throughput phase ended")
 	res.add("settle_seconds", secs(hr.settled), "the wait for them before the latency phase")
 	res.add("herald_cpu_seconds_latency", hr.cpuOpen, "latency phase")
@@ -131,7 +139,7 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	if peerPID > 0 { // a peer given by URL forwards elsewhere
 		peerSettle = r.settleForwards(rcv, "/peer")
 	}
-	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID, peerSettle)
+	pr, err := r.ingest(ctx, "peer", peerURL, r.runID+"-peer-", peerPID, 0, peerSettle)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +185,10 @@ type ingestRun struct {
 	rps    float64
 	tp, lp pcts
 	cpu    float64 // CPU seconds of the throughput phase
+	// loadCPU and receiverCPU are the CPU seconds of the throughput phase
+	// of the bench process (the load generator, the providers' signing
+	// included) and of the receiver's process (0 without one).
+	loadCPU, receiverCPU float64
 	// cpuOpen is the CPU seconds of the latency phase (open loop): with
 	// cpu, what a request costs when batches are small against full ones.
 	cpuOpen float64
@@ -216,9 +228,10 @@ func (r *runner) settleForwards(rcv *receiverProc, prefix string) settleFunc {
 // url, a receiver of GitHub webhooks signed with inboundSecret. Request i
 // has the delivery id idPrefix+i; its body depends on i only, so every
 // receiver gets the same bodies. pid's process tree is charged the CPU of
-// the throughput phase (none when pid is 0). settle (nil: none) is called
-// between the two phases with the number acknowledged so far.
-func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int, settle settleFunc) (ingestRun, error) {
+// the throughput phase (none when pid is 0), and so is the receiver's
+// process rcvPID (none when 0). settle (nil: none) is called between the
+// two phases with the number acknowledged so far.
+func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid, rcvPID int, settle settleFunc) (ingestRun, error) {
 	o := r.o
 	payload := bytes.Repeat([]byte("x"), max(0, o.BodyBytes-40))
 	client := loadClient(o.Concurrency)
@@ -266,9 +279,10 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 
 	// Throughput: closed loop.
 	r.logf("inbound, %s: %d providers sending for %s", name, o.Concurrency, o.Duration)
-	cpu0 := treeCPU(pid)
+	cpu0, load0, rcv0 := treeCPU(pid), procCPU(os.Getpid()), treeCPU(rcvPID)
 	cl := runClosedLoop(ctx, o.Concurrency, o.Duration, send)
 	cpu := round(treeCPU(pid)-cpu0, 2)
+	loadCPU, rcvCPU := round(procCPU(os.Getpid())-load0, 2), round(treeCPU(rcvPID)-rcv0, 2)
 	if ctx.Err() != nil {
 		return ingestRun{}, ctx.Err()
 	}
@@ -298,7 +312,7 @@ func (r *runner) ingest(ctx context.Context, name, url, idPrefix string, pid int
 	if ctx.Err() != nil {
 		return ingestRun{}, ctx.Err()
 	}
-	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu, cpuOpen: cpuOpen, backlog: backlog, settled: settled}, nil
+	return ingestRun{closed: cl, open: ol, warmed: warm.OK, rps: perSecond(int64(cl.OK), cl.Elapsed), tp: percentiles(cl.CallNS), lp: percentiles(ol.CallNS), cpu: cpu, loadCPU: loadCPU, receiverCPU: rcvCPU, cpuOpen: cpuOpen, backlog: backlog, settled: settled}, nil
 }
 
 // waitForwards waits until the receiver has had want requests under prefix

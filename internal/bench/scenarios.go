@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -49,8 +50,13 @@ type drainRun struct {
 	Drain             time.Duration // first resume call to the last arrival
 	Duplicates        int64
 	HeraldCPU         float64       // seconds of CPU Herald used during Drain
+	ReceiverCPU       float64       // seconds of CPU the receiver used during Drain
 	RefBefore         time.Duration // the reference just before the drain
 	RefAfter          time.Duration // and just after
+	// The CPU seconds of the reference run before the drain: the
+	// receiver's, and the bench process's (the reference's clients, and
+	// the bench's poll of the receiver's arrival count).
+	RefReceiverCPU, RefClientCPU float64
 }
 
 func (d drainRun) perSecond() float64 { return perSecond(d.Deliveries, d.Drain) }
@@ -106,13 +112,16 @@ func (r *runner) measureDrain(ctx context.Context, h *heraldProc, rcv *receiverP
 		return time.Duration(st.LastNS - t0.UnixNano()), nil
 	}
 	if withReference {
+		rcv0, self0 := procCPU(rcv.pid()), procCPU(os.Getpid())
 		if d.RefBefore, err = runReference("/ref/" + label + "/before"); err != nil {
 			return d, err
 		}
+		d.RefReceiverCPU = round(procCPU(rcv.pid())-rcv0, 2)
+		d.RefClientCPU = round(procCPU(os.Getpid())-self0, 2)
 	}
 
 	r.logf("%s: resuming %d endpoints; draining %d deliveries", label, m, d.Deliveries)
-	cpu0 := procCPU(h.pid())
+	cpu0, rcvCPU0 := procCPU(h.pid()), procCPU(rcv.pid())
 	t0 := time.Now()
 	if err := r.setStates(ctx, h, ids, "resume"); err != nil {
 		return d, err
@@ -123,6 +132,7 @@ func (r *runner) measureDrain(ctx context.Context, h *heraldProc, rcv *receiverP
 		return d, err
 	}
 	d.HeraldCPU = round(procCPU(h.pid())-cpu0, 2)
+	d.ReceiverCPU = round(procCPU(rcv.pid())-rcvCPU0, 2)
 	d.Drain = time.Duration(st.LastNS - t0.UnixNano())
 	d.Duplicates = st.Duplicates
 	if withReference {
@@ -189,6 +199,20 @@ func (r *runner) drain(ctx context.Context) (*Result, error) {
 	res.add("ratio", ratioV, "deliveries / reference")
 	res.add("duplicates", d.Duplicates, "deliveries that arrived twice")
 	res.add("herald_cpu_seconds", d.HeraldCPU, "during the drain")
+	perDelivery := func(cpu float64) float64 { return round(cpu*1e6/float64(d.Deliveries), 1) }
+	res.add("herald_cpu_us_per_delivery", perDelivery(d.HeraldCPU), "during the drain")
+	res.add("receiver_cpu_us_per_delivery", perDelivery(d.ReceiverCPU), "the receiver's, during the drain")
+	res.add("reference_receiver_cpu_us_per_request", perDelivery(d.RefReceiverCPU), "the receiver's, during the reference before the drain")
+	res.add("reference_client_cpu_us_per_request", perDelivery(d.RefClientCPU), "the bench process's (the reference's clients and the arrival poll)")
+	// The CPU a delivery may cost Herald at the target ratio when the
+	// cores are the limit: at that rate, what the receiver leaves of the
+	// machine's cores, per delivery. A Herald above it cannot reach the
+	// target on this machine whatever its pipeline does.
+	budget := 0.0
+	if rate := r.drainTarget() * d.referencePerSecond(); rate > 0 {
+		budget = round(float64(runtime.NumCPU())*1e6/rate-perDelivery(d.ReceiverCPU), 1)
+	}
+	res.add("herald_cpu_budget_us_per_delivery", budget, fmt.Sprintf("at ratio %.2g, the %d cores less the receiver's share, per delivery", r.drainTarget(), runtime.NumCPU()))
 	r.heraldCounters(ctx, res, h)
 	res.target("ratio", ">=", r.drainTarget(), ratioV, "")
 	return res, nil

@@ -230,7 +230,9 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 	}
 	maker := newEventMaker(tenant, "bench.latency", o.BodyBytes)
 	r.logf("publishing %d events/s for %s to %d endpoint(s)", o.Rate, o.Duration, o.Endpoints)
+	cpu0 := procCPU(h.pid())
 	ol := publishOpenLoop(ctx, h.api, maker, o.Rate, o.Duration, o.Concurrency)
+	cpu := procCPU(h.pid()) - cpu0
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -268,6 +270,7 @@ func (r *runner) latency(ctx context.Context) (*Result, error) {
 	res.add("max_ms", p.Max, "")
 	res.add("publish_p50_ms", call.P50, "the publish call")
 	res.add("publish_p99_ms", call.P99, "")
+	res.add("herald_cpu_us_per_event", round(cpu*1e6/float64(ol.OK), 1), "while publishing: the publishes and their deliveries")
 	r.heraldCounters(ctx, res, h)
 	note := ""
 	if o.Rate != 1000 {

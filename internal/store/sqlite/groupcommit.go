@@ -185,11 +185,14 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 	// completion waits for the writer: the writer is then the bottleneck,
 	// and one claim reads many groups' deliveries for less than a read per
 	// group (herald bench inbound: 4,058–4,429 requests/s handing off every
-	// group, 4,811–5,124 with this rule, 4,853–5,150 without a hand-off).
+	// group, 4,811–5,124 with this rule, 4,853–5,150 without a hand-off,
+	// when a hand-off read its deliveries and events back; since it builds
+	// them from memory, handing off while a claim or completion waits was
+	// measured again and made no difference, docs/BENCHMARKS.md).
 	var b *handOffBatch
 	if _, queued := c.s.gate.waiting(); len(c.queue) == 0 && queued == 0 {
 		if b = c.s.reserveHandOff(g.due); b != nil {
-			b.loadAndLease(ctx, c.s, tx)
+			b.loadAndLease(ctx, c.s, tx, handOffEvents(answers))
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -1,8 +1,11 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
+	"maps"
 	"os"
 	"time"
 
@@ -11,7 +14,8 @@ import (
 
 // The hand-off (store.HandOffer): the deliveries a publish group creates
 // due now are offered to this process's engine before the group commits;
-// what it reserves is read and leased on the group's transaction, so that
+// the claims of what it reserves are built from the group's memory (only
+// their endpoints read) and leased on the group's transaction, so that
 // from its commit on every claim, pause, disable or postponement sees them
 // in flight (nothing may come between the rows and the leases), and the
 // workers get the claims after the writer is released. Below saturation
@@ -35,7 +39,7 @@ type handOffBatch struct {
 type handOffPart struct {
 	rows   []deliveryRow // the part's deliveries, in creation order
 	n      int           // workers reserved (len(rows))
-	claims []store.Claim // read and leased on the group's transaction (loadAndLease)
+	claims []store.Claim // built and leased on the group's transaction (loadAndLease)
 }
 
 // reserveHandOff offers rows (a group's due deliveries, in creation order,
@@ -73,44 +77,93 @@ func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 	return b
 }
 
-// loadAndLease reads the claims of b's deliveries on the group's
-// transaction, before its commit (one snapshot: no API write can come
-// between the rows and the leases), and records their leases: from then
-// on a claim, a pause, a disable or a breaker's postponement sees them in
-// flight. A delivery that cannot be read stays unleased (Take gives its
-// worker back and wakes the claimer). If the commit then fails, unlease.
-func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx) {
-	var ids []string
+// loadAndLease builds the claims of b's deliveries and records their
+// leases, on the group's transaction before its commit (one snapshot: no
+// API write can come between the rows and the leases): from then on a
+// claim, a pause, a disable or a breaker's postponement sees them in
+// flight. The deliveries and their events are the ones the group just
+// wrote, taken from its memory (events: the created publishes' events, by
+// id), as loadClaims would read them back; only their endpoints are read
+// (their secrets and headers are opened as a claim's). Reading the
+// deliveries and events back cost 15–35 µs per handed-off delivery
+// (docs/BENCHMARKS.md, "Round 2, nineteenth session"). A delivery that
+// cannot be claimed (its endpoint's values do not open, or it was not
+// read) stays unleased: Take gives its worker back and wakes the claimer.
+// If the commit then fails, unlease.
+func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx, events map[string]store.Event) {
+	endpoints := map[string]store.Endpoint{}
 	for _, p := range b.parts {
 		for _, r := range p.rows {
-			ids = append(ids, r.id)
+			endpoints[r.endpointID] = store.Endpoint{}
 		}
 	}
-	// The deliveries of an endpoint whose values do not open are left out
-	// (and to the claims, which report it).
-	claims, _, err := s.loadClaims(ctx, tx, ids, b.owner, b.until)
-	if err != nil {
+	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
+		e, err := s.scanEndpoint(sc)
+		if err != nil {
+			// Left out (the claims report it): no claim carries it.
+			var u *store.UnreadableError
+			if errors.As(err, &u) {
+				return nil
+			}
+			return err
+		}
+		endpoints[e.ID] = e
+		return nil
+	}); err != nil {
 		return
 	}
-	byID := make(map[string]store.Claim, len(claims))
-	for _, c := range claims {
-		if c.Event.ID != "" && c.Endpoint.ID != "" { // one transaction: both are there
-			byID[c.Delivery.ID] = c
-		}
-	}
+	until := b.until
 	for i := range b.parts {
 		p := &b.parts[i]
 		var leased []string
 		var ls []lease
 		for _, r := range p.rows {
-			if c, ok := byID[r.id]; ok {
-				p.claims = append(p.claims, c)
-				leased = append(leased, r.id)
-				ls = append(ls, lease{owner: b.owner, until: micro(b.until), endpoint: r.endpointID, tenant: r.tenant})
+			ev, ok := events[r.eventID]
+			ep := endpoints[r.endpointID]
+			if !ok || ep.ID == "" {
+				continue
 			}
+			at := fromMicro(r.now)
+			p.claims = append(p.claims, store.Claim{
+				Delivery: store.Delivery{ID: r.id, EventID: r.eventID, EndpointID: r.endpointID, Tenant: r.tenant, EventType: r.eventType,
+					State: r.state, NextAttemptAt: at, LeaseOwner: b.owner, LeaseUntil: until, CreatedAt: at, UpdatedAt: at},
+				Event: ev, Endpoint: ep,
+			})
+			leased = append(leased, r.id)
+			ls = append(ls, lease{owner: b.owner, until: micro(until), endpoint: r.endpointID, tenant: r.tenant})
 		}
 		s.leases.add(leased, ls)
 	}
+}
+
+// handOffEvents is the events of a group's created publishes by id, as a
+// claim reads them back (scanEvent): the body and the maps copied, the
+// caller's request keeping its own.
+func handOffEvents(answers []publishAnswer) map[string]store.Event {
+	m := make(map[string]store.Event, len(answers))
+	for _, a := range answers {
+		if a.err != nil || !a.res.Created {
+			continue
+		}
+		ev := a.res.Event
+		ev.Body = bytes.Clone(ev.Body)
+		if len(ev.Headers) == 0 {
+			ev.Headers = nil
+		} else {
+			ev.Headers = maps.Clone(ev.Headers)
+		}
+		if len(ev.VersionBodies) == 0 {
+			ev.VersionBodies = nil
+		} else {
+			vb := make(map[int][]byte, len(ev.VersionBodies))
+			for v, b := range ev.VersionBodies {
+				vb[v] = bytes.Clone(b)
+			}
+			ev.VersionBodies = vb
+		}
+		m[ev.ID] = ev
+	}
+	return m
 }
 
 // unlease drops the leases of a group that did not commit.

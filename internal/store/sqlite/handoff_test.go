@@ -222,3 +222,64 @@ func TestHandOffNeedsTheClaimLock(t *testing.T) {
 		t.Fatalf("handed off %d (%d reservations) after the claim lock was lost", res.HandedOff, len(reserved))
 	}
 }
+
+// TestHandOffClaimAsReadBack: a handed-off claim is built from the
+// group's memory (the delivery rows and the publish's event), not read
+// back; it is the claim a claim reads for the same delivery, for an event
+// with everything a stored event can carry — forwarded headers, older
+// versions' bodies, an idempotency key, a sequence number (which rewrites
+// the bodies and adds a header), a traceparent — and one with none.
+func TestHandOffClaimAsReadBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _, _ := handOffStore(t)
+	h := &fakeHandOff{limit: -1, until: base.Add(time.Minute)}
+	s.SetHandOff(h)
+	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: base}); err != nil {
+		t.Fatal(err) // takes the claim lock: hand-offs from here on
+	}
+	rich := []byte(`{"id":"x","data":{"n":1}}`)
+	events := []store.PublishParams{{
+		Event: store.Event{ID: "acme~order-7", Tenant: "acme", Type: "order.paid", OccurredAt: base.Add(-time.Second), Body: rich,
+			IdempotencyKey: "idem-7", Fingerprint: store.Fingerprint("acme", "order.paid", rich),
+			Headers:       map[string]string{"X-Github-Event": "push", "Content-Type": "application/json"},
+			VersionBodies: map[int][]byte{1: []byte(`{"id":"x","v":1}`)},
+			TraceParent:   "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: true, SequenceKey: "acme/orders",
+	}, {
+		Event: store.Event{ID: store.NewID("evt"), Tenant: "acme", Type: "file.created", OccurredAt: base, Body: []byte(`{}`),
+			Fingerprint: store.Fingerprint("acme", "file.created", []byte(`{}`))},
+		Now: base.Add(time.Millisecond), NewDeliveryID: func() string { return store.NewID("dlv") },
+	}}
+	for i, p := range events {
+		res, err := s.PublishEvent(ctx, p)
+		if err != nil || res.HandedOff != 2 {
+			t.Fatalf("publish %d: handed off %d, %v; want 2", i, res.HandedOff, err)
+		}
+		_, taken, _ := h.state(t)
+		handed := taken[len(taken)-1]
+		for _, c := range handed {
+			sqlite.DropLease(s, c.Delivery.ID)
+		}
+		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: p.Now})
+		if err != nil || len(claims) != len(handed) {
+			t.Fatalf("publish %d: claim after the leases were dropped = %d, %v; want %d", i, len(claims), err, len(handed))
+		}
+		for j := range handed {
+			got, want := handed[j], claims[j]
+			if !got.Delivery.LeaseUntil.Equal(h.until) {
+				t.Fatalf("publish %d: handed-off claim %d leased until %s, want the engine's %s", i, j, got.Delivery.LeaseUntil, h.until)
+			}
+			// The lease's end is each claimer's own (the engine's for the
+			// hand-off, this claim's); the rest is the delivery's.
+			got.Turn, want.Turn = 0, 0
+			got.Delivery.LeaseUntil, want.Delivery.LeaseUntil = time.Time{}, time.Time{}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("publish %d: handed-off claim %d differs from the claimed one:\n got %+v\nwant %+v", i, j, got, want)
+			}
+		}
+		if i == 0 && (claims[0].Event.Sequence != 1 || claims[0].Event.Headers[store.SequenceHeader] != "1") {
+			t.Fatalf("the numbered event: sequence %d, headers %v", claims[0].Event.Sequence, claims[0].Event.Headers)
+		}
+	}
+}

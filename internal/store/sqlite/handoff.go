@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
@@ -136,9 +138,15 @@ func (b *handOffBatch) loadAndLease(ctx context.Context, s *Store, tx *sql.Tx, e
 	}
 }
 
-// handOffEvents is the events of a group's created publishes by id, as a
-// claim reads them back (scanEvent): the body and the maps copied, the
-// caller's request keeping its own.
+// handOffEvents is the events of a group's created publishes by id, each
+// as a claim reads it back (scanEvent), in memory of its own (the caller's
+// request keeps its body and maps): an empty body nil (a zero-length BLOB
+// scans as nil); the headers and the version bodies as their stored
+// encodings give them back — the JSON encoding turns bytes that are not
+// UTF-8 in a header (which net/http accepts in a provider's header
+// value) into U+FFFD, and compacts a version body. Headers that are all
+// UTF-8 are copied as they are (the encoding gives them back unchanged);
+// version bodies go through their encoding and back.
 func handOffEvents(answers []publishAnswer) map[string]store.Event {
 	m := make(map[string]store.Event, len(answers))
 	for _, a := range answers {
@@ -147,23 +155,53 @@ func handOffEvents(answers []publishAnswer) map[string]store.Event {
 		}
 		ev := a.res.Event
 		ev.Body = bytes.Clone(ev.Body)
-		if len(ev.Headers) == 0 {
-			ev.Headers = nil
-		} else {
-			ev.Headers = maps.Clone(ev.Headers)
+		if len(ev.Body) == 0 {
+			ev.Body = nil
 		}
+		headers, ok := storedHeaders(ev.Headers)
+		if !ok {
+			continue // left to the claims, which read it back
+		}
+		ev.Headers = headers
 		if len(ev.VersionBodies) == 0 {
 			ev.VersionBodies = nil
 		} else {
-			vb := make(map[int][]byte, len(ev.VersionBodies))
-			for v, b := range ev.VersionBodies {
-				vb[v] = bytes.Clone(b)
+			enc, err := store.EncodeVersionBodies(ev.VersionBodies)
+			if err != nil {
+				continue
 			}
-			ev.VersionBodies = vb
+			if ev.VersionBodies, err = store.DecodeVersionBodies([]byte(enc)); err != nil {
+				continue
+			}
 		}
 		m[ev.ID] = ev
 	}
 	return m
+}
+
+// storedHeaders is h as scanEvent reads it back from its stored encoding
+// (eventHeaders): nil when empty; a copy when every key and value is UTF-8
+// (encoding and decoding give those back unchanged); otherwise the
+// encoding decoded. ok is false when that fails.
+func storedHeaders(h map[string]string) (_ map[string]string, ok bool) {
+	if len(h) == 0 {
+		return nil, true
+	}
+	for k, v := range h {
+		if utf8.ValidString(k) && utf8.ValidString(v) {
+			continue
+		}
+		enc, err := eventHeaders(h)
+		if err != nil {
+			return nil, false
+		}
+		var out map[string]string
+		if err := json.Unmarshal([]byte(enc), &out); err != nil {
+			return nil, false
+		}
+		return out, true
+	}
+	return maps.Clone(h), true
 }
 
 // unlease drops the leases of a group that did not commit.

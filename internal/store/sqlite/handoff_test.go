@@ -225,61 +225,88 @@ func TestHandOffNeedsTheClaimLock(t *testing.T) {
 
 // TestHandOffClaimAsReadBack: a handed-off claim is built from the
 // group's memory (the delivery rows and the publish's event), not read
-// back; it is the claim a claim reads for the same delivery, for an event
-// with everything a stored event can carry — forwarded headers, older
-// versions' bodies, an idempotency key, a sequence number (which rewrites
-// the bodies and adds a header), a traceparent — and one with none.
+// back; it is the claim a claim reads for the same delivery (the lease's
+// end apart: each claimer's own), for every kind of publish: forwarded
+// headers (bytes that are not UTF-8, which net/http accepts in a
+// provider's header value and the stored JSON turns into U+FFFD; HTML and
+// line-separator characters), older versions' bodies (stored compacted),
+// an empty body, an idempotency key, a traceparent, a sequence number
+// (which rewrites the bodies and adds a header), a producer-chosen id, a
+// fan-out's first chunk, times off UTC and off the microsecond.
 func TestHandOffClaimAsReadBack(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	s, _, _ := handOffStore(t)
-	h := &fakeHandOff{limit: -1, until: base.Add(time.Minute)}
-	s.SetHandOff(h)
-	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: base}); err != nil {
-		t.Fatal(err) // takes the claim lock: hand-offs from here on
+	body := []byte(`{"id":"x","data":{"n":1}}`)
+	plain := func() store.PublishParams {
+		return store.PublishParams{Event: store.Event{ID: store.NewID("evt"), Tenant: "acme", Type: "file.created", OccurredAt: base, Body: body,
+			Fingerprint: store.Fingerprint("acme", "file.created", body)},
+			Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }}
 	}
-	rich := []byte(`{"id":"x","data":{"n":1}}`)
-	events := []store.PublishParams{{
-		Event: store.Event{ID: "acme~order-7", Tenant: "acme", Type: "order.paid", OccurredAt: base.Add(-time.Second), Body: rich,
-			IdempotencyKey: "idem-7", Fingerprint: store.Fingerprint("acme", "order.paid", rich),
-			Headers:       map[string]string{"X-Github-Event": "push", "Content-Type": "application/json"},
-			VersionBodies: map[int][]byte{1: []byte(`{"id":"x","v":1}`)},
-			TraceParent:   "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		Now: base, NewDeliveryID: func() string { return store.NewID("dlv") }, IDFromClient: true, SequenceKey: "acme/orders",
-	}, {
-		Event: store.Event{ID: store.NewID("evt"), Tenant: "acme", Type: "file.created", OccurredAt: base, Body: []byte(`{}`),
-			Fingerprint: store.Fingerprint("acme", "file.created", []byte(`{}`))},
-		Now: base.Add(time.Millisecond), NewDeliveryID: func() string { return store.NewID("dlv") },
-	}}
-	for i, p := range events {
-		res, err := s.PublishEvent(ctx, p)
-		if err != nil || res.HandedOff != 2 {
-			t.Fatalf("publish %d: handed off %d, %v; want 2", i, res.HandedOff, err)
-		}
-		_, taken, _ := h.state(t)
-		handed := taken[len(taken)-1]
-		for _, c := range handed {
-			sqlite.DropLease(s, c.Delivery.ID)
-		}
-		claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: p.Now})
-		if err != nil || len(claims) != len(handed) {
-			t.Fatalf("publish %d: claim after the leases were dropped = %d, %v; want %d", i, len(claims), err, len(handed))
-		}
-		for j := range handed {
-			got, want := handed[j], claims[j]
-			if !got.Delivery.LeaseUntil.Equal(h.until) {
-				t.Fatalf("publish %d: handed-off claim %d leased until %s, want the engine's %s", i, j, got.Delivery.LeaseUntil, h.until)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*store.PublishParams)
+	}{
+		{"plain", nil},
+		{"everything", func(p *store.PublishParams) {
+			p.Event.ID, p.IDFromClient, p.SequenceKey = "acme~order-7", true, "acme/orders"
+			p.Event.IdempotencyKey = "idem-7"
+			p.Event.Headers = map[string]string{"X-Github-Event": "push", "Content-Type": "application/json"}
+			p.Event.VersionBodies = map[int][]byte{1: []byte(`{"id":"x","v":1}`)}
+			p.Event.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		}},
+		{"header not UTF-8", func(p *store.PublishParams) {
+			p.Event.Headers = map[string]string{"X-Name": "caf\xe9", "Content-Type": "application/json"}
+		}},
+		{"header HTML and U+2028", func(p *store.PublishParams) { p.Event.Headers = map[string]string{"X-A": "<a>&\u2028"} }},
+		{"key and traceparent not UTF-8", func(p *store.PublishParams) { p.Event.IdempotencyKey, p.Event.TraceParent = "k\xe9", "t\xe9" }},
+		{"empty body", func(p *store.PublishParams) { p.Event.Body = []byte{} }},
+		{"version body with whitespace", func(p *store.PublishParams) { p.Event.VersionBodies = map[int][]byte{1: []byte("{\"id\": \"x\"}")} }},
+		{"fan-out chunk", func(p *store.PublishParams) { p.FanOutChunk = 1 }},
+		{"times off UTC and the microsecond", func(p *store.PublishParams) {
+			p.Event.OccurredAt = base.Add(123456789 * time.Nanosecond).In(time.FixedZone("x", 3600))
+			p.Now = base.Add(987654321 * time.Nanosecond).In(time.FixedZone("y", -3600))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s, _, _ := handOffStore(t)
+			h := &fakeHandOff{limit: -1, until: base.Add(time.Minute)}
+			s.SetHandOff(h)
+			if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: base}); err != nil {
+				t.Fatal(err) // takes the claim lock: hand-offs from here on
 			}
-			// The lease's end is each claimer's own (the engine's for the
-			// hand-off, this claim's); the rest is the delivery's.
-			got.Turn, want.Turn = 0, 0
-			got.Delivery.LeaseUntil, want.Delivery.LeaseUntil = time.Time{}, time.Time{}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("publish %d: handed-off claim %d differs from the claimed one:\n got %+v\nwant %+v", i, j, got, want)
+			p := plain()
+			if tc.mutate != nil {
+				tc.mutate(&p)
 			}
-		}
-		if i == 0 && (claims[0].Event.Sequence != 1 || claims[0].Event.Headers[store.SequenceHeader] != "1") {
-			t.Fatalf("the numbered event: sequence %d, headers %v", claims[0].Event.Sequence, claims[0].Event.Headers)
-		}
+			res, err := s.PublishEvent(ctx, p)
+			if err != nil || res.HandedOff == 0 {
+				t.Fatalf("publish: handed off %d, %v", res.HandedOff, err)
+			}
+			_, taken, _ := h.state(t)
+			handed := taken[len(taken)-1]
+			for _, c := range handed {
+				sqlite.DropLease(s, c.Delivery.ID)
+			}
+			claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node-a", Limit: 10, Lease: time.Minute, Now: p.Now})
+			if err != nil || len(claims) != len(handed) {
+				t.Fatalf("claim after the leases were dropped = %d, %v; want %d", len(claims), err, len(handed))
+			}
+			for j := range handed {
+				got, want := handed[j], claims[j]
+				if !got.Delivery.LeaseUntil.Equal(h.until) {
+					t.Fatalf("handed-off claim %d leased until %s, want the engine's %s", j, got.Delivery.LeaseUntil, h.until)
+				}
+				got.Turn, want.Turn = 0, 0
+				got.Delivery.LeaseUntil, want.Delivery.LeaseUntil = time.Time{}, time.Time{}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("handed-off claim %d differs from the claimed one:\n got %+v\nwant %+v\n headers %q / %q, body nil %v / %v, versions %v / %v", j, got, want,
+						got.Event.Headers, want.Event.Headers, got.Event.Body == nil, want.Event.Body == nil, got.Event.VersionBodies, want.Event.VersionBodies)
+				}
+			}
+			if tc.name == "everything" && (claims[0].Event.Sequence != 1 || claims[0].Event.Headers[store.SequenceHeader] != "1") {
+				t.Fatalf("the numbered event: sequence %d, headers %v", claims[0].Event.Sequence, claims[0].Event.Headers)
+			}
+		})
 	}
 }

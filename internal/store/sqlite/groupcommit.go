@@ -181,19 +181,17 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 		return nil
 	}
 	// The engine's idle workers take the group's due deliveries (the
-	// hand-off, handoff.go), unless more publishes are queued or a claim or
-	// completion waits for the writer: the writer is then the bottleneck,
-	// and one claim reads many groups' deliveries for less than a read per
-	// group (herald bench inbound: 4,058–4,429 requests/s handing off every
-	// group, 4,811–5,124 with this rule, 4,853–5,150 without a hand-off,
-	// when a hand-off read its deliveries and events back; since it builds
-	// them from memory, handing off while a claim or completion waits was
-	// measured again and made no difference, docs/BENCHMARKS.md).
+	// hand-off, handoff.go) as it reserves them. Until the hand-off built
+	// its claims from the group's memory, it read them back on the
+	// writer, and a group skipped it while more publishes were queued or
+	// a claim or completion waited (one claim read many groups'
+	// deliveries for less: herald bench inbound 4,058–4,429 requests/s
+	// handing off every group against 4,811–5,124); without those reads,
+	// handing off every group costs less CPU at 2,000 requests/s and the
+	// same throughput (docs/BENCHMARKS.md, "Round 2, nineteenth session").
 	var b *handOffBatch
-	if _, queued := c.s.gate.waiting(); len(c.queue) == 0 && queued == 0 {
-		if b = c.s.reserveHandOff(g.due); b != nil {
-			b.loadAndLease(ctx, c.s, tx, handOffEvents(answers))
-		}
+	if b = c.s.reserveHandOff(g.due); b != nil {
+		b.loadAndLease(ctx, c.s, tx, handOffEvents(answers))
 	}
 	if err := tx.Commit(); err != nil {
 		if b != nil {

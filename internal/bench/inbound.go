@@ -91,12 +91,12 @@ func (r *runner) inbound(ctx context.Context) (*Result, error) {
 	res.add("herald_cpu_seconds", hr.cpu, "throughput phase")
 	res.add("herald_cpu_us_per_request", perRequestUS(hr.cpu, hr.closed.OK), "throughput phase, forwards included")
 	res.add("load_cpu_us_per_request", perRequestUS(hr.loadCPU, hr.closed.OK), "throughput phase: the bench process (the providers' clients and signing)")
-	res.add("receiver_cpu_us_per_request", perRequestUS(hr.receiverCPU, hr.closed.OK), "throughput phase: the receiver of the forwards")
+	res.add("receiver_cpu_us_per_request", perRequestUS(hr.receiverCPU, hr.closed.OK), "throughput phase: the receiver of the forwards, per acknowledged request")
 	// What a request may cost Herald at the target rate when the cores
 	// are the limit: the machine's cores at 9,000 requests/s, less what
 	// the load generator and the receiver took per request in this run.
 	res.add("herald_cpu_budget_us_per_request", round(float64(runtime.NumCPU())*1e6/9000-perRequestUS(hr.loadCPU, hr.closed.OK)-perRequestUS(hr.receiverCPU, hr.closed.OK), 1),
-		fmt.Sprintf("at 9,000 requests/s, the %d cores less the load generator's and the receiver's shares", runtime.NumCPU()))
+		fmt.Sprintf("at 9,000 requests/s, the %d cores (runtime.NumCPU: a CPU quota is not seen) less the load generator's and the receiver's shares", runtime.NumCPU()))
 	res.add("forwards_behind", hr.backlog, "acknowledged but not yet forwarded when the throughput phase ended")
 	res.add("settle_seconds", secs(hr.settled), "the wait for them before the latency phase")
 	res.add("herald_cpu_seconds_latency", hr.cpuOpen, "latency phase")

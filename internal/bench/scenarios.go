@@ -212,7 +212,7 @@ func (r *runner) drain(ctx context.Context) (*Result, error) {
 	if rate := r.drainTarget() * d.referencePerSecond(); rate > 0 {
 		budget = round(float64(runtime.NumCPU())*1e6/rate-perDelivery(d.ReceiverCPU), 1)
 	}
-	res.add("herald_cpu_budget_us_per_delivery", budget, fmt.Sprintf("at ratio %.2g, the %d cores less the receiver's share, per delivery", r.drainTarget(), runtime.NumCPU()))
+	res.add("herald_cpu_budget_us_per_delivery", budget, fmt.Sprintf("at ratio %.2g, the %d cores (runtime.NumCPU: a CPU quota is not seen) less the receiver's share, per delivery", r.drainTarget(), runtime.NumCPU()))
 	r.heraldCounters(ctx, res, h)
 	res.target("ratio", ">=", r.drainTarget(), ratioV, "")
 	return res, nil

@@ -181,17 +181,23 @@ func (c *committer) commit(group []*publishRequest) *handOffBatch {
 		return nil
 	}
 	// The engine's idle workers take the group's due deliveries (the
-	// hand-off, handoff.go) as it reserves them. Until the hand-off built
-	// its claims from the group's memory, it read them back on the
-	// writer, and a group skipped it while more publishes were queued or
-	// a claim or completion waited (one claim read many groups'
+	// hand-off, handoff.go) as it reserves them, unless a claim waits for
+	// the writer: a delivery that found no idle worker at its publish is
+	// left to the claims, and a worker freed while that claim waits
+	// behind publish groups must not go to a newer delivery first (older
+	// due deliveries go first; TestHandOffWaitsForAWaitingClaim). Until
+	// the hand-off built its claims from the group's memory, it read them
+	// back on the writer, and a group also skipped it while publishes were
+	// queued or a completion waited (one claim read many groups'
 	// deliveries for less: herald bench inbound 4,058–4,429 requests/s
 	// handing off every group against 4,811–5,124); without those reads,
-	// handing off every group costs less CPU at 2,000 requests/s and the
-	// same throughput (docs/BENCHMARKS.md, "Round 2, nineteenth session").
+	// handing off then too costs less CPU at 2,000 requests/s for the same
+	// throughput (docs/BENCHMARKS.md, "Round 2, nineteenth session").
 	var b *handOffBatch
-	if b = c.s.reserveHandOff(g.due); b != nil {
-		b.loadAndLease(ctx, c.s, tx, handOffEvents(answers))
+	if c.s.claimsWaiting.Load() == 0 {
+		if b = c.s.reserveHandOff(g.due); b != nil {
+			b.loadAndLease(ctx, c.s, tx, handOffEvents(answers))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		if b != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,5 +80,102 @@ func TestHandOffPublishDuringFirstClaim(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tokenEngine models the engine's side of the hand-off: Reserve takes
+// idle worker tokens without waiting (no backlog flag set: the last claim
+// was not full), Take gives back the tokens of claims it was not given.
+type tokenEngine struct {
+	mu     sync.Mutex
+	tokens int
+}
+
+func (e *tokenEngine) Reserve(_ string, n int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := min(n, e.tokens)
+	e.tokens -= k
+	return k
+}
+func (e *tokenEngine) Lease() (string, time.Time) { return "w", time.Now().Add(time.Minute) }
+func (e *tokenEngine) Take(claims []store.Claim, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tokens += n - len(claims)
+}
+func (e *tokenEngine) set(n int) { e.mu.Lock(); e.tokens = n; e.mu.Unlock() }
+
+// TestHandOffWaitsForAWaitingClaim: an older due delivery left to
+// the claims (no worker was idle when it was published); the claimer,
+// woken for it, waits for the writer; a worker frees meanwhile and a newer
+// publish's group (which goes first at the gate) hands its delivery off to
+// it. The newer delivery must not be handed off: the claim takes the
+// older one first, then the newer (a publish group hands nothing off
+// while a claim waits for the writer).
+func TestHandOffWaitsForAWaitingClaim(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC()
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_1", Tenant: "acme",
+		URL: "https://example.com/", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: now}); err != nil {
+		t.Fatal(err) // the claim lock; nothing due: not full, no backlog
+	}
+	eng := &tokenEngine{}
+	s.SetHandOff(eng)
+	publish := func(id string, at time.Time) (store.PublishResult, error) {
+		return s.PublishEvent(ctx, store.PublishParams{
+			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: at, Body: []byte("{}"), Fingerprint: id},
+			Now:   at, NewDeliveryID: func() string { return store.NewID("dlv") },
+		})
+	}
+	// 1. The older publish: every worker busy, left to the claims.
+	if r, err := publish("evt_old", now); err != nil || r.HandedOff != 0 || r.Pending != 1 {
+		t.Fatalf("old publish: %+v %v", r, err)
+	}
+	// 2. The claimer, woken for it, waits for the writer (a completion
+	// batch holds it).
+	_, done, err := s.queueTx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type claimed struct {
+		c   []store.Claim
+		err error
+	}
+	cl := make(chan claimed, 1)
+	go func() {
+		c, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: now.Add(2 * time.Second)})
+		cl <- claimed{c, err}
+	}()
+	waitFor(t, "the claim waiting for the writer", func() bool { _, q := s.gate.waiting(); return q == 1 })
+	// 3. A worker frees; a newer publish arrives and waits for the writer.
+	eng.set(1)
+	type published struct {
+		r   store.PublishResult
+		err error
+	}
+	pc := make(chan published, 1)
+	go func() { r, err := publish("evt_new", now.Add(time.Second)); pc <- published{r, err} }()
+	waitFor(t, "the publish waiting for the writer", func() bool { p, _ := s.gate.waiting(); return p == 1 })
+	done()
+	p := <-pc
+	c := <-cl
+	if p.err != nil || c.err != nil {
+		t.Fatal(p.err, c.err)
+	}
+	if p.r.HandedOff > 0 {
+		t.Fatalf("the newer delivery (evt_new) was handed off to the freed worker while the claim of the older due one (evt_old, claimed %d after it) waited for the writer: newer attempted first", len(c.c))
+	}
+	if len(c.c) != 1 || c.c[0].Event.ID != "evt_old" {
+		t.Fatalf("the waiting claim took %d, want evt_old's delivery", len(c.c))
 	}
 }

@@ -897,7 +897,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	if err := s.takeClaimLock(ctx); err != nil {
 		return nil, wrap("claim", err)
 	}
+	s.claimsWaiting.Add(1)
 	tx, done, err := s.claimTx(ctx)
+	s.claimsWaiting.Add(-1)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}

@@ -95,6 +95,9 @@ type Store struct {
 	// hand-off asks it holding the writer, for which the first claim waits
 	// holding claimMu): set after claimLockInfo, cleared before the release.
 	claimHeld atomic.Bool
+	// claimsWaiting counts the claims waiting for the writer (claimTx): a
+	// publish group hands nothing off meanwhile (groupcommit.go).
+	claimsWaiting atomic.Int32
 }
 
 // hotStatements are prepared once on the writer connection at Open:

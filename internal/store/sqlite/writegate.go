@@ -27,7 +27,7 @@ import (
 // database file was deleted (checkFile). Nothing takes the writer
 // connection outside the gate: such writes used to, so a publish group
 // that had the gate could wait for the connection behind them, the gate's
-// count of waiting work (the hand-off, the fan-out chunks) missed them,
+// count of waiting work (the fan-out chunks' yield) missed them,
 // and the engine's and housekeeping's writes were not checked against a
 // deleted file.
 type writeGate struct {

@@ -43,21 +43,36 @@ func BenchmarkDrainQueueFanOut(b *testing.B) { benchmarkDrain(b, true, 400, 32) 
 // vary by a third.
 var setupOnly = flag.Bool("setup-only", false, "drain and trickle benchmarks: publish, then stop before the drain")
 
-func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
+// benchStore opens a store in b's temporary directory, closed when b
+// ends, with the enabled endpoints eps of tenant "t" (a URL, one secret and
+// the times filled in), and returns the time they were created at.
+func benchStore(b *testing.B, eps ...store.Endpoint) (*sqlite.Store, time.Time) {
+	b.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	now := time.Now().UTC()
-	for i := range endpoints {
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t",
-			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
-			CreatedAt: now, UpdatedAt: now}}); err != nil {
+	for _, ep := range eps {
+		ep.Tenant, ep.URL, ep.State = "t", "https://example.com/", store.EndpointEnabled
+		ep.Secrets = []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}}
+		ep.CreatedAt, ep.UpdatedAt = now, now
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return s, now
+}
+
+func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
+	ctx := context.Background()
+	eps := make([]store.Endpoint, endpoints)
+	for i := range eps {
+		eps[i].ID = fmt.Sprintf("ep_%d", i)
+	}
+	s, now := benchStore(b, eps...)
 	events := b.N/endpoints + 1
 	var wg sync.WaitGroup
 	for g := range 64 {
@@ -133,17 +148,7 @@ func processCPU() time.Duration {
 // go test -run '^$' -bench BenchmarkTrickle -benchtime 20000x ./internal/store/sqlite
 func BenchmarkTrickle(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_0", Tenant: "t",
-		URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
-		CreatedAt: now, UpdatedAt: now}}); err != nil {
-		b.Fatal(err)
-	}
+	s, now := benchStore(b, store.Endpoint{ID: "ep_0"})
 	for i := range b.N + 32 {
 		id := fmt.Sprintf("evt_%d", i)
 		if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: []byte(`{}`), Fingerprint: id},

@@ -3,12 +3,10 @@ package sqlite_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
-	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // benchHandOff reserves every worker asked for and passes the claims it
@@ -26,17 +24,7 @@ func (h benchHandOff) Take(claims []store.Claim, n int) { h.claims <- claims }
 // go test -run '^$' -bench BenchmarkHandOff -benchtime 4000x ./internal/store/sqlite
 func BenchmarkHandOff(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_0", Tenant: "t",
-		URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
-		Headers: map[string]string{"X-Env": "bench"}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		b.Fatal(err)
-	}
+	s, now := benchStore(b, store.Endpoint{ID: "ep_0", Headers: map[string]string{"X-Env": "bench"}})
 	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node_1", Limit: 1, Lease: time.Minute, Now: now}); err != nil {
 		b.Fatal(err) // the claim lock: hand-offs from here on
 	}

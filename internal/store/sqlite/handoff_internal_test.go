@@ -27,6 +27,8 @@ var _ store.HandOff = reserveAll{}
 // no longer be closed. It reads an atomic flag now.
 func TestHandOffPublishDuringFirstClaim(t *testing.T) {
 	ctx := context.Background()
+	// Not openWithEndpoints: its cleanup closes the store, which would
+	// hang on the deadlock this test reports.
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,17 +117,7 @@ func (e *tokenEngine) set(n int) { e.mu.Lock(); e.tokens = n; e.mu.Unlock() }
 // while a claim waits for the writer).
 func TestHandOffWaitsForAWaitingClaim(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_1", Tenant: "acme",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_1"})
 	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: now}); err != nil {
 		t.Fatal(err) // the claim lock; nothing due: not full, no backlog
 	}

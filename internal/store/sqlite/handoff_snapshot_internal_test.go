@@ -161,17 +161,7 @@ func goroutinesIn(fns ...string) bool {
 // wait for it.
 func TestHandOffPauseAfterCommitHoldsNoHandedOffDelivery(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_1", Tenant: "acme",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_1"})
 	if err := s.ClaimExclusively(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
@@ -18,16 +17,7 @@ import (
 // commit with 256 concurrent callers (one endpoint, so one delivery each).
 func BenchmarkPublishConcurrent(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_1", Tenant: "t", URL: "https://example.com/",
-		State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		b.Fatal(err)
-	}
+	s, now := benchStore(b, store.Endpoint{ID: "ep_1"})
 	var n atomic.Int64
 	b.ResetTimer()
 	var wg sync.WaitGroup

@@ -26,6 +26,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// openWithEndpoints opens a store in t's temporary directory, closed when
+// t ends, with the enabled endpoints eps (tenant acme, a URL, one secret
+// and the times filled in where not given), and returns the time they
+// were created at.
+func openWithEndpoints(t *testing.T, eps ...store.Endpoint) (*Store, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Now().UTC()
+	for _, ep := range eps {
+		if ep.Tenant == "" {
+			ep.Tenant = "acme"
+		}
+		ep.URL, ep.State = "https://example.com/", store.EndpointEnabled
+		ep.Secrets = []store.Secret{{Value: "whsec_x", CreatedAt: now}}
+		ep.CreatedAt, ep.UpdatedAt = now, now
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, now
+}
+
 // TestWriteGateServesPublishesFirst: a publish that arrives after three
 // queue transactions goes before them; queue work goes in arrival order.
 func TestWriteGateServesPublishesFirst(t *testing.T) {
@@ -222,19 +249,7 @@ func TestFanOutChunkYieldsToPublishes(t *testing.T) {
 // once and the publish's own delivery is not counted.
 func TestResumeYieldsTheWriterBetweenChunks(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now().UTC()
-	for _, id := range []string{"ep_a", "ep_b"} {
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: id, Tenant: id,
-			URL: "https://example.com/", State: store.EndpointEnabled,
-			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"}, store.Endpoint{ID: "ep_b", Tenant: "ep_b"})
 	publish := func(tenant string) error {
 		id := store.NewID("evt")
 		_, err := s.PublishEvent(ctx, store.PublishParams{

@@ -84,12 +84,7 @@ func TestRunWaitsForHandOffs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		e.Run(ctx)
-		close(done)
-	}()
+	cancel, done := runInBackground(t, e)
 	var k int
 	for deadline := time.Now().Add(time.Minute); k == 0; { // a hang guard: Run opens the hand-off at once
 		if time.Now().After(deadline) {
@@ -150,9 +145,7 @@ func TestClaimerRecordsBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
+	cancel, done := runInBackground(t, e)
 	var release sync.Once
 	defer func() { release.Do(func() { close(st.release) }); cancel(); <-done }()
 	<-st.inSecond // the first claim was full

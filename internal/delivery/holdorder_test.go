@@ -134,9 +134,7 @@ func TestHandBackWaitsForTheHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(ctx) }()
+	cancel, done := runInBackground(t, e)
 	openGates := sync.OnceFunc(func() {
 		for _, c := range []chan struct{}{st.holdGate, snd.oldGate, snd.bGate} {
 			select {

@@ -74,9 +74,7 @@ func TestColdStartPullInThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(ctx) }()
+	cancel, done := runInBackground(t, e)
 	defer func() { close(snd.slow); cancel(); <-done }()
 
 	// settled: every delivery is delivered, in the sender, or due after

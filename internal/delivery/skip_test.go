@@ -166,12 +166,7 @@ func skipEngine(t *testing.T) (*skipStore, gatedSender, *Engine, *clock.Fake, fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		_ = e.Run(ctx)
-	}()
+	cancel, ran := runInBackground(t, e)
 	return st, sender, e, clk, func() {
 		cancel()
 		for { // the claimer may be sending to the channels as it stops

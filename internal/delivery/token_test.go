@@ -347,12 +347,7 @@ func TestRunWaitsForCircuitPostponement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		_ = e.Run(ctx)
-	}()
+	cancel, ran := runInBackground(t, e)
 	<-st.postponing
 	cancel()
 	select {

@@ -258,12 +258,7 @@ func TestClaimerDoesNotSpinOnSkippedEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		_ = e.Run(ctx)
-	}()
+	cancel, ran := runInBackground(t, e)
 	defer func() {
 		cancel()
 		for {
@@ -292,7 +287,7 @@ func TestClaimerDoesNotSpinOnSkippedEndpoint(t *testing.T) {
 		t.Fatalf("claim after the endpoint was met skips %q, want [ep_bad]", got)
 	}
 	// Then the claimer sleeps on the clock until the skip ends.
-	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	bctx, bcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer bcancel()
 	if err := clk.BlockUntilContext(bctx, 3); err != nil { // the claimer's, the rescuer's and the fan-out loop's timers
 		t.Fatalf("the claimer never slept on the clock (it spins on the skipped endpoint's due delivery): %v", err)
@@ -382,12 +377,7 @@ func TestClaimerClaimsAgainAfterAClaimCutShortByUnreadable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			ran := make(chan struct{})
-			go func() {
-				defer close(ran)
-				_ = e.Run(ctx)
-			}()
+			cancel, ran := runInBackground(t, e)
 			defer func() {
 				cancel()
 				<-ran

@@ -58,23 +58,22 @@ func (s *Store) newHandOff() *handOffBatch {
 	return &handOffBatch{s: s, h: h}
 }
 
-// reserve asks the engine for workers for the pending deliveries of one
-// tenant (n of them, in creation order) and returns how many of the first
-// ones it took (0 for a nil b).
-func (b *handOffBatch) reserve(tenant string, n int) int {
-	if b == nil || n == 0 {
-		return 0
+// reserve asks the engine for workers for pending deliveries, given each
+// one's tenant in creation order, and returns its reservations
+// (store.ReserveShared; nil for a nil b), each recorded as a part.
+func (b *handOffBatch) reserve(tenants []string) []store.Reservation {
+	if b == nil {
+		return nil
 	}
-	k := b.h.Reserve(tenant, n)
-	if k <= 0 {
-		return 0
-	}
-	if len(b.parts) == 0 {
+	rs := store.ReserveShared(b.h, tenants)
+	if len(rs) > 0 && len(b.parts) == 0 {
 		owner, until := b.h.Lease()
 		b.owner, b.until = owner, ts(until)
 	}
-	b.parts = append(b.parts, handOffPart{n: min(k, n)})
-	return min(k, n)
+	for _, r := range rs {
+		b.parts = append(b.parts, handOffPart{n: len(r.Rows)})
+	}
+	return rs
 }
 
 // queueLeasedInsert queues the insert of the reserved deliveries (leased

@@ -479,33 +479,27 @@ func (d *deliveryRows) pending() bool {
 }
 
 // handOff splits d into the rows inserted as they are and those ho's
-// engine reserved workers for (pending ones, tenant by tenant in order of
-// first appearance, the first of each tenant in creation order), grouped
-// by reservation in reserve's order. Without ho (or with nothing reserved)
-// plain is d.
+// engine reserved workers for (pending ones, the workers shared between
+// the tenants as a claim shares its batch: store.ReserveShared), grouped
+// by reservation in reserve's order. Without ho (or with nothing
+// reserved) plain is d.
 func (d *deliveryRows) handOff(ho *handOffBatch) (plain, leased deliveryRows) {
 	if ho == nil || !d.pending() {
 		return *d, leased
 	}
-	var order []string
-	byTenant := map[string][]int{}
+	var idx []int // the pending rows, in creation order
+	var tenants []string
 	for i, st := range d.states {
-		if st != string(store.DeliveryPending) {
-			continue
+		if st == string(store.DeliveryPending) {
+			idx = append(idx, i)
+			tenants = append(tenants, d.tenants[i])
 		}
-		t := d.tenants[i]
-		if _, ok := byTenant[t]; !ok {
-			order = append(order, t)
-		}
-		byTenant[t] = append(byTenant[t], i)
 	}
 	take := map[int]bool{}
-	for _, t := range order {
-		idx := byTenant[t]
-		k := ho.reserve(t, len(idx))
-		for _, i := range idx[:k] {
-			take[i] = true
-			leased.addRow(d, i)
+	for _, r := range ho.reserve(tenants) {
+		for _, j := range r.Rows {
+			take[idx[j]] = true
+			leased.addRow(d, idx[j])
 		}
 	}
 	if len(take) == 0 {

@@ -45,36 +45,33 @@ type handOffPart struct {
 }
 
 // reserveHandOff offers rows (a group's due deliveries, in creation order,
-// written but not committed) to the engine, tenant by tenant in order of
-// first appearance. nil: nothing reserved. The caller holds the writer
-// and, whatever happens next, ends every reservation: take after a commit,
-// unlease and giveBack otherwise.
+// written but not committed) to the engine, its workers shared between
+// the group's tenants as a claim shares its batch (store.ReserveShared).
+// nil: nothing reserved. The caller holds the writer and, whatever
+// happens next, ends every reservation: take after a commit, unlease and
+// giveBack otherwise.
 func (s *Store) reserveHandOff(rows []deliveryRow) *handOffBatch {
 	h := s.handOff.Get()
 	if h == nil || len(rows) == 0 || !s.claiming() {
 		return nil
 	}
-	var order []string
-	byTenant := map[string][]deliveryRow{}
-	for _, r := range rows {
-		if _, ok := byTenant[r.tenant]; !ok {
-			order = append(order, r.tenant)
-		}
-		byTenant[r.tenant] = append(byTenant[r.tenant], r)
+	tenants := make([]string, len(rows))
+	for i, r := range rows {
+		tenants[i] = r.tenant
 	}
-	var b *handOffBatch
-	for _, t := range order {
-		rs := byTenant[t]
-		k := h.Reserve(t, len(rs))
-		if k <= 0 {
-			continue
+	rs := store.ReserveShared(h, tenants)
+	if len(rs) == 0 {
+		return nil
+	}
+	owner, until := h.Lease()
+	// As the lease is recorded and reported (µs), as a claim's.
+	b := &handOffBatch{h: h, owner: owner, until: fromMicro(micro(until)), parts: make([]handOffPart, len(rs))}
+	for i, r := range rs {
+		p := handOffPart{rows: make([]deliveryRow, len(r.Rows)), n: len(r.Rows)}
+		for j, k := range r.Rows {
+			p.rows[j] = rows[k]
 		}
-		if b == nil {
-			owner, until := h.Lease()
-			// As the lease is recorded and reported (µs), as a claim's.
-			b = &handOffBatch{h: h, owner: owner, until: fromMicro(micro(until))}
-		}
-		b.parts = append(b.parts, handOffPart{rows: rs[:k], n: k})
+		b.parts[i] = p
 	}
 	return b
 }

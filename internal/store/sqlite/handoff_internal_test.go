@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -169,5 +170,63 @@ func TestHandOffWaitsForAWaitingClaim(t *testing.T) {
 	}
 	if len(c.c) != 1 || c.c[0].Event.ID != "evt_old" {
 		t.Fatalf("the waiting claim took %d, want evt_old's delivery", len(c.c))
+	}
+}
+
+// TestHandOffSharesAGroupsWorkersBetweenTenants: two tenants' publishes
+// committed in one group, three deliveries each, and two idle workers:
+// each tenant's first delivery is handed off, as a claim would share its
+// batch, not both workers to the tenant met first.
+func TestHandOffSharesAGroupsWorkersBetweenTenants(t *testing.T) {
+	ctx := context.Background()
+	var eps []store.Endpoint
+	for _, tn := range []string{"a", "b"} {
+		for i := range 3 {
+			eps = append(eps, store.Endpoint{ID: fmt.Sprintf("ep_%s%d", tn, i), Tenant: tn})
+		}
+	}
+	s, now := openWithEndpoints(t, eps...)
+	if _, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: now}); err != nil {
+		t.Fatal(err) // the claim lock
+	}
+	eng := &tokenEngine{tokens: 2}
+	s.SetHandOff(eng)
+	type published struct {
+		r   store.PublishResult
+		err error
+	}
+	publish := func(tenant string) chan published {
+		c := make(chan published, 1)
+		go func() {
+			id := store.NewID("evt")
+			r, err := s.PublishEvent(ctx, store.PublishParams{
+				Event: store.Event{ID: id, Tenant: tenant, Type: "t", OccurredAt: now, Body: []byte("{}"), Fingerprint: id},
+				Now:   now, NewDeliveryID: func() string { return store.NewID("dlv") },
+			})
+			c <- published{r, err}
+		}()
+		return c
+	}
+	// Both publishes queue behind a queue transaction holding the writer
+	// and commit in one group.
+	_, done, err := s.queueTx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := publish("a")
+	waitFor(t, "a's publish waiting", func() bool { p, _ := s.gate.waiting(); return p == 1 })
+	pb := publish("b")
+	// The committer holds a's publish at the gate; b's waits in its queue.
+	waitFor(t, "b's publish queued", func() bool { return len(s.commits.queue) == 1 })
+	done()
+	a, b := <-pa, <-pb
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if a.r.Pending != 3 || b.r.Pending != 3 {
+		t.Fatalf("pending a %d, b %d: want 3 each", a.r.Pending, b.r.Pending)
+	}
+	if a.r.HandedOff != 1 || b.r.HandedOff != 1 {
+		t.Fatalf("handed off a %d, b %d: two idle workers shared by two tenants, want 1 each", a.r.HandedOff, b.r.HandedOff)
 	}
 }

@@ -12,14 +12,20 @@ type Reservation struct {
 
 // ReserveShared asks h for workers for a group's due deliveries, given
 // each one's tenant in creation order (tenants[i] is delivery i's), and
-// shares the workers h gives between the tenants as a claim shares its
-// batch (docs/operations.md, "Fair claiming"): in turns, one delivery of
-// each tenant per turn (tenants in order of first appearance, each
-// tenant's deliveries in creation order), a tenant dropped at its first
-// refusal (no idle worker left, or the tenant at its cap); once a single
-// tenant is left it is asked for all of its remaining deliveries at once.
-// So an engine with k idle workers hands a group of two tenants k/2 each
-// when both have that many, instead of all k to the tenant met first.
+// shares the workers h gives between the tenants, as a claim splits its
+// batch between the tenants with due work (docs/operations.md, "Fair
+// claiming"): in turns, one delivery of each tenant per turn (tenants in
+// order of first appearance in the group, each tenant's deliveries in
+// creation order), a tenant dropped at its first refusal (no idle worker
+// left, or the tenant at its cap); once a single tenant is left it is
+// asked for all of its remaining deliveries at once. So an engine with k
+// idle workers hands a group of two tenants k/2 each when both have that
+// many, instead of all k to the tenant met first. Unlike the claim's turn,
+// which goes on after the tenant served last, each group starts with the
+// tenant it met first: with fewer idle workers than tenants in a group,
+// the first ones get them (groups form in arrival order). Cost: one
+// Reserve and one reservation per delivery while two or more tenants have
+// some left (a group of one tenant is one Reserve).
 // nil: nothing reserved. The caller ends each Reservation (Take) whatever
 // happens to the group.
 func ReserveShared(h HandOff, tenants []string) []Reservation {

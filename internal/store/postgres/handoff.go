@@ -29,8 +29,8 @@ import (
 // SetHandOff implements store.HandOffer.
 func (s *Store) SetHandOff(h store.HandOff) { s.handOff.Set(h) }
 
-// handOffBatch is the reservations of one publish transaction, tenant by
-// tenant (one Reserve each), and their claims once read. Every
+// handOffBatch is the reservations of one publish transaction (one part
+// per positive Reserve, store.ReserveShared), and their claims once read. Every
 // reservation ends exactly once (end): with its claims after a commit,
 // with none otherwise.
 type handOffBatch struct {
@@ -79,8 +79,8 @@ func (b *handOffBatch) reserve(tenants []string) []store.Reservation {
 // queueLeasedInsert queues the insert of the reserved deliveries (leased
 // to the engine's owner) and the reads of their claims: the rows as
 // inserted and their endpoints (the events are the publishes' answers:
-// finish). d holds the reserved rows, part by part, in the order of
-// reserve's calls. An endpoint whose row cannot be read (secrets this
+// finish). d holds the reserved rows, part by part, in the order of the
+// reservations reserve returned. An endpoint whose row cannot be read (secrets this
 // node's key cannot open) gets no claim; finish gives its deliveries back.
 func (b *handOffBatch) queueLeasedInsert(batch *pgx.Batch, d deliveryRows) {
 	rows := map[string]store.Delivery{}

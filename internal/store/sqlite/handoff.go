@@ -29,8 +29,8 @@ import (
 // SetHandOff implements store.HandOffer.
 func (s *Store) SetHandOff(h store.HandOff) { s.handOff.Set(h) }
 
-// handOffBatch is one group's deliveries reserved by the engine, tenant
-// by tenant (one reservation each), and their claims.
+// handOffBatch is one group's deliveries reserved by the engine, one part
+// per reservation (store.ReserveShared), and their claims.
 type handOffBatch struct {
 	h     store.HandOff
 	owner string

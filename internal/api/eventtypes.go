@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,7 +37,18 @@ const (
 type EventTypeVersionIn struct {
 	Version int             `json:"version" minimum:"1" doc:"1 for the first version; each new version is the newest plus one"`
 	Schema  json.RawMessage `json:"schema" doc:"JSON Schema 2020-12 of the event's data (an object); $ref only inside the schema; a property marked \"x-herald-personal-data\": true may carry personal data"`
-	Example json.RawMessage `json:"example,omitempty" doc:"an example of data (a JSON object); must validate against the schema and carry no unmarked personal data"`
+	Example json.RawMessage `json:"example,omitempty" doc:"an example of data (a JSON object); must validate against the schema and carry no unmarked personal data; null is the same as leaving it out (no example). A version's example is set when the version is added and never changed"`
+}
+
+// withoutNullExample returns v with an example of JSON null (whitespace
+// around it allowed) taken as no example: "example": null reads as the
+// member left out, the way APIs such as Svix's read a null optional
+// member, not as an example that is not an object (which is refused).
+func withoutNullExample(v EventTypeVersionIn) EventTypeVersionIn {
+	if string(bytes.TrimSpace(v.Example)) == "null" {
+		v.Example = nil
+	}
+	return v
 }
 
 // CreateEventTypeBody is the body of POST /v1/event-types.
@@ -189,7 +201,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 	if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
 		return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
 	}
-	v := b.Versions[0]
+	v := withoutNullExample(b.Versions[0])
 	if v.Version != 1 {
 		return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
 	}
@@ -256,6 +268,7 @@ type addEventTypeVersionInput struct {
 }
 
 func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersionInput) (*typeOutput, error) {
+	in.Body = withoutNullExample(in.Body)
 	t, err := s.db(ctx).GetEventType(ctx, in.Name)
 	if err != nil {
 		return nil, s.problem(err, "event type "+Echo(in.Name))

@@ -137,7 +137,7 @@ func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema
 			return nil, invalid(loc+".example", "example does not validate against the schema: "+viol[0].String(), nil)
 		}
 		if f := catalog.ScanPersonalData(v.Example, sch, ""); len(f) > 0 {
-			return nil, invalid(loc+".example", "example carries personal data ("+f[0].Kind+" at "+f[0].Pointer+") in a property not marked \"x-herald-personal-data\": true", nil)
+			return nil, invalid(loc+".example", "example carries personal data at "+f[0].Pointer+" ("+f[0].Found()+") in a property not marked \"x-herald-personal-data\": true", nil)
 		}
 	}
 	return sch, nil
@@ -632,7 +632,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 func personalDataProblem(typ string, f []catalog.Finding) error {
 	viol := make([]catalog.Violation, len(f))
 	for i, x := range f {
-		viol[i] = catalog.Violation{Pointer: x.Pointer, Rule: "personal-data", Message: x.Kind + " found; events are thin (ids, links), or mark the property \"x-herald-personal-data\": true in the schema"}
+		viol[i] = catalog.Violation{Pointer: x.Pointer, Rule: "personal-data", Message: x.Found() + "; events are thin (ids, links), or mark the property \"x-herald-personal-data\": true in the schema"}
 	}
 	for i := range viol {
 		viol[i].Rule = "personal-data: " + f[i].Kind

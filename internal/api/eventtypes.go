@@ -353,6 +353,38 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
 
+// deprecatedPin is a pin of an endpoint to a deprecated version of an
+// event type (the endpoint keeps receiving that version; docs/contract.md,
+// "Versions and pinning", step 6).
+type deprecatedPin struct {
+	Type            string
+	Version, Newest int
+}
+
+// maxDeprecationWarnings bounds the Warning fields of one answer; one
+// more says how many pins it leaves out.
+const maxDeprecationWarnings = 10
+
+// deprecationWarnings renders pins as Warning field values (RFC 7234
+// §5.5: warn-code 299 "Miscellaneous Persistent Warning", no warn-agent
+// "-", a quoted warn-text; RFC 9111 §5.5 obsoletes the field for caches,
+// and Kubernetes answers a request using a deprecated API with it the
+// same way): one per pin, at most maxDeprecationWarnings and then one
+// counting the rest, in the order given. Event type names need no
+// escaping in a quoted-string (store.ValidEventType).
+func deprecationWarnings(pins []deprecatedPin) []string {
+	var out []string
+	for i, p := range pins {
+		if i == maxDeprecationWarnings {
+			out = append(out, fmt.Sprintf(`299 - "and %d more pins to deprecated versions (GET /v1/event-types)"`, len(pins)-i))
+			break
+		}
+		out = append(out, fmt.Sprintf(`299 - "%s version %d is deprecated (the newest is %d): the endpoint keeps receiving version %d until its pin moves (versions)"`,
+			p.Type, p.Version, p.Newest, p.Version))
+	}
+	return out
+}
+
 // checkSubscriptions applies the catalog to an endpoint's filter and pins
 // (docs/contract.md, "Versions and pinning"). With an empty catalog
 // anything goes (pins must then be empty). Otherwise every exact type must
@@ -365,12 +397,29 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 // (store.Endpoint.VersionOf). prev are the endpoint's current pins, kept
 // (unless pins changes them) for the types the filter still matches; the
 // pins of types it no longer matches are dropped. prevTypes is nil on
-// create.
-func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
+// create. deprecated lists the resulting pins to a deprecated version, by
+// type name: they are allowed, and the caller is warned of them
+// (deprecationWarnings).
+func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (_ map[string]int, deprecated []deprecatedPin, _ error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
-		return nil, s.problem(err, "event types")
+		return nil, nil, s.problem(err, "event types")
 	}
+	out, err := subscriptions(cat, s.cfg.CatalogMode == CatalogStrict, types, pins, prev, prevTypes)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range cat { // by name
+		v, ok := t.Version(out[t.Name])
+		if newest, _ := t.Newest(); ok && v.Deprecated {
+			deprecated = append(deprecated, deprecatedPin{Type: t.Name, Version: v.Version, Newest: newest.Version})
+		}
+	}
+	return out, deprecated, nil
+}
+
+// subscriptions is checkSubscriptions' rule, on the catalog cat (by name).
+func subscriptions(cat []store.EventType, strict bool, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	byName := make(map[string]store.EventType, len(cat))
 	names := make([]string, 0, len(cat))
 	for _, t := range cat {
@@ -383,7 +432,6 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 		}
 		return nil, nil
 	}
-	strict := s.cfg.CatalogMode == CatalogStrict
 	for i, p := range types {
 		switch {
 		case p == "*", ReservedEventType(p):

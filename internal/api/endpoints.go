@@ -221,6 +221,12 @@ type endpointOutput struct {
 	Body EndpointOut
 }
 
+// endpointChangeOutput answers a create or an update of an endpoint.
+type endpointChangeOutput struct {
+	Warning []string `header:"Warning" doc:"one per pin of the endpoint to a deprecated event type version, set by a create or by an update naming event_types or versions: 299 - \"file.updated version 1 is deprecated (the newest is 2): …\" (RFC 7234 §5.5 syntax; at most 10, then one counting the rest). The pin is kept: the endpoint receives that version until it moves"`
+	Body    EndpointOut
+}
+
 func (s *Server) registerEndpoints() {
 	sec := []map[string][]string{{"bearer": {}}}
 
@@ -283,7 +289,7 @@ func (s *Server) registerEndpoints() {
 	}, s.listEndpointDeliveries)
 }
 
-func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointOutput, error) {
+func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointChangeOutput, error) {
 	b := in.Body
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
 	if err != nil {
@@ -300,7 +306,7 @@ func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndp
 	if b.EventTypes, err = validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
 		return nil, err
 	}
-	pins, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
+	pins, deprecated, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +328,7 @@ func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndp
 	}
 	out := endpointOut(ctx, e)
 	out.Secret = secret
-	return &endpointOutput{Body: out}, nil
+	return &endpointChangeOutput{Body: out, Warning: deprecationWarnings(deprecated)}, nil
 }
 
 type listOut struct {
@@ -378,7 +384,7 @@ type updateEndpointInput struct {
 	Body UpdateEndpointBody
 }
 
-func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointOutput, error) {
+func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
 	if err != nil {
 		return nil, err
@@ -400,6 +406,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		}
 		*b.EventTypes = types // p.EventTypes points here too
 	}
+	var warnings []string // the pins to deprecated versions, when the update sets pins
 	if b.EventTypes != nil || b.Versions != nil {
 		types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint
 		if b.EventTypes != nil {
@@ -409,10 +416,11 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		if b.Versions != nil {
 			given = *b.Versions
 		}
-		pins, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
+		pins, deprecated, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
 		if err != nil {
 			return nil, err
 		}
+		warnings = deprecationWarnings(deprecated)
 		if pins != nil {
 			p.Versions = &pins
 		}
@@ -425,14 +433,14 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 	if !changes(cur, p) {
 		// Nothing to change: no write, no endpoint.updated event,
 		// updated_at kept (the answer is the endpoint as it is).
-		return &endpointOutput{Body: endpointOut(ctx, cur)}, nil
+		return &endpointChangeOutput{Body: endpointOut(ctx, cur), Warning: warnings}, nil
 	}
 	p.Notice = true
 	e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 	if err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
-	return &endpointOutput{Body: endpointOut(ctx, e)}, nil
+	return &endpointChangeOutput{Body: endpointOut(ctx, e), Warning: warnings}, nil
 }
 
 func (s *Server) deleteEndpoint(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {

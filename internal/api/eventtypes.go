@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,7 +37,18 @@ const (
 type EventTypeVersionIn struct {
 	Version int             `json:"version" minimum:"1" doc:"1 for the first version; each new version is the newest plus one"`
 	Schema  json.RawMessage `json:"schema" doc:"JSON Schema 2020-12 of the event's data (an object); $ref only inside the schema; a property marked \"x-herald-personal-data\": true may carry personal data"`
-	Example json.RawMessage `json:"example,omitempty" doc:"an example of data (a JSON object); must validate against the schema and carry no unmarked personal data"`
+	Example json.RawMessage `json:"example,omitempty" doc:"an example of data (a JSON object); must validate against the schema and carry no unmarked personal data; null is the same as leaving it out (no example). A version's example is set when the version is added and never changed"`
+}
+
+// withoutNullExample returns v with an example of JSON null (whitespace
+// around it allowed) taken as no example: "example": null reads as the
+// member left out, the way APIs such as Svix's read a null optional
+// member, not as an example that is not an object (which is refused).
+func withoutNullExample(v EventTypeVersionIn) EventTypeVersionIn {
+	if string(bytes.TrimSpace(v.Example)) == "null" {
+		v.Example = nil
+	}
+	return v
 }
 
 // CreateEventTypeBody is the body of POST /v1/event-types.
@@ -125,7 +137,7 @@ func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema
 			return nil, invalid(loc+".example", "example does not validate against the schema: "+viol[0].String(), nil)
 		}
 		if f := catalog.ScanPersonalData(v.Example, sch, ""); len(f) > 0 {
-			return nil, invalid(loc+".example", "example carries personal data ("+f[0].Kind+" at "+f[0].Pointer+") in a property not marked \"x-herald-personal-data\": true", nil)
+			return nil, invalid(loc+".example", "example carries personal data at "+f[0].Pointer+" ("+f[0].Found()+") in a property not marked \"x-herald-personal-data\": true", nil)
 		}
 	}
 	return sch, nil
@@ -189,7 +201,7 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 	if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
 		return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
 	}
-	v := b.Versions[0]
+	v := withoutNullExample(b.Versions[0])
 	if v.Version != 1 {
 		return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
 	}
@@ -256,6 +268,7 @@ type addEventTypeVersionInput struct {
 }
 
 func (s *Server) addEventTypeVersion(ctx context.Context, in *addEventTypeVersionInput) (*typeOutput, error) {
+	in.Body = withoutNullExample(in.Body)
 	t, err := s.db(ctx).GetEventType(ctx, in.Name)
 	if err != nil {
 		return nil, s.problem(err, "event type "+Echo(in.Name))
@@ -340,6 +353,38 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	return &typeOutput{Body: eventTypeOut(t)}, nil
 }
 
+// deprecatedPin is a pin of an endpoint to a deprecated version of an
+// event type (the endpoint keeps receiving that version; docs/contract.md,
+// "Versions and pinning", step 6).
+type deprecatedPin struct {
+	Type            string
+	Version, Newest int
+}
+
+// maxDeprecationWarnings bounds the Warning fields of one answer; one
+// more says how many pins it leaves out.
+const maxDeprecationWarnings = 10
+
+// deprecationWarnings renders pins as Warning field values (RFC 7234
+// §5.5: warn-code 299 "Miscellaneous Persistent Warning", no warn-agent
+// "-", a quoted warn-text; RFC 9111 §5.5 obsoletes the field for caches,
+// and Kubernetes answers a request using a deprecated API with it the
+// same way): one per pin, at most maxDeprecationWarnings and then one
+// counting the rest, in the order given. Event type names need no
+// escaping in a quoted-string (store.ValidEventType).
+func deprecationWarnings(pins []deprecatedPin) []string {
+	var out []string
+	for i, p := range pins {
+		if i == maxDeprecationWarnings {
+			out = append(out, fmt.Sprintf(`299 - "and %d more pins to deprecated versions (GET /v1/event-types)"`, len(pins)-i))
+			break
+		}
+		out = append(out, fmt.Sprintf(`299 - "%s version %d is deprecated (the newest is %d): the endpoint keeps receiving version %d until its pin moves (versions)"`,
+			p.Type, p.Version, p.Newest, p.Version))
+	}
+	return out
+}
+
 // checkSubscriptions applies the catalog to an endpoint's filter and pins
 // (docs/contract.md, "Versions and pinning"). With an empty catalog
 // anything goes (pins must then be empty). Otherwise every exact type must
@@ -352,12 +397,29 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 // (store.Endpoint.VersionOf). prev are the endpoint's current pins, kept
 // (unless pins changes them) for the types the filter still matches; the
 // pins of types it no longer matches are dropped. prevTypes is nil on
-// create.
-func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
+// create. deprecated lists the resulting pins to a deprecated version, by
+// type name: they are allowed, and the caller is warned of them
+// (deprecationWarnings).
+func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (_ map[string]int, deprecated []deprecatedPin, _ error) {
 	cat, err := s.db(ctx).ListEventTypes(ctx)
 	if err != nil {
-		return nil, s.problem(err, "event types")
+		return nil, nil, s.problem(err, "event types")
 	}
+	out, err := subscriptions(cat, s.cfg.CatalogMode == CatalogStrict, types, pins, prev, prevTypes)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range cat { // by name
+		v, ok := t.Version(out[t.Name])
+		if newest, _ := t.Newest(); ok && v.Deprecated {
+			deprecated = append(deprecated, deprecatedPin{Type: t.Name, Version: v.Version, Newest: newest.Version})
+		}
+	}
+	return out, deprecated, nil
+}
+
+// subscriptions is checkSubscriptions' rule, on the catalog cat (by name).
+func subscriptions(cat []store.EventType, strict bool, types []string, pins, prev map[string]int, prevTypes *[]string) (map[string]int, error) {
 	byName := make(map[string]store.EventType, len(cat))
 	names := make([]string, 0, len(cat))
 	for _, t := range cat {
@@ -370,7 +432,6 @@ func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, p
 		}
 		return nil, nil
 	}
-	strict := s.cfg.CatalogMode == CatalogStrict
 	for i, p := range types {
 		switch {
 		case p == "*", ReservedEventType(p):
@@ -619,7 +680,7 @@ func (s *Server) checkPublish(ctx context.Context, tenant, typ string, data []by
 func personalDataProblem(typ string, f []catalog.Finding) error {
 	viol := make([]catalog.Violation, len(f))
 	for i, x := range f {
-		viol[i] = catalog.Violation{Pointer: x.Pointer, Rule: "personal-data", Message: x.Kind + " found; events are thin (ids, links), or mark the property \"x-herald-personal-data\": true in the schema"}
+		viol[i] = catalog.Violation{Pointer: x.Pointer, Rule: "personal-data", Message: x.Found() + "; events are thin (ids, links), or mark the property \"x-herald-personal-data\": true in the schema"}
 	}
 	for i := range viol {
 		viol[i].Rule = "personal-data: " + f[i].Kind

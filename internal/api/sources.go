@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,7 +178,9 @@ func (s *Server) registerSources() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-source", Method: http.MethodPatch, Path: "/v1/sources/{id}", Tags: []string{"sources"},
-		Summary: "Change a source (e.g. rotate the provider's secrets: send the new and the old one)", Security: sec, MaxBodyBytes: 64 << 10,
+		Summary:     "Change a source (e.g. rotate the provider's secrets: send the new and the old one)",
+		Description: "A PATCH that changes nothing ({}, the values the source has) answers 200 with the source as it is: nothing is written and updated_at stays.",
+		Security:    sec, MaxBodyBytes: 64 << 10,
 	}, s.updateSource)
 
 	huma.Register(s.api, huma.Operation{
@@ -270,8 +273,8 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	if err != nil {
 		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
-	var sc inbound.SourceConfig
-	if err := json.Unmarshal(src.Config, &sc); err != nil {
+	var sc, was inbound.SourceConfig
+	if json.Unmarshal(src.Config, &sc) != nil || json.Unmarshal(src.Config, &was) != nil {
 		return nil, huma.Error500InternalServerError("source configuration unreadable")
 	}
 	b := in.Body
@@ -313,6 +316,20 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		}
 		p.DestinationURL = &dest
 	}
+	changed, err := s.sourceChanges(ctx, src, was, raw, p)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		// Nothing to change ({}, the values it has): no write, updated_at
+		// kept, no change announced to the gateways (the answer is the
+		// source as it is), as for an endpoint or an event type.
+		out, err := s.sourceOut(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		return &sourceOutput{Body: out}, nil
+	}
 	src, err = s.db(ctx).UpdateSource(ctx, p)
 	if err != nil {
 		return nil, s.problem(err, "source "+Echo(in.ID))
@@ -323,6 +340,31 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		return nil, err
 	}
 	return &sourceOutput{Body: out}, nil
+}
+
+// sourceChanges reports whether update p, whose configuration is raw,
+// would change source src, whose configuration decodes to was: its name,
+// its configuration (a tolerance that never applies, which an update
+// drops, is no difference) or its destination (its forwarding endpoint's
+// URL, read only when p names one).
+func (s *Server) sourceChanges(ctx context.Context, src store.Source, was inbound.SourceConfig, raw []byte, p store.UpdateSourceParams) (bool, error) {
+	if p.Name != nil && *p.Name != src.Name {
+		return true, nil
+	}
+	if !scheme.ReplayWindow(was.SchemeConfig()) {
+		was.ToleranceSeconds = 0
+	}
+	if before, _ := json.Marshal(was); !bytes.Equal(before, raw) {
+		return true, nil
+	}
+	if p.DestinationURL == nil {
+		return false, nil
+	}
+	ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID)
+	if err != nil {
+		return false, s.problem(err, "the forwarding endpoint of source "+Echo(src.ID))
+	}
+	return *p.DestinationURL != ep.URL, nil
 }
 
 func (s *Server) deleteSource(ctx context.Context, in *SourceIDPath) (*struct{}, error) {

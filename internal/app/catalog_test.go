@@ -655,10 +655,11 @@ func TestCatalogResourceIDCheckedAgainstSchemas(t *testing.T) {
 // TestCatalogExampleIsAnObject: data is always a JSON object, so an
 // example that is not one is refused (422 naming the rule), even by a
 // schema that accepts anything, at create and at a new version; nothing
-// is stored.
+// is stored. (null is no example: TestEventTypeExampleNullIsNoExample in
+// internal/api.)
 func TestCatalogExampleIsAnObject(t *testing.T) {
 	h := startHerald(t, nil)
-	for _, ex := range []string{`"hi"`, `[1]`, `1`, `null`} {
+	for _, ex := range []string{`"hi"`, `[1]`, `1`, `"null"`} {
 		raw := h.mustCall("POST", "/v1/event-types", `{"name":"any.thing","versions":[{"version":1,"schema":{},"example":`+ex+`}]}`, 422)
 		if _, loc, msg := problemOf(t, raw); loc != "body.versions[0].example" || !strings.Contains(msg, "always a JSON object") {
 			t.Errorf("example %s: %s", ex, raw)

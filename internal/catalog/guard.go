@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	segjson "github.com/segmentio/encoding/json"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Kinds of personal data the guard finds.
@@ -20,10 +21,34 @@ const (
 
 // Finding is personal data found in a string of the event's data: Pointer
 // is the string's JSON pointer in the request body, Kind one of the kinds
-// above.
+// above. Decoded is "" when the string shows it as written, else how it
+// had to be read for it to show (DecodedPercent, DecodedNFKC, or both
+// joined by ", then ").
 type Finding struct {
 	Pointer string `json:"pointer"`
 	Kind    string `json:"kind"`
+	Decoded string `json:"decoded,omitempty"`
+}
+
+// How a string is read when an e-mail address hides its "@": percent-
+// encoded ("jane%40example.com", RFC 3986 §2.1), or written with a
+// compatibility character that Unicode normalisation form NFKC (UAX #15)
+// maps to "@" — U+FF20 FULLWIDTH COMMERCIAL AT ("jane＠example.com") or
+// U+FE6B SMALL COMMERCIAL AT — possibly with full-width letters and dots
+// too.
+const (
+	DecodedPercent = "percent-decoded (RFC 3986 §2.1)"
+	DecodedNFKC    = "NFKC-normalised (Unicode UAX #15: ＠ U+FF20 and ﹫ U+FE6B read as @)"
+)
+
+// Found says what was found and, for data found only once the string was
+// decoded, the rule that decoded it: "email found", or "email found once
+// percent-decoded (RFC 3986 §2.1)".
+func (f Finding) Found() string {
+	if f.Decoded == "" {
+		return f.Kind + " found"
+	}
+	return f.Kind + " found once " + f.Decoded
 }
 
 // ScanPersonalData checks every string, number and member name of data
@@ -147,16 +172,16 @@ func scanValue(v, s, root any, path []string, out *[]Finding) {
 	}
 	switch x := v.(type) {
 	case string:
-		if k := personalKind(x); k != "" {
-			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k})
+		if k, dec := personalKind(x); k != "" {
+			*out = append(*out, Finding{Pointer: strings.Join(path, "/"), Kind: k, Decoded: dec})
 		}
 	case segjson.Number:
 		// A card number sent as a JSON number is one all the same, also
 		// written with a fraction or an exponent (4.111111111111111e15).
-		k := personalKind(string(x))
+		k, _ := personalKind(string(x))
 		if k == "" && strings.ContainsAny(string(x), ".eE") {
 			if f, err := strconv.ParseFloat(string(x), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1e19 {
-				k = personalKind(strconv.FormatFloat(math.Abs(f), 'f', 0, 64))
+				k, _ = personalKind(strconv.FormatFloat(math.Abs(f), 'f', 0, 64))
 			}
 		}
 		if k != "" {
@@ -170,8 +195,8 @@ func scanValue(v, s, root any, path []string, out *[]Finding) {
 			}
 			cs := child(s, root, name, false)
 			// A member name is a string of the data too ({"bob@…": true}).
-			if kind := personalKind(name); kind != "" && !marked(cs, root) {
-				*out = append(*out, Finding{Pointer: strings.Join(append(path, k), "/"), Kind: kind})
+			if kind, dec := personalKind(name); kind != "" && !marked(cs, root) {
+				*out = append(*out, Finding{Pointer: strings.Join(append(path, k), "/"), Kind: kind, Decoded: dec})
 			}
 			scanValue(c, cs, root, append(path, k), out)
 		}
@@ -212,14 +237,16 @@ var (
 	ibanRe = regexp.MustCompile(`(?:^|[^A-Za-z0-9])([A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,9})(?:$|[^A-Za-z0-9])`)
 )
 
-// personalKind names the kind of personal data in s ("" for none). Each
-// pattern runs only when s has what any match needs (an "@"; a "+" and 8
-// digits; exactly 10 digits; 13 digits; two capitals and two digits in a
-// row): most strings of an event are ids, times and amounts, and running
-// the five patterns on each was most of a publish's CPU (profile in
+// personalKind names the kind of personal data in s ("" for none) and,
+// for an e-mail address found only once s was decoded, how (Finding.Decoded;
+// hiddenEmail). Each pattern runs only when s has what any match needs (an
+// "@"; a "+" and 8 digits; exactly 10 digits; 13 digits; two capitals and
+// two digits in a row; for a hidden "@", a "%" or a byte from 0x80): most
+// strings of an event are ids, times and amounts, and running the five
+// patterns on each was most of a publish's CPU (profile in
 // docs/BENCHMARKS.md). The answers are the patterns' own.
-func personalKind(s string) string {
-	digits, at, plus := 0, false, false
+func personalKind(s string) (kind, decoded string) {
+	digits, at, plus, pct, high := 0, false, false, false, false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
@@ -228,45 +255,130 @@ func personalKind(s string) string {
 			at = true
 		case c == '+':
 			plus = true
+		case c == '%':
+			pct = true
+		case c >= 0x80:
+			high = true
 		}
 	}
-	if at {
-		if loc := emailRe.FindStringIndex(s); loc != nil {
-			// user@host in a URL's authority is userinfo, not an address,
-			// unless the local part is itself an address-like "a.b".
-			if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
-				return KindEmail
-			}
-			if emailRe.FindStringIndex(s[loc[1]:]) != nil {
-				return KindEmail
-			}
+	if at && hasEmail(s) {
+		return KindEmail, ""
+	}
+	if pct || high {
+		if dec := hiddenEmail(s, pct, high); dec != "" {
+			return KindEmail, dec
 		}
 	}
 	if plus && digits >= 8 {
 		if m := phoneIntlRe.FindString(s); m != "" {
 			if n := countDigits(m); n >= 8 && n <= 15 {
-				return KindPhone
+				return KindPhone, ""
 			}
 		}
 	}
 	if digits == 10 && phoneNARe.MatchString(strings.TrimSpace(s)) {
-		return KindPhone
+		return KindPhone, ""
 	}
 	if digits >= 13 {
 		for _, m := range cardRe.FindAllStringSubmatch(s, -1) {
 			if isCard(digitsOf(m[1])) {
-				return KindCard
+				return KindCard, ""
 			}
 		}
 	}
 	if digits >= 2 && ibanStart(s) {
 		for _, m := range ibanRe.FindAllStringSubmatch(s, -1) {
 			if isIBAN(strings.ReplaceAll(m[1], " ", "")) {
-				return KindIBAN
+				return KindIBAN, ""
 			}
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// hasEmail reports whether s holds an e-mail address as written.
+func hasEmail(s string) bool {
+	loc := emailRe.FindStringIndex(s)
+	if loc == nil {
+		return false
+	}
+	// user@host in a URL's authority is userinfo, not an address, unless
+	// the local part is itself an address-like "a.b".
+	if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
+		return true
+	}
+	return emailRe.FindStringIndex(s[loc[1]:]) != nil
+}
+
+// hiddenEmail looks for an e-mail address whose "@" (or more) is written
+// so that the pattern does not see it: percent-encoded (pct: s has a "%"),
+// or as a compatibility character (high: s has a byte from 0x80). s is
+// percent-decoded (every valid %XX; an invalid one is left as it is), then
+// NFKC-normalised when it has U+FF20 or U+FE6B, or an "@" and other
+// non-ASCII characters (full-width letters or dots). It returns how s was
+// read when that shows an address (DecodedPercent, DecodedNFKC, or both
+// joined by ", then "), else "".
+func hiddenEmail(s string, pct, high bool) string {
+	var steps []string
+	if pct {
+		if d := percentDecode(s); d != s {
+			s, steps = d, append(steps, DecodedPercent)
+			high = high || hasHighByte(d)
+		}
+	}
+	if high && (strings.Contains(s, "\uFF20") || strings.Contains(s, "\uFE6B") || strings.IndexByte(s, '@') >= 0) {
+		if n := norm.NFKC.String(s); n != s {
+			s, steps = n, append(steps, DecodedNFKC)
+		}
+	}
+	if len(steps) == 0 || strings.IndexByte(s, '@') < 0 || !hasEmail(s) {
+		return ""
+	}
+	return strings.Join(steps, ", then ")
+}
+
+// percentDecode decodes every %XX of s (RFC 3986 §2.1, hex digits of
+// either case) and leaves a "%" not followed by two hex digits as it is.
+func percentDecode(s string) string {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func hasHighByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // ibanStart reports whether s has two capital letters followed by two

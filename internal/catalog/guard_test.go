@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/text/unicode/norm"
 )
 
 // TestScanNoFalsePositives is a property test: strings that are thin
@@ -141,11 +142,14 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 }
 
 // personalKindPatterns is personalKind without its prefilters: every
-// pattern run on every string (the guard before the prefilters).
+// pattern run on every string (the guard before the prefilters), the
+// e-mail pattern also on the string percent-decoded and NFKC-normalised.
 func personalKindPatterns(s string) string {
-	if loc := emailRe.FindStringIndex(s); loc != nil {
-		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(s[loc[1]:]) != nil {
-			return KindEmail
+	for _, v := range []string{s, norm.NFKC.String(percentDecode(s))} {
+		if loc := emailRe.FindStringIndex(v); loc != nil {
+			if !(loc[0] >= 2 && v[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(v[loc[1]:]) != nil {
+				return KindEmail
+			}
 		}
 	}
 	if m := phoneIntlRe.FindString(s); m != "" {
@@ -175,9 +179,10 @@ func personalKindPatterns(s string) string {
 // running every pattern answers.
 func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_"
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0"
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
-		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x"}
+		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
+		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -194,7 +199,8 @@ func TestPrefiltersChangeNoAnswer(t *testing.T) {
 			}
 			s = string(seed)
 		}
-		got, want := personalKind(s), personalKindPatterns(s)
+		got, _ := personalKind(s)
+		want := personalKindPatterns(s)
 		if got != want {
 			t.Fatalf("%q: personalKind %q, the patterns %q", s, got, want)
 		}
@@ -321,4 +327,49 @@ func TestSchemaDraftNamed(t *testing.T) {
 			t.Errorf("$schema %s: %v, want an error naming the supported drafts", d, err)
 		}
 	}
+}
+
+// TestScanFindsHiddenAtSigns: an e-mail address whose "@" is written
+// percent-encoded (%40, RFC 3986 §2.1) or as a compatibility character
+// that NFKC maps to "@" (＠ U+FF20, ﹫ U+FE6B; full-width letters and dots
+// too) is found, in a value or a member name, and the finding says how
+// the string was read; one found as written says nothing more. Strings
+// that decode to no address are not taken for one.
+func TestScanFindsHiddenAtSigns(t *testing.T) {
+	both := DecodedPercent + ", then " + DecodedNFKC
+	for _, c := range []struct{ s, decoded string }{
+		{"jane.doe%40example.com", DecodedPercent},
+		{"mailto:jane.doe%40Example.COM", DecodedPercent},
+		{"https://app.example.com/invite?to=jane%2Edoe%40example%2Ecom&x=1", DecodedPercent},
+		{"jane.doe\uff20example.com", DecodedNFKC},
+		{"jane.doe\ufe6bexample.com", DecodedNFKC},
+		{"\uff4a\uff41\uff4e\uff45\uff20\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45\uff0e\uff43\uff4f\uff4d", DecodedNFKC}, // all full-width
+		{"jane@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com", DecodedNFKC},                                              // an ASCII @, a full-width domain
+		{"jane.doe%EF%BC%A0example.com", both},                                                                            // ＠ percent-encoded
+		{"jane.doe@example.com", ""},
+	} {
+		for _, data := range []string{`{"v":` + quote(c.s) + `}`, `{` + quote(c.s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{
+		"100%25 done", "50% off, 20%40 later", "%40", "user%40localhost", "a%4", "%zz@", "jane\uff20", "\uff20example.com",
+		"https://user%40@git.example.com/repo", "price\uff1a\uff11\uff10\uff10", "caf\u00e9 @ noon",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+	f := Finding{Kind: KindEmail, Decoded: DecodedPercent}
+	if got := f.Found(); got != "email found once percent-decoded (RFC 3986 §2.1)" {
+		t.Errorf("Found() = %q", got)
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -87,12 +87,17 @@ var (
 	loopbackV6 = netip.MustParsePrefix("::1/128")
 )
 
-// nat64 is the well-known NAT64 prefix (RFC 6052); an address in it carries
-// an IPv4 address in its last 32 bits. sixToFour is the 6to4 prefix (RFC
-// 3056); an address in it carries an IPv4 address in bits 16..47.
+// nat64 is the well-known NAT64 prefix (RFC 6052 §2.1); an address in it
+// carries an IPv4 address in its last 32 bits. nat64Local is the
+// local-use translation prefix (RFC 8215), which operators split into more
+// specific translation prefixes, typically a /96: an address in it is taken
+// to carry an IPv4 address in its last 32 bits too, as in the well-known
+// prefix. sixToFour is the 6to4 prefix (RFC 3056); an address in it
+// carries an IPv4 address in bits 16..47.
 var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
 )
 
 // control is the net.Dialer Control hook: it runs for every address the
@@ -133,10 +138,14 @@ func (c *Client) checkOne(a netip.Addr) error {
 }
 
 // checkEmbedded re-checks the IPv4 address inside a NAT64 or 6to4 address.
-// Both are denied by default; if an operator allows 64:ff9b::/96 for an
-// IPv6-only network (or 2002::/16), or the policy allows every address
-// (AllowPrivate), 64:ff9b::7f00:1 (or 2002:7f00:1::) must still be judged
-// as 127.0.0.1, and 64:ff9b::a9fe:a9fe as 169.254.169.254.
+// They are denied by default; if an operator allows 64:ff9b::/96 or
+// 64:ff9b:1::/48 for an IPv6-only network (or 2002::/16), or the policy
+// allows every address (AllowPrivate), 64:ff9b::7f00:1, 64:ff9b:1::7f00:1
+// (or 2002:7f00:1::) must still be judged as 127.0.0.1, and
+// 64:ff9b::a9fe:a9fe or 64:ff9b:1::a9fe:a9fe as 169.254.169.254. A
+// local-use address is read in the /96 layout (its last 32 bits); the
+// shorter layouts of RFC 6052 §2.2 (/48, /56, /64 inside the /48), which
+// put the IPv4 address around bits 64..71, are not unpacked.
 func (c *Client) checkEmbedded(a netip.Addr) error {
 	if !a.Is6() {
 		return nil
@@ -144,7 +153,7 @@ func (c *Client) checkEmbedded(a netip.Addr) error {
 	b := a.As16()
 	var v4 netip.Addr
 	switch {
-	case nat64.Contains(a):
+	case nat64.Contains(a), nat64Local.Contains(a):
 		v4 = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
 	case sixToFour.Contains(a):
 		v4 = netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})

@@ -549,6 +549,7 @@ func TestAddressPolicy(t *testing.T) {
 		"::1", "::", "fd00:ec2::254", "fc00::1", "fe80::1", "ff02::1",
 		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254",
 		"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", // NAT64 forms
+		"64:ff9b:1::7f00:1", "64:ff9b:1:ab::a00:1", // local-use NAT64 (RFC 8215)
 		"2001::1", "2002:7f00:1::1", "2001:db8::1", // Teredo, 6to4, documentation
 	}
 	allowed := []string{"8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"}
@@ -587,6 +588,22 @@ func TestAddressPolicy(t *testing.T) {
 	}
 	if err := n64.checkAddr(netip.MustParseAddr("64:ff9b::7f00:1")); !isBlocked(err) {
 		t.Errorf("NAT64 of 127.0.0.1 with 64:ff9b::/96 allowed: %v, want denied", err)
+	}
+	// So does allowing the local-use NAT64 prefix (RFC 8215): its /96
+	// translation prefixes carry the IPv4 address in the last 32 bits.
+	l64 := newClient(t, Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("64:ff9b:1::/48")}})
+	for _, s := range []string{"64:ff9b:1::808:808", "64:ff9b:1:ab::101:101"} {
+		if err := l64.checkAddr(netip.MustParseAddr(s)); err != nil {
+			t.Errorf("local-use NAT64 %s with 64:ff9b:1::/48 allowed: %v", s, err)
+		}
+	}
+	for _, s := range []string{"64:ff9b:1::7f00:1", "64:ff9b:1:ab::a00:1", "64:ff9b:1::a9fe:a9fe"} {
+		if err := l64.checkAddr(netip.MustParseAddr(s)); !isBlocked(err) {
+			t.Errorf("local-use NAT64 %s with 64:ff9b:1::/48 allowed: %v, want denied", s, err)
+		}
+		if err := l64.control("tcp6", netip.AddrPortFrom(netip.MustParseAddr(s), 443).String(), nil); !isBlocked(err) {
+			t.Errorf("control(%s) with 64:ff9b:1::/48 allowed: %v, want denied", s, err)
+		}
 	}
 	// Likewise allowing 6to4 still checks the embedded IPv4 (bits 16..47).
 	s64 := newClient(t, Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("2002::/16")}})

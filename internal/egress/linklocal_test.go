@@ -20,14 +20,15 @@ import (
 )
 
 // neverDialed are link-local and cloud-metadata addresses, with the
-// IPv4-mapped, NAT64 and 6to4 forms of 169.254.169.254.
+// IPv4-mapped, NAT64 (well-known and local-use, RFC 8215) and 6to4 forms
+// of 169.254.169.254, and the local-use NAT64 form of 100.100.100.200.
 var neverDialed = []string{
 	"169.254.169.254", "169.254.0.1", "169.254.170.2", "169.254.42.42", "169.254.255.255",
 	"fe80::1", "fe80::a9fe:a9fe", "febf:ffff::1",
 	"fd00:ec2::254", "fd00:ec2::23", "fd20:ce::254", "fd00:42::42",
 	"100.100.100.200", "192.0.0.192", "168.63.129.16",
 	"::ffff:169.254.169.254", "::ffff:100.100.100.200",
-	"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1",
+	"64:ff9b::a9fe:a9fe", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1:ffff::6464:64c8", "2002:a9fe:a9fe::1",
 }
 
 // privatePolicies allow private (or all) addresses. The second is how
@@ -48,7 +49,7 @@ func TestLinkLocalAndMetadataRefusedWhateverThePolicy(t *testing.T) {
 	policies["wide AllowCIDRs containing them"] = Config{AllowHTTP: true, AllowCIDRs: []netip.Prefix{
 		netip.MustParsePrefix("169.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
 		netip.MustParsePrefix("168.63.0.0/16"), netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("fe80::/9"),
-		netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("2002::/16"),
+		netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48"), netip.MustParsePrefix("2002::/16"),
 	}}
 	for name, cfg := range policies {
 		c := newClient(t, cfg)
@@ -81,6 +82,7 @@ func TestAllowPrivateKeepsPrivateAddresses(t *testing.T) {
 		"10.0.0.5", "172.16.0.1", "192.168.1.1", "127.0.0.1", "::1", "fd00::5", "fc00::1",
 		"100.64.0.1", "100.100.100.199", "192.0.0.191", "168.63.129.17", "169.253.255.255", "169.255.0.0",
 		"fd00:ec2::253", "fec0::1", "8.8.8.8", "2606:4700:4700::1111", "::ffff:10.0.0.1", "64:ff9b::a00:5",
+		"64:ff9b:1::a00:5", "64:ff9b:1::7f00:1",
 	} {
 		a := netip.MustParseAddr(s)
 		if err := c.checkAddr(a); err != nil {
@@ -166,6 +168,7 @@ func TestRelaxedPolicyRefusesMetadataAtDial(t *testing.T) {
 	e.dns.set("azure.test", ip("168.63.129.16"))
 	e.dns.set("mapped-meta.test", ip("::ffff:169.254.169.254"))
 	e.dns.set("nat64-meta.test", ip("64:ff9b::a9fe:a9fe"))
+	e.dns.set("nat64-local-meta.test", ip("64:ff9b:1::a9fe:a9fe")) // local-use NAT64 (RFC 8215)
 	e.dns.set("sixtofour-meta.test", ip("2002:a9fe:a9fe::1"))
 	e.dns.set("internal.test", publicStandIn)                          // a private service, played by 127.0.0.2
 	e.dns.set("mixed-meta.test", ip("169.254.169.254"), publicStandIn) // the metadata answer is skipped
@@ -176,7 +179,7 @@ func TestRelaxedPolicyRefusesMetadataAtDial(t *testing.T) {
 		c := newClient(t, cfg)
 		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
 			for _, host := range []string{"meta.test", "metadata.google.internal", "ecs.test", "linklocal.test", "ec2v6.test",
-				"gcpv6.test", "alibaba.test", "oracle.test", "azure.test", "mapped-meta.test", "nat64-meta.test", "sixtofour-meta.test"} {
+				"gcpv6.test", "alibaba.test", "oracle.test", "azure.test", "mapped-meta.test", "nat64-meta.test", "nat64-local-meta.test", "sixtofour-meta.test"} {
 				u := e.expand("http://" + host + ":{P}/latest/meta-data/")
 				if _, err := c.CheckURL(u); err != nil {
 					t.Errorf("CheckURL(%s) = %v, want accepted (names are checked when dialed)", u, err)

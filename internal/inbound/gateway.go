@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -494,7 +495,8 @@ const (
 )
 
 // forwardHeaders keeps the provider's headers: at most maxForwardHeaders,
-// each value (repeated fields joined with ", ", RFC 9110 §5.3) at most
+// each value (repeated fields joined with ", ", RFC 9110 §5.3) with its
+// bytes that are not UTF-8 replaced (validUTF8) and then at most
 // maxForwardHeaderBytes, a longer one left out. Content-Type is one media
 // type, not a list (RFC 9110 §8.3): sent several times, it is forwarded
 // once with its first value, the one net/http's Header.Get reads (joined,
@@ -532,6 +534,7 @@ func forwardHeaders(h http.Header) map[string]string {
 		if k == "Content-Type" {
 			v = h.Get(k)
 		}
+		v = validUTF8(v)
 		if len(v) > maxForwardHeaderBytes {
 			continue
 		}
@@ -541,6 +544,33 @@ func forwardHeaders(h http.Header) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// validUTF8 returns v with every byte that is not part of a UTF-8
+// encoded character replaced by U+FFFD, one replacement per byte, as
+// encoding/json writes such a string. net/http accepts any byte from 0x80
+// in a header value (obs-text, RFC 9110 §5.5), but the store keeps an
+// event's headers as JSON text, which holds UTF-8 only (RFC 8259 §8.1):
+// normalised here, before the event is built, the publish's answer, the
+// stored event (GET /v1/events/{id}) and every attempt — handed off from
+// the publish or claimed from the store — carry the same value. A value
+// that is UTF-8 is returned as it is.
+func validUTF8(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	var b strings.Builder
+	b.Grow(len(v) + 8)
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(v[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // connectionOptions returns the field names (canonical) that the

@@ -109,8 +109,14 @@ func EncodeVersionedBody(id, typ string, version int, sequenced bool, tenant str
 }
 
 // EncodeVersionBodies encodes VersionBodies as stored: a JSON object of
-// version → body (each body is JSON, embedded as it is, so its bytes come
-// back exactly). "" for none.
+// version → body ({"1":{…},"2":{…}}, versions in ascending order), "" for
+// none. Each body is embedded as encoding/json embeds a json.RawMessage:
+// compacted, i.e. insignificant whitespace between its tokens removed and
+// nothing else changed (no HTML or U+2028/U+2029 escaping, strings and
+// numbers as written). So DecodeVersionBodies gives back exactly the bytes
+// of a compact body, such as every body EncodeVersionedBody renders, and a
+// body with whitespace between tokens compacted. A body that is not one
+// JSON value is an error (encoding/json's *json.MarshalerError).
 func EncodeVersionBodies(m map[int][]byte) (string, error) {
 	if len(m) == 0 {
 		return "", nil
@@ -119,7 +125,7 @@ func EncodeVersionBodies(m map[int][]byte) (string, error) {
 	for v, b := range m {
 		raw[strconv.Itoa(v)] = b
 	}
-	// No HTML escaping: the bodies' bytes must come back exactly.
+	// No HTML escaping: a compact body's bytes must come back exactly.
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

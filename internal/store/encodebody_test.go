@@ -26,3 +26,40 @@ func FuzzEncodeBody(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeVersionBodiesCompacts pins what EncodeVersionBodies' docstring
+// says: a compact body — what EncodeVersionedBody renders, characters
+// encoding/json would HTML-escape, U+2028 and escapes included — comes back
+// from DecodeVersionBodies byte for byte; whitespace between a body's
+// tokens is removed (encoding/json compacts a json.RawMessage), not kept;
+// a body that is not JSON is an error.
+func TestEncodeVersionBodiesCompacts(t *testing.T) {
+	rendered, err := EncodeVersionedBody("evt_1", "file.updated", 1, true, "acme", time.Unix(1_700_000_000, 5).UTC(), []byte(`{"note":"a<b>&c\u2028 d\u00e9","n":1.50}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := map[int][]byte{1: rendered, 2: []byte(`{"a":"<&>","b":"` + "\u2028\u00e9" + `","c":1e2,"d":[true,null]}`)}
+	enc, err := EncodeVersionBodies(compact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeVersionBodies([]byte(enc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, b := range compact {
+		if !bytes.Equal(got[v], b) {
+			t.Errorf("version %d: %q came back as %q; want the same bytes", v, b, got[v])
+		}
+	}
+	enc, err = EncodeVersionBodies(map[int][]byte{1: []byte(" {\"a\" : [1, 2],\n \"b\":\"x y\"} ")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeVersionBodies([]byte(enc)); err != nil || string(got[1]) != `{"a":[1,2],"b":"x y"}` {
+		t.Errorf("a body with whitespace came back as %q (%v); want it compacted, its strings kept", got[1], err)
+	}
+	if _, err := EncodeVersionBodies(map[int][]byte{1: []byte(`{"a":`)}); err == nil {
+		t.Error("a body that is not JSON was encoded; want an error")
+	}
+}

@@ -49,7 +49,10 @@ func EncodeSecrets(box SecretBox, endpointID string, ss []Secret) (string, error
 }
 
 // DecodeSecrets reverses EncodeSecrets. A sealed column without a box, or
-// one the box cannot open, is an error (the wrong HERALD_ENCRYPTION_KEY).
+// one the box cannot open, is an error (the wrong HERALD_ENCRYPTION_KEY),
+// as is a value that does not decode. Every error reads "secrets: " and
+// its cause (e.g. "secrets: secretbox: cannot decrypt: …"): callers add
+// which endpoint, not the word again.
 func DecodeSecrets(box SecretBox, endpointID, v string) ([]Secret, error) {
 	raw, err := OpenBytes(box, endpointID, v)
 	if err != nil {
@@ -57,7 +60,7 @@ func DecodeSecrets(box SecretBox, endpointID, v string) ([]Secret, error) {
 	}
 	var in []secretJSON
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secrets: %w", err)
 	}
 	out := make([]Secret, len(in))
 	for i, s := range in {

@@ -376,7 +376,7 @@ func (s *Store) scanEndpoint(row pgx.Row) (store.Endpoint, error) {
 		return e, store.Unreadable(e.ID, fmt.Errorf("endpoint %s: %w", e.ID, err))
 	}
 	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
-		return e, store.Unreadable(e.ID, fmt.Errorf("endpoint %s secrets: %w", e.ID, err))
+		return e, store.Unreadable(e.ID, fmt.Errorf("endpoint %s: %w", e.ID, err)) // err names the secrets
 	}
 	return e, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,17 @@ func (s suite) unreadable(t *testing.T) {
 			var ue *store.UnreadableError
 			if u.ID != bad.ID || u.Tenant != "acme" || u.Deliveries != 2 || !u.OldestDue.Equal(base) || !errors.As(u.Err, &ue) || ue.EndpointID != bad.ID {
 				t.Errorf("reported %+v; want endpoint %s of acme, 2 deliveries, oldest due %v, an UnreadableError", u, bad.ID, base)
+			}
+			// The reported error names the endpoint and the value once
+			// each ("endpoint ep_…: secrets: secretbox: cannot decrypt:
+			// …"), as the engine logs it, not "secrets: secrets: …"; so
+			// does a read's error name the value once.
+			word := map[string]string{"secrets": "secrets", "headers": "header "}[column]
+			if msg := u.Err.Error(); strings.Count(msg, bad.ID) != 1 || strings.Count(msg, word) != 1 {
+				t.Errorf("reported error %q: want the endpoint %s and %q named once each", msg, bad.ID, word)
+			}
+			if _, err := f.s.GetEndpoint(f.ctx, bad.ID); err == nil || strings.Count(err.Error(), word) != 1 {
+				t.Errorf("GetEndpoint(%s) = %v; want an error naming %q once", bad.ID, err, word)
 			}
 			badDeliveries := f.listDeliveries(store.ListDeliveriesParams{EndpointID: bad.ID})
 			if len(badDeliveries) != 2 {

@@ -1,0 +1,38 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPersonalDataGuardSeesHiddenAtSigns: an e-mail address written with
+// its "@" percent-encoded (%40) or full-width (＠ U+FF20) is refused in a
+// version's example and in a catalogued type's data, like one written
+// plainly, and the 422 names the rule that read it (percent-decoding, RFC
+// 3986 §2.1; NFKC, UAX #15); a refused create stores no type.
+func TestPersonalDataGuardSeesHiddenAtSigns(t *testing.T) {
+	w := newWorld(t, nil)
+	for ex, rule := range map[string]string{
+		`{"contact":"jane.doe%40example.com"}`:  "email found once percent-decoded (RFC 3986 §2.1)",
+		`{"contact":"jane.doe＠example.com"}`:    "email found once NFKC-normalised (Unicode UAX #15",
+		`{"contact":"jane.doe%EF%BC%A0ex.com"}`: "email found once percent-decoded (RFC 3986 §2.1), then NFKC-normalised",
+	} {
+		st, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":`+ex+`}]}`)
+		if st != 422 || !strings.Contains(string(raw), "body.versions[0].example") || !strings.Contains(string(raw), "at /contact ("+rule) {
+			t.Errorf("example %s: %d %s; want 422 naming /contact and %q", ex, st, raw, rule)
+		}
+	}
+	if st, raw := w.call(adminKey, "GET", "/v1/event-types/contact.added", ""); st != 404 {
+		t.Fatalf("after refused creates: %d %s; want 404", st, raw)
+	}
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":{"contact":"c_1"}}]}`, 201, nil)
+	for data, rule := range map[string]string{
+		`{"contact":"mailto:jane.doe%40example.com"}`: "percent-decoded (RFC 3986 §2.1)",
+		`{"contact":"jane.doe﹫example.com"}`:          "NFKC-normalised (Unicode UAX #15",
+	} {
+		st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.added","data":`+data+`}`)
+		if st != 422 || !strings.Contains(string(raw), "/data/contact: personal-data: email") || !strings.Contains(string(raw), rule) {
+			t.Errorf("publish %s: %d %s; want 422 naming /data/contact, personal-data: email and %q", data, st, raw, rule)
+		}
+	}
+}

@@ -26,6 +26,11 @@ func expiringWithin(notBefore, notAfter time.Time) time.Duration {
 	return min(ExpiringWithin, notAfter.Sub(notBefore)/6)
 }
 
+// keyFileOthers are the permission bits of a private key file that let
+// users other than its owner at it: every group and other bit (read, write,
+// execute), as OpenSSH refuses a private key with any of 0077 set.
+const keyFileOthers os.FileMode = 0o077
+
 // A Warning is something wrong with a certificate pair that is served all
 // the same: a log message and its attributes.
 type Warning struct {
@@ -35,11 +40,12 @@ type Warning struct {
 
 // Warnings returns what an operator should hear about the pair c, loaded
 // from certFile and keyFile, at now: a certificate expired, not valid yet
-// or expiring within its window (ExpiringWithin), and a key file that
-// users other than its owner can read. The pair is served anyway: a
-// server that refused an expired certificate at start or reload would turn
-// a missed renewal (a warning to the clients that check dates) into an
-// outage for every client, and a renewal loads without a restart.
+// or expiring within its window (ExpiringWithin), and a key file with
+// any permission for its group or others (read, write or execute:
+// keyFileOthers). The pair is served anyway: a server that refused an
+// expired certificate at start or reload would turn a missed renewal (a
+// warning to the clients that check dates) into an outage for every
+// client, and a renewal loads without a restart.
 func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []Warning {
 	var ws []Warning
 	if c != nil && c.Leaf != nil {
@@ -57,11 +63,14 @@ func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []War
 				append(dates, slog.String("expires_in", na.Sub(now).Round(time.Minute).String()))})
 		}
 	}
-	// The key lets whoever reads it impersonate this server: as the
-	// database's key file, owner-only. Herald does not change its mode (the
-	// file is the renewal tool's, which would set it back), it says so.
-	if info, err := os.Stat(keyFile); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o044 != 0 {
-		ws = append(ws, Warning{"the TLS private key file is open to other users: whoever reads it can impersonate this server; make it private (owner only: chmod 600), and if they are not trusted, replace the key and its certificate",
+	// The key lets whoever reads it impersonate this server, and whoever
+	// writes it replace it: as the database's key file, owner-only. Any
+	// permission bit for the group or others counts (read, write or
+	// execute: the 0077 mask OpenSSH applies to private keys), not only
+	// read. Herald does not change its mode (the file is the renewal
+	// tool's, which would set it back), it says so.
+	if info, err := os.Stat(keyFile); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&keyFileOthers != 0 {
+		ws = append(ws, Warning{"the TLS private key file is open to other users: its group or others have permissions on it (whoever reads it can impersonate this server, whoever writes it can replace it); make it private (owner only: chmod 600), and if they are not trusted, replace the key and its certificate",
 			[]slog.Attr{slog.String("file", keyFile), slog.String("mode", fmt.Sprintf("%04o", uint32(info.Mode().Perm())))}})
 	}
 	return ws

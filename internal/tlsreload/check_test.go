@@ -72,9 +72,10 @@ func attr(w tlsreload.Warning, key string) string {
 
 // TestWarnings: a certificate expired, not valid yet, or in the last days
 // before its expiry (14 days, or the last sixth of a short-lived one), and
-// a private key other users can read, are each warned about, with the
-// files and dates; a certificate in the middle of its life with an
-// owner-only key gets no warning.
+// a private key with any permission bit for its group or others (read,
+// write or execute), are each warned about, with the files and dates; a
+// certificate in the middle of its life with an owner-only key gets no
+// warning.
 func TestWarnings(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, tc := range []struct {
@@ -93,6 +94,13 @@ func TestWarnings(t *testing.T) {
 		{"6-day certificate, 20 hours left", now.Add(-6*day + 20*time.Hour), now.Add(20 * time.Hour), 0o600, []string{"expires soon"}},
 		{"key readable by its group", now.Add(-30 * day), now.Add(60 * day), 0o640, []string{"open to other users"}},
 		{"key readable by everyone, certificate expired", now.Add(-90 * day), now.Add(-day), 0o644, []string{"has expired", "open to other users"}},
+		// Not only read bits: write or execute for the group or others is
+		// as open (whoever writes the key replaces it), as ssh's 0077 mask.
+		{"key writable by its group", now.Add(-30 * day), now.Add(60 * day), 0o620, []string{"open to other users"}},
+		{"key writable by others", now.Add(-30 * day), now.Add(60 * day), 0o602, []string{"open to other users"}},
+		{"key executable by its group", now.Add(-30 * day), now.Add(60 * day), 0o610, []string{"open to other users"}},
+		{"key executable by others", now.Add(-30 * day), now.Add(60 * day), 0o601, []string{"open to other users"}},
+		{"key with every owner bit only", now.Add(-30 * day), now.Add(60 * day), 0o700, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kf := keyFile(t, tc.perm)

@@ -80,6 +80,9 @@ there; when both are set and differ, HERALD_ENCRYPTION_KEY is used and a
 warning names it). A backup written with another key is refused and nothing is
 written; so is a restore next to an existing <path>.key holding another key
 (herald serve would read that file and refuse the restored database).
+A restore is refused, and writes nothing, while another process holds the
+database's lock file (<path>-claims.lock): a herald serve running on it (also
+one whose database file was moved away) or another restore to the same path.
 The restored database is migrated to this binary's schema at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

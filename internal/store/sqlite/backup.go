@@ -213,6 +213,13 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// ErrRestoreTargetLocked is returned (wrapped, with the lock file's
+// name) by Restore while another process holds the lock of the target
+// database: a herald serve that opened a database at that path holds it
+// (the claim lock, takeClaimLock) until it stops, even when its database
+// file was moved away since, and so does another restore to that path.
+var ErrRestoreTargetLocked = errors.New("another process holds the lock of this database (a herald serve running on it, or another herald restore to it): one process per database file; stop it, then run restore again")
+
 // Restore checks that the backup file from is a complete database (see
 // checkComplete: a file cut short is named as not a complete Herald
 // backup), a Herald database sealed with box's key, and passes SQLite's
@@ -226,7 +233,14 @@ func syncDir(dir string) error {
 // SQLite would apply it to the restored database at its first open,
 // whichever database wrote it. Migrations to the binary's schema run at the
 // next start.
-func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
+//
+// From the checks of the backup to its end, Restore holds the lock a
+// herald serve on to holds (the claim lock file, to with "-claims.lock"
+// appended: flock(2) where the system has it): while another process holds
+// it, Restore returns ErrRestoreTargetLocked and writes nothing, and a
+// herald serve started on to during the restore refuses to claim. A lock
+// file this call created is removed again when the restore fails.
+func Restore(ctx context.Context, from, to string, box store.SecretBox) (err error) {
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
 	}
@@ -234,6 +248,14 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 		if _, err := os.Lstat(p); err == nil {
 			return fmt.Errorf("sqlite restore: %s exists beside the target: SQLite would apply it to the restored database when it opens it (it belongs to the database that was there); stop Herald and move it away with that database, then run restore again; nothing was written", p)
 		}
+	}
+	release, err := lockTarget(to)
+	if err != nil {
+		return fmt.Errorf("sqlite restore: %w; nothing was written", err)
+	}
+	defer func() { release(err == nil) }()
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("sqlite restore: %s was created while restore took its lock (a herald serve started on it?); it was left as it is and nothing was written", to)
 	}
 	if err := checkComplete(from); err != nil {
 		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: %w; nothing was written", from, err)
@@ -275,6 +297,53 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 	}
 	db.Close()
 	return copyFile(from, to)
+}
+
+// lockTarget takes the lock of the database at path that a herald serve
+// on it holds (claimLockPath, takeClaimLock), creating its file when
+// there is none: ErrRestoreTargetLocked, with the file's name, while
+// another process (or another open file of this one) holds it. release
+// unlocks it; with done false (the restore failed) it first removes the
+// lock file if this call created it, so a refused restore leaves nothing.
+func lockTarget(path string) (release func(done bool), err error) {
+	lockPath := claimLockPath(path)
+	created := true
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		created = false
+		f, err = os.OpenFile(lockPath, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the lock file of %s: %w", path, err)
+	}
+	if err := lockFile(f); err != nil {
+		// A file this call created and another process locked since is
+		// that process's lock now: it stays.
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("%w (%s is locked)", ErrRestoreTargetLocked, lockPath)
+		}
+		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	// The lock is on the file opened: a file that replaced it at its name
+	// meanwhile is another lock, perhaps a running node's.
+	held, err := f.Stat()
+	if err == nil {
+		var cur os.FileInfo
+		if cur, err = os.Stat(lockPath); err == nil && !os.SameFile(cur, held) {
+			err = fmt.Errorf("%s was replaced while restore locked it (a herald serve starting on the same database?)", lockPath)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	return func(done bool) {
+		if created && !done {
+			os.Remove(lockPath) // under the lock: nobody else holds it
+		}
+		f.Close()
+	}, nil
 }
 
 // checkComplete reads the header of the SQLite database file path

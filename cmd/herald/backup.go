@@ -83,6 +83,9 @@ written; so is a restore next to an existing <path>.key holding another key
 A restore is refused, and writes nothing, while another process holds the
 database's lock file (<path>-claims.lock): a herald serve running on it (also
 one whose database file was moved away) or another restore to the same path.
+The copy is written to <path>.restore-<digits> first; a restore killed
+meanwhile leaves that file, and the next restore to the same path removes it
+(and says so) before it copies.
 The restored database is migrated to this binary's schema at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -147,7 +150,10 @@ The restored database is migrated to this binary's schema at the next start.`,
 			if err != nil {
 				return err
 			}
-			if err := sqlite.Restore(cmd.Context(), from, path, box); err != nil {
+			removed := sqlite.RestoreRemoved(func(p string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: removed %s, the temporary copy of an interrupted restore to the same path\n", p)
+			})
+			if err := sqlite.Restore(cmd.Context(), from, path, box, removed); err != nil {
 				return err
 			}
 			if keyFile != "" && envKey == "" {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	msqlite "modernc.org/sqlite"
 
@@ -240,7 +241,19 @@ var ErrRestoreTargetLocked = errors.New("another process holds the lock of this 
 // it, Restore returns ErrRestoreTargetLocked and writes nothing, and a
 // herald serve started on to during the restore refuses to claim. A lock
 // file this call created is removed again when the restore fails.
-func Restore(ctx context.Context, from, to string, box store.SecretBox) (err error) {
+//
+// The copy's temporary file is RestoreTempPrefix(to) followed by digits.
+// A restore killed during the copy (kill -9, a reboot: no deferred removal
+// runs) leaves it behind; once the backup passed its checks, Restore
+// removes every such file beside to before it copies (reported to
+// RestoreRemoved's function): under the lock, none of them can be a
+// running restore's. Where the system has no flock(2) they are left
+// alone.
+func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...RestoreOption) (err error) {
+	var o restoreOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
 	}
@@ -296,7 +309,63 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) (err err
 		return fmt.Errorf("sqlite restore: %w", err)
 	}
 	db.Close()
+	if err := removeRestoreLeftovers(to, o.removed); err != nil {
+		return fmt.Errorf("sqlite restore: removing the temporary files of an interrupted restore: %w; nothing was written", err)
+	}
 	return copyFile(from, to)
+}
+
+// A RestoreOption changes what Restore does besides the copy.
+type RestoreOption func(*restoreOptions)
+
+type restoreOptions struct {
+	removed func(path string)
+}
+
+// RestoreRemoved has Restore call f with the path of each temporary file
+// of an interrupted restore it removes (herald restore prints them).
+func RestoreRemoved(f func(path string)) RestoreOption {
+	return func(o *restoreOptions) { o.removed = f }
+}
+
+// RestoreTempPrefix is the start of the name of a restore's temporary
+// copy of the database to (in to's directory): to with ".restore-"
+// appended; os.CreateTemp appends decimal digits.
+func RestoreTempPrefix(to string) string { return to + ".restore-" }
+
+// removeRestoreLeftovers removes the regular files of to's directory named
+// RestoreTempPrefix(to) and digits: the temporary copies of restores to
+// to that were killed. The caller holds to's lock (lockTarget), which
+// every restore holds while its temporary file exists, so none is a
+// running restore's; without flock(2) (haveFlock) nothing is removed.
+// Removing a name never touches another name of the same file (a restore
+// killed between linking its copy to to and removing the temporary name
+// left a second name of a complete database, which this removes only if
+// to does not exist: Restore refuses an existing to first). removed, if
+// not nil, is told each path removed.
+func removeRestoreLeftovers(to string, removed func(string)) error {
+	if !haveFlock {
+		return nil
+	}
+	dir, prefix := filepath.Dir(to), filepath.Base(RestoreTempPrefix(to))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		digits, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if removed != nil {
+			removed(p)
+		}
+	}
+	return nil
 }
 
 // lockTarget takes the lock of the database at path that a herald serve
@@ -392,7 +461,7 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".restore-*")
+	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(RestoreTempPrefix(to))+"*")
 	if err != nil {
 		return err
 	}

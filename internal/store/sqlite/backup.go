@@ -242,8 +242,9 @@ var ErrRestoreTargetLocked = errors.New("another process holds the lock of this 
 // herald serve started on to during the restore refuses to claim. A lock
 // file this call created is removed again when the restore fails.
 //
-// The copy's temporary file is RestoreTempPrefix(to) followed by digits.
-// A restore killed during the copy (kill -9, a reboot: no deferred removal
+// The copy's temporary file is RestoreTempPrefix(to) followed by digits
+// (and the key file's, with RestoreKeyFile, the same and ".key"). A
+// restore killed during the copy (kill -9, a reboot: no deferred removal
 // runs) leaves it behind; once the backup passed its checks, Restore
 // removes every such file beside to before it copies (reported to
 // RestoreRemoved's function): under the lock, none of them can be a
@@ -312,7 +313,75 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 	if err := removeRestoreLeftovers(to, o.removed); err != nil {
 		return fmt.Errorf("sqlite restore: removing the temporary files of an interrupted restore: %w; nothing was written", err)
 	}
-	return copyFile(from, to)
+	// The key file before the database: a restore killed between the two
+	// leaves a key file without its database, which herald serve refuses
+	// by name and a second restore (same key) completes; the other order
+	// left a database without its key, which herald serve started on with
+	// a new key of its own.
+	keyPath := to + ".key"
+	wroteKey := false
+	if o.keyFile != nil {
+		if _, err := os.Lstat(keyPath); errors.Is(err, os.ErrNotExist) {
+			if err := writeNewFile(keyPath, filepath.Base(RestoreTempPrefix(to))+"*"+restoreKeySuffix, o.keyFile); err != nil {
+				return fmt.Errorf("sqlite restore: writing the key file %s: %w; nothing was written", keyPath, err)
+			}
+			wroteKey = true
+		} else if err != nil {
+			return fmt.Errorf("sqlite restore: the key file %s: %w; nothing was written", keyPath, err)
+		}
+	}
+	if err := copyFile(from, to); err != nil {
+		if wroteKey {
+			os.Remove(keyPath) // the database was not restored: neither is its key
+		}
+		return err
+	}
+	return nil
+}
+
+// restoreKeySuffix ends the name of the temporary file a restore writes
+// the key file through: RestoreTempPrefix(to), digits, ".key".
+const restoreKeySuffix = ".key"
+
+// writeNewFile creates the file path holding data so that a crash at any
+// point leaves either no file at path or the whole of data, owner-only: a
+// temporary file named by pattern (os.CreateTemp) in path's directory,
+// mode 0600, written and fsynced, then linked to path, its temporary name
+// removed and the directory fsynced. A hard link, not a rename: it never
+// replaces a file created at path meanwhile (os.ErrExist then, the file
+// left as it is; a rename where the file system has no hard links, after
+// one more check).
+func writeNewFile(path, pattern string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), pattern)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed; after a link, the temporary name
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := linkNew(f.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s was created meanwhile; it was left as it is", path)
+		}
+		return err
+	}
+	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 // A RestoreOption changes what Restore does besides the copy.
@@ -320,6 +389,20 @@ type RestoreOption func(*restoreOptions)
 
 type restoreOptions struct {
 	removed func(path string)
+	keyFile []byte
+}
+
+// RestoreKeyFile has Restore write text as the key file beside the
+// restored database (to with ".key" appended: where herald serve reads
+// it) when no file is there, before it copies the database and under its
+// lock: created 0600 through a temporary file (RestoreTempPrefix(to),
+// digits, ".key") fsynced, linked to its name and the directory fsynced
+// (writeNewFile), so a crash never leaves a torn key file. A key file that
+// is there is left as it is (the caller checks that it holds the key the
+// backup was checked with). When the copy of the database then fails, the
+// key file written is removed.
+func RestoreKeyFile(text []byte) RestoreOption {
+	return func(o *restoreOptions) { o.keyFile = text }
 }
 
 // RestoreRemoved has Restore call f with the path of each temporary file
@@ -334,8 +417,8 @@ func RestoreRemoved(f func(path string)) RestoreOption {
 func RestoreTempPrefix(to string) string { return to + ".restore-" }
 
 // removeRestoreLeftovers removes the regular files of to's directory named
-// RestoreTempPrefix(to) and digits: the temporary copies of restores to
-// to that were killed. The caller holds to's lock (lockTarget), which
+// RestoreTempPrefix(to) and digits, or digits and restoreKeySuffix: the
+// temporary copies and key files of restores to to that were killed. The caller holds to's lock (lockTarget), which
 // every restore holds while its temporary file exists, so none is a
 // running restore's; without flock(2) (haveFlock) nothing is removed.
 // Removing a name never touches another name of the same file (a restore
@@ -354,6 +437,7 @@ func removeRestoreLeftovers(to string, removed func(string)) error {
 	}
 	for _, e := range entries {
 		digits, ok := strings.CutPrefix(e.Name(), prefix)
+		digits = strings.TrimSuffix(digits, restoreKeySuffix)
 		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || !e.Type().IsRegular() {
 			continue
 		}

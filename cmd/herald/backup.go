@@ -76,10 +76,17 @@ would apply it to the restored database).
 
 The encryption key is HERALD_ENCRYPTION_KEY, or the key file given by
 --key-file (then copied beside the restored database as <path>.key when none is
-there; when both are set and differ, HERALD_ENCRYPTION_KEY is used and a
+there: owner-only, through a temporary file synced and then linked, so a
+crash leaves no torn key file; when both are set and differ, HERALD_ENCRYPTION_KEY is used and a
 warning names it). A backup written with another key is refused and nothing is
 written; so is a restore next to an existing <path>.key holding another key
 (herald serve would read that file and refuse the restored database).
+A restore is refused, and writes nothing, while another process holds the
+database's lock file (<path>-claims.lock): a herald serve running on it (also
+one whose database file was moved away) or another restore to the same path.
+The copy is written to <path>.restore-<digits> first (the key file to
+<path>.restore-<digits>.key); a restore killed meanwhile leaves that file, and
+the next restore to the same path removes it (and says so) before it copies.
 The restored database is migrated to this binary's schema at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,15 +151,17 @@ The restored database is migrated to this binary's schema at the next start.`,
 			if err != nil {
 				return err
 			}
-			if err := sqlite.Restore(cmd.Context(), from, path, box); err != nil {
-				return err
-			}
+			opts := []sqlite.RestoreOption{sqlite.RestoreRemoved(func(p string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: removed %s, the temporary copy of an interrupted restore to the same path\n", p)
+			})}
 			if keyFile != "" && envKey == "" {
-				if _, err := os.Stat(path + ".key"); os.IsNotExist(err) {
-					if err := os.WriteFile(path+".key", []byte(keyText), 0o600); err != nil {
-						return fmt.Errorf("restored %s but could not write its key file: %w", path, err)
-					}
-				}
+				// Written by Restore under the database's lock, before
+				// the copy, atomically (never a torn key file), when
+				// none is there.
+				opts = append(opts, sqlite.RestoreKeyFile([]byte(keyText)))
+			}
+			if err := sqlite.Restore(cmd.Context(), from, path, box, opts...); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "restored %s to %s (key checked: %s)\n", from, path, keySource)
 			return nil

@@ -117,8 +117,10 @@ type Config struct {
 	// (store.CheckKey on the key check value). After herald rekey moved
 	// them to a key this node does not hold, it can open no endpoint's
 	// secret ("wrong encryption key") and delivers nothing, so the node
-	// must not be ready (publishes, which open no secret, still succeed). Its result is kept
-	// for KeyCheckEvery (default 10 s) between runs.
+	// must not be ready (publishes, which open no secret, still succeed).
+	// The same result refuses the writes that would seal a value with the
+	// node's stale key (refuseStaleKey: 503, StaleSealingKeyMessage).
+	// Its result is kept for KeyCheckEvery (default 10 s) between runs.
 	KeyCheck      func(ctx context.Context) error
 	KeyCheckEvery time.Duration
 	// CursorKey (32 bytes) seals the lists' next_cursor values (cursor.go).

@@ -317,6 +317,9 @@ func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndp
 	if err != nil {
 		return nil, huma.Error500InternalServerError("could not generate a secret")
 	}
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
 	now := s.cfg.Now()
 	e, err := s.db(ctx).CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
 		ID: store.NewID("ep"), Tenant: b.Tenant, URL: u, Description: b.Description, EventTypes: b.EventTypes, Versions: pins,
@@ -435,6 +438,10 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		// updated_at kept (the answer is the endpoint as it is).
 		return &endpointChangeOutput{Body: endpointOut(ctx, cur), Warning: warnings}, nil
 	}
+	// The row is written again whole, secrets and header values sealed.
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
 	p.Notice = true
 	e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 	if err != nil {
@@ -494,6 +501,9 @@ func (s *Server) rotateEndpointSecret(ctx context.Context, in *rotateEndpointSec
 	if err != nil {
 		return nil, huma.Error500InternalServerError("could not generate a secret")
 	}
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
 	now := s.cfg.Now()
 	e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
 		PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
@@ -545,6 +555,10 @@ type revokeEndpointSecretInput struct {
 }
 
 func (s *Server) revokeEndpointSecret(ctx context.Context, in *revokeEndpointSecretInput) (*struct{}, error) {
+	// The secrets left are sealed again.
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := s.db(ctx).RevokeSecret(ctx, store.RevokeSecretParams{ID: in.ID, SecretID: in.SecretID, Now: s.cfg.Now()}); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			if _, gerr := s.db(ctx).GetEndpoint(ctx, in.ID); gerr != nil {

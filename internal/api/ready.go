@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -49,6 +52,31 @@ func (k *keyCheck) result(ctx context.Context) error {
 	}
 	k.checked, k.err = now, err
 	return err
+}
+
+// StaleSealingKeyMessage is the 503 problem's detail of a write that would
+// seal a value (an endpoint's signing secrets or custom header values, a
+// source's configuration) on a node whose key is stale.
+const StaleSealingKeyMessage = "this node's sealing key is older than the database's: the database's encrypted values no longer open with this node's encryption keys (herald rekey moved them to a newer key), so a value sealed here would not open on the nodes holding the current key; restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file); nothing was changed"
+
+// refuseStaleKey is called by every operation that makes the store seal a
+// value (create-endpoint, update-endpoint, rotate-endpoint-secret,
+// revoke-endpoint-secret, create-source, update-source) before its write.
+// It answers 503 with StaleSealingKeyMessage when the key check
+// (Config.KeyCheck, the one /readyz runs, its result kept for
+// KeyCheckEvery) finds that the database's key check value opens with
+// none of this node's keys (store.ErrWrongKey): herald rekey moved the
+// sealed values to a key this node lacks (rotation keys are newer than the
+// ones they replace, docs/production.md), and what the node sealed now
+// with its current key would open on no node holding only the new one.
+// Nothing is written then. A check that could not run (the store failing,
+// the request gone) is no verdict: the write goes on and meets the store
+// itself. Reads are never refused.
+func (s *Server) refuseStaleKey(ctx context.Context) error {
+	if err := s.keyCheck.result(ctx); errors.Is(err, store.ErrWrongKey) {
+		return huma.NewError(http.StatusServiceUnavailable, StaleSealingKeyMessage)
+	}
+	return nil
 }
 
 // readyTimeout is how long a readiness check (GET /readyz's, or a scrape's

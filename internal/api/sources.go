@@ -207,6 +207,9 @@ func (s *Server) createSource(ctx context.Context, in *struct{ Body CreateSource
 	if err != nil {
 		return nil, huma.Error500InternalServerError("could not generate a secret")
 	}
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
 	now := s.cfg.Now()
 	id := store.NewID("src")
 	src, err := s.db(ctx).CreateSource(ctx, store.CreateSourceParams{
@@ -329,6 +332,9 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 			return nil, err
 		}
 		return &sourceOutput{Body: out}, nil
+	}
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
 	}
 	src, err = s.db(ctx).UpdateSource(ctx, p)
 	if err != nil {

@@ -428,7 +428,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		m.tls.OnReload = func(c *tls.Certificate) {
 			m.logCert("TLS certificate reloaded after its files changed", c)
 		}
-		m.metrics.SetTLSCertificate(func() *x509.Certificate { return m.tls.Certificate().Leaf })
+		// The chain's first expiry, not only the leaf's: an expired
+		// intermediate breaks clients as an expired leaf does.
+		m.metrics.SetTLSCertificate(func() *x509.Certificate { return tlsreload.FirstExpiring(m.tls.Certificate()) })
 		m.srv.TLSConfig = m.tls.Config()
 	}
 	for _, p := range cfg.AllowCIDRs {
@@ -692,8 +694,9 @@ func (m *Main) ReloadTLS() error {
 
 // logCert logs msg (INFO) with the files and the certificate c the node
 // now serves (tlsreload.Describe: subject, SANs, serial, expiry), then a
-// WARN for each of tlsreload.Warnings at the node's clock: expired, not
-// valid yet or expiring soon, a key file open to other users. The
+// WARN for each of tlsreload.Warnings at the node's clock: a certificate
+// of the chain (the leaf or an intermediate, named) expired, not valid yet
+// or expiring soon, a key file open to other users. The
 // certificate is served either way (see tlsreload.Warnings).
 func (m *Main) logCert(msg string, c *tls.Certificate) {
 	attrs := append([]slog.Attr{slog.String("cert", m.cfg.TLSCertFile), slog.String("key", m.cfg.TLSKeyFile)}, tlsreload.Describe(c)...)

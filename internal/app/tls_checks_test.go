@@ -2,9 +2,17 @@ package app_test
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -151,5 +159,87 @@ func TestTLSCertificateChecksAreLogged(t *testing.T) {
 	}
 	if out = logs.Take(); !strings.Contains(out, `msg="TLS certificate reloaded on SIGHUP"`) || strings.Contains(out, "level=WARN") {
 		t.Errorf("a valid certificate with a private key: want the reload logged and no warning:\n%s", out)
+	}
+}
+
+// issueChain writes, as a renewal tool's fullchain.pem, a leaf for
+// 127.0.0.1 (serial, valid from leafNB to leafNA) signed by an
+// intermediate CA "Herald test intermediate" (valid from interNB to
+// interNA) that ca signed, the leaf first, and the leaf's key (0600).
+func (ca *testCA) issueChain(t *testing.T, serial int64, interNB, interNA, leafNB, leafNA time.Time, certFile, keyFile string) {
+	t.Helper()
+	ikey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	itmpl := &x509.Certificate{SerialNumber: big.NewInt(serial + 1000), Subject: pkix.Name{CommonName: "Herald test intermediate"},
+		NotBefore: interNB, NotAfter: interNA, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	ider, err := x509.CreateCertificate(rand.Reader, itmpl, ca.cert, &ikey.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inter, _ := x509.ParseCertificate(ider)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "herald.test"}, NotBefore: leafNB, NotAfter: leafNA,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, inter, &key.PublicKey, ikey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomicMode(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	writeAtomic(t, certFile, append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ider})...))
+}
+
+// TestTLSChainIntermediateIsChecked: a chain file whose leaf is valid for
+// months but whose intermediate expired a minute ago breaks every client
+// that checks dates as an expired leaf would. The node warns at start,
+// naming the intermediate (its kind, position in the file and subject)
+// and its dates, and herald_tls_certificate_expiry_timestamp_seconds
+// (with …_not_before_…) shows the intermediate's dates, the chain's first
+// expiry, so HeraldTLSCertificateExpired fires. Only the leaf was checked
+// before: no warning, and the leaf's expiry months away.
+func TestTLSChainIntermediateIsChecked(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	now := clk.Now()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "tls.key")
+	ca := newTestCA(t)
+	interNB, interNA := now.Add(-30*time.Minute), now.Add(-time.Minute)
+	ca.issueChain(t, 401, interNB, interNA, now.Add(-30*time.Minute), now.Add(80*24*time.Hour), certFile, keyFile)
+	var logs testutil.SyncBuffer
+	h := startHerald(t, func(c *app.Config) {
+		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
+		c.Clock = clk
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	out := logs.Take()
+	line := logLine(out, `level=WARN msg="a certificate of the TLS chain (not the leaf) has expired`)
+	for _, want := range []string{"cert=" + certFile, "certificate=intermediate", `position="2 of 2"`, `subject="CN=Herald test intermediate"`,
+		"not_before=" + interNB.Format(time.RFC3339), "not_after=" + interNA.Format(time.RFC3339)} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the expired intermediate's warning does not hold %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, `level=WARN msg="the TLS`)+strings.Count(out, `level=WARN msg="a certificate of the TLS`) != 1 {
+		t.Errorf("want exactly one TLS warning, the intermediate's (the leaf is valid, the key private):\n%s", out)
+	}
+	// A client whose clock is two minutes behind still accepts the chain.
+	serial, metrics := tlsGetAt(t, ca, now.Add(-2*time.Minute), "https://"+h.m.Addr()+"/metrics")
+	if serial != 401 {
+		t.Fatalf("served certificate %d, want 401", serial)
+	}
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_expiry_timestamp_seconds"); !ok || v != float64(interNA.Unix()) {
+		t.Errorf("herald_tls_certificate_expiry_timestamp_seconds = %v (present %v), want the intermediate's expiry %d", v, ok, interNA.Unix())
+	}
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_not_before_timestamp_seconds"); !ok || v != float64(interNB.Unix()) {
+		t.Errorf("herald_tls_certificate_not_before_timestamp_seconds = %v (present %v), want the intermediate's %d", v, ok, interNB.Unix())
 	}
 }

@@ -286,10 +286,13 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 
 // SetTLSCertificate sets the function read at each scrape for
 // herald_tls_certificate_expiry_timestamp_seconds and
-// herald_tls_certificate_not_before_timestamp_seconds: the certificate the
-// node serves now (--tls-cert; a renewal is served from the next handshake
-// after its files change, or from SIGHUP). Until it is set (a node without
-// TLS), and while it returns nil, neither family has a series.
+// herald_tls_certificate_not_before_timestamp_seconds: the certificate
+// whose dates they expose, of the chain the node serves now (--tls-cert; a
+// renewal is served from the next handshake after its files change, or
+// from SIGHUP). internal/app gives the certificate of the chain that
+// expires first (tlsreload.FirstExpiring: the leaf, or an intermediate that
+// expires before it). Until it is set (a node without TLS), and while it
+// returns nil, neither family has a series.
 func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
 	if m != nil {
 		m.tlsCert.mu.Lock()
@@ -300,9 +303,9 @@ func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
 
 var (
 	tlsExpiryDesc = prometheus.NewDesc("herald_tls_certificate_expiry_timestamp_seconds",
-		"Expiry (NotAfter) of the TLS certificate this node serves (--tls-cert), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+		"Expiry (NotAfter) of the TLS certificate this node serves (--tls-cert), of the certificate of its chain that expires first (the leaf or an intermediate), in seconds since the Unix epoch; absent without TLS.", nil, nil)
 	tlsNotBeforeDesc = prometheus.NewDesc("herald_tls_certificate_not_before_timestamp_seconds",
-		"Start of validity (NotBefore) of the TLS certificate this node serves (--tls-cert), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+		"Start of validity (NotBefore) of the TLS certificate this node serves (--tls-cert), of the same certificate of its chain as the expiry's, in seconds since the Unix epoch; absent without TLS.", nil, nil)
 )
 
 type tlsCertCollector struct {

@@ -72,9 +72,10 @@ func attr(w tlsreload.Warning, key string) string {
 
 // TestWarnings: a certificate expired, not valid yet, or in the last days
 // before its expiry (14 days, or the last sixth of a short-lived one), and
-// a private key other users can read, are each warned about, with the
-// files and dates; a certificate in the middle of its life with an
-// owner-only key gets no warning.
+// a private key with any permission bit for its group or others (read,
+// write or execute), are each warned about, with the files and dates; a
+// certificate in the middle of its life with an owner-only key gets no
+// warning.
 func TestWarnings(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, tc := range []struct {
@@ -93,6 +94,13 @@ func TestWarnings(t *testing.T) {
 		{"6-day certificate, 20 hours left", now.Add(-6*day + 20*time.Hour), now.Add(20 * time.Hour), 0o600, []string{"expires soon"}},
 		{"key readable by its group", now.Add(-30 * day), now.Add(60 * day), 0o640, []string{"open to other users"}},
 		{"key readable by everyone, certificate expired", now.Add(-90 * day), now.Add(-day), 0o644, []string{"has expired", "open to other users"}},
+		// Not only read bits: write or execute for the group or others is
+		// as open (whoever writes the key replaces it), as ssh's 0077 mask.
+		{"key writable by its group", now.Add(-30 * day), now.Add(60 * day), 0o620, []string{"open to other users"}},
+		{"key writable by others", now.Add(-30 * day), now.Add(60 * day), 0o602, []string{"open to other users"}},
+		{"key executable by its group", now.Add(-30 * day), now.Add(60 * day), 0o610, []string{"open to other users"}},
+		{"key executable by others", now.Add(-30 * day), now.Add(60 * day), 0o601, []string{"open to other users"}},
+		{"key with every owner bit only", now.Add(-30 * day), now.Add(60 * day), 0o700, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kf := keyFile(t, tc.perm)
@@ -143,5 +151,131 @@ func TestDescribe(t *testing.T) {
 	}
 	if tlsreload.Describe(nil) != nil {
 		t.Error("Describe(nil) is not empty")
+	}
+}
+
+// issued returns a certificate named cn valid from nb to na, signed by
+// parent's key (parent nil: by its own, a root), and its key.
+func issued(t *testing.T, cn string, nb, na time.Time, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, ca bool) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(len(cn))), Subject: pkix.Name{CommonName: cn}, NotBefore: nb, NotAfter: na,
+		IsCA: ca, BasicConstraintsValid: ca}
+	if ca {
+		tmpl.KeyUsage = x509.KeyUsageCertSign
+	} else {
+		tmpl.DNSNames = []string{cn}
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+// chainOf returns the pair serving leaf, then intermediates, in that order
+// (as a fullchain.pem lists them), with Leaf set as tls.LoadX509KeyPair
+// sets it.
+func chainOf(leaf *x509.Certificate, key *ecdsa.PrivateKey, rest ...*x509.Certificate) *tls.Certificate {
+	c := &tls.Certificate{Certificate: [][]byte{leaf.Raw}, PrivateKey: key, Leaf: leaf}
+	for _, r := range rest {
+		c.Certificate = append(c.Certificate, r.Raw)
+	}
+	return c
+}
+
+// TestWarningsCheckEveryCertificateOfTheChain: an intermediate that has
+// expired, is not valid yet or expires soon breaks (or will break) the
+// clients that check dates as a leaf would, so it is warned about while
+// the leaf is fine, naming which certificate (kind, position in the file,
+// subject) with its dates; a chain whose every certificate is valid gets
+// no warning, and a certificate after the leaf that does not parse is
+// named too. The leaf alone was checked: none of these was warned about.
+func TestWarningsCheckEveryCertificateOfTheChain(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(3650*day), nil, nil, true)
+	for _, tc := range []struct {
+		name   string
+		nb, na time.Time // the intermediate's
+		want   string    // a word of the warning; "" for none
+	}{
+		{"intermediate valid", now.Add(-365 * day), now.Add(365 * day), ""},
+		{"intermediate expired", now.Add(-365 * day), now.Add(-time.Hour), "has expired"},
+		{"intermediate not valid yet", now.Add(time.Hour), now.Add(365 * day), "not valid yet"},
+		{"intermediate expires in 13 days", now.Add(-365 * day), now.Add(13 * day), "expires soon"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inter, interKey := issued(t, "Test Intermediate R9", tc.nb, tc.na, root, rootKey, true)
+			leafCert, leafKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), inter, interKey, false)
+			ws := tlsreload.Warnings(chainOf(leafCert, leafKey, inter, root), "/etc/herald/fullchain.pem", keyFile(t, 0o600), now)
+			if tc.want == "" {
+				if len(ws) != 0 {
+					t.Fatalf("warnings %+v for a chain whose every certificate is valid", ws)
+				}
+				return
+			}
+			if len(ws) != 1 {
+				t.Fatalf("%d warnings %+v, want one about the intermediate", len(ws), ws)
+			}
+			w := ws[0]
+			if !strings.Contains(w.Msg, tc.want) || !strings.Contains(w.Msg, "chain") {
+				t.Errorf("warning %q, want it to say %q of a certificate of the chain", w.Msg, tc.want)
+			}
+			for k, v := range map[string]string{
+				"cert": "/etc/herald/fullchain.pem", "certificate": "intermediate", "position": "2 of 3", "subject": "CN=Test Intermediate R9",
+				"not_before": tc.nb.UTC().Format(time.RFC3339), "not_after": tc.na.UTC().Format(time.RFC3339),
+			} {
+				if attr(w, k) != v {
+					t.Errorf("attribute %s = %q, want %q (all: %v)", k, attr(w, k), v, w.Attrs)
+				}
+			}
+		})
+	}
+
+	// An expired root at the end of the file is named as the root.
+	oldRoot, oldRootKey := issued(t, "Old Root", now.Add(-3650*day), now.Add(-day), nil, nil, true)
+	leafCert, leafKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), oldRoot, oldRootKey, false)
+	ws := tlsreload.Warnings(chainOf(leafCert, leafKey, oldRoot), "/etc/herald/fullchain.pem", keyFile(t, 0o600), now)
+	if len(ws) != 1 || attr(ws[0], "certificate") != "root" || attr(ws[0], "position") != "2 of 2" || !strings.Contains(ws[0].Msg, "has expired") {
+		t.Errorf("an expired root in the chain file: warnings %+v, want one naming the root, position 2 of 2", ws)
+	}
+
+	// Bytes after the leaf that are no certificate.
+	c := chainOf(leafCert, leafKey)
+	c.Certificate = append(c.Certificate, []byte("not DER"))
+	ws = tlsreload.Warnings(c, "/etc/herald/fullchain.pem", keyFile(t, 0o600), now)
+	if len(ws) != 1 || !strings.Contains(ws[0].Msg, "does not parse") || attr(ws[0], "position") != "2 of 2" {
+		t.Errorf("a certificate that does not parse: warnings %+v, want one naming position 2 of 2", ws)
+	}
+}
+
+// TestFirstExpiring: the certificate whose dates the expiry metrics
+// expose is the one of the chain that expires first, an intermediate when
+// it expires before the leaf, the leaf otherwise (and on a tie).
+func TestFirstExpiring(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(3650*day), nil, nil, true)
+	inter, interKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(5*day), root, rootKey, true)
+	leafCert, leafKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), inter, interKey, false)
+	if got := tlsreload.FirstExpiring(chainOf(leafCert, leafKey, inter, root)); got == nil || !got.Equal(inter) {
+		t.Errorf("FirstExpiring = %v, want the intermediate expiring in 5 days", got)
+	}
+	later, laterKey := issued(t, "Test Intermediate R10", now.Add(-365*day), now.Add(365*day), root, rootKey, true)
+	leaf2, leaf2Key := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), later, laterKey, false)
+	if got := tlsreload.FirstExpiring(chainOf(leaf2, leaf2Key, later, root)); got != leaf2 {
+		t.Errorf("FirstExpiring = %v, want the leaf (it expires first)", got)
+	}
+	if tlsreload.FirstExpiring(nil) != nil {
+		t.Error("FirstExpiring(nil) is not nil")
 	}
 }

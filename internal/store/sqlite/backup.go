@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	msqlite "modernc.org/sqlite"
 
@@ -213,6 +214,13 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// ErrRestoreTargetLocked is returned (wrapped, with the lock file's
+// name) by Restore while another process holds the lock of the target
+// database: a herald serve that opened a database at that path holds it
+// (the claim lock, takeClaimLock) until it stops, even when its database
+// file was moved away since, and so does another restore to that path.
+var ErrRestoreTargetLocked = errors.New("another process holds the lock of this database (a herald serve running on it, or another herald restore to it): one process per database file; stop it, then run restore again")
+
 // Restore checks that the backup file from is a complete database (see
 // checkComplete: a file cut short is named as not a complete Herald
 // backup), a Herald database sealed with box's key, and passes SQLite's
@@ -226,7 +234,27 @@ func syncDir(dir string) error {
 // SQLite would apply it to the restored database at its first open,
 // whichever database wrote it. Migrations to the binary's schema run at the
 // next start.
-func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
+//
+// From the checks of the backup to its end, Restore holds the lock a
+// herald serve on to holds (the claim lock file, to with "-claims.lock"
+// appended: flock(2) where the system has it): while another process holds
+// it, Restore returns ErrRestoreTargetLocked and writes nothing, and a
+// herald serve started on to during the restore refuses to claim. A lock
+// file this call created is removed again when the restore fails.
+//
+// The copy's temporary file is RestoreTempPrefix(to) followed by digits
+// (and the key file's, with RestoreKeyFile, the same and ".key"). A
+// restore killed during the copy (kill -9, a reboot: no deferred removal
+// runs) leaves it behind; once the backup passed its checks, Restore
+// removes every such file beside to before it copies (reported to
+// RestoreRemoved's function): under the lock, none of them can be a
+// running restore's. Where the system has no flock(2) they are left
+// alone.
+func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...RestoreOption) (err error) {
+	var o restoreOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
 	}
@@ -234,6 +262,14 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 		if _, err := os.Lstat(p); err == nil {
 			return fmt.Errorf("sqlite restore: %s exists beside the target: SQLite would apply it to the restored database when it opens it (it belongs to the database that was there); stop Herald and move it away with that database, then run restore again; nothing was written", p)
 		}
+	}
+	release, err := lockTarget(to)
+	if err != nil {
+		return fmt.Errorf("sqlite restore: %w; nothing was written", err)
+	}
+	defer func() { release(err == nil) }()
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("sqlite restore: %s was created while restore took its lock (a herald serve started on it?); it was left as it is and nothing was written", to)
 	}
 	if err := checkComplete(from); err != nil {
 		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: %w; nothing was written", from, err)
@@ -274,7 +310,193 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox) error {
 		return fmt.Errorf("sqlite restore: %w", err)
 	}
 	db.Close()
-	return copyFile(from, to)
+	if err := removeRestoreLeftovers(to, o.removed); err != nil {
+		return fmt.Errorf("sqlite restore: removing the temporary files of an interrupted restore: %w; nothing was written", err)
+	}
+	// The key file before the database: a restore killed between the two
+	// leaves a key file without its database, which herald serve refuses
+	// by name and a second restore (same key) completes; the other order
+	// left a database without its key, which herald serve started on with
+	// a new key of its own.
+	keyPath := to + ".key"
+	wroteKey := false
+	if o.keyFile != nil {
+		if _, err := os.Lstat(keyPath); errors.Is(err, os.ErrNotExist) {
+			if err := writeNewFile(keyPath, filepath.Base(RestoreTempPrefix(to))+"*"+restoreKeySuffix, o.keyFile); err != nil {
+				return fmt.Errorf("sqlite restore: writing the key file %s: %w; nothing was written", keyPath, err)
+			}
+			wroteKey = true
+		} else if err != nil {
+			return fmt.Errorf("sqlite restore: the key file %s: %w; nothing was written", keyPath, err)
+		}
+	}
+	if err := copyFile(from, to); err != nil {
+		if wroteKey {
+			os.Remove(keyPath) // the database was not restored: neither is its key
+		}
+		return err
+	}
+	return nil
+}
+
+// restoreKeySuffix ends the name of the temporary file a restore writes
+// the key file through: RestoreTempPrefix(to), digits, ".key".
+const restoreKeySuffix = ".key"
+
+// writeNewFile creates the file path holding data so that a crash at any
+// point leaves either no file at path or the whole of data, owner-only: a
+// temporary file named by pattern (os.CreateTemp) in path's directory,
+// mode 0600, written and fsynced, then linked to path, its temporary name
+// removed and the directory fsynced. A hard link, not a rename: it never
+// replaces a file created at path meanwhile (os.ErrExist then, the file
+// left as it is; a rename where the file system has no hard links, after
+// one more check).
+func writeNewFile(path, pattern string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), pattern)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed; after a link, the temporary name
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := linkNew(f.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s was created meanwhile; it was left as it is", path)
+		}
+		return err
+	}
+	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// A RestoreOption changes what Restore does besides the copy.
+type RestoreOption func(*restoreOptions)
+
+type restoreOptions struct {
+	removed func(path string)
+	keyFile []byte
+}
+
+// RestoreKeyFile has Restore write text as the key file beside the
+// restored database (to with ".key" appended: where herald serve reads
+// it) when no file is there, before it copies the database and under its
+// lock: created 0600 through a temporary file (RestoreTempPrefix(to),
+// digits, ".key") fsynced, linked to its name and the directory fsynced
+// (writeNewFile), so a crash never leaves a torn key file. A key file that
+// is there is left as it is (the caller checks that it holds the key the
+// backup was checked with). When the copy of the database then fails, the
+// key file written is removed.
+func RestoreKeyFile(text []byte) RestoreOption {
+	return func(o *restoreOptions) { o.keyFile = text }
+}
+
+// RestoreRemoved has Restore call f with the path of each temporary file
+// of an interrupted restore it removes (herald restore prints them).
+func RestoreRemoved(f func(path string)) RestoreOption {
+	return func(o *restoreOptions) { o.removed = f }
+}
+
+// RestoreTempPrefix is the start of the name of a restore's temporary
+// copy of the database to (in to's directory): to with ".restore-"
+// appended; os.CreateTemp appends decimal digits.
+func RestoreTempPrefix(to string) string { return to + ".restore-" }
+
+// removeRestoreLeftovers removes the regular files of to's directory named
+// RestoreTempPrefix(to) and digits, or digits and restoreKeySuffix: the
+// temporary copies and key files of restores to to that were killed. The caller holds to's lock (lockTarget), which
+// every restore holds while its temporary file exists, so none is a
+// running restore's; without flock(2) (haveFlock) nothing is removed.
+// Removing a name never touches another name of the same file (a restore
+// killed between linking its copy to to and removing the temporary name
+// left a second name of a complete database, which this removes only if
+// to does not exist: Restore refuses an existing to first). removed, if
+// not nil, is told each path removed.
+func removeRestoreLeftovers(to string, removed func(string)) error {
+	if !haveFlock {
+		return nil
+	}
+	dir, prefix := filepath.Dir(to), filepath.Base(RestoreTempPrefix(to))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		digits, ok := strings.CutPrefix(e.Name(), prefix)
+		digits = strings.TrimSuffix(digits, restoreKeySuffix)
+		if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if removed != nil {
+			removed(p)
+		}
+	}
+	return nil
+}
+
+// lockTarget takes the lock of the database at path that a herald serve
+// on it holds (claimLockPath, takeClaimLock), creating its file when
+// there is none: ErrRestoreTargetLocked, with the file's name, while
+// another process (or another open file of this one) holds it. release
+// unlocks it; with done false (the restore failed) it first removes the
+// lock file if this call created it, so a refused restore leaves nothing.
+func lockTarget(path string) (release func(done bool), err error) {
+	lockPath := claimLockPath(path)
+	created := true
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		created = false
+		f, err = os.OpenFile(lockPath, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the lock file of %s: %w", path, err)
+	}
+	if err := lockFile(f); err != nil {
+		// A file this call created and another process locked since is
+		// that process's lock now: it stays.
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("%w (%s is locked)", ErrRestoreTargetLocked, lockPath)
+		}
+		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	// The lock is on the file opened: a file that replaced it at its name
+	// meanwhile is another lock, perhaps a running node's.
+	held, err := f.Stat()
+	if err == nil {
+		var cur os.FileInfo
+		if cur, err = os.Stat(lockPath); err == nil && !os.SameFile(cur, held) {
+			err = fmt.Errorf("%s was replaced while restore locked it (a herald serve starting on the same database?)", lockPath)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	return func(done bool) {
+		if created && !done {
+			os.Remove(lockPath) // under the lock: nobody else holds it
+		}
+		f.Close()
+	}, nil
 }
 
 // checkComplete reads the header of the SQLite database file path
@@ -323,7 +545,7 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".restore-*")
+	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(RestoreTempPrefix(to))+"*")
 	if err != nil {
 		return err
 	}

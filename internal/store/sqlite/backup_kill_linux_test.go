@@ -84,12 +84,23 @@ func TestBackupKilledMidWriteLeavesNoFinalFile(t *testing.T) {
 }
 
 // killedBackupChild runs a backup that the kernel kills when the copy
-// crosses killedBackupLimit bytes. The Go runtime catches SIGXFSZ and
-// ignores it (the write fails with EFBIG and cleanup code runs), so its
-// default action, ending the process, is set back with rt_sigaction; the
-// process is made non-dumpable so the kill writes no core file.
+// crosses killedBackupLimit bytes (dieAtFileSize).
 func killedBackupChild(src, to string) {
-	lim := syscall.Rlimit{Cur: killedBackupLimit, Max: killedBackupLimit}
+	dieAtFileSize(killedBackupLimit)
+	_, err := sqlite.Backup(context.Background(), src, to)
+	fmt.Println("the backup returned instead of being killed:", err)
+	os.Exit(3)
+}
+
+// dieAtFileSize makes the kernel kill this process (a child of a test) at
+// the write that makes a file longer than limit bytes, as kill -9 would:
+// no deferred cleanup runs. The Go runtime catches SIGXFSZ and ignores it
+// (the write fails with EFBIG and cleanup code runs), so its default
+// action, ending the process, is set back with rt_sigaction; the process
+// is made non-dumpable so the kill writes no core file. It exits with 2
+// when it cannot.
+func dieAtFileSize(limit uint64) {
+	lim := syscall.Rlimit{Cur: limit, Max: limit}
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
 		fmt.Println("setrlimit:", err)
 		os.Exit(2)
@@ -108,7 +119,4 @@ func killedBackupChild(src, to string) {
 		fmt.Println("rt_sigaction:", e)
 		os.Exit(2)
 	}
-	_, err := sqlite.Backup(context.Background(), src, to)
-	fmt.Println("the backup returned instead of being killed:", err)
-	os.Exit(3)
 }

@@ -8,6 +8,11 @@ import (
 	"syscall"
 )
 
+// haveFlock: lockFile takes a real lock here, so a file that only a
+// locked process writes is known to be a dead process's when the lock is
+// free.
+const haveFlock = true
+
 // errLocked: another open file holds the lock.
 var errLocked = errors.New("locked")
 

@@ -230,7 +230,9 @@ var ErrRestoreTargetLocked = errors.New("another process holds the lock of this 
 // meanwhile is never replaced). It refuses a backup written with
 // another key (store.ErrWrongKey) and an existing to (a running node's
 // database is never overwritten: stop Herald and move the old file away
-// first). A -wal, -shm or -journal file left beside to is refused too:
+// first). A source with a non-empty -wal beside it (a live database: the
+// copy would lack what the WAL holds) is refused. A -wal, -shm or
+// -journal file left beside to is refused too:
 // SQLite would apply it to the restored database at its first open,
 // whichever database wrote it. Migrations to the binary's schema run at the
 // next start.
@@ -273,6 +275,15 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 	}
 	if err := checkComplete(from); err != nil {
 		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: %w; nothing was written", from, err)
+	}
+	// A -wal beside the source holds writes not yet folded into the file
+	// (a live database, or one copied while Herald ran): the checks below
+	// would read them through SQLite, but the copy takes the file alone,
+	// and the restored database would lack them (found by review: a live
+	// database "restored" as an empty one). herald backup writes one
+	// self-contained file.
+	if fi, err := os.Lstat(from + "-wal"); err == nil && fi.Size() > 0 {
+		return fmt.Errorf("sqlite restore: %s is not a complete Herald backup: %s beside it holds writes that are not in the file (a live database, or a copy taken while Herald ran); restore copies the file alone and would lose them: make a backup with herald backup (or stop Herald, which folds them in at its close) and restore that; nothing was written", from, from+"-wal")
 	}
 	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: from}).EscapedPath()+"?mode=ro")
 	if err != nil {

@@ -98,6 +98,34 @@ func TestRestoreSaysABackupIsIncomplete(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesALiveDatabase: a database a node has open keeps its
+// recent writes in the -wal beside it; restore copied the file alone and
+// "restored" an empty database (found by a new user's review). It refuses
+// such a source, naming the -wal, and writes nothing.
+func TestRestoreRefusesALiveDatabase(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "herald.db")
+	box := testBox(t)
+	s, err := sqlite.Open(t.Context(), from, sqlite.WithSecretBox(box))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := store.CheckKey(t.Context(), s, box); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(from + "-wal"); err != nil || fi.Size() == 0 {
+		t.Fatalf("the open database's -wal: %v (want writes in it)", err)
+	}
+	target := filepath.Join(t.TempDir(), "herald.db")
+	err = sqlite.Restore(t.Context(), from, target, box)
+	if err == nil || !strings.Contains(err.Error(), from+"-wal beside it holds writes") || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("restore of a live database: %v; want a refusal naming its -wal", err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore wrote %s", target)
+	}
+}
+
 // TestBackupRefusesAPartialFileInUse: the temporary file of a backup that
 // is running (it holds the file's lock) is not another backup's to take:
 // a second backup to the same file is refused and leaves it as it is.

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -277,5 +278,53 @@ func TestFirstExpiring(t *testing.T) {
 	}
 	if tlsreload.FirstExpiring(nil) != nil {
 		t.Error("FirstExpiring(nil) is not nil")
+	}
+}
+
+// TestChainThatDoesNotParseIsNotLoaded: a CERTIFICATE block after the
+// leaf that is no certificate made every client fail the handshake, yet
+// the pair loaded, at start and at a reload over a working certificate
+// (found by a new user's review). It does not load now: New refuses,
+// naming the position, and a reload to it keeps the previous certificate.
+func TestChainThatDoesNotParseIsNotLoaded(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(3650*day), nil, nil, true)
+	leafCert, leafKey := issued(t, "herald.example.com", time.Now().Add(-day), time.Now().Add(80*day), root, rootKey, false)
+	dir := t.TempDir()
+	certFile, keyPath := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "tls.key")
+	kder, err := x509.MarshalECPrivateKey(leafKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafCert.Raw})
+	bad := append(append([]byte{}, good...), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER at all")})...)
+	bad = append(bad, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw})...)
+
+	if err := os.WriteFile(certFile, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsreload.New(certFile, keyPath); err == nil || !strings.Contains(err.Error(), "certificate 2 of 3") || !strings.Contains(err.Error(), "does not parse") {
+		t.Fatalf("New with a chain whose second certificate does not parse: %v; want a refusal naming certificate 2 of 3", err)
+	}
+
+	if err := os.WriteFile(certFile, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tlsreload.New(certFile, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Certificate()
+	if err := os.WriteFile(certFile, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "does not parse") {
+		t.Fatalf("Reload to a chain that does not parse: %v; want an error", err)
+	}
+	if r.Certificate() != before {
+		t.Fatal("a reload to a chain that does not parse replaced the certificate served")
 	}
 }

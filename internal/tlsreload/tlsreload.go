@@ -33,8 +33,8 @@ type Reloader struct {
 	failed   [2]os.FileInfo // the stats of a pair that did not load
 }
 
-// New loads the PEM certificate chain and key (tls.LoadX509KeyPair); the
-// error names the files.
+// New loads the PEM certificate chain and key (tls.LoadX509KeyPair; every
+// certificate of the chain must parse); the error names the files.
 func New(certFile, keyFile string) (*Reloader, error) {
 	r := &Reloader{certFile: certFile, keyFile: keyFile}
 	if err := r.Reload(); err != nil {
@@ -61,6 +61,9 @@ func (r *Reloader) load() error {
 	cs, err1 := os.Stat(r.certFile)
 	ks, err2 := os.Stat(r.keyFile)
 	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err == nil {
+		err = chainParses(&cert)
+	}
 	if err != nil {
 		r.failed = [2]os.FileInfo{cs, ks}
 		return fmt.Errorf("TLS certificate %s / key %s: %w", r.certFile, r.keyFile, err)
@@ -69,6 +72,22 @@ func (r *Reloader) load() error {
 		return fmt.Errorf("TLS certificate %s / key %s: stat failed", r.certFile, r.keyFile)
 	}
 	r.cert, r.certStat, r.keyStat, r.failed = &cert, cs, ks, [2]os.FileInfo{}
+	return nil
+}
+
+// chainParses refuses a chain with a certificate after the leaf that does
+// not parse: crypto/tls parses only the leaf and sends the rest as they
+// are, and every client then fails the handshake on the bad one (found by
+// a new user's review: a garbage CERTIFICATE block in the chain file was
+// loaded, and a reload to such a file replaced a working certificate). A
+// pair that does not load leaves the previous one served (Reload) or
+// stops the start (New).
+func chainParses(c *tls.Certificate) error {
+	for _, cc := range Chain(c) {
+		if cc.Cert == nil {
+			return fmt.Errorf("certificate %d of %d in the chain file does not parse (%v): every client would fail the handshake on it; put the renewal tool's full chain in the certificate file", cc.Position, len(c.Certificate), cc.Err)
+		}
+	}
 	return nil
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // TestSourcePatchWithoutChange: a PATCH of a source that changes nothing —
-// {}, or the name, scheme, secrets, tolerance and destination it has —
+// {}, or the name, scheme, secrets, tolerance and destination it has, the
+// defaults' values included —
 // answers 200 with the source as it is: nothing is written (updated_at
 // and its forwarding endpoint's updated_at stay) and no change is
 // announced to the gateway (Config.SourceChanged), as for an endpoint or
@@ -37,6 +38,8 @@ func TestSourcePatchWithoutChange(t *testing.T) {
 		`{"scheme":"stripe","secrets":["whsec_provider_0123"],"tolerance_seconds":0}`,
 		`{"destination_url":"http://10.0.0.1/in"}`,
 		`{"name":"stripe","dedupe":"","destination_url":"http://10.0.0.1/in","max_body_bytes":0}`,
+		// The values GET shows for the defaults (stored as 0).
+		`{"tolerance_seconds":300,"max_body_bytes":1048576}`,
 	} {
 		st, got := w.call(adminKey, "PATCH", "/v1/sources/"+w.srcID, body)
 		if st != 200 || string(got) != string(raw) {

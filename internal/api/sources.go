@@ -350,17 +350,27 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 
 // sourceChanges reports whether update p, whose configuration is raw,
 // would change source src, whose configuration decodes to was: its name,
-// its configuration (a tolerance that never applies, which an update
-// drops, is no difference) or its destination (its forwarding endpoint's
+// its configuration as it applies (a tolerance that never applies, which
+// an update drops, is no difference, nor 0 and the default it stands for)
+// or its destination (its forwarding endpoint's
 // URL, read only when p names one).
 func (s *Server) sourceChanges(ctx context.Context, src store.Source, was inbound.SourceConfig, raw []byte, p store.UpdateSourceParams) (bool, error) {
 	if p.Name != nil && *p.Name != src.Name {
 		return true, nil
 	}
-	if !scheme.ReplayWindow(was.SchemeConfig()) {
-		was.ToleranceSeconds = 0
+	var now inbound.SourceConfig
+	if err := json.Unmarshal(raw, &now); err != nil {
+		return true, nil // not comparable: let the update decide
 	}
-	if before, _ := json.Marshal(was); !bytes.Equal(before, raw) {
+	// Compared as they apply, as GET shows them: a tolerance that never
+	// applies is none, 0 is the default tolerance or body cap (sending
+	// back the 300 or 1048576 a source with 0 shows changes nothing).
+	effective := func(c inbound.SourceConfig) []byte {
+		c.ToleranceSeconds, c.MaxBodyBytes = c.ReplayWindowSeconds(), c.Limit()
+		b, _ := json.Marshal(c)
+		return b
+	}
+	if !bytes.Equal(effective(was), effective(now)) {
 		return true, nil
 	}
 	if p.DestinationURL == nil {

@@ -27,6 +27,13 @@ func (e *Engine) claim(ctx context.Context) {
 		met     []store.UnreadableEndpoint
 	)
 	report := func(u store.UnreadableEndpoint) { met = append(met, u) }
+	// A delivery the claim dead-lettered because its stored row or its
+	// event's does not decode (store.PoisonedRows): no attempt could ever
+	// be made of it; the others of the claim were returned.
+	poisoned := func(pd store.PoisonedDelivery) {
+		log.Error("delivery dead-lettered without an attempt: its stored rows could not be read",
+			"delivery", pd.ID, "event", pd.EventID, "endpoint", pd.EndpointID, "tenant", pd.Tenant, "error", pd.Err)
+	}
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -69,7 +76,7 @@ func (e *Engine) claim(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
 			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
-			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report,
+			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report, Poisoned: poisoned,
 		})
 		cancel()
 		if len(met) > 0 {

@@ -471,6 +471,13 @@ type ClaimParams struct {
 	// the key may claim them), and does not fail: one endpoint's values
 	// never stop the deliveries of the others.
 	Unreadable func(UnreadableEndpoint)
+	// Poisoned, when not nil, is called after the claim committed, once
+	// for each delivery the claim dead-lettered instead of returning it
+	// because its own stored row or its event's does not decode (a
+	// PoisonedError; poisoned.go gives the rule). Whether it is set or
+	// not, those deliveries are dead-lettered and the claim returns the
+	// others and does not fail.
+	Poisoned func(PoisonedDelivery)
 }
 
 // ClaimTenantProbes bounds the tenants a claim looks at (tenants whose
@@ -710,7 +717,8 @@ const (
 	NoticeEndpointRecovered = "endpoint.recovered"
 	// NoticeDeliveryDeadLettered: a completion moved a delivery to the
 	// dead-letter queue (schedule exhausted, client-error budget spent,
-	// blocked or 410), except a delivery of an operational event.
+	// blocked or 410), or a claim did because its event's row does not
+	// decode (poisoned.go), except a delivery of an operational event.
 	NoticeDeliveryDeadLettered = "delivery.dead_lettered"
 )
 

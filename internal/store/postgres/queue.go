@@ -600,11 +600,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return rows.Err()
 	})
+	var poisonedRows store.PoisonedRows
 	b.Queue(claimedEvents, p.Owner, until).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			e, err := scanEvent(rows)
 			if err != nil {
-				return err
+				// Its stored headers or version bodies do not decode
+				// (jsonb that is not an object of strings, text that is
+				// not JSON): its deliveries are dead-lettered below, not
+				// the claim failed.
+				if e.ID == "" {
+					return err
+				}
+				poisonedRows.Event(e.ID, err)
+				continue
 			}
 			events[e.ID] = e
 		}
@@ -640,6 +649,22 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 		}
 		return nil, wrap("claim", err)
+	}
+	if poisonedRows.Any() {
+		// Deliveries no attempt can be made of: dead-lettered, one round
+		// trip on this abnormal path only.
+		var poisoned []store.PoisonedDelivery
+		claims, poisoned = poisonedRows.Drop(claims)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := s.deadLetterPoisoned(dctx, poisoned, p.Owner, until, p.Now)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("dead-letter it (its lease expires at %s, then a claim meets it again): %w", until.Format(time.RFC3339), classify(err))
+			for i := range poisoned {
+				poisoned[i].Err = errors.Join(poisoned[i].Err, err)
+			}
+		}
+		defer p.ReportPoisoned(poisoned)
 	}
 	if bad != nil {
 		// The deliveries of an endpoint whose values do not open with this
@@ -693,6 +718,37 @@ func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until 
 		b.Queue("SELECT pg_notify($1, $2)", notifyChannel, s.tag)
 	}
 	return s.pool.SendBatch(ctx, b).Close()
+}
+
+// deadLetterPoisonedSQL dead-letters the deliveries $1 a claim of owner
+// $4 (lease end $5) took but cannot attempt, their stored event not
+// decoding (store.PoisonedRows), each with its last_error ($2), at $3: no
+// attempt, no failure streak; and records delivery.dead_lettered for each
+// one moved (not for deliveries of operational events), in the same
+// statement.
+const deadLetterPoisonedSQL = `WITH dead AS (
+		UPDATE deliveries d SET state = 'dead', last_error = u.reason, next_attempt_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_until = NULL
+		FROM unnest($1::text[], $2::text[]) AS u (id, reason)
+		WHERE d.id = u.id AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
+		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error)
+	INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
+	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', $3,
+		dead.id, dead.event_id, dead.event_type, dead.attempts, dead.last_status_code, dead.last_error
+	FROM dead JOIN endpoints e ON e.id = dead.endpoint_id
+	WHERE dead.event_type NOT LIKE 'endpoint.%' AND dead.event_type <> 'delivery.dead_lettered'
+	ORDER BY dead.id`
+
+// deadLetterPoisoned dead-letters ps, deliveries a claim of owner (lease
+// end until) at now took and left out (deadLetterPoisonedSQL).
+func (s *Store) deadLetterPoisoned(ctx context.Context, ps []store.PoisonedDelivery, owner string, until, now time.Time) error {
+	ids, reasons := make([]string, len(ps)), make([]string, len(ps))
+	for i, pd := range ps {
+		ids[i], reasons[i] = pd.ID, pd.LastError()
+	}
+	_, err := s.pool.Exec(ctx, deadLetterPoisonedSQL, ids, reasons, ts(now), owner, until)
+	return err
 }
 
 // releaseClaimSQL gives back the leases of a claim that failed after its

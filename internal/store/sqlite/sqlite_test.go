@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -780,5 +781,95 @@ func TestNextFanOutQueryReadsFanOutsOnly(t *testing.T) {
 	}
 	if !strings.Contains(plan, "SEARCH e USING") {
 		t.Errorf("the event is not looked up by key; plan:\n%s", plan)
+	}
+}
+
+// TestPoisoned runs storetest.Poisoned: a claim that meets a delivery
+// whose event row does not decode dead-letters it and returns the others.
+// SQLite's TEXT columns also take text that is not JSON at all.
+func TestPoisoned(t *testing.T) {
+	box := testBox(t)
+	storetest.Poisoned(t, func(t *testing.T) (store.Store, storetest.Corrupt) {
+		path := filepath.Join(t.TempDir(), "herald.db")
+		s, err := sqlite.Open(t.Context(), path, sqlite.WithSecretBox(box))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", path, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, func(t *testing.T, table, column, id, value string) {
+			t.Helper()
+			corruptRow(t, rawDB(t, path), table, column, id, value)
+		}
+	}, storetest.PoisonedValue{Column: "headers", Value: `{not json`})
+}
+
+// corruptRow sets column of row id of table to value, as a damaged
+// database or a hand edit would.
+func corruptRow(t *testing.T, db *sql.DB, table, column, id, value string) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), fmt.Sprintf("UPDATE %s SET %s = ? WHERE id = ?", table, column), value, id); err != nil {
+		t.Fatalf("set %s.%s of %s: %v", table, column, id, err)
+	}
+}
+
+// TestPoisonedDeliveryRow: a delivery whose own row does not decode (an
+// INTEGER column holding text, which SQLite's typing lets a hand edit
+// write) is dead-lettered by the claim that meets it, with a last_error
+// naming it, and no delivery.dead_lettered (the notice would copy the
+// damaged row); the claim returns the others.
+func TestPoisonedDeliveryRow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _, path := handOffStore(t) // two enabled endpoints of acme, one paused
+	publishAcme(t, s)
+	publishAcme(t, s)
+	page, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: "acme", State: store.DeliveryPending, ListParams: store.ListParams{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string // in id order, as due together they are claimed
+	for _, d := range page.Data {
+		ids = append(ids, d.ID)
+	}
+	sort.Strings(ids)
+	if len(ids) != 4 {
+		t.Fatalf("%d pending deliveries, want 4", len(ids))
+	}
+	db := rawDB(t, path)
+	bad := ids[1]
+	corruptRow(t, db, "deliveries", "attempts", bad, "two")
+	var met []store.PoisonedDelivery
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: base.Add(time.Minute),
+		Poisoned: func(pd store.PoisonedDelivery) { met = append(met, pd) }})
+	if err != nil {
+		t.Fatalf("ClaimDeliveries with delivery %s's row damaged: %v; want the others", bad, err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Delivery.ID)
+	}
+	want := []string{ids[0], ids[2], ids[3]}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("claimed %v, want %v", got, want)
+	}
+	prefix := "stored delivery " + bad + " could not be read: "
+	if len(met) != 1 || met[0].ID != bad || !met[0].OwnRow || !strings.HasPrefix(met[0].Err.Error(), prefix) {
+		t.Fatalf("reported %+v; want %s, its own row, %q…", met, bad, prefix)
+	}
+	var state, lastError string
+	if err := db.QueryRowContext(ctx, "SELECT state, last_error FROM deliveries WHERE id = ?", bad).Scan(&state, &lastError); err != nil {
+		t.Fatal(err)
+	}
+	if state != "dead" || !strings.HasPrefix(lastError, prefix) || !strings.Contains(lastError, `"attempts"`) {
+		t.Errorf("delivery %s: state %s, last_error %q; want dead, %q… naming the column", bad, state, lastError, prefix)
+	}
+	ns, err := s.PendingNotices(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if n.Type == store.NoticeDeliveryDeadLettered {
+			t.Errorf("notice %+v for a delivery whose row does not decode", n)
+		}
 	}
 }

@@ -662,6 +662,13 @@ type RotateSecretParams struct {
 	Secret            string
 	PreviousExpiresAt time.Time
 	Now               time.Time
+	// ReplaceUnreadable: when the stored secrets do not open and the rest
+	// of the row does (OnlySecretsUnreadable), Secret replaces them alone
+	// (nothing of them can sign any more, so no overlap is kept) instead
+	// of the rotation failing with the *UnreadableError. The API sets it
+	// only on a node whose own key check passes: a node lacking the
+	// current key would otherwise drop secrets the other nodes open.
+	ReplaceUnreadable bool
 }
 
 // Roles of an API key (docs/operations.md, "Keys, roles and tenants").
@@ -946,7 +953,9 @@ type Store interface {
 	// RotateSecret makes Secret the endpoint's current secret; the previous
 	// current secret stays valid until PreviousExpiresAt (no later than Now:
 	// dropped at once); secrets already expired at Now are dropped.
-	// ErrNotFound for an unknown id.
+	// ErrNotFound for an unknown id; an *UnreadableError when the
+	// endpoint's stored values do not open (unless ReplaceUnreadable
+	// applies).
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
 	// RevokeSecret drops one older secret (RevokedSecrets). ErrNotFound
 	// for an unknown endpoint or secret; ErrCurrentSecret for the current

@@ -573,6 +573,20 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 // logged as an error, an internal error (500: a bug, e.g. a stored value
 // that does not decode) as a bug.
 func (s *Server) problem(err error, what string) error {
+	if u := (*store.UnreadableError)(nil); errors.As(err, &u) && u.Values != nil {
+		// Not the store being away (503) nor a bug (500): values of this
+		// endpoint do not open with this node's keys. 409 naming the rule
+		// and the ways out; the values' names only, never their contents.
+		s.cfg.Logger.Warn("endpoint's stored values do not open with this node's encryption keys", "endpoint", u.EndpointID, "values", u.Values, "error", err, "op", what)
+		way := "delete the endpoint (DELETE /v1/endpoints/{id}) and create it again"
+		if store.OnlySecretsUnreadable(err) {
+			way = "replace the secrets with POST /v1/endpoints/{id}/rotate-secret, or delete the endpoint"
+		}
+		// Named by the endpoint's id, not what: a list meets it too (the
+		// scoped store lists a tenant's own endpoints only).
+		return huma.NewError(http.StatusConflict, "endpoint "+Echo(u.EndpointID)+" has stored values that this node's encryption keys do not open ("+strings.Join(u.Values, ", ")+
+			"; sealed under a key this node does not hold, or damaged), so it cannot be used or changed here: GET /v1/endpoints/{id} shows it without them; "+way)
+	}
 	code := store.CodeOf(err)
 	status := code.HTTPStatus()
 	switch code {

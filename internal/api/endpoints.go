@@ -32,6 +32,7 @@ type EndpointOut struct {
 	Kind               string            `json:"kind" enum:"tenant,source" doc:"tenant: a tenant's endpoint; source: the forwarding endpoint of an inbound source (its tenant is the source id)"`
 	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
 	Circuit            *CircuitOut       `json:"circuit,omitempty" doc:"the circuit breaker as the node that answered sees it (each node keeps its own); on list and read only"`
+	Unreadable         []string          `json:"unreadable,omitempty" doc:"GET /v1/endpoints/{id} only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): secrets, headers.<Name> (whose value is then shown as [unreadable]). Nothing is delivered to the endpoint meanwhile. Replace the secrets with POST /v1/endpoints/{id}/rotate-secret, or delete the endpoint; other changes are refused (409) while such a value remains"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
 }
@@ -376,6 +377,18 @@ func (s *Server) listEndpoints(ctx context.Context, in *listEndpointsInput) (*li
 
 func (s *Server) getEndpoint(ctx context.Context, in *EndpointIDPath) (*endpointOutput, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
+	if u := unreadableValues(err); u != nil {
+		// Its stored values do not open here: the endpoint without them,
+		// each named (the tenant wall is the scoped store's, as always).
+		out := endpointOut(ctx, u.Endpoint)
+		for _, v := range u.Values {
+			if name, ok := strings.CutPrefix(v, "headers."); ok {
+				out.Headers[name] = UnreadableHeaderValue
+			}
+		}
+		out.Unreadable = u.Values
+		return &endpointOutput{Body: s.withCircuit(out)}, nil
+	}
 	if err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
@@ -389,6 +402,9 @@ type updateEndpointInput struct {
 
 func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+	if errors.As(err, new(*store.UnreadableError)) {
+		return nil, s.problem(err, "endpoint "+Echo(in.ID)) // 409 naming the rule
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +467,9 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 }
 
 func (s *Server) deleteEndpoint(ctx context.Context, in *EndpointIDPath) (*struct{}, error) {
-	if _, err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil {
+	// An endpoint whose stored values do not open is deleted all the same:
+	// a delete needs none of them.
+	if _, err := s.refuseSourceEndpoint(ctx, in.ID, "delete"); err != nil && !errors.As(err, new(*store.UnreadableError)) {
 		return nil, err
 	}
 	if err := s.db(ctx).DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: in.ID, Notice: true, Now: s.cfg.Now()}); err != nil {
@@ -505,8 +523,18 @@ func (s *Server) rotateEndpointSecret(ctx context.Context, in *rotateEndpointSec
 		return nil, err
 	}
 	now := s.cfg.Now()
-	e, err := s.db(ctx).RotateSecret(ctx, store.RotateSecretParams{ID: in.ID, Secret: secret,
-		PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now})
+	p := store.RotateSecretParams{ID: in.ID, Secret: secret, PreviousExpiresAt: now.Add(time.Duration(overlap) * time.Second), Now: now}
+	// Stored secrets that do not open (and nothing else of the endpoint)
+	// are replaced by the new one alone, but only by a node that holds the
+	// current encryption key: one that lacks it would drop secrets the
+	// other nodes open (store.RotateSecretParams.ReplaceUnreadable).
+	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); store.OnlySecretsUnreadable(err) {
+		p.ReplaceUnreadable = s.holdsCurrentKey(ctx)
+		if !p.ReplaceUnreadable {
+			return nil, huma.Error409Conflict("endpoint " + Echo(in.ID) + "'s stored secrets do not open with this node's encryption keys, and this node does not hold the current key (its key check fails): rotate them through a node that holds it, which replaces them")
+		}
+	}
+	e, err := s.db(ctx).RotateSecret(ctx, p)
 	if err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))
 	}
@@ -635,16 +663,43 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 // forwarding endpoint (its tenant is the source's internal tenant): the
 // source owns its URL and lifetime, so changing or deleting it here would
 // make the gateway accept provider events and forward them nowhere. The
-// source's own routes do it (PATCH or DELETE /v1/sources/{id}).
+// source's own routes do it (PATCH or DELETE /v1/sources/{id}). An
+// endpoint whose stored values do not open is checked by its tenant too,
+// and its *store.UnreadableError is then returned as is (not a problem
+// yet), for the caller to decide: a delete needs none of those values.
 func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) (store.Endpoint, error) {
 	e, err := s.db(ctx).GetEndpoint(ctx, id)
-	if err != nil {
+	tenant := e.Tenant
+	if u := (*store.UnreadableError)(nil); errors.As(err, &u) {
+		tenant = u.Tenant
+	} else if err != nil {
 		return e, s.problem(err, "endpoint "+Echo(id))
 	}
-	if IsInternalTenant(e.Tenant) {
-		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + e.Tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + e.Tenant + ")")
+	if IsInternalTenant(tenant) {
+		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + tenant + ")")
 	}
-	return e, nil
+	return e, err
+}
+
+// UnreadableHeaderValue stands for a custom header value that the
+// answering node's encryption keys do not open (EndpointOut.Unreadable).
+const UnreadableHeaderValue = "[unreadable]"
+
+// unreadableValues returns err's *store.UnreadableError when the trouble
+// is stored values that do not open (the rest of the endpoint read), else
+// nil.
+func unreadableValues(err error) *store.UnreadableError {
+	if u := (*store.UnreadableError)(nil); errors.As(err, &u) && u.Values != nil {
+		return u
+	}
+	return nil
+}
+
+// holdsCurrentKey reports whether this node's encryption key opens the
+// store's key check value (Config.KeyCheck; true without one: a store
+// without encryption).
+func (s *Server) holdsCurrentKey(ctx context.Context) bool {
+	return s.cfg.KeyCheck == nil || s.cfg.KeyCheck(ctx) == nil
 }
 
 // changes reports whether applying p to cur would change any field (an

@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -250,5 +252,156 @@ func TestNodeWithoutAKeyLeavesDeliveriesToANodeWithIt(t *testing.T) {
 	}
 	if strings.Contains(logsB.String(), "do not open") {
 		t.Errorf("node b, which holds the key, could not open the endpoint:\n%s", logsB.String())
+	}
+}
+
+// TestEndpointWhoseSecretsDoNotOpenThroughTheAPI: an endpoint whose signing
+// secrets are sealed under a key no node holds once answered 503 ("the
+// store is unavailable; retry later") on every route, so it could be
+// neither read, nor deleted, nor given a new secret through the API. Now
+// GET answers it with the values that do not open named (not their
+// contents), DELETE works, and a rotation replaces the secrets by the new
+// one alone (nothing of the old ones can sign); other reads and changes
+// answer 409 naming the rule and change nothing. The tenant wall holds
+// for such an endpoint as for any (another tenant's key: 404).
+func TestEndpointWhoseSecretsDoNotOpenThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	h, key := startHeraldKeyed(t, func(*app.Config) {})
+	key2 := func(role, tenant string) string {
+		t.Helper()
+		var k struct{ Key string }
+		if st, raw := h.call("POST", "/v1/api-keys", map[string]any{"name": role, "role": role, "tenant": tenant}, &k); st != 201 {
+			t.Fatalf("create key: %d %s", st, raw)
+		}
+		return k.Key
+	}
+	acme, globex := key2("manager", "acme"), key2("manager", "globex")
+	ep := h.createEndpoint("acme", newReceiver(t, 200).URL)
+	gone := h.createEndpoint("acme", newReceiver(t, 200).URL)
+	h.mustCall("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"billing"}`, 200)
+	sealUnderLostKey(t, h.m.Store(), key, newKey(t), ep.ID)
+	sealUnderLostKey(t, h.m.Store(), key, newKey(t), gone.ID)
+
+	type out struct {
+		ID, Tenant, URL, Description string
+		Unreadable                   []string
+	}
+	for _, k := range []string{testAPIKey, acme} {
+		var got out
+		if st, raw := h.callWithKey(k, "GET", "/v1/endpoints/"+ep.ID, nil, &got); st != 200 {
+			t.Fatalf("GET the endpoint whose secrets do not open = %d %s, want 200", st, raw)
+		}
+		if got.ID != ep.ID || got.Tenant != "acme" || got.URL != ep.URL || got.Description != "billing" || strings.Join(got.Unreadable, ",") != "secrets" {
+			t.Errorf("GET = %+v; want the endpoint with unreadable [secrets]", got)
+		}
+	}
+	// Another tenant's key: 404 on every route, as for an unknown id.
+	for _, r := range [][2]string{{"GET", ""}, {"GET", "/secret"}, {"PATCH", ""}, {"DELETE", ""}, {"POST", "/rotate-secret"}} {
+		var body any
+		if r[0] == "PATCH" {
+			body = `{"description":"x"}`
+		}
+		if st, raw := h.callWithKey(globex, r[0], "/v1/endpoints/"+ep.ID+r[1], body, nil); st != 404 {
+			t.Errorf("%s …%s with another tenant's key = %d %s, want 404", r[0], r[1], st, raw)
+		}
+	}
+	// What needs the secrets, or would write them back: 409 naming the
+	// rule, nothing changed.
+	for _, r := range [][3]string{{"GET", "/secret", ""}, {"GET", "/secrets", ""}, {"PATCH", "", `{"description":"changed"}`}} {
+		var body any
+		if r[2] != "" {
+			body = r[2]
+		}
+		st, raw := h.callWithKey(acme, r[0], "/v1/endpoints/"+ep.ID+r[1], body, nil)
+		if st != 409 || !strings.Contains(string(raw), "do not open (secrets;") || !strings.Contains(string(raw), "rotate-secret") {
+			t.Errorf("%s …%s = %d %s; want 409 naming the values and the rotation", r[0], r[1], st, raw)
+		}
+	}
+	// A list that meets it fails as a whole, but says why and which.
+	if st, raw := h.callWithKey(acme, "GET", "/v1/endpoints", nil, nil); st != 409 || !strings.Contains(string(raw), "do not open") ||
+		!strings.Contains(string(raw), ep.ID) && !strings.Contains(string(raw), gone.ID) {
+		t.Errorf("GET /v1/endpoints = %d %s; want 409 naming an endpoint whose values do not open", st, raw)
+	}
+	var got out
+	h.callWithKey(acme, "GET", "/v1/endpoints/"+ep.ID, nil, &got)
+	if got.Description != "billing" {
+		t.Errorf("after a refused PATCH the description is %q, want billing", got.Description)
+	}
+
+	// A rotation replaces them: the new secret alone.
+	var rot struct {
+		Secret            string
+		PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	}
+	if st, raw := h.callWithKey(acme, "POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{"overlap_seconds":3600}`, &rot); st != 200 || rot.Secret == "" || rot.PreviousExpiresAt != nil {
+		t.Fatalf("rotate the secrets that do not open = %d %s; want 200, a new secret, no previous one", st, raw)
+	}
+	got = out{}
+	h.callWithKey(acme, "GET", "/v1/endpoints/"+ep.ID, nil, &got)
+	var sec struct{ Secret string }
+	if st, raw := h.callWithKey(acme, "GET", "/v1/endpoints/"+ep.ID+"/secret", nil, &sec); st != 200 || sec.Secret != rot.Secret || len(got.Unreadable) != 0 {
+		t.Errorf("after the rotation: secret %d %s, unreadable %q; want the new secret, nothing unreadable", st, raw, got.Unreadable)
+	}
+	// A readable endpoint's rotation keeps the overlap as before.
+	if st, raw := h.callWithKey(acme, "POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{"overlap_seconds":3600}`, &rot); st != 200 || rot.PreviousExpiresAt == nil {
+		t.Errorf("rotate again = %d %s; want the previous secret kept for the overlap", st, raw)
+	}
+
+	// DELETE needs none of the values.
+	if st, raw := h.callWithKey(acme, "DELETE", "/v1/endpoints/"+gone.ID, nil, nil); st != 204 {
+		t.Fatalf("DELETE the endpoint whose secrets do not open = %d %s, want 204", st, raw)
+	}
+	if st, _ := h.call("GET", "/v1/endpoints/"+gone.ID, nil, nil); st != 404 {
+		t.Errorf("GET after the DELETE = %d, want 404", st)
+	}
+}
+
+// An endpoint one of whose custom header values does not open: GET shows
+// it with that value as [unreadable] (the others as they are) and names
+// it; a rotation cannot help (409, naming DELETE as the way out), and
+// DELETE works.
+func TestEndpointWhoseHeaderValueDoesNotOpenThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	h, _ := startHeraldKeyed(t, func(*app.Config) {})
+	var ep endpointResp
+	if st, raw := h.call("POST", "/v1/endpoints", map[string]any{"tenant": "acme", "url": newReceiver(t, 200).URL,
+		"headers": map[string]string{"X-Team": "storage", "X-Env": "prod"}}, &ep); st != 201 {
+		t.Fatalf("create endpoint: %d %s", st, raw)
+	}
+	// X-Team's value damaged in place (as a bad disk or hand edit would).
+	st := h.m.Store()
+	var headers store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "endpoints" && c.Column == "headers" {
+			headers = c
+		}
+	}
+	v, ok, err := st.Capabilities().Sealed.SealedValue(t.Context(), headers, ep.ID)
+	if err != nil || !ok {
+		t.Fatalf("read the headers of %s: %v, %v", ep.ID, ok, err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["X-Team"] = "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value no key of this node made"))
+	damaged, _ := json.Marshal(m)
+	if ok, err := st.Capabilities().Sealed.ReplaceSealed(t.Context(), headers, ep.ID, v, string(damaged)); err != nil || !ok {
+		t.Fatalf("damage a header value: %v, %v", ok, err)
+	}
+
+	var got struct {
+		Headers    map[string]string
+		Unreadable []string
+	}
+	if st, raw := h.call("GET", "/v1/endpoints/"+ep.ID, nil, &got); st != 200 || got.Headers["X-Team"] != "[unreadable]" || got.Headers["X-Env"] != "prod" ||
+		strings.Join(got.Unreadable, ",") != "headers.X-Team" {
+		t.Errorf("GET = %d %s; want 200, X-Team [unreadable], X-Env prod, unreadable [headers.X-Team]", st, raw)
+	}
+	if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", nil, nil); st != 409 || !strings.Contains(string(raw), "headers.X-Team") || !strings.Contains(string(raw), "delete the endpoint") {
+		t.Errorf("rotate = %d %s; want 409 naming the header and DELETE", st, raw)
+	}
+	if st, raw := h.call("DELETE", "/v1/endpoints/"+ep.ID, nil, nil); st != 204 {
+		t.Errorf("DELETE = %d %s, want 204", st, raw)
 	}
 }

@@ -471,6 +471,13 @@ type ClaimParams struct {
 	// the key may claim them), and does not fail: one endpoint's values
 	// never stop the deliveries of the others.
 	Unreadable func(UnreadableEndpoint)
+	// Poisoned, when not nil, is called after the claim committed, once
+	// for each delivery the claim dead-lettered instead of returning it
+	// because its own stored row or its event's does not decode (a
+	// PoisonedError; poisoned.go gives the rule). Whether it is set or
+	// not, those deliveries are dead-lettered and the claim returns the
+	// others and does not fail.
+	Poisoned func(PoisonedDelivery)
 }
 
 // ClaimTenantProbes bounds the tenants a claim looks at (tenants whose
@@ -655,6 +662,13 @@ type RotateSecretParams struct {
 	Secret            string
 	PreviousExpiresAt time.Time
 	Now               time.Time
+	// ReplaceUnreadable: when the stored secrets do not open and the rest
+	// of the row does (OnlySecretsUnreadable), Secret replaces them alone
+	// (nothing of them can sign any more, so no overlap is kept) instead
+	// of the rotation failing with the *UnreadableError. The API sets it
+	// only on a node whose own key check passes: a node lacking the
+	// current key would otherwise drop secrets the other nodes open.
+	ReplaceUnreadable bool
 }
 
 // Roles of an API key (docs/operations.md, "Keys, roles and tenants").
@@ -710,7 +724,8 @@ const (
 	NoticeEndpointRecovered = "endpoint.recovered"
 	// NoticeDeliveryDeadLettered: a completion moved a delivery to the
 	// dead-letter queue (schedule exhausted, client-error budget spent,
-	// blocked or 410), except a delivery of an operational event.
+	// blocked or 410), or a claim did because its event's row does not
+	// decode (poisoned.go), except a delivery of an operational event.
 	NoticeDeliveryDeadLettered = "delivery.dead_lettered"
 )
 
@@ -889,14 +904,18 @@ type Store interface {
 	// many deliveries became claimable again.
 	RescueExpiredLeases(ctx context.Context, now time.Time) (int, error)
 	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery
-	// of a tenant not in skipTenants (ClaimParams.SkipTenants: what the
-	// next claim will skip), or the zero time when there is none. With
-	// skipTenants, drivers find it tenant by tenant (one index probe each,
-	// whatever a skipped tenant's backlog), looking at most at
-	// NextDueTenantProbes tenants besides the skipped ones; past that the
-	// earliest found is returned (possibly later than the true earliest:
-	// the caller's poll interval bounds the wait).
-	NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error)
+	// of a tenant not in skipTenants and an endpoint not in skipEndpoints
+	// (ClaimParams.SkipTenants, SkipEndpoints: what the next claim will
+	// skip), or the zero time when there is none. With skipTenants,
+	// drivers find it tenant by tenant (one index probe each, whatever a
+	// skipped tenant's backlog), looking at most at NextDueTenantProbes
+	// tenants besides the skipped ones; past that the earliest found is
+	// returned (possibly later than the true earliest: the caller's poll
+	// interval bounds the wait). With skipEndpoints (nil or empty = none:
+	// the statements are then unchanged), the rows of those endpoints met
+	// before the answer are stepped over one by one, as a claim that skips
+	// them does (ClaimParams.SkipEndpoints).
+	NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error)
 
 	// SetEndpointState pauses, resumes, disables or enables an endpoint; it
 	// returns the endpoint and how many deliveries were held or released.
@@ -934,7 +953,9 @@ type Store interface {
 	// RotateSecret makes Secret the endpoint's current secret; the previous
 	// current secret stays valid until PreviousExpiresAt (no later than Now:
 	// dropped at once); secrets already expired at Now are dropped.
-	// ErrNotFound for an unknown id.
+	// ErrNotFound for an unknown id; an *UnreadableError when the
+	// endpoint's stored values do not open (unless ReplaceUnreadable
+	// applies).
 	RotateSecret(ctx context.Context, p RotateSecretParams) (Endpoint, error)
 	// RevokeSecret drops one older secret (RevokedSecrets). ErrNotFound
 	// for an unknown endpoint or secret; ErrCurrentSecret for the current

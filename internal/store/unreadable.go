@@ -2,6 +2,9 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -15,19 +18,30 @@ import (
 // fail: it leaves that endpoint's deliveries out (ClaimParams.Unreadable).
 type UnreadableError struct {
 	EndpointID string
+	Tenant     string // the endpoint's tenant (the API's tenant wall)
 	Err        error
+	// Values names the sealed values of the row that did not open
+	// ("secrets", "headers.<Name>"; sorted), when those are the only
+	// trouble (OpenEndpointValues); nil when a column is not the JSON
+	// Herald wrote.
+	Values []string
+	// Endpoint is the row without those values, when Values is not nil:
+	// every other field as stored, Secrets nil when "secrets" is in
+	// Values, Headers without the names in Values. The API shows it (GET)
+	// and lets it be deleted or its secrets replaced; nothing signs with it.
+	Endpoint Endpoint
 }
 
 func (e *UnreadableError) Error() string { return e.Err.Error() }
 func (e *UnreadableError) Unwrap() error { return e.Err }
 
 // Unreadable wraps err, the failure to decode the stored values of
-// endpoint id, in an *UnreadableError (nil for nil).
-func Unreadable(id string, err error) error {
+// endpoint id of tenant, in an *UnreadableError (nil for nil).
+func Unreadable(id, tenant string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &UnreadableError{EndpointID: id, Err: err}
+	return &UnreadableError{EndpointID: id, Tenant: tenant, Err: err}
 }
 
 // UnreadableEndpoint is an endpoint a claim left out because its stored
@@ -103,4 +117,63 @@ func (p ClaimParams) Report(us []UnreadableEndpoint) {
 	for _, u := range us {
 		p.Unreadable(u)
 	}
+}
+
+// OpenEndpointValues opens into e the sealed values of its row, as both
+// drivers read an endpoint: headers, the stored headers object (each value
+// sealed, or clear if written before values were sealed), into e.Headers,
+// and secrets, the stored secrets column, into e.Secrets. Every value is
+// tried: when some do not open with box (sealed under a key it does not
+// hold, or damaged) it returns an *UnreadableError naming each in Values,
+// with Endpoint e without them; e then holds the values that opened.
+func OpenEndpointValues(box SecretBox, e *Endpoint, headers map[string]string, secrets string) error {
+	var (
+		values []string
+		errs   joinedErrors
+	)
+	if headers != nil {
+		e.Headers = make(map[string]string, len(headers))
+		for name, v := range headers {
+			b, err := OpenBytes(box, HeaderContext(e.ID, name), v)
+			if err != nil {
+				values = append(values, "headers."+name)
+				errs = append(errs, fmt.Errorf("header %s: %w", name, err))
+				continue
+			}
+			e.Headers[name] = string(b)
+		}
+	}
+	ss, err := DecodeSecrets(box, e.ID, secrets)
+	if err != nil {
+		values = append(values, "secrets")
+		errs = append(errs, err)
+	} else {
+		e.Secrets = ss
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	slices.Sort(values)
+	return &UnreadableError{EndpointID: e.ID, Tenant: e.Tenant, Err: fmt.Errorf("endpoint %s: %w", e.ID, errs), Values: values, Endpoint: *e}
+}
+
+// joinedErrors is errors.Join on one line ("; " between them).
+type joinedErrors []error
+
+func (j joinedErrors) Error() string {
+	msgs := make([]string, len(j))
+	for i, err := range j {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (j joinedErrors) Unwrap() []error { return j }
+
+// OnlySecretsUnreadable reports whether err is an *UnreadableError whose
+// only trouble is the endpoint's secrets: the rest of the row decoded and
+// opened (so replacing the secrets makes it readable again).
+func OnlySecretsUnreadable(err error) bool {
+	var u *UnreadableError
+	return errors.As(err, &u) && slices.Equal(u.Values, []string{"secrets"})
 }

@@ -349,27 +349,32 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // the new list is computed (store.RotatedSecrets, the drivers' shared rule)
 // and written, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
-	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, p.ReplaceUnreadable, func(old []store.Secret) ([]store.Secret, error) {
 		return store.RotatedSecrets(old, p), nil
 	})
 }
 
 // RevokeSecret implements store.Store, as RotateSecret.
 func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
-	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, false, func(old []store.Secret) ([]store.Secret, error) {
 		return store.RevokedSecrets(old, p.SecretID, p.Now)
 	})
 }
 
 // changeSecrets replaces an endpoint's secrets with change(its secrets),
-// the row locked between the read and the write.
-func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
+// the row locked between the read and the write; with replaceUnreadable,
+// secrets that do not open (and nothing else of the row) are taken for
+// none (store.RotateSecretParams.ReplaceUnreadable).
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, replaceUnreadable bool, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	var e store.Endpoint
 	b := newTxBatch()
 	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", id).QueryRow(func(row pgx.Row) error {
 		var err error
 		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil && replaceUnreadable && store.OnlySecretsUnreadable(err) {
+			e, err = store.Endpoint{ID: id}, nil // the old secrets: none
 		}
 		return err
 	})

@@ -505,21 +505,34 @@ var (
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
 
-// nextDueSkipQuery is nextDueQuery without the tenants $1: the earliest of
-// the other tenants' earliest due times, found by a skip scan of
-// deliveries_due_tenant (one probe per tenant, at most $2 tenants), so a
-// skipped tenant's backlog is never stepped over.
-const nextDueSkipQuery = `WITH RECURSIVE t(tenant, due, n) AS (
+// nextDueSkipSQL is nextDueQuery without the tenants $1, with skip added
+// to the filter of the rows it reads: the earliest of the other tenants'
+// earliest due times, found by a skip scan of deliveries_due_tenant (one
+// probe per tenant, at most $2 tenants), so a skipped tenant's backlog is
+// never stepped over.
+func nextDueSkipSQL(skip string) string {
+	return `WITH RECURSIVE t(tenant, due, n) AS (
 		(SELECT tenant, next_attempt_at, 1 FROM deliveries
-		 WHERE state = 'pending' AND lease_owner IS NULL
+		 WHERE state = 'pending' AND lease_owner IS NULL` + skip + `
 		 ORDER BY tenant, next_attempt_at LIMIT 1)
 		UNION ALL
 		SELECT x.tenant, x.next_attempt_at, t.n + 1 FROM t CROSS JOIN LATERAL
 			(SELECT tenant, next_attempt_at FROM deliveries
-			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > t.tenant
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > t.tenant` + skip + `
 			 ORDER BY tenant, next_attempt_at LIMIT 1) x
 		WHERE t.n < $2)
 	SELECT MIN(due) FROM t WHERE tenant <> ALL ($1::text[])`
+}
+
+// The next-due reads without the endpoints a claim skips
+// (store.Store.NextDueAt's skipEndpoints, the last parameter), filtered as
+// the claim's variants are (claimFairSkipEPQuery): each row of those
+// endpoints met on the way is stepped over.
+var (
+	nextDueSkipQuery       = nextDueSkipSQL("")
+	nextDueSkipSkipEPQuery = nextDueSkipSQL(" AND endpoint_id || '' <> ALL ($3::text[])")
+	nextDueSkipEPQuery     = nextDueQuery + " AND endpoint_id || '' <> ALL ($1::text[])"
+)
 
 // claimedEvents and claimedEndpoints read the events and endpoints of the
 // deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
@@ -600,11 +613,20 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		return rows.Err()
 	})
+	var poisonedRows store.PoisonedRows
 	b.Queue(claimedEvents, p.Owner, until).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			e, err := scanEvent(rows)
 			if err != nil {
-				return err
+				// Its stored headers or version bodies do not decode
+				// (jsonb that is not an object of strings, text that is
+				// not JSON): its deliveries are dead-lettered below, not
+				// the claim failed.
+				if e.ID == "" {
+					return err
+				}
+				poisonedRows.Event(e.ID, err)
+				continue
 			}
 			events[e.ID] = e
 		}
@@ -640,6 +662,22 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 			}
 		}
 		return nil, wrap("claim", err)
+	}
+	if poisonedRows.Any() {
+		// Deliveries no attempt can be made of: dead-lettered, one round
+		// trip on this abnormal path only.
+		var poisoned []store.PoisonedDelivery
+		claims, poisoned = poisonedRows.Drop(claims)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := s.deadLetterPoisoned(dctx, poisoned, p.Owner, until, p.Now)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("dead-letter it (its lease expires at %s, then a claim meets it again): %w", until.Format(time.RFC3339), classify(err))
+			for i := range poisoned {
+				poisoned[i].Err = errors.Join(poisoned[i].Err, err)
+			}
+		}
+		defer p.ReportPoisoned(poisoned)
 	}
 	if bad != nil {
 		// The deliveries of an endpoint whose values do not open with this
@@ -693,6 +731,37 @@ func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until 
 		b.Queue("SELECT pg_notify($1, $2)", notifyChannel, s.tag)
 	}
 	return s.pool.SendBatch(ctx, b).Close()
+}
+
+// deadLetterPoisonedSQL dead-letters the deliveries $1 a claim of owner
+// $4 (lease end $5) took but cannot attempt, their stored event not
+// decoding (store.PoisonedRows), each with its last_error ($2), at $3: no
+// attempt, no failure streak; and records delivery.dead_lettered for each
+// one moved (not for deliveries of operational events), in the same
+// statement.
+const deadLetterPoisonedSQL = `WITH dead AS (
+		UPDATE deliveries d SET state = 'dead', last_error = u.reason, next_attempt_at = $3, updated_at = $3,
+			lease_owner = NULL, lease_until = NULL
+		FROM unnest($1::text[], $2::text[]) AS u (id, reason)
+		WHERE d.id = u.id AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
+		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error)
+	INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
+		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
+	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', $3,
+		dead.id, dead.event_id, dead.event_type, dead.attempts, dead.last_status_code, dead.last_error
+	FROM dead JOIN endpoints e ON e.id = dead.endpoint_id
+	WHERE dead.event_type NOT LIKE 'endpoint.%' AND dead.event_type <> 'delivery.dead_lettered'
+	ORDER BY dead.id`
+
+// deadLetterPoisoned dead-letters ps, deliveries a claim of owner (lease
+// end until) at now took and left out (deadLetterPoisonedSQL).
+func (s *Store) deadLetterPoisoned(ctx context.Context, ps []store.PoisonedDelivery, owner string, until, now time.Time) error {
+	ids, reasons := make([]string, len(ps)), make([]string, len(ps))
+	for i, pd := range ps {
+		ids[i], reasons[i] = pd.ID, pd.LastError()
+	}
+	_, err := s.pool.Exec(ctx, deadLetterPoisonedSQL, ids, reasons, ts(now), owner, until)
+	return err
 }
 
 // releaseClaimSQL gives back the leases of a claim that failed after its
@@ -1068,13 +1137,18 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).
-func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
+func (s *Store) NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error) {
 	var next *time.Time
 	var row pgx.Row
-	if len(skipTenants) == 0 {
+	switch {
+	case len(skipTenants) == 0 && len(skipEndpoints) == 0:
 		row = s.pool.QueryRow(ctx, nextDueQuery)
-	} else {
+	case len(skipTenants) == 0:
+		row = s.pool.QueryRow(ctx, nextDueSkipEPQuery, skipEndpoints)
+	case len(skipEndpoints) == 0:
 		row = s.pool.QueryRow(ctx, nextDueSkipQuery, skipTenants, store.NextDueTenantProbes+len(skipTenants))
+	default:
+		row = s.pool.QueryRow(ctx, nextDueSkipSkipEPQuery, skipTenants, store.NextDueTenantProbes+len(skipTenants), skipEndpoints)
 	}
 	if err := row.Scan(&next); err != nil {
 		return time.Time{}, wrap("next due", err)

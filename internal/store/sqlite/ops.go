@@ -560,27 +560,32 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 // RotateSecret implements store.Store; the read and the write happen in one
 // transaction, so concurrent rotations never lose a secret.
 func (s *Store) RotateSecret(ctx context.Context, p store.RotateSecretParams) (store.Endpoint, error) {
-	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+	return s.changeSecrets(ctx, "rotate secret", p.ID, p.Now, p.ReplaceUnreadable, func(old []store.Secret) ([]store.Secret, error) {
 		return store.RotatedSecrets(old, p), nil
 	})
 }
 
 // RevokeSecret implements store.Store, as RotateSecret.
 func (s *Store) RevokeSecret(ctx context.Context, p store.RevokeSecretParams) (store.Endpoint, error) {
-	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, func(old []store.Secret) ([]store.Secret, error) {
+	return s.changeSecrets(ctx, "revoke secret", p.ID, p.Now, false, func(old []store.Secret) ([]store.Secret, error) {
 		return store.RevokedSecrets(old, p.SecretID, p.Now)
 	})
 }
 
 // changeSecrets replaces an endpoint's secrets with change(its secrets) in
-// one transaction.
-func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
+// one transaction; with replaceUnreadable, secrets that do not open (and
+// nothing else of the row) are taken for none
+// (store.RotateSecretParams.ReplaceUnreadable).
+func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time, replaceUnreadable bool, change func([]store.Secret) ([]store.Secret, error)) (store.Endpoint, error) {
 	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
 		return store.Endpoint{}, wrap(op, err)
 	}
 	defer done()
 	e, err := s.getEndpoint(ctx, tx, id)
+	if err != nil && replaceUnreadable && store.OnlySecretsUnreadable(err) {
+		e, err = store.Endpoint{ID: id}, nil // the old secrets: none
+	}
 	if err != nil {
 		return store.Endpoint{}, err
 	}

@@ -859,14 +859,15 @@ const (
 		WHERE state = 'pending' AND lease_owner IS NULL ORDER BY next_attempt_at, id`
 )
 
-// skippingEndpoints maps each claim query to its variant for a claim with
-// endpoints to skip (store.ClaimParams.SkipEndpoints): the same rows
+// skippingEndpoints maps each claim query (and the next-due reads) to its
+// variant for a claim with endpoints to skip
+// (store.ClaimParams.SkipEndpoints; NextDueAt's skipEndpoints): the same rows
 // without those of the endpoints of a JSON array, the last parameter.
 // The endpoint is not in the due indexes: each row stepped over is looked
 // up in the table, so only a claim that skips endpoints pays for it.
 var skippingEndpoints = func() map[string]string {
 	m := map[string]string{}
-	for _, q := range []string{ClaimQuery, ClaimTenantQuery, ClaimTenantDueQuery, ClaimSkipQuery} {
+	for _, q := range []string{ClaimQuery, ClaimTenantQuery, ClaimTenantDueQuery, ClaimSkipQuery, NextDueQuery, TenantDueQuery} {
 		i := strings.LastIndex(q, "ORDER BY")
 		m[q] = q[:i] + "AND endpoint_id NOT IN (SELECT value FROM json_each(?))\n\t\t" + q[i:]
 	}
@@ -997,10 +998,17 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return nil, nil
 	}
 	// The deliveries of an endpoint whose values do not open are left out
-	// (unleased: only the claims returned are leased below) and reported.
-	claims, unreadable, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
+	// (unleased: only the claims returned are leased below) and reported;
+	// those whose own row or event's row does not decode are dead-lettered
+	// on this transaction (store.PoisonedRows) and reported.
+	claims, unreadable, poisoned, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
 	if err != nil {
 		return nil, wrap("claim", err)
+	}
+	if len(poisoned) > 0 {
+		if err := s.deadLetterPoisoned(ctx, tx, poisoned, now); err != nil {
+			return nil, wrap("claim: dead-letter deliveries whose stored rows do not decode", err)
+		}
 	}
 	for i := range claims {
 		claims[i].Turn = turns[claims[i].Delivery.Tenant]
@@ -1024,24 +1032,60 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		return strings.Compare(a.Delivery.ID, b.Delivery.ID)
 	})
 	p.Report(unreadable)
+	p.ReportPoisoned(poisoned)
 	return claims, nil
+}
+
+// deadLetterPoisonedSQL dead-letters a delivery a claim (at ?3) cannot
+// attempt because its stored row or its event's does not decode, with
+// last_error ?2 (store.PoisonedRows): no attempt, no failure streak.
+const deadLetterPoisonedSQL = `UPDATE deliveries SET state = 'dead', last_error = ?2, next_attempt_at = ?3, updated_at = ?3
+	WHERE id = ?1 AND state = 'pending'`
+
+// deadLetterPoisoned dead-letters the deliveries of ps on tx, the claim's
+// transaction at now (microseconds), with delivery.dead_lettered for
+// those whose own row decodes (the notice copies from it).
+func (s *Store) deadLetterPoisoned(ctx context.Context, tx *sql.Tx, ps []store.PoisonedDelivery, now int64) error {
+	for _, pd := range ps {
+		if err := s.exec(ctx, tx, deadLetterPoisonedSQL, pd.ID, pd.LastError(), now); err != nil {
+			return err
+		}
+		if pd.OwnRow {
+			continue
+		}
+		if err := s.exec(ctx, tx, deadLetterNoticeSQL, pd.ID, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadClaims reads the claims of deliveries ids on tx: each delivery
 // (leased to owner until until), its event and its endpoint, in the order
-// the id lookup yields them. A claim (ClaimDeliveries) and a hand-off
-// (handoff.go) read theirs with it. The deliveries of an endpoint whose
-// stored values do not open (store.UnreadableError) are left out of
-// claims and reported in unreadable (store.DropUnreadable).
-func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) (claims []store.Claim, unreadable []store.UnreadableEndpoint, _ error) {
+// the id lookup yields them (ClaimDeliveries). The deliveries of an
+// endpoint whose stored values do not open (store.UnreadableError) are left
+// out of claims and reported in unreadable (store.DropUnreadable); those
+// whose own row or event's row does not decode are left out and returned
+// in poisoned (store.PoisonedRows), for the caller to dead-letter. A row
+// whose id does not even decode fails the load.
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) (claims []store.Claim, unreadable []store.UnreadableEndpoint, poisoned []store.PoisonedDelivery, _ error) {
 	claims = make([]store.Claim, 0, len(ids))
+	var rows store.PoisonedRows
 	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
 		d, err := scanDelivery(sc)
+		if err != nil {
+			// Scan fills the columns before the failing one: the id
+			// comes first.
+			if d.ID == "" {
+				return err
+			}
+			rows.Delivery(d.ID, err)
+		}
 		d.LeaseOwner, d.LeaseUntil = owner, until
 		claims = append(claims, store.Claim{Delivery: d})
-		return err
+		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
@@ -1051,10 +1095,20 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 	}
 	if err := s.loadByIDs(ctx, tx, claimEventsQuery, keys(events), func(sc scanner) error {
 		e, err := scanEvent(sc)
+		if err != nil {
+			if e.ID == "" {
+				return err
+			}
+			rows.Event(e.ID, err)
+			return nil
+		}
 		events[e.ID] = e
-		return err
+		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if rows.Any() {
+		claims, poisoned = rows.Drop(claims)
 	}
 	var bad map[string]*store.UnreadableError
 	if err := s.loadByIDs(ctx, tx, claimEndpointsQuery, keys(endpoints), func(sc scanner) error {
@@ -1065,7 +1119,7 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 		endpoints[e.ID] = e
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if bad != nil {
 		claims, _, unreadable = store.DropUnreadable(claims, bad)
@@ -1074,7 +1128,7 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 		claims[i].Event = events[claims[i].Delivery.EventID]
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
-	return claims, unreadable, nil
+	return claims, unreadable, poisoned, nil
 }
 
 // dueTenants walks the tenants with claimable deliveries in tenant order
@@ -1883,19 +1937,41 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 // other tenant's, found by a skip scan of deliveries_due_tenant (one probe
 // per tenant, as the claim's round: a skipped tenant's backlog is never
 // stepped over), at most store.NextDueTenantProbes tenants besides the
-// skipped ones.
-func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
-	if len(skipTenants) > 0 {
-		return s.nextDueSkipping(ctx, skipTenants)
+// skipped ones. With skipEndpoints, the same without the rows of those
+// endpoints (the variants of the claim's skipping queries, prepared on
+// use: only a node with endpoints whose values do not open runs them).
+func (s *Store) NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error) {
+	var skipEP string // skipEndpoints as a JSON array ("" = none)
+	if len(skipEndpoints) > 0 {
+		b, err := json.Marshal(skipEndpoints)
+		if err != nil {
+			return time.Time{}, wrap("next due", err)
+		}
+		skipEP = string(b)
 	}
-	due, ok, err := s.firstUnleasedDue(s.readStmts[NextDueQuery].QueryContext(ctx))
+	if len(skipTenants) > 0 {
+		return s.nextDueSkipping(ctx, skipTenants, skipEP)
+	}
+	var (
+		due int64
+		ok  bool
+		err error
+	)
+	if skipEP == "" {
+		due, ok, err = s.firstUnleasedDue(s.readStmts[NextDueQuery].QueryContext(ctx))
+	} else {
+		due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, skippingEndpoints[NextDueQuery], skipEP))
+	}
 	if err != nil || !ok {
 		return time.Time{}, wrap("next due", err)
 	}
 	return fromMicro(due), nil
 }
 
-func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, error) {
+// nextDueSkipping is NextDueAt with tenants to skip; skipEP is the
+// endpoints to skip as a JSON array ("" = none): with some, each tenant's
+// earliest due is read without their rows (TenantDueQuery's variant).
+func (s *Store) nextDueSkipping(ctx context.Context, skip []string, skipEP string) (time.Time, error) {
 	var (
 		best  int64
 		found bool
@@ -1919,7 +1995,18 @@ func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, 
 			continue
 		}
 		probes--
-		if s.leases.tenantLeases(tenant) > 0 {
+		if skipEP != "" {
+			// Its earliest may be a skipped endpoint's: find its first
+			// unleased of the others.
+			var ok bool
+			due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, skippingEndpoints[TenantDueQuery], tenant, skipEP))
+			if err != nil {
+				return time.Time{}, wrap("next due", err)
+			}
+			if !ok {
+				continue
+			}
+		} else if s.leases.tenantLeases(tenant) > 0 {
 			// Its earliest may be in flight: find its first unleased.
 			var ok bool
 			due, ok, err = s.firstUnleasedDue(s.readStmts[TenantDueQuery].QueryContext(ctx, tenant))

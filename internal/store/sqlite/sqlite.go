@@ -558,23 +558,21 @@ func (s *Store) scanEndpoint(sc scanner) (store.Endpoint, error) {
 		return e, err
 	}
 	if err := json.Unmarshal([]byte(versions), &e.Versions); err != nil {
-		return e, store.Unreadable(e.ID, store.Internal(fmt.Errorf("endpoint %s versions: %w", e.ID, err)))
+		return e, store.Unreadable(e.ID, e.Tenant, store.Internal(fmt.Errorf("endpoint %s versions: %w", e.ID, err)))
 	}
 	e.FailingSince = nullMicro(failingSince)
 	e.State = store.EndpointState(state)
 	e.CreatedAt, e.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	if err := json.Unmarshal([]byte(types), &e.EventTypes); err != nil {
-		return e, store.Unreadable(e.ID, store.Internal(fmt.Errorf("endpoint %s event_types: %w", e.ID, err)))
+		return e, store.Unreadable(e.ID, e.Tenant, store.Internal(fmt.Errorf("endpoint %s event_types: %w", e.ID, err)))
 	}
 	if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-		return e, store.Unreadable(e.ID, store.Internal(fmt.Errorf("endpoint %s headers: %w", e.ID, err)))
+		return e, store.Unreadable(e.ID, e.Tenant, store.Internal(fmt.Errorf("endpoint %s headers: %w", e.ID, err)))
 	}
-	var err error
-	if e.Headers, err = store.OpenHeaders(s.box, e.ID, e.Headers); err != nil {
-		return e, store.Unreadable(e.ID, fmt.Errorf("endpoint %s: %w", e.ID, err))
-	}
-	if e.Secrets, err = store.DecodeSecrets(s.box, e.ID, secrets); err != nil {
-		return e, store.Unreadable(e.ID, fmt.Errorf("endpoint %s: %w", e.ID, err)) // err names the secrets
+	// Every sealed value tried; those that do not open are named in the
+	// *store.UnreadableError, with the rest of the row.
+	if err := store.OpenEndpointValues(s.box, &e, e.Headers, secrets); err != nil {
+		return e, err
 	}
 	return e, nil
 }

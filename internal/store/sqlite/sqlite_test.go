@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -300,9 +301,9 @@ func TestClaimUsesDueIndex(t *testing.T) {
 
 	db := rawDB(t, path)
 	now := base.Add(time.Hour).UnixMicro()
-	skipEP := sqlite.SkippingEndpoints // the variants of a claim that skips endpoints
-	if len(skipEP) != 4 {
-		t.Fatalf("%d claim queries have a variant that skips endpoints, want 4", len(skipEP))
+	skipEP := sqlite.SkippingEndpoints // the variants of a claim (and of the next-due reads) that skip endpoints
+	if len(skipEP) != 6 {
+		t.Fatalf("%d claim and next-due queries have a variant that skips endpoints, want 6", len(skipEP))
 	}
 	for name, q := range map[string]struct {
 		query string
@@ -318,9 +319,13 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		"claim tenant skipping endpoints":     {skipEP[claimTenantQuery], []any{"acme", now, `["ep_x"]`}},
 		"claim tenant due skipping endpoints": {skipEP[sqlite.ClaimTenantDueQuery], []any{"acme", now, `["ep_x"]`}},
 		"claim skip skipping endpoints":       {skipEP[sqlite.ClaimSkipQuery], []any{now, `["ep_x"]`}},
-		"tenant due":                          {tenantDueQuery, []any{"acme"}},
-		"next tenant":                         {nextTenantQuery, []any{""}},
-		"next due":                            {nextDueQuery, nil},
+		// and the next-due reads that leave those endpoints out
+		// (NextDueAt's skipEndpoints)
+		"next due skipping endpoints":   {skipEP[nextDueQuery], []any{`["ep_x"]`}},
+		"tenant due skipping endpoints": {skipEP[tenantDueQuery], []any{"acme", `["ep_x"]`}},
+		"tenant due":                    {tenantDueQuery, []any{"acme"}},
+		"next tenant":                   {nextTenantQuery, []any{""}},
+		"next due":                      {nextDueQuery, nil},
 		// A pull-in reads its window, not the endpoint's whole backlog
 		// (deliveries_endpoint: 85–117 ms of the writer for an empty window
 		// on a backlog of 100,000 to one endpoint).
@@ -390,7 +395,7 @@ func TestSkippedBacklogCostsNothing(t *testing.T) {
 		claim = sqlite.ClaimSteps(s) - before
 		publish("b", now.Add(time.Minute))
 		before = sqlite.ClaimSteps(s)
-		due, err := s.NextDueAt(ctx, []string{"a"})
+		due, err := s.NextDueAt(ctx, []string{"a"}, nil)
 		if err != nil || !due.Equal(now.Add(time.Minute)) {
 			t.Fatalf("NextDueAt(skip a) = %v, %v; want b's %v", due, err, now.Add(time.Minute))
 		}
@@ -603,7 +608,7 @@ func TestOneProcessClaims(t *testing.T) {
 	// does not claim.
 	second := openStore(t, path)
 	defer second.Close()
-	if _, err := second.NextDueAt(ctx, nil); err != nil {
+	if _, err := second.NextDueAt(ctx, nil, nil); err != nil {
 		t.Errorf("second store's NextDueAt: %v", err)
 	}
 	cs, err := claim(second, "second")
@@ -780,5 +785,95 @@ func TestNextFanOutQueryReadsFanOutsOnly(t *testing.T) {
 	}
 	if !strings.Contains(plan, "SEARCH e USING") {
 		t.Errorf("the event is not looked up by key; plan:\n%s", plan)
+	}
+}
+
+// TestPoisoned runs storetest.Poisoned: a claim that meets a delivery
+// whose event row does not decode dead-letters it and returns the others.
+// SQLite's TEXT columns also take text that is not JSON at all.
+func TestPoisoned(t *testing.T) {
+	box := testBox(t)
+	storetest.Poisoned(t, func(t *testing.T) (store.Store, storetest.Corrupt) {
+		path := filepath.Join(t.TempDir(), "herald.db")
+		s, err := sqlite.Open(t.Context(), path, sqlite.WithSecretBox(box))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", path, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, func(t *testing.T, table, column, id, value string) {
+			t.Helper()
+			corruptRow(t, rawDB(t, path), table, column, id, value)
+		}
+	}, storetest.PoisonedValue{Column: "headers", Value: `{not json`})
+}
+
+// corruptRow sets column of row id of table to value, as a damaged
+// database or a hand edit would.
+func corruptRow(t *testing.T, db *sql.DB, table, column, id, value string) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), fmt.Sprintf("UPDATE %s SET %s = ? WHERE id = ?", table, column), value, id); err != nil {
+		t.Fatalf("set %s.%s of %s: %v", table, column, id, err)
+	}
+}
+
+// TestPoisonedDeliveryRow: a delivery whose own row does not decode (an
+// INTEGER column holding text, which SQLite's typing lets a hand edit
+// write) is dead-lettered by the claim that meets it, with a last_error
+// naming it, and no delivery.dead_lettered (the notice would copy the
+// damaged row); the claim returns the others.
+func TestPoisonedDeliveryRow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _, path := handOffStore(t) // two enabled endpoints of acme, one paused
+	publishAcme(t, s)
+	publishAcme(t, s)
+	page, err := s.ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: "acme", State: store.DeliveryPending, ListParams: store.ListParams{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string // in id order, as due together they are claimed
+	for _, d := range page.Data {
+		ids = append(ids, d.ID)
+	}
+	sort.Strings(ids)
+	if len(ids) != 4 {
+		t.Fatalf("%d pending deliveries, want 4", len(ids))
+	}
+	db := rawDB(t, path)
+	bad := ids[1]
+	corruptRow(t, db, "deliveries", "attempts", bad, "two")
+	var met []store.PoisonedDelivery
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 10, Lease: time.Minute, Now: base.Add(time.Minute),
+		Poisoned: func(pd store.PoisonedDelivery) { met = append(met, pd) }})
+	if err != nil {
+		t.Fatalf("ClaimDeliveries with delivery %s's row damaged: %v; want the others", bad, err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, c.Delivery.ID)
+	}
+	want := []string{ids[0], ids[2], ids[3]}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("claimed %v, want %v", got, want)
+	}
+	prefix := "stored delivery " + bad + " could not be read: "
+	if len(met) != 1 || met[0].ID != bad || !met[0].OwnRow || !strings.HasPrefix(met[0].Err.Error(), prefix) {
+		t.Fatalf("reported %+v; want %s, its own row, %q…", met, bad, prefix)
+	}
+	var state, lastError string
+	if err := db.QueryRowContext(ctx, "SELECT state, last_error FROM deliveries WHERE id = ?", bad).Scan(&state, &lastError); err != nil {
+		t.Fatal(err)
+	}
+	if state != "dead" || !strings.HasPrefix(lastError, prefix) || !strings.Contains(lastError, `"attempts"`) {
+		t.Errorf("delivery %s: state %s, last_error %q; want dead, %q… naming the column", bad, state, lastError, prefix)
+	}
+	ns, err := s.PendingNotices(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if n.Type == store.NoticeDeliveryDeadLettered {
+			t.Errorf("notice %+v for a delivery whose row does not decode", n)
+		}
 	}
 }

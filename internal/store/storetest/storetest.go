@@ -288,7 +288,7 @@ func (f *fixture) rescue(now time.Time) int {
 
 func (f *fixture) nextDueAt() time.Time {
 	f.t.Helper()
-	next, err := f.s.NextDueAt(f.ctx, nil)
+	next, err := f.s.NextDueAt(f.ctx, nil, nil)
 	if err != nil {
 		f.t.Fatalf("NextDueAt: %v", err)
 	}
@@ -1556,7 +1556,7 @@ func (s suite) fairClaim(t *testing.T) {
 	}
 	skipNextDue := func(f *fixture, skip ...string) time.Time {
 		f.t.Helper()
-		next, err := f.s.NextDueAt(f.ctx, skip)
+		next, err := f.s.NextDueAt(f.ctx, skip, nil)
 		if err != nil {
 			f.t.Fatalf("NextDueAt(skip %q): %v", skip, err)
 		}

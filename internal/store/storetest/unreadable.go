@@ -39,6 +39,20 @@ func (s suite) unreadable(t *testing.T) {
 				}
 			}
 			restore := f.seal(column, bad.ID)
+			// A read names the values that do not open and gives the rest
+			// of the row (the API shows it, lets it be deleted or its
+			// secrets replaced).
+			wantValues := "secrets"
+			if column == "headers" {
+				wantValues = "headers.X-Team"
+			}
+			_, err := f.s.GetEndpoint(f.ctx, bad.ID)
+			var read *store.UnreadableError
+			if !errors.As(err, &read) || strings.Join(read.Values, ",") != wantValues || read.Tenant != "acme" || read.Endpoint.ID != bad.ID ||
+				read.Endpoint.Tenant != "acme" || read.Endpoint.URL != bad.URL || (column == "headers") != (len(read.Endpoint.Secrets) == 1) ||
+				column == "headers" && len(read.Endpoint.Headers) != 0 || column == "secrets" && read.Endpoint.Headers["X-Team"] != "storage" {
+				t.Errorf("GetEndpoint with its %s under another key = %v (%+v); want an UnreadableError naming %s, with the rest of the endpoint", column, err, read, wantValues)
+			}
 			var met []store.UnreadableEndpoint
 			now := at(time.Minute)
 			cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Minute, Now: now,
@@ -113,6 +127,92 @@ func (s suite) unreadable(t *testing.T) {
 			}
 		})
 	}
+	// A rotation replaces secrets that do not open only when asked to
+	// (RotateSecretParams.ReplaceUnreadable) and when they are the only
+	// values that do not open; the endpoint then reads again, with the new
+	// secret alone. A revoke never replaces them.
+	s.run(t, "RotateReplacesSecrets", func(t *testing.T, f *fixture) {
+		ep := newEndpoint("acme")
+		ep.Headers = map[string]string{"X-Team": "storage"}
+		ep = f.createEndpoint(ep)
+		hdr := newEndpoint("acme")
+		hdr.Headers = map[string]string{"X-Team": "search"}
+		hdr = f.createEndpoint(hdr)
+		f.seal("secrets", ep.ID)
+		f.seal("headers", hdr.ID)
+		f.seal("secrets", hdr.ID)
+		rotate := func(id string, replace bool) (store.Endpoint, error) {
+			return f.s.RotateSecret(f.ctx, store.RotateSecretParams{ID: id, Secret: "whsec_new", PreviousExpiresAt: at(time.Hour), Now: at(time.Minute), ReplaceUnreadable: replace})
+		}
+		var u *store.UnreadableError
+		if _, err := rotate(ep.ID, false); !errors.As(err, &u) {
+			t.Errorf("rotation of secrets that do not open without ReplaceUnreadable = %v; want the UnreadableError", err)
+		}
+		if _, err := f.s.RevokeSecret(f.ctx, store.RevokeSecretParams{ID: ep.ID, SecretID: store.SecretID("whsec_x"), Now: at(time.Minute)}); !errors.As(err, &u) {
+			t.Errorf("revoke on secrets that do not open = %v; want the UnreadableError", err)
+		}
+		if _, err := rotate(hdr.ID, true); !errors.As(err, &u) {
+			t.Errorf("rotation with ReplaceUnreadable of an endpoint whose header values do not open either = %v; want the UnreadableError", err)
+		}
+		got, err := rotate(ep.ID, true)
+		if err != nil || len(got.Secrets) != 1 || got.Secrets[0].Value != "whsec_new" || got.Headers["X-Team"] != "storage" {
+			t.Fatalf("rotation with ReplaceUnreadable = %+v, %v; want the endpoint with the new secret alone", got, err)
+		}
+		if e := f.getEndpoint(ep.ID); len(e.Secrets) != 1 || e.Secrets[0].Value != "whsec_new" || !e.UpdatedAt.Equal(at(time.Minute)) {
+			t.Errorf("endpoint after the replacement: %+v", e)
+		}
+	})
+	// NextDueAt leaves out the endpoints the next claim skips, with and
+	// without tenants to skip, leased rows stepped over as before: the
+	// engine's wait must not count a skipped endpoint's due deliveries
+	// (it would claim nothing again and again, or sleep past another
+	// endpoint's retry).
+	s.run(t, "NextDueAtSkipsEndpoints", func(t *testing.T, f *fixture) {
+		a1, a2 := f.endpoint("a", "x"), f.endpoint("a", "y")
+		b1 := f.endpoint("b")
+		for range 3 {
+			f.publish("a", "x", base) // a1's backlog, the oldest
+		}
+		f.publish("b", "t", at(10*time.Second))
+		f.publish("a", "y", at(30*time.Second))
+		next := func(skipTenants, skipEPs []string) time.Time {
+			t.Helper()
+			got, err := f.s.NextDueAt(f.ctx, skipTenants, skipEPs)
+			if err != nil {
+				t.Fatalf("NextDueAt(tenants %q, endpoints %q): %v", skipTenants, skipEPs, err)
+			}
+			return got
+		}
+		for _, c := range []struct {
+			tenants, endpoints []string
+			want               time.Time
+		}{
+			{nil, nil, base},
+			{nil, []string{a1.ID}, at(10 * time.Second)},
+			{nil, []string{a1.ID, b1.ID}, at(30 * time.Second)},
+			{nil, []string{a1.ID, a2.ID, b1.ID}, time.Time{}},
+			{[]string{"b"}, []string{a1.ID}, at(30 * time.Second)},
+			{[]string{"zzz"}, []string{a1.ID}, at(10 * time.Second)},
+			{[]string{"a"}, []string{b1.ID}, time.Time{}},
+		} {
+			if got := next(c.tenants, c.endpoints); !got.Equal(c.want) {
+				t.Errorf("NextDueAt(tenants %q, endpoints %q) = %v, want %v", c.tenants, c.endpoints, got, c.want)
+			}
+		}
+		// b1's and a2's in flight: nothing else but a1's is claimable.
+		cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Hour, Now: at(time.Minute), SkipEndpoints: []string{a1.ID}})
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("claim skipping %s = %v, %v; want b1's and a2's", a1.ID, claimIDs(cs), err)
+		}
+		for _, tenants := range [][]string{nil, {"zzz"}} {
+			if got := next(tenants, []string{a1.ID}); !got.IsZero() {
+				t.Errorf("NextDueAt(tenants %q, endpoints [a1]) with the others leased = %v, want none", tenants, got)
+			}
+		}
+		if got := next(nil, []string{b1.ID}); !got.Equal(base) {
+			t.Errorf("NextDueAt(endpoints [b1]) = %v, want a1's %v", got, base)
+		}
+	})
 	// SkipEndpoints holds in every part of a claim: the round, the fill,
 	// and the fills of a claim that also skips tenants.
 	s.run(t, "SkipEndpoints", func(t *testing.T, f *fixture) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/metrics"
+	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
 )
@@ -586,6 +587,14 @@ func (s *Server) problem(err error, what string) error {
 		// scoped store lists a tenant's own endpoints only).
 		return huma.NewError(http.StatusConflict, "endpoint "+Echo(u.EndpointID)+" has stored values that this node's encryption keys do not open ("+strings.Join(u.Values, ", ")+
 			"; sealed under a key this node does not hold, or damaged), so it cannot be used or changed here: GET /v1/endpoints/{id} shows it without them; "+way)
+	}
+	if errors.Is(err, secretbox.ErrDecrypt) {
+		// A sealed value other than an endpoint's (a source's
+		// configuration) that this node's keys do not open: not an outage
+		// a retry ends (503) but this node's key (found by a new user's
+		// review: a stale node answered every source read "retry later").
+		s.cfg.Logger.Warn("stored values do not open with this node's encryption keys", "error", err, "op", what)
+		return huma.NewError(http.StatusConflict, what+" has stored values that this node's encryption keys do not open (sealed under a key this node does not hold, or damaged): restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file)")
 	}
 	code := store.CodeOf(err)
 	status := code.HTTPStatus()

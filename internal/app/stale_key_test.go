@@ -61,6 +61,7 @@ func TestStaleSealingKeyRefusesSealingWrites(t *testing.T) {
 	if st, raw := h.call("GET", "/readyz", nil, nil); st != 200 { // the key check: current, kept 10 s
 		t.Fatalf("readyz: %d %s", st, raw)
 	}
+	early := h.createSource(map[string]any{"name": "early", "scheme": "github", "secrets": []string{"s3cret-0123456789ab"}, "destination_url": newReceiver(t, 200).URL})
 	back := rekeyAway(t, h, oldKey)
 
 	// Within those 10 s the node does not know yet: what it seals is under
@@ -116,6 +117,13 @@ func TestStaleSealingKeyRefusesSealingWrites(t *testing.T) {
 	}
 	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, nil); st != 200 {
 		t.Errorf("reading the source: %d %s", st, raw)
+	}
+	// A source sealed before the rekey is under the key the node lacks:
+	// reading it answers 409 naming the node's key, not 503 "retry later".
+	for _, path := range []string{"/v1/sources/" + early.ID, "/v1/sources"} {
+		if st, raw := h.call("GET", path, nil, nil); st != 409 || !strings.Contains(string(raw), "encryption keys do not open") || !strings.Contains(string(raw), "restart this node with the current key") {
+			t.Errorf("GET %s with a source the node's key does not open: %d %s; want 409 naming the rule", path, st, raw)
+		}
 	}
 	if st, raw := h.call("POST", "/v1/events", `{"tenant":"acme","type":"after.rekey","data":{}}`, nil); st != 202 {
 		t.Errorf("publish: %d %s; want 202", st, raw)

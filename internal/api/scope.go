@@ -261,7 +261,7 @@ func (t tenantStore) RescueExpiredLeases(context.Context, time.Time) (int, error
 	return 0, errNotForTenant
 }
 
-func (t tenantStore) NextDueAt(context.Context, []string, []string) (time.Time, error) {
+func (t tenantStore) NextDueAt(context.Context, []string) (time.Time, error) {
 	return time.Time{}, errNotForTenant
 }
 

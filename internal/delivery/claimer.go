@@ -22,8 +22,9 @@ func (e *Engine) claim(ctx context.Context) {
 	// open (ClaimParams.SkipEndpoints, unreadable.go), the earliest end of
 	// their skips, and those the claim met (ClaimParams.Unreadable).
 	var (
-		skipEP []string
-		met    []store.UnreadableEndpoint
+		skipEP  []string
+		skipEnd time.Time
+		met     []store.UnreadableEndpoint
 	)
 	report := func(u store.UnreadableEndpoint) { met = append(met, u) }
 	// A delivery the claim dead-lettered because its stored row or its
@@ -64,9 +65,9 @@ func (e *Engine) claim(ctx context.Context) {
 		} else {
 			skip = e.sched.skipTenants(skip, e.cfg.Clock.Now())
 		}
-		skipEP, met = skipEP[:0], met[:0]
+		skipEP, skipEnd, met = skipEP[:0], time.Time{}, met[:0]
 		if e.unreadable.n.Load() > 0 {
-			skipEP, _ = e.skipEndpoints(skipEP, e.cfg.Clock.Now())
+			skipEP, skipEnd = e.skipEndpoints(skipEP, e.cfg.Clock.Now())
 		}
 		// Not cancelled by shutdown: a claim cut short may still commit
 		// (its leases would wait for a rescue); a finished one is handed to
@@ -116,12 +117,24 @@ func (e *Engine) claim(ctx context.Context) {
 		// next claim skips none (its fill takes the oldest due, as without
 		// the skip list), rather than claiming nothing again and again.
 		//
-		// The endpoints whose values do not open (those skipped, and those
-		// this claim met) are left out of the next-due read as they are out
-		// of the claims: their due deliveries neither make the claimer spin
-		// nor hide another endpoint's retry that comes due meanwhile; the
-		// first of their skips to end bounds the wait (waitForWork).
-		dueNow := e.waitForWork(ctx)
+		// A claim that skipped endpoints whose values do not open took
+		// all else that was due (it was not full), but the next due time
+		// counts their deliveries: it waits for a notification, the poll
+		// interval or the first of their skips to end (held) when the
+		// next due time is already past, instead of claiming nothing
+		// again at once.
+		// A claim that left endpoints' deliveries out (met) was cut short
+		// by them, not by a lack of due work: it does not hold (the next
+		// claim skips them too), unless it took nothing on a shared store,
+		// where a node lacking the key for every endpoint would otherwise
+		// lease and give back the whole due queue without a pause (a sole
+		// claimer postponed what it left out: nothing to step over).
+		cutShort := len(met) > 0 && (len(claims) > 0 || e.cfg.SoleClaimer)
+		held := time.Time{}
+		if len(skipEP) > 0 && !cutShort && (len(claims) > 0 || len(skip) == 0) {
+			held = skipEnd
+		}
+		dueNow := e.waitForWork(ctx, held)
 		plain = dueNow && len(claims) == 0 && len(skip) > 0
 	}
 }
@@ -181,13 +194,12 @@ func (e *Engine) giveBack(n int) {
 
 // waitForWork sleeps until a notification, the next due time or the poll
 // interval, whichever comes first; it returns at once when a notification
-// is already pending. The next due time leaves out what the next claim
-// will skip: the tenants at their cap and the endpoints whose values do
-// not open (unreadable.go); while some are skipped, it also wakes when
-// the first of their skips ends. dueNow reports that it returned without
-// waiting because a delivery of a tenant and an endpoint not skipped is
-// due already.
-func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
+// is already pending. dueNow reports that it returned without waiting
+// because a delivery of a tenant not skipped is due already. held, when
+// not zero, is the end of the first skip of the endpoints the last claim
+// skipped (their values do not open): a next due time already past is
+// then taken as theirs, and it waits until held at the latest instead.
+func (e *Engine) waitForWork(ctx context.Context, held time.Time) (dueNow bool) {
 	// A publish committed since the claim began (its Notify is pending):
 	// claim again at once, without reading the next due time first (a
 	// round trip per claim on a busy queue, in every delivery's latency).
@@ -202,30 +214,19 @@ func (e *Engine) waitForWork(ctx context.Context) (dueNow bool) {
 	e.wakeAt.Store(math.MaxInt64)
 	defer e.wakeAt.Store(0)
 	wait := e.cfg.PollInterval
-	now := e.cfg.Clock.Now()
-	// The endpoints the next claim skips (their values did not open):
-	// only while there are some (one atomic read otherwise).
-	var (
-		skipEP  []string
-		skipEnd time.Time
-	)
-	if e.unreadable.n.Load() > 0 {
-		skipEP, skipEnd = e.skipEndpoints(nil, now)
-		if !skipEnd.IsZero() {
-			wait = min(wait, skipEnd.Sub(now)) // > 0: a skip ends after now
-		}
-	}
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	// The next claim skips the tenants at their cap (see claim) and those
-	// endpoints: their due deliveries must not make the claimer spin, nor
-	// hide another's that comes due meanwhile. The release that lifts a
-	// tenant notifies (e.wake), so none is waited for past its turn.
-	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil, now), skipEP)
+	// The next claim skips the tenants at their cap (see claim): their due
+	// deliveries must not make the claimer spin. The release that lifts
+	// one of them notifies (e.wake), so none is waited for past its turn.
+	next, err := e.cfg.Store.NextDueAt(nctx, e.sched.skipTenants(nil, e.cfg.Clock.Now()))
 	cancel()
 	if err == nil && !next.IsZero() {
 		if d := next.Sub(e.cfg.Clock.Now()); d < wait {
 			wait = max(d, 0)
 		}
+	}
+	if wait == 0 && !held.IsZero() {
+		wait = min(e.cfg.PollInterval, max(held.Sub(e.cfg.Clock.Now()), 0))
 	}
 	if wait == 0 {
 		return true

@@ -15,9 +15,7 @@ type dueStore struct {
 	due time.Time
 }
 
-func (s dueStore) NextDueAt(context.Context, []string, []string) (time.Time, error) {
-	return s.due, nil
-}
+func (s dueStore) NextDueAt(context.Context, []string) (time.Time, error) { return s.due, nil }
 
 // The claimer sleeps until the next due time on the engine's clock: the
 // retry due in 30 s is claimed when the clock reaches it, not a
@@ -32,7 +30,7 @@ func TestClaimerSleepsUntilNextDueOnTheClock(t *testing.T) {
 	defer cancel()
 	woke := make(chan struct{})
 	go func() {
-		e.waitForWork(ctx)
+		e.waitForWork(ctx, time.Time{})
 		close(woke)
 	}()
 	if err := clk.BlockUntilContext(ctx, 1); err != nil {

@@ -134,7 +134,7 @@ func (s *skipStore) ClaimDeliveries(_ context.Context, p store.ClaimParams) ([]s
 	return out, nil
 }
 
-func (s *skipStore) NextDueAt(_ context.Context, skip, _ []string) (time.Time, error) {
+func (s *skipStore) NextDueAt(_ context.Context, skip []string) (time.Time, error) {
 	s.reads <- slices.Clone(skip)
 	if len(skip) > 0 && s.othersDue.Load() {
 		return t0, nil

@@ -22,8 +22,7 @@ import (
 //     claims the deliveries at once, and once the key problem is fixed
 //     (herald rekey with the old key in HERALD_ENCRYPTION_KEY_PREVIOUS, or
 //     the node restarted with the key) the next claim after the skip
-//     delivers them, without a restart; the claimer's next-due read leaves
-//     it out too, and its wait ends at the skip's end (waitForWork);
+//     delivers them, without a restart;
 //   - logs a WARN naming the endpoint once per skip, not at every claim,
 //     and counts the endpoints skipped (herald_endpoints_unreadable);
 //   - postpones the endpoint's due deliveries to the skip's end when no

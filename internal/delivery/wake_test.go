@@ -17,9 +17,7 @@ type wakeStore struct {
 	store.Store
 }
 
-func (wakeStore) NextDueAt(context.Context, []string, []string) (time.Time, error) {
-	return time.Time{}, nil
-}
+func (wakeStore) NextDueAt(context.Context, []string) (time.Time, error)       { return time.Time{}, nil }
 func (wakeStore) CompleteDeliveries(context.Context, []store.Completion) error { return nil }
 
 // A completion that schedules a retry before the sleeping claimer's
@@ -36,7 +34,7 @@ func TestCompletionWakesClaimerForEarlierRetry(t *testing.T) {
 	defer cancel()
 	woke := make(chan struct{})
 	go func() {
-		e.waitForWork(ctx)
+		e.waitForWork(ctx, time.Time{})
 		close(woke)
 	}()
 	// Wait until the claimer sleeps on its timer; it has announced its
@@ -118,7 +116,7 @@ type countingStore struct {
 	nextDue *int
 }
 
-func (s countingStore) NextDueAt(context.Context, []string, []string) (time.Time, error) {
+func (s countingStore) NextDueAt(context.Context, []string) (time.Time, error) {
 	*s.nextDue++
 	return time.Time{}, nil
 }
@@ -134,13 +132,13 @@ func TestPendingNotificationSkipsNextDueRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Notify()
-	e.waitForWork(t.Context()) // returns: the notification is pending
+	e.waitForWork(t.Context(), time.Time{}) // returns: the notification is pending
 	if reads != 0 {
 		t.Fatalf("NextDueAt read %d times with a notification pending, want 0", reads)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the wait ends at once, after the read
-	e.waitForWork(ctx)
+	e.waitForWork(ctx, time.Time{})
 	if reads != 1 {
 		t.Fatalf("NextDueAt read %d times without a notification pending, want 1", reads)
 	}

@@ -904,18 +904,14 @@ type Store interface {
 	// many deliveries became claimable again.
 	RescueExpiredLeases(ctx context.Context, now time.Time) (int, error)
 	// NextDueAt returns the earliest NextAttemptAt of a claimable delivery
-	// of a tenant not in skipTenants and an endpoint not in skipEndpoints
-	// (ClaimParams.SkipTenants, SkipEndpoints: what the next claim will
-	// skip), or the zero time when there is none. With skipTenants,
-	// drivers find it tenant by tenant (one index probe each, whatever a
-	// skipped tenant's backlog), looking at most at NextDueTenantProbes
-	// tenants besides the skipped ones; past that the earliest found is
-	// returned (possibly later than the true earliest: the caller's poll
-	// interval bounds the wait). With skipEndpoints (nil or empty = none:
-	// the statements are then unchanged), the rows of those endpoints met
-	// before the answer are stepped over one by one, as a claim that skips
-	// them does (ClaimParams.SkipEndpoints).
-	NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error)
+	// of a tenant not in skipTenants (ClaimParams.SkipTenants: what the
+	// next claim will skip), or the zero time when there is none. With
+	// skipTenants, drivers find it tenant by tenant (one index probe each,
+	// whatever a skipped tenant's backlog), looking at most at
+	// NextDueTenantProbes tenants besides the skipped ones; past that the
+	// earliest found is returned (possibly later than the true earliest:
+	// the caller's poll interval bounds the wait).
+	NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error)
 
 	// SetEndpointState pauses, resumes, disables or enables an endpoint; it
 	// returns the endpoint and how many deliveries were held or released.

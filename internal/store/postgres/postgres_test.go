@@ -446,9 +446,6 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 		"claimfillep (text, timestamptz, timestamptz, integer, text[])":                        claimFillSkipEPQuery,
 		"claimfairep (text, timestamptz, timestamptz, integer, text, integer, text[], text[])": claimFairSkipEPQuery,
 		"claimfillskipep (text, timestamptz, timestamptz, integer, text[], integer, text[])":   claimFillSkipSkipEPQuery,
-		// and of the next-due read that leaves those endpoints out
-		"nextdueep (text[])":                      nextDueSkipEPQuery,
-		"nextdueskipep (text[], integer, text[])": nextDueSkipSkipEPQuery,
 	} {
 		if _, err := conn.Exec(ctx, "PREPARE "+name+" AS "+q); err != nil {
 			t.Fatalf("PREPARE %s: %v", name, err)
@@ -462,7 +459,6 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 		}
 		plans["claim, "+mode] = explain(fmt.Sprintf("EXECUTE claim ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 		plans["claim fill, "+mode] = explain(fmt.Sprintf("EXECUTE claimfill ('w', '%s', '%s', 50)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
-		plans["next due skipping endpoints, "+mode] = explain("EXECUTE nextdueep ('{ep_x}')")
 		plans["claim fill skipping endpoints, "+mode] = explain(fmt.Sprintf("EXECUTE claimfillep ('w', '%s', '%s', 50, '{ep_x}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
 
 		// The skipping queries: the due indexes, the lease index and the
@@ -471,7 +467,6 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 			"claim fill skipping":                       fmt.Sprintf("EXECUTE claimfillskip ('w', '%s', '%s', 50, '{acme}', 4)", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
 			"claim fill skipping tenants and endpoints": fmt.Sprintf("EXECUTE claimfillskipep ('w', '%s', '%s', 50, '{acme}', 4, '{ep_x}')", now.Add(time.Minute).Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)),
 			"next due skipping":                         "EXECUTE nextdueskip ('{acme}', 257)",
-			"next due skipping tenants and endpoints":   "EXECUTE nextdueskipep ('{acme}', 257, '{ep_x}')",
 		} {
 			plan := explain(q)
 			t.Logf("%s, %s plan:\n%s", name, mode, plan)

@@ -505,34 +505,21 @@ var (
 // entry of deliveries_due.
 const nextDueQuery = "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL"
 
-// nextDueSkipSQL is nextDueQuery without the tenants $1, with skip added
-// to the filter of the rows it reads: the earliest of the other tenants'
-// earliest due times, found by a skip scan of deliveries_due_tenant (one
-// probe per tenant, at most $2 tenants), so a skipped tenant's backlog is
-// never stepped over.
-func nextDueSkipSQL(skip string) string {
-	return `WITH RECURSIVE t(tenant, due, n) AS (
+// nextDueSkipQuery is nextDueQuery without the tenants $1: the earliest of
+// the other tenants' earliest due times, found by a skip scan of
+// deliveries_due_tenant (one probe per tenant, at most $2 tenants), so a
+// skipped tenant's backlog is never stepped over.
+const nextDueSkipQuery = `WITH RECURSIVE t(tenant, due, n) AS (
 		(SELECT tenant, next_attempt_at, 1 FROM deliveries
-		 WHERE state = 'pending' AND lease_owner IS NULL` + skip + `
+		 WHERE state = 'pending' AND lease_owner IS NULL
 		 ORDER BY tenant, next_attempt_at LIMIT 1)
 		UNION ALL
 		SELECT x.tenant, x.next_attempt_at, t.n + 1 FROM t CROSS JOIN LATERAL
 			(SELECT tenant, next_attempt_at FROM deliveries
-			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > t.tenant` + skip + `
+			 WHERE state = 'pending' AND lease_owner IS NULL AND tenant > t.tenant
 			 ORDER BY tenant, next_attempt_at LIMIT 1) x
 		WHERE t.n < $2)
 	SELECT MIN(due) FROM t WHERE tenant <> ALL ($1::text[])`
-}
-
-// The next-due reads without the endpoints a claim skips
-// (store.Store.NextDueAt's skipEndpoints, the last parameter), filtered as
-// the claim's variants are (claimFairSkipEPQuery): each row of those
-// endpoints met on the way is stepped over.
-var (
-	nextDueSkipQuery       = nextDueSkipSQL("")
-	nextDueSkipSkipEPQuery = nextDueSkipSQL(" AND endpoint_id || '' <> ALL ($3::text[])")
-	nextDueSkipEPQuery     = nextDueQuery + " AND endpoint_id || '' <> ALL ($1::text[])"
-)
 
 // claimedEvents and claimedEndpoints read the events and endpoints of the
 // deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
@@ -1137,18 +1124,13 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).
-func (s *Store) NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error) {
+func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
 	var next *time.Time
 	var row pgx.Row
-	switch {
-	case len(skipTenants) == 0 && len(skipEndpoints) == 0:
+	if len(skipTenants) == 0 {
 		row = s.pool.QueryRow(ctx, nextDueQuery)
-	case len(skipTenants) == 0:
-		row = s.pool.QueryRow(ctx, nextDueSkipEPQuery, skipEndpoints)
-	case len(skipEndpoints) == 0:
+	} else {
 		row = s.pool.QueryRow(ctx, nextDueSkipQuery, skipTenants, store.NextDueTenantProbes+len(skipTenants))
-	default:
-		row = s.pool.QueryRow(ctx, nextDueSkipSkipEPQuery, skipTenants, store.NextDueTenantProbes+len(skipTenants), skipEndpoints)
 	}
 	if err := row.Scan(&next); err != nil {
 		return time.Time{}, wrap("next due", err)

@@ -125,7 +125,7 @@ func TestSkipTenantsCostFlat(t *testing.T) {
 				t.Fatalf("ClaimDeliveries(skip a) took %s of %s", c.Delivery.ID, c.Delivery.Tenant)
 			}
 		}
-		if due, err := s.NextDueAt(ctx, skip, nil); err != nil || !due.IsZero() {
+		if due, err := s.NextDueAt(ctx, skip); err != nil || !due.IsZero() {
 			t.Fatalf("NextDueAt(skip a) with b's in flight = %v, %v; want none", due, err)
 		}
 		return fill, next

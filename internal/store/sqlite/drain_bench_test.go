@@ -216,7 +216,7 @@ func BenchmarkNextDueAt(b *testing.B) {
 	}{{"all", nil}, {"skipping", []string{"other"}}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := s.NextDueAt(ctx, c.skip, nil); err != nil {
+				if _, err := s.NextDueAt(ctx, c.skip); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -21,8 +21,8 @@ var (
 	DeliveryStateCountsSQL  = deliveryStateCountsSQL
 	CatalogRevisionSQL      = catalogRevisionSQL
 	CaseVariantSQL          = caseVariantSQL
-	// SkippingEndpoints maps each claim query (and the next-due reads)
-	// to its variant with endpoints to skip.
+	// SkippingEndpoints maps each claim query to its variant for a claim
+	// with endpoints to skip.
 	SkippingEndpoints = skippingEndpoints
 )
 

@@ -859,15 +859,14 @@ const (
 		WHERE state = 'pending' AND lease_owner IS NULL ORDER BY next_attempt_at, id`
 )
 
-// skippingEndpoints maps each claim query (and the next-due reads) to its
-// variant for a claim with endpoints to skip
-// (store.ClaimParams.SkipEndpoints; NextDueAt's skipEndpoints): the same rows
+// skippingEndpoints maps each claim query to its variant for a claim with
+// endpoints to skip (store.ClaimParams.SkipEndpoints): the same rows
 // without those of the endpoints of a JSON array, the last parameter.
 // The endpoint is not in the due indexes: each row stepped over is looked
 // up in the table, so only a claim that skips endpoints pays for it.
 var skippingEndpoints = func() map[string]string {
 	m := map[string]string{}
-	for _, q := range []string{ClaimQuery, ClaimTenantQuery, ClaimTenantDueQuery, ClaimSkipQuery, NextDueQuery, TenantDueQuery} {
+	for _, q := range []string{ClaimQuery, ClaimTenantQuery, ClaimTenantDueQuery, ClaimSkipQuery} {
 		i := strings.LastIndex(q, "ORDER BY")
 		m[q] = q[:i] + "AND endpoint_id NOT IN (SELECT value FROM json_each(?))\n\t\t" + q[i:]
 	}
@@ -1937,41 +1936,19 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 // other tenant's, found by a skip scan of deliveries_due_tenant (one probe
 // per tenant, as the claim's round: a skipped tenant's backlog is never
 // stepped over), at most store.NextDueTenantProbes tenants besides the
-// skipped ones. With skipEndpoints, the same without the rows of those
-// endpoints (the variants of the claim's skipping queries, prepared on
-// use: only a node with endpoints whose values do not open runs them).
-func (s *Store) NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error) {
-	var skipEP string // skipEndpoints as a JSON array ("" = none)
-	if len(skipEndpoints) > 0 {
-		b, err := json.Marshal(skipEndpoints)
-		if err != nil {
-			return time.Time{}, wrap("next due", err)
-		}
-		skipEP = string(b)
-	}
+// skipped ones.
+func (s *Store) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
 	if len(skipTenants) > 0 {
-		return s.nextDueSkipping(ctx, skipTenants, skipEP)
+		return s.nextDueSkipping(ctx, skipTenants)
 	}
-	var (
-		due int64
-		ok  bool
-		err error
-	)
-	if skipEP == "" {
-		due, ok, err = s.firstUnleasedDue(s.readStmts[NextDueQuery].QueryContext(ctx))
-	} else {
-		due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, skippingEndpoints[NextDueQuery], skipEP))
-	}
+	due, ok, err := s.firstUnleasedDue(s.readStmts[NextDueQuery].QueryContext(ctx))
 	if err != nil || !ok {
 		return time.Time{}, wrap("next due", err)
 	}
 	return fromMicro(due), nil
 }
 
-// nextDueSkipping is NextDueAt with tenants to skip; skipEP is the
-// endpoints to skip as a JSON array ("" = none): with some, each tenant's
-// earliest due is read without their rows (TenantDueQuery's variant).
-func (s *Store) nextDueSkipping(ctx context.Context, skip []string, skipEP string) (time.Time, error) {
+func (s *Store) nextDueSkipping(ctx context.Context, skip []string) (time.Time, error) {
 	var (
 		best  int64
 		found bool
@@ -1995,18 +1972,7 @@ func (s *Store) nextDueSkipping(ctx context.Context, skip []string, skipEP strin
 			continue
 		}
 		probes--
-		if skipEP != "" {
-			// Its earliest may be a skipped endpoint's: find its first
-			// unleased of the others.
-			var ok bool
-			due, ok, err = s.firstUnleasedDue(s.r.QueryContext(ctx, skippingEndpoints[TenantDueQuery], tenant, skipEP))
-			if err != nil {
-				return time.Time{}, wrap("next due", err)
-			}
-			if !ok {
-				continue
-			}
-		} else if s.leases.tenantLeases(tenant) > 0 {
+		if s.leases.tenantLeases(tenant) > 0 {
 			// Its earliest may be in flight: find its first unleased.
 			var ok bool
 			due, ok, err = s.firstUnleasedDue(s.readStmts[TenantDueQuery].QueryContext(ctx, tenant))

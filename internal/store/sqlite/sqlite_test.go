@@ -301,9 +301,9 @@ func TestClaimUsesDueIndex(t *testing.T) {
 
 	db := rawDB(t, path)
 	now := base.Add(time.Hour).UnixMicro()
-	skipEP := sqlite.SkippingEndpoints // the variants of a claim (and of the next-due reads) that skip endpoints
-	if len(skipEP) != 6 {
-		t.Fatalf("%d claim and next-due queries have a variant that skips endpoints, want 6", len(skipEP))
+	skipEP := sqlite.SkippingEndpoints // the variants of a claim that skips endpoints
+	if len(skipEP) != 4 {
+		t.Fatalf("%d claim queries have a variant that skips endpoints, want 4", len(skipEP))
 	}
 	for name, q := range map[string]struct {
 		query string
@@ -319,13 +319,9 @@ func TestClaimUsesDueIndex(t *testing.T) {
 		"claim tenant skipping endpoints":     {skipEP[claimTenantQuery], []any{"acme", now, `["ep_x"]`}},
 		"claim tenant due skipping endpoints": {skipEP[sqlite.ClaimTenantDueQuery], []any{"acme", now, `["ep_x"]`}},
 		"claim skip skipping endpoints":       {skipEP[sqlite.ClaimSkipQuery], []any{now, `["ep_x"]`}},
-		// and the next-due reads that leave those endpoints out
-		// (NextDueAt's skipEndpoints)
-		"next due skipping endpoints":   {skipEP[nextDueQuery], []any{`["ep_x"]`}},
-		"tenant due skipping endpoints": {skipEP[tenantDueQuery], []any{"acme", `["ep_x"]`}},
-		"tenant due":                    {tenantDueQuery, []any{"acme"}},
-		"next tenant":                   {nextTenantQuery, []any{""}},
-		"next due":                      {nextDueQuery, nil},
+		"tenant due":                          {tenantDueQuery, []any{"acme"}},
+		"next tenant":                         {nextTenantQuery, []any{""}},
+		"next due":                            {nextDueQuery, nil},
 		// A pull-in reads its window, not the endpoint's whole backlog
 		// (deliveries_endpoint: 85–117 ms of the writer for an empty window
 		// on a backlog of 100,000 to one endpoint).
@@ -395,7 +391,7 @@ func TestSkippedBacklogCostsNothing(t *testing.T) {
 		claim = sqlite.ClaimSteps(s) - before
 		publish("b", now.Add(time.Minute))
 		before = sqlite.ClaimSteps(s)
-		due, err := s.NextDueAt(ctx, []string{"a"}, nil)
+		due, err := s.NextDueAt(ctx, []string{"a"})
 		if err != nil || !due.Equal(now.Add(time.Minute)) {
 			t.Fatalf("NextDueAt(skip a) = %v, %v; want b's %v", due, err, now.Add(time.Minute))
 		}
@@ -608,7 +604,7 @@ func TestOneProcessClaims(t *testing.T) {
 	// does not claim.
 	second := openStore(t, path)
 	defer second.Close()
-	if _, err := second.NextDueAt(ctx, nil, nil); err != nil {
+	if _, err := second.NextDueAt(ctx, nil); err != nil {
 		t.Errorf("second store's NextDueAt: %v", err)
 	}
 	cs, err := claim(second, "second")

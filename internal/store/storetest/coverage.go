@@ -378,9 +378,9 @@ func (r *recorder) RescueExpiredLeases(ctx context.Context, now time.Time) (int,
 	return r.s.RescueExpiredLeases(ctx, now)
 }
 
-func (r *recorder) NextDueAt(ctx context.Context, skipTenants, skipEndpoints []string) (time.Time, error) {
+func (r *recorder) NextDueAt(ctx context.Context, skipTenants []string) (time.Time, error) {
 	r.called("NextDueAt")
-	return r.s.NextDueAt(ctx, skipTenants, skipEndpoints)
+	return r.s.NextDueAt(ctx, skipTenants)
 }
 
 func (r *recorder) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {

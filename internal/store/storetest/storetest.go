@@ -288,7 +288,7 @@ func (f *fixture) rescue(now time.Time) int {
 
 func (f *fixture) nextDueAt() time.Time {
 	f.t.Helper()
-	next, err := f.s.NextDueAt(f.ctx, nil, nil)
+	next, err := f.s.NextDueAt(f.ctx, nil)
 	if err != nil {
 		f.t.Fatalf("NextDueAt: %v", err)
 	}
@@ -1556,7 +1556,7 @@ func (s suite) fairClaim(t *testing.T) {
 	}
 	skipNextDue := func(f *fixture, skip ...string) time.Time {
 		f.t.Helper()
-		next, err := f.s.NextDueAt(f.ctx, skip, nil)
+		next, err := f.s.NextDueAt(f.ctx, skip)
 		if err != nil {
 			f.t.Fatalf("NextDueAt(skip %q): %v", skip, err)
 		}

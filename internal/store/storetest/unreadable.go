@@ -162,57 +162,6 @@ func (s suite) unreadable(t *testing.T) {
 			t.Errorf("endpoint after the replacement: %+v", e)
 		}
 	})
-	// NextDueAt leaves out the endpoints the next claim skips, with and
-	// without tenants to skip, leased rows stepped over as before: the
-	// engine's wait must not count a skipped endpoint's due deliveries
-	// (it would claim nothing again and again, or sleep past another
-	// endpoint's retry).
-	s.run(t, "NextDueAtSkipsEndpoints", func(t *testing.T, f *fixture) {
-		a1, a2 := f.endpoint("a", "x"), f.endpoint("a", "y")
-		b1 := f.endpoint("b")
-		for range 3 {
-			f.publish("a", "x", base) // a1's backlog, the oldest
-		}
-		f.publish("b", "t", at(10*time.Second))
-		f.publish("a", "y", at(30*time.Second))
-		next := func(skipTenants, skipEPs []string) time.Time {
-			t.Helper()
-			got, err := f.s.NextDueAt(f.ctx, skipTenants, skipEPs)
-			if err != nil {
-				t.Fatalf("NextDueAt(tenants %q, endpoints %q): %v", skipTenants, skipEPs, err)
-			}
-			return got
-		}
-		for _, c := range []struct {
-			tenants, endpoints []string
-			want               time.Time
-		}{
-			{nil, nil, base},
-			{nil, []string{a1.ID}, at(10 * time.Second)},
-			{nil, []string{a1.ID, b1.ID}, at(30 * time.Second)},
-			{nil, []string{a1.ID, a2.ID, b1.ID}, time.Time{}},
-			{[]string{"b"}, []string{a1.ID}, at(30 * time.Second)},
-			{[]string{"zzz"}, []string{a1.ID}, at(10 * time.Second)},
-			{[]string{"a"}, []string{b1.ID}, time.Time{}},
-		} {
-			if got := next(c.tenants, c.endpoints); !got.Equal(c.want) {
-				t.Errorf("NextDueAt(tenants %q, endpoints %q) = %v, want %v", c.tenants, c.endpoints, got, c.want)
-			}
-		}
-		// b1's and a2's in flight: nothing else but a1's is claimable.
-		cs, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w", Limit: 100, Lease: time.Hour, Now: at(time.Minute), SkipEndpoints: []string{a1.ID}})
-		if err != nil || len(cs) != 2 {
-			t.Fatalf("claim skipping %s = %v, %v; want b1's and a2's", a1.ID, claimIDs(cs), err)
-		}
-		for _, tenants := range [][]string{nil, {"zzz"}} {
-			if got := next(tenants, []string{a1.ID}); !got.IsZero() {
-				t.Errorf("NextDueAt(tenants %q, endpoints [a1]) with the others leased = %v, want none", tenants, got)
-			}
-		}
-		if got := next(nil, []string{b1.ID}); !got.Equal(base) {
-			t.Errorf("NextDueAt(endpoints [b1]) = %v, want a1's %v", got, base)
-		}
-	})
 	// SkipEndpoints holds in every part of a claim: the round, the fill,
 	// and the fills of a claim that also skips tenants.
 	s.run(t, "SkipEndpoints", func(t *testing.T, f *fixture) {

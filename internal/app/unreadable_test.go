@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -94,17 +93,6 @@ func (h *herald) unreadableGauge() string {
 // without a restart. The schedule runs on a fake clock.
 func TestEndpointWhoseSecretsDoNotOpenStallsNoOneElse(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("HERALD_TEST_E2E_DB") == "postgres" {
-		// Known, not fixed yet: on PostgreSQL a wake-up can be lost while
-		// an endpoint is skipped, and the claimer then waits for the skip's
-		// end or the poll interval (a bounded delay with a real clock), which
-		// this test's clock, standing still, never reaches: it failed 3 of
-		// 30 runs under -race -cpu 1 on the code of 2026-12-06 before the
-		// day's changes (and once in CI).
-		// TestNodeWithoutAKeyLeavesDeliveriesToANodeWithIt covers the
-		// endpoint on PostgreSQL; this test runs on SQLite.
-		t.Skip("PostgreSQL: a lost wake-up during an endpoint's skip waits for the poll interval, which this test's frozen clock never reaches (known; see the comment)")
-	}
 	clk := newFakeClock()
 	logs := &testutil.SyncBuffer{}
 	h, key := startHeraldKeyed(t, func(c *app.Config) {

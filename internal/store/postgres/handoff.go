@@ -68,7 +68,7 @@ func (b *handOffBatch) reserve(tenants []string) []store.Reservation {
 	rs := store.ReserveShared(b.h, tenants)
 	if len(rs) > 0 && len(b.parts) == 0 {
 		owner, until := b.h.Lease()
-		b.owner, b.until = owner, ts(until)
+		b.owner, b.until = owner, b.s.leaseEnd(until)
 	}
 	for _, r := range rs {
 		b.parts = append(b.parts, handOffPart{n: len(r.Rows)})

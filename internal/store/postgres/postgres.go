@@ -120,6 +120,34 @@ type Store struct {
 	alone atomic.Bool
 	// handOff is the engine's side of the hand-off (SetHandOff; nil: none).
 	handOff store.HandOffSlot
+	// lastLeaseEnd is the last lease end this store gave a claim or a
+	// hand-off (µs since the epoch, as stored): see leaseEnd.
+	lastLeaseEnd atomic.Int64
+}
+
+// leaseEnd returns t (a claim's or a hand-off's lease end) as stored, made
+// unique among the lease ends this store gave within the last second of
+// readings. A claim finds the rows it leased by owner and lease end (the
+// fill's room, its events and endpoints: claimFillSQL, claimedEvents), and
+// its completions match on both; two claims or hand-offs of one owner at
+// one clock reading (within the same microsecond, or always on a clock
+// that stands still) would otherwise share them, and the second claim's
+// fill would count the first's rows as its own and take that many fewer.
+// A reading more than a second behind the last end (a clock set back) is
+// taken as it is, so that a lease never ends later than a second past
+// what its clock asked for.
+func (s *Store) leaseEnd(t time.Time) time.Time {
+	want := t.UnixMicro()
+	for {
+		last := s.lastLeaseEnd.Load()
+		end := want
+		if want <= last && last-want < int64(time.Second/time.Microsecond) {
+			end = last + 1
+		}
+		if s.lastLeaseEnd.CompareAndSwap(last, end) {
+			return time.UnixMicro(end).UTC()
+		}
+	}
 }
 
 // Option configures Open.

@@ -523,8 +523,7 @@ const nextDueSkipQuery = `WITH RECURSIVE t(tenant, due, n) AS (
 
 // claimedEvents and claimedEndpoints read the events and endpoints of the
 // deliveries a claim just leased ($1 the owner, $2 the lease end: the claim's
-// own, unless the same owner claimed before with the same clock reading, in
-// which case a few rows more are read and ignored).
+// own, Store.leaseEnd).
 const (
 	claimedEvents = "SELECT " + eventColumns + ` FROM events WHERE id IN
 		(SELECT event_id FROM deliveries WHERE lease_owner = $1 AND lease_until = $2)`
@@ -550,7 +549,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims    []store.Claim
 		fairTurns map[string]int
 	)
-	until := ts(p.Now.Add(p.Lease))
+	until := s.leaseEnd(p.Now.Add(p.Lease))
 	events := map[string]store.Event{}
 	endpoints := map[string]store.Endpoint{}
 	b := &pgx.Batch{}

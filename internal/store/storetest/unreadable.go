@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -208,6 +209,41 @@ func (s suite) unreadable(t *testing.T) {
 			for _, cl := range cs {
 				back = append(back, store.Completion{DeliveryID: cl.Delivery.ID, EndpointID: cl.Delivery.EndpointID, Owner: owner,
 					LeaseUntil: cl.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: cl.Delivery.NextAttemptAt, Now: at(time.Hour)})
+			}
+			f.complete(back...)
+		}
+	})
+	// A claim that skips endpoints while another claim of the same owner,
+	// made at the same clock reading, still holds its leases: the second
+	// claim's fill takes what the first left, not less by the first's
+	// count (PostgreSQL once found "its own" leases by owner and lease end,
+	// and two claims of one owner at one reading shared both, so the fill
+	// counted the first claim's rows as its own and took nothing: with the
+	// round on the skipped endpoint's tenant, the other tenant's due
+	// delivery was left pending and the claimer slept).
+	s.run(t, "SkipEndpointsBesideAnotherClaimOfTheOwner", func(t *testing.T, f *fixture) {
+		f.endpoint("0")
+		skipped := f.endpoint("a")
+		other := f.endpoint("b")
+		for _, tenant := range []string{"0", "a", "b"} {
+			f.publish(tenant, "file.created", at(0))
+		}
+		for _, skipTenants := range [][]string{nil, {"zz"}} {
+			owner := fmt.Sprintf("w-%d", len(skipTenants))
+			now := at(time.Hour)
+			first, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: now})
+			if err != nil || len(first) != 1 || first[0].Delivery.Tenant != "0" {
+				t.Fatalf("first claim = %+v, %v; want tenant 0's delivery", first, err)
+			}
+			second, err := f.s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: now,
+				SkipTenants: skipTenants, SkipEndpoints: []string{skipped.ID}})
+			if err != nil || len(second) != 1 || second[0].Delivery.EndpointID != other.ID {
+				t.Errorf("skipping tenants %v: second claim of the owner at the same reading = %+v, %v; want the delivery of %s (tenant b)", skipTenants, second, err, other.ID)
+			}
+			var back []store.Completion
+			for _, cl := range append(first, second...) {
+				back = append(back, store.Completion{DeliveryID: cl.Delivery.ID, EndpointID: cl.Delivery.EndpointID, Owner: owner,
+					LeaseUntil: cl.Delivery.LeaseUntil, Deferred: true, NextAttemptAt: cl.Delivery.NextAttemptAt, Now: now})
 			}
 			f.complete(back...)
 		}

@@ -48,6 +48,13 @@ const (
 	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
 )
 
+// HiddenEmailReadings says, for the published contract, how the guard
+// reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
+const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
+	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
+	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
+	"the readings are applied in rounds (at most 4) and the finding names them"
+
 // Found says what was found and, for data found only once the string was
 // decoded, the rule that decoded it: "email found", or "email found once
 // percent-decoded (RFC 3986 §2.1)".

@@ -100,3 +100,46 @@ func TestEventTypesSchemaAndExampleNotBothStdin(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsPrintDeprecationWarning: the API's Warning headers (a pin to
+// a deprecated event type version, docs/contract.md) reach the user on
+// stderr as "Warning: <value>", one line each, as curl -v shows them;
+// stdout stays the JSON answer alone.
+func TestEndpointsPrintDeprecationWarning(t *testing.T) {
+	const (
+		w1 = `299 - "file.updated version 1 is deprecated (the newest is 2): the endpoint keeps receiving version 1 until its pin moves (versions)"`
+		w2 = `299 - "invoice.paid version 3 is deprecated (the newest is 4): the endpoint keeps receiving version 3 until its pin moves (versions)"`
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Add("Warning", w1)
+		w.Header().Add("Warning", w2)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `{"id":"ep_1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{
+		{"endpoints", "create", "--tenant", "acme", "--url", "https://example.com/h"},
+		{"endpoints", "update", "ep_1", "--pin", "file.updated=1"},
+	} {
+		stdout, stderr, err := execHerald(t, "", append(args, "--server", srv.URL, "--api-key", "k")...)
+		if err != nil {
+			t.Fatalf("%v: %v (stderr %q)", args, err, stderr)
+		}
+		if want := "Warning: " + w1 + "\nWarning: " + w2 + "\n"; stderr != want {
+			t.Errorf("%v: stderr %q; want\n%q", args, stderr, want)
+		}
+		if stdout != "{\n  \"id\": \"ep_1\"\n}\n" {
+			t.Errorf("%v: stdout %q; want the JSON answer alone", args, stdout)
+		}
+	}
+}
+
+// TestPrintableHeaderValue: a header value printed to the terminal keeps
+// its text and loses its control characters.
+func TestPrintableHeaderValue(t *testing.T) {
+	if got := printable("299 - \"a\x1b[31mb\r\nc\x7f\u0085d\tö\""); got != "299 - \"a?[31mb??c??d\tö\"" {
+		t.Errorf("printable = %q", got)
+	}
+}

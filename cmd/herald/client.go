@@ -112,7 +112,13 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	defer resp.Body.Close()
 	// The personal-data guard's warning (docs/contract.md, "Thin payloads").
 	for _, w := range resp.Header.Values("X-Herald-Personal-Data-Warning") {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: personal data in the event (X-Herald-Personal-Data-Warning): %s\n", w)
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: personal data in the event (X-Herald-Personal-Data-Warning): %s\n", printable(w))
+	}
+	// Warning fields (RFC 7234 §5.5 syntax: a pin to a deprecated event
+	// type version, docs/contract.md), one line each as curl -v shows them;
+	// stdout stays the JSON answer.
+	for _, w := range resp.Header.Values("Warning") {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", printable(w))
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponse))
 	if err != nil {
@@ -133,6 +139,17 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	out.WriteByte('\n')
 	_, err = cmd.OutOrStdout().Write(out.Bytes())
 	return resp.StatusCode, err
+}
+
+// printable returns a header value with its control characters (which
+// could move a terminal's cursor or recolour it) written as "?".
+func printable(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, v)
 }
 
 // printAPIProblem prints an RFC 9457 problem (or, failing that, the raw

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -82,10 +83,12 @@ type EventOut struct {
 	Tenant     string          `json:"tenant"`
 	Type       string          `json:"type"`
 	OccurredAt time.Time       `json:"occurred_at" doc:"in UTC; an event stored with an instant outside the years 0000–9999 (published before that rule) shows the nearer of 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z"`
-	Data       json.RawMessage `json:"data"`
+	Data       json.RawMessage `json:"data" doc:"the data published; for an event received through the inbound gateway (tenant src_…), the provider's whole body when it is JSON in UTF-8, else null (docs/inbound.md, \"Reading a received event\")"`
 	Version    int             `json:"version,omitempty" doc:"catalogued types: the newest version, whose data this is"`
 	Sequence   int64           `json:"sequence,omitempty" doc:"number of the event among its type's events about one resource (types with a resource_id)"`
-	CreatedAt  time.Time       `json:"created_at"`
+	// Headers is set for inbound events only.
+	Headers   map[string]string `json:"headers,omitempty" doc:"events received through the inbound gateway: the provider's headers as stored and forwarded with every attempt (docs/inbound.md, \"What the destination receives\"); absent for published events"`
+	CreatedAt time.Time         `json:"created_at"`
 }
 
 // PublishOut answers a publish.
@@ -107,11 +110,31 @@ type envelope struct {
 }
 
 func eventOut(e store.Event) EventOut {
+	if strings.HasPrefix(e.Tenant, store.InternalTenantPrefix) {
+		return inboundEventOut(e)
+	}
 	var env envelope
 	_ = json.Unmarshal(e.Body, &env)
 	// A stored occurred_at outside the years 0000–9999 (an event published
 	// before the rule) is shown clamped: encoding it failed the answer.
 	return EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: store.ShownOccurredAt(e.OccurredAt), Data: env.Data, Version: env.Version, Sequence: env.Sequence, CreatedAt: e.CreatedAt}
+}
+
+// inboundEventOut shows an event the inbound gateway received (its tenant
+// is a source's): its body is the provider's bytes as received, not
+// Herald's envelope, so data is that whole body when it is JSON in UTF-8
+// (a Stripe body's own "data" member is not the event's data), and null
+// otherwise (a form-encoded body: the contract has no form for raw bytes
+// yet); headers are the provider's as stored.
+func inboundEventOut(e store.Event) EventOut {
+	out := EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: store.ShownOccurredAt(e.OccurredAt), CreatedAt: e.CreatedAt}
+	if utf8.Valid(e.Body) && json.Valid(e.Body) {
+		out.Data = json.RawMessage(e.Body)
+	}
+	if len(e.Headers) > 0 {
+		out.Headers = e.Headers
+	}
+	return out
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

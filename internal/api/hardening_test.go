@@ -124,6 +124,39 @@ func TestSourceSecretRulesAtSave(t *testing.T) {
 	}
 }
 
+// TestSourceSecretsMustBeDistinct: a source created or changed with the
+// same secret twice is refused with a 422 naming the rule and the two
+// indexes (never the secret), and nothing is stored or changed.
+func TestSourceSecretsMustBeDistinct(t *testing.T) {
+	w := newWorld(t, nil)
+	const secret = "github-secret-0123456789"
+	_, list := w.call(adminKey, "GET", "/v1/sources", "")
+	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["`+secret+`","`+secret+`"],"destination_url":"http://10.0.0.2/in"}`)
+	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct") || strings.Contains(string(raw), secret) {
+		t.Errorf("create with a secret twice: %d %s; want 422 naming secrets[1], secrets[0] and the rule, not the secret", st, raw)
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
+		t.Errorf("a refused create changed the sources:\n%s\n%s", list, after)
+	}
+	var src struct{ ID string }
+	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["`+secret+`"],"destination_url":"http://10.0.0.2/in"}`, 201, &src)
+	_, before := w.call(adminKey, "GET", "/v1/sources/"+src.ID, "")
+	for _, secrets := range []string{
+		`["` + secret + `","` + secret + `"]`,
+		`["new-secret-0123456789","` + secret + `","new-secret-0123456789"]`,
+	} {
+		st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"name":"renamed","secrets":`+secrets+`}`)
+		if st != 422 || !strings.Contains(string(raw), "secrets must be distinct") || strings.Contains(string(raw), "-0123456789") {
+			t.Errorf("PATCH with secrets %s: %d %s; want 422 naming the rule, not the secret", secrets, st, raw)
+		}
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
+		t.Errorf("refused changes changed the source:\n%s\n%s", before, after)
+	}
+	// Distinct secrets (a rotation) are saved.
+	w.mustCall(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["new-secret-0123456789","`+secret+`"]}`, 200, nil)
+}
+
 func strconvQuote(s string) string { return strconv.Quote(s) }
 
 // TestListSourceEndpoints (issue 13 point 19): inbound sources' forwarding

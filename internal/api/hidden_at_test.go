@@ -6,16 +6,19 @@ import (
 )
 
 // TestPersonalDataGuardSeesHiddenAtSigns: an e-mail address written with
-// its "@" percent-encoded (%40) or full-width (＠ U+FF20) is refused in a
+// its "@" percent-encoded (%40, or again: %2540), as an HTML character
+// reference (&#64;, &#x40;, &commat;) or full-width (＠ U+FF20) is refused in a
 // version's example and in a catalogued type's data, like one written
 // plainly, and the 422 names the rule that read it (percent-decoding, RFC
 // 3986 §2.1; NFKC, UAX #15); a refused create stores no type.
 func TestPersonalDataGuardSeesHiddenAtSigns(t *testing.T) {
 	w := newWorld(t, nil)
 	for ex, rule := range map[string]string{
-		`{"contact":"jane.doe%40example.com"}`:  "email found once percent-decoded (RFC 3986 §2.1)",
-		`{"contact":"jane.doe＠example.com"}`:    "email found once NFKC-normalised (Unicode UAX #15",
-		`{"contact":"jane.doe%EF%BC%A0ex.com"}`: "email found once percent-decoded (RFC 3986 §2.1), then NFKC-normalised",
+		`{"contact":"jane.doe%40example.com"}`:    "email found once percent-decoded (RFC 3986 §2.1)",
+		`{"contact":"jane.doe＠example.com"}`:      "email found once NFKC-normalised (Unicode UAX #15",
+		`{"contact":"jane.doe%EF%BC%A0ex.com"}`:   "email found once percent-decoded (RFC 3986 §2.1), then NFKC-normalised",
+		`{"contact":"jane.doe%2540example.com"}`:  "email found once percent-decoded repeatedly (RFC 3986 §2.1",
+		`{"contact":"jane.doe&#x40;example.com"}`: "email found once HTML character references decoded (HTML Living Standard §13.5",
 	} {
 		st, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":`+ex+`}]}`)
 		if st != 422 || !strings.Contains(string(raw), "body.versions[0].example") || !strings.Contains(string(raw), "at /contact ("+rule) {
@@ -27,8 +30,11 @@ func TestPersonalDataGuardSeesHiddenAtSigns(t *testing.T) {
 	}
 	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":{"contact":"c_1"}}]}`, 201, nil)
 	for data, rule := range map[string]string{
-		`{"contact":"mailto:jane.doe%40example.com"}`: "percent-decoded (RFC 3986 §2.1)",
-		`{"contact":"jane.doe﹫example.com"}`:          "NFKC-normalised (Unicode UAX #15",
+		`{"contact":"mailto:jane.doe%40example.com"}`:                "percent-decoded (RFC 3986 §2.1)",
+		`{"contact":"jane.doe﹫example.com"}`:                         "NFKC-normalised (Unicode UAX #15",
+		`{"contact":"jane.doe&#64;example.com"}`:                     "HTML character references decoded",
+		`{"contact":"jane.doe&commat;example.com"}`:                  "HTML character references decoded",
+		`{"contact":"https://x.example/?to=jane%252540example.com"}`: "percent-decoded repeatedly",
 	} {
 		st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.added","data":`+data+`}`)
 		if st != 422 || !strings.Contains(string(raw), "/data/contact: personal-data: email") || !strings.Contains(string(raw), rule) {

@@ -514,3 +514,33 @@ func TestContractNamesTheSecretCap(t *testing.T) {
 		t.Errorf("contract signature = %q, want it to say %q", c.Signature, want)
 	}
 }
+
+// TestContractNamesEmbeddedIPv4AndGuardReadings: /contract's egress rules
+// say that NAT64 addresses (64:ff9b::/96, 64:ff9b:1::/48) are judged by
+// the IPv4 address they embed, and its payload says which readings of a
+// string the personal-data guard applies (percent-encoded, entity and
+// full-width forms), unless the guard is off.
+func TestContractNamesEmbeddedIPv4AndGuardReadings(t *testing.T) {
+	var c struct {
+		Payload      string `json:"payload"`
+		EndpointURLs string `json:"endpoint_urls"`
+	}
+	h := startHerald(t, nil)
+	st, raw := h.call("GET", "/contract", nil, &c)
+	if st != 200 {
+		t.Fatalf("GET /contract: %d %s", st, raw)
+	}
+	for _, want := range []string{"64:ff9b::/96", "64:ff9b:1::/48", "judged by the IPv4 address they embed", "::ffff:0:0/96", "2002::/16"} {
+		if !strings.Contains(c.EndpointURLs, want) {
+			t.Errorf("endpoint_urls does not say %q: %s", want, c.EndpointURLs)
+		}
+	}
+	for _, want := range []string{"%40", "%2540", "&#64;", "&#x40;", "&commat;", "U+FF20", "U+FE6B", "NFKC", "RFC 3986"} {
+		if !strings.Contains(c.Payload, want) {
+			t.Errorf("payload does not say %q: %s", want, c.Payload)
+		}
+	}
+	if p := app.Contract(app.Config{PersonalData: "off"}).Payload; strings.Contains(p, "%40") {
+		t.Errorf("guard off, the payload still describes its readings: %s", p)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/catalog"
 	"github.com/herald-webhooks/herald/internal/delivery"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -53,6 +54,7 @@ func Contract(cfg Config) ContractDoc {
 	}
 	urls := "https only; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges; " +
 		"link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, …) are refused for inbound sources' destinations too, in dev mode and through a wider allowed range (only an allowed range inside them opens them); " +
+		"IPv6 addresses that carry an IPv4 address are also judged by the IPv4 address they embed, whatever range allows them: IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96, RFC 6052, and the local-use 64:ff9b:1::/48, RFC 8215, its last 32 bits read as in a /96 translation prefix) and 6to4 (2002::/16, RFC 3056, bits 16..47); " +
 		"redirects never followed; environment proxies ignored"
 	if cfg.Dev {
 		urls = "DEV MODE: http and loopback destinations allowed. " + urls
@@ -84,6 +86,9 @@ func Contract(cfg Config) ContractDoc {
 		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is published with a warning (X-Herald-Personal-Data-Warning); it may reach receivers"
 	case "off":
 		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
+	}
+	if cfg.PersonalData != "off" {
+		guard += "; " + catalog.HiddenEmailReadings
 	}
 	signature := "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation" +
 		fmt.Sprintf(" (at most %d secrets sign at once: a rotation beyond that drops the oldest, even before its overlap ends)", store.MaxSecrets)

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"html"
 	"math"
 	"regexp"
 	"sort"
@@ -39,7 +40,20 @@ type Finding struct {
 const (
 	DecodedPercent = "percent-decoded (RFC 3986 §2.1)"
 	DecodedNFKC    = "NFKC-normalised (Unicode UAX #15: ＠ U+FF20 and ﹫ U+FE6B read as @)"
+	// DecodedPercentRepeated: percent-decoded more than once, the "%" of
+	// %40 itself encoded (%2540, as a URL put in a query parameter is).
+	DecodedPercentRepeated = "percent-decoded repeatedly (RFC 3986 §2.1: %2540 read as %40, then as @)"
+	// DecodedEntity: HTML character references decoded, numeric (&#64;,
+	// &#x40;) and named (&commat;).
+	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
 )
+
+// HiddenEmailReadings says, for the published contract, how the guard
+// reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
+const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
+	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
+	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
+	"the readings are applied in rounds (at most 4) and the finding names them"
 
 // Found says what was found and, for data found only once the string was
 // decoded, the rule that decoded it: "email found", or "email found once
@@ -241,12 +255,12 @@ var (
 // for an e-mail address found only once s was decoded, how (Finding.Decoded;
 // hiddenEmail). Each pattern runs only when s has what any match needs (an
 // "@"; a "+" and 8 digits; exactly 10 digits; 13 digits; two capitals and
-// two digits in a row; for a hidden "@", a "%" or a byte from 0x80): most
-// strings of an event are ids, times and amounts, and running the five
-// patterns on each was most of a publish's CPU (profile in
+// two digits in a row; for a hidden "@", a "%", a "&" or a byte from
+// 0x80): most strings of an event are ids, times and amounts, and running
+// the five patterns on each was most of a publish's CPU (profile in
 // docs/BENCHMARKS.md). The answers are the patterns' own.
 func personalKind(s string) (kind, decoded string) {
-	digits, at, plus, pct, high := 0, false, false, false, false
+	digits, at, plus, hidden := 0, false, false, false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
@@ -255,17 +269,15 @@ func personalKind(s string) (kind, decoded string) {
 			at = true
 		case c == '+':
 			plus = true
-		case c == '%':
-			pct = true
-		case c >= 0x80:
-			high = true
+		case c == '%', c == '&', c >= 0x80:
+			hidden = true
 		}
 	}
 	if at && hasEmail(s) {
 		return KindEmail, ""
 	}
-	if pct || high {
-		if dec := hiddenEmail(s, pct, high); dec != "" {
+	if hidden {
+		if dec := hiddenEmail(s); dec != "" {
 			return KindEmail, dec
 		}
 	}
@@ -310,31 +322,69 @@ func hasEmail(s string) bool {
 	return emailRe.FindStringIndex(s[loc[1]:]) != nil
 }
 
+// maxDecodeRounds bounds how many times hiddenEmail decodes a string
+// (%25252540 is four rounds of percent-decoding).
+const maxDecodeRounds = 4
+
 // hiddenEmail looks for an e-mail address whose "@" (or more) is written
-// so that the pattern does not see it: percent-encoded (pct: s has a "%"),
-// or as a compatibility character (high: s has a byte from 0x80). s is
-// percent-decoded (every valid %XX; an invalid one is left as it is), then
-// NFKC-normalised when it has U+FF20 or U+FE6B, or an "@" and other
-// non-ASCII characters (full-width letters or dots). It returns how s was
-// read when that shows an address (DecodedPercent, DecodedNFKC, or both
-// joined by ", then "), else "".
-func hiddenEmail(s string, pct, high bool) string {
+// so that the pattern does not see it: percent-encoded, once or again
+// (%40, %2540), as an HTML character reference (&#64;, &#x40;, &commat;),
+// or as a compatibility character (U+FF20, U+FE6B). s is read in rounds,
+// each percent-decoding it (every valid %XX; an invalid one is left as it
+// is) when it has a "%", then decoding its character references
+// (html.UnescapeString) when it has a "&", until a round changes nothing,
+// an address shows, or maxDecodeRounds; then NFKC-normalised when it has
+// U+FF20 or U+FE6B, or an "@" and other non-ASCII characters (full-width
+// letters or dots). It returns how s was read when that shows an address
+// (the readings in order joined by ", then ": DecodedPercent or, for
+// more than one percent-decoding in a row, DecodedPercentRepeated;
+// DecodedEntity; DecodedNFKC), else "".
+func hiddenEmail(s string) string {
 	var steps []string
-	if pct {
-		if d := percentDecode(s); d != s {
-			s, steps = d, append(steps, DecodedPercent)
-			high = high || hasHighByte(d)
+	step := func(name string) {
+		switch n := len(steps); {
+		case n > 0 && steps[n-1] == name && name == DecodedPercent:
+			steps[n-1] = DecodedPercentRepeated
+		case n > 0 && (steps[n-1] == name || steps[n-1] == DecodedPercentRepeated && name == DecodedPercent):
+		default:
+			steps = append(steps, name)
 		}
 	}
-	if high && (strings.Contains(s, "\uFF20") || strings.Contains(s, "\uFE6B") || strings.IndexByte(s, '@') >= 0) {
+	found := func() bool { return strings.IndexByte(s, '@') >= 0 && hasEmail(s) }
+	for round := 0; round < maxDecodeRounds; round++ {
+		changed := false
+		if strings.IndexByte(s, '%') >= 0 {
+			if d := percentDecode(s); d != s {
+				s, changed = d, true
+				step(DecodedPercent)
+				if found() {
+					return strings.Join(steps, ", then ")
+				}
+			}
+		}
+		if strings.IndexByte(s, '&') >= 0 {
+			if d := html.UnescapeString(s); d != s {
+				s, changed = d, true
+				step(DecodedEntity)
+				if found() {
+					return strings.Join(steps, ", then ")
+				}
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	if hasHighByte(s) && (strings.Contains(s, "\uFF20") || strings.Contains(s, "\uFE6B") || strings.IndexByte(s, '@') >= 0) {
 		if n := norm.NFKC.String(s); n != s {
-			s, steps = n, append(steps, DecodedNFKC)
+			s = n
+			step(DecodedNFKC)
+			if len(steps) > 0 && found() {
+				return strings.Join(steps, ", then ")
+			}
 		}
 	}
-	if len(steps) == 0 || strings.IndexByte(s, '@') < 0 || !hasEmail(s) {
-		return ""
-	}
-	return strings.Join(steps, ", then ")
+	return ""
 }
 
 // percentDecode decodes every %XX of s (RFC 3986 §2.1, hex digits of

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/text/unicode/norm"
 )
 
 // TestScanNoFalsePositives is a property test: strings that are thin
@@ -145,12 +144,13 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 // pattern run on every string (the guard before the prefilters), the
 // e-mail pattern also on the string percent-decoded and NFKC-normalised.
 func personalKindPatterns(s string) string {
-	for _, v := range []string{s, norm.NFKC.String(percentDecode(s))} {
-		if loc := emailRe.FindStringIndex(v); loc != nil {
-			if !(loc[0] >= 2 && v[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(v[loc[1]:]) != nil {
-				return KindEmail
-			}
+	if loc := emailRe.FindStringIndex(s); loc != nil {
+		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(s[loc[1]:]) != nil {
+			return KindEmail
 		}
+	}
+	if hiddenEmail(s) != "" { // every string, whatever its characters
+		return KindEmail
 	}
 	if m := phoneIntlRe.FindString(s); m != "" {
 		if n := countDigits(m); n >= 8 && n <= 15 {
@@ -179,10 +179,11 @@ func personalKindPatterns(s string) string {
 // running every pattern answers.
 func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0"
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x"
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
 		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
-		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x"}
+		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
+		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -372,4 +373,41 @@ func TestScanFindsHiddenAtSigns(t *testing.T) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestScanFindsEncodedAgainAndEntityAtSigns: an "@" percent-encoded twice
+// (%2540: the "%" of %40 encoded again, as a URL put in a query parameter
+// is) or written as an HTML character reference (&#64;, &#x40;,
+// &commat;, HTML Living Standard §13.5) is found, and the finding names
+// the readings; strings that read as no address are not taken for one.
+func TestScanFindsEncodedAgainAndEntityAtSigns(t *testing.T) {
+	for _, c := range []struct{ s, decoded string }{
+		{"jane.doe%2540example.com", DecodedPercentRepeated},
+		{"https://app.example.com/r?next=%2Finvite%3Fto%3Djane%252540example.com", DecodedPercentRepeated}, // three times
+		{"jane.doe&#64;example.com", DecodedEntity},
+		{"jane.doe&#064;example.com", DecodedEntity},
+		{"jane.doe&#x40;example.com", DecodedEntity},
+		{"jane.doe&#X40;example.com", DecodedEntity},
+		{"jane.doe&commat;example.com", DecodedEntity},
+		{"jane&#46;doe&#64;example&#46;com", DecodedEntity},
+		{"jane.doe&amp;#64;example.com", DecodedEntity},                                // &amp; read first, then &#64;
+		{"jane.doe&#37;40example.com", DecodedEntity + ", then " + DecodedPercent},     // an entity for "%"
+		{"jane.doe%26%2364%3Bexample.com", DecodedPercent + ", then " + DecodedEntity}, // &#64; percent-encoded
+		{"jane.doe&#xFF20;example.com", DecodedEntity + ", then " + DecodedNFKC},
+	} {
+		for _, data := range []string{`{"v":` + quote(c.s) + `}`, `{` + quote(c.s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{
+		"100%2525 done", "%2540", "user%2540localhost", "Tom &amp; Jerry", "&#64;", "a&#64;b", "&commat;example.com",
+		"jane&#64", "AT&T", "&#x;", "&#99999999999;", "R&D &#38; QA",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
 }

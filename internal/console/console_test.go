@@ -453,3 +453,34 @@ func TestEndpointsPageShowsSourceEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestEventPageShowsInboundBodyAndHeaders: the page of an event received
+// through the inbound gateway shows the provider's body as its payload
+// and the provider's headers as stored.
+func TestEventPageShowsInboundBodyAndHeaders(t *testing.T) {
+	f := newFixture(t)
+	var src struct {
+		ID string `json:"id"`
+	}
+	if st := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); st != 201 {
+		t.Fatalf("create source: %d", st)
+	}
+	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":42}`)
+	id := store.NewID("evt")
+	now := f.clock()
+	if _, err := f.st.PublishEvent(t.Context(), store.PublishParams{
+		Event: store.Event{ID: id, Tenant: src.ID, Type: "github.ping", OccurredAt: now, Body: body, IdempotencyKey: "k1",
+			Fingerprint: store.Fingerprint(src.ID, "github.ping", body), Headers: map[string]string{"Content-Type": "application/json", "X-Github-Event": "ping"}},
+		Now: now, NewDeliveryID: func() string { return store.NewID("dlv") },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.signIn(adminKey)
+	page := b.do("GET", "/ui/events/"+id, nil).Body.String()
+	for _, want := range []string{"Keep it logically awesome.", "X-Github-Event", "ping", `data-testid="provider-headers"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the inbound event's page does not show %q:\n%s", want, page)
+		}
+	}
+}

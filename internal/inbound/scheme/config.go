@@ -141,9 +141,12 @@ const MinSecretBytes = 16
 // they are saved (not when verifying, so a configuration saved earlier
 // keeps working): each at least MinSecretBytes bytes and without leading
 // or trailing whitespace (a copy-paste accident: the provider signs
-// without it, so every request would fail). It returns nil or a
-// *[ConfigError] naming the secret by index and the rule, never its value.
+// without it, so every request would fail), and distinct (a secret given
+// twice is a rotation that lost its new secret, or costs one HMAC more
+// per request for nothing). It returns nil or a *[ConfigError] naming the
+// secret by index and the rule, never its value.
 func CheckSecretsAtSave(secrets []string) error {
+	seen := make(map[string]int, len(secrets))
 	for i, s := range secrets {
 		switch {
 		case strings.TrimSpace(s) != s:
@@ -151,6 +154,10 @@ func CheckSecretsAtSave(secrets []string) error {
 		case len(s) < MinSecretBytes:
 			return configErr(fmt.Sprintf("secrets[%d]", i), "shorter than %d bytes", MinSecretBytes)
 		}
+		if j, ok := seen[s]; ok {
+			return configErr(fmt.Sprintf("secrets[%d]", i), "the same as secrets[%d]: secrets must be distinct", j)
+		}
+		seen[s] = i
 	}
 	return nil
 }

@@ -128,3 +128,17 @@ func TestConfigJSON(t *testing.T) {
 		t.Fatalf("got %s", b)
 	}
 }
+
+// TestCheckSecretsAtSaveDistinct: a secret given twice is refused naming
+// both indexes and the rule, never the value; distinct secrets pass.
+func TestCheckSecretsAtSaveDistinct(t *testing.T) {
+	const a, b = "secret-a-0123456789", "secret-b-0123456789"
+	err := CheckSecretsAtSave([]string{a, b, a})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Error() != "secrets[2]: the same as secrets[0]: secrets must be distinct" || strings.Contains(err.Error(), a) {
+		t.Errorf("a secret twice: %v", err)
+	}
+	if err := CheckSecretsAtSave([]string{a, b}); err != nil {
+		t.Errorf("distinct secrets: %v", err)
+	}
+}

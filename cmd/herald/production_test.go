@@ -754,3 +754,21 @@ func TestHealthcheckUsesTheHostOfHERALD_ADDR(t *testing.T) {
 		t.Errorf("healthcheck with HERALD_ADDR=bogus: %v; want a refusal naming it", err)
 	}
 }
+
+// TestRestoreRefusesAnEmptyDatabasePath: --db sqlite: (or sqlite://)
+// names no file. The restore refuses it before any work, naming the rule,
+// and writes nothing (before, it checked and copied the backup into the
+// working directory and failed only at the end).
+func TestRestoreRefusesAnEmptyDatabasePath(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	t.Chdir(t.TempDir())
+	for _, db := range []string{"sqlite:", "sqlite://"} {
+		_, _, err := execHerald(t, "", "restore", "--from", backup, "--db", db, "--key-file", keyFile)
+		if err == nil || !strings.Contains(err.Error(), "names no database file") {
+			t.Errorf("restore --db %s: %v; want a refusal naming the rule", db, err)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("a refused restore left files in the working directory: %v", entries)
+	}
+}

@@ -798,7 +798,8 @@ var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|pas
 
 // ParseDB reads a --db value: a postgres:// (or postgresql://) URL, or a
 // SQLite database as sqlite:PATH (sqlite://PATH) or a bare PATH, whose
-// path it returns. A URL of another scheme is refused, and so is a
+// path it returns; sqlite: with no path is refused before any work. A
+// URL of another scheme is refused, and so is a
 // PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
 // would create a SQLite file named after it (password included) and run
 // on that. Errors never show a password.
@@ -807,7 +808,14 @@ func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		return true, "", nil
 	case strings.HasPrefix(db, "sqlite:"):
-		return false, strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//"), nil
+		path := strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
+		if path == "" {
+			// Taken as a path, "" would put the database (or a restore's
+			// copy) under names like ".restore-…" in the working
+			// directory before anything noticed.
+			return false, "", fmt.Errorf("--db %q names no database file: use sqlite:PATH (e.g. sqlite:herald.db)", db)
+		}
+		return false, path, nil
 	case strings.Contains(db, "://"):
 		return false, "", fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
 	case pgKeywordValue.MatchString(db):

@@ -257,6 +257,9 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if to == "" {
+		return errors.New("sqlite restore: the target path is empty: name the database file to create; nothing was written")
+	}
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
 	}

@@ -772,3 +772,50 @@ func TestRestoreRefusesAnEmptyDatabasePath(t *testing.T) {
 		t.Errorf("a refused restore left files in the working directory: %v", entries)
 	}
 }
+
+// TestRestoreMakesAnExistingKeyFilePrivate: a key file already beside the
+// target that holds the right key is kept, but owner-only, as restore
+// writes a new one (0600): it opens every secret of the restored
+// database. A refused restore leaves its mode alone.
+func TestRestoreMakesAnExistingKeyFilePrivate(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	target := filepath.Join(t.TempDir(), "herald.db")
+	good, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target+".key", good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(target+".key", 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	// Refused (a -wal beside the target): nothing changes, the mode neither.
+	if err := os.WriteFile(target+"-wal", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile); err == nil {
+		t.Fatal("a restore beside a -wal succeeded")
+	}
+	if info, err := os.Stat(target + ".key"); err != nil || info.Mode().Perm() != 0o644 {
+		t.Fatalf("a refused restore changed the key file: %v, %v", info.Mode(), err)
+	}
+	os.Remove(target + "-wal")
+	_, errOut, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err != nil {
+		t.Fatalf("restore beside the same key file: %v", err)
+	}
+	info, err := os.Stat(target + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("the key file beside the restored database is %04o; want 0600", uint32(info.Mode().Perm()))
+	}
+	if !strings.Contains(errOut, target+".key") || !strings.Contains(errOut, "owner only") {
+		t.Errorf("restore did not say it made the key file private: %q", errOut)
+	}
+	if k, _ := os.ReadFile(target + ".key"); !bytes.Equal(k, good) {
+		t.Errorf("restore changed the key file's content")
+	}
+}

@@ -344,11 +344,29 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 			return fmt.Errorf("sqlite restore: the key file %s: %w; nothing was written", keyPath, err)
 		}
 	}
+	// A key file that was there already (the caller checked that it holds
+	// the key the backup opens with) is kept, but owner-only, as one
+	// written here is: it opens every secret of the restored database.
+	var madePrivate os.FileMode
+	if !wroteKey {
+		if info, err := os.Lstat(keyPath); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(keyPath, info.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("sqlite restore: making the key file %s owner-only: %w; nothing was written", keyPath, err)
+			}
+			madePrivate = info.Mode().Perm()
+		}
+	}
 	if err := copyFile(from, to); err != nil {
 		if wroteKey {
 			os.Remove(keyPath) // the database was not restored: neither is its key
 		}
+		if madePrivate != 0 {
+			os.Chmod(keyPath, madePrivate) // a failed restore changes nothing
+		}
 		return err
+	}
+	if madePrivate != 0 && o.madePrivate != nil {
+		o.madePrivate(keyPath, madePrivate)
 	}
 	return nil
 }
@@ -402,8 +420,18 @@ func writeNewFile(path, pattern string, data []byte) error {
 type RestoreOption func(*restoreOptions)
 
 type restoreOptions struct {
-	removed func(path string)
-	keyFile []byte
+	removed     func(path string)
+	madePrivate func(path string, was os.FileMode)
+	keyFile     []byte
+}
+
+// RestoreMadePrivate has Restore call f when it took the group and other
+// permissions off the key file that was already beside the target (was:
+// its mode before), as it does once the backup passed its checks: the key
+// file is kept owner-only, as one Restore writes (0600). A restore that
+// fails after that gives the file its mode back.
+func RestoreMadePrivate(f func(path string, was os.FileMode)) RestoreOption {
+	return func(o *restoreOptions) { o.madePrivate = f }
 }
 
 // RestoreKeyFile has Restore write text as the key file beside the

@@ -217,6 +217,10 @@ type Main struct {
 	// cursorKey seals the API's list cursors (api.Config.CursorKey),
 	// derived from the encryption key so every node accepts them.
 	cursorKey []byte
+	// claimLock is the SQLite database's claim lock, taken by openStore
+	// before any file is created and kept by the store's first claim
+	// (ClaimExclusively); nil on PostgreSQL.
+	claimLock *sqlite.ClaimLock
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -276,6 +280,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if ex := st.Capabilities().Exclusive; ex != nil {
 		if err := ex.ClaimExclusively(ctx); err != nil {
 			st.Close()
+			m.claimLock.Release(true) // taken by openStore, not kept by the store
 			return nil, err
 		}
 	}
@@ -466,6 +471,22 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if err := sqlite.CheckDirectory(path); err != nil {
 		return nil, err
 	}
+	// The claim lock before the key file and the database are created: a
+	// herald restore to this path holds it while no database is there yet
+	// (and a node on it holds it until it stops), and a start refused by it
+	// must leave nothing that would stop the restore or change the files.
+	// The store's first claim (New: ClaimExclusively) keeps it.
+	lock, err := sqlite.LockClaims(path)
+	if err != nil {
+		return nil, err
+	}
+	m.claimLock = lock
+	opened := false
+	defer func() {
+		if !opened {
+			lock.Release(true) // a refused start leaves no lock file it created
+		}
+	}()
 	var (
 		key        []byte
 		createdKey bool
@@ -517,7 +538,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if m.cfg.EncryptionKey != "" {
 		keyFile = "HERALD_ENCRYPTION_KEY"
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box), sqlite.WithClaimLock(lock))
 	if err != nil {
 		if createdKey {
 			os.Remove(path + ".key") // a refused database keeps nothing of this start
@@ -540,6 +561,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		st.Close()
 		return nil, err
 	}
+	opened = true
 	return st, nil
 }
 

@@ -241,7 +241,8 @@ var ErrRestoreTargetLocked = errors.New("another process holds the lock of this 
 // herald serve on to holds (the claim lock file, to with "-claims.lock"
 // appended: flock(2) where the system has it): while another process holds
 // it, Restore returns ErrRestoreTargetLocked and writes nothing, and a
-// herald serve started on to during the restore refuses to claim. A lock
+// herald serve started on to during the restore is refused before it
+// creates anything (it takes the lock first: LockClaims). A lock
 // file this call created is removed again when the restore fails.
 //
 // The copy's temporary file is RestoreTempPrefix(to) followed by digits

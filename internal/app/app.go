@@ -433,8 +433,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		m.tls.OnReload = func(c *tls.Certificate) {
 			m.logCert("TLS certificate reloaded after its files changed", c)
 		}
-		// The chain's first expiry, not only the leaf's: an expired
-		// intermediate breaks clients as an expired leaf does.
+		// The chain's first expiry (a self-signed root left out), not
+		// only the leaf's: an expired intermediate breaks clients as an
+		// expired leaf does.
 		m.metrics.SetTLSCertificate(func() *x509.Certificate { return tlsreload.FirstExpiring(m.tls.Certificate()) })
 		m.srv.TLSConfig = m.tls.Config()
 	}

@@ -819,3 +819,44 @@ func TestRestoreMakesAnExistingKeyFilePrivate(t *testing.T) {
 		t.Errorf("restore changed the key file's content")
 	}
 }
+
+// TestRekeyRecordsTheRetiredKey: herald rekey records the key it moves
+// the database away from, so a node started afterwards with the two key
+// variables swapped (the retired key as HERALD_ENCRYPTION_KEY, the
+// database's as HERALD_ENCRYPTION_KEY_PREVIOUS) is refused naming the
+// rule instead of sealing under the retired key, and a rekey back to the
+// retired key is refused (nodes holding it as current would be stale).
+func TestRekeyRecordsTheRetiredKey(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := filepath.Join(t.TempDir(), "herald.db")
+	oldKey, newKey := newTestKey(), newTestKey()
+	cfg := app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, EncryptionKey: oldKey, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet}
+	m, err := app.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", oldKey)
+	if out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", newKey); err != nil {
+		t.Fatalf("rekey: %q %q, %v", out, errOut, err)
+	}
+	cfg.PreviousEncryptionKeys = []string{newKey}
+	if m, err := app.New(t.Context(), cfg); err == nil {
+		m.Close()
+		t.Error("a start with the key variables swapped after rekey succeeded")
+	} else if !strings.Contains(err.Error(), "retired by herald rekey") {
+		t.Errorf("a start with the key variables swapped: %v; want a refusal naming the rule", err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", newKey)
+	if _, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", oldKey); err == nil || !strings.Contains(err.Error(), "--new-key was retired") {
+		t.Errorf("rekey back to the retired key: %v; want a refusal naming the rule", err)
+	}
+	cfg.EncryptionKey, cfg.PreviousEncryptionKeys = newKey, nil
+	m, err = app.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("the database does not open with the new key after the refusals: %v", err)
+	}
+	m.Close()
+}

@@ -553,6 +553,9 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		if createdKey {
 			os.Remove(path + ".key") // a key made just now cannot be the right one
 		}
+		if errors.Is(err, store.ErrRetiredKey) {
+			return nil, fmt.Errorf("%s: %w", keyFile, err)
+		}
 		if errors.Is(err, store.ErrWrongKey) {
 			return nil, fmt.Errorf("%s: %w: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key", keyFile, err)
 		}
@@ -589,6 +592,9 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
+		if errors.Is(err, store.ErrRetiredKey) {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
+		}
 		if errors.Is(err, store.ErrWrongKey) {
 			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w: set it to the key the first node started with, the same on every node (PostgreSQL has no key file)", err)
 		}

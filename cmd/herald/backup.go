@@ -80,7 +80,8 @@ there: owner-only, through a temporary file synced and then linked, so a
 crash leaves no torn key file; when both are set and differ, HERALD_ENCRYPTION_KEY is used and a
 warning names it). A backup written with another key is refused and nothing is
 written; so is a restore next to an existing <path>.key holding another key
-(herald serve would read that file and refuse the restored database).
+(herald serve would read that file and refuse the restored database); one
+holding the key checked is kept and made owner-only if others could read it.
 A restore is refused, and writes nothing, while another process holds the
 database's lock file (<path>-claims.lock): a herald serve running on it (also
 one whose database file was moved away) or another restore to the same path.
@@ -153,6 +154,8 @@ The restored database is migrated to this binary's schema at the next start.`,
 			}
 			opts := []sqlite.RestoreOption{sqlite.RestoreRemoved(func(p string) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: removed %s, the temporary copy of an interrupted restore to the same path\n", p)
+			}), sqlite.RestoreMadePrivate(func(p string, was os.FileMode) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "herald restore: the key file %s was open to other users (mode %04o): made it private (owner only), as restore writes key files; if they are not trusted, rotate the key (herald rekey, docs/production.md)\n", p, uint32(was))
 			})}
 			if keyFile != "" && envKey == "" {
 				// Written by Restore under the database's lock, before

@@ -754,3 +754,109 @@ func TestHealthcheckUsesTheHostOfHERALD_ADDR(t *testing.T) {
 		t.Errorf("healthcheck with HERALD_ADDR=bogus: %v; want a refusal naming it", err)
 	}
 }
+
+// TestRestoreRefusesAnEmptyDatabasePath: --db sqlite: (or sqlite://)
+// names no file. The restore refuses it before any work, naming the rule,
+// and writes nothing (before, it checked and copied the backup into the
+// working directory and failed only at the end).
+func TestRestoreRefusesAnEmptyDatabasePath(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	t.Chdir(t.TempDir())
+	for _, db := range []string{"sqlite:", "sqlite://"} {
+		_, _, err := execHerald(t, "", "restore", "--from", backup, "--db", db, "--key-file", keyFile)
+		if err == nil || !strings.Contains(err.Error(), "names no database file") {
+			t.Errorf("restore --db %s: %v; want a refusal naming the rule", db, err)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("a refused restore left files in the working directory: %v", entries)
+	}
+}
+
+// TestRestoreMakesAnExistingKeyFilePrivate: a key file already beside the
+// target that holds the right key is kept, but owner-only, as restore
+// writes a new one (0600): it opens every secret of the restored
+// database. A refused restore leaves its mode alone.
+func TestRestoreMakesAnExistingKeyFilePrivate(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	target := filepath.Join(t.TempDir(), "herald.db")
+	good, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target+".key", good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(target+".key", 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	// Refused (a -wal beside the target): nothing changes, the mode neither.
+	if err := os.WriteFile(target+"-wal", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile); err == nil {
+		t.Fatal("a restore beside a -wal succeeded")
+	}
+	if info, err := os.Stat(target + ".key"); err != nil || info.Mode().Perm() != 0o644 {
+		t.Fatalf("a refused restore changed the key file: %v, %v", info.Mode(), err)
+	}
+	os.Remove(target + "-wal")
+	_, errOut, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target, "--key-file", keyFile)
+	if err != nil {
+		t.Fatalf("restore beside the same key file: %v", err)
+	}
+	info, err := os.Stat(target + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("the key file beside the restored database is %04o; want 0600", uint32(info.Mode().Perm()))
+	}
+	if !strings.Contains(errOut, target+".key") || !strings.Contains(errOut, "owner only") {
+		t.Errorf("restore did not say it made the key file private: %q", errOut)
+	}
+	if k, _ := os.ReadFile(target + ".key"); !bytes.Equal(k, good) {
+		t.Errorf("restore changed the key file's content")
+	}
+}
+
+// TestRekeyRecordsTheRetiredKey: herald rekey records the key it moves
+// the database away from, so a node started afterwards with the two key
+// variables swapped (the retired key as HERALD_ENCRYPTION_KEY, the
+// database's as HERALD_ENCRYPTION_KEY_PREVIOUS) is refused naming the
+// rule instead of sealing under the retired key, and a rekey back to the
+// retired key is refused (nodes holding it as current would be stale).
+func TestRekeyRecordsTheRetiredKey(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := filepath.Join(t.TempDir(), "herald.db")
+	oldKey, newKey := newTestKey(), newTestKey()
+	cfg := app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, EncryptionKey: oldKey, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet}
+	m, err := app.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", oldKey)
+	if out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", newKey); err != nil {
+		t.Fatalf("rekey: %q %q, %v", out, errOut, err)
+	}
+	cfg.PreviousEncryptionKeys = []string{newKey}
+	if m, err := app.New(t.Context(), cfg); err == nil {
+		m.Close()
+		t.Error("a start with the key variables swapped after rekey succeeded")
+	} else if !strings.Contains(err.Error(), "retired by herald rekey") {
+		t.Errorf("a start with the key variables swapped: %v; want a refusal naming the rule", err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", newKey)
+	if _, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", oldKey); err == nil || !strings.Contains(err.Error(), "--new-key was retired") {
+		t.Errorf("rekey back to the retired key: %v; want a refusal naming the rule", err)
+	}
+	cfg.EncryptionKey, cfg.PreviousEncryptionKeys = newKey, nil
+	m, err = app.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("the database does not open with the new key after the refusals: %v", err)
+	}
+	m.Close()
+}

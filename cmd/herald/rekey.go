@@ -139,6 +139,9 @@ it (PostgreSQL): each must hold the new key already.`,
 				return errors.New("this store declares no rekey of its sealed values (store.Capabilities.Sealed): nothing was changed")
 			}
 			if err := store.CheckKey(cmd.Context(), st, both); err != nil {
+				if errors.Is(err, store.ErrRetiredKey) {
+					return errors.New("--new-key was retired by an earlier herald rekey (the database was moved away from it), and nodes holding it as their current key are refused as stale: generate a new key (openssl rand -base64 32); nothing was changed")
+				}
 				return fmt.Errorf("neither the new nor an old key is this database's: %w", err)
 			}
 			if nodes := st.Capabilities().Nodes; nodes != nil {

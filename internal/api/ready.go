@@ -59,6 +59,11 @@ func (k *keyCheck) result(ctx context.Context) error {
 // source's configuration) on a node whose key is stale.
 const StaleSealingKeyMessage = "this node's sealing key is older than the database's: the database's encrypted values no longer open with this node's encryption keys (herald rekey moved them to a newer key), so a value sealed here would not open on the nodes holding the current key; restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file); nothing was changed"
 
+// RetiredSealingKeyMessage is StaleSealingKeyMessage for a node whose
+// current key herald rekey retired while the database's key is among its
+// previous ones (store.ErrRetiredKey: the key variables swapped).
+const RetiredSealingKeyMessage = "this node's sealing key is older than the database's: its current key (HERALD_ENCRYPTION_KEY) was retired by herald rekey and the database's encrypted values are under a key it holds only as a previous one (HERALD_ENCRYPTION_KEY_PREVIOUS: the two swapped?), so a value sealed here would not open on the nodes holding only the current key; restart this node with the database's current key as HERALD_ENCRYPTION_KEY; nothing was changed"
+
 // refuseStaleKey is called by every operation that makes the store seal a
 // value (create-endpoint, update-endpoint, rotate-endpoint-secret,
 // revoke-endpoint-secret, create-source, update-source) before its write.
@@ -71,9 +76,15 @@ const StaleSealingKeyMessage = "this node's sealing key is older than the databa
 // with its current key would open on no node holding only the new one.
 // Nothing is written then. A check that could not run (the store failing,
 // the request gone) is no verdict: the write goes on and meets the store
-// itself. Reads are never refused.
+// itself. Reads are never refused. A node whose current key herald rekey
+// retired while a previous key of it opens the key check value (the key
+// variables swapped: store.ErrRetiredKey) is stale as well, and answered
+// RetiredSealingKeyMessage.
 func (s *Server) refuseStaleKey(ctx context.Context) error {
-	if err := s.keyCheck.result(ctx); errors.Is(err, store.ErrWrongKey) {
+	switch err := s.keyCheck.result(ctx); {
+	case errors.Is(err, store.ErrRetiredKey):
+		return huma.NewError(http.StatusServiceUnavailable, RetiredSealingKeyMessage)
+	case errors.Is(err, store.ErrWrongKey):
 		return huma.NewError(http.StatusServiceUnavailable, StaleSealingKeyMessage)
 	}
 	return nil

@@ -217,6 +217,10 @@ type Main struct {
 	// cursorKey seals the API's list cursors (api.Config.CursorKey),
 	// derived from the encryption key so every node accepts them.
 	cursorKey []byte
+	// claimLock is the SQLite database's claim lock, taken by openStore
+	// before any file is created and kept by the store's first claim
+	// (ClaimExclusively); nil on PostgreSQL.
+	claimLock *sqlite.ClaimLock
 }
 
 // New opens the store, prepares the API key, and binds the listen address;
@@ -276,6 +280,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 	if ex := st.Capabilities().Exclusive; ex != nil {
 		if err := ex.ClaimExclusively(ctx); err != nil {
 			st.Close()
+			m.claimLock.Release(true) // taken by openStore, not kept by the store
 			return nil, err
 		}
 	}
@@ -428,8 +433,9 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		m.tls.OnReload = func(c *tls.Certificate) {
 			m.logCert("TLS certificate reloaded after its files changed", c)
 		}
-		// The chain's first expiry, not only the leaf's: an expired
-		// intermediate breaks clients as an expired leaf does.
+		// The chain's first expiry (a self-signed root left out), not
+		// only the leaf's: an expired intermediate breaks clients as an
+		// expired leaf does.
 		m.metrics.SetTLSCertificate(func() *x509.Certificate { return tlsreload.FirstExpiring(m.tls.Certificate()) })
 		m.srv.TLSConfig = m.tls.Config()
 	}
@@ -466,6 +472,22 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if err := sqlite.CheckDirectory(path); err != nil {
 		return nil, err
 	}
+	// The claim lock before the key file and the database are created: a
+	// herald restore to this path holds it while no database is there yet
+	// (and a node on it holds it until it stops), and a start refused by it
+	// must leave nothing that would stop the restore or change the files.
+	// The store's first claim (New: ClaimExclusively) keeps it.
+	lock, err := sqlite.LockClaims(path)
+	if err != nil {
+		return nil, err
+	}
+	m.claimLock = lock
+	opened := false
+	defer func() {
+		if !opened {
+			lock.Release(true) // a refused start leaves no lock file it created
+		}
+	}()
 	var (
 		key        []byte
 		createdKey bool
@@ -517,7 +539,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if m.cfg.EncryptionKey != "" {
 		keyFile = "HERALD_ENCRYPTION_KEY"
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box))
+	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box), sqlite.WithClaimLock(lock))
 	if err != nil {
 		if createdKey {
 			os.Remove(path + ".key") // a refused database keeps nothing of this start
@@ -531,6 +553,9 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		if createdKey {
 			os.Remove(path + ".key") // a key made just now cannot be the right one
 		}
+		if errors.Is(err, store.ErrRetiredKey) {
+			return nil, fmt.Errorf("%s: %w", keyFile, err)
+		}
 		if errors.Is(err, store.ErrWrongKey) {
 			return nil, fmt.Errorf("%s: %w: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key", keyFile, err)
 		}
@@ -540,6 +565,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 		st.Close()
 		return nil, err
 	}
+	opened = true
 	return st, nil
 }
 
@@ -566,6 +592,9 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")
 	if err := store.CheckKey(ctx, st, box); err != nil {
 		st.Close()
+		if errors.Is(err, store.ErrRetiredKey) {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
+		}
 		if errors.Is(err, store.ErrWrongKey) {
 			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w: set it to the key the first node started with, the same on every node (PostgreSQL has no key file)", err)
 		}
@@ -798,7 +827,8 @@ var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|pas
 
 // ParseDB reads a --db value: a postgres:// (or postgresql://) URL, or a
 // SQLite database as sqlite:PATH (sqlite://PATH) or a bare PATH, whose
-// path it returns. A URL of another scheme is refused, and so is a
+// path it returns; sqlite: with no path is refused before any work. A
+// URL of another scheme is refused, and so is a
 // PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
 // would create a SQLite file named after it (password included) and run
 // on that. Errors never show a password.
@@ -807,7 +837,14 @@ func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		return true, "", nil
 	case strings.HasPrefix(db, "sqlite:"):
-		return false, strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//"), nil
+		path := strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
+		if path == "" {
+			// Taken as a path, "" would put the database (or a restore's
+			// copy) under names like ".restore-…" in the working
+			// directory before anything noticed.
+			return false, "", fmt.Errorf("--db %q names no database file: use sqlite:PATH (e.g. sqlite:herald.db)", db)
+		}
+		return false, path, nil
 	case strings.Contains(db, "://"):
 		return false, "", fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
 	case pgKeywordValue.MatchString(db):

@@ -291,7 +291,7 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 // renewal is served from the next handshake after its files change, or
 // from SIGHUP). internal/app gives the certificate of the chain that
 // expires first (tlsreload.FirstExpiring: the leaf, or an intermediate that
-// expires before it). Until it is set (a node without TLS), and while it
+// expires before it; never a self-signed root, which clients ignore). Until it is set (a node without TLS), and while it
 // returns nil, neither family has a series.
 func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
 	if m != nil {

@@ -157,6 +157,13 @@ func (k *Keyring) Open(sealed, context []byte) ([]byte, error) {
 	return nil, ErrDecrypt
 }
 
+// OpenCurrent opens with the current key alone (store.CurrentOpener: the
+// key check tells a database under the current key from one under a
+// previous key only).
+func (k *Keyring) OpenCurrent(sealed, context []byte) ([]byte, error) {
+	return k.current.Open(sealed, context)
+}
+
 // Current returns the Box of the current key.
 func (k *Keyring) Current() *Box { return k.current }
 

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +78,14 @@ type RekeyStats struct {
 // running with both keys (secretbox.Keyring) throughout.
 func Rekey(ctx context.Context, st SealedStore, old, newKey SecretBox) (RekeyStats, error) {
 	var stats RekeyStats
-	for _, c := range SealedColumns {
+	for i, c := range SealedColumns {
+		if i == len(SealedColumns)-1 {
+			// Before the key check value moves: the key it leaves is
+			// recorded as retired (a node sealing with it is stale).
+			if err := retireKeyCheck(ctx, st, c, newKey); err != nil {
+				return stats, err
+			}
+		}
 		after := ""
 		for {
 			rows, err := st.SealedValues(ctx, c, after, 100)
@@ -95,6 +104,43 @@ func Rekey(ctx context.Context, st SealedStore, old, newKey SecretBox) (RekeySta
 		}
 	}
 	return stats, nil
+}
+
+// metaEnsurer is the Store method retireKeyCheck records with; the
+// drivers' SealedStore (Capabilities.Sealed) is their Store, which has it.
+type metaEnsurer interface {
+	EnsureMeta(ctx context.Context, key, value string) (string, error)
+}
+
+// retireKeyCheck records the key check value (column c, the last of
+// SealedColumns) as it is, under RetiredKeyMetaPrefix, when newKey does not
+// open it: the key sealing it is being retired. CheckKey then finds a node
+// whose current key is that one, with the database's key only among its
+// previous ones (the variables swapped), stale. Recorded before the value
+// moves, so an interrupted rekey has recorded it; a node whose current key
+// still opens the key check value is never refused by it. A store that
+// cannot record it (no EnsureMeta) records nothing.
+func retireKeyCheck(ctx context.Context, st SealedStore, c SealedColumn, newKey SecretBox) error {
+	m, ok := st.(metaEnsurer)
+	if !ok {
+		return nil
+	}
+	v, found, err := st.SealedValue(ctx, c, KeyCheckMeta)
+	if err != nil || !found {
+		return err
+	}
+	raw, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return fmt.Errorf("rekey %s: %w", KeyCheckMeta, err)
+	}
+	if _, err := newKey.Open(raw, []byte(KeyCheckMeta)); err == nil {
+		return nil // already under the new key: nothing is retired
+	}
+	sum := sha256.Sum256([]byte(v))
+	if _, err := m.EnsureMeta(ctx, RetiredKeyMetaPrefix+hex.EncodeToString(sum[:8]), v); err != nil {
+		return fmt.Errorf("rekey: recording the retired key: %w", err)
+	}
+	return nil
 }
 
 // reseal moves one sealed value (bound to ctxt) to newKey: it returns the

@@ -164,10 +164,47 @@ const KeyCheckMeta = "encryption_key_check"
 // comes from (a key file exists for SQLite only).
 var ErrWrongKey = errors.New("the encryption key does not match the one this database was written with")
 
+// ErrRetiredKey means box seals with a key that herald rekey retired (a
+// RetiredKeyChecks row opens with it) while the database's key check
+// value opens only with one of its previous keys: HERALD_ENCRYPTION_KEY
+// and HERALD_ENCRYPTION_KEY_PREVIOUS given swapped. What the node sealed
+// would be under the retired key, which the nodes holding only the
+// database's key cannot open, so it is stale as a node lacking the key is:
+// errors.Is(ErrRetiredKey, ErrWrongKey) holds (start refused, /readyz 503,
+// sealing writes 503).
+var ErrRetiredKey error = retiredKeyError{}
+
+type retiredKeyError struct{}
+
+func (retiredKeyError) Error() string {
+	return "this node's current encryption key was retired by herald rekey: the database's values are under a key this node holds only as a previous one (HERALD_ENCRYPTION_KEY and HERALD_ENCRYPTION_KEY_PREVIOUS swapped?), and what it sealed would not open on the nodes holding only the database's key; give the database's current key as HERALD_ENCRYPTION_KEY (a retired key cannot be made current again: rotate to a new key)"
+}
+
+func (retiredKeyError) Is(target error) bool { return target == ErrWrongKey }
+
+// CurrentOpener is a SecretBox that also opens with its sealing key alone
+// (secretbox.Keyring): CheckKey asks it whether the database's key is the
+// one it seals with or only one of its previous keys.
+type CurrentOpener interface {
+	OpenCurrent(sealed, context []byte) ([]byte, error)
+}
+
+// RetiredKeyMetaPrefix starts the meta keys under which Rekey records the
+// key check value of each key it moves the database away from (the value
+// as it was, sealed under that key; the rest of the key is a digest of
+// it).
+const RetiredKeyMetaPrefix = "encryption_key_retired/"
+
+// RetiredKeyChecks are the rows Rekey records (RetiredKeyMetaPrefix). They
+// are not in SealedColumns: rekey leaves each under the key it names.
+var RetiredKeyChecks = SealedColumn{Table: "meta", Key: "key", Column: "value", Where: "key LIKE '" + RetiredKeyMetaPrefix + "%'", Context: func(string) string { return KeyCheckMeta }, Bare: true}
+
 // CheckKey makes sure box holds the key this database was first written
 // with: on first start it stores a sealed check value; later it must open.
 // It returns ErrWrongKey otherwise, so a node with the wrong key refuses to
-// start instead of failing every delivery.
+// start instead of failing every delivery; and ErrRetiredKey when the
+// value opens only with a previous key of box while box's current key is
+// one herald rekey retired (checkRetired).
 func CheckKey(ctx context.Context, st Store, box SecretBox) error {
 	sealed, err := box.Seal([]byte("herald key check v1"), []byte(KeyCheckMeta))
 	if err != nil {
@@ -184,7 +221,45 @@ func CheckKey(ctx context.Context, st Store, box SecretBox) error {
 	if _, err := box.Open(raw, []byte(KeyCheckMeta)); err != nil {
 		return ErrWrongKey
 	}
-	return nil
+	return checkRetired(ctx, st, box, raw)
+}
+
+// checkRetired returns ErrRetiredKey when box (a CurrentOpener) opens the
+// key check value raw only with a previous key and its current key opens
+// a RetiredKeyChecks row: the database was rekeyed away from the key box
+// seals with. A current key not retired with a previous one opening the
+// value is step 2 of the rotation (docs/production.md), not stale. Reads
+// nothing unless the value opens with a previous key only.
+func checkRetired(ctx context.Context, st Store, box SecretBox, raw []byte) error {
+	cur, ok := box.(CurrentOpener)
+	if !ok {
+		return nil
+	}
+	if _, err := cur.OpenCurrent(raw, []byte(KeyCheckMeta)); err == nil {
+		return nil
+	}
+	sealed := st.Capabilities().Sealed
+	if sealed == nil {
+		return nil
+	}
+	after := ""
+	for {
+		rows, err := sealed.SealedValues(ctx, RetiredKeyChecks, after, 100)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if v, err := base64.StdEncoding.DecodeString(r.Value); err == nil {
+				if _, err := cur.OpenCurrent(v, []byte(KeyCheckMeta)); err == nil {
+					return ErrRetiredKey
+				}
+			}
+		}
+		if len(rows) < 100 {
+			return nil
+		}
+		after = rows[len(rows)-1].Key
+	}
 }
 
 // CheckKeyValue reports whether box opens stored, the value of the

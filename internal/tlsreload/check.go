@@ -162,18 +162,33 @@ func Chain(c *tls.Certificate) []ChainCertificate {
 }
 
 // FirstExpiring returns the certificate of c's chain (Chain) that expires
-// first, the leaf on a tie: the chain served stops working for clients
-// that check dates at its NotAfter, whichever certificate it is. The
-// metrics herald_tls_certificate_expiry_timestamp_seconds and
+// first, the leaf on a tie, among the leaf and the intermediates: the
+// chain served stops working for clients that check dates at its
+// NotAfter, whichever of them it is. A self-signed root after the leaf is
+// left out (SelfSignedRoot): clients ignore a served root and build the
+// path to one of their own trust store, so its expiry breaks none of them
+// (Warnings still names it). The metrics
+// herald_tls_certificate_expiry_timestamp_seconds and
 // herald_tls_certificate_not_before_timestamp_seconds expose its two dates
 // (internal/app). Certificates that do not parse are left out; nil when
 // none parses (or c is nil).
 func FirstExpiring(c *tls.Certificate) *x509.Certificate {
 	var first *x509.Certificate
 	for _, cc := range Chain(c) {
-		if cc.Cert != nil && (first == nil || cc.Cert.NotAfter.Before(first.NotAfter)) {
+		if cc.Cert == nil || cc.SelfSignedRoot() {
+			continue
+		}
+		if first == nil || cc.Cert.NotAfter.Before(first.NotAfter) {
 			first = cc.Cert
 		}
 	}
 	return first
+}
+
+// SelfSignedRoot reports whether cc is a root after the leaf (Kind
+// "root") whose signature its own key verifies: a self-signed CA
+// certificate, which clients take from their trust store, never from the
+// chain served. A leaf is never one, even when it signs itself.
+func (cc ChainCertificate) SelfSignedRoot() bool {
+	return cc.Kind == "root" && cc.Cert != nil && cc.Cert.CheckSignatureFrom(cc.Cert) == nil
 }

@@ -281,6 +281,38 @@ func TestFirstExpiring(t *testing.T) {
 	}
 }
 
+// TestFirstExpiringLeavesOutASelfSignedRoot: a root the chain file holds
+// after the intermediates is sent, but clients ignore it (they build the
+// path to a root of their own trust store), so its expiry breaks no
+// client. It drove the expiry metrics (and so HeraldTLSCertificateExpired)
+// when it expired first; the first to expire among the leaf and the
+// intermediates does now, and a leaf issued by itself still counts.
+func TestFirstExpiringLeavesOutASelfSignedRoot(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(-day), nil, nil, true)
+	inter, interKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(365*day), root, rootKey, true)
+	leafCert, leafKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), inter, interKey, false)
+	if got := tlsreload.FirstExpiring(chainOf(leafCert, leafKey, inter, root)); got == nil || !got.Equal(leafCert) {
+		t.Errorf("FirstExpiring = %s, want the leaf (the expired root is not one clients use)", subjectOf(got))
+	}
+	soon, soonKey := issued(t, "Test Intermediate R10", now.Add(-365*day), now.Add(5*day), root, rootKey, true)
+	leaf2, leaf2Key := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), soon, soonKey, false)
+	if got := tlsreload.FirstExpiring(chainOf(leaf2, leaf2Key, soon, root)); got == nil || !got.Equal(soon) {
+		t.Errorf("FirstExpiring = %s, want the intermediate expiring in 5 days", subjectOf(got))
+	}
+	self, selfKey := issued(t, "herald.internal", now.Add(-10*day), now.Add(-day), nil, nil, false)
+	if got := tlsreload.FirstExpiring(chainOf(self, selfKey)); got == nil || !got.Equal(self) {
+		t.Errorf("FirstExpiring = %s, want the self-signed leaf", subjectOf(got))
+	}
+}
+
+func subjectOf(c *x509.Certificate) string {
+	if c == nil {
+		return "nil"
+	}
+	return c.Subject.String()
+}
+
 // TestChainThatDoesNotParseIsNotLoaded: a CERTIFICATE block after the
 // leaf that is no certificate made every client fail the handshake, yet
 // the pair loaded, at start and at a reload over a working certificate

@@ -241,7 +241,8 @@ var ErrRestoreTargetLocked = errors.New("another process holds the lock of this 
 // herald serve on to holds (the claim lock file, to with "-claims.lock"
 // appended: flock(2) where the system has it): while another process holds
 // it, Restore returns ErrRestoreTargetLocked and writes nothing, and a
-// herald serve started on to during the restore refuses to claim. A lock
+// herald serve started on to during the restore is refused before it
+// creates anything (it takes the lock first: LockClaims). A lock
 // file this call created is removed again when the restore fails.
 //
 // The copy's temporary file is RestoreTempPrefix(to) followed by digits
@@ -256,6 +257,9 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 	var o restoreOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if to == "" {
+		return errors.New("sqlite restore: the target path is empty: name the database file to create; nothing was written")
 	}
 	if _, err := os.Stat(to); err == nil {
 		return fmt.Errorf("sqlite restore: %s exists; stop Herald and move it (and its -wal and -shm files) away first", to)
@@ -341,11 +345,29 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 			return fmt.Errorf("sqlite restore: the key file %s: %w; nothing was written", keyPath, err)
 		}
 	}
+	// A key file that was there already (the caller checked that it holds
+	// the key the backup opens with) is kept, but owner-only, as one
+	// written here is: it opens every secret of the restored database.
+	var madePrivate os.FileMode
+	if !wroteKey {
+		if info, err := os.Lstat(keyPath); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(keyPath, info.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("sqlite restore: making the key file %s owner-only: %w; nothing was written", keyPath, err)
+			}
+			madePrivate = info.Mode().Perm()
+		}
+	}
 	if err := copyFile(from, to); err != nil {
 		if wroteKey {
 			os.Remove(keyPath) // the database was not restored: neither is its key
 		}
+		if madePrivate != 0 {
+			os.Chmod(keyPath, madePrivate) // a failed restore changes nothing
+		}
 		return err
+	}
+	if madePrivate != 0 && o.madePrivate != nil {
+		o.madePrivate(keyPath, madePrivate)
 	}
 	return nil
 }
@@ -399,8 +421,18 @@ func writeNewFile(path, pattern string, data []byte) error {
 type RestoreOption func(*restoreOptions)
 
 type restoreOptions struct {
-	removed func(path string)
-	keyFile []byte
+	removed     func(path string)
+	madePrivate func(path string, was os.FileMode)
+	keyFile     []byte
+}
+
+// RestoreMadePrivate has Restore call f when it took the group and other
+// permissions off the key file that was already beside the target (was:
+// its mode before), as it does once the backup passed its checks: the key
+// file is kept owner-only, as one Restore writes (0600). A restore that
+// fails after that gives the file its mode back.
+func RestoreMadePrivate(f func(path string, was os.FileMode)) RestoreOption {
+	return func(o *restoreOptions) { o.madePrivate = f }
 }
 
 // RestoreKeyFile has Restore write text as the key file beside the

@@ -206,36 +206,54 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		return s.checkClaimLock()
 	}
 	lockPath := claimLockPath(s.path)
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
-	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		if errors.Is(err, errLocked) {
-			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLocked)
+	var (
+		f    *os.File
+		held os.FileInfo
+	)
+	if l := s.preLock; l != nil && l.f != nil && !l.taken {
+		// Taken before Open (LockClaims): its owner releases it if
+		// this fails, so f is not closed here.
+		f, held = l.f, l.info
+		if cur, err := os.Stat(lockPath); err != nil || !os.SameFile(cur, held) {
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
 		}
-		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	} else {
+		var err error
+		f, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
+		}
+		if err := lockFile(f); err != nil {
+			f.Close()
+			if errors.Is(err, errLocked) {
+				return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLocked)
+			}
+			return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+		}
+		held, err = f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+		}
+		if cur, err := os.Stat(lockPath); err != nil || !os.SameFile(cur, held) {
+			// Deleted or replaced between the open and the lock: the lock
+			// held is on a file nobody else will open.
+			f.Close()
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
+		}
 	}
-	held, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
-	}
-	if cur, err := os.Stat(lockPath); err != nil || !os.SameFile(cur, held) {
-		// Deleted or replaced between the open and the lock: the lock
-		// held is on a file nobody else will open.
-		f.Close()
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, ErrClaimLockLost)
+	closeF := func() { f.Close() }
+	if s.preLock != nil && f == s.preLock.f {
+		closeF = func() {} // its owner releases it (ClaimLock.Release)
 	}
 	tx, done, err := s.queueTx(ctx)
 	if err != nil {
-		f.Close()
+		closeF()
 		return err
 	}
 	defer done()
 	if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner IS NOT NULL"); err != nil {
-		f.Close()
+		closeF()
 		return err
 	}
 	// The process before this one may have died with deliveries in flight
@@ -244,23 +262,103 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 	// the rescue of an expired lease does on a live node.
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', updated_at = ?
 		WHERE state = 'pending' AND endpoint_id IN (SELECT id FROM endpoints WHERE state <> 'enabled')`, micro(time.Now())); err != nil {
-		f.Close()
+		closeF()
 		return err
 	}
 	// A process that died between the chunks of a resume (releaseRest)
 	// left deliveries held under an enabled endpoint: release them.
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1
 		WHERE state = 'paused' AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'enabled')`, micro(time.Now())); err != nil {
-		f.Close()
+		closeF()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		f.Close()
+		closeF()
 		return err
+	}
+	if s.preLock != nil && f == s.preLock.f {
+		s.preLock.taken = true // the store holds it now, until Close
 	}
 	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
 	s.claimHeld.Store(true)
 	return nil
+}
+
+// A ClaimLock is the claim lock of a database taken before the database
+// is opened (LockClaims), so that a process refused by it has created
+// nothing: herald serve takes it before it creates the key file or the
+// database, and hands it to the store with WithClaimLock, whose first
+// claim (ClaimExclusively) keeps it until Close.
+type ClaimLock struct {
+	f       *os.File
+	info    os.FileInfo
+	path    string
+	created bool // the lock file did not exist before LockClaims
+	taken   bool // by a store's takeClaimLock: it releases it at Close
+}
+
+// LockClaims takes the claim lock of the SQLite database at dbPath (the
+// lock file claimLockPath(dbPath), created 0600 when missing) without
+// waiting, and before anything else of the database is touched. While
+// another process holds it — a herald serve on the database, or a herald
+// restore to it (which holds it while no database is there yet) — it
+// returns ErrClaimLocked (wrapped with store.ErrUnavailable and the lock
+// file's name) and has created and changed nothing.
+func LockClaims(dbPath string) (*ClaimLock, error) {
+	lockPath := claimLockPath(dbPath)
+	created := true
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		created = false
+		f, err = os.OpenFile(lockPath, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
+	}
+	if err := lockFile(f); err != nil {
+		// A file this call created and another process locked since is
+		// that process's lock now: it stays.
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("%w: %w (%s is locked: a herald serve on this database, or a herald restore to it, holds it); nothing was created or changed", store.ErrUnavailable, ErrClaimLocked, lockPath)
+		}
+		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	}
+	held, err := f.Stat()
+	if err == nil {
+		var cur os.FileInfo
+		if cur, err = os.Stat(lockPath); err == nil && !os.SameFile(cur, held) {
+			err = ErrClaimLockLost
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	}
+	return &ClaimLock{f: f, info: held, path: lockPath, created: created}, nil
+}
+
+// Release unlocks l unless a store took it (then the store's Close
+// does). With failed true (the start was refused) a lock file LockClaims
+// created is removed first, under the lock, so a refused start leaves
+// nothing. Release is idempotent; nil is a no-op.
+func (l *ClaimLock) Release(failed bool) {
+	if l == nil || l.f == nil || l.taken {
+		return
+	}
+	if failed && l.created {
+		os.Remove(l.path) // under the lock: nobody else holds it
+	}
+	l.f.Close()
+	l.f = nil
+}
+
+// WithClaimLock hands the store the claim lock its caller took before
+// Open (LockClaims) for the path it opens: the store's first claim
+// (ClaimExclusively) keeps it instead of taking one of its own, and Close
+// releases it from then on.
+func WithClaimLock(l *ClaimLock) Option {
+	return func(s *Store) { s.preLock = l }
 }
 
 // ErrClaimLockLost is returned (wrapped, with store.ErrUnavailable) by

@@ -88,6 +88,7 @@ type Store struct {
 	// claimLock is the lock file held from the first claim to Close
 	// (takeClaimLock): one process claims from a database file.
 	claimMu       sync.Mutex
+	preLock       *ClaimLock // taken before Open (WithClaimLock); takeClaimLock keeps it
 	claimLock     *os.File
 	claimLockInfo os.FileInfo // claimLock as locked (checkClaimLock: still the file at its path?)
 	claimLocked   bool

@@ -919,6 +919,16 @@ var jsonFormat = huma.Format{
 // naming Go types ("overflows into Go struct field
 // api.UpdateEventTypeBody[]int…").
 func unmarshalBody(data []byte, v any) error {
+	if p, ok := v.(*any); ok {
+		// huma's validation pass: the value is only read, and its strings
+		// may share one copy of the body (huma's buffer goes back to its
+		// pool before a validation error naming a value is written).
+		r, err := segjson.Parse(bytes.Clone(data), p, segjson.DontCopyString)
+		if len(r) != 0 && err == nil {
+			return segjson.Unmarshal(data, p) // trailing bytes: its error
+		}
+		return err
+	}
 	err := segjson.Unmarshal(data, v)
 	var te *segjson.UnmarshalTypeError
 	if !errors.As(err, &te) || te.Type == nil {

@@ -449,7 +449,7 @@ func (s *Server) storeEvent(ctx context.Context, d publishDraft, cp catalogPubli
 			}
 		}
 	} else {
-		body, err = store.EncodeBody(d.id, d.typ, d.tenant, d.occurred, d.data)
+		body, err = store.EncodeCompactBody(d.id, d.typ, d.tenant, d.occurred, d.data) // d.data: CompactJSON's
 	}
 	if err != nil {
 		return res, huma.Error500InternalServerError("could not encode the event"), nil

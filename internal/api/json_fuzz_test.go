@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // referenceDuplicates finds duplicate members with the token decoder (slow
@@ -99,6 +101,38 @@ func FuzzWellFormedJSON(f *testing.F) {
 			if !dup && !deep && !rng && err != nil {
 				t.Fatalf("refused well-formed JSON %q: %v", body, err)
 			}
+		}
+	})
+}
+
+// FuzzUnmarshalBodyValidationPass checks the parse of huma's validation
+// pass (unmarshalBody into *any, strings sharing one copy of the body)
+// against segmentio's plain Unmarshal: the same value, an error exactly
+// when it gives one, and a value that does not change when the body's
+// bytes do afterwards (huma reuses its body buffer before it writes a
+// validation error naming a value).
+func FuzzUnmarshalBodyValidationPass(f *testing.F) {
+	for _, b := range []string{`{"tenant":"acme","type":"a.b","data":{"s":"x y","n":1.5e3}}`, `{"a":1} x`, `{"a":"\u00e9\n"}`, `[1,"2",null]`, `{"a":`, ` "s" `, ``} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got, want any
+		err := unmarshalBody(body, &got)
+		wantErr := segjson.Unmarshal(body, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("unmarshalBody(%q): %v; Unmarshal: %v", body, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		before, _ := json.Marshal(got)
+		for i := range body {
+			body[i] = 'z'
+		}
+		after, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(want)
+		if !bytes.Equal(before, wantJSON) || !bytes.Equal(after, before) {
+			t.Fatalf("unmarshalBody gave %s, %s once the body changed; Unmarshal gives %s", before, after, wantJSON)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -23,6 +24,33 @@ func FuzzEncodeBody(f *testing.F) {
 		want, wantErr := encodeBodyStd(id, typ, tenant, at, data)
 		if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("EncodeBody = %q (%v), encoding/json gives %q (%v)", got, err, want, wantErr)
+		}
+	})
+}
+
+// FuzzCompactJSON checks CompactJSON against encoding/json's json.Compact
+// (the bytes, and an error exactly when it gives one), and that
+// EncodeCompactBody of its result is EncodeBody of the data as given: the
+// publish path compacts once and encodes without compacting again.
+func FuzzCompactJSON(f *testing.F) {
+	for _, d := range []string{`{"a":1}`, ` {"a" : [1, 2],` + "\n\t\r" + ` "b":"x y"} `, `{"a":"\u0020"}`, "{\"a\":1}\r", "{\"a\":1}\t", "{\"a\":1}\n", `{"a":`, `{"a":1} x`, "{\"a\":\"\xff\"}", ``, `"\t"`} {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := CompactJSON(data)
+		var want bytes.Buffer
+		wantErr := json.Compact(&want, data)
+		if (err == nil) != (wantErr == nil) || (err == nil && !bytes.Equal(got, want.Bytes())) {
+			t.Fatalf("CompactJSON(%q) = %q (%v); json.Compact gives %q (%v)", data, got, err, want.Bytes(), wantErr)
+		}
+		if err != nil {
+			return
+		}
+		at := time.Unix(1_700_000_000, 123).UTC()
+		once, err1 := EncodeCompactBody("evt_1", "a.b", "t", at, got)
+		full, err2 := EncodeBody("evt_1", "a.b", "t", at, data)
+		if err1 != nil || err2 != nil || !bytes.Equal(once, full) {
+			t.Fatalf("EncodeCompactBody(CompactJSON(%q)) = %q (%v); EncodeBody = %q (%v)", data, once, err1, full, err2)
 		}
 	})
 }

@@ -580,8 +580,11 @@ func (s *Server) problem(err error, what string) error {
 		// and the ways out; the values' names only, never their contents.
 		s.cfg.Logger.Warn("endpoint's stored values do not open with this node's encryption keys", "endpoint", u.EndpointID, "values", u.Values, "error", err, "op", what)
 		way := "delete the endpoint (DELETE /v1/endpoints/{id}) and create it again"
-		if store.OnlySecretsUnreadable(err) {
+		switch {
+		case store.OnlySecretsUnreadable(err):
 			way = "replace the secrets with POST /v1/endpoints/{id}/rotate-secret, or delete the endpoint"
+		case store.OnlyHeadersUnreadable(err):
+			way = "replace the custom headers whole with PATCH /v1/endpoints/{id} with \"headers\" naming every header and its value, or delete the endpoint"
 		}
 		// Named by the endpoint's id, not what: a list meets it too (the
 		// scoped store lists a tenant's own endpoints only).

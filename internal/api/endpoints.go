@@ -32,7 +32,7 @@ type EndpointOut struct {
 	Kind               string            `json:"kind" enum:"tenant,source" doc:"tenant: a tenant's endpoint; source: the forwarding endpoint of an inbound source (its tenant is the source id)"`
 	Secret             string            `json:"secret,omitempty" doc:"the signing secret; shown on create only (read it later with GET /v1/endpoints/{id}/secret)"`
 	Circuit            *CircuitOut       `json:"circuit,omitempty" doc:"the circuit breaker as the node that answered sees it (each node keeps its own); on list and read only"`
-	Unreadable         []string          `json:"unreadable,omitempty" doc:"GET /v1/endpoints/{id} only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): secrets, headers.<Name> (whose value is then shown as [unreadable]). Nothing is delivered to the endpoint meanwhile. Replace the secrets with POST /v1/endpoints/{id}/rotate-secret, or delete the endpoint; other changes are refused (409) while such a value remains"`
+	Unreadable         []string          `json:"unreadable,omitempty" doc:"GET /v1/endpoints/{id} and the list only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): secrets, headers.<Name> (whose value is then shown as [unreadable]). Nothing is delivered to the endpoint meanwhile. Replace the secrets with POST /v1/endpoints/{id}/rotate-secret, the header values with a PATCH that sets headers (the whole set; when the secrets open), or delete the endpoint; other changes are refused (409) while such a value remains"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
 }
@@ -84,10 +84,17 @@ func endpointOut(ctx context.Context, e store.Endpoint) EndpointOut {
 	if versions == nil {
 		versions = map[string]int{}
 	}
+	// Values that do not open (a list's endpoint, or GET's): named, a
+	// header's value shown as [unreadable], never any content.
+	for _, v := range e.Unreadable {
+		if name, ok := strings.CutPrefix(v, "headers."); ok {
+			headers[name] = UnreadableHeaderValue
+		}
+	}
 	return EndpointOut{
 		ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, EventTypes: types, Versions: versions, Headers: headers,
 		RateLimitPerSecond: e.RateLimitPerSecond, State: string(e.State), StateReason: e.StateReason, Kind: endpointKind(e),
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		Unreadable: e.Unreadable, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
 
@@ -379,15 +386,9 @@ func (s *Server) getEndpoint(ctx context.Context, in *EndpointIDPath) (*endpoint
 	e, err := s.db(ctx).GetEndpoint(ctx, in.ID)
 	if u := unreadableValues(err); u != nil {
 		// Its stored values do not open here: the endpoint without them,
-		// each named (the tenant wall is the scoped store's, as always).
-		out := endpointOut(ctx, u.Endpoint)
-		for _, v := range u.Values {
-			if name, ok := strings.CutPrefix(v, "headers."); ok {
-				out.Headers[name] = UnreadableHeaderValue
-			}
-		}
-		out.Unreadable = u.Values
-		return &endpointOutput{Body: s.withCircuit(out)}, nil
+		// each named (u.Endpoint.Unreadable), as a list shows it (the
+		// tenant wall is the scoped store's, as always).
+		return &endpointOutput{Body: s.withCircuit(endpointOut(ctx, u.Endpoint))}, nil
 	}
 	if err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))
@@ -402,6 +403,22 @@ type updateEndpointInput struct {
 
 func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+	// Custom header values that do not open, and nothing else: an update
+	// that replaces the headers whole replaces them, as a rotation
+	// replaces secrets that do not open, and only on a node that holds
+	// the current key (store.UpdateEndpointParams.ReplaceUnreadable).
+	replace := false
+	if u := unreadableValues(err); u != nil && in.Body.Headers != nil && store.OnlyHeadersUnreadable(err) {
+		if !s.holdsCurrentKey(ctx) {
+			return nil, huma.Error409Conflict("endpoint " + Echo(in.ID) + "'s stored header values do not open with this node's encryption keys, and this node does not hold the current key (its key check fails): replace them through a node that holds it")
+		}
+		for name, v := range *in.Body.Headers {
+			if v == UnreadableHeaderValue {
+				return nil, invalid("body.headers."+name, UnreadableHeaderValue+" stands for a stored value that does not open: give the header's value, or leave the header out", nil)
+			}
+		}
+		cur, err, replace = u.Endpoint, nil, true
+	}
 	if errors.As(err, new(*store.UnreadableError)) {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID)) // 409 naming the rule
 	}
@@ -449,7 +466,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 			return nil, err
 		}
 	}
-	if !changes(cur, p) {
+	if !replace && !changes(cur, p) {
 		// Nothing to change: no write, no endpoint.updated event,
 		// updated_at kept (the answer is the endpoint as it is).
 		return &endpointChangeOutput{Body: endpointOut(ctx, cur), Warning: warnings}, nil
@@ -458,7 +475,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 	if err := s.refuseStaleKey(ctx); err != nil {
 		return nil, err
 	}
-	p.Notice = true
+	p.Notice, p.ReplaceUnreadable = true, replace
 	e, err := s.db(ctx).UpdateEndpoint(ctx, p)
 	if err != nil {
 		return nil, s.problem(err, "endpoint "+Echo(in.ID))

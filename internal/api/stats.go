@@ -26,7 +26,7 @@ type EndpointStatsOut struct {
 	Duration               DurationStatsOut `json:"duration"`
 	LastSuccessAt          *time.Time       `json:"last_success_at" doc:"start of the latest successful attempt within the last 8 days (null: none)"`
 	LastFailureAt          *time.Time       `json:"last_failure_at" doc:"start of the latest failed attempt within the last 8 days (null: none)"`
-	DeadLetters            int64            `json:"dead_letters" doc:"deliveries dead-lettered by an attempt in the window"`
+	DeadLetters            int64            `json:"dead_letters" doc:"deliveries dead-lettered by an attempt in the window, and those dead-lettered in it without an attempt because their stored rows could not be read"`
 	Circuit                *CircuitOut      `json:"circuit,omitempty" doc:"the circuit breaker as the answering node sees it (as in GET /v1/endpoints/{id})"`
 }
 

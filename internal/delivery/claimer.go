@@ -27,13 +27,13 @@ func (e *Engine) claim(ctx context.Context) {
 		met     []store.UnreadableEndpoint
 	)
 	report := func(u store.UnreadableEndpoint) { met = append(met, u) }
-	// A delivery the claim dead-lettered because its stored row or its
-	// event's does not decode (store.PoisonedRows): no attempt could ever
-	// be made of it; the others of the claim were returned.
-	poisoned := func(pd store.PoisonedDelivery) {
-		log.Error("delivery dead-lettered without an attempt: its stored rows could not be read",
-			"delivery", pd.ID, "event", pd.EventID, "endpoint", pd.EndpointID, "tenant", pd.Tenant, "error", pd.Err)
-	}
+	// The deliveries the claim dead-lettered because their stored row or
+	// their event's does not decode (store.PoisonedRows): no attempt could
+	// ever be made of them; the others of the claim were returned. Counted
+	// and logged once per claim (deadLettered), not once each: a damaged
+	// event dead-letters every delivery of it.
+	var dead []store.PoisonedDelivery
+	poisoned := func(pd store.PoisonedDelivery) { dead = append(dead, pd) }
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -65,7 +65,7 @@ func (e *Engine) claim(ctx context.Context) {
 		} else {
 			skip = e.sched.skipTenants(skip, e.cfg.Clock.Now())
 		}
-		skipEP, skipEnd, met = skipEP[:0], time.Time{}, met[:0]
+		skipEP, skipEnd, met, dead = skipEP[:0], time.Time{}, met[:0], dead[:0]
 		if e.unreadable.n.Load() > 0 {
 			skipEP, skipEnd = e.skipEndpoints(skipEP, e.cfg.Clock.Now())
 		}
@@ -79,6 +79,10 @@ func (e *Engine) claim(ctx context.Context) {
 			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report, Poisoned: poisoned,
 		})
 		cancel()
+		if len(dead) > 0 {
+			e.deadLettered(dead)
+			clear(dead) // no errors kept until the next such claim
+		}
 		if len(met) > 0 {
 			// Left out of the claim, their leases given back: skip them.
 			e.unreadableMet(ctx, met, e.cfg.Clock.Now())
@@ -262,4 +266,29 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// deadLettered counts (herald_deliveries_poisoned_total) and logs, in one
+// ERROR line, the deliveries a claim dead-lettered without an attempt
+// because their stored rows could not be read (ClaimParams.Poisoned): the
+// first one named, with its error, and how many deliveries and events
+// there were. A dead letter the store could not write (PostgreSQL: its
+// lease runs out and a later claim meets it again) is not counted.
+func (e *Engine) deadLettered(ps []store.PoisonedDelivery) {
+	written := 0
+	events := map[string]struct{}{}
+	for _, pd := range ps {
+		if !pd.Unwritten {
+			written++
+		}
+		events[pd.EventID] = struct{}{}
+	}
+	e.cfg.Metrics.DeliveriesPoisoned(written)
+	msg := "deliveries dead-lettered without an attempt: their stored rows could not be read"
+	if written < len(ps) {
+		msg = "deliveries whose stored rows could not be read: dead-lettering them failed (a later claim meets them again)"
+	}
+	pd := ps[0]
+	e.cfg.Logger.Error(msg, "deliveries", len(ps), "events", len(events), "delivery", pd.ID, "event", pd.EventID,
+		"endpoint", pd.EndpointID, "tenant", pd.Tenant, "error", pd.Err)
 }

@@ -4,12 +4,14 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herald-webhooks/herald/internal/clock"
+	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
 	"github.com/herald-webhooks/herald/internal/testutil"
@@ -100,4 +102,95 @@ func TestPoisonedEventStallsNoOneElse(t *testing.T) {
 	if !strings.Contains(errLine, "delivery="+bad) || !strings.Contains(errLine, "event="+events[1]) || !strings.Contains(errLine, "endpoint=ep_a") {
 		t.Errorf("ERROR line %q; want it to name delivery %s, event %s and endpoint ep_a", errLine, bad, events[1])
 	}
+}
+
+// TestPoisonedEventCountedAndLoggedPerClaim: a damaged version_bodies
+// dead-letters every delivery of the event. A review found one ERROR line
+// per delivery, no metric, and the dead letters missing from the
+// endpoints' stats. Now the claim that meets them logs one ERROR line
+// naming how many, counts each in herald_deliveries_poisoned_total, and
+// the store counts each in its endpoint's dead letters (the conformance
+// suite's Poisoned checks the stats on both stores).
+func TestPoisonedEventCountedAndLoggedPerClaim(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	sq, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	var eps []string
+	for i := range 3 {
+		ep := holdEndpoint(fmt.Sprintf("ep_%d", i))
+		if _, err := sq.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep.ID)
+	}
+	good, bad := holdPublish(t, sq, "t", t0), holdPublish(t, sq, "t", t0)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "UPDATE events SET version_bodies = '{not json' WHERE id = ?", bad); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.SyncBuffer{}
+	snd := &countingSender{n: map[string]int{}}
+	m := metrics.New(nil)
+	e, err := New(Config{Store: sq, Sender: snd, Clock: clock.NewFake(t0), Workers: 8, EndpointConcurrency: 4, TenantConcurrency: 8, HostConcurrency: 8,
+		PollInterval: time.Hour, RescueInterval: time.Hour, Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel, ran := runInBackground(t, e)
+	defer func() { cancel(); <-ran }()
+	deadCount := func() (n int) {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM deliveries WHERE event_id = ? AND state = 'dead'", bad).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); snd.total() < 3 || deadCount() < 3; time.Sleep(5 * time.Millisecond) { // a hang guard
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: %d attempts, %d of the damaged event's deliveries dead; want 3 and 3\nlog:\n%s", snd.total(), deadCount(), logs.String())
+		}
+	}
+	for _, ep := range eps {
+		if n := snd.n[good+" https://example.com/hooks/"+ep]; n != 1 {
+			t.Errorf("event %s to %s attempted %d times, want once", good, ep, n)
+		}
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "\nherald_deliveries_poisoned_total 3\n") {
+		t.Errorf("herald_deliveries_poisoned_total is not 3:\n%s", grepLines(rec.Body.String(), "herald_deliveries"))
+	}
+	var errLines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			errLines = append(errLines, l)
+		}
+	}
+	if len(errLines) != 1 || !strings.Contains(errLines[0], "deliveries=3") || !strings.Contains(errLines[0], "event="+bad) {
+		t.Errorf("ERROR lines %q; want one for the claim, naming 3 deliveries and event %s", errLines, bad)
+	}
+	for _, ep := range eps {
+		st, err := sq.EndpointStats(ctx, store.EndpointStatsParams{EndpointID: ep, Window: store.StatsWindowDay, Now: t0})
+		if err != nil || st.DeadLetters() != 1 {
+			t.Errorf("EndpointStats(%s) = %d dead letters, %v; want 1", ep, st.DeadLetters(), err)
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

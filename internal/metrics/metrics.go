@@ -36,6 +36,7 @@ type Metrics struct {
 	pulledIn         prometheus.Counter
 	circuitsOpened   prometheus.Counter
 	leasesRescued    prometheus.Counter
+	poisoned         prometheus.Counter
 	operationalEvent *prometheus.CounterVec
 	opSuppressed     *prometheus.CounterVec
 	inbound          *prometheus.CounterVec
@@ -80,6 +81,9 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.leasesRescued = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_leases_rescued_total", Help: "Deliveries whose lease expired (their worker crashed) and were returned to the queue.",
 	})
+	m.poisoned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_deliveries_poisoned_total", Help: "Deliveries dead-lettered by a claim without an attempt because their stored row or their event's could not be read (a damaged database or a hand edit); not in herald_deliveries_total.",
+	})
 	m.operationalEvent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_operational_events_total", Help: "Operational events emitted, by type.",
 	}, []string{"type"})
@@ -121,7 +125,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		m.deliveries.WithLabelValues(o)
 	}
 	m.reg.MustRegister(m.clusterNodes, m.unreadable, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
-		m.leasesRescued, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
+		m.leasesRescued, m.poisoned, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -439,6 +443,14 @@ func (m *Metrics) CircuitOpened() {
 func (m *Metrics) LeasesRescued(n int) {
 	if m != nil {
 		m.leasesRescued.Add(float64(n))
+	}
+}
+
+// DeliveriesPoisoned counts n deliveries dead-lettered without an attempt
+// because their stored rows could not be read.
+func (m *Metrics) DeliveriesPoisoned(n int) {
+	if m != nil && n > 0 {
+		m.poisoned.Add(float64(n))
 	}
 }
 

@@ -57,6 +57,10 @@ type PoisonedDelivery struct {
 	// OwnRow reports that the delivery's own row is the one that does not
 	// decode (no delivery.dead_lettered notice is written for it).
 	OwnRow bool
+	// Unwritten reports that writing the dead letter failed (PostgreSQL:
+	// Err says why; the delivery is met again by a later claim): it is
+	// not dead and is not counted as a dead letter.
+	Unwritten bool
 }
 
 // PoisonedRows collects the rows of one claim that do not decode. The

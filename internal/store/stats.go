@@ -175,6 +175,40 @@ func Rollups(cs []Completion) []StatsRollup {
 	return out
 }
 
+// PoisonedRollups are the rollup rows of the deliveries a claim at now
+// dead-lettered without an attempt (ps: store.PoisonedRows; those not
+// written and those whose endpoint is not known left out): each counts as
+// a dead letter of its endpoint in the buckets of now, as a dead letter
+// after an attempt does in the attempt's, with no attempt and no failure.
+// Sorted as Rollups.
+func PoisonedRollups(ps []PoisonedDelivery, now time.Time) []StatsRollup {
+	var out []StatsRollup
+	for _, pd := range ps {
+		if pd.Unwritten || pd.EndpointID == "" {
+			continue
+		}
+		i := slices.IndexFunc(out, func(r StatsRollup) bool { return r.EndpointID == pd.EndpointID })
+		if i < 0 {
+			for _, sp := range []struct {
+				span string
+				d    time.Duration
+			}{{statsSpanHour, time.Hour}, {statsSpanMinute, time.Minute}} {
+				out = append(out, StatsRollup{EndpointID: pd.EndpointID, Span: sp.span, Start: now.UTC().Truncate(sp.d), Counters: make([]int64, len(StatsCounters))})
+			}
+			i = len(out) - 2
+		}
+		out[i].Counters[statsDeadLetters]++
+		out[i+1].Counters[statsDeadLetters]++
+	}
+	slices.SortFunc(out, func(a, b StatsRollup) int {
+		if c := strings.Compare(a.EndpointID, b.EndpointID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Span, b.Span)
+	})
+	return out
+}
+
 func (r *StatsRollup) add(c Completion, at time.Time) {
 	a := c.Attempt
 	r.Counters[statsAttempts]++

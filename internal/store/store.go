@@ -71,6 +71,13 @@ type Endpoint struct {
 	Versions  map[string]int
 	CreatedAt time.Time //
 	UpdatedAt time.Time //
+	// Unreadable names the sealed values of the row that did not open
+	// with the store's keys ("secrets", "headers.<Name>"; sorted), which
+	// the endpoint is then without: set on the endpoints of ListEndpoints
+	// and on UnreadableError.Endpoint only (every other read of such an
+	// endpoint fails), nil otherwise. Nothing may sign with such an
+	// endpoint.
+	Unreadable []string
 }
 
 // Secret is one signing secret of an endpoint. ExpiresAt is zero for the
@@ -261,6 +268,15 @@ type UpdateEndpointParams struct {
 	// Notice records endpoint.updated (at Now, with the endpoint as
 	// updated) in the notices outbox, in the same transaction.
 	Notice bool
+	// ReplaceUnreadable: when the stored values that do not open are
+	// custom header values only (OnlyHeadersUnreadable) and Headers is
+	// set, Headers replace the stored headers whole (as any update naming
+	// Headers does) instead of the update failing with the
+	// *UnreadableError. The API sets it only on a node whose own key check
+	// passes, as for RotateSecretParams.ReplaceUnreadable. Any other
+	// update of an endpoint whose values do not open fails with that error
+	// and changes nothing.
+	ReplaceUnreadable bool
 }
 
 // ListEndpointsParams lists endpoints, optionally of one tenant. Sources'
@@ -853,6 +869,9 @@ type Store interface {
 	CreateEndpoint(ctx context.Context, p CreateEndpointParams) (Endpoint, error)
 	// GetEndpoint returns ErrNotFound for an unknown id.
 	GetEndpoint(ctx context.Context, id string) (Endpoint, error)
+	// ListEndpoints lists endpoints whose sealed values do not open too,
+	// without those values, each named in Endpoint.Unreadable (a row
+	// whose other columns do not decode still fails the list).
 	ListEndpoints(ctx context.Context, p ListEndpointsParams) (Page[Endpoint], error)
 	// UpdateEndpoint returns ErrNotFound for an unknown id.
 	UpdateEndpoint(ctx context.Context, p UpdateEndpointParams) (Endpoint, error)

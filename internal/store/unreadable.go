@@ -154,7 +154,24 @@ func OpenEndpointValues(box SecretBox, e *Endpoint, headers map[string]string, s
 		return nil
 	}
 	slices.Sort(values)
-	return &UnreadableError{EndpointID: e.ID, Tenant: e.Tenant, Err: fmt.Errorf("endpoint %s: %w", e.ID, errs), Values: values, Endpoint: *e}
+	without := *e
+	without.Unreadable = values
+	return &UnreadableError{EndpointID: e.ID, Tenant: e.Tenant, Err: fmt.Errorf("endpoint %s: %w", e.ID, errs), Values: values, Endpoint: without}
+}
+
+// Listed is the endpoint a list shows for a row read with err: the row
+// when err is nil; when its sealed values do not open (an
+// *UnreadableError with Values), the endpoint without them, each named in
+// Endpoint.Unreadable, and no error; any other error as is. Drivers call
+// it on each row of ListEndpoints.
+func Listed(e Endpoint, err error) (Endpoint, error) {
+	if err == nil {
+		return e, nil
+	}
+	if u := (*UnreadableError)(nil); errors.As(err, &u) && u.Values != nil {
+		return u.Endpoint, nil
+	}
+	return e, err
 }
 
 // joinedErrors is errors.Join on one line ("; " between them).
@@ -176,4 +193,21 @@ func (j joinedErrors) Unwrap() []error { return j }
 func OnlySecretsUnreadable(err error) bool {
 	var u *UnreadableError
 	return errors.As(err, &u) && slices.Equal(u.Values, []string{"secrets"})
+}
+
+// OnlyHeadersUnreadable reports whether err is an *UnreadableError whose
+// only trouble is custom header values: the rest of the row, its secrets
+// too, decoded and opened (so replacing the headers whole makes it
+// readable again: UpdateEndpointParams.ReplaceUnreadable).
+func OnlyHeadersUnreadable(err error) bool {
+	var u *UnreadableError
+	if !errors.As(err, &u) || len(u.Values) == 0 {
+		return false
+	}
+	for _, v := range u.Values {
+		if !strings.HasPrefix(v, "headers.") {
+			return false
+		}
+	}
+	return true
 }

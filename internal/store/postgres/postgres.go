@@ -574,7 +574,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	defer rows.Close()
 	var out []store.Endpoint
 	for rows.Next() {
-		e, err := s.scanEndpoint(rows)
+		e, err := store.Listed(s.scanEndpoint(rows))
 		if err != nil {
 			return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
 		}
@@ -588,8 +588,10 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 
 // UpdateEndpoint implements store.Store. One UPDATE: fields left nil keep
 // their stored value (COALESCE with a NULL parameter), so there is no
-// read-modify-write window for a concurrent change to fall into. A new URL
-// starts a new failure streak.
+// read-modify-write window for a concurrent change to fall into; it runs
+// after a locked read of the row on the same transaction, which refuses an
+// endpoint whose stored values do not open (unless p replaces them). A new
+// URL starts a new failure streak.
 func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams) (store.Endpoint, error) {
 	var types, headers, versions *string
 	if p.Versions != nil {
@@ -634,10 +636,32 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 			SELECT id, tenant, url, kind, state, state_reason, '` + store.NoticeEndpointUpdated + `', updated_at FROM up)
 			SELECT ` + endpointColumns + ` FROM up`
 	}
-	e, err := s.scanEndpoint(s.pool.QueryRow(ctx, q,
-		p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now), versions))
-	if err != nil {
-		return store.Endpoint{}, wrap("update endpoint "+p.ID, err)
+	// The row is read first, locked, on the UPDATE's transaction (one
+	// round trip, and the commit): an endpoint whose stored values do not
+	// open is changed only when p replaces them (the header values, with
+	// p.ReplaceUnreadable), else the update fails with the
+	// *store.UnreadableError and the transaction, UPDATE included, is
+	// rolled back.
+	var e store.Endpoint
+	op := "update endpoint " + p.ID
+	b := newTxBatch()
+	b.Queue("SELECT "+endpointColumns+" FROM endpoints WHERE id = $1 FOR NO KEY UPDATE", p.ID).QueryRow(func(row pgx.Row) error {
+		_, err := s.scanEndpoint(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // the UPDATE finds none either: not found
+		}
+		if err != nil && p.ReplaceUnreadable && p.Headers != nil && store.OnlyHeadersUnreadable(err) {
+			return nil // replaced whole
+		}
+		return err
+	})
+	b.Queue(q, p.ID, p.URL, p.Description, types, headers, p.RateLimitPerSecond, ts(p.Now), versions).QueryRow(func(row pgx.Row) error {
+		var err error
+		e, err = s.scanEndpoint(row)
+		return err
+	})
+	if err := s.txBatch(ctx, op, b, nil); err != nil {
+		return store.Endpoint{}, err
 	}
 	return e, nil
 }

@@ -660,7 +660,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		if err != nil {
 			err = fmt.Errorf("dead-letter it (its lease expires at %s, then a claim meets it again): %w", until.Format(time.RFC3339), classify(err))
 			for i := range poisoned {
-				poisoned[i].Err = errors.Join(poisoned[i].Err, err)
+				poisoned[i].Err, poisoned[i].Unwritten = errors.Join(poisoned[i].Err, err), true
 			}
 		}
 		defer p.ReportPoisoned(poisoned)
@@ -723,14 +723,22 @@ func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until 
 // $4 (lease end $5) took but cannot attempt, their stored event not
 // decoding (store.PoisonedRows), each with its last_error ($2), at $3: no
 // attempt, no failure streak; and records delivery.dead_lettered for each
-// one moved (not for deliveries of operational events), in the same
+// one moved (not for deliveries of operational events) and counts each in
+// its endpoint's rollups as a dead letter, in the buckets of $3 (the
+// minute $6 and the hour $7, as store.PoisonedRollups), in the same
 // statement.
 const deadLetterPoisonedSQL = `WITH dead AS (
 		UPDATE deliveries d SET state = 'dead', last_error = u.reason, next_attempt_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_until = NULL
 		FROM unnest($1::text[], $2::text[]) AS u (id, reason)
 		WHERE d.id = u.id AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
-		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error)
+		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error),
+	stats AS (
+		INSERT INTO endpoint_stats (endpoint_id, span, start, dead_letters)
+		SELECT dead.endpoint_id, b.span, b.start, count(*) FROM dead
+		CROSS JOIN (VALUES ('h', $7::timestamptz), ('m', $6::timestamptz)) AS b (span, start)
+		GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+		ON CONFLICT (endpoint_id, span, start) DO UPDATE SET dead_letters = endpoint_stats.dead_letters + excluded.dead_letters)
 	INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at,
 		delivery_id, event_id, event_type, attempts, last_status_code, last_error)
 	SELECT e.id, e.tenant, e.url, e.kind, e.state, e.state_reason, 'delivery.dead_lettered', $3,
@@ -746,7 +754,8 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, ps []store.PoisonedDeliv
 	for i, pd := range ps {
 		ids[i], reasons[i] = pd.ID, pd.LastError()
 	}
-	_, err := s.pool.Exec(ctx, deadLetterPoisonedSQL, ids, reasons, ts(now), owner, until)
+	_, err := s.pool.Exec(ctx, deadLetterPoisonedSQL, ids, reasons, ts(now), owner, until,
+		ts(now.UTC().Truncate(time.Minute)), ts(now.UTC().Truncate(time.Hour)))
 	return err
 }
 

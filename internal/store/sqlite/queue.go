@@ -1043,7 +1043,8 @@ const deadLetterPoisonedSQL = `UPDATE deliveries SET state = 'dead', last_error 
 
 // deadLetterPoisoned dead-letters the deliveries of ps on tx, the claim's
 // transaction at now (microseconds), with delivery.dead_lettered for
-// those whose own row decodes (the notice copies from it).
+// those whose own row decodes (the notice copies from it), and counts them
+// in their endpoints' rollups (store.PoisonedRollups).
 func (s *Store) deadLetterPoisoned(ctx context.Context, tx *sql.Tx, ps []store.PoisonedDelivery, now int64) error {
 	for _, pd := range ps {
 		if err := s.exec(ctx, tx, deadLetterPoisonedSQL, pd.ID, pd.LastError(), now); err != nil {
@@ -1056,7 +1057,7 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, tx *sql.Tx, ps []store.P
 			return err
 		}
 	}
-	return nil
+	return s.addRollups(ctx, tx, store.PoisonedRollups(ps, fromMicro(now)))
 }
 
 // loadClaims reads the claims of deliveries ids on tx: each delivery

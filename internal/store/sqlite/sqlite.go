@@ -713,7 +713,7 @@ func (s *Store) ListEndpoints(ctx context.Context, p store.ListEndpointsParams) 
 	defer rows.Close()
 	var out []store.Endpoint
 	for rows.Next() {
-		e, err := s.scanEndpoint(rows)
+		e, err := store.Listed(s.scanEndpoint(rows))
 		if err != nil {
 			return store.Page[store.Endpoint]{}, wrap("list endpoints", err)
 		}
@@ -740,6 +740,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	}
 	defer done()
 	e, err := s.getEndpoint(ctx, tx, p.ID)
+	if u := (*store.UnreadableError)(nil); p.ReplaceUnreadable && p.Headers != nil && store.OnlyHeadersUnreadable(err) && errors.As(err, &u) {
+		// Header values that do not open, replaced below by p.Headers.
+		e, err = u.Endpoint, nil
+		e.Unreadable = nil
+	}
 	if err != nil {
 		return store.Endpoint{}, err
 	}

@@ -40,7 +40,12 @@ var sumStatsSQL = func() string {
 // writeRollups adds a completion batch's attempts to the rollups, in the
 // batch's transaction.
 func (s *Store) writeRollups(ctx context.Context, tx *sql.Tx, cs []store.Completion) error {
-	return execValues(ctx, s, tx, store.Rollups(cs), upsertStatsValues, func(args []any, r store.StatsRollup) []any {
+	return s.addRollups(ctx, tx, store.Rollups(cs))
+}
+
+// addRollups adds rollup rows to endpoint_stats on tx.
+func (s *Store) addRollups(ctx context.Context, tx *sql.Tx, rows []store.StatsRollup) error {
+	return execValues(ctx, s, tx, rows, upsertStatsValues, func(args []any, r store.StatsRollup) []any {
 		args = append(args, r.EndpointID, r.Span, micro(r.Start))
 		for _, c := range r.Counters {
 			args = append(args, c)

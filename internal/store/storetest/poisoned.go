@@ -112,6 +112,27 @@ func Poisoned(t *testing.T, newStore func(t *testing.T) (store.Store, Corrupt), 
 				}
 			}
 			diff(t, "delivery.dead_lettered notices", sorted(poisoned), sorted(noticed))
+			// Counted in each endpoint's rollups as a dead letter, as a dead
+			// letter after an attempt is (no attempt, no failure): in every
+			// window, at the claim's time (a review found them in none).
+			for _, e := range []store.Endpoint{ep, mate, other} {
+				want := int64(1)
+				if e.ID == other.ID {
+					want = 0
+				}
+				for _, window := range store.StatsWindows {
+					st, err := s.EndpointStats(f.ctx, store.EndpointStatsParams{EndpointID: e.ID, Window: window, Now: now})
+					if err != nil || st.DeadLetters() != want || st.Attempts() != 0 || st.Failures() != 0 {
+						t.Errorf("EndpointStats(%s, %s) = %d dead letters, %d attempts, %d failures, %v; want %d dead letters, no attempt, no failure",
+							e.ID, window, st.DeadLetters(), st.Attempts(), st.Failures(), err, want)
+					}
+				}
+			}
+			for _, pd := range met {
+				if pd.Unwritten {
+					t.Errorf("reported %s as not written; it was dead-lettered", pd.ID)
+				}
+			}
 
 			// Nothing of them is left to claim.
 			if cs, err := s.ClaimDeliveries(f.ctx, store.ClaimParams{Owner: "w2", Limit: 100, Lease: time.Minute, Now: at(time.Hour)}); err != nil || len(cs) != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -160,6 +161,124 @@ func (s suite) unreadable(t *testing.T) {
 			t.Fatalf("rotation with ReplaceUnreadable = %+v, %v; want the endpoint with the new secret alone", got, err)
 		}
 		if e := f.getEndpoint(ep.ID); len(e.Secrets) != 1 || e.Secrets[0].Value != "whsec_new" || !e.UpdatedAt.Equal(at(time.Minute)) {
+			t.Errorf("endpoint after the replacement: %+v", e)
+		}
+	})
+	// A list shows every endpoint, those whose sealed values do not open
+	// too: without those values, each named in Endpoint.Unreadable, as
+	// GetEndpoint's UnreadableError has them; its pages and cursors are
+	// those of any list (a review found one such endpoint failing the
+	// whole list).
+	s.run(t, "Listed", func(t *testing.T, f *fixture) {
+		first := f.endpoint("acme")
+		sec := newEndpoint("acme")
+		sec.Headers = map[string]string{"X-Team": "storage"}
+		sec = f.createEndpoint(sec)
+		hdr := newEndpoint("acme")
+		hdr.Headers = map[string]string{"X-Team": "search"}
+		hdr = f.createEndpoint(hdr)
+		last := f.endpoint("acme")
+		other := newEndpoint("globex")
+		other.Headers = map[string]string{"X-Env": "prod"}
+		other = f.createEndpoint(other)
+		f.seal("secrets", sec.ID)
+		f.seal("headers", hdr.ID)
+		f.seal("headers", other.ID)
+		f.seal("secrets", other.ID)
+		_, err := f.s.GetEndpoint(f.ctx, hdr.ID)
+		if u := (*store.UnreadableError)(nil); !errors.As(err, &u) || !slices.Equal(u.Endpoint.Unreadable, []string{"headers.X-Team"}) {
+			t.Errorf("GetEndpoint(%s) = %v; want an UnreadableError whose Endpoint names headers.X-Team in Unreadable", hdr.ID, err)
+		}
+		pg, err := f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "acme", ListParams: store.ListParams{Limit: 10}})
+		if err != nil {
+			t.Fatalf("ListEndpoints(acme) with endpoints whose values do not open: %v; want every endpoint", err)
+		}
+		diff(t, "ListEndpoints(acme) ids", []string{last.ID, hdr.ID, sec.ID, first.ID}, idsOf(pg.Data, endpointID))
+		for _, e := range pg.Data {
+			var want []string
+			switch e.ID {
+			case sec.ID:
+				want = []string{"secrets"}
+				if len(e.Secrets) != 0 || e.Headers["X-Team"] != "storage" || e.URL != sec.URL {
+					t.Errorf("listed %s (secrets do not open): %+v; want it without secrets, with its header", e.ID, e)
+				}
+			case hdr.ID:
+				want = []string{"headers.X-Team"}
+				if len(e.Secrets) != 1 || len(e.Headers) != 0 || e.URL != hdr.URL {
+					t.Errorf("listed %s (header value does not open): %+v; want it with its secret, without the header", e.ID, e)
+				}
+			default:
+				if len(e.Secrets) != 1 {
+					t.Errorf("listed %s: %d secrets, want 1", e.ID, len(e.Secrets))
+				}
+			}
+			diff(t, "listed "+e.ID+" Unreadable", want, e.Unreadable)
+		}
+		for _, limit := range []int{1, 2, 3} {
+			got := collect(t, limit, func(cursor string) (store.Page[store.Endpoint], error) {
+				return f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{Tenant: "acme", ListParams: store.ListParams{Limit: limit, Cursor: cursor}})
+			}, endpointID)
+			diff(t, fmt.Sprintf("ListEndpoints(acme, limit %d) ids", limit), []string{last.ID, hdr.ID, sec.ID, first.ID}, idsOf(got, endpointID))
+		}
+		pg, err = f.s.ListEndpoints(f.ctx, store.ListEndpointsParams{ListParams: store.ListParams{Limit: 10}})
+		if err != nil || len(pg.Data) != 5 || pg.Data[0].ID != other.ID || !slices.Equal(pg.Data[0].Unreadable, []string{"headers.X-Env", "secrets"}) {
+			t.Errorf("ListEndpoints(every tenant) = %+v, %v; want 5 endpoints, %s first naming headers.X-Env and secrets", pg.Data, err, other.ID)
+		}
+	})
+	// An update that replaces the custom headers whole replaces header
+	// values that do not open, when asked to
+	// (UpdateEndpointParams.ReplaceUnreadable) and when they are the only
+	// values that do not open; any other update of such an endpoint fails
+	// with the UnreadableError and changes nothing.
+	s.run(t, "UpdateReplacesHeaders", func(t *testing.T, f *fixture) {
+		mk := func(headers map[string]string, columns ...string) store.Endpoint {
+			e := newEndpoint("acme")
+			e.Headers = headers
+			e = f.createEndpoint(e)
+			for _, c := range columns {
+				f.seal(c, e.ID)
+			}
+			return e
+		}
+		hdr := mk(map[string]string{"X-Team": "storage", "X-Env": "prod"}, "headers")
+		both := mk(map[string]string{"X-Team": "search"}, "headers", "secrets")
+		sec := mk(map[string]string{"X-Team": "billing"}, "secrets")
+		desc, headers := "changed", map[string]string{"X-Token": "t0k3n"}
+		update := func(id string, headers *map[string]string, replace bool) (store.Endpoint, error) {
+			return f.s.UpdateEndpoint(f.ctx, store.UpdateEndpointParams{ID: id, Description: &desc, Headers: headers, Now: at(time.Hour), ReplaceUnreadable: replace})
+		}
+		unchanged := func(what string, ep store.Endpoint, values string) {
+			t.Helper()
+			_, err := f.s.GetEndpoint(f.ctx, ep.ID)
+			var u *store.UnreadableError
+			if !errors.As(err, &u) || strings.Join(u.Values, ",") != values || u.Endpoint.Description != ep.Description || !u.Endpoint.UpdatedAt.Equal(ep.UpdatedAt) {
+				t.Errorf("%s: GetEndpoint(%s) = %v (%+v); want it unchanged, naming %s", what, ep.ID, err, u, values)
+			}
+		}
+		for _, c := range []struct {
+			name    string
+			ep      store.Endpoint
+			headers *map[string]string
+			replace bool
+			values  string
+		}{
+			{"an update not naming headers", hdr, nil, false, "headers.X-Env,headers.X-Team"},
+			{"an update not naming headers, ReplaceUnreadable", hdr, nil, true, "headers.X-Env,headers.X-Team"},
+			{"an update of the headers without ReplaceUnreadable", hdr, &headers, false, "headers.X-Env,headers.X-Team"},
+			{"an update of the headers when the secrets do not open either", both, &headers, true, "headers.X-Team,secrets"},
+			{"an update of the headers when the secrets do not open", sec, &headers, true, "secrets"},
+		} {
+			var u *store.UnreadableError
+			if got, err := update(c.ep.ID, c.headers, c.replace); !errors.As(err, &u) {
+				t.Errorf("%s = %+v, %v; want the UnreadableError", c.name, got, err)
+			}
+			unchanged(c.name, c.ep, c.values)
+		}
+		got, err := update(hdr.ID, &headers, true)
+		if err != nil || got.Description != desc || !maps.Equal(got.Headers, headers) || len(got.Secrets) != 1 || got.Secrets[0].Value != hdr.Secrets[0].Value || got.Unreadable != nil {
+			t.Fatalf("an update replacing the headers with ReplaceUnreadable = %+v, %v; want the endpoint with the new headers alone, its secret kept", got, err)
+		}
+		if e := f.getEndpoint(hdr.ID); !maps.Equal(e.Headers, headers) || e.Description != desc || !e.UpdatedAt.Equal(at(time.Hour)) {
 			t.Errorf("endpoint after the replacement: %+v", e)
 		}
 	})

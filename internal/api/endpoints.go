@@ -665,8 +665,8 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-		return nil, s.problem(err, "endpoint "+Echo(in.ID))
+	if err := s.endpointExists(ctx, in.ID); err != nil {
+		return nil, err
 	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
 		EventType: in.EventType, Since: in.Since, ListParams: lp})
@@ -674,6 +674,19 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 		return nil, s.problem(err, "deliveries")
 	}
 	return &deliveriesOut{Body: s.deliveryList(q, pg)}, nil
+}
+
+// endpointExists answers a read that needs none of the endpoint's stored
+// values (its stats, its deliveries): nil for an endpoint the caller may
+// see, also one whose values do not open on this node (the tenant wall of
+// the tenant-scoped store has been applied to it by then: scope.go), else
+// the problem (404 for an unknown id or another tenant's).
+func (s *Server) endpointExists(ctx context.Context, id string) error {
+	_, err := s.db(ctx).GetEndpoint(ctx, id)
+	if err == nil || errors.As(err, new(*store.UnreadableError)) {
+		return nil
+	}
+	return s.problem(err, "endpoint "+Echo(id))
 }
 
 // refuseSourceEndpoint answers 409 when id is an inbound source's

@@ -58,8 +58,8 @@ type getEndpointStatsInput struct {
 }
 
 func (s *Server) getEndpointStats(ctx context.Context, in *getEndpointStatsInput) (*struct{ Body EndpointStatsOut }, error) {
-	if _, err := s.db(ctx).GetEndpoint(ctx, in.ID); err != nil {
-		return nil, s.problem(err, "endpoint "+Echo(in.ID))
+	if err := s.endpointExists(ctx, in.ID); err != nil {
+		return nil, err
 	}
 	st, err := s.db(ctx).EndpointStats(ctx, store.EndpointStatsParams{EndpointID: in.ID, Window: in.Window, Now: s.cfg.Now()})
 	if err != nil {

@@ -317,6 +317,17 @@ func TestEndpointWhoseSecretsDoNotOpenThroughTheAPI(t *testing.T) {
 			t.Errorf("%s …%s = %d %s; want 409 naming the values and the rotation", r[0], r[1], st, raw)
 		}
 	}
+	// Reads that need none of the values answer as for any endpoint: its
+	// health and its deliveries (the dead-letter queue an operator looks
+	// at while the key is being fixed); another tenant's key still 404.
+	for _, r := range []string{"/stats", "/deliveries", "/deliveries?state=dead"} {
+		if st, raw := h.callWithKey(acme, "GET", "/v1/endpoints/"+ep.ID+r, nil, nil); st != 200 {
+			t.Errorf("GET …%s of the endpoint whose secrets do not open = %d %s; want 200 (it needs none of them)", r, st, raw)
+		}
+		if st, raw := h.callWithKey(globex, "GET", "/v1/endpoints/"+ep.ID+r, nil, nil); st != 404 {
+			t.Errorf("GET …%s with another tenant's key = %d %s, want 404", r, st, raw)
+		}
+	}
 	// A list shows them as GET does (TestListsShowEndpointsWhoseValuesDoNotOpen).
 	var list struct{ Data []out }
 	if st, raw := h.callWithKey(acme, "GET", "/v1/endpoints", nil, &list); st != 200 || len(list.Data) != 2 ||

@@ -1,0 +1,63 @@
+package console
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// TestEndpointWhoseValuesDoNotOpenIsMarked: an endpoint whose stored
+// secrets this node cannot open is listed with a marker, and its page says
+// what does not open and the ways out, with its deliveries listed (the
+// page once failed as a whole on the deliveries' 409).
+func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
+	f := newFixture(t)
+	var bad, fine api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://receiver.example/bad"}`, &bad)
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://receiver.example/fine"}`, &fine)
+	if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.placed","data":{}}`, nil); st != 202 {
+		t.Fatalf("publish: %d", st)
+	}
+	sealed := f.st.Capabilities().Sealed
+	var col store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "endpoints" && c.Column == "secrets" {
+			col = c
+		}
+	}
+	old, ok, err := sealed.SealedValue(t.Context(), col, bad.ID)
+	if err != nil || !ok {
+		t.Fatalf("SealedValue: %v %v", ok, err)
+	}
+	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
+	if ok, err := sealed.ReplaceSealed(t.Context(), col, bad.ID, old, foreign); err != nil || !ok {
+		t.Fatalf("ReplaceSealed: %v %v", ok, err)
+	}
+	b, _ := adminBrowser(t, f)
+	w := b.do("GET", "/ui/endpoints", nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /ui/endpoints: %d", w.Code)
+	}
+	rows := strings.Split(w.Body.String(), "<tr data-endpoint=")
+	marked := map[string]bool{}
+	for _, r := range rows[1:] {
+		id := strings.Trim(strings.SplitN(r, ">", 2)[0], `"`)
+		marked[id] = strings.Contains(strings.SplitN(r, "</tr>", 2)[0], `data-testid="unreadable"`)
+	}
+	if !marked[bad.ID] || marked[fine.ID] || len(marked) != 2 {
+		t.Errorf("endpoints marked as not opening: %v; want only %s", marked, bad.ID)
+	}
+	w = b.do("GET", "/ui/endpoints/"+bad.ID, nil)
+	body := w.Body.String()
+	if w.Code != http.StatusOK || !strings.Contains(body, `data-testid="unreadable"`) || !strings.Contains(body, "do not open its stored secrets") ||
+		!deliveryLink.MatchString(body) {
+		t.Errorf("the endpoint's page = %d; want 200 naming its secrets as not opening, with its delivery listed:\n%s", w.Code, body)
+	}
+	if w := b.do("GET", "/ui/endpoints/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) {
+		t.Error("an endpoint whose values open is marked as not opening")
+	}
+}

@@ -129,7 +129,13 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	if h := sc.HMAC; h != nil {
 		out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
 	}
-	if ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID); err == nil {
+	// An endpoint whose sealed values do not open on this node still has
+	// its URL and state (the error carries the rest of the row).
+	ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID)
+	if u := unreadableValues(err); u != nil {
+		ep, err = u.Endpoint, nil
+	}
+	if err == nil {
 		out.DestinationURL = ep.URL
 		out.EndpointState, out.EndpointStateReason = string(ep.State), ep.StateReason
 	}

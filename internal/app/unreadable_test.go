@@ -603,3 +603,38 @@ func TestPatchReplacesHeaderValuesThatDoNotOpen(t *testing.T) {
 		t.Errorf("PATCH of the repaired endpoint = %d %s, want 200", st, raw)
 	}
 }
+
+// TestSourceWhoseForwardingEndpointDoesNotOpenShowsItsDestination: an
+// inbound source whose forwarding endpoint's secrets this node cannot open
+// still shows where it forwards to (and the endpoint's state), in its GET
+// and in the list, where the destination was left out silently.
+func TestSourceWhoseForwardingEndpointDoesNotOpenShowsItsDestination(t *testing.T) {
+	t.Parallel()
+	h, key := startHeraldKeyed(t, func(*app.Config) {})
+	dest := newReceiver(t, 200).URL
+	var src struct {
+		ID, EndpointID string `json:"endpoint_id"`
+	}
+	var created map[string]any
+	if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"sixteen-bytes-ok"}, "destination_url": dest}, &created); st != 201 {
+		t.Fatalf("create source: %d %s", st, raw)
+	}
+	src.ID, _ = created["id"].(string)
+	src.EndpointID, _ = created["endpoint_id"].(string)
+	sealUnderLostKey(t, h.m.Store(), key, newKey(t), src.EndpointID)
+	var got struct {
+		DestinationURL string `json:"destination_url"`
+		EndpointState  string `json:"endpoint_state"`
+	}
+	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &got); st != 200 || got.DestinationURL != dest || got.EndpointState != "enabled" {
+		t.Errorf("GET the source = %d %s; want 200 with destination_url %s and endpoint_state enabled", st, raw, dest)
+	}
+	var list struct {
+		Data []struct {
+			DestinationURL string `json:"destination_url"`
+		}
+	}
+	if st, raw := h.call("GET", "/v1/sources", nil, &list); st != 200 || len(list.Data) != 1 || list.Data[0].DestinationURL != dest {
+		t.Errorf("GET /v1/sources = %d %s; want the source with its destination_url", st, raw)
+	}
+}

@@ -612,9 +612,7 @@ func TestSourceWhoseForwardingEndpointDoesNotOpenShowsItsDestination(t *testing.
 	t.Parallel()
 	h, key := startHeraldKeyed(t, func(*app.Config) {})
 	dest := newReceiver(t, 200).URL
-	var src struct {
-		ID, EndpointID string `json:"endpoint_id"`
-	}
+	var src struct{ ID, EndpointID string }
 	var created map[string]any
 	if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"sixteen-bytes-ok"}, "destination_url": dest}, &created); st != 201 {
 		t.Fatalf("create source: %d %s", st, raw)

@@ -403,6 +403,14 @@ type updateEndpointInput struct {
 
 func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+	if errors.As(err, new(*store.UnreadableError)) {
+		// On a node whose key is stale every endpoint's values fail to
+		// open and are probably fine: answer that (503, restart with the
+		// current key), not the advice to replace or recreate them.
+		if serr := s.refuseStaleKey(ctx); serr != nil {
+			return nil, serr
+		}
+	}
 	// Custom header values that do not open, and nothing else: an update
 	// that replaces the headers whole replaces them, as a rotation
 	// replaces secrets that do not open, and only on a node that holds

@@ -636,3 +636,37 @@ func TestSourceWhoseForwardingEndpointDoesNotOpenShowsItsDestination(t *testing.
 		t.Errorf("GET /v1/sources = %d %s; want the source with its destination_url", st, raw)
 	}
 }
+
+// TestStaleNodeRefusesToReplaceValuesThatDoNotOpen: on a node whose own key
+// check fails (the store was rekeyed to a key it lacks), every endpoint's
+// values fail to open, and they are probably fine: the replacing rotation
+// and a headers PATCH are refused with the stale node's 503 (restart it
+// with the current key), never the advice to recreate the endpoint, and
+// nothing is written (once the key is back, the endpoint is as it was).
+func TestStaleNodeRefusesToReplaceValuesThatDoNotOpen(t *testing.T) {
+	t.Parallel()
+	h, oldKey := startHeraldKeyed(t, func(c *app.Config) { c.KeyCheckInterval = time.Nanosecond })
+	ep := h.createEndpoint("acme", newReceiver(t, 200).URL)
+	h.mustCall("PATCH", "/v1/endpoints/"+ep.ID, `{"headers":{"X-Team":"storage"}}`, 200)
+	back := rekeyAway(t, h, oldKey)
+	for _, r := range [][3]string{
+		{"POST", "/rotate-secret", `{}`},
+		{"PATCH", "", `{"headers":{"X-Team":"billing"}}`},
+	} {
+		st, raw := h.call(r[0], "/v1/endpoints/"+ep.ID+r[1], r[2], nil)
+		if st != 503 || !strings.Contains(string(raw), "restart this node with the current key") || strings.Contains(string(raw), "create it again") {
+			t.Errorf("%s …%s on a node lacking the current key = %d %s; want 503 saying to restart it with the current key", r[0], r[1], st, raw)
+		}
+	}
+	back()
+	var got struct {
+		Headers    map[string]string
+		Unreadable []string
+	}
+	h.call("GET", "/v1/endpoints/"+ep.ID, nil, &got)
+	var secret struct{ Secret string }
+	h.call("GET", "/v1/endpoints/"+ep.ID+"/secret", nil, &secret)
+	if got.Headers["X-Team"] != "storage" || len(got.Unreadable) != 0 || secret.Secret != ep.Secret {
+		t.Errorf("after the key came back: headers %v, unreadable %v, secret changed %v; want the endpoint as it was", got.Headers, got.Unreadable, secret.Secret != ep.Secret)
+	}
+}

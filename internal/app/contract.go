@@ -88,7 +88,7 @@ func Contract(cfg Config) ContractDoc {
 		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
 	}
 	if cfg.PersonalData != "off" {
-		guard += "; " + catalog.HiddenEmailReadings
+		guard += "; " + catalog.EmailDomainRule + "; " + catalog.HiddenEmailReadings
 	}
 	signature := "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation" +
 		fmt.Sprintf(" (at most %d secrets sign at once: a rotation beyond that drops the oldest, even before its overlap ends)", store.MaxSecrets)

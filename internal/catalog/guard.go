@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	segjson "github.com/segmentio/encoding/json"
+	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -47,6 +48,10 @@ const (
 	// &#x40;) and named (&commat;).
 	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
 )
+
+// EmailDomainRule says, for the published contract, which domains make an
+// e-mail address (hasEmail, icannTLD).
+const EmailDomainRule = "an e-mail address's domain ends in a top-level domain of the ICANN section of the Public Suffix List (com, uk, io…): a link's logo@2x.png or key@v2.json is no address"
 
 // HiddenEmailReadings says, for the published contract, how the guard
 // reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
@@ -239,7 +244,8 @@ func itoa(i int) string {
 var (
 	// An addr-spec's common shape (RFC 5322 §3.4.1, dot-atom local part
 	// without "/", so a URL's "//user@host" is seen as such),
-	// with a domain of at least two labels and an alphabetic top label.
+	// with a domain of at least two labels and an alphabetic top label
+	// (which hasEmail then requires to be a real top-level domain).
 	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
 	// International (E.164, ITU-T: "+" and 8–15 digits, separators allowed)
 	// or a whole string in the North American format "(555) 123-4567".
@@ -308,18 +314,39 @@ func personalKind(s string) (kind, decoded string) {
 	return "", ""
 }
 
-// hasEmail reports whether s holds an e-mail address as written.
+// hasEmail reports whether s holds an e-mail address as written: a match
+// of emailRe whose domain ends in a top-level domain (icannTLD), so that a
+// link's "logo@2x.png" or "key@v2.json" is not taken for one.
 func hasEmail(s string) bool {
-	loc := emailRe.FindStringIndex(s)
-	if loc == nil {
-		return false
+	for off, first := 0, true; off < len(s); first = false {
+		loc := emailRe.FindStringIndex(s[off:])
+		if loc == nil {
+			return false
+		}
+		start, end := off+loc[0], off+loc[1]
+		off = end
+		// user@host in a URL's authority is userinfo, not an address: the
+		// first match right after "//" is passed over (the rest of s is
+		// still looked at).
+		if first && start >= 2 && s[start-2:start] == "//" {
+			continue
+		}
+		if icannTLD(s[start:end]) {
+			return true
+		}
 	}
-	// user@host in a URL's authority is userinfo, not an address, unless
-	// the local part is itself an address-like "a.b".
-	if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
-		return true
-	}
-	return emailRe.FindStringIndex(s[loc[1]:]) != nil
+	return false
+}
+
+// icannTLD reports whether the last label of m, a match of emailRe (its
+// domain's top label is ASCII letters), is a top-level domain in the ICANN
+// section of the Public Suffix List (com, uk, io, museum…): "png", "json"
+// or "gz" are file extensions, not domains. It runs only on a match of the
+// pattern, never on every string.
+func icannTLD(m string) bool {
+	tld := strings.ToLower(m[strings.LastIndexByte(m, '.')+1:])
+	_, icann := publicsuffix.PublicSuffix(tld)
+	return icann
 }
 
 // maxDecodeRounds bounds how many times hiddenEmail decodes a string

@@ -144,8 +144,8 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 // pattern run on every string (the guard before the prefilters), the
 // e-mail pattern also on the string percent-decoded and NFKC-normalised.
 func personalKindPatterns(s string) string {
-	if loc := emailRe.FindStringIndex(s); loc != nil {
-		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(s[loc[1]:]) != nil {
+	for i, loc := range emailRe.FindAllStringIndex(s, -1) {
+		if (i > 0 || !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//")) && icannTLD(s[loc[0]:loc[1]]) {
 			return KindEmail
 		}
 	}
@@ -183,7 +183,8 @@ func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
 		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
 		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
-		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com"}
+		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com",
+		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -408,6 +409,44 @@ func TestScanFindsEncodedAgainAndEntityAtSigns(t *testing.T) {
 	} {
 		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
 			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+}
+
+// TestScanThinLinksWithAtAreNotEmails: a thin link's "@" before a file
+// name ("logo@2x.png", a version "key@v2.json"), as written or hidden the
+// ways an address's "@" is, is no e-mail address: its domain's last label
+// is not a top-level domain on the ICANN section of the Public Suffix
+// List. Real addresses, as written or hidden, are still found.
+func TestScanThinLinksWithAtAreNotEmails(t *testing.T) {
+	for _, s := range []string{
+		"https://cdn.example.com/img/logo@2x.png", "icon@2x.png", "logo%402x.png", "s3://bucket/key%40v2.json",
+		"logo&#64;2x.png", "logo\uff202x.png", "logo%25402x.PNG", "assets/app@1.2.3.tar.gz",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+	for _, s := range []string{
+		"jane@example.com", "jane@example.co.uk", "a@b.io", "user@sub.example.museum", "JANE@EXAMPLE.COM",
+		"jane%40example.com", "jane%2540example.com", "jane&#64;example.com", "jane\uff20example.com",
+		"logo@2x.png, write to jane@example.com", "https://u@example.com/x and bob@example.org",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 1 || f[0].Kind != KindEmail {
+			t.Errorf("%q: %+v, want one email", s, f)
+		}
+	}
+}
+
+// BenchmarkScanThinLinks scans data whose links carry an "@" that is no
+// address (retina image names, versioned keys): each is a match of the
+// e-mail pattern, so it measures what checking a match's domain costs.
+func BenchmarkScanThinLinks(b *testing.B) {
+	data := []byte(`{"id":"f_123","logo":"https://cdn.example.com/img/logo@2x.png","icon":"icon@3x.png","key":"s3://bucket/key%40v2.json","by":"https://u@git.example.com/r"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := ScanPersonalData(data, nil, "/data"); len(f) > 3 {
+			b.Fatal(f)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
 	"golang.org/x/net/publicsuffix"
@@ -24,8 +26,9 @@ const (
 // Finding is personal data found in a string of the event's data: Pointer
 // is the string's JSON pointer in the request body, Kind one of the kinds
 // above. Decoded is "" when the string shows it as written, else how it
-// had to be read for it to show (DecodedPercent, DecodedNFKC, or both
-// joined by ", then ").
+// had to be read for it to show (DecodedPercent, DecodedPercentRepeated,
+// DecodedEntity, DecodedFormat, DecodedNFKC, those that applied joined by
+// ", then ").
 type Finding struct {
 	Pointer string `json:"pointer"`
 	Kind    string `json:"kind"`
@@ -47,6 +50,9 @@ const (
 	// DecodedEntity: HTML character references decoded, numeric (&#64;,
 	// &#x40;) and named (&commat;).
 	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
+	// DecodedFormat: invisible format characters removed (Unicode general
+	// category Cf), which split an address without showing: "jane\u200b@…".
+	DecodedFormat = "format characters removed (Unicode general category Cf: U+200B ZERO WIDTH SPACE, U+00AD SOFT HYPHEN, U+2060 WORD JOINER… read as nothing)"
 )
 
 // EmailDomainRule says, for the published contract, which domains make an
@@ -57,6 +63,7 @@ const EmailDomainRule = "an e-mail address's domain ends in a top-level domain o
 // reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
 const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
 	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
+	"split by invisible format characters (U+200B zero-width space, U+00AD soft hyphen, any of Unicode general category Cf), read with them removed; " +
 	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
 	"the readings are applied in rounds (at most 4) and the finding names them"
 
@@ -359,13 +366,15 @@ const maxDecodeRounds = 4
 // or as a compatibility character (U+FF20, U+FE6B). s is read in rounds,
 // each percent-decoding it (every valid %XX; an invalid one is left as it
 // is) when it has a "%", then decoding its character references
-// (html.UnescapeString) when it has a "&", until a round changes nothing,
+// (html.UnescapeString) when it has a "&", then removing its format
+// characters (Unicode general category Cf: U+200B, U+00AD…) when it has
+// one, until a round changes nothing,
 // an address shows, or maxDecodeRounds; then NFKC-normalised when it has
 // U+FF20 or U+FE6B, or an "@" and other non-ASCII characters (full-width
 // letters or dots). It returns how s was read when that shows an address
 // (the readings in order joined by ", then ": DecodedPercent or, for
 // more than one percent-decoding in a row, DecodedPercentRepeated;
-// DecodedEntity; DecodedNFKC), else "".
+// DecodedEntity; DecodedFormat; DecodedNFKC), else "".
 func hiddenEmail(s string) string {
 	var steps []string
 	step := func(name string) {
@@ -398,6 +407,15 @@ func hiddenEmail(s string) string {
 				}
 			}
 		}
+		if hasHighByte(s) {
+			if d := removeFormat(s); d != s {
+				s, changed = d, true
+				step(DecodedFormat)
+				if found() {
+					return strings.Join(steps, ", then ")
+				}
+			}
+		}
 		if !changed {
 			break
 		}
@@ -412,6 +430,30 @@ func hiddenEmail(s string) string {
 		}
 	}
 	return ""
+}
+
+// removeFormat returns s without its format characters (Unicode general
+// category Cf, all of them beyond ASCII); bytes that are not UTF-8 are
+// kept as they are. s itself is returned when it has none.
+func removeFormat(s string) string {
+	var b strings.Builder
+	kept := 0 // s[kept:i] is yet to be written to b
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if n > 1 && unicode.Is(unicode.Cf, r) {
+			if b.Cap() == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[kept:i])
+			kept = i + n
+		}
+		i += n
+	}
+	if kept == 0 {
+		return s
+	}
+	b.WriteString(s[kept:])
+	return b.String()
 }
 
 // percentDecode decodes every %XX of s (RFC 3986 §2.1, hex digits of

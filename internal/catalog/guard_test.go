@@ -179,12 +179,13 @@ func personalKindPatterns(s string) string {
 // running every pattern answers.
 func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x"
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x\xe2\x80\x8b\xc2\xad"
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
 		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
 		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
 		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com",
-		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk"}
+		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk",
+		"jane\u200b@example.com", "jane\u00ad@example.com", "jane%E2%80%8B%40example.com", "jane&#8203;@example.com"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -447,6 +448,37 @@ func BenchmarkScanThinLinks(b *testing.B) {
 	for b.Loop() {
 		if f := ScanPersonalData(data, nil, "/data"); len(f) > 3 {
 			b.Fatal(f)
+		}
+	}
+}
+
+// TestScanFindsFormatCharacters: an e-mail address split by invisible
+// format characters (Unicode general category Cf: U+200B ZERO WIDTH
+// SPACE, U+00AD SOFT HYPHEN, U+2060 WORD JOINER…), written as such, as
+// character references or percent-encoded, is found once they are
+// removed, and the finding names that reading after the others; strings
+// that still read as no address are not taken for one.
+func TestScanFindsFormatCharacters(t *testing.T) {
+	for _, c := range []struct{ s, decoded string }{
+		{"jane\u200b@example.com", DecodedFormat},
+		{"jane\u00ad@example.com", DecodedFormat},
+		{"ja\u2060ne@exam\u200bple.com", DecodedFormat},
+		{"jane&#8203;@example.com", DecodedEntity + ", then " + DecodedFormat},
+		{"jane%E2%80%8B%40example.com", DecodedPercent + ", then " + DecodedFormat},
+		{"jane\u200b\uff20example.com", DecodedFormat + ", then " + DecodedNFKC},
+	} {
+		for _, data := range []string{`{"v":` + quote(c.s) + `}`, `{` + quote(c.s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{
+		"\u200b", "caf\u00e9\u200b @ noon", "logo\u200b@2x.png", "a\u00adb", "%E2%80%8B", "\ufeffhello", "x\u200d\U0001F600", "\xe2\x80",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
 		}
 	}
 }

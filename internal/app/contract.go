@@ -85,7 +85,7 @@ func Contract(cfg Config) ContractDoc {
 	case "warn":
 		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is published with a warning (X-Herald-Personal-Data-Warning); it may reach receivers"
 	case "off":
-		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
+		guard = "personal data is NOT checked in published events by this server (--personal-data off): payloads may carry it; catalog examples are still checked (422 when one carries unmarked personal data), since the catalog and /openapi.json show them to every reader"
 	}
 	if cfg.PersonalData != "off" {
 		guard += "; " + catalog.EmailDomainRule + "; " + catalog.HiddenEmailReadings

@@ -698,3 +698,29 @@ func TestIntegerWithAFractionIsNotOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceStandardWebhooksSecretWithAndWithoutPrefix: a standard-webhooks
+// source's "whsec_X" and "X" are one key, so giving both (create or
+// PATCH) is refused as secrets that are not distinct, naming why and never
+// the secret; nothing is stored or changed.
+func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
+	w := newWorld(t, nil)
+	const x = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	_, list := w.call(adminKey, "GET", "/v1/sources", "")
+	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"svix","scheme":"standard-webhooks","secrets":["whsec_`+x+`","`+x+`"],"destination_url":"http://10.0.0.2/in"}`)
+	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)") || strings.Contains(string(raw), x) {
+		t.Errorf("create with whsec_X and X: %d %s; want 422 naming the rule, not the secret", st, raw)
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
+		t.Errorf("a refused create changed the sources:\n%s\n%s", list, after)
+	}
+	var src struct{ ID string }
+	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"svix","scheme":"standard-webhooks","secrets":["whsec_`+x+`"],"destination_url":"http://10.0.0.2/in"}`, 201, &src)
+	_, before := w.call(adminKey, "GET", "/v1/sources/"+src.ID, "")
+	if st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["`+x+`","whsec_`+x+`"]}`); st != 422 || !strings.Contains(string(raw), "with or without whsec_") {
+		t.Errorf("PATCH with X and whsec_X: %d %s; want 422", st, raw)
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
+		t.Errorf("a refused PATCH changed the source:\n%s\n%s", before, after)
+	}
+}

@@ -35,10 +35,32 @@ func TestPersonalDataGuardSeesHiddenAtSigns(t *testing.T) {
 		`{"contact":"jane.doe&#64;example.com"}`:                     "HTML character references decoded",
 		`{"contact":"jane.doe&commat;example.com"}`:                  "HTML character references decoded",
 		`{"contact":"https://x.example/?to=jane%252540example.com"}`: "percent-decoded repeatedly",
+		`{"contact":"jane\u200b@example.com"}`:                       "format characters removed (Unicode general category Cf",
+		`{"contact":"jane\u00ad@example.com"}`:                       "format characters removed (Unicode general category Cf",
+		`{"contact":"jane&#8203;@example.com"}`:                      "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @), then format characters removed",
+		`{"contact":"jane%E2%80%8B%40example.com"}`:                  "percent-decoded (RFC 3986 §2.1), then format characters removed",
 	} {
 		st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.added","data":`+data+`}`)
 		if st != 422 || !strings.Contains(string(raw), "/data/contact: personal-data: email") || !strings.Contains(string(raw), rule) {
 			t.Errorf("publish %s: %d %s; want 422 naming /data/contact, personal-data: email and %q", data, st, raw, rule)
 		}
+	}
+}
+
+// TestPersonalDataGuardPassesThinLinksWithAt: links whose "@" comes before
+// a file name (logo@2x.png, key%40v2.json) are no e-mail addresses: a
+// catalogued type's example and data carrying them are accepted under the
+// default mode, while a real address beside them is still refused.
+func TestPersonalDataGuardPassesThinLinksWithAt(t *testing.T) {
+	w := newWorld(t, nil)
+	links := `{"logo":"https://cdn.example.com/img/logo@2x.png","icon":"icon@2x.png","enc":"logo%402x.png","key":"s3://bucket/key%40v2.json"}`
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"asset.added","versions":[{"version":1,"schema":{"type":"object"},"example":`+links+`}]}`, 201, nil)
+	rec := w.request("192.0.2.1", adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"asset.added","data":`+links+`}`)
+	if rec.Code != 202 || rec.Header().Get("X-Herald-Personal-Data-Warning") != "" {
+		t.Fatalf("publish thin links: %d %s (warning %q); want 202 without a warning", rec.Code, rec.Body.Bytes(), rec.Header().Get("X-Herald-Personal-Data-Warning"))
+	}
+	st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"asset.added","data":{"logo":"logo@2x.png","owner":"jane@example.co.uk"}}`)
+	if st != 422 || !strings.Contains(string(raw), "/data/owner: personal-data: email") || strings.Contains(string(raw), "/data/logo") {
+		t.Errorf("publish with an address: %d %s; want 422 naming /data/owner only", st, raw)
 	}
 }

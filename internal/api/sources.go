@@ -146,7 +146,7 @@ func validateSourceConfig(sc inbound.SourceConfig) error {
 	if err := sc.Validate(); err != nil {
 		return invalid("body", err.Error(), nil)
 	}
-	if err := scheme.CheckSecretsAtSave(sc.Secrets); err != nil {
+	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
 		return invalid("body", err.Error(), nil)
 	}
 	return nil

@@ -535,7 +535,7 @@ func TestContractNamesEmbeddedIPv4AndGuardReadings(t *testing.T) {
 			t.Errorf("endpoint_urls does not say %q: %s", want, c.EndpointURLs)
 		}
 	}
-	for _, want := range []string{"%40", "%2540", "&#64;", "&#x40;", "&commat;", "U+FF20", "U+FE6B", "NFKC", "RFC 3986"} {
+	for _, want := range []string{"%40", "%2540", "&#64;", "&#x40;", "&commat;", "U+FF20", "U+FE6B", "NFKC", "RFC 3986", "Public Suffix List", "logo@2x.png", "U+200B", "U+00AD", "Cf"} {
 		if !strings.Contains(c.Payload, want) {
 			t.Errorf("payload does not say %q: %s", want, c.Payload)
 		}

@@ -1129,3 +1129,23 @@ func TestCatalogPatchWithoutChangeKeepsUpdatedAt(t *testing.T) {
 		t.Fatalf("PATCH of the description: %d %s; want updated_at %v", st, raw, clk.Now())
 	}
 }
+
+// TestPersonalDataOffStillChecksExamples: --personal-data off stops the
+// guard on published data only; a version's example, which the catalog
+// and /openapi.json show to every reader, is still refused for unmarked
+// personal data, and /contract says so.
+func TestPersonalDataOffStillChecksExamples(t *testing.T) {
+	h := startHerald(t, func(cfg *app.Config) { cfg.PersonalData = "off" })
+	st, raw := h.call("POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":{"owner":"jane@example.com"}}]}`, nil)
+	if st != 422 || !strings.Contains(string(raw), "example carries personal data at /owner") {
+		t.Fatalf("example with an address under off: %d %s; want 422", st, raw)
+	}
+	h.mustCall("POST", "/v1/event-types", `{"name":"contact.added","versions":[{"version":1,"schema":{"type":"object"},"example":{"owner":"c_1"}}]}`, 201)
+	h.mustCall("POST", "/v1/events", `{"tenant":"acme","type":"contact.added","data":{"owner":"jane@example.com"}}`, 202)
+	var c struct {
+		Payload string `json:"payload"`
+	}
+	if st, raw := h.call("GET", "/contract", nil, &c); st != 200 || !strings.Contains(c.Payload, "examples are still checked") {
+		t.Errorf("contract under off: %d %s; want it to say examples are still checked", st, raw)
+	}
+}

@@ -85,10 +85,10 @@ func Contract(cfg Config) ContractDoc {
 	case "warn":
 		guard = "personal data (e-mail, phone, payment card, IBAN) outside properties marked x-herald-personal-data is published with a warning (X-Herald-Personal-Data-Warning); it may reach receivers"
 	case "off":
-		guard = "personal data is NOT checked by this server (--personal-data off): payloads may carry it"
+		guard = "personal data is NOT checked in published events by this server (--personal-data off): payloads may carry it; catalog examples are still checked (422 when one carries unmarked personal data), since the catalog and /openapi.json show them to every reader"
 	}
 	if cfg.PersonalData != "off" {
-		guard += "; " + catalog.HiddenEmailReadings
+		guard += "; " + catalog.EmailDomainRule + "; " + catalog.HiddenEmailReadings
 	}
 	signature := "X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 over \"<t>.<raw body>\" keyed by the secret string>; Standard Webhooks webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256 over \"<id>.<t>.<raw body>\" keyed by base64-decoded secret after whsec_>; one signature per active secret during a rotation" +
 		fmt.Sprintf(" (at most %d secrets sign at once: a rotation beyond that drops the oldest, even before its overlap ends)", store.MaxSecrets)

@@ -80,3 +80,36 @@ func TestInboundEventReadShowsBodyAndHeaders(t *testing.T) {
 		t.Errorf("an inbound event shows a credential header: %s", raw)
 	}
 }
+
+// TestInboundEventReadShowsJSONAsReceived: a received JSON body with
+// duplicate members or numbers beyond float64 is shown as received (only
+// insignificant whitespace removed): both members, in order, and every
+// digit; a body starting with a UTF-8 byte order mark is not JSON to the
+// API (RFC 8259 §8.1) and shows data null, named <scheme>.event.
+func TestInboundEventReadShowsJSONAsReceived(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const sec = "whsec_stripe_asis_0123"
+	src := h.createSource(map[string]any{"name": "stripe", "scheme": "stripe", "secrets": []string{sec}, "destination_url": dest.URL})
+	for body, want := range map[string]string{
+		`{"id":"evt_d1", "type":"a.b","n":1,"n":2}`:                                                              `"type":"stripe.a.b","occurred_at"`,
+		`{"id":"evt_n1","type":"a.b","big":123456789012345678901234567890,"f":1e400,"p":0.10000000000000000001}`: `"type":"stripe.a.b"`,
+		"\xef\xbb\xbf{\"id\":\"evt_b1\",\"type\":\"a.b\"}":                                                       `"type":"stripe.event"`,
+	} {
+		hdr := providerRequest(t, "stripe", sec, time.Now(), []byte(body), "")
+		st, ack := h.ingest(src.IngestPath, hdr, []byte(body))
+		var a struct{ ID string }
+		if err := json.Unmarshal([]byte(ack), &a); st != 200 || err != nil {
+			t.Fatalf("ingest %q: %d %s", body, st, ack)
+		}
+		_, raw := h.call("GET", "/v1/events/"+a.ID, nil, nil)
+		wantData := `"data":` + strings.ReplaceAll(body, `, "type"`, `,"type"`)
+		if strings.HasPrefix(body, "\xef\xbb\xbf") {
+			wantData = `"data":null`
+		}
+		if !strings.Contains(string(raw), wantData+",") || !strings.Contains(string(raw), want) {
+			t.Errorf("body %q: GET shows %s; want %s and %s", body, raw, wantData, want)
+		}
+	}
+}

@@ -7,8 +7,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
+	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -23,8 +26,9 @@ const (
 // Finding is personal data found in a string of the event's data: Pointer
 // is the string's JSON pointer in the request body, Kind one of the kinds
 // above. Decoded is "" when the string shows it as written, else how it
-// had to be read for it to show (DecodedPercent, DecodedNFKC, or both
-// joined by ", then ").
+// had to be read for it to show (DecodedPercent, DecodedPercentRepeated,
+// DecodedEntity, DecodedFormat, DecodedNFKC, those that applied joined by
+// ", then ").
 type Finding struct {
 	Pointer string `json:"pointer"`
 	Kind    string `json:"kind"`
@@ -46,12 +50,20 @@ const (
 	// DecodedEntity: HTML character references decoded, numeric (&#64;,
 	// &#x40;) and named (&commat;).
 	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
+	// DecodedFormat: invisible format characters removed (Unicode general
+	// category Cf), which split an address without showing: "jane\u200b@…".
+	DecodedFormat = "format characters removed (Unicode general category Cf: U+200B ZERO WIDTH SPACE, U+00AD SOFT HYPHEN, U+2060 WORD JOINER… read as nothing)"
 )
+
+// EmailDomainRule says, for the published contract, which domains make an
+// e-mail address (hasEmail, icannTLD).
+const EmailDomainRule = "an e-mail address's domain ends in a top-level domain of the ICANN section of the Public Suffix List (com, uk, io…): a link's logo@2x.png or key@v2.json is no address"
 
 // HiddenEmailReadings says, for the published contract, how the guard
 // reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
 const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
 	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
+	"split by invisible format characters (U+200B zero-width space, U+00AD soft hyphen, any of Unicode general category Cf), read with them removed; " +
 	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
 	"the readings are applied in rounds (at most 4) and the finding names them"
 
@@ -239,7 +251,8 @@ func itoa(i int) string {
 var (
 	// An addr-spec's common shape (RFC 5322 §3.4.1, dot-atom local part
 	// without "/", so a URL's "//user@host" is seen as such),
-	// with a domain of at least two labels and an alphabetic top label.
+	// with a domain of at least two labels and an alphabetic top label
+	// (which hasEmail then requires to be a real top-level domain).
 	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
 	// International (E.164, ITU-T: "+" and 8–15 digits, separators allowed)
 	// or a whole string in the North American format "(555) 123-4567".
@@ -308,18 +321,39 @@ func personalKind(s string) (kind, decoded string) {
 	return "", ""
 }
 
-// hasEmail reports whether s holds an e-mail address as written.
+// hasEmail reports whether s holds an e-mail address as written: a match
+// of emailRe whose domain ends in a top-level domain (icannTLD), so that a
+// link's "logo@2x.png" or "key@v2.json" is not taken for one.
 func hasEmail(s string) bool {
-	loc := emailRe.FindStringIndex(s)
-	if loc == nil {
-		return false
+	for off, first := 0, true; off < len(s); first = false {
+		loc := emailRe.FindStringIndex(s[off:])
+		if loc == nil {
+			return false
+		}
+		start, end := off+loc[0], off+loc[1]
+		off = end
+		// user@host in a URL's authority is userinfo, not an address: the
+		// first match right after "//" is passed over (the rest of s is
+		// still looked at).
+		if first && start >= 2 && s[start-2:start] == "//" {
+			continue
+		}
+		if icannTLD(s[start:end]) {
+			return true
+		}
 	}
-	// user@host in a URL's authority is userinfo, not an address, unless
-	// the local part is itself an address-like "a.b".
-	if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") {
-		return true
-	}
-	return emailRe.FindStringIndex(s[loc[1]:]) != nil
+	return false
+}
+
+// icannTLD reports whether the last label of m, a match of emailRe (its
+// domain's top label is ASCII letters), is a top-level domain in the ICANN
+// section of the Public Suffix List (com, uk, io, museum…): "png", "json"
+// or "gz" are file extensions, not domains. It runs only on a match of the
+// pattern, never on every string.
+func icannTLD(m string) bool {
+	tld := strings.ToLower(m[strings.LastIndexByte(m, '.')+1:])
+	_, icann := publicsuffix.PublicSuffix(tld)
+	return icann
 }
 
 // maxDecodeRounds bounds how many times hiddenEmail decodes a string
@@ -332,13 +366,15 @@ const maxDecodeRounds = 4
 // or as a compatibility character (U+FF20, U+FE6B). s is read in rounds,
 // each percent-decoding it (every valid %XX; an invalid one is left as it
 // is) when it has a "%", then decoding its character references
-// (html.UnescapeString) when it has a "&", until a round changes nothing,
+// (html.UnescapeString) when it has a "&", then removing its format
+// characters (Unicode general category Cf: U+200B, U+00AD…) when it has
+// one, until a round changes nothing,
 // an address shows, or maxDecodeRounds; then NFKC-normalised when it has
 // U+FF20 or U+FE6B, or an "@" and other non-ASCII characters (full-width
 // letters or dots). It returns how s was read when that shows an address
 // (the readings in order joined by ", then ": DecodedPercent or, for
 // more than one percent-decoding in a row, DecodedPercentRepeated;
-// DecodedEntity; DecodedNFKC), else "".
+// DecodedEntity; DecodedFormat; DecodedNFKC), else "".
 func hiddenEmail(s string) string {
 	var steps []string
 	step := func(name string) {
@@ -371,6 +407,15 @@ func hiddenEmail(s string) string {
 				}
 			}
 		}
+		if hasHighByte(s) {
+			if d := removeFormat(s); d != s {
+				s, changed = d, true
+				step(DecodedFormat)
+				if found() {
+					return strings.Join(steps, ", then ")
+				}
+			}
+		}
 		if !changed {
 			break
 		}
@@ -385,6 +430,30 @@ func hiddenEmail(s string) string {
 		}
 	}
 	return ""
+}
+
+// removeFormat returns s without its format characters (Unicode general
+// category Cf, all of them beyond ASCII); bytes that are not UTF-8 are
+// kept as they are. s itself is returned when it has none.
+func removeFormat(s string) string {
+	var b strings.Builder
+	kept := 0 // s[kept:i] is yet to be written to b
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if n > 1 && unicode.Is(unicode.Cf, r) {
+			if b.Cap() == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[kept:i])
+			kept = i + n
+		}
+		i += n
+	}
+	if kept == 0 {
+		return s
+	}
+	b.WriteString(s[kept:])
+	return b.String()
 }
 
 // percentDecode decodes every %XX of s (RFC 3986 §2.1, hex digits of

@@ -144,8 +144,8 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 // pattern run on every string (the guard before the prefilters), the
 // e-mail pattern also on the string percent-decoded and NFKC-normalised.
 func personalKindPatterns(s string) string {
-	if loc := emailRe.FindStringIndex(s); loc != nil {
-		if !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//") || emailRe.FindStringIndex(s[loc[1]:]) != nil {
+	for i, loc := range emailRe.FindAllStringIndex(s, -1) {
+		if (i > 0 || !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//")) && icannTLD(s[loc[0]:loc[1]]) {
 			return KindEmail
 		}
 	}
@@ -179,11 +179,13 @@ func personalKindPatterns(s string) string {
 // running every pattern answers.
 func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x"
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x\xe2\x80\x8b\xc2\xad"
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
 		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
 		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
-		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com"}
+		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com",
+		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk",
+		"jane\u200b@example.com", "jane\u00ad@example.com", "jane%E2%80%8B%40example.com", "jane&#8203;@example.com"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -405,6 +407,75 @@ func TestScanFindsEncodedAgainAndEntityAtSigns(t *testing.T) {
 	for _, s := range []string{
 		"100%2525 done", "%2540", "user%2540localhost", "Tom &amp; Jerry", "&#64;", "a&#64;b", "&commat;example.com",
 		"jane&#64", "AT&T", "&#x;", "&#99999999999;", "R&D &#38; QA",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+}
+
+// TestScanThinLinksWithAtAreNotEmails: a thin link's "@" before a file
+// name ("logo@2x.png", a version "key@v2.json"), as written or hidden the
+// ways an address's "@" is, is no e-mail address: its domain's last label
+// is not a top-level domain on the ICANN section of the Public Suffix
+// List. Real addresses, as written or hidden, are still found.
+func TestScanThinLinksWithAtAreNotEmails(t *testing.T) {
+	for _, s := range []string{
+		"https://cdn.example.com/img/logo@2x.png", "icon@2x.png", "logo%402x.png", "s3://bucket/key%40v2.json",
+		"logo&#64;2x.png", "logo\uff202x.png", "logo%25402x.PNG", "assets/app@1.2.3.tar.gz",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+	for _, s := range []string{
+		"jane@example.com", "jane@example.co.uk", "a@b.io", "user@sub.example.museum", "JANE@EXAMPLE.COM",
+		"jane%40example.com", "jane%2540example.com", "jane&#64;example.com", "jane\uff20example.com",
+		"logo@2x.png, write to jane@example.com", "https://u@example.com/x and bob@example.org",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 1 || f[0].Kind != KindEmail {
+			t.Errorf("%q: %+v, want one email", s, f)
+		}
+	}
+}
+
+// BenchmarkScanThinLinks scans data whose links carry an "@" that is no
+// address (retina image names, versioned keys): each is a match of the
+// e-mail pattern, so it measures what checking a match's domain costs.
+func BenchmarkScanThinLinks(b *testing.B) {
+	data := []byte(`{"id":"f_123","logo":"https://cdn.example.com/img/logo@2x.png","icon":"icon@3x.png","key":"s3://bucket/key%40v2.json","by":"https://u@git.example.com/r"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := ScanPersonalData(data, nil, "/data"); len(f) > 3 {
+			b.Fatal(f)
+		}
+	}
+}
+
+// TestScanFindsFormatCharacters: an e-mail address split by invisible
+// format characters (Unicode general category Cf: U+200B ZERO WIDTH
+// SPACE, U+00AD SOFT HYPHEN, U+2060 WORD JOINER…), written as such, as
+// character references or percent-encoded, is found once they are
+// removed, and the finding names that reading after the others; strings
+// that still read as no address are not taken for one.
+func TestScanFindsFormatCharacters(t *testing.T) {
+	for _, c := range []struct{ s, decoded string }{
+		{"jane\u200b@example.com", DecodedFormat},
+		{"jane\u00ad@example.com", DecodedFormat},
+		{"ja\u2060ne@exam\u200bple.com", DecodedFormat},
+		{"jane&#8203;@example.com", DecodedEntity + ", then " + DecodedFormat},
+		{"jane%E2%80%8B%40example.com", DecodedPercent + ", then " + DecodedFormat},
+		{"jane\u200b\uff20example.com", DecodedFormat + ", then " + DecodedNFKC},
+	} {
+		for _, data := range []string{`{"v":` + quote(c.s) + `}`, `{` + quote(c.s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{
+		"\u200b", "caf\u00e9\u200b @ noon", "logo\u200b@2x.png", "a\u00adb", "%E2%80%8B", "\ufeffhello", "x\u200d\U0001F600", "\xe2\x80",
 	} {
 		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
 			t.Errorf("%q taken for personal data: %+v", s, f)

@@ -143,9 +143,11 @@ const MinSecretBytes = 16
 // or trailing whitespace (a copy-paste accident: the provider signs
 // without it, so every request would fail), and distinct (a secret given
 // twice is a rotation that lost its new secret, or costs one HMAC more
-// per request for nothing). It returns nil or a *[ConfigError] naming the
+// per request for nothing). For schemeName standard-webhooks the key is
+// the part after an optional "whsec_", so "whsec_X" and "X" are compared
+// as the same secret. It returns nil or a *[ConfigError] naming the
 // secret by index and the rule, never its value.
-func CheckSecretsAtSave(secrets []string) error {
+func CheckSecretsAtSave(schemeName string, secrets []string) error {
 	seen := make(map[string]int, len(secrets))
 	for i, s := range secrets {
 		switch {
@@ -154,10 +156,17 @@ func CheckSecretsAtSave(secrets []string) error {
 		case len(s) < MinSecretBytes:
 			return configErr(fmt.Sprintf("secrets[%d]", i), "shorter than %d bytes", MinSecretBytes)
 		}
-		if j, ok := seen[s]; ok {
+		key := s
+		if schemeName == StandardWebhooks {
+			key = strings.TrimPrefix(s, webhook.SecretPrefix)
+		}
+		if j, ok := seen[key]; ok {
+			if secrets[j] != s {
+				return configErr(fmt.Sprintf("secrets[%d]", i), "the same as secrets[%d]: secrets must be distinct (a standard-webhooks secret is the same key with or without %s)", j, webhook.SecretPrefix)
+			}
 			return configErr(fmt.Sprintf("secrets[%d]", i), "the same as secrets[%d]: secrets must be distinct", j)
 		}
-		seen[s] = i
+		seen[key] = i
 	}
 	return nil
 }

@@ -133,12 +133,34 @@ func TestConfigJSON(t *testing.T) {
 // both indexes and the rule, never the value; distinct secrets pass.
 func TestCheckSecretsAtSaveDistinct(t *testing.T) {
 	const a, b = "secret-a-0123456789", "secret-b-0123456789"
-	err := CheckSecretsAtSave([]string{a, b, a})
+	err := CheckSecretsAtSave(GitHub, []string{a, b, a})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Error() != "secrets[2]: the same as secrets[0]: secrets must be distinct" || strings.Contains(err.Error(), a) {
 		t.Errorf("a secret twice: %v", err)
 	}
-	if err := CheckSecretsAtSave([]string{a, b}); err != nil {
+	if err := CheckSecretsAtSave(GitHub, []string{a, b}); err != nil {
 		t.Errorf("distinct secrets: %v", err)
+	}
+}
+
+// TestCheckSecretsAtSaveStandardWebhooksPrefix: a standard-webhooks
+// secret's key is the base64 after an optional "whsec_", so "whsec_X" and
+// "X" are the same key and are refused as not distinct; for every other
+// scheme the key is the string as given, so they stay distinct.
+func TestCheckSecretsAtSaveStandardWebhooksPrefix(t *testing.T) {
+	const x = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	err := CheckSecretsAtSave(StandardWebhooks, []string{"whsec_" + x, x})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Error() != "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)" || strings.Contains(err.Error(), x) {
+		t.Errorf("whsec_X and X: %v", err)
+	}
+	if err := CheckSecretsAtSave(StandardWebhooks, []string{x, "whsec_" + x}); err == nil {
+		t.Error("X and whsec_X: accepted")
+	}
+	if err := CheckSecretsAtSave(StandardWebhooks, []string{"whsec_" + x, "whsec_" + x}); err == nil || strings.Contains(err.Error(), "with or without") {
+		t.Errorf("whsec_X twice: %v; want the plain rule", err)
+	}
+	if err := CheckSecretsAtSave(Stripe, []string{"whsec_" + x, x}); err != nil {
+		t.Errorf("stripe whsec_X and X (different keys): %v", err)
 	}
 }

@@ -436,7 +436,10 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		// The chain's first expiry (a self-signed root left out), not
 		// only the leaf's: an expired intermediate breaks clients as an
 		// expired leaf does.
-		m.metrics.SetTLSCertificate(func() *x509.Certificate { return tlsreload.FirstExpiring(m.tls.Certificate()) })
+		m.metrics.SetTLSCertificate(func() (expiring, starting *x509.Certificate) {
+			c := m.tls.Certificate()
+			return tlsreload.FirstExpiring(c), tlsreload.LatestNotBefore(c)
+		})
 		m.srv.TLSConfig = m.tls.Config()
 	}
 	for _, p := range cfg.AllowCIDRs {

@@ -169,9 +169,10 @@ func Chain(c *tls.Certificate) []ChainCertificate {
 // path to one of their own trust store, so its expiry breaks none of them
 // (Warnings still names it). The metrics
 // herald_tls_certificate_expiry_timestamp_seconds and
-// herald_tls_certificate_not_before_timestamp_seconds expose its two dates
-// (internal/app). Certificates that do not parse are left out; nil when
-// none parses (or c is nil).
+// herald_tls_certificate_lifetime_seconds expose its expiry and lifetime
+// (internal/app); the not-before metric is LatestNotBefore's.
+// Certificates that do not parse are left out; nil when none parses (or c
+// is nil).
 func FirstExpiring(c *tls.Certificate) *x509.Certificate {
 	var first *x509.Certificate
 	for _, cc := range Chain(c) {
@@ -183,6 +184,27 @@ func FirstExpiring(c *tls.Certificate) *x509.Certificate {
 		}
 	}
 	return first
+}
+
+// LatestNotBefore returns the certificate of c's chain (Chain) whose
+// NotBefore is the latest, the leaf on a tie, among the leaf and the
+// intermediates: clients that check dates refuse the chain until then,
+// whichever of them it is (a leaf not valid yet behind an intermediate that
+// expires first included). A self-signed root is left out as for
+// FirstExpiring. The metric
+// herald_tls_certificate_not_before_timestamp_seconds exposes its
+// NotBefore (internal/app). Nil when none parses (or c is nil).
+func LatestNotBefore(c *tls.Certificate) *x509.Certificate {
+	var latest *x509.Certificate
+	for _, cc := range Chain(c) {
+		if cc.Cert == nil || cc.SelfSignedRoot() {
+			continue
+		}
+		if latest == nil || cc.Cert.NotBefore.After(latest.NotBefore) {
+			latest = cc.Cert
+		}
+	}
+	return latest
 }
 
 // SelfSignedRoot reports whether cc is a root after the leaf (Kind

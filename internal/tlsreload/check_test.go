@@ -306,6 +306,34 @@ func TestFirstExpiringLeavesOutASelfSignedRoot(t *testing.T) {
 	}
 }
 
+// TestLatestNotBefore: the certificate whose start the not-before metric
+// exposes is the one of the chain that starts last, among the leaf and
+// the intermediates: a leaf not valid yet behind an intermediate that
+// expires first (FirstExpiring's) included, and never a self-signed root,
+// even one issued later.
+func TestLatestNotBefore(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(3650*day), nil, nil, true)
+	inter, interKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(5*day), root, rootKey, true)
+	leafCert, leafKey := issued(t, "herald.example.com", now.Add(time.Hour), now.Add(80*day), inter, interKey, false)
+	c := chainOf(leafCert, leafKey, inter, root)
+	if got := tlsreload.FirstExpiring(c); got == nil || !got.Equal(inter) {
+		t.Errorf("FirstExpiring = %s, want the intermediate expiring in 5 days", subjectOf(got))
+	}
+	if got := tlsreload.LatestNotBefore(c); got == nil || !got.Equal(leafCert) {
+		t.Errorf("LatestNotBefore = %s, want the leaf (valid from an hour on)", subjectOf(got))
+	}
+	newRoot, newRootKey := issued(t, "Test Root 2", now.Add(2*day), now.Add(3650*day), nil, nil, true)
+	inter2, inter2Key := issued(t, "Test Intermediate R10", now.Add(day), now.Add(365*day), newRoot, newRootKey, true)
+	leaf2, leaf2Key := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), inter2, inter2Key, false)
+	if got := tlsreload.LatestNotBefore(chainOf(leaf2, leaf2Key, inter2, newRoot)); got == nil || !got.Equal(inter2) {
+		t.Errorf("LatestNotBefore = %s, want the intermediate (valid from tomorrow; the root is left out)", subjectOf(got))
+	}
+	if tlsreload.LatestNotBefore(nil) != nil {
+		t.Error("LatestNotBefore(nil) is not nil")
+	}
+}
+
 func subjectOf(c *x509.Certificate) string {
 	if c == nil {
 		return "nil"

@@ -52,7 +52,9 @@ type Warning struct {
 // its validity. The pair is served anyway: a server that refused an
 // expired certificate at start or reload would turn a missed renewal (a
 // warning to the clients that check dates) into an outage for every
-// client, and a renewal loads without a restart.
+// client, and a renewal loads without a restart. An expired self-signed
+// root (SelfSignedRoot) is warned about for what it is: clients ignore a
+// served root, so it is no outage, only worth removing from the file.
 func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []Warning {
 	var ws []Warning
 	chain := Chain(c)
@@ -72,6 +74,8 @@ func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []War
 		switch {
 		case now.After(na) && leaf:
 			ws = append(ws, Warning{"the TLS certificate has expired: clients that check dates refuse it; it is served anyway until renewed files are in place (they are read at the next handshake or on SIGHUP)", dates})
+		case now.After(na) && cc.SelfSignedRoot():
+			ws = append(ws, Warning{"the served root of the TLS chain (not the leaf) has expired: clients ignore a served root (they use the roots of their own trust store), so this breaks none of them and is not an outage; it is worth removing from the chain file: remove it from the certificate file (read at the next handshake or on SIGHUP)", dates})
 		case now.After(na):
 			ws = append(ws, Warning{"a certificate of the TLS chain (not the leaf) has expired: clients that check dates refuse the chain; it is served anyway until the certificate file holds the CA's current chain (the renewal tool's full chain; read at the next handshake or on SIGHUP)", dates})
 		case now.Before(nb) && leaf:

@@ -250,6 +250,27 @@ func TestWarningsCheckEveryCertificateOfTheChain(t *testing.T) {
 	if len(ws) != 1 || attr(ws[0], "certificate") != "root" || attr(ws[0], "position") != "2 of 2" || !strings.Contains(ws[0].Msg, "has expired") {
 		t.Errorf("an expired root in the chain file: warnings %+v, want one naming the root, position 2 of 2", ws)
 	}
+	// Its message says what it is: clients ignore a served root (they take
+	// roots from their trust store), so it breaks none; it is worth removing
+	// from the chain file, not an outage. It said "clients that check dates
+	// refuse the chain", as for an expired intermediate.
+	if len(ws) == 1 {
+		for _, want := range []string{"the served root", "has expired", "clients ignore a served root", "remove it from the certificate file", "not an outage"} {
+			if !strings.Contains(ws[0].Msg, want) {
+				t.Errorf("the expired root's warning %q does not say %q", ws[0].Msg, want)
+			}
+		}
+		if strings.Contains(ws[0].Msg, "refuse") {
+			t.Errorf("the expired root's warning %q says clients refuse the chain; they ignore a served root", ws[0].Msg)
+		}
+	}
+	// An expired intermediate keeps its warning: clients refuse the chain.
+	expInter, expInterKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(-time.Hour), root, rootKey, true)
+	leafI, leafIKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), expInter, expInterKey, false)
+	ws = tlsreload.Warnings(chainOf(leafI, leafIKey, expInter, root), "/etc/herald/fullchain.pem", keyFile(t, 0o600), now)
+	if len(ws) != 1 || !strings.HasPrefix(ws[0].Msg, "a certificate of the TLS chain (not the leaf) has expired: clients that check dates refuse the chain;") {
+		t.Errorf("an expired intermediate: warnings %+v, want the chain's warning (clients refuse the chain)", ws)
+	}
 
 	// Bytes after the leaf that are no certificate.
 	c := chainOf(leafCert, leafKey)

@@ -860,3 +860,58 @@ func TestRekeyRecordsTheRetiredKey(t *testing.T) {
 	}
 	m.Close()
 }
+
+// TestDBPathRulesRefusedByEveryCommand: a SQLite path holding '?' or '#'
+// (sqlite:h.db?mode=ro: Herald builds SQLite's URI itself and takes no
+// parameters from --db), a whitespace-only path (sqlite:"   ") and a path
+// with leading or trailing whitespace are refused by the one parser every
+// command uses (app.ParseDB), naming the rule, before anything is created.
+// Before, only serve refused '?' and '#' (in the store, after restore had
+// "succeeded" creating a file named "h.db?mode=ro"), and a whitespace-only
+// path was taken by restore and serve as a file named by spaces.
+func TestDBPathRulesRefusedByEveryCommand(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	for _, tc := range []struct{ db, rule string }{
+		{"sqlite:h.db?mode=ro", "must not contain '?' or '#'"},
+		{"sqlite://h.db#frag", "must not contain '?' or '#'"},
+		{"h.db?mode=ro", "must not contain '?' or '#'"},
+		{"sqlite:   ", "names no database file"},
+		{"sqlite: h.db", "leading or trailing whitespace"},
+		{"sqlite:h.db ", "leading or trailing whitespace"},
+		{" h.db", "leading or trailing whitespace"},
+	} {
+		check := func(what string, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), tc.rule) {
+				t.Errorf("%s --db %q: %v; want a refusal naming the rule (%s)", what, tc.db, err, tc.rule)
+			}
+		}
+		_, _, err := app.ParseDB(tc.db)
+		check("ParseDB", err)
+		m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: tc.db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil {
+			m.Close()
+		}
+		check("herald serve", err)
+		_, _, err = execHerald(t, "", "migrate", "status", "--db", tc.db)
+		check("migrate status", err)
+		_, _, err = execHerald(t, "", "backup", "--db", tc.db, "--to", filepath.Join(dir, "copy.db"))
+		check("backup", err)
+		_, _, err = execHerald(t, "", "restore", "--db", tc.db, "--from", backup, "--key-file", keyFile)
+		check("restore", err)
+		_, _, err = execHerald(t, "", "rekey", "--db", tc.db, "--new-key", newTestKey())
+		check("rekey", err)
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+			t.Errorf("a refused --db %q left files behind: %q", tc.db, names)
+		}
+	}
+}

@@ -252,7 +252,7 @@ var (
 	readyDesc = prometheus.NewDesc("herald_ready",
 		"1 when this node is ready (GET /readyz answers 200), 0 when it is not (it answers 503: for reason store every publish fails too, for encryption_key the node delivers nothing); see herald_not_ready for the reason. A scrape reuses a readiness result up to 5 s old.", nil, nil)
 	notReadyDesc = prometheus.NewDesc("herald_not_ready",
-		"1 for the reason this node is not ready (store: the store cannot commit, or on SQLite its database file was deleted or replaced, a publish failed on storage or the claim lock was lost; encryption_key: the store's sealed values do not open with this node's key), 0 for the others; all 0 while it is ready.",
+		"1 for the reason this node is not ready (store: the store cannot commit, or on SQLite its database file was deleted or replaced, a publish failed on storage or the claim lock was lost; encryption_key: the store's sealed values do not open with this node's key (herald rekey moved them to a key it lacks), or its current key is one herald rekey retired while the database's key is among its previous ones (HERALD_ENCRYPTION_KEY and HERALD_ENCRYPTION_KEY_PREVIOUS swapped)), 0 for the others; all 0 while it is ready.",
 		[]string{"reason"}, nil)
 )
 

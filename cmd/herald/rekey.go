@@ -49,7 +49,7 @@ configurations, the key check; the list is store.SealedColumns) under --new-key.
 
 The old key is HERALD_ENCRYPTION_KEY, HERALD_ENCRYPTION_KEY_PREVIOUS, or (SQLite
 without HERALD_ENCRYPTION_KEY) the key file beside the database. Procedure with
-running nodes (docs/production.md, "Key rotation"):
+running nodes (docs/production.md, "Encryption key rotation"):
 
   1. restart every node with HERALD_ENCRYPTION_KEY=<new> and
      HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: they open both, seal with the new;

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -150,5 +152,86 @@ func TestKeyFileIgnoredByGit(t *testing.T) {
 		if !ignored {
 			t.Errorf("%s is not ignored by .gitignore", f)
 		}
+	}
+}
+
+// docPointer is a pointer of a help text or message to a section of the
+// docs: docs/FILE.md, "Heading" (the quoted text a heading, or its start).
+var docPointer = regexp.MustCompile(`((?:docs/)?[A-Za-z]+\.md), "([^"]+)"`)
+
+// TestHelpPointsToHeadingsThatExist: every pointer to a section of the
+// docs (docs/production.md, "Encryption key rotation") in a command's help
+// (short and long texts, flag usages) and in the strings of Herald's
+// non-test Go source names a heading of that file: a heading equal to the
+// quoted text, or starting with it, case aside. herald rekey --help
+// pointed to "Key rotation", a heading docs/production.md does not have
+// (it is "Encryption key rotation").
+func TestHelpPointsToHeadingsThatExist(t *testing.T) {
+	headings := map[string][]string{}
+	headingsOf := func(file string) []string {
+		if h, ok := headings[file]; ok {
+			return h
+		}
+		var out []string
+		for _, l := range strings.Split(repoFile(t, file), "\n") {
+			if h, ok := strings.CutPrefix(l, "#"); ok {
+				out = append(out, strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#"))))
+			}
+		}
+		headings[file] = out
+		return out
+	}
+	check := func(where, text string) {
+		for _, m := range docPointer.FindAllStringSubmatch(text, -1) {
+			file := m[1]
+			if !strings.Contains(file, "/") {
+				file = path.Join("docs", file)
+			}
+			want := strings.ToLower(m[2])
+			found := false
+			for _, h := range headingsOf(file) {
+				if strings.HasPrefix(h, want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s points to %s, %q: no such heading", where, file, m[2])
+			}
+		}
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		check(c.CommandPath()+" (help)", c.Short+"\n"+c.Long+"\n"+c.Example)
+		c.Flags().VisitAll(func(f *pflag.Flag) { check(c.CommandPath()+" --"+f.Name, f.Usage) })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+	// Strings of the source (comments, which wrap headings over lines,
+	// left out).
+	err := filepath.WalkDir(filepath.Join("..", ".."), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if code, _, _ := strings.Cut(l, "//"); strings.Contains(code, ".md, ") {
+				check(fmt.Sprintf("%s:%d", p, i+1), strings.ReplaceAll(code, `\"`, `"`))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

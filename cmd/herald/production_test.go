@@ -860,3 +860,146 @@ func TestRekeyRecordsTheRetiredKey(t *testing.T) {
 	}
 	m.Close()
 }
+
+// TestDBPathRulesRefusedByEveryCommand: a SQLite path holding '?' or '#'
+// (sqlite:h.db?mode=ro: Herald builds SQLite's URI itself and takes no
+// parameters from --db), a whitespace-only path (sqlite:"   ") and a path
+// with leading or trailing whitespace are refused by the one parser every
+// command uses (app.ParseDB), naming the rule, before anything is created.
+// Before, only serve refused '?' and '#' (in the store, after restore had
+// "succeeded" creating a file named "h.db?mode=ro"), and a whitespace-only
+// path was taken by restore and serve as a file named by spaces.
+func TestDBPathRulesRefusedByEveryCommand(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	for _, tc := range []struct{ db, rule string }{
+		{"sqlite:h.db?mode=ro", "must not contain '?' or '#'"},
+		{"sqlite://h.db#frag", "must not contain '?' or '#'"},
+		{"h.db?mode=ro", "must not contain '?' or '#'"},
+		{"sqlite:   ", "names no database file"},
+		{"sqlite: h.db", "leading or trailing whitespace"},
+		{"sqlite:h.db ", "leading or trailing whitespace"},
+		{" h.db", "leading or trailing whitespace"},
+	} {
+		check := func(what string, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), tc.rule) {
+				t.Errorf("%s --db %q: %v; want a refusal naming the rule (%s)", what, tc.db, err, tc.rule)
+			}
+		}
+		_, _, err := app.ParseDB(tc.db)
+		check("ParseDB", err)
+		m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: tc.db, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil {
+			m.Close()
+		}
+		check("herald serve", err)
+		_, _, err = execHerald(t, "", "migrate", "status", "--db", tc.db)
+		check("migrate status", err)
+		_, _, err = execHerald(t, "", "backup", "--db", tc.db, "--to", filepath.Join(dir, "copy.db"))
+		check("backup", err)
+		_, _, err = execHerald(t, "", "restore", "--db", tc.db, "--from", backup, "--key-file", keyFile)
+		check("restore", err)
+		_, _, err = execHerald(t, "", "rekey", "--db", tc.db, "--new-key", newTestKey())
+		check("rekey", err)
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+			t.Errorf("a refused --db %q left files behind: %q", tc.db, names)
+		}
+	}
+}
+
+// TestRestoreKeyErrorsNameTheKeysUsed: herald restore checks the backup
+// with HERALD_ENCRYPTION_KEY or --key-file only, never
+// HERALD_ENCRYPTION_KEY_PREVIOUS, and its "the encryption key does not
+// match" error says so; given a key herald rekey retired on the backed-up
+// database, it says that key was retired. Before, the error named neither,
+// so an operator with the right key in HERALD_ENCRYPTION_KEY_PREVIOUS
+// could not tell why restore refused it.
+func TestRestoreKeyErrorsNameTheKeysUsed(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	db := filepath.Join(dir, "herald.db")
+	oldKey, newKey := newTestKey(), newTestKey()
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + db, EncryptionKey: oldKey, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", oldKey)
+	if out, errOut, err := execHerald(t, "", "rekey", "--db", "sqlite:"+db, "--new-key", newKey); err != nil {
+		t.Fatalf("rekey: %q %q, %v", out, errOut, err)
+	}
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	backup := filepath.Join(dir, "backup.db")
+	if _, _, err := execHerald(t, "", "backup", "--db", "sqlite:"+db, "--to", backup); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	target := filepath.Join(t.TempDir(), "restored.db")
+
+	// Another key, the backup's in HERALD_ENCRYPTION_KEY_PREVIOUS.
+	t.Setenv("HERALD_ENCRYPTION_KEY", newTestKey())
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", newKey)
+	_, _, err = execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target)
+	if err == nil || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), "never HERALD_ENCRYPTION_KEY_PREVIOUS") || strings.Contains(err.Error(), "retired") {
+		t.Errorf("restore with another key: %v; want the mismatch, saying HERALD_ENCRYPTION_KEY_PREVIOUS is not used", err)
+	}
+	// The retired key.
+	t.Setenv("HERALD_ENCRYPTION_KEY", oldKey)
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	_, _, err = execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target)
+	if err == nil || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), "was retired by herald rekey") {
+		t.Errorf("restore with the retired key: %v; want the mismatch, naming the key as retired", err)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused restore wrote %s: %v", target, err)
+	}
+	// The right key restores.
+	t.Setenv("HERALD_ENCRYPTION_KEY", newKey)
+	if _, _, err := execHerald(t, "", "restore", "--from", backup, "--db", "sqlite:"+target); err != nil {
+		t.Errorf("restore with the backup's key: %v", err)
+	}
+}
+
+// TestEmptyPreviousKeyItemRefused: an empty item in
+// HERALD_ENCRYPTION_KEY_PREVIOUS ("K1,", "K1,,K2", ",") is refused by
+// serve and rekey naming the rule, as --trusted-proxy refuses one: it most
+// likely lost a key. It was dropped silently. Unset or empty, the variable
+// holds no key.
+func TestEmptyPreviousKeyItemRefused(t *testing.T) {
+	k1, k2 := newTestKey(), newTestKey()
+	for _, v := range []string{k1 + ",", k1 + ",," + k2, ",", " , "} {
+		t.Setenv("HERALD_ENCRYPTION_KEY", k2)
+		t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", v)
+		dir := t.TempDir()
+		// --allow-cidr bogus is checked after the variable: a serve that
+		// took the variable stops there rather than running.
+		if _, _, err := execHerald(t, "", "serve", "--db", "sqlite:"+filepath.Join(dir, "h.db"), "--addr", "127.0.0.1:0", "--allow-cidr", "bogus"); err == nil || !strings.Contains(err.Error(), "HERALD_ENCRYPTION_KEY_PREVIOUS") || !strings.Contains(err.Error(), "empty item") {
+			t.Errorf("serve with HERALD_ENCRYPTION_KEY_PREVIOUS=%q: %v; want a refusal naming the rule", v, err)
+		}
+		if _, _, err := execHerald(t, "", "rekey", "--db", "sqlite:"+filepath.Join(dir, "h.db"), "--new-key", newTestKey()); err == nil || !strings.Contains(err.Error(), "HERALD_ENCRYPTION_KEY_PREVIOUS") || !strings.Contains(err.Error(), "empty item") {
+			t.Errorf("rekey with HERALD_ENCRYPTION_KEY_PREVIOUS=%q: %v; want a refusal naming the rule", v, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("a refused HERALD_ENCRYPTION_KEY_PREVIOUS=%q left files: %v", v, entries)
+		}
+	}
+	// Well-formed values: the key check, not the variable, is what fails
+	// on a database written with another key.
+	for _, v := range []string{"", k1, k1 + "," + k2, k1 + ", " + k2} {
+		t.Setenv("HERALD_ENCRYPTION_KEY", k2)
+		t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", v)
+		if _, _, err := execHerald(t, "", "serve", "--db", "sqlite:"+filepath.Join(t.TempDir(), "h.db"), "--addr", "127.0.0.1:0", "--allow-cidr", "bogus"); err == nil || strings.Contains(err.Error(), "HERALD_ENCRYPTION_KEY_PREVIOUS") {
+			t.Errorf("serve with HERALD_ENCRYPTION_KEY_PREVIOUS=%q: %v; want only --allow-cidr refused", v, err)
+		}
+	}
+}

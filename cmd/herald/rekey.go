@@ -21,15 +21,22 @@ func init() {
 	extraCommands = append(extraCommands, newRekeyCmd)
 }
 
-// splitKeys splits HERALD_ENCRYPTION_KEY_PREVIOUS (comma-separated keys).
-func splitKeys(v string) []string {
-	var out []string
-	for _, k := range strings.Split(v, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			out = append(out, k)
-		}
+// splitKeys splits HERALD_ENCRYPTION_KEY_PREVIOUS (comma-separated keys,
+// spaces around each ignored). Unset or empty, it holds no key; an empty
+// item ("K1,", "K1,,K2", ",") is refused naming the rule, as
+// --trusted-proxy refuses one: the list most likely lost a key.
+func splitKeys(v string) ([]string, error) {
+	if v == "" {
+		return nil, nil
 	}
-	return out
+	var out []string
+	for i, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY_PREVIOUS: item %d is an empty item (a trailing or doubled comma?): give the previous keys comma-separated, each base64 of 32 bytes, with no empty item (leave the variable unset or empty for none)", i+1)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 func newRekeyCmd() *cobra.Command {
@@ -42,7 +49,7 @@ configurations, the key check; the list is store.SealedColumns) under --new-key.
 
 The old key is HERALD_ENCRYPTION_KEY, HERALD_ENCRYPTION_KEY_PREVIOUS, or (SQLite
 without HERALD_ENCRYPTION_KEY) the key file beside the database. Procedure with
-running nodes (docs/production.md, "Key rotation"):
+running nodes (docs/production.md, "Encryption key rotation"):
 
   1. restart every node with HERALD_ENCRYPTION_KEY=<new> and
      HERALD_ENCRYPTION_KEY_PREVIOUS=<old>: they open both, seal with the new;
@@ -65,6 +72,10 @@ it (PostgreSQL): each must hold the new key already.`,
 			if err != nil {
 				return err
 			}
+			previous, err := splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))
+			if err != nil {
+				return err
+			}
 			if newKey == "" {
 				return errors.New("--new-key is required (base64 of 32 bytes, e.g. `openssl rand -base64 32`)")
 			}
@@ -77,7 +88,7 @@ it (PostgreSQL): each must hold the new key already.`,
 			if k := os.Getenv("HERALD_ENCRYPTION_KEY"); k != "" {
 				olds = append(olds, k)
 			}
-			olds = append(olds, splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))...)
+			olds = append(olds, previous...)
 			keyFile := ""
 			if !pg && os.Getenv("HERALD_ENCRYPTION_KEY") == "" {
 				keyFile = path + ".key"

@@ -54,7 +54,10 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 			cfg.Stdout = cmd.OutOrStdout()
 			cfg.APIKey = os.Getenv("HERALD_API_KEY")
 			cfg.EncryptionKey = os.Getenv("HERALD_ENCRYPTION_KEY")
-			cfg.PreviousEncryptionKeys = splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS"))
+			var err error
+			if cfg.PreviousEncryptionKeys, err = splitKeys(os.Getenv("HERALD_ENCRYPTION_KEY_PREVIOUS")); err != nil {
+				return err
+			}
 			for _, c := range cidrs {
 				p, err := netip.ParsePrefix(c)
 				if err != nil {
@@ -62,7 +65,6 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				}
 				cfg.AllowCIDRs = append(cfg.AllowCIDRs, p.Masked())
 			}
-			var err error
 			if cfg.TrustedProxies, err = clientip.ParseCIDRs(proxies); err != nil {
 				return err
 			}

@@ -848,12 +848,16 @@ func (s *Server) registerHealth() {
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		switch reason, _ := s.ready.probe(ctx); reason { // probe logged a change of readiness, with its cause
+		switch reason, err := s.ready.probe(ctx); reason { // probe logged a change of readiness, with its cause
 		case metrics.NotReadyStore:
 			writeProblem(w, http.StatusServiceUnavailable, "the store is not ready")
 			return
 		case metrics.NotReadyEncryptionKey:
-			writeProblem(w, http.StatusServiceUnavailable, "the store's encrypted values do not open with this node's encryption key (rekeyed?)")
+			if errors.Is(err, store.ErrRetiredKey) {
+				writeProblem(w, http.StatusServiceUnavailable, NotReadyRetiredKeyMessage)
+			} else {
+				writeProblem(w, http.StatusServiceUnavailable, NotReadyWrongKeyMessage)
+			}
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -66,7 +66,7 @@ func (s *Server) documentProbes() {
 			"While the store cannot commit, every publish to the node fails too; after a rekey to a key it lacks, the node still stores publishes but delivers nothing.",
 		Responses: map[string]*huma.Response{
 			"200": {Description: "Ready.", Content: jsonOf(reflect.TypeFor[readyAnswer]())},
-			"503": {Description: `Not ready: detail "the store is not ready" or "the store's encrypted values do not open with this node's encryption key (rekeyed?)".`,
+			"503": {Description: `Not ready: detail "the store is not ready" "the store's encrypted values do not open with this node's encryption key (rekeyed?)", or, for a node whose current key herald rekey retired (the key variables swapped), "this node's current encryption key (HERALD_ENCRYPTION_KEY) was retired by herald rekey …".`,
 				Content: map[string]*huma.MediaType{"application/problem+json": problem}},
 		},
 	})

@@ -59,6 +59,17 @@ func (k *keyCheck) result(ctx context.Context) error {
 // source's configuration) on a node whose key is stale.
 const StaleSealingKeyMessage = "this node's sealing key is older than the database's: the database's encrypted values no longer open with this node's encryption keys (herald rekey moved them to a newer key), so a value sealed here would not open on the nodes holding the current key; restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file); nothing was changed"
 
+// NotReadyWrongKeyMessage is the detail of GET /readyz's 503 when the
+// database's key check value opens with none of this node's keys
+// (store.ErrWrongKey): herald rekey moved the values to a key it lacks.
+const NotReadyWrongKeyMessage = "the store's encrypted values do not open with this node's encryption key (rekeyed?)"
+
+// NotReadyRetiredKeyMessage is the detail of GET /readyz's 503 when this
+// node's current key is one herald rekey retired while the database's key
+// is among its previous ones (store.ErrRetiredKey: the key variables
+// swapped).
+const NotReadyRetiredKeyMessage = "this node's current encryption key (HERALD_ENCRYPTION_KEY) was retired by herald rekey, and the database's key is one it holds only as a previous one (HERALD_ENCRYPTION_KEY_PREVIOUS): the two key variables are swapped; restart this node with the database's current key as HERALD_ENCRYPTION_KEY"
+
 // RetiredSealingKeyMessage is StaleSealingKeyMessage for a node whose
 // current key herald rekey retired while the database's key is among its
 // previous ones (store.ErrRetiredKey: the key variables swapped).

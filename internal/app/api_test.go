@@ -544,3 +544,33 @@ func TestContractNamesEmbeddedIPv4AndGuardReadings(t *testing.T) {
 		t.Errorf("guard off, the payload still describes its readings: %s", p)
 	}
 }
+
+// TestContractEndpointURLsSchemeMatchesTheSettings: endpoint_urls states
+// the schemes the node accepts without contradicting itself: "https
+// only" by default; https and http with --allow-http; https and http with
+// loopback destinations in dev mode. It read "http allowed by the
+// operator. https only; …" with --allow-http (and "DEV MODE: http … allowed.
+// https only; …" in dev mode).
+func TestContractEndpointURLsSchemeMatchesTheSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       app.Config
+		want, not []string
+	}{
+		{"default", app.Config{}, []string{"https only;"}, []string{"http allowed", "http://"}},
+		{"--allow-http", app.Config{AllowHTTP: true}, []string{"https or http (http allowed by the operator: --allow-http);"}, []string{"https only", "loopback destinations allowed"}},
+		{"--dev", app.Config{Dev: true}, []string{"DEV MODE", "https or http;", "loopback destinations allowed"}, []string{"https only"}},
+	} {
+		u := app.Contract(tc.cfg).EndpointURLs
+		for _, w := range tc.want {
+			if !strings.Contains(u, w) {
+				t.Errorf("%s: endpoint_urls does not say %q: %s", tc.name, w, u)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(u, n) {
+				t.Errorf("%s: endpoint_urls says %q: %s", tc.name, n, u)
+			}
+		}
+	}
+}

@@ -436,7 +436,10 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		// The chain's first expiry (a self-signed root left out), not
 		// only the leaf's: an expired intermediate breaks clients as an
 		// expired leaf does.
-		m.metrics.SetTLSCertificate(func() *x509.Certificate { return tlsreload.FirstExpiring(m.tls.Certificate()) })
+		m.metrics.SetTLSCertificate(func() (expiring, starting *x509.Certificate) {
+			c := m.tls.Certificate()
+			return tlsreload.FirstExpiring(c), tlsreload.LatestNotBefore(c)
+		})
 		m.srv.TLSConfig = m.tls.Config()
 	}
 	for _, p := range cfg.AllowCIDRs {
@@ -827,7 +830,9 @@ var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|pas
 
 // ParseDB reads a --db value: a postgres:// (or postgresql://) URL, or a
 // SQLite database as sqlite:PATH (sqlite://PATH) or a bare PATH, whose
-// path it returns; sqlite: with no path is refused before any work. A
+// path it returns; sqlite: with no path (or only whitespace), and a path
+// holding '?' or '#' or with leading or trailing whitespace
+// (checkSQLitePath), are refused before any work. A
 // URL of another scheme is refused, and so is a
 // PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
 // would create a SQLite file named after it (password included) and run
@@ -838,11 +843,14 @@ func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 		return true, "", nil
 	case strings.HasPrefix(db, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
-		if path == "" {
-			// Taken as a path, "" would put the database (or a restore's
-			// copy) under names like ".restore-…" in the working
-			// directory before anything noticed.
+		if strings.TrimSpace(path) == "" {
+			// Taken as a path, "" (or spaces) would put the database (or
+			// a restore's copy) under names like ".restore-…" in the
+			// working directory before anything noticed.
 			return false, "", fmt.Errorf("--db %q names no database file: use sqlite:PATH (e.g. sqlite:herald.db)", db)
+		}
+		if err := checkSQLitePath(db, path); err != nil {
+			return false, "", err
 		}
 		return false, path, nil
 	case strings.Contains(db, "://"):
@@ -851,8 +859,30 @@ func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 		return false, "", errors.New("--db looks like a PostgreSQL keyword/value connection string (host=… dbname=…; not shown, it may hold a password): Herald takes PostgreSQL as a URL, postgres://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=…; for a SQLite file with such a name, write sqlite:PATH")
 	case db == "":
 		return false, "", errors.New("--db is empty: use sqlite:PATH or postgres://…")
+	case strings.TrimSpace(db) == "":
+		return false, "", fmt.Errorf("--db %q names no database file: use sqlite:PATH (e.g. sqlite:herald.db)", db)
+	}
+	if err := checkSQLitePath(db, db); err != nil {
+		return false, "", err
 	}
 	return false, db, nil
+}
+
+// checkSQLitePath applies the rules of a SQLite database path to path,
+// given as --db db, so that every command taking --db refuses it before
+// any work: no '?' or '#' (Herald builds SQLite's URI itself, with its own
+// parameters, and the store refuses such a path at open: taken by backup
+// or restore as a file name, it made a database serve refused), and no
+// leading or trailing whitespace (a file named " herald.db" is never the
+// one meant).
+func checkSQLitePath(db, path string) error {
+	if strings.ContainsAny(path, "?#") {
+		return fmt.Errorf("--db %q: the SQLite database path %q must not contain '?' or '#' (Herald sets SQLite's parameters itself): use sqlite:PATH with the file's path alone", db, path)
+	}
+	if strings.TrimSpace(path) != path {
+		return fmt.Errorf("--db %q: the SQLite database path %q must not have leading or trailing whitespace: use sqlite:PATH with the file's path alone", db, path)
+	}
+	return nil
 }
 
 // RedactDB returns a --db value fit for logs and error messages: in a URL

@@ -52,15 +52,20 @@ func Contract(cfg Config) ContractDoc {
 		bounds[i] = d.String()
 		total += d
 	}
-	urls := "https only; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges; " +
+	// The schemes and the ranges refused say what this node's settings
+	// allow, never one thing and its opposite ("http allowed. https only").
+	scheme, ranges := "https only", "private, loopback, link-local, unspecified, CGNAT, multicast and metadata ranges"
+	switch {
+	case cfg.Dev:
+		scheme = "DEV MODE: https or http; loopback destinations allowed"
+		ranges = "private, link-local, unspecified, CGNAT, multicast and metadata ranges (loopback allowed in dev mode)"
+	case cfg.AllowHTTP:
+		scheme = "https or http (http allowed by the operator: --allow-http)"
+	}
+	urls := scheme + "; no userinfo, fragment, backslash, whitespace or control characters; every dialed IP checked against " + ranges + "; " +
 		"link-local and cloud-metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, …) are refused for inbound sources' destinations too, in dev mode and through a wider allowed range (only an allowed range inside them opens them); " +
 		"IPv6 addresses that carry an IPv4 address are also judged by the IPv4 address they embed, whatever range allows them: IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96, RFC 6052, and the local-use 64:ff9b:1::/48, RFC 8215, its last 32 bits read as in a /96 translation prefix) and 6to4 (2002::/16, RFC 3056, bits 16..47); " +
 		"redirects never followed; environment proxies ignored"
-	if cfg.Dev {
-		urls = "DEV MODE: http and loopback destinations allowed. " + urls
-	} else if cfg.AllowHTTP {
-		urls = "http allowed by the operator. " + urls
-	}
 	cidrs := make([]string, 0, len(cfg.AllowCIDRs))
 	for _, p := range cfg.AllowCIDRs {
 		cidrs = append(cidrs, p.String())

@@ -55,8 +55,15 @@ func TestSwappedEncryptionKeysAreStale(t *testing.T) {
 	if after := sealedSnapshot(t, h); strings.Join(before, "\n") != strings.Join(after, "\n") {
 		t.Errorf("a refused write changed sealed values")
 	}
-	if st, raw := h.call("GET", "/readyz", nil, nil); st != 503 {
-		t.Errorf("readyz on a node with the keys swapped: %d %s; want 503", st, raw)
+	// /readyz says the case precisely (it said "… do not open with this
+	// node's encryption key (rekeyed?)", as for a node lacking the key),
+	// and so does herald_not_ready's help.
+	if st, raw := h.call("GET", "/readyz", nil, nil); st != 503 || !strings.Contains(string(raw), "retired by herald rekey") ||
+		!strings.Contains(string(raw), "HERALD_ENCRYPTION_KEY_PREVIOUS") || strings.Contains(string(raw), "rekeyed?") {
+		t.Errorf("readyz on a node with the keys swapped: %d %s; want 503 naming the retired current key and the swapped variables", st, raw)
+	}
+	if _, raw := h.call("GET", "/metrics", nil, nil); !strings.Contains(helpLine(string(raw), "herald_not_ready"), "retired") {
+		t.Errorf("herald_not_ready's help does not name the retired (swapped) key case: %q", helpLine(string(raw), "herald_not_ready"))
 	}
 	h.stop()
 
@@ -74,4 +81,14 @@ func TestSwappedEncryptionKeysAreStale(t *testing.T) {
 		t.Fatalf("a start with the keys in order: %v", err)
 	}
 	m.Close()
+}
+
+// helpLine is the # HELP line of the metric name in exposition.
+func helpLine(exposition, name string) string {
+	for _, l := range strings.Split(exposition, "\n") {
+		if strings.HasPrefix(l, "# HELP "+name+" ") {
+			return l
+		}
+	}
+	return ""
 }

@@ -243,3 +243,40 @@ func TestTLSChainIntermediateIsChecked(t *testing.T) {
 		t.Errorf("herald_tls_certificate_not_before_timestamp_seconds = %v (present %v), want the intermediate's %d", v, ok, interNB.Unix())
 	}
 }
+
+// TestTLSNotBeforeIsTheLatestOfTheChain: a leaf not valid for 30 minutes
+// behind an intermediate that expires first (in 10 days) is refused by
+// every client that checks dates. herald_tls_certificate_expiry_… shows
+// the intermediate's expiry (the first), and
+// herald_tls_certificate_not_before_… the leaf's start (the latest), so
+// HeraldTLSCertificateExpired (max(not_before) > time()) fires; the
+// lifetime metric stays the intermediate's own, for the warning window of
+// HeraldTLSCertificateExpiringSoon. Before, the not-before metric was the
+// intermediate's (the first to expire), in the past: no alert.
+func TestTLSNotBeforeIsTheLatestOfTheChain(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	now := clk.Now()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "tls.key")
+	ca := newTestCA(t)
+	interNB, interNA := now.Add(-365*24*time.Hour), now.Add(10*24*time.Hour)
+	leafNB, leafNA := now.Add(30*time.Minute), now.Add(80*24*time.Hour)
+	ca.issueChain(t, 501, interNB, interNA, leafNB, leafNA, certFile, keyFile)
+	h := startHerald(t, func(c *app.Config) {
+		c.TLSCertFile, c.TLSKeyFile = certFile, keyFile
+		c.Clock = clk
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	// A client whose clock is 45 minutes ahead (the test CA is valid for an hour) accepts it.
+	_, metrics := tlsGetAt(t, ca, now.Add(45*time.Minute), "https://"+h.m.Addr()+"/metrics")
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_expiry_timestamp_seconds"); !ok || v != float64(interNA.Unix()) {
+		t.Errorf("herald_tls_certificate_expiry_timestamp_seconds = %v (present %v), want the intermediate's expiry %d", v, ok, interNA.Unix())
+	}
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_not_before_timestamp_seconds"); !ok || v != float64(leafNB.Unix()) {
+		t.Errorf("herald_tls_certificate_not_before_timestamp_seconds = %v (present %v), want the leaf's %d (the latest not_before)", v, ok, leafNB.Unix())
+	}
+	if v, ok := gauge(t, metrics, "herald_tls_certificate_lifetime_seconds"); !ok || v != interNA.Sub(interNB).Seconds() {
+		t.Errorf("herald_tls_certificate_lifetime_seconds = %v (present %v), want the intermediate's lifetime %v", v, ok, interNA.Sub(interNB).Seconds())
+	}
+}

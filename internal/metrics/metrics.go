@@ -252,7 +252,7 @@ var (
 	readyDesc = prometheus.NewDesc("herald_ready",
 		"1 when this node is ready (GET /readyz answers 200), 0 when it is not (it answers 503: for reason store every publish fails too, for encryption_key the node delivers nothing); see herald_not_ready for the reason. A scrape reuses a readiness result up to 5 s old.", nil, nil)
 	notReadyDesc = prometheus.NewDesc("herald_not_ready",
-		"1 for the reason this node is not ready (store: the store cannot commit, or on SQLite its database file was deleted or replaced, a publish failed on storage or the claim lock was lost; encryption_key: the store's sealed values do not open with this node's key), 0 for the others; all 0 while it is ready.",
+		"1 for the reason this node is not ready (store: the store cannot commit, or on SQLite its database file was deleted or replaced, a publish failed on storage or the claim lock was lost; encryption_key: the store's sealed values do not open with this node's key (herald rekey moved them to a key it lacks), or its current key is one herald rekey retired while the database's key is among its previous ones (HERALD_ENCRYPTION_KEY and HERALD_ENCRYPTION_KEY_PREVIOUS swapped)), 0 for the others; all 0 while it is ready.",
 		[]string{"reason"}, nil)
 )
 
@@ -289,15 +289,20 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // SetTLSCertificate sets the function read at each scrape for
-// herald_tls_certificate_expiry_timestamp_seconds and
-// herald_tls_certificate_not_before_timestamp_seconds: the certificate
-// whose dates they expose, of the chain the node serves now (--tls-cert; a
-// renewal is served from the next handshake after its files change, or
-// from SIGHUP). internal/app gives the certificate of the chain that
-// expires first (tlsreload.FirstExpiring: the leaf, or an intermediate that
-// expires before it; never a self-signed root, which clients ignore). Until it is set (a node without TLS), and while it
-// returns nil, neither family has a series.
-func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
+// herald_tls_certificate_expiry_timestamp_seconds,
+// herald_tls_certificate_lifetime_seconds and
+// herald_tls_certificate_not_before_timestamp_seconds, of the chain the
+// node serves now (--tls-cert; a renewal is served from the next handshake
+// after its files change, or from SIGHUP). f returns two certificates of
+// that chain: expiring, whose NotAfter and lifetime (NotAfter - NotBefore)
+// the first two expose (internal/app gives tlsreload.FirstExpiring: the
+// leaf, or an intermediate that expires before it), and starting, whose
+// NotBefore the third exposes (tlsreload.LatestNotBefore: the latest start
+// among the leaf and the intermediates, so a leaf not valid yet shows even
+// when an intermediate expires first). Neither is ever a self-signed root,
+// which clients ignore. Until it is set (a node without TLS), and while it
+// returns nils, no family has a series.
+func (m *Metrics) SetTLSCertificate(f func() (expiring, starting *x509.Certificate)) {
 	if m != nil {
 		m.tlsCert.mu.Lock()
 		m.tlsCert.f = f
@@ -307,18 +312,21 @@ func (m *Metrics) SetTLSCertificate(f func() *x509.Certificate) {
 
 var (
 	tlsExpiryDesc = prometheus.NewDesc("herald_tls_certificate_expiry_timestamp_seconds",
-		"Expiry (NotAfter) of the TLS certificate this node serves (--tls-cert), of the certificate of its chain that expires first (the leaf or an intermediate), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+		"Expiry (NotAfter) of the TLS certificate this node serves (--tls-cert), of the certificate of its chain that expires first (the leaf or an intermediate; a self-signed root is left out), in seconds since the Unix epoch; absent without TLS.", nil, nil)
+	tlsLifetimeDesc = prometheus.NewDesc("herald_tls_certificate_lifetime_seconds",
+		"Lifetime (NotAfter - NotBefore) of the certificate of the served chain whose expiry herald_tls_certificate_expiry_timestamp_seconds shows, in seconds (its warning window is the last sixth of it, at most 14 days); absent without TLS.", nil, nil)
 	tlsNotBeforeDesc = prometheus.NewDesc("herald_tls_certificate_not_before_timestamp_seconds",
-		"Start of validity (NotBefore) of the TLS certificate this node serves (--tls-cert), of the same certificate of its chain as the expiry's, in seconds since the Unix epoch; absent without TLS.", nil, nil)
+		"Start of validity (NotBefore) of the TLS chain this node serves (--tls-cert): the latest NotBefore among the leaf and the intermediates (a self-signed root is left out), in seconds since the Unix epoch; clients that check dates refuse the chain before it; absent without TLS.", nil, nil)
 )
 
 type tlsCertCollector struct {
 	mu sync.Mutex
-	f  func() *x509.Certificate
+	f  func() (expiring, starting *x509.Certificate)
 }
 
 func (c *tlsCertCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tlsExpiryDesc
+	ch <- tlsLifetimeDesc
 	ch <- tlsNotBeforeDesc
 }
 
@@ -329,12 +337,14 @@ func (c *tlsCertCollector) Collect(ch chan<- prometheus.Metric) {
 	if f == nil {
 		return
 	}
-	cert := f()
-	if cert == nil {
-		return
+	expiring, starting := f()
+	if expiring != nil {
+		ch <- prometheus.MustNewConstMetric(tlsExpiryDesc, prometheus.GaugeValue, float64(expiring.NotAfter.Unix()))
+		ch <- prometheus.MustNewConstMetric(tlsLifetimeDesc, prometheus.GaugeValue, expiring.NotAfter.Sub(expiring.NotBefore).Seconds())
 	}
-	ch <- prometheus.MustNewConstMetric(tlsExpiryDesc, prometheus.GaugeValue, float64(cert.NotAfter.Unix()))
-	ch <- prometheus.MustNewConstMetric(tlsNotBeforeDesc, prometheus.GaugeValue, float64(cert.NotBefore.Unix()))
+	if starting != nil {
+		ch <- prometheus.MustNewConstMetric(tlsNotBeforeDesc, prometheus.GaugeValue, float64(starting.NotBefore.Unix()))
+	}
 }
 
 // TenantSeriesMax is the most tenants herald_tenant_attempts_in_flight

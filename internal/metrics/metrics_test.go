@@ -270,8 +270,8 @@ func TestReadyGauges(t *testing.T) {
 	}
 }
 
-// TestTLSCertificateGauges: the served certificate's NotAfter and
-// NotBefore in Unix seconds, read at each scrape (a reload shows at the
+// TestTLSCertificateGauges: the first-expiring certificate's NotAfter and
+// lifetime, and the latest NotBefore, in seconds, read at each scrape (a reload shows at the
 // next one); no series before SetTLSCertificate (a node without TLS) or
 // while it answers nil.
 func TestTLSCertificateGauges(t *testing.T) {
@@ -291,16 +291,24 @@ func TestTLSCertificateGauges(t *testing.T) {
 		t.Errorf("without TLS: %s; want no series", got)
 	}
 	var served atomic.Pointer[x509.Certificate]
-	m.SetTLSCertificate(served.Load)
+	m.SetTLSCertificate(func() (expiring, starting *x509.Certificate) { return served.Load(), served.Load() })
 	if got := scrape(); got != "" {
 		t.Errorf("no certificate: %s; want no series", got)
 	}
 	served.Store(&x509.Certificate{NotBefore: time.Unix(1790000000, 0), NotAfter: time.Unix(1797776000, 0)})
-	if got, want := scrape(), "herald_tls_certificate_expiry_timestamp_seconds 1.797776e+09,herald_tls_certificate_not_before_timestamp_seconds 1.79e+09"; got != want {
+	if got, want := scrape(), "herald_tls_certificate_expiry_timestamp_seconds 1.797776e+09,herald_tls_certificate_lifetime_seconds 7.776e+06,herald_tls_certificate_not_before_timestamp_seconds 1.79e+09"; got != want {
 		t.Errorf("got %s; want %s", got, want)
 	}
 	served.Store(&x509.Certificate{NotBefore: time.Unix(1797000000, 0), NotAfter: time.Unix(1804776000, 0)})
 	if got := scrape(); !strings.Contains(got, "expiry_timestamp_seconds 1.804776e+09") {
 		t.Errorf("after a reload: %s", got)
+	}
+	// The not-before of another certificate than the first to expire (a
+	// leaf not valid yet behind an intermediate expiring first).
+	inter := &x509.Certificate{NotBefore: time.Unix(1700000000, 0), NotAfter: time.Unix(1800000000, 0)}
+	leaf := &x509.Certificate{NotBefore: time.Unix(1799000000, 0), NotAfter: time.Unix(1810000000, 0)}
+	m.SetTLSCertificate(func() (expiring, starting *x509.Certificate) { return inter, leaf })
+	if got, want := scrape(), "herald_tls_certificate_expiry_timestamp_seconds 1.8e+09,herald_tls_certificate_lifetime_seconds 1e+08,herald_tls_certificate_not_before_timestamp_seconds 1.799e+09"; got != want {
+		t.Errorf("got %s; want %s", got, want)
 	}
 }

@@ -52,7 +52,9 @@ type Warning struct {
 // its validity. The pair is served anyway: a server that refused an
 // expired certificate at start or reload would turn a missed renewal (a
 // warning to the clients that check dates) into an outage for every
-// client, and a renewal loads without a restart.
+// client, and a renewal loads without a restart. An expired self-signed
+// root (SelfSignedRoot) is warned about for what it is: clients ignore a
+// served root, so it is no outage, only worth removing from the file.
 func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []Warning {
 	var ws []Warning
 	chain := Chain(c)
@@ -72,6 +74,8 @@ func Warnings(c *tls.Certificate, certFile, keyFile string, now time.Time) []War
 		switch {
 		case now.After(na) && leaf:
 			ws = append(ws, Warning{"the TLS certificate has expired: clients that check dates refuse it; it is served anyway until renewed files are in place (they are read at the next handshake or on SIGHUP)", dates})
+		case now.After(na) && cc.SelfSignedRoot():
+			ws = append(ws, Warning{"the served root of the TLS chain (not the leaf) has expired: clients ignore a served root (they use the roots of their own trust store), so this breaks none of them and is not an outage; it is worth removing from the chain file: remove it from the certificate file (read at the next handshake or on SIGHUP)", dates})
 		case now.After(na):
 			ws = append(ws, Warning{"a certificate of the TLS chain (not the leaf) has expired: clients that check dates refuse the chain; it is served anyway until the certificate file holds the CA's current chain (the renewal tool's full chain; read at the next handshake or on SIGHUP)", dates})
 		case now.Before(nb) && leaf:
@@ -169,9 +173,10 @@ func Chain(c *tls.Certificate) []ChainCertificate {
 // path to one of their own trust store, so its expiry breaks none of them
 // (Warnings still names it). The metrics
 // herald_tls_certificate_expiry_timestamp_seconds and
-// herald_tls_certificate_not_before_timestamp_seconds expose its two dates
-// (internal/app). Certificates that do not parse are left out; nil when
-// none parses (or c is nil).
+// herald_tls_certificate_lifetime_seconds expose its expiry and lifetime
+// (internal/app); the not-before metric is LatestNotBefore's.
+// Certificates that do not parse are left out; nil when none parses (or c
+// is nil).
 func FirstExpiring(c *tls.Certificate) *x509.Certificate {
 	var first *x509.Certificate
 	for _, cc := range Chain(c) {
@@ -183,6 +188,27 @@ func FirstExpiring(c *tls.Certificate) *x509.Certificate {
 		}
 	}
 	return first
+}
+
+// LatestNotBefore returns the certificate of c's chain (Chain) whose
+// NotBefore is the latest, the leaf on a tie, among the leaf and the
+// intermediates: clients that check dates refuse the chain until then,
+// whichever of them it is (a leaf not valid yet behind an intermediate that
+// expires first included). A self-signed root is left out as for
+// FirstExpiring. The metric
+// herald_tls_certificate_not_before_timestamp_seconds exposes its
+// NotBefore (internal/app). Nil when none parses (or c is nil).
+func LatestNotBefore(c *tls.Certificate) *x509.Certificate {
+	var latest *x509.Certificate
+	for _, cc := range Chain(c) {
+		if cc.Cert == nil || cc.SelfSignedRoot() {
+			continue
+		}
+		if latest == nil || cc.Cert.NotBefore.After(latest.NotBefore) {
+			latest = cc.Cert
+		}
+	}
+	return latest
 }
 
 // SelfSignedRoot reports whether cc is a root after the leaf (Kind

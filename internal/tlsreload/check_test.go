@@ -250,6 +250,27 @@ func TestWarningsCheckEveryCertificateOfTheChain(t *testing.T) {
 	if len(ws) != 1 || attr(ws[0], "certificate") != "root" || attr(ws[0], "position") != "2 of 2" || !strings.Contains(ws[0].Msg, "has expired") {
 		t.Errorf("an expired root in the chain file: warnings %+v, want one naming the root, position 2 of 2", ws)
 	}
+	// Its message says what it is: clients ignore a served root (they take
+	// roots from their trust store), so it breaks none; it is worth removing
+	// from the chain file, not an outage. It said "clients that check dates
+	// refuse the chain", as for an expired intermediate.
+	if len(ws) == 1 {
+		for _, want := range []string{"the served root", "has expired", "clients ignore a served root", "remove it from the certificate file", "not an outage"} {
+			if !strings.Contains(ws[0].Msg, want) {
+				t.Errorf("the expired root's warning %q does not say %q", ws[0].Msg, want)
+			}
+		}
+		if strings.Contains(ws[0].Msg, "refuse") {
+			t.Errorf("the expired root's warning %q says clients refuse the chain; they ignore a served root", ws[0].Msg)
+		}
+	}
+	// An expired intermediate keeps its warning: clients refuse the chain.
+	expInter, expInterKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(-time.Hour), root, rootKey, true)
+	leafI, leafIKey := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), expInter, expInterKey, false)
+	ws = tlsreload.Warnings(chainOf(leafI, leafIKey, expInter, root), "/etc/herald/fullchain.pem", keyFile(t, 0o600), now)
+	if len(ws) != 1 || !strings.HasPrefix(ws[0].Msg, "a certificate of the TLS chain (not the leaf) has expired: clients that check dates refuse the chain;") {
+		t.Errorf("an expired intermediate: warnings %+v, want the chain's warning (clients refuse the chain)", ws)
+	}
 
 	// Bytes after the leaf that are no certificate.
 	c := chainOf(leafCert, leafKey)
@@ -303,6 +324,34 @@ func TestFirstExpiringLeavesOutASelfSignedRoot(t *testing.T) {
 	self, selfKey := issued(t, "herald.internal", now.Add(-10*day), now.Add(-day), nil, nil, false)
 	if got := tlsreload.FirstExpiring(chainOf(self, selfKey)); got == nil || !got.Equal(self) {
 		t.Errorf("FirstExpiring = %s, want the self-signed leaf", subjectOf(got))
+	}
+}
+
+// TestLatestNotBefore: the certificate whose start the not-before metric
+// exposes is the one of the chain that starts last, among the leaf and
+// the intermediates: a leaf not valid yet behind an intermediate that
+// expires first (FirstExpiring's) included, and never a self-signed root,
+// even one issued later.
+func TestLatestNotBefore(t *testing.T) {
+	const day = 24 * time.Hour
+	root, rootKey := issued(t, "Test Root", now.Add(-3650*day), now.Add(3650*day), nil, nil, true)
+	inter, interKey := issued(t, "Test Intermediate R9", now.Add(-365*day), now.Add(5*day), root, rootKey, true)
+	leafCert, leafKey := issued(t, "herald.example.com", now.Add(time.Hour), now.Add(80*day), inter, interKey, false)
+	c := chainOf(leafCert, leafKey, inter, root)
+	if got := tlsreload.FirstExpiring(c); got == nil || !got.Equal(inter) {
+		t.Errorf("FirstExpiring = %s, want the intermediate expiring in 5 days", subjectOf(got))
+	}
+	if got := tlsreload.LatestNotBefore(c); got == nil || !got.Equal(leafCert) {
+		t.Errorf("LatestNotBefore = %s, want the leaf (valid from an hour on)", subjectOf(got))
+	}
+	newRoot, newRootKey := issued(t, "Test Root 2", now.Add(2*day), now.Add(3650*day), nil, nil, true)
+	inter2, inter2Key := issued(t, "Test Intermediate R10", now.Add(day), now.Add(365*day), newRoot, newRootKey, true)
+	leaf2, leaf2Key := issued(t, "herald.example.com", now.Add(-10*day), now.Add(80*day), inter2, inter2Key, false)
+	if got := tlsreload.LatestNotBefore(chainOf(leaf2, leaf2Key, inter2, newRoot)); got == nil || !got.Equal(inter2) {
+		t.Errorf("LatestNotBefore = %s, want the intermediate (valid from tomorrow; the root is left out)", subjectOf(got))
+	}
+	if tlsreload.LatestNotBefore(nil) != nil {
+		t.Error("LatestNotBefore(nil) is not nil")
 	}
 }
 

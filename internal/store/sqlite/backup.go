@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -320,7 +321,10 @@ func Restore(ctx context.Context, from, to string, box store.SecretBox, opts ...
 	}
 	if err := store.CheckKeyValue(box, stored); err != nil {
 		if errors.Is(err, store.ErrWrongKey) {
-			return fmt.Errorf("sqlite restore: %w: give the key the backup was written with (HERALD_ENCRYPTION_KEY or --key-file); nothing was written", err)
+			if retiredIn(ctx, db, box) {
+				return fmt.Errorf("sqlite restore: %w: the key given was retired by herald rekey on the backed-up database (its values were moved to a newer key before this backup): give the key the database had when the backup was taken, as HERALD_ENCRYPTION_KEY or --key-file (restore never uses HERALD_ENCRYPTION_KEY_PREVIOUS); nothing was written", err)
+			}
+			return fmt.Errorf("sqlite restore: %w: give the key the backup was written with, as HERALD_ENCRYPTION_KEY or --key-file (restore uses only those, never HERALD_ENCRYPTION_KEY_PREVIOUS); nothing was written", err)
 		}
 		return fmt.Errorf("sqlite restore: %w", err)
 	}
@@ -645,4 +649,28 @@ func InUse(ctx context.Context, path string) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("sqlite: checking whether %s is in use: %w", path, err)
+}
+
+// retiredIn reports whether box opens one of the key check values herald
+// rekey recorded in db for the keys it retired (store.RetiredKeyChecks):
+// the key given to restore is one the backed-up database was moved away
+// from. Errors count as no.
+func retiredIn(ctx context.Context, db *sql.DB, box store.SecretBox) bool {
+	rows, err := db.QueryContext(ctx, "SELECT value FROM meta WHERE key LIKE ?", store.RetiredKeyMetaPrefix+"%")
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if rows.Scan(&v) != nil {
+			return false
+		}
+		if raw, err := base64.StdEncoding.DecodeString(v); err == nil {
+			if _, err := box.Open(raw, []byte(store.KeyCheckMeta)); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }

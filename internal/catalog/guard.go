@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
+	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
 )
@@ -57,7 +58,7 @@ const (
 
 // EmailDomainRule says, for the published contract, which domains make an
 // e-mail address (hasEmail, icannTLD).
-const EmailDomainRule = "an e-mail address's domain ends in a top-level domain of the ICANN section of the Public Suffix List (com, uk, io…): a link's logo@2x.png or key@v2.json is no address"
+const EmailDomainRule = "an e-mail address's domain ends in a top-level domain of the ICANN section of the Public Suffix List (com, uk, io, рф…; letters of any script): a link's logo@2x.png or key@v2.json is no address, nor a URL's userinfo (https://u@host)"
 
 // HiddenEmailReadings says, for the published contract, how the guard
 // reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
@@ -253,7 +254,10 @@ var (
 	// without "/", so a URL's "//user@host" is seen as such),
 	// with a domain of at least two labels and an alphabetic top label
 	// (which hasEmail then requires to be a real top-level domain).
-	emailRe = regexp.MustCompile(`[A-Za-z0-9!#$%&'*+=?^_{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+=?^_{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}`)
+	// Letters and digits of any script in the local part (RFC 6531) and
+	// the domain's labels (IDNA, RFC 5890), the top label letters or
+	// punycode ("xn--p1ai"); icannTLD then checks that label.
+	emailRe = regexp.MustCompile(`[\p{L}\p{N}!#$%&'*+=?^_{|}~-]+(?:\.[\p{L}\p{N}!#$%&'*+=?^_{|}~-]+)*@(?:[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?\.)+(?:[xX][nN]--[A-Za-z0-9-]*[A-Za-z0-9]|\p{L}{2,})`)
 	// International (E.164, ITU-T: "+" and 8–15 digits, separators allowed)
 	// or a whole string in the North American format "(555) 123-4567".
 	phoneIntlRe = regexp.MustCompile(`(?:^|[^\w+])\+[1-9][0-9 ().-]{6,20}[0-9]`)
@@ -333,9 +337,10 @@ func hasEmail(s string) bool {
 		start, end := off+loc[0], off+loc[1]
 		off = end
 		// user@host in a URL's authority is userinfo, not an address: the
-		// first match right after "//" is passed over (the rest of s is
-		// still looked at).
-		if first && start >= 2 && s[start-2:start] == "//" {
+		// first match right after a scheme's "://" ("https://u@host",
+		// "ssh://git@host") is passed over (the rest of s is still looked
+		// at); a "//" anywhere else hides nothing.
+		if first && afterSchemeSlashes(s, start) {
 			continue
 		}
 		if icannTLD(s[start:end]) {
@@ -345,13 +350,41 @@ func hasEmail(s string) bool {
 	return false
 }
 
-// icannTLD reports whether the last label of m, a match of emailRe (its
-// domain's top label is ASCII letters), is a top-level domain in the ICANN
-// section of the Public Suffix List (com, uk, io, museum…): "png", "json"
-// or "gz" are file extensions, not domains. It runs only on a match of the
-// pattern, never on every string.
+// afterSchemeSlashes reports whether s[:i] ends with a URL scheme and
+// "://" (RFC 3986 §3.1: a letter, then letters, digits, "+", "-", "."), the
+// scheme at the start of s or after a byte that cannot be in one.
+func afterSchemeSlashes(s string, i int) bool {
+	if i < 3 || s[i-3:i] != "://" {
+		return false
+	}
+	j := i - 3 // the scheme ends before j
+	k := j
+	for k > 0 && schemeByte(s[k-1]) {
+		k--
+	}
+	for k < j && !isASCIILetter(s[k]) { // a scheme starts with a letter
+		k++
+	}
+	return k < j
+}
+
+func schemeByte(c byte) bool {
+	return isASCIILetter(c) || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'
+}
+
+func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// icannTLD reports whether the last label of m, a match of emailRe, is a
+// top-level domain in the ICANN section of the Public Suffix List (com,
+// uk, io, museum, рф as xn--p1ai…): "png", "json" or "gz" are file
+// extensions, not domains. A label in Unicode is looked up in its
+// punycode form (IDNA, RFC 5891). It runs only on a match of the pattern,
+// never on every string.
 func icannTLD(m string) bool {
 	tld := strings.ToLower(m[strings.LastIndexByte(m, '.')+1:])
+	if a, err := idna.Lookup.ToASCII(tld); err == nil {
+		tld = a
+	}
 	_, icann := publicsuffix.PublicSuffix(tld)
 	return icann
 }

@@ -145,7 +145,7 @@ func TestValidateNamesPointerAndRule(t *testing.T) {
 // e-mail pattern also on the string percent-decoded and NFKC-normalised.
 func personalKindPatterns(s string) string {
 	for i, loc := range emailRe.FindAllStringIndex(s, -1) {
-		if (i > 0 || !(loc[0] >= 2 && s[loc[0]-2:loc[0]] == "//")) && icannTLD(s[loc[0]:loc[1]]) {
+		if (i > 0 || !afterSchemeSlashes(s, loc[0])) && icannTLD(s[loc[0]:loc[1]]) {
 			return KindEmail
 		}
 	}
@@ -185,7 +185,8 @@ func TestPrefiltersChangeNoAnswer(t *testing.T) {
 		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
 		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com",
 		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk",
-		"jane\u200b@example.com", "jane\u00ad@example.com", "jane%E2%80%8B%40example.com", "jane&#8203;@example.com"}
+		"jane\u200b@example.com", "jane\u00ad@example.com", "jane%E2%80%8B%40example.com", "jane&#8203;@example.com",
+		"contact //jane@example.com", "ssh://git@example.com/r", "jane@bücher.de", "jane@example.xn--p1ai"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -347,7 +348,7 @@ func TestScanFindsHiddenAtSigns(t *testing.T) {
 		{"jane.doe\uff20example.com", DecodedNFKC},
 		{"jane.doe\ufe6bexample.com", DecodedNFKC},
 		{"\uff4a\uff41\uff4e\uff45\uff20\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45\uff0e\uff43\uff4f\uff4d", DecodedNFKC}, // all full-width
-		{"jane@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com", DecodedNFKC},                                              // an ASCII @, a full-width domain
+		{"jane@\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com", ""},                                                       // an ASCII @, a full-width domain: letters of any script, found as written
 		{"jane.doe%EF%BC%A0example.com", both},                                                                            // ＠ percent-encoded
 		{"jane.doe@example.com", ""},
 	} {
@@ -423,6 +424,7 @@ func TestScanThinLinksWithAtAreNotEmails(t *testing.T) {
 	for _, s := range []string{
 		"https://cdn.example.com/img/logo@2x.png", "icon@2x.png", "logo%402x.png", "s3://bucket/key%40v2.json",
 		"logo&#64;2x.png", "logo\uff202x.png", "logo%25402x.PNG", "assets/app@1.2.3.tar.gz",
+		"https://user@git.example.com/r", "ssh://git@example.com/org/repo", "logo@2x.ящик-нет",
 	} {
 		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
 			t.Errorf("%q taken for personal data: %+v", s, f)
@@ -432,6 +434,13 @@ func TestScanThinLinksWithAtAreNotEmails(t *testing.T) {
 		"jane@example.com", "jane@example.co.uk", "a@b.io", "user@sub.example.museum", "JANE@EXAMPLE.COM",
 		"jane%40example.com", "jane%2540example.com", "jane&#64;example.com", "jane\uff20example.com",
 		"logo@2x.png, write to jane@example.com", "https://u@example.com/x and bob@example.org",
+		// Internationalised domains (IDNA, RFC 5890) and local parts (RFC
+		// 6531), written in Unicode or punycode, percent-encoded too.
+		"jane@bücher.de", "jane@пример.рф", "jane@example.中国", "jane@example.xn--p1ai", "jane@xn--bcher-kva.xn--p1ai",
+		"jane%40b%C3%BCcher.de", "jörg@example.de",
+		// "//" before an address that does not start a URL's authority
+		// ("scheme://user@host") hides nothing.
+		"contact //jane@example.com", "a//jane@example.com", "//jane%40example.com", "https://x.io/redirect?to=//jane@example.com",
 	} {
 		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 1 || f[0].Kind != KindEmail {
 			t.Errorf("%q: %+v, want one email", s, f)

@@ -730,6 +730,30 @@ type endpointDetailData struct {
 
 func (d endpointDetailData) errText() string { return d.Err }
 
+// UnreadableAdvice is what can be done about the endpoint's values that do
+// not open here (EndpointOut.Unreadable), as the API allows it: secrets
+// replaced by a rotation, header values by an edit that gives them again,
+// and an endpoint whose secrets and header values both do not open only
+// deleted.
+func (d endpointDetailData) UnreadableAdvice() string {
+	secrets, headers := false, false
+	for _, v := range d.E.Unreadable {
+		if v == "secrets" {
+			secrets = true
+		} else {
+			headers = true
+		}
+	}
+	switch {
+	case secrets && headers:
+		return "With both its secrets and header values unreadable it can only be deleted (and created again), unless a node holding their key rekeys them."
+	case secrets:
+		return "Rotate its secret to replace the secrets, or delete it."
+	default:
+		return "Edit it to give its headers again, or delete it."
+	}
+}
+
 // rotateForm is what the rotate form holds: the overlap in seconds (as
 // the select sends it; empty: the form's default) and the confirmation
 // that the current secret stops working now.

@@ -57,7 +57,19 @@ func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
 		!deliveryLink.MatchString(body) {
 		t.Errorf("the endpoint's page = %d; want 200 naming its secrets as not opening, with its delivery listed:\n%s", w.Code, body)
 	}
+	if !strings.Contains(body, "Rotate its secret to replace the secrets") || strings.Contains(body, "give its headers again") {
+		t.Errorf("the page of an endpoint whose secrets alone do not open does not advise the rotation alone:\n%s", body)
+	}
 	if w := b.do("GET", "/ui/endpoints/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) {
 		t.Error("an endpoint whose values open is marked as not opening")
+	}
+	// Secrets and header values: only a delete is left.
+	d := endpointDetailData{E: api.EndpointOut{Unreadable: []string{"headers.X-Team", "secrets"}}}
+	if a := d.UnreadableAdvice(); !strings.Contains(a, "only be deleted") || strings.Contains(a, "Rotate") {
+		t.Errorf("advice for secrets and headers: %q; want deletion only", a)
+	}
+	d.E.Unreadable = []string{"headers.X-Team"}
+	if a := d.UnreadableAdvice(); !strings.Contains(a, "give its headers again") || strings.Contains(a, "Rotate") {
+		t.Errorf("advice for headers alone: %q; want the edit", a)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,6 +48,9 @@ archiving for point-in-time recovery): see docs/production.md.`,
 			}
 			if to == "" {
 				return errors.New("--to FILE is required (a new file)")
+			}
+			if err := checkBackupFile("--to", to); err != nil {
+				return err
 			}
 			stale, err := sqlite.Backup(cmd.Context(), path, to)
 			if stale {
@@ -103,6 +107,9 @@ The restored database is migrated to this binary's schema at the next start.`,
 			}
 			if from == "" {
 				return errors.New("--from FILE is required (a file made by herald backup)")
+			}
+			if err := checkBackupFile("--from", from); err != nil {
+				return err
 			}
 			// herald serve would refuse the directory: refuse it before
 			// writing the database or its key file there.
@@ -174,4 +181,18 @@ The restored database is migrated to this binary's schema at the next start.`,
 	cmd.Flags().StringVar(&from, "from", "", "the backup file")
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "the key file of the backed-up database (when HERALD_ENCRYPTION_KEY is not set)")
 	return cmd
+}
+
+// checkBackupFile refuses a backup file name (--to, --from) that is surely
+// not the one meant, before any work: leading or trailing whitespace (or
+// only that), or a --db value ("sqlite:…"), which backup took as a file
+// name literally.
+func checkBackupFile(flag, file string) error {
+	if strings.TrimSpace(file) != file || strings.TrimSpace(file) == "" {
+		return fmt.Errorf("%s %q: the backup file's name must not have leading or trailing whitespace: give the file's path alone", flag, file)
+	}
+	if strings.HasPrefix(file, "sqlite:") {
+		return fmt.Errorf("%s %q: %s takes a file path, not a --db value: write the path without sqlite:", flag, file, flag)
+	}
+	return nil
 }

@@ -916,6 +916,44 @@ func TestDBPathRulesRefusedByEveryCommand(t *testing.T) {
 	}
 }
 
+// TestBackupFileNameRules: herald backup's --to and restore's --from are
+// file paths: one with leading or trailing whitespace (or only that), or
+// written as a --db value (sqlite:…), is refused naming the rule before
+// any file is written, where backup wrote files named "  " or
+// "sqlite:s.db?mode=ro".
+func TestBackupFileNameRules(t *testing.T) {
+	backup, keyFile := newBackup(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	db := filepath.Join(t.TempDir(), "live.db")
+	if _, _, err := execHerald(t, "", "restore", "--db", db, "--from", backup, "--key-file", keyFile); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, rule string }{
+		{"  ", "leading or trailing whitespace"},
+		{" s.db", "leading or trailing whitespace"},
+		{"s.db ", "leading or trailing whitespace"},
+		{"sqlite:s.db?mode=ro", "a file path, not a --db value"},
+		{"sqlite:s.db", "a file path, not a --db value"},
+	} {
+		_, _, err := execHerald(t, "", "backup", "--db", db, "--to", tc.file)
+		if err == nil || !strings.Contains(err.Error(), tc.rule) {
+			t.Errorf("backup --to %q: %v; want a refusal naming the rule (%s)", tc.file, err, tc.rule)
+		}
+		_, _, err = execHerald(t, "", "restore", "--db", filepath.Join(t.TempDir(), "r.db"), "--from", tc.file, "--key-file", keyFile)
+		if err == nil || !strings.Contains(err.Error(), tc.rule) {
+			t.Errorf("restore --from %q: %v; want a refusal naming the rule (%s)", tc.file, err, tc.rule)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("a refused --to %q left files behind: %v", tc.file, entries)
+			for _, e := range entries {
+				os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+}
+
 // TestRestoreKeyErrorsNameTheKeysUsed: herald restore checks the backup
 // with HERALD_ENCRYPTION_KEY or --key-file only, never
 // HERALD_ENCRYPTION_KEY_PREVIOUS, and its "the encryption key does not

@@ -507,35 +507,15 @@ func removeRestoreLeftovers(to string, removed func(string)) error {
 // lock file if this call created it, so a refused restore leaves nothing.
 func lockTarget(path string) (release func(done bool), err error) {
 	lockPath := claimLockPath(path)
-	created := true
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		created = false
-		f, err = os.OpenFile(lockPath, os.O_RDWR, 0)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the lock file of %s: %w", path, err)
-	}
-	if err := lockFile(f); err != nil {
-		// A file this call created and another process locked since is
-		// that process's lock now: it stays.
-		f.Close()
-		if errors.Is(err, errLocked) {
-			return nil, fmt.Errorf("%w (%s is locked)", ErrRestoreTargetLocked, lockPath)
-		}
-		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
-	}
-	// The lock is on the file opened: a file that replaced it at its name
-	// meanwhile is another lock, perhaps a running node's.
-	held, err := f.Stat()
-	if err == nil {
-		var cur os.FileInfo
-		if cur, err = os.Stat(lockPath); err == nil && !os.SameFile(cur, held) {
-			err = fmt.Errorf("%s was replaced while restore locked it (a herald serve starting on the same database?)", lockPath)
-		}
-	}
-	if err != nil {
-		f.Close()
+	f, _, created, err := lockNamedFile(lockPath)
+	switch {
+	case errors.Is(err, errLocked):
+		return nil, fmt.Errorf("%w (%s is locked)", ErrRestoreTargetLocked, lockPath)
+	case errors.Is(err, errLockReplaced):
+		// The lock is on the file opened: a file that replaced it at its
+		// name meanwhile is another lock, perhaps a running node's.
+		return nil, fmt.Errorf("locking %s: %s was replaced while restore locked it (a herald serve starting on the same database?)", lockPath, lockPath)
+	case err != nil:
 		return nil, fmt.Errorf("locking %s: %w", lockPath, err)
 	}
 	return func(done bool) {

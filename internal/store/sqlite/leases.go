@@ -306,36 +306,55 @@ type ClaimLock struct {
 // file's name) and has created and changed nothing.
 func LockClaims(dbPath string) (*ClaimLock, error) {
 	lockPath := claimLockPath(dbPath)
-	created := true
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, held, created, err := lockNamedFile(lockPath)
+	switch {
+	case errors.Is(err, errLocked):
+		return nil, fmt.Errorf("%w: %w (%s is locked: a herald serve on this database, or a herald restore to it, holds it); nothing was created or changed", store.ErrUnavailable, ErrClaimLocked, lockPath)
+	case errors.Is(err, errLockReplaced):
+		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, ErrClaimLockLost)
+	case err != nil:
+		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+	}
+	return &ClaimLock{f: f, info: held, path: lockPath, created: created}, nil
+}
+
+// errLockReplaced: the lock file was replaced at its name while
+// lockNamedFile locked it (the lock taken is on the old file).
+var errLockReplaced = errors.New("the lock file was replaced while it was being locked")
+
+// lockNamedFile opens the lock file lockPath, creating it 0600 when there
+// is none (created), and takes its lock without waiting. It returns the
+// file, locked, and its FileInfo; errLocked while another open file holds
+// the lock (a file this call created is then left: it is that holder's
+// lock now), errLockReplaced when another file took lockPath meanwhile (a
+// lock on the old file would guard nothing), else the open's or the
+// lock's error; on an error nothing is left open.
+func lockNamedFile(lockPath string) (f *os.File, held os.FileInfo, created bool, err error) {
+	created = true
+	f, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		created = false
 		f, err = os.OpenFile(lockPath, os.O_RDWR, 0)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: claim lock: %w", store.ErrUnavailable, err)
+		return nil, nil, false, err
 	}
 	if err := lockFile(f); err != nil {
-		// A file this call created and another process locked since is
-		// that process's lock now: it stays.
 		f.Close()
-		if errors.Is(err, errLocked) {
-			return nil, fmt.Errorf("%w: %w (%s is locked: a herald serve on this database, or a herald restore to it, holds it); nothing was created or changed", store.ErrUnavailable, ErrClaimLocked, lockPath)
-		}
-		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+		return nil, nil, false, err
 	}
-	held, err := f.Stat()
+	held, err = f.Stat()
 	if err == nil {
 		var cur os.FileInfo
 		if cur, err = os.Stat(lockPath); err == nil && !os.SameFile(cur, held) {
-			err = ErrClaimLockLost
+			err = errLockReplaced
 		}
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: claim lock %s: %w", store.ErrUnavailable, lockPath, err)
+		return nil, nil, false, err
 	}
-	return &ClaimLock{f: f, info: held, path: lockPath, created: created}, nil
+	return f, held, created, nil
 }
 
 // Release unlocks l unless a store took it (then the store's Close

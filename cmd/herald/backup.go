@@ -192,7 +192,7 @@ func checkBackupFile(flag, file string) error {
 		return fmt.Errorf("%s %q: the backup file's name must not have leading or trailing whitespace: give the file's path alone", flag, file)
 	}
 	if strings.HasPrefix(file, "sqlite:") {
-		return fmt.Errorf("%s %q: %s takes a file path, not a --db value: write the path without sqlite:", flag, file, flag)
+		return fmt.Errorf("%s %q: %s takes a file path, not a --db value: write the path without the sqlite: prefix", flag, file, flag)
 	}
 	return nil
 }

@@ -420,30 +420,26 @@ func hiddenEmail(s string) string {
 		}
 	}
 	found := func() bool { return strings.IndexByte(s, '@') >= 0 && hasEmail(s) }
+	// Each reading in turn, only where s has what it decodes; a round that
+	// changes nothing ends the loop.
+	readings := [...]struct {
+		name   string
+		may    func(string) bool
+		decode func(string) string
+	}{
+		{DecodedPercent, func(s string) bool { return strings.IndexByte(s, '%') >= 0 }, percentDecode},
+		{DecodedEntity, func(s string) bool { return strings.IndexByte(s, '&') >= 0 }, html.UnescapeString},
+		{DecodedFormat, hasHighByte, removeFormat},
+	}
 	for round := 0; round < maxDecodeRounds; round++ {
 		changed := false
-		if strings.IndexByte(s, '%') >= 0 {
-			if d := percentDecode(s); d != s {
-				s, changed = d, true
-				step(DecodedPercent)
-				if found() {
-					return strings.Join(steps, ", then ")
-				}
+		for _, r := range readings {
+			if !r.may(s) {
+				continue
 			}
-		}
-		if strings.IndexByte(s, '&') >= 0 {
-			if d := html.UnescapeString(s); d != s {
+			if d := r.decode(s); d != s {
 				s, changed = d, true
-				step(DecodedEntity)
-				if found() {
-					return strings.Join(steps, ", then ")
-				}
-			}
-		}
-		if hasHighByte(s) {
-			if d := removeFormat(s); d != s {
-				s, changed = d, true
-				step(DecodedFormat)
+				step(r.name)
 				if found() {
 					return strings.Join(steps, ", then ")
 				}
@@ -457,7 +453,7 @@ func hiddenEmail(s string) string {
 		if n := norm.NFKC.String(s); n != s {
 			s = n
 			step(DecodedNFKC)
-			if len(steps) > 0 && found() {
+			if found() {
 				return strings.Join(steps, ", then ")
 			}
 		}

@@ -828,14 +828,14 @@ func (d endpointDetailData) Withheld(action string) bool {
 // WithheldReason says, next to the actions Withheld, why they are.
 func (d endpointDetailData) WithheldReason() string {
 	secrets, headers := d.unreadable()
-	const refused = "Greyed out: Herald refuses them (409) while this node's keys do not open the endpoint's stored values, "
+	const refused = "Greyed out: Herald refuses these (409) while this node's keys do not open the endpoint's "
 	switch {
 	case secrets && headers:
-		return refused + "and with both its secrets and header values unreadable you can only delete it."
+		return refused + "secrets and header values; you can only delete it."
 	case secrets:
-		return refused + "until its secrets are replaced (Replace secrets)."
+		return refused + "secrets, until they are replaced (Replace secrets)."
 	default:
-		return refused + "until its headers are given again (Edit headers)."
+		return refused + "header values, until its headers are given again (Edit headers)."
 	}
 }
 

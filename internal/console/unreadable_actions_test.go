@@ -116,11 +116,11 @@ func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
 		reason  string
 	}{
 		{"secrets", []string{"secrets"}, []string{"rotate", "dead-letters", "delete"},
-			map[string]string{"rotate": "Replace secrets"}, "until its secrets are replaced"},
+			map[string]string{"rotate": "Replace secrets"}, "secrets, until they are replaced"},
 		{"headers", []string{"headers"}, []string{"edit", "dead-letters", "delete"},
 			map[string]string{"edit": "Edit headers"}, "until its headers are given again"},
 		{"both", []string{"secrets", "headers"}, []string{"dead-letters", "delete"},
-			nil, "only delete it"},
+			nil, "you can only delete it"},
 	}
 	for _, c := range cases {
 		for _, state := range []string{"enabled", "paused", "disabled"} {

@@ -368,6 +368,20 @@ type endpointFormData struct {
 
 func (d endpointFormData) errText() string { return d.Err }
 
+// UnreadableNote is what the edit form of an endpoint whose stored values
+// do not open here (EndpointOut.Unreadable) says about saving it: header
+// values alone are replaced by a save that gives every header (the API's
+// replacing update); with its secrets unreadable a save is refused.
+func (d endpointFormData) UnreadableNote() string {
+	if len(d.E.Unreadable) == 0 {
+		return ""
+	}
+	if (endpointDetailData{E: d.E}).Withheld("edit") {
+		return "This node's encryption keys do not open its stored secrets: Herald refuses to save any change until they are replaced (Replace secrets, on the endpoint's page), or, if its header values do not open either, at all: it can only be deleted."
+	}
+	return "This node's encryption keys do not open its stored " + strings.Join(d.E.Unreadable, ", ") + ": replace each " + api.UnreadableHeaderValue + " below with the header's value (or remove its line) and save. The headers saved are the whole set; once they are, the endpoint is delivered to again."
+}
+
 func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	d := endpointFormData{New: id == ""}
@@ -512,6 +526,7 @@ type secretData struct {
 	E                 api.EndpointOut
 	Secret            string
 	Rotated           bool
+	Replaced          bool // rotated to replace secrets that did not open (no previous secret)
 	PreviousExpiresAt *time.Time
 	Created           bool
 }
@@ -632,14 +647,37 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 	again := func(status int, err error) {
 		c.endpointDetailPage(w, r, s, status, endpointDetailData{Err: err.Error(), Rotate: form})
 	}
-	overlap, err := strconv.Atoi(form.Overlap)
-	if err != nil {
-		again(http.StatusUnprocessableEntity, labelled(overlapLabel, fmt.Errorf("%q is not a whole number of seconds (0–604800) during which the previous secret still signs", form.Overlap)))
-		return
-	}
-	if overlap == 0 && !form.ExpireNow {
-		again(http.StatusUnprocessableEntity, labelled(expireNowLabel, errors.New("tick it to rotate with overlap none: the current secret stops verifying at once, and receivers still on it refuse every delivery until they have the new one (nothing was rotated)")))
-		return
+	replace := r.PostFormValue("replace") == "secrets"
+	overlap := 0
+	if replace {
+		// The Replace secrets form of an endpoint whose secrets do not
+		// open here: the API replaces them by the new secret alone and
+		// ignores the overlap. Posted when they open again (replaced
+		// meanwhile, or the key is back), it would be a rotation the user
+		// did not choose the overlap of: refused, nothing rotated. Should
+		// they open between this read and the rotation, the default
+		// overlap keeps the current secret signing.
+		var e api.EndpointOut
+		if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &e); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		if !slices.Contains(e.Unreadable, "secrets") {
+			again(http.StatusConflict, errors.New("its secrets open on this node now (replaced meanwhile, or its key is back): nothing was replaced; rotate them with the Rotate secret form if you want a new one"))
+			return
+		}
+		overlap, _ = strconv.Atoi(rotateOverlaps[0].Seconds)
+	} else {
+		var err error
+		overlap, err = strconv.Atoi(form.Overlap)
+		if err != nil {
+			again(http.StatusUnprocessableEntity, labelled(overlapLabel, fmt.Errorf("%q is not a whole number of seconds (0–604800) during which the previous secret still signs", form.Overlap)))
+			return
+		}
+		if overlap == 0 && !form.ExpireNow {
+			again(http.StatusUnprocessableEntity, labelled(expireNowLabel, errors.New("tick it to rotate with overlap none: the current secret stops verifying at once, and receivers still on it refuse every delivery until they have the new one (nothing was rotated)")))
+			return
+		}
 	}
 	d := secretData{Rotated: true}
 	var out struct {
@@ -660,8 +698,13 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	d.Secret, d.PreviousExpiresAt = out.Secret, out.PreviousExpiresAt
+	d.Replaced = replace && out.PreviousExpiresAt == nil
+	title := "Secret rotated"
+	if d.Replaced {
+		title = "Secrets replaced"
+	}
 	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(id)+"/rotated", func(w http.ResponseWriter, r *http.Request, s *session) {
-		c.render(w, r, http.StatusOK, "secret", s, "Secret rotated", "endpoints", d)
+		c.render(w, r, http.StatusOK, "secret", s, title, "endpoints", d)
 	})
 }
 
@@ -730,13 +773,9 @@ type endpointDetailData struct {
 
 func (d endpointDetailData) errText() string { return d.Err }
 
-// UnreadableAdvice is what can be done about the endpoint's values that do
-// not open here (EndpointOut.Unreadable), as the API allows it: secrets
-// replaced by a rotation, header values by an edit that gives them again,
-// and an endpoint whose secrets and header values both do not open only
-// deleted.
-func (d endpointDetailData) UnreadableAdvice() string {
-	secrets, headers := false, false
+// unreadable reports which of the endpoint's sealed values do not open
+// here (EndpointOut.Unreadable): its secrets, custom header values.
+func (d endpointDetailData) unreadable() (secrets, headers bool) {
 	for _, v := range d.E.Unreadable {
 		if v == "secrets" {
 			secrets = true
@@ -744,13 +783,59 @@ func (d endpointDetailData) UnreadableAdvice() string {
 			headers = true
 		}
 	}
+	return secrets, headers
+}
+
+// UnreadableAdvice is what can be done about the endpoint's values that do
+// not open here (EndpointOut.Unreadable), as the API allows it: secrets
+// replaced by a rotation, header values by an edit that gives them again,
+// and an endpoint whose secrets and header values both do not open only
+// deleted.
+func (d endpointDetailData) UnreadableAdvice() string {
+	secrets, headers := d.unreadable()
 	switch {
 	case secrets && headers:
 		return "With both its secrets and header values unreadable it can only be deleted (and created again), unless a node holding their key rekeys them."
 	case secrets:
-		return "Rotate its secret to replace the secrets, or delete it."
+		return "Replace its secrets with a new one (Replace secrets, below), or delete it."
 	default:
-		return "Edit it to give its headers again, or delete it."
+		return "Edit it to give its headers again (Edit headers, below: replace each [unreadable] with the value), or delete it."
+	}
+}
+
+// Withheld reports whether the API refuses action (test, state, edit,
+// reveal, rotate) on this endpoint because of its values that do not open
+// here, as it answers (409): while a value does not open it carries out
+// only the replacing of the values (the rotation when only the secrets do
+// not open, an update that gives the headers when only header values do
+// not open), reads that need none of them, dead letters' replays and the
+// delete. Pausing, resuming and enabling need none of the values either,
+// but are refused all the same, as every other change of such an endpoint
+// is (docs/operations.md, HeraldEndpointValuesDoNotOpen).
+func (d endpointDetailData) Withheld(action string) bool {
+	secrets, headers := d.unreadable()
+	switch {
+	case !secrets && !headers:
+		return false
+	case action == "rotate":
+		return headers // the replacing rotation: secrets alone
+	case action == "edit":
+		return secrets // the replacing update: header values alone
+	}
+	return true
+}
+
+// WithheldReason says, next to the actions Withheld, why they are.
+func (d endpointDetailData) WithheldReason() string {
+	secrets, headers := d.unreadable()
+	const refused = "Greyed out: Herald refuses these (409) while this node's keys do not open the endpoint's "
+	switch {
+	case secrets && headers:
+		return refused + "secrets and header values; you can only delete it."
+	case secrets:
+		return refused + "secrets, until they are replaced (Replace secrets)."
+	default:
+		return refused + "header values, until its headers are given again (Edit headers)."
 	}
 }
 

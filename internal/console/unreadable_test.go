@@ -57,8 +57,8 @@ func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
 		!deliveryLink.MatchString(body) {
 		t.Errorf("the endpoint's page = %d; want 200 naming its secrets as not opening, with its delivery listed:\n%s", w.Code, body)
 	}
-	if !strings.Contains(body, "Rotate its secret to replace the secrets") || strings.Contains(body, "give its headers again") {
-		t.Errorf("the page of an endpoint whose secrets alone do not open does not advise the rotation alone:\n%s", body)
+	if !strings.Contains(body, "Replace its secrets with a new one") || strings.Contains(body, "give its headers again") {
+		t.Errorf("the page of an endpoint whose secrets alone do not open does not advise the replacing of the secrets alone:\n%s", body)
 	}
 	if w := b.do("GET", "/ui/endpoints/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) {
 		t.Error("an endpoint whose values open is marked as not opening")

@@ -1,0 +1,280 @@
+package console
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// sealedElsewhere replaces the stored value of endpoint id's secrets
+// (column "secrets") or of its header X-Team (column "headers") by one
+// no key of this node made, as a value sealed under a lost key reads.
+func sealedElsewhere(t *testing.T, f *fixture, id, column string) {
+	t.Helper()
+	sealed := f.st.Capabilities().Sealed
+	var col store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "endpoints" && c.Column == column {
+			col = c
+		}
+	}
+	old, ok, err := sealed.SealedValue(t.Context(), col, id)
+	if err != nil || !ok {
+		t.Fatalf("SealedValue %s of %s: %v %v", column, id, ok, err)
+	}
+	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
+	v := foreign
+	if column == "headers" {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(old), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["X-Team"] = foreign
+		b, _ := json.Marshal(m)
+		v = string(b)
+	}
+	if ok, err := sealed.ReplaceSealed(t.Context(), col, id, old, v); err != nil || !ok {
+		t.Fatalf("ReplaceSealed %s of %s: %v %v", column, id, ok, err)
+	}
+}
+
+// unreadableEndpoint creates an endpoint of tenant acme with two custom
+// headers, in state ("enabled", "paused" or "disabled"), and seals the
+// given columns of it under a key this node does not hold.
+func unreadableEndpoint(t *testing.T, f *fixture, state string, columns ...string) string {
+	t.Helper()
+	var ep api.EndpointOut
+	if st := f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://receiver.example/hook","headers":{"X-Team":"storage","X-Env":"prod"}}`, &ep); st != 201 {
+		t.Fatalf("create endpoint: %d", st)
+	}
+	switch state {
+	case "paused":
+		if st := f.apiCall(adminKey, "POST", "/v1/endpoints/"+ep.ID+"/pause", "", nil); st != 200 {
+			t.Fatalf("pause: %d", st)
+		}
+	case "disabled":
+		if _, _, err := f.st.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointDisabled, Reason: "410 Gone", Now: f.clock()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range columns {
+		sealedElsewhere(t, f, ep.ID, c)
+	}
+	return ep.ID
+}
+
+// The endpoint page's actions, each with the markup that offers it and the
+// API call it makes (on an endpoint of its own: a call that works changes
+// the endpoint), and the data-withheld name of the disabled button that
+// stands in for it when it is withheld.
+type endpointAction struct {
+	name    string
+	offered func(id string) string
+	call    [3]string // method, path after /v1/endpoints/{id}, body
+}
+
+var endpointActions = []endpointAction{
+	{"test", func(id string) string { return `action="/ui/endpoints/` + id + `/test"` }, [3]string{"POST", "/test", ""}},
+	{"state", func(id string) string { return `action="/ui/endpoints/` + id + `/state"` }, [3]string{"POST", "/pause", ""}},
+	{"edit", func(id string) string { return `href="/ui/endpoints/` + id + `/edit"` }, [3]string{"PATCH", "", `{"headers":{"X-Team":"search","X-Env":"prod"}}`}},
+	{"reveal", func(id string) string { return `action="/ui/endpoints/` + id + `/secret"` }, [3]string{"GET", "/secret", ""}},
+	{"rotate", func(id string) string { return `action="/ui/endpoints/` + id + `/rotate"` }, [3]string{"POST", "/rotate-secret", `{"overlap_seconds":3600}`}},
+	{"dead-letters", func(id string) string { return `href="/ui/dead-letters?endpoint=` + id + `"` }, [3]string{"GET", "/deliveries?state=dead", ""}},
+	{"delete", func(id string) string { return `href="/ui/endpoints/` + id + `/delete"` }, [3]string{"DELETE", "", ""}},
+}
+
+var withheldButton = regexp.MustCompile(`<button type="button" disabled data-withheld="([a-z-]+)"[^>]*>([^<]+)</button>`)
+
+// TestUnreadableEndpointOffersOnlyWhatWorks: the page of an endpoint whose
+// stored values do not open on this node offered every action as for any
+// endpoint (Send test event, Pause, Edit, Reveal secret, Rotate secret),
+// and most of them answered 409. Now, for each case (its secrets, a header
+// value, both; enabled, paused or disabled), it offers exactly the
+// actions the API carries out for that endpoint, found by making each
+// call on an endpoint in the same case: the replacing rotation (labelled
+// so) when only the secrets do not open, the edit when only header values
+// do not open, the dead letters and the delete always; every other
+// action's button is there, disabled, with the reason next to it.
+func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
+	f := newFixture(t)
+	b, _ := adminBrowser(t, f)
+	cases := []struct {
+		name    string
+		columns []string
+		want    []string // the actions offered
+		label   map[string]string
+		reason  string
+	}{
+		{"secrets", []string{"secrets"}, []string{"rotate", "dead-letters", "delete"},
+			map[string]string{"rotate": "Replace secrets"}, "secrets, until they are replaced"},
+		{"headers", []string{"headers"}, []string{"edit", "dead-letters", "delete"},
+			map[string]string{"edit": "Edit headers"}, "until its headers are given again"},
+		{"both", []string{"secrets", "headers"}, []string{"dead-letters", "delete"},
+			nil, "you can only delete it"},
+	}
+	for _, c := range cases {
+		for _, state := range []string{"enabled", "paused", "disabled"} {
+			id := unreadableEndpoint(t, f, state, c.columns...)
+			w := b.do("GET", "/ui/endpoints/"+id, nil)
+			body := w.Body.String()
+			if w.Code != http.StatusOK {
+				t.Fatalf("%s, %s: the page = %d", c.name, state, w.Code)
+			}
+			actions := body[strings.Index(body, `<div class="actions">`):]
+			actions = actions[:strings.Index(actions, "<h2>Deliveries</h2>")]
+			var offered []string
+			for _, a := range endpointActions {
+				if strings.Contains(actions, a.offered(id)) {
+					offered = append(offered, a.name)
+				}
+			}
+			withheld := map[string]string{}
+			for _, m := range withheldButton.FindAllStringSubmatch(actions, -1) {
+				withheld[m[1]] = m[2]
+			}
+			if !slices.Equal(offered, c.want) {
+				t.Errorf("%s, %s: actions offered %v; want %v:\n%s", c.name, state, offered, c.want, actions)
+			}
+			for _, a := range endpointActions {
+				if _, ok := withheld[a.name]; ok == slices.Contains(c.want, a.name) {
+					t.Errorf("%s, %s: %s withheld (a disabled button) = %v; want %v", c.name, state, a.name, ok, !ok)
+				}
+			}
+			if len(withheld) > 0 && (!strings.Contains(actions, `data-testid="withheld"`) || !strings.Contains(actions, c.reason)) {
+				t.Errorf("%s, %s: the withheld actions' reason is not given next to them (want %q):\n%s", c.name, state, c.reason, actions)
+			}
+			if want := map[string]string{"enabled": "Pause", "paused": "Resume", "disabled": "Enable"}[state]; withheld["state"] != want && len(withheld) > 0 {
+				t.Errorf("%s, %s: the withheld state button reads %q; want %q", c.name, state, withheld["state"], want)
+			}
+			for a, label := range c.label {
+				if !regexp.MustCompile(`(?s)` + regexp.QuoteMeta(endpointActionNamed(a).offered(id)) + `.*?>` + regexp.QuoteMeta(label) + `<`).MatchString(actions) {
+					t.Errorf("%s, %s: %s is not labelled %q:\n%s", c.name, state, a, label, actions)
+				}
+			}
+		}
+		// What the page offers is what the API does for such an endpoint:
+		// each call made on an endpoint of its own in the same case.
+		for _, a := range endpointActions {
+			id := unreadableEndpoint(t, f, "enabled", c.columns...)
+			st := f.apiCall(adminKey, a.call[0], "/v1/endpoints/"+id+a.call[1], a.call[2], nil)
+			if works := st < 300; works != slices.Contains(c.want, a.name) {
+				t.Errorf("%s: the API answers %s %s with %d, but the page offers it: %v", c.name, a.call[0], a.call[1], st, slices.Contains(c.want, a.name))
+			}
+		}
+	}
+
+	// A viewer sees no action it may not take, withheld or not.
+	var vk struct{ Key string }
+	if st := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"v","role":"viewer","tenant":"acme"}`, &vk); st != 201 {
+		t.Fatalf("create viewer key: %d", st)
+	}
+	v := f.browser()
+	if w := v.signIn(vk.Key); w.Code != http.StatusSeeOther {
+		t.Fatalf("viewer sign-in: %d", w.Code)
+	}
+	id := unreadableEndpoint(t, f, "enabled", "secrets")
+	if body := v.do("GET", "/ui/endpoints/"+id, nil).Body.String(); withheldButton.MatchString(body) || strings.Contains(body, `data-testid="withheld"`) {
+		t.Errorf("a viewer's page shows withheld actions of a manager:\n%s", body)
+	}
+}
+
+func endpointActionNamed(name string) endpointAction {
+	for _, a := range endpointActions {
+		if a.name == name {
+			return a
+		}
+	}
+	panic(name)
+}
+
+// TestReplaceSecretsThatDoNotOpen: the Replace secrets form of an endpoint
+// whose secrets do not open here replaces them by a new secret alone (the
+// API's replacing rotation), shown once on a page that says so; the
+// endpoint is readable again and offers every action. Posted again once
+// they open (another tab, another operator), it rotates nothing.
+func TestReplaceSecretsThatDoNotOpen(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	id := unreadableEndpoint(t, f, "enabled", "secrets")
+	page := b.do("GET", "/ui/endpoints/"+id, nil).Body.String()
+	i := strings.Index(page, `id="replace-secrets"`)
+	if i < 0 {
+		t.Fatalf("the page offers no Replace secrets form:\n%s", page)
+	}
+	form := page[i:]
+	form = form[:strings.Index(form, "</form>")]
+	if strings.Contains(form, "overlap_seconds") || strings.Contains(form, "expire_now") || !strings.Contains(form, `name="replace" value="secrets"`) {
+		t.Fatalf("the Replace secrets form offers an overlap (the API ignores it) or does not say it replaces:\n%s", form)
+	}
+	w := b.do("POST", "/ui/endpoints/"+id+"/rotate", url.Values{"csrf": {token}, "replace": {"secrets"}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("replace the secrets: %d\n%s", w.Code, w.Body)
+	}
+	shown := b.do("GET", w.Header().Get("Location"), nil).Body.String()
+	m := regexp.MustCompile(`data-testid="secret">(whsec_[^<]+)<`).FindStringSubmatch(shown)
+	if m == nil || !strings.Contains(shown, "Secrets replaced") || !strings.Contains(shown, "replaced by this one alone") {
+		t.Fatalf("the result page does not show the new secret as replacing the old ones:\n%s", shown)
+	}
+	var sec struct{ Secret string }
+	if st := f.apiCall(adminKey, "GET", "/v1/endpoints/"+id+"/secret", "", &sec); st != 200 || sec.Secret != html.UnescapeString(m[1]) {
+		t.Errorf("after the replacement: GET …/secret = %d %q; want 200 and the secret shown", st, sec.Secret)
+	}
+	page = b.do("GET", "/ui/endpoints/"+id, nil).Body.String()
+	if strings.Contains(page, `data-testid="unreadable"`) || withheldButton.MatchString(page) || !strings.Contains(page, `id="rotate"`) || !strings.Contains(page, `/ui/endpoints/`+id+`/test"`) {
+		t.Errorf("after the replacement the page still marks the endpoint or withholds actions:\n%s", page)
+	}
+	// The same form posted again, now that the secrets open: refused, the
+	// secret kept.
+	w = b.do("POST", "/ui/endpoints/"+id+"/rotate", url.Values{"csrf": {token}, "replace": {"secrets"}})
+	if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "nothing was replaced") {
+		t.Errorf("replace secrets that open = %d; want 409 saying nothing was replaced:\n%s", w.Code, w.Body)
+	}
+	var again struct{ Secret string }
+	if f.apiCall(adminKey, "GET", "/v1/endpoints/"+id+"/secret", "", &again); again.Secret != sec.Secret {
+		t.Error("a Replace secrets form posted when the secrets open rotated them")
+	}
+}
+
+// TestEditGivesHeadersThatDoNotOpenAgain: the Edit headers page of an
+// endpoint one of whose header values does not open says to replace each
+// [unreadable]; saved unchanged it is refused (422, nothing changed),
+// saved with the value the endpoint is readable again. The edit form of
+// an endpoint whose secrets do not open says a save is refused.
+func TestEditGivesHeadersThatDoNotOpenAgain(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	id := unreadableEndpoint(t, f, "enabled", "headers")
+	form := b.do("GET", "/ui/endpoints/"+id+"/edit", nil).Body.String()
+	if !strings.Contains(form, `data-testid="unreadable"`) || !strings.Contains(form, "replace each [unreadable]") || !strings.Contains(form, "X-Team: [unreadable]") {
+		t.Fatalf("the edit form does not say to replace the [unreadable] value:\n%s", form)
+	}
+	post := func(headers string) *httptest.ResponseRecorder {
+		return b.do("POST", "/ui/endpoints/"+id, url.Values{"csrf": {token}, "url": {"https://receiver.example/hook"}, "description": {""},
+			"event_types": {""}, "headers": {headers}, "versions": {""}, "rate_limit_per_second": {"0"}})
+	}
+	if w := post("X-Env: prod\nX-Team: [unreadable]"); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "give the header") {
+		t.Errorf("save with [unreadable] kept = %d; want 422 asking for the value:\n%s", w.Code, w.Body)
+	}
+	if w := post("X-Env: prod\nX-Team: search"); w.Code != http.StatusSeeOther {
+		t.Fatalf("save with the value = %d:\n%s", w.Code, w.Body)
+	}
+	var e api.EndpointOut
+	if f.apiCall(adminKey, "GET", "/v1/endpoints/"+id, "", &e); len(e.Unreadable) != 0 || e.Headers["X-Team"] != "search" || e.Headers["X-Env"] != "prod" {
+		t.Errorf("after the save: unreadable %v, headers %v; want none, X-Team search, X-Env prod", e.Unreadable, e.Headers)
+	}
+
+	id = unreadableEndpoint(t, f, "enabled", "secrets")
+	if form := b.do("GET", "/ui/endpoints/"+id+"/edit", nil).Body.String(); !strings.Contains(form, "Herald refuses to save any change until they are replaced") {
+		t.Errorf("the edit form of an endpoint whose secrets do not open does not say a save is refused:\n%s", form)
+	}
+}

@@ -256,6 +256,8 @@ func TestRoutes(t *testing.T) {
 	}{
 		{[]string{"endpoints", "list", "--tenant", "acme", "--limit", "10", "--cursor", "c1"}, "GET", "/v1/endpoints", "cursor=c1&limit=10&tenant=acme"},
 		{[]string{"endpoints", "list"}, "GET", "/v1/endpoints", ""},
+		{[]string{"event-types", "list"}, "GET", "/v1/event-types", ""},
+		{[]string{"event-types", "list", "--limit", "200", "--cursor", "c2"}, "GET", "/v1/event-types", "cursor=c2&limit=200"},
 		{[]string{"endpoints", "get", "ep_1"}, "GET", "/v1/endpoints/ep_1", ""},
 		{[]string{"endpoints", "get", "ep/1?x"}, "GET", "/v1/endpoints/ep%2F1%3Fx", ""},
 		{[]string{"endpoints", "delete", "ep_1"}, "DELETE", "/v1/endpoints/ep_1", ""},

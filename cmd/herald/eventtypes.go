@@ -158,13 +158,20 @@ func newEventTypesCmd() *cobra.Command {
 	}
 	describe.Flags().StringVar(&newDescription, "description", "", "the new description")
 
-	g.AddCommand(create, addVersion, deprecate, describe,
-		&cobra.Command{
-			Use: "list", Short: "List the event catalog (GET /v1/event-types)", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return o.do(cmd, http.MethodGet, "/v1/event-types", nil, nil)
-			},
+	var page *pageOpts
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List the event catalog by name, a page at a time (GET /v1/event-types)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := page.query()
+			if err != nil {
+				return err
+			}
+			return o.do(cmd, http.MethodGet, "/v1/event-types"+q, nil, nil)
 		},
+	}
+	page = pageFlags(listCmd)
+
+	g.AddCommand(create, addVersion, deprecate, describe, listCmd,
 		apiIDCmd("show NAME", "Show an event type and its versions (GET /v1/event-types/{name})", func(cmd *cobra.Command, name string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/event-types", name, ""), nil, nil)
 		}),

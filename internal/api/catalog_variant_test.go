@@ -19,9 +19,9 @@ type listCountingStore struct {
 	lists atomic.Int64
 }
 
-func (s *listCountingStore) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+func (s *listCountingStore) ListEventTypes(ctx context.Context, p store.ListParams) (store.Page[store.EventType], error) {
 	s.lists.Add(1)
-	return s.Store.ListEventTypes(ctx)
+	return s.Store.ListEventTypes(ctx, p)
 }
 
 // TestUncataloguedPublishReadsNoCatalog: the check that an uncatalogued

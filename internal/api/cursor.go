@@ -70,6 +70,7 @@ const (
 	listAPIKeys    = "api-keys"
 	listSessions   = "portal-sessions"
 	listSources    = "sources"
+	listEventTypes = "event-types"
 )
 
 // boundCursor marks a cursor's plaintext as bound to a query: 0x01, the

@@ -36,6 +36,9 @@ func TestCursorsAreBoundToTheirQuery(t *testing.T) {
 	for range 2 {
 		w.mustCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer","ttl_seconds":600}`, 201, nil)
 	}
+	for _, name := range []string{"b.second", "a.first", "c.third"} {
+		w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"`+name+`","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	}
 	for _, name := range []string{"gh1", "gh2"} {
 		w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"`+name+`","scheme":"github","secrets":["s3cret-provider-0123"],"destination_url":"https://ci.example/in"}`, 201, nil)
 	}
@@ -109,6 +112,7 @@ func TestCursorsAreBoundToTheirQuery(t *testing.T) {
 		{"api keys", adminKey, "/v1/api-keys", []variant{ok("/v1/api-keys?limit=2"), list("/v1/portal-sessions"), list("/v1/sources")}},
 		{"portal sessions", adminKey, "/v1/portal-sessions", []variant{ok("/v1/portal-sessions?limit=2"), list("/v1/api-keys")}},
 		{"sources", adminKey, "/v1/sources", []variant{ok("/v1/sources?limit=2"), list("/v1/endpoints")}},
+		{"event types", adminKey, "/v1/event-types", []variant{ok("/v1/event-types?limit=2"), list("/v1/sources"), list("/v1/api-keys")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var first struct {

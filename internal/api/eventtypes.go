@@ -154,7 +154,7 @@ func (s *Server) registerEventTypes() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-event-types", Method: http.MethodGet, Path: "/v1/event-types", Tags: []string{"event types"},
-		Summary: "List the event catalog, by name", Security: sec,
+		Summary: "List the event catalog, by name, a page at a time", Security: sec,
 	}, s.listEventTypes)
 
 	huma.Register(s.api, huma.Operation{
@@ -215,14 +215,12 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 	// succeed).
 	s.createTypeMu.Lock()
 	defer s.createTypeMu.Unlock()
-	existing, err := s.db(ctx).ListEventTypes(ctx)
+	variant, err := s.db(ctx).EventTypeCaseVariant(ctx, b.Name)
 	if err != nil {
 		return nil, s.problem(err, "event types")
 	}
-	for _, t := range existing {
-		if t.Name != b.Name && strings.EqualFold(t.Name, b.Name) {
-			return nil, huma.Error409Conflict("event type " + b.Name + " differs from the catalogued " + t.Name + " only in case: use " + t.Name + " (add a version to it) or another name")
-		}
+	if variant != "" {
+		return nil, huma.Error409Conflict("event type " + b.Name + " differs from the catalogued " + variant + " only in case: use " + variant + " (add a version to it) or another name")
 	}
 	now := s.cfg.Now().Truncate(time.Microsecond) // stored at microsecond precision: the answer says the same
 	t, err := s.db(ctx).CreateEventType(ctx, store.EventType{Name: b.Name, Description: b.Description, ResourceID: b.ResourceID,
@@ -237,20 +235,30 @@ func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEve
 
 type eventTypesOut struct {
 	Body struct {
-		Data []EventTypeOut `json:"data"`
+		Data       []EventTypeOut `json:"data"`
+		NextCursor string         `json:"next_cursor"`
 	}
 }
 
-func (s *Server) listEventTypes(ctx context.Context, in *struct{}) (*eventTypesOut, error) {
-	ts, err := s.db(ctx).ListEventTypes(ctx)
+// listEventTypes pages the catalog by name (every type with all its
+// versions), 50 types by default (limit up to 1,000): an unpaged answer
+// would grow with every type and version catalogued.
+func (s *Server) listEventTypes(ctx context.Context, in *ListQuery) (*eventTypesOut, error) {
+	q := query(ctx, listEventTypes, "/v1/event-types")
+	lp, err := s.page(*in, q)
+	if err != nil {
+		return nil, err
+	}
+	pg, err := s.db(ctx).ListEventTypes(ctx, lp)
 	if err != nil {
 		return nil, s.problem(err, "event types")
 	}
 	out := &eventTypesOut{}
-	out.Body.Data = make([]EventTypeOut, len(ts))
-	for i, t := range ts {
+	out.Body.Data = make([]EventTypeOut, len(pg.Data))
+	for i, t := range pg.Data {
 		out.Body.Data[i] = eventTypeOut(t)
 	}
+	out.Body.NextCursor = s.cursor(q, pg.NextCursor)
 	return out, nil
 }
 
@@ -401,7 +409,7 @@ func deprecationWarnings(pins []deprecatedPin) []string {
 // type name: they are allowed, and the caller is warned of them
 // (deprecationWarnings).
 func (s *Server) checkSubscriptions(ctx context.Context, types []string, pins, prev map[string]int, prevTypes *[]string) (_ map[string]int, deprecated []deprecatedPin, _ error) {
-	cat, err := s.db(ctx).ListEventTypes(ctx)
+	cat, err := store.AllEventTypes(ctx, s.db(ctx))
 	if err != nil {
 		return nil, nil, s.problem(err, "event types")
 	}

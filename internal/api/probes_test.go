@@ -25,11 +25,11 @@ type storeAway struct {
 	*pingToggle
 }
 
-func (s storeAway) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+func (s storeAway) ListEventTypes(ctx context.Context, p store.ListParams) (store.Page[store.EventType], error) {
 	if s.down.Load() {
-		return nil, fmt.Errorf("%w: connection refused", store.ErrUnavailable)
+		return store.Page[store.EventType]{}, fmt.Errorf("%w: connection refused", store.ErrUnavailable)
 	}
-	return s.Store.ListEventTypes(ctx)
+	return s.Store.ListEventTypes(ctx, p)
 }
 
 // TestProbeAnswersAreDeclared: GET /healthz, /readyz and /contract answer

@@ -303,8 +303,8 @@ func (t tenantStore) GetEventType(ctx context.Context, name string) (store.Event
 	return t.base.GetEventType(ctx, name)
 }
 
-func (t tenantStore) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
-	return t.base.ListEventTypes(ctx)
+func (t tenantStore) ListEventTypes(ctx context.Context, p store.ListParams) (store.Page[store.EventType], error) {
+	return t.base.ListEventTypes(ctx, p)
 }
 
 func (t tenantStore) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {
@@ -319,5 +319,5 @@ func (t tenantStore) UpdateEventType(ctx context.Context, et store.EventType) (s
 // that publish it (/contract, /openapi.json): the catalog is not a
 // tenant's, and every key may read it anyway (list-event-types).
 func (s *Server) publicCatalog(ctx context.Context) ([]store.EventType, error) {
-	return s.cfg.Store.ListEventTypes(ctx)
+	return store.AllEventTypes(ctx, s.cfg.Store)
 }

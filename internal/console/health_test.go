@@ -62,6 +62,26 @@ func TestEndpointHealthFromStats(t *testing.T) {
 	if !strings.Contains(page, "75%") || !strings.Contains(page, "4 attempts in the last 24h") || !regexp.MustCompile(p95).MatchString(page) {
 		t.Fatalf("endpoint page without its health:\n%s", page)
 	}
+	// One attempt is one attempt.
+	if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"never.sent","data":{}}`, nil); st != 202 {
+		t.Fatalf("publish: %d", st)
+	}
+	now = time.Now().UTC()
+	claims, err = f.st.ClaimDeliveries(t.Context(), store.ClaimParams{Owner: "test", Limit: 10, Lease: time.Minute, Now: now})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claim: %d %v", len(claims), err)
+	}
+	cs = nil
+	for _, c := range claims {
+		cs = append(cs, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: c.Endpoint.ID, Owner: "test", LeaseUntil: c.Delivery.LeaseUntil, State: store.DeliverySucceeded, Now: now,
+			Attempt: store.Attempt{DeliveryID: c.Delivery.ID, Number: 1, StartedAt: now, StatusCode: 200, Duration: time.Millisecond}})
+	}
+	if err := f.st.CompleteDeliveries(t.Context(), cs); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.do("GET", "/ui/endpoints/"+idle.ID, nil).Body.String(); !strings.Contains(page, ">1 attempt in the last 24h<") {
+		t.Fatalf("an endpoint with one attempt: want \"1 attempt in the last 24h\":\n%s", page)
+	}
 }
 
 // TestOverviewLastFailureOfDeadLetters: an endpoint whose failures are all

@@ -1740,17 +1740,28 @@ func (c *Console) createPortalLink(w http.ResponseWriter, r *http.Request, s *se
 
 type catalogData struct {
 	Types []api.EventTypeOut
+	// NextCursor continues the catalog after Types (by name); "" on the
+	// last page.
+	NextCursor string
 }
+
+// catalogPage is the number of event types on a page of the catalog.
+const catalogPage = 100
 
 func (c *Console) catalog(w http.ResponseWriter, r *http.Request, s *session) {
 	var out struct {
-		Data []api.EventTypeOut `json:"data"`
+		Data       []api.EventTypeOut `json:"data"`
+		NextCursor string             `json:"next_cursor"`
 	}
-	if err := c.call(r, s, "GET", "/v1/event-types", nil, &out); err != nil {
+	v := url.Values{"limit": {strconv.Itoa(catalogPage)}}
+	if cur := r.URL.Query().Get("cursor"); cur != "" {
+		v.Set("cursor", cur)
+	}
+	if err := c.call(r, s, "GET", "/v1/event-types?"+v.Encode(), nil, &out); err != nil {
 		c.apiFail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "catalog", s, "Event catalog", "catalog", catalogData{Types: out.Data})
+	c.render(w, r, http.StatusOK, "catalog", s, "Event catalog", "catalog", catalogData{Types: out.Data, NextCursor: out.NextCursor})
 }
 
 type eventTypeData struct {
@@ -1774,15 +1785,30 @@ func (c *Console) eventType(w http.ResponseWriter, r *http.Request, s *session) 
 // catalogTypes lists the event catalog for the endpoint form's hint; the
 // error is the API call's (callers show the form without the hint, unless
 // the credential was refused).
+// It reads at most catalogHintTypes types (the hint names the first ones).
 func (c *Console) catalogTypes(r *http.Request, s *session) ([]api.EventTypeOut, error) {
-	var out struct {
-		Data []api.EventTypeOut `json:"data"`
+	var all []api.EventTypeOut
+	v := url.Values{"limit": {"1000"}}
+	for len(all) < catalogHintTypes {
+		var out struct {
+			Data       []api.EventTypeOut `json:"data"`
+			NextCursor string             `json:"next_cursor"`
+		}
+		if err := c.call(r, s, "GET", "/v1/event-types?"+v.Encode(), nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Data...)
+		if out.NextCursor == "" {
+			break
+		}
+		v.Set("cursor", out.NextCursor)
 	}
-	if err := c.call(r, s, "GET", "/v1/event-types", nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Data, nil
+	return all, nil
 }
+
+// catalogHintTypes bounds the event types the endpoint form reads for its
+// hint.
+const catalogHintTypes = 5000
 
 // labelledError is an error of a console form's field, named by the
 // form's label as written on the page: "Headers: …".

@@ -233,6 +233,34 @@ func Paginate[T any](items []T, size int, cursor func(T) string) Page[T] {
 	return pg
 }
 
+// EventTypeLister is the catalog's list of a Store.
+type EventTypeLister interface {
+	ListEventTypes(ctx context.Context, p ListParams) (Page[EventType], error)
+}
+
+// AllEventTypes reads the whole catalog, by name, in pages of the largest
+// size (1,000 types): for the readers that need every type (the contract,
+// an endpoint's subscriptions). Types created or removed while it reads
+// may be missed or seen; each page is read as of its own moment.
+func AllEventTypes(ctx context.Context, l EventTypeLister) ([]EventType, error) {
+	var out []EventType
+	p := ListParams{Limit: 1000}
+	for {
+		pg, err := l.ListEventTypes(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pg.Data...)
+		if pg.NextCursor == "" {
+			if out == nil {
+				out = []EventType{}
+			}
+			return out, nil
+		}
+		p.Cursor = pg.NextCursor
+	}
+}
+
 // CreateEndpointParams creates an endpoint. ID and the first secret are
 // chosen by the caller.
 type CreateEndpointParams struct {
@@ -993,8 +1021,12 @@ type Store interface {
 	CreateEventType(ctx context.Context, t EventType) (EventType, error)
 	// GetEventType returns ErrNotFound for an unknown name.
 	GetEventType(ctx context.Context, name string) (EventType, error)
-	// ListEventTypes returns the whole catalog, by name.
-	ListEventTypes(ctx context.Context) ([]EventType, error)
+	// ListEventTypes returns a page of the catalog in name order (byte
+	// order, ascending; not newest first as the other lists). The cursor
+	// is the last name of the previous page: a page starts after it
+	// whether or not that type still exists. AllEventTypes reads the whole
+	// catalog.
+	ListEventTypes(ctx context.Context, p ListParams) (Page[EventType], error)
 	// EventTypeCaseVariant returns the name of a catalogued event type
 	// that differs from name only in case (ASCII: ValidEventType), the
 	// first by name, or "" when there is none (name itself does not

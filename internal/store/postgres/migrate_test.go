@@ -90,7 +90,7 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	if ev.Sequence != 0 || ev.VersionBodies != nil || string(ev.BodyFor(1)) != string(body) {
 		t.Fatalf("pre-catalog event after migration 50: sequence %d, version bodies %v", ev.Sequence, ev.VersionBodies)
 	}
-	if cat, err := s.ListEventTypes(ctx); err != nil || len(cat) != 0 {
+	if cat, err := s.ListEventTypes(ctx, store.ListParams{}); err != nil || len(cat.Data) != 0 || cat.NextCursor != "" {
 		t.Fatalf("ListEventTypes after migration = %v, %v", cat, err)
 	}
 	for _, id := range []string{heraldID, opID} {

@@ -66,25 +66,27 @@ func (s *Store) GetEventType(ctx context.Context, name string) (store.EventType,
 	return t, nil
 }
 
-// ListEventTypes implements store.Store.
-func (s *Store) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+eventTypeColumns+" FROM event_types ORDER BY name")
+// ListEventTypes implements store.Store: a page by name, from the
+// primary key's order.
+func (s *Store) ListEventTypes(ctx context.Context, p store.ListParams) (store.Page[store.EventType], error) {
+	lim := p.PageSize()
+	rows, err := s.r.QueryContext(ctx, "SELECT "+eventTypeColumns+" FROM event_types WHERE name > ? ORDER BY name LIMIT ?", p.Cursor, lim+1)
 	if err != nil {
-		return nil, wrap("list event types", err)
+		return store.Page[store.EventType]{}, wrap("list event types", err)
 	}
 	defer rows.Close()
-	out := []store.EventType{}
+	var out []store.EventType
 	for rows.Next() {
 		t, err := scanEventType(rows)
 		if err != nil {
-			return nil, wrap("list event types", err)
+			return store.Page[store.EventType]{}, wrap("list event types", err)
 		}
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("list event types", err)
+		return store.Page[store.EventType]{}, wrap("list event types", err)
 	}
-	return out, nil
+	return store.Paginate(out, lim, func(t store.EventType) string { return t.Name }), nil
 }
 
 // caseVariantSQL finds a catalogued name differing from ?1 only in case:

@@ -16,7 +16,7 @@ import (
 func (s suite) eventTypes(t *testing.T) {
 	st := s.newStore(t)
 	ctx := t.Context()
-	if cat, err := st.ListEventTypes(ctx); err != nil || len(cat) != 0 {
+	if cat, err := st.ListEventTypes(ctx, store.ListParams{}); err != nil || len(cat.Data) != 0 || cat.Data == nil || cat.NextCursor != "" {
 		t.Fatalf("empty catalog: %v %v", cat, err)
 	}
 	schema := json.RawMessage(`{"type":"object","required":["file_id"]}`)
@@ -45,7 +45,7 @@ func (s suite) eventTypes(t *testing.T) {
 	if _, err := st.UpdateEventType(ctx, store.EventType{Name: "nope", Revision: 1}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update unknown = %v, want ErrNotFound", err)
 	}
-	cat, err := st.ListEventTypes(ctx)
+	cat, err := store.AllEventTypes(ctx, st)
 	if err != nil || len(cat) != 2 || cat[0].Name != "a.first" || cat[1].Name != "file.updated" || cat[1].Revision != 2 {
 		t.Fatalf("list: %+v %v", cat, err)
 	}
@@ -196,4 +196,71 @@ func (s suite) publishedEvent(t *testing.T) {
 			t.Fatalf("%d deliveries after the answers, want 2 (nothing written)", n)
 		}
 	})
+}
+
+// eventTypePages: the catalog is listed a page at a time in byte order of
+// the names (upper case before lower, "a.b" before "a.b.c" before "a.c"),
+// each type whole; a page starts after the cursor's name even when that
+// type is gone, and the last page carries no cursor. AllEventTypes reads
+// past the largest page (1,000 types).
+func (s suite) eventTypePages(t *testing.T) {
+	st := s.newStore(t)
+	ctx := t.Context()
+	create := func(name string) {
+		t.Helper()
+		schema := json.RawMessage(`{"type":"object"}`)
+		if _, err := st.CreateEventType(ctx, store.EventType{Name: name, Versions: []store.EventTypeVersion{{Version: 1, Schema: schema, CreatedAt: base}},
+			CreatedAt: base, UpdatedAt: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a.c", "a.b.c", "B.z", "a.b", "b.a"} {
+		create(n)
+	}
+	var got []string
+	var cursors []string
+	p := store.ListParams{Limit: 2}
+	for range 10 {
+		pg, err := st.ListEventTypes(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, et := range pg.Data {
+			if len(et.Versions) != 1 || string(et.Versions[0].Schema) != `{"type":"object"}` {
+				t.Errorf("%s listed with versions %+v; want its version 1 whole", et.Name, et.Versions)
+			}
+			got = append(got, et.Name)
+		}
+		if len(pg.Data) > 2 {
+			t.Fatalf("page of %d with limit 2", len(pg.Data))
+		}
+		if pg.NextCursor == "" {
+			break
+		}
+		cursors = append(cursors, pg.NextCursor)
+		p.Cursor = pg.NextCursor
+	}
+	if want := "B.z a.b a.b.c a.c b.a"; fmt.Sprint(got) != "["+want+"]" {
+		t.Errorf("pages of 2 listed %v; want [%s], by name in byte order", got, want)
+	}
+	if len(cursors) != 2 {
+		t.Errorf("5 types in pages of 2 gave %d cursors; want 2 (the last page has none)", len(cursors))
+	}
+	// A page after a name that is not (or no longer) catalogued starts at
+	// the next name.
+	pg, err := st.ListEventTypes(ctx, store.ListParams{Limit: 10, Cursor: "a.bb"})
+	if err != nil || len(pg.Data) != 2 || pg.Data[0].Name != "a.c" || pg.NextCursor != "" {
+		t.Errorf("page after a.bb = %+v, %v; want a.c, b.a and no cursor", pg, err)
+	}
+	// The default page is 50; AllEventTypes goes past 1,000.
+	for i := range 1001 {
+		create(fmt.Sprintf("n.%04d", i))
+	}
+	if pg, err := st.ListEventTypes(ctx, store.ListParams{}); err != nil || len(pg.Data) != 50 || pg.NextCursor != pg.Data[49].Name {
+		t.Errorf("default page: %d types, cursor %q, %v; want 50 and the last one's name", len(pg.Data), pg.NextCursor, err)
+	}
+	all, err := store.AllEventTypes(ctx, st)
+	if err != nil || len(all) != 1006 || all[1005].Name != "n.1000" {
+		t.Errorf("AllEventTypes: %d types, %v; want 1006, the last n.1000", len(all), err)
+	}
 }

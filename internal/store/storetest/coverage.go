@@ -468,9 +468,9 @@ func (r *recorder) GetEventType(ctx context.Context, name string) (store.EventTy
 	return r.s.GetEventType(ctx, name)
 }
 
-func (r *recorder) ListEventTypes(ctx context.Context) ([]store.EventType, error) {
+func (r *recorder) ListEventTypes(ctx context.Context, p store.ListParams) (store.Page[store.EventType], error) {
 	r.called("ListEventTypes")
-	return r.s.ListEventTypes(ctx)
+	return r.s.ListEventTypes(ctx, p)
 }
 
 func (r *recorder) EventTypeCaseVariant(ctx context.Context, name string) (string, error) {

@@ -55,6 +55,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Ping", s.ping)
 	group("Lifecycle", s.lifecycle)
 	group("EventTypes", s.eventTypes)
+	group("EventTypePages", s.eventTypePages)
 	group("APIKeys", s.apiKeys)
 	group("Endpoint", s.endpoints)
 	group("Publish", s.publish)

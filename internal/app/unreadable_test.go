@@ -803,6 +803,9 @@ func TestSourceWhoseConfigDoesNotOpen(t *testing.T) {
 	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"github","secrets":["short"]}`, nil); st != 422 {
 		t.Errorf("PATCH with a too-short secret = %d %s; want 422", st, raw)
 	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"bogus","secrets":["`+secret+`"]}`, nil); st != 422 || !strings.Contains(string(raw), "scheme") {
+		t.Errorf("PATCH with an unknown scheme = %d %s; want 422 naming the scheme", st, raw)
+	}
 	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"github","secrets":["`+secret+`"],"tolerance_seconds":60}`, nil); st != 422 || !strings.Contains(string(raw), "tolerance_seconds") {
 		t.Errorf("PATCH with a tolerance github does not sign = %d %s; want 422 naming tolerance_seconds", st, raw)
 	}

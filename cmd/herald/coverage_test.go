@@ -102,6 +102,10 @@ func TestNewCommandRoutes(t *testing.T) {
 		{[]string{"sources", "list"}, "GET", "/v1/sources", ``},
 		{[]string{"sources", "get", "src_1"}, "GET", "/v1/sources/src_1", ``},
 		{[]string{"sources", "update", "src_1", "--dedupe", "json:/id"}, "PATCH", "/v1/sources/src_1", `{"dedupe":"json:/id"}`},
+		// A source whose configuration does not open (unreadable [config])
+		// is given its scheme and secrets anew.
+		{[]string{"sources", "update", "src_1", "--scheme", "github", "--secret", "provider-secret-0123"}, "PATCH", "/v1/sources/src_1",
+			`{"scheme":"github","secrets":["provider-secret-0123"]}`},
 		{[]string{"sources", "delete", "src_1"}, "DELETE", "/v1/sources/src_1", ``},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -22,11 +22,13 @@ type sourceFields struct {
 	maxBody                                 int64
 }
 
-func (s *sourceFields) bind(cmd *cobra.Command, withScheme bool) {
+func (s *sourceFields) bind(cmd *cobra.Command, create bool) {
 	f := cmd.Flags()
 	f.StringVar(&s.name, "name", "", "name of the source")
-	if withScheme {
+	if create {
 		f.StringVar(&s.scheme, "scheme", "", "how the provider signs: herald, standard-webhooks, stripe, github, shopify, slack or hmac")
+	} else {
+		f.StringVar(&s.scheme, "scheme", "", "with --secret, replaces the configuration of a source whose configuration does not open here (\"unreadable\": [\"config\"]), its other settings their defaults unless given; otherwise only the source's own scheme is accepted (a source's scheme cannot change)")
 	}
 	f.StringArrayVar(&s.secrets, "secret", nil, "the provider's signing secret, at least 16 bytes (repeatable during a rotation; write-only)")
 	f.StringVar(&s.destination, "destination-url", "", "where events are forwarded (may be a private address; never link-local or cloud metadata)")
@@ -109,7 +111,7 @@ func newSourcesCmd() *cobra.Command {
 			return err
 		}
 		if len(b) == 0 {
-			return errors.New("nothing to change: give --name, --secret, --destination-url, --dedupe, --tolerance-seconds, --max-body-bytes or --hmac")
+			return errors.New("nothing to change: give --name, --secret, --destination-url, --dedupe, --tolerance-seconds, --max-body-bytes, --hmac, or --scheme with --secret")
 		}
 		return o.do(cmd, http.MethodPatch, apiPath("/v1/sources", id, ""), b, nil)
 	})

@@ -591,13 +591,19 @@ func (s *Server) problem(err error, what string) error {
 		return huma.NewError(http.StatusConflict, "endpoint "+Echo(u.EndpointID)+" has stored values that this node's encryption keys do not open ("+strings.Join(u.Values, ", ")+
 			"; sealed under a key this node does not hold, or damaged), so it cannot be used or changed here: GET /v1/endpoints/{id} shows it without them; "+way)
 	}
+	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
+		// A source's sealed configuration that this node's keys do not
+		// open: not an outage a retry ends (503) nor a bug (500). 409
+		// naming the source and the ways out (the callers have answered a
+		// node whose own key is stale already: refuseStaleKey).
+		s.cfg.Logger.Warn("source's stored configuration does not open with this node's encryption keys", "source", u.SourceID, "error", err, "op", what)
+		return huma.NewError(http.StatusConflict, "source "+Echo(u.SourceID)+" has a stored configuration that this node's encryption keys do not open (its provider signing secrets and settings; sealed under a key this node does not hold, or damaged), so it cannot be used or changed here: GET /v1/sources/{id} shows it without it; replace it with PATCH /v1/sources/{id} giving \"scheme\" and \"secrets\" (and any other setting) anew, or delete the source (DELETE /v1/sources/{id}) and create it again")
+	}
 	if errors.Is(err, secretbox.ErrDecrypt) {
-		// A sealed value other than an endpoint's (a source's
-		// configuration) that this node's keys do not open: not an outage
-		// a retry ends (503) but this node's key (found by a new user's
-		// review: a stale node answered every source read "retry later").
+		// Another sealed value that this node's keys do not open: not an
+		// outage a retry ends (503) but a key.
 		s.cfg.Logger.Warn("stored values do not open with this node's encryption keys", "error", err, "op", what)
-		return huma.NewError(http.StatusConflict, what+" has stored values that this node's encryption keys do not open (sealed under a key this node does not hold, or damaged): restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file)")
+		return huma.NewError(http.StatusConflict, what+" has stored values that this node's encryption keys do not open (sealed under a key this node does not hold, or damaged)")
 	}
 	code := store.CodeOf(err)
 	status := code.HTTPStatus()

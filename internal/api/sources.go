@@ -77,6 +77,7 @@ type SourceOut struct {
 	EndpointStateReason string    `json:"endpoint_state_reason,omitempty" doc:"why the forwarding endpoint's state last changed (its state_reason), e.g. the endpoint answered 410 Gone"`
 	IngestPath          string    `json:"ingest_path" doc:"POST provider webhooks here: /in/{id}"`
 	HMAC                *HMACBody `json:"hmac,omitempty"`
+	Unreadable          []string  `json:"unreadable,omitempty" doc:"GET /v1/sources/{id} and the list only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): config, the source's sealed configuration (its provider signing secrets with the scheme, tolerance, dedupe rule, body cap and hmac settings), which is then shown empty (scheme \"\", secrets 0), never any of its content. The gateway refuses the provider's requests meanwhile (503: nothing can be verified). Replace it with a PATCH /v1/sources/{id} that gives scheme and secrets (and any other setting; the rest take their defaults) on a node that holds the current key, or delete the source; other changes are refused (409)"`
 	CreatedAt           time.Time `json:"created_at"`
 	UpdatedAt           time.Time `json:"updated_at"`
 }
@@ -119,15 +120,20 @@ func (s *Server) checkDestination(raw, loc string) (string, error) {
 }
 
 func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, error) {
-	var sc inbound.SourceConfig
-	if err := json.Unmarshal(src.Config, &sc); err != nil {
-		return SourceOut{}, huma.Error500InternalServerError("source configuration unreadable")
-	}
-	out := SourceOut{ID: src.ID, Name: src.Name, Scheme: sc.Scheme, Secrets: len(sc.Secrets), ToleranceSeconds: sc.ReplayWindowSeconds(),
-		Dedupe: sc.Dedupe, MaxBodyBytes: sc.Limit(), EndpointID: src.EndpointID, IngestPath: "/in/" + src.ID,
-		CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt}
-	if h := sc.HMAC; h != nil {
-		out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
+	out := SourceOut{ID: src.ID, Name: src.Name, EndpointID: src.EndpointID, IngestPath: "/in/" + src.ID,
+		Unreadable: src.Unreadable, CreatedAt: src.CreatedAt, UpdatedAt: src.UpdatedAt}
+	if len(src.Unreadable) == 0 {
+		// Otherwise its configuration did not open on this node: shown
+		// empty, named in Unreadable, never any of its content.
+		var sc inbound.SourceConfig
+		if err := json.Unmarshal(src.Config, &sc); err != nil {
+			return SourceOut{}, huma.Error500InternalServerError("source configuration unreadable")
+		}
+		out.Scheme, out.Secrets, out.ToleranceSeconds = sc.Scheme, len(sc.Secrets), sc.ReplayWindowSeconds()
+		out.Dedupe, out.MaxBodyBytes = sc.Dedupe, sc.Limit()
+		if h := sc.HMAC; h != nil {
+			out.HMAC = &HMACBody{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix, TimestampHeader: h.TimestampHeader, Template: h.Template}
+		}
 	}
 	// An endpoint whose sealed values do not open on this node still has
 	// its URL and state (the error carries the rest of the row).
@@ -262,6 +268,11 @@ func (s *Server) listSources(ctx context.Context, in *struct{ ListQuery }) (*sou
 
 func (s *Server) getSource(ctx context.Context, in *SourceIDPath) (*sourceOutput, error) {
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
+	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
+		// Its configuration does not open here: the source without it,
+		// named (Unreadable), as a list shows it.
+		src, err = u.Source, nil
+	}
 	if err != nil {
 		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
@@ -279,6 +290,9 @@ type updateSourceInput struct {
 
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
+	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
+		return s.replaceSourceConfig(ctx, in, u)
+	}
 	if err != nil {
 		return nil, s.problem(err, "source "+Echo(in.ID))
 	}
@@ -395,4 +409,59 @@ func (s *Server) deleteSource(ctx context.Context, in *SourceIDPath) (*struct{},
 	}
 	s.cfg.SourceChanged(in.ID)
 	return &struct{}{}, nil
+}
+
+// replaceSourceConfig answers a PATCH of source in.ID, whose sealed
+// configuration does not open on this node (u), as an update of an
+// endpoint whose values do not open is answered: on a node whose key is
+// stale every source fails to open and is probably fine, so the answer is
+// that (503, restart it with the current key), never the advice to
+// replace or recreate it; on a node that holds the current key, a PATCH
+// that gives scheme and secrets replaces the configuration whole (every
+// setting it leaves out takes its default: none of the old ones can be
+// read), and any other PATCH is refused (409) naming the source and the
+// ways out, nothing changed.
+func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput, u *store.UnreadableSourceError) (*sourceOutput, error) {
+	if err := s.refuseStaleKey(ctx); err != nil {
+		return nil, err
+	}
+	b := in.Body
+	if b.Scheme == nil || b.Secrets == nil {
+		return nil, s.problem(u, "source "+Echo(in.ID)) // 409 naming the rule and the ways out
+	}
+	if !s.holdsCurrentKey(ctx) {
+		return nil, huma.Error409Conflict("source " + Echo(in.ID) + "'s stored configuration does not open with this node's encryption keys, and this node does not hold the current key (its key check fails): replace it through a node that holds it")
+	}
+	sc := inbound.SourceConfig{Scheme: *b.Scheme, Secrets: *b.Secrets, HMAC: b.HMAC.config()}
+	if b.ToleranceSeconds != nil {
+		sc.ToleranceSeconds = *b.ToleranceSeconds
+	}
+	if b.Dedupe != nil {
+		sc.Dedupe = *b.Dedupe
+	}
+	if b.MaxBodyBytes != nil {
+		sc.MaxBodyBytes = *b.MaxBodyBytes
+	}
+	if err := validateSourceConfig(sc); err != nil {
+		return nil, err
+	}
+	raw, _ := json.Marshal(sc)
+	p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
+	if b.DestinationURL != nil {
+		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
+		if err != nil {
+			return nil, err
+		}
+		p.DestinationURL = &dest
+	}
+	src, err := s.db(ctx).UpdateSource(ctx, p)
+	if err != nil {
+		return nil, s.problem(err, "source "+Echo(in.ID))
+	}
+	s.cfg.SourceChanged(in.ID)
+	out, err := s.sourceOut(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	return &sourceOutput{Body: out}, nil
 }

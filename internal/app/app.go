@@ -367,7 +367,8 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		caps.HandOff.SetHandOff(m.engine) // its publishes' due deliveries need no claim
 	}
 	m.gateway = inbound.New(inbound.Config{Store: st, Notify: m.engine.Notify, NotifyFanOut: m.engine.NotifyFanOut, FanOutChunk: cfg.FanOutChunk,
-		Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now})
+		Metrics: m.metrics, Logger: cfg.Logger, Tracer: m.tracer, Now: cfg.Clock.Now,
+		KeyCheck: func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) }})
 	m.api, err = api.New(api.Config{
 		Inbound:               m.gateway,
 		SourceChanged:         m.gateway.Forget,

@@ -1,10 +1,13 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,6 +28,13 @@ import (
 // HERALD_ENCRYPTION_KEY_PREVIOUS (store.Rekey, as the command runs it).
 func sealUnderLostKey(t *testing.T, st store.Store, nodeKey, lostKey, id string) (rekey func()) {
 	t.Helper()
+	return sealColumnUnderLostKey(t, st, "endpoints", "secrets", nodeKey, lostKey, id)
+}
+
+// sealColumnUnderLostKey is sealUnderLostKey for the sealed column
+// table.column (store.SealedColumns) of row id, e.g. sources.config.
+func sealColumnUnderLostKey(t *testing.T, st store.Store, table, column, nodeKey, lostKey, id string) (rekey func()) {
+	t.Helper()
 	box := func(k string) *secretbox.Box {
 		raw, err := secretbox.ParseKey(k)
 		if err != nil {
@@ -40,7 +50,7 @@ func sealUnderLostKey(t *testing.T, st store.Store, nodeKey, lostKey, id string)
 	sealed := st.Capabilities().Sealed
 	var secrets store.SealedColumn
 	for _, c := range store.SealedColumns {
-		if c.Table == "endpoints" && c.Column == "secrets" {
+		if c.Table == table && c.Column == column {
 			secrets = c
 		}
 	}
@@ -668,5 +678,214 @@ func TestStaleNodeRefusesToReplaceValuesThatDoNotOpen(t *testing.T) {
 	h.call("GET", "/v1/endpoints/"+ep.ID+"/secret", nil, &secret)
 	if got.Headers["X-Team"] != "storage" || len(got.Unreadable) != 0 || secret.Secret != ep.Secret {
 		t.Errorf("after the key came back: headers %v, unreadable %v, secret changed %v; want the endpoint as it was", got.Headers, got.Unreadable, secret.Secret != ep.Secret)
+	}
+}
+
+// TestSourceWhoseConfigDoesNotOpen: an inbound source whose sealed
+// configuration (its provider signing secrets) is sealed under a key no
+// node holds once made GET /v1/sources answer 409 as a whole, with advice
+// to restart a node that held the current key, and its ingest answer 503
+// counted as result="error", with nothing said about why. Now the list
+// and GET show it marked (unreadable [config], none of its content), a
+// PATCH that does not give the configuration anew answers 409 naming the
+// source and the ways out (bad input 422, nothing changed), one that gives
+// scheme and secrets replaces it, DELETE works, and its ingest answers 503
+// with Retry-After, counted as result="unreadable", with one WARN naming
+// the source per minute (on the injected clock).
+func TestSourceWhoseConfigDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	logs := &testutil.SyncBuffer{}
+	h, key := startHeraldKeyed(t, func(c *app.Config) {
+		c.Clock = clk
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	dest := newReceiver(t, 200).URL
+	const secret = "provider-secret-0123456789"
+	create := func(name string) string {
+		t.Helper()
+		var out struct{ ID string }
+		if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": name, "scheme": "github", "secrets": []string{secret}, "destination_url": dest}, &out); st != 201 {
+			t.Fatalf("create source %s: %d %s", name, st, raw)
+		}
+		return out.ID
+	}
+	bad, fine, gone := create("bad"), create("fine"), create("gone")
+	sealColumnUnderLostKey(t, h.m.Store(), "sources", "config", key, newKey(t), bad)
+	sealColumnUnderLostKey(t, h.m.Store(), "sources", "config", key, newKey(t), gone)
+
+	type out struct {
+		ID, Name, Scheme string
+		Secrets          int
+		DestinationURL   string `json:"destination_url"`
+		Unreadable       []string
+	}
+	var list struct{ Data []out }
+	st, raw := h.call("GET", "/v1/sources", nil, &list)
+	if st != 200 || len(list.Data) != 3 {
+		t.Errorf("GET /v1/sources with a source whose config does not open = %d %s; want 200 and all three", st, raw)
+	}
+	for _, o := range list.Data {
+		wantMarked := o.ID == bad || o.ID == gone
+		if wantMarked != (strings.Join(o.Unreadable, ",") == "config") || wantMarked && (o.Scheme != "" || o.Secrets != 0) ||
+			!wantMarked && o.Scheme != "github" || o.DestinationURL != dest {
+			t.Errorf("listed %+v; want unreadable [config] (and no scheme) only on %s and %s, every destination shown", o, bad, gone)
+		}
+	}
+	if strings.Contains(string(raw), secret) {
+		t.Errorf("the list shows a provider secret: %s", raw)
+	}
+	var got out
+	if st, raw := h.call("GET", "/v1/sources/"+bad, nil, &got); st != 200 || got.ID != bad || got.Name != "bad" || strings.Join(got.Unreadable, ",") != "config" || got.DestinationURL != dest {
+		t.Errorf("GET the source = %d %s; want 200 with unreadable [config] and its destination", st, raw)
+	}
+
+	// Its ingest: 503 with Retry-After, counted apart, one WARN a minute.
+	ingest := func(id string) (int, http.Header, string) {
+		t.Helper()
+		body := []byte(`{"action":"opened"}`)
+		req, _ := http.NewRequest("POST", h.base+"/in/"+id, bytes.NewReader(body))
+		req.Header = providerRequest(t, "github", secret, clk.Now(), body, "d-"+id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	counter := func(result string) string {
+		t.Helper()
+		_, raw := h.call("GET", "/metrics", nil, nil)
+		m := regexp.MustCompile(`(?m)^herald_inbound_requests_total\{result="` + result + `"\} (\S+)$`).FindSubmatch(raw)
+		if m == nil {
+			return "0"
+		}
+		return string(m[1])
+	}
+	warnings := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "does not open") && strings.Contains(l, "source="+bad) {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 2 {
+		st, hdr, body := ingest(bad)
+		if st != 503 || hdr.Get("Retry-After") != "60" || !strings.Contains(body, "cannot verify") {
+			t.Errorf("ingest %d to the source whose config does not open = %d (Retry-After %q) %s; want 503, Retry-After 60", i, st, hdr.Get("Retry-After"), body)
+		}
+	}
+	if u, e := counter("unreadable"), counter("error"); u != "2" || e != "0" {
+		t.Errorf("herald_inbound_requests_total unreadable %s, error %s; want 2 and 0", u, e)
+	}
+	if n := warnings(); n != 1 {
+		t.Errorf("%d WARNs naming source %s after two requests within a minute; want 1:\n%s", n, bad, logs.String())
+	}
+	clk.Advance(time.Minute)
+	ingest(bad)
+	if n := warnings(); n != 2 {
+		t.Errorf("%d WARNs naming source %s after a minute more; want 2", n, bad)
+	}
+
+	// Changes that need the configuration: 409 naming the source and the
+	// ways out, never a restart of this node (it holds the current key).
+	for _, body := range []string{`{"name":"renamed"}`, `{"secrets":["` + secret + `"]}`, `{"scheme":"github"}`} {
+		st, raw := h.call("PATCH", "/v1/sources/"+bad, body, nil)
+		if st != 409 || !strings.Contains(string(raw), "source "+bad) || !strings.Contains(string(raw), `giving \"scheme\" and \"secrets\"`) ||
+			!strings.Contains(string(raw), "DELETE /v1/sources/{id}") || strings.Contains(string(raw), "restart") {
+			t.Errorf("PATCH %s of the source whose config does not open = %d %s; want 409 naming it, the replacement and the delete", body, st, raw)
+		}
+	}
+	// Bad input: the rule named, nothing changed.
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"github","secrets":["short"]}`, nil); st != 422 {
+		t.Errorf("PATCH with a too-short secret = %d %s; want 422", st, raw)
+	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"bogus","secrets":["`+secret+`"]}`, nil); st != 422 || !strings.Contains(string(raw), "scheme") {
+		t.Errorf("PATCH with an unknown scheme = %d %s; want 422 naming the scheme", st, raw)
+	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"github","secrets":["`+secret+`"],"tolerance_seconds":60}`, nil); st != 422 || !strings.Contains(string(raw), "tolerance_seconds") {
+		t.Errorf("PATCH with a tolerance github does not sign = %d %s; want 422 naming tolerance_seconds", st, raw)
+	}
+	got = out{}
+	h.call("GET", "/v1/sources/"+bad, nil, &got)
+	if got.Name != "bad" || strings.Join(got.Unreadable, ",") != "config" {
+		t.Errorf("after the refused PATCHes: %+v; want it unchanged", got)
+	}
+
+	// Giving scheme and secrets anew replaces it; the provider's next
+	// retry is accepted.
+	got = out{}
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"name":"repaired","scheme":"github","secrets":["`+secret+`"]}`, &got); st != 200 ||
+		got.Name != "repaired" || got.Scheme != "github" || got.Secrets != 1 || len(got.Unreadable) != 0 {
+		t.Fatalf("PATCH with scheme and secrets = %d %s; want 200, the source readable again", st, raw)
+	}
+	if st, _, body := ingest(bad); st != 200 || !strings.Contains(body, `"received":true`) {
+		t.Errorf("ingest after the replacement = %d %s; want 200 received", st, body)
+	}
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"name":"again"}`, nil); st != 200 {
+		t.Errorf("PATCH of the repaired source = %d %s, want 200", st, raw)
+	}
+	// DELETE needs none of it.
+	if st, raw := h.call("DELETE", "/v1/sources/"+gone, nil, nil); st != 204 {
+		t.Errorf("DELETE the source whose config does not open = %d %s, want 204", st, raw)
+	}
+	if st, _ := h.call("GET", "/v1/sources/"+gone, nil, nil); st != 404 {
+		t.Errorf("GET after the DELETE = %d, want 404", st)
+	}
+	if st, _, _ := ingest(fine); st != 200 {
+		t.Errorf("ingest to the other source = %d, want 200", st)
+	}
+}
+
+// TestStaleNodeSourceAdviceIsItsKey: on a node whose own key check fails
+// (the store was rekeyed to a key it lacks) every source fails to open and
+// is probably fine: the list still answers (marked), a PATCH is refused
+// with the stale node's 503 (restart it with the current key), never the
+// advice to replace or recreate the source, and the ingest answers 503
+// with a short Retry-After (nodes holding the key verify the retry);
+// nothing is written, so once the key is back the source is as it was.
+func TestStaleNodeSourceAdviceIsItsKey(t *testing.T) {
+	t.Parallel()
+	h, oldKey := startHeraldKeyed(t, func(c *app.Config) { c.KeyCheckInterval = time.Nanosecond })
+	const secret = "provider-secret-0123456789"
+	var src struct{ ID string }
+	if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": "gh", "scheme": "github", "secrets": []string{secret}, "destination_url": newReceiver(t, 200).URL}, &src); st != 201 {
+		t.Fatalf("create source: %d %s", st, raw)
+	}
+	back := rekeyAway(t, h, oldKey)
+	var list struct {
+		Data []struct{ Unreadable []string }
+	}
+	if st, raw := h.call("GET", "/v1/sources", nil, &list); st != 200 || len(list.Data) != 1 || strings.Join(list.Data[0].Unreadable, ",") != "config" {
+		t.Errorf("GET /v1/sources on a node lacking the current key = %d %s; want 200, the source marked", st, raw)
+	}
+	for _, body := range []string{`{"name":"x"}`, `{"scheme":"github","secrets":["another-secret-0123456789"]}`} {
+		st, raw := h.call("PATCH", "/v1/sources/"+src.ID, body, nil)
+		if st != 503 || !strings.Contains(string(raw), "restart this node with the current key") || strings.Contains(string(raw), "create it again") {
+			t.Errorf("PATCH %s on a node lacking the current key = %d %s; want 503 saying to restart it with the current key", body, st, raw)
+		}
+	}
+	body := []byte(`{"action":"opened"}`)
+	req, _ := http.NewRequest("POST", h.base+"/in/"+src.ID, bytes.NewReader(body))
+	req.Header = providerRequest(t, "github", secret, time.Now(), body, "d-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "10" || !strings.Contains(string(b), "this node cannot verify") {
+		t.Errorf("ingest on a node lacking the current key = %d (Retry-After %q) %s; want 503, Retry-After 10", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	back()
+	var got struct {
+		Name, Scheme string
+		Unreadable   []string
+	}
+	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &got); st != 200 || got.Name != "gh" || got.Scheme != "github" || len(got.Unreadable) != 0 {
+		t.Errorf("after the key came back: %d %s; want the source as it was", st, raw)
 	}
 }

@@ -1585,6 +1585,11 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	if sec := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")); len(sec) > 0 {
 		b["secrets"] = sec
 	}
+	// The form of a source whose configuration does not open asks for
+	// the scheme too: with the secrets, the API replaces it whole.
+	if sch := strings.TrimSpace(r.PostFormValue("scheme")); sch != "" {
+		b["scheme"] = sch
+	}
 	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
 		var ae *apiError
 		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {

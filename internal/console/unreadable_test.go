@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -71,5 +72,70 @@ func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
 	d.E.Unreadable = []string{"headers.X-Team"}
 	if a := d.UnreadableAdvice(); !strings.Contains(a, "give its headers again") || strings.Contains(a, "Rotate") {
 		t.Errorf("advice for headers alone: %q; want the edit", a)
+	}
+}
+
+// TestSourceWhoseConfigDoesNotOpenIsMarked: an inbound source whose sealed
+// configuration this node cannot open once made the sources page answer
+// the API's 409 as a whole. It is listed with a marker now (the others
+// as before), its page says what does not open and the ways out, and its
+// edit form, which then asks for the scheme too, replaces the
+// configuration.
+func TestSourceWhoseConfigDoesNotOpenIsMarked(t *testing.T) {
+	f := newFixture(t)
+	var bad, fine api.SourceOut
+	for name, out := range map[string]*api.SourceOut{"bad": &bad, "fine": &fine} {
+		if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"`+name+`","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, out); code != http.StatusCreated {
+			t.Fatalf("create source %s: %d", name, code)
+		}
+	}
+	sealed := f.st.Capabilities().Sealed
+	var col store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "sources" && c.Column == "config" {
+			col = c
+		}
+	}
+	old, ok, err := sealed.SealedValue(t.Context(), col, bad.ID)
+	if err != nil || !ok {
+		t.Fatalf("SealedValue: %v %v", ok, err)
+	}
+	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
+	if ok, err := sealed.ReplaceSealed(t.Context(), col, bad.ID, old, foreign); err != nil || !ok {
+		t.Fatalf("ReplaceSealed: %v %v", ok, err)
+	}
+	b, token := adminBrowser(t, f)
+	w := b.do("GET", "/ui/sources", nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /ui/sources: %d %s", w.Code, w.Body.String())
+	}
+	rows := strings.Split(w.Body.String(), "<tr data-source=")
+	marked := map[string]bool{}
+	for _, r := range rows[1:] {
+		id := strings.Trim(strings.SplitN(r, ">", 2)[0], `"`)
+		marked[id] = strings.Contains(strings.SplitN(r, "</tr>", 2)[0], `data-testid="unreadable"`)
+	}
+	if !marked[bad.ID] || marked[fine.ID] || len(marked) != 2 {
+		t.Errorf("sources marked as not opening: %v; want only %s", marked, bad.ID)
+	}
+	w = b.do("GET", "/ui/sources/"+bad.ID, nil)
+	body := w.Body.String()
+	if w.Code != http.StatusOK || !strings.Contains(body, `data-testid="unreadable"`) || !strings.Contains(body, "do not open its stored configuration") ||
+		!strings.Contains(body, "give its scheme and secrets again") || !strings.Contains(body, `<select name="scheme">`) {
+		t.Errorf("the source's page = %d; want 200 naming its configuration as not opening, the ways out, and a scheme in the form:\n%s", w.Code, body)
+	}
+	if w := b.do("GET", "/ui/sources/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) || strings.Contains(w.Body.String(), `<select name="scheme">`) {
+		t.Error("a source whose configuration opens is marked as not opening, or asked for its scheme")
+	}
+	// The form replaces it.
+	w = b.do("POST", "/ui/sources/"+bad.ID, url.Values{"csrf": {token}, "name": {"bad"}, "destination_url": {"http://10.0.0.9/in"},
+		"scheme": {"stripe"}, "secrets": {"another-secret-0123456789"}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("saving the source with scheme and secrets: %d %s", w.Code, w.Body.String())
+	}
+	var after api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+bad.ID, "", &after)
+	if after.Scheme != "stripe" || after.Secrets != 1 || len(after.Unreadable) != 0 {
+		t.Errorf("after saving: %+v; want scheme stripe, 1 secret, readable", after)
 	}
 }

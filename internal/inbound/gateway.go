@@ -134,6 +134,11 @@ type Config struct {
 	// CacheTTL bounds how long a source's configuration is cached; default
 	// 2 s (a changed secret takes effect within it).
 	CacheTTL time.Duration
+	// KeyCheck reports whether this node holds the store's current
+	// encryption key (nil error), as /readyz checks it; nil: no check (a
+	// store without encryption). It tells the two cases of a source whose
+	// sealed configuration does not open apart (unreadableSource).
+	KeyCheck func(context.Context) error
 }
 
 // Gateway serves POST /in/{source_id}.
@@ -141,6 +146,9 @@ type Gateway struct {
 	cfg   Config
 	mu    sync.Mutex
 	cache map[string]cachedSource
+	// unreadable holds the sources whose configuration did not open here
+	// at their last read, each with when it was last logged (mu).
+	unreadable map[string]unreadableNote
 }
 
 type cachedSource struct {
@@ -166,13 +174,14 @@ func New(cfg Config) *Gateway {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = 2 * time.Second
 	}
-	return &Gateway{cfg: cfg, cache: map[string]cachedSource{}}
+	return &Gateway{cfg: cfg, cache: map[string]cachedSource{}, unreadable: map[string]unreadableNote{}}
 }
 
 // Forget drops a source from the cache (after an update or delete).
 func (g *Gateway) Forget(id string) {
 	g.mu.Lock()
 	delete(g.cache, id)
+	delete(g.unreadable, id)
 	g.mu.Unlock()
 }
 
@@ -194,6 +203,10 @@ func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceCo
 	}
 	g.mu.Lock()
 	g.cache[id] = cachedSource{src: src, cfg: sc, expires: now.Add(g.cfg.CacheTTL)}
+	if _, ok := g.unreadable[id]; ok {
+		delete(g.unreadable, id)
+		g.cfg.Logger.InfoContext(ctx, "inbound: source's stored configuration opens again: its requests are verified", "source", id)
+	}
 	g.mu.Unlock()
 	return src, sc, nil
 }
@@ -270,6 +283,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, store.ErrNotFound) {
 			g.result(span, "unknown_source")
 			writeProblem(w, http.StatusNotFound, "no such source")
+			return
+		}
+		if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
+			g.result(span, "unreadable")
+			g.unreadableSource(r.Context(), w, id, u)
 			return
 		}
 		g.result(span, "error")
@@ -355,13 +373,91 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, answer{Received: true, ID: res.Event.ID})
 }
 
+// A source whose sealed configuration (its provider signing secrets) does
+// not open on this node: sealed under a key this node does not hold, or
+// damaged. Nothing of a request to it can be verified, so nothing is
+// stored: the provider's retries are the event's only copy. As the
+// delivery engine keeps such an endpoint's deliveries pending rather than
+// failing them, the gateway answers 503 with Retry-After, which every
+// provider retries (a 4xx would blame the request, which is not at fault):
+//
+//   - on a node whose key check fails (it lacks the current key: a
+//     rolling deploy, a node not restarted after herald rekey) the nodes
+//     that hold the key verify the retry, or this one once restarted with
+//     it: Retry-After unreadableRetryStale;
+//   - on a node that holds the current key no node opens it (sealed under
+//     a key none holds any more, or damaged): the retries are accepted
+//     once an operator replaces the source's configuration (PATCH
+//     /v1/sources/{id} with scheme and secrets) or rekeys with the lost key
+//     as a previous one; until then they are refused the same way, at
+//     Retry-After unreadableRetryLost (the delivery engine's longest skip).
+//
+// Each such request is counted as herald_inbound_requests_total{result=
+// "unreadable"} (HeraldSourceValuesDoNotOpen alerts on it), and a WARN
+// names the source at most once per unreadableLogEvery per source; the key
+// check runs with it, not on every request.
+const (
+	unreadableLogEvery   = time.Minute
+	unreadableRetryStale = 10 * time.Second
+	unreadableRetryLost  = time.Minute
+)
+
+// unreadableNote is what the gateway remembers of a source whose
+// configuration did not open: when it last logged it and whether this
+// node's key check failed then.
+type unreadableNote struct {
+	logged time.Time
+	stale  bool
+}
+
+// unreadableSource answers a request to source id, whose configuration
+// does not open here (u): see above.
+func (g *Gateway) unreadableSource(ctx context.Context, w http.ResponseWriter, id string, u *store.UnreadableSourceError) {
+	now := g.cfg.Now()
+	g.mu.Lock()
+	note, known := g.unreadable[id]
+	due := !known || now.Sub(note.logged) >= unreadableLogEvery
+	if due {
+		// Claimed before the check, so concurrent requests log once.
+		note.logged = now
+		g.unreadable[id] = note
+	}
+	g.mu.Unlock()
+	if due {
+		var kerr error
+		if g.cfg.KeyCheck != nil {
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			kerr = g.cfg.KeyCheck(kctx)
+			cancel()
+		}
+		note.stale = kerr != nil
+		g.mu.Lock()
+		g.unreadable[id] = note
+		g.mu.Unlock()
+		if note.stale {
+			g.cfg.Logger.WarnContext(ctx, "inbound: source's stored configuration does not open with this node's encryption keys, and this node's key check fails: its requests are refused (503) here until this node is restarted with the current key; nodes holding it verify them",
+				"source", id, "error", u, "key_check", kerr)
+		} else {
+			g.cfg.Logger.WarnContext(ctx, "inbound: source's stored configuration does not open with this node's encryption keys (sealed under a key no node holds, or damaged): its requests are refused (503, the provider retries) until its configuration is replaced (PATCH /v1/sources/{id} with scheme and secrets) or the lost key is given to herald rekey",
+				"source", id, "error", u)
+		}
+	}
+	after, detail := unreadableRetryLost, "this source cannot verify requests now; retry later"
+	if note.stale {
+		after, detail = unreadableRetryStale, "this node cannot verify requests for this source now; retry"
+	}
+	w.Header().Set("Retry-After", fmt.Sprint(int(after/time.Second)))
+	writeProblem(w, http.StatusServiceUnavailable, detail)
+}
+
 // result counts a request's result and records it on its span (when
-// tracing is on): herald.result, and an error status for "error".
+// tracing is on): herald.result, and an error status for "error" and
+// "unreadable".
 func (g *Gateway) result(span trace.Span, result string) {
 	g.cfg.Metrics.Inbound(result)
 	if span != nil {
 		span.SetAttributes(tracing.AttrResult.String(result))
-		if result == "error" {
+		if result == "error" || result == "unreadable" {
 			span.SetStatus(codes.Error, result)
 		}
 	}

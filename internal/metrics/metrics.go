@@ -91,7 +91,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Name: "herald_operational_events_suppressed_total", Help: "Operational events held back by the per-tenant rate limit, by type.",
 	}, []string{"type"})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, challenge, bad_request, error).",
+		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, challenge, bad_request, error, unreadable: the source's sealed configuration does not open on this node, answered 503).",
 	}, []string{"result"})
 	m.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_auth_failures_total", Help: "API requests refused at authentication, by reason (missing, malformed, invalid, expired, revoked, throttled).",
@@ -124,6 +124,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	for _, o := range []string{"succeeded", "retry", "dead"} {
 		m.deliveries.WithLabelValues(o)
 	}
+	m.inbound.WithLabelValues("unreadable") // HeraldSourceValuesDoNotOpen
 	m.reg.MustRegister(m.clusterNodes, m.unreadable, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
 		m.leasesRescued, m.poisoned, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

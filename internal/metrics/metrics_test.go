@@ -227,6 +227,7 @@ func TestAlertedCountersExistAtZero(t *testing.T) {
 		`herald_deliveries_total{outcome="retry"} 0`,
 		`herald_deliveries_total{outcome="dead"} 0`,
 		`herald_deliveries_poisoned_total 0`,
+		`herald_inbound_requests_total{result="unreadable"} 0`,
 	} {
 		if !strings.Contains(rec.Body.String(), s+"\n") {
 			t.Errorf("no %s before any attempt", s)

@@ -673,6 +673,11 @@ type Source struct {
 	Config     []byte
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Unreadable names the sealed values of the row that do not open on
+	// this node (SourceConfigValue), Config then nil: set only on a
+	// source a list shows (ListedSource) or an *UnreadableSourceError
+	// carries.
+	Unreadable []string
 }
 
 // CreateSourceParams creates a source and its forwarding endpoint (Kind
@@ -683,7 +688,10 @@ type CreateSourceParams struct {
 }
 
 // UpdateSourceParams changes a source; nil fields are left unchanged.
-// DestinationURL changes its endpoint's URL.
+// DestinationURL changes its endpoint's URL. Config replaces the
+// configuration whole, also one whose sealed value does not open (an
+// *UnreadableSourceError); an update without Config of such a source
+// fails with that error and changes nothing.
 type UpdateSourceParams struct {
 	ID             string
 	Name           *string
@@ -1006,9 +1014,12 @@ type Store interface {
 	RevokeSecret(ctx context.Context, p RevokeSecretParams) (Endpoint, error)
 	// CreateSource stores a source and its forwarding endpoint.
 	CreateSource(ctx context.Context, p CreateSourceParams) (Source, error)
-	// GetSource returns ErrNotFound for an unknown id.
+	// GetSource returns ErrNotFound for an unknown id, an
+	// *UnreadableSourceError for a source whose sealed configuration does
+	// not open.
 	GetSource(ctx context.Context, id string) (Source, error)
-	// ListSources lists sources, newest first.
+	// ListSources lists sources, newest first; one whose sealed
+	// configuration does not open is listed without it (ListedSource).
 	ListSources(ctx context.Context, p ListParams) (Page[Source], error)
 	// UpdateSource returns ErrNotFound for an unknown id.
 	UpdateSource(ctx context.Context, p UpdateSourceParams) (Source, error)

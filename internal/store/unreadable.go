@@ -211,3 +211,60 @@ func OnlyHeadersUnreadable(err error) bool {
 	}
 	return true
 }
+
+// SourceConfigValue names, in Source.Unreadable, a source's sealed
+// configuration (the provider's signing secrets with the scheme, replay
+// window, dedupe rule, body cap and hmac settings: one sealed value).
+const SourceConfigValue = "config"
+
+// UnreadableSourceError is the error of a source row that was read but
+// whose sealed configuration does not open on this node: sealed under an
+// encryption key this node does not hold (a node not restarted with the
+// new key, a value sealed within a stale node's key-check cache after a
+// rekey, or a database restored under another key), or corrupted. Drivers
+// return it, wrapping the cause, from every read of such a source; Error
+// is the cause's message.
+type UnreadableSourceError struct {
+	SourceID string
+	Err      error
+	// Source is the row without its configuration: every other field as
+	// stored, Config nil, Unreadable naming SourceConfigValue. The API
+	// shows it and lets it be deleted or its configuration replaced
+	// whole; nothing verifies with it.
+	Source Source
+}
+
+func (e *UnreadableSourceError) Error() string { return e.Err.Error() }
+func (e *UnreadableSourceError) Unwrap() error { return e.Err }
+
+// UnreadableSource wraps err, the failure to open the sealed configuration
+// of src (read otherwise), in an *UnreadableSourceError whose Source is src
+// without it.
+func UnreadableSource(src Source, err error) error {
+	src.Config = nil
+	src.Unreadable = []string{SourceConfigValue}
+	return &UnreadableSourceError{SourceID: src.ID, Err: fmt.Errorf("source %s config: %w", src.ID, err), Source: src}
+}
+
+// SourceError is err as a driver returns it from a read of a source:
+// its *UnreadableSourceError itself when it has one (not wrapped as an
+// unavailable store: nothing a retry ends), else err as is.
+func SourceError(err error) error {
+	if u := (*UnreadableSourceError)(nil); errors.As(err, &u) {
+		return u
+	}
+	return err
+}
+
+// ListedSource is the source a list shows for a row read with err: the row
+// when err is nil; when its sealed configuration does not open (an
+// *UnreadableSourceError), the source without it, named in
+// Source.Unreadable, and no error; any other error as is. Drivers call it
+// on each row of ListSources, so that one such source never fails the
+// list.
+func ListedSource(src Source, err error) (Source, error) {
+	if u := (*UnreadableSourceError)(nil); errors.As(err, &u) {
+		return u.Source, nil
+	}
+	return src, err
+}

@@ -24,7 +24,7 @@ func (s *Store) scanSource(row pgx.Row) (store.Source, error) {
 	src.CreatedAt, src.UpdatedAt = src.CreatedAt.UTC(), src.UpdatedAt.UTC()
 	raw, err := store.OpenBytes(s.box, src.ID, config)
 	if err != nil {
-		return src, fmt.Errorf("source %s config: %w", src.ID, err)
+		return src, store.UnreadableSource(src, err)
 	}
 	src.Config = raw
 	return src, nil
@@ -70,7 +70,7 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 // GetSource implements store.Store.
 func (s *Store) GetSource(ctx context.Context, id string) (store.Source, error) {
 	src, err := s.scanSource(s.pool.QueryRow(ctx, "SELECT "+sourceColumns+" FROM sources WHERE id = $1", id))
-	return src, wrap("source "+id, err)
+	return src, store.SourceError(wrap("source "+id, err))
 }
 
 // ListSources implements store.Store: newest first by id; the cursor is the
@@ -88,7 +88,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 	defer rows.Close()
 	var out []store.Source
 	for rows.Next() {
-		src, err := s.scanSource(rows)
+		src, err := store.ListedSource(s.scanSource(rows))
 		if err != nil {
 			return store.Page[store.Source]{}, wrap("list sources", err)
 		}
@@ -127,7 +127,9 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 			WHERE id = (SELECT endpoint_id FROM sources WHERE id = $1)`, p.ID, *p.DestinationURL, now)
 	}
 	if err := s.txBatch(ctx, "update source", b, nil); err != nil {
-		return store.Source{}, err
+		// An update without a configuration of a source whose
+		// configuration does not open: rolled back.
+		return store.Source{}, store.SourceError(err)
 	}
 	return out, nil
 }

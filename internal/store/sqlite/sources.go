@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/herald-webhooks/herald/internal/store"
@@ -22,7 +23,7 @@ func (s *Store) scanSource(sc scanner) (store.Source, error) {
 	src.CreatedAt, src.UpdatedAt = fromMicro(createdAt), fromMicro(updatedAt)
 	raw, err := store.OpenBytes(s.box, src.ID, config)
 	if err != nil {
-		return src, fmt.Errorf("source %s config: %w", src.ID, err)
+		return src, store.UnreadableSource(src, err)
 	}
 	src.Config = raw
 	return src, nil
@@ -73,7 +74,7 @@ func (s *Store) CreateSource(ctx context.Context, p store.CreateSourceParams) (s
 // GetSource implements store.Store.
 func (s *Store) GetSource(ctx context.Context, id string) (store.Source, error) {
 	src, err := s.scanSource(s.r.QueryRowContext(ctx, "SELECT "+sourceColumns+" FROM sources WHERE id = ?", id))
-	return src, wrap("source "+id, err)
+	return src, store.SourceError(wrap("source "+id, err))
 }
 
 // ListSources implements store.Store.
@@ -94,7 +95,7 @@ func (s *Store) ListSources(ctx context.Context, p store.ListParams) (store.Page
 	defer rows.Close()
 	var out []store.Source
 	for rows.Next() {
-		src, err := s.scanSource(rows)
+		src, err := store.ListedSource(s.scanSource(rows))
 		if err != nil {
 			return store.Page[store.Source]{}, wrap("list sources", err)
 		}
@@ -114,8 +115,12 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 	}
 	defer done()
 	src, err := s.scanSource(tx.QueryRowContext(ctx, "SELECT "+sourceColumns+" FROM sources WHERE id = ?", p.ID))
+	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) && p.Config != nil {
+		// Its configuration does not open: replaced whole by p.Config.
+		src, err = u.Source, nil
+	}
 	if err != nil {
-		return store.Source{}, wrap("source "+p.ID, err)
+		return store.Source{}, store.SourceError(wrap("source "+p.ID, err))
 	}
 	if p.Name != nil {
 		src.Name = *p.Name

@@ -282,6 +282,84 @@ func (s suite) unreadable(t *testing.T) {
 			t.Errorf("endpoint after the replacement: %+v", e)
 		}
 	})
+	// A source whose sealed configuration does not open (sealed under a
+	// key this node lacks, or damaged) is read as an UnreadableSourceError
+	// carrying the rest of the row, listed with the marker instead of
+	// failing the list (a review found one such source failing every list
+	// of sources), replaced by an update that gives a configuration, and
+	// deleted; an update that gives none changes nothing.
+	s.run(t, "Source", func(t *testing.T, f *fixture) {
+		var ps []store.CreateSourceParams
+		for _, name := range []string{"first", "bad", "last", "gone"} {
+			p := newSource(name)
+			if _, err := f.s.CreateSource(f.ctx, p); err != nil {
+				t.Fatalf("CreateSource(%s): %v", name, err)
+			}
+			ps = append(ps, p)
+		}
+		first, bad, last, gone := ps[0].Source, ps[1].Source, ps[2].Source, ps[3].Source
+		f.sealSource(bad.ID)
+		f.sealSource(gone.ID)
+		_, err := f.s.GetSource(f.ctx, bad.ID)
+		var u *store.UnreadableSourceError
+		if !errors.As(err, &u) || u.SourceID != bad.ID || u.Source.ID != bad.ID || u.Source.Name != "bad" || u.Source.EndpointID != ps[1].Endpoint.ID ||
+			u.Source.Config != nil || !slices.Equal(u.Source.Unreadable, []string{store.SourceConfigValue}) || !u.Source.CreatedAt.Equal(base) {
+			t.Fatalf("GetSource with its config under another key = %v (%+v); want an UnreadableSourceError with the rest of the row, Unreadable [config]", err, u)
+		}
+		if msg := err.Error(); strings.Count(msg, bad.ID) != 1 || strings.Contains(msg, "unavailable") {
+			t.Errorf("GetSource error %q: want the source %s named once, and no outage", msg, bad.ID)
+		}
+		pg, err := f.s.ListSources(f.ctx, store.ListParams{Limit: 10})
+		if err != nil {
+			t.Fatalf("ListSources with a source whose config does not open: %v; want every source", err)
+		}
+		srcID := func(s store.Source) string { return s.ID }
+		wantIDs := []string{gone.ID, last.ID, bad.ID, first.ID}
+		diff(t, "ListSources ids", wantIDs, idsOf(pg.Data, srcID))
+		for _, got := range pg.Data {
+			switch got.ID {
+			case bad.ID, gone.ID:
+				if got.Config != nil || !slices.Equal(got.Unreadable, []string{store.SourceConfigValue}) || got.EndpointID == "" {
+					t.Errorf("listed %s (config does not open): %+v; want it without config, Unreadable [config]", got.ID, got)
+				}
+			default:
+				if got.Unreadable != nil || len(got.Config) == 0 {
+					t.Errorf("listed %s: %+v; want its config, no marker", got.ID, got)
+				}
+			}
+		}
+		for _, limit := range []int{1, 2, 3} {
+			all := collect(t, limit, func(cursor string) (store.Page[store.Source], error) {
+				return f.s.ListSources(f.ctx, store.ListParams{Limit: limit, Cursor: cursor})
+			}, srcID)
+			diff(t, fmt.Sprintf("ListSources(limit %d) ids", limit), wantIDs, idsOf(all, srcID))
+		}
+		// An update without a configuration cannot seal the one it cannot
+		// open again: refused, nothing changed.
+		name := "renamed"
+		if got, err := f.s.UpdateSource(f.ctx, store.UpdateSourceParams{ID: bad.ID, Name: &name, Now: at(time.Hour)}); !errors.As(err, &u) {
+			t.Errorf("UpdateSource(name only) of a source whose config does not open = %+v, %v; want the UnreadableSourceError", got, err)
+		}
+		if _, err := f.s.GetSource(f.ctx, bad.ID); !errors.As(err, &u) || u.Source.Name != "bad" || !u.Source.UpdatedAt.Equal(base) {
+			t.Errorf("after the refused update: %v (%+v); want it unchanged", err, u)
+		}
+		// One that gives the configuration replaces it.
+		cfg := []byte(`{"scheme":"github","secrets":["replaced-provider-secret"]}`)
+		got, err := f.s.UpdateSource(f.ctx, store.UpdateSourceParams{ID: bad.ID, Name: &name, Config: &cfg, Now: at(time.Hour)})
+		if err != nil || string(got.Config) != string(cfg) || got.Name != name || got.Unreadable != nil {
+			t.Fatalf("UpdateSource with a new config of a source whose config does not open = %+v, %v; want it replaced", got, err)
+		}
+		if got, err := f.s.GetSource(f.ctx, bad.ID); err != nil || string(got.Config) != string(cfg) || !got.UpdatedAt.Equal(at(time.Hour)) {
+			t.Errorf("GetSource after the replacement = %+v, %v", got, err)
+		}
+		// A delete needs none of it.
+		if err := f.s.DeleteSource(f.ctx, gone.ID); err != nil {
+			t.Fatalf("DeleteSource of a source whose config does not open: %v", err)
+		}
+		if _, err := f.s.GetEndpoint(f.ctx, ps[3].Endpoint.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("its forwarding endpoint after the delete: %v; want ErrNotFound", err)
+		}
+	})
 	// SkipEndpoints holds in every part of a claim: the round, the fill,
 	// and the fills of a claim that also skips tenants.
 	s.run(t, "SkipEndpoints", func(t *testing.T, f *fixture) {
@@ -416,4 +494,30 @@ func (f *fixture) seal(column, id string) (restore func()) {
 		f.t.Fatalf("GetEndpoint(%s) with endpoints.%s under another key: no error", id, column)
 	}
 	return func() { replace(v, old) }
+}
+
+// sealSource makes the sealed configuration of source id a value the
+// store's key does not open (sealed under another key, as far as the store
+// can tell). It skips the test when the driver cannot rewrite sealed
+// values.
+func (f *fixture) sealSource(id string) {
+	f.t.Helper()
+	sealed := f.s.Capabilities().Sealed
+	if sealed == nil {
+		f.t.Skip("the driver declares no Sealed: no way to store a value under another key")
+	}
+	var c store.SealedColumn
+	for _, sc := range store.SealedColumns {
+		if sc.Table == "sources" && sc.Column == "config" {
+			c = sc
+		}
+	}
+	old, ok, err := sealed.SealedValue(f.ctx, c, id)
+	if err != nil || !ok {
+		f.t.Fatalf("SealedValue(sources.config, %s) = %v, %v", id, ok, err)
+	}
+	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
+	if ok, err := sealed.ReplaceSealed(f.ctx, c, id, old, foreign); err != nil || !ok {
+		f.t.Fatalf("ReplaceSealed(sources.config, %s) = %v, %v", id, ok, err)
+	}
 }

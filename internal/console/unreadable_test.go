@@ -118,13 +118,17 @@ func TestSourceWhoseConfigDoesNotOpenIsMarked(t *testing.T) {
 	if !marked[bad.ID] || marked[fine.ID] || len(marked) != 2 {
 		t.Errorf("sources marked as not opening: %v; want only %s", marked, bad.ID)
 	}
+	// Its number of secrets is not known: not shown as 0.
+	if row := strings.SplitN(strings.SplitN(w.Body.String(), `<tr data-source="`+bad.ID+`">`, 2)[1], "</tr>", 2)[0]; !strings.Contains(row, "<td>—</td>") || strings.Contains(row, "<td>0</td>") {
+		t.Errorf("the unreadable source's row shows a count of secrets: %s", row)
+	}
 	w = b.do("GET", "/ui/sources/"+bad.ID, nil)
 	body := w.Body.String()
 	if w.Code != http.StatusOK || !strings.Contains(body, `data-testid="unreadable"`) || !strings.Contains(body, "do not open its stored configuration") ||
-		!strings.Contains(body, "give its scheme and secrets again") || !strings.Contains(body, `<select name="scheme">`) {
+		!strings.Contains(body, "give its scheme and secrets again") || !strings.Contains(body, `<select name="scheme" required><option value="" selected disabled>choose the provider's scheme</option>`) {
 		t.Errorf("the source's page = %d; want 200 naming its configuration as not opening, the ways out, and a scheme in the form:\n%s", w.Code, body)
 	}
-	if w := b.do("GET", "/ui/sources/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) || strings.Contains(w.Body.String(), `<select name="scheme">`) {
+	if w := b.do("GET", "/ui/sources/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) || strings.Contains(w.Body.String(), `<select name="scheme"`) {
 		t.Error("a source whose configuration opens is marked as not opening, or asked for its scheme")
 	}
 	// The form replaces it.

@@ -360,6 +360,7 @@ type endpointFormData struct {
 	E          api.EndpointOut
 	New        bool
 	EventTypes string
+	StaleKey   bool // as endpointDetailData.StaleKey
 	Headers    string
 	Versions   string             // pinned versions, one "type: version" a line
 	Catalog    []api.EventTypeOut // the event catalog, for the pins' hint
@@ -376,10 +377,17 @@ func (d endpointFormData) UnreadableNote() string {
 	if len(d.E.Unreadable) == 0 {
 		return ""
 	}
-	if (endpointDetailData{E: d.E}).Withheld("edit") {
-		return "This node's encryption keys do not open its stored secrets: Herald refuses to save any change until they are replaced (Replace secrets, on the endpoint's page), or, if its header values do not open either, at all: it can only be deleted."
+	detail := endpointDetailData{E: d.E, StaleKey: d.StaleKey}
+	if d.StaleKey {
+		return detail.UnreadableAdvice() + " Herald refuses to save a change here meanwhile."
 	}
-	return "This node's encryption keys do not open its stored " + strings.Join(d.E.Unreadable, ", ") + ": replace each " + api.UnreadableHeaderValue + " below with the header's value (or remove its line) and save. The headers saved are the whole set; once they are, the endpoint is delivered to again."
+	if secrets, headers := detail.unreadable(); secrets && headers {
+		return "This node's encryption keys do not open its stored secrets and header values: Herald refuses to save any change to it. " + detail.UnreadableAdvice()
+	}
+	if detail.Withheld("edit") {
+		return "This node's encryption keys do not open its stored secrets: Herald refuses to save any change until they are replaced (Replace secrets, on the endpoint's page)."
+	}
+	return "This node's encryption keys do not open its stored " + strings.Join(d.E.Unreadable, ", ") + ": replace each " + api.UnreadableHeaderValue + " below with the header's value (or remove its line) and save. The headers saved are the whole set; once they are, its deliveries go out again (if it is enabled: a paused or disabled endpoint stays so until resumed or enabled)."
 }
 
 func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *session) {
@@ -393,6 +401,9 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 		d.EventTypes = strings.Join(d.E.EventTypes, "\n")
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
+		if len(d.E.Unreadable) > 0 {
+			d.StaleKey = c.staleKey(r, s)
+		}
 	}
 	// The catalog is only the pins' hint, but a refused credential (a key
 	// revoked or expired since sign-in: the call ended the session) sends
@@ -510,6 +521,14 @@ func (c *Console) formAgain(w http.ResponseWriter, r *http.Request, s *session, 
 	d.Catalog, _ = c.catalogTypes(r, s) // only the pins' hint: the form shows without it
 	d.E.ID, d.E.URL, d.E.Description, d.E.Tenant = id, r.PostFormValue("url"), r.PostFormValue("description"), r.PostFormValue("tenant")
 	d.E.RateLimitPerSecond, _ = strconv.Atoi(r.PostFormValue("rate_limit_per_second"))
+	if id != "" {
+		// The refused edit of an endpoint whose values do not open keeps
+		// its note on what a save can do (UnreadableNote).
+		var cur api.EndpointOut
+		if c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &cur) == nil && len(cur.Unreadable) > 0 {
+			d.E.Unreadable, d.StaleKey = cur.Unreadable, c.staleKey(r, s)
+		}
+	}
 	status := http.StatusUnprocessableEntity
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -769,6 +788,10 @@ type endpointDetailData struct {
 	// choices as they were sent.
 	Rotate rotateForm
 	Err    string
+	// StaleKey: this node's encryption key is older than the database's
+	// (GET /readyz answers 503 for its key), so no endpoint's values open
+	// here and the unreadable ones are probably fine (staleKey).
+	StaleKey bool
 }
 
 func (d endpointDetailData) errText() string { return d.Err }
@@ -794,8 +817,10 @@ func (d endpointDetailData) unreadable() (secrets, headers bool) {
 func (d endpointDetailData) UnreadableAdvice() string {
 	secrets, headers := d.unreadable()
 	switch {
+	case d.StaleKey:
+		return "This node's own key is older than the database's (its readiness check, GET /readyz, answers 503: herald rekey moved the stored values to a newer key), so no endpoint's values open here and this one's are probably fine: restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file). Do not replace or delete the endpoint for this."
 	case secrets && headers:
-		return "With both its secrets and header values unreadable it can only be deleted (and created again), unless a node holding their key rekeys them."
+		return "With both its secrets and header values unreadable, they cannot be replaced here: delete it and create it again, unless a node holding their key rekeys them."
 	case secrets:
 		return "Replace its secrets with a new one (Replace secrets, below), or delete it."
 	default:
@@ -817,6 +842,8 @@ func (d endpointDetailData) Withheld(action string) bool {
 	switch {
 	case !secrets && !headers:
 		return false
+	case d.StaleKey:
+		return true // a node whose key is stale seals nothing (503)
 	case action == "rotate":
 		return headers // the replacing rotation: secrets alone
 	case action == "edit":
@@ -830,8 +857,10 @@ func (d endpointDetailData) WithheldReason() string {
 	secrets, headers := d.unreadable()
 	const refused = "Greyed out: Herald refuses these (409) while this node's keys do not open the endpoint's "
 	switch {
+	case d.StaleKey:
+		return "Greyed out: this node's key is older than the database's, so Herald refuses these here (409, and 503 for replacing the values) until the node runs with the current key."
 	case secrets && headers:
-		return refused + "secrets and header values; you can only delete it."
+		return refused + "secrets and header values: its deliveries and dead letters can still be read and replayed, and it can be deleted."
 	case secrets:
 		return refused + "secrets, until they are replaced (Replace secrets)."
 	default:
@@ -879,7 +908,23 @@ func (c *Console) endpointDetailPage(w http.ResponseWriter, r *http.Request, s *
 	}
 	d.Deliveries, d.NextCursor = dl.Data, dl.NextCursor
 	d.H = c.health(r, s, id)
+	if len(d.E.Unreadable) > 0 {
+		d.StaleKey = c.staleKey(r, s)
+	}
 	c.render(w, r, status, "endpoint", s, "Endpoint "+id, "endpoints", d)
+}
+
+// staleKey reports whether this node's readiness check fails on its
+// encryption key (GET /readyz: 503 with api.NotReadyWrongKeyMessage or
+// api.NotReadyRetiredKeyMessage): herald rekey moved the database's sealed
+// values to a key this node lacks, and every value sealed before looks
+// unreadable here while it is fine on the nodes with the current key.
+func (c *Console) staleKey(r *http.Request, s *session) bool {
+	var ae *apiError
+	if err := c.call(r, s, "GET", "/readyz", nil, nil); errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
+		return ae.Detail == api.NotReadyWrongKeyMessage || ae.Detail == api.NotReadyRetiredKeyMessage
+	}
+	return false
 }
 
 type deliveryDetailData struct {

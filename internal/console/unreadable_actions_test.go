@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"html"
@@ -10,7 +11,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/herald-webhooks/herald/internal/api"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -120,7 +123,7 @@ func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
 		{"headers", []string{"headers"}, []string{"edit", "dead-letters", "delete"},
 			map[string]string{"edit": "Edit headers"}, "until its headers are given again"},
 		{"both", []string{"secrets", "headers"}, []string{"dead-letters", "delete"},
-			nil, "you can only delete it"},
+			nil, "its deliveries and dead letters can still be read and replayed, and it can be deleted"},
 	}
 	for _, c := range cases {
 		for _, state := range []string{"enabled", "paused", "disabled"} {
@@ -262,8 +265,10 @@ func TestEditGivesHeadersThatDoNotOpenAgain(t *testing.T) {
 		return b.do("POST", "/ui/endpoints/"+id, url.Values{"csrf": {token}, "url": {"https://receiver.example/hook"}, "description": {""},
 			"event_types": {""}, "headers": {headers}, "versions": {""}, "rate_limit_per_second": {"0"}})
 	}
-	if w := post("X-Env: prod\nX-Team: [unreadable]"); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "give the header") {
-		t.Errorf("save with [unreadable] kept = %d; want 422 asking for the value:\n%s", w.Code, w.Body)
+	// The form shown again keeps its note on what a save does.
+	if w := post("X-Env: prod\nX-Team: [unreadable]"); w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "give the header") ||
+		!strings.Contains(w.Body.String(), "The headers saved are the whole set") {
+		t.Errorf("save with [unreadable] kept = %d; want 422 asking for the value, with the form's note:\n%s", w.Code, w.Body)
 	}
 	if w := post("X-Env: prod\nX-Team: search"); w.Code != http.StatusSeeOther {
 		t.Fatalf("save with the value = %d:\n%s", w.Code, w.Body)
@@ -276,5 +281,48 @@ func TestEditGivesHeadersThatDoNotOpenAgain(t *testing.T) {
 	id = unreadableEndpoint(t, f, "enabled", "secrets")
 	if form := b.do("GET", "/ui/endpoints/"+id+"/edit", nil).Body.String(); !strings.Contains(form, "Herald refuses to save any change until they are replaced") {
 		t.Errorf("the edit form of an endpoint whose secrets do not open does not say a save is refused:\n%s", form)
+	}
+}
+
+// TestStaleNodeAdvisesItsKey: on a node whose own key is older than the
+// database's (its readiness check fails on the key: herald rekey moved the
+// values on), every endpoint's values look unreadable while they are fine
+// on the nodes with the current key. The page advised deleting an endpoint
+// whose secrets and headers "do not open", and offered Replace secrets,
+// which the API refuses there (503). Now it says to restart the node with
+// the current key and not to replace or delete the endpoint, and offers
+// neither the replacing rotation nor the edit; the edit form says the same.
+// With the key check passing again the same endpoint gets the usual advice.
+func TestStaleNodeAdvisesItsKey(t *testing.T) {
+	var stale atomic.Bool
+	f := newFixtureWith(t, func(c *api.Config) {
+		c.KeyCheck = func(context.Context) error {
+			if stale.Load() {
+				return store.ErrWrongKey
+			}
+			return nil
+		}
+		c.KeyCheckEvery = time.Nanosecond
+	})
+	b, _ := adminBrowser(t, f)
+	both := unreadableEndpoint(t, f, "enabled", "secrets", "headers")
+	secrets := unreadableEndpoint(t, f, "enabled", "secrets")
+	stale.Store(true)
+	for _, id := range []string{both, secrets} {
+		page := html.UnescapeString(b.do("GET", "/ui/endpoints/"+id, nil).Body.String())
+		if !strings.Contains(page, "restart this node with the current key") || !strings.Contains(page, "Do not replace or delete the endpoint for this") ||
+			strings.Contains(page, "delete it and create it again") || strings.Contains(page, `action="/ui/endpoints/`+id+`/rotate"`) ||
+			strings.Contains(page, `href="/ui/endpoints/`+id+`/edit"`) || !strings.Contains(page, "this node's key is older than the database's") {
+			t.Errorf("%s on a stale node: want the restart advice, no replacing or editing:\n%s", id, page)
+		}
+		form := html.UnescapeString(b.do("GET", "/ui/endpoints/"+id+"/edit", nil).Body.String())
+		if !strings.Contains(form, "restart this node with the current key") {
+			t.Errorf("%s's edit form on a stale node: want the restart advice:\n%s", id, form)
+		}
+	}
+	stale.Store(false)
+	page := html.UnescapeString(b.do("GET", "/ui/endpoints/"+secrets, nil).Body.String())
+	if strings.Contains(page, "restart this node") || !strings.Contains(page, `action="/ui/endpoints/`+secrets+`/rotate"`) {
+		t.Errorf("with the key check passing: want the usual advice and Replace secrets:\n%s", page)
 	}
 }

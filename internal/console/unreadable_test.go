@@ -66,7 +66,7 @@ func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
 	}
 	// Secrets and header values: only a delete is left.
 	d := endpointDetailData{E: api.EndpointOut{Unreadable: []string{"headers.X-Team", "secrets"}}}
-	if a := d.UnreadableAdvice(); !strings.Contains(a, "only be deleted") || strings.Contains(a, "Rotate") {
+	if a := d.UnreadableAdvice(); !strings.Contains(a, "delete it and create it again") || strings.Contains(a, "Rotate") {
 		t.Errorf("advice for secrets and headers: %q; want deletion only", a)
 	}
 	d.E.Unreadable = []string{"headers.X-Team"}

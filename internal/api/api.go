@@ -586,6 +586,12 @@ func (s *Server) problem(err error, what string) error {
 		case store.OnlyHeadersUnreadable(err):
 			way = "replace the custom headers whole with PATCH /v1/endpoints/{id} with \"headers\" naming every header and its value, or delete the endpoint"
 		}
+		if s.nodeKeyStale() {
+			// Every value looks unreadable on a node whose own key is
+			// stale, and is probably fine: replacing or deleting the
+			// endpoint is the wrong way out (a new user's review).
+			way = "this node's own key is older than the database's (GET /readyz answers 503), so the values are probably fine: restart this node with the current key (HERALD_ENCRYPTION_KEY, or the database's key file), or use a node that holds it; do not replace or delete the endpoint for this"
+		}
 		// Named by the endpoint's id, not what: a list meets it too (the
 		// scoped store lists a tenant's own endpoints only).
 		return huma.NewError(http.StatusConflict, "endpoint "+Echo(u.EndpointID)+" has stored values that this node's encryption keys do not open ("+strings.Join(u.Values, ", ")+

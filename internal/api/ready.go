@@ -101,6 +101,17 @@ func (s *Server) refuseStaleKey(ctx context.Context) error {
 	return nil
 }
 
+// nodeKeyStale reports whether this node's key check (the one /readyz
+// runs, its result kept for KeyCheckEvery) finds the database's key
+// beyond this node's keys (store.ErrWrongKey, store.ErrRetiredKey). For
+// the advice of an error answer: a check that cannot run within
+// readyTimeout is no verdict (false).
+func (s *Server) nodeKeyStale() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	return errors.Is(s.keyCheck.result(ctx), store.ErrWrongKey)
+}
+
 // readyTimeout is how long a readiness check (GET /readyz's, or a scrape's
 // for herald_ready) waits for the store.
 const readyTimeout = 2 * time.Second

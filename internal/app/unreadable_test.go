@@ -668,6 +668,14 @@ func TestStaleNodeRefusesToReplaceValuesThatDoNotOpen(t *testing.T) {
 			t.Errorf("%s …%s on a node lacking the current key = %d %s; want 503 saying to restart it with the current key", r[0], r[1], st, raw)
 		}
 	}
+	// The other changes and reads it refuses (409) give the same advice,
+	// not the delete-and-recreate of a value no key opens.
+	for _, r := range [][3]string{{"POST", "/pause", ""}, {"GET", "/secret", ""}, {"POST", "/test", ""}} {
+		st, raw := h.call(r[0], "/v1/endpoints/"+ep.ID+r[1], r[2], nil)
+		if st != 409 || !strings.Contains(string(raw), "restart this node with the current key") || strings.Contains(string(raw), "create it again") {
+			t.Errorf("%s …%s on a node lacking the current key = %d %s; want 409 saying to restart it with the current key", r[0], r[1], st, raw)
+		}
+	}
 	back()
 	var got struct {
 		Headers    map[string]string

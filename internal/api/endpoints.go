@@ -157,6 +157,11 @@ func validateHeaders(h map[string]string, loc string) error {
 		if len(v) > 4096 || !validFieldValue(v) {
 			return invalid(loc+"."+k, "header value must be at most 4096 bytes of visible characters, spaces and tabs (RFC 9110 §5.5: no CR, LF, NUL or other control characters)", nil)
 		}
+		// A receiver reads the value without its surrounding spaces and
+		// tabs (RFC 9110 §5.5), so " [unreadable]" is the same value.
+		if strings.Trim(v, " \t") == UnreadableHeaderValue {
+			return invalid(loc+"."+k, UnreadableHeaderValue+" is reserved: it stands for a stored value that does not open; give the header's value", nil)
+		}
 	}
 	return nil
 }

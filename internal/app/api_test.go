@@ -119,6 +119,10 @@ func TestAPIBadInput(t *testing.T) {
 		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 400, "number 1e400 is out of range"},
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
+		// [unreadable] is what the API shows for a value that does not
+		// open: stored as a value it would look like one (new-user review).
+		{"header value [unreadable]", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-L":"[unreadable]"}}`, nil, 422, "reserved"},
+		{"header value [unreadable] padded", "PATCH", "/v1/endpoints/" + ep.ID, `{"headers":{"X-L":" [unreadable]\t"}}`, nil, 422, "body.headers.X-L"},
 		// No id or name is anything but text: on PostgreSQL these answered
 		// 503 "the store is unavailable" (SQLite 404 or an empty list).
 		{"event id not UTF-8", "GET", "/v1/events/%FF?tenant=acme", "", nil, 422, "path.id"},

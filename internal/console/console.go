@@ -157,6 +157,7 @@ func (c *Console) parseTemplates() error {
 		"ago":          func(t time.Time) string { return ago(c.cfg.Now(), t) },
 		"pretty":       prettyJSON,
 		"join":         strings.Join,
+		"unreadable":   unreadableNames,
 		"ms":           func(f float64) string { return fmt.Sprintf("%.0f ms", f) },
 		"pct":          func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
 		"urlq":         url.QueryEscape,

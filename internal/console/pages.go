@@ -387,7 +387,7 @@ func (d endpointFormData) UnreadableNote() string {
 	if detail.Withheld("edit") {
 		return "This node's encryption keys do not open its stored secrets: Herald refuses to save any change until they are replaced (Replace secrets, on the endpoint's page)."
 	}
-	return "This node's encryption keys do not open its stored " + strings.Join(d.E.Unreadable, ", ") + ": replace each " + api.UnreadableHeaderValue + " below with the header's value (or remove its line) and save. The headers saved are the whole set; once they are, its deliveries go out again (if it is enabled: a paused or disabled endpoint stays so until resumed or enabled)."
+	return "This node's encryption keys do not open its stored " + unreadableNames(d.E.Unreadable) + ": replace each " + api.UnreadableHeaderValue + " below with the header's value (or remove its line) and save. The headers saved are the whole set; once they are, its deliveries go out again (if it is enabled: a paused or disabled endpoint stays so until resumed or enabled)."
 }
 
 func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *session) {
@@ -808,6 +808,38 @@ func (d endpointDetailData) unreadable() (secrets, headers bool) {
 	}
 	return secrets, headers
 }
+
+// unreadableNames says in words which of an endpoint's stored values do
+// not open (api.EndpointOut.Unreadable: "secrets", "headers.<Name>"):
+// "secrets and the values of headers X-A and X-B".
+func unreadableNames(u []string) string {
+	var secrets bool
+	var headers []string
+	for _, v := range u {
+		if name, ok := strings.CutPrefix(v, "headers."); ok {
+			headers = append(headers, name)
+		} else if v == "secrets" {
+			secrets = true
+		} else {
+			headers = append(headers, v)
+		}
+	}
+	var parts []string
+	if secrets {
+		parts = append(parts, "secrets")
+	}
+	switch len(headers) {
+	case 0:
+	case 1:
+		parts = append(parts, "the value of header "+headers[0])
+	default:
+		parts = append(parts, "the values of headers "+strings.Join(headers[:len(headers)-1], ", ")+" and "+headers[len(headers)-1])
+	}
+	return strings.Join(parts, " and ")
+}
+
+// UnreadableNames is unreadableNames of the endpoint's values.
+func (d endpointDetailData) UnreadableNames() string { return unreadableNames(d.E.Unreadable) }
 
 // UnreadableAdvice is what can be done about the endpoint's values that do
 // not open here (EndpointOut.Unreadable), as the API allows it: secrets

@@ -143,3 +143,18 @@ func TestSourceWhoseConfigDoesNotOpenIsMarked(t *testing.T) {
 		t.Errorf("after saving: %+v; want scheme stripe, 1 secret, readable", after)
 	}
 }
+
+// TestUnreadableNames: the console names an endpoint's values that do not
+// open in words, not by the API's names ("headers.X-A, secrets").
+func TestUnreadableNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"secrets":                             "secrets",
+		"headers.X-A":                         "the value of header X-A",
+		"headers.X-A secrets":                 "secrets and the value of header X-A",
+		"headers.X-A headers.X-B headers.X-C": "the values of headers X-A, X-B and X-C",
+	} {
+		if got := unreadableNames(strings.Fields(in)); got != want {
+			t.Errorf("unreadableNames(%s) = %q; want %q", in, got, want)
+		}
+	}
+}

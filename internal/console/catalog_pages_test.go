@@ -40,4 +40,8 @@ func TestCatalogIsPaged(t *testing.T) {
 	if !strings.Contains(form, fmt.Sprintf("t.%03d</a>", n-1)) {
 		t.Fatalf("the endpoint form's hint lacks the last type t.%03d:\n%s", n-1, form)
 	}
+	// So many types are folded away, not spread over the form.
+	if !strings.Contains(form, fmt.Sprintf("<summary>Catalog: %d event types</summary>", n)) {
+		t.Fatalf("the endpoint form's hint of %d types is not folded:\n%s", n, form)
+	}
 }

@@ -185,14 +185,14 @@ The restored database is migrated to this binary's schema at the next start.`,
 
 // checkBackupFile refuses a backup file name (--to, --from) that is surely
 // not the one meant, before any work: leading or trailing whitespace (or
-// only that), or a --db value ("sqlite:…"), which backup took as a file
-// name literally.
+// only that), or a --db value ("sqlite:…", in any case), which backup
+// took as a file name literally.
 func checkBackupFile(flag, file string) error {
 	if strings.TrimSpace(file) != file || strings.TrimSpace(file) == "" {
 		return fmt.Errorf("%s %q: the backup file's name must not have leading or trailing whitespace: give the file's path alone", flag, file)
 	}
-	if strings.HasPrefix(file, "sqlite:") {
-		return fmt.Errorf("%s %q: %s takes a file path, not a --db value: write the path without the sqlite: prefix", flag, file, flag)
+	if len(file) >= len("sqlite:") && strings.EqualFold(file[:len("sqlite:")], "sqlite:") { // in any case, as --db reads it
+		return fmt.Errorf("%s %q: %s takes a file path, not a --db value: write the path without the %s prefix", flag, file, flag, file[:len("sqlite:")])
 	}
 	return nil
 }

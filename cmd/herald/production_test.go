@@ -936,6 +936,7 @@ func TestBackupFileNameRules(t *testing.T) {
 		{"s.db ", "leading or trailing whitespace"},
 		{"sqlite:s.db?mode=ro", "a file path, not a --db value"},
 		{"sqlite:s.db", "a file path, not a --db value"},
+		{"SQLite:s.db", "a file path, not a --db value: write the path without the SQLite: prefix"}, // any case, as --db reads it
 	} {
 		_, _, err := execHerald(t, "", "backup", "--db", db, "--to", tc.file)
 		if err == nil || !strings.Contains(err.Error(), tc.rule) {

@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/herald-webhooks/herald/internal/inbound"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
 )
@@ -123,13 +124,14 @@ func eventOut(e store.Event) EventOut {
 // inboundEventOut shows an event the inbound gateway received (its tenant
 // is a source's): its body is the provider's bytes as received, not
 // Herald's envelope, so data is that whole body when it is JSON in UTF-8
-// (a Stripe body's own "data" member is not the event's data), and null
-// otherwise (a form-encoded body: the contract has no form for raw bytes
-// yet); headers are the provider's as stored.
+// (a Stripe body's own "data" member is not the event's data; a leading
+// UTF-8 byte order mark is not shown, RFC 8259 §8.1: inbound.JSONText),
+// and null otherwise (a form-encoded body: the contract has no form for
+// raw bytes yet); headers are the provider's as stored.
 func inboundEventOut(e store.Event) EventOut {
 	out := EventOut{ID: store.PublicEventID(e.ID), Tenant: e.Tenant, Type: e.Type, OccurredAt: store.ShownOccurredAt(e.OccurredAt), CreatedAt: e.CreatedAt}
-	if utf8.Valid(e.Body) && json.Valid(e.Body) {
-		out.Data = json.RawMessage(e.Body)
+	if body := inbound.JSONText(e.Body); utf8.Valid(body) && json.Valid(body) {
+		out.Data = json.RawMessage(body)
 	}
 	if len(e.Headers) > 0 {
 		out.Headers = e.Headers

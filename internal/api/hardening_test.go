@@ -723,4 +723,15 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
 		t.Errorf("a refused PATCH changed the source:\n%s\n%s", before, after)
 	}
+	// Two base64 texts of one key (the last character differing only in
+	// the bits the padding leaves unused, RFC 4648 §3.5) are one key too.
+	const canon, other = "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s=", "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6t="
+	if st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["whsec_`+canon+`","`+other+`"]}`); st != 422 ||
+		!strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)") ||
+		strings.Contains(string(raw), "q6ur") {
+		t.Errorf("PATCH with two encodings of one key: %d %s; want 422 naming the rule, not the secret", st, raw)
+	}
+	if _, after := w.call(adminKey, "GET", "/v1/sources/"+src.ID, ""); !bytes.Equal(after, before) {
+		t.Errorf("a refused PATCH changed the source:\n%s\n%s", before, after)
+	}
 }

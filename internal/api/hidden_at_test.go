@@ -35,10 +35,13 @@ func TestPersonalDataGuardSeesHiddenAtSigns(t *testing.T) {
 		`{"contact":"jane.doe&#64;example.com"}`:                     "HTML character references decoded",
 		`{"contact":"jane.doe&commat;example.com"}`:                  "HTML character references decoded",
 		`{"contact":"https://x.example/?to=jane%252540example.com"}`: "percent-decoded repeatedly",
-		`{"contact":"jane\u200b@example.com"}`:                       "format characters removed (Unicode general category Cf",
-		`{"contact":"jane\u00ad@example.com"}`:                       "format characters removed (Unicode general category Cf",
-		`{"contact":"jane&#8203;@example.com"}`:                      "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @), then format characters removed",
-		`{"contact":"jane%E2%80%8B%40example.com"}`:                  "percent-decoded (RFC 3986 §2.1), then format characters removed",
+		`{"contact":"jane\u200b@example.com"}`:                       "format and other invisible characters removed (Unicode general category Cf and Default_Ignorable_Code_Point",
+		`{"contact":"jane\u00ad@example.com"}`:                       "format and other invisible characters removed (Unicode general category Cf and Default_Ignorable_Code_Point",
+		`{"contact":"jane&#8203;@example.com"}`:                      "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @), then format and other invisible characters removed",
+		`{"contact":"jane%E2%80%8B%40example.com"}`:                  "percent-decoded (RFC 3986 §2.1), then format and other invisible characters removed",
+		`{"contact":"jane\u034f@example.com"}`:                       "format and other invisible characters removed",
+		`{"contact":"jane\u0000@example.com"}`:                       "format and other invisible characters removed",
+		`{"contact":"jane@example。com"}`:                             "ideographic full stops read as dots (IDNA, UTS #46 and RFC 3490 §3.1",
 	} {
 		st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.added","data":`+data+`}`)
 		if st != 422 || !strings.Contains(string(raw), "/data/contact: personal-data: email") || !strings.Contains(string(raw), rule) {

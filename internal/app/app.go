@@ -837,13 +837,14 @@ var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|pas
 // URL of another scheme is refused, and so is a
 // PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
 // would create a SQLite file named after it (password included) and run
-// on that. Errors never show a password.
+// on that. Schemes are read in any case (RFC 3986 §3.1: POSTGRES://,
+// SQLite:PATH). Errors show the value as given, never a password.
 func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 	switch {
-	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+	case hasPrefixFold(db, "postgres://"), hasPrefixFold(db, "postgresql://"):
 		return true, "", nil
-	case strings.HasPrefix(db, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(db, "sqlite:"), "//")
+	case hasPrefixFold(db, "sqlite:"):
+		path := strings.TrimPrefix(db[len("sqlite:"):], "//")
 		if strings.TrimSpace(path) == "" {
 			// Taken as a path, "" (or spaces) would put the database (or
 			// a restore's copy) under names like ".restore-…" in the
@@ -889,7 +890,8 @@ func checkSQLitePath(db, path string) error {
 // RedactDB returns a --db value fit for logs and error messages: in a URL
 // ("postgres://…", or any "scheme://…"), a password in the user
 // information or in a password query parameter becomes "xxxxx", and a URL
-// that does not parse is not shown. Other values (sqlite:PATH) are
+// that does not parse is not shown; the scheme is shown as given
+// (url.URL writes it lower-cased). Other values (sqlite:PATH) are
 // returned unchanged.
 func RedactDB(db string) string {
 	scheme, _, ok := strings.Cut(db, "://")
@@ -904,7 +906,16 @@ func RedactDB(db string) string {
 		q.Set("password", "xxxxx")
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	red := u.Redacted()
+	if u.Scheme != "" && strings.EqualFold(scheme, u.Scheme) {
+		red = scheme + red[len(u.Scheme):]
+	}
+	return red
+}
+
+// hasPrefixFold reports whether s begins with prefix, ASCII case ignored.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // circuitOf shows the engine's circuit breakers in the API's endpoints.

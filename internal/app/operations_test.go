@@ -400,6 +400,35 @@ func TestMetricsParse(t *testing.T) {
 	}
 }
 
+// TestParseDBSchemeCase: URL schemes are case-insensitive (RFC 3986
+// §3.1): POSTGRES://, PostgreSQL://… are PostgreSQL and SQLite:PATH,
+// SQLITE://PATH SQLite, as their lower-case forms are. A scheme that is
+// none of them is refused with the value shown as given (its case kept),
+// the password never.
+func TestParseDBSchemeCase(t *testing.T) {
+	for _, db := range []string{"POSTGRES://herald:s3cret@db/herald", "PostgreSQL://db/herald?sslmode=disable", "Postgres://db/herald", "postgresql://db/herald"} {
+		if pg, path, err := app.ParseDB(db); !pg || path != "" || err != nil {
+			t.Errorf("ParseDB(%q) = %v, %q, %v; want PostgreSQL", db, pg, path, err)
+		}
+	}
+	for _, db := range []string{"SQLite:h.db", "SQLITE:h.db", "Sqlite://h.db", "sqlite:h.db"} {
+		if pg, path, err := app.ParseDB(db); pg || path != "h.db" || err != nil {
+			t.Errorf("ParseDB(%q) = %v, %q, %v; want SQLite h.db", db, pg, path, err)
+		}
+	}
+	for _, c := range []struct{ db, want string }{
+		{"POSTGRESS://herald:s3cret@db/herald", `--db "POSTGRESS://herald:xxxxx@db/herald": unknown scheme`},
+		{"MySQL://herald:s3cret@db/herald", `--db "MySQL://herald:xxxxx@db/herald": unknown scheme`},
+		{"SQLite:", "names no database file"},
+		{"SQLITE:h.db?mode=ro", "must not contain '?' or '#'"},
+	} {
+		_, _, err := app.ParseDB(c.db)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseDB(%q) = %v; want an error with %q and no password", c.db, err, c.want)
+		}
+	}
+}
+
 // A database password never reaches the logs or an error message.
 func TestRedactDB(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -411,6 +440,12 @@ func TestRedactDB(t *testing.T) {
 		{"postgres://db/herald?user=herald&password=s3cret", "postgres://db/herald?password=xxxxx&user=herald"},
 		{"postgress://herald:s3cret@db/herald", "postgress://herald:xxxxx@db/herald"},
 		{"postgres://herald:s3%zz@db/herald", "postgres://(a URL that does not parse; not shown)"},
+		// A scheme is shown as given (schemes are case-insensitive, RFC
+		// 3986 §3.1, so POSTGRES:// is PostgreSQL too).
+		{"POSTGRES://herald:s3cret@db:5432/herald", "POSTGRES://herald:xxxxx@db:5432/herald"},
+		{"PostgreSQL://db/herald?user=herald&password=s3cret", "PostgreSQL://db/herald?password=xxxxx&user=herald"},
+		{"Postgress://herald:s3cret@db/herald", "Postgress://herald:xxxxx@db/herald"},
+		{"POSTGRES://herald@db/herald", "POSTGRES://herald@db/herald"},
 	} {
 		if got := app.RedactDB(c.in); got != c.want {
 			t.Errorf("RedactDB(%q) = %q, want %q", c.in, got, c.want)

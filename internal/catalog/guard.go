@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 	"golang.org/x/text/unicode/norm"
+	"golang.org/x/text/unicode/rangetable"
 )
 
 // Kinds of personal data the guard finds.
@@ -51,9 +52,14 @@ const (
 	// DecodedEntity: HTML character references decoded, numeric (&#64;,
 	// &#x40;) and named (&commat;).
 	DecodedEntity = "HTML character references decoded (HTML Living Standard §13.5: &#64;, &#x40; and &commat; read as @)"
-	// DecodedFormat: invisible format characters removed (Unicode general
-	// category Cf), which split an address without showing: "jane\u200b@…".
-	DecodedFormat = "format characters removed (Unicode general category Cf: U+200B ZERO WIDTH SPACE, U+00AD SOFT HYPHEN, U+2060 WORD JOINER… read as nothing)"
+	// DecodedFormat: invisible characters removed — format characters
+	// (category Cf), the rest of Unicode's Default_Ignorable_Code_Point
+	// (UAX #44: U+034F COMBINING GRAPHEME JOINER, variation selectors,
+	// U+17B4…) and control characters other than white space (NUL, ESC,
+	// DEL…) — which split an address without showing.
+	DecodedFormat = "format and other invisible characters removed (Unicode general category Cf and Default_Ignorable_Code_Point: U+200B ZERO WIDTH SPACE, U+00AD SOFT HYPHEN, U+034F COMBINING GRAPHEME JOINER…; control characters other than white space: NUL, U+007F…; read as nothing)"
+	// DecodedFullStops: the full stops IDNA reads as a domain's dot.
+	DecodedFullStops = "ideographic full stops read as dots (IDNA, UTS #46 and RFC 3490 §3.1: 。 U+3002, ． U+FF0E and ｡ U+FF61 read as .)"
 )
 
 // EmailDomainRule says, for the published contract, which domains make an
@@ -64,9 +70,10 @@ const EmailDomainRule = "an e-mail address's domain ends in a top-level domain o
 // reads a string for an e-mail address whose "@" is hidden (hiddenEmail).
 const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
 	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
-	"split by invisible format characters (U+200B zero-width space, U+00AD soft hyphen, any of Unicode general category Cf), read with them removed; " +
+	"split by invisible characters (U+200B zero-width space, U+00AD soft hyphen, any of Unicode general category Cf or Default_Ignorable_Code_Point such as U+034F combining grapheme joiner, a control character other than white space such as NUL), read with them removed; " +
 	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
-	"the readings are applied in rounds (at most 4) and the finding names them"
+	"the readings are applied in rounds (at most 4) and the finding names them; " +
+	"then a domain's dot written as an ideographic full stop (。 U+3002, ． U+FF0E, ｡ U+FF61) is read as a dot, as IDNA does (UTS #46, RFC 3490 §3.1)"
 
 // Found says what was found and, for data found only once the string was
 // decoded, the rule that decoded it: "email found", or "email found once
@@ -272,8 +279,8 @@ var (
 // for an e-mail address found only once s was decoded, how (Finding.Decoded;
 // hiddenEmail). Each pattern runs only when s has what any match needs (an
 // "@"; a "+" and 8 digits; exactly 10 digits; 13 digits; two capitals and
-// two digits in a row; for a hidden "@", a "%", a "&" or a byte from
-// 0x80): most strings of an event are ids, times and amounts, and running
+// two digits in a row; for a hidden "@", a "%", a "&", a control byte or
+// a byte from 0x80): most strings of an event are ids, times and amounts, and running
 // the five patterns on each was most of a publish's CPU (profile in
 // docs/BENCHMARKS.md). The answers are the patterns' own.
 func personalKind(s string) (kind, decoded string) {
@@ -286,7 +293,7 @@ func personalKind(s string) (kind, decoded string) {
 			at = true
 		case c == '+':
 			plus = true
-		case c == '%', c == '&', c >= 0x80:
+		case c == '%', c == '&', invisibleByte(c):
 			hidden = true
 		}
 	}
@@ -396,18 +403,21 @@ const maxDecodeRounds = 4
 // hiddenEmail looks for an e-mail address whose "@" (or more) is written
 // so that the pattern does not see it: percent-encoded, once or again
 // (%40, %2540), as an HTML character reference (&#64;, &#x40;, &commat;),
-// or as a compatibility character (U+FF20, U+FE6B). s is read in rounds,
+// or as a compatibility character (U+FF20, U+FE6B), or whose domain's dot
+// is an ideographic full stop (U+3002, U+FF0E, U+FF61). s is read in rounds,
 // each percent-decoding it (every valid %XX; an invalid one is left as it
 // is) when it has a "%", then decoding its character references
 // (html.UnescapeString) when it has a "&", then removing its format
-// characters (Unicode general category Cf: U+200B, U+00AD…) when it has
-// one, until a round changes nothing,
-// an address shows, or maxDecodeRounds; then NFKC-normalised when it has
-// U+FF20 or U+FE6B, or an "@" and other non-ASCII characters (full-width
-// letters or dots). It returns how s was read when that shows an address
-// (the readings in order joined by ", then ": DecodedPercent or, for
-// more than one percent-decoding in a row, DecodedPercentRepeated;
-// DecodedEntity; DecodedFormat; DecodedNFKC), else "".
+// characters (invisible: Cf, Default_Ignorable_Code_Point, controls but
+// white space) when it may have one, until a round changes nothing, an
+// address shows, or maxDecodeRounds; then, when it has an "@" (or U+FF20
+// or U+FE6B) and other non-ASCII characters, with its ideographic full
+// stops read as "." when NFKC would leave one, and NFKC-normalised
+// (full-width letters or dots). It returns how s was read
+// when that shows an address (the readings in order joined by ", then ":
+// DecodedPercent or, for more than one percent-decoding in a row,
+// DecodedPercentRepeated; DecodedEntity; DecodedFormat; DecodedFullStops;
+// DecodedNFKC), else "".
 func hiddenEmail(s string) string {
 	var steps []string
 	step := func(name string) {
@@ -429,7 +439,7 @@ func hiddenEmail(s string) string {
 	}{
 		{DecodedPercent, func(s string) bool { return strings.IndexByte(s, '%') >= 0 }, percentDecode},
 		{DecodedEntity, func(s string) bool { return strings.IndexByte(s, '&') >= 0 }, html.UnescapeString},
-		{DecodedFormat, hasHighByte, removeFormat},
+		{DecodedFormat, hasInvisibleByte, removeFormat},
 	}
 	for round := 0; round < maxDecodeRounds; round++ {
 		changed := false
@@ -449,27 +459,90 @@ func hiddenEmail(s string) string {
 			break
 		}
 	}
-	if hasHighByte(s) && (strings.Contains(s, "\uFF20") || strings.Contains(s, "\uFE6B") || strings.IndexByte(s, '@') >= 0) {
-		if n := norm.NFKC.String(s); n != s {
-			s = n
-			step(DecodedNFKC)
-			if found() {
-				return strings.Join(steps, ", then ")
-			}
+	if !hasHighByte(s) {
+		return ""
+	}
+	if strings.IndexByte(s, '@') < 0 && !strings.Contains(s, "\uFF20") && !strings.Contains(s, "\uFE6B") {
+		return ""
+	}
+	n := norm.NFKC.String(s)
+	// NFKC reads U+FF0E as "." but U+FF61 as U+3002, and leaves U+3002 as
+	// it is: when that leaves an ideographic full stop, they are first all
+	// read as a domain's dot, as IDNA maps them (UTS #46; RFC 3490 §3.1
+	// takes them for label separators).
+	if strings.ContainsAny(n, ideographicStops) {
+		s = fullStops.Replace(s)
+		step(DecodedFullStops)
+		if found() {
+			return strings.Join(steps, ", then ")
+		}
+		n = norm.NFKC.String(s)
+	}
+	if n != s {
+		s = n
+		step(DecodedNFKC)
+		if found() {
+			return strings.Join(steps, ", then ")
 		}
 	}
 	return ""
 }
 
-// removeFormat returns s without its format characters (Unicode general
-// category Cf, all of them beyond ASCII); bytes that are not UTF-8 are
-// kept as they are. s itself is returned when it has none.
+// ideographicStops are the full stops IDNA maps to "." (UTS #46 table;
+// RFC 3490 §3.1): U+3002 IDEOGRAPHIC FULL STOP, U+FF0E FULLWIDTH FULL STOP
+// and U+FF61 HALFWIDTH IDEOGRAPHIC FULL STOP.
+const ideographicStops = "\u3002\uFF0E\uFF61"
+
+var fullStops = strings.NewReplacer("\u3002", ".", "\uFF0E", ".", "\uFF61", ".")
+
+// invisible is what removeFormat removes: format characters (general
+// category Cf), the other code points Unicode makes Default_Ignorable_
+// Code_Point (UAX #44, DerivedCoreProperties.txt: Cf, Variation_Selector
+// and Other_Default_Ignorable_Code_Point such as U+034F COMBINING
+// GRAPHEME JOINER, less white space and a few Cf that show), and control
+// characters (Cc) other than white space: NUL, ESC, DEL, C1 controls but
+// not TAB, LF, CR or NEL, which separate words. Removing them joins only
+// what they split without showing.
+var invisible = rangetable.Merge(
+	unicode.Cf,
+	unicode.Other_Default_Ignorable_Code_Point,
+	unicode.Variation_Selector,
+	&unicode.RangeTable{
+		R16: []unicode.Range16{
+			{Lo: 0x00, Hi: 0x08, Stride: 1},
+			{Lo: 0x0e, Hi: 0x1f, Stride: 1},
+			{Lo: 0x7f, Hi: 0x84, Stride: 1},
+			{Lo: 0x86, Hi: 0x9f, Stride: 1},
+		},
+		LatinOffset: 4,
+	},
+)
+
+// invisibleByte reports whether c is a control byte (below 0x20, or DEL)
+// or a byte from 0x80, in one comparison: c-0x20 wraps around below 0x20.
+func invisibleByte(c byte) bool { return c-0x20 >= 0x7f-0x20 }
+
+// hasInvisibleByte reports whether s may have a character of invisible:
+// a control byte or a byte from 0x80.
+func hasInvisibleByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if invisibleByte(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeFormat returns s without its invisible characters (format
+// characters, the rest of Default_Ignorable_Code_Point, and control
+// characters other than white space: invisible); bytes that are not UTF-8
+// are kept as they are. s itself is returned when it has none.
 func removeFormat(s string) string {
 	var b strings.Builder
 	kept := 0 // s[kept:i] is yet to be written to b
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if n > 1 && unicode.Is(unicode.Cf, r) {
+		if (n > 1 || r < 0x20 || r == 0x7f) && unicode.Is(invisible, r) {
 			if b.Cap() == 0 {
 				b.Grow(len(s))
 			}

@@ -179,14 +179,15 @@ func personalKindPatterns(s string) string {
 // running every pattern answers.
 func TestPrefiltersChangeNoAnswer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x\xe2\x80\x8b\xc2\xad"
+	const alphabet = "0123456789012345678901234567890123456789 -.()+@/~GBDEXa.bc_%\xef\xbc\xa0&#;x\xe2\x80\x8b\xc2\xad\x00\xcd\x8f\xe3\x80\x82"
 	seeds := []string{"jane.doe@example.com", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111",
 		"378282246310005", "GB82 WEST 1234 5698 7654 32", "DE89370400440532013000", "https://u@example.com/x",
 		"jane.doe%40example.com", "jane.doe\uff20example.com", "jane%EF%BC%A0example.com", "https://u%40@example.com/x",
 		"jane.doe%2540example.com", "jane.doe&#64;example.com", "jane.doe&#x40;example.com", "jane.doe&commat;example.com",
 		"https://cdn.example.com/logo@2x.png", "logo%402x.png", "jane@example.co.uk",
 		"jane\u200b@example.com", "jane\u00ad@example.com", "jane%E2%80%8B%40example.com", "jane&#8203;@example.com",
-		"contact //jane@example.com", "ssh://git@example.com/r", "jane@bücher.de", "jane@example.xn--p1ai"}
+		"contact //jane@example.com", "ssh://git@example.com/r", "jane@bücher.de", "jane@example.xn--p1ai",
+		"jane\x00@example.com", "jane\u034f@example.com", "jane@example\u3002com", "jane@example\uff61com"}
 	kinds := map[string]int{}
 	for i := range 200000 {
 		var s string
@@ -488,6 +489,108 @@ func TestScanFindsFormatCharacters(t *testing.T) {
 	} {
 		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
 			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+}
+
+// TestScanFindsIdeographicFullStops: IDNA maps U+3002 IDEOGRAPHIC FULL
+// STOP, U+FF0E FULLWIDTH FULL STOP and U+FF61 HALFWIDTH IDEOGRAPHIC FULL
+// STOP to "." (UTS #46; RFC 3490 §3.1 takes them for label separators), so
+// "jane@example。com" is an address, also with its "@" hidden; the
+// finding names the reading. Text with such a stop and no address is not
+// taken for one.
+func TestScanFindsIdeographicFullStops(t *testing.T) {
+	for _, c := range []struct{ s, decoded string }{
+		{"jane@example\u3002com", DecodedFullStops},
+		{"jane@example\uff61com", DecodedFullStops},
+		{"jane@mail\u3002example\u3002co\u3002uk", DecodedFullStops},
+		{"jane%40example\u3002com", DecodedPercent + ", then " + DecodedFullStops},
+		{"jane@example%E3%80%82com", DecodedPercent + ", then " + DecodedFullStops},
+		{"jane@example\uff0ecom", DecodedNFKC},                          // NFKC reads U+FF0E as "." already
+		{"\uff4a\uff41\uff4e\uff45@example\u3002com", DecodedFullStops}, // full-width letters are letters
+		{"jane\uff20example\uff61com", DecodedFullStops + ", then " + DecodedNFKC},
+	} {
+		for _, data := range []string{`{"v":` + quote(c.s) + `}`, `{` + quote(c.s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{
+		"\u4fa1\u683c\u306f100\u5186\u3067\u3059\u3002\u4ee5\u4e0a", "logo@2x\u3002png", "logo@2x\uff61png", "@\u3002com", "jane@\u3002com",
+		"\u30e1\u30fc\u30eb\u306f@\u306e\u5f8c\u3002",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+}
+
+// TestScanFindsDefaultIgnorablesAndControls: an address split by a
+// character Unicode says to ignore when not supported (Default_Ignorable_
+// Code_Point, UAX #44: U+034F COMBINING GRAPHEME JOINER, a category Mn
+// mark, Hangul fillers, variation selectors, tags…), or by a control
+// character that is no white space (NUL, U+007F…), is found once they are
+// removed. White space is not removed (it separates words), and text with
+// such characters and no address is not taken for one.
+func TestScanFindsDefaultIgnorablesAndControls(t *testing.T) {
+	for _, s := range []string{
+		"jane\u034f@example.com", "jane@exa\u034fmple.com",
+		"jane\x00@example.com", "ja\x00ne@exam\x00ple.com", "jane\x7f@example.com", "jane\u0080@example.com", "jane\x1b@example.com",
+		"jane\u17b4@example.com", // (the Hangul fillers U+115F, U+3164, U+FFA0 are letters: found as written)
+		"jane\u180b@example.com", "jane\ufe0f@example.com", "jane\U000E0100@example.com", "jane\U000E0041@example.com",
+		"jane\ufff0@example.com", "jane\U0001BCA0@example.com", "jane\U0001D173@example.com",
+		"jane%CD%8F%40example.com", "jane%00%40example.com", "jane&#847;@example.com",
+	} {
+		for _, data := range []string{`{"v":` + quote(s) + `}`, `{` + quote(s) + `:true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || !strings.HasSuffix(f[0].Decoded, DecodedFormat) {
+				t.Errorf("%s: %+v; want one email, decoded ending %q", data, f, DecodedFormat)
+			}
+		}
+	}
+	for _, s := range []string{
+		"jane\n@example.com", "jane\t@example.com", "jane\r\n@example.com", "jane\u0085@example.com", "jane\u00a0@example.com",
+		"\x00", "a\x00b", "logo\x00@2x.png", "logo\u034f@2x.png", "caf\u00e9\u034f @ noon", "\u2764\ufe0f", "\u1100\u1161\u115f",
+		"line one\nline two @ noon",
+	} {
+		if f := ScanPersonalData([]byte(`{"v":`+quote(s)+`}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%q taken for personal data: %+v", s, f)
+		}
+	}
+}
+
+// TestInvisibleCoversDefaultIgnorable: every Default_Ignorable_Code_Point
+// of Unicode 15.0 (DerivedCoreProperties.txt, the version of Go's unicode
+// tables) is removed by the invisible-characters reading, and white space
+// is not.
+func TestInvisibleCoversDefaultIgnorable(t *testing.T) {
+	dicp := [][2]rune{
+		{0x00AD, 0x00AD}, {0x034F, 0x034F}, {0x061C, 0x061C}, {0x115F, 0x1160}, {0x17B4, 0x17B5}, {0x180B, 0x180F},
+		{0x200B, 0x200F}, {0x202A, 0x202E}, {0x2060, 0x206F}, {0x3164, 0x3164}, {0xFE00, 0xFE0F}, {0xFEFF, 0xFEFF},
+		{0xFFA0, 0xFFA0}, {0xFFF0, 0xFFF8}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0000, 0xE0FFF},
+	}
+	for _, r := range dicp {
+		for c := r[0]; c <= r[1]; c++ {
+			if removeFormat("a"+string(c)+"b") != "ab" {
+				t.Errorf("%U (Default_Ignorable_Code_Point) not removed", c)
+			}
+		}
+	}
+	for _, c := range []rune{'\t', '\n', '\v', '\f', '\r', ' ', 0x85, 0xA0, 0x2028, 0x3000} {
+		if removeFormat("a"+string(c)+"b") == "ab" {
+			t.Errorf("%U (white space) removed", c)
+		}
+	}
+}
+
+// TestInvisibleByte: the prefilter's one comparison is "a control byte
+// (below 0x20, or DEL) or a byte from 0x80", for every byte.
+func TestInvisibleByte(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		if invisibleByte(byte(c)) != (c < 0x20 || c >= 0x7f) {
+			t.Errorf("invisibleByte(%#x) = %v", c, invisibleByte(byte(c)))
 		}
 	}
 }

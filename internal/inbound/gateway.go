@@ -728,6 +728,7 @@ func eventType(sch string, h http.Header, body []byte) string {
 				Type string `json:"type"`
 			} `json:"event"`
 		}
+		body := JSONText(body)
 		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && json.Unmarshal(body, &probe) == nil {
 			t = probe.Type
 			if sch == "slack" && probe.Event.Type != "" {
@@ -771,10 +772,23 @@ func sanitizeType(t string) string {
 	return strings.Trim(b.String(), ".")
 }
 
+// utf8BOM is the UTF-8 byte order mark (U+FEFF encoded).
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// JSONText returns a received body as JSON is read from it: without one
+// leading UTF-8 byte order mark, which RFC 8259 §8.1 forbids senders to
+// add but lets a parser ignore (as most providers' libraries do). It is a
+// view of body, which stays as received: the signature is verified over
+// those bytes, and they are what is stored and forwarded.
+func JSONText(body []byte) []byte {
+	return bytes.TrimPrefix(body, utf8BOM)
+}
+
 // slackChallenge returns the challenge of a verified Slack
 // "url_verification" request ({"type":"url_verification","challenge":…}),
 // which Slack expects echoed back before it sends events to the URL.
 func slackChallenge(sch string, body []byte) (string, bool) {
+	body = JSONText(body)
 	if sch != scheme.Slack || !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
 		return "", false
 	}

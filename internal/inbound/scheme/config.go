@@ -1,6 +1,7 @@
 package scheme
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -144,8 +145,10 @@ const MinSecretBytes = 16
 // without it, so every request would fail), and distinct (a secret given
 // twice is a rotation that lost its new secret, or costs one HMAC more
 // per request for nothing). For schemeName standard-webhooks the key is
-// the part after an optional "whsec_", so "whsec_X" and "X" are compared
-// as the same secret. It returns nil or a *[ConfigError] naming the
+// the bytes the base64 after an optional "whsec_" decodes to, so "whsec_X"
+// and "X" are compared as the same secret, and so are two texts that
+// differ only in bits the padding leaves unused (a non-canonical
+// encoding, RFC 4648 §3.5), which verify the same signatures. It returns nil or a *[ConfigError] naming the
 // secret by index and the rule, never its value.
 func CheckSecretsAtSave(schemeName string, secrets []string) error {
 	seen := make(map[string]int, len(secrets))
@@ -158,17 +161,37 @@ func CheckSecretsAtSave(schemeName string, secrets []string) error {
 		}
 		key := s
 		if schemeName == StandardWebhooks {
-			key = strings.TrimPrefix(s, webhook.SecretPrefix)
+			key = standardKeyOf(s)
 		}
 		if j, ok := seen[key]; ok {
-			if secrets[j] != s {
-				return configErr(fmt.Sprintf("secrets[%d]", i), "the same as secrets[%d]: secrets must be distinct (a standard-webhooks secret is the same key with or without %s)", j, webhook.SecretPrefix)
+			field := fmt.Sprintf("secrets[%d]", i)
+			switch {
+			case secrets[j] == s:
+				return configErr(field, "the same as secrets[%d]: secrets must be distinct", j)
+			case strings.TrimPrefix(secrets[j], webhook.SecretPrefix) == strings.TrimPrefix(s, webhook.SecretPrefix):
+				return configErr(field, "the same as secrets[%d]: secrets must be distinct (a standard-webhooks secret is the same key with or without %s)", j, webhook.SecretPrefix)
+			default:
+				return configErr(field, "the same as secrets[%d]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)", j)
 			}
-			return configErr(fmt.Sprintf("secrets[%d]", i), "the same as secrets[%d]: secrets must be distinct", j)
 		}
 		seen[key] = i
 	}
 	return nil
+}
+
+// standardKeyOf is what CheckSecretsAtSave compares for a
+// standard-webhooks secret: the key it signs with, the bytes the base64
+// after an optional "whsec_" decodes to, as the Standard Webhooks
+// libraries decode it (padding bits a text sets are ignored, so "q6s=" and
+// "q6t=" are one key, RFC 4648 §3.5). A secret that does not decode (which
+// Validate refuses) is compared as the text after the prefix. The two
+// kinds are told apart by their first byte.
+func standardKeyOf(s string) string {
+	enc := strings.TrimPrefix(s, webhook.SecretPrefix)
+	if k, err := base64.StdEncoding.DecodeString(enc); err == nil && !strings.ContainsAny(enc, "\r\n") {
+		return "k" + string(k)
+	}
+	return "s" + enc
 }
 
 func configErr(field, format string, args ...any) error {

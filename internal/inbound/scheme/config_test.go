@@ -1,6 +1,8 @@
 package scheme
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -162,5 +164,37 @@ func TestCheckSecretsAtSaveStandardWebhooksPrefix(t *testing.T) {
 	}
 	if err := CheckSecretsAtSave(Stripe, []string{"whsec_" + x, x}); err != nil {
 		t.Errorf("stripe whsec_X and X (different keys): %v", err)
+	}
+}
+
+// TestCheckSecretsAtSaveStandardWebhooksDecodedKey: a standard-webhooks
+// secret's key is its base64-decoded bytes, and a base64 text whose last
+// character differs only in the bits the padding leaves unused (RFC 4648
+// §3.5: "q6s=" and "q6t=" both decode to 0xab 0xab) is the same key:
+// giving both is refused as not distinct, with or without whsec_, naming
+// the rule and neither value. For every other scheme they are two strings,
+// so two keys.
+func TestCheckSecretsAtSaveStandardWebhooksDecodedKey(t *testing.T) {
+	canon := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xab}, 32)) // "q6ur…q6s="
+	if !strings.HasSuffix(canon, "s=") {
+		t.Fatalf("canonical encoding %q: want it to end in s=", canon)
+	}
+	other := strings.TrimSuffix(canon, "s=") + "t=" // same bytes, a non-zero unused bit
+	if k, err := base64.StdEncoding.DecodeString(other); err != nil || !bytes.Equal(k, bytes.Repeat([]byte{0xab}, 32)) {
+		t.Fatalf("%q decodes to %x, %v; want the same 32 bytes", other, k, err)
+	}
+	const rule = "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)"
+	for _, pair := range [][2]string{{canon, other}, {"whsec_" + canon, other}, {other, "whsec_" + canon}} {
+		err := CheckSecretsAtSave(StandardWebhooks, pair[:])
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Error() != rule || strings.Contains(err.Error(), canon) || strings.Contains(err.Error(), other) {
+			t.Errorf("%q and %q: %v; want %q", pair[0], pair[1], err, rule)
+		}
+	}
+	if err := CheckSecretsAtSave(Stripe, []string{canon, other}); err != nil {
+		t.Errorf("stripe: two strings are two keys: %v", err)
+	}
+	if err := CheckSecretsAtSave(StandardWebhooks, []string{canon, base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xac}, 32))}); err != nil {
+		t.Errorf("two keys: %v", err)
 	}
 }

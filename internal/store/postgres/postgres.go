@@ -188,13 +188,25 @@ func (s *Store) Capabilities() store.Capabilities {
 // with 16.
 const DefaultMaxConns = 16
 
+// parseConfig reads a connection string as pgxpool does, a URL's scheme
+// in any case: schemes are case-insensitive (RFC 3986 §3.1), while pgx
+// takes only "postgres://" and "postgresql://" for a URL and reads
+// "POSTGRES://…" as a keyword/value string (which it parsed as no setting
+// at all: the local socket's default database).
+func parseConfig(url string) (*pgxpool.Config, error) {
+	if scheme, rest, ok := strings.Cut(url, "://"); ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")) {
+		url = strings.ToLower(scheme) + "://" + rest
+	}
+	return pgxpool.ParseConfig(url)
+}
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, including pgxpool settings such as pool_max_conns),
 // applies the embedded migrations and returns the store. Several processes
 // may Open one database at the same time: one migrates, the others wait for
 // it and find nothing to do.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseConfig(url)
 	if err != nil {
 		// pgconn's ParseConfigError redacts the password.
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
@@ -38,7 +37,7 @@ func checkSchema(ctx context.Context, prov *goose.Provider) error {
 // migrating it (herald migrate status); an unmigrated database is at 0.
 func SchemaStatus(ctx context.Context, url string) (store.SchemaStatus, error) {
 	st := store.SchemaStatus{Driver: "postgres", Pending: []int64{}}
-	cfg, err := pgxpool.ParseConfig(url) // accepts (and drops) pool_* settings
+	cfg, err := parseConfig(url) // accepts (and drops) pool_* settings
 	if err != nil {
 		return st, fmt.Errorf("postgres: %w", err)
 	}

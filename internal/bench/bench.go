@@ -209,9 +209,14 @@ func (o Options) validate(scenario string) error {
 		return fmt.Errorf("--body-bytes %d: must be %d–65536 (the envelope alone takes %d bytes; Herald's payload cap is 64 KiB)", o.BodyBytes, minBodyBytes, minBodyBytes)
 	}
 	switch {
-	case o.DB == "sqlite", strings.HasPrefix(o.DB, "sqlite:"), strings.HasPrefix(o.DB, "postgres://"), strings.HasPrefix(o.DB, "postgresql://"):
+	case o.DB == "sqlite", hasPrefixFold(o.DB, "sqlite:"), hasPrefixFold(o.DB, "postgres://"), hasPrefixFold(o.DB, "postgresql://"):
 	default:
-		return fmt.Errorf("--db %q: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", o.DB)
+		// A URL is named by its scheme alone: it may carry a password.
+		shown := strconv.Quote(o.DB)
+		if scheme, _, ok := strings.Cut(o.DB, "://"); ok {
+			shown = strconv.Quote(scheme + "://…")
+		}
+		return fmt.Errorf("--db %s: use sqlite (a fresh temporary database), sqlite:PATH or a postgres:// URL", shown)
 	}
 	switch scenario {
 	case "latency", "isolation", "inbound", "fairness", "fanout":
@@ -336,10 +341,16 @@ func (r *runner) explain(ctx context.Context, err error) error {
 }
 
 func dbKind(db string) string {
-	if strings.HasPrefix(db, "postgres") {
+	if hasPrefixFold(db, "postgres") {
 		return "postgres"
 	}
 	return "sqlite"
+}
+
+// hasPrefixFold reports whether s begins with prefix, ASCII case ignored
+// (URL schemes are case-insensitive: RFC 3986 §3.1).
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // Field is one figure of a result.

@@ -246,6 +246,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"isolation", Options{Endpoints: 1}, "at least 2 endpoints"},
 		{"drain", Options{BodyBytes: 10}, "--body-bytes"},
 		{"drain", Options{DB: "mysql://x"}, "--db"},
+		{"drain", Options{DB: "mysql://root:s3cret@db/x"}, `--db "mysql://…": use sqlite`},
 		{"fanout", Options{Duration: time.Nanosecond}, "sends no event: give a duration of at least 2ms"},
 		{"latency", Options{Duration: 500 * time.Microsecond, Rate: 1000}, "sends no event"},
 	} {
@@ -253,6 +254,15 @@ func TestOptionsValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %+v: err %v, want %q", tc.scenario, tc.o, err, tc.want)
 		}
+	}
+	// URL schemes are case-insensitive (RFC 3986 §3.1), as serve reads them.
+	for _, db := range []string{"POSTGRES://u@127.0.0.1/x", "PostgreSQL://u@127.0.0.1/x", "SQLite:b.db"} {
+		if err := (Options{DB: db}).Defaults("drain").validate("drain"); err != nil {
+			t.Errorf("--db %s: %v", db, err)
+		}
+	}
+	if dbKind("POSTGRES://u@127.0.0.1/x") != "postgres" {
+		t.Error("POSTGRES:// taken for SQLite")
 	}
 	for _, s := range []string{"drain", "latency", "publish", "isolation", "backlog", "inbound", "fairness", "fanout"} {
 		if err := (Options{}).Defaults(s).validate(s); err != nil {

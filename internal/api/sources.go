@@ -53,7 +53,7 @@ type CreateSourceBody struct {
 // UpdateSourceBody is the body of PATCH /v1/sources/{id}.
 type UpdateSourceBody struct {
 	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^[^\\x00-\\x1f\\x7f]*$" patternDescription:"no control characters"`
-	Scheme           *string   `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source"`
+	Scheme           *string   `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source. The one exception: with secrets, it replaces the configuration of a source whose configuration does not open (unreadable [config]), any scheme"`
 	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
 	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
 	Dedupe           *string   `json:"dedupe,omitempty" maxLength:"256"`
@@ -75,9 +75,10 @@ type SourceOut struct {
 	EndpointID          string    `json:"endpoint_id" doc:"the forwarding endpoint: its deliveries, dead letters and replay are under /v1/endpoints/{endpoint_id}"`
 	EndpointState       string    `json:"endpoint_state" enum:"enabled,paused,disabled" doc:"the forwarding endpoint's state: disabled (a 410 from the destination, or failing past --disable-after) or paused holds new forwards while the provider is still answered 200; POST /v1/endpoints/{endpoint_id}/enable (or /resume) releases them"`
 	EndpointStateReason string    `json:"endpoint_state_reason,omitempty" doc:"why the forwarding endpoint's state last changed (its state_reason), e.g. the endpoint answered 410 Gone"`
+	EndpointUnreadable  []string  `json:"endpoint_unreadable,omitempty" doc:"the forwarding endpoint's stored values that the answering node's encryption keys do not open (its unreadable: secrets, headers.<Name>): what the source accepts waits unforwarded until they are replaced (POST /v1/endpoints/{endpoint_id}/rotate-secret: a new forwarding secret, for the destination) or open again"`
 	IngestPath          string    `json:"ingest_path" doc:"POST provider webhooks here: /in/{id}"`
 	HMAC                *HMACBody `json:"hmac,omitempty"`
-	Unreadable          []string  `json:"unreadable,omitempty" doc:"GET /v1/sources/{id} and the list only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): config, the source's sealed configuration (its provider signing secrets with the scheme, tolerance, dedupe rule, body cap and hmac settings), which is then shown empty (scheme \"\", secrets 0), never any of its content. The gateway refuses the provider's requests meanwhile (503: nothing can be verified). Replace it with a PATCH /v1/sources/{id} that gives scheme and secrets (and any other setting; the rest take their defaults) on a node that holds the current key, or delete the source; other changes are refused (409)"`
+	Unreadable          []string  `json:"unreadable,omitempty" doc:"GET /v1/sources/{id} and the list only: the stored values that the answering node's encryption keys do not open (sealed under a key it does not hold, or damaged): config, the source's sealed configuration (its provider signing secrets with the scheme, tolerance, dedupe rule, body cap and hmac settings), which is then shown empty (scheme \"\", secrets 0), never any of its content. The gateway refuses the provider's requests meanwhile (503: nothing can be verified). Replace it with a PATCH /v1/sources/{id} that gives scheme and secrets (and any other setting; the rest take their defaults) on a node that holds the current key, or delete the source; other changes are refused (409). Its forwarding endpoint, sealed at the same time, may need its secrets replaced too (endpoint_unreadable)"`
 	CreatedAt           time.Time `json:"created_at"`
 	UpdatedAt           time.Time `json:"updated_at"`
 }
@@ -140,6 +141,7 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	ep, err := s.db(ctx).GetEndpoint(ctx, src.EndpointID)
 	if u := unreadableValues(err); u != nil {
 		ep, err = u.Endpoint, nil
+		out.EndpointUnreadable = u.Values
 	}
 	if err == nil {
 		out.DestinationURL = ep.URL

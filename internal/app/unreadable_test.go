@@ -897,3 +897,41 @@ func TestStaleNodeSourceAdviceIsItsKey(t *testing.T) {
 		t.Errorf("after the key came back: %d %s; want the source as it was", st, raw)
 	}
 }
+
+// TestSourceShowsItsForwardingEndpointUnreadable: a source's forwarding
+// endpoint sealed under a lost key (with the source, by the same node)
+// kept what the source accepted waiting, unforwarded, while the source
+// showed nothing of it once its own configuration was replaced. The
+// source now names the endpoint's values that do not open
+// (endpoint_unreadable), and no longer once they are replaced.
+func TestSourceShowsItsForwardingEndpointUnreadable(t *testing.T) {
+	t.Parallel()
+	h, key := startHeraldKeyed(t, func(*app.Config) {})
+	var src struct {
+		ID         string
+		EndpointID string `json:"endpoint_id"`
+	}
+	if st, raw := h.call("POST", "/v1/sources", map[string]any{"name": "gh", "scheme": "github", "secrets": []string{"provider-secret-0123456789"}, "destination_url": newReceiver(t, 200).URL}, &src); st != 201 {
+		t.Fatalf("create source: %d %s", st, raw)
+	}
+	type out struct {
+		EndpointUnreadable []string `json:"endpoint_unreadable"`
+	}
+	var got out
+	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &got); st != 200 || got.EndpointUnreadable != nil {
+		t.Fatalf("a healthy source: %d %s; want no endpoint_unreadable", st, raw)
+	}
+	sealColumnUnderLostKey(t, h.m.Store(), "endpoints", "secrets", key, newKey(t), src.EndpointID)
+	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &got); st != 200 || strings.Join(got.EndpointUnreadable, ",") != "secrets" {
+		t.Errorf("a source whose forwarding endpoint's secrets do not open: %d %s; want endpoint_unreadable [secrets]", st, raw)
+	}
+	var list struct{ Data []out }
+	if st, raw := h.call("GET", "/v1/sources", nil, &list); st != 200 || len(list.Data) != 1 || strings.Join(list.Data[0].EndpointUnreadable, ",") != "secrets" {
+		t.Errorf("the list: %d %s; want endpoint_unreadable [secrets]", st, raw)
+	}
+	h.mustCall("POST", "/v1/endpoints/"+src.EndpointID+"/rotate-secret", `{}`, 200)
+	got = out{}
+	if st, raw := h.call("GET", "/v1/sources/"+src.ID, nil, &got); st != 200 || got.EndpointUnreadable != nil {
+		t.Errorf("after the endpoint's secrets were replaced: %d %s; want no endpoint_unreadable", st, raw)
+	}
+}

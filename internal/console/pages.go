@@ -1624,6 +1624,9 @@ type sourceDetailData struct {
 	Forwarding api.EndpointOut
 	Dead       []api.DeliveryOut
 	Err        string
+	// StaleKey: as endpointDetailData.StaleKey (read when the source's or
+	// its forwarding endpoint's values do not open).
+	StaleKey bool
 }
 
 func (d sourceDetailData) errText() string { return d.Err }
@@ -1644,6 +1647,9 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 		var dl deliveryList
 		_ = c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(d.S.EndpointID)+"/deliveries?state=dead&limit=20", nil, &dl)
 		d.Dead = dl.Data
+	}
+	if len(d.S.Unreadable) > 0 || len(d.Forwarding.Unreadable) > 0 {
+		d.StaleKey = c.staleKey(r, s)
 	}
 	c.render(w, r, status, "source", s, "Source "+id, "sources", d)
 }

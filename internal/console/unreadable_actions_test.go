@@ -326,3 +326,62 @@ func TestStaleNodeAdvisesItsKey(t *testing.T) {
 		t.Errorf("with the key check passing: want the usual advice and Replace secrets:\n%s", page)
 	}
 }
+
+// TestSourcePageOnAStaleNodeAndItsForwarding: a source whose configuration
+// does not open on a node whose own key is stale was advised to be
+// replaced or deleted (it is probably fine) and offered the replacing
+// form, which answers 503 there; now the page says to restart the node
+// with the current key and offers no edit. A source whose forwarding
+// endpoint's secrets do not open (sealed under the same lost key) showed
+// nothing of it, and what it accepted waited unforwarded; now its page
+// says so and where to replace them.
+func TestSourcePageOnAStaleNodeAndItsForwarding(t *testing.T) {
+	var stale atomic.Bool
+	f := newFixtureWith(t, func(c *api.Config) {
+		c.KeyCheck = func(context.Context) error {
+			if stale.Load() {
+				return store.ErrWrongKey
+			}
+			return nil
+		}
+		c.KeyCheckEvery = time.Nanosecond
+	})
+	b, _ := adminBrowser(t, f)
+	var src api.SourceOut
+	if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); code != http.StatusCreated {
+		t.Fatalf("create source: %d", code)
+	}
+	sealedElsewhere(t, f, src.EndpointID, "secrets")
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	if !strings.Contains(page, `data-testid="forwarding-unreadable"`) || !strings.Contains(page, "Replace secrets: a new forwarding secret") ||
+		!strings.Contains(page, `<form method="post" action="/ui/sources/`+src.ID+`"`) {
+		t.Errorf("a source whose forwarding endpoint's secrets do not open: want it said, with the way out, and the edit form:\n%s", page)
+	}
+	// Its own configuration too, on a node whose key is stale.
+	sealed := f.st.Capabilities().Sealed
+	var col store.SealedColumn
+	for _, c := range store.SealedColumns {
+		if c.Table == "sources" && c.Column == "config" {
+			col = c
+		}
+	}
+	old, ok, err := sealed.SealedValue(t.Context(), col, src.ID)
+	if err != nil || !ok {
+		t.Fatalf("SealedValue: %v %v", ok, err)
+	}
+	if ok, err := sealed.ReplaceSealed(t.Context(), col, src.ID, old, "enc:v1:"+base64.StdEncoding.EncodeToString([]byte("sealed under another key"))); err != nil || !ok {
+		t.Fatalf("ReplaceSealed: %v %v", ok, err)
+	}
+	stale.Store(true)
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	if !strings.Contains(page, "restart this node with the current key") || !strings.Contains(page, "Do not replace or delete the source for this") ||
+		strings.Contains(page, "Edit it below") || strings.Contains(page, `<select name="scheme"`) || !strings.Contains(page, `data-testid="edit-waits"`) ||
+		!strings.Contains(page, "until this node runs with the current key") {
+		t.Errorf("on a stale node: want the restart advice and no replacing form:\n%s", page)
+	}
+	stale.Store(false)
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	if strings.Contains(page, "restart this node") || !strings.Contains(page, `<select name="scheme"`) {
+		t.Errorf("with the key check passing: want the replacing form:\n%s", page)
+	}
+}

@@ -312,15 +312,7 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	if b.Secrets != nil {
 		sc.Secrets = *b.Secrets
 	}
-	if b.ToleranceSeconds != nil {
-		sc.ToleranceSeconds = *b.ToleranceSeconds
-	}
-	if b.Dedupe != nil {
-		sc.Dedupe = *b.Dedupe
-	}
-	if b.MaxBodyBytes != nil {
-		sc.MaxBodyBytes = *b.MaxBodyBytes
-	}
+	b.applySettings(&sc)
 	if b.HMAC != nil {
 		sc.HMAC = b.HMAC.config()
 	}
@@ -333,13 +325,9 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		return nil, err
 	}
 	raw, _ := json.Marshal(sc)
-	p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
-	if b.DestinationURL != nil {
-		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
-		if err != nil {
-			return nil, err
-		}
-		p.DestinationURL = &dest
+	p, err := s.sourceUpdate(in.ID, b, raw)
+	if err != nil {
+		return nil, err
 	}
 	changed, err := s.sourceChanges(ctx, src, was, raw, p)
 	if err != nil {
@@ -413,6 +401,35 @@ func (s *Server) deleteSource(ctx context.Context, in *SourceIDPath) (*struct{},
 	return &struct{}{}, nil
 }
 
+// applySettings sets in sc the settings b gives (tolerance, dedupe rule,
+// body cap); those it leaves out keep sc's.
+func (b UpdateSourceBody) applySettings(sc *inbound.SourceConfig) {
+	if b.ToleranceSeconds != nil {
+		sc.ToleranceSeconds = *b.ToleranceSeconds
+	}
+	if b.Dedupe != nil {
+		sc.Dedupe = *b.Dedupe
+	}
+	if b.MaxBodyBytes != nil {
+		sc.MaxBodyBytes = *b.MaxBodyBytes
+	}
+}
+
+// sourceUpdate is the store's update of source id by b with the
+// configuration raw (JSON of an inbound.SourceConfig, validated): its
+// name, and its destination once checked (422 naming the rule).
+func (s *Server) sourceUpdate(id string, b UpdateSourceBody, raw []byte) (store.UpdateSourceParams, error) {
+	p := store.UpdateSourceParams{ID: id, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
+	if b.DestinationURL != nil {
+		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
+		if err != nil {
+			return p, err
+		}
+		p.DestinationURL = &dest
+	}
+	return p, nil
+}
+
 // replaceSourceConfig answers a PATCH of source in.ID, whose sealed
 // configuration does not open on this node (u), as an update of an
 // endpoint whose values do not open is answered: on a node whose key is
@@ -435,26 +452,14 @@ func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput,
 		return nil, huma.Error409Conflict("source " + Echo(in.ID) + "'s stored configuration does not open with this node's encryption keys, and this node does not hold the current key (its key check fails): replace it through a node that holds it")
 	}
 	sc := inbound.SourceConfig{Scheme: *b.Scheme, Secrets: *b.Secrets, HMAC: b.HMAC.config()}
-	if b.ToleranceSeconds != nil {
-		sc.ToleranceSeconds = *b.ToleranceSeconds
-	}
-	if b.Dedupe != nil {
-		sc.Dedupe = *b.Dedupe
-	}
-	if b.MaxBodyBytes != nil {
-		sc.MaxBodyBytes = *b.MaxBodyBytes
-	}
+	b.applySettings(&sc)
 	if err := validateSourceConfig(sc); err != nil {
 		return nil, err
 	}
 	raw, _ := json.Marshal(sc)
-	p := store.UpdateSourceParams{ID: in.ID, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
-	if b.DestinationURL != nil {
-		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
-		if err != nil {
-			return nil, err
-		}
-		p.DestinationURL = &dest
+	p, err := s.sourceUpdate(in.ID, b, raw)
+	if err != nil {
+		return nil, err
 	}
 	src, err := s.db(ctx).UpdateSource(ctx, p)
 	if err != nil {

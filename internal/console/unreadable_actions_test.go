@@ -24,10 +24,18 @@ import (
 // no key of this node made, as a value sealed under a lost key reads.
 func sealedElsewhere(t *testing.T, f *fixture, id, column string) {
 	t.Helper()
+	sealUnderLostKey(t, f, "endpoints", column, id)
+}
+
+// sealUnderLostKey replaces the sealed value of table's column in row id
+// (an endpoint's "secrets" or "headers", whose X-Team value it replaces;
+// a source's "config") by one no key of this node made.
+func sealUnderLostKey(t *testing.T, f *fixture, table, column, id string) {
+	t.Helper()
 	sealed := f.st.Capabilities().Sealed
 	var col store.SealedColumn
 	for _, c := range store.SealedColumns {
-		if c.Table == "endpoints" && c.Column == column {
+		if c.Table == table && c.Column == column {
 			col = c
 		}
 	}
@@ -37,7 +45,7 @@ func sealedElsewhere(t *testing.T, f *fixture, id, column string) {
 	}
 	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
 	v := foreign
-	if column == "headers" {
+	if table == "endpoints" && column == "headers" {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(old), &m); err != nil {
 			t.Fatal(err)
@@ -358,20 +366,7 @@ func TestSourcePageOnAStaleNodeAndItsForwarding(t *testing.T) {
 		t.Errorf("a source whose forwarding endpoint's secrets do not open: want it said, with the way out, and the edit form:\n%s", page)
 	}
 	// Its own configuration too, on a node whose key is stale.
-	sealed := f.st.Capabilities().Sealed
-	var col store.SealedColumn
-	for _, c := range store.SealedColumns {
-		if c.Table == "sources" && c.Column == "config" {
-			col = c
-		}
-	}
-	old, ok, err := sealed.SealedValue(t.Context(), col, src.ID)
-	if err != nil || !ok {
-		t.Fatalf("SealedValue: %v %v", ok, err)
-	}
-	if ok, err := sealed.ReplaceSealed(t.Context(), col, src.ID, old, "enc:v1:"+base64.StdEncoding.EncodeToString([]byte("sealed under another key"))); err != nil || !ok {
-		t.Fatalf("ReplaceSealed: %v %v", ok, err)
-	}
+	sealUnderLostKey(t, f, "sources", "config", src.ID)
 	stale.Store(true)
 	page = html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
 	if !strings.Contains(page, "restart this node with the current key") || !strings.Contains(page, "Do not replace or delete the source for this") ||

@@ -1,14 +1,12 @@
 package console
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/api"
-	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // TestEndpointWhoseValuesDoNotOpenIsMarked: an endpoint whose stored
@@ -23,21 +21,7 @@ func TestEndpointWhoseValuesDoNotOpenIsMarked(t *testing.T) {
 	if st := f.apiCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.placed","data":{}}`, nil); st != 202 {
 		t.Fatalf("publish: %d", st)
 	}
-	sealed := f.st.Capabilities().Sealed
-	var col store.SealedColumn
-	for _, c := range store.SealedColumns {
-		if c.Table == "endpoints" && c.Column == "secrets" {
-			col = c
-		}
-	}
-	old, ok, err := sealed.SealedValue(t.Context(), col, bad.ID)
-	if err != nil || !ok {
-		t.Fatalf("SealedValue: %v %v", ok, err)
-	}
-	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
-	if ok, err := sealed.ReplaceSealed(t.Context(), col, bad.ID, old, foreign); err != nil || !ok {
-		t.Fatalf("ReplaceSealed: %v %v", ok, err)
-	}
+	sealUnderLostKey(t, f, "endpoints", "secrets", bad.ID)
 	b, _ := adminBrowser(t, f)
 	w := b.do("GET", "/ui/endpoints", nil)
 	if w.Code != http.StatusOK {
@@ -89,21 +73,7 @@ func TestSourceWhoseConfigDoesNotOpenIsMarked(t *testing.T) {
 			t.Fatalf("create source %s: %d", name, code)
 		}
 	}
-	sealed := f.st.Capabilities().Sealed
-	var col store.SealedColumn
-	for _, c := range store.SealedColumns {
-		if c.Table == "sources" && c.Column == "config" {
-			col = c
-		}
-	}
-	old, ok, err := sealed.SealedValue(t.Context(), col, bad.ID)
-	if err != nil || !ok {
-		t.Fatalf("SealedValue: %v %v", ok, err)
-	}
-	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
-	if ok, err := sealed.ReplaceSealed(t.Context(), col, bad.ID, old, foreign); err != nil || !ok {
-		t.Fatalf("ReplaceSealed: %v %v", ok, err)
-	}
+	sealUnderLostKey(t, f, "sources", "config", bad.ID)
 	b, token := adminBrowser(t, f)
 	w := b.do("GET", "/ui/sources", nil)
 	if w.Code != http.StatusOK {

@@ -454,19 +454,41 @@ func (s suite) unreadable(t *testing.T) {
 // skips the test when the driver cannot rewrite sealed values.
 func (f *fixture) seal(column, id string) (restore func()) {
 	f.t.Helper()
+	restore = f.sealIn("endpoints", column, id)
+	if _, err := f.s.GetEndpoint(f.ctx, id); err == nil {
+		f.t.Fatalf("GetEndpoint(%s) with endpoints.%s under another key: no error", id, column)
+	}
+	return restore
+}
+
+// sealSource makes the sealed configuration of source id a value the
+// store's key does not open (sealed under another key, as far as the store
+// can tell). It skips the test when the driver cannot rewrite sealed
+// values.
+func (f *fixture) sealSource(id string) {
+	f.t.Helper()
+	f.sealIn("sources", "config", id)
+}
+
+// sealIn makes the sealed value of table.column in row id one that no key
+// made (every member of a column of members, such as an endpoint's
+// headers) and returns the function that puts the original back; it skips
+// the test when the driver cannot rewrite sealed values.
+func (f *fixture) sealIn(table, column, id string) (restore func()) {
+	f.t.Helper()
 	sealed := f.s.Capabilities().Sealed
 	if sealed == nil {
 		f.t.Skip("the driver declares no Sealed: no way to store a value under another key")
 	}
 	var c store.SealedColumn
 	for _, sc := range store.SealedColumns {
-		if sc.Table == "endpoints" && sc.Column == column {
+		if sc.Table == table && sc.Column == column {
 			c = sc
 		}
 	}
 	old, ok, err := sealed.SealedValue(f.ctx, c, id)
 	if err != nil || !ok {
-		f.t.Fatalf("SealedValue(endpoints.%s, %s) = %v, %v", column, id, ok, err)
+		f.t.Fatalf("SealedValue(%s.%s, %s) = %v, %v", table, column, id, ok, err)
 	}
 	// 12 bytes of nonce and a ciphertext with its 16-byte tag that no key
 	// made.
@@ -475,7 +497,7 @@ func (f *fixture) seal(column, id string) (restore func()) {
 	if c.Member != nil {
 		var m map[string]string
 		if err := json.Unmarshal([]byte(old), &m); err != nil || len(m) == 0 {
-			f.t.Fatalf("endpoints.%s of %s = %q: want a JSON object with members", column, id, old)
+			f.t.Fatalf("%s.%s of %s = %q: want a JSON object with members", table, column, id, old)
 		}
 		for k := range m {
 			m[k] = foreign
@@ -486,38 +508,9 @@ func (f *fixture) seal(column, id string) (restore func()) {
 	replace := func(from, to string) {
 		f.t.Helper()
 		if ok, err := sealed.ReplaceSealed(f.ctx, c, id, from, to); err != nil || !ok {
-			f.t.Fatalf("ReplaceSealed(endpoints.%s, %s) = %v, %v", column, id, ok, err)
+			f.t.Fatalf("ReplaceSealed(%s.%s, %s) = %v, %v", table, column, id, ok, err)
 		}
 	}
 	replace(old, v)
-	if _, err := f.s.GetEndpoint(f.ctx, id); err == nil {
-		f.t.Fatalf("GetEndpoint(%s) with endpoints.%s under another key: no error", id, column)
-	}
 	return func() { replace(v, old) }
-}
-
-// sealSource makes the sealed configuration of source id a value the
-// store's key does not open (sealed under another key, as far as the store
-// can tell). It skips the test when the driver cannot rewrite sealed
-// values.
-func (f *fixture) sealSource(id string) {
-	f.t.Helper()
-	sealed := f.s.Capabilities().Sealed
-	if sealed == nil {
-		f.t.Skip("the driver declares no Sealed: no way to store a value under another key")
-	}
-	var c store.SealedColumn
-	for _, sc := range store.SealedColumns {
-		if sc.Table == "sources" && sc.Column == "config" {
-			c = sc
-		}
-	}
-	old, ok, err := sealed.SealedValue(f.ctx, c, id)
-	if err != nil || !ok {
-		f.t.Fatalf("SealedValue(sources.config, %s) = %v, %v", id, ok, err)
-	}
-	foreign := "enc:v1:" + base64.StdEncoding.EncodeToString([]byte("a value sealed under another key"))
-	if ok, err := sealed.ReplaceSealed(f.ctx, c, id, old, foreign); err != nil || !ok {
-		f.t.Fatalf("ReplaceSealed(sources.config, %s) = %v, %v", id, ok, err)
-	}
 }

@@ -346,16 +346,7 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	if err := s.refuseStaleKey(ctx); err != nil {
 		return nil, err
 	}
-	src, err = s.db(ctx).UpdateSource(ctx, p)
-	if err != nil {
-		return nil, s.problem(err, "source "+Echo(in.ID))
-	}
-	s.cfg.SourceChanged(in.ID)
-	out, err := s.sourceOut(ctx, src)
-	if err != nil {
-		return nil, err
-	}
-	return &sourceOutput{Body: out}, nil
+	return s.writeSource(ctx, p)
 }
 
 // sourceChanges reports whether update p, whose configuration is raw,
@@ -461,11 +452,17 @@ func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput,
 	if err != nil {
 		return nil, err
 	}
+	return s.writeSource(ctx, p)
+}
+
+// writeSource stores the update p of a source, tells this node's gateway
+// (Config.SourceChanged) and answers the source as stored.
+func (s *Server) writeSource(ctx context.Context, p store.UpdateSourceParams) (*sourceOutput, error) {
 	src, err := s.db(ctx).UpdateSource(ctx, p)
 	if err != nil {
-		return nil, s.problem(err, "source "+Echo(in.ID))
+		return nil, s.problem(err, "source "+Echo(p.ID))
 	}
-	s.cfg.SourceChanged(in.ID)
+	s.cfg.SourceChanged(p.ID)
 	out, err := s.sourceOut(ctx, src)
 	if err != nil {
 		return nil, err

@@ -302,16 +302,7 @@ func TestEditGivesHeadersThatDoNotOpenAgain(t *testing.T) {
 // neither the replacing rotation nor the edit; the edit form says the same.
 // With the key check passing again the same endpoint gets the usual advice.
 func TestStaleNodeAdvisesItsKey(t *testing.T) {
-	var stale atomic.Bool
-	f := newFixtureWith(t, func(c *api.Config) {
-		c.KeyCheck = func(context.Context) error {
-			if stale.Load() {
-				return store.ErrWrongKey
-			}
-			return nil
-		}
-		c.KeyCheckEvery = time.Nanosecond
-	})
+	f, stale := staleKeyFixture(t)
 	b, _ := adminBrowser(t, f)
 	both := unreadableEndpoint(t, f, "enabled", "secrets", "headers")
 	secrets := unreadableEndpoint(t, f, "enabled", "secrets")
@@ -344,16 +335,7 @@ func TestStaleNodeAdvisesItsKey(t *testing.T) {
 // nothing of it, and what it accepted waited unforwarded; now its page
 // says so and where to replace them.
 func TestSourcePageOnAStaleNodeAndItsForwarding(t *testing.T) {
-	var stale atomic.Bool
-	f := newFixtureWith(t, func(c *api.Config) {
-		c.KeyCheck = func(context.Context) error {
-			if stale.Load() {
-				return store.ErrWrongKey
-			}
-			return nil
-		}
-		c.KeyCheckEvery = time.Nanosecond
-	})
+	f, stale := staleKeyFixture(t)
 	b, _ := adminBrowser(t, f)
 	var src api.SourceOut
 	if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); code != http.StatusCreated {
@@ -379,4 +361,22 @@ func TestSourcePageOnAStaleNodeAndItsForwarding(t *testing.T) {
 	if strings.Contains(page, "restart this node") || !strings.Contains(page, `<select name="scheme"`) {
 		t.Errorf("with the key check passing: want the replacing form:\n%s", page)
 	}
+}
+
+// staleKeyFixture is a fixture whose API's key check fails with
+// store.ErrWrongKey (a node whose own key is stale) while the flag it
+// returns is set, checked afresh on every call.
+func staleKeyFixture(t *testing.T) (*fixture, *atomic.Bool) {
+	t.Helper()
+	stale := new(atomic.Bool)
+	f := newFixtureWith(t, func(c *api.Config) {
+		c.KeyCheck = func(context.Context) error {
+			if stale.Load() {
+				return store.ErrWrongKey
+			}
+			return nil
+		}
+		c.KeyCheckEvery = time.Nanosecond
+	})
+	return f, stale
 }

@@ -152,6 +152,24 @@ func printable(v string) string {
 	}, v)
 }
 
+// printJSON writes v to w as one line of JSON and a newline, its strings
+// as they are: encoding/json's default HTML escaping would print & < > as
+// \u0026 \u003c \u003e, which a terminal user reads as the value.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// jsonText is v as printJSON writes it, without the newline.
+func jsonText(v any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := printJSON(&b, v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // printAPIProblem prints an RFC 9457 problem (or, failing that, the raw
 // answer) to w.
 func printAPIProblem(w io.Writer, status int, data []byte) {
@@ -191,7 +209,7 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 		}
 		fmt.Fprintf(w, "  %s: %s", loc, e.Message)
 		if e.Value != nil {
-			if v, err := json.Marshal(e.Value); err == nil {
+			if v, err := jsonText(e.Value); err == nil {
 				fmt.Fprintf(w, " (value %s)", v)
 			}
 		}

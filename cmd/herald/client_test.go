@@ -241,6 +241,36 @@ func TestProblemAnswer(t *testing.T) {
 	}
 }
 
+// TestProblemValuesPrintedAsGiven: a problem's value is printed as the
+// API gave it, not HTML-escaped (json.Marshal wrote & as \u0026 and < >
+// as \u003c \u003e).
+func TestProblemValuesPrintedAsGiven(t *testing.T) {
+	problem := `{"title":"Unprocessable Entity","status":422,"detail":"validation failed",
+		"errors":[{"location":"body.url","message":"url rule scheme: https only","value":"http://x/?a=1&b=<2>"},{"location":"body.headers","message":"bad","value":{"X-A":"1&2"}}]}`
+	srv, _ := fakeAPI(t, 422, "application/problem+json", problem)
+	_, errOut, err := execHerald(t, "", "endpoints", "create", "--server", srv.URL, "--api-key", "k", "--tenant", "t", "--url", "http://x/?a=1&b=<2>")
+	if err == nil {
+		t.Fatal("no error for a 422 answer")
+	}
+	for _, want := range []string{`(value "http://x/?a=1&b=<2>")` + "\n", `(value {"X-A":"1&2"})` + "\n"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// TestPrintJSONKeepsHTMLCharacters: the CLI's own JSON output (herald
+// version --json, herald migrate status --json) writes & < > as they are.
+func TestPrintJSONKeepsHTMLCharacters(t *testing.T) {
+	var b bytes.Buffer
+	if err := printJSON(&b, map[string]string{"v": "a&b<c>"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != `{"v":"a&b<c>"}`+"\n" {
+		t.Errorf("printJSON = %q, want the value as it is, one line", got)
+	}
+}
+
 func TestNonProblemErrorAnswer(t *testing.T) {
 	srv, _ := fakeAPI(t, 502, "text/html", "<html>bad gateway</html>")
 	_, errOut, err := execHerald(t, "", "events", "get", "evt_1", "--server", srv.URL, "--api-key", "k")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -28,7 +27,7 @@ func newVersionCmd() *cobra.Command {
 			i := buildinfo.Get()
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(w).Encode(i)
+				return printJSON(w, i)
 			}
 			fmt.Fprintf(w, "herald %s\ncommit:     %s\nbuilt:      %s\ngo:         %s\nstores:     %s\n",
 				i.Version, orUnknown(i.Commit, i.Modified), orUnknown(i.BuildTime, false), i.GoVersion, strings.Join(i.Stores, ", "))
@@ -78,7 +77,7 @@ on it).`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(w).Encode(st)
+				return printJSON(w, st)
 			}
 			fmt.Fprintf(w, "store:             %s (%s)\ndatabase version:  %d\nbinary version:    %d\npending:           %v\n", st.Driver, app.RedactDB(db), st.Database, st.Binary, st.Pending)
 			if err := store.CheckSchemaVersion(st.Driver, st.Database, st.Binary); err != nil {

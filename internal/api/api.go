@@ -156,7 +156,10 @@ type Server struct {
 	handler      http.Handler
 	keys         *keyring
 	throttle     *throttle
-	catalog      *catalogCache  // the catalog entries publishes were checked against
+	catalog      *catalogCache // the catalog entries publishes were checked against
+	// sourceWarned throttles the WARN of a source whose configuration
+	// does not open (problem): once a minute per source, as the ingest's.
+	sourceWarned *logThrottle
 	bg           sync.WaitGroup // background writes (touch); Close waits for them
 }
 
@@ -226,10 +229,11 @@ func New(cfg Config) (*Server, error) {
 	})
 	api := humago.New(mux, hc)
 	s := &Server{cfg: cfg, cursors: cursors, api: api, mux: mux,
-		keyCheck: &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
-		keys:     &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
-		throttle: &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
-		catalog:  newCatalogCache(),
+		keyCheck:     &keyCheck{check: cfg.KeyCheck, every: cfg.KeyCheckEvery, now: cfg.Now},
+		keys:         &keyring{admin: cfg.AdminKeyHashes, cache: map[[32]byte]cachedKey{}, touched: map[string]time.Time{}},
+		throttle:     &throttle{rate: rate.Limit(cfg.AuthFailureRate), burst: cfg.AuthFailureBurst, buckets: map[string]*rate.Limiter{}},
+		catalog:      newCatalogCache(),
+		sourceWarned: &logThrottle{every: time.Minute, last: map[string]time.Time{}},
 	}
 	api.UseMiddleware(s.authorize, s.checkQuery)
 	s.registerEndpoints()
@@ -567,6 +571,34 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }
 
+// logThrottle tells whether a log line about a key (a source's id) is due:
+// at most once per every per key.
+type logThrottle struct {
+	every time.Duration
+	mu    sync.Mutex
+	last  map[string]time.Time
+}
+
+// due reports whether the line about key is due at now, and if so
+// records it as logged.
+func (l *logThrottle) due(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, ok := l.last[key]; ok && now.Sub(last) < l.every {
+		return false
+	}
+	if len(l.last) >= 1024 {
+		// Bounded: the keys whose line is due again are forgotten.
+		for k, t := range l.last {
+			if now.Sub(t) >= l.every {
+				delete(l.last, k)
+			}
+		}
+	}
+	l.last[key] = now
+	return true
+}
+
 // problem maps store errors to HTTP problems: the status is the error's
 // code's (store.Code.HTTPStatus, shared with the inbound gateway); the
 // detail is what for not found, the store's message (store.Message, which
@@ -602,7 +634,9 @@ func (s *Server) problem(err error, what string) error {
 		// open: not an outage a retry ends (503) nor a bug (500). 409
 		// naming the source and the ways out (the callers have answered a
 		// node whose own key is stale already: refuseStaleKey).
-		s.cfg.Logger.Warn("source's stored configuration does not open with this node's encryption keys", "source", u.SourceID, "error", err, "op", what)
+		if s.sourceWarned.due(u.SourceID, s.cfg.Now()) {
+			s.cfg.Logger.Warn("source's stored configuration does not open with this node's encryption keys", "source", u.SourceID, "error", err, "op", what)
+		}
 		return huma.NewError(http.StatusConflict, "source "+Echo(u.SourceID)+" has a stored configuration that this node's encryption keys do not open (its provider signing secrets and settings; sealed under a key this node does not hold, or damaged), so it cannot be used or changed here: GET /v1/sources/{id} shows it without it; replace it with PATCH /v1/sources/{id} giving \"scheme\" and \"secrets\" (and any other setting) anew, or delete the source (DELETE /v1/sources/{id}) and create it again")
 	}
 	if errors.Is(err, secretbox.ErrDecrypt) {

@@ -25,7 +25,8 @@ import (
 // every other tenant published between two pages), forge one, or use one
 // list's cursor on another (400 "invalid cursor" instead of a silently
 // empty page). The query digest (listQuery) names the route, the scope of
-// the credential and the filters as the handler applied them: a cursor of
+// the credential (but for the event catalog, the same for every key:
+// sharedQuery) and the filters as the handler applied them: a cursor of
 // the same list with other filters (another tenant, type, state, endpoint,
 // since…) would continue a different list from an unrelated position, a
 // page that looks right and is not, so it is refused too (400 "cursor
@@ -95,9 +96,23 @@ type listQuery struct {
 // default spelled out, a tenant resolved: the same query written two ways
 // gets the same digest).
 func query(ctx context.Context, list, route string, filters ...string) listQuery {
+	return scopedQuery(list, route, principal(ctx).Tenant, filters...)
+}
+
+// sharedQuery is the listQuery of a list whose answer is the same for
+// every credential (the event catalog): bound to the route and filters
+// alone, not to the credential's tenant, so any key continues another's
+// page. Its digest is an admin's query's (no tenant).
+func sharedQuery(list, route string, filters ...string) listQuery {
+	return scopedQuery(list, route, "", filters...)
+}
+
+// scopedQuery is the listQuery of list on route for the credential scope
+// tenant ("" for an admin's or a shared list's) and filters (see query).
+func scopedQuery(list, route, tenant string, filters ...string) listQuery {
 	h := sha256.New()
 	var names []string
-	for i, part := range append([]string{list, route, principal(ctx).Tenant}, filters...) {
+	for i, part := range append([]string{list, route, tenant}, filters...) {
 		var n [4]byte
 		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
 		h.Write(n[:])

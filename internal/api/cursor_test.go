@@ -32,7 +32,7 @@ func TestCursorsAreBoundToTheirQuery(t *testing.T) {
 	w.mustCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://acme-receiver.example/second"}`, 201, &ep2)
 	w.mustCall(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"order.shipped","data":{"n":1}}`, 202, &ev)
 	viewer, _ := w.newKey("viewer", "acme", "")
-	w.newKey("viewer", "bravo", "")
+	bravoViewer, _ := w.newKey("viewer", "bravo", "")
 	for range 2 {
 		w.mustCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer","ttl_seconds":600}`, 201, nil)
 	}
@@ -112,7 +112,14 @@ func TestCursorsAreBoundToTheirQuery(t *testing.T) {
 		{"api keys", adminKey, "/v1/api-keys", []variant{ok("/v1/api-keys?limit=2"), list("/v1/portal-sessions"), list("/v1/sources")}},
 		{"portal sessions", adminKey, "/v1/portal-sessions", []variant{ok("/v1/portal-sessions?limit=2"), list("/v1/api-keys")}},
 		{"sources", adminKey, "/v1/sources", []variant{ok("/v1/sources?limit=2"), list("/v1/endpoints")}},
-		{"event types", adminKey, "/v1/event-types", []variant{ok("/v1/event-types?limit=2"), list("/v1/sources"), list("/v1/api-keys")}},
+		// The catalog is the same for every key: its cursor is bound to the
+		// query alone, so any credential continues another's page (a
+		// viewer following an admin's "More event types").
+		{"event types", adminKey, "/v1/event-types", []variant{ok("/v1/event-types?limit=2"), list("/v1/sources"), list("/v1/api-keys"),
+			as(viewer, ok("/v1/event-types")), as(bravoViewer, ok("/v1/event-types?limit=2")), as(viewer, list("/v1/events"))}},
+		{"event types of a tenant key", viewer, "/v1/event-types", []variant{
+			ok("/v1/event-types"), as(bravoViewer, ok("/v1/event-types")), as(viewer, list("/v1/endpoints")),
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var first struct {

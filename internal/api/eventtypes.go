@@ -244,7 +244,7 @@ type eventTypesOut struct {
 // versions), 50 types by default (limit up to 1,000): an unpaged answer
 // would grow with every type and version catalogued.
 func (s *Server) listEventTypes(ctx context.Context, in *ListQuery) (*eventTypesOut, error) {
-	q := query(ctx, listEventTypes, "/v1/event-types")
+	q := sharedQuery(listEventTypes, "/v1/event-types") // the same catalog for every key
 	lp, err := s.page(*in, q)
 	if err != nil {
 		return nil, err

@@ -321,15 +321,11 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		// by an hmac update that dropped timestamp_header: it never applies.
 		sc.ToleranceSeconds = 0
 	}
-	if err := validateSourceConfig(sc); err != nil {
-		return nil, err
-	}
-	raw, _ := json.Marshal(sc)
-	p, err := s.sourceUpdate(in.ID, b, raw)
+	p, err := s.sourceUpdate(in.ID, b, sc)
 	if err != nil {
 		return nil, err
 	}
-	changed, err := s.sourceChanges(ctx, src, was, raw, p)
+	changed, err := s.sourceChanges(ctx, src, was, *p.Config, p)
 	if err != nil {
 		return nil, err
 	}
@@ -407,9 +403,13 @@ func (b UpdateSourceBody) applySettings(sc *inbound.SourceConfig) {
 }
 
 // sourceUpdate is the store's update of source id by b with the
-// configuration raw (JSON of an inbound.SourceConfig, validated): its
-// name, and its destination once checked (422 naming the rule).
-func (s *Server) sourceUpdate(id string, b UpdateSourceBody, raw []byte) (store.UpdateSourceParams, error) {
+// configuration sc once validated (422 naming the rule), stored as its
+// JSON: its name, and its destination once checked (422 naming the rule).
+func (s *Server) sourceUpdate(id string, b UpdateSourceBody, sc inbound.SourceConfig) (store.UpdateSourceParams, error) {
+	if err := validateSourceConfig(sc); err != nil {
+		return store.UpdateSourceParams{}, err
+	}
+	raw, _ := json.Marshal(sc)
 	p := store.UpdateSourceParams{ID: id, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
 	if b.DestinationURL != nil {
 		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
@@ -444,11 +444,7 @@ func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput,
 	}
 	sc := inbound.SourceConfig{Scheme: *b.Scheme, Secrets: *b.Secrets, HMAC: b.HMAC.config()}
 	b.applySettings(&sc)
-	if err := validateSourceConfig(sc); err != nil {
-		return nil, err
-	}
-	raw, _ := json.Marshal(sc)
-	p, err := s.sourceUpdate(in.ID, b, raw)
+	p, err := s.sourceUpdate(in.ID, b, sc)
 	if err != nil {
 		return nil, err
 	}

@@ -669,11 +669,17 @@ func TestStaleNodeRefusesToReplaceValuesThatDoNotOpen(t *testing.T) {
 		}
 	}
 	// The other changes and reads it refuses (409) give the same advice,
-	// not the delete-and-recreate of a value no key opens.
-	for _, r := range [][3]string{{"POST", "/pause", ""}, {"GET", "/secret", ""}, {"POST", "/test", ""}} {
+	// not the delete-and-recreate of a value no key opens; a pause, which
+	// needs none of the values, works.
+	for _, r := range [][3]string{{"GET", "/secrets", ""}, {"GET", "/secret", ""}, {"POST", "/test", ""}} {
 		st, raw := h.call(r[0], "/v1/endpoints/"+ep.ID+r[1], r[2], nil)
 		if st != 409 || !strings.Contains(string(raw), "restart this node with the current key") || strings.Contains(string(raw), "create it again") {
 			t.Errorf("%s …%s on a node lacking the current key = %d %s; want 409 saying to restart it with the current key", r[0], r[1], st, raw)
+		}
+	}
+	for _, op := range []string{"/pause", "/resume"} {
+		if st, raw := h.call("POST", "/v1/endpoints/"+ep.ID+op, nil, nil); st != 200 {
+			t.Errorf("POST …%s on a node lacking the current key = %d %s; want 200 (it needs none of the values)", op, st, raw)
 		}
 	}
 	back()
@@ -799,13 +805,33 @@ func TestSourceWhoseConfigDoesNotOpen(t *testing.T) {
 	}
 
 	// Changes that need the configuration: 409 naming the source and the
-	// ways out, never a restart of this node (it holds the current key).
+	// ways out, never a restart of this node (it holds the current key);
+	// logged as the ingest is, one WARN a minute per source.
+	patchWarnings := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "does not open") && strings.Contains(l, "source="+bad) && strings.Contains(l, "op=") {
+				n++
+			}
+		}
+		return n
+	}
 	for _, body := range []string{`{"name":"renamed"}`, `{"secrets":["` + secret + `"]}`, `{"scheme":"github"}`} {
 		st, raw := h.call("PATCH", "/v1/sources/"+bad, body, nil)
 		if st != 409 || !strings.Contains(string(raw), "source "+bad) || !strings.Contains(string(raw), `giving \"scheme\" and \"secrets\"`) ||
 			!strings.Contains(string(raw), "DELETE /v1/sources/{id}") || strings.Contains(string(raw), "restart") {
 			t.Errorf("PATCH %s of the source whose config does not open = %d %s; want 409 naming it, the replacement and the delete", body, st, raw)
 		}
+	}
+	if n := patchWarnings(); n != 1 {
+		t.Errorf("%d WARNs naming source %s after three refused PATCHes within a minute; want 1:\n%s", n, bad, logs.String())
+	}
+	clk.Advance(time.Minute)
+	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"name":"renamed"}`, nil); st != 409 {
+		t.Errorf("PATCH a minute later = %d %s; want 409", st, raw)
+	}
+	if n := patchWarnings(); n != 2 {
+		t.Errorf("%d WARNs naming source %s after a refused PATCH a minute later; want 2", n, bad)
 	}
 	// Bad input: the rule named, nothing changed.
 	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"scheme":"github","secrets":["short"]}`, nil); st != 422 {
@@ -832,6 +858,11 @@ func TestSourceWhoseConfigDoesNotOpen(t *testing.T) {
 	}
 	if st, _, body := ingest(bad); st != 200 || !strings.Contains(body, `"received":true`) {
 		t.Errorf("ingest after the replacement = %d %s; want 200 received", st, body)
+	}
+	// This node (the one that served the PATCH) says so, as a node that
+	// learns it from a later read does.
+	if !regexp.MustCompile(`(?m)level=INFO .*opens again.* source=` + regexp.QuoteMeta(bad) + `( |$)`).MatchString(logs.String()) {
+		t.Errorf("no INFO saying source %s's configuration opens again after its replacement:\n%s", bad, logs.String())
 	}
 	if st, raw := h.call("PATCH", "/v1/sources/"+bad, `{"name":"again"}`, nil); st != 200 {
 		t.Errorf("PATCH of the repaired source = %d %s, want 200", st, raw)

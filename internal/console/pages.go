@@ -866,13 +866,12 @@ func (d endpointDetailData) UnreadableAdvice() string {
 // only the replacing of the values (the rotation when only the secrets do
 // not open, an update that gives the headers when only header values do
 // not open), reads that need none of them, dead letters' replays and the
-// delete. Pausing, resuming and enabling need none of the values either,
-// but are refused all the same, as every other change of such an endpoint
-// is (docs/operations.md, HeraldEndpointValuesDoNotOpen).
+// delete, and pausing, resuming and enabling, which need none of them
+// either, on any node (docs/operations.md, HeraldEndpointValuesDoNotOpen).
 func (d endpointDetailData) Withheld(action string) bool {
 	secrets, headers := d.unreadable()
 	switch {
-	case !secrets && !headers:
+	case !secrets && !headers || action == "state":
 		return false
 	case d.StaleKey:
 		return true // a node whose key is stale seals nothing (503)
@@ -892,7 +891,7 @@ func (d endpointDetailData) WithheldReason() string {
 	case d.StaleKey:
 		return "Greyed out: this node's key is older than the database's, so Herald refuses these here (409, and 503 for replacing the values) until the node runs with the current key."
 	case secrets && headers:
-		return refused + "secrets and header values: its deliveries and dead letters can still be read and replayed, and it can be deleted."
+		return refused + "secrets and header values: it can still be paused, resumed or enabled, its deliveries and dead letters read and replayed, and it can be deleted."
 	case secrets:
 		return refused + "secrets, until they are replaced (Replace secrets)."
 	default:

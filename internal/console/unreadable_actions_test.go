@@ -114,8 +114,9 @@ var withheldButton = regexp.MustCompile(`<button type="button" disabled data-wit
 // actions the API carries out for that endpoint, found by making each
 // call on an endpoint in the same case: the replacing rotation (labelled
 // so) when only the secrets do not open, the edit when only header values
-// do not open, the dead letters and the delete always; every other
-// action's button is there, disabled, with the reason next to it.
+// do not open, the state change (Pause, Resume, Enable), the dead letters
+// and the delete always; every other action's button is there, disabled,
+// with the reason next to it.
 func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
 	f := newFixture(t)
 	b, _ := adminBrowser(t, f)
@@ -126,12 +127,12 @@ func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
 		label   map[string]string
 		reason  string
 	}{
-		{"secrets", []string{"secrets"}, []string{"rotate", "dead-letters", "delete"},
+		{"secrets", []string{"secrets"}, []string{"state", "rotate", "dead-letters", "delete"},
 			map[string]string{"rotate": "Replace secrets"}, "secrets, until they are replaced"},
-		{"headers", []string{"headers"}, []string{"edit", "dead-letters", "delete"},
+		{"headers", []string{"headers"}, []string{"state", "edit", "dead-letters", "delete"},
 			map[string]string{"edit": "Edit headers"}, "until its headers are given again"},
-		{"both", []string{"secrets", "headers"}, []string{"dead-letters", "delete"},
-			nil, "its deliveries and dead letters can still be read and replayed, and it can be deleted"},
+		{"both", []string{"secrets", "headers"}, []string{"state", "dead-letters", "delete"},
+			nil, "it can still be paused, resumed or enabled, its deliveries and dead letters read and replayed, and it can be deleted"},
 	}
 	for _, c := range cases {
 		for _, state := range []string{"enabled", "paused", "disabled"} {
@@ -164,8 +165,9 @@ func TestUnreadableEndpointOffersOnlyWhatWorks(t *testing.T) {
 			if len(withheld) > 0 && (!strings.Contains(actions, `data-testid="withheld"`) || !strings.Contains(actions, c.reason)) {
 				t.Errorf("%s, %s: the withheld actions' reason is not given next to them (want %q):\n%s", c.name, state, c.reason, actions)
 			}
-			if want := map[string]string{"enabled": "Pause", "paused": "Resume", "disabled": "Enable"}[state]; withheld["state"] != want && len(withheld) > 0 {
-				t.Errorf("%s, %s: the withheld state button reads %q; want %q", c.name, state, withheld["state"], want)
+			if want := map[string]string{"enabled": "Pause", "paused": "Resume", "disabled": "Enable"}[state]; !regexp.MustCompile(`(?s)` +
+				regexp.QuoteMeta(endpointActionNamed("state").offered(id)) + `.*?>` + want + `<`).MatchString(actions) {
+				t.Errorf("%s, %s: the state button does not read %q:\n%s", c.name, state, want, actions)
 			}
 			for a, label := range c.label {
 				if !regexp.MustCompile(`(?s)` + regexp.QuoteMeta(endpointActionNamed(a).offered(id)) + `.*?>` + regexp.QuoteMeta(label) + `<`).MatchString(actions) {
@@ -311,8 +313,9 @@ func TestStaleNodeAdvisesItsKey(t *testing.T) {
 		page := html.UnescapeString(b.do("GET", "/ui/endpoints/"+id, nil).Body.String())
 		if !strings.Contains(page, "restart this node with the current key") || !strings.Contains(page, "Do not replace or delete the endpoint for this") ||
 			strings.Contains(page, "delete it and create it again") || strings.Contains(page, `action="/ui/endpoints/`+id+`/rotate"`) ||
-			strings.Contains(page, `href="/ui/endpoints/`+id+`/edit"`) || !strings.Contains(page, "this node's key is older than the database's") {
-			t.Errorf("%s on a stale node: want the restart advice, no replacing or editing:\n%s", id, page)
+			strings.Contains(page, `href="/ui/endpoints/`+id+`/edit"`) || !strings.Contains(page, "this node's key is older than the database's") ||
+			!strings.Contains(page, `action="/ui/endpoints/`+id+`/state"`) {
+			t.Errorf("%s on a stale node: want the restart advice, no replacing or editing, the state change offered (it needs no value):\n%s", id, page)
 		}
 		form := html.UnescapeString(b.do("GET", "/ui/endpoints/"+id+"/edit", nil).Body.String())
 		if !strings.Contains(form, "restart this node with the current key") {

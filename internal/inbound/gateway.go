@@ -177,11 +177,13 @@ func New(cfg Config) *Gateway {
 	return &Gateway{cfg: cfg, cache: map[string]cachedSource{}, unreadable: map[string]unreadableNote{}}
 }
 
-// Forget drops a source from the cache (after an update or delete).
+// Forget drops a source from the cache (after an update or delete). A
+// note that its configuration did not open is kept: the next read that
+// opens it logs that it opens again, on the node whose PATCH replaced it
+// as on the others (a read that finds it deleted drops the note).
 func (g *Gateway) Forget(id string) {
 	g.mu.Lock()
 	delete(g.cache, id)
-	delete(g.unreadable, id)
 	g.mu.Unlock()
 }
 
@@ -195,6 +197,11 @@ func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceCo
 	}
 	src, err := g.cfg.Store.GetSource(ctx, id)
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			g.mu.Lock()
+			delete(g.unreadable, id)
+			g.mu.Unlock()
+		}
 		return store.Source{}, SourceConfig{}, err
 	}
 	var sc SourceConfig

@@ -40,6 +40,10 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		if e, err = s.scanEndpoint(row); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
 		}
+		// A state change needs none of the endpoint's sealed values: one
+		// whose values do not open changes state too, answered as a list
+		// shows it (store.Listed: without them, named in Unreadable).
+		e, err = store.Listed(e, err)
 		return err
 	})
 	if p.Notice != "" {

@@ -55,7 +55,10 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
 	moved, _ := res.RowsAffected()
-	e, err := s.getEndpoint(ctx, tx, p.ID)
+	// A state change needs none of the endpoint's sealed values: one whose
+	// values do not open changes state too, answered as a list shows it
+	// (store.Listed: without them, named in Unreadable).
+	e, err := store.Listed(s.getEndpoint(ctx, tx, p.ID))
 	if err != nil {
 		return store.Endpoint{}, 0, err
 	}

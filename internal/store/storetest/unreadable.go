@@ -164,6 +164,68 @@ func (s suite) unreadable(t *testing.T) {
 			t.Errorf("endpoint after the replacement: %+v", e)
 		}
 	})
+	// Pausing, resuming, disabling and enabling need none of an
+	// endpoint's sealed values: they work on one whose values do not open
+	// (they were refused only because the change read the whole row),
+	// answering the endpoint as a list shows it (without those values,
+	// named in Unreadable), holding and releasing its deliveries and
+	// recording the enable's notice; its values stay as they were.
+	s.run(t, "StateChanges", func(t *testing.T, f *fixture) {
+		for i, columns := range [][]string{{"secrets"}, {"headers"}, {"headers", "secrets"}} {
+			tenant := fmt.Sprintf("t%d", i) // a tenant per case: its deliveries alone
+			ep := newEndpoint(tenant)
+			ep.Headers = map[string]string{"X-Team": "storage"}
+			ep = f.createEndpoint(ep)
+			f.publish(tenant, "file.created", at(0))
+			f.publish(tenant, "file.created", at(time.Second))
+			var values []string
+			for _, c := range columns {
+				f.seal(c, ep.ID)
+				values = append(values, map[string]string{"secrets": "secrets", "headers": "headers.X-Team"}[c])
+			}
+			slices.Sort(values)
+			what := strings.Join(columns, "+") + " do not open"
+			change := func(state store.EndpointState, notice string, now time.Time, wantMoved int) {
+				t.Helper()
+				got, moved, err := f.s.SetEndpointState(f.ctx, store.SetEndpointStateParams{ID: ep.ID, State: state, Reason: "by operator", Notice: notice, Now: now})
+				if err != nil || got.ID != ep.ID || got.Tenant != tenant || got.State != state || !got.UpdatedAt.Equal(now) ||
+					!slices.Equal(got.Unreadable, values) || moved != wantMoved {
+					t.Fatalf("%s: SetEndpointState(%s) = %+v, %d, %v; want the endpoint %s without its values (Unreadable %v), %d deliveries moved",
+						what, state, got, moved, err, state, values, wantMoved)
+				}
+				_, err = f.s.GetEndpoint(f.ctx, ep.ID)
+				var u *store.UnreadableError
+				if !errors.As(err, &u) || u.Endpoint.State != state || !slices.Equal(u.Values, values) {
+					t.Errorf("%s: GetEndpoint after SetEndpointState(%s) = %v (%+v); want it %s, its values still not opening", what, state, err, u, state)
+				}
+			}
+			change(store.EndpointPaused, "", at(time.Minute), 2)
+			for _, d := range f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID}) {
+				if d.State != store.DeliveryPaused {
+					t.Errorf("%s: delivery %s after the pause: %s, want paused", what, d.ID, d.State)
+				}
+			}
+			change(store.EndpointEnabled, "", at(2*time.Minute), 2)
+			change(store.EndpointDisabled, "", at(3*time.Minute), 2)
+			change(store.EndpointEnabled, "endpoint.enabled", at(4*time.Minute), 2)
+			ns, err := f.s.PendingNotices(f.ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, n := range ns {
+				found = found || n.Endpoint.ID == ep.ID && n.Type == "endpoint.enabled"
+			}
+			if !found {
+				t.Errorf("%s: no endpoint.enabled notice after the enable: %+v", what, ns)
+			}
+			for _, d := range f.listDeliveries(store.ListDeliveriesParams{EndpointID: ep.ID}) {
+				if d.State != store.DeliveryPending {
+					t.Errorf("%s: delivery %s after the enable: %s, want pending", what, d.ID, d.State)
+				}
+			}
+		}
+	})
 	// A list shows every endpoint, those whose sealed values do not open
 	// too: without those values, each named in Endpoint.Unreadable, as
 	// GetEndpoint's UnreadableError has them; its pages and cursors are

@@ -152,7 +152,11 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 
 func validateSourceConfig(sc inbound.SourceConfig) error {
 	if err := sc.Validate(); err != nil {
-		return invalid("body", err.Error(), nil)
+		loc := "body"
+		if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
+			loc = "body." + fe.Field // the setting it is about, as the schema's checks name theirs
+		}
+		return invalid(loc, err.Error(), nil)
 	}
 	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
 		return invalid("body", err.Error(), nil)

@@ -382,8 +382,8 @@ func TestSourceToleranceNeedsATimestamp(t *testing.T) {
 		{"github", ""}, {"shopify", ""}, {"hmac", `,"hmac":{"header":"X-Sig"}`},
 	} {
 		st, raw, _ := create(`{"name":"x","scheme":"` + c.scheme + `","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/","tolerance_seconds":60` + c.hmac + `}`)
-		if st != 422 || !strings.Contains(raw, "tolerance_seconds") || !strings.Contains(raw, "signs no timestamp") {
-			t.Errorf("%s with tolerance_seconds 60: %d %s, want 422 naming the rule", c.scheme, st, raw)
+		if st != 422 || !strings.Contains(raw, `"location":"body.tolerance_seconds"`) || !strings.Contains(raw, "signs no timestamp") {
+			t.Errorf("%s with tolerance_seconds 60: %d %s, want 422 naming the field and the rule", c.scheme, st, raw)
 		}
 		st, raw, tol := create(`{"name":"x","scheme":"` + c.scheme + `","secrets":["` + secret + `"],"destination_url":"http://10.0.0.1/"` + c.hmac + `}`)
 		if st != 201 || tol != 0 {
@@ -408,6 +408,18 @@ func TestSourceToleranceNeedsATimestamp(t *testing.T) {
 	}
 	if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, `{"name":"renamed"}`, nil); st != 200 {
 		t.Errorf("PATCH github name: %d %s, want 200", st, raw)
+	}
+	// Every setting's refusal names its field as the location, as the
+	// schema's own checks do (a form can then point at it).
+	for body, loc := range map[string]string{
+		`{"dedupe":"bogus"}`:          "body.dedupe",
+		`{"dedupe":"header:X-Id"}`:    "body.dedupe", // github: deduped on the signed body
+		`{"tolerance_seconds":30}`:    "body.tolerance_seconds",
+		`{"max_body_bytes":99999999}`: "body.max_body_bytes",
+	} {
+		if st, raw := h.call("PATCH", "/v1/sources/"+src.ID, body, nil); st != 422 || !strings.Contains(string(raw), `"location":"`+loc+`"`) {
+			t.Errorf("PATCH %s: %d %s, want 422 at %s", body, st, raw, loc)
+		}
 	}
 }
 

@@ -468,6 +468,7 @@ func TestAdminFormsRefusedNamingTheirOperation(t *testing.T) {
 		{"/ui/portal-links/key_x/revoke", "revoke-portal-session"},
 		{"/ui/sources", "create-source"},
 		{"/ui/sources/src_x", "update-source"},
+		{"/ui/sources/src_x/delete", "delete-source"},
 	} {
 		w := b.do("POST", c.path, url.Values{"csrf": {token}, "name": {"k"}, "role": {"viewer"}, "tenant": {"acme"}})
 		if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusForbidden || !strings.Contains(body, "(operation "+c.op+",") {

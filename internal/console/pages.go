@@ -66,6 +66,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/sources", c.action(c.may("create-source", c.createSource)))
 	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
 	m.HandleFunc("POST /ui/sources/{id}", c.action(c.may("update-source", c.updateSource)))
+	m.HandleFunc("GET /ui/sources/{id}/delete", c.page(c.may("delete-source", c.confirmDeleteSource)))
+	m.HandleFunc("POST /ui/sources/{id}/delete", c.action(c.may("delete-source", c.deleteSource)))
 	m.HandleFunc("GET /ui/keys", c.page(c.keys))
 	m.HandleFunc("POST /ui/keys", c.action(c.may("create-api-key", c.createKey)))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.may("revoke-api-key", c.revokeKey)))
@@ -1554,12 +1556,68 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 type sourcesData struct {
 	Sources []api.SourceOut
 	Err     string
-	// What a refused new-source form held, shown again (never the
-	// secrets, which are write-only).
-	Name, Scheme, DestinationURL, Tolerance string
+	// What a refused new-source form held, shown again.
+	Form sourceForm
 }
 
 func (d sourcesData) errText() string { return d.Err }
+
+// sourceForm is what a source form holds, as typed: shown again when the
+// API refused it, so nothing typed is lost. Never the secrets, which are
+// write-only and are not sent back to the browser.
+type sourceForm struct {
+	Name, Scheme, DestinationURL, Tolerance, Dedupe, MaxBody string
+	// DedupeSent: the form had a dedupe field (empty there means the
+	// scheme's event id, not "unchanged").
+	DedupeSent bool
+}
+
+// typedSource reads a source form's fields from a POST.
+func typedSource(r *http.Request) sourceForm {
+	f := sourceForm{Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"), DestinationURL: r.PostFormValue("destination_url"),
+		Tolerance: r.PostFormValue("tolerance_seconds"), Dedupe: r.PostFormValue("dedupe"), MaxBody: r.PostFormValue("max_body_bytes")}
+	_, f.DedupeSent = r.PostForm["dedupe"]
+	return f
+}
+
+// sourceFormOf is the edit form of source src as stored (empty settings
+// for a source whose configuration does not open: its replacement takes
+// the defaults unless the form gives them).
+func sourceFormOf(src api.SourceOut) sourceForm {
+	f := sourceForm{Name: src.Name, Scheme: src.Scheme, DestinationURL: src.DestinationURL, Dedupe: src.Dedupe}
+	if len(src.Unreadable) == 0 {
+		f.Tolerance = strconv.Itoa(src.ToleranceSeconds)
+		f.MaxBody = strconv.FormatInt(src.MaxBodyBytes, 10)
+	}
+	return f
+}
+
+// settings puts the form's tolerance, dedupe rule and body cap into API
+// body b: those given when was is nil (a new source, or a replaced
+// configuration), else those that differ from was (a source's form shows
+// its settings, and an unchanged one is not sent: a PATCH naming a
+// tolerance is refused for a scheme that signs no timestamp). It returns
+// a message naming the field a value is not a number for.
+func (f sourceForm) settings(b map[string]any, was *sourceForm) string {
+	if t := strings.TrimSpace(f.Tolerance); t != "" && (was == nil || t != was.Tolerance) {
+		n, err := strconv.Atoi(t)
+		if err != nil {
+			return "Tolerance: a whole number of seconds"
+		}
+		b["tolerance_seconds"] = n
+	}
+	if d := strings.TrimSpace(f.Dedupe); was == nil && d != "" || was != nil && f.DedupeSent && d != was.Dedupe {
+		b["dedupe"] = d // "" on an edit: back to the scheme's event id
+	}
+	if m := strings.TrimSpace(f.MaxBody); m != "" && (was == nil || m != was.MaxBody) {
+		n, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return "Max body size: a whole number of bytes"
+		}
+		b["max_body_bytes"] = n
+	}
+	return ""
+}
 
 func (c *Console) sources(w http.ResponseWriter, r *http.Request, s *session) {
 	c.sourcesPage(w, r, s, http.StatusOK, sourcesData{})
@@ -1578,29 +1636,23 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 // sourceLabels name the source forms' fields in the API's errors.
-var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL", "tolerance_seconds": "Tolerance"}
+var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL",
+	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size"}
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
+	f := typedSource(r)
 	again := func(status int, msg string) {
-		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"),
-			DestinationURL: r.PostFormValue("destination_url"), Tolerance: r.PostFormValue("tolerance_seconds")})
+		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Form: f})
 	}
 	b := map[string]any{
-		"name":            strings.TrimSpace(r.PostFormValue("name")),
-		"scheme":          r.PostFormValue("scheme"),
+		"name":            strings.TrimSpace(f.Name),
+		"scheme":          f.Scheme,
 		"secrets":         formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")),
-		"destination_url": strings.TrimSpace(r.PostFormValue("destination_url")),
+		"destination_url": strings.TrimSpace(f.DestinationURL),
 	}
-	if t := strings.TrimSpace(r.PostFormValue("tolerance_seconds")); t != "" {
-		n, err := strconv.Atoi(t)
-		if err != nil {
-			again(http.StatusUnprocessableEntity, "Tolerance: a whole number of seconds")
-			return
-		}
-		b["tolerance_seconds"] = n
-	}
-	if v := strings.TrimSpace(r.PostFormValue("dedupe")); v != "" {
-		b["dedupe"] = v
+	if msg := f.settings(b, nil); msg != "" {
+		again(http.StatusUnprocessableEntity, msg)
+		return
 	}
 	var out api.SourceOut
 	if err := c.call(r, s, "POST", "/v1/sources", b, &out); err != nil {
@@ -1623,6 +1675,9 @@ type sourceDetailData struct {
 	Forwarding api.EndpointOut
 	Dead       []api.DeliveryOut
 	Err        string
+	// Form is the edit form's values: the source's own, or what a
+	// refused edit held.
+	Form sourceForm
 	// StaleKey: as endpointDetailData.StaleKey (read when the source's or
 	// its forwarding endpoint's values do not open).
 	StaleKey bool
@@ -1631,15 +1686,21 @@ type sourceDetailData struct {
 func (d sourceDetailData) errText() string { return d.Err }
 
 func (c *Console) sourceDetail(w http.ResponseWriter, r *http.Request, s *session) {
-	c.sourceDetailPage(w, r, s, http.StatusOK, "")
+	c.sourceDetailPage(w, r, s, http.StatusOK, "", nil)
 }
 
-func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *session, status int, errMsg string) {
+// sourceDetailPage renders a source's page; typed, when not nil, is what
+// a refused edit held, shown in the form instead of the stored values.
+func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *session, status int, errMsg string, typed *sourceForm) {
 	id := r.PathValue("id")
 	d := sourceDetailData{Err: errMsg}
 	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(id), nil, &d.S); err != nil {
 		c.apiFail(w, r, s, err)
 		return
+	}
+	d.Form = sourceFormOf(d.S)
+	if typed != nil {
+		d.Form = *typed
 	}
 	if d.S.EndpointID != "" {
 		_ = c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(d.S.EndpointID), nil, &d.Forwarding)
@@ -1655,6 +1716,13 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 
 func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
+	f := typedSource(r)
+	again := func(status int, msg string) { c.sourceDetailPage(w, r, s, status, msg, &f) }
+	var cur api.SourceOut
+	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(id), nil, &cur); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
 	b := map[string]any{}
 	// The form shows the name and destination: a field sent empty was
 	// cleared, and the API refuses it (only the write-only secrets keep
@@ -1668,14 +1736,24 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 		b["secrets"] = sec
 	}
 	// The form of a source whose configuration does not open asks for
-	// the scheme too: with the secrets, the API replaces it whole.
-	if sch := strings.TrimSpace(r.PostFormValue("scheme")); sch != "" {
+	// the scheme too: with the secrets, the API replaces it whole, and
+	// the settings given go with it (the rest take their defaults).
+	was := sourceFormOf(cur)
+	if sch := strings.TrimSpace(f.Scheme); sch != "" {
 		b["scheme"] = sch
+	}
+	wasp := &was
+	if len(cur.Unreadable) > 0 {
+		wasp = nil
+	}
+	if msg := f.settings(b, wasp); msg != "" {
+		again(http.StatusUnprocessableEntity, msg)
+		return
 	}
 	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
 		var ae *apiError
 		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
-			c.sourceDetailPage(w, r, s, ae.Status, ae.Detail)
+			again(ae.Status, ae.Detail)
 			return
 		}
 		c.apiFail(w, r, s, err)
@@ -1683,6 +1761,25 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	c.setFlash(s, "Source "+id+" saved.")
 	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+func (c *Console) confirmDeleteSource(w http.ResponseWriter, r *http.Request, s *session) {
+	var src api.SourceOut
+	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(r.PathValue("id")), nil, &src); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "confirm_delete_source", s, "Delete "+src.ID, "sources", src)
+}
+
+func (c *Console) deleteSource(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if err := c.call(r, s, "DELETE", "/v1/sources/"+url.PathEscape(id), nil, nil); err != nil {
+		c.apiFail(w, r, s, err)
+		return
+	}
+	c.setFlash(s, "Source "+id+" deleted: its ingest path answers 404 from now on.")
+	http.Redirect(w, r, "/ui/sources", http.StatusSeeOther)
 }
 
 // --- API keys and portal links (admin) ----------------------------------

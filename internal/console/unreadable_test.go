@@ -101,16 +101,23 @@ func TestSourceWhoseConfigDoesNotOpenIsMarked(t *testing.T) {
 	if w := b.do("GET", "/ui/sources/"+fine.ID, nil); strings.Contains(w.Body.String(), `data-testid="unreadable"`) || strings.Contains(w.Body.String(), `<select name="scheme"`) {
 		t.Error("a source whose configuration opens is marked as not opening, or asked for its scheme")
 	}
-	// The form replaces it.
+	// A refused replacement shows the scheme chosen again.
 	w = b.do("POST", "/ui/sources/"+bad.ID, url.Values{"csrf": {token}, "name": {"bad"}, "destination_url": {"http://10.0.0.9/in"},
-		"scheme": {"stripe"}, "secrets": {"another-secret-0123456789"}})
+		"scheme": {"stripe"}, "secrets": {"another-secret-0123456789"}, "tolerance_seconds": {"99999"}})
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "<option selected>stripe</option>") || !strings.Contains(body, `value="99999"`) {
+		t.Errorf("a refused replacement: %d; want 422 with the scheme and tolerance typed shown again:\n%s", w.Code, body)
+	}
+	// The form replaces it, with the settings it gives (the others take
+	// their defaults).
+	w = b.do("POST", "/ui/sources/"+bad.ID, url.Values{"csrf": {token}, "name": {"bad"}, "destination_url": {"http://10.0.0.9/in"},
+		"scheme": {"stripe"}, "secrets": {"another-secret-0123456789"}, "tolerance_seconds": {"120"}, "dedupe": {"header:X-Id"}, "max_body_bytes": {""}})
 	if w.Code != http.StatusSeeOther {
 		t.Fatalf("saving the source with scheme and secrets: %d %s", w.Code, w.Body.String())
 	}
 	var after api.SourceOut
 	f.apiCall(adminKey, "GET", "/v1/sources/"+bad.ID, "", &after)
-	if after.Scheme != "stripe" || after.Secrets != 1 || len(after.Unreadable) != 0 {
-		t.Errorf("after saving: %+v; want scheme stripe, 1 secret, readable", after)
+	if after.Scheme != "stripe" || after.Secrets != 1 || len(after.Unreadable) != 0 || after.ToleranceSeconds != 120 || after.Dedupe != "header:X-Id" || after.MaxBodyBytes != 1<<20 {
+		t.Errorf("after saving: %+v; want scheme stripe, 1 secret, readable, tolerance 120, dedupe header:X-Id, the default body cap", after)
 	}
 }
 

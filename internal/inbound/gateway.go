@@ -90,7 +90,7 @@ func (c SourceConfig) Validate() error {
 		return err
 	}
 	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > 3600 {
-		return errors.New("tolerance_seconds must be 0 (default 300) to 3600")
+		return &FieldError{Field: "tolerance_seconds", Err: errors.New("tolerance_seconds must be 0 (default 300) to 3600")}
 	}
 	if c.ToleranceSeconds != 0 && !scheme.ReplayWindow(c.SchemeConfig()) {
 		// It would be stored, shown and never applied.
@@ -98,22 +98,34 @@ func (c SourceConfig) Validate() error {
 		if c.Scheme == scheme.HMAC {
 			name += " without hmac.timestamp_header"
 		}
-		return fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)
+		return &FieldError{Field: "tolerance_seconds", Err: fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)}
 	}
 	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > MaxMaxBodyBytes {
-		return fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)
+		return &FieldError{Field: "max_body_bytes", Err: fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)}
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
-			return fmt.Errorf(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>": %w`, err)
+			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>": %w`, err)}
 		}
 		if strings.HasPrefix(c.Dedupe, "header:") && bodyDedupe(c) {
 			// It would be accepted and never used: see bodyDedupe.
-			return fmt.Errorf("dedupe %q: scheme %s signs no timestamp, so its requests are deduped on the signed body and a header (which no signature covers) is never used; leave dedupe empty or use a json: rule", c.Dedupe, c.Scheme)
+			return &FieldError{Field: "dedupe", Err: fmt.Errorf("dedupe %q: scheme %s signs no timestamp, so its requests are deduped on the signed body and a header (which no signature covers) is never used; leave dedupe empty or use a json: rule", c.Dedupe, c.Scheme)}
 		}
 	}
 	return nil
 }
+
+// FieldError is an error of SourceConfig.Validate about one setting,
+// named by its JSON field (tolerance_seconds, max_body_bytes, dedupe), so
+// that the API can name it as the error's location (body.dedupe) as it
+// does for the fields its schema checks.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Config configures the gateway.
 type Config struct {

@@ -628,6 +628,36 @@ async function main() {
   assert.equal(await ingest('whsec_test_secret_for_e2e', 'evt_stripe_2'), 401, 'the replaced secret is refused');
   assert.equal(await ingest('whsec_rotated_two', 'evt_stripe_3'), 200, 'a new secret verifies');
 
+  log('the source\'s settings from its form: a refused value keeps what was typed, then it saves');
+  await page.fill('input[name=dedupe]', 'bogus-rule');
+  await page.fill('input[name=tolerance_seconds]', '600');
+  await page.click('button:has-text("Save")');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error'), /Dedupe/);
+  assert.equal(await page.inputValue('input[name=dedupe]'), 'bogus-rule', 'the refused form lost the typed dedupe rule');
+  assert.equal(await page.inputValue('input[name=tolerance_seconds]'), '600', 'the refused form lost the typed tolerance');
+  assert.equal((await api('GET', `/v1/sources/${src.id}`)).body.tolerance_seconds, 300, 'a refused form changed the source');
+  await shot(page, 'source-refused');
+  await page.fill('input[name=dedupe]', 'json:/id');
+  await page.click('button:has-text("Save")');
+  await page.waitForSelector('.flash');
+  const edited = (await api('GET', `/v1/sources/${src.id}`)).body;
+  assert.deepEqual([edited.tolerance_seconds, edited.dedupe, edited.secrets], [600, 'json:/id', 2]);
+  assert.match(await page.textContent('main'), /tolerance 600 s · dedupe json:\/id/);
+
+  log('delete a source from its page, after a confirmation page');
+  const gone = (await api('POST', '/v1/sources', { name: 'retired', scheme: 'github', secrets: ['gh_secret_for_e2e_0123'], destination_url: `${R}/gone` })).body;
+  await page.goto(heraldBase + `/ui/sources/${gone.id}`);
+  await page.click('a:has-text("Delete source…")');
+  await page.waitForURL(new RegExp(`/ui/sources/${gone.id}/delete$`));
+  assert.match(await page.textContent('main'), new RegExp(`Delete source retired\\?[\\s\\S]*${gone.endpoint_id}`));
+  await shot(page, 'source-delete');
+  await page.click('button:has-text("Delete source")');
+  await page.waitForURL(/\/ui\/sources$/);
+  assert.match(await page.textContent('.flash'), new RegExp(`Source ${gone.id} deleted`));
+  assert.equal((await api('GET', `/v1/sources/${gone.id}`)).status, 404);
+  assert.equal((await fetch(heraldBase + gone.ingest_path, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status, 404, 'the deleted source\'s ingest path');
+
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');
   await page.fill('.form input[name=name]', 'billing publisher');

@@ -1,0 +1,158 @@
+package console
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+)
+
+// createSource creates a source through the API.
+func createSource(t *testing.T, f *fixture, body string) api.SourceOut {
+	t.Helper()
+	var src api.SourceOut
+	if code := f.apiCall(adminKey, "POST", "/v1/sources", body, &src); code != http.StatusCreated {
+		t.Fatalf("create source %s: %d", body, code)
+	}
+	return src
+}
+
+// A source's page edits its settings (the replay window, the dedupe rule,
+// the body cap), not only its name, destination and secrets: the form
+// shows them as stored and sends only what changed, so a scheme that
+// signs no timestamp (whose form has no tolerance) is not refused for one.
+func TestSourceFormEditsItsSettings(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	for _, want := range []string{`name="tolerance_seconds" type="number" min="0" max="3600" value="300"`, `name="dedupe" value=""`,
+		`name="max_body_bytes" type="number" min="0" max="16777216" value="1048576"`, `href="/ui/sources/` + src.ID + `/delete"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the source's page lacks %s:\n%s", want, page)
+		}
+	}
+	form := func(tolerance, dedupe, maxBody string) url.Values {
+		return url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL}, "secrets": {""},
+			"tolerance_seconds": {tolerance}, "dedupe": {dedupe}, "max_body_bytes": {maxBody}}
+	}
+	if w := b.do("POST", "/ui/sources/"+src.ID, form("600", "header:X-Delivery", "2048")); w.Code != http.StatusSeeOther {
+		t.Fatalf("saving the settings: %d %s", w.Code, w.Body.String())
+	}
+	var after api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+	if after.ToleranceSeconds != 600 || after.Dedupe != "header:X-Delivery" || after.MaxBodyBytes != 2048 || after.Secrets != 1 {
+		t.Fatalf("after saving: tolerance %d, dedupe %q, max body %d, %d secret(s); want 600, header:X-Delivery, 2048, 1",
+			after.ToleranceSeconds, after.Dedupe, after.MaxBodyBytes, after.Secrets)
+	}
+	// Emptying the dedupe field goes back to the scheme's event id.
+	if w := b.do("POST", "/ui/sources/"+src.ID, form("600", "", "2048")); w.Code != http.StatusSeeOther {
+		t.Fatalf("clearing the dedupe rule: %d %s", w.Code, w.Body.String())
+	}
+	f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+	if after.Dedupe != "" || after.ToleranceSeconds != 600 {
+		t.Fatalf("after clearing the dedupe rule: %q, tolerance %d", after.Dedupe, after.ToleranceSeconds)
+	}
+
+	gh := createSource(t, f, `{"name":"github in","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	page = b.do("GET", "/ui/sources/"+gh.ID, nil).Body.String()
+	if strings.Contains(page, `name="tolerance_seconds"`) {
+		t.Error("a github source's form offers a tolerance, which its scheme refuses")
+	}
+	w := b.do("POST", "/ui/sources/"+gh.ID, url.Values{"csrf": {token}, "name": {"github renamed"}, "destination_url": {gh.DestinationURL},
+		"secrets": {""}, "dedupe": {""}, "max_body_bytes": {"1048576"}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("renaming a github source from its form: %d %s", w.Code, w.Body.String())
+	}
+	f.apiCall(adminKey, "GET", "/v1/sources/"+gh.ID, "", &after)
+	if after.Name != "github renamed" {
+		t.Fatalf("the github source's name: %q", after.Name)
+	}
+}
+
+// A refused edit shows the form again as typed (never the secrets) with
+// the refusal naming the field, and changes nothing.
+func TestSourceFormRefusedKeepsWhatWasTyped(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	for _, c := range []struct{ field, value, says string }{
+		{"dedupe", "bogus-rule", "Dedupe: dedupe must be empty"},
+		{"tolerance_seconds", "soon", "Tolerance: a whole number of seconds"},
+		{"max_body_bytes", "big", "Max body size: a whole number of bytes"},
+		{"tolerance_seconds", "99999", "Tolerance: "},
+		{"max_body_bytes", "-1", "Max body size: "},
+	} {
+		form := url.Values{"csrf": {token}, "name": {"typed name"}, "destination_url": {"http://10.0.0.7/typed"}, "secrets": {"typed-secret-0123456789"},
+			"tolerance_seconds": {"300"}, "dedupe": {"json:/id"}, "max_body_bytes": {"4096"}}
+		form.Set(c.field, c.value)
+		w := b.do("POST", "/ui/sources/"+src.ID, form)
+		body := html.UnescapeString(w.Body.String())
+		alert, _, _ := strings.Cut(strings.SplitN(body+`<p class="error" role="alert">`, `<p class="error" role="alert">`, 2)[1], "</p>")
+		if w.Code < 400 || w.Code >= 500 || !strings.Contains(alert, c.says) {
+			t.Errorf("%s=%q: %d %q; want a refusal saying %q", c.field, c.value, w.Code, alert, c.says)
+			continue
+		}
+		for _, typed := range []string{`value="typed name"`, `value="http://10.0.0.7/typed"`, `value="` + form.Get("tolerance_seconds") + `"`,
+			`value="` + form.Get("dedupe") + `"`, `value="` + form.Get("max_body_bytes") + `"`} {
+			if !strings.Contains(body, typed) {
+				t.Errorf("%s=%q: the form shown again lacks %s", c.field, c.value, typed)
+			}
+		}
+		if strings.Contains(body, "typed-secret-0123456789") {
+			t.Errorf("%s=%q: the page shows the typed secret", c.field, c.value)
+		}
+		var after api.SourceOut
+		f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+		if !after.UpdatedAt.Equal(src.UpdatedAt) || after.Name != src.Name {
+			t.Errorf("%s=%q: the refused edit changed the source: %+v", c.field, c.value, after)
+		}
+	}
+}
+
+// A source is deleted from its page after a confirmation page that says
+// what goes with it; only an admin is offered (and allowed) either.
+func TestSourceDeletedFromItsPage(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	w := b.do("GET", "/ui/sources/"+src.ID+"/delete", nil)
+	body := html.UnescapeString(w.Body.String())
+	if w.Code != http.StatusOK || !strings.Contains(body, "Delete source stripe in?") || !strings.Contains(body, src.EndpointID) ||
+		!strings.Contains(body, `<form method="post" action="/ui/sources/`+src.ID+`/delete"`) {
+		t.Fatalf("the confirmation page: %d\n%s", w.Code, body)
+	}
+	if code := f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", nil); code != http.StatusOK {
+		t.Fatalf("the confirmation page deleted the source: GET %d", code)
+	}
+	w = b.do("POST", "/ui/sources/"+src.ID+"/delete", url.Values{"csrf": {token}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/sources" {
+		t.Fatalf("deleting: %d → %s", w.Code, w.Header().Get("Location"))
+	}
+	if code := f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", nil); code != http.StatusNotFound {
+		t.Fatalf("after deleting, GET the source: %d; want 404", code)
+	}
+	if code := f.apiCall(adminKey, "GET", "/v1/endpoints/"+src.EndpointID, "", nil); code != http.StatusNotFound {
+		t.Fatalf("after deleting, GET its forwarding endpoint: %d; want 404", code)
+	}
+	if page := b.do("GET", "/ui/sources", nil).Body.String(); !strings.Contains(page, "Source "+src.ID+" deleted") {
+		t.Errorf("the sources page does not say the source was deleted")
+	}
+
+	// A manager is not offered the deletion (its POST is refused:
+	// TestAdminFormsRefusedNamingTheirOperation).
+	other := createSource(t, f, `{"name":"other","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	var manager api.APIKeyOut
+	f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"m","role":"manager","tenant":"acme"}`, &manager)
+	mb := f.browser()
+	mb.signIn(manager.Key)
+	if w := mb.do("GET", "/ui/sources/"+other.ID+"/delete", nil); w.Code != http.StatusForbidden || !strings.Contains(html.UnescapeString(w.Body.String()), "(operation delete-source,") {
+		t.Errorf("a manager's confirmation page: %d; want 403 naming delete-source", w.Code)
+	}
+	if code := f.apiCall(adminKey, "GET", "/v1/sources/"+other.ID, "", nil); code != http.StatusOK {
+		t.Fatalf("the manager's refused page deleted the source: %d", code)
+	}
+}

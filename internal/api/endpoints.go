@@ -719,7 +719,11 @@ func (s *Server) refuseSourceEndpoint(ctx context.Context, id, verb string) (sto
 		return e, s.problem(err, "endpoint "+Echo(id))
 	}
 	if IsInternalTenant(tenant) {
-		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + tenant + "'s events: " + verb + " it through the source (PATCH or DELETE /v1/sources/" + tenant + ")")
+		route := "PATCH /v1/sources/" + tenant // its destination_url
+		if verb == "delete" {
+			route = "DELETE /v1/sources/" + tenant + ", which deletes this endpoint with it"
+		}
+		return e, huma.Error409Conflict("endpoint " + id + " forwards inbound source " + tenant + "'s events: " + verb + " it through the source (" + route + ")")
 	}
 	return e, err
 }

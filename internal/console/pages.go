@@ -43,8 +43,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/endpoints/{id}", c.page(c.endpointDetail))
 	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.may("update-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints/{id}", c.action(c.updateEndpoint))
-	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.may("delete-endpoint", c.confirmDelete)))
-	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(c.deleteEndpoint))
+	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.may("delete-endpoint", endpointDeletion.confirm(c))))
+	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(endpointDeletion.delete(c)))
 	m.HandleFunc("POST /ui/endpoints/{id}/secret", c.action(c.revealSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/rotate", c.action(c.rotateSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/test", c.action(c.testEndpoint))
@@ -66,8 +66,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/sources", c.action(c.may("create-source", c.createSource)))
 	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
 	m.HandleFunc("POST /ui/sources/{id}", c.action(c.may("update-source", c.updateSource)))
-	m.HandleFunc("GET /ui/sources/{id}/delete", c.page(c.may("delete-source", c.confirmDeleteSource)))
-	m.HandleFunc("POST /ui/sources/{id}/delete", c.action(c.may("delete-source", c.deleteSource)))
+	m.HandleFunc("GET /ui/sources/{id}/delete", c.page(c.may("delete-source", sourceDeletion.confirm(c))))
+	m.HandleFunc("POST /ui/sources/{id}/delete", c.action(c.may("delete-source", sourceDeletion.delete(c))))
 	m.HandleFunc("GET /ui/keys", c.page(c.keys))
 	m.HandleFunc("POST /ui/keys", c.action(c.may("create-api-key", c.createKey)))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.may("revoke-api-key", c.revokeKey)))
@@ -608,23 +608,43 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
-func (c *Console) confirmDelete(w http.ResponseWriter, r *http.Request, s *session) {
-	var e api.EndpointOut
-	if err := c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(r.PathValue("id")), nil, &e); err != nil {
-		c.apiFail(w, r, s, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "confirm_delete", s, "Delete "+e.ID, "endpoints", e)
+// deletion is a resource the console deletes after a confirmation page:
+// GET /ui/<nav>/{id}/delete renders template with the resource as the API
+// shows it (T), and POST there deletes it and returns to the list page
+// saying so (done, with the id for %s).
+type deletion[T any] struct {
+	api, nav, template, done string // e.g. "/v1/endpoints", "endpoints", "confirm_delete", "Endpoint %s deleted."
 }
 
-func (c *Console) deleteEndpoint(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if err := c.call(r, s, "DELETE", "/v1/endpoints/"+url.PathEscape(id), nil, nil); err != nil {
-		c.apiFail(w, r, s, err)
-		return
+var (
+	endpointDeletion = deletion[api.EndpointOut]{"/v1/endpoints", "endpoints", "confirm_delete", "Endpoint %s deleted."}
+	sourceDeletion   = deletion[api.SourceOut]{"/v1/sources", "sources", "confirm_delete_source", "Source %s deleted: its ingest path answers 404 from now on."}
+)
+
+// confirm renders the confirmation page.
+func (d deletion[T]) confirm(c *Console) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		id := r.PathValue("id")
+		var v T
+		if err := c.call(r, s, "GET", d.api+"/"+url.PathEscape(id), nil, &v); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		c.render(w, r, http.StatusOK, d.template, s, "Delete "+id, d.nav, v)
 	}
-	c.setFlash(s, "Endpoint "+id+" deleted.")
-	http.Redirect(w, r, "/ui/endpoints", http.StatusSeeOther)
+}
+
+// delete deletes the resource and returns to its list.
+func (d deletion[T]) delete(c *Console) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		id := r.PathValue("id")
+		if err := c.call(r, s, "DELETE", d.api+"/"+url.PathEscape(id), nil, nil); err != nil {
+			c.apiFail(w, r, s, err)
+			return
+		}
+		c.setFlash(s, fmt.Sprintf(d.done, id))
+		http.Redirect(w, r, "/ui/"+d.nav, http.StatusSeeOther)
+	}
 }
 
 func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1567,16 +1587,34 @@ func (d sourcesData) errText() string { return d.Err }
 // write-only and are not sent back to the browser.
 type sourceForm struct {
 	Name, Scheme, DestinationURL, Tolerance, Dedupe, MaxBody string
-	// DedupeSent: the form had a dedupe field (empty there means the
-	// scheme's event id, not "unchanged").
-	DedupeSent bool
+	// posted names the fields the form had (a field it lacks is never
+	// sent; an empty one is: empty dedupe is the scheme's event id).
+	posted map[string]bool
+	// Was is what an edit form showed when it was rendered (its was_*
+	// fields): only what the user changed from that is sent, so a change
+	// made meanwhile by someone else is not undone. Nil for a new source,
+	// or a form without them.
+	Was *sourceForm
 }
+
+// sourceFields are a source form's fields, by their API names.
+var sourceFields = []string{"name", "scheme", "destination_url", "tolerance_seconds", "dedupe", "max_body_bytes"}
 
 // typedSource reads a source form's fields from a POST.
 func typedSource(r *http.Request) sourceForm {
-	f := sourceForm{Name: r.PostFormValue("name"), Scheme: r.PostFormValue("scheme"), DestinationURL: r.PostFormValue("destination_url"),
-		Tolerance: r.PostFormValue("tolerance_seconds"), Dedupe: r.PostFormValue("dedupe"), MaxBody: r.PostFormValue("max_body_bytes")}
-	_, f.DedupeSent = r.PostForm["dedupe"]
+	read := func(prefix string) sourceForm {
+		v := func(k string) string { return r.PostFormValue(prefix + k) }
+		f := sourceForm{Name: v("name"), Scheme: v("scheme"), DestinationURL: v("destination_url"),
+			Tolerance: v("tolerance_seconds"), Dedupe: v("dedupe"), MaxBody: v("max_body_bytes"), posted: map[string]bool{}}
+		for _, k := range sourceFields {
+			_, f.posted[k] = r.PostForm[prefix+k]
+		}
+		return f
+	}
+	f := read("")
+	if was := read("was_"); was.posted["name"] {
+		f.Was = &was
+	}
 	return f
 }
 
@@ -1592,29 +1630,42 @@ func sourceFormOf(src api.SourceOut) sourceForm {
 	return f
 }
 
+// changed reports whether field k (an API name) was posted and, on an
+// edit (was not nil), differs from what the form showed.
+func (f sourceForm) changed(k, typed string, was *sourceForm, wasValue func(sourceForm) string) bool {
+	return f.posted[k] && (was == nil || typed != wasValue(*was))
+}
+
 // settings puts the form's tolerance, dedupe rule and body cap into API
-// body b: those given when was is nil (a new source, or a replaced
-// configuration), else those that differ from was (a source's form shows
-// its settings, and an unchanged one is not sent: a PATCH naming a
-// tolerance is refused for a scheme that signs no timestamp). It returns
-// a message naming the field a value is not a number for.
+// body b: for a new source (or a replaced configuration: was nil) those
+// given; on an edit those changed from was, an emptied tolerance or body
+// cap as 0, its default (a PATCH naming a tolerance is refused for a
+// scheme that signs no timestamp, whose form has none). It returns a
+// message naming the field a value is not a number for.
 func (f sourceForm) settings(b map[string]any, was *sourceForm) string {
-	if t := strings.TrimSpace(f.Tolerance); t != "" && (was == nil || t != was.Tolerance) {
-		n, err := strconv.Atoi(t)
-		if err != nil {
-			return "Tolerance: a whole number of seconds"
+	number := func(k, typed string, wasValue func(sourceForm) string, bits int, msg string) bool {
+		t := strings.TrimSpace(typed)
+		if !f.changed(k, typed, was, wasValue) || t == "" && was == nil {
+			return true
 		}
-		b["tolerance_seconds"] = n
+		n := int64(0) // emptied on an edit: the default
+		if t != "" {
+			var err error
+			if n, err = strconv.ParseInt(t, 10, bits); err != nil {
+				return false
+			}
+		}
+		b[k] = n
+		return true
 	}
-	if d := strings.TrimSpace(f.Dedupe); was == nil && d != "" || was != nil && f.DedupeSent && d != was.Dedupe {
+	if !number("tolerance_seconds", f.Tolerance, func(w sourceForm) string { return w.Tolerance }, 32, "") {
+		return "Tolerance: a whole number of seconds"
+	}
+	if d := strings.TrimSpace(f.Dedupe); f.changed("dedupe", f.Dedupe, was, func(w sourceForm) string { return w.Dedupe }) && (was != nil || d != "") {
 		b["dedupe"] = d // "" on an edit: back to the scheme's event id
 	}
-	if m := strings.TrimSpace(f.MaxBody); m != "" && (was == nil || m != was.MaxBody) {
-		n, err := strconv.ParseInt(m, 10, 64)
-		if err != nil {
-			return "Max body size: a whole number of bytes"
-		}
-		b["max_body_bytes"] = n
+	if !number("max_body_bytes", f.MaxBody, func(w sourceForm) string { return w.MaxBody }, 64, "") {
+		return "Max body size: a whole number of bytes"
 	}
 	return ""
 }
@@ -1676,8 +1727,9 @@ type sourceDetailData struct {
 	Dead       []api.DeliveryOut
 	Err        string
 	// Form is the edit form's values: the source's own, or what a
-	// refused edit held.
-	Form sourceForm
+	// refused edit held; Was is what the form showed first (its was_*
+	// fields, sourceForm.Was).
+	Form, Was sourceForm
 	// StaleKey: as endpointDetailData.StaleKey (read when the source's or
 	// its forwarding endpoint's values do not open).
 	StaleKey bool
@@ -1699,8 +1751,12 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 		return
 	}
 	d.Form = sourceFormOf(d.S)
+	d.Was = d.Form
 	if typed != nil {
 		d.Form = *typed
+		if typed.Was != nil {
+			d.Was = *typed.Was // what the refused form showed: the user's changes are still from that
+		}
 	}
 	if d.S.EndpointID != "" {
 		_ = c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(d.S.EndpointID), nil, &d.Forwarding)
@@ -1717,36 +1773,48 @@ func (c *Console) sourceDetailPage(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	f := typedSource(r)
-	again := func(status int, msg string) { c.sourceDetailPage(w, r, s, status, msg, &f) }
+	secrets := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n"))
+	again := func(status int, msg string) {
+		if len(secrets) > 0 {
+			msg += " The secrets typed were not kept (they are never sent back to the browser): type them again."
+		}
+		c.sourceDetailPage(w, r, s, status, msg, &f)
+	}
 	var cur api.SourceOut
 	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(id), nil, &cur); err != nil {
 		c.apiFail(w, r, s, err)
 		return
 	}
+	// Only what the user changed from what the form showed (f.Was) is
+	// sent; a form without it (f.Was nil) is compared with the source as
+	// stored now, its name and destination always sent.
+	was := f.Was
+	if was == nil {
+		stored := sourceFormOf(cur)
+		was = &stored
+	}
 	b := map[string]any{}
-	// The form shows the name and destination: a field sent empty was
-	// cleared, and the API refuses it (only the write-only secrets keep
-	// their values when left empty).
-	for _, k := range []string{"name", "destination_url"} {
-		if _, ok := r.PostForm[k]; ok {
-			b[k] = strings.TrimSpace(r.PostFormValue(k))
+	// A name or destination emptied was cleared, and the API refuses it
+	// (only the write-only secrets keep their values when left empty).
+	for k, v := range map[string]func(sourceForm) string{"name": func(x sourceForm) string { return x.Name },
+		"destination_url": func(x sourceForm) string { return x.DestinationURL }} {
+		if f.changed(k, v(f), f.Was, v) {
+			b[k] = strings.TrimSpace(v(f))
 		}
 	}
-	if sec := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")); len(sec) > 0 {
-		b["secrets"] = sec
+	if len(secrets) > 0 {
+		b["secrets"] = secrets
 	}
 	// The form of a source whose configuration does not open asks for
 	// the scheme too: with the secrets, the API replaces it whole, and
 	// the settings given go with it (the rest take their defaults).
-	was := sourceFormOf(cur)
 	if sch := strings.TrimSpace(f.Scheme); sch != "" {
 		b["scheme"] = sch
 	}
-	wasp := &was
 	if len(cur.Unreadable) > 0 {
-		wasp = nil
+		was = nil
 	}
-	if msg := f.settings(b, wasp); msg != "" {
+	if msg := f.settings(b, was); msg != "" {
 		again(http.StatusUnprocessableEntity, msg)
 		return
 	}
@@ -1761,25 +1829,6 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	c.setFlash(s, "Source "+id+" saved.")
 	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(id), http.StatusSeeOther)
-}
-
-func (c *Console) confirmDeleteSource(w http.ResponseWriter, r *http.Request, s *session) {
-	var src api.SourceOut
-	if err := c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(r.PathValue("id")), nil, &src); err != nil {
-		c.apiFail(w, r, s, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "confirm_delete_source", s, "Delete "+src.ID, "sources", src)
-}
-
-func (c *Console) deleteSource(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if err := c.call(r, s, "DELETE", "/v1/sources/"+url.PathEscape(id), nil, nil); err != nil {
-		c.apiFail(w, r, s, err)
-		return
-	}
-	c.setFlash(s, "Source "+id+" deleted: its ingest path answers 404 from now on.")
-	http.Redirect(w, r, "/ui/sources", http.StatusSeeOther)
 }
 
 // --- API keys and portal links (admin) ----------------------------------

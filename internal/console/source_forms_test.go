@@ -4,6 +4,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,7 +81,7 @@ func TestSourceFormRefusedKeepsWhatWasTyped(t *testing.T) {
 	b, token := adminBrowser(t, f)
 	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
 	for _, c := range []struct{ field, value, says string }{
-		{"dedupe", "bogus-rule", "Dedupe: dedupe must be empty"},
+		{"dedupe", "bogus-rule", `Dedupe: invalid dedupe rule: "bogus-rule" (not "", "header:<Name>" or "json:/<JSON pointer>")`},
 		{"tolerance_seconds", "soon", "Tolerance: a whole number of seconds"},
 		{"max_body_bytes", "big", "Max body size: a whole number of bytes"},
 		{"tolerance_seconds", "99999", "Tolerance: "},
@@ -154,5 +155,106 @@ func TestSourceDeletedFromItsPage(t *testing.T) {
 	}
 	if code := f.apiCall(adminKey, "GET", "/v1/sources/"+other.ID, "", nil); code != http.StatusOK {
 		t.Fatalf("the manager's refused page deleted the source: %d", code)
+	}
+}
+
+// An edit sends only what the user changed from what the page showed
+// (its was_* fields): a change made meanwhile by someone else, through
+// the API or another page, is not undone by fields left as they were
+// shown. Emptying the tolerance or body cap sets its default, as on the
+// new-source form.
+func TestSourceEditKeepsChangesMadeMeanwhile(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in","tolerance_seconds":600}`)
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	shown := url.Values{"csrf": {token}, "secrets": {""}}
+	for _, k := range []string{"name", "destination_url", "tolerance_seconds", "dedupe", "max_body_bytes"} {
+		for _, name := range []string{k, "was_" + k} {
+			m := regexp.MustCompile(`name="` + name + `"[^>]*value="([^"]*)"`).FindStringSubmatch(page)
+			if m == nil {
+				t.Fatalf("the page has no %s field with a value:\n%s", name, page)
+			}
+			shown.Set(name, m[1])
+		}
+	}
+	// Meanwhile, through the API.
+	if code := f.apiCall(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"destination_url":"http://10.0.0.8/moved","tolerance_seconds":700,"dedupe":"json:/id","max_body_bytes":9000}`, nil); code != http.StatusOK {
+		t.Fatalf("PATCH through the API: %d", code)
+	}
+	form := url.Values{}
+	for k, v := range shown {
+		form[k] = v
+	}
+	form.Set("name", "renamed")
+	if w := b.do("POST", "/ui/sources/"+src.ID, form); w.Code != http.StatusSeeOther {
+		t.Fatalf("saving the name: %d %s", w.Code, w.Body.String())
+	}
+	var after api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+	if after.Name != "renamed" || after.DestinationURL != "http://10.0.0.8/moved" || after.ToleranceSeconds != 700 || after.Dedupe != "json:/id" || after.MaxBodyBytes != 9000 {
+		t.Fatalf("after saving only the name: %+v; want the name changed and the API's changes kept", after)
+	}
+	// Emptying the tolerance and body cap of a fresh page: their defaults.
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	form = url.Values{"csrf": {token}, "secrets": {""}}
+	for _, k := range []string{"name", "destination_url", "tolerance_seconds", "dedupe", "max_body_bytes"} {
+		for _, name := range []string{k, "was_" + k} {
+			form.Set(name, regexp.MustCompile(`name="` + name + `"[^>]*value="([^"]*)"`).FindStringSubmatch(page)[1])
+		}
+	}
+	form.Set("tolerance_seconds", "")
+	form.Set("max_body_bytes", "")
+	if w := b.do("POST", "/ui/sources/"+src.ID, form); w.Code != http.StatusSeeOther {
+		t.Fatalf("emptying tolerance and body cap: %d %s", w.Code, w.Body.String())
+	}
+	f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+	if after.ToleranceSeconds != 300 || after.MaxBodyBytes != 1<<20 || after.Name != "renamed" {
+		t.Fatalf("after emptying tolerance and body cap: %+v; want 300 and 1 MiB, the rest as it was", after)
+	}
+}
+
+// A refused edit that carried new secrets says they were not kept (the
+// form never shows them again), so that saving again without them is not
+// taken for a rotation.
+func TestSourceEditRefusedSaysSecretsWereNotKept(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	w := b.do("POST", "/ui/sources/"+src.ID, url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL},
+		"secrets": {"rotated-secret-0123456789"}, "dedupe": {"bogus"}})
+	if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "The secrets typed were not kept") {
+		t.Fatalf("a refused edit with new secrets: %d; want 422 saying they were not kept:\n%s", w.Code, body)
+	}
+	w = b.do("POST", "/ui/sources/"+src.ID, url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL},
+		"secrets": {""}, "dedupe": {"bogus"}})
+	if strings.Contains(w.Body.String(), "The secrets typed were not kept") {
+		t.Fatal("a refused edit without secrets says secrets were not kept")
+	}
+}
+
+// A source's forwarding endpoint belongs to the source: its page says so
+// and links to it, and offers neither Edit nor Delete (the API refuses
+// both, naming the source's route for each).
+func TestForwardingEndpointPageLeadsToItsSource(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	page := html.UnescapeString(b.do("GET", "/ui/endpoints/"+src.EndpointID, nil).Body.String())
+	if !strings.Contains(page, `data-testid="forwarding-of"`) || !strings.Contains(page, `<a href="/ui/sources/`+src.ID+`">`) {
+		t.Errorf("the forwarding endpoint's page does not lead to its source:\n%s", page)
+	}
+	if strings.Contains(page, `href="/ui/endpoints/`+src.EndpointID+`/edit"`) || strings.Contains(page, `href="/ui/endpoints/`+src.EndpointID+`/delete"`) {
+		t.Errorf("the forwarding endpoint's page offers Edit or Delete, which the API refuses")
+	}
+	w := b.do("POST", "/ui/endpoints/"+src.EndpointID+"/delete", url.Values{"csrf": {token}})
+	if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusConflict || !strings.Contains(body, "DELETE /v1/sources/"+src.ID) || strings.Contains(body, "PATCH or DELETE") {
+		t.Errorf("deleting the forwarding endpoint: %d; want 409 naming the source's DELETE alone:\n%s", w.Code, body)
+	}
+	// A tenant's endpoint still has both.
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"url":"https://example.com/hook","tenant":"acme"}`, &ep)
+	if page := b.do("GET", "/ui/endpoints/"+ep.ID, nil).Body.String(); !strings.Contains(page, `/ui/endpoints/`+ep.ID+`/edit"`) || !strings.Contains(page, `/ui/endpoints/`+ep.ID+`/delete"`) || strings.Contains(page, `data-testid="forwarding-of"`) {
+		t.Errorf("a tenant's endpoint page lost Edit or Delete, or calls itself a forwarding endpoint")
 	}
 }

@@ -105,7 +105,7 @@ func (c SourceConfig) Validate() error {
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
-			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`dedupe must be empty (the scheme's event id), "header:<Name>" or "json:/<JSON pointer>": %w`, err)}
+			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`%w; an empty rule is the scheme's event id`, err)}
 		}
 		if strings.HasPrefix(c.Dedupe, "header:") && bodyDedupe(c) {
 			// It would be accepted and never used: see bodyDedupe.

@@ -75,7 +75,7 @@ func parseRule(rule string) (ruleKind, any, error) {
 		}
 		return ruleJSON, tokens, nil
 	default:
-		return 0, nil, fmt.Errorf("%w: %q (want \"\", \"header:<Name>\" or \"json:<JSON pointer>\")", ErrBadDedupeRule, rule)
+		return 0, nil, fmt.Errorf("%w: %q (not \"\", \"header:<Name>\" or \"json:/<JSON pointer>\")", ErrBadDedupeRule, rule)
 	}
 }
 

@@ -1530,7 +1530,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	cursor := ""
 	for {
-		v := url.Values{"limit": {"1000"}}
+		// Every endpoint the key may read, inbound sources' forwarding
+		// endpoints too (an admin's): a disabled one holds what its source
+		// accepts, and /metrics counts them.
+		v := url.Values{"limit": {"1000"}, "kind": {"all"}}
 		if cursor != "" {
 			v.Set("cursor", cursor)
 		}

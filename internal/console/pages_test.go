@@ -344,3 +344,28 @@ func TestEndpointsFilterReadsPastTheFirstPage(t *testing.T) {
 		t.Errorf("unfiltered first page: %d rows (want 100 and a next page)", n)
 	}
 }
+
+// The overview counts and lists inbound sources' forwarding endpoints as
+// well: a disabled one holds what its source accepts, so it is failing
+// now, named as its source's, and /metrics counts it too.
+func TestOverviewShowsForwardingEndpoints(t *testing.T) {
+	f := newFixture(t)
+	var src api.SourceOut
+	if code := f.apiCall(adminKey, "POST", "/v1/sources", `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`, &src); code != http.StatusCreated {
+		t.Fatalf("create source: %d", code)
+	}
+	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://good.example/hook"}`, nil)
+	if _, _, err := f.st.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: src.EndpointID, State: store.EndpointDisabled,
+		Reason: "the endpoint answered 410 Gone", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := adminBrowser(t, f)
+	page := html.UnescapeString(b.do("GET", "/ui/", nil).Body.String())
+	row := regexp.MustCompile(`(?s)<tr><td><a href="/ui/endpoints/` + src.EndpointID + `">.*?</tr>`).FindString(page)
+	if row == "" || !strings.Contains(row, `forwards inbound source <a href="/ui/sources/`+src.ID+`">`) {
+		t.Errorf("the disabled forwarding endpoint is not failing now, named as its source's:\n%s", page)
+	}
+	if !regexp.MustCompile(`<div class="k">Endpoints</div><div class="v">2</div>`).MatchString(page) {
+		t.Errorf("the endpoints card does not count the forwarding endpoint:\n%s", page)
+	}
+}

@@ -1633,42 +1633,37 @@ func sourceFormOf(src api.SourceOut) sourceForm {
 	return f
 }
 
-// changed reports whether field k (an API name) was posted and, on an
-// edit (was not nil), differs from what the form showed.
-func (f sourceForm) changed(k, typed string, was *sourceForm, wasValue func(sourceForm) string) bool {
-	return f.posted[k] && (was == nil || typed != wasValue(*was))
-}
-
 // settings puts the form's tolerance, dedupe rule and body cap into API
 // body b: for a new source (or a replaced configuration: was nil) those
-// given; on an edit those changed from was, an emptied tolerance or body
-// cap as 0, its default (a PATCH naming a tolerance is refused for a
-// scheme that signs no timestamp, whose form has none). It returns a
-// message naming the field a value is not a number for.
+// given; on an edit those changed from what the form showed (was), an
+// emptied tolerance or body cap as 0, its default (a PATCH naming a
+// tolerance is refused for a scheme that signs no timestamp, whose form
+// has none). It returns a message naming the field a value is not a
+// number for.
 func (f sourceForm) settings(b map[string]any, was *sourceForm) string {
-	number := func(k, typed string, wasValue func(sourceForm) string, bits int, msg string) bool {
-		t := strings.TrimSpace(typed)
-		if !f.changed(k, typed, was, wasValue) || t == "" && was == nil {
-			return true
+	var shown sourceForm
+	if was != nil {
+		shown = *was
+	}
+	for _, n := range []struct{ key, typed, shown, refusal string }{
+		{"tolerance_seconds", f.Tolerance, shown.Tolerance, "Tolerance: a whole number of seconds"},
+		{"max_body_bytes", f.MaxBody, shown.MaxBody, "Max body size: a whole number of bytes"},
+	} {
+		t := strings.TrimSpace(n.typed)
+		if !f.posted[n.key] || was != nil && n.typed == n.shown || was == nil && t == "" {
+			continue
 		}
-		n := int64(0) // emptied on an edit: the default
+		v := int64(0) // emptied on an edit: the default
 		if t != "" {
 			var err error
-			if n, err = strconv.ParseInt(t, 10, bits); err != nil {
-				return false
+			if v, err = strconv.ParseInt(t, 10, 64); err != nil {
+				return n.refusal
 			}
 		}
-		b[k] = n
-		return true
+		b[n.key] = v
 	}
-	if !number("tolerance_seconds", f.Tolerance, func(w sourceForm) string { return w.Tolerance }, 32, "") {
-		return "Tolerance: a whole number of seconds"
-	}
-	if d := strings.TrimSpace(f.Dedupe); f.changed("dedupe", f.Dedupe, was, func(w sourceForm) string { return w.Dedupe }) && (was != nil || d != "") {
+	if d := strings.TrimSpace(f.Dedupe); f.posted["dedupe"] && (was == nil && d != "" || was != nil && f.Dedupe != shown.Dedupe) {
 		b["dedupe"] = d // "" on an edit: back to the scheme's event id
-	}
-	if !number("max_body_bytes", f.MaxBody, func(w sourceForm) string { return w.MaxBody }, 64, "") {
-		return "Max body size: a whole number of bytes"
 	}
 	return ""
 }
@@ -1799,10 +1794,9 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	b := map[string]any{}
 	// A name or destination emptied was cleared, and the API refuses it
 	// (only the write-only secrets keep their values when left empty).
-	for k, v := range map[string]func(sourceForm) string{"name": func(x sourceForm) string { return x.Name },
-		"destination_url": func(x sourceForm) string { return x.DestinationURL }} {
-		if f.changed(k, v(f), f.Was, v) {
-			b[k] = strings.TrimSpace(v(f))
+	for _, n := range []struct{ key, typed, shown string }{{"name", f.Name, was.Name}, {"destination_url", f.DestinationURL, was.DestinationURL}} {
+		if f.posted[n.key] && (f.Was == nil || n.typed != n.shown) {
+			b[n.key] = strings.TrimSpace(n.typed)
 		}
 	}
 	if len(secrets) > 0 {

@@ -333,6 +333,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Clock:               cfg.Clock,
 		Membership:          caps.Membership,
 		SoleClaimer:         caps.Exclusive != nil,
+		EndpointChanges:     caps.EndpointChanges,
 		KeyCheck:            func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,

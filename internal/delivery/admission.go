@@ -94,7 +94,8 @@ const (
 	reasonCircuitOpen     = "circuit_open"      // its endpoint's circuit is open
 	reasonCircuitHalfOpen = "circuit_half_open" // the half-open circuit's probe is in flight
 	reasonShutdown        = "shutdown"          // the node is stopping before its turn
-	reasonEndpointChanged = "endpoint_changed"  // parked while its endpoint was paused, disabled or deleted
+	reasonEndpointChanged = "endpoint_changed"  // parked or claimed ahead while its endpoint was paused, disabled or deleted
+	reasonLeaseShort      = "lease_short"       // claimed ahead: its lease no longer covers a parked wait and an attempt
 )
 
 // verdict is what the scheduler decided for a claim.

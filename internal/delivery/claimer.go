@@ -48,13 +48,27 @@ func (e *Engine) claim(ctx context.Context) {
 			t.Stop()
 		default:
 		}
-		// Take at least one idle worker, then every other idle one.
-		select {
-		case <-ctx.Done():
-			return
-		case <-e.slots:
+		// During a backlog, claim ahead into the line (ahead.go) when it
+		// has room; otherwise take at least one idle worker, then every
+		// other idle one (once the line is empty: its first claim waits
+		// for the next token).
+		free, limit := 0, 0
+		if e.claimsAhead(backlog) {
+			if limit = e.roomAhead(ctx); limit == 0 {
+				continue // ctx ended, or claiming ahead paused meanwhile
+			}
+		} else {
+			if !e.lineEmpty(ctx) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.slots:
+			}
+			free = e.gather(ctx, 1, backlog)
+			limit = free
 		}
-		free := e.gather(ctx, 1, backlog)
 		// Tenants at their cap on this node with no fast endpoint whose
 		// slots free slowly (scheduler.skipTenants): all of their claims
 		// would be turned away and written back (work on the database that
@@ -73,9 +87,14 @@ func (e *Engine) claim(ctx context.Context) {
 		// (its leases would wait for a rescue); a finished one is handed to
 		// the workers, which put its claims back at shutdown. The timeout
 		// keeps a hung database from stalling the claimer forever.
+		var changes uint64 // read before the claim (ahead.go)
+		if e.cfg.ClaimAhead > 0 {
+			changes = e.cfg.EndpointChanges()
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		claimedAt := e.cfg.Clock.Now()
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
-			Owner: e.cfg.Owner, Limit: free, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
+			Owner: e.cfg.Owner, Limit: limit, Lease: e.cfg.Lease, Now: claimedAt, TenantCursor: cursor,
 			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report, Poisoned: poisoned,
 		})
 		cancel()
@@ -102,11 +121,15 @@ func (e *Engine) claim(ctx context.Context) {
 			e.readableAgain(claims)
 		}
 		cursor = store.NextTenantCursor(cursor, claims)
-		for _, c := range claims {
-			e.jobs <- job{Claim: c, tok: e.takeToken()}
+		if free == 0 {
+			e.queueAhead(claims, claimedAt, changes)
+		} else {
+			for _, c := range claims {
+				e.jobs <- job{Claim: c, tok: e.takeToken()}
+			}
+			e.giveBack(free - len(claims))
 		}
-		e.giveBack(free - len(claims))
-		backlog = len(claims) == free
+		backlog = len(claims) == limit
 		e.backlog.Store(backlog)
 		if backlog {
 			if e.cfg.Claimers > 1 {

@@ -8,9 +8,11 @@
 // classify, or defer, or leave parked) → results → completer (batched
 // CompleteDeliveries). The scheduler (admission.go) decides what may run
 // now — caps per endpoint, tenant and host, rate limits, circuit breakers,
-// parking — and the workers carry out its decisions. The claimer only
-// claims as many deliveries as there are idle workers, so nothing sits
-// leased in memory waiting for a worker.
+// parking — and the workers carry out its decisions. The claimer claims
+// as many deliveries as there are idle workers; during a backlog on a
+// store that counts its endpoint changes (SQLite) it also claims ahead,
+// into a short line the workers take from as their attempts end, each
+// claim checked at its turn (ahead.go).
 package delivery
 
 import (
@@ -156,6 +158,17 @@ type Config struct {
 	// (unreadable.go). Called at most once per claim that meets such an
 	// endpoint, and only when a postponement is due.
 	KeyCheck func(context.Context) error
+	// EndpointChanges, when set, counts the store's changes to what an
+	// attempt takes from an endpoint (store.Capabilities.EndpointChanges:
+	// SQLite). It lets the engine claim ahead (ClaimAhead).
+	EndpointChanges func() uint64
+	// ClaimAhead is how many claims the claimer may hold, during a
+	// backlog, beyond the idle workers: a line the workers take from as
+	// their attempts end (ahead.go). Default Workers when EndpointChanges
+	// is set, Claimers is 1 and Lease exceeds 2 × AttemptTimeout by a
+	// second or more; otherwise, or when negative, none. A positive value
+	// needs those conditions (New refuses it otherwise).
+	ClaimAhead int
 	// Metrics, optional.
 	Metrics *metrics.Metrics
 	// Tracer, optional (nil: tracing off): a client span per attempt,
@@ -247,6 +260,10 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ClaimAhead == 0 && c.EndpointChanges != nil && c.Claimers == 1 && c.Lease-2*c.AttemptTimeout >= aheadLeaseSlack {
+		c.ClaimAhead = c.Workers
+	}
+	c.ClaimAhead = max(c.ClaimAhead, 0)
 	return c
 }
 
@@ -259,6 +276,16 @@ func (c Config) validate() error {
 	}
 	if c.Lease <= c.AttemptTimeout {
 		return errors.New("delivery: Config.Lease must be longer than AttemptTimeout")
+	}
+	if c.ClaimAhead > 0 {
+		switch {
+		case c.EndpointChanges == nil:
+			return errors.New("delivery: Config.ClaimAhead needs EndpointChanges (a claim that waited must see its endpoint's changes)")
+		case c.Claimers > 1:
+			return errors.New("delivery: Config.ClaimAhead needs one claim loop (Claimers 1): with more, claims reach the line out of due order")
+		case c.Lease-2*c.AttemptTimeout < aheadLeaseSlack:
+			return fmt.Errorf("delivery: Config.ClaimAhead needs a Lease at least 2 × AttemptTimeout + %s (a claim's wait in line comes out of its lease)", aheadLeaseSlack)
+		}
 	}
 	return nil
 }
@@ -302,6 +329,15 @@ type Engine struct {
 	// unreadable is the endpoints whose stored values did not open at a
 	// claim: skipped by this node's claims for a while (unreadable.go).
 	unreadable unreadableSet
+	// Claiming ahead (ahead.go): the line of claims without a worker
+	// token; aheadN counts them, in the line or held by the dispatcher;
+	// aheadRoom is signalled when a claim leaves with half of the line or
+	// more free; aheadOff is when a paused claiming ahead may resume (Unix
+	// ns, engine clock).
+	line      chan ahead
+	aheadN    atomic.Int64
+	aheadRoom chan struct{}
+	aheadOff  atomic.Int64
 }
 
 // result is what a worker hands the completers: an attempt's completion or
@@ -349,6 +385,8 @@ func New(cfg Config) (*Engine, error) {
 			withGroupCaps(cfg.TenantConcurrency, cfg.HostConcurrency, cfg.AttemptTimeout),
 		congested: make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
+		line:      make(chan ahead, cfg.ClaimAhead),
+		aheadRoom: make(chan struct{}, 1),
 	}
 	for range cfg.Workers {
 		e.slots <- struct{}{}
@@ -420,8 +458,8 @@ func (e *Engine) NotifyFanOut() {
 // Run delivers until ctx is cancelled, then lets attempts in flight finish
 // (each is bounded by AttemptTimeout), writes their completions, and
 // returns once every goroutine it started has ended (a postponement of an
-// opened circuit's deliveries, bounded by 30 s, included). Claims not yet started when ctx ends (queued for a worker or
-// parked behind their endpoint's attempt) are put back, due at once,
+// opened circuit's deliveries, bounded by 30 s, included). Claims not yet started when ctx ends (queued for a worker,
+// in the line of claims ahead or parked behind their endpoint's attempt) are put back, due at once,
 // without an attempt: a clean shutdown leaves no lease to rescue.
 func (e *Engine) Run(ctx context.Context) error {
 	var workers sync.WaitGroup
@@ -468,6 +506,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		close(ready)
 		e.cfg.Metrics.ClusterNodes(1)
 	}
+	dispatchDone := make(chan struct{})
+	go func() {
+		defer close(dispatchDone)
+		e.dispatch(ctx)
+	}()
 	select {
 	case <-ready:
 		var claimers sync.WaitGroup
@@ -480,6 +523,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		claimers.Wait()
 	case <-ctx.Done():
 	}
+	close(e.line) // the claimers have stopped: nothing more joins the line
+	<-dispatchDone
 	e.handMu.Lock()
 	e.handOpen = false
 	e.handMu.Unlock()

@@ -11,7 +11,8 @@ import (
 // commits (SQLite: in the process's memory; PostgreSQL: in the rows, to
 // this node), so that they need no claim. The engine takes them
 // only when the claimer would have claimed them at once anyway: idle
-// workers, no backlog being drained (older due deliveries go first), the
+// workers, no backlog being drained and no claim in the line of claims
+// ahead (older due deliveries go first), the
 // tenant below its cap on this node. Each is then decided on (caps,
 // circuit, rate limit) and attempted like a claimed delivery.
 
@@ -20,7 +21,7 @@ import (
 func (e *Engine) Reserve(tenant string, n int) int {
 	e.handMu.Lock()
 	defer e.handMu.Unlock()
-	if !e.handOpen || e.backlog.Load() || !e.sched.handOffOK(tenant) {
+	if !e.handOpen || e.backlog.Load() || e.aheadN.Load() > 0 || !e.sched.handOffOK(tenant) {
 		return 0
 	}
 	k := 0

@@ -44,6 +44,14 @@ type Capabilities struct {
 	// claim (SQLite: in the process's memory, on the publish group's
 	// transaction; PostgreSQL: in the inserted rows, to this node).
 	HandOff HandOffer
+	// EndpointChanges, when not nil, counts this store's changes to what an
+	// attempt takes from an endpoint (its URL, headers, secrets or state,
+	// or its deletion), moving before each such change commits; only a
+	// store whose every write goes through this process can have it
+	// (SQLite). The engine then claims ahead during a backlog: a claim that
+	// waited for a worker is attempted with its endpoint as claimed when the
+	// count has not moved since the claim, and read again otherwise.
+	EndpointChanges func() uint64
 	// AdminLock, when not nil, is a lock shared by every process on the
 	// database (PostgreSQL: an advisory lock), which the API holds across
 	// its check that a revocation leaves an admin key and the revocation

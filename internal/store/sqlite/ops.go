@@ -41,6 +41,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.Endpoint{}, 0, fmt.Errorf("endpoint %s: %w", p.ID, store.ErrNotFound)
 	}
+	s.endpointChanged()
 	if p.Notice != "" {
 		if err := addNotice(ctx, tx, p.ID, p.Notice, p.Now); err != nil {
 			return store.Endpoint{}, 0, wrap("set endpoint state", err)
@@ -602,6 +603,7 @@ func (s *Store) changeSecrets(ctx context.Context, op, id string, now time.Time,
 	if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET secrets = ?, updated_at = ? WHERE id = ?", sec, micro(now), id); err != nil {
 		return store.Endpoint{}, wrap(op, err)
 	}
+	s.endpointChanged()
 	e, err = s.getEndpoint(ctx, tx, id)
 	if err != nil {
 		return store.Endpoint{}, err

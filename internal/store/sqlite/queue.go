@@ -1885,6 +1885,7 @@ func (s *Store) disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, rea
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
+	s.endpointChanged()
 	if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointDisabled, now); err != nil {
 		return err
 	}

@@ -139,6 +139,7 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 		if _, err := tx.ExecContext(ctx, "UPDATE endpoints SET url = ?, failing_since = NULL, updated_at = ? WHERE id = ?", *p.DestinationURL, micro(p.Now), src.EndpointID); err != nil {
 			return store.Source{}, wrap("update source", err)
 		}
+		s.endpointChanged()
 	}
 	out, err := s.scanSource(tx.QueryRowContext(ctx, "SELECT "+sourceColumns+" FROM sources WHERE id = ?", src.ID))
 	if err != nil {
@@ -167,5 +168,6 @@ func (s *Store) DeleteSource(ctx context.Context, id string) error {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM endpoints WHERE id = ?", endpointID); err != nil {
 		return wrap("delete source", err)
 	}
+	s.endpointChanged()
 	return wrap("delete source", tx.Commit())
 }

@@ -99,6 +99,10 @@ type Store struct {
 	// claimsWaiting counts the claims waiting for the writer (claimTx): a
 	// publish group hands nothing off meanwhile (groupcommit.go).
 	claimsWaiting atomic.Int32
+	// endpointChanges counts the transactions that changed what an attempt
+	// takes from an endpoint row (its URL, headers, secrets or state) or
+	// deleted one: EndpointChanges.
+	endpointChanges atomic.Uint64
 }
 
 // hotStatements are prepared once on the writer connection at Open:
@@ -282,8 +286,22 @@ var (
 // wake-ups or membership (one process owns the database: no other node to
 // wake or share limits with).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s}
+	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s, EndpointChanges: s.EndpointChanges}
 }
+
+// EndpointChanges implements store.Capabilities.EndpointChanges: the
+// number of write transactions so far that changed an endpoint's URL,
+// headers, secrets or state, or deleted an endpoint (whether or not they
+// committed). It moves on the writer connection, before the change
+// commits, so a reading taken after a change's commit always differs from
+// one taken before the change. One process writes a SQLite database
+// (Capabilities.Exclusive), so the count sees every change.
+func (s *Store) EndpointChanges() uint64 { return s.endpointChanges.Load() }
+
+// endpointChanged counts a change an attempt must see (EndpointChanges);
+// called on the writer's transaction, after the statement, before the
+// commit.
+func (s *Store) endpointChanged() { s.endpointChanges.Add(1) }
 
 // ClaimExclusively implements store.ExclusiveClaimer: it takes the claim
 // lock the first claim would take (ErrClaimLocked, wrapped with
@@ -787,6 +805,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	if err != nil {
 		return store.Endpoint{}, wrap("update endpoint", err)
 	}
+	s.endpointChanged()
 	// Answer with the stored row, as GetEndpoint would: times truncated to
 	// microseconds in UTC, empty filters and headers as stored.
 	if e, err = s.getEndpoint(ctx, tx, p.ID); err != nil {
@@ -824,6 +843,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 	}
+	s.endpointChanged()
 	if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE endpoint_id = ?", id); err != nil {
 		return wrap("delete endpoint", err)
 	}

@@ -558,13 +558,18 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 
 // TestCapabilities: one process owns a SQLite database, so the driver
 // declares no wake-ups, membership or node list, one claimer, the one
-// claiming process, the sealing of clear header values, rekey and the
-// hand-off.
+// claiming process, the sealing of clear header values, rekey, the
+// hand-off and the count of endpoint changes.
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
-	if c := s.Capabilities(); c != (store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s}) {
-		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer, Sealed and HandOff", c)
+	c := s.Capabilities()
+	if c.EndpointChanges == nil {
+		t.Fatal("Capabilities().EndpointChanges is nil; want the store's count (one process writes a SQLite database)")
+	}
+	if c.Wakeups != nil || c.Membership != nil || c.Nodes != nil || c.AdminLock != nil || c.Claimers != 1 ||
+		c.Exclusive != s || c.HeaderSealer != s || c.Sealed != s || c.HandOff != s {
+		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer, Sealed, HandOff and EndpointChanges", c)
 	}
 }
 

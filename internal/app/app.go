@@ -334,6 +334,7 @@ func New(ctx context.Context, cfg Config) (*Main, error) {
 		Membership:          caps.Membership,
 		SoleClaimer:         caps.Exclusive != nil,
 		EndpointChanges:     caps.EndpointChanges,
+		Renewer:             caps.Renewer,
 		KeyCheck:            func(ctx context.Context) error { return store.CheckKey(ctx, st, m.box) },
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Claimers:            claimers,

@@ -95,7 +95,7 @@ const (
 	reasonCircuitHalfOpen = "circuit_half_open" // the half-open circuit's probe is in flight
 	reasonShutdown        = "shutdown"          // the node is stopping before its turn
 	reasonEndpointChanged = "endpoint_changed"  // parked or claimed ahead while its endpoint was paused, disabled or deleted
-	reasonLeaseShort      = "lease_short"       // claimed ahead: its lease no longer covers a parked wait and an attempt
+	reasonLeaseExpired    = "lease_expired"     // claimed ahead: its lease ran out while it waited in line
 )
 
 // verdict is what the scheduler decided for a claim.

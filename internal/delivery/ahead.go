@@ -15,6 +15,14 @@ import (
 // each claim of the line, in claim order, to the next worker token that
 // frees, so a worker whose attempt ends takes a claim at once.
 //
+// The line is short: at most what the workers take in aheadHorizon at the
+// pace their tokens freed lately (aheadPace), between aheadMinLine and
+// ClaimAhead; it is refilled when half of it is free. So a claim waits in it
+// about aheadHorizon, whatever the attempts' durations, and a tenant's new
+// event, claimed in the next claim (fair claiming), waits behind about that
+// much of others' work. While attempts hold every worker the line stays
+// full and claims nothing more.
+//
 // A claim in the line may wait, so at its turn the dispatcher checks what
 // the usual loop never has to:
 //   - its endpoint: when the store's count of endpoint changes
@@ -24,16 +32,18 @@ import (
 //     count moves before such a change commits, so a change answered to its
 //     caller before the claim's turn is always seen; with no change, the
 //     check costs one atomic load;
-//   - its lease: the lease (Config.Lease, default 2 × AttemptTimeout + 5
-//     s) covers one parked wait behind an attempt and one attempt; a claim
-//     whose lease no longer covers two attempt timeouts is put back
-//     without an attempt, due at its own due time (it keeps its place), so
-//     no lease runs out under an attempt (a rescue would have it sent
-//     twice);
-//   - how long it waited: a claim that waited longer than aheadSlowWait
-//     means the workers are held by attempts, not starved by claims, so
-//     claiming ahead stops for aheadPause (the usual loop claims only for
-//     idle workers meanwhile).
+//   - its lease: a claim that waited longer than aheadSlowWait gets a
+//     fresh lease (Config.Renewer: SQLite's leases are in memory, renewed
+//     without a write), so it starts parked or attempted with a whole
+//     lease, as a claim taken at that moment would (the lease covers one
+//     parked wait behind an attempt and one attempt, with room to spare).
+//     A lease that ran out meanwhile (the wait outlasted --lease) is not
+//     renewed: the claim is dropped without an attempt (reason
+//     lease_expired), its delivery due again as it was;
+//   - how long it waited: a wait longer than aheadSlowWait also means the
+//     workers are held by attempts, not starved by claims, so claiming
+//     ahead stops for aheadPause (the usual loop claims only for idle
+//     workers meanwhile).
 //
 // Claims ahead are only taken with one claim loop (Config.Claimers 1): with
 // two, their claims reached the line out of due order. The hand-off
@@ -42,14 +52,16 @@ import (
 // or it could take the tokens the line's first claim waits for.
 
 const (
-	// aheadSlowWait is the longest a claim may wait in the line before
-	// claiming ahead pauses.
+	// aheadSlowWait is the longest a claim may wait in the line before it
+	// is given a fresh lease and claiming ahead pauses.
 	aheadSlowWait = 100 * time.Millisecond
 	// aheadPause is how long claiming ahead stops after a slow wait.
 	aheadPause = time.Second
-	// aheadLeaseSlack is the least Config.Lease must exceed two attempt
-	// timeouts by for claiming ahead to be on by default.
-	aheadLeaseSlack = time.Second
+	// aheadHorizon is how far ahead the line reaches: the claims the
+	// workers take in this long at their recent pace.
+	aheadHorizon = 50 * time.Millisecond
+	// aheadMinLine is the shortest line (or ClaimAhead, if smaller).
+	aheadMinLine = 8
 )
 
 // ahead is a claim in the line, without a worker token.
@@ -57,6 +69,31 @@ type ahead struct {
 	claim   store.Claim
 	at      time.Time // when it was claimed (engine clock)
 	changes uint64    // Config.EndpointChanges() read before the claim
+}
+
+// aheadPace measures how fast worker tokens free (attempts end or claims
+// are put back), for the length of the line. Used by the claimer's
+// goroutine only; on the wall clock, as the batching waits (it paces the
+// machine, not the schedule).
+type aheadPace struct {
+	since time.Time // start of the current measurement
+	freed int64     // Engine.freed at since
+	line  int       // the line's length from the last measurement
+}
+
+// lineLen returns the line's length for the pace measured over the last
+// aheadHorizon or more: the tokens freed per aheadHorizon, between
+// aheadMinLine and ClaimAhead.
+func (e *Engine) lineLen(p *aheadPace, now time.Time) int {
+	freed := e.freed.Load()
+	if p.since.IsZero() {
+		p.since, p.freed, p.line = now, freed, min(aheadMinLine, e.cfg.ClaimAhead)
+	} else if d := now.Sub(p.since); d >= aheadHorizon {
+		n := int((freed - p.freed) * int64(aheadHorizon) / int64(d))
+		p.since, p.freed, p.line = now, freed, min(max(n, aheadMinLine), e.cfg.ClaimAhead)
+	}
+	e.aheadLine.Store(int64(p.line))
+	return p.line
 }
 
 // claimsAhead reports whether the next claim goes to the line: claiming
@@ -69,13 +106,13 @@ func (e *Engine) claimsAhead(backlog bool) bool {
 // roomAhead waits until at least half of the line is free and returns how
 // many claims to take into it (at most ClaimBatch), or 0 when ctx ended or
 // claiming ahead paused meanwhile (the caller claims the usual way).
-func (e *Engine) roomAhead(ctx context.Context) int {
-	half := max(1, e.cfg.ClaimAhead/2)
+func (e *Engine) roomAhead(ctx context.Context, p *aheadPace) int {
 	for {
 		if !e.claimsAhead(true) {
 			return 0
 		}
-		if room := e.cfg.ClaimAhead - int(e.aheadN.Load()); room >= half {
+		line := e.lineLen(p, time.Now())
+		if room := line - int(e.aheadN.Load()); room >= max(1, line/2) {
 			return min(room, e.cfg.ClaimBatch)
 		}
 		select {
@@ -130,13 +167,10 @@ func (e *Engine) dispatch(ctx context.Context) {
 			e.aheadDone()
 			continue
 		}
-		if now.Sub(a.at) > aheadSlowWait {
-			e.aheadOff.Store(now.Add(aheadPause).UnixNano())
-		}
 		j := job{Claim: a.claim, tok: tok}
 		switch {
-		case j.Delivery.LeaseUntil.Sub(now) < 2*e.cfg.AttemptTimeout:
-			e.putBack(decision{verdict: deferred, job: j, at: j.Delivery.NextAttemptAt, reason: reasonLeaseShort}, now)
+		case now.Sub(a.at) > aheadSlowWait && !e.renew(ctx, &j, now):
+			e.putBack(decision{verdict: deferred, job: j, at: j.Delivery.NextAttemptAt, reason: reasonLeaseExpired}, now)
 		case e.cfg.EndpointChanges() != a.changes && !e.refreshEndpoint(ctx, &j):
 			e.putBack(decision{verdict: deferred, job: j, at: now, reason: reasonEndpointChanged}, now)
 		default:
@@ -146,10 +180,29 @@ func (e *Engine) dispatch(ctx context.Context) {
 	}
 }
 
+// renew gives a claim that waited in the line a fresh lease (from now) and
+// pauses claiming ahead; false when its lease is no longer the claim's (it
+// ran out and was rescued) or could not be renewed.
+func (e *Engine) renew(ctx context.Context, j *job, now time.Time) bool {
+	e.aheadOff.Store(now.Add(aheadPause).UnixNano())
+	until := now.Add(e.cfg.Lease)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	ok, err := e.cfg.Renewer.RenewLease(rctx, store.RenewLeaseParams{DeliveryID: j.Delivery.ID, Owner: e.cfg.Owner, Until: j.Delivery.LeaseUntil, NewUntil: until})
+	if err != nil {
+		e.cfg.Logger.Warn("renewing the lease of a claim that waited failed; putting it back", "delivery", j.Delivery.ID, "error", err)
+		return false
+	}
+	if ok {
+		j.Delivery.LeaseUntil = until
+	}
+	return ok
+}
+
 // aheadDone counts a claim out of the line and tells a claimer waiting for
 // room (roomAhead) or for an empty line (lineEmpty).
 func (e *Engine) aheadDone() {
-	if e.aheadN.Add(-1) <= int64(e.cfg.ClaimAhead/2) {
+	if e.aheadN.Add(-1) <= e.aheadLine.Load()/2 {
 		select {
 		case e.aheadRoom <- struct{}{}:
 		default:

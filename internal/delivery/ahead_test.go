@@ -98,12 +98,12 @@ func aheadSetup(t *testing.T, clk *clock.Fake, lease time.Duration) *aheadRun {
 	r.snd = &gateSender{gate: make(chan struct{})}
 	var err error
 	r.e, err = New(Config{Store: r.st, Sender: r.snd, Clock: clk, Workers: 1, EndpointConcurrency: 1, TenantConcurrency: 1, HostConcurrency: 1,
-		AttemptTimeout: 10 * time.Second, Lease: lease, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: r.sq.EndpointChanges})
+		AttemptTimeout: 10 * time.Second, Lease: lease, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: r.sq.EndpointChanges, Renewer: r.sq})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.e.cfg.ClaimAhead != 1 {
-		t.Fatalf("ClaimAhead = %d, want 1 (Workers) with EndpointChanges set", r.e.cfg.ClaimAhead)
+		t.Fatalf("ClaimAhead = %d, want 1 (Workers) with EndpointChanges and Renewer set", r.e.cfg.ClaimAhead)
 	}
 	r.cancel, r.done = runInBackground(t, r.e)
 	r.open = sync.OnceFunc(func() { close(r.snd.gate) })
@@ -141,26 +141,58 @@ func TestClaimAheadSeesAPauseMadeWhileItWaited(t *testing.T) {
 	}
 }
 
-// A claim that waited in the line until its lease no longer covers a
-// parked wait and an attempt (two attempt timeouts) is put back without an
-// attempt, due at its own due time, and delivered by a later claim: an
-// attempt under the short lease could outlive it and be sent twice.
-func TestClaimAheadPutsBackAClaimWhoseLeaseRanShort(t *testing.T) {
+// A claim that waited in the line longer than aheadSlowWait gets a fresh
+// lease at its turn (SQLite: in memory), so its attempt runs under a whole
+// lease as a claim taken then would, and claiming ahead pauses; its
+// completion names the new lease and moves the delivery.
+func TestClaimAheadRenewsTheLeaseOfAClaimThatWaited(t *testing.T) {
 	clk := clock.NewFake(t0)
-	const timeout = 10 * time.Second
-	r := aheadSetup(t, clk, 2*timeout+aheadLeaseSlack)
+	r := aheadSetup(t, clk, 0)
 	second := r.deliveries[1]
-	clk.Advance(aheadLeaseSlack + time.Millisecond) // the line's claim now has less than 2 × timeout left
+	clk.Advance(5 * time.Second) // the line's claim waits 5 s: its lease (25 s) has 20 s left
+	turn := clk.Now()
 	r.open()
 	waitFor(t, "every delivery attempted", func() bool { return len(r.snd.attempted()) == 3 })
-	waitFor(t, "the second delivery's put-back and success written", func() bool { return len(r.st.of(second.ID)) == 2 })
-	cs := r.st.of(second.ID)
-	if !cs[0].Deferred || !cs[0].NextAttemptAt.Equal(second.NextAttemptAt) {
-		t.Fatalf("first completion of the line's claim %+v; want a deferral due at its own due time %v", cs[0], second.NextAttemptAt)
+	waitFor(t, "the second delivery's success written", func() bool { return len(r.st.of(second.ID)) == 1 })
+	c := r.st.of(second.ID)[0]
+	if c.Deferred || c.State != store.DeliverySucceeded || !c.LeaseUntil.Equal(turn.Add(r.e.cfg.Lease)) {
+		t.Fatalf("completion of the line's claim %+v; want a success under a lease renewed at its turn, until %v", c, turn.Add(r.e.cfg.Lease))
 	}
-	if cs[1].Deferred || cs[1].State != store.DeliverySucceeded || !cs[1].LeaseUntil.After(cs[0].LeaseUntil) {
-		t.Fatalf("second completion %+v; want the success of a later claim (a new lease)", cs[1])
+	if got := r.snd.attempted(); !slices.Equal(got, []string{r.deliveries[0].EventID, r.deliveries[1].EventID, r.deliveries[2].EventID}) {
+		t.Fatalf("attempts %v; want each delivery once, in creation order", got)
 	}
+	if d, err := r.sq.GetDelivery(t.Context(), second.ID); err != nil || d.State != store.DeliverySucceeded || d.Attempts != 1 {
+		t.Fatalf("the line's delivery: %+v, %v; want succeeded after one attempt", d, err)
+	}
+	if off := r.e.aheadOff.Load(); off < turn.Add(aheadPause).UnixNano() {
+		t.Fatalf("claiming ahead paused until %v; want until %v (a wait over %v)", time.Unix(0, off).UTC(), turn.Add(aheadPause), aheadSlowWait)
+	}
+}
+
+// A claim whose lease ran out while it waited (the wait outlasted the
+// lease; a rescue may have freed it) is not attempted: the renewal fails,
+// and its delivery is due again as it was.
+func TestClaimAheadDropsAClaimWhoseLeaseRanOut(t *testing.T) {
+	clk := clock.NewFake(t0)
+	r := aheadSetup(t, clk, 0)
+	second := r.deliveries[1]
+	clk.Advance(r.e.cfg.Lease + time.Second)
+	if n, err := r.sq.RescueExpiredLeases(t.Context(), clk.Now()); err != nil || n != 2 {
+		t.Fatalf("rescue: %d, %v; want the two claims' leases (the attempt's and the line's)", n, err)
+	}
+	r.open()
+	waitFor(t, "the line's claim put back", func() bool { return len(r.st.of(second.ID)) >= 1 })
+	if c := r.st.of(second.ID)[0]; !c.Deferred {
+		t.Fatalf("first completion of the line's claim %+v; want a deferral (no attempt under a lost lease)", c)
+	}
+	waitFor(t, "every delivery succeeded", func() bool {
+		for _, d := range holdDeliveries(t, r.sq, "ep_ahead") {
+			if d.State != store.DeliverySucceeded {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Stopping with a claim in the line puts it back due at once, without an
@@ -194,7 +226,7 @@ func TestClaimAheadShutdownPutsTheLineBack(t *testing.T) {
 // older than the publish's deliveries.
 func TestHandOffWaitsForTheLine(t *testing.T) {
 	e, err := New(Config{Store: wakeStore{}, Sender: nopSender{}, Clock: clock.NewFake(t0), Workers: 4, Lease: time.Minute,
-		EndpointChanges: func() uint64 { return 0 }})
+		EndpointChanges: func() uint64 { return 0 }, Renewer: renewNothing{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,23 +245,23 @@ func TestHandOffWaitsForTheLine(t *testing.T) {
 }
 
 // Claiming ahead is on by default only where a claim that waited can be
-// checked (EndpointChanges), with one claim loop (two put claims in the
-// line out of due order) and a lease with room for the wait; an explicit
+// checked (EndpointChanges) and given a fresh lease (Renewer), with one
+// claim loop (two put claims in the line out of due order); an explicit
 // value is refused without those.
 func TestClaimAheadConfig(t *testing.T) {
 	changes := func() uint64 { return 0 }
+	renewer := renewNothing{}
 	for _, c := range []struct {
 		name string
 		cfg  Config
 		want int
 	}{
-		{"SQLite defaults", Config{Workers: 8, EndpointChanges: changes}, 8},
-		{"no count of endpoint changes (PostgreSQL)", Config{Workers: 8}, 0},
-		{"two claim loops", Config{Workers: 8, EndpointChanges: changes, Claimers: 2}, 0},
-		{"a lease of 2 × attempt timeout + 999 ms", Config{Workers: 8, EndpointChanges: changes, AttemptTimeout: time.Second, Lease: 2999 * time.Millisecond}, 0},
-		{"a lease of 2 × attempt timeout + 1 s", Config{Workers: 8, EndpointChanges: changes, AttemptTimeout: time.Second, Lease: 3 * time.Second}, 8},
-		{"negative: none", Config{Workers: 8, EndpointChanges: changes, ClaimAhead: -1}, 0},
-		{"explicit", Config{Workers: 8, EndpointChanges: changes, ClaimAhead: 3}, 3},
+		{"SQLite defaults", Config{Workers: 8, EndpointChanges: changes, Renewer: renewer}, 8},
+		{"no count of endpoint changes (PostgreSQL)", Config{Workers: 8, Renewer: renewer}, 0},
+		{"no lease renewal", Config{Workers: 8, EndpointChanges: changes}, 0},
+		{"two claim loops", Config{Workers: 8, EndpointChanges: changes, Renewer: renewer, Claimers: 2}, 0},
+		{"negative: none", Config{Workers: 8, EndpointChanges: changes, Renewer: renewer, ClaimAhead: -1}, 0},
+		{"explicit", Config{Workers: 8, EndpointChanges: changes, Renewer: renewer, ClaimAhead: 3}, 3},
 	} {
 		if got := c.cfg.WithDefaults().ClaimAhead; got != c.want {
 			t.Errorf("%s: ClaimAhead = %d, want %d", c.name, got, c.want)
@@ -240,13 +272,52 @@ func TestClaimAheadConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"without EndpointChanges", Config{ClaimAhead: 4}, "needs EndpointChanges"},
-		{"two claim loops", Config{ClaimAhead: 4, EndpointChanges: changes, Claimers: 2}, "one claim loop"},
-		{"a short lease", Config{ClaimAhead: 4, EndpointChanges: changes, AttemptTimeout: time.Second, Lease: 2500 * time.Millisecond}, "2 × AttemptTimeout + 1s"},
+		{"without EndpointChanges", Config{ClaimAhead: 4, Renewer: renewer}, "needs EndpointChanges"},
+		{"without Renewer", Config{ClaimAhead: 4, EndpointChanges: changes}, "needs Renewer"},
+		{"two claim loops", Config{ClaimAhead: 4, EndpointChanges: changes, Renewer: renewer, Claimers: 2}, "one claim loop"},
 	} {
 		c.cfg.Store, c.cfg.Sender = wakeStore{}, nopSender{}
 		if _, err := New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+type renewNothing struct{}
+
+func (renewNothing) RenewLease(context.Context, store.RenewLeaseParams) (bool, error) {
+	return false, nil
+}
+
+// The line's length follows the pace at which worker tokens free: what the
+// workers take in aheadHorizon, between aheadMinLine and ClaimAhead, so a
+// claim waits in it about aheadHorizon whether attempts take 2 ms or 2 s.
+func TestClaimAheadLineFollowsThePace(t *testing.T) {
+	e, err := New(Config{Store: wakeStore{}, Sender: nopSender{}, Workers: 128, EndpointChanges: func() uint64 { return 0 }, Renewer: renewNothing{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p aheadPace
+	at := t0
+	if n := e.lineLen(&p, at); n != aheadMinLine {
+		t.Fatalf("first line %d, want %d before any pace is known", n, aheadMinLine)
+	}
+	for _, c := range []struct {
+		freed int64         // tokens freed during the step
+		after time.Duration // the step
+		want  int
+	}{
+		{700, aheadHorizon, 128},             // 14,000 attempts/s: ClaimAhead
+		{40, aheadHorizon / 2, 128},          // under one horizon: unchanged
+		{80, aheadHorizon, 80},               // 120 in the 75 ms since the last reading: 80 per horizon
+		{6, aheadHorizon, aheadMinLine},      // 120 attempts/s (128 workers on 1 s attempts): the shortest line
+		{0, 10 * aheadHorizon, aheadMinLine}, // a stall
+		{2 * 64, 2 * aheadHorizon, 64},       // 64 per horizon
+	} {
+		e.freed.Add(c.freed)
+		at = at.Add(c.after)
+		if n := e.lineLen(&p, at); n != c.want {
+			t.Errorf("after %d tokens freed in %v: line %d, want %d", c.freed, c.after, n, c.want)
 		}
 	}
 }

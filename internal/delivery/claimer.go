@@ -34,6 +34,7 @@ func (e *Engine) claim(ctx context.Context) {
 	// event dead-letters every delivery of it.
 	var dead []store.PoisonedDelivery
 	poisoned := func(pd store.PoisonedDelivery) { dead = append(dead, pd) }
+	var pace aheadPace // the line's length (ahead.go)
 	for ctx.Err() == nil {
 		// After a congested batch, wait for an attempt to finish (or a
 		// short while) before claiming more.
@@ -54,7 +55,7 @@ func (e *Engine) claim(ctx context.Context) {
 		// for the next token).
 		free, limit := 0, 0
 		if e.claimsAhead(backlog) {
-			if limit = e.roomAhead(ctx); limit == 0 {
+			if limit = e.roomAhead(ctx, &pace); limit == 0 {
 				continue // ctx ended, or claiming ahead paused meanwhile
 			}
 		} else {

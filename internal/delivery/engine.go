@@ -162,12 +162,16 @@ type Config struct {
 	// attempt takes from an endpoint (store.Capabilities.EndpointChanges:
 	// SQLite). It lets the engine claim ahead (ClaimAhead).
 	EndpointChanges func() uint64
-	// ClaimAhead is how many claims the claimer may hold, during a
+	// Renewer, when set, renews a claim's lease without a database write
+	// (store.Capabilities.Renewer: SQLite). With EndpointChanges it lets
+	// the engine claim ahead (ClaimAhead).
+	Renewer store.LeaseRenewer
+	// ClaimAhead is the most claims the claimer may hold, during a
 	// backlog, beyond the idle workers: a line the workers take from as
-	// their attempts end (ahead.go). Default Workers when EndpointChanges
-	// is set, Claimers is 1 and Lease exceeds 2 × AttemptTimeout by a
-	// second or more; otherwise, or when negative, none. A positive value
-	// needs those conditions (New refuses it otherwise).
+	// their attempts end, as long as they take in about 50 ms at their
+	// recent pace (ahead.go). Default Workers when EndpointChanges and
+	// Renewer are set and Claimers is 1; otherwise, or when negative, none.
+	// A positive value needs those (New refuses it otherwise).
 	ClaimAhead int
 	// Metrics, optional.
 	Metrics *metrics.Metrics
@@ -260,7 +264,7 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.ClaimAhead == 0 && c.EndpointChanges != nil && c.Claimers == 1 && c.Lease-2*c.AttemptTimeout >= aheadLeaseSlack {
+	if c.ClaimAhead == 0 && c.EndpointChanges != nil && c.Renewer != nil && c.Claimers == 1 {
 		c.ClaimAhead = c.Workers
 	}
 	c.ClaimAhead = max(c.ClaimAhead, 0)
@@ -281,10 +285,10 @@ func (c Config) validate() error {
 		switch {
 		case c.EndpointChanges == nil:
 			return errors.New("delivery: Config.ClaimAhead needs EndpointChanges (a claim that waited must see its endpoint's changes)")
+		case c.Renewer == nil:
+			return errors.New("delivery: Config.ClaimAhead needs Renewer (a claim that waited gets a fresh lease)")
 		case c.Claimers > 1:
 			return errors.New("delivery: Config.ClaimAhead needs one claim loop (Claimers 1): with more, claims reach the line out of due order")
-		case c.Lease-2*c.AttemptTimeout < aheadLeaseSlack:
-			return fmt.Errorf("delivery: Config.ClaimAhead needs a Lease at least 2 × AttemptTimeout + %s (a claim's wait in line comes out of its lease)", aheadLeaseSlack)
 		}
 	}
 	return nil
@@ -331,13 +335,16 @@ type Engine struct {
 	unreadable unreadableSet
 	// Claiming ahead (ahead.go): the line of claims without a worker
 	// token; aheadN counts them, in the line or held by the dispatcher;
-	// aheadRoom is signalled when a claim leaves with half of the line or
-	// more free; aheadOff is when a paused claiming ahead may resume (Unix
-	// ns, engine clock).
+	// aheadLine is the line's current length; aheadRoom is signalled when
+	// a claim leaves with half of the line or more free; aheadOff is when a
+	// paused claiming ahead may resume (Unix ns, engine clock); freed
+	// counts the worker tokens released (the pace of the line's length).
 	line      chan ahead
 	aheadN    atomic.Int64
+	aheadLine atomic.Int64
 	aheadRoom chan struct{}
 	aheadOff  atomic.Int64
+	freed     atomic.Int64
 }
 
 // result is what a worker hands the completers: an attempt's completion or

@@ -163,7 +163,7 @@ func handOffExactlyOnce(t *testing.T, sq handOffStore, tenants []string, publish
 	}
 	snd := &countingSender{n: map[string]int{}}
 	e, err := New(Config{Store: sq, Sender: snd, Clock: clock.System(), Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4, Owner: "node-a", Lease: time.Minute,
-		EndpointChanges: sq.Capabilities().EndpointChanges, // SQLite: claims ahead during a backlog, as app.New sets it
+		EndpointChanges: sq.Capabilities().EndpointChanges, Renewer: sq.Capabilities().Renewer, // SQLite: claims ahead during a backlog, as app.New sets it
 		PollInterval:    time.Hour, RescueInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func handOffShutdown(t *testing.T, sq handOffStore) {
 	snd := &countingSender{n: map[string]int{}}
 	newEngine := func() *Engine {
 		e, err := New(Config{Store: sq, Sender: snd, Clock: clock.System(), Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4,
-			Owner: "node-a", Lease: time.Minute, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.Capabilities().EndpointChanges})
+			Owner: "node-a", Lease: time.Minute, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.Capabilities().EndpointChanges, Renewer: sq.Capabilities().Renewer})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,6 +52,11 @@ type Capabilities struct {
 	// waited for a worker is attempted with its endpoint as claimed when the
 	// count has not moved since the claim, and read again otherwise.
 	EndpointChanges func() uint64
+	// Renewer, when not nil, renews a claim's lease without a write to the
+	// database (SQLite: leases live in the process's memory). With
+	// EndpointChanges it lets the engine claim ahead: a claim that waited
+	// in line gets a fresh lease at its turn.
+	Renewer LeaseRenewer
 	// AdminLock, when not nil, is a lock shared by every process on the
 	// database (PostgreSQL: an advisory lock), which the API holds across
 	// its check that a revocation leaves an admin key and the revocation
@@ -185,4 +190,22 @@ func (s *HandOffSlot) Get() HandOff {
 		return b.h
 	}
 	return nil
+}
+
+// LeaseRenewer renews claims' leases (Capabilities.Renewer).
+type LeaseRenewer interface {
+	// RenewLease moves the end of a delivery's lease from p.Until to
+	// p.NewUntil, if it is still the lease p.Owner took until p.Until
+	// (true), and answers false otherwise: the delivery was completed, or
+	// its lease was rescued (and maybe taken again). The completion of an
+	// attempt made under the renewed lease names p.NewUntil.
+	RenewLease(ctx context.Context, p RenewLeaseParams) (bool, error)
+}
+
+// RenewLeaseParams names a lease and its new end (LeaseRenewer).
+type RenewLeaseParams struct {
+	DeliveryID string
+	Owner      string
+	Until      time.Time // the lease's end as the claim returned it
+	NewUntil   time.Time
 }

@@ -124,3 +124,75 @@ func TestEndpointChangesCount(t *testing.T) {
 	})
 	step("an endpoint deleted", true, func() error { return s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Now: now}) })
 }
+
+// TestRenewLease: a lease in memory is renewed only while it is still the
+// one its claim took (owner and end); the completion then names the new
+// end; a rescued lease is not renewed.
+func TestRenewLease(t *testing.T) {
+	ctx := t.Context()
+	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
+	defer s.Close()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ep := store.Endpoint{ID: "ep_a", Tenant: "acme", URL: "https://example.com/hooks", EventTypes: []string{}, Headers: map[string]string{},
+		State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		id := store.NewID("evt")
+		if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: now, Body: []byte(`{}`), Fingerprint: id},
+			Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claims, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "node", Limit: 2, Lease: time.Minute, Now: now})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claim: %d, %v", len(claims), err)
+	}
+	a, b := claims[0].Delivery, claims[1].Delivery
+	renew := func(d store.Delivery, owner string, until, newUntil time.Time) bool {
+		t.Helper()
+		ok, err := s.RenewLease(ctx, store.RenewLeaseParams{DeliveryID: d.ID, Owner: owner, Until: until, NewUntil: newUntil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	later := now.Add(30 * time.Second).Add(time.Minute)
+	if renew(a, "other", a.LeaseUntil, later) || renew(a, "node", a.LeaseUntil.Add(time.Microsecond), later) {
+		t.Fatal("a lease renewed under another owner or another end")
+	}
+	if !renew(a, "node", a.LeaseUntil, later) {
+		t.Fatal("the claim's own lease not renewed")
+	}
+	if d, err := s.GetDelivery(ctx, a.ID); err != nil || !d.LeaseUntil.Equal(later) {
+		t.Fatalf("after the renewal: lease until %v, %v; want %v", d.LeaseUntil, err, later)
+	}
+	if renew(a, "node", a.LeaseUntil, later.Add(time.Second)) {
+		t.Fatal("the old end renewed again")
+	}
+	// The old lease's end has passed; the renewed one has not: the rescue
+	// frees only b's.
+	if n, err := s.RescueExpiredLeases(ctx, a.LeaseUntil.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("rescue: %d, %v; want b's lease only", n, err)
+	}
+	if renew(b, "node", b.LeaseUntil, later) {
+		t.Fatal("a rescued lease renewed")
+	}
+	done := func(d store.Delivery, until time.Time) store.Completion {
+		return store.Completion{DeliveryID: d.ID, EndpointID: "ep_a", Owner: "node", LeaseUntil: until,
+			Attempt: store.Attempt{StatusCode: 204, Duration: time.Millisecond}, State: store.DeliverySucceeded, Now: now.Add(time.Minute)}
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{done(a, a.LeaseUntil)}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.GetDelivery(ctx, a.ID); d.State != store.DeliveryPending {
+		t.Fatalf("a completion under the old lease end moved the delivery to %s", d.State)
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{done(a, later)}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.GetDelivery(ctx, a.ID); d.State != store.DeliverySucceeded || d.LeaseOwner != "" {
+		t.Fatalf("the completion under the renewed lease: %s, leased to %q; want succeeded, unleased", d.State, d.LeaseOwner)
+	}
+}

@@ -31,7 +31,7 @@ import (
 // leased deliveries (the claim, pausing or disabling an endpoint, the
 // circuit breaker's postponement, the next due time) skips the ids held
 // here instead. The table changes only while the writer connection is
-// held (claim, hand-off, completion, rescue), so a transaction on the writer sees
+// held (claim, hand-off, completion, renewal, rescue), so a transaction on the writer sees
 // the leases and the rows at the same point; readers on the read pool
 // (GetDelivery, NextDueAt) may see a lease a moment before or after its
 // row's change, which at most wakes the claimer for nothing.
@@ -88,6 +88,22 @@ func (t *leaseTable) add(ids []string, ls []lease) {
 		t.m[id] = ls[i]
 		t.tenants[ls[i].tenant]++
 	}
+}
+
+// renew moves the end of delivery id's lease from until to newUntil (µs)
+// if it is still the lease owner took until until; false otherwise (the
+// lease was completed, or rescued and maybe taken again). Caller holds the
+// writer connection (Store.RenewLease).
+func (t *leaseTable) renew(id, owner string, until, newUntil int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.m[id]
+	if !ok || l.owner != owner || l.until != until {
+		return false
+	}
+	l.until = newUntil
+	t.m[id] = l
+	return true
 }
 
 // drop forgets the leases of ids (caller holds the writer connection).

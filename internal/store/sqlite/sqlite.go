@@ -286,7 +286,21 @@ var (
 // wake-ups or membership (one process owns the database: no other node to
 // wake or share limits with).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s, EndpointChanges: s.EndpointChanges}
+	return store.Capabilities{Claimers: 1, Exclusive: s, HeaderSealer: s, Sealed: s, HandOff: s, EndpointChanges: s.EndpointChanges, Renewer: s}
+}
+
+// RenewLease implements store.LeaseRenewer: the lease lives in this
+// process's memory (leases.go), so renewing it is a compare-and-swap of its
+// end, made holding the writer (as every change of the leases), so that no
+// rescue or completion runs beside it. It answers false when the lease is
+// no longer the one owner took until until; it writes nothing to the
+// database.
+func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (bool, error) {
+	if err := s.acquireWriter(ctx); err != nil {
+		return false, wrap("renew lease", err)
+	}
+	defer s.gate.release()
+	return s.leases.renew(p.DeliveryID, p.Owner, micro(p.Until), micro(p.NewUntil)), nil
 }
 
 // EndpointChanges implements store.Capabilities.EndpointChanges: the

@@ -559,7 +559,7 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 // TestCapabilities: one process owns a SQLite database, so the driver
 // declares no wake-ups, membership or node list, one claimer, the one
 // claiming process, the sealing of clear header values, rekey, the
-// hand-off and the count of endpoint changes.
+// hand-off, the count of endpoint changes and the renewal of leases.
 func TestCapabilities(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 	defer s.Close()
@@ -568,8 +568,8 @@ func TestCapabilities(t *testing.T) {
 		t.Fatal("Capabilities().EndpointChanges is nil; want the store's count (one process writes a SQLite database)")
 	}
 	if c.Wakeups != nil || c.Membership != nil || c.Nodes != nil || c.AdminLock != nil || c.Claimers != 1 ||
-		c.Exclusive != s || c.HeaderSealer != s || c.Sealed != s || c.HandOff != s {
-		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer, Sealed, HandOff and EndpointChanges", c)
+		c.Exclusive != s || c.HeaderSealer != s || c.Sealed != s || c.HandOff != s || c.Renewer != s {
+		t.Errorf("Capabilities() = %+v, want Claimers 1, Exclusive (one process claims), HeaderSealer, Sealed, HandOff, EndpointChanges and Renewer", c)
 	}
 }
 

@@ -96,6 +96,7 @@ const (
 	reasonShutdown        = "shutdown"          // the node is stopping before its turn
 	reasonEndpointChanged = "endpoint_changed"  // parked or claimed ahead while its endpoint was paused, disabled or deleted
 	reasonLeaseExpired    = "lease_expired"     // claimed ahead: its lease ran out while it waited in line
+	reasonRenewalFailed   = "renewal_failed"    // claimed ahead: its lease could not be renewed (the database did not answer)
 )
 
 // verdict is what the scheduler decided for a claim.

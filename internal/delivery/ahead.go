@@ -15,13 +15,15 @@ import (
 // each claim of the line, in claim order, to the next worker token that
 // frees, so a worker whose attempt ends takes a claim at once.
 //
-// The line is short: at most what the workers take in aheadHorizon at the
-// pace their tokens freed lately (aheadPace), between aheadMinLine and
-// ClaimAhead; it is refilled when half of it is free. So a claim waits in it
-// about aheadHorizon, whatever the attempts' durations, and a tenant's new
-// event, claimed in the next claim (fair claiming), waits behind about that
-// much of others' work. While attempts hold every worker the line stays
-// full and claims nothing more.
+// The line is short: what the workers take in aheadHorizon at the pace
+// their tokens freed lately (aheadPace, measured by the claimer at every
+// round, claiming ahead or not), at least one and at most ClaimAhead
+// (aheadFirstLine until a first pace is measured, aheadHorizon after the
+// engine starts); it is refilled when half of it is free. So a claim waits in it about aheadHorizon, or one
+// attempt's end when fewer end in that time, and a tenant's new event,
+// claimed in the next claim (fair claiming), waits behind about that much
+// of others' work. While attempts hold every worker the line stays full
+// and claims nothing more.
 //
 // A claim in the line may wait, so at its turn the dispatcher checks what
 // the usual loop never has to:
@@ -32,14 +34,16 @@ import (
 //     count moves before such a change commits, so a change answered to its
 //     caller before the claim's turn is always seen; with no change, the
 //     check costs one atomic load;
-//   - its lease: a claim that waited longer than aheadSlowWait gets a
-//     fresh lease (Config.Renewer: SQLite's leases are in memory, renewed
-//     without a write), so it starts parked or attempted with a whole
-//     lease, as a claim taken at that moment would (the lease covers one
-//     parked wait behind an attempt and one attempt, with room to spare).
-//     A lease that ran out meanwhile (the wait outlasted --lease) is not
-//     renewed: the claim is dropped without an attempt (reason
-//     lease_expired), its delivery due again as it was;
+//   - its lease: a claim that waited in the line (from the end of its
+//     claim to its turn) longer than aheadSlowWait gets a fresh lease
+//     (Config.Renewer: SQLite's leases are in memory, renewed without a
+//     write), so it starts parked or attempted with a whole lease, as a
+//     claim taken at that moment would (the lease covers one parked wait
+//     behind an attempt and one attempt, with room to spare). A lease that
+//     ended meanwhile (the wait outlasted --lease) is not renewed: the
+//     claim is put back without an attempt, due as it was (reason
+//     lease_expired); so is one whose renewal failed (renewal_failed: the
+//     database did not answer);
 //   - how long it waited: a wait longer than aheadSlowWait also means the
 //     workers are held by attempts, not starved by claims, so claiming
 //     ahead stops for aheadPause (the usual loop claims only for idle
@@ -60,21 +64,21 @@ const (
 	// aheadHorizon is how far ahead the line reaches: the claims the
 	// workers take in this long at their recent pace.
 	aheadHorizon = 50 * time.Millisecond
-	// aheadMinLine is the shortest line (or ClaimAhead, if smaller).
-	aheadMinLine = 8
+	// aheadFirstLine is the line's length until a first pace is measured
+	// (or ClaimAhead, if smaller).
+	aheadFirstLine = 8
 )
 
 // ahead is a claim in the line, without a worker token.
 type ahead struct {
 	claim   store.Claim
-	at      time.Time // when it was claimed (engine clock)
+	at      time.Time // when its claim returned (engine clock)
 	changes uint64    // Config.EndpointChanges() read before the claim
 }
 
 // aheadPace measures how fast worker tokens free (attempts end or claims
 // are put back), for the length of the line. Used by the claimer's
-// goroutine only; on the wall clock, as the batching waits (it paces the
-// machine, not the schedule).
+// goroutine only, on the engine's clock (as the attempts' durations).
 type aheadPace struct {
 	since time.Time // start of the current measurement
 	freed int64     // Engine.freed at since
@@ -82,15 +86,15 @@ type aheadPace struct {
 }
 
 // lineLen returns the line's length for the pace measured over the last
-// aheadHorizon or more: the tokens freed per aheadHorizon, between
-// aheadMinLine and ClaimAhead.
+// aheadHorizon or more: the tokens freed per aheadHorizon, between 1 and
+// ClaimAhead.
 func (e *Engine) lineLen(p *aheadPace, now time.Time) int {
 	freed := e.freed.Load()
 	if p.since.IsZero() {
-		p.since, p.freed, p.line = now, freed, min(aheadMinLine, e.cfg.ClaimAhead)
+		p.since, p.freed, p.line = now, freed, min(aheadFirstLine, e.cfg.ClaimAhead)
 	} else if d := now.Sub(p.since); d >= aheadHorizon {
 		n := int((freed - p.freed) * int64(aheadHorizon) / int64(d))
-		p.since, p.freed, p.line = now, freed, min(max(n, aheadMinLine), e.cfg.ClaimAhead)
+		p.since, p.freed, p.line = now, freed, min(max(n, 1), e.cfg.ClaimAhead)
 	}
 	e.aheadLine.Store(int64(p.line))
 	return p.line
@@ -111,7 +115,7 @@ func (e *Engine) roomAhead(ctx context.Context, p *aheadPace) int {
 		if !e.claimsAhead(true) {
 			return 0
 		}
-		line := e.lineLen(p, time.Now())
+		line := e.lineLen(p, e.cfg.Clock.Now())
 		if room := line - int(e.aheadN.Load()); room >= max(1, line/2) {
 			return min(room, e.cfg.ClaimBatch)
 		}
@@ -168,9 +172,13 @@ func (e *Engine) dispatch(ctx context.Context) {
 			continue
 		}
 		j := job{Claim: a.claim, tok: tok}
+		renewed := ""
+		if now.Sub(a.at) > aheadSlowWait {
+			renewed = e.renew(ctx, &j, now)
+		}
 		switch {
-		case now.Sub(a.at) > aheadSlowWait && !e.renew(ctx, &j, now):
-			e.putBack(decision{verdict: deferred, job: j, at: j.Delivery.NextAttemptAt, reason: reasonLeaseExpired}, now)
+		case renewed != "":
+			e.putBack(decision{verdict: deferred, job: j, at: j.Delivery.NextAttemptAt, reason: renewed}, now)
 		case e.cfg.EndpointChanges() != a.changes && !e.refreshEndpoint(ctx, &j):
 			e.putBack(decision{verdict: deferred, job: j, at: now, reason: reasonEndpointChanged}, now)
 		default:
@@ -181,22 +189,25 @@ func (e *Engine) dispatch(ctx context.Context) {
 }
 
 // renew gives a claim that waited in the line a fresh lease (from now) and
-// pauses claiming ahead; false when its lease is no longer the claim's (it
-// ran out and was rescued) or could not be renewed.
-func (e *Engine) renew(ctx context.Context, j *job, now time.Time) bool {
+// pauses claiming ahead. It returns "" when renewed, else the reason to put
+// the claim back with: reasonLeaseExpired when the lease ended (and may
+// have been rescued), reasonRenewalFailed when the store did not answer.
+func (e *Engine) renew(ctx context.Context, j *job, now time.Time) string {
 	e.aheadOff.Store(now.Add(aheadPause).UnixNano())
 	until := now.Add(e.cfg.Lease)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	ok, err := e.cfg.Renewer.RenewLease(rctx, store.RenewLeaseParams{DeliveryID: j.Delivery.ID, Owner: e.cfg.Owner, Until: j.Delivery.LeaseUntil, NewUntil: until})
-	if err != nil {
+	ok, err := e.cfg.Renewer.RenewLease(rctx, store.RenewLeaseParams{DeliveryID: j.Delivery.ID, Owner: e.cfg.Owner,
+		Until: j.Delivery.LeaseUntil, NewUntil: until, Now: now})
+	switch {
+	case err != nil:
 		e.cfg.Logger.Warn("renewing the lease of a claim that waited failed; putting it back", "delivery", j.Delivery.ID, "error", err)
-		return false
+		return reasonRenewalFailed
+	case !ok:
+		return reasonLeaseExpired
 	}
-	if ok {
-		j.Delivery.LeaseUntil = until
-	}
-	return ok
+	j.Delivery.LeaseUntil = until
+	return ""
 }
 
 // aheadDone counts a claim out of the line and tells a claimer waiting for

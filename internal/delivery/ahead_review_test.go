@@ -119,7 +119,8 @@ func TestReviewAheadLongWaitKeepsTheOrder(t *testing.T) {
 			snd.release(ev[0])
 			waitFor(t, "the third attempt", func() bool { return len(snd.attempted()) == 3 })
 			if c.ahead == 0 {
-				waitFor(t, "the line refilled", func() bool { return e.aheadN.Load() == 2 })
+				// (as long as the pace measured over these 50 ms allows: one)
+				waitFor(t, "the line refilled", func() bool { return e.aheadN.Load() >= 1 && e.aheadN.Load() == e.aheadLine.Load() })
 			}
 			// The second attempt took 5 s (well under the 10 s attempt timeout).
 			clk.Advance(5*time.Second - 40*time.Millisecond)
@@ -295,7 +296,7 @@ func tenantPublish(t *testing.T, st store.Store, tenant string, now time.Time) s
 // the new event then waits behind the line's claims of the busy tenant:
 // with both workers busy and two claims in the line, tenant B's event is
 // attempted 5th instead of 3rd, and never later: the line is at most what
-// the workers take in aheadHorizon at their pace (or aheadMinLine), so the
+// the workers take in aheadHorizon at their pace (at least one), so the
 // wait it adds is bounded in time (TestClaimAheadLineFollowsThePace).
 func TestReviewAheadNewTenantWaitsBehindTheLine(t *testing.T) {
 	for _, c := range []struct {

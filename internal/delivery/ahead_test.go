@@ -290,8 +290,9 @@ func (renewNothing) RenewLease(context.Context, store.RenewLeaseParams) (bool, e
 }
 
 // The line's length follows the pace at which worker tokens free: what the
-// workers take in aheadHorizon, between aheadMinLine and ClaimAhead, so a
-// claim waits in it about aheadHorizon whether attempts take 2 ms or 2 s.
+// workers take in aheadHorizon, between 1 and ClaimAhead, so a claim waits
+// in it about aheadHorizon (or one attempt's end, when fewer end in that
+// time) whether attempts take 2 ms or 2 s.
 func TestClaimAheadLineFollowsThePace(t *testing.T) {
 	e, err := New(Config{Store: wakeStore{}, Sender: nopSender{}, Workers: 128, EndpointChanges: func() uint64 { return 0 }, Renewer: renewNothing{}})
 	if err != nil {
@@ -299,20 +300,20 @@ func TestClaimAheadLineFollowsThePace(t *testing.T) {
 	}
 	var p aheadPace
 	at := t0
-	if n := e.lineLen(&p, at); n != aheadMinLine {
-		t.Fatalf("first line %d, want %d before any pace is known", n, aheadMinLine)
+	if n := e.lineLen(&p, at); n != aheadFirstLine {
+		t.Fatalf("first line %d, want %d before any pace is known", n, aheadFirstLine)
 	}
 	for _, c := range []struct {
 		freed int64         // tokens freed during the step
 		after time.Duration // the step
 		want  int
 	}{
-		{700, aheadHorizon, 128},             // 14,000 attempts/s: ClaimAhead
-		{40, aheadHorizon / 2, 128},          // under one horizon: unchanged
-		{80, aheadHorizon, 80},               // 120 in the 75 ms since the last reading: 80 per horizon
-		{6, aheadHorizon, aheadMinLine},      // 120 attempts/s (128 workers on 1 s attempts): the shortest line
-		{0, 10 * aheadHorizon, aheadMinLine}, // a stall
-		{2 * 64, 2 * aheadHorizon, 64},       // 64 per horizon
+		{700, aheadHorizon, 128},       // 14,000 attempts/s: ClaimAhead
+		{40, aheadHorizon / 2, 128},    // under one horizon: unchanged
+		{80, aheadHorizon, 80},         // 120 in the 75 ms since the last reading: 80 per horizon
+		{6, aheadHorizon, 6},           // 120 attempts/s (128 workers on about 1 s attempts)
+		{0, 10 * aheadHorizon, 1},      // a stall: the shortest line
+		{2 * 64, 2 * aheadHorizon, 64}, // 64 per horizon
 	} {
 		e.freed.Add(c.freed)
 		at = at.Add(c.after)

@@ -54,6 +54,9 @@ func (e *Engine) claim(ctx context.Context) {
 		// other idle one (once the line is empty: its first claim waits
 		// for the next token).
 		free, limit := 0, 0
+		if e.cfg.ClaimAhead > 0 {
+			e.lineLen(&pace, e.cfg.Clock.Now()) // keep the pace measured
+		}
 		if e.claimsAhead(backlog) {
 			if limit = e.roomAhead(ctx, &pace); limit == 0 {
 				continue // ctx ended, or claiming ahead paused meanwhile
@@ -93,9 +96,8 @@ func (e *Engine) claim(ctx context.Context) {
 			changes = e.cfg.EndpointChanges()
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		claimedAt := e.cfg.Clock.Now()
 		claims, err := e.cfg.Store.ClaimDeliveries(cctx, store.ClaimParams{
-			Owner: e.cfg.Owner, Limit: limit, Lease: e.cfg.Lease, Now: claimedAt, TenantCursor: cursor,
+			Owner: e.cfg.Owner, Limit: limit, Lease: e.cfg.Lease, Now: e.cfg.Clock.Now(), TenantCursor: cursor,
 			SkipTenants: skip, SkipEndpoints: skipEP, Unreadable: report, Poisoned: poisoned,
 		})
 		cancel()
@@ -123,7 +125,7 @@ func (e *Engine) claim(ctx context.Context) {
 		}
 		cursor = store.NextTenantCursor(cursor, claims)
 		if free == 0 {
-			e.queueAhead(claims, claimedAt, changes)
+			e.queueAhead(claims, e.cfg.Clock.Now(), changes) // its wait in the line starts now
 		} else {
 			for _, c := range claims {
 				e.jobs <- job{Claim: c, tok: e.takeToken()}

@@ -164,7 +164,7 @@ func handOffExactlyOnce(t *testing.T, sq handOffStore, tenants []string, publish
 	snd := &countingSender{n: map[string]int{}}
 	e, err := New(Config{Store: sq, Sender: snd, Clock: clock.System(), Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4, Owner: "node-a", Lease: time.Minute,
 		EndpointChanges: sq.Capabilities().EndpointChanges, Renewer: sq.Capabilities().Renewer, // SQLite: claims ahead during a backlog, as app.New sets it
-		PollInterval:    time.Hour, RescueInterval: time.Hour})
+		PollInterval: time.Hour, RescueInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"result"})
 	m.deferred = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown, endpoint_changed, lease_expired).",
+		Name: "herald_deliveries_deferred_total", Help: "Claimed deliveries put back without an attempt, by reason (concurrency_cap, tenant_cap, host_cap, rate_limit, circuit_open, circuit_half_open, shutdown, endpoint_changed, lease_expired, renewal_failed).",
 	}, []string{"reason"})
 	m.pulledIn = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "herald_deliveries_pulled_in_total", Help: "Deferred deliveries spaced again at their endpoint's new pace because it now answers far faster than when they were turned away at its cap (a cold start).",

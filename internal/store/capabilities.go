@@ -195,10 +195,12 @@ func (s *HandOffSlot) Get() HandOff {
 // LeaseRenewer renews claims' leases (Capabilities.Renewer).
 type LeaseRenewer interface {
 	// RenewLease moves the end of a delivery's lease from p.Until to
-	// p.NewUntil, if it is still the lease p.Owner took until p.Until
-	// (true), and answers false otherwise: the delivery was completed, or
-	// its lease was rescued (and maybe taken again). The completion of an
-	// attempt made under the renewed lease names p.NewUntil.
+	// p.NewUntil, if it is still the lease p.Owner took until p.Until and
+	// has not ended at p.Now (true), and answers false otherwise: the
+	// delivery was completed, its lease was rescued (and maybe taken
+	// again), or it ended (a rescue may free it at any moment). The
+	// completion of an attempt made under the renewed lease names
+	// p.NewUntil.
 	RenewLease(ctx context.Context, p RenewLeaseParams) (bool, error)
 }
 
@@ -208,4 +210,5 @@ type RenewLeaseParams struct {
 	Owner      string
 	Until      time.Time // the lease's end as the claim returned it
 	NewUntil   time.Time
+	Now        time.Time // a lease that ended before Now is not renewed
 }

@@ -152,7 +152,7 @@ func TestRenewLease(t *testing.T) {
 	a, b := claims[0].Delivery, claims[1].Delivery
 	renew := func(d store.Delivery, owner string, until, newUntil time.Time) bool {
 		t.Helper()
-		ok, err := s.RenewLease(ctx, store.RenewLeaseParams{DeliveryID: d.ID, Owner: owner, Until: until, NewUntil: newUntil})
+		ok, err := s.RenewLease(ctx, store.RenewLeaseParams{DeliveryID: d.ID, Owner: owner, Until: until, NewUntil: newUntil, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,6 +170,10 @@ func TestRenewLease(t *testing.T) {
 	}
 	if renew(a, "node", a.LeaseUntil, later.Add(time.Second)) {
 		t.Fatal("the old end renewed again")
+	}
+	if ok, err := s.RenewLease(ctx, store.RenewLeaseParams{DeliveryID: b.ID, Owner: "node", Until: b.LeaseUntil, NewUntil: later,
+		Now: b.LeaseUntil.Add(time.Microsecond)}); err != nil || ok {
+		t.Fatalf("a lease renewed after its end: %v, %v; want false (the rescue may free it at any moment)", ok, err)
 	}
 	// The old lease's end has passed; the renewed one has not: the rescue
 	// frees only b's.

@@ -91,14 +91,15 @@ func (t *leaseTable) add(ids []string, ls []lease) {
 }
 
 // renew moves the end of delivery id's lease from until to newUntil (µs)
-// if it is still the lease owner took until until; false otherwise (the
-// lease was completed, or rescued and maybe taken again). Caller holds the
-// writer connection (Store.RenewLease).
-func (t *leaseTable) renew(id, owner string, until, newUntil int64) bool {
+// if it is still the lease owner took until until and has not ended at now
+// (µs); false otherwise (the lease was completed, rescued and maybe taken
+// again, or it ended: the rescue may free it at any moment). Caller holds
+// the writer connection (Store.RenewLease).
+func (t *leaseTable) renew(id, owner string, until, newUntil, now int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.m[id]
-	if !ok || l.owner != owner || l.until != until {
+	if !ok || l.owner != owner || l.until != until || l.until < now {
 		return false
 	}
 	l.until = newUntil

@@ -293,14 +293,14 @@ func (s *Store) Capabilities() store.Capabilities {
 // process's memory (leases.go), so renewing it is a compare-and-swap of its
 // end, made holding the writer (as every change of the leases), so that no
 // rescue or completion runs beside it. It answers false when the lease is
-// no longer the one owner took until until; it writes nothing to the
-// database.
+// no longer the one p.Owner took until p.Until, or has ended at p.Now; it
+// writes nothing to the database.
 func (s *Store) RenewLease(ctx context.Context, p store.RenewLeaseParams) (bool, error) {
 	if err := s.acquireWriter(ctx); err != nil {
 		return false, wrap("renew lease", err)
 	}
 	defer s.gate.release()
-	return s.leases.renew(p.DeliveryID, p.Owner, micro(p.Until), micro(p.NewUntil)), nil
+	return s.leases.renew(p.DeliveryID, p.Owner, micro(p.Until), micro(p.NewUntil), micro(p.Now)), nil
 }
 
 // EndpointChanges implements store.Capabilities.EndpointChanges: the

@@ -176,6 +176,60 @@ func (s suite) capabilities(t *testing.T) {
 		}
 	})
 
+	s.run(t, "Renewer/OnlyTheClaimsOwnRunningLease", func(t *testing.T, f *fixture) {
+		r := f.s.Capabilities().Renewer
+		if r == nil {
+			t.Skip("the driver declares no Renewer")
+		}
+		f.endpoint("acme")
+		f.publish("acme", "file.created", base)
+		f.publish("acme", "file.created", base)
+		cs := f.claim("w1", 2, time.Minute, at(time.Second))
+		if len(cs) != 2 {
+			t.Fatalf("claimed %d, want 2", len(cs))
+		}
+		a, b := cs[0].Delivery, cs[1].Delivery
+		renew := func(d store.Delivery, owner string, until, newUntil, now time.Time) bool {
+			t.Helper()
+			ok, err := r.RenewLease(f.ctx, store.RenewLeaseParams{DeliveryID: d.ID, Owner: owner, Until: until, NewUntil: newUntil, Now: now})
+			if err != nil {
+				t.Fatalf("RenewLease: %v", err)
+			}
+			return ok
+		}
+		later := at(2 * time.Minute)
+		if renew(a, "w2", a.LeaseUntil, later, at(2*time.Second)) || renew(a, "w1", a.LeaseUntil.Add(time.Microsecond), later, at(2*time.Second)) {
+			t.Fatal("a lease renewed under another owner or another end")
+		}
+		if renew(b, "w1", b.LeaseUntil, later, b.LeaseUntil.Add(time.Microsecond)) {
+			t.Fatal("a lease renewed after its end (not yet rescued)")
+		}
+		if !renew(a, "w1", a.LeaseUntil, later, at(2*time.Second)) {
+			t.Fatal("the claim's own running lease not renewed")
+		}
+		if d := f.getDelivery(a.ID); !d.LeaseUntil.Equal(later) || d.LeaseOwner != "w1" {
+			t.Fatalf("after the renewal: leased to %q until %v; want w1 until %v", d.LeaseOwner, d.LeaseUntil, later)
+		}
+		if renew(a, "w1", a.LeaseUntil, later.Add(time.Second), at(3*time.Second)) {
+			t.Fatal("the lease's old end renewed again")
+		}
+		// The old end passed, the renewed one not: the rescue frees b only.
+		if n := f.rescue(a.LeaseUntil.Add(time.Second)); n != 1 {
+			t.Fatalf("rescue freed %d, want b's lease only", n)
+		}
+		stale := completion(cs[0], store.DeliverySucceeded, at(70*time.Second))
+		f.complete(stale)
+		if d := f.getDelivery(a.ID); d.State != store.DeliveryPending {
+			t.Fatalf("a completion under the lease's old end moved the delivery to %s", d.State)
+		}
+		current := stale
+		current.LeaseUntil = later
+		f.complete(current)
+		if d := f.getDelivery(a.ID); d.State != store.DeliverySucceeded || d.LeaseOwner != "" {
+			t.Fatalf("the completion under the renewed lease: %s, leased to %q; want succeeded, unleased", d.State, d.LeaseOwner)
+		}
+	})
+
 	s.run(t, "HandOff/LeasesWhatTheEngineReserved", func(t *testing.T, f *fixture) {
 		caps := f.s.Capabilities()
 		if caps.HandOff == nil {

@@ -167,6 +167,9 @@ func (r *recorder) Capabilities() store.Capabilities {
 	if c.AdminLock != nil {
 		c.AdminLock = adminLockRecorder{c.AdminLock, r.cov}
 	}
+	if c.Renewer != nil {
+		c.Renewer = renewerRecorder{c.Renewer, r.cov}
+	}
 	r.cov.declare(c)
 	return c
 }
@@ -225,6 +228,18 @@ func (exclusiveRecorder) countsCalls() {}
 func (r exclusiveRecorder) ClaimExclusively(ctx context.Context) error {
 	r.cov.called("Exclusive.ClaimExclusively")
 	return r.e.ClaimExclusively(ctx)
+}
+
+type renewerRecorder struct {
+	r   store.LeaseRenewer
+	cov *coverage
+}
+
+func (renewerRecorder) countsCalls() {}
+
+func (r renewerRecorder) RenewLease(ctx context.Context, p store.RenewLeaseParams) (bool, error) {
+	r.cov.called("Renewer.RenewLease")
+	return r.r.RenewLease(ctx, p)
 }
 
 type handOffRecorder struct {

@@ -17,9 +17,10 @@ import (
 //
 // The line is short: what the workers take in aheadHorizon at the pace
 // their tokens freed lately (aheadPace, measured by the claimer at every
-// round, claiming ahead or not), at least one and at most ClaimAhead
-// (aheadFirstLine until a first pace is measured, aheadHorizon after the
-// engine starts); it is refilled when half of it is free. So a claim waits in it about aheadHorizon, or one
+// round, claiming ahead or not; aheadFirstLine until a first measurement),
+// at least one and at most ClaimAhead, and never fewer than the idle
+// workers (they take their claims at once); it is refilled when half of it
+// is free. So a claim waits in it about aheadHorizon, or one
 // attempt's end when fewer end in that time, and a tenant's new event,
 // claimed in the next claim (fair claiming), waits behind about that much
 // of others' work. While attempts hold every worker the line stays full
@@ -96,7 +97,6 @@ func (e *Engine) lineLen(p *aheadPace, now time.Time) int {
 		n := int((freed - p.freed) * int64(aheadHorizon) / int64(d))
 		p.since, p.freed, p.line = now, freed, min(max(n, 1), e.cfg.ClaimAhead)
 	}
-	e.aheadLine.Store(int64(p.line))
 	return p.line
 }
 
@@ -115,7 +115,11 @@ func (e *Engine) roomAhead(ctx context.Context, p *aheadPace) int {
 		if !e.claimsAhead(true) {
 			return 0
 		}
-		line := e.lineLen(p, e.cfg.Clock.Now())
+		// Idle workers take their claims at once, whatever the pace: a
+		// line shorter than them would claim fewer than the usual loop
+		// (and a pace measured while claims were slow would keep it so).
+		line := max(e.lineLen(p, e.cfg.Clock.Now()), min(len(e.slots), e.cfg.ClaimAhead))
+		e.aheadLine.Store(int64(line))
 		if room := line - int(e.aheadN.Load()); room >= max(1, line/2) {
 			return min(room, e.cfg.ClaimBatch)
 		}

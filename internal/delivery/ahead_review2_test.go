@@ -223,13 +223,7 @@ func TestReview2AheadNewTenantWaitsBehindEightSlowAttempts(t *testing.T) {
 				tenantPublish(t, sq, "acme", t0) // 16 deliveries each
 			}
 			snd := &urlKeySender{newKeySender()}
-			e, err := New(Config{Store: sq, Sender: snd, Clock: clk, Workers: workers, EndpointConcurrency: 2, TenantConcurrency: workers, HostConcurrency: workers,
-				AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq, ClaimAhead: c.ahead})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cancel, done := runInBackground(t, e)
-			t.Cleanup(func() { snd.releaseAll(); cancel(); <-done })
+			e := startAhead(t, sq, sq, snd.keySender, clk, workers, c.ahead, func(cfg *Config) { cfg.Sender, cfg.EndpointConcurrency = snd, 2 })
 			e.Notify()
 			waitFor(t, "every worker busy", func() bool { return len(snd.attempted()) == workers })
 			if c.ahead == 0 {

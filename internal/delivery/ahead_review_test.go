@@ -14,6 +14,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/clock"
 	"github.com/herald-webhooks/herald/internal/egress"
 	"github.com/herald-webhooks/herald/internal/store"
+	"github.com/herald-webhooks/herald/internal/store/sqlite"
 )
 
 // keySender holds each attempt until the test releases its event, and
@@ -103,13 +104,7 @@ func TestReviewAheadLongWaitKeepsTheOrder(t *testing.T) {
 				ev[i] = store.PublicEventID(d.EventID)
 			}
 			snd := newKeySender()
-			e, err := New(Config{Store: sq, Sender: snd, Clock: clk, Workers: 2, EndpointConcurrency: 2, TenantConcurrency: 2, HostConcurrency: 2,
-				AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq, ClaimAhead: c.ahead})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cancel, done := runInBackground(t, e)
-			t.Cleanup(func() { snd.releaseAll(); cancel(); <-done })
+			e := startAhead(t, sq, sq, snd, clk, 2, c.ahead, nil)
 			e.Notify()
 			waitFor(t, "two attempts in flight", func() bool { return len(snd.attempted()) == 2 })
 			if c.ahead == 0 {
@@ -277,6 +272,27 @@ func TestReviewAheadLeaseRunsOutUnderAParkedClaimsAttempt(t *testing.T) {
 	}
 }
 
+// startAhead starts an engine of workers workers on st (sq's, maybe
+// wrapped), every cap at workers, attempts of at most 10 s, no poll or
+// rescue on the fake clock's time, claiming ahead as SQLite has it unless
+// ahead is -1, and sending through snd; the test's cleanup lets every
+// attempt through and stops it. edit, if not nil, changes the Config first.
+func startAhead(t *testing.T, st store.Store, sq *sqlite.Store, snd *keySender, clk clock.Clock, workers, ahead int, edit func(*Config)) *Engine {
+	t.Helper()
+	cfg := Config{Store: st, Sender: snd, Clock: clk, Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers, HostConcurrency: workers,
+		AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq, ClaimAhead: ahead}
+	if edit != nil {
+		edit(&cfg)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel, done := runInBackground(t, e)
+	t.Cleanup(func() { snd.releaseAll(); cancel(); <-done })
+	return e
+}
+
 // tenantPublish publishes an event of tenant (holdPublish is acme's only).
 func tenantPublish(t *testing.T, st store.Store, tenant string, now time.Time) string {
 	t.Helper()
@@ -319,13 +335,7 @@ func TestReviewAheadNewTenantWaitsBehindTheLine(t *testing.T) {
 				tenantPublish(t, sq, "acme", t0)
 			}
 			snd := newKeySender()
-			e, err := New(Config{Store: sq, Sender: snd, Clock: clk, Workers: 2, EndpointConcurrency: 2, TenantConcurrency: 2, HostConcurrency: 2,
-				AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq, ClaimAhead: c.ahead})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cancel, done := runInBackground(t, e)
-			t.Cleanup(func() { snd.releaseAll(); cancel(); <-done })
+			e := startAhead(t, sq, sq, snd, clk, 2, c.ahead, nil)
 			e.Notify()
 			waitFor(t, "two of acme's attempts in flight", func() bool { return len(snd.attempted()) == 2 })
 			if c.ahead == 0 {
@@ -379,13 +389,7 @@ func TestReviewAheadStallFlushesTheLine(t *testing.T) {
 			}
 			st := &completionLog{Store: sq}
 			snd := newKeySender()
-			e, err := New(Config{Store: st, Sender: snd, Clock: clk, Workers: 4, EndpointConcurrency: 4, TenantConcurrency: 4, HostConcurrency: 4,
-				AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq, ClaimAhead: c.ahead})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cancel, done := runInBackground(t, e)
-			t.Cleanup(func() { snd.releaseAll(); cancel(); <-done })
+			e := startAhead(t, st, sq, snd, clk, 4, c.ahead, nil)
 			e.Notify()
 			waitFor(t, "four attempts in flight", func() bool { return len(snd.attempted()) == 4 })
 			if c.ahead == 0 {

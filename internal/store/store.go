@@ -568,8 +568,8 @@ type Completion struct {
 	EndpointID string // the delivery's endpoint (for its failure streak)
 	Owner      string
 	// LeaseUntil is the end of the lease the attempt was made under: the
-	// claim's Delivery.LeaseUntil, as the store returned it. The zero time
-	// matches no lease.
+	// claim's Delivery.LeaseUntil, as the store returned it or as a
+	// renewal moved it (LeaseRenewer). The zero time matches no lease.
 	LeaseUntil      time.Time
 	Attempt         Attempt
 	State           DeliveryState // pending (retry), succeeded or dead

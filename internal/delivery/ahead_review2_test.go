@@ -83,14 +83,7 @@ func TestReview2AheadSlowClaimTransactionCountsAsAWaitInLine(t *testing.T) {
 			cancel, done := runInBackground(t, e)
 			t.Cleanup(func() { cancel(); <-done })
 			e.Notify()
-			waitFor(t, "every delivery succeeded", func() bool {
-				for _, d := range holdDeliveries(t, sq, "ep_slowclaim") {
-					if d.State != store.DeliverySucceeded {
-						return false
-					}
-				}
-				return true
-			})
+			waitAllSucceeded(t, sq, "ep_slowclaim")
 			// With one worker, the next claim (and its clock step) comes only
 			// once the line is empty: every line claim met its turn at the
 			// engine-clock instant it joined the line.

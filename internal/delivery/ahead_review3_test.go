@@ -88,16 +88,7 @@ func TestReview3AheadSlowClaimsShrinkTheLineToOne(t *testing.T) {
 			cancel, done := runInBackground(t, e)
 			t.Cleanup(func() { cancel(); <-done })
 			e.Notify()
-			waitFor(t, "every delivery succeeded", func() bool {
-				for _, id := range eps {
-					for _, d := range holdDeliveries(t, sq, id) {
-						if d.State != store.DeliverySucceeded {
-							return false
-						}
-					}
-				}
-				return true
-			})
+			waitAllSucceeded(t, sq, eps...)
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			claimsFor[c.name] = len(st.lim)
@@ -181,14 +172,7 @@ func TestReview3AheadLeaseExpiredPutBackWritesDueAsItWas(t *testing.T) {
 	if !c.Deferred || !c.NextAttemptAt.Equal(second.NextAttemptAt) || !c.LeaseUntil.Equal(t0.Add(r.e.cfg.Lease)) {
 		t.Fatalf("put-back %+v; want a deferral due %v (as it was) under the claim's lease until %v", c, second.NextAttemptAt, t0.Add(r.e.cfg.Lease))
 	}
-	waitFor(t, "every delivery succeeded", func() bool {
-		for _, d := range holdDeliveries(t, r.sq, "ep_ahead") {
-			if d.State != store.DeliverySucceeded {
-				return false
-			}
-		}
-		return true
-	})
+	waitAllSucceeded(t, r.sq, "ep_ahead")
 	if d, err := r.sq.GetDelivery(t.Context(), second.ID); err != nil || d.Attempts != 1 || d.LeaseOwner != "" {
 		t.Fatalf("the put-back delivery: %+v, %v; want succeeded after one attempt, unleased", d, err)
 	}
@@ -237,16 +221,7 @@ func TestReview3AheadQuietSpellLeavesALineOfOne(t *testing.T) {
 		holdPublish(t, sq, "t", clk.Now())
 	}
 	e.Notify()
-	waitFor(t, "every delivery succeeded", func() bool {
-		for _, id := range eps {
-			for _, d := range holdDeliveries(t, sq, id) {
-				if d.State != store.DeliverySucceeded {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	waitAllSucceeded(t, sq, eps...)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ones := 0

@@ -185,14 +185,7 @@ func TestClaimAheadDropsAClaimWhoseLeaseRanOut(t *testing.T) {
 	if c := r.st.of(second.ID)[0]; !c.Deferred {
 		t.Fatalf("first completion of the line's claim %+v; want a deferral (no attempt under a lost lease)", c)
 	}
-	waitFor(t, "every delivery succeeded", func() bool {
-		for _, d := range holdDeliveries(t, r.sq, "ep_ahead") {
-			if d.State != store.DeliverySucceeded {
-				return false
-			}
-		}
-		return true
-	})
+	waitAllSucceeded(t, r.sq, "ep_ahead")
 }
 
 // Stopping with a claim in the line puts it back due at once, without an
@@ -321,4 +314,20 @@ func TestClaimAheadLineFollowsThePace(t *testing.T) {
 			t.Errorf("after %d tokens freed in %v: line %d, want %d", c.freed, c.after, n, c.want)
 		}
 	}
+}
+
+// waitAllSucceeded waits until every delivery of the endpoints has
+// succeeded.
+func waitAllSucceeded(t *testing.T, st store.Store, endpointIDs ...string) {
+	t.Helper()
+	waitFor(t, "every delivery succeeded", func() bool {
+		for _, id := range endpointIDs {
+			for _, d := range holdDeliveries(t, st, id) {
+				if d.State != store.DeliverySucceeded {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }

@@ -513,11 +513,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		close(ready)
 		e.cfg.Metrics.ClusterNodes(1)
 	}
-	dispatchDone := make(chan struct{})
-	go func() {
-		defer close(dispatchDone)
-		e.dispatch(ctx)
-	}()
+	dispatchDone := make(chan struct{}) // the line's dispatcher (ahead.go), when claiming ahead
+	if e.cfg.ClaimAhead > 0 {
+		go func() {
+			defer close(dispatchDone)
+			e.dispatch(ctx)
+		}()
+	} else {
+		close(dispatchDone)
+	}
 	select {
 	case <-ready:
 		var claimers sync.WaitGroup

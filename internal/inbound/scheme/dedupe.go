@@ -41,8 +41,10 @@ const (
 
 // ValidateDedupeRule checks a dedupe rule: "" (the scheme's natural id),
 // "header:<Name>" with a valid header field name, or "json:<pointer>" with
-// an RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
-// "json:/a~1b" for member "a/b"). Errors wrap [ErrBadDedupeRule].
+// a non-empty RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
+// "json:/a~1b" for member "a/b"; "json:" alone, the whole document, is
+// refused: the document is the event, not an id). Errors wrap
+// [ErrBadDedupeRule].
 func ValidateDedupeRule(rule string) error {
 	_, _, err := parseRule(rule)
 	return err
@@ -69,6 +71,11 @@ func parseRule(rule string) (ruleKind, any, error) {
 		}
 		return ruleHeader, canonicalHeader(name), nil
 	case strings.HasPrefix(rule, rulePrefixJSONPointer):
+		if rule == rulePrefixJSONPointer {
+			// RFC 6901: the empty pointer designates the whole document,
+			// which is the event, not its id.
+			return 0, nil, fmt.Errorf("%w: %q has an empty JSON pointer, which designates the whole document (RFC 6901), not an id in it; give the pointer of the id, e.g. json:/id or json:/data/object/id", ErrBadDedupeRule, rule)
+		}
 		tokens, err := parsePointer(rule[len(rulePrefixJSONPointer):])
 		if err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrBadDedupeRule, err)

@@ -118,7 +118,7 @@ func TestDedupeKeyRules(t *testing.T) {
 		{HMAC, "json:/id/x", "", ErrNoDedupeKey},
 		{HMAC, "json:/data", "", ErrNoDedupeKey}, // an object
 		{HMAC, "json:/t", "", ErrNoDedupeKey},    // a boolean
-		{HMAC, "json:", "", ErrNoDedupeKey},      // the whole document: an object
+		{HMAC, "json:", "", ErrBadDedupeRule},    // the whole document (RFC 6901): not an id
 		{HMAC, "json:/nope", "", ErrNoDedupeKey},
 		// bad rules
 		{HMAC, "json:id", "", ErrBadDedupeRule},
@@ -147,9 +147,9 @@ func TestDedupeKeyRules(t *testing.T) {
 	if _, err := DedupeKey(HMAC, "json:/\xff", nil, []byte("{\"\xff\":\"v\"}")); !errors.Is(err, ErrNoDedupeKey) {
 		t.Fatalf("invalid UTF-8 member name: %v", err)
 	}
-	// The whole document is a string.
-	if got, err := DedupeKey(HMAC, "json:", nil, []byte(`"evt_whole"`)); err != nil || got != "evt_whole" {
-		t.Fatalf("whole-document string: %q, %v", got, err)
+	// The whole document is never a key, not even a string.
+	if got, err := DedupeKey(HMAC, "json:", nil, []byte(`"evt_whole"`)); !errors.Is(err, ErrBadDedupeRule) {
+		t.Fatalf("whole-document string: %q, %v; want ErrBadDedupeRule", got, err)
 	}
 }
 
@@ -180,14 +180,18 @@ func TestBodyKey(t *testing.T) {
 }
 
 func TestValidateDedupeRule(t *testing.T) {
-	for _, ok := range []string{"", "header:X-Request-Id", "json:", "json:/", "json:/id", "json:/a~0~1/0/-"} {
+	for _, ok := range []string{"", "header:X-Request-Id", "json:/", "json:/id", "json:/a~0~1/0/-"} {
 		if err := ValidateDedupeRule(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"x", "header:", "header:a:b", "json:a", "json:/~", "json:/~x"} {
+	for _, bad := range []string{"x", "header:", "header:a:b", "json:", "json:a", "json:/~", "json:/~x"} {
 		if err := ValidateDedupeRule(bad); !errors.Is(err, ErrBadDedupeRule) {
 			t.Errorf("%q: %v, want ErrBadDedupeRule", bad, err)
 		}
+	}
+	// The empty pointer's error says why and what a valid rule looks like.
+	if err := ValidateDedupeRule("json:"); err == nil || !strings.Contains(err.Error(), "whole document") || !strings.Contains(err.Error(), "json:/id") {
+		t.Errorf(`ValidateDedupeRule("json:") = %v; want an error naming the whole document and json:/id`, err)
 	}
 }

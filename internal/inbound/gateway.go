@@ -246,13 +246,21 @@ type answer struct {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	encode(w, v)
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+	encode(w, map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+// encode writes v as JSON without HTML escaping (&, <, > as they are, as
+// the API's answers): the answers are JSON for programs, never HTML.
+func encode(w http.ResponseWriter, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // storeProblem answers a store error other than the ones ServeHTTP handles

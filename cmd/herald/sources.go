@@ -122,7 +122,7 @@ func newSourcesCmd() *cobra.Command {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/sources", id, ""), nil, nil)
 		}),
 		apiIDCmd("delete ID", "Delete a source, its forwarding endpoint and its deliveries (DELETE /v1/sources/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodDelete, apiPath("/v1/sources", id, ""), nil, nil)
+			return o.deleted(cmd, apiPath("/v1/sources", id, ""), id)
 		}),
 	)
 	return g

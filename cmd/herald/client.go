@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -71,6 +72,18 @@ func (o *apiOpts) do(cmd *cobra.Command, method, path string, body any, header h
 	return err
 }
 
+// deleted DELETEs path and, when the API answers no content (204), prints
+// "deleted ID", as `herald keys revoke` prints "revoked ID": a delete that
+// printed nothing left the user to guess.
+func (o *apiOpts) deleted(cmd *cobra.Command, path, id string) error {
+	status, err := o.doStatus(cmd, http.MethodDelete, path, nil, nil)
+	if err != nil || status != http.StatusNoContent {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", id)
+	return err
+}
+
 // doStatus is do, also returning the answer's status code (0 when there
 // was none).
 func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, header http.Header) (int, error) {
@@ -124,6 +137,9 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
+	if err := htmlAnswer(resp, data, base, method, path); err != nil {
+		return resp.StatusCode, err
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
 		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
@@ -139,6 +155,33 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	out.WriteByte('\n')
 	_, err = cmd.OutOrStdout().Write(out.Bytes())
 	return resp.StatusCode, err
+}
+
+// htmlAnswer refuses an HTML page where the API answers JSON: a --server
+// that is the web console's URL (…/ui) gets the console's pages (a 200
+// sign-in page, a 404 page), which would be printed as if they were the
+// answer, under a path (/v1/…) that is not the one asked. The error names
+// the URL asked and the base URL to give. An HTML error page from a URL
+// without /ui (a proxy's 502) is left to printAPIProblem, which shows it.
+func htmlAnswer(resp *http.Response, data []byte, base *url.URL, method, path string) error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	head := strings.ToLower(string(bytes.TrimSpace(data[:min(len(data), 64)])))
+	if mt != "text/html" && !strings.HasPrefix(head, "<!doctype html") && !strings.HasPrefix(head, "<html") {
+		return nil
+	}
+	asked := base.String() + path
+	p := strings.TrimRight(base.Path, "/")
+	if i := strings.LastIndex(p, "/ui"); i >= 0 && (p[i:] == "/ui" || strings.HasPrefix(p[i:], "/ui/")) {
+		b := *base
+		b.Path, b.RawPath = p[:i], ""
+		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, resp.Status, base.String(), b.String())
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil
+	}
+	b := *base
+	b.Path, b.RawPath = "", ""
+	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, resp.Status, base.String(), b.String())
 }
 
 // printable returns a header value with its control characters (which
@@ -446,7 +489,7 @@ func newEndpointsCmd() *cobra.Command {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, ""), nil, nil)
 		}),
 		apiIDCmd("delete ID", "Delete an endpoint (DELETE /v1/endpoints/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodDelete, apiPath("/v1/endpoints", id, ""), nil, nil)
+			return o.deleted(cmd, apiPath("/v1/endpoints", id, ""), id)
 		}),
 		apiIDCmd("secret ID", "Show an endpoint's signing secret (GET /v1/endpoints/{id}/secret)", func(cmd *cobra.Command, id string) error {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/endpoints", id, "/secret"), nil, nil)

@@ -34,7 +34,7 @@ func (s *sourceFields) bind(cmd *cobra.Command, create bool) {
 	f.StringVar(&s.destination, "destination-url", "", "where events are forwarded (may be a private address; never link-local or cloud metadata)")
 	f.StringVar(&s.dedupe, "dedupe", "", "dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>")
 	f.IntVar(&s.tolerance, "tolerance-seconds", 0, "replay window for schemes with a timestamp, seconds (0 = 300; refused for github, shopify and hmac without timestamp_header, which sign none)")
-	f.Int64Var(&s.maxBody, "max-body-bytes", 0, "largest accepted body in bytes (0 = 1 MiB)")
+	f.Int64Var(&s.maxBody, "max-body-bytes", 0, "largest accepted body in bytes: 0 (1 MiB) or 1024 (1 KiB) to 16777216 (16 MiB)")
 	f.StringVar(&s.hmac, "hmac", "", `for scheme hmac, a JSON object such as '{"header":"X-Sig","prefix":"sha256="}'`)
 }
 
@@ -122,7 +122,7 @@ func newSourcesCmd() *cobra.Command {
 			return o.do(cmd, http.MethodGet, apiPath("/v1/sources", id, ""), nil, nil)
 		}),
 		apiIDCmd("delete ID", "Delete a source, its forwarding endpoint and its deliveries (DELETE /v1/sources/{id})", func(cmd *cobra.Command, id string) error {
-			return o.do(cmd, http.MethodDelete, apiPath("/v1/sources", id, ""), nil, nil)
+			return o.deleted(cmd, apiPath("/v1/sources", id, ""), id)
 		}),
 	)
 	return g

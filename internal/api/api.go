@@ -568,7 +568,9 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	detail = cutEchoes(detail, maxDetail)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // &, <, > as they are, as huma's answers write them
+	_ = enc.Encode(huma.ErrorModel{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }
 
 // logThrottle tells whether a log line about a key (a source's id) is due:

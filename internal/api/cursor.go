@@ -86,6 +86,7 @@ const (
 type listQuery struct {
 	list    string
 	filters string // the names of the filters, for the refusal
+	shared  bool   // the same for every credential (sharedQuery)
 	digest  [digestLength]byte
 }
 
@@ -104,7 +105,9 @@ func query(ctx context.Context, list, route string, filters ...string) listQuery
 // alone, not to the credential's tenant, so any key continues another's
 // page. Its digest is an admin's query's (no tenant).
 func sharedQuery(list, route string, filters ...string) listQuery {
-	return scopedQuery(list, route, "", filters...)
+	q := scopedQuery(list, route, "", filters...)
+	q.shared = true
+	return q
 }
 
 // scopedQuery is the listQuery of list on route for the credential scope
@@ -165,12 +168,20 @@ func (s *Server) page(lq ListQuery, q listQuery) (store.ListParams, error) {
 			return lp, bad
 		}
 		if subtle.ConstantTimeCompare(plain[1:1+digestLength], q.digest[:]) != 1 {
-			rule := "a next_cursor continues only the query that returned it"
+			rule := "a next_cursor is bound to the query that returned it and continues only that query"
 			if q.filters != "" {
 				rule += " (the same path and " + q.filters + "; limit may change)"
+			} else {
+				rule += " (the same path; limit may change)"
+			}
+			fix := "repeat that query's filters"
+			if !q.shared {
+				// The tenant of the credential is part of the query.
+				rule += ", asked with an API key (or portal session) of the same tenant as the one that made it: a key of another tenant, or an admin key for a tenant key's cursor, continues none"
+				fix = "repeat that query's filters with a key of its tenant"
 			}
 			return lp, huma.Error400BadRequest("cursor belongs to a different query; start again without it",
-				&huma.ErrorDetail{Location: "query.cursor", Message: rule + ": repeat that query's filters, or start again without a cursor", Value: lq.Cursor})
+				&huma.ErrorDetail{Location: "query.cursor", Message: rule + ": " + fix + ", or start again without a cursor", Value: lq.Cursor})
 		}
 		plain = plain[1+digestLength:]
 	} // else a cursor issued before the binding: its list only

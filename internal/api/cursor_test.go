@@ -193,3 +193,24 @@ func withParam(path, param string) string {
 	}
 	return path + "?" + param
 }
+
+// TestCursorRefusalNamesTheKey: a cursor continued with a key of another
+// tenant (or an admin key for a tenant key's cursor) is refused with a
+// rule that says cursors are bound to the API key's tenant as well as to
+// the query, so that the reader knows to use the key that made it.
+func TestCursorRefusalNamesTheKey(t *testing.T) {
+	w := newWorld(t, nil)
+	viewer, _ := w.newKey("viewer", "acme", "")
+	var page struct {
+		NextCursor string `json:"next_cursor"`
+	}
+	w.mustCall(viewer, "GET", "/v1/events?limit=1", "", 200, &page)
+	if page.NextCursor == "" {
+		t.Fatal("no next_cursor on a page of one of acme's two events")
+	}
+	code, raw := w.call(adminKey, "GET", "/v1/events?limit=1&cursor="+page.NextCursor, "")
+	if code != 400 || !strings.Contains(string(raw), `"detail":"cursor belongs to a different query; start again without it"`) ||
+		!strings.Contains(string(raw), "bound to the query") || !strings.Contains(string(raw), "API key") || !strings.Contains(string(raw), "same tenant") {
+		t.Errorf("an acme key's cursor with the admin key: %d %s; want 400 saying the cursor is bound to the query and to the API key's tenant", code, raw)
+	}
+}

@@ -796,6 +796,12 @@ func (c *Console) changeState(w http.ResponseWriter, r *http.Request, s *session
 		msg += fmt.Sprintf("; %d held deliveries released", out.Released)
 	}
 	c.setFlash(s, msg+".")
+	if r.PostFormValue("source") != "" && out.Endpoint.Kind == "source" {
+		// The action on a source's page (its forwarding endpoint, whose
+		// tenant is the source's id): back to that page.
+		http.Redirect(w, r, "/ui/sources/"+url.PathEscape(out.Endpoint.Tenant), http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -1735,6 +1741,71 @@ type sourceDetailData struct {
 
 func (d sourceDetailData) errText() string { return d.Err }
 
+// bodyDeduped reports whether the source's requests are deduped on the
+// SHA-256 of their body whatever its scheme's id (inbound.bodyDedupe): a
+// scheme that signs no timestamp (github, shopify, hmac without
+// timestamp_header: tolerance 0) without a json: rule.
+func (d sourceDetailData) bodyDeduped() bool {
+	return d.S.ToleranceSeconds == 0 && !strings.HasPrefix(d.S.Dedupe, "json:")
+}
+
+// DedupeShown is what the source's requests are deduped on, in words: its
+// rule, or what an empty rule means for its scheme (docs/inbound.md,
+// "Schemes").
+func (d sourceDetailData) DedupeShown() string {
+	switch {
+	case d.S.Dedupe != "":
+		return d.S.Dedupe
+	case d.bodyDeduped() || d.S.Scheme == "hmac":
+		return "the SHA-256 of the body"
+	}
+	return d.naturalID()
+}
+
+// naturalID is the id an empty rule reads for a scheme with a timestamp.
+func (d sourceDetailData) naturalID() string {
+	switch d.S.Scheme {
+	case "stripe", "herald":
+		return "the event's JSON id"
+	case "slack":
+		return "the JSON event_id"
+	case "standard-webhooks":
+		return "the webhook-id header"
+	}
+	return "the SHA-256 of the body"
+}
+
+// DedupeHint is the edit form's hint for the dedupe rule: what empty
+// means for this scheme, and the rules it takes (no header: for a scheme
+// deduped on its body, which the API refuses).
+func (d sourceDetailData) DedupeHint() string {
+	if d.S.ToleranceSeconds == 0 {
+		return "empty: the SHA-256 of the body (the scheme signs no timestamp, so a header, which no signature covers, is never used); or json:/<JSON pointer> into the signed body, e.g. json:/id"
+	}
+	return "empty: " + d.DedupeEmpty() + "; or header:<Name>, json:/<JSON pointer>, e.g. json:/id"
+}
+
+// DedupeEmpty is what an empty dedupe rule means for the source's scheme
+// (the form's placeholder).
+func (d sourceDetailData) DedupeEmpty() string {
+	if d.S.ToleranceSeconds == 0 || d.S.Scheme == "hmac" {
+		return "the SHA-256 of the body"
+	}
+	return d.naturalID()
+}
+
+// BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).
+func (d sourceDetailData) BodyCap() string {
+	n := d.S.MaxBodyBytes
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 func (c *Console) sourceDetail(w http.ResponseWriter, r *http.Request, s *session) {
 	c.sourceDetailPage(w, r, s, http.StatusOK, "", nil)
 }
@@ -1815,13 +1886,28 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 		again(http.StatusUnprocessableEntity, msg)
 		return
 	}
-	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, nil); err != nil {
+	if len(b) == 0 {
+		// Nothing differs from what the form showed: no request, and no
+		// "saved" for a save that saved nothing.
+		c.setFlash(s, "Source "+id+": nothing changed.")
+		http.Redirect(w, r, "/ui/sources/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	var out api.SourceOut
+	if err := c.call(r, s, "PATCH", "/v1/sources/"+url.PathEscape(id), b, &out); err != nil {
 		var ae *apiError
 		if errors.As(relabel(err, sourceLabels), &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusNotFound {
 			again(ae.Status, ae.Detail)
 			return
 		}
 		c.apiFail(w, r, s, err)
+		return
+	}
+	if out.UpdatedAt.Equal(cur.UpdatedAt) {
+		// The API wrote nothing: the values sent are the ones it has
+		// (the same secrets typed again, a value spelled another way).
+		c.setFlash(s, "Source "+id+": nothing changed.")
+		http.Redirect(w, r, "/ui/sources/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
 	c.setFlash(s, "Source "+id+" saved.")

@@ -43,7 +43,14 @@ import (
 const (
 	DefaultMaxBodyBytes = 1 << 20 // 1 MiB
 	MaxMaxBodyBytes     = 16 << 20
-	DefaultTolerance    = 300 * time.Second
+	// MinMaxBodyBytes is the smallest body cap a source may set (0 being
+	// the default): 1 KiB. The smallest real provider webhooks are a few
+	// hundred bytes (a Slack url_verification, a GitHub ping without its
+	// hook object, a Standard Webhooks test event), and a Stripe event or
+	// a GitHub ping are several KiB: a smaller cap refuses nearly every
+	// real event (413), and is a mistake, e.g. KiB meant and bytes given.
+	MinMaxBodyBytes  = 1 << 10
+	DefaultTolerance = 300 * time.Second
 )
 
 // SourceConfig is the verification and dedupe configuration of a source,
@@ -100,8 +107,8 @@ func (c SourceConfig) Validate() error {
 		}
 		return &FieldError{Field: "tolerance_seconds", Err: fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)}
 	}
-	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > MaxMaxBodyBytes {
-		return &FieldError{Field: "max_body_bytes", Err: fmt.Errorf("max_body_bytes must be 0 (default %d) to %d", DefaultMaxBodyBytes, MaxMaxBodyBytes)}
+	if c.MaxBodyBytes != 0 && (c.MaxBodyBytes < MinMaxBodyBytes || c.MaxBodyBytes > MaxMaxBodyBytes) {
+		return &FieldError{Field: "max_body_bytes", Err: fmt.Errorf("max_body_bytes %d: must be 0 (the default, %d) or %d (1 KiB, below which real providers' webhooks do not fit) to %d (16 MiB)", c.MaxBodyBytes, DefaultMaxBodyBytes, MinMaxBodyBytes, MaxMaxBodyBytes)}
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
@@ -239,13 +246,21 @@ type answer struct {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	encode(w, v)
 }
 
 func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+	encode(w, map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+// encode writes v as JSON without HTML escaping (&, <, > as they are, as
+// the API's answers): the answers are JSON for programs, never HTML.
+func encode(w http.ResponseWriter, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // storeProblem answers a store error other than the ones ServeHTTP handles

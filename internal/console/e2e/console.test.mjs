@@ -29,7 +29,7 @@ const log = (s) => { step = s; console.log('• ' + s); };
 
 // --- the receiver: /ok answers 200; /fail 500 with markup in the body;
 // /flaky 503 until healed; /replayme 500 until replayHealed; /gone 410 (Herald disables the endpoint) until
-// goneHealed; /forge is a page of another origin that posts to Herald
+// goneHealed; /retired 410 always; /forge is a page of another origin that posts to Herald
 // without the CSRF token.
 const received = [];
 let healed = false;
@@ -54,7 +54,7 @@ const receiver = createServer((req, res) => {
     } else if (path.startsWith('/replayme')) {
       res.writeHead(replayHealed ? 200 : 500, { 'content-type': 'text/plain' });
       res.end(replayHealed ? 'thanks' : 'not yet');
-    } else if (path.startsWith('/gone')) {
+    } else if (path.startsWith('/gone') || path.startsWith('/retired')) {
       res.writeHead(410, { 'content-type': 'text/plain' });
       res.end('gone');
     } else if (path.startsWith('/down')) {
@@ -643,11 +643,35 @@ async function main() {
   await page.waitForSelector('.flash');
   const edited = (await api('GET', `/v1/sources/${src.id}`)).body;
   assert.deepEqual([edited.tolerance_seconds, edited.dedupe, edited.secrets], [600, 'json:/id', 2]);
-  assert.match(await page.textContent('main'), /tolerance 600 s · dedupe json:\/id/);
+  assert.match(await page.textContent('main'), /tolerance 600 s · dedupe json:\/id · body cap 1 MiB/);
+
+  log('a save that changes nothing says so, not "saved"');
+  await page.click('button:has-text("Save")');
+  await page.waitForSelector('.flash');
+  assert.match(await page.textContent('.flash'), /nothing changed/);
+  assert.equal((await api('GET', `/v1/sources/${src.id}`)).body.updated_at, edited.updated_at, 'a save without changes wrote the source');
 
   log('delete a source from its page, after a confirmation page');
-  const gone = (await api('POST', '/v1/sources', { name: 'retired', scheme: 'github', secrets: ['gh_secret_for_e2e_0123'], destination_url: `${R}/gone` })).body;
+  const gone = (await api('POST', '/v1/sources', { name: 'retired', scheme: 'github', secrets: ['gh_secret_for_e2e_0123'], destination_url: `${R}/retired` })).body;
   await page.goto(heraldBase + `/ui/sources/${gone.id}`);
+
+  log('a github source: deduped on its body (its form offers no header: rule); a 410 disables its forwarding, Enable on its page');
+  assert.match(await page.textContent('main'), /dedupe the SHA-256 of the body · body cap 1 MiB/);
+  assert.doesNotMatch(await page.textContent('main'), /the scheme's event id|header:<Name>/);
+  const ghBody = JSON.stringify({ zen: 'Keep it logically awesome.', hook_id: 1 });
+  const ghSig = 'sha256=' + createHmac('sha256', 'gh_secret_for_e2e_0123').update(ghBody).digest('hex');
+  assert.equal((await fetch(heraldBase + gone.ingest_path, { method: 'POST', body: ghBody,
+    headers: { 'content-type': 'application/json', 'x-hub-signature-256': ghSig, 'x-github-event': 'ping', 'x-github-delivery': 'd-1' } })).status, 200);
+  await waitFor('the 410 disables the forwarding endpoint', async () =>
+    (await api('GET', `/v1/endpoints/${gone.endpoint_id}`)).body.state === 'disabled');
+  await page.reload();
+  assert.match(await page.textContent('[data-testid=forwarding]'), /disabled · \S/);
+  assert.match(await page.textContent('[data-testid=forwarding-action]'), /Enable/);
+  await shot(page, 'source-disabled');
+  await page.click('[data-testid=forwarding-action] button:has-text("Enable")');
+  await page.waitForURL(new RegExp(`/ui/sources/${gone.id}$`));
+  assert.match(await page.textContent('.flash'), new RegExp(`Endpoint ${gone.endpoint_id} is enabled`));
+  assert.equal((await api('GET', `/v1/endpoints/${gone.endpoint_id}`)).body.state, 'enabled');
   await page.click('a:has-text("Delete source…")');
   await page.waitForURL(new RegExp(`/ui/sources/${gone.id}/delete$`));
   assert.match(await page.textContent('main'), new RegExp(`Delete source retired\\?[\\s\\S]*${gone.endpoint_id}`));

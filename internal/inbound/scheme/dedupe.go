@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -41,8 +42,10 @@ const (
 
 // ValidateDedupeRule checks a dedupe rule: "" (the scheme's natural id),
 // "header:<Name>" with a valid header field name, or "json:<pointer>" with
-// an RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
-// "json:/a~1b" for member "a/b"). Errors wrap [ErrBadDedupeRule].
+// a non-empty RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
+// "json:/a~1b" for member "a/b"; "json:" alone, the whole document, is
+// refused: the document is the event, not an id). Errors wrap
+// [ErrBadDedupeRule].
 func ValidateDedupeRule(rule string) error {
 	_, _, err := parseRule(rule)
 	return err
@@ -69,6 +72,11 @@ func parseRule(rule string) (ruleKind, any, error) {
 		}
 		return ruleHeader, canonicalHeader(name), nil
 	case strings.HasPrefix(rule, rulePrefixJSONPointer):
+		if rule == rulePrefixJSONPointer {
+			// RFC 6901: the empty pointer designates the whole document,
+			// which is the event, not its id.
+			return 0, nil, fmt.Errorf("%w: %q has an empty JSON pointer, which designates the whole document (RFC 6901), not an id in it; give the pointer of the id, e.g. json:/id or json:/data/object/id", ErrBadDedupeRule, rule)
+		}
 		tokens, err := parsePointer(rule[len(rulePrefixJSONPointer):])
 		if err != nil {
 			return 0, nil, fmt.Errorf("%w: %w", ErrBadDedupeRule, err)
@@ -185,7 +193,18 @@ func firstHeaderKey(h http.Header, names ...string) (string, error) {
 	return "", fmt.Errorf("%w: none of the headers %s", ErrNoDedupeKey, strings.Join(names, ", "))
 }
 
-// jsonKey returns the string or number at tokens in the JSON body.
+// NumberKeyPrefix starts the key of a JSON number (see [jsonKey]). Its
+// first character is a control character, which [checkKey] refuses in
+// every key read from a request, so no string id can ever have a key that
+// starts with it: a number's key never collides with a string's.
+const NumberKeyPrefix = "\x1fnumber:"
+
+// jsonKey returns the key of the string or number at tokens in the JSON
+// body. A string's key is its unescaped text, as it always was (so keys
+// stored by earlier versions still match). A number's key is
+// [NumberKeyPrefix] followed by its canonical text ([CanonicalNumber]):
+// numbers equal in value (1, 1.0, 1e0, 10e-1) share one key, and no
+// number shares one with a string (1 and "1" are different ids).
 func jsonKey(body []byte, tokens []string, pointer string) (string, error) {
 	raw, err := lookupJSON(body, tokens)
 	if err != nil {
@@ -195,7 +214,129 @@ func jsonKey(body []byte, tokens []string, pointer string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: JSON pointer %q: %w", ErrNoDedupeKey, pointer, err)
 	}
-	return checkKey(s, "JSON pointer "+pointer)
+	if raw[0] == '"' {
+		return checkKey(s, "JSON pointer "+pointer)
+	}
+	n, err := CanonicalNumber(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: JSON pointer %q: %w", ErrNoDedupeKey, pointer, err)
+	}
+	if len(NumberKeyPrefix)+len(n) > MaxKeyLen {
+		return "", fmt.Errorf("%w: JSON pointer %s: the number's key is longer than %d bytes", ErrNoDedupeKey, pointer, MaxKeyLen)
+	}
+	return NumberKeyPrefix + n, nil
+}
+
+// maxExponentDigits bounds the exponent of a number CanonicalNumber
+// accepts (its digits once leading zeros are dropped): far beyond any id,
+// and small enough that the arithmetic never overflows.
+const maxExponentDigits = 9
+
+// CanonicalNumber returns the canonical text of a JSON number literal:
+// the text RFC 8785 (JSON Canonicalization Scheme, section 3.2.2.3) gives
+// a number — ECMAScript's Number::toString: no "+", no leading or
+// trailing zero, plain notation from 1e-6 up to below 1e21, otherwise one
+// digit, a fraction if any and "e+N"/"e-N"; -0 is "0" — but of the exact
+// decimal value, with every significant digit kept, never rounded to a
+// float64 first: so 1, 1.0, 1e0 and 10e-1 all give "1", while two integer
+// ids beyond 2^53 that a float64 cannot tell apart keep two texts. Where
+// the value is a float64 with at most 17 significant digits, the text is
+// RFC 8785's.
+func CanonicalNumber(lit string) (string, error) {
+	bad := fmt.Errorf("%q is not a JSON number", lit)
+	i := 0
+	neg := i < len(lit) && lit[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+		i++
+	}
+	intPart := lit[start:i]
+	if intPart == "" || (len(intPart) > 1 && intPart[0] == '0') {
+		return "", bad
+	}
+	frac := ""
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		fs := i
+		for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+			i++
+		}
+		if frac = lit[fs:i]; frac == "" {
+			return "", bad
+		}
+	}
+	exp := 0
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		expNeg := false
+		if i < len(lit) && (lit[i] == '+' || lit[i] == '-') {
+			expNeg = lit[i] == '-'
+			i++
+		}
+		es := i
+		for i < len(lit) && '0' <= lit[i] && lit[i] <= '9' {
+			i++
+		}
+		digits := strings.TrimLeft(lit[es:i], "0")
+		if es == i {
+			return "", bad
+		}
+		if len(digits) > maxExponentDigits {
+			return "", fmt.Errorf("number %.40q has an exponent beyond %d digits", lit, maxExponentDigits)
+		}
+		for _, c := range digits {
+			exp = exp*10 + int(c-'0')
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	if i != len(lit) {
+		return "", bad
+	}
+	// value = digits × 10^exp, digits without leading or trailing zeros.
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	if digits == "" {
+		return "0", nil // 0, -0, 0.0, 0e5
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	k := len(digits)
+	n := exp + k // the decimal point sits after n digits (ECMAScript's n)
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	switch {
+	case k <= n && n <= 21:
+		b.WriteString(digits)
+		b.WriteString(strings.Repeat("0", n-k))
+	case 0 < n && n <= 21:
+		b.WriteString(digits[:n])
+		b.WriteByte('.')
+		b.WriteString(digits[n:])
+	case -6 < n && n <= 0:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", -n))
+		b.WriteString(digits)
+	default:
+		b.WriteByte(digits[0])
+		if k > 1 {
+			b.WriteByte('.')
+			b.WriteString(digits[1:])
+		}
+		b.WriteByte('e')
+		if n-1 >= 0 {
+			b.WriteByte('+')
+		}
+		b.WriteString(strconv.Itoa(n - 1))
+	}
+	return b.String(), nil
 }
 
 // slackKey returns event_id, or the challenge of a url_verification.

@@ -42,7 +42,7 @@ func TestDedupeKeyNatural(t *testing.T) {
 		{"stripe id invalid UTF-8", Stripe, nil, "{\"id\":\"evt\xff\"}", "", ErrNoDedupeKey},
 		{"stripe id too long", Stripe, nil, `{"id":"` + strings.Repeat("a", MaxKeyLen+1) + `"}`, "", ErrNoDedupeKey},
 		{"stripe id at max length", Stripe, nil, `{"id":"` + strings.Repeat("a", MaxKeyLen) + `"}`, strings.Repeat("a", MaxKeyLen), nil},
-		{"stripe numeric id", Stripe, nil, `{"id":12345678901234567890}`, "12345678901234567890", nil},
+		{"stripe numeric id", Stripe, nil, `{"id":12345678901234567890}`, NumberKeyPrefix + "12345678901234567890", nil},
 		// github
 		{"github delivery", GitHub, http.Header{"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"}}, `{}`, "72d3162e-cc78-11e3-81ab-4c9367dc0958", nil},
 		{"github none", GitHub, http.Header{}, `{"id":1}`, "", ErrNoDedupeKey},
@@ -106,7 +106,7 @@ func TestDedupeKeyRules(t *testing.T) {
 		{Herald, "header:X-Missing", "", ErrNoDedupeKey},
 		{Herald, "json:/id", "evt_top", nil}, // the signed id instead of the header
 		{GitHub, "json:/data/object/id", "obj_1", nil},
-		{GitHub, "json:/data/object/n", "-1.5e3", nil}, // a number's text as sent
+		{GitHub, "json:/data/object/n", NumberKeyPrefix + "-1500", nil}, // a number's canonical text
 		{HMAC, "json:/a~1b/m~0n", "slashtilde", nil},
 		{HMAC, "json:/list/1/k", "one", nil},
 		{HMAC, "json:/list/0/k", "zero", nil},
@@ -118,7 +118,7 @@ func TestDedupeKeyRules(t *testing.T) {
 		{HMAC, "json:/id/x", "", ErrNoDedupeKey},
 		{HMAC, "json:/data", "", ErrNoDedupeKey}, // an object
 		{HMAC, "json:/t", "", ErrNoDedupeKey},    // a boolean
-		{HMAC, "json:", "", ErrNoDedupeKey},      // the whole document: an object
+		{HMAC, "json:", "", ErrBadDedupeRule},    // the whole document (RFC 6901): not an id
 		{HMAC, "json:/nope", "", ErrNoDedupeKey},
 		// bad rules
 		{HMAC, "json:id", "", ErrBadDedupeRule},
@@ -147,9 +147,9 @@ func TestDedupeKeyRules(t *testing.T) {
 	if _, err := DedupeKey(HMAC, "json:/\xff", nil, []byte("{\"\xff\":\"v\"}")); !errors.Is(err, ErrNoDedupeKey) {
 		t.Fatalf("invalid UTF-8 member name: %v", err)
 	}
-	// The whole document is a string.
-	if got, err := DedupeKey(HMAC, "json:", nil, []byte(`"evt_whole"`)); err != nil || got != "evt_whole" {
-		t.Fatalf("whole-document string: %q, %v", got, err)
+	// The whole document is never a key, not even a string.
+	if got, err := DedupeKey(HMAC, "json:", nil, []byte(`"evt_whole"`)); !errors.Is(err, ErrBadDedupeRule) {
+		t.Fatalf("whole-document string: %q, %v; want ErrBadDedupeRule", got, err)
 	}
 }
 
@@ -180,14 +180,95 @@ func TestBodyKey(t *testing.T) {
 }
 
 func TestValidateDedupeRule(t *testing.T) {
-	for _, ok := range []string{"", "header:X-Request-Id", "json:", "json:/", "json:/id", "json:/a~0~1/0/-"} {
+	for _, ok := range []string{"", "header:X-Request-Id", "json:/", "json:/id", "json:/a~0~1/0/-"} {
 		if err := ValidateDedupeRule(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"x", "header:", "header:a:b", "json:a", "json:/~", "json:/~x"} {
+	for _, bad := range []string{"x", "header:", "header:a:b", "json:", "json:a", "json:/~", "json:/~x"} {
 		if err := ValidateDedupeRule(bad); !errors.Is(err, ErrBadDedupeRule) {
 			t.Errorf("%q: %v, want ErrBadDedupeRule", bad, err)
+		}
+	}
+	// The empty pointer's error says why and what a valid rule looks like.
+	if err := ValidateDedupeRule("json:"); err == nil || !strings.Contains(err.Error(), "whole document") || !strings.Contains(err.Error(), "json:/id") {
+		t.Errorf(`ValidateDedupeRule("json:") = %v; want an error naming the whole document and json:/id`, err)
+	}
+}
+
+// TestDedupeKeyJSONTypes: a json: rule's key knows the value's type. A
+// string keeps the key it always had (its text), so events deduped by an
+// earlier version stay deduped; a number's key is NumberKeyPrefix and its
+// canonical text, so numbers equal in value share a key (1, 1.0, 1e0) and
+// no number shares one with a string (1 and "1"; not even with the string
+// that spells its key, which holds a control character no string key may).
+func TestDedupeKeyJSONTypes(t *testing.T) {
+	key := func(v string) string {
+		t.Helper()
+		k, err := DedupeKey(HMAC, "json:/id", nil, []byte(`{"id":`+v+`}`))
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		return k
+	}
+	if k := key(`"1"`); k != "1" {
+		t.Errorf(`the string "1" has the key %q; want "1", as before`, k)
+	}
+	if k := key(`"evt_1"`); k != "evt_1" {
+		t.Errorf(`the string "evt_1" has the key %q; want "evt_1", as before`, k)
+	}
+	for _, same := range [][]string{
+		{`1`, `1.0`, `1e0`, `1E+0`, `10e-1`, `0.1e1`, `1.000`},
+		{`0`, `-0`, `0.0`, `0e10`, `-0.0e-3`},
+		{`-1500`, `-1.5e3`, `-15e2`, `-1500.0`},
+		{`12345678901234567890`, `1.234567890123456789e19`},
+		{`1e21`, `10e20`, `1000000000000000000000`},
+	} {
+		want := key(same[0])
+		for _, v := range same[1:] {
+			if k := key(v); k != want {
+				t.Errorf("%s has the key %q, %s the key %q; want one key for numbers equal in value", same[0], want, v, k)
+			}
+		}
+	}
+	for _, differ := range [][2]string{
+		{`1`, `"1"`},
+		{`1.5`, `"1.5"`},
+		{`0`, `"0"`},
+		{`1`, `2`},
+		{`12345678901234567890`, `12345678901234567891`}, // one float64 apart from none
+		{`1`, `-1`},
+		{`1e-7`, `1e-6`},
+	} {
+		if a, b := key(differ[0]), key(differ[1]); a == b {
+			t.Errorf("%s and %s share the key %q; want two keys", differ[0], differ[1], a)
+		}
+	}
+	// A string spelling a number's key is refused (a control character),
+	// never taken for the number.
+	if k, err := DedupeKey(HMAC, "json:/id", nil, []byte(`{"id":"\u001fnumber:1"}`)); !errors.Is(err, ErrNoDedupeKey) {
+		t.Errorf("a string spelling the key of 1: %q, %v; want ErrNoDedupeKey", k, err)
+	}
+}
+
+// TestCanonicalNumber: RFC 8785's texts of numbers (its appendix B and
+// ECMAScript's Number::toString), on the exact decimal value.
+func TestCanonicalNumber(t *testing.T) {
+	for lit, want := range map[string]string{
+		"0": "0", "-0": "0", "1": "1", "-1": "-1", "1.0": "1", "1e0": "1", "100": "100", "1e2": "100",
+		"1.5": "1.5", "0.5": "0.5", "5e-1": "0.5", "0.000001": "0.000001", "1e-6": "0.000001", "1e-7": "1e-7",
+		"1.25e-7": "1.25e-7", "123456789012345678901": "123456789012345678901", "1e20": "100000000000000000000",
+		"1e21": "1e+21", "1.5e21": "1.5e+21", "-1.5e-10": "-1.5e-10", "333333333.33333329": "333333333.33333329",
+		"9007199254740993": "9007199254740993", "1E+2": "100", "0.0001e4": "1", "1e400": "1e+400",
+	} {
+		got, err := CanonicalNumber(lit)
+		if err != nil || got != want {
+			t.Errorf("CanonicalNumber(%q) = %q, %v; want %q", lit, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1x", "1e1234567890"} {
+		if got, err := CanonicalNumber(bad); err == nil {
+			t.Errorf("CanonicalNumber(%q) = %q; want an error", bad, got)
 		}
 	}
 }

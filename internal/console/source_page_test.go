@@ -1,0 +1,85 @@
+package console
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/herald-webhooks/herald/internal/api"
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// TestSourcePageSaysWhatItDoes: a source's page describes its dedupe as
+// its scheme does it — a github or shopify source (no signed timestamp)
+// is deduped on the SHA-256 of its body, not "the scheme's event id", and
+// its form offers no header: rule (refused for it) — a stripe source on
+// its event's JSON id; its summary gives the body cap; a disabled
+// forwarding endpoint shows its reason after a separator and an Enable
+// action that comes back to the source's page; and a save that changes
+// nothing says so instead of "saved".
+func TestSourcePageSaysWhatItDoes(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	gh := createSource(t, f, `{"name":"gh","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in","max_body_bytes":65536}`)
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+gh.ID, nil).Body.String())
+	for _, want := range []string{"dedupe the SHA-256 of the body · body cap 64 KiB ·", "or json:/<JSON pointer> into the signed body", `placeholder="the SHA-256 of the body"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the github source's page lacks %q:\n%s", want, page)
+		}
+	}
+	for _, bad := range []string{"the scheme's event id", "header:<Name>"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the github source's page says %q (it is deduped on its body; header: is refused for it)", bad)
+		}
+	}
+	st := createSource(t, f, `{"name":"st","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+st.ID, nil).Body.String())
+	for _, want := range []string{"dedupe the event's JSON id · body cap 1 MiB ·", "empty: the event's JSON id; or header:<Name>, json:/<JSON pointer>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the stripe source's page lacks %q", want)
+		}
+	}
+
+	// A disabled forwarding endpoint: its reason after a separator, and
+	// an Enable action back to this page.
+	if _, _, err := f.st.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: gh.EndpointID, State: store.EndpointDisabled, Reason: "the endpoint answered 410 Gone", Now: f.clock()}); err != nil {
+		t.Fatal(err)
+	}
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+gh.ID, nil).Body.String())
+	if !strings.Contains(page, `disabled</span> · the endpoint answered 410 Gone`) || !strings.Contains(page, `<input type="hidden" name="to" value="enable"><button type="submit">Enable</button>`) {
+		t.Errorf("the page of a source whose forwarding endpoint is disabled lacks the separated reason or the Enable action:\n%s", page)
+	}
+	w := b.do("POST", "/ui/endpoints/"+gh.EndpointID+"/state", url.Values{"csrf": {token}, "to": {"enable"}, "source": {gh.ID}})
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/ui/sources/"+gh.ID {
+		t.Errorf("Enable from the source's page: %d to %q; want 303 back to /ui/sources/%s", w.Code, w.Header().Get("Location"), gh.ID)
+	}
+	var ep api.EndpointOut
+	f.apiCall(adminKey, "GET", "/v1/endpoints/"+gh.EndpointID, "", &ep)
+	if ep.State != "enabled" {
+		t.Errorf("after Enable the forwarding endpoint is %s", ep.State)
+	}
+
+	// A save that changes nothing.
+	var before api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+st.ID, "", &before)
+	form := url.Values{"csrf": {token}, "name": {st.Name}, "destination_url": {st.DestinationURL}, "secrets": {""},
+		"tolerance_seconds": {"300"}, "dedupe": {""}, "max_body_bytes": {"1048576"},
+		"was_name": {st.Name}, "was_destination_url": {st.DestinationURL}, "was_tolerance_seconds": {"300"}, "was_dedupe": {""}, "was_max_body_bytes": {"1048576"}}
+	for _, secrets := range []string{"", "source-secret-0123456789"} { // the form as shown; the same secret typed again
+		form.Set("secrets", secrets)
+		if w := b.do("POST", "/ui/sources/"+st.ID, form); w.Code != http.StatusSeeOther {
+			t.Fatalf("saving the form unchanged: %d %s", w.Code, w.Body.String())
+		}
+		page = b.do("GET", "/ui/sources/"+st.ID, nil).Body.String()
+		if !strings.Contains(page, "Source "+st.ID+": nothing changed.") || strings.Contains(page, "saved.") {
+			t.Errorf("a save that changes nothing (secrets %q) does not say so", secrets)
+		}
+	}
+	var after api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+st.ID, "", &after)
+	if !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("a save that changes nothing wrote the source (updated_at %v → %v)", before.UpdatedAt, after.UpdatedAt)
+	}
+}

@@ -32,7 +32,7 @@ func (s *sourceFields) bind(cmd *cobra.Command, create bool) {
 	}
 	f.StringArrayVar(&s.secrets, "secret", nil, "the provider's signing secret, at least 16 bytes (repeatable during a rotation; write-only)")
 	f.StringVar(&s.destination, "destination-url", "", "where events are forwarded (may be a private address; never link-local or cloud metadata)")
-	f.StringVar(&s.dedupe, "dedupe", "", "dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>")
+	f.StringVar(&s.dedupe, "dedupe", "", "dedupe key: empty = the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac); header:<Name>; json:/<JSON pointer>")
 	f.IntVar(&s.tolerance, "tolerance-seconds", 0, "replay window for schemes with a timestamp, seconds (0 = 300; refused for github, shopify and hmac without timestamp_header, which sign none)")
 	f.Int64Var(&s.maxBody, "max-body-bytes", 0, "largest accepted body in bytes: 0 (1 MiB) or 1024 (1 KiB) to 16777216 (16 MiB)")
 	f.StringVar(&s.hmac, "hmac", "", `for scheme hmac, a JSON object such as '{"header":"X-Sig","prefix":"sha256="}'`)

@@ -14,6 +14,8 @@ func TestSourceRulesRefused(t *testing.T) {
 	for _, c := range []struct{ field, value, want string }{
 		// RFC 6901's empty pointer is the whole document, not an id.
 		{"dedupe", `"json:"`, "json:/id"},
+		// …and the empty rule it points to is not an event id everywhere.
+		{"dedupe", `"json:"`, "an empty rule is the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac)"},
 		// A body cap below 1 KiB refuses nearly every real provider's event.
 		{"max_body_bytes", `1`, "1024 (1 KiB"},
 		{"max_body_bytes", `1023`, "1024 (1 KiB"},

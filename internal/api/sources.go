@@ -44,7 +44,7 @@ type CreateSourceBody struct {
 	Scheme           string    `json:"scheme" enum:"herald,standard-webhooks,stripe,github,shopify,slack,hmac" doc:"how the provider signs"`
 	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
 	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300; refused for a scheme that signs none (github, shopify, hmac without timestamp_header)"`
-	Dedupe           string    `json:"dedupe,omitempty" maxLength:"256" doc:"dedupe key: empty = the scheme's event id; header:<Name>; json:/<JSON pointer>"`
+	Dedupe           string    `json:"dedupe,omitempty" maxLength:"256" doc:"dedupe key: empty = the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac); header:<Name>; json:/<JSON pointer>"`
 	DestinationURL   string    `json:"destination_url" minLength:"1" maxLength:"2048" doc:"where events are forwarded; set by operators, may be a private address but never a link-local or cloud metadata one (169.254.0.0/16, fe80::/10, fd00:ec2::254, …)"`
 	MaxBodyBytes     int64     `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216" doc:"largest accepted body in bytes: 0 (the default, 1 MiB) or 1024 (1 KiB: smaller fits no real provider's webhooks) to 16777216 (16 MiB)"`
 	HMAC             *HMACBody `json:"hmac,omitempty" doc:"for scheme hmac"`

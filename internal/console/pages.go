@@ -1597,7 +1597,7 @@ func (d sourcesData) errText() string { return d.Err }
 type sourceForm struct {
 	Name, Scheme, DestinationURL, Tolerance, Dedupe, MaxBody string
 	// posted names the fields the form had (a field it lacks is never
-	// sent; an empty one is: empty dedupe is the scheme's event id).
+	// sent; an empty one is: empty dedupe is the scheme's own rule).
 	posted map[string]bool
 	// Was is what an edit form showed when it was rendered (its was_*
 	// fields): only what the user changed from that is sent, so a change
@@ -1669,7 +1669,7 @@ func (f sourceForm) settings(b map[string]any, was *sourceForm) string {
 		b[n.key] = v
 	}
 	if d := strings.TrimSpace(f.Dedupe); f.posted["dedupe"] && (was == nil && d != "" || was != nil && f.Dedupe != shown.Dedupe) {
-		b["dedupe"] = d // "" on an edit: back to the scheme's event id
+		b["dedupe"] = d // "" on an edit: back to the scheme's own rule
 	}
 	return ""
 }

@@ -31,7 +31,7 @@ func TestSourceFormEditsItsSettings(t *testing.T) {
 	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
 	page := html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
 	for _, want := range []string{`name="tolerance_seconds" type="number" min="0" max="3600" value="300"`, `name="dedupe" value=""`,
-		`name="max_body_bytes" type="number" min="0" max="16777216" value="1048576"`, `href="/ui/sources/` + src.ID + `/delete"`} {
+		`name="max_body_bytes" type="number" min="1024" max="16777216" value="1048576"`, `href="/ui/sources/` + src.ID + `/delete"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the source's page lacks %s:\n%s", want, page)
 		}

@@ -34,6 +34,17 @@ func TestSourcePageSaysWhatItDoes(t *testing.T) {
 			t.Errorf("the github source's page says %q (it is deduped on its body; header: is refused for it)", bad)
 		}
 	}
+	// The create form on the sources list says the same, and takes no body
+	// cap the API refuses.
+	list := html.UnescapeString(b.do("GET", "/ui/sources", nil).Body.String())
+	for _, want := range []string{"empty: the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac)", `name="max_body_bytes" type="number" min="1024"`} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the sources list's create form lacks %q", want)
+		}
+	}
+	if strings.Contains(list, "the scheme's event id") {
+		t.Error(`the sources list's create form says "the scheme's event id" (github, shopify and hmac dedupe on the body)`)
+	}
 	st := createSource(t, f, `{"name":"st","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
 	page = html.UnescapeString(b.do("GET", "/ui/sources/"+st.ID, nil).Body.String())
 	for _, want := range []string{"dedupe the event's JSON id · body cap 1 MiB ·", "empty: the event's JSON id; or header:<Name>, json:/<JSON pointer>"} {

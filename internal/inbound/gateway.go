@@ -112,7 +112,7 @@ func (c SourceConfig) Validate() error {
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
-			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`%w; an empty rule is the scheme's event id`, err)}
+			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`%w; an empty rule is the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac)`, err)}
 		}
 		if strings.HasPrefix(c.Dedupe, "header:") && bodyDedupe(c) {
 			// It would be accepted and never used: see bodyDedupe.

@@ -15,7 +15,11 @@ func TestBlankNamesRefused(t *testing.T) {
 	w := newWorld(t, nil)
 	_, before := w.call(adminKey, "GET", "/v1/sources", "")
 	_, keysBefore := w.call(adminKey, "GET", "/v1/api-keys", "")
-	for _, name := range []string{`""`, `" "`, `"   "`, `"\u00a0"`, `" \u3000 "`, `"\u0085"`} {
+	// Blank: spaces, or only invisible format characters (a zero-width
+	// space, a byte-order mark); and names with a C1 control (U+009B is
+	// the terminals' escape-sequence introducer) or a bidirectional
+	// override, which a list or a terminal would show as something else.
+	for _, name := range []string{`""`, `" "`, `"   "`, `"\u00a0"`, `" \u3000 "`, `"\u0085"`, `"\u200b"`, `"\ufeff"`, `" \u2060 "`, `"a\u009bb"`, `"a\u0085b"`, `"\u202egnp.exe"`, `"inv\u2066oice"`} {
 		for _, c := range []struct{ method, path, body string }{
 			{"POST", "/v1/sources", `{"name":` + name + `,"scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.3/in"}`},
 			{"PATCH", "/v1/sources/" + w.srcID, `{"name":` + name + `}`},
@@ -39,5 +43,9 @@ func TestBlankNamesRefused(t *testing.T) {
 	w.mustCall(adminKey, "PATCH", "/v1/sources/"+w.srcID, `{"name":" stripe live "}`, 200, &src)
 	if src.Name != " stripe live " {
 		t.Errorf("name with spaces around it stored as %q", src.Name)
+	}
+	w.mustCall(adminKey, "PATCH", "/v1/sources/"+w.srcID, `{"name":"Zahlungen – Café ✓ 支払い"}`, 200, &src)
+	if src.Name != "Zahlungen – Café ✓ 支払い" {
+		t.Errorf("a name of letters and symbols stored as %q", src.Name)
 	}
 }

@@ -16,7 +16,7 @@ import (
 type CreateAPIKeyBody struct {
 	// The pattern allows "" ("*", not "+"): an empty name gets one error
 	// (minLength), not two.
-	Name string `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^([^\\x00-\\x1f\\x7f]*[^\\x00-\\x20\\x7f\\x85\\p{Z}][^\\x00-\\x1f\\x7f]*)?$" patternDescription:"not blank (a character other than spaces), no control characters"`
+	Name string `json:"name" minLength:"1" maxLength:"128" doc:"what the key is for, e.g. billing publisher" pattern:"^([^\\p{Cc}\\p{Cf}]*[^\\p{Cc}\\p{Cf}\\p{Z}][^\\p{Cc}\\p{Cf}]*)?$" patternDescription:"not blank (a character other than spaces), no control characters or invisible format characters (C0 and C1 controls, U+200B, U+FEFF, bidirectional overrides such as U+202E)"`
 	Role string `json:"role" enum:"admin,manager,publisher,viewer" doc:"admin: everything; manager: its tenant's endpoints, secrets, deliveries and replays; publisher: publish and read its tenant's events (Herald's operational events about its endpoints too); viewer: read-only, never secrets"`
 	// No pattern in the schema: "" (how the key list shows an admin key's
 	// tenant) is accepted for an admin key, and createAPIKey names the rule

@@ -30,6 +30,11 @@ func TestSourceRulesRefused(t *testing.T) {
 			}
 		}
 	}
+	// A source has no headers: the userinfo refusal points to what
+	// authenticates its forwards instead.
+	if st, got := w.call(adminKey, "PATCH", "/v1/sources/"+w.srcID, `{"destination_url":"http://user:pw@10.0.0.3/in"}`); st != 422 || strings.Contains(string(got), "use a header") || !strings.Contains(string(got), "authenticate with their signature") {
+		t.Errorf("a destination with userinfo = %d %s; want 422 without advice a source cannot follow", st, got)
+	}
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); string(after) != string(before) {
 		t.Errorf("refused settings changed the sources:\n%s\nwant\n%s", after, before)
 	}

@@ -40,7 +40,7 @@ func (h *HMACBody) config() *scheme.HMACConfig {
 
 // CreateSourceBody is the body of POST /v1/sources.
 type CreateSourceBody struct {
-	Name             string    `json:"name" minLength:"1" maxLength:"128" pattern:"^([^\\x00-\\x1f\\x7f]*[^\\x00-\\x20\\x7f\\x85\\p{Z}][^\\x00-\\x1f\\x7f]*)?$" patternDescription:"not blank (a character other than spaces), no control characters"`
+	Name             string    `json:"name" minLength:"1" maxLength:"128" pattern:"^([^\\p{Cc}\\p{Cf}]*[^\\p{Cc}\\p{Cf}\\p{Z}][^\\p{Cc}\\p{Cf}]*)?$" patternDescription:"not blank (a character other than spaces), no control characters or invisible format characters (C0 and C1 controls, U+200B, U+FEFF, bidirectional overrides such as U+202E)"`
 	Scheme           string    `json:"scheme" enum:"herald,standard-webhooks,stripe,github,shopify,slack,hmac" doc:"how the provider signs"`
 	Secrets          []string  `json:"secrets" minItems:"1" maxItems:"5" doc:"the provider's signing secrets (several during a rotation); write-only"`
 	ToleranceSeconds int       `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600" doc:"replay window for schemes with a timestamp, seconds; default 300; refused for a scheme that signs none (github, shopify, hmac without timestamp_header)"`
@@ -52,7 +52,7 @@ type CreateSourceBody struct {
 
 // UpdateSourceBody is the body of PATCH /v1/sources/{id}.
 type UpdateSourceBody struct {
-	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^([^\\x00-\\x1f\\x7f]*[^\\x00-\\x20\\x7f\\x85\\p{Z}][^\\x00-\\x1f\\x7f]*)?$" patternDescription:"not blank (a character other than spaces), no control characters"`
+	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^([^\\p{Cc}\\p{Cf}]*[^\\p{Cc}\\p{Cf}\\p{Z}][^\\p{Cc}\\p{Cf}]*)?$" patternDescription:"not blank (a character other than spaces), no control characters or invisible format characters (C0 and C1 controls, U+200B, U+FEFF, bidirectional overrides such as U+202E)"`
 	Scheme           *string   `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source. The one exception: with secrets, it replaces the configuration of a source whose configuration does not open (unreadable [config]), any scheme"`
 	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
 	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
@@ -103,7 +103,7 @@ func (s *Server) checkDestination(raw, loc string) (string, error) {
 	case u.Host == "" || u.Hostname() == "":
 		return "", invalid(loc, "destination_url needs a host", nil)
 	case u.User != nil:
-		return "", invalid(loc, "destination_url must not contain userinfo; use a header", nil)
+		return "", invalid(loc, "destination_url must not contain userinfo (user:password@): a source's forwards authenticate with their signature (its forwarding endpoint's secret)", nil)
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return "", invalid(loc, "destination_url must not contain a fragment", nil)
 	}

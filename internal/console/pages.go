@@ -1700,7 +1700,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Form: f})
 	}
 	b := map[string]any{
-		"name":            strings.TrimSpace(f.Name),
+		"name":            f.Name, // as typed, as the API keeps it (a blank one is refused there)
 		"scheme":          f.Scheme,
 		"secrets":         formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")),
 		"destination_url": strings.TrimSpace(f.DestinationURL),
@@ -1867,7 +1867,10 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	// (only the write-only secrets keep their values when left empty).
 	for _, n := range []struct{ key, typed, shown string }{{"name", f.Name, was.Name}, {"destination_url", f.DestinationURL, was.DestinationURL}} {
 		if f.posted[n.key] && (f.Was == nil || n.typed != n.shown) {
-			b[n.key] = strings.TrimSpace(n.typed)
+			b[n.key] = n.typed // the name as typed, as the API keeps it
+			if n.key == "destination_url" {
+				b[n.key] = strings.TrimSpace(n.typed)
+			}
 		}
 	}
 	if len(secrets) > 0 {
@@ -1990,7 +1993,7 @@ func (c *Console) keysError(w http.ResponseWriter, r *http.Request, s *session, 
 }
 
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) {
-	b := map[string]any{"name": strings.TrimSpace(r.PostFormValue("name")), "role": r.PostFormValue("role")}
+	b := map[string]any{"name": r.PostFormValue("name"), "role": r.PostFormValue("role")} // the name as typed, as the API keeps it
 	if t := strings.TrimSpace(r.PostFormValue("tenant")); t != "" {
 		b["tenant"] = t
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -256,5 +257,36 @@ func TestForwardingEndpointPageLeadsToItsSource(t *testing.T) {
 	f.apiCall(adminKey, "POST", "/v1/endpoints", `{"url":"https://example.com/hook","tenant":"acme"}`, &ep)
 	if page := b.do("GET", "/ui/endpoints/"+ep.ID, nil).Body.String(); !strings.Contains(page, `/ui/endpoints/`+ep.ID+`/edit"`) || !strings.Contains(page, `/ui/endpoints/`+ep.ID+`/delete"`) || strings.Contains(page, `data-testid="forwarding-of"`) {
 		t.Errorf("a tenant's endpoint page lost Edit or Delete, or calls itself a forwarding endpoint")
+	}
+}
+
+// TestSourceNameAsTyped: the console sends a source's name as typed, as
+// the API keeps it (docs/inbound.md: spaces around a visible character
+// are kept), so a name of only spaces gets the API's "not blank" refusal,
+// not one about an empty string the user did not type; and the tolerance
+// hint says a timestamp ahead of the clock is refused too.
+func TestSourceNameAsTyped(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+src.ID, nil).Body.String())
+	if !strings.Contains(page, "seconds a signed timestamp may be off from now, older or ahead") {
+		t.Errorf("the tolerance hint does not say a timestamp ahead is refused too:\n%s", page)
+	}
+	save := func(name string) *httptest.ResponseRecorder {
+		return b.do("POST", "/ui/sources/"+src.ID, url.Values{"csrf": {token}, "name": {name}, "destination_url": {src.DestinationURL}, "secrets": {""},
+			"was_name": {src.Name}, "was_destination_url": {src.DestinationURL}})
+	}
+	if w := save(" spaced name "); w.Code != http.StatusSeeOther {
+		t.Fatalf("saving a name with spaces around it: %d %s", w.Code, w.Body.String())
+	}
+	var after api.SourceOut
+	f.apiCall(adminKey, "GET", "/v1/sources/"+src.ID, "", &after)
+	if after.Name != " spaced name " {
+		t.Errorf("the name was stored as %q, want it as typed", after.Name)
+	}
+	w := save("   ")
+	if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "not blank") || strings.Contains(body, "expected length") {
+		t.Errorf("a name of spaces: %d, want 422 saying not blank:\n%s", w.Code, body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/herald-webhooks/herald/webhook"
 )
@@ -156,6 +157,11 @@ func CheckSecretsAtSave(schemeName string, secrets []string) error {
 		switch {
 		case strings.TrimSpace(s) != s:
 			return configErr(fmt.Sprintf("secrets[%d]", i), "has leading or trailing whitespace")
+		case strings.ContainsFunc(s, unicode.IsControl):
+			// A line break or tab inside is a paste mistake: no provider's
+			// secret holds one, and the console's one-a-line box could not
+			// give it back.
+			return configErr(fmt.Sprintf("secrets[%d]", i), "contains a control character (a line break, a tab): paste the secret as the provider shows it, one per entry")
 		case len(s) < MinSecretBytes:
 			return configErr(fmt.Sprintf("secrets[%d]", i), "shorter than %d bytes", MinSecretBytes)
 		}

@@ -198,3 +198,16 @@ func TestCheckSecretsAtSaveStandardWebhooksDecodedKey(t *testing.T) {
 		t.Errorf("two keys: %v", err)
 	}
 }
+
+// TestCheckSecretsAtSaveControlCharacter: a line break or tab inside a
+// secret (a paste mistake; the console's one-a-line box could not give it
+// back) is refused naming the rule, never the value.
+func TestCheckSecretsAtSaveControlCharacter(t *testing.T) {
+	for _, s := range []string{"secret-0123456789\nrest", "secret-01234\t56789", "secret-0123456789\u0085x"} {
+		err := CheckSecretsAtSave(GitHub, []string{"secret-a-0123456789", s})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.HasPrefix(ce.Error(), "secrets[1]: contains a control character") || strings.Contains(err.Error(), "secret-01234") {
+			t.Errorf("secret %q: %v", s, err)
+		}
+	}
+}

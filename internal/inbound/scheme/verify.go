@@ -294,7 +294,7 @@ func verifyHMACValue(c Config, s *hmacSpec, v string, h http.Header, body []byte
 			return err
 		}
 		if tsValue == "" {
-			return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, s.tsHeader)
+			return fmt.Errorf("%w: no %s header (the signed timestamp)", webhook.ErrMissingSignature, s.tsHeader)
 		}
 		ts, err := parseTimestamp(tsValue, s.tsHeader)
 		if err != nil {

@@ -486,3 +486,17 @@ func TestStripeErrorsNameStripeSignature(t *testing.T) {
 		t.Fatalf("err = %v; want ErrNoMatchingSignature naming Stripe-Signature only", err)
 	}
 }
+
+// TestMissingTimestampNamesIt: an hmac source's request without its
+// timestamp header is refused as a missing signature, and the reason (in
+// the log) says the missing header is the signed timestamp, not the
+// signature.
+func TestMissingTimestampNamesIt(t *testing.T) {
+	h := http.Header{}
+	h.Set(testHMAC.Header, "v1="+base64.StdEncoding.EncodeToString(make([]byte, 64))) // a SHA-512 MAC's shape
+	h.Set("X-Acme-Id", "1")
+	err := Verify(Config{Scheme: HMAC, Secrets: []string{"secret-a-0123456789"}, HMAC: testHMAC}, h, []byte(`{}`), time.Unix(testNow, 0))
+	if !errors.Is(err, webhook.ErrMissingSignature) || !strings.Contains(err.Error(), "no X-Acme-Timestamp header (the signed timestamp)") {
+		t.Errorf("no timestamp header: %v", err)
+	}
+}

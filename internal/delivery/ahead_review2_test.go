@@ -201,12 +201,7 @@ func TestReview2AheadNewTenantWaitsBehindEightSlowAttempts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewFake(t0)
 			sq := claimingStore(t)
-			for range workers {
-				ep := holdEndpoint(store.NewID("ep"))
-				if _, err := sq.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			createHoldEndpoints(t, sq, workers)
 			b := holdEndpoint("ep_beta")
 			b.Tenant = "beta"
 			if _, err := sq.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: b}); err != nil {

@@ -67,14 +67,7 @@ func TestReview3AheadSlowClaimsShrinkTheLineToOne(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewFake(t0)
 			sq := claimingStore(t)
-			var eps []string
-			for range endpoints {
-				ep := holdEndpoint(store.NewID("ep"))
-				eps = append(eps, ep.ID)
-				if _, err := sq.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			eps := createHoldEndpoints(t, sq, endpoints)
 			for range events {
 				holdPublish(t, sq, "t", t0)
 			}
@@ -198,14 +191,7 @@ func TestReview3AheadQuietSpellLeavesALineOfOne(t *testing.T) {
 	const workers, endpoints, events = 16, 16, 12
 	clk := clock.NewFake(t0)
 	sq := claimingStore(t)
-	var eps []string
-	for range endpoints {
-		ep := holdEndpoint(store.NewID("ep"))
-		eps = append(eps, ep.ID)
-		if _, err := sq.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	eps := createHoldEndpoints(t, sq, endpoints)
 	st := &limitLog{Store: sq, clk: clk}
 	e, err := New(Config{Store: st, Sender: okSender{}, Clock: clk, Workers: workers, EndpointConcurrency: workers, TenantConcurrency: workers, HostConcurrency: workers,
 		AttemptTimeout: 10 * time.Second, PollInterval: time.Hour, RescueInterval: time.Hour, EndpointChanges: sq.EndpointChanges, Renewer: sq})

@@ -79,6 +79,21 @@ func holdEndpoint(id string) store.Endpoint {
 		Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: t0}}, CreatedAt: t0, UpdatedAt: t0}
 }
 
+// createHoldEndpoints creates n endpoints of tenant acme (holdEndpoint,
+// fresh ids) and returns their ids in creation order.
+func createHoldEndpoints(t *testing.T, st store.Store, n int) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for range n {
+		ep := holdEndpoint(store.NewID("ep"))
+		if _, err := st.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ep.ID)
+	}
+	return ids
+}
+
 func holdPublish(t *testing.T, st store.Store, typ string, now time.Time) string {
 	t.Helper()
 	id := store.NewID("evt")

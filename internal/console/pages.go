@@ -1865,12 +1865,11 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	b := map[string]any{}
 	// A name or destination emptied was cleared, and the API refuses it
 	// (only the write-only secrets keep their values when left empty).
-	for _, n := range []struct{ key, typed, shown string }{{"name", f.Name, was.Name}, {"destination_url", f.DestinationURL, was.DestinationURL}} {
+	// The name as typed, as the API keeps it; the URL without surrounding
+	// spaces.
+	for _, n := range []struct{ key, typed, shown string }{{"name", f.Name, was.Name}, {"destination_url", strings.TrimSpace(f.DestinationURL), was.DestinationURL}} {
 		if f.posted[n.key] && (f.Was == nil || n.typed != n.shown) {
-			b[n.key] = n.typed // the name as typed, as the API keeps it
-			if n.key == "destination_url" {
-				b[n.key] = strings.TrimSpace(n.typed)
-			}
+			b[n.key] = n.typed
 		}
 	}
 	if len(secrets) > 0 {

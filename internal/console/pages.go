@@ -1794,6 +1794,47 @@ func (d sourceDetailData) DedupeEmpty() string {
 	return d.naturalID()
 }
 
+// hmacSetting is one labelled row of an hmac source's signing settings:
+// Code, when set, is a value shown as code (a header name, the template),
+// Note words about it or the value itself.
+type hmacSetting struct{ Label, Code, Note string }
+
+// HMACSettings are an hmac source's signing settings as its page shows
+// them (api.HMACBody; an empty setting named by the default it means):
+// never a secret, which the API does not return. Nil for another scheme.
+func (d sourceDetailData) HMACSettings() []hmacSetting {
+	h := d.S.HMAC
+	if h == nil {
+		return nil
+	}
+	algorithm := "HMAC-" + strings.ToUpper(h.Algorithm)
+	if h.Algorithm == "" {
+		algorithm = "HMAC-SHA256 (the default)"
+	}
+	encoding := h.Encoding
+	if encoding == "" {
+		encoding = "hex (the default)"
+	}
+	rows := []hmacSetting{
+		{"Signature header", h.Header, ""},
+		{"Algorithm", "", algorithm},
+		{"Encoding", "", encoding + " of the MAC in the signature header"},
+		{"Prefix", h.Prefix, "stripped from the header's value before decoding"},
+	}
+	if h.Prefix == "" {
+		rows[3].Note = "none"
+	}
+	ts := hmacSetting{"Timestamp header", h.TimestampHeader, fmt.Sprintf("unix seconds, signed; tolerance %d s: a timestamp older or ahead of the clock by more is refused", d.S.ToleranceSeconds)}
+	if h.TimestampHeader == "" {
+		ts.Note = "none: no signed timestamp, so no replay window (deduped on the SHA-256 of the body)"
+	}
+	tmpl := hmacSetting{"Signed content", h.Template, "placeholders: {body} the raw body, {timestamp} the timestamp header's value, {header:Name} a request header's"}
+	if h.Template == "" {
+		tmpl.Code, tmpl.Note = "{body}", "(the default: the raw body)"
+	}
+	return append(rows, ts, tmpl)
+}
+
 // BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).
 func (d sourceDetailData) BodyCap() string {
 	n := d.S.MaxBodyBytes

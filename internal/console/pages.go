@@ -1691,7 +1691,10 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 // sourceLabels name the source forms' fields in the API's errors.
-var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL",
+// A secret is named "Secret 1", "Secret 2"…, counted from 1 as the lines
+// of the Secrets field (empty lines left out), never by the API's 0-based
+// index (secrets[0]).
+var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "secrets[]": "Secret", "destination_url": "Destination URL",
 	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size"}
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {

@@ -80,3 +80,71 @@ func TestDaysValueRefusesDaysPastADuration(t *testing.T) {
 		t.Fatalf("keys create --expires-in 213504d: %v; want a refusal naming the limit", err)
 	}
 }
+
+// TestHelpShowsDefaultsFromTheEnvironment: a flag's help shows the default
+// in force, and where it comes from, when its HERALD_* twin is set:
+// --server's is HERALD_SERVER's value, not the built-in
+// http://localhost:8080 that the command would not use. A twin that may
+// hold a credential (HERALD_API_KEY, HERALD_DB) is named, its value never
+// shown.
+func TestHelpShowsDefaultsFromTheEnvironment(t *testing.T) {
+	help := func(args ...string) string {
+		t.Helper()
+		out, _, err := execHerald(t, "", args...)
+		if err != nil {
+			t.Fatalf("herald %v: %v", args, err)
+		}
+		return out
+	}
+	const builtIn = `(default "http://localhost:8080")`
+	if out := help("endpoints", "list", "--help"); !strings.Contains(out, builtIn) {
+		t.Fatalf("without HERALD_SERVER, --server's help lacks %s:\n%s", builtIn, out)
+	}
+	t.Setenv("HERALD_SERVER", "https://herald.example:9443")
+	t.Setenv("HERALD_API_KEY", "herald_key_do-not-show-0123456789abcdef")
+	t.Setenv("HERALD_ADDR", ":9090")
+	t.Setenv("HERALD_DB", "postgres://herald:do-not-show@db.internal/herald")
+	const fromEnv = `(default "https://herald.example:9443" from HERALD_SERVER)`
+	for _, args := range [][]string{
+		{"endpoints", "list", "--help"},
+		{"sources", "--help"},
+		{"help", "keys", "create"},
+		{"healthcheck", "--help"},
+	} {
+		out := help(args...)
+		if !strings.Contains(out, fromEnv) || strings.Contains(out, builtIn) || strings.Contains(out, "(default $HERALD_SERVER)") {
+			t.Errorf("herald %v: --server's help does not say %s:\n%s", args, fromEnv, out)
+		}
+		if strings.Contains(out, "do-not-show") {
+			t.Errorf("herald %v: the help shows a credential's value:\n%s", args, out)
+		}
+		if args[0] != "healthcheck" && !strings.Contains(out, "(default from HERALD_API_KEY, its value not shown)") {
+			t.Errorf("herald %v: --api-key's help does not say HERALD_API_KEY sets it:\n%s", args, out)
+		}
+	}
+	// A usage that states its built-in default in its own words states
+	// the one in force instead: one default a line.
+	t.Setenv("HERALD_LIMIT", "5")
+	t.Setenv("HERALD_EVENT_TYPE", "order.*")
+	if out := help("endpoints", "list", "--help"); !strings.Contains(out, `page size, 1–1000 (default "5" from HERALD_LIMIT)`) || strings.Contains(out, "the server's, 50") {
+		t.Errorf("--limit's help with HERALD_LIMIT=5:\n%s", out)
+	}
+	if out := help("endpoints", "create", "--help"); !strings.Contains(out, `(repeatable; default "order.*" from HERALD_EVENT_TYPE)`) {
+		t.Errorf("--event-type's help with HERALD_EVENT_TYPE set:\n%s", out)
+	}
+	out := help("serve", "--help")
+	for _, want := range []string{`(default ":9090" from HERALD_ADDR)`, "(default from HERALD_DB, its value not shown)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("herald serve --help lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "do-not-show") {
+		t.Errorf("herald serve --help shows HERALD_DB's password:\n%s", out)
+	}
+	// healthcheck reads no twin but HERALD_SERVER's: its --url is not
+	// said to come from HERALD_URL.
+	t.Setenv("HERALD_URL", "http://elsewhere.example/readyz")
+	if out := help("healthcheck", "--help"); strings.Contains(out, "HERALD_URL") {
+		t.Errorf("herald healthcheck --help claims HERALD_URL sets --url:\n%s", out)
+	}
+}

@@ -33,7 +33,8 @@ port, or 8080) and https when HERALD_TLS_CERT is set.
 The certificate is verified (system roots, or SSL_CERT_FILE) except on a
 loopback address (127.0.0.1, ::1, localhost) or the node's own address from
 HERALD_ADDR, where the node's certificate names its public host, not that one.`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{envTwinsAnnotation: "server"}, // no bindEnv: HERALD_SERVER alone is read
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if server == "" {
 				server = os.Getenv("HERALD_SERVER")

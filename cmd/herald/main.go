@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -69,7 +70,98 @@ func newRoot() *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		showEnvDefaults(cmd)
+		help(cmd, args)
+	})
 	return root
+}
+
+// envTwinsAnnotation, on a command that does not bind every flag to its
+// HERALD_* twin (bindEnv), lists the flags that have one (comma-separated;
+// healthcheck reads HERALD_SERVER alone).
+const envTwinsAnnotation = "herald_env_twins"
+
+// secretFlags are the flags whose value may be a credential: their help
+// names the variable that sets them, never its value (a --db URL may hold
+// a password).
+var secretFlags = map[string]bool{"api-key": true, "db": true, "new-key": true, "secret": true}
+
+// envName is the HERALD_* twin of flag name: --attempt-timeout is
+// HERALD_ATTEMPT_TIMEOUT.
+func envName(flag string) string {
+	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// showEnvDefaults makes cmd's help show, for each of its flags whose
+// HERALD_* twin is set, the default in force and where it comes from
+// (`(default "https://herald.example" from HERALD_SERVER)`) instead of the
+// built-in default that the command would not use. It changes the flags'
+// help only: it runs when the help is printed, and the command does not
+// run then.
+func showEnvDefaults(cmd *cobra.Command) {
+	for p := cmd; p != nil; p = p.Parent() {
+		if p.Name() == "completion" || p.Name() == "help" && p.Parent() != nil {
+			return // cobra's own commands: no twins
+		}
+	}
+	only, restricted := cmd.Annotations[envTwinsAnnotation]
+	show := func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == "version" || restricted && !slices.Contains(strings.Split(only, ","), f.Name) {
+			return
+		}
+		name := envName(f.Name)
+		v := os.Getenv(name)
+		if v == "" { // empty counts as unset, as in bindEnv
+			return
+		}
+		shown := fmt.Sprintf("default %q from %s", v, name)
+		if secretFlags[f.Name] {
+			shown = fmt.Sprintf("default from %s, its value not shown", name)
+		}
+		f.Usage = replaceDefault(f.Usage, shown)
+		f.DefValue = zeroDefault(f) // so that pflag adds no "(default …)" of its own
+	}
+	cmd.LocalFlags().VisitAll(show)
+	cmd.InheritedFlags().VisitAll(show)
+}
+
+// replaceDefault puts the default in force (shown: `default "x" from
+// HERALD_X`) where a flag's usage states its built-in one, so that the
+// help states one default: "(default $HERALD_SERVER)", "(default: the
+// server's, 50)", "(default 200)", "…; default 1h)"; else it is added in
+// parentheses at the end. "(default)" after a choice names that choice
+// and stays.
+func replaceDefault(usage, shown string) string {
+	if i := strings.Index(usage, "(default"); i >= 0 && i+8 < len(usage) && (usage[i+8] == ' ' || usage[i+8] == ':' || usage[i+8] == '$') {
+		if j := strings.Index(usage[i:], ")"); j >= 0 {
+			return usage[:i] + "(" + shown + ")" + usage[i+j+1:]
+		}
+	}
+	if i := strings.Index(usage, "; default"); i >= 0 {
+		end := len(usage)
+		if j := strings.Index(usage[i:], ")"); j >= 0 {
+			end = i + j
+		}
+		return usage[:i] + "; " + shown + usage[end:]
+	}
+	return usage + " (" + shown + ")"
+}
+
+// zeroDefault is a DefValue for which pflag prints no "(default …)" for
+// f's type ("", "0", "0s", "false", "[]"…; pflag's test is unexported).
+func zeroDefault(f *pflag.Flag) string {
+	for _, z := range []string{"", "0", "0s", "false", "[]", "<nil>"} {
+		probe := *f
+		probe.Usage, probe.DefValue = "x", z
+		fs := pflag.NewFlagSet("probe", pflag.ContinueOnError)
+		fs.AddFlag(&probe)
+		if !strings.Contains(fs.FlagUsages(), "(default ") {
+			return z
+		}
+	}
+	return f.DefValue
 }
 
 // unknownSubcommand is the RunE of a command group: without arguments it
@@ -103,7 +195,7 @@ func bindEnv(cmd *cobra.Command) error {
 		if f.Changed || firstErr != nil {
 			return
 		}
-		name := "HERALD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		v := os.Getenv(name)
 		if v == "" {
 			return

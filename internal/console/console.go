@@ -43,6 +43,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -486,24 +487,27 @@ func relabel(err error, labels map[string]string) error {
 	msg := ae.head
 	for _, f := range ae.fields {
 		loc, text := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query."), f.Message
-		if loc == "body" || loc == "query" {
-			if field, rest, ok := strings.Cut(text, ": "); ok {
-				if l, ok := fieldLabel(field, labels); ok {
-					loc, text = l, rest
-				}
+		if field, rest, ok := strings.Cut(text, ": "); ok && (loc == "body" || loc == "query" || field == loc) {
+			// A message that names its field first: the field is the
+			// location (of the whole body), or repeats it.
+			if _, ok := fieldLabel(field, labels); ok {
+				loc, text = field, rest
 			}
 		}
 		if l, ok := fieldLabel(loc, labels); ok {
 			loc = l
 		}
-		msg += "; " + loc + ": " + text
+		msg += "; " + loc + ": " + mentionsLabelled(text, labels)
 	}
 	return &apiError{Status: ae.Status, Detail: msg, head: ae.head, fields: ae.fields}
 }
 
 // fieldLabel names an API field path by a form's label: "rate_limit_per_second"
 // → "Rate limit", "event_types[2]" → "Event types (item 3)", "headers.X-Team"
-// → "Headers (X-Team)". ok is false for a path of a field without a label.
+// → "Headers (X-Team)". An item of a list whose items have a name of
+// their own (labels["secrets[]"] = "Secret") is named by it, counted from
+// 1 as a person counts: "secrets[0]" → "Secret 1". ok is false for a path
+// of a field without a label.
 func fieldLabel(path string, labels map[string]string) (string, bool) {
 	if l, ok := labels[path]; ok {
 		return l, true
@@ -512,6 +516,9 @@ func fieldLabel(path string, labels map[string]string) (string, bool) {
 		idx, tail, closed := strings.Cut(rest, "]")
 		n, err := strconv.Atoi(idx)
 		if l, known := labels[name]; known && closed && err == nil && n >= 0 && tail == "" {
+			if item, named := labels[name+"[]"]; named {
+				return fmt.Sprintf("%s %d", item, n+1), true
+			}
 			return fmt.Sprintf("%s (item %d)", l, n+1), true
 		}
 	}
@@ -521,6 +528,29 @@ func fieldLabel(path string, labels map[string]string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// listItem is an API path of a list's item inside a message ("the same as
+// secrets[0]").
+var listItem = regexp.MustCompile(`\b[a-z][a-z0-9_]*\[[0-9]+\]`)
+
+// mentionsLabelled names the list items an API message mentions by the
+// form's labels, as fieldLabel names a location: "the same as secrets[0]"
+// → "the same as secret 1", so a message never numbers one item from 1
+// and another from 0. Paths of fields without a label are left as they
+// are.
+func mentionsLabelled(text string, labels map[string]string) string {
+	return listItem.ReplaceAllStringFunc(text, func(path string) string {
+		l, ok := fieldLabel(path, labels)
+		if !ok {
+			return path
+		}
+		if name, _, _ := strings.Cut(path, "["); labels[name+"[]"] != "" {
+			// "Secret 1" inside a sentence: "secret 1".
+			return strings.ToLower(l[:1]) + l[1:]
+		}
+		return l
+	})
 }
 
 // recorder is a minimal in-memory http.ResponseWriter.

@@ -88,7 +88,7 @@ func TestRefusedReplayFormsComeBackOnTheDeadLettersPage(t *testing.T) {
 // Errors of a list's item, a map's key or the whole body name the form's
 // field, never the API's path: "Event types (item 2)", not
 // "event_types[1]"; "Headers (Bad Name)", not "headers.Bad Name";
-// "Secrets (item 1)", not "body: secrets[0]". Errors the console finds
+// "Secret 1", not "body: secrets[0]". Errors the console finds
 // itself start with the field's label as it is written on the form.
 func TestErrorsNameListItemsAndKeysByTheFormsLabels(t *testing.T) {
 	f := newFixture(t)
@@ -122,7 +122,7 @@ func TestErrorsNameListItemsAndKeysByTheFormsLabels(t *testing.T) {
 	}
 	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"stripe in"}, "scheme": {"stripe"},
 		"secrets": {"short"}, "destination_url": {"http://10.0.0.9/in"}})
-	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Secrets (item 1): shorter than 16 bytes") || strings.Contains(body, "body: secrets") {
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Secret 1: shorter than 16 bytes") || strings.Contains(body, "body: secrets") {
 		t.Fatalf("a source secret too short: %d %s", w.Code, body)
 	}
 }

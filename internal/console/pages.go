@@ -43,7 +43,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/endpoints/{id}", c.page(c.endpointDetail))
 	m.HandleFunc("GET /ui/endpoints/{id}/edit", c.page(c.may("update-endpoint", c.endpointForm)))
 	m.HandleFunc("POST /ui/endpoints/{id}", c.action(c.updateEndpoint))
-	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(c.may("delete-endpoint", endpointDeletion.confirm(c))))
+	m.HandleFunc("GET /ui/endpoints/{id}/delete", c.page(endpointDeletion.confirm(c)))
 	m.HandleFunc("POST /ui/endpoints/{id}/delete", c.action(endpointDeletion.delete(c)))
 	m.HandleFunc("POST /ui/endpoints/{id}/secret", c.action(c.revealSecret))
 	m.HandleFunc("POST /ui/endpoints/{id}/rotate", c.action(c.rotateSecret))
@@ -66,8 +66,8 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/sources", c.action(c.may("create-source", c.createSource)))
 	m.HandleFunc("GET /ui/sources/{id}", c.page(c.sourceDetail))
 	m.HandleFunc("POST /ui/sources/{id}", c.action(c.may("update-source", c.updateSource)))
-	m.HandleFunc("GET /ui/sources/{id}/delete", c.page(c.may("delete-source", sourceDeletion.confirm(c))))
-	m.HandleFunc("POST /ui/sources/{id}/delete", c.action(c.may("delete-source", sourceDeletion.delete(c))))
+	m.HandleFunc("GET /ui/sources/{id}/delete", c.page(sourceDeletion.confirm(c)))
+	m.HandleFunc("POST /ui/sources/{id}/delete", c.action(sourceDeletion.delete(c)))
 	m.HandleFunc("GET /ui/keys", c.page(c.keys))
 	m.HandleFunc("POST /ui/keys", c.action(c.may("create-api-key", c.createKey)))
 	m.HandleFunc("POST /ui/keys/{id}/revoke", c.action(c.may("revoke-api-key", c.revokeKey)))
@@ -609,34 +609,66 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 }
 
 // deletion is a resource the console deletes after a confirmation page:
-// GET /ui/<nav>/{id}/delete renders template with the resource as the API
+// GET /ui/<nav>/{id}/delete renders the one confirmation template
+// (confirm_delete) with what describe says of the resource as the API
 // shows it (T), and POST there deletes it and returns to the list page
-// saying so (done, with the id for %s).
+// saying so (done, with the id for %s). Both answer 403 to a role the
+// API's Policy refuses op.
 type deletion[T any] struct {
-	api, nav, template, done string // e.g. "/v1/endpoints", "endpoints", "confirm_delete", "Endpoint %s deleted."
+	op, api, nav, done string // e.g. "delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted."
+	describe           func(T) deleteConfirmation
+}
+
+// deleteConfirmation is what a delete confirmation page says of its
+// resource.
+type deleteConfirmation struct {
+	Kind, Name string // "Delete <Kind> <Name>?", and the button "Delete <Kind>"
+	Facts      []fact // a line identifying it, its parts joined by " · "
+	// Warning says what goes with it; Undone, when set, what not being
+	// able to undo it means ("This cannot be undone: …").
+	Warning, Undone string
+	Page            string // the resource's page: Cancel leads there, the form posts to Page + "/delete"
+}
+
+// fact is one part of a confirmation's identifying line: "Label Value",
+// Value as code when Code.
+type fact struct {
+	Label, Value string
+	Code         bool
 }
 
 var (
-	endpointDeletion = deletion[api.EndpointOut]{"/v1/endpoints", "endpoints", "confirm_delete", "Endpoint %s deleted."}
-	sourceDeletion   = deletion[api.SourceOut]{"/v1/sources", "sources", "confirm_delete_source", "Source %s deleted: its ingest path answers 404 from now on."}
+	endpointDeletion = deletion[api.EndpointOut]{"delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted.",
+		func(e api.EndpointOut) deleteConfirmation {
+			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Value: e.URL}},
+				Warning: "Its deliveries, attempts and dead letters are deleted with it.", Page: "/ui/endpoints/" + url.PathEscape(e.ID)}
+		}}
+	sourceDeletion = deletion[api.SourceOut]{"delete-source", "/v1/sources", "sources", "Source %s deleted: its ingest path answers 404 from now on.",
+		func(s api.SourceOut) deleteConfirmation {
+			return deleteConfirmation{Kind: "source", Name: s.Name,
+				Facts: []fact{{Value: s.ID}, {Label: "ingest", Value: s.IngestPath, Code: true}, {Label: "forwards to", Value: s.DestinationURL}},
+				Warning: "The provider's requests to its ingest path are refused from now on (404). Its forwarding endpoint " + s.EndpointID +
+					" is deleted with it, and with that endpoint the forwards not yet delivered, their attempts and dead letters.",
+				Undone: "a new source gets a new ingest path, to set at the provider again.", Page: "/ui/sources/" + url.PathEscape(s.ID)}
+		}}
 )
 
 // confirm renders the confirmation page.
 func (d deletion[T]) confirm(c *Console) func(http.ResponseWriter, *http.Request, *session) {
-	return func(w http.ResponseWriter, r *http.Request, s *session) {
+	return c.may(d.op, func(w http.ResponseWriter, r *http.Request, s *session) {
 		id := r.PathValue("id")
 		var v T
 		if err := c.call(r, s, "GET", d.api+"/"+url.PathEscape(id), nil, &v); err != nil {
 			c.apiFail(w, r, s, err)
 			return
 		}
-		c.render(w, r, http.StatusOK, d.template, s, "Delete "+id, d.nav, v)
-	}
+		c.render(w, r, http.StatusOK, "confirm_delete", s, "Delete "+id, d.nav, d.describe(v))
+	})
 }
 
 // delete deletes the resource and returns to its list.
 func (d deletion[T]) delete(c *Console) func(http.ResponseWriter, *http.Request, *session) {
-	return func(w http.ResponseWriter, r *http.Request, s *session) {
+	return c.may(d.op, func(w http.ResponseWriter, r *http.Request, s *session) {
 		id := r.PathValue("id")
 		if err := c.call(r, s, "DELETE", d.api+"/"+url.PathEscape(id), nil, nil); err != nil {
 			c.apiFail(w, r, s, err)
@@ -644,7 +676,7 @@ func (d deletion[T]) delete(c *Console) func(http.ResponseWriter, *http.Request,
 		}
 		c.setFlash(s, fmt.Sprintf(d.done, id))
 		http.Redirect(w, r, "/ui/"+d.nav, http.StatusSeeOther)
-	}
+	})
 }
 
 func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1691,7 +1723,10 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 // sourceLabels name the source forms' fields in the API's errors.
-var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "destination_url": "Destination URL",
+// A secret is named "Secret 1", "Secret 2"…, counted from 1 as the lines
+// of the Secrets field (empty lines left out), never by the API's 0-based
+// index (secrets[0]).
+var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "secrets[]": "Secret", "destination_url": "Destination URL",
 	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size"}
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1792,6 +1827,47 @@ func (d sourceDetailData) DedupeEmpty() string {
 		return "the SHA-256 of the body"
 	}
 	return d.naturalID()
+}
+
+// hmacSetting is one labelled row of an hmac source's signing settings:
+// Code, when set, is a value shown as code (a header name, the template),
+// Note words about it or the value itself.
+type hmacSetting struct{ Label, Code, Note string }
+
+// HMACSettings are an hmac source's signing settings as its page shows
+// them (api.HMACBody; an empty setting named by the default it means):
+// never a secret, which the API does not return. Nil for another scheme.
+func (d sourceDetailData) HMACSettings() []hmacSetting {
+	h := d.S.HMAC
+	if h == nil {
+		return nil
+	}
+	algorithm := "HMAC-" + strings.ToUpper(h.Algorithm)
+	if h.Algorithm == "" {
+		algorithm = "HMAC-SHA256 (the default)"
+	}
+	encoding := h.Encoding
+	if encoding == "" {
+		encoding = "hex (the default)"
+	}
+	rows := []hmacSetting{
+		{"Signature header", h.Header, ""},
+		{"Algorithm", "", algorithm},
+		{"Encoding", "", encoding + " of the MAC in the signature header"},
+		{"Prefix", h.Prefix, "stripped from the header's value before decoding"},
+	}
+	if h.Prefix == "" {
+		rows[3].Note = "none"
+	}
+	ts := hmacSetting{"Timestamp header", h.TimestampHeader, fmt.Sprintf("unix seconds, signed; tolerance %d s: a timestamp older or ahead of the clock by more is refused", d.S.ToleranceSeconds)}
+	if h.TimestampHeader == "" {
+		ts.Note = "none: no signed timestamp, so no replay window (deduped on the SHA-256 of the body)"
+	}
+	tmpl := hmacSetting{"Signed content", h.Template, "placeholders: {body} the raw body, {timestamp} the timestamp header's value, {header:Name} a request header's"}
+	if h.Template == "" {
+		tmpl.Code, tmpl.Note = "{body}", "(the default: the raw body)"
+	}
+	return append(rows, ts, tmpl)
 }
 
 // BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).

@@ -290,3 +290,49 @@ func TestSourceNameAsTyped(t *testing.T) {
 		t.Errorf("a name of spaces: %d, want 422 saying not blank:\n%s", w.Code, body)
 	}
 }
+
+// TestSourceSecretsAreNumberedFromOne: the console numbers a source's
+// secrets as a person counts them, the first one "secret 1", in every
+// message, also inside the API's own words: a secret given twice said
+// "Secrets (item 2): the same as secrets[0]", one label 1-based and the
+// other 0-based. On the create and the edit form alike; the API may name
+// the secret as the location (body.secrets[1]) or inside the message of
+// the whole body (body: "secrets[1]: …"), and both read the same.
+func TestSourceSecretsAreNumberedFromOne(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	const same = "source-secret-0123456789"
+	check := func(what string, w *httptest.ResponseRecorder, want string) {
+		t.Helper()
+		body := html.UnescapeString(w.Body.String())
+		if w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, want) {
+			t.Errorf("%s: %d; want 422 saying %q:\n%s", what, w.Code, want, body)
+		}
+		if m := regexp.MustCompile(`secrets\[\d+\]|\(item \d+\)`).FindString(body); m != "" {
+			t.Errorf("%s: the page numbers a secret as %q", what, m)
+		}
+	}
+	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"stripe in"}, "scheme": {"stripe"},
+		"secrets": {same + "\nanother-secret-0123456789\n" + same}, "destination_url": {"http://10.0.0.9/in"}})
+	check("create with a secret given twice", w, "Secret 3: the same as secret 1: secrets must be distinct")
+	w = b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {"stripe in"}, "scheme": {"stripe"},
+		"secrets": {"long-enough-secret-0123456789\nshort"}, "destination_url": {"http://10.0.0.9/in"}})
+	check("create with a short second secret", w, "Secret 2: shorter than 16 bytes")
+
+	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["`+same+`"],"destination_url":"http://10.0.0.9/in"}`)
+	w = b.do("POST", "/ui/sources/"+src.ID, url.Values{"csrf": {token}, "name": {src.Name}, "destination_url": {src.DestinationURL},
+		"secrets": {"rotated-secret-0123456789\n" + "rotated-secret-0123456789"}})
+	check("edit with a secret given twice", w, "Secret 2: the same as secret 1: secrets must be distinct")
+
+	// Both ways the API may locate the error read the same.
+	for _, fe := range []fieldError{
+		{"body", "secrets[1]: the same as secrets[0]: secrets must be distinct"},
+		{"body.secrets[1]", "secrets[1]: the same as secrets[0]: secrets must be distinct"},
+		{"body.secrets[1]", "the same as secrets[0]: secrets must be distinct"},
+	} {
+		err := relabel(&apiError{Status: 422, head: "validation failed", fields: []fieldError{fe}}, sourceLabels)
+		if got, want := err.Error(), "validation failed; Secret 2: the same as secret 1: secrets must be distinct"; got != want {
+			t.Errorf("%+v: %q; want %q", fe, got, want)
+		}
+	}
+}

@@ -94,3 +94,61 @@ func TestSourcePageSaysWhatItDoes(t *testing.T) {
 		t.Errorf("a save that changes nothing wrote the source (updated_at %v → %v)", before.UpdatedAt, after.UpdatedAt)
 	}
 }
+
+// TestHMACSourcePageShowsItsSigningSettings: an hmac source's page shows
+// how its provider signs — the signature header, algorithm, encoding,
+// prefix, timestamp header with its replay window, and the signed content
+// — each labelled, with the defaults an empty setting means named, and
+// never a secret. The summary used to say only "scheme hmac", so an
+// operator could not see which header or algorithm the source expected.
+func TestHMACSourcePageShowsItsSigningSettings(t *testing.T) {
+	f := newFixture(t)
+	b, _ := adminBrowser(t, f)
+	const secret = "hmac-source-secret-0123456789"
+	full := createSource(t, f, `{"name":"acme hooks","scheme":"hmac","secrets":["`+secret+`"],"destination_url":"http://10.0.0.9/in",
+		"hmac":{"header":"X-Acme-Signature","algorithm":"sha512","encoding":"base64","prefix":"v1=","timestamp_header":"X-Acme-Timestamp","template":"{timestamp}.{body}"}}`)
+	page := html.UnescapeString(b.do("GET", "/ui/sources/"+full.ID, nil).Body.String())
+	sect := page
+	if i := strings.Index(page, `data-testid="hmac-settings"`); i < 0 {
+		t.Fatalf("the hmac source's page shows no signing settings:\n%s", page)
+	} else if j := strings.Index(page[i:], "</table>"); j >= 0 {
+		sect = page[i : i+j]
+	}
+	for _, want := range []string{
+		"<th>Signature header</th><td><code>X-Acme-Signature</code>",
+		"<th>Algorithm</th><td>HMAC-SHA512",
+		"<th>Encoding</th><td>base64",
+		"<th>Prefix</th><td><code>v1=</code>",
+		"<th>Timestamp header</th><td><code>X-Acme-Timestamp</code>",
+		"tolerance 300 s",
+		"<th>Signed content</th><td><code>{timestamp}.{body}</code>",
+	} {
+		if !strings.Contains(sect, want) {
+			t.Errorf("the hmac settings lack %q:\n%s", want, sect)
+		}
+	}
+	if strings.Contains(page, secret) {
+		t.Error("the hmac source's page shows its secret")
+	}
+
+	// Empty settings: the defaults they mean, and no replay window.
+	plain := createSource(t, f, `{"name":"plain","scheme":"hmac","secrets":["`+secret+`"],"destination_url":"http://10.0.0.9/in","hmac":{"header":"X-Sig"}}`)
+	page = html.UnescapeString(b.do("GET", "/ui/sources/"+plain.ID, nil).Body.String())
+	for _, want := range []string{
+		"<th>Signature header</th><td><code>X-Sig</code>",
+		"<th>Algorithm</th><td>HMAC-SHA256 (the default)",
+		"<th>Encoding</th><td>hex (the default)",
+		"<th>Prefix</th><td>none",
+		"<th>Timestamp header</th><td>none: no signed timestamp, so no replay window",
+		"<th>Signed content</th><td><code>{body}</code> <span class=\"hint\">(the default: the raw body)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the plain hmac source's settings lack %q", want)
+		}
+	}
+	// Another scheme has no such section.
+	st := createSource(t, f, `{"name":"st","scheme":"stripe","secrets":["`+secret+`"],"destination_url":"http://10.0.0.9/in"}`)
+	if page := b.do("GET", "/ui/sources/"+st.ID, nil).Body.String(); strings.Contains(page, "hmac-settings") {
+		t.Error("a stripe source's page shows hmac settings")
+	}
+}

@@ -682,6 +682,27 @@ async function main() {
   assert.equal((await api('GET', `/v1/sources/${gone.id}`)).status, 404);
   assert.equal((await fetch(heraldBase + gone.ingest_path, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).status, 404, 'the deleted source\'s ingest path');
 
+  log('an hmac source: its page shows how the provider signs (header, algorithm, encoding, prefix, timestamp, signed content), never its secret');
+  const hmacSecret = 'acme_hmac_secret_for_e2e_0123';
+  const hm = (await api('POST', '/v1/sources', { name: 'acme-billing', scheme: 'hmac', secrets: [hmacSecret], destination_url: `${R}/ok/acme`,
+    hmac: { header: 'X-Acme-Signature', algorithm: 'sha512', encoding: 'base64', prefix: 'v1=', timestamp_header: 'X-Acme-Timestamp', template: '{timestamp}.{body}' } })).body;
+  {
+    const body = JSON.stringify({ id: 'inv_1', type: 'invoice.paid' });
+    const t = Math.floor(Date.now() / 1000);
+    const sig = 'v1=' + createHmac('sha512', hmacSecret).update(`${t}.${body}`).digest('base64');
+    assert.equal((await fetch(heraldBase + hm.ingest_path, { method: 'POST', body,
+      headers: { 'content-type': 'application/json', 'x-acme-signature': sig, 'x-acme-timestamp': String(t) } })).status, 200, 'a request signed as configured verifies');
+    await waitFor('the hmac source forwards', async () => received.some((x) => x.path === '/ok/acme'));
+  }
+  await page.goto(heraldBase + `/ui/sources/${hm.id}`);
+  const hmacSettings = await page.textContent('[data-testid=hmac-settings]');
+  for (const re of [/Signature header\s*X-Acme-Signature/, /Algorithm\s*HMAC-SHA512/, /Encoding\s*base64/, /Prefix\s*v1=/,
+    /Timestamp header\s*X-Acme-Timestamp[\s\S]*tolerance 300 s/, /Signed content\s*\{timestamp\}\.\{body\}/]) {
+    assert.match(hmacSettings, re);
+  }
+  assert.doesNotMatch(await page.content(), new RegExp(hmacSecret), 'the page shows the hmac secret');
+  await shot(page, 'source-hmac');
+
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');
   await page.fill('.form input[name=name]', 'billing publisher');
@@ -812,7 +833,7 @@ async function main() {
     await page.setViewportSize({ width: 390, height: 844 });
     const narrow = ['/ui/', '/ui/endpoints', `/ui/endpoints/${epFail}`, `/ui/endpoints/${epFail}/edit`, '/ui/endpoints/new',
       `/ui/deliveries/${failDead.id}`, '/ui/events', '/ui/events/ord-1001?tenant=acme', '/ui/dead-letters',
-      '/ui/catalog', '/ui/catalog/shipment.sent', '/ui/sources', `/ui/sources/${src.id}`, '/ui/keys', '/docs'];
+      '/ui/catalog', '/ui/catalog/shipment.sent', '/ui/sources', `/ui/sources/${src.id}`, `/ui/sources/${hm.id}`, '/ui/keys', '/docs'];
     for (const path of narrow) {
       await page.goto(heraldBase + path);
       const [wide, view] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);

@@ -62,6 +62,14 @@ type UpdateSourceBody struct {
 	HMAC             *HMACBody `json:"hmac,omitempty"`
 }
 
+// sourceFieldRules are the rules of a source's integer settings, which a
+// refusal of the schema or the decoder names at the field (fieldRules);
+// SourceConfig.Validate's refusals name the same ones.
+var sourceFieldRules = map[string]string{
+	"body.tolerance_seconds": inbound.ToleranceRule,
+	"body.max_body_bytes":    inbound.MaxBodyBytesRule,
+}
+
 // SourceOut is a source as the API shows it (secrets are write-only).
 type SourceOut struct {
 	ID                  string    `json:"id" doc:"src_…"`
@@ -152,14 +160,34 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 
 func validateSourceConfig(sc inbound.SourceConfig) error {
 	if err := sc.Validate(); err != nil {
-		loc := "body"
-		if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
-			loc = "body." + fe.Field // the setting it is about, as the schema's checks name theirs
-		}
-		return invalid(loc, err.Error(), nil)
+		return invalid(sourceConfigLocation(err), err.Error(), fieldValue(err))
 	}
 	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
-		return invalid("body", err.Error(), nil)
+		return invalid(sourceConfigLocation(err), err.Error(), nil)
+	}
+	return nil
+}
+
+// sourceConfigLocation is where a refusal of a source's configuration is
+// located, as the schema's checks locate theirs: the setting it names
+// (body.dedupe), the secret (body.secrets[1]: 0-based, huma's convention
+// for array items) or the hmac setting (body.hmac.template); body when it
+// names none.
+func sourceConfigLocation(err error) string {
+	if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
+		return "body." + fe.Field
+	}
+	if ce := (*scheme.ConfigError)(nil); errors.As(err, &ce) && ce.Field != "" {
+		return "body." + ce.Field
+	}
+	return "body"
+}
+
+// fieldValue is the refused value an *inbound.FieldError carries (a
+// number, never a secret), or nil.
+func fieldValue(err error) any {
+	if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
+		return fe.Value
 	}
 	return nil
 }

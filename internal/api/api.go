@@ -385,8 +385,23 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) 
 			r.Header.Set("Content-Type", ct)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodPatch {
+			r = r.WithContext(context.WithValue(r.Context(), patchBodyKey{}, body))
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// patchBodyKey is the context key of a PATCH request's body as sent,
+// which checkJSON keeps for patchBody.
+type patchBodyKey struct{}
+
+// patchBody is the body of the PATCH request ctx serves, as sent: its
+// handler tells a member given null from one left out with it (its
+// decoded body cannot: both leave a pointer nil). nil for other requests.
+func patchBody(ctx context.Context) []byte {
+	b, _ := ctx.Value(patchBodyKey{}).([]byte)
+	return b
 }
 
 // depthError is a body nested deeper than maxNesting, found while reading.

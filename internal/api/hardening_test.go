@@ -132,7 +132,7 @@ func TestSourceSecretsMustBeDistinct(t *testing.T) {
 	const secret = "github-secret-0123456789"
 	_, list := w.call(adminKey, "GET", "/v1/sources", "")
 	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["`+secret+`","`+secret+`"],"destination_url":"http://10.0.0.2/in"}`)
-	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct") || strings.Contains(string(raw), secret) {
+	if st != 422 || !strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct","location":"body.secrets[1]"`) || strings.Contains(string(raw), secret) {
 		t.Errorf("create with a secret twice: %d %s; want 422 naming secrets[1], secrets[0] and the rule, not the secret", st, raw)
 	}
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
@@ -709,7 +709,7 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 	const x = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	_, list := w.call(adminKey, "GET", "/v1/sources", "")
 	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"svix","scheme":"standard-webhooks","secrets":["whsec_`+x+`","`+x+`"],"destination_url":"http://10.0.0.2/in"}`)
-	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)") || strings.Contains(string(raw), x) {
+	if st != 422 || !strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)","location":"body.secrets[1]"`) || strings.Contains(string(raw), x) {
 		t.Errorf("create with whsec_X and X: %d %s; want 422 naming the rule, not the secret", st, raw)
 	}
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
@@ -728,7 +728,7 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 	// the bits the padding leaves unused, RFC 4648 §3.5) are one key too.
 	const canon, other = "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s=", "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6t="
 	if st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["whsec_`+canon+`","`+other+`"]}`); st != 422 ||
-		!strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)") ||
+		!strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)","location":"body.secrets[1]"`) ||
 		strings.Contains(string(raw), "q6ur") {
 		t.Errorf("PATCH with two encodings of one key: %d %s; want 422 naming the rule, not the secret", st, raw)
 	}

@@ -140,13 +140,14 @@ func TestDecodeRefusalLocatedAtTheField(t *testing.T) {
 // TestSourceSecretAndHMACRefusalsAtTheirField: a refused secret is located
 // at body.secrets[i] (0-based, huma's convention for array items) and a
 // refused hmac setting at body.hmac.<field> (body.hmac when it is missing
-// or not allowed), on a create and on a PATCH; nothing changes.
+// or not allowed), saying the rule (the location names the field, as in
+// huma's own refusals), on a create and on a PATCH; nothing changes.
 func TestSourceSecretAndHMACRefusalsAtTheirField(t *testing.T) {
 	w := newWorld(t, nil)
 	_, before := w.call(adminKey, "GET", "/v1/sources", "")
 	const create = `{"name":"x","destination_url":"http://10.0.0.3/in",`
 	for _, c := range []struct{ method, path, body, loc, want string }{
-		{"POST", "/v1/sources", create + `"scheme":"stripe","secrets":["source-secret-0123456789","short"]}`, "body.secrets[1]", "secrets[1]: shorter than 16 bytes"},
+		{"POST", "/v1/sources", create + `"scheme":"stripe","secrets":["source-secret-0123456789","short"]}`, "body.secrets[1]", "shorter than 16 bytes"},
 		{"POST", "/v1/sources", create + `"scheme":"stripe","secrets":[" source-secret-0123456789"]}`, "body.secrets[0]", "leading or trailing whitespace"},
 		{"POST", "/v1/sources", create + `"scheme":"standard-webhooks","secrets":["whsec_not base64 at all!!"]}`, "body.secrets[0]", "not a Standard Webhooks secret"},
 		{"PATCH", "/v1/sources/" + w.srcID, `{"secrets":["source-secret-0123456789","source-secret-0123456789"]}`, "body.secrets[1]", "secrets must be distinct"},

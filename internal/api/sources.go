@@ -162,36 +162,29 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 
 func validateSourceConfig(sc inbound.SourceConfig) error {
 	if err := sc.Validate(); err != nil {
-		return invalid(sourceConfigLocation(err), err.Error(), fieldValue(err))
+		return sourceConfigRefusal(err)
 	}
 	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
-		return invalid(sourceConfigLocation(err), err.Error(), nil)
+		return sourceConfigRefusal(err)
 	}
 	return nil
 }
 
-// sourceConfigLocation is where a refusal of a source's configuration is
-// located, as the schema's checks locate theirs: the setting it names
-// (body.dedupe), the secret (body.secrets[1]: 0-based, huma's convention
-// for array items) or the hmac setting (body.hmac.template); body when it
-// names none.
-func sourceConfigLocation(err error) string {
+// sourceConfigRefusal is the 422 of a refused source configuration,
+// located as the schema's checks locate theirs: at the setting it names
+// (body.dedupe: the rule, which names the setting, and the refused value
+// when it is a number), the secret (body.secrets[1]: 0-based, huma's
+// convention for array items) or the hmac setting (body.hmac.template),
+// with scheme.ConfigError's rule as the message (its field is the
+// location, as in huma's own refusals); at body when it names none.
+func sourceConfigRefusal(err error) error {
 	if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
-		return "body." + fe.Field
+		return invalid("body."+fe.Field, err.Error(), fe.Value)
 	}
 	if ce := (*scheme.ConfigError)(nil); errors.As(err, &ce) && ce.Field != "" {
-		return "body." + ce.Field
+		return invalid("body."+ce.Field, ce.Rule, nil)
 	}
-	return "body"
-}
-
-// fieldValue is the refused value an *inbound.FieldError carries (a
-// number, never a secret), or nil.
-func fieldValue(err error) any {
-	if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
-		return fe.Value
-	}
-	return nil
+	return invalid("body", err.Error(), nil)
 }
 
 // SourceList is a page of sources.

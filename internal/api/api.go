@@ -1058,6 +1058,28 @@ var fieldRules = map[string]map[string]string{
 	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
 	"rotate-endpoint-secret": {"body.overlap_seconds": overlapRule},
 	"create-portal-session":  {"body.ttl_seconds": portalTTLRule},
+	"create-event-type":      {"body.versions[].version": versionRule},
+	"add-event-type-version": {"body.version": versionRule},
+	"update-event-type":      {"body.deprecate[]": deprecateRule, "body.undeprecate[]": undeprecateRule},
+}
+
+// ruleLocation is location as fieldRules keys it: an array item's index
+// left out (body.versions[0].version is body.versions[].version).
+func ruleLocation(location string) string {
+	if !strings.Contains(location, "[") {
+		return location
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(location, '[')
+		j := strings.IndexByte(location[i+1:], ']')
+		if i < 0 || j < 0 {
+			b.WriteString(location)
+			return b.String()
+		}
+		b.WriteString(location[:i+1])
+		location = location[i+1+j:]
+	}
 }
 
 // integerForm is how Herald's API takes an integer: in plain digits. JSON
@@ -1086,15 +1108,26 @@ func locateFieldRefusal(op string, d *huma.ErrorDetail) {
 			decoded = true
 		}
 	}
-	rule, ok := fieldRules[op][d.Location]
+	rule, ok := fieldRules[op][ruleLocation(d.Location)]
 	if !ok {
 		return
 	}
-	d.Message = rule
 	if decoded {
-		d.Message += integerForm
+		if unbounded[rule] {
+			// The decoder's refusal may be of a value past any int (its
+			// message names that range), which such a rule would call
+			// valid.
+			return
+		}
+		rule += integerForm
 	}
+	d.Message = rule
 }
+
+// unbounded are the rules of fieldRules whose field's schema sets no
+// maximum: the decoder refuses a value there for its spelling (1e0) or for
+// being past any int, so its own message, which says both, is kept.
+var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true}
 
 // fieldLocation turns the decoder's path of a field (segmentio's
 // "versions.0.version", members and array indexes alike joined by dots)

@@ -91,11 +91,14 @@ func TestSourceIntegerSettingsNameTheirRule(t *testing.T) {
 
 // TestIntegerFieldsNameTheirRule: the other integer fields of create and
 // change bodies (an endpoint's rate_limit_per_second, a rotation's
-// overlap_seconds, a portal session's ttl_seconds) are refused the same
-// way: at the field, naming the range and its unit.
+// overlap_seconds, a portal session's ttl_seconds, an event type's version
+// numbers) are refused the same way: at the field (an array item's
+// index in brackets), naming the range and its unit.
 func TestIntegerFieldsNameTheirRule(t *testing.T) {
 	w := newWorld(t, nil)
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
 	_, before := w.call(adminKey, "GET", "/v1/endpoints/"+w.epA, "")
+	_, typeBefore := w.call(adminKey, "GET", "/v1/event-types/file.updated", "")
 	for _, c := range []struct {
 		method, path, field string
 		values              []string
@@ -105,6 +108,10 @@ func TestIntegerFieldsNameTheirRule(t *testing.T) {
 		{"PATCH", "/v1/endpoints/" + w.epA, "rate_limit_per_second", []string{`-1`, `100001`, `1.5`, `1e3`}, "rate_limit_per_second must be an integer number of attempts per second from 0 (unlimited) to 100000"},
 		{"POST", "/v1/endpoints/" + w.epA + "/rotate-secret", "overlap_seconds", []string{`-1`, `604801`, `1.5`, `1e3`}, "overlap_seconds must be an integer number of seconds from 0"},
 		{"POST", "/v1/portal-sessions", "ttl_seconds", []string{`59`, `604801`, `1.5`, `1e3`}, "ttl_seconds must be an integer number of seconds from 60 (1 minute) to 604800 (7 days)"},
+		{"POST", "/v1/event-types/file.updated/versions", "version", []string{`0`, `-1`, `1.5`}, "version must be an integer from 1"},
+		{"POST", "/v1/event-types", "versions[0].version", []string{`0`, `1.5`}, "version must be an integer from 1"},
+		{"PATCH", "/v1/event-types/file.updated", "deprecate[0]", []string{`1.5`, `"1"`}, "deprecate lists version numbers: integers from 1"},
+		{"PATCH", "/v1/event-types/file.updated", "undeprecate[0]", []string{`1.5`}, "undeprecate lists version numbers: integers from 1"},
 	} {
 		for _, v := range c.values {
 			body := `{"` + c.field + `":` + v + `}`
@@ -113,6 +120,12 @@ func TestIntegerFieldsNameTheirRule(t *testing.T) {
 				body = `{"tenant":"acme","url":"https://a.example/h","` + c.field + `":` + v + `}`
 			case "/v1/portal-sessions":
 				body = `{"tenant":"acme","` + c.field + `":` + v + `}`
+			case "/v1/event-types/file.updated/versions":
+				body = `{"version":` + v + `,"schema":{"type":"object"}}`
+			case "/v1/event-types":
+				body = `{"name":"file.created","versions":[{"version":` + v + `,"schema":{"type":"object"}}]}`
+			case "/v1/event-types/file.updated":
+				body = `{"` + strings.TrimSuffix(c.field, "[0]") + `":[` + v + `]}`
 			}
 			st, raw := w.call(adminKey, c.method, c.path, body)
 			wantOneRefusal(t, c.method+" "+c.path+" "+body, st, raw, "body."+c.field, c.want)
@@ -121,6 +134,10 @@ func TestIntegerFieldsNameTheirRule(t *testing.T) {
 	if _, after := w.call(adminKey, "GET", "/v1/endpoints/"+w.epA, ""); string(after) != string(before) {
 		t.Errorf("refused changes changed the endpoint:\n%s\nwant\n%s", after, before)
 	}
+	if _, after := w.call(adminKey, "GET", "/v1/event-types/file.updated", ""); string(after) != string(typeBefore) {
+		t.Errorf("refused changes changed the event type:\n%s\nwant\n%s", after, typeBefore)
+	}
+	w.mustCall(adminKey, "GET", "/v1/event-types/file.created", "", 404, nil)
 }
 
 // TestDecodeRefusalLocatedAtTheField: an integer written with a fraction

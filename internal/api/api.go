@@ -698,7 +698,7 @@ func init() {
 	}
 	// huma builds the problem of a request its schema or decoder refused
 	// here, with the operation at hand: such refusals are located at their
-	// field and name Herald's rule where it has one (fieldRule).
+	// field and name Herald's rule where it has one (locateFieldRefusal).
 	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
 		var op string
 		if ctx != nil && ctx.Operation() != nil {

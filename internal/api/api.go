@@ -385,8 +385,23 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) 
 			r.Header.Set("Content-Type", ct)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodPatch {
+			r = r.WithContext(context.WithValue(r.Context(), patchBodyKey{}, body))
+		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// patchBodyKey is the context key of a PATCH request's body as sent,
+// which checkJSON keeps for patchBody.
+type patchBodyKey struct{}
+
+// patchBody is the body of the PATCH request ctx serves, as sent: its
+// handler tells a member given null from one left out with it (its
+// decoded body cannot: both leave a pointer nil). nil for other requests.
+func patchBody(ctx context.Context) []byte {
+	b, _ := ctx.Value(patchBodyKey{}).([]byte)
+	return b
 }
 
 // depthError is a body nested deeper than maxNesting, found while reading.
@@ -680,6 +695,31 @@ func init() {
 			}
 		}
 		return fmt.Sprintf(format, a...)
+	}
+	// huma builds the problem of a request its schema or decoder refused
+	// here, with the operation at hand: such refusals are located at their
+	// field and name Herald's rule where it has one (locateFieldRefusal).
+	huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+		var op string
+		if ctx != nil && ctx.Operation() != nil {
+			op = ctx.Operation().OperationID
+		}
+		kept := errs[:0:0]
+		said := map[[2]string]bool{}
+		for _, e := range errs {
+			if d, ok := e.(*huma.ErrorDetail); ok && d != nil {
+				locateFieldRefusal(op, d)
+				// A value the schema refuses twice (1.5 for a minimum of
+				// 60: not an integer, below the minimum) is one refusal
+				// of the field's rule.
+				if said[[2]string{d.Location, d.Message}] {
+					continue
+				}
+				said[[2]string{d.Location, d.Message}] = true
+			}
+			kept = append(kept, e)
+		}
+		return huma.NewError(status, msg, kept...)
 	}
 	base := huma.NewError
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
@@ -991,21 +1031,145 @@ func unmarshalBody(data []byte, v any) error {
 	}
 	loc := "body"
 	if te.Field != "" {
-		loc += "." + te.Field
+		loc = fieldLocation(data, te.Field)
 	}
 	// The decoder also refuses an integer written with a fraction or an
 	// exponent (1.0, 1e0), which JSON Schema's integer (huma's validation)
 	// accepts: the message covers both causes, never calling such a
 	// value, in range, out of it.
-	const form = ", written without a fraction or exponent (1, not 1.0 or 1e0)"
 	switch k := te.Type.Kind(); {
 	case k >= reflect.Int && k <= reflect.Int64:
 		low := int64(-1) << (te.Type.Bits() - 1)
-		return fmt.Errorf("%s: expected an integer from %d to %d%s", loc, low, ^low, form)
+		return decodeRefusal(loc, fmt.Sprintf("expected an integer from %d to %d%s", low, ^low, integerForm))
 	case k >= reflect.Uint && k <= reflect.Uint64:
-		return fmt.Errorf("%s: expected an integer from 0 to %d%s", loc, uint64(1)<<te.Type.Bits()-1, form)
+		return decodeRefusal(loc, fmt.Sprintf("expected an integer from 0 to %d%s", uint64(1)<<te.Type.Bits()-1, integerForm))
 	}
-	return fmt.Errorf("%s: expected a JSON value that fits %s", loc, te.Type.Kind())
+	return decodeRefusal(loc, fmt.Sprintf("expected a JSON value that fits %s", te.Type.Kind()))
+}
+
+// fieldRules are Herald's rules of the integer fields of request bodies,
+// by operation id and location (locateFieldRefusal): the range with its
+// unit, which huma's generic messages ("expected number >= 0", "expected
+// integer") do not say.
+var fieldRules = map[string]map[string]string{
+	"create-source":          sourceFieldRules,
+	"update-source":          sourceFieldRules,
+	"create-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
+	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
+	"rotate-endpoint-secret": {"body.overlap_seconds": overlapRule},
+	"create-portal-session":  {"body.ttl_seconds": portalTTLRule},
+	"create-event-type":      {"body.versions[].version": versionRule},
+	"add-event-type-version": {"body.version": versionRule},
+	"update-event-type":      {"body.deprecate[]": deprecateRule, "body.undeprecate[]": undeprecateRule},
+}
+
+// ruleLocation is location as fieldRules keys it: an array item's index
+// left out (body.versions[0].version is body.versions[].version).
+func ruleLocation(location string) string {
+	if !strings.Contains(location, "[") {
+		return location
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(location, '[')
+		j := strings.IndexByte(location[i+1:], ']')
+		if i < 0 || j < 0 {
+			b.WriteString(location)
+			return b.String()
+		}
+		b.WriteString(location[:i+1])
+		location = location[i+1+j:]
+	}
+}
+
+// integerForm is how Herald's API takes an integer: in plain digits. JSON
+// has one number type (RFC 8259 §6) and JSON Schema's integer is any
+// number whose fraction is zero, so 1e3 and 1000.0 pass the schema; Go's
+// decoder refuses them, and so does Herald, for every integer field (one
+// spelling per value: nothing reads 1e3 as 1000 in one place and refuses
+// it in another).
+const integerForm = "; an integer is written in plain digits, without a fraction or exponent (1000, not 1e3 or 1000.0)"
+
+// decodeRefusal is unmarshalBody's refusal of the value at loc
+// (body.<field>…). huma reports it at location "body" with this error's
+// text as the message; locateFieldRefusal moves it back to loc.
+func decodeRefusal(loc, msg string) error { return errors.New(loc + ": " + msg) }
+
+// locateFieldRefusal rewrites, in place, one refusal of huma's schema or
+// decoder in operation op: a decodeRefusal (at "body") is moved to its
+// field, and a refusal at a field with a rule in fieldRules says that rule
+// instead of huma's generic message ("expected number >= 0"), the value
+// kept. Herald's own refusals (invalid) never pass here.
+func locateFieldRefusal(op string, d *huma.ErrorDetail) {
+	decoded := false
+	if d.Location == "body" && strings.HasPrefix(d.Message, "body.") {
+		if loc, msg, ok := strings.Cut(d.Message, ": "); ok && !strings.ContainsAny(loc, " \"") {
+			d.Location, d.Message, d.Value = loc, msg, nil
+			decoded = true
+		}
+	}
+	rule, ok := fieldRules[op][ruleLocation(d.Location)]
+	if !ok {
+		return
+	}
+	if decoded {
+		if unbounded[rule] {
+			// The decoder's refusal may be of a value past any int (its
+			// message names that range), which such a rule would call
+			// valid.
+			return
+		}
+		rule += integerForm
+	}
+	d.Message = rule
+}
+
+// unbounded are the rules of fieldRules whose field's schema sets no
+// maximum: the decoder refuses a value there for its spelling (1e0) or for
+// being past any int, so its own message, which says both, is kept.
+var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true}
+
+// fieldLocation turns the decoder's path of a field (segmentio's
+// "versions.0.version", members and array indexes alike joined by dots)
+// into huma's location of it (body.versions[0].version: an array item in
+// brackets, 0-based, as huma's schema refusals name it), following data
+// to tell an index from a member name (which may hold dots). A path data
+// does not follow is kept as it is.
+func fieldLocation(data []byte, path string) string {
+	var doc any
+	if json.Unmarshal(data, &doc) != nil {
+		return "body." + path
+	}
+	loc := "body"
+	for rest := path; rest != ""; {
+		switch v := doc.(type) {
+		case []any:
+			tok, after, _ := strings.Cut(rest, ".")
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return "body." + path
+			}
+			loc += "[" + tok + "]"
+			doc, rest = v[i], after
+		case map[string]any:
+			// The longest member name that the path starts with.
+			best := -1
+			for name := range v {
+				if (rest == name || strings.HasPrefix(rest, name+".")) && len(name) > best {
+					best = len(name)
+				}
+			}
+			if best < 0 {
+				return "body." + path
+			}
+			name := rest[:best]
+			loc += "." + name
+			doc, rest = v[name], strings.TrimPrefix(rest[best:], ".")
+		default:
+			return "body." + path
+		}
+	}
+	return loc
 }
 
 // marshalCompact encodes v as huma's default encoder does (no HTML

@@ -116,6 +116,14 @@ type CreateEndpointBody struct {
 	RateLimitPerSecond int               `json:"rate_limit_per_second,omitempty" minimum:"0" maximum:"100000" doc:"0 = unlimited"`
 }
 
+// rateLimitRule and overlapRule are the rules of an endpoint's
+// rate_limit_per_second and a rotation's overlap_seconds, which a refusal
+// names at the field (fieldRules).
+const (
+	rateLimitRule = "rate_limit_per_second must be an integer number of attempts per second from 0 (unlimited) to 100000"
+	overlapRule   = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
+)
+
 // UpdateEndpointBody is the body of PATCH /v1/endpoints/{id}; absent
 // fields are left unchanged.
 type UpdateEndpointBody struct {

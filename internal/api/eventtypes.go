@@ -59,6 +59,17 @@ type CreateEventTypeBody struct {
 	Versions    []EventTypeVersionIn `json:"versions" minItems:"1" maxItems:"1" doc:"the first version (version 1)"`
 }
 
+// versionRule is the rule of a version number in an event type's create
+// and add-version bodies, which a refusal names at the field (fieldRules).
+const versionRule = "version must be an integer from 1: 1 for a type's first version, each new version the newest plus one"
+
+// deprecateRule and undeprecateRule are the rules of the items of a PATCH's
+// deprecate and undeprecate lists (fieldRules).
+const (
+	deprecateRule   = "deprecate lists version numbers: integers from 1"
+	undeprecateRule = "undeprecate lists version numbers: integers from 1"
+)
+
 // UpdateEventTypeBody is the body of PATCH /v1/event-types/{name}.
 type UpdateEventTypeBody struct {
 	Description *string `json:"description,omitempty" maxLength:"1024" pattern:"^[^\\x00]*$" patternDescription:"no NUL characters"`

@@ -132,7 +132,7 @@ func TestSourceSecretsMustBeDistinct(t *testing.T) {
 	const secret = "github-secret-0123456789"
 	_, list := w.call(adminKey, "GET", "/v1/sources", "")
 	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"gh","scheme":"github","secrets":["`+secret+`","`+secret+`"],"destination_url":"http://10.0.0.2/in"}`)
-	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct") || strings.Contains(string(raw), secret) {
+	if st != 422 || !strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct","location":"body.secrets[1]"`) || strings.Contains(string(raw), secret) {
 		t.Errorf("create with a secret twice: %d %s; want 422 naming secrets[1], secrets[0] and the rule, not the secret", st, raw)
 	}
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
@@ -625,20 +625,21 @@ func TestProblemsBoundEchoedInputHoweverSpelled(t *testing.T) {
 
 // TestIntegerOutOfRangeNamesTheField: a number the operation's schema
 // lets through that no int holds (a version, a deprecation, a pin) answers
-// 422 naming the field and the range, never the decoder's Go type names,
+// 422 located at the field (huma's location: body.versions[0].version)
+// naming the range, never the decoder's Go type names,
 // and changes nothing.
 func TestIntegerOutOfRangeNamesTheField(t *testing.T) {
 	w := newWorld(t, nil)
 	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
 	const big = "99999999999999999999"
 	for _, c := range []struct{ method, path, body, field string }{
-		{"POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":` + big + `,"schema":{"type":"object"}}]}`, "body.versions.0.version"},
+		{"POST", "/v1/event-types", `{"name":"file.created","versions":[{"version":` + big + `,"schema":{"type":"object"}}]}`, "body.versions[0].version"},
 		{"POST", "/v1/event-types/file.updated/versions", `{"version":` + big + `,"schema":{"type":"object"}}`, "body.version"},
-		{"PATCH", "/v1/event-types/file.updated", `{"description":"changed","deprecate":[-` + big + `]}`, "body.deprecate.0"},
+		{"PATCH", "/v1/event-types/file.updated", `{"description":"changed","deprecate":[-` + big + `]}`, "body.deprecate[0]"},
 		{"PATCH", "/v1/endpoints/" + w.epA, `{"description":"changed","versions":{"file.updated":` + big + `}}`, "body.versions.file.updated"},
 	} {
 		st, raw := w.call(adminKey, c.method, c.path, c.body)
-		if st != 422 || !strings.Contains(string(raw), c.field+": expected an integer from -9223372036854775808 to 9223372036854775807") ||
+		if st != 422 || !strings.Contains(string(raw), `"location":"`+c.field+`"`) || !strings.Contains(string(raw), `"message":"expected an integer from -9223372036854775808 to 9223372036854775807`) ||
 			strings.Contains(string(raw), "Go struct") || strings.Contains(string(raw), "api.") {
 			t.Errorf("%s %s %s: %d %s; want 422 naming %s and the range", c.method, c.path, c.body, st, raw, c.field)
 		}
@@ -693,7 +694,7 @@ func TestIntegerWithAFractionIsNotOutOfRange(t *testing.T) {
 	w := newWorld(t, nil)
 	for _, v := range []string{"1.0", "1e0"} {
 		st, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":`+v+`,"schema":{"type":"object"}}]}`)
-		if st != 422 || !strings.Contains(string(raw), "body.versions.0.version: expected an integer") || !strings.Contains(string(raw), "without a fraction or exponent") {
+		if st != 422 || !strings.Contains(string(raw), `"location":"body.versions[0].version"`) || !strings.Contains(string(raw), "expected an integer") || !strings.Contains(string(raw), "without a fraction or exponent") {
 			t.Errorf("version %s: %d %s; want 422 saying an integer is written without a fraction or exponent", v, st, raw)
 		}
 	}
@@ -708,7 +709,7 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 	const x = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	_, list := w.call(adminKey, "GET", "/v1/sources", "")
 	st, raw := w.call(adminKey, "POST", "/v1/sources", `{"name":"svix","scheme":"standard-webhooks","secrets":["whsec_`+x+`","`+x+`"],"destination_url":"http://10.0.0.2/in"}`)
-	if st != 422 || !strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)") || strings.Contains(string(raw), x) {
+	if st != 422 || !strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is the same key with or without whsec_)","location":"body.secrets[1]"`) || strings.Contains(string(raw), x) {
 		t.Errorf("create with whsec_X and X: %d %s; want 422 naming the rule, not the secret", st, raw)
 	}
 	if _, after := w.call(adminKey, "GET", "/v1/sources", ""); !bytes.Equal(after, list) {
@@ -727,7 +728,7 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 	// the bits the padding leaves unused, RFC 4648 §3.5) are one key too.
 	const canon, other = "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s=", "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6t="
 	if st, raw := w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"secrets":["whsec_`+canon+`","`+other+`"]}`); st != 422 ||
-		!strings.Contains(string(raw), "secrets[1]: the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)") ||
+		!strings.Contains(string(raw), `"message":"the same as secrets[0]: secrets must be distinct (a standard-webhooks secret is its base64-decoded key, and these two decode to the same bytes)","location":"body.secrets[1]"`) ||
 		strings.Contains(string(raw), "q6ur") {
 		t.Errorf("PATCH with two encodings of one key: %d %s; want 422 naming the rule, not the secret", st, raw)
 	}

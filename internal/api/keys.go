@@ -57,6 +57,10 @@ type APIKeyList struct {
 	NextCursor string      `json:"next_cursor"`
 }
 
+// portalTTLRule is the rule of a portal session's ttl_seconds, which a
+// refusal names at the field (fieldRules).
+const portalTTLRule = "ttl_seconds must be an integer number of seconds from 60 (1 minute) to 604800 (7 days); leave it out for the default, 3600 (1 hour)"
+
 // CreatePortalSessionBody is the body of POST /v1/portal-sessions.
 type CreatePortalSessionBody struct {
 	Tenant     string `json:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"the tenant whose endpoint owners open the portal"`

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +62,14 @@ type UpdateSourceBody struct {
 	DestinationURL   *string   `json:"destination_url,omitempty" minLength:"1" maxLength:"2048"`
 	MaxBodyBytes     *int64    `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216"`
 	HMAC             *HMACBody `json:"hmac,omitempty"`
+}
+
+// sourceFieldRules are the rules of a source's integer settings, which a
+// refusal of the schema or the decoder names at the field (fieldRules);
+// SourceConfig.Validate's refusals name the same ones.
+var sourceFieldRules = map[string]string{
+	"body.tolerance_seconds": inbound.ToleranceRule,
+	"body.max_body_bytes":    inbound.MaxBodyBytesRule,
 }
 
 // SourceOut is a source as the API shows it (secrets are write-only).
@@ -152,16 +162,29 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 
 func validateSourceConfig(sc inbound.SourceConfig) error {
 	if err := sc.Validate(); err != nil {
-		loc := "body"
-		if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
-			loc = "body." + fe.Field // the setting it is about, as the schema's checks name theirs
-		}
-		return invalid(loc, err.Error(), nil)
+		return sourceConfigRefusal(err)
 	}
 	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
-		return invalid("body", err.Error(), nil)
+		return sourceConfigRefusal(err)
 	}
 	return nil
+}
+
+// sourceConfigRefusal is the 422 of a refused source configuration,
+// located as the schema's checks locate theirs: at the setting it names
+// (body.dedupe: the rule, which names the setting, and the refused value
+// when it is a number), the secret (body.secrets[1]: 0-based, huma's
+// convention for array items) or the hmac setting (body.hmac.template),
+// with scheme.ConfigError's rule as the message (its field is the
+// location, as in huma's own refusals); at body when it names none.
+func sourceConfigRefusal(err error) error {
+	if fe := (*inbound.FieldError)(nil); errors.As(err, &fe) {
+		return invalid("body."+fe.Field, err.Error(), fe.Value)
+	}
+	if ce := (*scheme.ConfigError)(nil); errors.As(err, &ce) && ce.Field != "" {
+		return invalid("body."+ce.Field, ce.Rule, nil)
+	}
+	return invalid("body", err.Error(), nil)
 }
 
 // SourceList is a page of sources.
@@ -197,7 +220,7 @@ func (s *Server) registerSources() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-source", Method: http.MethodPatch, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary:     "Change a source (e.g. rotate the provider's secrets: send the new and the old one)",
-		Description: "A PATCH that changes nothing ({}, the values the source has) answers 200 with the source as it is: nothing is written and updated_at stays.",
+		Description: "A PATCH that changes nothing ({}, the values the source has) answers 200 with the source as it is: nothing is written and updated_at stays. A field left out is kept; a field given null is refused (422 at the field, nothing changed): this is not a JSON Merge Patch (RFC 7396), and every field of a source has a value (send 0 or \"\" for a setting's default).",
 		Security:    sec, MaxBodyBytes: 64 << 10,
 	}, s.updateSource)
 
@@ -294,7 +317,50 @@ type updateSourceInput struct {
 	Body UpdateSourceBody
 }
 
+// sourceNullRules say, for each member of a source's PATCH, what to send
+// instead of null (refuseNulls): every field of a source has a value, so
+// none can be removed.
+var sourceNullRules = map[string]string{
+	"name":              "a source always has a name: leave name out to keep it",
+	"scheme":            "a source always has its scheme: leave scheme out to keep it",
+	"secrets":           "a source always has 1 to 5 secrets: leave secrets out to keep them, or send the new list",
+	"destination_url":   "a source always forwards to a destination: leave destination_url out to keep it",
+	"hmac":              "leave hmac out to keep it (scheme hmac always has one; the other schemes take none)",
+	"tolerance_seconds": "leave tolerance_seconds out to keep it, or send 0 for the default (300)",
+	"max_body_bytes":    "leave max_body_bytes out to keep it, or send 0 for the default (1048576, 1 MiB)",
+	"dedupe":            `leave dedupe out to keep it, or send "" for the scheme's own rule (its event id; the SHA-256 of the body for github, shopify and hmac)`,
+}
+
+// refuseNulls refuses a PATCH body whose members given null are in rules
+// (422, one error per member, located at it, saying what to send
+// instead). Herald's PATCH changes the members it gives and keeps those it
+// leaves out; it is not a JSON Merge Patch (RFC 7396 §2, where null
+// removes a member), so null is no value to change to, and taking it for
+// "left out" would answer 200 to a request that meant a change.
+func refuseNulls(raw []byte, rules map[string]string) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil // not an object: the schema has refused it
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		rule, ok := rules[name]
+		if !ok || string(members[name]) != "null" {
+			continue
+		}
+		errs = append(errs, &huma.ErrorDetail{Location: "body." + name,
+			Message: name + " cannot be null: a PATCH changes the fields it gives and keeps those it leaves out (null removes nothing: this is not a JSON Merge Patch, RFC 7396); " + rule})
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return huma.Error422UnprocessableEntity("validation failed", errs...)
+}
+
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
+	if err := refuseNulls(patchBody(ctx), sourceNullRules); err != nil {
+		return nil, err
+	}
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
 	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
 		return s.replaceSourceConfig(ctx, in, u)

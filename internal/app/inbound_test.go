@@ -331,8 +331,9 @@ func TestSourcesAPIBadInput(t *testing.T) {
 		{"hmac without config", `{"name":"x","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/"}`, "hmac"},
 		{"bad dedupe", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","dedupe":"cookie:x"}`, "dedupe"},
 		{"unknown field", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","colour":1}`, "colour"},
-		// A schema limit is written as the number it is, not 1.6777216e+07.
-		{"body cap too large", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","max_body_bytes":17000000}`, "expected number <= 16777216"},
+		// A limit is written as the number it is, not 1.6777216e+07, in
+		// the field's rule.
+		{"body cap too large", `{"name":"x","scheme":"github","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.1/","max_body_bytes":17000000}`, "max_body_bytes must be an integer number of bytes from 1024 (1 KiB: real providers' webhooks do not fit in less) to 16777216 (16 MiB)"},
 	} {
 		st, raw := h.call("POST", "/v1/sources", c.body, nil)
 		if st != 422 || !strings.Contains(string(raw), c.want) {

@@ -51,6 +51,16 @@ const (
 	// real event (413), and is a mistake, e.g. KiB meant and bytes given.
 	MinMaxBodyBytes  = 1 << 10
 	DefaultTolerance = 300 * time.Second
+	// MaxToleranceSeconds is the widest replay window a source may set.
+	MaxToleranceSeconds = 3600
+)
+
+// The rules of a source's integer settings, as a refusal names them: the
+// API answers a value out of range, not an integer, or an integer written
+// with an exponent or a fraction with the rule, located at the field.
+const (
+	MaxBodyBytesRule = "max_body_bytes must be an integer number of bytes from 1024 (1 KiB: real providers' webhooks do not fit in less) to 16777216 (16 MiB), or 0 for the default (1048576, 1 MiB)"
+	ToleranceRule    = "tolerance_seconds must be an integer number of seconds from 1 to 3600 (1 hour), or 0 for the default (300)"
 )
 
 // SourceConfig is the verification and dedupe configuration of a source,
@@ -96,8 +106,8 @@ func (c SourceConfig) Validate() error {
 	if err := c.SchemeConfig().Validate(); err != nil {
 		return err
 	}
-	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > 3600 {
-		return &FieldError{Field: "tolerance_seconds", Err: errors.New("tolerance_seconds must be 0 (default 300) to 3600")}
+	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > MaxToleranceSeconds {
+		return &FieldError{Field: "tolerance_seconds", Value: c.ToleranceSeconds, Err: errors.New(ToleranceRule)}
 	}
 	if c.ToleranceSeconds != 0 && !scheme.ReplayWindow(c.SchemeConfig()) {
 		// It would be stored, shown and never applied.
@@ -108,7 +118,7 @@ func (c SourceConfig) Validate() error {
 		return &FieldError{Field: "tolerance_seconds", Err: fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)}
 	}
 	if c.MaxBodyBytes != 0 && (c.MaxBodyBytes < MinMaxBodyBytes || c.MaxBodyBytes > MaxMaxBodyBytes) {
-		return &FieldError{Field: "max_body_bytes", Err: fmt.Errorf("max_body_bytes %d: must be 0 (the default, %d) or %d (1 KiB, below which real providers' webhooks do not fit) to %d (16 MiB)", c.MaxBodyBytes, DefaultMaxBodyBytes, MinMaxBodyBytes, MaxMaxBodyBytes)}
+		return &FieldError{Field: "max_body_bytes", Value: c.MaxBodyBytes, Err: errors.New(MaxBodyBytesRule)}
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
@@ -125,9 +135,11 @@ func (c SourceConfig) Validate() error {
 // FieldError is an error of SourceConfig.Validate about one setting,
 // named by its JSON field (tolerance_seconds, max_body_bytes, dedupe), so
 // that the API can name it as the error's location (body.dedupe) as it
-// does for the fields its schema checks.
+// does for the fields its schema checks. Value, when set, is the refused
+// value (a number; never a secret), which the API repeats.
 type FieldError struct {
 	Field string
+	Value any
 	Err   error
 }
 

@@ -40,15 +40,29 @@ const (
 	rulePrefixJSONPointer = "json:"
 )
 
-// ValidateDedupeRule checks a dedupe rule: "" (the scheme's natural id),
-// "header:<Name>" with a valid header field name, or "json:<pointer>" with
-// a non-empty RFC 6901 JSON pointer ("json:/id", "json:/data/object/id",
-// "json:/a~1b" for member "a/b"; "json:" alone, the whole document, is
-// refused: the document is the event, not an id). Errors wrap
-// [ErrBadDedupeRule].
+// ValidateDedupeRule checks a dedupe rule when it is saved: "" (the
+// scheme's natural id), "header:<Name>" with a valid header field name, or
+// "json:<pointer>" with a non-empty RFC 6901 JSON pointer ("json:/id",
+// "json:/data/object/id", "json:/a~1b" for member "a/b"; "json:" alone,
+// the whole document, is refused: the document is the event, not an id).
+// A pointer with a reference token "-" is refused too: RFC 6901 §4 makes
+// "-" in an array the nonexistent element after the last one, so such a
+// pointer never finds an id and every event would be deduped on its body
+// instead (a member named "-" is the one thing it gives up: no provider's
+// id is one). Only saving refuses it: a rule saved earlier keeps deduping
+// as it did (on the body). Other tokens are taken as written, spaces
+// included (a member name may hold them). Errors wrap [ErrBadDedupeRule].
 func ValidateDedupeRule(rule string) error {
-	_, _, err := parseRule(rule)
-	return err
+	kind, parsed, err := parseRule(rule)
+	if err != nil || kind != ruleJSON {
+		return err
+	}
+	for i, tok := range parsed.([]string) {
+		if tok == "-" {
+			return fmt.Errorf(`%w: %q: reference token %d is "-", which in an array designates the nonexistent element after the last one (RFC 6901 §4), so the pointer never finds an id; give an element's index, e.g. json:/items/0`, ErrBadDedupeRule, rule, i+1)
+		}
+	}
+	return nil
 }
 
 type ruleKind int

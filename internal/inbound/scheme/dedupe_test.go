@@ -134,7 +134,10 @@ func TestDedupeKeyRules(t *testing.T) {
 		t.Run(tc.scheme+" "+tc.rule, func(t *testing.T) {
 			got, err := DedupeKey(tc.scheme, tc.rule, h, []byte(body))
 			checkKeyResult(t, got, err, tc.want, tc.err)
-			if verr := ValidateDedupeRule(tc.rule); errors.Is(err, ErrBadDedupeRule) != (verr != nil) {
+			// A "-" token (RFC 6901 §4: no array element) is refused when a
+			// rule is saved, and finds no key in a rule saved before.
+			refusedAtSave := errors.Is(err, ErrBadDedupeRule) || strings.Contains(tc.rule, "/-/")
+			if verr := ValidateDedupeRule(tc.rule); refusedAtSave != (verr != nil) {
 				t.Fatalf("ValidateDedupeRule(%q) = %v, DedupeKey error %v", tc.rule, verr, err)
 			}
 		})
@@ -180,7 +183,7 @@ func TestBodyKey(t *testing.T) {
 }
 
 func TestValidateDedupeRule(t *testing.T) {
-	for _, ok := range []string{"", "header:X-Request-Id", "json:/", "json:/id", "json:/a~0~1/0/-"} {
+	for _, ok := range []string{"", "header:X-Request-Id", "json:/", "json:/id", "json:/a~0~1/0/x", "json:/id ", "json:/-x", "json:/~1-"} {
 		if err := ValidateDedupeRule(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
@@ -188,6 +191,13 @@ func TestValidateDedupeRule(t *testing.T) {
 	for _, bad := range []string{"x", "header:", "header:a:b", "json:", "json:a", "json:/~", "json:/~x"} {
 		if err := ValidateDedupeRule(bad); !errors.Is(err, ErrBadDedupeRule) {
 			t.Errorf("%q: %v, want ErrBadDedupeRule", bad, err)
+		}
+	}
+	// RFC 6901 §4: in an array, "-" designates the nonexistent element
+	// after the last, so a pointer with a "-" token never finds an id.
+	for _, bad := range []string{"json:/-", "json:/a~0~1/0/-", "json:/items/-/id"} {
+		if err := ValidateDedupeRule(bad); !errors.Is(err, ErrBadDedupeRule) || !strings.Contains(err.Error(), `"-"`) || !strings.Contains(err.Error(), "RFC 6901 §4") {
+			t.Errorf("%q: %v, want ErrBadDedupeRule naming the \"-\" token and RFC 6901 §4", bad, err)
 		}
 	}
 	// The empty pointer's error says why and what a valid rule looks like.

@@ -269,6 +269,7 @@ func (s *Server) registerEndpoints() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-endpoint", Method: http.MethodPatch, Path: "/v1/endpoints/{id}", Tags: []string{"endpoints"},
 		Summary: "Change an endpoint", Security: sec, MaxBodyBytes: 64 << 10,
+		Description: "A field left out is kept; a field given null is refused (422 at the field, nothing changed): this is not a JSON Merge Patch (RFC 7396). Send \"\" for no description, {} for no headers, [] for every event type, 0 for no rate limit.",
 	}, s.updateEndpoint)
 
 	huma.Register(s.api, huma.Operation{
@@ -414,7 +415,22 @@ type updateEndpointInput struct {
 	Body UpdateEndpointBody
 }
 
+// endpointNullRules say, for each member of an endpoint's PATCH, what to
+// send instead of null (refuseNulls): as for a source, a PATCH changes the
+// fields it gives and keeps those it leaves out, and null removes nothing.
+var endpointNullRules = map[string]string{
+	"url":                   "an endpoint always has a URL: leave url out to keep it",
+	"event_types":           "leave event_types out to keep them, or send [] for every event type",
+	"versions":              "leave versions out to keep the pins, or send {} to change none",
+	"description":           `leave description out to keep it, or send "" for none`,
+	"headers":               "leave headers out to keep them, or send {} for none",
+	"rate_limit_per_second": "leave rate_limit_per_second out to keep it, or send 0 for no limit",
+}
+
 func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
+	if err := refuseNulls(patchBody(ctx), endpointNullRules); err != nil {
+		return nil, err
+	}
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
 	if errors.As(err, new(*store.UnreadableError)) {
 		// On a node whose key is stale every endpoint's values fail to

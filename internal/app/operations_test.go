@@ -544,7 +544,7 @@ func TestNoOpUpdateEmitsNothing(t *testing.T) {
 		"headers": map[string]string{"X-A": "1"}, "rate_limit_per_second": 5}, &ep); st != 201 {
 		t.Fatalf("create: %d %s", st, raw)
 	}
-	for _, body := range []string{`{}`, `{"url":null}`, `{"description":"d","url":"https://example.com/hook","headers":{"X-A":"1"},"rate_limit_per_second":5,"event_types":[]}`} {
+	for _, body := range []string{`{}`, `{"description":"d","url":"https://example.com/hook","headers":{"X-A":"1"},"rate_limit_per_second":5,"event_types":[]}`} {
 		var got struct {
 			UpdatedAt time.Time `json:"updated_at"`
 		}

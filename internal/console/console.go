@@ -553,6 +553,28 @@ func mentionsLabelled(text string, labels map[string]string) string {
 	})
 }
 
+// sentences joins messages as sentences: one that does not end as a
+// sentence (an API message often ends with a value or a parenthesis) gets
+// a period before the next, so the console's own note never runs on from
+// the API's message ("… and hmac) The secrets …").
+func sentences(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if s := b.String(); !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "!") && !strings.HasSuffix(s, "?") {
+				b.WriteByte('.')
+			}
+			b.WriteByte(' ')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
 // recorder is a minimal in-memory http.ResponseWriter.
 type recorder struct {
 	h      http.Header

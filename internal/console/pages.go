@@ -1338,10 +1338,10 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		msg := fmt.Sprintf("Replayed %d dead letter(s).", replayed)
 		if len(failed) > 0 {
-			msg += " Not replayed: " + strings.Join(failed, ", ")
+			msg = sentences(msg, "Not replayed: "+strings.Join(failed, ", "))
 		}
 		if n := len(ids) - replayed - len(failed); n > 0 {
-			msg += fmt.Sprintf(" %d were no longer dead letters.", n)
+			msg = sentences(msg, fmt.Sprintf("%d were no longer dead letters.", n))
 		}
 		c.setFlash(s, msg)
 		http.Redirect(w, r, d.Back, http.StatusSeeOther)
@@ -1722,6 +1722,10 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, r, status, "sources", s, "Inbound sources", "sources", d)
 }
 
+// secretsNotKept is what a refused source form says when secrets were
+// typed: they are write-only, so the form comes back without them.
+const secretsNotKept = "The secrets typed were not kept (they are never sent back to the browser): type them again."
+
 // sourceLabels name the source forms' fields in the API's errors.
 // A secret is named "Secret 1", "Secret 2"…, counted from 1 as the lines
 // of the Secrets field (empty lines left out), never by the API's 0-based
@@ -1731,13 +1735,17 @@ var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secret
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
 	f := typedSource(r)
+	secrets := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n"))
 	again := func(status int, msg string) {
+		if len(secrets) > 0 {
+			msg = sentences(msg, secretsNotKept) // as a refused edit: secrets are write-only
+		}
 		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Form: f})
 	}
 	b := map[string]any{
 		"name":            f.Name, // as typed, as the API keeps it (a blank one is refused there)
 		"scheme":          f.Scheme,
-		"secrets":         formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")),
+		"secrets":         secrets,
 		"destination_url": strings.TrimSpace(f.DestinationURL),
 	}
 	if msg := f.settings(b, nil); msg != "" {
@@ -1921,7 +1929,7 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	secrets := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n"))
 	again := func(status int, msg string) {
 		if len(secrets) > 0 {
-			msg += " The secrets typed were not kept (they are never sent back to the browser): type them again."
+			msg = sentences(msg, secretsNotKept)
 		}
 		c.sourceDetailPage(w, r, s, status, msg, &f)
 	}

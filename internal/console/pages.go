@@ -1731,7 +1731,9 @@ const secretsNotKept = "The secrets typed were not kept (they are never sent bac
 // of the Secrets field (empty lines left out), never by the API's 0-based
 // index (secrets[0]).
 var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "secrets[]": "Secret", "destination_url": "Destination URL",
-	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size"}
+	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size",
+	// The API's 0 for the default is the form's empty (inFormTerms).
+	"tolerance_seconds=0": "empty", "max_body_bytes=0": "empty"}
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
 	f := typedSource(r)

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -1840,8 +1842,9 @@ func (d sourceDetailData) DedupeEmpty() string {
 }
 
 // hmacSetting is one labelled row of an hmac source's signing settings:
-// Code, when set, is a value shown as code (a header name, the template),
-// Note words about it or the value itself.
+// Code, when set, is a value shown as code between quotes, every space
+// kept (a header name, the prefix, the template), Note words about it or
+// the value itself.
 type hmacSetting struct{ Label, Code, Note string }
 
 // HMACSettings are an hmac source's signing settings as its page shows
@@ -1877,7 +1880,26 @@ func (d sourceDetailData) HMACSettings() []hmacSetting {
 	if h.Template == "" {
 		tmpl.Code, tmpl.Note = "{body}", "(the default: the raw body)"
 	}
-	return append(rows, ts, tmpl)
+	rows = append(rows, ts, tmpl)
+	for i := range rows {
+		if rows[i].Code != "" {
+			rows[i].Code = quoted(rows[i].Code)
+		}
+	}
+	return rows
+}
+
+// quoted is a setting's value between quotes, as a JSON string (as the
+// API gives it), so that its leading, trailing and repeated spaces are
+// seen: a prefix "v1  =" is not read as "v1 =".
+func quoted(v string) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false) // html/template escapes the page; "<" stays "<"
+	if err := e.Encode(v); err != nil {
+		return strconv.Quote(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).

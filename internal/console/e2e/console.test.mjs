@@ -696,8 +696,9 @@ async function main() {
   }
   await page.goto(heraldBase + `/ui/sources/${hm.id}`);
   const hmacSettings = await page.textContent('[data-testid=hmac-settings]');
-  for (const re of [/Signature header\s*X-Acme-Signature/, /Algorithm\s*HMAC-SHA512/, /Encoding\s*base64/, /Prefix\s*v1=/,
-    /Timestamp header\s*X-Acme-Timestamp[\s\S]*tolerance 300 s/, /Signed content\s*\{timestamp\}\.\{body\}/]) {
+  // Values between quotes, every space kept (code.exact: white-space pre-wrap).
+  for (const re of [/Signature header\s*"X-Acme-Signature"/, /Algorithm\s*HMAC-SHA512/, /Encoding\s*base64/, /Prefix\s*"v1="/,
+    /Timestamp header\s*"X-Acme-Timestamp"[\s\S]*tolerance 300 s/, /Signed content\s*"\{timestamp\}\.\{body\}"/]) {
     assert.match(hmacSettings, re);
   }
   assert.doesNotMatch(await page.content(), new RegExp(hmacSecret), 'the page shows the hmac secret');

@@ -642,7 +642,8 @@ type fact struct {
 var (
 	endpointDeletion = deletion[api.EndpointOut]{"delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted.",
 		func(e api.EndpointOut) deleteConfirmation {
-			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Value: e.URL}},
+			// Its tenant too: an admin deletes across tenants.
+			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Label: "tenant", Value: e.Tenant}, {Value: e.URL}},
 				Warning: "Its deliveries, attempts and dead letters are deleted with it.", Page: "/ui/endpoints/" + url.PathEscape(e.ID)}
 		}}
 	sourceDeletion = deletion[api.SourceOut]{"delete-source", "/v1/sources", "sources", "Source %s deleted: its ingest path answers 404 from now on.",

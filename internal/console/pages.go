@@ -402,6 +402,9 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 			c.apiFail(w, r, s, err)
 			return
 		}
+		if c.sourceOwned(w, r, s, d.E, false, http.StatusOK) {
+			return
+		}
 		d.EventTypes = strings.Join(d.E.EventTypes, "\n")
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
@@ -603,6 +606,14 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		}
 	}
 	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
+		// A source's forwarding endpoint (refused 409): the page says it
+		// is changed through its source, not a form that cannot be saved.
+		var ae *apiError
+		var cur api.EndpointOut
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict &&
+			c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &cur) == nil && c.sourceOwned(w, r, s, cur, false, http.StatusConflict) {
+			return
+		}
 		c.formAgain(w, r, s, id, err)
 		return
 	}
@@ -619,6 +630,11 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 type deletion[T any] struct {
 	op, api, nav, done string // e.g. "delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted."
 	describe           func(T) deleteConfirmation
+	// owned, when set, says whether the resource is deleted through
+	// another (an inbound source's forwarding endpoint, with its source):
+	// it renders the page saying so instead of the confirmation (and
+	// instead of the API's 409 after a POST) and reports true.
+	owned func(c *Console, w http.ResponseWriter, r *http.Request, s *session, v T, status int) bool
 }
 
 // deleteConfirmation is what a delete confirmation page says of its
@@ -645,6 +661,9 @@ var (
 			// Its tenant too: an admin deletes across tenants.
 			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Label: "tenant", Value: e.Tenant}, {Value: e.URL}},
 				Warning: "Its deliveries, attempts and dead letters are deleted with it.", Page: "/ui/endpoints/" + url.PathEscape(e.ID)}
+		},
+		func(c *Console, w http.ResponseWriter, r *http.Request, s *session, e api.EndpointOut, status int) bool {
+			return c.sourceOwned(w, r, s, e, true, status)
 		}}
 	sourceDeletion = deletion[api.SourceOut]{"delete-source", "/v1/sources", "sources", "Source %s deleted: its ingest path answers 404 from now on.",
 		func(s api.SourceOut) deleteConfirmation {
@@ -653,7 +672,7 @@ var (
 				Warning: "The provider's requests to its ingest path are refused from now on (404). Its forwarding endpoint " + s.EndpointID +
 					" is deleted with it, and with that endpoint the forwards not yet delivered, their attempts and dead letters.",
 				Undone: "a new source gets a new ingest path, to set at the provider again.", Page: "/ui/sources/" + url.PathEscape(s.ID)}
-		}}
+		}, nil}
 )
 
 // confirm renders the confirmation page.
@@ -665,6 +684,9 @@ func (d deletion[T]) confirm(c *Console) func(http.ResponseWriter, *http.Request
 			c.apiFail(w, r, s, err)
 			return
 		}
+		if d.owned != nil && d.owned(c, w, r, s, v, http.StatusOK) {
+			return
+		}
 		c.render(w, r, http.StatusOK, "confirm_delete", s, "Delete "+id, d.nav, d.describe(v))
 	})
 }
@@ -674,12 +696,51 @@ func (d deletion[T]) delete(c *Console) func(http.ResponseWriter, *http.Request,
 	return c.may(d.op, func(w http.ResponseWriter, r *http.Request, s *session) {
 		id := r.PathValue("id")
 		if err := c.call(r, s, "DELETE", d.api+"/"+url.PathEscape(id), nil, nil); err != nil {
+			// The API refuses (409) what is deleted through another
+			// resource: the page says which, as the confirmation does.
+			var ae *apiError
+			var v T
+			if d.owned != nil && errors.As(err, &ae) && ae.Status == http.StatusConflict &&
+				c.call(r, s, "GET", d.api+"/"+url.PathEscape(id), nil, &v) == nil && d.owned(c, w, r, s, v, http.StatusConflict) {
+				return
+			}
 			c.apiFail(w, r, s, err)
 			return
 		}
 		c.setFlash(s, fmt.Sprintf(d.done, id))
 		http.Redirect(w, r, "/ui/"+d.nav, http.StatusSeeOther)
 	})
+}
+
+// sourceOwnedData is what the page of an inbound source's forwarding
+// endpoint's edit or delete says (source_owned).
+type sourceOwnedData struct {
+	E                    api.EndpointOut
+	SourceID, SourceName string
+	Delete               bool // the delete page (else the edit page)
+	Refused              bool // after a POST the API refused (409)
+}
+
+// sourceOwned renders, for an inbound source's forwarding endpoint e
+// (kind source: changed and deleted through its source, the API refuses
+// it 409), the page saying so with a link to the source's page (its
+// delete page for delete) instead of a form, and reports true; false for
+// another endpoint.
+func (c *Console) sourceOwned(w http.ResponseWriter, r *http.Request, s *session, e api.EndpointOut, del bool, status int) bool {
+	if e.Kind != "source" {
+		return false
+	}
+	d := sourceOwnedData{E: e, SourceID: e.Tenant, SourceName: e.Tenant, Delete: del, Refused: status != http.StatusOK}
+	var src api.SourceOut
+	if c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(e.Tenant), nil, &src) == nil && src.Name != "" {
+		d.SourceName = src.Name // else named by its id
+	}
+	title := "Edit " + e.ID
+	if del {
+		title = "Delete " + e.ID
+	}
+	c.render(w, r, status, "source_owned", s, title, "endpoints", d)
+	return true
 }
 
 func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *session) {

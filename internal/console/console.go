@@ -555,20 +555,27 @@ func inFormTerms(text, field string, labels map[string]string) string {
 		text = strings.ReplaceAll(text, "send 0 for the default", "leave it empty for the default")
 		text = strings.ReplaceAll(text, "0 for the default", labels[field+"=0"]+" for the default")
 	}
-	return apiName.ReplaceAllStringFunc(text, func(m string) string {
+	var b strings.Builder
+	last := 0
+	for _, at := range apiName.FindAllStringIndex(text, -1) {
+		m := text[at[0]:at[1]]
 		name, zero := strings.CutSuffix(m, " 0")
 		l, ok := labels[name]
-		if !ok {
-			return m
+		if !ok || at[0] > 0 && strings.IndexByte("/:.-", text[at[0]-1]) >= 0 {
+			continue // not a field, or part of a value: json:/max_body_bytes
 		}
 		if zero {
 			if e := labels[name+"=0"]; e != "" {
-				return l + " " + e
+				l += " " + e
+			} else {
+				l += " 0"
 			}
-			return l + " 0"
 		}
-		return l
-	})
+		b.WriteString(text[last:at[0]])
+		b.WriteString(l)
+		last = at[1]
+	}
+	return b.String() + text[last:]
 }
 
 // listItem is an API path of a list's item inside a message ("the same as

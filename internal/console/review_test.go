@@ -192,3 +192,18 @@ func TestDeleteConfirmationSpacingAndTenant(t *testing.T) {
 		t.Errorf("the Delete button and Cancel are not in one actions row:\n%s", body)
 	}
 }
+
+// TestInFormTermsLeavesValuesAlone: an API field name inside a value (a
+// JSON pointer, a header) is the user's, not a field to name by its label.
+func TestInFormTermsLeavesValuesAlone(t *testing.T) {
+	for _, c := range []struct{ field, in, want string }{
+		{"max_body_bytes", `dedupe "json:/max_body_bytes": no such member; leave max_body_bytes 0`,
+			`dedupe "json:/max_body_bytes": no such member; leave Max body size empty`},
+		{"tolerance_seconds", "tolerance_seconds 60: set tolerance_seconds, or send 0 for the default (300)",
+			"Tolerance 60: set Tolerance, or leave it empty for the default (300)"},
+	} {
+		if got := inFormTerms(c.in, c.field, sourceLabels); got != c.want {
+			t.Errorf("inFormTerms(%q) = %q; want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -704,6 +704,12 @@ async function main() {
   assert.doesNotMatch(await page.content(), new RegExp(hmacSecret), 'the page shows the hmac secret');
   await shot(page, 'source-hmac');
 
+  log("the hmac source's forwarding endpoint: its delete page leads to the source's, and offers no form");
+  await page.goto(heraldBase + `/ui/endpoints/${hm.endpoint_id}/delete`);
+  assert.match(await page.textContent('[data-testid=source-owned]'), /is deleted with its source/);
+  assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("delete source")', 'href'), `/ui/sources/${hm.id}/delete`);
+  assert.equal(await page.locator('[data-testid=confirm-delete]').count(), 0, 'the forwarding endpoint still has a delete form');
+
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');
   await page.fill('.form input[name=name]', 'billing publisher');

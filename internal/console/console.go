@@ -495,6 +495,14 @@ func relabel(err error, labels map[string]string) error {
 			}
 		}
 		if l, ok := fieldLabel(loc, labels); ok {
+			// "max_body_bytes must be …" at max_body_bytes: "Max body
+			// size: must be …", the field named once, by its label; so
+			// too `dedupe "x": …` (a value follows), but not "tenant
+			// names starting with …", where the word is the sentence's.
+			if rest, ok := strings.CutPrefix(text, loc+" "); ok && (strings.Contains(loc, "_") || strings.ContainsAny(rest[:min(1, len(rest))], `"0123456789-`)) {
+				text = rest
+			}
+			text = inFormTerms(text, loc, labels)
 			loc = l
 		}
 		msg += "; " + loc + ": " + mentionsLabelled(text, labels)
@@ -530,6 +538,46 @@ func fieldLabel(path string, labels map[string]string) (string, bool) {
 	return "", false
 }
 
+// apiName is a field's name in the API, as a message mentions it: words
+// joined by underscores (tolerance_seconds, max_body_bytes), which is
+// never an English word, unlike "name" or "scheme".
+var apiName = regexp.MustCompile(`\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b( 0\b)?`)
+
+// inFormTerms rewrites an API message on field field in the form's terms:
+// the API's field names it mentions by the form's labels, and, for a field
+// whose form takes empty for the default (labels[name+"=0"] = "empty":
+// the API's 0 is the form's empty), "0 for the default" as "empty for the
+// default" and "leave tolerance_seconds 0" as "leave Tolerance empty", so
+// a message never asks for a value the form refuses (a Max body size of
+// 0 is under its min=1024).
+func inFormTerms(text, field string, labels map[string]string) string {
+	if labels[field+"=0"] != "" {
+		text = strings.ReplaceAll(text, "send 0 for the default", "leave it empty for the default")
+		text = strings.ReplaceAll(text, "0 for the default", labels[field+"=0"]+" for the default")
+	}
+	var b strings.Builder
+	last := 0
+	for _, at := range apiName.FindAllStringIndex(text, -1) {
+		m := text[at[0]:at[1]]
+		name, zero := strings.CutSuffix(m, " 0")
+		l, ok := labels[name]
+		if !ok || at[0] > 0 && strings.IndexByte("/:.-", text[at[0]-1]) >= 0 {
+			continue // not a field, or part of a value: json:/max_body_bytes
+		}
+		if zero {
+			if e := labels[name+"=0"]; e != "" {
+				l += " " + e
+			} else {
+				l += " 0"
+			}
+		}
+		b.WriteString(text[last:at[0]])
+		b.WriteString(l)
+		last = at[1]
+	}
+	return b.String() + text[last:]
+}
+
 // listItem is an API path of a list's item inside a message ("the same as
 // secrets[0]").
 var listItem = regexp.MustCompile(`\b[a-z][a-z0-9_]*\[[0-9]+\]`)
@@ -551,6 +599,28 @@ func mentionsLabelled(text string, labels map[string]string) string {
 		}
 		return l
 	})
+}
+
+// sentences joins messages as sentences: one that does not end as a
+// sentence (an API message often ends with a value or a parenthesis) gets
+// a period before the next, so the console's own note never runs on from
+// the API's message ("… and hmac) The secrets …").
+func sentences(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if s := b.String(); !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "!") && !strings.HasSuffix(s, "?") {
+				b.WriteByte('.')
+			}
+			b.WriteByte(' ')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 // recorder is a minimal in-memory http.ResponseWriter.

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -400,6 +402,9 @@ func (c *Console) endpointForm(w http.ResponseWriter, r *http.Request, s *sessio
 			c.apiFail(w, r, s, err)
 			return
 		}
+		if c.sourceOwned(w, r, s, d.E, false, http.StatusOK) {
+			return
+		}
 		d.EventTypes = strings.Join(d.E.EventTypes, "\n")
 		d.Headers = fmtHeaders(d.E.Headers)
 		d.Versions = fmtVersions(d.E.Versions)
@@ -601,6 +606,14 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		}
 	}
 	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
+		// A source's forwarding endpoint (refused 409): the page says it
+		// is changed through its source, not a form that cannot be saved.
+		var ae *apiError
+		var cur api.EndpointOut
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict &&
+			c.call(r, s, "GET", "/v1/endpoints/"+url.PathEscape(id), nil, &cur) == nil && c.sourceOwned(w, r, s, cur, false, http.StatusConflict) {
+			return
+		}
 		c.formAgain(w, r, s, id, err)
 		return
 	}
@@ -617,6 +630,11 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 type deletion[T any] struct {
 	op, api, nav, done string // e.g. "delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted."
 	describe           func(T) deleteConfirmation
+	// owned, when set, says whether the resource is deleted through
+	// another (an inbound source's forwarding endpoint, with its source):
+	// it renders the page saying so instead of the confirmation (and
+	// instead of the API's 409 after a POST) and reports true.
+	owned func(c *Console, w http.ResponseWriter, r *http.Request, s *session, v T, status int) bool
 }
 
 // deleteConfirmation is what a delete confirmation page says of its
@@ -640,8 +658,12 @@ type fact struct {
 var (
 	endpointDeletion = deletion[api.EndpointOut]{"delete-endpoint", "/v1/endpoints", "endpoints", "Endpoint %s deleted.",
 		func(e api.EndpointOut) deleteConfirmation {
-			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Value: e.URL}},
+			// Its tenant too: an admin deletes across tenants.
+			return deleteConfirmation{Kind: "endpoint", Name: e.ID, Facts: []fact{{Label: "tenant", Value: e.Tenant}, {Value: e.URL}},
 				Warning: "Its deliveries, attempts and dead letters are deleted with it.", Page: "/ui/endpoints/" + url.PathEscape(e.ID)}
+		},
+		func(c *Console, w http.ResponseWriter, r *http.Request, s *session, e api.EndpointOut, status int) bool {
+			return c.sourceOwned(w, r, s, e, true, status)
 		}}
 	sourceDeletion = deletion[api.SourceOut]{"delete-source", "/v1/sources", "sources", "Source %s deleted: its ingest path answers 404 from now on.",
 		func(s api.SourceOut) deleteConfirmation {
@@ -650,7 +672,7 @@ var (
 				Warning: "The provider's requests to its ingest path are refused from now on (404). Its forwarding endpoint " + s.EndpointID +
 					" is deleted with it, and with that endpoint the forwards not yet delivered, their attempts and dead letters.",
 				Undone: "a new source gets a new ingest path, to set at the provider again.", Page: "/ui/sources/" + url.PathEscape(s.ID)}
-		}}
+		}, nil}
 )
 
 // confirm renders the confirmation page.
@@ -662,6 +684,9 @@ func (d deletion[T]) confirm(c *Console) func(http.ResponseWriter, *http.Request
 			c.apiFail(w, r, s, err)
 			return
 		}
+		if d.owned != nil && d.owned(c, w, r, s, v, http.StatusOK) {
+			return
+		}
 		c.render(w, r, http.StatusOK, "confirm_delete", s, "Delete "+id, d.nav, d.describe(v))
 	})
 }
@@ -671,12 +696,51 @@ func (d deletion[T]) delete(c *Console) func(http.ResponseWriter, *http.Request,
 	return c.may(d.op, func(w http.ResponseWriter, r *http.Request, s *session) {
 		id := r.PathValue("id")
 		if err := c.call(r, s, "DELETE", d.api+"/"+url.PathEscape(id), nil, nil); err != nil {
+			// The API refuses (409) what is deleted through another
+			// resource: the page says which, as the confirmation does.
+			var ae *apiError
+			var v T
+			if d.owned != nil && errors.As(err, &ae) && ae.Status == http.StatusConflict &&
+				c.call(r, s, "GET", d.api+"/"+url.PathEscape(id), nil, &v) == nil && d.owned(c, w, r, s, v, http.StatusConflict) {
+				return
+			}
 			c.apiFail(w, r, s, err)
 			return
 		}
 		c.setFlash(s, fmt.Sprintf(d.done, id))
 		http.Redirect(w, r, "/ui/"+d.nav, http.StatusSeeOther)
 	})
+}
+
+// sourceOwnedData is what the page of an inbound source's forwarding
+// endpoint's edit or delete says (source_owned).
+type sourceOwnedData struct {
+	E                    api.EndpointOut
+	SourceID, SourceName string
+	Delete               bool // the delete page (else the edit page)
+	Refused              bool // after a POST the API refused (409)
+}
+
+// sourceOwned renders, for an inbound source's forwarding endpoint e
+// (kind source: changed and deleted through its source, the API refuses
+// it 409), the page saying so with a link to the source's page (its
+// delete page for delete) instead of a form, and reports true; false for
+// another endpoint.
+func (c *Console) sourceOwned(w http.ResponseWriter, r *http.Request, s *session, e api.EndpointOut, del bool, status int) bool {
+	if e.Kind != "source" {
+		return false
+	}
+	d := sourceOwnedData{E: e, SourceID: e.Tenant, SourceName: e.Tenant, Delete: del, Refused: status != http.StatusOK}
+	var src api.SourceOut
+	if c.call(r, s, "GET", "/v1/sources/"+url.PathEscape(e.Tenant), nil, &src) == nil && src.Name != "" {
+		d.SourceName = src.Name // else named by its id
+	}
+	title := "Edit " + e.ID
+	if del {
+		title = "Delete " + e.ID
+	}
+	c.render(w, r, status, "source_owned", s, title, "endpoints", d)
+	return true
 }
 
 func (c *Console) revealSecret(w http.ResponseWriter, r *http.Request, s *session) {
@@ -1338,10 +1402,10 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		msg := fmt.Sprintf("Replayed %d dead letter(s).", replayed)
 		if len(failed) > 0 {
-			msg += " Not replayed: " + strings.Join(failed, ", ")
+			msg = sentences(msg, "Not replayed: "+strings.Join(failed, ", "))
 		}
 		if n := len(ids) - replayed - len(failed); n > 0 {
-			msg += fmt.Sprintf(" %d were no longer dead letters.", n)
+			msg = sentences(msg, fmt.Sprintf("%d were no longer dead letters.", n))
 		}
 		c.setFlash(s, msg)
 		http.Redirect(w, r, d.Back, http.StatusSeeOther)
@@ -1722,22 +1786,32 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 	c.render(w, r, status, "sources", s, "Inbound sources", "sources", d)
 }
 
+// secretsNotKept is what a refused source form says when secrets were
+// typed: they are write-only, so the form comes back without them.
+const secretsNotKept = "The secrets typed were not kept (they are never sent back to the browser): type them again."
+
 // sourceLabels name the source forms' fields in the API's errors.
 // A secret is named "Secret 1", "Secret 2"…, counted from 1 as the lines
 // of the Secrets field (empty lines left out), never by the API's 0-based
 // index (secrets[0]).
 var sourceLabels = map[string]string{"name": "Name", "scheme": "Scheme", "secrets": "Secrets", "secrets[]": "Secret", "destination_url": "Destination URL",
-	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size"}
+	"tolerance_seconds": "Tolerance", "dedupe": "Dedupe", "max_body_bytes": "Max body size",
+	// The API's 0 for the default is the form's empty (inFormTerms).
+	"tolerance_seconds=0": "empty", "max_body_bytes=0": "empty"}
 
 func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *session) {
 	f := typedSource(r)
+	secrets := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n"))
 	again := func(status int, msg string) {
+		if len(secrets) > 0 {
+			msg = sentences(msg, secretsNotKept) // as a refused edit: secrets are write-only
+		}
 		c.sourcesPage(w, r, s, status, sourcesData{Err: msg, Form: f})
 	}
 	b := map[string]any{
 		"name":            f.Name, // as typed, as the API keeps it (a blank one is refused there)
 		"scheme":          f.Scheme,
-		"secrets":         formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n")),
+		"secrets":         secrets,
 		"destination_url": strings.TrimSpace(f.DestinationURL),
 	}
 	if msg := f.settings(b, nil); msg != "" {
@@ -1830,8 +1904,9 @@ func (d sourceDetailData) DedupeEmpty() string {
 }
 
 // hmacSetting is one labelled row of an hmac source's signing settings:
-// Code, when set, is a value shown as code (a header name, the template),
-// Note words about it or the value itself.
+// Code, when set, is a value shown as code between quotes, every space
+// kept (a header name, the prefix, the template), Note words about it or
+// the value itself.
 type hmacSetting struct{ Label, Code, Note string }
 
 // HMACSettings are an hmac source's signing settings as its page shows
@@ -1867,7 +1942,26 @@ func (d sourceDetailData) HMACSettings() []hmacSetting {
 	if h.Template == "" {
 		tmpl.Code, tmpl.Note = "{body}", "(the default: the raw body)"
 	}
-	return append(rows, ts, tmpl)
+	rows = append(rows, ts, tmpl)
+	for i := range rows {
+		if rows[i].Code != "" {
+			rows[i].Code = quoted(rows[i].Code)
+		}
+	}
+	return rows
+}
+
+// quoted is a setting's value between quotes, as a JSON string (as the
+// API gives it), so that its leading, trailing and repeated spaces are
+// seen: a prefix "v1  =" is not read as "v1 =".
+func quoted(v string) string {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false) // html/template escapes the page; "<" stays "<"
+	if err := e.Encode(v); err != nil {
+		return strconv.Quote(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).
@@ -1921,7 +2015,7 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 	secrets := formList(strings.ReplaceAll(r.PostFormValue("secrets"), ",", "\n"))
 	again := func(status int, msg string) {
 		if len(secrets) > 0 {
-			msg += " The secrets typed were not kept (they are never sent back to the browser): type them again."
+			msg = sentences(msg, secretsNotKept)
 		}
 		c.sourceDetailPage(w, r, s, status, msg, &f)
 	}

@@ -115,13 +115,13 @@ func TestHMACSourcePageShowsItsSigningSettings(t *testing.T) {
 		sect = page[i : i+j]
 	}
 	for _, want := range []string{
-		"<th>Signature header</th><td><code>X-Acme-Signature</code>",
+		"<th>Signature header</th><td><code class=\"exact\">\"X-Acme-Signature\"</code>",
 		"<th>Algorithm</th><td>HMAC-SHA512",
 		"<th>Encoding</th><td>base64",
-		"<th>Prefix</th><td><code>v1=</code>",
-		"<th>Timestamp header</th><td><code>X-Acme-Timestamp</code>",
+		"<th>Prefix</th><td><code class=\"exact\">\"v1=\"</code>",
+		"<th>Timestamp header</th><td><code class=\"exact\">\"X-Acme-Timestamp\"</code>",
 		"tolerance 300 s",
-		"<th>Signed content</th><td><code>{timestamp}.{body}</code>",
+		"<th>Signed content</th><td><code class=\"exact\">\"{timestamp}.{body}\"</code>",
 	} {
 		if !strings.Contains(sect, want) {
 			t.Errorf("the hmac settings lack %q:\n%s", want, sect)
@@ -135,12 +135,12 @@ func TestHMACSourcePageShowsItsSigningSettings(t *testing.T) {
 	plain := createSource(t, f, `{"name":"plain","scheme":"hmac","secrets":["`+secret+`"],"destination_url":"http://10.0.0.9/in","hmac":{"header":"X-Sig"}}`)
 	page = html.UnescapeString(b.do("GET", "/ui/sources/"+plain.ID, nil).Body.String())
 	for _, want := range []string{
-		"<th>Signature header</th><td><code>X-Sig</code>",
+		"<th>Signature header</th><td><code class=\"exact\">\"X-Sig\"</code>",
 		"<th>Algorithm</th><td>HMAC-SHA256 (the default)",
 		"<th>Encoding</th><td>hex (the default)",
 		"<th>Prefix</th><td>none",
 		"<th>Timestamp header</th><td>none: no signed timestamp, so no replay window",
-		"<th>Signed content</th><td><code>{body}</code> <span class=\"hint\">(the default: the raw body)",
+		"<th>Signed content</th><td><code class=\"exact\">\"{body}\"</code> <span class=\"hint\">(the default: the raw body)",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the plain hmac source's settings lack %q", want)

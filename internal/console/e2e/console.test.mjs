@@ -696,12 +696,19 @@ async function main() {
   }
   await page.goto(heraldBase + `/ui/sources/${hm.id}`);
   const hmacSettings = await page.textContent('[data-testid=hmac-settings]');
-  for (const re of [/Signature header\s*X-Acme-Signature/, /Algorithm\s*HMAC-SHA512/, /Encoding\s*base64/, /Prefix\s*v1=/,
-    /Timestamp header\s*X-Acme-Timestamp[\s\S]*tolerance 300 s/, /Signed content\s*\{timestamp\}\.\{body\}/]) {
+  // Values between quotes, every space kept (code.exact: white-space pre-wrap).
+  for (const re of [/Signature header\s*"X-Acme-Signature"/, /Algorithm\s*HMAC-SHA512/, /Encoding\s*base64/, /Prefix\s*"v1="/,
+    /Timestamp header\s*"X-Acme-Timestamp"[\s\S]*tolerance 300 s/, /Signed content\s*"\{timestamp\}\.\{body\}"/]) {
     assert.match(hmacSettings, re);
   }
   assert.doesNotMatch(await page.content(), new RegExp(hmacSecret), 'the page shows the hmac secret');
   await shot(page, 'source-hmac');
+
+  log("the hmac source's forwarding endpoint: its delete page leads to the source's, and offers no form");
+  await page.goto(heraldBase + `/ui/endpoints/${hm.endpoint_id}/delete`);
+  assert.match(await page.textContent('[data-testid=source-owned]'), /is deleted with its source/);
+  assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("delete source")', 'href'), `/ui/sources/${hm.id}/delete`);
+  assert.equal(await page.locator('[data-testid=confirm-delete]').count(), 0, 'the forwarding endpoint still has a delete form');
 
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestFlagHelpStatesOneDefault: no flag's help line says its default twice
@@ -241,5 +242,38 @@ func TestHelpClaimsOnlyTheTwinsACommandReads(t *testing.T) {
 	}
 	if out := helpOf(t, "bench", "receiver", "--help"); strings.Contains(out, "HERALD_ADDR") {
 		t.Errorf("herald bench receiver --help claims HERALD_ADDR sets --addr:\n%s", out)
+	}
+}
+
+// TestDocsNameTheCommandsWithoutEveryTwin: docs/operations.md says every
+// flag has a HERALD_* twin; the commands whose annotations say otherwise
+// (healthcheck's --url, bench's --db, version's --json) are named there
+// with the variables they ignore.
+func TestDocsNameTheCommandsWithoutEveryTwin(t *testing.T) {
+	doc := strings.Join(strings.Fields(repoFile(t, "docs/operations.md")), " ")
+	var walk func(c *cobra.Command)
+	found := 0
+	walk = func(c *cobra.Command) {
+		_, restricted := c.Annotations[envTwinsAnnotation]
+		_, excluding := c.Annotations[envNoTwinsAnnotation]
+		if (restricted || excluding) && !c.Hidden {
+			found++
+			if !strings.Contains(doc, "`"+c.CommandPath()+"`") {
+				t.Errorf("docs/operations.md does not name %s among the commands without every twin", c.CommandPath())
+			}
+			c.InheritedFlags() // merges the persistent flags into c.Flags()
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				if f.Name != "help" && !readsTwin(c, f.Name) && !strings.Contains(doc, "`"+envName(f.Name)+"`") {
+					t.Errorf("docs/operations.md does not say %s ignores %s", c.CommandPath(), envName(f.Name))
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+	if found < 3 {
+		t.Fatalf("found %d annotated commands; want healthcheck, bench, version at least", found)
 	}
 }

@@ -60,7 +60,8 @@ Examples:
 
 Every flag except --db has an environment twin: --body-bytes is
 HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
-		Args: cobra.ArbitraryArgs,
+		Args:        cobra.ArbitraryArgs,
+		Annotations: map[string]string{envNoTwinsAnnotation: "db"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return cmd.Help()
@@ -103,13 +104,10 @@ HERALD_BODY_BYTES (HERALD_DB names the server's own database and is ignored).`,
 			Args:  cobra.NoArgs,
 			RunE: func(c *cobra.Command, _ []string) error {
 				// HERALD_DB names the server's own database: never
-				// benchmark into it by accident.
-				dbGiven := c.Flags().Changed("db")
+				// benchmark into it by accident (bindEnv skips --db, see
+				// envNoTwinsAnnotation on bench).
 				if err := bindEnv(c); err != nil {
 					return err
-				}
-				if !dbGiven {
-					o.DB = "sqlite"
 				}
 				// Zero means "the scenario's default" to bench.Options, not on
 				// the command line: a 0 given there is refused.
@@ -202,10 +200,11 @@ func newBenchReceiverCmd() *cobra.Command {
 		stdinExit bool
 	)
 	cmd := &cobra.Command{
-		Use:    "receiver",
-		Short:  "A loopback receiver for herald bench (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:         "receiver",
+		Short:       "A loopback receiver for herald bench (internal)",
+		Hidden:      true,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{envTwinsAnnotation: ""}, // no bindEnv: the bench passes every setting as a flag
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if stdinExit {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestFlagHelpStatesOneDefault: no flag's help line says its default twice
@@ -126,7 +127,7 @@ func TestHelpShowsDefaultsFromTheEnvironment(t *testing.T) {
 	// the one in force instead: one default a line.
 	t.Setenv("HERALD_LIMIT", "5")
 	t.Setenv("HERALD_EVENT_TYPE", "order.*")
-	if out := help("endpoints", "list", "--help"); !strings.Contains(out, `page size, 1–1000 (default "5" from HERALD_LIMIT)`) || strings.Contains(out, "the server's, 50") {
+	if out := help("endpoints", "list", "--help"); !strings.Contains(out, `page size, 1–1000 (default 5 from HERALD_LIMIT)`) || strings.Contains(out, "the server's, 50") {
 		t.Errorf("--limit's help with HERALD_LIMIT=5:\n%s", out)
 	}
 	if out := help("endpoints", "create", "--help"); !strings.Contains(out, `(repeatable; default "order.*" from HERALD_EVENT_TYPE)`) {
@@ -146,5 +147,133 @@ func TestHelpShowsDefaultsFromTheEnvironment(t *testing.T) {
 	t.Setenv("HERALD_URL", "http://elsewhere.example/readyz")
 	if out := help("healthcheck", "--help"); strings.Contains(out, "HERALD_URL") {
 		t.Errorf("herald healthcheck --help claims HERALD_URL sets --url:\n%s", out)
+	}
+}
+
+// helpOf is herald's output for args (a --help or help command).
+func helpOf(t *testing.T, args ...string) string {
+	t.Helper()
+	out, _, err := execHerald(t, "", args...)
+	if err != nil {
+		t.Fatalf("herald %v: %v", args, err)
+	}
+	return out
+}
+
+// TestHelpNeverShowsCredentialsFromTheEnvironment: HERALD_HEADER (custom
+// header values such as Authorization=Bearer …) and HERALD_SERVE_ARG
+// (herald serve's arguments, --db=postgres://u:pw@… among them) are named,
+// never shown; a URL's password (HERALD_SERVER, HERALD_DESTINATION_URL,
+// HERALD_PUBLIC_URL, …) is redacted, the rest of the URL shown.
+func TestHelpNeverShowsCredentialsFromTheEnvironment(t *testing.T) {
+	t.Setenv("HERALD_HEADER", "Authorization=Bearer do-not-show-header")
+	t.Setenv("HERALD_SERVE_ARG", "--db=postgres://u:do-not-show-arg@db.internal/herald")
+	t.Setenv("HERALD_SERVER", "https://ops:do-not-show-server@herald.example:9443")
+	t.Setenv("HERALD_DESTINATION_URL", "https://hook:do-not-show-dest@receiver.example/in")
+	t.Setenv("HERALD_PUBLIC_URL", "https://u:do-not-show-public@herald.example")
+	t.Setenv("HERALD_URL", "https://u:do-not-show-url@herald.example/readyz")
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"endpoints", "create", "--help"}, []string{"(default from HERALD_HEADER, its value not shown)", `(default "https://ops:xxxxx@herald.example:9443" from HERALD_SERVER)`}},
+		{[]string{"endpoints", "update", "--help"}, []string{"(default from HERALD_HEADER, its value not shown)"}},
+		{[]string{"sources", "create", "--help"}, []string{`(default "https://hook:xxxxx@receiver.example/in" from HERALD_DESTINATION_URL)`}},
+		{[]string{"serve", "--help"}, []string{`default "https://u:xxxxx@herald.example" from HERALD_PUBLIC_URL`}},
+		{[]string{"bench", "drain", "--help"}, []string{"(default from HERALD_SERVE_ARG, its value not shown)"}},
+		{[]string{"healthcheck", "--help"}, []string{`(default "https://ops:xxxxx@herald.example:9443" from HERALD_SERVER)`}},
+	} {
+		out := helpOf(t, c.args...)
+		if strings.Contains(out, "do-not-show") {
+			t.Errorf("herald %v: the help shows a credential:\n%s", c.args, out)
+		}
+		for _, want := range c.wants {
+			if !strings.Contains(out, want) {
+				t.Errorf("herald %v: the help lacks %s:\n%s", c.args, want, out)
+			}
+		}
+	}
+}
+
+// TestHelpSaysWhenAnEnvironmentValueIsInvalid: a HERALD_* value that the
+// flag would refuse is not presented as the default in force; a valid one
+// of a type other than a string is shown unquoted, as pflag shows its
+// built-in defaults.
+func TestHelpSaysWhenAnEnvironmentValueIsInvalid(t *testing.T) {
+	t.Setenv("HERALD_LIMIT", "abc")
+	out := helpOf(t, "endpoints", "list", "--help")
+	if strings.Contains(out, `default "abc"`) || !strings.Contains(out, `(HERALD_LIMIT="abc" is not a valid value: `) {
+		t.Errorf("--limit with HERALD_LIMIT=abc:\n%s", out)
+	}
+	if _, _, err := execHerald(t, "", "endpoints", "list", "--server", "http://127.0.0.1:1", "--api-key", "k"); err == nil || !strings.Contains(err.Error(), `HERALD_LIMIT="abc"`) {
+		t.Errorf("running with HERALD_LIMIT=abc: %v; want the refusal the help announces", err)
+	}
+	t.Setenv("HERALD_WORKERS", "12")
+	t.Setenv("HERALD_ATTEMPT_TIMEOUT", "soon")
+	t.Setenv("HERALD_ALLOW_HTTP", "true")
+	out = helpOf(t, "serve", "--help")
+	for _, want := range []string{"(default 12 from HERALD_WORKERS)", `(HERALD_ATTEMPT_TIMEOUT="soon" is not a valid value: `, "(default true from HERALD_ALLOW_HTTP)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("herald serve --help lacks %s:\n%s", want, out)
+		}
+	}
+	t.Setenv("HERALD_EXPIRES_IN", "90d")
+	if out := helpOf(t, "keys", "create", "--help"); !strings.Contains(out, "default 90d from HERALD_EXPIRES_IN") {
+		t.Errorf("--expires-in with HERALD_EXPIRES_IN=90d:\n%s", out)
+	}
+}
+
+// TestHelpClaimsOnlyTheTwinsACommandReads: herald bench ignores HERALD_DB
+// (the server's own database), herald version and bench receiver read no
+// variable: their help does not say those set their flags.
+func TestHelpClaimsOnlyTheTwinsACommandReads(t *testing.T) {
+	t.Setenv("HERALD_DB", "postgres://herald:do-not-show@db.internal/herald")
+	t.Setenv("HERALD_JSON", "true")
+	t.Setenv("HERALD_WORKERS", "12")
+	t.Setenv("HERALD_ADDR", ":9090")
+	for _, args := range [][]string{{"bench", "--help"}, {"bench", "drain", "--help"}} {
+		out := helpOf(t, args...)
+		if strings.Contains(out, "from HERALD_DB") || !strings.Contains(out, "(default 12 from HERALD_WORKERS)") {
+			t.Errorf("herald %v: want HERALD_WORKERS's default and no HERALD_DB:\n%s", args, out)
+		}
+	}
+	if out := helpOf(t, "version", "--help"); strings.Contains(out, "HERALD_JSON") {
+		t.Errorf("herald version --help claims HERALD_JSON sets --json:\n%s", out)
+	}
+	if out := helpOf(t, "bench", "receiver", "--help"); strings.Contains(out, "HERALD_ADDR") {
+		t.Errorf("herald bench receiver --help claims HERALD_ADDR sets --addr:\n%s", out)
+	}
+}
+
+// TestDocsNameTheCommandsWithoutEveryTwin: docs/operations.md says every
+// flag has a HERALD_* twin; the commands whose annotations say otherwise
+// (healthcheck's --url, bench's --db, version's --json) are named there
+// with the variables they ignore.
+func TestDocsNameTheCommandsWithoutEveryTwin(t *testing.T) {
+	doc := strings.Join(strings.Fields(repoFile(t, "docs/operations.md")), " ")
+	var walk func(c *cobra.Command)
+	found := 0
+	walk = func(c *cobra.Command) {
+		_, restricted := c.Annotations[envTwinsAnnotation]
+		_, excluding := c.Annotations[envNoTwinsAnnotation]
+		if (restricted || excluding) && !c.Hidden {
+			found++
+			if !strings.Contains(doc, "`"+c.CommandPath()+"`") {
+				t.Errorf("docs/operations.md does not name %s among the commands without every twin", c.CommandPath())
+			}
+			c.InheritedFlags() // merges the persistent flags into c.Flags()
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				if f.Name != "help" && !readsTwin(c, f.Name) && !strings.Contains(doc, "`"+envName(f.Name)+"`") {
+					t.Errorf("docs/operations.md does not say %s ignores %s", c.CommandPath(), envName(f.Name))
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
+	if found < 3 {
+		t.Fatalf("found %d annotated commands; want healthcheck, bench, version at least", found)
 	}
 }

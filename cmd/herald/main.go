@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 )
 
@@ -80,13 +82,36 @@ func newRoot() *cobra.Command {
 
 // envTwinsAnnotation, on a command that does not bind every flag to its
 // HERALD_* twin (bindEnv), lists the flags that have one (comma-separated;
-// healthcheck reads HERALD_SERVER alone).
+// healthcheck reads HERALD_SERVER alone; "" for a command that reads none,
+// such as version).
 const envTwinsAnnotation = "herald_env_twins"
+
+// envNoTwinsAnnotation, on a command, lists flags (comma-separated) that
+// have no HERALD_* twin there nor in its subcommands: bindEnv leaves them
+// alone and the help does not claim them (bench's --db: HERALD_DB names
+// the server's own database).
+const envNoTwinsAnnotation = "herald_env_no_twins"
+
+// readsTwin reports whether cmd reads flag's HERALD_* twin, as its
+// annotations say (envTwinsAnnotation, envNoTwinsAnnotation).
+func readsTwin(cmd *cobra.Command, flag string) bool {
+	if only, ok := cmd.Annotations[envTwinsAnnotation]; ok && !slices.Contains(strings.Split(only, ","), flag) {
+		return false
+	}
+	for p := cmd; p != nil; p = p.Parent() {
+		if no, ok := p.Annotations[envNoTwinsAnnotation]; ok && slices.Contains(strings.Split(no, ","), flag) {
+			return false
+		}
+	}
+	return true
+}
 
 // secretFlags are the flags whose value may be a credential: their help
 // names the variable that sets them, never its value (a --db URL may hold
-// a password).
-var secretFlags = map[string]bool{"api-key": true, "db": true, "new-key": true, "secret": true}
+// a password, a --header an Authorization value, a bench --serve-arg a
+// --db=postgres://u:pw@…). Other values are shown with a URL's password
+// redacted (shownValue).
+var secretFlags = map[string]bool{"api-key": true, "db": true, "header": true, "new-key": true, "secret": true, "serve-arg": true}
 
 // envName is the HERALD_* twin of flag name: --attempt-timeout is
 // HERALD_ATTEMPT_TIMEOUT.
@@ -95,20 +120,24 @@ func envName(flag string) string {
 }
 
 // showEnvDefaults makes cmd's help show, for each of its flags whose
-// HERALD_* twin is set, the default in force and where it comes from
-// (`(default "https://herald.example" from HERALD_SERVER)`) instead of the
-// built-in default that the command would not use. It changes the flags'
-// help only: it runs when the help is printed, and the command does not
-// run then.
+// HERALD_* twin is set and read by cmd (readsTwin), the default in force
+// and where it comes from (`(default "https://herald.example" from
+// HERALD_SERVER)`, `(default 12 from HERALD_WORKERS)`) instead of the
+// built-in default that the command would not use; or, when the value is
+// one the flag refuses, that it is (`(HERALD_LIMIT="abc" is not a valid
+// value: …)`), as running would. A credential's value is never shown
+// (secretFlags, shownValue). It changes the flags' help only: it runs
+// when the help is printed, and the command does not run then.
 func showEnvDefaults(cmd *cobra.Command) {
 	for p := cmd; p != nil; p = p.Parent() {
 		if p.Name() == "completion" || p.Name() == "help" && p.Parent() != nil {
 			return // cobra's own commands: no twins
 		}
 	}
-	only, restricted := cmd.Annotations[envTwinsAnnotation]
+	var probe *cobra.Command // the same command in a fresh tree, built once
+	probed := false
 	show := func(f *pflag.Flag) {
-		if f.Name == "help" || f.Name == "version" || restricted && !slices.Contains(strings.Split(only, ","), f.Name) {
+		if f.Name == "help" || f.Name == "version" || !readsTwin(cmd, f.Name) {
 			return
 		}
 		name := envName(f.Name)
@@ -116,15 +145,84 @@ func showEnvDefaults(cmd *cobra.Command) {
 		if v == "" { // empty counts as unset, as in bindEnv
 			return
 		}
-		shown := fmt.Sprintf("default %q from %s", v, name)
-		if secretFlags[f.Name] {
-			shown = fmt.Sprintf("default from %s, its value not shown", name)
+		if !probed {
+			probe, probed = freshCommand(cmd), true
 		}
-		f.Usage = replaceDefault(f.Usage, shown)
+		f.Usage = replaceDefault(f.Usage, envDefault(probe, f, name, v))
 		f.DefValue = zeroDefault(f) // so that pflag adds no "(default …)" of its own
 	}
 	cmd.LocalFlags().VisitAll(show)
 	cmd.InheritedFlags().VisitAll(show)
+}
+
+// envDefault is what the help says of flag f set by variable name to v:
+// the default in force, quoted for a string (as pflag quotes a built-in
+// default) and unquoted otherwise, or that v is not a valid value for the
+// flag (tried on probe's copy of f, as bindEnv would set it), or that the
+// variable sets it, when its value may be a credential.
+func envDefault(probe *cobra.Command, f *pflag.Flag, name, v string) string {
+	if secretFlags[f.Name] {
+		return fmt.Sprintf("default from %s, its value not shown", name)
+	}
+	shown, ok := shownValue(v)
+	if probe != nil {
+		if pf := probe.Flags().Lookup(f.Name); pf != nil {
+			if err := probe.Flags().Set(f.Name, v); err != nil {
+				if !ok || shown != v { // the error may repeat the value
+					return fmt.Sprintf("%s is not a valid value, its value not shown", name)
+				}
+				return fmt.Sprintf("%s=%q is not a valid value: %v", name, v, err)
+			}
+		}
+	}
+	switch {
+	case !ok:
+		return fmt.Sprintf("default from %s, its value not shown", name)
+	case strings.HasPrefix(f.Value.Type(), "string"): // string, stringSlice, stringArray
+		return fmt.Sprintf("default %q from %s", shown, name)
+	}
+	return fmt.Sprintf("default %s from %s", shown, name)
+}
+
+// shownValue is v as the help may show it: a URL with the password of its
+// userinfo (and a password= query parameter) redacted, as errors show a
+// --db URL (app.RedactDB); ok is false when v may hold a credential that
+// cannot be redacted reliably (an @ or "password" outside such a URL).
+func shownValue(v string) (shown string, ok bool) {
+	hasPassword := func(s string) bool { return strings.Contains(strings.ToLower(s), "password") }
+	if !strings.Contains(v, "@") && !hasPassword(v) {
+		return v, true
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return "", false
+	}
+	red := app.RedactDB(v)
+	at := 0
+	if u.User != nil {
+		at = 1
+	}
+	if strings.Count(red, "@") > at || hasPassword(strings.ReplaceAll(red, "password=xxxxx", "")) {
+		return "", false
+	}
+	return red, true
+}
+
+// freshCommand is cmd in a newly built command tree, whose flags hold
+// their built-in defaults: the help tries a variable's value on it
+// without changing cmd's flags. It is nil when cmd is not in herald's
+// tree.
+func freshCommand(cmd *cobra.Command) *cobra.Command {
+	var path []string
+	for p := cmd; p.HasParent(); p = p.Parent() {
+		path = append([]string{p.Name()}, path...)
+	}
+	c, _, err := newRoot().Find(path)
+	if err != nil || c.CommandPath() != cmd.CommandPath() {
+		return nil
+	}
+	c.InheritedFlags() // merges the persistent flags of its parents into c.Flags()
+	return c
 }
 
 // replaceDefault puts the default in force (shown: `default "x" from
@@ -184,7 +282,8 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 // extraCommands are registered by other files of this package.
 var extraCommands []func() *cobra.Command
 
-// bindEnv gives every flag of cmd a HERALD_* environment twin: --attempt-timeout
+// bindEnv gives every flag of cmd a HERALD_* environment twin (but those
+// its annotations exclude, readsTwin): --attempt-timeout
 // reads HERALD_ATTEMPT_TIMEOUT when the flag is not given. Repeatable flags
 // take a comma-separated value. A variable set to the empty string counts
 // as unset (the flag's default): container files pass optional settings as
@@ -192,7 +291,7 @@ var extraCommands []func() *cobra.Command
 func bindEnv(cmd *cobra.Command) error {
 	var firstErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed || firstErr != nil {
+		if f.Changed || firstErr != nil || !readsTwin(cmd, f.Name) {
 			return
 		}
 		name := envName(f.Name)

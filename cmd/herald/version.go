@@ -20,9 +20,10 @@ func init() {
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print Herald's version, commit, build time, Go version and the stores it supports",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Short:       "Print Herald's version, commit, build time, Go version and the stores it supports",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{envTwinsAnnotation: ""}, // no bindEnv: HERALD_JSON, set for other commands, does not turn version's JSON on
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			i := buildinfo.Get()
 			w := cmd.OutOrStdout()

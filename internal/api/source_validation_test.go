@@ -185,3 +185,45 @@ func TestSourceSecretAndHMACRefusalsAtTheirField(t *testing.T) {
 		t.Errorf("refused settings changed the sources:\n%s\nwant\n%s", after, before)
 	}
 }
+
+// TestSourceHMACPrefixLeadingSpaceRefusedAtSave: an hmac prefix that
+// starts with a space can never match (HTTP strips a field value's leading
+// whitespace, RFC 9110 §5.5): refused at body.hmac.prefix naming the rule
+// and its source, on a create and on a PATCH; a prefix with a space inside
+// or at its end is kept (the signature follows it).
+func TestSourceHMACPrefixLeadingSpaceRefusedAtSave(t *testing.T) {
+	w := newWorld(t, nil)
+	const create = `{"name":"x","destination_url":"http://10.0.0.3/in","scheme":"hmac","secrets":["source-secret-0123456789"],`
+	st, raw := w.call(adminKey, "POST", "/v1/sources", create+`"hmac":{"header":"X-Sig","prefix":" sha256="}}`)
+	wantOneRefusal(t, "POST prefix \" sha256=\"", st, raw, "body.hmac.prefix", "starts with a space", "RFC 9110")
+	st, raw = w.call(adminKey, "POST", "/v1/sources", create+`"hmac":{"header":"X-Sig","prefix":"v1, sha256= "}}`)
+	if st != 201 {
+		t.Fatalf("prefix with inner and trailing spaces: %d %s; want 201", st, raw)
+	}
+	var src struct{ ID string }
+	if err := json.Unmarshal(raw, &src); err != nil {
+		t.Fatal(err)
+	}
+	st, raw = w.call(adminKey, "PATCH", "/v1/sources/"+src.ID, `{"hmac":{"header":"X-Sig","prefix":"  "}}`)
+	wantOneRefusal(t, "PATCH prefix \"  \"", st, raw, "body.hmac.prefix", "starts with a space", "RFC 9110")
+}
+
+// TestSourceSecretInvisibleFormatCharacterRefused: a secret holding a
+// Unicode format character (category Cf: U+200B, a BOM, a bidi control),
+// which never verifies once pasted, is refused at body.secrets[i], without
+// its value, on a create and on a PATCH.
+func TestSourceSecretInvisibleFormatCharacterRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	const create = `{"name":"x","destination_url":"http://10.0.0.3/in","scheme":"stripe",`
+	for _, c := range []struct{ method, path, body, loc string }{
+		{"POST", "/v1/sources", create + `"secrets":["source-secret-0123456789\u200b"]}`, "body.secrets[0]"},
+		{"POST", "/v1/sources", create + `"secrets":["\ufeffsource-secret-0123456789"]}`, "body.secrets[0]"},
+		{"PATCH", "/v1/sources/" + w.srcID, `{"secrets":["source-secret-0123456789","source-secret-\u202e0123456789"]}`, "body.secrets[1]"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		wantOneRefusal(t, c.method+" "+c.body, st, raw, c.loc, "invisible format character")
+		if strings.Contains(string(raw), "source-secret") {
+			t.Errorf("%s %s: the refusal repeats a secret: %s", c.method, c.body, raw)
+		}
+	}
+}

@@ -27,7 +27,7 @@ type HMACBody struct {
 	Header          string `json:"header" minLength:"1" maxLength:"128" doc:"header carrying the signature"`
 	Algorithm       string `json:"algorithm,omitempty" enum:"sha256,sha1,sha512" doc:"default sha256"`
 	Encoding        string `json:"encoding,omitempty" enum:"hex,base64" doc:"default hex"`
-	Prefix          string `json:"prefix,omitempty" maxLength:"64" doc:"stripped before decoding, e.g. sha256="`
+	Prefix          string `json:"prefix,omitempty" maxLength:"64" doc:"stripped before decoding, e.g. sha256=; must not start with a space (HTTP strips a header value's leading whitespace, RFC 9110 §5.5)"`
 	TimestampHeader string `json:"timestamp_header,omitempty" maxLength:"128" doc:"header with unix seconds; enables the replay window"`
 	Template        string `json:"template,omitempty" maxLength:"256" doc:"signed content; placeholders {body}, {timestamp}, {header:Name}; default {body}"`
 }
@@ -165,6 +165,9 @@ func validateSourceConfig(sc inbound.SourceConfig) error {
 		return sourceConfigRefusal(err)
 	}
 	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
+		return sourceConfigRefusal(err)
+	}
+	if err := scheme.CheckHMACAtSave(sc.HMAC); err != nil {
 		return sourceConfigRefusal(err)
 	}
 	return nil

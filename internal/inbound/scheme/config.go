@@ -143,7 +143,9 @@ const MinSecretBytes = 16
 // they are saved (not when verifying, so a configuration saved earlier
 // keeps working): each at least MinSecretBytes bytes and without leading
 // or trailing whitespace (a copy-paste accident: the provider signs
-// without it, so every request would fail), and distinct (a secret given
+// without it, so every request would fail), without control characters
+// or invisible format characters (Unicode category Cf: U+200B, a BOM, a
+// bidi control, pasted along unseen), and distinct (a secret given
 // twice is a rotation that lost its new secret, or costs one HMAC more
 // per request for nothing). For schemeName standard-webhooks the key is
 // the bytes the base64 after an optional "whsec_" decodes to, so "whsec_X"
@@ -162,6 +164,10 @@ func CheckSecretsAtSave(schemeName string, secrets []string) error {
 			// secret holds one, and the console's one-a-line box could not
 			// give it back.
 			return configErr(fmt.Sprintf("secrets[%d]", i), "contains a control character (a line break, a tab): paste the secret as the provider shows it, one per entry")
+		case strings.ContainsFunc(s, isFormat):
+			// U+200B, a BOM, a bidi control: invisible, so pasted along
+			// unseen; no provider's secret holds one, so it never verifies.
+			return configErr(fmt.Sprintf("secrets[%d]", i), "contains an invisible format character (Unicode category Cf: U+200B zero-width space, U+FEFF byte order mark, bidirectional controls such as U+202E): paste the secret as the provider shows it")
 		case len(s) < MinSecretBytes:
 			return configErr(fmt.Sprintf("secrets[%d]", i), "shorter than %d bytes", MinSecretBytes)
 		}
@@ -181,6 +187,25 @@ func CheckSecretsAtSave(schemeName string, secrets []string) error {
 			}
 		}
 		seen[key] = i
+	}
+	return nil
+}
+
+// isFormat reports whether r is of Unicode general category Cf (format):
+// invisible characters such as U+200B, U+FEFF, U+202E.
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// CheckHMACAtSave applies the rules an hmac setting must pass when it is
+// saved (not when verifying, so a configuration saved earlier keeps
+// loading): the prefix must not start with a space, since HTTP removes a
+// field value's leading whitespace (RFC 9110 §5.5), so no request's header
+// could start with it and none would verify. (Tabs and other control
+// characters are refused by Validate; the header names are tokens, without
+// spaces; the template is the signed content, where spaces are content.)
+// It returns nil or a *[ConfigError] naming the setting.
+func CheckHMACAtSave(h *HMACConfig) error {
+	if h != nil && strings.HasPrefix(h.Prefix, " ") {
+		return configErr("hmac.prefix", "starts with a space: HTTP removes a header value's leading whitespace (RFC 9110 §5.5), so no request's header could start with it and none would verify; remove the leading space")
 	}
 	return nil
 }

@@ -211,3 +211,38 @@ func TestCheckSecretsAtSaveControlCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestHMACPrefixLeadingSpaceLoads: a source saved before the save-time
+// rule with a prefix starting with a space still validates (stored
+// configurations keep loading); CheckHMACAtSave refuses it.
+func TestHMACPrefixLeadingSpaceLoads(t *testing.T) {
+	c := Config{Scheme: HMAC, Secrets: []string{"secret-0123456789abcdef"}, HMAC: &HMACConfig{Header: "X-Sig", Prefix: " sha256="}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("stored config with prefix %q: %v; want it to load", c.HMAC.Prefix, err)
+	}
+	var ce *ConfigError
+	if err := CheckHMACAtSave(c.HMAC); !errors.As(err, &ce) || ce.Field != "hmac.prefix" || !strings.Contains(ce.Rule, "RFC 9110") {
+		t.Errorf("CheckHMACAtSave(prefix %q): %v", c.HMAC.Prefix, err)
+	}
+	for _, p := range []string{"", "sha256=", "v1, sha256= "} {
+		if err := CheckHMACAtSave(&HMACConfig{Header: "X-Sig", Prefix: p}); err != nil {
+			t.Errorf("prefix %q: %v", p, err)
+		}
+	}
+	if err := CheckHMACAtSave(nil); err != nil {
+		t.Errorf("nil: %v", err)
+	}
+}
+
+// TestCheckSecretsAtSaveFormatCharacter: an invisible format character
+// (Unicode category Cf) in a secret is refused naming the rule, never the
+// value.
+func TestCheckSecretsAtSaveFormatCharacter(t *testing.T) {
+	for _, s := range []string{"secret-0123456789\u200b", "\ufeffsecret-0123456789", "secret-01234\u202e56789", "secret-0123456789\u2060x"} {
+		err := CheckSecretsAtSave(GitHub, []string{"secret-a-0123456789", s})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != "secrets[1]" || !strings.Contains(ce.Rule, "invisible format character") || strings.Contains(err.Error(), "secret-01234") {
+			t.Errorf("secret %q: %v", s, err)
+		}
+	}
+}

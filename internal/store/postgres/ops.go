@@ -58,9 +58,9 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		b.Queue(addNoticeQuery, p.ID, p.Notice, now)
 	}
 	release := p.State == store.EndpointEnabled
-	var after string // the last id moved: the next chunk starts after it
-	b.Queue(moveQuery(release), p.ID, now, s.moveChunk(), "").QueryRow(func(row pgx.Row) error {
-		return row.Scan(&moved, &after)
+	b.Queue(moveQuery(release), p.ID, now, s.moveChunk()).Exec(func(ct pgconn.CommandTag) error {
+		moved = ct.RowsAffected()
+		return nil
 	})
 	if release {
 		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
@@ -76,7 +76,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		return store.Endpoint{}, 0, err
 	}
 	if moved == int64(s.moveChunk()) {
-		more, err := s.moveRest(context.WithoutCancel(ctx), p.ID, p.Now, release, after)
+		more, err := s.moveRest(context.WithoutCancel(ctx), p.ID, p.Now)
 		moved += more
 		if err != nil {
 			return e, int(moved), wrap("set endpoint state: move its deliveries", err)
@@ -96,23 +96,16 @@ func (s *Store) moveChunk() int {
 	return moveChunkSize
 }
 
-// moveQuery moves up to $3 deliveries of endpoint $1 with an id after $4
-// at $2, in id order: releases held ones (due now) when release, else
-// holds pending ones not leased (leased deliveries are held when they
-// complete). It answers how many it moved and the last id moved ("" for
-// none). Starting after the chunk before walks none of the index entries
-// of the rows that chunk moved (their old versions stay in the index
-// until vacuumed: starting from the first made each chunk walk all the
-// earlier ones, ten times slower for 60,000 deliveries).
+// moveQuery moves up to $3 deliveries of endpoint $1 at $2: releases held
+// ones (due now) when release, else holds pending ones not leased (leased
+// deliveries are held when they complete), in id order.
 func moveQuery(release bool) string {
-	set, from := "state = 'paused', updated_at = $2", "state = 'pending' AND lease_owner IS NULL"
 	if release {
-		set, from = "state = 'pending', next_attempt_at = $2, updated_at = $2", "state = 'paused'"
+		return `UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2
+			WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'paused' ORDER BY id LIMIT $3)`
 	}
-	return `WITH moved AS (UPDATE deliveries SET ` + set + `
-			WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = $1 AND ` + from + ` AND id > $4 ORDER BY id LIMIT $3)
-			RETURNING id)
-		SELECT COUNT(*), COALESCE(MAX(id), '') FROM moved`
+	return `UPDATE deliveries SET state = 'paused', updated_at = $2
+		WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL ORDER BY id LIMIT $3)`
 }
 
 // moveRest moves the deliveries of endpoint id left after the first chunk
@@ -123,7 +116,7 @@ func moveQuery(release bool) string {
 // it clears the endpoint's deliveries_moving. It answers how many it moved.
 // Two nodes finishing one move (a rescue beside the node that began it)
 // take turns on the rows and stop alike.
-func (s *Store) moveRest(ctx context.Context, id string, now time.Time, release bool, after string) (int64, error) {
+func (s *Store) moveRest(ctx context.Context, id string, now time.Time) (int64, error) {
 	var total int64
 	for {
 		if s.beforeMoveChunk != nil {
@@ -147,18 +140,12 @@ func (s *Store) moveRest(ctx context.Context, id string, now time.Time, release 
 			if state == "" {
 				return nil // deleted, with its deliveries
 			}
-			if r := state == string(store.EndpointEnabled); r != release {
-				// The state changed since the chunk before: the other
-				// way, from the first id.
-				release, after = r, ""
-			}
-			var last string
-			if err := tx.QueryRow(ctx, moveQuery(release), id, ts(now), s.moveChunk(), after).Scan(&moved, &last); err != nil {
+			release := state == string(store.EndpointEnabled)
+			ct, err := tx.Exec(ctx, moveQuery(release), id, ts(now), s.moveChunk())
+			if err != nil {
 				return err
 			}
-			if moved > 0 {
-				after = last
-			}
+			moved = ct.RowsAffected()
 			if release && moved > 0 {
 				if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel); err != nil {
 					return err
@@ -172,13 +159,10 @@ func (s *Store) moveRest(ctx context.Context, id string, now time.Time, release 
 				if release {
 					left = "state = 'paused'"
 				}
-				// One left behind the chunks' start (none should be)
-				// keeps the mark, for a rescue to move from the first id.
-				_, err := tx.Exec(ctx, `UPDATE endpoints SET deliveries_moving = false WHERE id = $1 AND deliveries_moving
+				_, err = tx.Exec(ctx, `UPDATE endpoints SET deliveries_moving = false WHERE id = $1 AND deliveries_moving
 					AND NOT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND `+left+`)`, id)
-				return err
 			}
-			return nil
+			return err
 		})
 		total += moved
 		if err != nil || state == "" || moved < int64(s.moveChunk()) {

@@ -1143,21 +1143,17 @@ const moveRescueAfter = 30 * time.Second
 // moved (endpoints marked deliveries_moving, changed more than
 // moveRescueAfter before now), left by a node that died between chunks.
 func (s *Store) finishMoves(ctx context.Context, now time.Time) error {
-	type move struct {
-		ID      string
-		Release bool
-	}
-	rows, err := s.pool.Query(ctx, "SELECT id, state = 'enabled' FROM endpoints WHERE deliveries_moving AND updated_at < $1 ORDER BY id", ts(now.Add(-moveRescueAfter)))
+	rows, err := s.pool.Query(ctx, "SELECT id FROM endpoints WHERE deliveries_moving AND updated_at < $1 ORDER BY id", ts(now.Add(-moveRescueAfter)))
 	if err != nil {
 		return wrap("rescue: unfinished moves", err)
 	}
-	moves, err := pgx.CollectRows(rows, pgx.RowToStructByPos[move])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return wrap("rescue: unfinished moves", err)
 	}
-	for _, m := range moves {
-		if _, err := s.moveRest(ctx, m.ID, now, m.Release, ""); err != nil {
-			return wrap("rescue: move the deliveries of endpoint "+m.ID, err)
+	for _, id := range ids {
+		if _, err := s.moveRest(ctx, id, now); err != nil {
+			return wrap("rescue: move the deliveries of endpoint "+id, err)
 		}
 	}
 	return nil

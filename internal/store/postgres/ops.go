@@ -15,15 +15,7 @@ import (
 // SetEndpointState implements store.Store. The tenant lock is taken
 // exclusively, so no publish of the tenant is between reading the old state
 // and committing its deliveries: none is left pending for a paused endpoint,
-// or held for one that was just enabled. The deliveries move (held when
-// the endpoint is paused or disabled, released when it is enabled) in
-// chunks of moveChunk: the first with the state change, the rest one per
-// transaction under the tenant's shared lock (moveRest), so that holding
-// or releasing a large backlog does not stop the tenant's publishes and
-// completions, which take that lock shared, for its whole length (about
-// 20 s per million deliveries on a small machine: docs/BENCHMARKS.md).
-// Until the last chunk the endpoint is marked deliveries_moving, and any
-// node's rescue (RescueExpiredLeases) finishes a move whose node died.
+// or held for one that was just enabled.
 func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
@@ -57,118 +49,26 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if p.Notice != "" {
 		b.Queue(addNoticeQuery, p.ID, p.Notice, now)
 	}
-	release := p.State == store.EndpointEnabled
-	b.Queue(moveQuery(release), p.ID, now, s.moveChunk()).Exec(func(ct pgconn.CommandTag) error {
+	var q string
+	if p.State == store.EndpointEnabled {
+		// Release what was held: due now.
+		q = "UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2 WHERE endpoint_id = $1 AND state = 'paused'"
+	} else {
+		// Hold what waits; leased deliveries are held when they complete.
+		q = "UPDATE deliveries SET state = 'paused', updated_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL"
+	}
+	b.Queue(q, p.ID, now).Exec(func(ct pgconn.CommandTag) error {
 		moved = ct.RowsAffected()
 		return nil
 	})
-	if release {
+	if p.State == store.EndpointEnabled {
 		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
 			notifyChannel, p.ID)
 	}
-	if err := s.txBatch(ctx, "set endpoint state", b, func(tx pgx.Tx) error {
-		// Marked while chunks are left; cleared otherwise (a move this
-		// change replaces is over: its rest is this one's to do).
-		_, err := tx.Exec(ctx, "UPDATE endpoints SET deliveries_moving = $2 WHERE id = $1 AND deliveries_moving IS DISTINCT FROM $2",
-			p.ID, moved == int64(s.moveChunk()))
-		return err
-	}); err != nil {
+	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
 		return store.Endpoint{}, 0, err
 	}
-	if moved == int64(s.moveChunk()) {
-		more, err := s.moveRest(context.WithoutCancel(ctx), p.ID, p.Now)
-		moved += more
-		if err != nil {
-			return e, int(moved), wrap("set endpoint state: move its deliveries", err)
-		}
-	}
 	return e, int(moved), nil
-}
-
-// moveChunkSize is the most deliveries one transaction of a pause or
-// resume moves (SetEndpointState, moveRest), as SQLite's releaseChunk.
-const moveChunkSize = store.DefaultFanOutChunk
-
-func (s *Store) moveChunk() int {
-	if s.moveChunkForTest > 0 {
-		return s.moveChunkForTest
-	}
-	return moveChunkSize
-}
-
-// moveQuery moves up to $3 deliveries of endpoint $1 at $2: releases held
-// ones (due now) when release, else holds pending ones not leased (leased
-// deliveries are held when they complete), in id order.
-func moveQuery(release bool) string {
-	if release {
-		return `UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2
-			WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'paused' ORDER BY id LIMIT $3)`
-	}
-	return `UPDATE deliveries SET state = 'paused', updated_at = $2
-		WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL ORDER BY id LIMIT $3)`
-}
-
-// moveRest moves the deliveries of endpoint id left after the first chunk
-// of a pause or resume, as its state now says (released when enabled,
-// held otherwise), one chunk per transaction under the tenant's shared
-// lock (a state change, which takes it exclusively, is not between the
-// chunk's reading of the state and its commit), until none is left; then
-// it clears the endpoint's deliveries_moving. It answers how many it moved.
-// Two nodes finishing one move (a rescue beside the node that began it)
-// take turns on the rows and stop alike.
-func (s *Store) moveRest(ctx context.Context, id string, now time.Time) (int64, error) {
-	var total int64
-	for {
-		if s.beforeMoveChunk != nil {
-			if err := s.beforeMoveChunk(); err != nil {
-				return total, err
-			}
-		}
-		var (
-			state string
-			moved int64
-		)
-		b := newTxBatch()
-		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
-		b.Queue("SELECT state FROM endpoints WHERE id = $1", id).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&state); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return nil
-		})
-		err := s.txBatch(ctx, "move deliveries", b, func(tx pgx.Tx) error {
-			if state == "" {
-				return nil // deleted, with its deliveries
-			}
-			release := state == string(store.EndpointEnabled)
-			ct, err := tx.Exec(ctx, moveQuery(release), id, ts(now), s.moveChunk())
-			if err != nil {
-				return err
-			}
-			moved = ct.RowsAffected()
-			if release && moved > 0 {
-				if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel); err != nil {
-					return err
-				}
-			}
-			if moved < int64(s.moveChunk()) {
-				// Cleared when none is left to move, also of a node
-				// moving the same rows beside this one (its chunk in
-				// progress still shows them).
-				left := "state = 'pending' AND lease_owner IS NULL"
-				if release {
-					left = "state = 'paused'"
-				}
-				_, err = tx.Exec(ctx, `UPDATE endpoints SET deliveries_moving = false WHERE id = $1 AND deliveries_moving
-					AND NOT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND `+left+`)`, id)
-			}
-			return err
-		})
-		total += moved
-		if err != nil || state == "" || moved < int64(s.moveChunk()) {
-			return total, err
-		}
-	}
 }
 
 // ReplayDeliveries implements store.Store. It takes the tenant lock shared,

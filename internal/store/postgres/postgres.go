@@ -123,12 +123,6 @@ type Store struct {
 	// lastLeaseEnd is the last lease end this store gave a claim or a
 	// hand-off (µs since the epoch, as stored): see leaseEnd.
 	lastLeaseEnd atomic.Int64
-	// moveChunkForTest, when above 0 (tests), is the chunk of a pause's or
-	// resume's moves instead of moveChunkSize; beforeMoveChunk, when set,
-	// runs before each chunk after the first (moveRest), which stops with
-	// its error (a node dying between chunks).
-	moveChunkForTest int
-	beforeMoveChunk  func() error
 }
 
 // leaseEnd returns t (a claim's or a hand-off's lease end) as stored, made

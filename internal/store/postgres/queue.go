@@ -1128,35 +1128,7 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	if err != nil {
 		return 0, err
 	}
-	if err := s.finishMoves(ctx, now); err != nil {
-		return int(n), err
-	}
 	return int(n), nil
-}
-
-// moveRescueAfter is how long after an endpoint's state change a rescue
-// takes over the rest of its move (finishMoves): the node that changed it
-// is then probably gone, and if not, both move chunks in turn.
-const moveRescueAfter = 30 * time.Second
-
-// finishMoves finishes the pauses and resumes whose deliveries are not all
-// moved (endpoints marked deliveries_moving, changed more than
-// moveRescueAfter before now), left by a node that died between chunks.
-func (s *Store) finishMoves(ctx context.Context, now time.Time) error {
-	rows, err := s.pool.Query(ctx, "SELECT id FROM endpoints WHERE deliveries_moving AND updated_at < $1 ORDER BY id", ts(now.Add(-moveRescueAfter)))
-	if err != nil {
-		return wrap("rescue: unfinished moves", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return wrap("rescue: unfinished moves", err)
-	}
-	for _, id := range ids {
-		if _, err := s.moveRest(ctx, id, now); err != nil {
-			return wrap("rescue: move the deliveries of endpoint "+id, err)
-		}
-	}
-	return nil
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

@@ -89,7 +89,7 @@ func (o *apiOpts) deleted(cmd *cobra.Command, path, id string) error {
 func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, header http.Header) (int, error) {
 	base, err := url.Parse(strings.TrimRight(o.server, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return 0, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", o.server)
+		return 0, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", redactURL(o.server))
 	}
 	if o.apiKey == "" {
 		return 0, errors.New("no API key: use --api-key or set HERALD_API_KEY")
@@ -120,7 +120,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	}
 	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
-		return 0, err
+		return 0, redactErr(err)
 	}
 	defer resp.Body.Close()
 	// The personal-data guard's warning (docs/contract.md, "Thin payloads").
@@ -169,19 +169,19 @@ func htmlAnswer(resp *http.Response, data []byte, base *url.URL, method, path st
 	if mt != "text/html" && !strings.HasPrefix(head, "<!doctype html") && !strings.HasPrefix(head, "<html") {
 		return nil
 	}
-	asked := base.String() + path
+	asked := redactURL(base.String() + path)
 	p := strings.TrimRight(base.Path, "/")
 	if i := strings.LastIndex(p, "/ui"); i >= 0 && (p[i:] == "/ui" || strings.HasPrefix(p[i:], "/ui/")) {
 		b := *base
 		b.Path, b.RawPath = p[:i], ""
-		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, resp.Status, base.String(), b.String())
+		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, resp.Status, redactURL(base.String()), redactURL(b.String()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil
 	}
 	b := *base
 	b.Path, b.RawPath = "", ""
-	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, resp.Status, base.String(), b.String())
+	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, resp.Status, redactURL(base.String()), redactURL(b.String()))
 }
 
 // printable returns a header value with its control characters (which
@@ -289,7 +289,7 @@ func parseHeaderFlags(kvs []string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--header %q: want NAME=VALUE", kv)
+			return nil, fmt.Errorf("--header %s: want NAME=VALUE", headerShown(kv))
 		}
 		h[strings.TrimSpace(k)] = v
 	}

@@ -176,12 +176,12 @@ func TestHelpNeverShowsCredentialsFromTheEnvironment(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{[]string{"endpoints", "create", "--help"}, []string{"(default from HERALD_HEADER, its value not shown)", `(default "https://ops:xxxxx@herald.example:9443" from HERALD_SERVER)`}},
+		{[]string{"endpoints", "create", "--help"}, []string{"(default from HERALD_HEADER, its value not shown)", `(default "https://xxxxx@herald.example:9443" from HERALD_SERVER)`}},
 		{[]string{"endpoints", "update", "--help"}, []string{"(default from HERALD_HEADER, its value not shown)"}},
-		{[]string{"sources", "create", "--help"}, []string{`(default "https://hook:xxxxx@receiver.example/in" from HERALD_DESTINATION_URL)`}},
-		{[]string{"serve", "--help"}, []string{`default "https://u:xxxxx@herald.example" from HERALD_PUBLIC_URL`}},
+		{[]string{"sources", "create", "--help"}, []string{`(default "https://xxxxx@receiver.example/in" from HERALD_DESTINATION_URL)`}},
+		{[]string{"serve", "--help"}, []string{`default "https://xxxxx@herald.example" from HERALD_PUBLIC_URL`}},
 		{[]string{"bench", "drain", "--help"}, []string{"(default from HERALD_SERVE_ARG, its value not shown)"}},
-		{[]string{"healthcheck", "--help"}, []string{`(default "https://ops:xxxxx@herald.example:9443" from HERALD_SERVER)`}},
+		{[]string{"healthcheck", "--help"}, []string{`(default "https://xxxxx@herald.example:9443" from HERALD_SERVER)`}},
 	} {
 		out := helpOf(t, c.args...)
 		if strings.Contains(out, "do-not-show") {

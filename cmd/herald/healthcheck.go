@@ -45,7 +45,7 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			case server != "":
 				base, err := url.Parse(strings.TrimRight(server, "/"))
 				if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-					return fmt.Errorf("--server %q (or HERALD_SERVER): want a base URL such as http://localhost:8080", server)
+					return fmt.Errorf("--server %q (or HERALD_SERVER): want a base URL such as http://localhost:8080", redactURL(server))
 				}
 				target = base.String() + "/readyz"
 			default:
@@ -71,7 +71,7 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			u, err := url.Parse(target)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", target)
+				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", redactURL(target))
 			}
 			c := &http.Client{Timeout: 3 * time.Second}
 			if own || loopbackHost(u.Hostname()) {
@@ -79,11 +79,11 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			resp, err := c.Get(target)
 			if err != nil {
-				return fmt.Errorf("healthcheck %s: %w", target, err)
+				return fmt.Errorf("healthcheck %s: %w", redactURL(target), redactErr(err))
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("healthcheck %s: %s", target, resp.Status)
+				return fmt.Errorf("healthcheck %s: %s", redactURL(target), resp.Status)
 			}
 			return nil
 		},

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
 )
 
@@ -109,8 +108,8 @@ func readsTwin(cmd *cobra.Command, flag string) bool {
 // secretFlags are the flags whose value may be a credential: their help
 // names the variable that sets them, never its value (a --db URL may hold
 // a password, a --header an Authorization value, a bench --serve-arg a
-// --db=postgres://u:pw@…). Other values are shown with a URL's password
-// redacted (shownValue).
+// --db=postgres://u:pw@…). Other values are shown with a URL's credentials
+// redacted (shownValue, redactURL).
 var secretFlags = map[string]bool{"api-key": true, "db": true, "header": true, "new-key": true, "secret": true, "serve-arg": true}
 
 // envName is the HERALD_* twin of flag name: --attempt-timeout is
@@ -184,28 +183,25 @@ func envDefault(probe *cobra.Command, f *pflag.Flag, name, v string) string {
 	return fmt.Sprintf("default %s from %s", shown, name)
 }
 
-// shownValue is v as the help may show it: a URL with the password of its
-// userinfo (and a password= query parameter) redacted, as errors show a
-// --db URL (app.RedactDB); ok is false when v may hold a credential that
-// cannot be redacted reliably (an @ or "password" outside such a URL).
+// shownValue is v as the help may show it: a URL redacted as errors show
+// it (redactURL: its whole user information, and the values of query
+// parameters named like credentials); ok is false when v may hold a
+// credential that cannot be redacted reliably (an @ or "password" outside
+// those parts of a URL, or in a value that is not a URL).
 func shownValue(v string) (shown string, ok bool) {
 	hasPassword := func(s string) bool { return strings.Contains(strings.ToLower(s), "password") }
+	if u, err := url.Parse(v); err == nil && u.Scheme != "" && u.Host != "" {
+		red := redactURL(v)
+		rest := strings.ReplaceAll(strings.ToLower(strings.Replace(red, "xxxxx@", "", 1)), "password=xxxxx", "")
+		if strings.Contains(rest, "@") || hasPassword(rest) {
+			return "", false
+		}
+		return red, true
+	}
 	if !strings.Contains(v, "@") && !hasPassword(v) {
 		return v, true
 	}
-	u, err := url.Parse(v)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return "", false
-	}
-	red := app.RedactDB(v)
-	at := 0
-	if u.User != nil {
-		at = 1
-	}
-	if strings.Count(red, "@") > at || hasPassword(strings.ReplaceAll(red, "password=xxxxx", "")) {
-		return "", false
-	}
-	return red, true
+	return "", false
 }
 
 // freshCommand is cmd in a newly built command tree, whose flags hold

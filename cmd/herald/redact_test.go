@@ -1,0 +1,157 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// closedAddr is a loopback HOST:PORT where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// noSecret fails when the command's error or stderr shows one of secrets.
+func noSecret(t *testing.T, what string, stderr string, err error, secrets ...string) {
+	t.Helper()
+	msg := stderr
+	if err != nil {
+		msg += "\n" + err.Error()
+	}
+	for _, s := range secrets {
+		if strings.Contains(msg, s) {
+			t.Errorf("%s: the error shows %q:\n%s", what, s, msg)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"http://localhost:8080", "http://localhost:8080"},
+		{"https://herald.example/ui", "https://herald.example/ui"},
+		{"http://ops:SRVPASSWORD@127.0.0.1:18799", "http://xxxxx@127.0.0.1:18799"},
+		{"https://OPSUSERONLY@herald.example", "https://xxxxx@herald.example"},
+		{"https://herald.example/?token=QTOKEN", "https://herald.example/?token=xxxxx"},
+		{"https://herald.example/x?a=1&API_Key=K1&limit=2&sig=S&password=P", "https://herald.example/x?a=1&API_Key=xxxxx&limit=2&sig=xxxxx&password=xxxxx"},
+		{"https://herald.example/x?access_token=T;auth=A", "https://herald.example/x?access_token=xxxxx;auth=xxxxx"},
+		{"https://herald.example/x#access_token=T", "https://herald.example/x#access_token=xxxxx"},
+		{"herald.example", "herald.example"},
+		{"ops:pw@herald.example", "(not shown: it may hold a credential)"},
+		{"http://ops:p%zz@h", "(not shown: it may hold a credential)"},
+	} {
+		if got := redactURL(c.in); got != c.want {
+			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestHealthcheckErrorRedactsServer: the healthcheck's error (kept by
+// container runtimes) shows no part of HERALD_SERVER's userinfo nor a
+// credential query parameter of --url.
+func TestHealthcheckErrorRedactsServer(t *testing.T) {
+	addr := closedAddr(t)
+	for _, server := range []string{"http://ops:SRVPASSWORD@" + addr, "http://OPSUSERONLY@" + addr} {
+		t.Setenv("HERALD_SERVER", server)
+		_, stderr, err := execHerald(t, "", "healthcheck")
+		if err == nil {
+			t.Fatalf("healthcheck of %s: no error", addr)
+		}
+		noSecret(t, "healthcheck", stderr, err, "SRVPASSWORD", "OPSUSERONLY")
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("healthcheck: the error does not name %s: %v", addr, err)
+		}
+	}
+	t.Setenv("HERALD_SERVER", "")
+	_, stderr, err := execHerald(t, "", "healthcheck", "--url", "http://"+addr+"/readyz?token=QTOKEN")
+	noSecret(t, "healthcheck --url", stderr, err, "QTOKEN")
+	_, stderr, err = execHerald(t, "", "healthcheck", "--server", "ops:SRVPASSWORD@"+addr)
+	if err == nil {
+		t.Fatal("healthcheck --server without a scheme: no error")
+	}
+	noSecret(t, "healthcheck --server without a scheme", stderr, err, "SRVPASSWORD")
+}
+
+// TestClientErrorsRedactServer: the hint that --server looks like the
+// web console's URL, a connection error and a refused --server show no
+// credential of the URL.
+func TestClientErrorsRedactServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<!doctype html><p>sign in"))
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	t.Setenv("HERALD_API_KEY", "k")
+	for _, server := range []string{
+		"http://ops:SRVPASSWORD@" + host + "/ui",
+		"http://OPSUSERONLY@" + host + "/ui",
+		"http://" + host + "/ui?token=QTOKEN",
+		"http://" + host + "/?api_key=QTOKEN",
+	} {
+		t.Setenv("HERALD_SERVER", server)
+		_, stderr, err := execHerald(t, "", "endpoints", "list")
+		if err == nil || !strings.Contains(err.Error(), "HTML page") {
+			t.Fatalf("endpoints list with %s: %v; want the HTML hint", server, err)
+		}
+		noSecret(t, "endpoints list (HTML hint)", stderr, err, "SRVPASSWORD", "OPSUSERONLY", "QTOKEN")
+	}
+	addr := closedAddr(t)
+	for _, server := range []string{"http://OPSUSERONLY@" + addr, "http://" + addr + "/?token=QTOKEN", "ops:SRVPASSWORD@" + addr} {
+		t.Setenv("HERALD_SERVER", server)
+		_, stderr, err := execHerald(t, "", "endpoints", "list")
+		if err == nil {
+			t.Fatalf("endpoints list with %s: no error", server)
+		}
+		noSecret(t, "endpoints list (no server)", stderr, err, "SRVPASSWORD", "OPSUSERONLY", "QTOKEN")
+	}
+}
+
+// TestHeaderErrorShowsNoValue: a --header without "=" is refused naming
+// the header, never its value.
+func TestHeaderErrorShowsNoValue(t *testing.T) {
+	srv, _ := fakeAPI(t, 201, "application/json", `{}`)
+	t.Setenv("HERALD_SERVER", srv.URL)
+	t.Setenv("HERALD_API_KEY", "k")
+	for _, h := range []string{"X-Auth: HEADERSECRET", "HEADERSECRET"} {
+		t.Setenv("HERALD_HEADER", h)
+		_, stderr, err := execHerald(t, "", "endpoints", "create", "--tenant", "acme", "--url", "https://x.example")
+		if err == nil || !strings.Contains(err.Error(), "want NAME=VALUE") {
+			t.Fatalf("HERALD_HEADER=%q: %v; want the NAME=VALUE refusal", h, err)
+		}
+		noSecret(t, "--header", stderr, err, "HEADERSECRET")
+		if strings.HasPrefix(h, "X-Auth") && !strings.Contains(err.Error(), "X-Auth") {
+			t.Errorf("HERALD_HEADER=%q: the error does not name the header: %v", h, err)
+		}
+	}
+}
+
+// TestHelpRedactsWholeUserinfoAndQueryCredentials: a token given as the
+// userinfo's user name, or in a query parameter named like a credential,
+// is not shown by --help.
+func TestHelpRedactsWholeUserinfoAndQueryCredentials(t *testing.T) {
+	for _, c := range []struct{ server, want string }{
+		{"https://OPSUSERONLY@herald.example", `(default "https://xxxxx@herald.example" from HERALD_SERVER)`},
+		{"https://herald.example/?token=QTOKEN", `(default "https://herald.example/?token=xxxxx" from HERALD_SERVER)`},
+		{"https://herald.example/?api_key=QTOKEN&x=1", `(default "https://herald.example/?api_key=xxxxx&x=1" from HERALD_SERVER)`},
+	} {
+		t.Setenv("HERALD_SERVER", c.server)
+		for _, args := range [][]string{{"endpoints", "list", "--help"}, {"healthcheck", "--help"}} {
+			out := helpOf(t, args...)
+			if strings.Contains(out, "OPSUSERONLY") || strings.Contains(out, "QTOKEN") {
+				t.Errorf("herald %v with HERALD_SERVER=%s shows a credential:\n%s", args, c.server, out)
+			}
+			if !strings.Contains(out, c.want) {
+				t.Errorf("herald %v with HERALD_SERVER=%s lacks %s:\n%s", args, c.server, c.want, out)
+			}
+		}
+	}
+}

@@ -373,6 +373,16 @@ var sourceNullRules = map[string]string{
 // removes a member), so null is no value to change to, and taking it for
 // "left out" would answer 200 to a request that meant a change.
 func refuseNulls(raw []byte, rules map[string]string) error {
+	errs := nullRefusals(raw, rules, "")
+	if len(errs) == 0 {
+		return nil
+	}
+	return huma.Error422UnprocessableEntity("validation failed", errs...)
+}
+
+// nullRefusals are refuseNulls' errors for the object raw, whose members
+// are located at body.<at><name>.
+func nullRefusals(raw []byte, rules map[string]string, at string) []error {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(raw, &members) != nil {
 		return nil // not an object: the schema has refused it
@@ -383,9 +393,34 @@ func refuseNulls(raw []byte, rules map[string]string) error {
 		if !ok || string(members[name]) != "null" {
 			continue
 		}
-		errs = append(errs, &huma.ErrorDetail{Location: "body." + name,
-			Message: name + " cannot be null: a PATCH changes the fields it gives and keeps those it leaves out (null removes nothing: this is not a JSON Merge Patch, RFC 7396); " + rule})
+		errs = append(errs, &huma.ErrorDetail{Location: "body." + at + name,
+			Message: at + name + " cannot be null: a PATCH changes the fields it gives and keeps those it leaves out (null removes nothing: this is not a JSON Merge Patch, RFC 7396); " + rule})
 	}
+	return errs
+}
+
+// hmacNullRules say, for each member of hmac in a source's PATCH, what to
+// send instead of null (refuseHMACNulls).
+var hmacNullRules = map[string]string{
+	"header":           "an hmac source always has a signature header: leave hmac.header out to keep it",
+	"algorithm":        `leave hmac.algorithm out to keep it, or send "" for the default (sha256)`,
+	"encoding":         `leave hmac.encoding out to keep it, or send "" for the default (hex)`,
+	"prefix":           `leave hmac.prefix out to keep it, or send "" for none`,
+	"timestamp_header": `leave hmac.timestamp_header out to keep it, or send "" for none`,
+	"template":         `leave hmac.template out to keep it, or send "" for the default ({body})`,
+}
+
+// refuseHMACNulls refuses, as refuseNulls refuses a top-level one, a
+// member of hmac given null in a source's PATCH (422 at body.hmac.<member>):
+// its decoded body cannot tell it from a member left out, which is kept.
+func refuseHMACNulls(raw []byte) error {
+	var body struct {
+		HMAC json.RawMessage `json:"hmac"`
+	}
+	if json.Unmarshal(raw, &body) != nil || len(body.HMAC) == 0 {
+		return nil
+	}
+	errs := nullRefusals(body.HMAC, hmacNullRules, "hmac.")
 	if len(errs) == 0 {
 		return nil
 	}
@@ -394,6 +429,9 @@ func refuseNulls(raw []byte, rules map[string]string) error {
 
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
 	if err := refuseNulls(patchBody(ctx), sourceNullRules); err != nil {
+		return nil, err
+	}
+	if err := refuseHMACNulls(patchBody(ctx)); err != nil {
 		return nil, err
 	}
 	src, err := s.db(ctx).GetSource(ctx, in.ID)

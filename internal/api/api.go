@@ -1025,6 +1025,9 @@ func unmarshalBody(data []byte, v any) error {
 		return err
 	}
 	err := segjson.Unmarshal(data, v)
+	if err == nil && bytes.Contains(data, []byte("-0")) {
+		return negativeZero(data, reflect.TypeOf(v))
+	}
 	var te *segjson.UnmarshalTypeError
 	if !errors.As(err, &te) || te.Type == nil {
 		return err
@@ -1045,6 +1048,122 @@ func unmarshalBody(data []byte, v any) error {
 		return decodeRefusal(loc, fmt.Sprintf("expected an integer from 0 to %d%s", uint64(1)<<te.Type.Bits()-1, integerForm))
 	}
 	return decodeRefusal(loc, fmt.Sprintf("expected a JSON value that fits %s", te.Type.Kind()))
+}
+
+// negativeZero refuses, as unmarshalBody refuses 0.0 and 0e0, an integer
+// field of data (decoded into a t) written -0: a second spelling of 0,
+// which Go's decoder takes as 0 (one spelling per value: plain digits). A
+// -0 in a field that is not an integer (a float, a string's text, an
+// object's free-form value) is left alone.
+func negativeZero(data []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		loc   string
+		t     reflect.Type
+		array bool
+		index int
+		key   string // the member whose value comes next (objects)
+	}
+	var stack []*frame
+	// at is the location and type of the value about to be read.
+	at := func() (string, reflect.Type) {
+		if len(stack) == 0 {
+			return "body", t
+		}
+		f := stack[len(stack)-1]
+		if f.array {
+			return fmt.Sprintf("%s[%d]", f.loc, f.index), elemType(f.t, "")
+		}
+		return f.loc + "." + f.key, elemType(f.t, f.key)
+	}
+	// done moves past the value just read.
+	done := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.array {
+			f.index++
+		} else {
+			f.key = ""
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or what the decoder has accepted
+		}
+		if len(stack) > 0 {
+			if f := stack[len(stack)-1]; !f.array && f.key == "" {
+				if k, ok := tok.(string); ok {
+					f.key = k
+					continue
+				}
+			}
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				loc, ty := at()
+				stack = append(stack, &frame{loc: loc, t: ty, array: v == '['})
+			default:
+				stack = stack[:len(stack)-1]
+				done()
+			}
+		case json.Number:
+			if v == "-0" {
+				loc, ty := at()
+				for ty != nil && ty.Kind() == reflect.Pointer {
+					ty = ty.Elem()
+				}
+				switch k := kindOf(ty); {
+				case k >= reflect.Int && k <= reflect.Int64:
+					low := int64(-1) << (ty.Bits() - 1)
+					return decodeRefusal(loc, fmt.Sprintf("expected an integer from %d to %d%s", low, ^low, integerForm))
+				case k >= reflect.Uint && k <= reflect.Uint64:
+					return decodeRefusal(loc, fmt.Sprintf("expected an integer from 0 to %d%s", uint64(1)<<ty.Bits()-1, integerForm))
+				}
+			}
+			done()
+		default:
+			done()
+		}
+	}
+}
+
+func kindOf(t reflect.Type) reflect.Kind {
+	if t == nil {
+		return reflect.Invalid
+	}
+	return t.Kind()
+}
+
+// elemType is the Go type of member key (an object) or of an item (an
+// array, key "") of a value of type t; nil when it is not known.
+func elemType(t reflect.Type, key string) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return t.Elem()
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if name == key && name != "-" {
+				return f.Type
+			}
+		}
+	}
+	return nil
 }
 
 // fieldRules are Herald's rules of the integer fields of request bodies,

@@ -52,16 +52,48 @@ type CreateSourceBody struct {
 	HMAC             *HMACBody `json:"hmac,omitempty" doc:"for scheme hmac"`
 }
 
+// HMACPatchBody is hmac in a source's PATCH: the members it gives change,
+// those it leaves out are kept (as every field of the PATCH), so no member
+// is required. "" sets a member to its default (none for prefix and
+// timestamp_header, {body} for template); null is refused.
+type HMACPatchBody struct {
+	Header          *string `json:"header,omitempty" minLength:"1" maxLength:"128" doc:"header carrying the signature"`
+	Algorithm       *string `json:"algorithm,omitempty" enum:"sha256,sha1,sha512," doc:"default sha256 (\"\")"`
+	Encoding        *string `json:"encoding,omitempty" enum:"hex,base64," doc:"default hex (\"\")"`
+	Prefix          *string `json:"prefix,omitempty" maxLength:"64" doc:"stripped before decoding, e.g. sha256=; \"\" for none; must not start with a space (HTTP strips a header value's leading whitespace, RFC 9110 §5.5)"`
+	TimestampHeader *string `json:"timestamp_header,omitempty" maxLength:"128" doc:"header with unix seconds; enables the replay window; \"\" for none"`
+	Template        *string `json:"template,omitempty" maxLength:"256" doc:"signed content; placeholders {body}, {timestamp}, {header:Name}; \"\" for the default {body}"`
+}
+
+// merge is the hmac setting stored (nil when there is none) with the
+// members p gives changed.
+func (p *HMACPatchBody) merge(stored *scheme.HMACConfig) *scheme.HMACConfig {
+	var h scheme.HMACConfig
+	if stored != nil {
+		h = *stored
+	}
+	for _, m := range []struct {
+		from *string
+		to   *string
+	}{{p.Header, &h.Header}, {p.Algorithm, &h.Algorithm}, {p.Encoding, &h.Encoding}, {p.Prefix, &h.Prefix},
+		{p.TimestampHeader, &h.TimestampHeader}, {p.Template, &h.Template}} {
+		if m.from != nil {
+			*m.to = *m.from
+		}
+	}
+	return &h
+}
+
 // UpdateSourceBody is the body of PATCH /v1/sources/{id}.
 type UpdateSourceBody struct {
-	Name             *string   `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^([^\\p{Cc}\\p{Cf}]*[^\\p{Cc}\\p{Cf}\\p{Z}][^\\p{Cc}\\p{Cf}]*)?$" patternDescription:"not blank (a character other than spaces), no control characters or invisible format characters (C0 and C1 controls, U+200B, U+FEFF, bidirectional overrides such as U+202E)"`
-	Scheme           *string   `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source. The one exception: with secrets, it replaces the configuration of a source whose configuration does not open (unreadable [config]), any scheme"`
-	Secrets          *[]string `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
-	ToleranceSeconds *int      `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
-	Dedupe           *string   `json:"dedupe,omitempty" maxLength:"256"`
-	DestinationURL   *string   `json:"destination_url,omitempty" minLength:"1" maxLength:"2048"`
-	MaxBodyBytes     *int64    `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216"`
-	HMAC             *HMACBody `json:"hmac,omitempty"`
+	Name             *string        `json:"name,omitempty" minLength:"1" maxLength:"128" pattern:"^([^\\p{Cc}\\p{Cf}]*[^\\p{Cc}\\p{Cf}\\p{Z}][^\\p{Cc}\\p{Cf}]*)?$" patternDescription:"not blank (a character other than spaces), no control characters or invisible format characters (C0 and C1 controls, U+200B, U+FEFF, bidirectional overrides such as U+202E)"`
+	Scheme           *string        `json:"scheme,omitempty" maxLength:"64" doc:"cannot be changed: only the source's own scheme is accepted (a no-op); for another provider create a new source. The one exception: with secrets, it replaces the configuration of a source whose configuration does not open (unreadable [config]), any scheme"`
+	Secrets          *[]string      `json:"secrets,omitempty" minItems:"1" maxItems:"5"`
+	ToleranceSeconds *int           `json:"tolerance_seconds,omitempty" minimum:"0" maximum:"3600"`
+	Dedupe           *string        `json:"dedupe,omitempty" maxLength:"256"`
+	DestinationURL   *string        `json:"destination_url,omitempty" minLength:"1" maxLength:"2048"`
+	MaxBodyBytes     *int64         `json:"max_body_bytes,omitempty" minimum:"0" maximum:"16777216"`
+	HMAC             *HMACPatchBody `json:"hmac,omitempty" doc:"for scheme hmac: the members given change, those left out are kept"`
 }
 
 // sourceFieldRules are the rules of a source's integer settings, which a
@@ -223,7 +255,7 @@ func (s *Server) registerSources() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "update-source", Method: http.MethodPatch, Path: "/v1/sources/{id}", Tags: []string{"sources"},
 		Summary:     "Change a source (e.g. rotate the provider's secrets: send the new and the old one)",
-		Description: "A PATCH that changes nothing ({}, the values the source has) answers 200 with the source as it is: nothing is written and updated_at stays. A field left out is kept; a field given null is refused (422 at the field, nothing changed): this is not a JSON Merge Patch (RFC 7396), and every field of a source has a value (send 0 or \"\" for a setting's default).",
+		Description: "A PATCH that changes nothing ({}, the values the source has) answers 200 with the source as it is: nothing is written and updated_at stays. A field left out is kept, hmac's members included (a PATCH of hmac changes the members it gives); a field given null is refused (422 at the field, nothing changed): this is not a JSON Merge Patch (RFC 7396), and every field of a source has a value (send 0 or \"\" for a setting's default).",
 		Security:    sec, MaxBodyBytes: 64 << 10,
 	}, s.updateSource)
 
@@ -341,6 +373,16 @@ var sourceNullRules = map[string]string{
 // removes a member), so null is no value to change to, and taking it for
 // "left out" would answer 200 to a request that meant a change.
 func refuseNulls(raw []byte, rules map[string]string) error {
+	errs := nullRefusals(raw, rules, "")
+	if len(errs) == 0 {
+		return nil
+	}
+	return huma.Error422UnprocessableEntity("validation failed", errs...)
+}
+
+// nullRefusals are refuseNulls' errors for the object raw, whose members
+// are located at body.<at><name>.
+func nullRefusals(raw []byte, rules map[string]string, at string) []error {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(raw, &members) != nil {
 		return nil // not an object: the schema has refused it
@@ -351,9 +393,34 @@ func refuseNulls(raw []byte, rules map[string]string) error {
 		if !ok || string(members[name]) != "null" {
 			continue
 		}
-		errs = append(errs, &huma.ErrorDetail{Location: "body." + name,
-			Message: name + " cannot be null: a PATCH changes the fields it gives and keeps those it leaves out (null removes nothing: this is not a JSON Merge Patch, RFC 7396); " + rule})
+		errs = append(errs, &huma.ErrorDetail{Location: "body." + at + name,
+			Message: at + name + " cannot be null: a PATCH changes the fields it gives and keeps those it leaves out (null removes nothing: this is not a JSON Merge Patch, RFC 7396); " + rule})
 	}
+	return errs
+}
+
+// hmacNullRules say, for each member of hmac in a source's PATCH, what to
+// send instead of null (refuseHMACNulls).
+var hmacNullRules = map[string]string{
+	"header":           "an hmac source always has a signature header: leave hmac.header out to keep it",
+	"algorithm":        `leave hmac.algorithm out to keep it, or send "" for the default (sha256)`,
+	"encoding":         `leave hmac.encoding out to keep it, or send "" for the default (hex)`,
+	"prefix":           `leave hmac.prefix out to keep it, or send "" for none`,
+	"timestamp_header": `leave hmac.timestamp_header out to keep it, or send "" for none`,
+	"template":         `leave hmac.template out to keep it, or send "" for the default ({body})`,
+}
+
+// refuseHMACNulls refuses, as refuseNulls refuses a top-level one, a
+// member of hmac given null in a source's PATCH (422 at body.hmac.<member>):
+// its decoded body cannot tell it from a member left out, which is kept.
+func refuseHMACNulls(raw []byte) error {
+	var body struct {
+		HMAC json.RawMessage `json:"hmac"`
+	}
+	if json.Unmarshal(raw, &body) != nil || len(body.HMAC) == 0 {
+		return nil
+	}
+	errs := nullRefusals(body.HMAC, hmacNullRules, "hmac.")
 	if len(errs) == 0 {
 		return nil
 	}
@@ -362,6 +429,9 @@ func refuseNulls(raw []byte, rules map[string]string) error {
 
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
 	if err := refuseNulls(patchBody(ctx), sourceNullRules); err != nil {
+		return nil, err
+	}
+	if err := refuseHMACNulls(patchBody(ctx)); err != nil {
 		return nil, err
 	}
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
@@ -387,11 +457,19 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	}
 	b.applySettings(&sc)
 	if b.HMAC != nil {
-		sc.HMAC = b.HMAC.config()
+		// Merged, not replaced: the members left out are kept, as every
+		// field a PATCH leaves out is.
+		sc.HMAC = b.HMAC.merge(sc.HMAC)
 	}
 	if b.ToleranceSeconds == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
-		// A tolerance stored before such a source was refused one, or left
-		// by an hmac update that dropped timestamp_header: it never applies.
+		if sc.ToleranceSeconds != 0 && scheme.ReplayWindow(was.SchemeConfig()) {
+			// The PATCH takes away the signed timestamp (hmac's
+			// timestamp_header) of a source with a tolerance it leaves
+			// out: never dropped silently.
+			return nil, invalid("body.hmac.timestamp_header", fmt.Sprintf("without hmac.timestamp_header the source signs no timestamp and has no replay window, but its tolerance_seconds is %d: send \"tolerance_seconds\":0 with it to drop the tolerance too, or keep the timestamp header", sc.ToleranceSeconds), nil)
+		}
+		// A tolerance stored before such a source was refused one: it
+		// never applied.
 		sc.ToleranceSeconds = 0
 	}
 	p, err := s.sourceUpdate(in.ID, b, sc)
@@ -515,7 +593,10 @@ func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput,
 	if !s.holdsCurrentKey(ctx) {
 		return nil, huma.Error409Conflict("source " + Echo(in.ID) + "'s stored configuration does not open with this node's encryption keys, and this node does not hold the current key (its key check fails): replace it through a node that holds it")
 	}
-	sc := inbound.SourceConfig{Scheme: *b.Scheme, Secrets: *b.Secrets, HMAC: b.HMAC.config()}
+	sc := inbound.SourceConfig{Scheme: *b.Scheme, Secrets: *b.Secrets}
+	if b.HMAC != nil {
+		sc.HMAC = b.HMAC.merge(nil) // none of the old settings can be read
+	}
 	b.applySettings(&sc)
 	p, err := s.sourceUpdate(in.ID, b, sc)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
 
 	"github.com/herald-webhooks/herald/internal/api"
 )
@@ -1953,7 +1955,11 @@ func (d sourceDetailData) HMACSettings() []hmacSetting {
 
 // quoted is a setting's value between quotes, as a JSON string (as the
 // API gives it), so that its leading, trailing and repeated spaces are
-// seen: a prefix "v1  =" is not read as "v1 =".
+// seen: a prefix "v1  =" is not read as "v1 =". Its invisible format
+// characters (Unicode category Cf: U+200B, a BOM, bidi controls such as
+// U+202E) are written as JSON escapes (\u202e), as its control characters
+// are: a value stored before the API refused them shows them, and cannot
+// reverse or hide the page's text.
 func quoted(v string) string {
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
@@ -1961,8 +1967,28 @@ func quoted(v string) string {
 	if err := e.Encode(v); err != nil {
 		return strconv.Quote(v)
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	s := strings.TrimSuffix(b.String(), "\n")
+	if !strings.ContainsFunc(s, isFormatChar) {
+		return s
+	}
+	var out strings.Builder
+	for _, r := range s {
+		if !isFormatChar(r) {
+			out.WriteRune(r)
+			continue
+		}
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, hi, lo)
+		} else {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	return out.String()
 }
+
+// isFormatChar reports whether r is of Unicode category Cf (format).
+func isFormatChar(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 // BodyCap is the source's body cap in words (1 MiB, 64 KiB, 1500 bytes).
 func (d sourceDetailData) BodyCap() string {

@@ -207,3 +207,22 @@ func TestInFormTermsLeavesValuesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotedEscapesFormatCharacters: a setting's value is shown as a JSON
+// string with its invisible format characters (Unicode category Cf)
+// written as escapes, as control characters are, so a value stored with a
+// bidi control (U+202E) cannot reverse the page's text nor a U+200B hide
+// in it.
+func TestQuotedEscapesFormatCharacters(t *testing.T) {
+	for in, want := range map[string]string{
+		"\u202ev1=":      `"\u202ev1="`,
+		"{body}\u200b":   `"{body}\u200b"`,
+		"\ufeffa\u2066b": `"\ufeffa\u2066b"`,
+		"x\U000e0001y":   `"x\udb40\udc01y"`,
+		"v1  =\t<é>":     `"v1  =\t<é>"`,
+	} {
+		if got := quoted(in); got != want {
+			t.Errorf("quoted(%q) = %s; want %s", in, got, want)
+		}
+	}
+}

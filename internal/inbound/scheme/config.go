@@ -202,10 +202,23 @@ func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
 // could start with it and none would verify. (Tabs and other control
 // characters are refused by Validate; the header names are tokens, without
 // spaces; the template is the signed content, where spaces are content.)
+// Nor may the prefix or the template hold an invisible format character
+// (Unicode category Cf: U+200B, a BOM, a bidi control such as U+202E),
+// refused in names and secrets too: pasted along unseen, it would make
+// every signature fail while the setting looks right, and a bidi control
+// reverses the text shown after it.
 // It returns nil or a *[ConfigError] naming the setting.
 func CheckHMACAtSave(h *HMACConfig) error {
-	if h != nil && strings.HasPrefix(h.Prefix, " ") {
+	if h == nil {
+		return nil
+	}
+	if strings.HasPrefix(h.Prefix, " ") {
 		return configErr("hmac.prefix", "starts with a space: HTTP removes a header value's leading whitespace (RFC 9110 §5.5), so no request's header could start with it and none would verify; remove the leading space")
+	}
+	for _, f := range []struct{ field, value string }{{"hmac.prefix", h.Prefix}, {"hmac.template", h.Template}} {
+		if strings.ContainsFunc(f.value, isFormat) {
+			return configErr(f.field, "contains an invisible format character (Unicode category Cf: U+200B zero-width space, U+FEFF byte order mark, bidirectional controls such as U+202E): no provider signs with one; type the setting as the provider documents it")
+		}
 	}
 	return nil
 }

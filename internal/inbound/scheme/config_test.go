@@ -246,3 +246,29 @@ func TestCheckSecretsAtSaveFormatCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestHMACFormatCharacterRefusedAtSaveLoads: an invisible format character
+// (Unicode category Cf: U+200B, a BOM, a bidi control) in an hmac prefix
+// or template is refused at save, naming the setting and the rule; a
+// configuration stored with one still loads.
+func TestHMACFormatCharacterRefusedAtSaveLoads(t *testing.T) {
+	for _, c := range []struct {
+		h     HMACConfig
+		field string
+	}{
+		{HMACConfig{Header: "X-Sig", Prefix: "\u202ev1="}, "hmac.prefix"},
+		{HMACConfig{Header: "X-Sig", Prefix: "v1=\u200b"}, "hmac.prefix"},
+		{HMACConfig{Header: "X-Sig", Template: "\ufeff{body}"}, "hmac.template"},
+		{HMACConfig{Header: "X-Sig", Template: "{body}\u2066x"}, "hmac.template"},
+	} {
+		h := c.h
+		cfg := Config{Scheme: HMAC, Secrets: []string{"secret-0123456789abcdef"}, HMAC: &h}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("stored %+v: %v; want it to load", h, err)
+		}
+		var ce *ConfigError
+		if err := CheckHMACAtSave(&h); !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(ce.Rule, "invisible format character") {
+			t.Errorf("CheckHMACAtSave(%+v): %v; want a refusal at %s", h, err, c.field)
+		}
+	}
+}

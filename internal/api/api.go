@@ -1025,7 +1025,7 @@ func unmarshalBody(data []byte, v any) error {
 		return err
 	}
 	err := segjson.Unmarshal(data, v)
-	if err == nil && bytes.Contains(data, []byte("-0")) {
+	if err == nil && holdsNegativeZero(data) {
 		return negativeZero(data, reflect.TypeOf(v))
 	}
 	var te *segjson.UnmarshalTypeError
@@ -1048,6 +1048,34 @@ func unmarshalBody(data []byte, v any) error {
 		return decodeRefusal(loc, fmt.Sprintf("expected an integer from 0 to %d%s", uint64(1)<<te.Type.Bits()-1, integerForm))
 	}
 	return decodeRefusal(loc, fmt.Sprintf("expected a JSON value that fits %s", te.Type.Kind()))
+}
+
+// holdsNegativeZero reports whether data may hold the JSON number -0: a
+// "-0" after a ':', ',' or '[' (whitespace between) and before no digit,
+// fraction or exponent. It is false for "-05:00" in a timestamp, "ord-0"
+// in an id or -0.5, so that a publish's body, where such text is common,
+// is not walked again (negativeZero) on its way to the store.
+func holdsNegativeZero(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte("-0"))
+		if j < 0 {
+			return false
+		}
+		j += i
+		i = j + 2
+		if i < len(data) {
+			if c := data[i]; c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' {
+				continue
+			}
+		}
+		k := j - 1
+		for k >= 0 && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r') {
+			k--
+		}
+		if k >= 0 && (data[k] == ':' || data[k] == ',' || data[k] == '[') {
+			return true
+		}
+	}
 }
 
 // negativeZero refuses, as unmarshalBody refuses 0.0 and 0e0, an integer

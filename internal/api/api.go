@@ -1145,6 +1145,9 @@ func negativeZero(data []byte, t reflect.Type) error {
 				for ty != nil && ty.Kind() == reflect.Pointer {
 					ty = ty.Elem()
 				}
+				if ty != nil && opaque(ty) {
+					ty = nil
+				}
 				switch k := kindOf(ty); {
 				case k >= reflect.Int && k <= reflect.Int64:
 					low := int64(-1) << (ty.Bits() - 1)
@@ -1167,13 +1170,26 @@ func kindOf(t reflect.Type) reflect.Kind {
 	return t.Kind()
 }
 
+// opaque reports whether a value of type t is decoded whole by its own
+// rules, not member by member: raw JSON (json.RawMessage, an event's
+// data), bytes, or a type with its own UnmarshalJSON. Nothing inside it is
+// an integer field of the request.
+func opaque(t reflect.Type) bool {
+	if (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t.Elem().Kind() == reflect.Uint8 {
+		return true
+	}
+	return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
 // elemType is the Go type of member key (an object) or of an item (an
 // array, key "") of a value of type t; nil when it is not known.
 func elemType(t reflect.Type, key string) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nil {
+	if t == nil || opaque(t) {
 		return nil
 	}
 	switch t.Kind() {

@@ -17,3 +17,17 @@ func TestIntegerNegativeZeroRefused(t *testing.T) {
 	st, raw := w.call(adminKey, "PATCH", "/v1/endpoints/"+w.epA, `{"rate_limit_per_second":-0}`)
 	wantOneRefusal(t, "PATCH rate_limit_per_second -0", st, raw, "body.rate_limit_per_second", "plain digits")
 }
+
+// TestNegativeZeroInFreeFormDataAccepted: an event's data is the
+// producer's JSON, kept as sent (its own numbers, any spelling): a -0 there,
+// at any depth, is no integer field of the request and the publish is
+// accepted.
+func TestNegativeZeroInFreeFormDataAccepted(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, data := range []string{`{"a":-0}`, `{"a":[1,-0],"b":{"c":-0}}`} {
+		body := `{"tenant":"acme","type":"order.placed","data":` + data + `}`
+		if st, raw := w.call(adminKey, "POST", "/v1/events", body); st != 202 {
+			t.Errorf("publish %s = %d %s; want 202", body, st, raw)
+		}
+	}
+}

@@ -102,3 +102,24 @@ func TestSourceHMACPatchNullMemberRefused(t *testing.T) {
 		t.Errorf("refused PATCHes changed the source:\n%s\nwant\n%s", after, before)
 	}
 }
+
+// TestSourceHMACChoicesNameTheirValues: an hmac algorithm or encoding
+// outside its choices is refused at the setting with the choices named —
+// not huma's list, which on a PATCH ends in the empty value that means
+// the default ("sha256, sha1, sha512, ").
+func TestSourceHMACChoicesNameTheirValues(t *testing.T) {
+	w := newWorld(t, nil)
+	id := createHMACSource(t, w)
+	const create = `{"name":"x","destination_url":"http://10.0.0.3/in","scheme":"hmac","secrets":["source-secret-0123456789"],`
+	for _, c := range []struct{ method, path, body, loc, want string }{
+		{"POST", "/v1/sources", create + `"hmac":{"header":"X-Sig","algorithm":"md5"}}`, "body.hmac.algorithm", "sha256, sha1 or sha512"},
+		{"PATCH", "/v1/sources/" + id, `{"hmac":{"algorithm":"md5"}}`, "body.hmac.algorithm", "sha256, sha1 or sha512"},
+		{"PATCH", "/v1/sources/" + id, `{"hmac":{"encoding":"b64"}}`, "body.hmac.encoding", "hex or base64"},
+	} {
+		st, raw := w.call(adminKey, c.method, c.path, c.body)
+		wantOneRefusal(t, c.method+" "+c.body, st, raw, c.loc, c.want)
+		if strings.Contains(string(raw), `, \"`) || strings.Contains(string(raw), `sha512, "`) {
+			t.Errorf("%s %s: %s lists an empty choice", c.method, c.body, raw)
+		}
+	}
+}

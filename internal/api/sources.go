@@ -102,6 +102,10 @@ type UpdateSourceBody struct {
 var sourceFieldRules = map[string]string{
 	"body.tolerance_seconds": inbound.ToleranceRule,
 	"body.max_body_bytes":    inbound.MaxBodyBytesRule,
+	// huma's own list would end, on a PATCH, in the empty value that
+	// means the default ("sha256, sha1, sha512, ").
+	"body.hmac.algorithm": "algorithm must be sha256, sha1 or sha512 (left out: sha256)",
+	"body.hmac.encoding":  "encoding must be hex or base64, how the MAC is written in the signature header (left out: hex)",
 }
 
 // SourceOut is a source as the API shows it (secrets are write-only).

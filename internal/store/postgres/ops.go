@@ -240,16 +240,8 @@ func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
 
 // DeadLetterCounts implements store.Store.
 func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {
-	var f filter
-	f.where = append(f.where, "state = 'dead'")
-	if tenant != "" {
-		f.add("tenant = ?", tenant)
-	}
-	if !since.IsZero() {
-		f.add("updated_at >= ?", ts(since))
-	}
-	rows, err := s.pool.Query(ctx, "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries"+f.clause()+
-		" GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id", f.args...)
+	query, args := deadLetterCountsQuery(tenant, since)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap("dead letter counts", err)
 	}
@@ -265,6 +257,21 @@ func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.
 	return out, wrap("dead letter counts", rows.Err())
 }
 
+// deadLetterCountsQuery is DeadLetterCounts' statement and its arguments:
+// the dead rows through deliveries_dead.
+func deadLetterCountsQuery(tenant string, since time.Time) (string, []any) {
+	var f filter
+	f.where = append(f.where, stateConditions[store.DeliveryDead])
+	if tenant != "" {
+		f.add("tenant = ?", tenant)
+	}
+	if !since.IsZero() {
+		f.add("updated_at >= ?", ts(since))
+	}
+	return "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries" + f.clause() +
+		" GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id", f.args
+}
+
 // ClaimSpikeAlert implements store.Store. One conditional UPDATE: of
 // concurrent callers (several nodes) exactly one wins. An alert emitted at
 // windowStart exactly is not "after windowStart".
@@ -276,6 +283,19 @@ func (s *Store) ClaimSpikeAlert(ctx context.Context, endpointID string, windowSt
 	}
 	return ct.RowsAffected() == 1, nil
 }
+
+// deliveryStateCountsSQL counts deliveries by state, each through its
+// partial index (the pending ones through deliveries_due and
+// deliveries_leased), and leaves out the states with none, as GROUP BY
+// would (the store gauges). Since migration 00092 no index holds every
+// row's state, and a GROUP BY state would read the whole table.
+const deliveryStateCountsSQL = `SELECT state, n FROM (
+	SELECT 'pending' AS state, (SELECT COUNT(*) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL)
+	                         + (SELECT COUNT(*) FROM deliveries WHERE state = 'pending' AND lease_owner IS NOT NULL) AS n
+	UNION ALL SELECT 'succeeded', COUNT(*) FROM deliveries WHERE state = 'succeeded'
+	UNION ALL SELECT 'dead', COUNT(*) FROM deliveries WHERE state = 'dead'
+	UNION ALL SELECT 'paused', COUNT(*) FROM deliveries WHERE state = 'paused') AS c
+WHERE n > 0`
 
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
@@ -296,7 +316,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue("SELECT state, COUNT(*) FROM deliveries GROUP BY state").Query(count(func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }))
+	b.Queue(deliveryStateCountsSQL).Query(count(func(k string, n int) { st.DeliveriesByState[store.DeliveryState(k)] = n }))
 	b.Queue("SELECT state, COUNT(*) FROM endpoints GROUP BY state").Query(count(func(k string, n int) { st.EndpointsByState[store.EndpointState(k)] = n }))
 	b.Queue("SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending' AND lease_owner IS NULL").QueryRow(func(row pgx.Row) error {
 		var oldest *time.Time
@@ -314,6 +334,15 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
+// The retention of finished deliveries: at most $2 rows finished before
+// $1, found through the state's partial index (migration 00092).
+const (
+	purgeSucceededSQL = `DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < $1 LIMIT $2))
+			AND state = 'succeeded' AND updated_at < $1`
+	purgeDeadSQL = `DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < $1 LIMIT $2))
+			AND state = 'dead' AND updated_at < $1`
+)
+
 // Purge implements store.Store. Each kind is deleted by one statement of at
 // most Limit rows, so no statement holds many locks for long. The outer
 // conditions repeat the inner ones: a row changed meanwhile (a succeeded
@@ -327,10 +356,8 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		sql   string
 		bound time.Time
 	}{
-		{`DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < $1 LIMIT $2))
-			AND state = 'succeeded' AND updated_at < $1`, p.SucceededBefore},
-		{`DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < $1 LIMIT $2))
-			AND state = 'dead' AND updated_at < $1`, p.DeadBefore},
+		{purgeSucceededSQL, p.SucceededBefore},
+		{purgeDeadSQL, p.DeadBefore},
 		{`DELETE FROM events WHERE id = ANY (ARRAY(
 				SELECT e.id FROM events e WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT $2))
 			AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)`, p.EventsBefore},

@@ -405,23 +405,12 @@ func TestQueueQueriesUseDueIndex(t *testing.T) {
 	ctx := t.Context()
 	// 30,000 events: 20,000 deliveries succeeded, 5,000 dead, 2,000 leased,
 	// 2,000 due later, 1,000 due now.
-	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 30000) AS i`, base); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't',
-		       CASE WHEN i <= 20000 THEN 'succeeded' WHEN i <= 25000 THEN 'dead' ELSE 'pending' END,
-		       CASE WHEN i > 29000 THEN $1::timestamptz ELSE $1::timestamptz + interval '1 hour' END,
-		       CASE WHEN i > 25000 AND i <= 27000 THEN 'w' END,
-		       CASE WHEN i > 25000 AND i <= 27000 THEN $1::timestamptz + interval '1 minute' END,
-		       $1, $1
-		FROM generate_series(1, 30000) AS i`, base, ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
-		t.Fatal(err)
-	}
+	seedDeliveries(t, conn, ep.ID, 30000, seedShape{
+		state:   "CASE WHEN i <= 20000 THEN 'succeeded' WHEN i <= 25000 THEN 'dead' ELSE 'pending' END",
+		due:     "CASE WHEN i > 29000 THEN $1::timestamptz ELSE $1::timestamptz + interval '1 hour' END",
+		leased:  "i > 25000 AND i <= 27000",
+		updated: "$1",
+	})
 	explain := func(q string, args ...any) string {
 		t.Helper()
 		return explainPlan(t, conn, "EXPLAIN ", q, args...)
@@ -1189,6 +1178,34 @@ func TestNoNotifyWhenAlone(t *testing.T) {
 	publish(t, s, newEvent("acme"), base)
 	if !notified() {
 		t.Fatal("with another live node: no notification")
+	}
+}
+
+// seedShape gives SQL expressions of the series' i (1…n) and of $1
+// (base) for the columns of seedDeliveries' rows.
+type seedShape struct {
+	state, due, updated string
+	leased              string // a condition: the row is leased by "w" until a minute after base
+}
+
+// seedDeliveries inserts n events of tenant acme and a delivery of each to
+// endpoint ep, shaped by rows, and ANALYZEs the tables, for plan tests.
+func seedDeliveries(t *testing.T, conn *pgx.Conn, ep string, n int, rows seedShape) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, $2::integer) AS i`, base, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
+		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't', `+rows.state+`, `+rows.due+`,
+		       CASE WHEN `+rows.leased+` THEN 'w' END, CASE WHEN `+rows.leased+` THEN $1::timestamptz + interval '1 minute' END,
+		       $1, `+rows.updated+`
+		FROM generate_series(1, $3::integer) AS i`, base, ep, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE deliveries, events"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -25,21 +25,12 @@ func TestStateQueriesUsePartialIndexes(t *testing.T) {
 	// 30,000 deliveries: 27,000 succeeded, 300 dead, 200 paused, 1,000
 	// leased, 1,500 due. A list by a rare state reads its index; by a
 	// common one, the primary key backwards until its page is full.
-	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 30000) AS i`, base); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't',
-		       CASE WHEN i <= 27000 THEN 'succeeded' WHEN i <= 27300 THEN 'dead' WHEN i <= 27500 THEN 'paused' ELSE 'pending' END,
-		       $1, CASE WHEN i > 27500 AND i <= 28500 THEN 'w' END, CASE WHEN i > 27500 AND i <= 28500 THEN $1::timestamptz + interval '1 minute' END,
-		       $1, $1::timestamptz + i * interval '1 second'
-		FROM generate_series(1, 30000) AS i`, base, ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE deliveries"); err != nil {
-		t.Fatal(err)
-	}
+	seedDeliveries(t, conn, ep.ID, 30000, seedShape{
+		state:   "CASE WHEN i <= 27000 THEN 'succeeded' WHEN i <= 27300 THEN 'dead' WHEN i <= 27500 THEN 'paused' ELSE 'pending' END",
+		due:     "$1",
+		leased:  "i > 27500 AND i <= 28500",
+		updated: "$1::timestamptz + i * interval '1 second'",
+	})
 	since := base.Add(27100 * time.Second)
 	type query struct {
 		name, sql string

@@ -49,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -168,6 +170,8 @@ func (c *Console) parseTemplates() error {
 		"split":        strings.Fields,
 		"healthWindow": func() string { return healthWindow },
 		"eventURL":     eventURL,
+		"isolated":     isolated,
+		"isolatedText": isolatedText,
 		// expired: a key's or portal link's expiry (time.Time, or
 		// *time.Time with nil for never) has passed.
 		"expired": func(t any) bool {
@@ -843,6 +847,71 @@ func span(d time.Duration) string {
 		return fmt.Sprintf("%d h", int(d.Hours()))
 	}
 	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+// isBidiControl reports whether r is one of the bidirectional embedding,
+// override and isolate controls (U+202A–U+202E, U+2066–U+2069): the
+// invisible characters that reorder the text after them (Trojan Source).
+// Other format characters, such as the zero-width joiner of an emoji
+// sequence, only join or mark and are shown as they are.
+func isBidiControl(r rune) bool { return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 }
+
+// bidiMark is how a bidirectional control of user text is shown: its code
+// point, visible, instead of the character itself.
+func bidiMark(r rune) string { return fmt.Sprintf("<U+%04X>", r) }
+
+// isolated shows user text (a description, a name) in a page's text
+// isolated from what surrounds it: inside <bdi>, so that its
+// right-to-left letters or marks order only itself, with each
+// bidirectional control shown as its code point ("<U+202E>", marked),
+// so that none reorders the page after it, nor ends the isolation early
+// (a PDI, U+2069, would), nor makes the text read other than it is
+// stored. For an attribute or a message built in Go: isolatedText.
+func isolated(s string) template.HTML {
+	var b strings.Builder
+	b.WriteString("<bdi>")
+	last := 0
+	for i, r := range s {
+		if !isBidiControl(r) {
+			continue
+		}
+		b.WriteString(template.HTMLEscapeString(s[last:i]))
+		b.WriteString(`<span class="bidi-control" title="an invisible bidirectional control character, shown by its code point">`)
+		b.WriteString(template.HTMLEscapeString(bidiMark(r)))
+		b.WriteString("</span>")
+		last = i + utf8.RuneLen(r)
+	}
+	b.WriteString(template.HTMLEscapeString(s[last:]))
+	b.WriteString("</bdi>")
+	return template.HTML(b.String())
+}
+
+// isolatedText is isolated for plain text (a flash message, an attribute
+// such as a confirmation's question): s between FSI (U+2068) and PDI
+// (U+2069), the characters <bdi> stands for, with its bidirectional
+// controls shown as their code points, so the isolation holds.
+func isolatedText(s string) string {
+	if !strings.ContainsFunc(s, isBidiControl) && !strings.ContainsFunc(s, isStrongRTL) {
+		return s // nothing to isolate: copied, it is as stored
+	}
+	var b strings.Builder
+	b.WriteRune('\u2068')
+	for _, r := range s {
+		if isBidiControl(r) {
+			b.WriteString(bidiMark(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	b.WriteRune('\u2069')
+	return b.String()
+}
+
+// isStrongRTL reports whether r is a letter of a right-to-left script
+// (Hebrew, Arabic and the like), which would move the neutral
+// characters around it.
+func isStrongRTL(r rune) bool {
+	return unicode.In(r, unicode.Hebrew, unicode.Arabic, unicode.Syriac, unicode.Thaana, unicode.Nko, unicode.Samaritan, unicode.Mandaic, unicode.Adlam)
 }
 
 // prettyJSON indents a JSON document for display and undoes the \u003c,

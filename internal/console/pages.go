@@ -1832,7 +1832,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	// Post/Redirect/Get, as every change: a reload of the page creates no
 	// second source.
-	c.setFlash(s, "Source "+out.Name+" ("+out.ID+") created: providers POST to "+out.IngestPath+".")
+	c.setFlash(s, "Source "+isolatedText(out.Name)+" ("+out.ID+") created: providers POST to "+out.IngestPath+".")
 	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(out.ID), http.StatusSeeOther)
 }
 

@@ -123,7 +123,7 @@ func TestSourceDeletedFromItsPage(t *testing.T) {
 	src := createSource(t, f, `{"name":"stripe in","scheme":"stripe","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.9/in"}`)
 	w := b.do("GET", "/ui/sources/"+src.ID+"/delete", nil)
 	body := html.UnescapeString(w.Body.String())
-	if w.Code != http.StatusOK || !strings.Contains(body, "Delete source stripe in?") || !strings.Contains(body, src.EndpointID) ||
+	if w.Code != http.StatusOK || !strings.Contains(body, "Delete source <bdi>stripe in</bdi>?") || !strings.Contains(body, src.EndpointID) ||
 		!strings.Contains(body, `<form method="post" action="/ui/sources/`+src.ID+`/delete"`) {
 		t.Fatalf("the confirmation page: %d\n%s", w.Code, body)
 	}

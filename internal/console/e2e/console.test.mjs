@@ -709,6 +709,38 @@ async function main() {
   assert.match(await page.textContent('[data-testid=source-owned]'), /is deleted with its source/);
   assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("delete source")', 'href'), `/ui/sources/${hm.id}/delete`);
   assert.equal(await page.locator('[data-testid=confirm-delete]').count(), 0, 'the forwarding endpoint still has a delete form');
+  log('a description with a bidirectional override (U+202E) reorders nothing: not the text around it, not itself');
+  {
+    const bidi = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/ok/bidi`, description: 'billing \u202eevil text \u{1F469}\u200d\u{1F4BB}' })).body;
+    await page.goto(heraldBase + `/ui/endpoints?tenant=acme&q=${bidi.id}`);
+    const row = `tr[data-endpoint="${bidi.id}"]`;
+    // Where each piece of the row's text is drawn: a Range over its
+    // characters in the first text node holding it.
+    const where = (needle) => page.$eval(row, (tr, needle) => {
+      const walk = document.createTreeWalker(tr, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const at = n.data.indexOf(needle);
+        if (at < 0) continue;
+        const r = document.createRange();
+        r.setStart(n, at);
+        r.setEnd(n, at + needle.length);
+        const b = r.getBoundingClientRect();
+        return { left: b.left, right: b.right, top: b.top };
+      }
+      return null;
+    }, needle);
+    const [id, billing, evil, text, tenant] = [await where(bidi.id), await where('billing'), await where('evil'), await where('text'), await where('acme')];
+    assert.ok(id && billing && evil && text && tenant, 'a piece of the row is not shown');
+    assert.ok(id.right <= billing.left && billing.right <= evil.left && evil.right <= text.left,
+      `the sub line does not read as stored (id ${id.left}, billing ${billing.left}, evil ${evil.left}, text ${text.left})`);
+    assert.ok(text.right <= tenant.left, 'the tenant cell moved');
+    assert.equal((await page.textContent(`${row} td.tenant`)).trim(), 'acme');
+    assert.match(await page.textContent(`${row} .sub`), /^ep_\S+ · billing <U\+202E>evil text \u{1F469}\u200d\u{1F4BB}$/u, 'the override is not shown by its code point, or the emoji lost its joiner');
+    await shot(page, 'endpoints-bidi', false);
+    await page.goto(heraldBase + `/ui/endpoints/${bidi.id}`);
+    assert.equal((await page.textContent('[data-testid=description]')).trim(), 'billing <U+202E>evil text \u{1F469}\u200d\u{1F4BB}');
+    assert.equal((await api('DELETE', `/v1/endpoints/${bidi.id}`)).status, 204);
+  }
 
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');

@@ -575,6 +575,21 @@ async function main() {
     assert.equal((await api('DELETE', `/v1/endpoints/${ep}`)).status, 204);
   }
 
+  log('a new source the API refuses comes back as typed, saying the secrets typed were not kept');
+  await page.goto(heraldBase + '/ui/sources');
+  await page.fill('input[name=name]', '   ');
+  await page.fill('textarea[name=secrets]', 'whsec_test_secret_for_e2e');
+  await page.fill('input[name=destination_url]', `${R}/fail/stripe`);
+  await page.fill('input[name=max_body_bytes]', '4096');
+  await page.click('button:has-text("Create source")');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error'), /^Name: must not be blank \(a character other than spaces\)[^;]*\. The secrets typed were not kept \(they are never sent back to the browser\): type them again\.$/);
+  assert.equal(await page.inputValue('textarea[name=secrets]'), '', 'the refused form sent the secrets back');
+  assert.equal(await page.inputValue('input[name=destination_url]'), `${R}/fail/stripe`, 'the refused form lost the destination');
+  assert.equal(await page.inputValue('input[name=max_body_bytes]'), '4096', 'the refused form lost the body cap');
+  assert.equal((await api('GET', '/v1/sources')).body.data.length, 0, 'a refused form created a source');
+  await shot(page, 'source-new-refused');
+
   log('inbound sources: create one from the page');
   await page.goto(heraldBase + '/ui/sources');
   await page.fill('input[name=name]', 'stripe-live');
@@ -709,6 +724,14 @@ async function main() {
   assert.match(await page.textContent('[data-testid=source-owned]'), /is deleted with its source/);
   assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("delete source")', 'href'), `/ui/sources/${hm.id}/delete`);
   assert.equal(await page.locator('[data-testid=confirm-delete]').count(), 0, 'the forwarding endpoint still has a delete form');
+  await shot(page, 'endpoint-forwarding-delete');
+  log("the hmac source's forwarding endpoint: its edit page leads to the source's page, and offers no form");
+  await page.goto(heraldBase + `/ui/endpoints/${hm.endpoint_id}/edit`);
+  assert.match(await page.textContent('[data-testid=source-owned]'), /is changed through its source/);
+  assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("the source\'s page")', 'href'), `/ui/sources/${hm.id}`);
+  assert.equal(await page.locator('#endpoint-form').count(), 0, 'the forwarding endpoint still has an edit form');
+  await shot(page, 'endpoint-forwarding-edit');
+
   log('a description with a bidirectional override (U+202E) reorders nothing: not the text around it, not itself');
   {
     const bidi = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/ok/bidi`, description: 'billing \u202eevil text \u{1F469}\u200d\u{1F4BB}' })).body;

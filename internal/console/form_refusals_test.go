@@ -97,6 +97,13 @@ func TestFormRefusalsInFormTerms(t *testing.T) {
 		t.Errorf("a refused form changed something: %d keys, sources %+v, %d tenant endpoints", len(keys.Data), sources.Data, len(endpoints.Data))
 	}
 
+	// A page's filter given in its address (the dead letters' tenant)
+	// reads the same.
+	w := b.do("GET", "/ui/dead-letters?tenant=a%20b", nil)
+	if body := html.UnescapeString(w.Body.String()); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Tenant: must be 1–128 letters, digits, _ . : or -") || strings.Contains(body, "validation failed") {
+		t.Errorf("dead letters of tenant %q: %d\n%s", "a b", w.Code, body)
+	}
+
 	// Schema refusals no form above can reach (a number out of its
 	// schema's range, a property left out) read the same way.
 	for _, c := range []struct{ loc, msg, want string }{

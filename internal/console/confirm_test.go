@@ -91,7 +91,7 @@ func TestRotateWithOverlapNoneNeedsConfirmation(t *testing.T) {
 	}
 	// One the API refuses (past 7 days) comes back naming the field by its label.
 	r = rotate(url.Values{"overlap_seconds": {"9999999"}})
-	if page := body(r); r.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, "; Overlap: ") || strings.Contains(page, "overlap_seconds:") {
+	if page := body(r); r.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, ">Overlap: must be an integer number of seconds") || strings.Contains(page, "overlap_seconds:") {
 		t.Fatalf("an overlap the API refuses: %d\n%s", r.StatusCode, page)
 	}
 	if got := read(); got != before {

@@ -49,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -168,6 +170,8 @@ func (c *Console) parseTemplates() error {
 		"split":        strings.Fields,
 		"healthWindow": func() string { return healthWindow },
 		"eventURL":     eventURL,
+		"isolated":     isolated,
+		"isolatedText": isolatedText,
 		// expired: a key's or portal link's expiry (time.Time, or
 		// *time.Time with nil for never) has passed.
 		"expired": func(t any) bool {
@@ -484,9 +488,18 @@ func relabel(err error, labels map[string]string) error {
 	if !errors.As(err, &ae) || len(ae.fields) == 0 {
 		return err
 	}
-	msg := ae.head
+	// huma's "validation failed" says nothing the fields below do not.
+	var msg string
+	if ae.head != "validation failed" {
+		msg = ae.head
+	}
 	for _, f := range ae.fields {
 		loc, text := strings.TrimPrefix(strings.TrimPrefix(f.Location, "body."), "query."), f.Message
+		if m := requiredProperty.FindStringSubmatch(text); m != nil && (loc == "body" || loc == "query") {
+			loc, text = m[1], "is required" // a field left out: at the field
+		} else if m != nil {
+			loc, text = loc+"."+m[1], "is required"
+		}
 		if field, rest, ok := strings.Cut(text, ": "); ok && (loc == "body" || loc == "query" || field == loc) {
 			// A message that names its field first: the field is the
 			// location (of the whole body), or repeats it.
@@ -494,6 +507,7 @@ func relabel(err error, labels map[string]string) error {
 				loc, text = field, rest
 			}
 		}
+		text = schemaInFormTerms(text)
 		if l, ok := fieldLabel(loc, labels); ok {
 			// "max_body_bytes must be …" at max_body_bytes: "Max body
 			// size: must be …", the field named once, by its label; so
@@ -505,9 +519,78 @@ func relabel(err error, labels map[string]string) error {
 			text = inFormTerms(text, loc, labels)
 			loc = l
 		}
-		msg += "; " + loc + ": " + mentionsLabelled(text, labels)
+		if msg != "" {
+			msg += "; "
+		}
+		if loc != "" {
+			msg += loc + ": "
+		}
+		msg += mentionsLabelled(text, labels)
 	}
 	return &apiError{Status: ae.Status, Detail: msg, head: ae.head, fields: ae.fields}
+}
+
+// requiredProperty is huma's refusal of a body left without a required
+// field, located at the body (or the object holding the field).
+var requiredProperty = regexp.MustCompile(`^expected required property (\S+) to be present$`)
+
+// schemaRules rewrite huma's schema refusals ("expected length <= 1024",
+// "expected value to be one of \"a, b\"") as the rule a form's field
+// breaks, in words a user reads after the field's label: "must be at most
+// 1024 characters long", "must be one of a or b". A list field of a form
+// is a textarea, one item a line. Herald's own messages (which name the
+// rule with its unit) match none of them and pass as they are.
+var schemaRules = []struct {
+	re *regexp.Regexp
+	to func(m []string) string
+}{
+	{regexp.MustCompile(`^expected length >= 1$`), func([]string) string { return "must not be empty" }},
+	{regexp.MustCompile(`^expected length >= (\d+)$`), func(m []string) string { return "must be at least " + m[1] + " characters long" }},
+	{regexp.MustCompile(`^expected length <= (\d+)$`), func(m []string) string { return "must be at most " + m[1] + " characters long" }},
+	{regexp.MustCompile(`^expected array length >= 1$`), func([]string) string { return "must have at least one, one a line" }},
+	{regexp.MustCompile(`^expected array length >= (\d+)$`), func(m []string) string { return "must have at least " + m[1] + ", one a line" }},
+	{regexp.MustCompile(`^expected array length <= (\d+)$`), func(m []string) string { return "must have at most " + m[1] + ", one a line" }},
+	{regexp.MustCompile(`^expected array items to be unique$`), func([]string) string { return "must not have the same line twice" }},
+	{regexp.MustCompile(`^expected number >= (\S+)$`), func(m []string) string { return "must be at least " + m[1] }},
+	{regexp.MustCompile(`^expected number <= (\S+)$`), func(m []string) string { return "must be at most " + m[1] }},
+	{regexp.MustCompile(`^expected number > (\S+)$`), func(m []string) string { return "must be more than " + m[1] }},
+	{regexp.MustCompile(`^expected number < (\S+)$`), func(m []string) string { return "must be less than " + m[1] }},
+	{regexp.MustCompile(`^expected number to be a multiple of (\S+)$`), func(m []string) string { return "must be a multiple of " + m[1] }},
+	{regexp.MustCompile(`^expected integer$`), func([]string) string { return "must be a whole number" }},
+	{regexp.MustCompile(`^expected number$`), func([]string) string { return "must be a number" }},
+	{regexp.MustCompile(`^expected boolean$`), func([]string) string { return "must be true or false" }},
+	{regexp.MustCompile(`^expected string$`), func([]string) string { return "must be text" }},
+	{regexp.MustCompile(`^expected string to be RFC 3339 date-time$`), func([]string) string {
+		return "must be a date and time such as 2026-01-02T15:04:05Z (RFC 3339)"
+	}},
+	{regexp.MustCompile(`^expected string to match pattern (.+)$`), func(m []string) string { return "must match the pattern " + m[1] }},
+	// A pattern's description: "not blank (…), no control characters…",
+	// "no NUL characters", "1–128 letters, digits…".
+	{regexp.MustCompile(`^expected string to be not blank(.*)$`), func(m []string) string {
+		return "must not be blank" + strings.Replace(m[1], "), no control characters", ") and contain no control characters", 1)
+	}},
+	{regexp.MustCompile(`^expected string to be (no .+)$`), func(m []string) string { return "must contain " + m[1] }},
+	{regexp.MustCompile(`^expected string to be (.+)$`), func(m []string) string { return "must be " + m[1] }},
+	{regexp.MustCompile(`^expected value to be one of "(.*)"$`), func(m []string) string { return "must be one of " + orList(m[1]) }},
+}
+
+// schemaInFormTerms is text with huma's schema wording replaced by the
+// rule it states (schemaRules); any other message is returned as it is.
+func schemaInFormTerms(text string) string {
+	for _, r := range schemaRules {
+		if m := r.re.FindStringSubmatch(text); m != nil {
+			return r.to(m)
+		}
+	}
+	return text
+}
+
+// orList reads huma's "a, b, c" choices as "a, b or c".
+func orList(s string) string {
+	if i := strings.LastIndex(s, ", "); i >= 0 {
+		return s[:i] + " or " + s[i+2:]
+	}
+	return s
 }
 
 // fieldLabel names an API field path by a form's label: "rate_limit_per_second"
@@ -764,6 +847,71 @@ func span(d time.Duration) string {
 		return fmt.Sprintf("%d h", int(d.Hours()))
 	}
 	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+// isBidiControl reports whether r is one of the bidirectional embedding,
+// override and isolate controls (U+202A–U+202E, U+2066–U+2069): the
+// invisible characters that reorder the text after them (Trojan Source).
+// Other format characters, such as the zero-width joiner of an emoji
+// sequence, only join or mark and are shown as they are.
+func isBidiControl(r rune) bool { return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 }
+
+// bidiMark is how a bidirectional control of user text is shown: its code
+// point, visible, instead of the character itself.
+func bidiMark(r rune) string { return fmt.Sprintf("<U+%04X>", r) }
+
+// isolated shows user text (a description, a name) in a page's text
+// isolated from what surrounds it: inside <bdi>, so that its
+// right-to-left letters or marks order only itself, with each
+// bidirectional control shown as its code point ("<U+202E>", marked),
+// so that none reorders the page after it, nor ends the isolation early
+// (a PDI, U+2069, would), nor makes the text read other than it is
+// stored. For an attribute or a message built in Go: isolatedText.
+func isolated(s string) template.HTML {
+	var b strings.Builder
+	b.WriteString("<bdi>")
+	last := 0
+	for i, r := range s {
+		if !isBidiControl(r) {
+			continue
+		}
+		b.WriteString(template.HTMLEscapeString(s[last:i]))
+		b.WriteString(`<span class="bidi-control" title="an invisible bidirectional control character, shown by its code point">`)
+		b.WriteString(template.HTMLEscapeString(bidiMark(r)))
+		b.WriteString("</span>")
+		last = i + utf8.RuneLen(r)
+	}
+	b.WriteString(template.HTMLEscapeString(s[last:]))
+	b.WriteString("</bdi>")
+	return template.HTML(b.String())
+}
+
+// isolatedText is isolated for plain text (a flash message, an attribute
+// such as a confirmation's question): s between FSI (U+2068) and PDI
+// (U+2069), the characters <bdi> stands for, with its bidirectional
+// controls shown as their code points, so the isolation holds.
+func isolatedText(s string) string {
+	if !strings.ContainsFunc(s, isBidiControl) && !strings.ContainsFunc(s, isStrongRTL) {
+		return s // nothing to isolate: copied, it is as stored
+	}
+	var b strings.Builder
+	b.WriteRune('\u2068')
+	for _, r := range s {
+		if isBidiControl(r) {
+			b.WriteString(bidiMark(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	b.WriteRune('\u2069')
+	return b.String()
+}
+
+// isStrongRTL reports whether r is a letter of a right-to-left script
+// (Hebrew, Arabic and the like), which would move the neutral
+// characters around it.
+func isStrongRTL(r rune) bool {
+	return unicode.In(r, unicode.Hebrew, unicode.Arabic, unicode.Syriac, unicode.Thaana, unicode.Nko, unicode.Samaritan, unicode.Mandaic, unicode.Adlam)
 }
 
 // prettyJSON indents a JSON document for display and undoes the \u003c,

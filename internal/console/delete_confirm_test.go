@@ -32,13 +32,13 @@ func TestEveryDeleteConfirmationNamesItsResourceAndAction(t *testing.T) {
 		want       []string
 	}{
 		{"endpoint", "/ui/endpoints/" + ep.ID, []string{
-			"<h1>Delete endpoint " + ep.ID + "?</h1>",
+			"<h1>Delete endpoint <bdi>" + ep.ID + "</bdi>?</h1>",
 			"https://acme.example/hook",
 			"Its deliveries, attempts and dead letters are deleted with it.",
 			`<button type="submit" class="danger">Delete endpoint</button>`,
 		}},
 		{"source", "/ui/sources/" + src.ID, []string{
-			"<h1>Delete source stripe <in>?</h1>",
+			"<h1>Delete source <bdi>stripe <in></bdi>?</h1>", // isolated: user text
 			src.ID, "ingest <code>/in/" + src.ID + "</code>", "forwards to http://10.0.0.9/in",
 			"Its forwarding endpoint " + src.EndpointID + " is deleted with it",
 			`<button type="submit" class="danger">Delete source</button>`,

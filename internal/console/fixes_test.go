@@ -191,7 +191,7 @@ func TestErrorsUseTheFormsLabels(t *testing.T) {
 	}
 	// A refused id search stays on the search form, naming its fields.
 	w = b.do("GET", "/ui/events?id="+strings.Repeat("x", 129), nil)
-	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Id: expected length") || strings.Contains(body, "path.id") || !strings.Contains(body, `id="event-search"`) {
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Id: must be at most 128 characters long") || strings.Contains(body, "path.id") || !strings.Contains(body, `id="event-search"`) {
 		t.Fatalf("an id of 129 characters: %d %s", w.Code, body)
 	}
 	w = b.do("GET", "/ui/events?id=inv-1&tenant=src_x", nil)
@@ -566,7 +566,7 @@ func TestSourceFormsNameTheirFieldsAndRefuseClearedOnes(t *testing.T) {
 	b, token := adminBrowser(t, f)
 	w := b.do("POST", "/ui/sources", url.Values{"csrf": {token}, "name": {""}, "scheme": {"stripe"},
 		"secrets": {"source-secret-0123456789"}, "destination_url": {"http://10.0.0.9/in"}})
-	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Name: expected length") {
+	if body := w.Body.String(); w.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "Name: must not be empty") {
 		t.Fatalf("a source without a name: %d %s", w.Code, body)
 	}
 	var src api.SourceOut

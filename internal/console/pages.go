@@ -1317,6 +1317,10 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request, s *session
 	c.deadLettersPage(w, r, s, http.StatusOK, deadData{Endpoint: q.Get("endpoint"), Tenant: q.Get("tenant"), Cursor: q.Get("cursor")})
 }
 
+// deadLetterLabels name the dead letters page's filters (given in its
+// address, by a link or a replay's way back) in the errors of its reads.
+var deadLetterLabels = map[string]string{"tenant": "Tenant", "endpoint": "Endpoint"}
+
 func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, s *session, status int, d deadData) {
 	cv := url.Values{}
 	if d.Tenant != "" {
@@ -1326,7 +1330,7 @@ func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, s *ses
 		Data []api.DeadLetterCountOut `json:"data"`
 	}
 	if err := c.call(r, s, "GET", "/v1/dead-letters?"+cv.Encode(), nil, &counts); err != nil {
-		c.apiFail(w, r, s, err)
+		c.apiFail(w, r, s, relabel(err, deadLetterLabels))
 		return
 	}
 	d.Counts = counts.Data
@@ -1347,7 +1351,7 @@ func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	var dl deliveryList
 	if err := c.call(r, s, "GET", path+v.Encode(), nil, &dl); err != nil {
-		c.apiFail(w, r, s, err)
+		c.apiFail(w, r, s, relabel(err, deadLetterLabels))
 		return
 	}
 	d.Letters, d.NextCursor = dl.Data, dl.NextCursor
@@ -1832,7 +1836,7 @@ func (c *Console) createSource(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	// Post/Redirect/Get, as every change: a reload of the page creates no
 	// second source.
-	c.setFlash(s, "Source "+out.Name+" ("+out.ID+") created: providers POST to "+out.IngestPath+".")
+	c.setFlash(s, "Source "+isolatedText(out.Name)+" ("+out.ID+") created: providers POST to "+out.IngestPath+".")
 	http.Redirect(w, r, "/ui/sources/"+url.PathEscape(out.ID), http.StatusSeeOther)
 }
 

@@ -575,6 +575,21 @@ async function main() {
     assert.equal((await api('DELETE', `/v1/endpoints/${ep}`)).status, 204);
   }
 
+  log('a new source the API refuses comes back as typed, saying the secrets typed were not kept');
+  await page.goto(heraldBase + '/ui/sources');
+  await page.fill('input[name=name]', '   ');
+  await page.fill('textarea[name=secrets]', 'whsec_test_secret_for_e2e');
+  await page.fill('input[name=destination_url]', `${R}/fail/stripe`);
+  await page.fill('input[name=max_body_bytes]', '4096');
+  await page.click('button:has-text("Create source")');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error'), /^Name: must not be blank \(a character other than spaces\)[^;]*\. The secrets typed were not kept \(they are never sent back to the browser\): type them again\.$/);
+  assert.equal(await page.inputValue('textarea[name=secrets]'), '', 'the refused form sent the secrets back');
+  assert.equal(await page.inputValue('input[name=destination_url]'), `${R}/fail/stripe`, 'the refused form lost the destination');
+  assert.equal(await page.inputValue('input[name=max_body_bytes]'), '4096', 'the refused form lost the body cap');
+  assert.equal((await api('GET', '/v1/sources')).body.data.length, 0, 'a refused form created a source');
+  await shot(page, 'source-new-refused');
+
   log('inbound sources: create one from the page');
   await page.goto(heraldBase + '/ui/sources');
   await page.fill('input[name=name]', 'stripe-live');
@@ -709,6 +724,50 @@ async function main() {
   assert.match(await page.textContent('[data-testid=source-owned]'), /is deleted with its source/);
   assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("delete source")', 'href'), `/ui/sources/${hm.id}/delete`);
   assert.equal(await page.locator('[data-testid=confirm-delete]').count(), 0, 'the forwarding endpoint still has a delete form');
+  await shot(page, 'endpoint-forwarding-delete');
+  log("the hmac source's forwarding endpoint: its edit page leads to the source's page, and offers no form");
+  await page.goto(heraldBase + `/ui/endpoints/${hm.endpoint_id}/edit`);
+  assert.match(await page.textContent('[data-testid=source-owned]'), /is changed through its source/);
+  assert.equal(await page.getAttribute('[data-testid=source-owned] a:has-text("the source\'s page")', 'href'), `/ui/sources/${hm.id}`);
+  assert.equal(await page.locator('#endpoint-form').count(), 0, 'the forwarding endpoint still has an edit form');
+  await shot(page, 'endpoint-forwarding-edit');
+
+  log('a description with a bidirectional override (U+202E) reorders nothing: not the text around it, not itself');
+  {
+    const bidi = (await api('POST', '/v1/endpoints', { tenant: 'acme', url: `${R}/ok/bidi`, description: 'billing \u202eevil text' })).body;
+    await page.goto(heraldBase + `/ui/endpoints?tenant=acme&q=${bidi.id}`);
+    const row = `tr[data-endpoint="${bidi.id}"]`;
+    // Where each piece of the row's text is drawn: a Range over its
+    // characters in the first text node holding it.
+    const where = (needle) => page.$eval(row, (tr, needle) => {
+      const walk = document.createTreeWalker(tr, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const at = n.data.indexOf(needle);
+        if (at < 0) continue;
+        const r = document.createRange();
+        r.setStart(n, at);
+        r.setEnd(n, at + needle.length);
+        const b = r.getBoundingClientRect();
+        return { left: b.left, right: b.right, top: b.top };
+      }
+      return null;
+    }, needle);
+    const [id, billing, evil, text, tenant] = [await where(bidi.id), await where('billing'), await where('evil'), await where('text'), await where('acme')];
+    assert.ok(id && billing && evil && text && tenant, 'a piece of the row is not shown');
+    assert.ok(id.right <= billing.left && billing.right <= evil.left && evil.right <= text.left,
+      `the sub line does not read as stored (id ${id.left}, billing ${billing.left}, evil ${evil.left}, text ${text.left})`);
+    assert.ok(text.right <= tenant.left, 'the tenant cell moved');
+    assert.equal((await page.textContent(`${row} td.tenant`)).trim(), 'acme');
+    assert.match(await page.textContent(`${row} .sub`), /^ep_\S+ · billing <U\+202E>evil text$/, 'the override is not shown by its code point');
+    await shot(page, 'endpoints-bidi', false);
+    await page.goto(heraldBase + `/ui/endpoints/${bidi.id}`);
+    assert.equal((await page.textContent('[data-testid=description]')).trim(), 'billing <U+202E>evil text');
+    // An emoji's zero-width joiner (U+200D, a format character too) is kept as it is.
+    assert.equal((await api('PATCH', `/v1/endpoints/${bidi.id}`, { description: 'team \u{1F469}\u200d\u{1F4BB}' })).status, 200);
+    await page.reload();
+    assert.equal((await page.textContent('[data-testid=description]')).trim(), 'team \u{1F469}\u200d\u{1F4BB}');
+    assert.equal((await api('DELETE', `/v1/endpoints/${bidi.id}`)).status, 204);
+  }
 
   log('API keys: create one (shown once), create a portal link for acme');
   await page.goto(heraldBase + '/ui/keys');

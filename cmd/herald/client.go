@@ -59,7 +59,7 @@ HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
 		},
 	}
 	pf := g.PersistentFlags()
-	pf.StringVar(&o.server, "server", "http://localhost:8080", "base URL of the Herald API")
+	pf.Var(newServerValue(&o.server, "http://localhost:8080", false), "server", "base URL of the Herald API (a reverse proxy's path prefix included; no query or fragment)")
 	pf.StringVar(&o.apiKey, "api-key", "", "API key, sent as Authorization: Bearer (default $HERALD_API_KEY)")
 	return g
 }
@@ -87,9 +87,9 @@ func (o *apiOpts) deleted(cmd *cobra.Command, path, id string) error {
 // doStatus is do, also returning the answer's status code (0 when there
 // was none).
 func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, header http.Header) (int, error) {
-	base, err := url.Parse(strings.TrimRight(o.server, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return 0, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", redactURL(o.server))
+	base, err := parseServer(o.server)
+	if err != nil {
+		return 0, err
 	}
 	if o.apiKey == "" {
 		return 0, errors.New("no API key: use --api-key or set HERALD_API_KEY")
@@ -106,7 +106,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 		}
 		rd = bytes.NewReader(enc)
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, base.String()+path, rd)
+	req, err := http.NewRequestWithContext(cmd.Context(), method, apiURL(base, path), rd)
 	if err != nil {
 		return 0, err
 	}
@@ -169,7 +169,7 @@ func htmlAnswer(resp *http.Response, data []byte, base *url.URL, method, path st
 	if mt != "text/html" && !strings.HasPrefix(head, "<!doctype html") && !strings.HasPrefix(head, "<html") {
 		return nil
 	}
-	asked := redactURL(base.String() + path)
+	asked := redactURL(apiURL(base, path))
 	p := strings.TrimRight(base.Path, "/")
 	if i := strings.LastIndex(p, "/ui"); i >= 0 && (p[i:] == "/ui" || strings.HasPrefix(p[i:], "/ui/")) {
 		b := *base

@@ -71,6 +71,9 @@ func newRoot() *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	// A flag value refused on the command line: pflag's error repeats the
+	// value as given, which a --server URL's credentials must not be.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagValueError(err) })
 	help := root.HelpFunc()
 	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		showEnvDefaults(cmd)
@@ -167,6 +170,9 @@ func envDefault(probe *cobra.Command, f *pflag.Flag, name, v string) string {
 	if probe != nil {
 		if pf := probe.Flags().Lookup(f.Name); pf != nil {
 			if err := probe.Flags().Set(f.Name, v); err != nil {
+				if own := flagValueError(err); own != err { // names the flag, the value redacted
+					return fmt.Sprintf("%s is not a valid value: %v", name, own)
+				}
 				if !ok || shown != v { // the error may repeat the value
 					return fmt.Sprintf("%s is not a valid value, its value not shown", name)
 				}
@@ -296,6 +302,10 @@ func bindEnv(cmd *cobra.Command) error {
 			return
 		}
 		if err := cmd.Flags().Set(f.Name, v); err != nil {
+			if own := flagValueError(err); own != err { // names the flag, the value redacted
+				firstErr = fmt.Errorf("%s: %w", name, own)
+				return
+			}
 			firstErr = fmt.Errorf("%s=%q: %w", name, v, err)
 			return
 		}

@@ -94,8 +94,6 @@ func TestClientErrorsRedactServer(t *testing.T) {
 	for _, server := range []string{
 		"http://ops:SRVPASSWORD@" + host + "/ui",
 		"http://OPSUSERONLY@" + host + "/ui",
-		"http://" + host + "/ui?token=QTOKEN",
-		"http://" + host + "/?api_key=QTOKEN",
 	} {
 		t.Setenv("HERALD_SERVER", server)
 		_, stderr, err := execHerald(t, "", "endpoints", "list")
@@ -103,6 +101,20 @@ func TestClientErrorsRedactServer(t *testing.T) {
 			t.Fatalf("endpoints list with %s: %v; want the HTML hint", server, err)
 		}
 		noSecret(t, "endpoints list (HTML hint)", stderr, err, "SRVPASSWORD", "OPSUSERONLY", "QTOKEN")
+	}
+	// A server URL with a query is refused before any request (it was
+	// sent with the API's path after the query), the query's credentials
+	// redacted.
+	for _, server := range []string{
+		"http://" + host + "/ui?token=QTOKEN",
+		"http://" + host + "/?api_key=QTOKEN",
+	} {
+		t.Setenv("HERALD_SERVER", server)
+		_, stderr, err := execHerald(t, "", "endpoints", "list")
+		if err == nil || !strings.Contains(err.Error(), "takes no query") {
+			t.Fatalf("endpoints list with %s: %v; want the refusal of a query", server, err)
+		}
+		noSecret(t, "endpoints list (query refused)", stderr, err, "QTOKEN")
 	}
 	addr := closedAddr(t)
 	for _, server := range []string{"http://OPSUSERONLY@" + addr, "http://" + addr + "/?token=QTOKEN", "ops:SRVPASSWORD@" + addr} {
@@ -140,8 +152,10 @@ func TestHeaderErrorShowsNoValue(t *testing.T) {
 func TestHelpRedactsWholeUserinfoAndQueryCredentials(t *testing.T) {
 	for _, c := range []struct{ server, want string }{
 		{"https://OPSUSERONLY@herald.example", `(default "https://xxxxx@herald.example" from HERALD_SERVER)`},
-		{"https://herald.example/?token=QTOKEN", `(default "https://herald.example/?token=xxxxx" from HERALD_SERVER)`},
-		{"https://herald.example/?api_key=QTOKEN&x=1", `(default "https://herald.example/?api_key=xxxxx&x=1" from HERALD_SERVER)`},
+		// A server URL takes no query: the help says the value is refused,
+		// showing it redacted.
+		{"https://herald.example/?token=QTOKEN", `(HERALD_SERVER is not a valid value: --server "https://herald.example/?token=xxxxx": a server URL takes no query`},
+		{"https://herald.example/?api_key=QTOKEN&x=1", `(HERALD_SERVER is not a valid value: --server "https://herald.example/?api_key=xxxxx&x=1": a server URL takes no query`},
 	} {
 		t.Setenv("HERALD_SERVER", c.server)
 		for _, args := range [][]string{{"endpoints", "list", "--help"}, {"healthcheck", "--help"}} {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 func init() {
@@ -121,7 +123,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	}
 	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
-		return 0, redactErr(err)
+		return 0, redact.URLError(err)
 	}
 	defer resp.Body.Close()
 	// The personal-data guard's warning (docs/contract.md, "Thin payloads").
@@ -170,19 +172,19 @@ func htmlAnswer(resp *http.Response, data []byte, base *url.URL, method, path st
 	if mt != "text/html" && !strings.HasPrefix(head, "<!doctype html") && !strings.HasPrefix(head, "<html") {
 		return nil
 	}
-	asked := redactURL(apiURL(base, path))
+	asked := redact.URL(apiURL(base, path))
 	p := strings.TrimRight(base.Path, "/")
 	if i := strings.LastIndex(p, "/ui"); i >= 0 && (p[i:] == "/ui" || strings.HasPrefix(p[i:], "/ui/")) {
 		b := *base
 		b.Path, b.RawPath = p[:i], ""
-		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, terminalText(resp.Status, false), redactURL(base.String()), redactURL(b.String()))
+		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, terminalText(resp.Status, false), redact.URL(base.String()), redact.URL(b.String()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil
 	}
 	b := *base
 	b.Path, b.RawPath = "", ""
-	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, terminalText(resp.Status, false), redactURL(base.String()), redactURL(b.String()))
+	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, terminalText(resp.Status, false), redact.URL(base.String()), redact.URL(b.String()))
 }
 
 // printable returns a header value with each character that is not

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 func init() {
@@ -75,7 +77,7 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			u, err := url.Parse(target)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", redactURL(target))
+				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", redact.URL(target))
 			}
 			c := &http.Client{Timeout: 3 * time.Second}
 			if own || loopbackHost(u.Hostname()) {
@@ -83,11 +85,11 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			resp, err := c.Get(target)
 			if err != nil {
-				return fmt.Errorf("healthcheck %s: %w", redactURL(target), redactErr(err))
+				return fmt.Errorf("healthcheck %s: %w", redact.URL(target), redact.URLError(err))
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("healthcheck %s: %s", redactURL(target), resp.Status)
+				return fmt.Errorf("healthcheck %s: %s", redact.URL(target), resp.Status)
 			}
 			return nil
 		},

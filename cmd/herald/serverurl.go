@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 // parseServer reads a --server value (HERALD_SERVER): Herald's base URL,
@@ -17,15 +19,15 @@ import (
 // healthcheck). A query or a fragment is refused: the API's paths, with
 // their own queries, are added after the base URL, so neither has a place
 // to go (appended, "?x=1" swallowed the path: …/?x=1/v1/events). The
-// errors begin with `--server "<value>"`, the value redacted (redactURL),
+// errors begin with `--server "<value>"`, the value redacted (redact.URL),
 // and name the rule.
 func parseServer(s string) (*url.URL, error) {
 	base, err := url.Parse(strings.TrimRight(s, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", redactURL(s))
+		return nil, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", redact.URL(s))
 	}
 	if strings.ContainsAny(s, "?#") { // only a query or a fragment holds them in a URL that parses
-		return nil, fmt.Errorf(`--server %q: a server URL takes no query ("?…") or fragment ("#…"), the API's paths are added to it: give Herald's base URL, with a reverse proxy's path prefix if any (https://proxy.example/herald)`, redactURL(s))
+		return nil, fmt.Errorf(`--server %q: a server URL takes no query ("?…") or fragment ("#…"), the API's paths are added to it: give Herald's base URL, with a reverse proxy's path prefix if any (https://proxy.example/herald)`, redact.URL(s))
 	}
 	return base, nil
 }

@@ -137,9 +137,14 @@ func TestEndpointsPrintDeprecationWarning(t *testing.T) {
 }
 
 // TestPrintableHeaderValue: a header value printed to the terminal keeps
-// its text and loses its control characters.
+// its text and loses its control and invisible format characters.
 func TestPrintableHeaderValue(t *testing.T) {
 	if got := printable("299 - \"a\x1b[31mb\r\nc\x7f\u0085d\tö\""); got != "299 - \"a?[31mb??c??d\tö\"" {
+		t.Errorf("printable = %q", got)
+	}
+	// Invisible format characters (bidi controls that reorder the rest
+	// of the line, zero-width ones) go too; other scripts stay.
+	if got := printable("299 - \"a\u202eb\u2066c\u200bd\ufeff 日本\""); got != "299 - \"a?b?c?d? 日本\"" {
 		t.Errorf("printable = %q", got)
 	}
 }

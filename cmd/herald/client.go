@@ -14,9 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 func init() {
@@ -59,7 +62,7 @@ HERALD_SERVER and HERALD_API_KEY; every flag has such an environment twin.`,
 		},
 	}
 	pf := g.PersistentFlags()
-	pf.StringVar(&o.server, "server", "http://localhost:8080", "base URL of the Herald API")
+	pf.Var(newServerValue(&o.server, "http://localhost:8080", false), "server", "base URL of the Herald API (a reverse proxy's path prefix included; no query or fragment)")
 	pf.StringVar(&o.apiKey, "api-key", "", "API key, sent as Authorization: Bearer (default $HERALD_API_KEY)")
 	return g
 }
@@ -87,9 +90,9 @@ func (o *apiOpts) deleted(cmd *cobra.Command, path, id string) error {
 // doStatus is do, also returning the answer's status code (0 when there
 // was none).
 func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, header http.Header) (int, error) {
-	base, err := url.Parse(strings.TrimRight(o.server, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return 0, fmt.Errorf("--server %q: want a base URL such as http://localhost:8080", redactURL(o.server))
+	base, err := parseServer(o.server)
+	if err != nil {
+		return 0, err
 	}
 	if o.apiKey == "" {
 		return 0, errors.New("no API key: use --api-key or set HERALD_API_KEY")
@@ -106,7 +109,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 		}
 		rd = bytes.NewReader(enc)
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, base.String()+path, rd)
+	req, err := http.NewRequestWithContext(cmd.Context(), method, apiURL(base, path), rd)
 	if err != nil {
 		return 0, err
 	}
@@ -120,7 +123,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	}
 	resp, err := (&http.Client{Timeout: apiTimeout}).Do(req)
 	if err != nil {
-		return 0, redactErr(err)
+		return 0, redact.URLError(err)
 	}
 	defer resp.Body.Close()
 	// The personal-data guard's warning (docs/contract.md, "Thin payloads").
@@ -142,7 +145,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
-		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, terminalText(resp.Status, false))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return resp.StatusCode, nil
@@ -169,26 +172,29 @@ func htmlAnswer(resp *http.Response, data []byte, base *url.URL, method, path st
 	if mt != "text/html" && !strings.HasPrefix(head, "<!doctype html") && !strings.HasPrefix(head, "<html") {
 		return nil
 	}
-	asked := redactURL(base.String() + path)
+	asked := redact.URL(apiURL(base, path))
 	p := strings.TrimRight(base.Path, "/")
 	if i := strings.LastIndex(p, "/ui"); i >= 0 && (p[i:] == "/ui" || strings.HasPrefix(p[i:], "/ui/")) {
 		b := *base
 		b.Path, b.RawPath = p[:i], ""
-		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, resp.Status, redactURL(base.String()), redactURL(b.String()))
+		return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: --server %s looks like the web console's URL; give Herald's base URL, e.g. --server %s (without /ui)", method, asked, terminalText(resp.Status, false), redact.URL(base.String()), redact.URL(b.String()))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil
 	}
 	b := *base
 	b.Path, b.RawPath = "", ""
-	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, resp.Status, redactURL(base.String()), redactURL(b.String()))
+	return fmt.Errorf("%s %s answered an HTML page (%s), not the API's JSON: is --server %s Herald's base URL (not the web console's, nor a page in front of it)? e.g. --server %s", method, asked, terminalText(resp.Status, false), redact.URL(base.String()), redact.URL(b.String()))
 }
 
-// printable returns a header value with its control characters (which
-// could move a terminal's cursor or recolour it) written as "?".
+// printable returns a header value with each character that is not
+// printable but a tab written as "?": control characters (which could
+// move a terminal's cursor or recolour it), format characters such as
+// the bidi controls (U+202E, which reverses the rest of the line) and
+// zero-width ones (strconv.IsPrint), and bytes that are not UTF-8.
 func printable(v string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 && r != '\t' || r == 0x7f || r >= 0x80 && r < 0xa0 {
+		if r != '\t' && (r == utf8.RuneError || !strconv.IsPrint(r)) {
 			return '?'
 		}
 		return r
@@ -213,8 +219,12 @@ func jsonText(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// printAPIProblem prints an RFC 9457 problem (or, failing that, the raw
-// answer) to w.
+// printAPIProblem prints an RFC 9457 problem (or, failing that, the
+// answer as text, its first 2048 bytes) to w: "STATUS TITLE: DETAIL",
+// then "  LOCATION: MESSAGE (value JSON)" for each of its errors. Every
+// piece of the answer is printed through terminalText, so that control
+// characters, ANSI escape sequences and bidi controls in it are shown
+// escaped instead of acting on the terminal.
 func printAPIProblem(w io.Writer, status int, data []byte) {
 	var p struct {
 		Status int    `json:"status"`
@@ -229,9 +239,13 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 	if json.Unmarshal(data, &p) != nil || (p.Title == "" && p.Detail == "") {
 		text := strings.TrimSpace(string(data))
 		if len(text) > 2048 {
-			text = text[:2048] + "…"
+			cut := 2048
+			for cut > 2044 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+			text = text[:cut] + "…"
 		}
-		fmt.Fprintf(w, "%d %s\n%s\n", status, http.StatusText(status), text)
+		fmt.Fprintf(w, "%d %s\n%s\n", status, http.StatusText(status), terminalText(text, true))
 		return
 	}
 	if p.Status == 0 {
@@ -240,9 +254,9 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
-	fmt.Fprintf(w, "%d %s", p.Status, p.Title)
+	fmt.Fprintf(w, "%d %s", p.Status, terminalText(p.Title, false))
 	if p.Detail != "" {
-		fmt.Fprintf(w, ": %s", p.Detail)
+		fmt.Fprintf(w, ": %s", terminalText(p.Detail, false))
 	}
 	fmt.Fprintln(w)
 	for _, e := range p.Errors {
@@ -250,10 +264,10 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 		if loc == "" {
 			loc = "-"
 		}
-		fmt.Fprintf(w, "  %s: %s", loc, e.Message)
+		fmt.Fprintf(w, "  %s: %s", terminalText(loc, false), terminalText(e.Message, false))
 		if e.Value != nil {
 			if v, err := jsonText(e.Value); err == nil {
-				fmt.Fprintf(w, " (value %s)", v)
+				fmt.Fprintf(w, " (value %s)", terminalText(string(v), false))
 			}
 		}
 		fmt.Fprintln(w)

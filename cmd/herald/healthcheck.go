@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 func init() {
@@ -36,18 +38,22 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{envTwinsAnnotation: "server"}, // no bindEnv: HERALD_SERVER alone is read
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fromEnv := false
 			if server == "" {
-				server = os.Getenv("HERALD_SERVER")
+				server, fromEnv = os.Getenv("HERALD_SERVER"), true
 			}
 			own := false // the target is this node's own listener (from HERALD_ADDR)
 			switch {
 			case target != "":
 			case server != "":
-				base, err := url.Parse(strings.TrimRight(server, "/"))
-				if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-					return fmt.Errorf("--server %q (or HERALD_SERVER): want a base URL such as http://localhost:8080", redactURL(server))
+				base, err := parseServer(server)
+				if err != nil {
+					if fromEnv {
+						return fmt.Errorf("HERALD_SERVER: %w", err)
+					}
+					return err
 				}
-				target = base.String() + "/readyz"
+				target = apiURL(base, "/readyz")
 			default:
 				host, port := "127.0.0.1", "8080"
 				if a := os.Getenv("HERALD_ADDR"); a != "" {
@@ -71,7 +77,7 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			u, err := url.Parse(target)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", redactURL(target))
+				return fmt.Errorf("--url %q: want a URL such as http://127.0.0.1:8080/readyz", redact.URL(target))
 			}
 			c := &http.Client{Timeout: 3 * time.Second}
 			if own || loopbackHost(u.Hostname()) {
@@ -79,17 +85,17 @@ HERALD_ADDR, where the node's certificate names its public host, not that one.`,
 			}
 			resp, err := c.Get(target)
 			if err != nil {
-				return fmt.Errorf("healthcheck %s: %w", redactURL(target), redactErr(err))
+				return fmt.Errorf("healthcheck %s: %w", redact.URL(target), redact.URLError(err))
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("healthcheck %s: %s", redactURL(target), resp.Status)
+				return fmt.Errorf("healthcheck %s: %s", redact.URL(target), resp.Status)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&target, "url", "", "URL to check (default <--server>/readyz, else http://<HERALD_ADDR, 127.0.0.1:8080 by default>/readyz)")
-	cmd.Flags().StringVar(&server, "server", "", "base URL of the Herald API, as for the other commands (default $HERALD_SERVER)")
+	cmd.Flags().Var(newServerValue(&server, "", true), "server", "base URL of the Herald API, as for the other commands (default $HERALD_SERVER)")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 func main() {
@@ -71,6 +72,9 @@ func newRoot() *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	// A flag value refused on the command line: pflag's error repeats the
+	// value as given, which a --server URL's credentials must not be.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagValueError(err) })
 	help := root.HelpFunc()
 	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		showEnvDefaults(cmd)
@@ -109,7 +113,7 @@ func readsTwin(cmd *cobra.Command, flag string) bool {
 // names the variable that sets them, never its value (a --db URL may hold
 // a password, a --header an Authorization value, a bench --serve-arg a
 // --db=postgres://u:pw@…). Other values are shown with a URL's credentials
-// redacted (shownValue, redactURL).
+// redacted (shownValue, redact.URL).
 var secretFlags = map[string]bool{"api-key": true, "db": true, "header": true, "new-key": true, "secret": true, "serve-arg": true}
 
 // envName is the HERALD_* twin of flag name: --attempt-timeout is
@@ -167,6 +171,9 @@ func envDefault(probe *cobra.Command, f *pflag.Flag, name, v string) string {
 	if probe != nil {
 		if pf := probe.Flags().Lookup(f.Name); pf != nil {
 			if err := probe.Flags().Set(f.Name, v); err != nil {
+				if own := flagValueError(err); own != err { // names the flag, the value redacted
+					return fmt.Sprintf("%s is not a valid value: %v", name, own)
+				}
 				if !ok || shown != v { // the error may repeat the value
 					return fmt.Sprintf("%s is not a valid value, its value not shown", name)
 				}
@@ -184,14 +191,14 @@ func envDefault(probe *cobra.Command, f *pflag.Flag, name, v string) string {
 }
 
 // shownValue is v as the help may show it: a URL redacted as errors show
-// it (redactURL: its whole user information, and the values of query
+// it (redact.URL: its whole user information, and the values of query
 // parameters named like credentials); ok is false when v may hold a
 // credential that cannot be redacted reliably (an @ or "password" outside
 // those parts of a URL, or in a value that is not a URL).
 func shownValue(v string) (shown string, ok bool) {
 	hasPassword := func(s string) bool { return strings.Contains(strings.ToLower(s), "password") }
 	if u, err := url.Parse(v); err == nil && u.Scheme != "" && u.Host != "" {
-		red := redactURL(v)
+		red := redact.URL(v)
 		rest := strings.ReplaceAll(strings.ToLower(strings.Replace(red, "xxxxx@", "", 1)), "password=xxxxx", "")
 		if strings.Contains(rest, "@") || hasPassword(rest) {
 			return "", false
@@ -296,6 +303,10 @@ func bindEnv(cmd *cobra.Command) error {
 			return
 		}
 		if err := cmd.Flags().Set(f.Name, v); err != nil {
+			if own := flagValueError(err); own != err { // names the flag, the value redacted
+				firstErr = fmt.Errorf("%s: %w", name, own)
+				return
+			}
 			firstErr = fmt.Errorf("%s=%q: %w", name, v, err)
 			return
 		}

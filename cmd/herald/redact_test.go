@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,26 +32,6 @@ func noSecret(t *testing.T, what string, stderr string, err error, secrets ...st
 	for _, s := range secrets {
 		if strings.Contains(msg, s) {
 			t.Errorf("%s: the error shows %q:\n%s", what, s, msg)
-		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"http://localhost:8080", "http://localhost:8080"},
-		{"https://herald.example/ui", "https://herald.example/ui"},
-		{"http://ops:SRVPASSWORD@127.0.0.1:18799", "http://xxxxx@127.0.0.1:18799"},
-		{"https://OPSUSERONLY@herald.example", "https://xxxxx@herald.example"},
-		{"https://herald.example/?token=QTOKEN", "https://herald.example/?token=xxxxx"},
-		{"https://herald.example/x?a=1&API_Key=K1&limit=2&sig=S&password=P", "https://herald.example/x?a=1&API_Key=xxxxx&limit=2&sig=xxxxx&password=xxxxx"},
-		{"https://herald.example/x?access_token=T;auth=A", "https://herald.example/x?access_token=xxxxx;auth=xxxxx"},
-		{"https://herald.example/x#access_token=T", "https://herald.example/x#access_token=xxxxx"},
-		{"herald.example", "herald.example"},
-		{"ops:pw@herald.example", "(not shown: it may hold a credential)"},
-		{"http://ops:p%zz@h", "(not shown: it may hold a credential)"},
-	} {
-		if got := redactURL(c.in); got != c.want {
-			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -94,8 +76,6 @@ func TestClientErrorsRedactServer(t *testing.T) {
 	for _, server := range []string{
 		"http://ops:SRVPASSWORD@" + host + "/ui",
 		"http://OPSUSERONLY@" + host + "/ui",
-		"http://" + host + "/ui?token=QTOKEN",
-		"http://" + host + "/?api_key=QTOKEN",
 	} {
 		t.Setenv("HERALD_SERVER", server)
 		_, stderr, err := execHerald(t, "", "endpoints", "list")
@@ -103,6 +83,20 @@ func TestClientErrorsRedactServer(t *testing.T) {
 			t.Fatalf("endpoints list with %s: %v; want the HTML hint", server, err)
 		}
 		noSecret(t, "endpoints list (HTML hint)", stderr, err, "SRVPASSWORD", "OPSUSERONLY", "QTOKEN")
+	}
+	// A server URL with a query is refused before any request (it was
+	// sent with the API's path after the query), the query's credentials
+	// redacted.
+	for _, server := range []string{
+		"http://" + host + "/ui?token=QTOKEN",
+		"http://" + host + "/?api_key=QTOKEN",
+	} {
+		t.Setenv("HERALD_SERVER", server)
+		_, stderr, err := execHerald(t, "", "endpoints", "list")
+		if err == nil || !strings.Contains(err.Error(), "takes no query") {
+			t.Fatalf("endpoints list with %s: %v; want the refusal of a query", server, err)
+		}
+		noSecret(t, "endpoints list (query refused)", stderr, err, "QTOKEN")
 	}
 	addr := closedAddr(t)
 	for _, server := range []string{"http://OPSUSERONLY@" + addr, "http://" + addr + "/?token=QTOKEN", "ops:SRVPASSWORD@" + addr} {
@@ -140,8 +134,10 @@ func TestHeaderErrorShowsNoValue(t *testing.T) {
 func TestHelpRedactsWholeUserinfoAndQueryCredentials(t *testing.T) {
 	for _, c := range []struct{ server, want string }{
 		{"https://OPSUSERONLY@herald.example", `(default "https://xxxxx@herald.example" from HERALD_SERVER)`},
-		{"https://herald.example/?token=QTOKEN", `(default "https://herald.example/?token=xxxxx" from HERALD_SERVER)`},
-		{"https://herald.example/?api_key=QTOKEN&x=1", `(default "https://herald.example/?api_key=xxxxx&x=1" from HERALD_SERVER)`},
+		// A server URL takes no query: the help says the value is refused,
+		// showing it redacted.
+		{"https://herald.example/?token=QTOKEN", `(HERALD_SERVER is not a valid value: --server "https://herald.example/?token=xxxxx": a server URL takes no query`},
+		{"https://herald.example/?api_key=QTOKEN&x=1", `(HERALD_SERVER is not a valid value: --server "https://herald.example/?api_key=xxxxx&x=1": a server URL takes no query`},
 	} {
 		t.Setenv("HERALD_SERVER", c.server)
 		for _, args := range [][]string{{"endpoints", "list", "--help"}, {"healthcheck", "--help"}} {
@@ -153,5 +149,30 @@ func TestHelpRedactsWholeUserinfoAndQueryCredentials(t *testing.T) {
 				t.Errorf("herald %v with HERALD_SERVER=%s lacks %s:\n%s", args, c.server, c.want, out)
 			}
 		}
+	}
+}
+
+// TestMigrateStatusHidesDatabaseUser: herald migrate status names the
+// store it read with the --db URL's whole user information hidden, the
+// user name too (it showed "postgres://postgres@…" and, with a password,
+// "postgres://user:xxxxx@…").
+func TestMigrateStatusHidesDatabaseUser(t *testing.T) {
+	pg := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if pg == "" {
+		t.Skip("HERALD_TEST_POSTGRES_URL is not set; skipping (CI sets it)")
+	}
+	u, err := url.Parse(pg)
+	if err != nil || u.User == nil || u.User.Username() == "" {
+		t.Skipf("HERALD_TEST_POSTGRES_URL has no user name to hide")
+	}
+	out, stderr, err := execHerald(t, "", "migrate", "status", "--db", pg)
+	if !strings.Contains(out, "store:             postgres (") {
+		t.Fatalf("migrate status: %v\n%s%s", err, out, stderr)
+	}
+	if strings.Contains(out+stderr, u.User.String()+"@") {
+		t.Errorf("migrate status shows the database URL's user information:\n%s", out)
+	}
+	if !strings.Contains(out, "://xxxxx@") {
+		t.Errorf("migrate status does not show the user information as xxxxx:\n%s", out)
 	}
 }

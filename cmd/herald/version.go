@@ -8,6 +8,7 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/app"
 	"github.com/herald-webhooks/herald/internal/buildinfo"
+	"github.com/herald-webhooks/herald/internal/redact"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/store/postgres"
 	"github.com/herald-webhooks/herald/internal/store/sqlite"
@@ -80,7 +81,7 @@ on it).`,
 			if asJSON {
 				return printJSON(w, st)
 			}
-			fmt.Fprintf(w, "store:             %s (%s)\ndatabase version:  %d\nbinary version:    %d\npending:           %v\n", st.Driver, app.RedactDB(db), st.Database, st.Binary, st.Pending)
+			fmt.Fprintf(w, "store:             %s (%s)\ndatabase version:  %d\nbinary version:    %d\npending:           %v\n", st.Driver, redact.URL(db), st.Database, st.Binary, st.Pending)
 			if err := store.CheckSchemaVersion(st.Driver, st.Database, st.Binary); err != nil {
 				return err
 			}

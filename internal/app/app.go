@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,6 +34,7 @@ import (
 	"github.com/herald-webhooks/herald/internal/inbound"
 	"github.com/herald-webhooks/herald/internal/metrics"
 	"github.com/herald-webhooks/herald/internal/ops"
+	"github.com/herald-webhooks/herald/internal/redact"
 	"github.com/herald-webhooks/herald/internal/retry"
 	"github.com/herald-webhooks/herald/internal/secretbox"
 	"github.com/herald-webhooks/herald/internal/store"
@@ -777,7 +777,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		serveErr <- m.srv.Serve(m.ln)
 	}()
-	m.log.Info("herald serving", "addr", m.Addr(), "tls", m.tls != nil, "trusted_proxies", len(m.cfg.TrustedProxies), "db", RedactDB(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
+	m.log.Info("herald serving", "addr", m.Addr(), "tls", m.tls != nil, "trusted_proxies", len(m.cfg.TrustedProxies), "db", redact.URL(m.cfg.DB), "node", m.engine.Owner(), "version", Version, "dev", m.cfg.Dev)
 
 	var err error
 	select {
@@ -840,7 +840,8 @@ var pgKeywordValue = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|pas
 // PostgreSQL keyword/value string (host=… dbname=…): taken as a path it
 // would create a SQLite file named after it (password included) and run
 // on that. Schemes are read in any case (RFC 3986 §3.1: POSTGRES://,
-// SQLite:PATH). Errors show the value as given, never a password.
+// SQLite:PATH). Errors show the value as given, its credentials redacted
+// (redact.URL: the whole user information, a password parameter).
 func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 	switch {
 	case hasPrefixFold(db, "postgres://"), hasPrefixFold(db, "postgresql://"):
@@ -858,7 +859,7 @@ func ParseDB(db string) (postgresURL bool, sqlitePath string, err error) {
 		}
 		return false, path, nil
 	case strings.Contains(db, "://"):
-		return false, "", fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", RedactDB(db))
+		return false, "", fmt.Errorf("--db %q: unknown scheme; use sqlite:PATH or postgres://…", redact.URL(db))
 	case pgKeywordValue.MatchString(db):
 		return false, "", errors.New("--db looks like a PostgreSQL keyword/value connection string (host=… dbname=…; not shown, it may hold a password): Herald takes PostgreSQL as a URL, postgres://USER:PASSWORD@HOST:PORT/DBNAME?sslmode=…; for a SQLite file with such a name, write sqlite:PATH")
 	case db == "":
@@ -887,32 +888,6 @@ func checkSQLitePath(db, path string) error {
 		return fmt.Errorf("--db %q: the SQLite database path %q must not have leading or trailing whitespace: use sqlite:PATH with the file's path alone", db, path)
 	}
 	return nil
-}
-
-// RedactDB returns a --db value fit for logs and error messages: in a URL
-// ("postgres://…", or any "scheme://…"), a password in the user
-// information or in a password query parameter becomes "xxxxx", and a URL
-// that does not parse is not shown; the scheme is shown as given
-// (url.URL writes it lower-cased). Other values (sqlite:PATH) are
-// returned unchanged.
-func RedactDB(db string) string {
-	scheme, _, ok := strings.Cut(db, "://")
-	if !ok {
-		return db
-	}
-	u, err := url.Parse(db)
-	if err != nil {
-		return scheme + "://(a URL that does not parse; not shown)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	red := u.Redacted()
-	if u.Scheme != "" && strings.EqualFold(scheme, u.Scheme) {
-		red = scheme + red[len(u.Scheme):]
-	}
-	return red
 }
 
 // hasPrefixFold reports whether s begins with prefix, ASCII case ignored.

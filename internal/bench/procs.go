@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/redact"
 )
 
 // runner holds what one bench run started: the temporary directory and the
@@ -319,7 +320,7 @@ func (r *runner) startHerald(ctx context.Context, extra ...string) (*heraldProc,
 			if strings.HasPrefix(a, "127.0.0.1:") {
 				shown[i] = "127.0.0.1:<free>"
 			}
-			shown[i] = redactURL(shown[i])
+			shown[i] = redact.URL(shown[i])
 		}
 		r.serveArgsShown = shown
 		name := "herald" + strconv.Itoa(n)
@@ -435,21 +436,4 @@ func bodyExcerpt(b []byte) string {
 		b = append(b[:300:300], "…"...)
 	}
 	return string(b)
-}
-
-// redactURL returns a with the password of a URL (a PostgreSQL --db)
-// replaced by "xxxxx", so that results pasted into docs carry no
-// credentials; anything else unchanged.
-func redactURL(a string) string {
-	if !strings.Contains(a, "://") {
-		return a
-	}
-	u, err := url.Parse(a)
-	if err != nil || u.User == nil {
-		return a
-	}
-	if _, ok := u.User.Password(); !ok {
-		return a
-	}
-	return u.Redacted()
 }

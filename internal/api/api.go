@@ -887,6 +887,94 @@ func invalid(location, rule string, value any) error {
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})
 }
 
+// fieldErrors collects Herald's own refusals of a request body's fields
+// (invalid, and validators that return several joined by errors.Join), so
+// that a body breaking several of Herald's rules is answered once with all
+// of them, each located at its field, as huma's schema checks answer
+// theirs: a client fixes its request in one round trip, not one per error.
+// A handler checks every field, adds each check's error, and answers err
+// before it writes anything: nothing is changed when any rule is broken.
+type fieldErrors struct {
+	details []*huma.ErrorDetail
+}
+
+// add collects err's refusals of fields (a 422 naming them, or several
+// joined). Any other error (a 403, the store being away) is returned, to
+// be answered as it is at once; nil otherwise.
+func (f *fieldErrors) add(err error) error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if other := f.add(e); other != nil {
+				return other
+			}
+		}
+		return nil
+	}
+	if d, ok := err.(*huma.ErrorDetail); ok {
+		f.details = append(f.details, d)
+		return nil
+	}
+	var m *huma.ErrorModel
+	if errors.As(err, &m) && m.Status == http.StatusUnprocessableEntity && len(m.Errors) > 0 {
+		f.details = append(f.details, m.Errors...)
+		return nil
+	}
+	return err
+}
+
+// any reports whether a refusal was collected.
+func (f *fieldErrors) any() bool { return len(f.details) > 0 }
+
+// err is nil when nothing was refused, else one 422 listing every refusal
+// in the order of body's members (a request body type: its fields' JSON
+// names, as the OpenAPI document lists them), the refusals of one member
+// in the order they were added (a map's keys sorted by the validator).
+func (f *fieldErrors) err(body any) error {
+	if len(f.details) == 0 {
+		return nil
+	}
+	order := memberOrder(reflect.TypeOf(body))
+	rank := func(loc string) int {
+		name, _ := strings.CutPrefix(loc, "body.")
+		if i := strings.IndexAny(name, ".["); i >= 0 {
+			name = name[:i]
+		}
+		if r, ok := order[name]; ok {
+			return r
+		}
+		return len(order) // "body" itself, or a member not declared: last
+	}
+	slices.SortStableFunc(f.details, func(a, b *huma.ErrorDetail) int { return rank(a.Location) - rank(b.Location) })
+	errs := make([]error, len(f.details))
+	for i, d := range f.details {
+		errs[i] = d
+	}
+	return huma.Error422UnprocessableEntity("validation failed", errs...)
+}
+
+// memberOrder maps each JSON member of struct type t (pointers followed)
+// to its position in t.
+func memberOrder(t reflect.Type) map[string]int {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	order := map[string]int{}
+	if t == nil || t.Kind() != reflect.Struct {
+		return order
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		order[name] = i
+	}
+	return order
+}
+
 // ListQuery is the pagination of every list route.
 type ListQuery struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"page size, 1–1000"`

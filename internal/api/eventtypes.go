@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -451,6 +452,7 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 		}
 		return nil, nil
 	}
+	var errs []error // every refusal, each at its field (fieldErrors)
 	for i, p := range types {
 		switch {
 		case p == "*", ReservedEventType(p):
@@ -460,7 +462,7 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 			// Permissive mode publishes uncatalogued types, so a pattern
 			// may be for them.
 			if strict && !matchesAny([]string{p}, names) {
-				return nil, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p)
+				errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p))
 			}
 		default:
 			if _, ok := byName[p]; !ok {
@@ -468,10 +470,9 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 				// uncatalogued type is refused only in strict mode.
 				sug := catalog.Suggest(p, names)
 				if len(sug) > 0 {
-					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": did you mean "+strings.Join(sug, " or ")+"?", p)
-				}
-				if strict {
-					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": not in the event catalog (GET /v1/event-types) and the server runs with --catalog strict", p)
+					errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": did you mean "+strings.Join(sug, " or ")+"?", p))
+				} else if strict {
+					errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": not in the event catalog (GET /v1/event-types) and the server runs with --catalog strict", p))
 				}
 			}
 		}
@@ -494,16 +495,22 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 		v := pins[name]
 		t, ok := byName[name]
 		if !ok {
-			return nil, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name)
+			errs = append(errs, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name))
+			continue
 		}
 		if !store.MatchEventType(types, name) {
-			return nil, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name)
+			errs = append(errs, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name))
+			continue
 		}
 		if _, ok := t.Version(v); !ok {
 			newest, _ := t.Newest()
-			return nil, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v)
+			errs = append(errs, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v))
+			continue
 		}
 		out[name] = v
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	for _, t := range cat {
 		if _, pinned := out[t.Name]; pinned || !(len(types) == 0 || store.MatchEventType(types, t.Name)) {

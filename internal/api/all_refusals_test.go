@@ -105,3 +105,35 @@ func TestSourceRefusalsAllListed(t *testing.T) {
 		checkAllRefused(t, w, c, get)
 	}
 }
+
+// TestEventTypeAndPublishRefusalsAllListed: an event type's create and a
+// publish breaking several of Herald's own rules answer one 422 listing
+// every refusal, each at its field, in the order of the body's members
+// (a publish's Idempotency-Key header last), and store nothing.
+func TestEventTypeAndPublishRefusalsAllListed(t *testing.T) {
+	w := newWorld(t, nil)
+	for _, c := range []refusalCase{
+		{name: "event type: name, resource_id, version", method: "POST", path: "/v1/event-types",
+			body: `{"versions":[{"version":2,"schema":{"type":"object"}}],"resource_id":"file_id","name":"herald.mine"}`,
+			want: []string{"body.name", "body.resource_id", "body.versions[0].version"},
+			says: []string{"reserved", "JSON pointer", "the first version is 1"}},
+		{name: "event type: name, example", method: "POST", path: "/v1/event-types",
+			body: `{"name":"bad name","versions":[{"version":1,"schema":{"type":"object"},"example":[1]}]}`,
+			want: []string{"body.name", "body.versions[0].example"},
+			says: []string{"", "always a JSON object"}},
+	} {
+		checkAllRefused(t, w, c, "/v1/event-types")
+	}
+	for _, c := range []refusalCase{
+		{name: "publish: type, data, id", method: "POST", path: "/v1/events",
+			body: `{"tenant":"acme","id":"has.dots","data":[1],"type":"endpoint.disabled"}`,
+			want: []string{"body.type", "body.data", "body.id"},
+			says: []string{"", "JSON object", "no dots"}},
+		{name: "publish: tenant, type, occurred_at", method: "POST", path: "/v1/events",
+			body: `{"type":"bad type","data":{},"occurred_at":"0000-01-01T00:00:00+01:00"}`,
+			want: []string{"body.tenant", "body.type", "body.occurred_at"},
+			says: []string{"tenant is required", "", ""}},
+	} {
+		checkAllRefused(t, w, c, "/v1/events?tenant=acme")
+	}
+}

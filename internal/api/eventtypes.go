@@ -204,20 +204,27 @@ type NamePath struct {
 
 func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
 	b := in.Body
-	if !store.ValidEventType(b.Name) {
-		return nil, invalid("body.name", store.EventTypeRule, b.Name)
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
+	switch {
+	case !store.ValidEventType(b.Name):
+		fe.add(invalid("body.name", store.EventTypeRule, b.Name))
+	case ReservedEventType(b.Name):
+		fe.add(invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name))
 	}
-	if ReservedEventType(b.Name) {
-		return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)
-	}
-	if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
-		return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
+	resourceID := b.ResourceID
+	if resourceID != "" && !catalog.ValidPointer(resourceID) {
+		fe.add(invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", resourceID))
+		resourceID = "" // the version is checked without it
 	}
 	v := withoutNullExample(b.Versions[0])
 	if v.Version != 1 {
-		return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
+		fe.add(invalid("body.versions[0].version", "the first version is 1", v.Version))
 	}
-	if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
+	_, err := checkVersion(v, "body.versions[0]", resourceID)
+	fe.add(err)
+	if err := fe.err(b); err != nil {
 		return nil, err
 	}
 	// Names are compared exactly everywhere (publish, subscriptions), so

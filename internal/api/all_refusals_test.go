@@ -124,6 +124,11 @@ func TestEventTypeAndPublishRefusalsAllListed(t *testing.T) {
 	} {
 		checkAllRefused(t, w, c, "/v1/event-types")
 	}
+	w.mustCall(adminKey, "POST", "/v1/event-types", `{"name":"file.updated","versions":[{"version":1,"schema":{"type":"object"}}]}`, 201, nil)
+	checkAllRefused(t, w, refusalCase{name: "event type PATCH: newest deprecated, no such version, in both lists", method: "PATCH", path: "/v1/event-types/file.updated",
+		body: `{"undeprecate":[1],"deprecate":[1,7]}`,
+		want: []string{"body.deprecate[0]", "body.deprecate[1]", "body.undeprecate[0]"},
+		says: []string{"cannot be deprecated", "has no version 7", "both in deprecate and undeprecate"}}, "/v1/event-types/file.updated")
 	for _, c := range []refusalCase{
 		{name: "publish: type, data, id", method: "POST", path: "/v1/events",
 			body: `{"tenant":"acme","id":"has.dots","data":[1],"type":"endpoint.disabled"}`,

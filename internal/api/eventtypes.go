@@ -333,7 +333,10 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	if in.Body.Description != nil {
 		t.Description = *in.Body.Description
 	}
-	mark := func(vs []int, loc string, dep bool) error {
+	// Every item is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
+	mark := func(vs []int, loc string, dep bool) {
 		for i, v := range vs {
 			found := false
 			for j := range t.Versions {
@@ -342,27 +345,25 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 				}
 			}
 			if !found {
-				return invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v)
+				fe.add(invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v))
 			}
 		}
-		return nil
 	}
 	for i, v := range in.Body.Undeprecate {
 		if slices.Contains(in.Body.Deprecate, v) {
-			return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+			fe.add(invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v))
 		}
 	}
 	if newest, ok := t.Newest(); ok {
 		for i, v := range in.Body.Deprecate {
 			if v == newest.Version {
-				return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
+				fe.add(invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v))
 			}
 		}
 	}
-	if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
-		return nil, err
-	}
-	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
+	mark(in.Body.Deprecate, "body.deprecate", true)
+	mark(in.Body.Undeprecate, "body.undeprecate", false)
+	if err := fe.err(in.Body); err != nil {
 		return nil, err
 	}
 	if t.Description == before.Description && slices.EqualFunc(t.Versions, before.Versions, func(a, b store.EventTypeVersion) bool { return a.Deprecated == b.Deprecated }) {

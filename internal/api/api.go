@@ -1305,13 +1305,32 @@ func elemType(t reflect.Type, key string) reflect.Type {
 var fieldRules = map[string]map[string]string{
 	"create-source":          sourceFieldRules,
 	"update-source":          sourceFieldRules,
-	"create-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
-	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
+	"create-endpoint":        {"body.rate_limit_per_second": rateLimitRule, "body.versions.*": pinRule},
+	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule, "body.versions.*": pinRule},
 	"rotate-endpoint-secret": {"body.overlap_seconds": overlapRule},
 	"create-portal-session":  {"body.ttl_seconds": portalTTLRule},
 	"create-event-type":      {"body.versions[].version": versionRule},
 	"add-event-type-version": {"body.version": versionRule},
 	"update-event-type":      {"body.deprecate[]": deprecateRule, "body.undeprecate[]": undeprecateRule},
+}
+
+// fieldRule is the rule in fieldRules of operation op for the field at
+// location: keyed by the location with array indexes left out
+// (ruleLocation), or, for a value of a map (an endpoint's versions, whose
+// members are event type names, dots included), by the map's location
+// and ".*", which stands for any member name.
+func fieldRule(op, location string) (string, bool) {
+	rules := fieldRules[op]
+	loc := ruleLocation(location)
+	if rule, ok := rules[loc]; ok {
+		return rule, true
+	}
+	for key, rule := range rules {
+		if m, ok := strings.CutSuffix(key, "*"); ok && len(loc) > len(m) && strings.HasPrefix(loc, m) {
+			return rule, true
+		}
+	}
+	return "", false
 }
 
 // ruleLocation is location as fieldRules keys it: an array item's index
@@ -1359,7 +1378,7 @@ func locateFieldRefusal(op string, d *huma.ErrorDetail) {
 			decoded = true
 		}
 	}
-	rule, ok := fieldRules[op][ruleLocation(d.Location)]
+	rule, ok := fieldRule(op, d.Location)
 	if !ok {
 		return
 	}
@@ -1378,7 +1397,7 @@ func locateFieldRefusal(op string, d *huma.ErrorDetail) {
 // unbounded are the rules of fieldRules whose field's schema sets no
 // maximum: the decoder refuses a value there for its spelling (1e0) or for
 // being past any int, so its own message, which says both, is kept.
-var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true}
+var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true, pinRule: true}
 
 // fieldLocation turns the decoder's path of a field (segmentio's
 // "versions.0.version", members and array indexes alike joined by dots)

@@ -118,10 +118,13 @@ type CreateEndpointBody struct {
 
 // rateLimitRule and overlapRule are the rules of an endpoint's
 // rate_limit_per_second and a rotation's overlap_seconds, which a refusal
-// names at the field (fieldRules).
+// names at the field (fieldRules), as pinRule is of a pin.
 const (
 	rateLimitRule = "rate_limit_per_second must be an integer number of attempts per second from 0 (unlimited) to 100000"
-	overlapRule   = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
+	// pinRule is the rule of each value of an endpoint's versions,
+	// located at body.versions.<type> ("body.versions.*" in fieldRules).
+	pinRule     = "a pin (versions.<event type>) must be an integer version number from 1: a version the event type has in the catalog (GET /v1/event-types/{name})"
+	overlapRule = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
 )
 
 // UpdateEndpointBody is the body of PATCH /v1/endpoints/{id}; absent

@@ -208,13 +208,18 @@ func validateSourceConfig(sc inbound.SourceConfig) error {
 	return errors.Join(errs...)
 }
 
-// joined is the errors err joins (errors.Join), or err alone; none for nil.
+// joined is the errors err joins (errors.Join, at any depth), or err
+// alone; none for nil.
 func joined(err error) []error {
 	if err == nil {
 		return nil
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+		var all []error
+		for _, e := range j.Unwrap() {
+			all = append(all, joined(e)...)
+		}
+		return all
 	}
 	return []error{err}
 }

@@ -80,7 +80,15 @@ func TestSourceRefusalsAllListed(t *testing.T) {
 	w := newWorld(t, nil)
 	var src struct{ ID string }
 	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"generic","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.2/in","hmac":{"header":"X-Sig","prefix":"sha256="}}`, 201, &src)
+	var signed struct{ ID string }
+	w.mustCall(adminKey, "POST", "/v1/sources", `{"name":"signed","scheme":"hmac","secrets":["source-secret-0123456789"],"destination_url":"http://10.0.0.2/in","tolerance_seconds":300,"hmac":{"header":"X-Sig","timestamp_header":"X-Ts","template":"{timestamp}.{body}"}}`, 201, &signed)
 	for _, c := range []refusalCase{
+		// A template that does not parse takes no timestamp header away:
+		// it alone is refused, with the dedupe rule.
+		{name: "patch: dedupe, hmac template of a source with a tolerance", method: "PATCH", path: "/v1/sources/" + signed.ID,
+			body: `{"dedupe":"json:no-slash","hmac":{"template":"{timestamp}.{body}{nope}"}}`,
+			want: []string{"body.dedupe", "body.hmac.template"},
+			says: []string{"dedupe", "unknown placeholder"}},
 		{name: "create: dedupe, destination, hmac prefix", method: "POST", path: "/v1/sources",
 			body: `{"name":"x","scheme":"hmac","secrets":["source-secret-0123456789"],"hmac":{"header":"X-Sig","prefix":" sha256="},"destination_url":"ftp://10.0.0.3/in","dedupe":"json:no-slash"}`,
 			want: []string{"body.dedupe", "body.destination_url", "body.hmac.prefix"},

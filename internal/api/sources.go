@@ -487,7 +487,10 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		// field a PATCH leaves out is.
 		sc.HMAC = b.HMAC.merge(sc.HMAC)
 	}
-	if b.ToleranceSeconds == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
+	// (Only for a scheme configuration that is valid: an invalid one, a
+	// template that does not parse, takes no timestamp away; it is
+	// refused for what it is.)
+	if b.ToleranceSeconds == nil && sc.SchemeConfig().Validate() == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
 		if sc.ToleranceSeconds != 0 && scheme.ReplayWindow(was.SchemeConfig()) {
 			// The PATCH takes away the signed timestamp (hmac's
 			// timestamp_header) of a source with a tolerance it leaves

@@ -154,3 +154,14 @@ func TestEventTypeAndPublishRefusalsAllListed(t *testing.T) {
 		checkAllRefused(t, w, c, "/v1/events?tenant=acme")
 	}
 }
+
+// TestAPIKeyRefusalsAllListed: an API key's create with a tenant role but
+// no tenant and an expiry in the past answers both refusals, each at its
+// field, and creates no key.
+func TestAPIKeyRefusalsAllListed(t *testing.T) {
+	w := newWorld(t, nil)
+	checkAllRefused(t, w, refusalCase{name: "api key: tenant, expires_at", method: "POST", path: "/v1/api-keys",
+		body: `{"expires_at":"2001-01-01T00:00:00Z","role":"publisher","name":"billing"}`,
+		want: []string{"body.tenant", "body.expires_at"},
+		says: []string{"needs a tenant", "in the future"}}, "/v1/api-keys")
+}

@@ -221,8 +221,10 @@ func New(cfg Config) (*Server, error) {
 	// It also applies each operation's MaxBodyBytes, so that a 413 names
 	// the route's limit and its rule (bodyLimits).
 	limits := bodyLimits{}
+	ops := map[string]string{} // mux pattern to operation id, for checkJSON's 422s
 	hc.OpenAPI.OnAddOperation = append(hc.OpenAPI.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
 		op.BodyReadTimeout = -1
+		ops[strings.ToUpper(op.Method)+" "+op.Path] = op.OperationID
 		if op.MaxBodyBytes > 0 {
 			limits[strings.ToUpper(op.Method)+" "+op.Path] = op.MaxBodyBytes
 		}
@@ -254,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 	s.ready = &readiness{check: s.checkReady, now: cfg.Now, log: cfg.Logger}
 	cfg.Metrics.SetReady(s.ready.current)
 	s.registerHealth()
-	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, s.bodyRule))))
+	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, ops, s.bodyRule))))
 	return s, nil
 }
 
@@ -310,14 +312,18 @@ func (s *Server) bodyRule(pattern string) string {
 // (RFC 8259), before huma validates it against the schema (which answers
 // 422 for missing, mistyped or unknown fields). Bodies over 1 MiB, or over
 // their operation's limit in limits, get 413 naming the limit and rule's
-// explanation of it.
+// explanation of it. A number too large for a 64-bit float (1e400),
+// which no decoder can read, is answered 422 at its field (body.<member>…)
+// naming the field's rule where it has one (fieldRules of ops[pattern],
+// the operation's id), as an integer out of range is, every such number
+// listed.
 //
 // It runs after authenticate and reads a body only for a request a route
 // of the API will take (a /v1/ operation matched by method and path): an
 // unknown path, a wrong method or a missing key is answered without
 // reading a byte of the body. While reading, the nesting depth is checked
 // chunk by chunk, so a body of a million "[" is refused after 65 bytes.
-func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) string) http.Handler {
+func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, rule func(pattern string) string) http.Handler {
 	slots := make(chan struct{}, maxBodyReaders)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The inbound gateway reads providers' raw bytes itself (any
@@ -371,6 +377,10 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, rule func(pattern string) 
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
 			if err := wellFormedJSON(body); err != nil {
+				if oor := (*outOfRange)(nil); errors.As(err, &oor) {
+					writeRefusals(w, oor.refusals(ops[pattern]))
+					return
+				}
 				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 				return
 			}
@@ -487,18 +497,73 @@ func wellFormedJSON(body []byte) error {
 	return duplicateMembers(body)
 }
 
+// outOfRange is the numbers of a body too large for a 64-bit float,
+// which duplicateMembers finds: valid JSON (RFC 8259's grammar has no
+// limit) that no decoder reads, so that huma's would refuse the whole body
+// at "body"; checkJSON answers each at its field instead.
+type outOfRange struct {
+	locations, numbers []string
+}
+
+func (e *outOfRange) Error() string {
+	return fmt.Sprintf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", e.numbers[0])
+}
+
+// refusals are e's numbers as refusals of operation op, each at its field:
+// the field's rule where fieldRules has one (as locateFieldRefusal names a
+// decoder's refusal of an integer out of range), else the float range.
+func (e *outOfRange) refusals(op string) []error {
+	errs := make([]error, len(e.numbers))
+	for i, n := range e.numbers {
+		d := &huma.ErrorDetail{Location: "body", Message: e.locations[i] + ": " + fmt.Sprintf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", n)}
+		locateFieldRefusal(op, d)
+		errs[i] = d
+	}
+	return errs
+}
+
+// writeRefusals answers 422 listing errs (huma.ErrorDetail's), built by
+// huma.NewError as every problem is (secrets dropped, echoes cut, at most
+// maxProblemErrors listed).
+func writeRefusals(w http.ResponseWriter, errs []error) {
+	m := huma.NewError(http.StatusUnprocessableEntity, "validation failed", errs...)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // &, <, > as they are, as huma's answers write them
+	_ = enc.Encode(m)
+}
+
 // duplicateMembers scans valid JSON once, without decoding values, for an
-// object that names a member twice, nesting deeper than 64, or a number
-// too large for a 64-bit float. (A token decoder did the same at several
-// times the cost: this runs on every request body.)
+// object that names a member twice, nesting deeper than 64, or numbers
+// too large for a 64-bit float (an *outOfRange listing each with its
+// location, unless the body has one of the other faults). (A token
+// decoder did the same at several times the cost: this runs on every
+// request body.)
 func duplicateMembers(b []byte) error {
 	type frame struct {
 		object    bool
 		expectKey bool
 		keys      []string            // the first members: a linear search is cheapest
 		many      map[string]struct{} // then a set, so a huge object stays linear
+		key       string              // an object's member being read
+		index     int                 // an array's item being read
 	}
 	var stack []frame
+	var oor *outOfRange
+	// location is huma's location of the value being read:
+	// body.<member>[<index>]….
+	location := func() string {
+		loc := "body"
+		for _, f := range stack {
+			if f.object {
+				loc += "." + f.key
+			} else {
+				loc += "[" + strconv.Itoa(f.index) + "]"
+			}
+		}
+		return loc
+	}
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '{', '[':
@@ -511,6 +576,8 @@ func duplicateMembers(b []byte) error {
 		case ',':
 			if top := len(stack) - 1; top >= 0 && stack[top].object {
 				stack[top].expectKey = true
+			} else if top >= 0 {
+				stack[top].index++
 			}
 		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 			j := i
@@ -522,7 +589,11 @@ func duplicateMembers(b []byte) error {
 			// range (about 1.8e308).
 			if exp || j-i > 308 {
 				if _, err := strconv.ParseFloat(string(b[i:j]), 64); errors.Is(err, strconv.ErrRange) {
-					return fmt.Errorf("number %.40s is out of range: JSON numbers must fit a 64-bit float (RFC 8259 §6); send a larger one as a string", b[i:j])
+					if oor == nil {
+						oor = &outOfRange{}
+					}
+					oor.locations = append(oor.locations, location())
+					oor.numbers = append(oor.numbers, string(b[i:j]))
 				}
 			}
 			i = j - 1
@@ -571,10 +642,13 @@ func duplicateMembers(b []byte) error {
 				if dup {
 					return fmt.Errorf("member %q appears twice in one object", key)
 				}
-				f.expectKey = false
+				f.expectKey, f.key = false, key
 			}
 			i = j
 		}
+	}
+	if oor != nil {
+		return oor
 	}
 	return nil
 }
@@ -885,6 +959,94 @@ func secretLocation(location string, value any) bool {
 // invalid is a 422 naming the field (location) and the rule that failed.
 func invalid(location, rule string, value any) error {
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: location, Message: rule, Value: value})
+}
+
+// fieldErrors collects Herald's own refusals of a request body's fields
+// (invalid, and validators that return several joined by errors.Join), so
+// that a body breaking several of Herald's rules is answered once with all
+// of them, each located at its field, as huma's schema checks answer
+// theirs: a client fixes its request in one round trip, not one per error.
+// A handler checks every field, adds each check's error, and answers err
+// before it writes anything: nothing is changed when any rule is broken.
+type fieldErrors struct {
+	details []*huma.ErrorDetail
+}
+
+// add collects err's refusals of fields (a 422 naming them, or several
+// joined). Any other error (a 403, the store being away) is returned, to
+// be answered as it is at once; nil otherwise.
+func (f *fieldErrors) add(err error) error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if other := f.add(e); other != nil {
+				return other
+			}
+		}
+		return nil
+	}
+	if d, ok := err.(*huma.ErrorDetail); ok {
+		f.details = append(f.details, d)
+		return nil
+	}
+	var m *huma.ErrorModel
+	if errors.As(err, &m) && m.Status == http.StatusUnprocessableEntity && len(m.Errors) > 0 {
+		f.details = append(f.details, m.Errors...)
+		return nil
+	}
+	return err
+}
+
+// any reports whether a refusal was collected.
+func (f *fieldErrors) any() bool { return len(f.details) > 0 }
+
+// err is nil when nothing was refused, else one 422 listing every refusal
+// in the order of body's members (a request body type: its fields' JSON
+// names, as the OpenAPI document lists them), the refusals of one member
+// in the order they were added (a map's keys sorted by the validator).
+func (f *fieldErrors) err(body any) error {
+	if len(f.details) == 0 {
+		return nil
+	}
+	order := memberOrder(reflect.TypeOf(body))
+	rank := func(loc string) int {
+		name, _ := strings.CutPrefix(loc, "body.")
+		if i := strings.IndexAny(name, ".["); i >= 0 {
+			name = name[:i]
+		}
+		if r, ok := order[name]; ok {
+			return r
+		}
+		return len(order) // "body" itself, or a member not declared: last
+	}
+	slices.SortStableFunc(f.details, func(a, b *huma.ErrorDetail) int { return rank(a.Location) - rank(b.Location) })
+	errs := make([]error, len(f.details))
+	for i, d := range f.details {
+		errs[i] = d
+	}
+	return huma.Error422UnprocessableEntity("validation failed", errs...)
+}
+
+// memberOrder maps each JSON member of struct type t (pointers followed)
+// to its position in t.
+func memberOrder(t reflect.Type) map[string]int {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	order := map[string]int{}
+	if t == nil || t.Kind() != reflect.Struct {
+		return order
+	}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		order[name] = i
+	}
+	return order
 }
 
 // ListQuery is the pagination of every list route.
@@ -1217,13 +1379,32 @@ func elemType(t reflect.Type, key string) reflect.Type {
 var fieldRules = map[string]map[string]string{
 	"create-source":          sourceFieldRules,
 	"update-source":          sourceFieldRules,
-	"create-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
-	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule},
+	"create-endpoint":        {"body.rate_limit_per_second": rateLimitRule, "body.versions.*": pinRule},
+	"update-endpoint":        {"body.rate_limit_per_second": rateLimitRule, "body.versions.*": pinRule},
 	"rotate-endpoint-secret": {"body.overlap_seconds": overlapRule},
 	"create-portal-session":  {"body.ttl_seconds": portalTTLRule},
 	"create-event-type":      {"body.versions[].version": versionRule},
 	"add-event-type-version": {"body.version": versionRule},
 	"update-event-type":      {"body.deprecate[]": deprecateRule, "body.undeprecate[]": undeprecateRule},
+}
+
+// fieldRule is the rule in fieldRules of operation op for the field at
+// location: keyed by the location with array indexes left out
+// (ruleLocation), or, for a value of a map (an endpoint's versions, whose
+// members are event type names, dots included), by the map's location
+// and ".*", which stands for any member name.
+func fieldRule(op, location string) (string, bool) {
+	rules := fieldRules[op]
+	loc := ruleLocation(location)
+	if rule, ok := rules[loc]; ok {
+		return rule, true
+	}
+	for key, rule := range rules {
+		if m, ok := strings.CutSuffix(key, "*"); ok && len(loc) > len(m) && strings.HasPrefix(loc, m) {
+			return rule, true
+		}
+	}
+	return "", false
 }
 
 // ruleLocation is location as fieldRules keys it: an array item's index
@@ -1271,7 +1452,7 @@ func locateFieldRefusal(op string, d *huma.ErrorDetail) {
 			decoded = true
 		}
 	}
-	rule, ok := fieldRules[op][ruleLocation(d.Location)]
+	rule, ok := fieldRule(op, d.Location)
 	if !ok {
 		return
 	}
@@ -1290,7 +1471,7 @@ func locateFieldRefusal(op string, d *huma.ErrorDetail) {
 // unbounded are the rules of fieldRules whose field's schema sets no
 // maximum: the decoder refuses a value there for its spelling (1e0) or for
 // being past any int, so its own message, which says both, is kept.
-var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true}
+var unbounded = map[string]bool{versionRule: true, deprecateRule: true, undeprecateRule: true, pinRule: true}
 
 // fieldLocation turns the decoder's path of a field (segmentio's
 // "versions.0.version", members and array indexes alike joined by dots)

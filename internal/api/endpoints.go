@@ -118,10 +118,13 @@ type CreateEndpointBody struct {
 
 // rateLimitRule and overlapRule are the rules of an endpoint's
 // rate_limit_per_second and a rotation's overlap_seconds, which a refusal
-// names at the field (fieldRules).
+// names at the field (fieldRules), as pinRule is of a pin.
 const (
 	rateLimitRule = "rate_limit_per_second must be an integer number of attempts per second from 0 (unlimited) to 100000"
-	overlapRule   = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
+	// pinRule is the rule of each value of an endpoint's versions,
+	// located at body.versions.<type> ("body.versions.*" in fieldRules).
+	pinRule     = "a pin (versions.<event type>) must be an integer version number from 1: a version the event type has in the catalog (GET /v1/event-types/{name})"
+	overlapRule = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
 )
 
 // UpdateEndpointBody is the body of PATCH /v1/endpoints/{id}; absent
@@ -145,33 +148,38 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
 }
 
+// validateHeaders refuses every custom header that breaks a rule, each
+// at body.headers.<Name> (by name, in order), joined (fieldErrors).
 func validateHeaders(h map[string]string, loc string) error {
+	var errs []error
 	if len(h) > 20 {
-		return invalid(loc, "at most 20 custom headers", len(h))
+		errs = append(errs, invalid(loc, "at most 20 custom headers", len(h)))
 	}
 	seen := map[string]string{}
-	for k, v := range h {
-		if k == "" || !isToken(k) {
-			return invalid(loc+"."+k, "header name must be an RFC 9110 token", k)
-		}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		v := h[k]
 		canon := textproto.CanonicalMIMEHeaderKey(k)
-		if reservedHeaders[canon] {
-			return invalid(loc+"."+k, "header is set by Herald and cannot be overridden", k)
+		switch other, dup := seen[canon]; {
+		case k == "" || !isToken(k):
+			errs = append(errs, invalid(loc+"."+k, "header name must be an RFC 9110 token", k))
+		case reservedHeaders[canon]:
+			errs = append(errs, invalid(loc+"."+k, "header is set by Herald and cannot be overridden", k))
+		case dup:
+			errs = append(errs, invalid(loc+"."+k, "header names are case-insensitive: "+k+" and "+other+" are the same header", k))
 		}
-		if other, dup := seen[canon]; dup {
-			return invalid(loc+"."+k, "header names are case-insensitive: "+k+" and "+other+" are the same header", k)
+		if isToken(k) {
+			seen[canon] = k
 		}
-		seen[canon] = k
 		if len(v) > 4096 || !validFieldValue(v) {
-			return invalid(loc+"."+k, "header value must be at most 4096 bytes of visible characters, spaces and tabs (RFC 9110 §5.5: no CR, LF, NUL or other control characters)", nil)
-		}
-		// A receiver reads the value without its surrounding spaces and
-		// tabs (RFC 9110 §5.5), so " [unreadable]" is the same value.
-		if strings.Trim(v, " \t") == UnreadableHeaderValue {
-			return invalid(loc+"."+k, UnreadableHeaderValue+" is reserved: it stands for a stored value that does not open; give the header's value", nil)
+			errs = append(errs, invalid(loc+"."+k, "header value must be at most 4096 bytes of visible characters, spaces and tabs (RFC 9110 §5.5: no CR, LF, NUL or other control characters)", nil))
+		} else if strings.Trim(v, " \t") == UnreadableHeaderValue {
+			// A receiver reads the value without its surrounding spaces
+			// and tabs (RFC 9110 §5.5), so " [unreadable]" is the same
+			// value.
+			errs = append(errs, invalid(loc+"."+k, UnreadableHeaderValue+" is reserved: it stands for a stored value that does not open; give the header's value", nil))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // validFieldValue follows RFC 9110 §5.5: visible ASCII, space, tab and
@@ -201,13 +209,17 @@ func isToken(s string) bool {
 // event type prefix followed by ".*". It returns them with repeats left
 // out (the first of each kept, in order): a filter is a set.
 func validateEventTypes(types []string, loc string) ([]string, error) {
+	var errs []error
 	for i, t := range types {
 		if t == "*" {
 			continue
 		}
 		if !store.ValidEventType(strings.TrimSuffix(t, ".*")) {
-			return nil, invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t)
+			errs = append(errs, invalid(loc+"["+itoa(i)+"]", "must be *, an event type (segments of letters, digits, _ or - joined by dots) or a prefix ending in .*", t))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	out := types[:0:0]
 	for _, t := range types {
@@ -313,26 +325,33 @@ func (s *Server) registerEndpoints() {
 
 func (s *Server) createEndpoint(ctx context.Context, in *struct{ Body CreateEndpointBody }) (*endpointChangeOutput, error) {
 	b := in.Body
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-	if err != nil {
+	if err := fe.add(err); err != nil {
 		return nil, err
 	}
-	if tenant == "" {
-		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+	if tenant == "" && err == nil {
+		fe.add(invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil))
 	}
 	b.Tenant = tenant
 	u, err := s.checkURL(b.URL, "body.url")
-	if err != nil {
-		return nil, err
+	fe.add(err)
+	types, err := validateEventTypes(b.EventTypes, "body.event_types")
+	fe.add(err)
+	var pins map[string]int
+	var deprecated []deprecatedPin
+	if err == nil {
+		// The catalog's rules, once the filter is well-formed.
+		b.EventTypes = types
+		pins, deprecated, err = s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
+		if err := fe.add(err); err != nil {
+			return nil, err
+		}
 	}
-	if b.EventTypes, err = validateEventTypes(b.EventTypes, "body.event_types"); err != nil {
-		return nil, err
-	}
-	pins, deprecated, err := s.checkSubscriptions(ctx, b.EventTypes, b.Versions, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateHeaders(b.Headers, "body.headers"); err != nil {
+	fe.add(validateHeaders(b.Headers, "body.headers"))
+	if err := fe.err(b); err != nil {
 		return nil, err
 	}
 	secret, err := webhook.NewSecret()
@@ -428,10 +447,15 @@ var endpointNullRules = map[string]string{
 }
 
 func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*endpointChangeOutput, error) {
-	if err := refuseNulls(patchBody(ctx), endpointNullRules); err != nil {
-		return nil, err
-	}
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members; nulls are refused even for an
+	// endpoint that cannot be read.
+	var fe fieldErrors
+	fe.add(refuseNulls(patchBody(ctx), endpointNullRules))
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
+	if err != nil && fe.any() {
+		return nil, fe.err(in.Body)
+	}
 	if errors.As(err, new(*store.UnreadableError)) {
 		// On a node whose key is stale every endpoint's values fail to
 		// open and are probably fine: answer that (503, restart with the
@@ -467,20 +491,19 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		Headers: b.Headers, RateLimitPerSecond: b.RateLimitPerSecond, Now: s.cfg.Now()}
 	if b.URL != nil {
 		u, err := s.checkURL(*b.URL, "body.url")
-		if err != nil {
-			return nil, err
-		}
+		fe.add(err)
 		p.URL = &u
 	}
+	typesOK := true
 	if b.EventTypes != nil {
 		types, err := validateEventTypes(*b.EventTypes, "body.event_types")
-		if err != nil {
-			return nil, err
+		fe.add(err)
+		if typesOK = err == nil; typesOK {
+			*b.EventTypes = types // p.EventTypes points here too
 		}
-		*b.EventTypes = types // p.EventTypes points here too
 	}
 	var warnings []string // the pins to deprecated versions, when the update sets pins
-	if b.EventTypes != nil || b.Versions != nil {
+	if typesOK && (b.EventTypes != nil || b.Versions != nil) {
 		types := cur.EventTypes // cur: read once above, by refuseSourceEndpoint
 		if b.EventTypes != nil {
 			types = *b.EventTypes
@@ -490,7 +513,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 			given = *b.Versions
 		}
 		pins, deprecated, err := s.checkSubscriptions(ctx, types, given, cur.Versions, &cur.EventTypes)
-		if err != nil {
+		if err := fe.add(err); err != nil {
 			return nil, err
 		}
 		warnings = deprecationWarnings(deprecated)
@@ -499,9 +522,10 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 		}
 	}
 	if b.Headers != nil {
-		if err := validateHeaders(*b.Headers, "body.headers"); err != nil {
-			return nil, err
-		}
+		fe.add(validateHeaders(*b.Headers, "body.headers"))
+	}
+	if err := fe.err(b); err != nil {
+		return nil, err
 	}
 	if !replace && !changes(cur, p) {
 		// Nothing to change: no write, no endpoint.updated event,

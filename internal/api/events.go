@@ -227,41 +227,49 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		}
 	}
 	b := in.Body
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members, then the Idempotency-Key header.
+	var fe fieldErrors
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-	if err != nil {
+	if err := fe.add(err); err != nil {
 		return nil, err
 	}
-	if tenant == "" {
-		return nil, invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil)
+	if tenant == "" && err == nil {
+		fe.add(invalid("body.tenant", "tenant is required (an admin key acts on every tenant: name one)", nil))
 	}
 	b.Tenant = tenant
 	// The outbox's rule too: a tab or bytes that are not UTF-8 would make
 	// a key the outbox cannot repeat, or one PostgreSQL refuses to store.
 	if !store.ValidIdempotencyKey(in.IdempotencyKey) {
-		return nil, invalid("header.Idempotency-Key", store.IdempotencyKeyRule, in.IdempotencyKey)
+		fe.add(invalid("header.Idempotency-Key", store.IdempotencyKeyRule, in.IdempotencyKey))
 	}
-	if !store.ValidEventType(b.Type) {
-		return nil, invalid("body.type", store.EventTypeRule, b.Type)
-	}
-	// Reserved in any case: a receiver that folds case must not take
-	// "Endpoint.disabled" for Herald's own event.
-	if ReservedEventType(b.Type) {
-		return nil, invalid("body.type", store.ReservedEventTypeRule, b.Type)
+	switch {
+	case !store.ValidEventType(b.Type):
+		fe.add(invalid("body.type", store.EventTypeRule, b.Type))
+	case ReservedEventType(b.Type):
+		// Reserved in any case: a receiver that folds case must not
+		// take "Endpoint.disabled" for Herald's own event.
+		fe.add(invalid("body.type", store.ReservedEventTypeRule, b.Type))
 	}
 	data := bytes.TrimSpace(b.Data)
+	var compact []byte
 	if len(data) == 0 || data[0] != '{' {
-		return nil, invalid("body.data", "data must be a JSON object", nil)
-	}
-	compact, err := store.CompactJSON(data)
-	if err != nil {
-		return nil, invalid("body.data", "data must be valid JSON", nil)
+		fe.add(invalid("body.data", "data must be a JSON object", nil))
+	} else if compact, err = store.CompactJSON(data); err != nil {
+		fe.add(invalid("body.data", "data must be valid JSON", nil))
 	}
 	// No dots: the Standard Webhooks signed content is "<id>.<t>.<body>".
-	if b.ID != "" && !store.ValidEventID(b.ID) {
-		return nil, invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID)
+	switch {
+	case b.ID != "" && !store.ValidEventID(b.ID):
+		fe.add(invalid("body.id", "id: 1–128 letters, digits, _ - or : (no dots: the id is part of the signed content \"<id>.<t>.<body>\")", b.ID))
+	case store.HeraldEventID(b.ID):
+		fe.add(invalid("body.id", store.HeraldEventIDRule, b.ID))
 	}
-	if store.HeraldEventID(b.ID) {
-		return nil, invalid("body.id", store.HeraldEventIDRule, b.ID)
+	if b.OccurredAt != nil && !store.ValidOccurredAt(*b.OccurredAt) {
+		fe.add(invalid("body.occurred_at", store.OccurredAtRule, b.OccurredAt.Format(time.RFC3339Nano)))
+	}
+	if fe.any() {
+		return nil, fe.err(b)
 	}
 	now := s.cfg.Now()
 	id := b.ID
@@ -270,9 +278,6 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 	}
 	occurred := now
 	if b.OccurredAt != nil {
-		if !store.ValidOccurredAt(*b.OccurredAt) {
-			return nil, invalid("body.occurred_at", store.OccurredAtRule, b.OccurredAt.Format(time.RFC3339Nano))
-		}
 		occurred = b.OccurredAt.UTC()
 	}
 	// Stored at microsecond precision: the delivered body says the same.

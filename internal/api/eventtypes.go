@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -203,20 +204,27 @@ type NamePath struct {
 
 func (s *Server) createEventType(ctx context.Context, in *struct{ Body CreateEventTypeBody }) (*typeOutput, error) {
 	b := in.Body
-	if !store.ValidEventType(b.Name) {
-		return nil, invalid("body.name", store.EventTypeRule, b.Name)
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
+	switch {
+	case !store.ValidEventType(b.Name):
+		fe.add(invalid("body.name", store.EventTypeRule, b.Name))
+	case ReservedEventType(b.Name):
+		fe.add(invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name))
 	}
-	if ReservedEventType(b.Name) {
-		return nil, invalid("body.name", "event types starting with endpoint., delivery. or herald. (in any case) are reserved for Herald's own events", b.Name)
-	}
-	if b.ResourceID != "" && !catalog.ValidPointer(b.ResourceID) {
-		return nil, invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", b.ResourceID)
+	resourceID := b.ResourceID
+	if resourceID != "" && !catalog.ValidPointer(resourceID) {
+		fe.add(invalid("body.resource_id", "resource_id must be a JSON pointer (RFC 6901) into data, e.g. /file_id", resourceID))
+		resourceID = "" // the version is checked without it
 	}
 	v := withoutNullExample(b.Versions[0])
 	if v.Version != 1 {
-		return nil, invalid("body.versions[0].version", "the first version is 1", v.Version)
+		fe.add(invalid("body.versions[0].version", "the first version is 1", v.Version))
 	}
-	if _, err := checkVersion(v, "body.versions[0]", b.ResourceID); err != nil {
+	_, err := checkVersion(v, "body.versions[0]", resourceID)
+	fe.add(err)
+	if err := fe.err(b); err != nil {
 		return nil, err
 	}
 	// Names are compared exactly everywhere (publish, subscriptions), so
@@ -325,7 +333,10 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 	if in.Body.Description != nil {
 		t.Description = *in.Body.Description
 	}
-	mark := func(vs []int, loc string, dep bool) error {
+	// Every item is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
+	mark := func(vs []int, loc string, dep bool) {
 		for i, v := range vs {
 			found := false
 			for j := range t.Versions {
@@ -334,27 +345,25 @@ func (s *Server) updateEventType(ctx context.Context, in *updateEventTypeInput) 
 				}
 			}
 			if !found {
-				return invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v)
+				fe.add(invalid(loc+"["+itoa(i)+"]", fmt.Sprintf("%s has no version %d", t.Name, v), v))
 			}
 		}
-		return nil
 	}
 	for i, v := range in.Body.Undeprecate {
 		if slices.Contains(in.Body.Deprecate, v) {
-			return nil, invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v)
+			fe.add(invalid("body.undeprecate["+itoa(i)+"]", fmt.Sprintf("version %d is both in deprecate and undeprecate: give it in one of them", v), v))
 		}
 	}
 	if newest, ok := t.Newest(); ok {
 		for i, v := range in.Body.Deprecate {
 			if v == newest.Version {
-				return nil, invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v)
+				fe.add(invalid("body.deprecate["+itoa(i)+"]", fmt.Sprintf("the newest version of %s (%d) cannot be deprecated: publishers send it in data and new subscribers are pinned to it; add a version first", t.Name, v), v))
 			}
 		}
 	}
-	if err := mark(in.Body.Deprecate, "body.deprecate", true); err != nil {
-		return nil, err
-	}
-	if err := mark(in.Body.Undeprecate, "body.undeprecate", false); err != nil {
+	mark(in.Body.Deprecate, "body.deprecate", true)
+	mark(in.Body.Undeprecate, "body.undeprecate", false)
+	if err := fe.err(in.Body); err != nil {
 		return nil, err
 	}
 	if t.Description == before.Description && slices.EqualFunc(t.Versions, before.Versions, func(a, b store.EventTypeVersion) bool { return a.Deprecated == b.Deprecated }) {
@@ -451,6 +460,7 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 		}
 		return nil, nil
 	}
+	var errs []error // every refusal, each at its field (fieldErrors)
 	for i, p := range types {
 		switch {
 		case p == "*", ReservedEventType(p):
@@ -460,7 +470,7 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 			// Permissive mode publishes uncatalogued types, so a pattern
 			// may be for them.
 			if strict && !matchesAny([]string{p}, names) {
-				return nil, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p)
+				errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "pattern "+p+" matches no catalogued event type (GET /v1/event-types)", p))
 			}
 		default:
 			if _, ok := byName[p]; !ok {
@@ -468,10 +478,9 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 				// uncatalogued type is refused only in strict mode.
 				sug := catalog.Suggest(p, names)
 				if len(sug) > 0 {
-					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": did you mean "+strings.Join(sug, " or ")+"?", p)
-				}
-				if strict {
-					return nil, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": not in the event catalog (GET /v1/event-types) and the server runs with --catalog strict", p)
+					errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": did you mean "+strings.Join(sug, " or ")+"?", p))
+				} else if strict {
+					errs = append(errs, invalid("body.event_types["+itoa(i)+"]", "unknown event type "+p+": not in the event catalog (GET /v1/event-types) and the server runs with --catalog strict", p))
 				}
 			}
 		}
@@ -494,16 +503,22 @@ func subscriptions(cat []store.EventType, strict bool, types []string, pins, pre
 		v := pins[name]
 		t, ok := byName[name]
 		if !ok {
-			return nil, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name)
+			errs = append(errs, invalid("body.versions."+name, "unknown event type "+name+": not in the event catalog", name))
+			continue
 		}
 		if !store.MatchEventType(types, name) {
-			return nil, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name)
+			errs = append(errs, invalid("body.versions."+name, "the endpoint does not subscribe to "+name+" (event_types): a pin needs a subscription", name))
+			continue
 		}
 		if _, ok := t.Version(v); !ok {
 			newest, _ := t.Newest()
-			return nil, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v)
+			errs = append(errs, invalid("body.versions."+name, fmt.Sprintf("%s has no version %d (versions 1 to %d)", name, v, newest.Version), v))
+			continue
 		}
 		out[name] = v
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	for _, t := range cat {
 		if _, pinned := out[t.Name]; pinned || !(len(types) == 0 || store.MatchEventType(types, t.Name)) {

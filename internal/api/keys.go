@@ -134,25 +134,32 @@ func (s *Server) registerKeys() {
 
 func (s *Server) createAPIKey(ctx context.Context, in *struct{ Body CreateAPIKeyBody }) (*struct{ Body APIKeyOut }, error) {
 	b := in.Body
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
 	tenant, err := s.tenantFor(ctx, b.Tenant, "body.tenant")
-	if err != nil {
+	if err := fe.add(err); err != nil {
 		return nil, err
 	}
 	switch {
+	case err != nil:
 	case b.Role == store.RoleAdmin && tenant != "":
-		return nil, invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant)
+		fe.add(invalid("body.tenant", "an admin key has no tenant (it acts on every tenant); omit tenant or choose a tenant role", tenant))
 	case b.Role != store.RoleAdmin && tenant == "":
-		return nil, invalid("body.tenant", "role "+b.Role+" needs a tenant", nil)
+		fe.add(invalid("body.tenant", "role "+b.Role+" needs a tenant", nil))
 	case !ValidTenant(tenant) && tenant != "":
-		return nil, invalid("body.tenant", "a tenant is "+store.TenantRule, tenant)
+		fe.add(invalid("body.tenant", "a tenant is "+store.TenantRule, tenant))
 	}
 	now := s.cfg.Now()
 	k := store.APIKey{ID: store.NewID("key"), Kind: store.KeyKindAPIKey, Name: b.Name, Role: b.Role, Tenant: tenant, CreatedAt: now.Truncate(time.Microsecond)}
 	if b.ExpiresAt != nil {
 		if !b.ExpiresAt.After(now) {
-			return nil, invalid("body.expires_at", "expires_at must be in the future", b.ExpiresAt)
+			fe.add(invalid("body.expires_at", "expires_at must be in the future", b.ExpiresAt))
 		}
 		k.ExpiresAt = b.ExpiresAt.UTC().Truncate(time.Microsecond)
+	}
+	if err := fe.err(b); err != nil {
+		return nil, err
 	}
 	secret, err := NewSecretKey(APIKeyPrefix)
 	if err != nil {

@@ -196,17 +196,32 @@ func (s *Server) sourceOut(ctx context.Context, src store.Source) (SourceOut, er
 	return out, nil
 }
 
+// validateSourceConfig refuses every setting of sc that breaks a rule,
+// each located at its setting (sourceConfigRefusal), joined (fieldErrors).
 func validateSourceConfig(sc inbound.SourceConfig) error {
-	if err := sc.Validate(); err != nil {
-		return sourceConfigRefusal(err)
+	var errs []error
+	for _, err := range []error{sc.Validate(), scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets), scheme.CheckHMACAtSave(sc.HMAC)} {
+		for _, e := range joined(err) {
+			errs = append(errs, sourceConfigRefusal(e))
+		}
 	}
-	if err := scheme.CheckSecretsAtSave(sc.Scheme, sc.Secrets); err != nil {
-		return sourceConfigRefusal(err)
+	return errors.Join(errs...)
+}
+
+// joined is the errors err joins (errors.Join, at any depth), or err
+// alone; none for nil.
+func joined(err error) []error {
+	if err == nil {
+		return nil
 	}
-	if err := scheme.CheckHMACAtSave(sc.HMAC); err != nil {
-		return sourceConfigRefusal(err)
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var all []error
+		for _, e := range j.Unwrap() {
+			all = append(all, joined(e)...)
+		}
+		return all
 	}
-	return nil
+	return []error{err}
 }
 
 // sourceConfigRefusal is the 422 of a refused source configuration,
@@ -273,13 +288,15 @@ type sourceOutput struct{ Body SourceOut }
 
 func (s *Server) createSource(ctx context.Context, in *struct{ Body CreateSourceBody }) (*sourceOutput, error) {
 	b := in.Body
+	// Every setting is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members.
+	var fe fieldErrors
 	dest, err := s.checkDestination(b.DestinationURL, "body.destination_url")
-	if err != nil {
-		return nil, err
-	}
+	fe.add(err)
 	sc := inbound.SourceConfig{Scheme: b.Scheme, Secrets: b.Secrets, ToleranceSeconds: b.ToleranceSeconds, Dedupe: b.Dedupe,
 		MaxBodyBytes: b.MaxBodyBytes, HMAC: b.HMAC.config()}
-	if err := validateSourceConfig(sc); err != nil {
+	fe.add(validateSourceConfig(sc))
+	if err := fe.err(b); err != nil {
 		return nil, err
 	}
 	raw, _ := json.Marshal(sc)
@@ -432,13 +449,16 @@ func refuseHMACNulls(raw []byte) error {
 }
 
 func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sourceOutput, error) {
-	if err := refuseNulls(patchBody(ctx), sourceNullRules); err != nil {
-		return nil, err
-	}
-	if err := refuseHMACNulls(patchBody(ctx)); err != nil {
-		return nil, err
-	}
+	// Every field is checked and every refusal listed (fieldErrors), in
+	// the order of the body's members; nulls are refused whatever the
+	// source.
+	var fe fieldErrors
+	fe.add(refuseNulls(patchBody(ctx), sourceNullRules))
+	fe.add(refuseHMACNulls(patchBody(ctx)))
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
+	if err != nil && fe.any() {
+		return nil, fe.err(in.Body)
+	}
 	if u := (*store.UnreadableSourceError)(nil); errors.As(err, &u) {
 		return s.replaceSourceConfig(ctx, in, u)
 	}
@@ -453,8 +473,10 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	if b.Scheme != nil && *b.Scheme != sc.Scheme {
 		// The secrets, dedupe rule and ingest URL belong to one
 		// provider's signing scheme: changing it in place would verify
-		// the next requests with the wrong rules.
-		return nil, invalid("body.scheme", fmt.Sprintf("a source's scheme cannot be changed (this one is %s): create a new source for another scheme", sc.Scheme), *b.Scheme)
+		// the next requests with the wrong rules. (The other fields are
+		// not checked against a scheme the source does not have.)
+		fe.add(invalid("body.scheme", fmt.Sprintf("a source's scheme cannot be changed (this one is %s): create a new source for another scheme", sc.Scheme), *b.Scheme))
+		return nil, fe.err(b)
 	}
 	if b.Secrets != nil {
 		sc.Secrets = *b.Secrets
@@ -465,18 +487,22 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 		// field a PATCH leaves out is.
 		sc.HMAC = b.HMAC.merge(sc.HMAC)
 	}
-	if b.ToleranceSeconds == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
+	// (Only for a scheme configuration that is valid: an invalid one, a
+	// template that does not parse, takes no timestamp away; it is
+	// refused for what it is.)
+	if b.ToleranceSeconds == nil && sc.SchemeConfig().Validate() == nil && !scheme.ReplayWindow(sc.SchemeConfig()) {
 		if sc.ToleranceSeconds != 0 && scheme.ReplayWindow(was.SchemeConfig()) {
 			// The PATCH takes away the signed timestamp (hmac's
 			// timestamp_header) of a source with a tolerance it leaves
 			// out: never dropped silently.
-			return nil, invalid("body.hmac.timestamp_header", fmt.Sprintf("without hmac.timestamp_header the source signs no timestamp and has no replay window, but its tolerance_seconds is %d: send \"tolerance_seconds\":0 with it to drop the tolerance too, or keep the timestamp header", sc.ToleranceSeconds), nil)
+			fe.add(invalid("body.hmac.timestamp_header", fmt.Sprintf("without hmac.timestamp_header the source signs no timestamp and has no replay window, but its tolerance_seconds is %d: send \"tolerance_seconds\":0 with it to drop the tolerance too, or keep the timestamp header", sc.ToleranceSeconds), nil))
 		}
 		// A tolerance stored before such a source was refused one: it
-		// never applied.
+		// never applied. (Refused above, it is not refused again at
+		// tolerance_seconds, which the PATCH leaves out.)
 		sc.ToleranceSeconds = 0
 	}
-	p, err := s.sourceUpdate(in.ID, b, sc)
+	p, err := s.sourceUpdate(in.ID, b, sc, &fe)
 	if err != nil {
 		return nil, err
 	}
@@ -560,20 +586,16 @@ func (b UpdateSourceBody) applySettings(sc *inbound.SourceConfig) {
 // sourceUpdate is the store's update of source id by b with the
 // configuration sc once validated (422 naming the rule), stored as its
 // JSON: its name, and its destination once checked (422 naming the rule).
-func (s *Server) sourceUpdate(id string, b UpdateSourceBody, sc inbound.SourceConfig) (store.UpdateSourceParams, error) {
-	if err := validateSourceConfig(sc); err != nil {
-		return store.UpdateSourceParams{}, err
-	}
+func (s *Server) sourceUpdate(id string, b UpdateSourceBody, sc inbound.SourceConfig, fe *fieldErrors) (store.UpdateSourceParams, error) {
+	fe.add(validateSourceConfig(sc))
 	raw, _ := json.Marshal(sc)
 	p := store.UpdateSourceParams{ID: id, Name: b.Name, Config: &raw, Now: s.cfg.Now()}
 	if b.DestinationURL != nil {
 		dest, err := s.checkDestination(*b.DestinationURL, "body.destination_url")
-		if err != nil {
-			return p, err
-		}
+		fe.add(err)
 		p.DestinationURL = &dest
 	}
-	return p, nil
+	return p, fe.err(b)
 }
 
 // replaceSourceConfig answers a PATCH of source in.ID, whose sealed
@@ -602,7 +624,8 @@ func (s *Server) replaceSourceConfig(ctx context.Context, in *updateSourceInput,
 		sc.HMAC = b.HMAC.merge(nil) // none of the old settings can be read
 	}
 	b.applySettings(&sc)
-	p, err := s.sourceUpdate(in.ID, b, sc)
+	var fe fieldErrors
+	p, err := s.sourceUpdate(in.ID, b, sc, &fe)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"duplicate member", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","tenant":"other"}`, nil, 400, "appears twice"},
 		{"invalid utf-8", "POST", "/v1/events", "{\"tenant\":\"acme\",\"type\":\"a.b\",\"data\":{\"k\":\"\xff\xfe\"}}", nil, 400, "UTF-8"},
 		{"byte-order mark", "POST", "/v1/events", "\xef\xbb\xbf{}", nil, 400, "byte-order mark"},
-		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 400, "number 1e400 is out of range"},
+		{"number out of range", "POST", "/v1/events", `{"tenant":"acme","type":"a.b","data":{"n":1e400}}`, nil, 422, "body.data.n: number 1e400 is out of range"},
 		{"header DEL", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-U":"a\u007fb"}}`, nil, 422, "control characters"},
 		{"header case duplicate", "POST", "/v1/endpoints", `{"tenant":"acme","url":"https://example.com/","headers":{"X-A":"1","x-a":"2"}}`, nil, 422, "case-insensitive"},
 		// [unreadable] is what the API shows for a value that does not

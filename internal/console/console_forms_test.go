@@ -202,3 +202,22 @@ func TestSignInWithAPastedPortalLink(t *testing.T) {
 		t.Fatal("portalToken changed a key, or found a token in a link without one")
 	}
 }
+
+// TestFormShowsEveryRefusal: a form whose fields break several of the
+// API's rules shows every refusal the API lists, each named by the
+// form's label, not only the first.
+func TestFormShowsEveryRefusal(t *testing.T) {
+	f := newFixture(t)
+	b, token := adminBrowser(t, f)
+	w := b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"},
+		"event_types": {"bad type!"}, "headers": {"Bad Name: x\nHost: evil"}})
+	body := w.Body.String()
+	if w.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("%d, want 422:\n%s", w.Code, body)
+	}
+	for _, want := range []string{"Event types (item 1): must be", "Headers (Bad Name): header name must be", "Headers (Host): header is set by Herald"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refused form does not say %q:\n%s", want, body)
+		}
+	}
+}

@@ -101,35 +101,41 @@ func (c SourceConfig) Limit() int64 {
 	return DefaultMaxBodyBytes
 }
 
-// Validate checks the configuration; errors name the rule.
+// Validate checks the configuration; errors name the rule. Each setting
+// is checked and every refusal returned, joined (errors.Join) in the
+// order of the settings: the scheme's configuration (its first refusal, a
+// *scheme.ConfigError), then *FieldError's for tolerance_seconds,
+// max_body_bytes and dedupe, so that the API lists them all at once.
 func (c SourceConfig) Validate() error {
-	if err := c.SchemeConfig().Validate(); err != nil {
-		return err
+	var errs []error
+	schemeErr := c.SchemeConfig().Validate()
+	if schemeErr != nil {
+		errs = append(errs, schemeErr)
 	}
 	if c.ToleranceSeconds < 0 || c.ToleranceSeconds > MaxToleranceSeconds {
-		return &FieldError{Field: "tolerance_seconds", Value: c.ToleranceSeconds, Err: errors.New(ToleranceRule)}
-	}
-	if c.ToleranceSeconds != 0 && !scheme.ReplayWindow(c.SchemeConfig()) {
-		// It would be stored, shown and never applied.
+		errs = append(errs, &FieldError{Field: "tolerance_seconds", Value: c.ToleranceSeconds, Err: errors.New(ToleranceRule)})
+	} else if c.ToleranceSeconds != 0 && schemeErr == nil && !scheme.ReplayWindow(c.SchemeConfig()) {
+		// It would be stored, shown and never applied. (Told only for a
+		// scheme configuration that is valid: an invalid one signs
+		// nothing yet.)
 		name := c.Scheme
 		if c.Scheme == scheme.HMAC {
 			name += " without hmac.timestamp_header"
 		}
-		return &FieldError{Field: "tolerance_seconds", Err: fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)}
+		errs = append(errs, &FieldError{Field: "tolerance_seconds", Err: fmt.Errorf("tolerance_seconds %d: scheme %s signs no timestamp, so it has no replay window to set; leave tolerance_seconds 0", c.ToleranceSeconds, name)})
 	}
 	if c.MaxBodyBytes != 0 && (c.MaxBodyBytes < MinMaxBodyBytes || c.MaxBodyBytes > MaxMaxBodyBytes) {
-		return &FieldError{Field: "max_body_bytes", Value: c.MaxBodyBytes, Err: errors.New(MaxBodyBytesRule)}
+		errs = append(errs, &FieldError{Field: "max_body_bytes", Value: c.MaxBodyBytes, Err: errors.New(MaxBodyBytesRule)})
 	}
 	if c.Dedupe != "" {
 		if err := scheme.ValidateDedupeRule(c.Dedupe); err != nil {
-			return &FieldError{Field: "dedupe", Err: fmt.Errorf(`%w; an empty rule is the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac)`, err)}
-		}
-		if strings.HasPrefix(c.Dedupe, "header:") && bodyDedupe(c) {
+			errs = append(errs, &FieldError{Field: "dedupe", Err: fmt.Errorf(`%w; an empty rule is the scheme's own (its event id; the SHA-256 of the body for github, shopify and hmac)`, err)})
+		} else if strings.HasPrefix(c.Dedupe, "header:") && schemeErr == nil && bodyDedupe(c) {
 			// It would be accepted and never used: see bodyDedupe.
-			return &FieldError{Field: "dedupe", Err: fmt.Errorf("dedupe %q: scheme %s signs no timestamp, so its requests are deduped on the signed body and a header (which no signature covers) is never used; leave dedupe empty or use a json: rule", c.Dedupe, c.Scheme)}
+			errs = append(errs, &FieldError{Field: "dedupe", Err: fmt.Errorf("dedupe %q: scheme %s signs no timestamp, so its requests are deduped on the signed body and a header (which no signature covers) is never used; leave dedupe empty or use a json: rule", c.Dedupe, c.Scheme)})
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // FieldError is an error of SourceConfig.Validate about one setting,

@@ -242,9 +242,11 @@ func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Rule: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks the configuration and returns nil or a *[ConfigError]
-// (wrapping [ErrInvalidConfig]) naming the first rule broken, in this
-// order:
+// Validate checks the configuration and returns nil, a *[ConfigError]
+// (wrapping [ErrInvalidConfig]) naming the rule broken, or, when several
+// are, errors.Join of a *[ConfigError] per rule broken (an unknown scheme
+// alone: the other rules depend on it; a template's rules on the
+// timestamp only once timestamp_header is valid), in this order:
 //
 //	scheme: unknown scheme "x" (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)
 //	secrets: at least one secret is required
@@ -283,34 +285,66 @@ func (c Config) check() (*hmacSpec, error) {
 	if !knownScheme(c.Scheme) {
 		return nil, configErr("scheme", "unknown scheme %q (want herald, standard-webhooks, stripe, github, shopify, slack or hmac)", c.Scheme)
 	}
+	// Every setting is checked (the scheme above first: the others'
+	// rules depend on it) and every refusal returned (joinConfig).
+	var errs []error
 	switch {
 	case len(c.Secrets) == 0:
-		return nil, configErr("secrets", "at least one secret is required")
+		errs = append(errs, configErr("secrets", "at least one secret is required"))
 	case len(c.Secrets) > MaxSecrets:
-		return nil, configErr("secrets", "more than %d secrets", MaxSecrets)
+		errs = append(errs, configErr("secrets", "more than %d secrets", MaxSecrets))
 	}
 	for i, s := range c.Secrets {
 		if s == "" {
-			return nil, configErr(fmt.Sprintf("secrets[%d]", i), "empty")
+			errs = append(errs, configErr(fmt.Sprintf("secrets[%d]", i), "empty"))
+			continue
 		}
 		if c.Scheme == StandardWebhooks {
 			if err := webhook.ValidateSecret(s); err != nil {
-				return nil, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i), Rule: "not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)", Err: err}
+				errs = append(errs, &ConfigError{Field: fmt.Sprintf("secrets[%d]", i), Rule: "not a Standard Webhooks secret (standard base64, optionally prefixed whsec_)", Err: err})
 			}
 		}
 	}
 	if c.Tolerance < 0 || (c.Tolerance > 0 && c.Tolerance < time.Second) {
-		return nil, configErr("tolerance", "must be 0 (default 300s) or at least 1s")
+		errs = append(errs, configErr("tolerance", "must be 0 (default 300s) or at least 1s"))
 	}
+	var spec *hmacSpec
 	switch {
 	case c.Scheme == HMAC && c.HMAC == nil:
-		return nil, configErr("hmac", "required for scheme hmac")
+		errs = append(errs, configErr("hmac", "required for scheme hmac"))
 	case c.Scheme != HMAC && c.HMAC != nil:
-		return nil, configErr("hmac", "only allowed with scheme hmac")
+		errs = append(errs, configErr("hmac", "only allowed with scheme hmac"))
 	case c.HMAC != nil:
-		return c.HMAC.compile()
+		var err error
+		if spec, err = c.HMAC.compile(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil, nil
+	if err := joinConfig(errs); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// joinConfig is nil for no refusal, the refusal itself for one (a
+// *ConfigError), and errors.Join of several, flattened (each a
+// *ConfigError, in order: the API lists them all, each at its setting).
+func joinConfig(errs []error) error {
+	var flat []error
+	for _, err := range errs {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			flat = append(flat, j.Unwrap()...)
+		} else {
+			flat = append(flat, err)
+		}
+	}
+	switch len(flat) {
+	case 0:
+		return nil
+	case 1:
+		return flat[0]
+	}
+	return errors.Join(flat...)
 }
 
 func knownScheme(s string) bool {
@@ -348,11 +382,15 @@ type hmacSpec struct {
 // compile validates h and returns its normalised form.
 func (h *HMACConfig) compile() (*hmacSpec, error) {
 	s := &hmacSpec{algorithm: h.Algorithm, prefix: h.Prefix}
+	// Every member is checked and every refusal returned (joinConfig);
+	// the template's rules on the timestamp use timestamp_header only
+	// when it is valid.
+	var errs []error
 	switch {
 	case h.Header == "":
-		return nil, configErr("hmac.header", "required")
+		errs = append(errs, configErr("hmac.header", "required"))
 	case !validHeaderName(h.Header):
-		return nil, configErr("hmac.header", "not a valid header name")
+		errs = append(errs, configErr("hmac.header", "not a valid header name"))
 	}
 	s.header = canonicalHeader(h.Header)
 	switch h.Algorithm {
@@ -360,30 +398,27 @@ func (h *HMACConfig) compile() (*hmacSpec, error) {
 		s.algorithm = "sha256"
 	case "sha256", "sha1", "sha512":
 	default:
-		return nil, configErr("hmac.algorithm", "unknown algorithm %q (want sha256, sha1 or sha512)", h.Algorithm)
+		errs = append(errs, configErr("hmac.algorithm", "unknown algorithm %q (want sha256, sha1 or sha512)", h.Algorithm))
 	}
 	switch h.Encoding {
 	case "", "hex":
 	case "base64":
 		s.base64 = true
 	default:
-		return nil, configErr("hmac.encoding", "unknown encoding %q (want hex or base64)", h.Encoding)
+		errs = append(errs, configErr("hmac.encoding", "unknown encoding %q (want hex or base64)", h.Encoding))
 	}
 	if len(h.Prefix) > maxPrefixLen {
-		return nil, configErr("hmac.prefix", "longer than %d bytes", maxPrefixLen)
-	}
-	for i := 0; i < len(h.Prefix); i++ {
-		if c := h.Prefix[i]; c < 0x20 || c == 0x7f {
-			return nil, configErr("hmac.prefix", "contains a control character")
-		}
+		errs = append(errs, configErr("hmac.prefix", "longer than %d bytes", maxPrefixLen))
+	} else if strings.ContainsFunc(h.Prefix, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		errs = append(errs, configErr("hmac.prefix", "contains a control character"))
 	}
 	if h.TimestampHeader != "" {
 		if !validHeaderName(h.TimestampHeader) {
-			return nil, configErr("hmac.timestamp_header", "not a valid header name")
-		}
-		s.tsHeader = canonicalHeader(h.TimestampHeader)
-		if s.tsHeader == s.header {
-			return nil, configErr("hmac.timestamp_header", "must differ from hmac.header")
+			errs = append(errs, configErr("hmac.timestamp_header", "not a valid header name"))
+		} else if ts := canonicalHeader(h.TimestampHeader); ts == s.header {
+			errs = append(errs, configErr("hmac.timestamp_header", "must differ from hmac.header"))
+		} else {
+			s.tsHeader = ts
 		}
 	}
 	tmpl := h.Template
@@ -392,7 +427,8 @@ func (h *HMACConfig) compile() (*hmacSpec, error) {
 	}
 	parts, err := parseTemplate(tmpl)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
+		return nil, joinConfig(errs)
 	}
 	var haveBody, haveTS, signsTS bool
 	for _, p := range parts {
@@ -409,11 +445,14 @@ func (h *HMACConfig) compile() (*hmacSpec, error) {
 	}
 	switch {
 	case !haveBody:
-		return nil, configErr("hmac.template", "must contain {body}")
-	case haveTS && s.tsHeader == "":
-		return nil, configErr("hmac.template", "{timestamp} needs hmac.timestamp_header")
+		errs = append(errs, configErr("hmac.template", "must contain {body}"))
+	case haveTS && s.tsHeader == "" && h.TimestampHeader == "":
+		errs = append(errs, configErr("hmac.template", "{timestamp} needs hmac.timestamp_header"))
 	case s.tsHeader != "" && !signsTS:
-		return nil, configErr("hmac.template", "must sign the timestamp ({timestamp}) when hmac.timestamp_header is set")
+		errs = append(errs, configErr("hmac.template", "must sign the timestamp ({timestamp}) when hmac.timestamp_header is set"))
+	}
+	if err := joinConfig(errs); err != nil {
+		return nil, err
 	}
 	s.parts = parts
 	return s, nil

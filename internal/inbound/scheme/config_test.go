@@ -272,3 +272,37 @@ func TestHMACFormatCharacterRefusedAtSaveLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateListsEveryRefusal: a configuration breaking several rules
+// returns every refusal (errors.Join of *ConfigError's, in the order of
+// the settings), not the first, so the API can list them all; one broken
+// rule is still the *ConfigError itself (TestValidateErrors).
+func TestValidateListsEveryRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want []string
+	}{
+		{Config{Scheme: HMAC, Secrets: []string{"s", ""}, HMAC: &HMACConfig{Header: "X Sig", Prefix: "a\x01", Template: "{body}{nope}"}},
+			[]string{"secrets[1]", "hmac.header", "hmac.prefix", "hmac.template"}},
+		{Config{Scheme: HMAC, Secrets: []string{"s"}, HMAC: &HMACConfig{Header: "X-Sig", TimestampHeader: "X Ts", Template: "{timestamp}"}},
+			[]string{"hmac.timestamp_header", "hmac.template"}},
+	} {
+		err := tc.c.Validate()
+		var got []string
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				var ce *ConfigError
+				if !errors.As(e, &ce) {
+					t.Fatalf("%v is no ConfigError", e)
+				}
+				got = append(got, ce.Field)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%+v: refusals at %q (%v); want %q", tc.c, got, err, tc.want)
+		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%v does not wrap ErrInvalidConfig", err)
+		}
+	}
+}

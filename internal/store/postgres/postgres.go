@@ -298,8 +298,47 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 			return nil
 		}
 	}
-	_, err = prov.Up(ctx)
-	return err
+	return upWaitingForLocks(ctx, prov, migrationLockRetry, nil)
+}
+
+// migrationLockRetry is how long a migration that gave up waiting for a
+// lock is left before it runs again (upWaitingForLocks), for up to
+// migrationLockWait.
+const (
+	migrationLockRetry = 5 * time.Second
+	migrationLockWait  = 5 * time.Minute
+)
+
+// upWaitingForLocks applies prov's pending migrations. A migration that
+// needs a lock which blocks other sessions (ALTER TABLE) sets a short
+// lock_timeout of its own (SET LOCAL), so that waiting behind a long
+// transaction (a pg_dump, a report) it does not make every statement on
+// the table, of every node, queue behind it; it then fails with
+// lock_not_available (55P03), is rolled back, and is run again every
+// retry, for up to migrationLockWait. onRetry, when set (tests), is told of
+// each such failure.
+func upWaitingForLocks(ctx context.Context, prov *goose.Provider, retry time.Duration, onRetry func(error)) error {
+	deadline := time.Now().Add(migrationLockWait)
+	for {
+		_, err := prov.Up(ctx)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" || time.Now().After(deadline) {
+			if err != nil && pgErr != nil && pgErr.Code == "55P03" {
+				return fmt.Errorf("a migration waited %v for a lock a long transaction holds (a pg_dump, a report: see pg_stat_activity); start the node again once it has ended: %w", migrationLockWait, err)
+			}
+			return err
+		}
+		if onRetry != nil {
+			onRetry(err)
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // Pool returns the connection pool (for health metrics and tests).

@@ -1,3 +1,4 @@
+-- +goose NO TRANSACTION
 -- +goose Up
 -- deliveries_state_updated (state, updated_at) held every delivery, and no
 -- update of a delivery is HOT (a claim changes the lease columns, in the
@@ -12,16 +13,23 @@
 -- rows are found through deliveries_due and deliveries_leased. A pending
 -- row is now in none of them.
 --
--- Building the three indexes reads the whole table and blocks writes to
--- deliveries meanwhile: 0.6 s for a million deliveries on a two-core
--- machine (docs/production.md, "Upgrades").
-DROP INDEX deliveries_state_updated;
-CREATE INDEX deliveries_succeeded ON deliveries (updated_at) WHERE state = 'succeeded';
-CREATE INDEX deliveries_dead ON deliveries (updated_at) WHERE state = 'dead';
-CREATE INDEX deliveries_paused ON deliveries (updated_at) WHERE state = 'paused';
+-- CONCURRENTLY, outside a transaction: a plain CREATE or DROP INDEX locks
+-- deliveries against writes (a DROP against reads too) and, waiting behind
+-- a long transaction (a pg_dump, a report), makes every statement on
+-- deliveries of every node queue behind it. CONCURRENTLY waits for such
+-- transactions without blocking anyone. The new indexes come first, so
+-- every reader has one at every moment; each is dropped before it is
+-- built, so a run cut short (an index left invalid) is simply run again.
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_succeeded;
+CREATE INDEX CONCURRENTLY deliveries_succeeded ON deliveries (updated_at) WHERE state = 'succeeded';
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_dead;
+CREATE INDEX CONCURRENTLY deliveries_dead ON deliveries (updated_at) WHERE state = 'dead';
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_paused;
+CREATE INDEX CONCURRENTLY deliveries_paused ON deliveries (updated_at) WHERE state = 'paused';
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_state_updated;
 
 -- +goose Down
-DROP INDEX deliveries_paused;
-DROP INDEX deliveries_dead;
-DROP INDEX deliveries_succeeded;
-CREATE INDEX deliveries_state_updated ON deliveries (state, updated_at);
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_state_updated ON deliveries (state, updated_at);
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_paused;
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_dead;
+DROP INDEX CONCURRENTLY IF EXISTS deliveries_succeeded;

@@ -233,6 +233,9 @@ type endpointState struct {
 	pullRest    pullRest      // what the last pull-in left of its schedule
 	tenant      string        // the tenant and host its attempts in flight count for
 	host        string
+	// seen is the newest UpdatedAt of the endpoint its claims brought
+	// (admitLocked: a resume closes the circuit).
+	seen time.Time
 }
 
 // avgWeight is the weight of the newest duration in the moving averages
@@ -400,10 +403,16 @@ type pullRest struct {
 type admitKey struct {
 	endpoint, tenant, url string
 	rate                  int // the endpoint's rate limit per second (0 = none)
+	// updated and newStreak are the claimed endpoint's UpdatedAt and
+	// whether the store has no failure streak for it (FailingSince zero):
+	// see admitLocked's reset of the circuit.
+	updated   time.Time
+	newStreak bool
 }
 
 func keyOf(c store.Claim) admitKey {
-	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond}
+	return admitKey{endpoint: c.Endpoint.ID, tenant: c.Delivery.Tenant, url: c.Endpoint.URL, rate: c.Endpoint.RateLimitPerSecond,
+		updated: c.Endpoint.UpdatedAt, newStreak: c.Endpoint.FailingSince.IsZero()}
 }
 
 // hostOf is the host (with port, if any) an endpoint URL sends to.
@@ -737,6 +746,19 @@ func (s *scheduler) admitLocked(k admitKey, now time.Time) (ok bool, retryAt tim
 			delete(s.ended, endpointID)
 		}
 		s.eps[endpointID] = e
+	}
+	if k.updated.After(e.seen) {
+		if k.newStreak && (e.failures > 0 || !e.openUntil.IsZero()) {
+			// The endpoint changed since this node last saw it, and the
+			// store ended its failure streak: an operator resumed or
+			// enabled it (or gave it a new URL). The breaker starts
+			// afresh too, on every node (each learns it from its next
+			// claim): the deliveries a resume released are due now, and
+			// an open circuit would defer them to its cooldown's end. A
+			// probe in flight is one no longer, as after a success.
+			e.failures, e.openUntil, e.probing = 0, time.Time{}, false
+		}
+		e.seen = k.updated
 	}
 	if e.inflight == 0 {
 		// Attempts in flight count for the tenant and host they were

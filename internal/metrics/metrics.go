@@ -39,6 +39,8 @@ type Metrics struct {
 	poisoned         prometheus.Counter
 	operationalEvent *prometheus.CounterVec
 	opSuppressed     *prometheus.CounterVec
+	retentionPurged  prometheus.Counter
+	retentionBehind  prometheus.Gauge
 	inbound          *prometheus.CounterVec
 	authFailures     *prometheus.CounterVec
 	clusterNodes     prometheus.Gauge
@@ -90,6 +92,12 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	m.opSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_operational_events_suppressed_total", Help: "Operational events held back by the per-tenant rate limit, by type.",
 	}, []string{"type"})
+	m.retentionPurged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "herald_retention_purged_rows_total", Help: "Rows of old history (succeeded deliveries, dead letters, events, endpoint stats rollups) deleted by this node's retention rounds; attempts deleted with their deliveries not counted.",
+	})
+	m.retentionBehind = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "herald_retention_behind", Help: "1 when this node's last retention round stopped at its time budget with old history left to delete (the next round carries on), 0 when it deleted all there was.",
+	})
 	m.inbound = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "herald_inbound_requests_total", Help: "Inbound gateway requests by result (accepted, duplicate, unauthorized, too_large, unsupported_encoding, unknown_source, challenge, bad_request, error, unreadable: the source's sealed configuration does not open on this node, answered 503).",
 	}, []string{"result"})
@@ -126,7 +134,7 @@ func New(stats func(ctx context.Context) (store.Stats, error)) *Metrics {
 	}
 	m.inbound.WithLabelValues("unreadable") // HeraldSourceValuesDoNotOpen
 	m.reg.MustRegister(m.clusterNodes, m.unreadable, m.eventsPublished, m.attempts, m.deliveries, m.attemptDuration, m.deferred, m.pulledIn, m.circuitsOpened,
-		m.leasesRescued, m.poisoned, m.operationalEvent, m.opSuppressed, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
+		m.leasesRescued, m.poisoned, m.operationalEvent, m.opSuppressed, m.retentionPurged, m.retentionBehind, m.inbound, m.authFailures, m.firstAttempt, m.inFlight, m.ready, m.tlsCert,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if stats != nil {
 		m.state = &stateCollector{stats: stats, now: time.Now}
@@ -477,6 +485,25 @@ func (m *Metrics) OperationalEvent(typ string) {
 func (m *Metrics) OperationalEventSuppressed(typ string) {
 	if m != nil {
 		m.opSuppressed.WithLabelValues(typ).Inc()
+	}
+}
+
+// RetentionPurged counts n rows deleted by retention.
+func (m *Metrics) RetentionPurged(n int) {
+	if m != nil && n > 0 {
+		m.retentionPurged.Add(float64(n))
+	}
+}
+
+// RetentionBehind records whether the last retention round stopped at its
+// time budget with old history left.
+func (m *Metrics) RetentionBehind(behind bool) {
+	if m != nil {
+		v := 0.0
+		if behind {
+			v = 1
+		}
+		m.retentionBehind.Set(v)
 	}
 }
 

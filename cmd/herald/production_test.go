@@ -1143,3 +1143,47 @@ func TestMigrateStatusJSONRefusesNewerSchema(t *testing.T) {
 		})
 	})
 }
+
+// TestWrongKeyAfterRekeyNamesTheLastKey: after herald rekey --new-key NEW,
+// a node started with only the OLD key is refused with advice that fits a
+// rekeyed database: the key it was last sealed with (the first key, or the
+// --new-key of the last rekey). It said "set it to the key the first node
+// started with" (PostgreSQL) and "to the original key" (SQLite): after a
+// rekey, the retired key, exactly the wrong one. On both stores.
+func TestWrongKeyAfterRekeyNamesTheLastKey(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	check := func(t *testing.T, db string) {
+		oldKey, nk := newTestKey(), newTestKey()
+		start := func(key string) error {
+			m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err == nil {
+				m.Close()
+			}
+			return err
+		}
+		if err := start(oldKey); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("HERALD_ENCRYPTION_KEY", oldKey)
+		if out, _, err := execHerald(t, "", "rekey", "--db", db, "--new-key", nk); err != nil {
+			t.Fatalf("rekey: %q, %v", out, err)
+		}
+		if err := start(nk); err != nil {
+			t.Fatalf("start with the new key: %v", err)
+		}
+		err := start(oldKey)
+		if !errors.Is(err, store.ErrWrongKey) {
+			t.Fatalf("start with the retired key only: %v, want ErrWrongKey", err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "first node started with") || strings.Contains(msg, "original key") || !strings.Contains(msg, "--new-key of the last herald rekey") {
+			t.Errorf("refusal %q: after a rekey the right key is the last rekey's --new-key, not the first one", msg)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		check(t, "sqlite:"+filepath.Join(t.TempDir(), "herald.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		check(t, newTestPostgresDB(t, "herald_rekeymsg_"))
+	})
+}

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/herald-webhooks/herald/internal/app"
 )
 
 // TestDeletesSaySo: `herald sources delete` and `herald endpoints delete`
@@ -54,5 +61,48 @@ func TestHTMLAnswerNamesTheConsoleURL(t *testing.T) {
 	_, _, err := execHerald(t, "", "sources", "list", "--server", srv.URL, "--api-key", "k")
 	if err == nil || !strings.Contains(err.Error(), "HTML page") {
 		t.Errorf("HTML 200: err %v; want an error saying the answer is an HTML page", err)
+	}
+}
+
+// TestEventTenantHintNamesTheFlag: `herald events get` and `herald events
+// deliveries` with an admin key and a producer-chosen id, without
+// --tenant, are told to add --tenant <tenant>: the API's hint "add
+// ?tenant=<tenant>" is for HTTP clients, and a CLI user has no query
+// string to add it to. An HTTP client still gets the API's own hint.
+func TestEventTenantHintNamesTheFlag(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	const key = "test-admin-key-0123456789abcdefghijkl"
+	m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(t.TempDir(), "herald.db"), APIKey: key, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	server := "http://" + m.Addr()
+	if _, _, err := execHerald(t, "", "events", "publish", "--server", server, "--api-key", key, "--tenant", "acme", "--type", "order.placed", "--id", "inv-1", "--data", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"events", "get", "inv-1"}, {"events", "deliveries", "inv-1"}} {
+		_, errOut, err := execHerald(t, "", append(args, "--server", server, "--api-key", key)...)
+		if err == nil || !strings.Contains(errOut, "add --tenant <tenant>") || strings.Contains(errOut, "?tenant=") {
+			t.Errorf("herald %s without --tenant: %v, stderr %q; want the hint to add --tenant <tenant>", strings.Join(args, " "), err, errOut)
+		}
+		if out, _, err := execHerald(t, "", append(args, "--server", server, "--api-key", key, "--tenant", "acme")...); err != nil || !strings.Contains(out, "inv-1") && args[1] == "get" {
+			t.Errorf("herald %s --tenant acme: %q, %v", strings.Join(args, " "), out, err)
+		}
+	}
+	req, _ := http.NewRequest("GET", server+"/v1/events/inv-1", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "?tenant=") {
+		t.Errorf("GET /v1/events/inv-1 without a tenant: %d %s; want 404 with the API's ?tenant= hint", resp.StatusCode, body)
 	}
 }

@@ -144,7 +144,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
+		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data, cliHints(cmd))
 		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, terminalText(resp.Status, false))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -225,7 +225,10 @@ func jsonText(v any) ([]byte, error) {
 // piece of the answer is printed through terminalText, so that control
 // characters, ANSI escape sequences and bidi controls in it are shown
 // escaped instead of acting on the terminal.
-func printAPIProblem(w io.Writer, status int, data []byte) {
+//
+// hints rewrites the detail and each error's message (nil: as they are):
+// the API's hints speak to HTTP clients (cliHints).
+func printAPIProblem(w io.Writer, status int, data []byte, hints func(string) string) {
 	var p struct {
 		Status int    `json:"status"`
 		Title  string `json:"title"`
@@ -254,6 +257,12 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
+	if hints != nil {
+		p.Detail = hints(p.Detail)
+		for i := range p.Errors {
+			p.Errors[i].Message = hints(p.Errors[i].Message)
+		}
+	}
 	fmt.Fprintf(w, "%d %s", p.Status, terminalText(p.Title, false))
 	if p.Detail != "" {
 		fmt.Fprintf(w, ": %s", terminalText(p.Detail, false))
@@ -272,6 +281,30 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// httpHints are hints of the API's answers that name a query parameter,
+// with the flag of the CLI that sets it.
+var httpHints = []struct{ query, flag, cli string }{
+	// GET /v1/events/{id} and …/deliveries for a producer-chosen id
+	// without a tenant (herald events get / deliveries --tenant).
+	{"add ?tenant=<tenant>", "tenant", "add --tenant <tenant>"},
+}
+
+// cliHints returns the rewriting of an API answer's hints for HTTP clients
+// into the flags of cmd, for the hints whose flag cmd has: a CLI user told
+// to "add ?tenant=<tenant>" has no query string to add it to.
+func cliHints(cmd *cobra.Command) func(string) string {
+	var pairs []string
+	for _, h := range httpHints {
+		if cmd.Flags().Lookup(h.flag) != nil {
+			pairs = append(pairs, h.query, h.cli)
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return strings.NewReplacer(pairs...).Replace
 }
 
 // apiPath is prefix + "/" + the escaped id (+ suffix).

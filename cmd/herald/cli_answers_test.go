@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/herald-webhooks/herald/internal/app"
@@ -104,5 +106,35 @@ func TestEventTenantHintNamesTheFlag(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "?tenant=") {
 		t.Errorf("GET /v1/events/inv-1 without a tenant: %d %s; want 404 with the API's ?tenant= hint", resp.StatusCode, body)
+	}
+}
+
+// TestDLQReplayWindowNamesBothEnds: herald dlq replay with --since 10m
+// --until 20m (until before since: durations are that long ago) is refused
+// before any request, naming both flags with the values given and the
+// times they name; the API's refusal showed only until's value. A window
+// in the right order is sent.
+func TestDLQReplayWindowNamesBothEnds(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"replayed":0}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, _, err := execHerald(t, "", "dlq", "replay", "ep_1", "--since", "10m", "--until", "20m", "--server", srv.URL, "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "--since 10m (") || !strings.Contains(err.Error(), "--until 20m (") {
+		t.Errorf("dlq replay --since 10m --until 20m: %v; want a refusal naming both values", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("a refused window sent %d requests", n)
+	}
+	since, until := "2026-01-31T10:00:00Z", "2026-01-31T09:00:00Z"
+	_, _, err = execHerald(t, "", "dlq", "replay", "ep_1", "--since", since, "--until", until, "--server", srv.URL, "--api-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "--since "+since) || !strings.Contains(err.Error(), "--until "+until) {
+		t.Errorf("dlq replay --since %s --until %s: %v; want a refusal naming both values", since, until, err)
+	}
+	if _, _, err := execHerald(t, "", "dlq", "replay", "ep_1", "--since", "20m", "--until", "10m", "--server", srv.URL, "--api-key", "k"); err != nil || requests.Load() != 1 {
+		t.Errorf("dlq replay --since 20m --until 10m: %v, %d requests; want it sent", err, requests.Load())
 	}
 }

@@ -632,6 +632,11 @@ the same deliveries. The answer is {"replayed":N}.
 			if len(args) == 0 {
 				return errors.New("give ENDPOINT_ID (replay its dead letters) or --delivery DLV_ID (replay one)")
 			}
+			if replaySince.s != "" && replayUntil.s != "" && !replayUntil.t.After(replaySince.t) {
+				// The API would refuse it too; a duration means that long
+				// ago, so the larger one is the earlier time.
+				return fmt.Errorf("--until %s is not after --since %s: --until must be the later time (a duration is that long ago: --since 20m --until 10m replays what died between 20 and 10 minutes ago)", replayUntil.describe(), replaySince.describe())
+			}
 			b := map[string]string{"state": "dead"}
 			if replaySince.s != "" {
 				b["since"] = replaySince.s
@@ -884,24 +889,39 @@ func (p *pageOpts) query(kv ...string) (string, error) {
 // sinceValue is a pflag.Value for --since: an RFC 3339 time, sent as given,
 // or a duration ago (a Go duration such as 90m, or whole days such as 2d),
 // sent as the RFC 3339 UTC time it names when the flag is parsed.
-type sinceValue struct{ s string }
+type sinceValue struct {
+	s     string
+	given string    // as the flag gave it ("10m", or the time)
+	t     time.Time // the time s names
+}
 
 func (v *sinceValue) Set(s string) error {
 	s = strings.TrimSpace(s)
+	v.given = s
 	if s == "" {
-		v.s = ""
+		v.s, v.t = "", time.Time{}
 		return nil
 	}
-	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		v.s = s
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		v.s, v.t = s, t
 		return nil
 	}
 	var ago time.Duration
 	if err := newDaysValue(&ago, 0).Set(s); err != nil {
 		return fmt.Errorf("%q: want an RFC 3339 time (2026-01-31T09:00:00Z) or a duration ago (90m, 36h, 2d)", s)
 	}
-	v.s = time.Now().UTC().Add(-ago).Format(time.RFC3339)
+	v.t = time.Now().UTC().Add(-ago).Truncate(time.Second)
+	v.s = v.t.Format(time.RFC3339)
 	return nil
+}
+
+// describe is the flag's value as given, with the time it names when that
+// was a duration ago: "10m (2026-01-31T09:50:00Z)".
+func (v *sinceValue) describe() string {
+	if v.given == v.s {
+		return v.s
+	}
+	return v.given + " (" + v.s + ")"
 }
 
 func (v *sinceValue) String() string { return v.s }

@@ -144,7 +144,7 @@ func (o *apiOpts) doStatus(cmd *cobra.Command, method, path string, body any, he
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data)
+		printAPIProblem(cmd.ErrOrStderr(), resp.StatusCode, data, cliHints(cmd))
 		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, terminalText(resp.Status, false))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -225,7 +225,10 @@ func jsonText(v any) ([]byte, error) {
 // piece of the answer is printed through terminalText, so that control
 // characters, ANSI escape sequences and bidi controls in it are shown
 // escaped instead of acting on the terminal.
-func printAPIProblem(w io.Writer, status int, data []byte) {
+//
+// hints rewrites the detail and each error's message (nil: as they are):
+// the API's hints speak to HTTP clients (cliHints).
+func printAPIProblem(w io.Writer, status int, data []byte, hints func(string) string) {
 	var p struct {
 		Status int    `json:"status"`
 		Title  string `json:"title"`
@@ -254,6 +257,12 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
+	if hints != nil {
+		p.Detail = hints(p.Detail)
+		for i := range p.Errors {
+			p.Errors[i].Message = hints(p.Errors[i].Message)
+		}
+	}
 	fmt.Fprintf(w, "%d %s", p.Status, terminalText(p.Title, false))
 	if p.Detail != "" {
 		fmt.Fprintf(w, ": %s", terminalText(p.Detail, false))
@@ -272,6 +281,30 @@ func printAPIProblem(w io.Writer, status int, data []byte) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// httpHints are hints of the API's answers that name a query parameter,
+// with the flag of the CLI that sets it.
+var httpHints = []struct{ query, flag, cli string }{
+	// GET /v1/events/{id} and …/deliveries for a producer-chosen id
+	// without a tenant (herald events get / deliveries --tenant).
+	{"add ?tenant=<tenant>", "tenant", "add --tenant <tenant>"},
+}
+
+// cliHints returns the rewriting of an API answer's hints for HTTP clients
+// into the flags of cmd, for the hints whose flag cmd has: a CLI user told
+// to "add ?tenant=<tenant>" has no query string to add it to.
+func cliHints(cmd *cobra.Command) func(string) string {
+	var pairs []string
+	for _, h := range httpHints {
+		if cmd.Flags().Lookup(h.flag) != nil {
+			pairs = append(pairs, h.query, h.cli)
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return strings.NewReplacer(pairs...).Replace
 }
 
 // apiPath is prefix + "/" + the escaped id (+ suffix).
@@ -599,6 +632,11 @@ the same deliveries. The answer is {"replayed":N}.
 			if len(args) == 0 {
 				return errors.New("give ENDPOINT_ID (replay its dead letters) or --delivery DLV_ID (replay one)")
 			}
+			if replaySince.s != "" && replayUntil.s != "" && !replayUntil.t.After(replaySince.t) {
+				// The API would refuse it too; a duration means that long
+				// ago, so the larger one is the earlier time.
+				return fmt.Errorf("--until %s is not after --since %s: --until must be the later time (a duration is that long ago: --since 20m --until 10m replays what died between 20 and 10 minutes ago)", replayUntil.describe(), replaySince.describe())
+			}
 			b := map[string]string{"state": "dead"}
 			if replaySince.s != "" {
 				b["since"] = replaySince.s
@@ -851,24 +889,39 @@ func (p *pageOpts) query(kv ...string) (string, error) {
 // sinceValue is a pflag.Value for --since: an RFC 3339 time, sent as given,
 // or a duration ago (a Go duration such as 90m, or whole days such as 2d),
 // sent as the RFC 3339 UTC time it names when the flag is parsed.
-type sinceValue struct{ s string }
+type sinceValue struct {
+	s     string
+	given string    // as the flag gave it ("10m", or the time)
+	t     time.Time // the time s names
+}
 
 func (v *sinceValue) Set(s string) error {
 	s = strings.TrimSpace(s)
+	v.given = s
 	if s == "" {
-		v.s = ""
+		v.s, v.t = "", time.Time{}
 		return nil
 	}
-	if _, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		v.s = s
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		v.s, v.t = s, t
 		return nil
 	}
 	var ago time.Duration
 	if err := newDaysValue(&ago, 0).Set(s); err != nil {
 		return fmt.Errorf("%q: want an RFC 3339 time (2026-01-31T09:00:00Z) or a duration ago (90m, 36h, 2d)", s)
 	}
-	v.s = time.Now().UTC().Add(-ago).Format(time.RFC3339)
+	v.t = time.Now().UTC().Add(-ago).Truncate(time.Second)
+	v.s = v.t.Format(time.RFC3339)
 	return nil
+}
+
+// describe is the flag's value as given, with the time it names when that
+// was a duration ago: "10m (2026-01-31T09:50:00Z)".
+func (v *sinceValue) describe() string {
+	if v.given == v.s {
+		return v.s
+	}
+	return v.given + " (" + v.s + ")"
 }
 
 func (v *sinceValue) String() string { return v.s }

@@ -1042,3 +1042,148 @@ func TestEmptyPreviousKeyItemRefused(t *testing.T) {
 		}
 	}
 }
+
+// newTestPostgresDB creates a fresh database on HERALD_TEST_POSTGRES_URL's
+// server, dropped at the end, and returns its URL; it skips without the
+// variable.
+func newTestPostgresDB(t *testing.T, prefix string) string {
+	t.Helper()
+	admin := os.Getenv("HERALD_TEST_POSTGRES_URL")
+	if admin == "" {
+		t.Skip("HERALD_TEST_POSTGRES_URL is not set")
+	}
+	conn, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	name := prefix + strings.ToLower(strings.NewReplacer("+", "", "/", "", "=", "").Replace(newTestKey()[:10]))
+	if _, err := conn.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := conn.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop the test database %s: %v", name, err)
+		}
+	})
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// TestMigrateStatusJSONRefusesNewerSchema: on a database whose schema is
+// newer than the binary (a version row beyond its last migration),
+// migrate status --json exits non-zero like the text form, and its JSON
+// (still on stdout) says "newer": true with the text form's error; on an
+// up-to-date database "newer" is false and there is no error. It exited 0
+// with {"database_version":…,"binary_version":…,"pending":[]}, so a script
+// checking before an upgrade was told all was well. On both stores.
+func TestMigrateStatusJSONRefusesNewerSchema(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY", "")
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	check := func(t *testing.T, db string, addRow func()) {
+		out, _, err := execHerald(t, "", "migrate", "status", "--db", db, "--json")
+		var st map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil || st["newer"] != false || st["error"] != nil {
+			t.Fatalf("migrate status --json of an up-to-date database: %q, %v; want newer false, no error, exit 0", out, err)
+		}
+		addRow()
+		out, _, err = execHerald(t, "", "migrate", "status", "--db", db, "--json")
+		if err == nil || !errors.Is(err, store.ErrSchemaTooNew) {
+			t.Errorf("migrate status --json of a newer database: %v; want a non-zero exit naming a newer schema", err)
+		}
+		st = nil
+		if jerr := json.Unmarshal([]byte(out), &st); jerr != nil {
+			t.Fatalf("migrate status --json of a newer database printed no JSON: %q (%v)", out, jerr)
+		}
+		if st["database_version"] != float64(9999) || st["newer"] != true {
+			t.Errorf("migrate status --json of a newer database: %q; want database_version 9999 and newer true", out)
+		}
+		if msg, _ := st["error"].(string); !strings.Contains(msg, "newer than this binary") {
+			t.Errorf("migrate status --json of a newer database: error %q, want the text form's message", msg)
+		}
+		if _, _, err := execHerald(t, "", "migrate", "status", "--db", db); err == nil || !errors.Is(err, store.ErrSchemaTooNew) {
+			t.Errorf("migrate status (text) of a newer database: %v; want the refusal", err)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "herald.db")
+		m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + path, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		check(t, "sqlite:"+path, func() {
+			db, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, 1)"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dbURL := newTestPostgresDB(t, "herald_migjson_")
+		m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: dbURL, EncryptionKey: newTestKey(), APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		check(t, dbURL, func() {
+			db, err := sql.Open("pgx", dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, true)"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+// TestWrongKeyAfterRekeyNamesTheLastKey: after herald rekey --new-key NEW,
+// a node started with only the OLD key is refused with advice that fits a
+// rekeyed database: the key it was last sealed with (the first key, or the
+// --new-key of the last rekey). It said "set it to the key the first node
+// started with" (PostgreSQL) and "to the original key" (SQLite): after a
+// rekey, the retired key, exactly the wrong one. On both stores.
+func TestWrongKeyAfterRekeyNamesTheLastKey(t *testing.T) {
+	t.Setenv("HERALD_ENCRYPTION_KEY_PREVIOUS", "")
+	check := func(t *testing.T, db string) {
+		oldKey, nk := newTestKey(), newTestKey()
+		start := func(key string) error {
+			m, err := app.New(t.Context(), app.Config{Addr: "127.0.0.1:0", DB: db, EncryptionKey: key, APIKey: "test-admin-key-0123456789abcdefghijkl", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err == nil {
+				m.Close()
+			}
+			return err
+		}
+		if err := start(oldKey); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("HERALD_ENCRYPTION_KEY", oldKey)
+		if out, _, err := execHerald(t, "", "rekey", "--db", db, "--new-key", nk); err != nil {
+			t.Fatalf("rekey: %q, %v", out, err)
+		}
+		if err := start(nk); err != nil {
+			t.Fatalf("start with the new key: %v", err)
+		}
+		err := start(oldKey)
+		if !errors.Is(err, store.ErrWrongKey) {
+			t.Fatalf("start with the retired key only: %v, want ErrWrongKey", err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "first node started with") || strings.Contains(msg, "original key") || !strings.Contains(msg, "--new-key of the last herald rekey") {
+			t.Errorf("refusal %q: after a rekey the right key is the last rekey's --new-key, not the first one", msg)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		check(t, "sqlite:"+filepath.Join(t.TempDir(), "herald.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		check(t, newTestPostgresDB(t, "herald_rekeymsg_"))
+	})
+}

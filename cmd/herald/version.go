@@ -66,8 +66,9 @@ func newMigrateCmd() *cobra.Command {
 migrations herald serve would apply at start. Nothing is changed: a SQLite
 file is opened read-only and goose's version table is looked up, never created.
 A file that is empty, not SQLite, or a SQLite database that is not Herald's is
-an error. A database newer than the binary is reported (serve refuses to start
-on it).`,
+an error. A database newer than the binary is reported, and the command exits
+1 (serve refuses to start on it); with --json the answer says so too ("newer":
+true, "error": the message) and still goes to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd); err != nil {
@@ -78,20 +79,38 @@ on it).`,
 				return err
 			}
 			w := cmd.OutOrStdout()
+			tooNew := store.CheckSchemaVersion(st.Driver, st.Database, st.Binary)
 			if asJSON {
-				return printJSON(w, st)
+				// A script checking before an upgrade reads the exit
+				// status or "newer": both say serve would refuse this
+				// database, as the text form does.
+				out := migrateStatusJSON{SchemaStatus: st, Newer: tooNew != nil}
+				if tooNew != nil {
+					out.Error = tooNew.Error()
+				}
+				if err := printJSON(w, out); err != nil {
+					return err
+				}
+				return tooNew
 			}
 			fmt.Fprintf(w, "store:             %s (%s)\ndatabase version:  %d\nbinary version:    %d\npending:           %v\n", st.Driver, redact.URL(db), st.Database, st.Binary, st.Pending)
-			if err := store.CheckSchemaVersion(st.Driver, st.Database, st.Binary); err != nil {
-				return err
-			}
-			return nil
+			return tooNew
 		},
 	}
 	status.Flags().StringVar(&db, "db", "sqlite:herald.db", "store: sqlite:PATH or postgres://…")
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(status)
 	return cmd
+}
+
+// migrateStatusJSON is migrate status --json: the schema status, "newer"
+// (true when the database's schema is newer than this binary, which serve
+// refuses; the command then also exits 1) and, then, "error" with the
+// text form's message.
+type migrateStatusJSON struct {
+	store.SchemaStatus
+	Newer bool   `json:"newer"`
+	Error string `json:"error,omitempty"`
 }
 
 func schemaStatus(cmd *cobra.Command, db string) (store.SchemaStatus, error) {

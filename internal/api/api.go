@@ -778,6 +778,14 @@ func init() {
 		if ctx != nil && ctx.Operation() != nil {
 			op = ctx.Operation().OperationID
 		}
+		if status == http.StatusBadRequest && msg == "request body is required" {
+			// huma's refusal of an empty body: say what to send.
+			if hint := requiredBodyHints[op]; hint != "" {
+				msg += ": " + hint
+			} else if op != "" {
+				msg += ": send the JSON body of operation " + op + " (see /openapi.json)"
+			}
+		}
 		kept := errs[:0:0]
 		said := map[[2]string]bool{}
 		for _, e := range errs {
@@ -819,6 +827,12 @@ func init() {
 		}
 		return base(status, cutEchoes(msg, maxDetail), listErrors(errs)...)
 	}
+}
+
+// requiredBodyHints say, for an operation whose body is required, what to
+// send when it came empty (huma's "request body is required").
+var requiredBodyHints = map[string]string{
+	"replay-endpoint": `send {"state":"dead"} to replay the endpoint's dead letters (optionally with "since", "until" (RFC 3339) and "event_type" to replay fewer); the body is required so that an empty request never replays everything`,
 }
 
 // maxProblemErrors bounds the errors a problem lists: the rest are counted

@@ -736,3 +736,25 @@ func TestSourceStandardWebhooksSecretWithAndWithoutPrefix(t *testing.T) {
 		t.Errorf("a refused PATCH changed the source:\n%s\n%s", before, after)
 	}
 }
+
+// TestReplayRefusalsSayWhatToSend: POST /v1/endpoints/{id}/replay without
+// a body answers 400 saying what to send ({"state":"dead"}), not only
+// "request body is required"; and a window whose until is not after its
+// since names both values, not only until's. Another operation's missing
+// body names the operation to look up.
+func TestReplayRefusalsSayWhatToSend(t *testing.T) {
+	w := newWorld(t, nil)
+	st, raw := w.call(adminKey, "POST", "/v1/endpoints/"+w.epA+"/replay", "")
+	if st != 400 || !strings.Contains(string(raw), "request body is required") || !strings.Contains(string(raw), `{\"state\":\"dead\"}`) {
+		t.Errorf("replay without a body: %d %s; want 400 saying to send {\"state\":\"dead\"}", st, raw)
+	}
+	since, until := "2026-01-31T10:00:00Z", "2026-01-31T09:00:00Z"
+	st, raw = w.call(adminKey, "POST", "/v1/endpoints/"+w.epA+"/replay", `{"state":"dead","since":"`+since+`","until":"`+until+`"}`)
+	if st != 422 || !strings.Contains(string(raw), since) || !strings.Contains(string(raw), until) {
+		t.Errorf("replay with until before since: %d %s; want 422 naming both %s and %s", st, raw, since, until)
+	}
+	st, raw = w.call(adminKey, "POST", "/v1/endpoints", "")
+	if st != 400 || !strings.Contains(string(raw), "create-endpoint") {
+		t.Errorf("create an endpoint without a body: %d %s; want 400 naming the operation", st, raw)
+	}
+}

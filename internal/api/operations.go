@@ -114,8 +114,9 @@ func (s *Server) replayEndpoint(ctx context.Context, in *replayEndpointInput) (*
 		if b.Until != nil {
 			p.Until = *b.Until
 			if b.Since != nil && !b.Until.After(*b.Since) {
-				return nil, huma.Error422UnprocessableEntity("body.until must be after body.since",
-					&huma.ErrorDetail{Location: "body.until", Message: "until must be after since", Value: b.Until})
+				since, until := b.Since.Format(time.RFC3339Nano), b.Until.Format(time.RFC3339Nano)
+				return nil, huma.Error422UnprocessableEntity("body.until ("+until+") must be after body.since ("+since+")",
+					&huma.ErrorDetail{Location: "body.until", Message: "until must be after since (" + since + ")", Value: b.Until})
 			}
 		}
 	}

@@ -563,7 +563,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 			return nil, fmt.Errorf("%s: %w", keyFile, err)
 		}
 		if errors.Is(err, store.ErrWrongKey) {
-			return nil, fmt.Errorf("%s: %w: set HERALD_ENCRYPTION_KEY (or restore the key file) to the original key", keyFile, err)
+			return nil, fmt.Errorf("%s: %w: set HERALD_ENCRYPTION_KEY (or restore the key file) to the key the database was last sealed with (the key it was created with, or the --new-key of the last herald rekey)", keyFile, err)
 		}
 		return nil, fmt.Errorf("%s: %w", keyFile, err)
 	}
@@ -602,7 +602,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 		}
 		if errors.Is(err, store.ErrWrongKey) {
-			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w: set it to the key the first node started with, the same on every node (PostgreSQL has no key file)", err)
+			return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w: set it to the key the database was last sealed with (the first node's key, or the --new-key of the last herald rekey), the same on every node (PostgreSQL has no key file)", err)
 		}
 		return nil, fmt.Errorf("HERALD_ENCRYPTION_KEY: %w", err)
 	}

@@ -224,7 +224,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if err := migrate(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
-		if !errors.Is(err, store.ErrSchemaTooNew) { // the database answered: not an outage
+		if !errors.Is(err, store.ErrSchemaTooNew) && !errors.Is(err, errNoSchema) { // the database answered: not an outage
 			err = classify(err)
 		}
 		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), err)
@@ -235,6 +235,15 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.committer = newCommitter(s)
 	return s, nil
+}
+
+// errNoSchema means no schema the search_path names exists: a
+// configuration error (the database answered), not an outage.
+var errNoSchema = errors.New("no schema of the search_path exists")
+
+// noSchemaError is errNoSchema naming the search_path and what to do.
+func noSchemaError(searchPath string) error {
+	return fmt.Errorf("%w (search_path %s): create it first (CREATE SCHEMA …), or fix search_path", errNoSchema, searchPath)
 }
 
 // describe names the database for error messages, without credentials.
@@ -249,14 +258,15 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	db := stdlib.OpenDB(*cc)
 	defer db.Close()
 	var (
-		schema   sql.NullString
-		migrated bool
+		schema     sql.NullString
+		migrated   bool
+		searchPath string
 	)
-	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL").Scan(&schema, &migrated); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL, current_setting('search_path')").Scan(&schema, &migrated, &searchPath); err != nil {
 		return err
 	}
 	if !schema.Valid {
-		return errors.New("no schema of the search_path exists")
+		return noSchemaError(searchPath)
 	}
 	locker, err := lock.NewPostgresSessionLocker(
 		lock.WithLockID(migrationLockID(schema.String)),

@@ -44,15 +44,16 @@ func SchemaStatus(ctx context.Context, url string) (store.SchemaStatus, error) {
 	db := stdlib.OpenDB(*cfg.ConnConfig)
 	defer db.Close()
 	var (
-		schema   sql.NullString
-		migrated bool
+		schema     sql.NullString
+		migrated   bool
+		searchPath string
 	)
-	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL").Scan(&schema, &migrated); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT current_schema(), to_regclass('goose_db_version') IS NOT NULL, current_setting('search_path')").Scan(&schema, &migrated, &searchPath); err != nil {
 		return st, wrap("schema status", err)
 	}
 	if !schema.Valid {
 		// What Open (migrate) refuses: serve would apply nothing there.
-		return st, errors.New("postgres: schema status: no schema of the search_path exists (create it, or fix search_path)")
+		return st, fmt.Errorf("postgres: schema status: %w", noSchemaError(searchPath))
 	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {

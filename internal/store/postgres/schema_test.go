@@ -73,3 +73,27 @@ func TestSchemaStatusWithoutSchema(t *testing.T) {
 		t.Fatalf("SchemaStatus: %+v, %v; want the missing schema named", st, err)
 	}
 }
+
+// TestMissingSchemaIsAConfigurationError: Open (what serve runs) on a
+// search_path naming no existing schema says what migrate status says,
+// naming the search_path and to create the schema or fix search_path, and
+// it is not an unavailable store: the database answered. It said "store
+// unavailable: no schema of the search_path exists", which read as an
+// outage to wait out.
+func TestMissingSchemaIsAConfigurationError(t *testing.T) {
+	t.Parallel()
+	name := scratchName()
+	u := scratchURL(t, url.Values{"search_path": {name}}) // never created
+	_, err := Open(t.Context(), u.String())
+	if err == nil || errors.Is(err, store.ErrUnavailable) || strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("Open: %v; want a configuration error, not an unavailable store", err)
+	}
+	_, serr := SchemaStatus(t.Context(), u.String())
+	for _, e := range []error{err, serr} {
+		for _, want := range []string{"no schema of the search_path exists", name, "CREATE SCHEMA", "fix search_path"} {
+			if e == nil || !strings.Contains(e.Error(), want) {
+				t.Errorf("%v: want it to say %q", e, want)
+			}
+		}
+	}
+}

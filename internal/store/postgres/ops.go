@@ -12,10 +12,21 @@ import (
 	"github.com/herald-webhooks/herald/internal/store"
 )
 
-// SetEndpointState implements store.Store. The tenant lock is taken
-// exclusively, so no publish of the tenant is between reading the old state
-// and committing its deliveries: none is left pending for a paused endpoint,
-// or held for one that was just enabled.
+// SetEndpointState implements store.Store. The state changes under the
+// tenant's exclusive lock, so no publish of the tenant is between reading
+// the old state and committing its deliveries: none is left pending for a
+// paused endpoint, or held for one that was just enabled. The endpoint's
+// deliveries then move (held on a pause or disable, released on a resume)
+// in chunks of moveChunk, the first in the same transaction, the rest each
+// in one of its own under the shared lock, so that the tenant's publishes
+// and completions do not wait for the whole move (a million deliveries
+// took some 20 s in one statement). A pause is in force from its change,
+// whatever its chunks' progress: the engine attempts no claim of an
+// endpoint that is not enabled (it puts it back, and the completion holds
+// it), so a pending delivery a chunk has not reached yet is held when a
+// claim reaches it. A release's progress is marked on the endpoint
+// (releasing_since) and finished by any node's lease rescue if this one
+// stops between chunks (finishReleases).
 func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
@@ -23,9 +34,10 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		return store.Endpoint{}, 0, store.BadEndpointState(p.State)
 	}
 	now := ts(p.Now)
+	release := p.State == store.EndpointEnabled
 	var (
-		e     store.Endpoint
-		moved int64
+		e            store.Endpoint
+		found, moved int64
 	)
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.ID, tenantLockClass)
@@ -33,7 +45,8 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	// outbox after any earlier one not yet emitted.
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
 		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
-		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END
+		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
+		releasing_since = CASE WHEN $2 = 'enabled' THEN now() END
 		WHERE id = $1 RETURNING `+endpointColumns,
 		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error
@@ -49,26 +62,110 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if p.Notice != "" {
 		b.Queue(addNoticeQuery, p.ID, p.Notice, now)
 	}
-	var q string
-	if p.State == store.EndpointEnabled {
-		// Release what was held: due now.
-		q = "UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2 WHERE endpoint_id = $1 AND state = 'paused'"
-	} else {
-		// Hold what waits; leased deliveries are held when they complete.
-		q = "UPDATE deliveries SET state = 'paused', updated_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL"
-	}
-	b.Queue(q, p.ID, now).Exec(func(ct pgconn.CommandTag) error {
-		moved = ct.RowsAffected()
-		return nil
-	})
-	if p.State == store.EndpointEnabled {
-		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
-			notifyChannel, p.ID)
-	}
+	queueMoveChunk(b, p.ID, release, now, &found, &moved)
 	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
 		return store.Endpoint{}, 0, err
 	}
+	if found == moveChunk {
+		if s.beforeChunk != nil {
+			s.beforeChunk()
+		}
+		// The rest is the change's own work: finished even if the caller
+		// goes away (as a release whose node stops is finished by the
+		// rescue).
+		more, err := s.moveRest(context.WithoutCancel(ctx), p.ID, release, now, 0)
+		moved += more
+		if err != nil {
+			return e, int(moved), wrap("set endpoint state: move the endpoint's deliveries", err)
+		}
+	}
 	return e, int(moved), nil
+}
+
+// moveChunk is the most deliveries one chunk of a pause's or a resume's
+// move writes.
+const moveChunk = store.DefaultFanOutChunk
+
+// holdChunkSQL holds up to $3 of endpoint $1's pending deliveries that no
+// claim leased, the oldest first, at $2, and answers how many it found and
+// how many it held. releaseChunkSQL releases up to $3 of its held
+// deliveries, due at $2. The conditions are repeated on the updated rows:
+// after a lock wait PostgreSQL re-checks a row against the UPDATE's own
+// conditions, not a subquery's, so a delivery leased or completed meanwhile
+// is left as it is. The candidates are read through deliveries_endpoint
+// (the ARRAY form keeps a generic plan on it).
+const (
+	holdChunkSQL = `WITH c AS MATERIALIZED (
+			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL ORDER BY id LIMIT $3),
+		u AS (UPDATE deliveries SET state = 'paused', updated_at = $2
+			WHERE id = ANY (ARRAY(SELECT id FROM c)) AND endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL RETURNING 1)
+		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u)`
+	releaseChunkSQL = `WITH c AS MATERIALIZED (
+			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'paused' ORDER BY id LIMIT $3),
+		u AS (UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2
+			WHERE id = ANY (ARRAY(SELECT id FROM c)) AND endpoint_id = $1 AND state = 'paused' RETURNING 1)
+		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u)`
+)
+
+// queueMoveChunk queues one chunk of endpoint id's move (a release, or a
+// hold) at now, setting *found and *moved when the batch runs. After a
+// release it marks the endpoint as releasing at the server's time (every
+// node reads the mark's age on the same clock), or clears the mark when no
+// held delivery is left, and wakes every node's engine when a delivery of
+// the endpoint is due.
+func queueMoveChunk(b *pgx.Batch, id string, release bool, now time.Time, found, moved *int64) {
+	q := holdChunkSQL
+	if release {
+		q = releaseChunkSQL
+	}
+	b.Queue(q, id, now, moveChunk).QueryRow(func(row pgx.Row) error { return row.Scan(found, moved) })
+	if !release {
+		return
+	}
+	b.Queue(`UPDATE endpoints SET releasing_since = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = 'paused') THEN now() END
+		WHERE id = $1 AND state = 'enabled'`, id)
+	b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
+		notifyChannel, id)
+}
+
+// moveRest moves endpoint id's deliveries after the first chunk, one chunk
+// per transaction under the tenant's shared lock, and stops when a chunk
+// finds fewer than moveChunk, when the endpoint's state no longer calls
+// for the move (paused again during a release, enabled during a hold, or
+// deleted), or, with limit > 0, after limit chunks. now is the state
+// change's time (a release's deliveries are due then).
+func (s *Store) moveRest(ctx context.Context, id string, release bool, now time.Time, limit int) (int64, error) {
+	var total int64
+	for i := 0; limit <= 0 || i < limit; i++ {
+		if i > 0 && s.beforeChunk != nil {
+			s.beforeChunk()
+		}
+		var (
+			state        string
+			found, moved int64
+		)
+		b := newTxBatch()
+		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
+		b.Queue("SELECT state FROM endpoints WHERE id = $1", id).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&state); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			return nil
+		})
+		err := s.txBatch(ctx, "move the endpoint's deliveries", b, func(tx pgx.Tx) error {
+			if state == "" || release != (state == string(store.EndpointEnabled)) {
+				return nil
+			}
+			b := &pgx.Batch{}
+			queueMoveChunk(b, id, release, now, &found, &moved)
+			return tx.SendBatch(ctx, b).Close()
+		})
+		total += moved
+		if err != nil || found < moveChunk {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // ReplayDeliveries implements store.Store. It takes the tenant lock shared,

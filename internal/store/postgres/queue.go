@@ -1154,7 +1154,41 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	if err != nil {
 		return 0, err
 	}
+	if err := s.finishReleases(ctx, now); err != nil {
+		return int(n), err
+	}
 	return int(n), nil
+}
+
+// A release whose mark (endpoints.releasing_since) no chunk has renewed
+// for staleRelease stopped with its node; a lease rescue finishes up to
+// sweepChunks chunks of one such release (10,000 deliveries, some tenths of
+// a second), so that the rescue's next round is not held up, and leaves
+// the mark stale when more is left, for the next round of any node.
+const (
+	staleRelease = "30 seconds"
+	sweepChunks  = 20
+)
+
+// finishReleases finishes, in part, the oldest release whose node stopped
+// between its chunks (SetEndpointState): its held deliveries, due at now.
+// Two nodes may work on one release at once; each chunk re-checks its rows.
+func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT id FROM endpoints WHERE releasing_since < now() - interval '`+staleRelease+`' AND state = 'enabled'
+		ORDER BY releasing_since LIMIT 1`).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return wrap("finish a stopped release", err)
+	}
+	if _, err := s.moveRest(ctx, id, true, now, sweepChunks); err != nil {
+		return wrap("finish a stopped release", err)
+	}
+	_, err = s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = now() - interval '`+staleRelease+`' - interval '1 second'
+		WHERE id = $1 AND releasing_since IS NOT NULL`, id)
+	return wrap("finish a stopped release", err)
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,11 +14,20 @@ import (
 // heldEndpoint is a paused endpoint of tenant acme with n held deliveries.
 func heldEndpoint(t *testing.T, s *Store, dbURL string, n int) store.Endpoint {
 	t.Helper()
-	ep := createEndpoint(t, s, newEndpoint("acme"))
+	return heldEndpointOf(t, s, dbURL, "acme", n)
+}
+
+// heldEndpointOf is heldEndpoint of tenant. Tests that take a tenant's
+// lock without waiting (the rescue's sweep) or hold it exclusively use a
+// tenant of their own: the advisory locks are the database's, shared by
+// the parallel tests' schemas.
+func heldEndpointOf(t *testing.T, s *Store, dbURL, tenant string, n int) store.Endpoint {
+	t.Helper()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
 	if _, _, err := s.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointPaused, Now: base}); err != nil {
 		t.Fatal(err)
 	}
-	seedDeliveries(t, rawConn(t, dbURL), ep.ID, n, seedShape{state: "'paused'", due: "$1", leased: "false", updated: "$1"})
+	seedDeliveries(t, rawConn(t, dbURL), ep.ID, n, seedShape{tenant: tenant, state: "'paused'", due: "$1", leased: "false", updated: "$1"})
 	return ep
 }
 
@@ -201,17 +211,17 @@ func TestRescueFinishesAStoppedRelease(t *testing.T) {
 	t.Parallel()
 	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
-	stopped := heldEndpoint(t, s, dbURL, 0)
-	live := createEndpoint(t, s, newEndpoint("acme"))
+	stopped := heldEndpointOf(t, s, dbURL, "sweep-t", 0)
+	live := createEndpoint(t, s, newEndpoint("sweep-t"))
 	conn := rawConn(t, dbURL)
 	ctx := t.Context()
 	// The deliveries: 1,200 held of each endpoint, both enabled since.
 	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		SELECT 'evt_' || i, 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 2400) AS i`, base); err != nil {
+		SELECT 'evt_' || i, 'sweep-t', 't', $1, '{}', 'f', $1 FROM generate_series(1, 2400) AS i`, base); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-		SELECT 'dlv_' || i, 'evt_' || i, CASE WHEN i <= 1200 THEN $2 ELSE $3 END, 'acme', 't', 'paused', $1, $1, $1 FROM generate_series(1, 2400) AS i`,
+		SELECT 'dlv_' || i, 'evt_' || i, CASE WHEN i <= 1200 THEN $2 ELSE $3 END, 'sweep-t', 't', 'paused', $1, $1, $1 FROM generate_series(1, 2400) AS i`,
 		base, stopped.ID, live.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -243,15 +253,16 @@ func TestMoveChunksUseTheEndpointIndex(t *testing.T) {
 	ep := createEndpoint(t, s, newEndpoint("acme"))
 	conn := rawConn(t, dbURL)
 	ctx := t.Context()
-	// 30,000 deliveries of 30 endpoints (one of them ep): 27,000
-	// succeeded, 1,000 held, 2,000 pending.
+	// 30,000 deliveries of 30 endpoints (one of them ep): 5,000
+	// succeeded, 23,000 held, 2,000 pending. The chunks of ep's move read
+	// its own rows, not every endpoint's held ones (deliveries_paused).
 	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
 		SELECT 'evt_' || i, 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, 30000) AS i`, base); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
 		SELECT 'dlv_' || i, 'evt_' || i, CASE WHEN i % 30 = 0 THEN $2 ELSE 'ep_other_' || i % 30 END, 'acme', 't',
-		       CASE WHEN i <= 27000 THEN 'succeeded' WHEN i <= 28000 THEN 'paused' ELSE 'pending' END, $1, $1, $1
+		       CASE WHEN i <= 5000 THEN 'succeeded' WHEN i <= 28000 THEN 'paused' ELSE 'pending' END, $1, $1, $1
 		FROM generate_series(1, 30000) AS i`, base, ep.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -266,10 +277,39 @@ func TestMoveChunksUseTheEndpointIndex(t *testing.T) {
 			if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 				t.Fatal(err)
 			}
-			plan := explainPlan(t, conn, "EXPLAIN ", executeStatement(t, name, []any{ep.ID, base, moveChunk}))
+			plan := explainPlan(t, conn, "EXPLAIN ", executeStatement(t, name, []any{ep.ID, base, moveChunk, ""}))
 			if !strings.Contains(plan, "deliveries_endpoint") || strings.Contains(plan, "Seq Scan on deliveries") {
 				t.Errorf("%s chunk, %s: the plan does not read deliveries_endpoint, or walks the table:\n%s", name, mode, plan)
 			}
+			// A chunk starts at its cursor in the index, not at the
+			// endpoint's first id, past the stale entries of the rows the
+			// chunks before it moved (their cost would grow with the
+			// square of the move).
+			if !regexp.MustCompile(`Index Cond: \(.*\(id > `).MatchString(plan) {
+				t.Errorf("%s chunk, %s: the cursor (id > $4) is not in the index condition:\n%s", name, mode, plan)
+			}
 		}
+	}
+}
+
+// A delivery whose lease expired while its endpoint was paused is
+// rescued and held: it counts among the rescued, as any other (before,
+// only the deliveries made due again counted, so herald_leases_rescued_total
+// missed a node's death during a pause).
+func TestRescueCountsTheLeasesItHolds(t *testing.T) {
+	t.Parallel()
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ep := createEndpoint(t, s, newEndpoint("acme"))
+	seedDeliveries(t, rawConn(t, dbURL), ep.ID, 3, seedShape{state: "'pending'", due: "$1", leased: "true", updated: "$1"})
+	if _, err := s.pool.Exec(t.Context(), "UPDATE endpoints SET state = 'paused' WHERE id = $1", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.RescueExpiredLeases(t.Context(), base.Add(time.Hour))
+	if err != nil || n != 3 {
+		t.Errorf("RescueExpiredLeases = %d, %v; want the 3 expired leases", n, err)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryPaused] != 3 {
+		t.Errorf("deliveries by state %v, want the 3 held", got)
 	}
 }

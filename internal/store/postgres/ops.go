@@ -35,10 +35,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	}
 	now := ts(p.Now)
 	release := p.State == store.EndpointEnabled
-	var (
-		e            store.Endpoint
-		found, moved int64
-	)
+	var e store.Endpoint
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.ID, tenantLockClass)
 	// Enabling ends the failure streak. The notice, when given, joins the
@@ -46,7 +43,8 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
 		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
 		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
-		releasing_since = CASE WHEN $2 = 'enabled' THEN now() END
+		releasing_since = CASE WHEN $2 = 'enabled' THEN clock_timestamp() END,
+		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END
 		WHERE id = $1 RETURNING `+endpointColumns,
 		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error
@@ -62,18 +60,21 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if p.Notice != "" {
 		b.Queue(addNoticeQuery, p.ID, p.Notice, now)
 	}
-	queueMoveChunk(b, p.ID, release, now, &found, &moved)
+	var (
+		chunk moveChunkResult
+		mv    = move{id: p.ID, release: release, due: now}
+	)
+	mv.queue(b, &chunk)
 	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
 		return store.Endpoint{}, 0, err
 	}
-	if found == moveChunk {
-		if s.beforeChunk != nil {
-			s.beforeChunk()
-		}
+	moved := chunk.moved
+	if chunk.found == moveChunk {
 		// The rest is the change's own work: finished even if the caller
 		// goes away (as a release whose node stops is finished by the
 		// rescue).
-		more, err := s.moveRest(context.WithoutCancel(ctx), p.ID, release, now, 0)
+		mv.after = chunk.last
+		more, err := s.moveRest(context.WithoutCancel(ctx), mv)
 		moved += more
 		if err != nil {
 			return e, int(moved), wrap("set endpoint state: move the endpoint's deliveries", err)
@@ -87,85 +88,146 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 const moveChunk = store.DefaultFanOutChunk
 
 // holdChunkSQL holds up to $3 of endpoint $1's pending deliveries that no
-// claim leased, the oldest first, at $2, and answers how many it found and
-// how many it held. releaseChunkSQL releases up to $3 of its held
-// deliveries, due at $2. The conditions are repeated on the updated rows:
-// after a lock wait PostgreSQL re-checks a row against the UPDATE's own
-// conditions, not a subquery's, so a delivery leased or completed meanwhile
-// is left as it is. The candidates are read through deliveries_endpoint
-// (the ARRAY form keeps a generic plan on it).
+// claim leased, with ids above $4, the oldest first, at $2, and answers
+// how many it found, how many it held and the last id it found.
+// releaseChunkSQL releases up to $3 of its held deliveries with ids above
+// $4, due at $2. A chunk starts after the last id of the one before: each
+// row moved leaves a stale entry in deliveries_endpoint (no move is a HOT
+// update, the state being in that index), which a chunk starting from the
+// endpoint's first id would walk past again — a heap fetch each while an
+// older snapshot keeps them — making a move's cost grow with its square.
+// The conditions are repeated on the updated rows: after a lock wait
+// PostgreSQL re-checks a row against the UPDATE's own conditions, not a
+// subquery's, so a delivery leased or completed meanwhile is left as it
+// is. The candidates are read through deliveries_endpoint (the ARRAY form
+// keeps a generic plan on it).
 const (
 	holdChunkSQL = `WITH c AS MATERIALIZED (
-			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL ORDER BY id LIMIT $3),
+			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL AND id > $4 ORDER BY id LIMIT $3),
 		u AS (UPDATE deliveries SET state = 'paused', updated_at = $2
 			WHERE id = ANY (ARRAY(SELECT id FROM c)) AND endpoint_id = $1 AND state = 'pending' AND lease_owner IS NULL RETURNING 1)
-		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u)`
+		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u), COALESCE((SELECT max(id) FROM c), '')`
 	releaseChunkSQL = `WITH c AS MATERIALIZED (
-			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'paused' ORDER BY id LIMIT $3),
+			SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'paused' AND id > $4 ORDER BY id LIMIT $3),
 		u AS (UPDATE deliveries SET state = 'pending', next_attempt_at = $2, updated_at = $2
 			WHERE id = ANY (ARRAY(SELECT id FROM c)) AND endpoint_id = $1 AND state = 'paused' RETURNING 1)
-		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u)`
+		SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM u), COALESCE((SELECT max(id) FROM c), '')`
 )
 
-// queueMoveChunk queues one chunk of endpoint id's move (a release, or a
-// hold) at now, setting *found and *moved when the batch runs. After a
-// release it marks the endpoint as releasing at the server's time (every
-// node reads the mark's age on the same clock), or clears the mark when no
-// held delivery is left, and wakes every node's engine when a delivery of
-// the endpoint is due.
-func queueMoveChunk(b *pgx.Batch, id string, release bool, now time.Time, found, moved *int64) {
-	q := holdChunkSQL
-	if release {
-		q = releaseChunkSQL
-	}
-	b.Queue(q, id, now, moveChunk).QueryRow(func(row pgx.Row) error { return row.Scan(found, moved) })
-	if !release {
-		return
-	}
-	b.Queue(`UPDATE endpoints SET releasing_since = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = 'paused') THEN now() END
-		WHERE id = $1 AND state = 'enabled'`, id)
-	b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
-		notifyChannel, id)
+// move is the move of an endpoint's deliveries a state change starts: a
+// release (to pending, due at due) or a hold, of the deliveries with ids
+// above after.
+type move struct {
+	id      string
+	release bool
+	due     time.Time
+	after   string
+	// limit is the most chunks moveRest runs (0: until done); try makes it
+	// stop instead of waiting when the tenant's lock is held exclusively
+	// (the rescue's sweep: finishReleases).
+	limit int
+	try   bool
 }
 
-// moveRest moves endpoint id's deliveries after the first chunk, one chunk
-// per transaction under the tenant's shared lock, and stops when a chunk
-// finds fewer than moveChunk, when the endpoint's state no longer calls
-// for the move (paused again during a release, enabled during a hold, or
-// deleted), or, with limit > 0, after limit chunks. now is the state
-// change's time (a release's deliveries are due then).
-func (s *Store) moveRest(ctx context.Context, id string, release bool, now time.Time, limit int) (int64, error) {
-	var total int64
-	for i := 0; limit <= 0 || i < limit; i++ {
-		if i > 0 && s.beforeChunk != nil {
+// moveChunkResult is what a chunk found and did: candidates found, rows
+// moved, the last candidate's id, and the release's mark as the chunk left
+// it (nil: cleared, or not a release).
+type moveChunkResult struct {
+	found, moved int64
+	last         string
+	mark         *time.Time
+}
+
+// queue queues one chunk of m into b, r set when the batch runs. After a
+// release chunk it renews the endpoint's mark (releasing_since, at the
+// server's clock when the statement runs: every node reads its age on the
+// same clock, and a chunk that waited for a lock does not write a mark
+// already old) or clears it when no held delivery is left, and wakes
+// every node's engine when a delivery of the endpoint is due.
+func (m move) queue(b *pgx.Batch, r *moveChunkResult) {
+	q := holdChunkSQL
+	if m.release {
+		q = releaseChunkSQL
+	}
+	b.Queue(q, m.id, m.due, moveChunk, m.after).QueryRow(func(row pgx.Row) error { return row.Scan(&r.found, &r.moved, &r.last) })
+	if !m.release {
+		return
+	}
+	b.Queue(`UPDATE endpoints SET releasing_since = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = 'paused') THEN clock_timestamp() END,
+			release_due_at = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = 'paused') THEN release_due_at END
+		WHERE id = $1 AND state = 'enabled' RETURNING releasing_since`, m.id).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&r.mark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
+		notifyChannel, m.id)
+}
+
+// moveRest runs m after its first chunk, one chunk per transaction under
+// the tenant's shared lock, each after the last id of the one before, and
+// stops when a chunk finds fewer than moveChunk, when the endpoint's state
+// no longer calls for the move (paused again during a release, enabled
+// during a hold, or deleted), after m.limit chunks, or, with m.try, when
+// the tenant's lock is held exclusively. It answers the deliveries moved.
+func (s *Store) moveRest(ctx context.Context, m move) (int64, error) {
+	_, total, err := s.moveChunks(ctx, m)
+	return total, err
+}
+
+// moveChunks is moveRest, also answering the last chunk's result (zero
+// when it did not run: the state changed, or the lock was not free).
+func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64, error) {
+	var (
+		total int64
+		last  moveChunkResult
+	)
+	for i := 0; m.limit <= 0 || i < m.limit; i++ {
+		if s.beforeChunk != nil {
 			s.beforeChunk()
 		}
 		var (
-			state        string
-			found, moved int64
+			locked = true
+			state  string
+			r      moveChunkResult
 		)
 		b := newTxBatch()
-		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
-		b.Queue("SELECT state FROM endpoints WHERE id = $1", id).QueryRow(func(row pgx.Row) error {
+		if m.try {
+			b.Queue("SELECT pg_try_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		} else {
+			b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass)
+		}
+		b.Queue("SELECT state FROM endpoints WHERE id = $1", m.id).QueryRow(func(row pgx.Row) error {
 			if err := row.Scan(&state); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil
 		})
 		err := s.txBatch(ctx, "move the endpoint's deliveries", b, func(tx pgx.Tx) error {
-			if state == "" || release != (state == string(store.EndpointEnabled)) {
+			if !locked || state == "" || m.release != (state == string(store.EndpointEnabled)) {
 				return nil
 			}
 			b := &pgx.Batch{}
-			queueMoveChunk(b, id, release, now, &found, &moved)
+			m.queue(b, &r)
 			return tx.SendBatch(ctx, b).Close()
 		})
-		total += moved
-		if err != nil || found < moveChunk {
-			return total, err
+		total += r.moved
+		last = r
+		if err != nil {
+			return last, total, err
 		}
+		if r.found < moveChunk {
+			return last, total, nil
+		}
+		m.after = r.last
 	}
-	return total, nil
+	return last, total, nil
 }
 
 // ReplayDeliveries implements store.Store. It takes the tenant lock shared,

@@ -1117,6 +1117,9 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 // RescueExpiredLeases implements store.Store. A rescued delivery whose
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
+// The round then finishes part of a release whose node stopped
+// (finishReleases); an error there is returned with the count of the
+// leases rescued.
 // The tenant locks and then the row locks (id order) are taken first, as
 // completions take them.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
@@ -1137,12 +1140,18 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 			return nil
 		}
 		b := &pgx.Batch{}
+		// Both statements' rows count as rescued: a delivery held because
+		// its endpoint was paused meanwhile was rescued too (counted in
+		// herald_leases_rescued_total, which HeraldLeasesRescued watches).
 		b.Queue(`UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = $1
 			WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1 AND state = 'pending'
-			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids)
+			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids).Exec(func(ct pgconn.CommandTag) error {
+			n += ct.RowsAffected()
+			return nil
+		})
 		b.Queue("UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1",
 			now, ids).Exec(func(ct pgconn.CommandTag) error {
-			n = ct.RowsAffected()
+			n += ct.RowsAffected()
 			return nil
 		})
 		// Wake every node's engine (sent on commit) when a delivery became
@@ -1171,24 +1180,49 @@ const (
 )
 
 // finishReleases finishes, in part, the oldest release whose node stopped
-// between its chunks (SetEndpointState): its held deliveries, due at now.
-// Two nodes may work on one release at once; each chunk re-checks its rows.
+// between its chunks (SetEndpointState), its held deliveries due at the
+// resume's time (release_due_at), so they keep their place before what
+// was published since. It never waits for a tenant's lock: a release whose
+// tenant is locked exclusively (a state change or a delete in progress) is
+// left for a later round, and the next stale one tried. Two nodes may work
+// on one release at once; each chunk re-checks its rows.
 func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
-	var id string
-	err := s.pool.QueryRow(ctx, `SELECT id FROM endpoints WHERE releasing_since < now() - interval '`+staleRelease+`' AND state = 'enabled'
-		ORDER BY releasing_since LIMIT 1`).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+	rows, err := s.pool.Query(ctx, `SELECT id, COALESCE(release_due_at, $1) FROM endpoints
+		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`' AND state = 'enabled'
+		ORDER BY releasing_since LIMIT 8`, now)
 	if err != nil {
 		return wrap("finish a stopped release", err)
 	}
-	if _, err := s.moveRest(ctx, id, true, now, sweepChunks); err != nil {
+	type stale struct {
+		id  string
+		due time.Time
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
+		var st stale
+		err := row.Scan(&st.id, &st.due)
+		return st, err
+	})
+	if err != nil {
 		return wrap("finish a stopped release", err)
 	}
-	_, err = s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = now() - interval '`+staleRelease+`' - interval '1 second'
-		WHERE id = $1 AND releasing_since IS NOT NULL`, id)
-	return wrap("finish a stopped release", err)
+	for _, st := range found {
+		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, limit: sweepChunks, try: true})
+		if err != nil {
+			return wrap("finish a stopped release", err)
+		}
+		if last.mark != nil {
+			// More is left: stale again for the next round, unless a new
+			// resume or chunk has renewed the mark since.
+			if _, err := s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
+				WHERE id = $1 AND releasing_since = $2`, st.id, *last.mark); err != nil {
+				return wrap("finish a stopped release", err)
+			}
+		}
+		if moved > 0 {
+			return nil
+		}
+	}
+	return nil
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

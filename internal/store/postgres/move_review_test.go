@@ -13,11 +13,10 @@ import (
 type nodeStopped struct{}
 
 // A release whose node stopped between its chunks is finished by a lease
-// rescue; its deliveries must come out as the resume would have released
-// them: due at the resume, before deliveries published after the resume
-// (creation order, as TestResumeAfterFailuresReleasesInCreationOrder). The
-// rescue releases them due at its own time instead, after every delivery
-// published meanwhile.
+// rescue; its deliveries come out as the resume would have released them:
+// due at the resume, before deliveries published after the resume
+// (creation order, as TestResumeAfterFailuresReleasesInCreationOrder), not
+// due at the rescue's time, after every delivery published meanwhile.
 func TestRescuedReleaseKeepsTheResumeDueTime(t *testing.T) {
 	t.Parallel()
 	dbURL := newSchema(t)
@@ -82,12 +81,12 @@ func TestRescuedReleaseKeepsTheResumeDueTime(t *testing.T) {
 }
 
 // The lease rescue finishes stopped releases after its own work, in the
-// same round and under the same deadline: a stopped release of a tenant
-// whose lock is held exclusively (a DeleteEndpoint of a large endpoint, a
-// state change queued behind a long PublishTx) makes every round of the
-// rescue wait out its deadline and fail — for every tenant — and, the
-// oldest mark being picked again each round, no other stopped release is
-// ever finished.
+// same round and under the same deadline, so it never waits for a
+// tenant's lock: a stopped release of a tenant whose lock is held
+// exclusively (a DeleteEndpoint of a large endpoint, a state change queued
+// behind a long PublishTx) would make every round wait out its deadline
+// and fail, for every tenant, and, the oldest mark being picked again each
+// round, no other stopped release would ever be finished.
 func TestStoppedReleaseOfALockedTenantDoesNotHoldUpTheRescue(t *testing.T) {
 	t.Parallel()
 	dbURL := newSchema(t)

@@ -291,25 +291,3 @@ func TestMoveChunksUseTheEndpointIndex(t *testing.T) {
 		}
 	}
 }
-
-// A delivery whose lease expired while its endpoint was paused is
-// rescued and held: it counts among the rescued, as any other (before,
-// only the deliveries made due again counted, so herald_leases_rescued_total
-// missed a node's death during a pause).
-func TestRescueCountsTheLeasesItHolds(t *testing.T) {
-	t.Parallel()
-	dbURL := newSchema(t)
-	s := openStore(t, dbURL)
-	ep := createEndpoint(t, s, newEndpoint("acme"))
-	seedDeliveries(t, rawConn(t, dbURL), ep.ID, 3, seedShape{state: "'pending'", due: "$1", leased: "true", updated: "$1"})
-	if _, err := s.pool.Exec(t.Context(), "UPDATE endpoints SET state = 'paused' WHERE id = $1", ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.RescueExpiredLeases(t.Context(), base.Add(time.Hour))
-	if err != nil || n != 3 {
-		t.Errorf("RescueExpiredLeases = %d, %v; want the 3 expired leases", n, err)
-	}
-	if got := countStates(t, s, ep.ID); got[store.DeliveryPaused] != 3 {
-		t.Errorf("deliveries by state %v, want the 3 held", got)
-	}
-}

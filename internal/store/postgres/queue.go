@@ -1140,18 +1140,12 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 			return nil
 		}
 		b := &pgx.Batch{}
-		// Both statements' rows count as rescued: a delivery held because
-		// its endpoint was paused meanwhile was rescued too (counted in
-		// herald_leases_rescued_total, which HeraldLeasesRescued watches).
 		b.Queue(`UPDATE deliveries SET state = 'paused', lease_owner = NULL, lease_until = NULL, updated_at = $1
 			WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1 AND state = 'pending'
-			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids).Exec(func(ct pgconn.CommandTag) error {
-			n += ct.RowsAffected()
-			return nil
-		})
+			  AND (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) IS DISTINCT FROM 'enabled'`, now, ids)
 		b.Queue("UPDATE deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($2) AND lease_owner IS NOT NULL AND lease_until < $1",
 			now, ids).Exec(func(ct pgconn.CommandTag) error {
-			n += ct.RowsAffected()
+			n = ct.RowsAffected()
 			return nil
 		})
 		// Wake every node's engine (sent on commit) when a delivery became

@@ -109,7 +109,8 @@ func TestStoppedReleaseOfALockedTenantDoesNotHoldUpTheRescue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `UPDATE endpoints SET state = 'enabled',
-		releasing_since = CASE WHEN id = $1 THEN now() - interval '5 minutes' ELSE now() - interval '1 minute' END WHERE id IN ($1, $2)`, stuck.ID, other.ID); err != nil {
+		releasing_since = CASE WHEN id = $1 THEN now() - interval '5 minutes' ELSE now() - interval '1 minute' END, release_due_at = $3
+		WHERE id IN ($1, $2)`, stuck.ID, other.ID, base); err != nil {
 		t.Fatal(err)
 	}
 	// acme's lock, held exclusively meanwhile.

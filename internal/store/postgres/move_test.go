@@ -226,7 +226,8 @@ func TestRescueFinishesAStoppedRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `UPDATE endpoints SET state = 'enabled',
-		releasing_since = CASE WHEN id = $1 THEN now() - interval '31 seconds' ELSE now() END WHERE id IN ($1, $2)`, stopped.ID, live.ID); err != nil {
+		releasing_since = CASE WHEN id = $1 THEN now() - interval '31 seconds' ELSE now() END, release_due_at = $3
+		WHERE id IN ($1, $2)`, stopped.ID, live.ID, base.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.RescueExpiredLeases(ctx, base.Add(time.Hour)); err != nil {

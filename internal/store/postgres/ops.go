@@ -44,7 +44,8 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
 		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
 		releasing_since = CASE WHEN $2 = 'enabled' THEN clock_timestamp() END,
-		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END
+		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END,
+		release_after = NULL
 		WHERE id = $1 RETURNING `+endpointColumns,
 		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error
@@ -65,7 +66,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		mv    = move{id: p.ID, release: release, due: now}
 	)
 	mv.queue(b, &chunk)
-	if err := s.txBatch(ctx, "set endpoint state", b, nil); err != nil {
+	if err := s.txBatch(ctx, "set endpoint state", b, func(tx pgx.Tx) error { return mv.mark(ctx, tx, &chunk) }); err != nil {
 		return store.Endpoint{}, 0, err
 	}
 	moved := chunk.moved
@@ -161,33 +162,46 @@ type moveChunkResult struct {
 	mark         *time.Time
 }
 
-// queue queues one chunk of m into b, r set when the batch runs. After a
-// release chunk it renews the endpoint's mark (releasing_since, at the
-// server's clock when the statement runs: every node reads its age on the
-// same clock, and a chunk that waited for a lock does not write a mark
-// already old) or clears it when no held delivery is left, and wakes
-// every node's engine when a delivery of the endpoint is due.
+// queue queues one chunk of m into b, r set when the batch runs, and,
+// after a release's chunk, wakes every node's engine when a delivery of
+// the endpoint is due.
 func (m move) queue(b *pgx.Batch, r *moveChunkResult) {
 	q := holdChunkSQL
 	if m.release {
 		q = releaseChunkSQL
 	}
 	b.Queue(q, moveChunkArgs(m.id, m.release, m.due, m.after)...).QueryRow(func(row pgx.Row) error { return row.Scan(&r.found, &r.moved, &r.last) })
-	if !m.release {
-		return
+	if m.release {
+		b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
+			notifyChannel, m.id)
 	}
-	// The state a parameter, as in the chunk: the EXISTS reads
-	// deliveries_endpoint, never deliveries_paused's other endpoints.
-	b.Queue(`UPDATE endpoints SET releasing_since = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = $2) THEN clock_timestamp() END,
-			release_due_at = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = $2) THEN release_due_at END
-		WHERE id = $1 AND state = 'enabled' RETURNING releasing_since`, m.id, string(store.DeliveryPaused)).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&r.mark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
+}
+
+// markReleaseSQL records a release's progress on endpoint $1 after a
+// chunk: with $2 (the chunk was full: more may be held) the mark renewed
+// at the server's clock when the statement runs (every node reads its age
+// on the same clock, and a chunk that waited for a lock does not write a
+// mark already old) and the cursor $3; without, the release is done and
+// all three are cleared. Only the release that set release_due_at $4
+// writes them: a pause and a new resume between its chunks end it. It
+// reads no delivery: a chunk that finds fewer than moveChunk after its
+// cursor leaves none held (every writer of a held delivery holds the
+// tenant's lock and sees the endpoint enabled).
+const markReleaseSQL = `UPDATE endpoints SET releasing_since = CASE WHEN $2 THEN clock_timestamp() END,
+		release_after = CASE WHEN $2 THEN $3 END, release_due_at = CASE WHEN $2 THEN release_due_at END
+	WHERE id = $1 AND state = 'enabled' AND release_due_at = $4 RETURNING releasing_since`
+
+// mark runs markReleaseSQL for a release's chunk r in tx, setting r.mark
+// (nil when cleared or not a release).
+func (m move) mark(ctx context.Context, tx pgx.Tx, r *moveChunkResult) error {
+	if !m.release {
 		return nil
-	})
-	b.Queue(`SELECT pg_notify($1, '') WHERE EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL)`,
-		notifyChannel, m.id)
+	}
+	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.due).Scan(&r.mark)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 // moveRest runs m after its first chunk, one chunk per transaction under
@@ -215,6 +229,7 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		var (
 			locked = true
 			state  string
+			due    *time.Time
 			r      moveChunkResult
 		)
 		b := newTxBatch()
@@ -228,19 +243,25 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		} else {
 			b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass)
 		}
-		b.Queue("SELECT state FROM endpoints WHERE id = $1", m.id).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&state); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		b.Queue("SELECT state, release_due_at FROM endpoints WHERE id = $1", m.id).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&state, &due); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil
 		})
 		err := s.txBatch(ctx, "move the endpoint's deliveries", b, func(tx pgx.Tx) error {
 			if !locked || state == "" || m.release != (state == string(store.EndpointEnabled)) {
-				return nil
+				return nil // the state changed since: the move is over
+			}
+			if m.release && (due == nil || !due.Equal(m.due)) {
+				return nil // paused and resumed again since: that release goes on
 			}
 			b := &pgx.Batch{}
 			m.queue(b, &r)
-			return tx.SendBatch(ctx, b).Close()
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			return m.mark(ctx, tx, &r)
 		})
 		total += r.moved
 		last = r

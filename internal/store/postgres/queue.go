@@ -1181,36 +1181,46 @@ const (
 // left for a later round, and the next stale one tried. Two nodes may work
 // on one release at once; each chunk re-checks its rows.
 func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
-	rows, err := s.pool.Query(ctx, `SELECT id, COALESCE(release_due_at, $1) FROM endpoints
+	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, '') FROM endpoints
 		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`' AND state = 'enabled'
 		ORDER BY releasing_since LIMIT 8`, now)
 	if err != nil {
 		return wrap("finish a stopped release", err)
 	}
 	type stale struct {
-		id  string
-		due time.Time
+		id        string
+		mark, due time.Time
+		after     string
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
 		var st stale
-		err := row.Scan(&st.id, &st.due)
+		err := row.Scan(&st.id, &st.mark, &st.due, &st.after)
 		return st, err
 	})
 	if err != nil {
 		return wrap("finish a stopped release", err)
 	}
+	// restale leaves a release for a later round, behind the others that
+	// stopped: its mark just stale, unless a chunk or a new resume renewed
+	// it since.
+	restale := func(id string, mark time.Time) error {
+		_, err := s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
+			WHERE id = $1 AND releasing_since = $2`, id, mark)
+		return err
+	}
 	for _, st := range found {
-		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, limit: sweepChunks, try: true})
+		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, after: st.after, limit: sweepChunks, try: true})
 		if err != nil {
 			return wrap("finish a stopped release", err)
 		}
-		if last.mark != nil {
-			// More is left: stale again for the next round, unless a new
-			// resume or chunk has renewed the mark since.
-			if _, err := s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
-				WHERE id = $1 AND releasing_since = $2`, st.id, *last.mark); err != nil {
-				return wrap("finish a stopped release", err)
-			}
+		switch {
+		case last.mark != nil: // more is left
+			err = restale(st.id, *last.mark)
+		case last.found == 0 && moved == 0: // its tenant's lock was taken, or the release ended since
+			err = restale(st.id, st.mark)
+		}
+		if err != nil {
+			return wrap("finish a stopped release", err)
 		}
 		if moved > 0 {
 			return nil

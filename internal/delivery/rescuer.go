@@ -21,10 +21,13 @@ func (e *Engine) rescue(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		n, err := e.cfg.Store.RescueExpiredLeases(rctx, e.cfg.Clock.Now())
 		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
+		if err != nil && ctx.Err() == nil {
 			e.cfg.Logger.Warn("rescue expired leases failed", "error", err)
-		case n > 0:
+		}
+		// A store may rescue leases and then fail at later work of the
+		// round (PostgreSQL: finishing a release whose node stopped): what
+		// it rescued counts.
+		if n > 0 {
 			e.cfg.Metrics.LeasesRescued(n)
 			e.cfg.Logger.Info("rescued deliveries whose lease expired", "count", n)
 			e.Notify()

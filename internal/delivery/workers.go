@@ -26,7 +26,8 @@ func (e *Engine) work(ctx context.Context) {
 	}
 }
 
-// handle asks the scheduler once about a claim and acts on its decision:
+// handle asks the scheduler once about a claim and acts on its decision
+// (a claim of an endpoint that is paused or disabled is put back at once):
 // run the attempt, defer the claim, or leave it parked (the scheduler
 // holds it, with its token, for the worker that ends the endpoint's
 // current attempt). After an attempt it releases the attempt's grant once
@@ -38,6 +39,14 @@ func (e *Engine) work(ctx context.Context) {
 // its attempt's completion is queued; a parked claim keeps it.
 func (e *Engine) handle(ctx context.Context, j job) {
 	now := e.cfg.Clock.Now()
+	if j.Endpoint.State == store.EndpointPaused || j.Endpoint.State == store.EndpointDisabled {
+		// Claimed after its endpoint was paused or disabled, before the
+		// store's move held it (PostgreSQL holds an endpoint's deliveries
+		// in chunks after the change): no attempt; the deferred completion
+		// holds it.
+		e.putBack(decision{verdict: deferred, job: j, at: now, reason: reasonEndpointChanged}, now)
+		return
+	}
 	d := e.sched.decide(j, now)
 	for unparked := false; ; unparked = true {
 		switch d.verdict {

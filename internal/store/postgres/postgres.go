@@ -25,7 +25,14 @@
 //     would not be held), a held one to an endpoint that was just enabled
 //     (it would stay held), or any to an endpoint being deleted (it would be
 //     orphaned); and a retry completed concurrently with a pause is held, as
-//     it would be in SQLite.
+//     it would be in SQLite. A state change (SetEndpointState) holds the
+//     lock exclusively for the change and the first chunk of its move of
+//     the endpoint's deliveries only; the rest of the move runs in chunks
+//     under the shared lock, each re-reading the endpoint's state, so the
+//     tenant's publishes do not wait for a large move. Until a pause's
+//     chunks reach them, the endpoint's pending deliveries may be claimed:
+//     the claim reads the endpoint as paused, and the engine puts it back
+//     without an attempt, which holds it.
 //   - Completions lock their deliveries' rows (in id order) before numbering
 //     attempts MAX(number)+1, so a stale owner's late attempt and the current
 //     owner's attempt of one delivery never collide.
@@ -123,6 +130,9 @@ type Store struct {
 	// lastLeaseEnd is the last lease end this store gave a claim or a
 	// hand-off (µs since the epoch, as stored): see leaseEnd.
 	lastLeaseEnd atomic.Int64
+	// beforeChunk, when set (tests), runs before each chunk of a pause's
+	// or a resume's move after the first, outside any transaction.
+	beforeChunk func()
 }
 
 // leaseEnd returns t (a claim's or a hand-off's lease end) as stored, made

@@ -1184,24 +1184,29 @@ func TestNoNotifyWhenAlone(t *testing.T) {
 // seedShape gives SQL expressions of the series' i (1…n) and of $1
 // (base) for the columns of seedDeliveries' rows.
 type seedShape struct {
+	tenant              string // of the events and deliveries; acme when empty
 	state, due, updated string
 	leased              string // a condition: the row is leased by "w" until a minute after base
 }
 
-// seedDeliveries inserts n events of tenant acme and a delivery of each to
+// seedDeliveries inserts n events (of tenant acme unless rows says) and a delivery of each to
 // endpoint ep, shaped by rows, and ANALYZEs the tables, for plan tests.
 func seedDeliveries(t *testing.T, conn *pgx.Conn, ep string, n int, rows seedShape) {
 	t.Helper()
 	ctx := t.Context()
+	tenant := rows.tenant
+	if tenant == "" {
+		tenant = "acme"
+	}
 	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		SELECT 'evt_' || lpad(i::text, 8, '0'), 'acme', 't', $1, '{}', 'f', $1 FROM generate_series(1, $2::integer) AS i`, base, n); err != nil {
+		SELECT 'evt_' || lpad(i::text, 8, '0'), $3, 't', $1, '{}', 'f', $1 FROM generate_series(1, $2::integer) AS i`, base, n, tenant); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'acme', 't', `+rows.state+`, `+rows.due+`,
+		SELECT 'dlv_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, $4, 't', `+rows.state+`, `+rows.due+`,
 		       CASE WHEN `+rows.leased+` THEN 'w' END, CASE WHEN `+rows.leased+` THEN $1::timestamptz + interval '1 minute' END,
 		       $1, `+rows.updated+`
-		FROM generate_series(1, $3::integer) AS i`, base, ep, n); err != nil {
+		FROM generate_series(1, $3::integer) AS i`, base, ep, n, tenant); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE deliveries, events"); err != nil {

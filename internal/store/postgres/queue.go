@@ -1117,6 +1117,9 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 // RescueExpiredLeases implements store.Store. A rescued delivery whose
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
+// The round then finishes part of a release whose node stopped
+// (finishReleases); an error there is returned with the count of the
+// leases rescued.
 // The tenant locks and then the row locks (id order) are taken first, as
 // completions take them.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
@@ -1154,7 +1157,76 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	if err != nil {
 		return 0, err
 	}
+	if err := s.finishReleases(ctx, now); err != nil {
+		return int(n), err
+	}
 	return int(n), nil
+}
+
+// A release whose mark (endpoints.releasing_since) no chunk has renewed
+// for staleRelease stopped with its node; a lease rescue finishes up to
+// sweepChunks chunks of one such release (10,000 deliveries, some tenths of
+// a second), so that the rescue's next round is not held up, and leaves
+// the mark stale when more is left, for the next round of any node.
+const (
+	staleRelease = "30 seconds"
+	sweepChunks  = 20
+)
+
+// finishReleases finishes, in part, the oldest release whose node stopped
+// between its chunks (SetEndpointState), its held deliveries due at the
+// resume's time (release_due_at), so they keep their place before what
+// was published since. It never waits for a tenant's lock: a release whose
+// tenant is locked exclusively (a state change or a delete in progress) is
+// left for a later round, and the next stale one tried. Two nodes may work
+// on one release at once; each chunk re-checks its rows.
+func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
+	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, '') FROM endpoints
+		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`' AND state = 'enabled'
+		ORDER BY releasing_since LIMIT 8`, now)
+	if err != nil {
+		return wrap("finish a stopped release", err)
+	}
+	type stale struct {
+		id        string
+		mark, due time.Time
+		after     string
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
+		var st stale
+		err := row.Scan(&st.id, &st.mark, &st.due, &st.after)
+		return st, err
+	})
+	if err != nil {
+		return wrap("finish a stopped release", err)
+	}
+	// restale leaves a release for a later round, behind the others that
+	// stopped: its mark just stale, unless a chunk or a new resume renewed
+	// it since.
+	restale := func(id string, mark time.Time) error {
+		_, err := s.pool.Exec(ctx, `UPDATE endpoints SET releasing_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
+			WHERE id = $1 AND releasing_since = $2`, id, mark)
+		return err
+	}
+	for _, st := range found {
+		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, after: st.after, limit: sweepChunks, try: true})
+		if err != nil {
+			return wrap("finish a stopped release", err)
+		}
+		switch {
+		case last.mark != nil: // more is left
+			err = restale(st.id, *last.mark)
+		case last.found == 0 && moved == 0: // its tenant's lock was taken, or the release ended since
+			err = restale(st.id, st.mark)
+		}
+		if err != nil {
+			return wrap("finish a stopped release", err)
+		}
+		if moved > 0 {
+			return nil
+		}
+	}
+	return nil
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

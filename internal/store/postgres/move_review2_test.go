@@ -1,7 +1,6 @@
 package postgres
 
 import (
-
 	"github.com/jackc/pgx/v5"
 	"testing"
 	"time"

@@ -45,7 +45,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
 		releasing_since = CASE WHEN $2 = 'enabled' THEN clock_timestamp() END,
 		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END,
-		release_after = NULL
+		release_after = NULL, release_gen = release_gen + 1
 		WHERE id = $1 RETURNING `+endpointColumns,
 		p.ID, string(p.State), p.Reason, now).QueryRow(func(row pgx.Row) error {
 		var err error
@@ -65,6 +65,12 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		chunk moveChunkResult
 		mv    = move{id: p.ID, release: release, due: now}
 	)
+	b.Queue("SELECT release_gen FROM endpoints WHERE id = $1", p.ID).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&mv.gen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
 	mv.queue(b, &chunk)
 	if err := s.txBatch(ctx, "set endpoint state", b, func(tx pgx.Tx) error { return mv.mark(ctx, tx, &chunk) }); err != nil {
 		return store.Endpoint{}, 0, err
@@ -146,6 +152,11 @@ type move struct {
 	release bool
 	due     time.Time
 	after   string
+	// gen is the endpoint's state change the move belongs to
+	// (release_gen, counted by every change): a release goes on only
+	// while it is the endpoint's last. Its due time cannot name it: two
+	// resumes may share one.
+	gen int64
 	// limit is the most chunks moveRest runs (0: until done); try makes it
 	// stop instead of waiting when the tenant's lock is held exclusively
 	// (the rescue's sweep: finishReleases).
@@ -182,14 +193,14 @@ func (m move) queue(b *pgx.Batch, r *moveChunkResult) {
 // at the server's clock when the statement runs (every node reads its age
 // on the same clock, and a chunk that waited for a lock does not write a
 // mark already old) and the cursor $3; without, the release is done and
-// all three are cleared. Only the release that set release_due_at $4
+// all three are cleared. Only the release of generation $4
 // writes them: a pause and a new resume between its chunks end it. It
 // reads no delivery: a chunk that finds fewer than moveChunk after its
 // cursor leaves none held (every writer of a held delivery holds the
 // tenant's lock and sees the endpoint enabled).
 const markReleaseSQL = `UPDATE endpoints SET releasing_since = CASE WHEN $2 THEN clock_timestamp() END,
 		release_after = CASE WHEN $2 THEN $3 END, release_due_at = CASE WHEN $2 THEN release_due_at END
-	WHERE id = $1 AND state = 'enabled' AND release_due_at = $4 RETURNING releasing_since`
+	WHERE id = $1 AND state = 'enabled' AND release_gen = $4 RETURNING releasing_since`
 
 // mark runs markReleaseSQL for a release's chunk r in tx, setting r.mark
 // (nil when cleared or not a release).
@@ -197,7 +208,7 @@ func (m move) mark(ctx context.Context, tx pgx.Tx, r *moveChunkResult) error {
 	if !m.release {
 		return nil
 	}
-	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.due).Scan(&r.mark)
+	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.gen).Scan(&r.mark)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -229,7 +240,7 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		var (
 			locked = true
 			state  string
-			due    *time.Time
+			gen    int64
 			r      moveChunkResult
 		)
 		b := newTxBatch()
@@ -243,8 +254,8 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		} else {
 			b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass)
 		}
-		b.Queue("SELECT state, release_due_at FROM endpoints WHERE id = $1", m.id).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&state, &due); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		b.Queue("SELECT state, release_gen FROM endpoints WHERE id = $1", m.id).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&state, &gen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return nil
@@ -253,7 +264,7 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 			if !locked || state == "" || m.release != (state == string(store.EndpointEnabled)) {
 				return nil // the state changed since: the move is over
 			}
-			if m.release && (due == nil || !due.Equal(m.due)) {
+			if m.release && gen != m.gen {
 				return nil // paused and resumed again since: that release goes on
 			}
 			b := &pgx.Batch{}

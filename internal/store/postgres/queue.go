@@ -1181,7 +1181,7 @@ const (
 // left for a later round, and the next stale one tried. Two nodes may work
 // on one release at once; each chunk re-checks its rows.
 func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
-	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, '') FROM endpoints
+	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, ''), release_gen FROM endpoints
 		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`' AND state = 'enabled'
 		ORDER BY releasing_since LIMIT 8`, now)
 	if err != nil {
@@ -1191,10 +1191,11 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 		id        string
 		mark, due time.Time
 		after     string
+		gen       int64
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
 		var st stale
-		err := row.Scan(&st.id, &st.mark, &st.due, &st.after)
+		err := row.Scan(&st.id, &st.mark, &st.due, &st.after, &st.gen)
 		return st, err
 	})
 	if err != nil {
@@ -1209,7 +1210,7 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, st := range found {
-		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, after: st.after, limit: sweepChunks, try: true})
+		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
 		if err != nil {
 			return wrap("finish a stopped release", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 )
 
 // A migration that replaces deliveries' indexes (92) waits for a long
@@ -23,14 +22,7 @@ func TestIndexMigrationDoesNotQueueTheTableBehindALongReader(t *testing.T) {
 	conn := rawConn(t, dbURL)
 	db := stdlib.OpenDB(*conn.Config())
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testProvider(t, db, embeddedMigrations(t))
 	if _, err := prov.UpTo(ctx, 91); err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +84,7 @@ func TestMigrationWaitingForALockIsRunAgain(t *testing.T) {
 	conn := rawConn(t, dbURL)
 	db := stdlib.OpenDB(*conn.Config())
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := embeddedMigrations(t)
 	fsys := fstest.MapFS{}
 	entries, err := fs.ReadDir(sub, ".")
 	if err != nil {
@@ -108,18 +97,11 @@ func TestMigrationWaitingForALockIsRunAgain(t *testing.T) {
 		}
 		fsys[e.Name()] = &fstest.MapFile{Data: b}
 	}
-	prov, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := prov.Up(ctx); err != nil {
+	if _, err := testProvider(t, db, fsys).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fsys["09999_alter.sql"] = &fstest.MapFile{Data: []byte("-- +goose Up\nSET LOCAL lock_timeout = '100ms';\nALTER TABLE endpoints ADD COLUMN scratch integer;\n-- +goose Down\nALTER TABLE endpoints DROP COLUMN scratch;\n")}
-	prov, err = goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testProvider(t, db, fsys)
 	reader := rawConn(t, dbURL)
 	tx, err := reader.Begin(ctx)
 	if err != nil {

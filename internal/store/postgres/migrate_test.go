@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"testing"
@@ -13,6 +14,27 @@ import (
 
 	"github.com/herald-webhooks/herald/internal/store"
 )
+
+// embeddedMigrations is the migrations directory as goose reads it.
+func embeddedMigrations(t *testing.T) fs.FS {
+	t.Helper()
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// testProvider is a goose provider of fsys on db, as migrate makes one
+// but without its lock: tests move a schema of their own to a version.
+func testProvider(t *testing.T, db *sql.DB, fsys fs.FS) *goose.Provider {
+	t.Helper()
+	prov, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prov
+}
 
 // mainSchemaVersion is the last migration of the release before tenancy.
 const mainSchemaVersion = 2
@@ -27,14 +49,7 @@ func TestMigrateFromPreTenancySchema(t *testing.T) {
 	conn := rawConn(t, dbURL)
 	db := stdlib.OpenDB(*conn.Config())
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testProvider(t, db, embeddedMigrations(t))
 	if _, err := prov.UpTo(ctx, mainSchemaVersion); err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +153,7 @@ func TestMigrateOutOfOrderBlock(t *testing.T) {
 	conn := rawConn(t, dbURL)
 	db := stdlib.OpenDB(*conn.Config())
 	defer db.Close()
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := embeddedMigrations(t)
 	entries, err := fs.ReadDir(sub, ".")
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +169,7 @@ func TestMigrateOutOfOrderBlock(t *testing.T) {
 		}
 		without[e.Name()] = &fstest.MapFile{Data: b}
 	}
-	prov, err := goose.NewProvider(goose.DialectPostgres, db, without, goose.WithLogger(goose.NopLogger()), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := prov.Up(ctx); err != nil {
+	if _, err := testProvider(t, db, without).Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)

@@ -590,9 +590,22 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 	if err != nil {
 		return nil, err
 	}
+	// Say what a start is waiting for when it migrates: the other nodes
+	// starting meanwhile wait for its lock, and a migration waiting behind
+	// a long transaction is run again for up to 5 minutes
+	// (docs/production.md, "Upgrades"). A failed look is left to Open.
+	var migrating time.Time
+	if sch, err := postgres.SchemaStatus(ctx, url); err == nil && len(sch.Pending) > 0 {
+		migrating = time.Now()
+		m.log.Info("migrating the database: applying the migrations this binary has and the database lacks",
+			"database_version", sch.Database, "binary_version", sch.Binary, "pending", sch.Pending)
+	}
 	st, err := postgres.Open(ctx, url, postgres.WithSecretBox(box))
 	if err != nil {
 		return nil, err
+	}
+	if !migrating.IsZero() {
+		m.log.Info("database migrated", "took", time.Since(migrating).Round(time.Millisecond))
 	}
 	m.box = box
 	m.cursorKey = secretbox.DeriveKey(key, "herald list cursors v1")

@@ -165,25 +165,9 @@ func TestHandBackWaitsForTheHold(t *testing.T) {
 	holdPublish(t, sq, "old", t0)
 	e.Notify()
 	waitFor(t, "the old attempt in flight", func() bool { return e.InFlight().Total == 1 })
-	// 2. A failure opens the circuit.
-	holdPublish(t, sq, "fail", t0)
-	e.Notify()
-	waitFor(t, "the circuit open", func() bool { return e.Circuit(ep.ID).State == CircuitOpen })
-	openUntil := e.Circuit(ep.ID).OpenUntil
-	// 3. A backlog, turned away until the cooldown's end.
-	backlog := map[string]bool{}
-	for range 6 {
-		backlog[holdPublish(t, sq, "b", t0)] = true
-	}
-	e.Notify()
-	waitFor(t, "the backlog postponed to the cooldown's end", func() bool {
-		for _, d := range holdDeliveries(t, sq, ep.ID) {
-			if backlog[d.EventID] && (d.State != store.DeliveryPending || d.LeaseOwner != "" || d.NextAttemptAt.Before(openUntil)) {
-				return false
-			}
-		}
-		return true
-	})
+	// 2. A failure opens the circuit; 3. a backlog, turned away until the
+	// cooldown's end.
+	openUntil, backlog := openCircuitWithBacklog(t, e, sq, ep.ID, 6)
 	// 4. The cooldown ends: the probe is claimed, its worker writes the hold
 	// (held back here).
 	clk.Advance(openUntil.Sub(clk.Now()))
@@ -218,4 +202,31 @@ func TestHandBackWaitsForTheHold(t *testing.T) {
 	if len(stuck) > 0 {
 		t.Fatalf("circuit closed at %v, clock stopped there; %d deliveries not delivered, held until the probe's deadline by a hold written after its hand-back:\n%v", clk.Now(), len(stuck), stuck)
 	}
+}
+
+// openCircuitWithBacklog publishes a delivery of type "fail" (the test's
+// sender fails it), waits for it to open endpoint
+// epID's circuit, then publishes n more (type "b") and waits until the
+// store holds each of them pending, unleased, due no earlier than the
+// circuit's end. It answers that end and the backlog's event ids.
+func openCircuitWithBacklog(t *testing.T, e *Engine, sq store.Store, epID string, n int) (time.Time, map[string]bool) {
+	t.Helper()
+	holdPublish(t, sq, "fail", t0)
+	e.Notify()
+	waitFor(t, "the circuit open", func() bool { return e.Circuit(epID).State == CircuitOpen })
+	openUntil := e.Circuit(epID).OpenUntil
+	backlog := map[string]bool{}
+	for range n {
+		backlog[holdPublish(t, sq, "b", t0)] = true
+	}
+	e.Notify()
+	waitFor(t, "the backlog postponed to the cooldown's end", func() bool {
+		for _, d := range holdDeliveries(t, sq, epID) {
+			if backlog[d.EventID] && (d.State != store.DeliveryPending || d.LeaseOwner != "" || d.NextAttemptAt.Before(openUntil)) {
+				return false
+			}
+		}
+		return true
+	})
+	return openUntil, backlog
 }

@@ -78,27 +78,11 @@ func testResumeClosesTheCircuit(t *testing.T, sq store.Store, pause store.Endpoi
 	cancel, done := runInBackground(t, e)
 	defer func() { cancel(); <-done }()
 
-	// The receiver is down: a failure opens the circuit.
-	holdPublish(t, sq, "fail", t0)
-	e.Notify()
-	waitFor(t, "the circuit open", func() bool { return e.Circuit(ep.ID).State == CircuitOpen })
-	openUntil := e.Circuit(ep.ID).OpenUntil
-	// A backlog, postponed to the cooldown's end. The caps take it
-	// all at once: a claim turned away at a cap would come back a
-	// few milliseconds later on a clock that does not move.
-	backlog := map[string]bool{}
-	for range 5 {
-		backlog[holdPublish(t, sq, "b", t0)] = true
-	}
-	e.Notify()
-	waitFor(t, "the backlog postponed to the cooldown's end", func() bool {
-		for _, d := range holdDeliveries(t, sq, ep.ID) {
-			if backlog[d.EventID] && (d.State != store.DeliveryPending || d.LeaseOwner != "" || d.NextAttemptAt.Before(openUntil)) {
-				return false
-			}
-		}
-		return true
-	})
+	// The receiver is down: a failure opens the circuit. A backlog,
+	// postponed to the cooldown's end. The caps take it all at once: a
+	// claim turned away at a cap would come back a few milliseconds later
+	// on a clock that does not move.
+	openUntil, backlog := openCircuitWithBacklog(t, e, sq, ep.ID, 5)
 	// The operator pauses the endpoint, fixes the receiver, resumes
 	// it, a second later: well within the cooldown.
 	clk.Advance(time.Second)

@@ -81,7 +81,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		// goes away (as a release whose node stops is finished by the
 		// rescue).
 		mv.after = chunk.last
-		more, err := s.moveRest(context.WithoutCancel(ctx), mv)
+		_, more, err := s.moveChunks(context.WithoutCancel(ctx), mv)
 		moved += more
 		if err != nil {
 			return e, int(moved), wrap("set endpoint state: move the endpoint's deliveries", err)
@@ -157,7 +157,7 @@ type move struct {
 	// while it is the endpoint's last. Its due time cannot name it: two
 	// resumes may share one.
 	gen int64
-	// limit is the most chunks moveRest runs (0: until done); try makes it
+	// limit is the most chunks moveChunks runs (0: until done); try makes it
 	// stop instead of waiting when the tenant's lock is held exclusively
 	// (the rescue's sweep: finishReleases).
 	limit int
@@ -215,19 +215,14 @@ func (m move) mark(ctx context.Context, tx pgx.Tx, r *moveChunkResult) error {
 	return err
 }
 
-// moveRest runs m after its first chunk, one chunk per transaction under
-// the tenant's shared lock, each after the last id of the one before, and
-// stops when a chunk finds fewer than moveChunk, when the endpoint's state
-// no longer calls for the move (paused again during a release, enabled
-// during a hold, or deleted), after m.limit chunks, or, with m.try, when
-// the tenant's lock is held exclusively. It answers the deliveries moved.
-func (s *Store) moveRest(ctx context.Context, m move) (int64, error) {
-	_, total, err := s.moveChunks(ctx, m)
-	return total, err
-}
-
-// moveChunks is moveRest, also answering the last chunk's result (zero
-// when it did not run: the state changed, or the lock was not free).
+// moveChunks runs m after its first chunk, one chunk per transaction
+// under the tenant's shared lock, each after the last id of the one
+// before, and stops when a chunk finds fewer than moveChunk, when the
+// endpoint's state no longer calls for the move (paused again during a
+// release, enabled during a hold, or deleted), after m.limit chunks, or,
+// with m.try, when the tenant's lock is held exclusively. It answers the
+// last chunk's result (zero when it did not run: the state changed, or the
+// lock was not free) and the deliveries moved.
 func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64, error) {
 	var (
 		total int64

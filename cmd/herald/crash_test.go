@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,58 +52,10 @@ func TestKill9LosesNothing(t *testing.T) {
 	db := "sqlite:" + filepath.Join(dir, "herald.db")
 	const key = "crash-test-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--db", db, "--workers", "8",
+		return serveProcess(t, bin, db, key, nil, "--dev", "--workers", "8",
 			"--attempt-timeout", "1s", "--lease", "3s", "--rescue-interval", "200ms", "--retry-schedule", "100ms,100ms,100ms,100ms")
-		cmd.Env = append(os.Environ(), "HERALD_API_KEY="+key)
-		var logs bytes.Buffer
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("server log:\n%s", logs.String())
-			}
-		})
-		base := "http://" + addr
-		for i := 0; ; i++ {
-			resp, err := http.Get(base + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if i > 200 {
-				t.Fatalf("server did not become ready: %v\n%s", err, logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return cmd, base
 	}
-	call := func(base, method, path, body string) []byte {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
-	}
+	call := func(base, method, path, body string) []byte { return adminCall(t, key, base, method, path, body) }
 
 	cmd, base := start()
 	call(base, "POST", "/v1/endpoints", `{"tenant":"acme","url":"`+r1.URL+`"}`)
@@ -198,41 +148,8 @@ func TestInboundSurvivesKill9(t *testing.T) {
 	db := "sqlite:" + filepath.Join(dir, "herald.db")
 	const key = "inbound-crash-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		cmd := exec.Command(bin, "serve", "--addr", addr, "--db", db, "--attempt-timeout", "1s", "--breaker-cooldown", "1s",
+		return serveProcess(t, bin, db, key, nil, "--attempt-timeout", "1s", "--breaker-cooldown", "1s",
 			"--rescue-interval", "200ms", "--lease", "3s", "--retry-schedule", "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms")
-		cmd.Env = append(os.Environ(), "HERALD_API_KEY="+key)
-		var logs bytes.Buffer
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("server log:\n%s", logs.String())
-			}
-		})
-		for i := 0; ; i++ {
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if i > 200 {
-				t.Fatalf("not ready: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return cmd, "http://" + addr
 	}
 	cmd, base := start()
 	req, _ := http.NewRequest("POST", base+"/v1/sources", strings.NewReader(`{"name":"gh","scheme":"github","secrets":["s3-crash-test-secret"],"destination_url":"http://`+destAddr+`/hook"}`))

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -79,59 +75,11 @@ func fanOutCrash(t *testing.T, bin, db string, env []string, count func(query st
 
 	const key = "fanout-crash-admin-key-0123456789abcdef"
 	start := func() (*exec.Cmd, string) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		cmd := exec.Command(bin, "serve", "--dev", "--addr", addr, "--db", db, "--workers", "16",
+		return serveProcess(t, bin, db, key, env, "--dev", "--workers", "16",
 			"--fanout-chunk", "2", "--attempt-timeout", "1s", "--lease", "3s", "--rescue-interval", "200ms",
 			"--retry-schedule", "100ms,100ms,100ms,100ms")
-		cmd.Env = append(append(os.Environ(), "HERALD_API_KEY="+key), env...)
-		var logs bytes.Buffer
-		cmd.Stderr = &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("server log:\n%s", logs.String())
-			}
-		})
-		base := "http://" + addr
-		for i := 0; ; i++ {
-			resp, err := http.Get(base + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
-			}
-			if i > 200 {
-				t.Fatalf("server did not become ready: %v\n%s", err, logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return cmd, base
 	}
-	call := func(base, method, path, body string) []byte {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
-	}
+	call := func(base, method, path, body string) []byte { return adminCall(t, key, base, method, path, body) }
 
 	cmd, base := start()
 	const endpoints, events = 300, 6

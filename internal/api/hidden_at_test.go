@@ -99,3 +99,20 @@ func TestPersonalDataWarningIsBounded(t *testing.T) {
 		t.Fatalf("publish of an address in a member name with control characters: %d, warning %q; want 202 and them escaped", rec.Code, h)
 	}
 }
+
+// TestEventTypeSchemaWithReferenceCycleIsRefused: a version whose schema
+// applies a subschema to itself ({"$ref":"#/properties/a"} at
+// /properties/a) is refused when it is added, naming the subschema, and
+// nothing is stored: it used to be catalogued, and every publish whose
+// data had an "a" was refused for good ("causing reference cycle"), a
+// version's schema never changing.
+func TestEventTypeSchemaWithReferenceCycleIsRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	st, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"loop.made","versions":[{"version":1,"schema":{"type":"object","properties":{"a":{"$ref":"#/properties/a"}}}}]}`)
+	if st != 422 || !strings.Contains(string(raw), "body.versions[0].schema") || !strings.Contains(string(raw), "the subschema at /properties/a applies itself to the same value (a reference cycle") {
+		t.Fatalf("create with a reference cycle: %d %s; want 422 at body.versions[0].schema naming /properties/a", st, raw)
+	}
+	if st, raw := w.call(adminKey, "GET", "/v1/event-types/loop.made", ""); st != 404 {
+		t.Fatalf("after the refused create: %d %s; want 404", st, raw)
+	}
+}

@@ -19,8 +19,8 @@ import (
 // recursive schema whose references move into the value (through
 // "properties", "items"…) has no such cycle. Other references (an
 // "#anchor", a URL, "$dynamicRef") are not followed, and a schema with an
-// embedded "$id" (which rebases the "#/…" references under it) is not
-// checked. The error names the first subschema of a cycle, in pointer
+// embedded "$id" (draft-04: "id"), which rebases the "#/…" references
+// under it, is not checked. The error names the first subschema of a cycle, in pointer
 // order, and the rule.
 func (s *Schema) CheckRefCycles() error {
 	root, ok := s.raw.(map[string]any)
@@ -35,7 +35,12 @@ func (s *Schema) CheckRefCycles() error {
 			return
 		}
 		nodes[ptr] = m
+		// Draft-04 names it "id"; elsewhere an "id" keyword is unknown, and
+		// taking it for one only skips the check.
 		if _, ok := m["$id"]; ok && ptr != "" {
+			embeddedID = true
+		}
+		if _, ok := m["id"].(string); ok && ptr != "" {
 			embeddedID = true
 		}
 		for k, v := range m {

@@ -38,6 +38,7 @@ func TestCheckRefCycles(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"#"}}}`,
 		`{"type":"object","properties":{"a":{"type":"string"},"b":{"$ref":"#/properties/a"}}}`,
 		`{"type":"object","const":{"$ref":"#"},"default":{"allOf":[{"$ref":"#"}]}}`,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","definitions":{"x":{"id":"http://x.example/x","type":"object","properties":{"b":{"$ref":"#"}}}},"properties":{"a":{"$ref":"http://x.example/x"}}}`,
 		`{"$id":"https://example.com/doc.json","type":"object","$defs":{"user":{"type":"object","properties":{"id":{"type":"string"},"manager":{"$ref":"#/$defs/user"}}}},"properties":{"owner":{"$ref":"#/$defs/user"},"editor":{"$ref":"https://example.com/doc.json#/$defs/user"},"parent":{"$ref":"#"},"tag":{"const":{"$ref":"#/not/a/ref"}}}}`,
 		`{"type":"object","$defs":{"x":{"$id":"https://x.example/x","$ref":"#/$defs/y","$defs":{"y":{"type":"string"}}}},"properties":{"a":{"$ref":"https://x.example/x"}}}`,
 	} {

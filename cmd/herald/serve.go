@@ -86,7 +86,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 				{cfg.DisableMinFailures < 1, fmt.Sprintf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", cfg.DisableMinFailures)},
 				{cfg.HeartbeatInterval == 0, "--heartbeat-interval 0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
 				{cfg.Workers < 1, "--workers must be at least 1"},
-				{cfg.MaxPayloadBytes < 1, "--max-payload-bytes must be at least 1"},
+				{cfg.MaxPayloadBytes < 1, fmt.Sprintf("--max-payload-bytes %d: at least %d (1 KiB): an event's envelope alone (id, type, tenant, occurred_at) is about 100 bytes, so a smaller cap refuses (413) nearly every publish; it is taken for a mistake (bytes given where KiB were meant)", cfg.MaxPayloadBytes, app.MinPayloadBytes)},
 				{cfg.FanOutChunk < 1, "--fanout-chunk must be at least 1"},
 				{cfg.BreakerThreshold < 1, "--breaker-threshold must be at least 1"},
 				{cfg.RescueInterval <= 0, "--rescue-interval must be positive"},
@@ -163,7 +163,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.StringVar(&schedule, "retry-schedule", retry.DefaultScheduleText, "upper bounds of the delays before attempts 2..N (comma-separated Go durations)")
 	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", app.DefaultAttemptTimeout, "timeout of one attempt: connect, TLS, headers and body")
 	f.IntVar(&cfg.Workers, "workers", app.DefaultWorkers, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
-	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", app.DefaultMaxPayloadBytes, "largest event body delivered, in bytes")
+	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", app.DefaultMaxPayloadBytes, "largest event body delivered, in bytes: 1024 (1 KiB) to 1032192")
 	f.StringVar(&cfg.Catalog, "catalog", "permissive", "event catalog: permissive (uncatalogued event types are published as they are) or strict (refused with 422)")
 	f.StringVar(&cfg.PersonalData, "personal-data", "auto", "personal-data guard (e-mail, phone, payment card, IBAN in event data): refuse, warn or off; auto refuses for catalogued types and warns for uncatalogued ones")
 	f.DurationVar(&cfg.Lease, "lease", 0, "how long a claimed delivery is leased before another worker may rescue it (default 2 × attempt timeout + 5s)")

@@ -8,11 +8,15 @@ def verify_herald(secret, header, raw_body, now=None):
     now = int(time.time()) if now is None else now
     pairs = [p.strip().split("=", 1) for p in (header or "").split(",") if "=" in p]
     ts = [v for k, v in pairs if k == "t"]
-    if len(ts) != 1 or not ts[0].isdigit() or abs(now - int(ts[0])) > 300:  # replay window
+    # ASCII digits only ("²".isdigit() is true, int("²") raises), and few enough for int().
+    if len(ts) != 1 or not (ts[0].isascii() and ts[0].isdigit()) or len(ts[0]) > 19:
+        return False
+    if abs(now - int(ts[0])) > 300:  # replay window
         return False
     # The whole "whsec_..." string is the key; the message is "<t>.<raw body>".
     want = hmac.new(secret.encode(), ts[0].encode() + b"." + raw_body, hashlib.sha256).hexdigest()
-    return any(hmac.compare_digest(v, want) for k, v in pairs if k == "v1")
+    # Compare bytes: compare_digest raises on a str holding non-ASCII characters.
+    return any(hmac.compare_digest(v.encode(), want.encode()) for k, v in pairs if k == "v1")
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/herald-webhooks/herald/internal/catalog"
 	"github.com/herald-webhooks/herald/internal/inbound"
 	"github.com/herald-webhooks/herald/internal/store"
 	"github.com/herald-webhooks/herald/internal/tracing"
@@ -26,7 +27,7 @@ import (
 // publishOutput answers POST /v1/events.
 type publishOutput struct {
 	Status  int
-	Warning string `header:"X-Herald-Personal-Data-Warning" doc:"set when the data looked like it carried personal data (JSON pointer and kind) and the guard only warns"`
+	Warning string `header:"X-Herald-Personal-Data-Warning" doc:"set when the data looked like it carried personal data and the guard only warns: the JSON pointer and kind of the first 10 findings, each pointer with its control characters written \\u0000 and cut to 256 bytes, joined by \", \", then \", and N more\" for the rest"`
 	Body    PublishOut
 }
 
@@ -337,11 +338,7 @@ func (s *Server) publishEvent(ctx context.Context, in *publishIn) (out *publishO
 		out.Body.EventOut = eventOut(res.Event) // the original event
 	}
 	if len(cp.warnings) > 0 {
-		parts := make([]string, len(cp.warnings))
-		for i, f := range cp.warnings {
-			parts[i] = f.Pointer + " " + f.Kind
-		}
-		out.Warning = strings.Join(parts, ", ")
+		out.Warning = personalDataWarning(cp.warnings)
 	}
 	if !res.Created {
 		out.Status = http.StatusOK
@@ -609,3 +606,44 @@ func (s *Server) findEvent(ctx context.Context, id, named string) (store.Event, 
 // pattern) is in the namespaces Herald keeps for its own events:
 // store.ReservedEventType, which outbox.Publish applies too.
 func ReservedEventType(typ string) bool { return store.ReservedEventType(typ) }
+
+// personalDataWarning is the X-Herald-Personal-Data-Warning of a publish
+// the guard warned about: "<pointer> <kind>" of the first maxProblemErrors
+// findings (data's by pointer, then data_versions'), each pointer cut by
+// Echo once its control characters are escaped (headerSafe), joined by ", ",
+// then ", and N more" for the rest. Bounded like a problem (a few KB at
+// most): the header of data with thousands of addresses was tens of KB,
+// past the 16 KB of response headers that Node's fetch and many proxies
+// accept, which failed the request of a publish that was stored.
+func personalDataWarning(findings []catalog.Finding) string {
+	shown := findings[:min(len(findings), maxProblemErrors)]
+	parts := make([]string, len(shown))
+	for i, f := range shown {
+		parts[i] = Echo(headerSafe(f.Pointer)) + " " + f.Kind
+	}
+	s := strings.Join(parts, ", ")
+	if more := len(findings) - len(shown); more > 0 {
+		s += fmt.Sprintf(", and %d more", more)
+	}
+	return s
+}
+
+// headerSafe writes the control characters of s (C0 and DEL, which no
+// header value may hold, RFC 9110 §5.5: Node's fetch fails an answer with
+// one) as JSON writes them, \u0000; a member name of the data may hold
+// any. Other characters are kept.
+func headerSafe(s string) string {
+	control := func(r rune) bool { return r < 0x20 || r == 0x7f }
+	if !strings.ContainsFunc(s, control) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if control(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

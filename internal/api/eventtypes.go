@@ -117,6 +117,9 @@ func checkVersion(v EventTypeVersionIn, loc, resourceID string) (*catalog.Schema
 	if err == nil {
 		err = sch.CheckMarks()
 	}
+	if err == nil {
+		err = sch.CheckRefCycles()
+	}
 	if err != nil {
 		return nil, invalid(loc+".schema", err.Error(), nil)
 	}

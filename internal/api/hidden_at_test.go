@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,53 @@ func TestPersonalDataGuardPassesThinLinksWithAt(t *testing.T) {
 	st, raw := w.call(adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"asset.added","data":{"logo":"logo@2x.png","owner":"jane@example.co.uk"}}`)
 	if st != 422 || !strings.Contains(string(raw), "/data/owner: personal-data: email") || strings.Contains(string(raw), "/data/logo") {
 		t.Errorf("publish with an address: %d %s; want 422 naming /data/owner only", st, raw)
+	}
+}
+
+// TestPersonalDataWarningIsBounded: the X-Herald-Personal-Data-Warning of a
+// publish whose data holds thousands of addresses (or one under a member
+// name of thousands of bytes) names the first findings, each pointer cut,
+// and counts the rest, so the header stays within a few KB: a 54 KB one
+// made Node's fetch fail the request (UND_ERR_HEADERS_OVERFLOW; its limit
+// is 16 KB, as are many proxies') while the event was stored, so the
+// producer's retry without an id published it twice.
+func TestPersonalDataWarningIsBounded(t *testing.T) {
+	w := newWorld(t, nil)
+	var data strings.Builder
+	data.WriteString(`{"` + strings.Repeat("a", 5000) + `@example.com":1`)
+	for i := range 2000 {
+		data.WriteString(`,"k` + strconv.Itoa(i) + `":"u` + strconv.Itoa(i) + `@ex.com"`)
+	}
+	data.WriteString(`}`)
+	rec := w.request("192.0.2.1", adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.imported","data":`+data.String()+`}`)
+	h := rec.Header().Get("X-Herald-Personal-Data-Warning")
+	first := "/data/" + strings.Repeat("a", 250) + "… email, /data/k0 email, /data/k1 email, "
+	if rec.Code != 202 || !strings.HasPrefix(h, first) || len(h) > 4096 || !strings.HasSuffix(h, ", and 1991 more") {
+		t.Fatalf("publish of 2,001 addresses: %d, a %d-byte warning %.300q…%q; want 202, the first findings, each pointer cut, and \"and 1991 more\" within 4 KB", rec.Code, len(h), h, h[max(0, len(h)-100):])
+	}
+	// A member name's control characters, which no header value may hold
+	// (RFC 9110 §5.5: Node's fetch failed such an answer,
+	// HPE_INVALID_HEADER_TOKEN, the event stored), are written escaped.
+	rec = w.request("192.0.2.1", adminKey, "POST", "/v1/events", `{"tenant":"acme","type":"contact.imported","data":{"jane@example.com\u0000\u001b\r\n\u007fx":1}}`)
+	h = rec.Header().Get("X-Herald-Personal-Data-Warning")
+	if rec.Code != 202 || h != `/data/jane@example.com\u0000\u001b\u000d\u000a\u007fx email` {
+		t.Fatalf("publish of an address in a member name with control characters: %d, warning %q; want 202 and them escaped", rec.Code, h)
+	}
+}
+
+// TestEventTypeSchemaWithReferenceCycleIsRefused: a version whose schema
+// applies a subschema to itself ({"$ref":"#/properties/a"} at
+// /properties/a) is refused when it is added, naming the subschema, and
+// nothing is stored: it used to be catalogued, and every publish whose
+// data had an "a" was refused for good ("causing reference cycle"), a
+// version's schema never changing.
+func TestEventTypeSchemaWithReferenceCycleIsRefused(t *testing.T) {
+	w := newWorld(t, nil)
+	st, raw := w.call(adminKey, "POST", "/v1/event-types", `{"name":"loop.made","versions":[{"version":1,"schema":{"type":"object","properties":{"a":{"$ref":"#/properties/a"}}}}]}`)
+	if st != 422 || !strings.Contains(string(raw), "body.versions[0].schema") || !strings.Contains(string(raw), "the subschema at /properties/a applies itself to the same value (a reference cycle") {
+		t.Fatalf("create with a reference cycle: %d %s; want 422 at body.versions[0].schema naming /properties/a", st, raw)
+	}
+	if st, raw := w.call(adminKey, "GET", "/v1/event-types/loop.made", ""); st != 404 {
+		t.Fatalf("after the refused create: %d %s; want 404", st, raw)
 	}
 }

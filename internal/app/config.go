@@ -22,6 +22,9 @@ const (
 	DefaultAttemptTimeout  = 10 * time.Second
 	DefaultWorkers         = 128
 	DefaultMaxPayloadBytes = 64 << 10
+	// MinPayloadBytes is the smallest MaxPayloadBytes (--max-payload-bytes)
+	// accepted, in bytes: below it nearly every publish would be refused.
+	MinPayloadBytes = 1 << 10
 	// DefaultDisableAfter is `herald serve`'s --disable-after; in Config
 	// zero means never.
 	DefaultDisableAfter = 5 * 24 * time.Hour
@@ -89,8 +92,8 @@ func (c Config) validate() error {
 	if c.Workers < 1 {
 		return errors.New("--workers must be at least 1")
 	}
-	if c.MaxPayloadBytes < 1 {
-		return errors.New("--max-payload-bytes must be at least 1")
+	if c.MaxPayloadBytes < MinPayloadBytes {
+		return fmt.Errorf("--max-payload-bytes %d: at least %d (1 KiB): an event's envelope alone (id, type, tenant, occurred_at) is about 100 bytes, so a smaller cap refuses (413) nearly every publish; it is taken for a mistake (bytes given where KiB were meant)", c.MaxPayloadBytes, MinPayloadBytes)
 	}
 	if c.MaxPayloadBytes > api.MaxPayloadBytes {
 		return fmt.Errorf("--max-payload-bytes %d: at most %d (a request body is at most 1 MiB, 16 KiB of a publish's for its envelope; send ids and links, not content)", c.MaxPayloadBytes, api.MaxPayloadBytes)

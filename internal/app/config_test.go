@@ -55,6 +55,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}{
 		{func(c *app.Config) { c.EndpointConcurrency = -1 }, "--endpoint-concurrency must be 0 (workers/8) or more"},
 		{func(c *app.Config) { c.Workers = -5 }, "--workers must be at least 1"},
+		{func(c *app.Config) { c.MaxPayloadBytes = 64 }, "--max-payload-bytes 64: at least 1024 (1 KiB): an event's envelope alone (id, type, tenant, occurred_at) is about 100 bytes, so a smaller cap refuses (413) nearly every publish; it is taken for a mistake (bytes given where KiB were meant)"},
 		{func(c *app.Config) { c.MaxPayloadBytes = 2 << 20 }, "--max-payload-bytes 2097152: at most 1032192 (a request body is at most 1 MiB, 16 KiB of a publish's for its envelope; send ids and links, not content)"},
 		{func(c *app.Config) { c.Lease = time.Second }, "--lease 1s must be longer than --attempt-timeout 10s (a lease must outlive its attempt)"},
 		{func(c *app.Config) { c.HeartbeatInterval = time.Hour }, "--heartbeat-interval 1h0m0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},

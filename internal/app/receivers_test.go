@@ -17,7 +17,8 @@ import (
 // npm packages) and Python (standard library) receivers of
 // docs/receivers.md, run as they are printed there (docs/receivers/*,
 // which the page includes verbatim), verify a live delivery from Herald
-// and refuse a forged one. The npm packages are those of interop/node
+// and refuse a forged one, and a malformed X-Signature with a 400
+// rather than an exception. The npm packages are those of interop/node
 // (npm ci --prefix interop/node); without them those cases skip, unless
 // HERALD_INTEROP_REQUIRE_NODE=1 (CI) makes that a failure.
 func TestReceiverSnippets(t *testing.T) {
@@ -108,6 +109,33 @@ func TestReceiverSnippets(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Fatalf("forged request: %d, want 400", resp.StatusCode)
+			}
+			// So is one whose X-Signature is malformed in ways a verifier
+			// must refuse, not fail on: a timestamp of a digit that is not
+			// ASCII (0xB2 is "²" read as Latin-1, as HTTP servers decode
+			// header bytes), one longer than any integer a language converts
+			// (Python refuses over 4,300 digits), and a v1 that is not ASCII
+			// (Python's hmac.compare_digest raises on such a str).
+			now := strconv.FormatInt(time.Now().Unix(), 10)
+			for _, sig := range []string{
+				"t=\xb2,v1=" + strings.Repeat("0", 64),
+				"t=" + strings.Repeat("1", 5000) + ",v1=" + strings.Repeat("0", 64),
+				"t=" + now + ",v1=\xe9" + strings.Repeat("0", 63),
+			} {
+				req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(port)+"/hooks", strings.NewReader(`{"id":"evt_forged","type":"x"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Signature", sig)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatalf("X-Signature %.40q: %v, want a 400 answer", sig, err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Fatalf("X-Signature %.40q: %d, want 400", sig, resp.StatusCode)
+				}
 			}
 
 			p := h.publish("acme", "invoice.paid", `{"amount":42}`)

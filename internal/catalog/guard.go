@@ -58,6 +58,11 @@ const (
 	// U+17B4…) and control characters other than white space (NUL, ESC,
 	// DEL…) — which split an address without showing.
 	DecodedFormat = "format and other invisible characters removed (Unicode general category Cf and Default_Ignorable_Code_Point: U+200B ZERO WIDTH SPACE, U+00AD SOFT HYPHEN, U+034F COMBINING GRAPHEME JOINER…; control characters other than white space: NUL, U+007F…; read as nothing)"
+	// DecodedReplacement: U+FFFD REPLACEMENT CHARACTER removed, which a
+	// lone surrogate escape ("\ud800" to "\udfff" without its other half:
+	// no Unicode text, RFC 8259 §8.2) decodes to: it splits an address
+	// for the patterns while receivers still read the address around it.
+	DecodedReplacement = "replacement characters removed (U+FFFD, which a lone surrogate escape such as \\ud800 decodes to: no Unicode text, RFC 8259 §8.2; read as nothing)"
 	// DecodedFullStops: the full stops IDNA reads as a domain's dot.
 	DecodedFullStops = "ideographic full stops read as dots (IDNA, UTS #46 and RFC 3490 §3.1: 。 U+3002, ． U+FF0E and ｡ U+FF61 read as .)"
 )
@@ -71,6 +76,7 @@ const EmailDomainRule = "an e-mail address's domain ends in a top-level domain o
 const HiddenEmailReadings = "an e-mail address is also found with its @ percent-encoded (%40) or encoded again (%2540), read percent-decoded (RFC 3986 §2.1); " +
 	"as an HTML character reference (&#64;, &#x40;, &commat;), read with its references decoded (HTML Living Standard §13.5); " +
 	"split by invisible characters (U+200B zero-width space, U+00AD soft hyphen, any of Unicode general category Cf or Default_Ignorable_Code_Point such as U+034F combining grapheme joiner, a control character other than white space such as NUL), read with them removed; " +
+	"split by U+FFFD replacement characters, which a lone surrogate escape (\\ud800 to \\udfff without its pair) decodes to, read with them removed; " +
 	"or as a full-width ＠ U+FF20 or small ﹫ U+FE6B, read NFKC-normalised (Unicode UAX #15); " +
 	"the readings are applied in rounds (at most 4) and the finding names them; " +
 	"then a domain's dot written as an ideographic full stop (。 U+3002, ． U+FF0E, ｡ U+FF61) is read as a dot, as IDNA does (UTS #46, RFC 3490 §3.1)"
@@ -409,14 +415,17 @@ const maxDecodeRounds = 4
 // is) when it has a "%", then decoding its character references
 // (html.UnescapeString) when it has a "&", then removing its format
 // characters (invisible: Cf, Default_Ignorable_Code_Point, controls but
-// white space) when it may have one, until a round changes nothing, an
+// white space) when it may have one, then removing its U+FFFD replacement
+// characters (a lone surrogate escape's reading) when it has one, until a
+// round changes nothing, an
 // address shows, or maxDecodeRounds; then, when it has an "@" (or U+FF20
 // or U+FE6B) and other non-ASCII characters, with its ideographic full
 // stops read as "." when NFKC would leave one, and NFKC-normalised
 // (full-width letters or dots). It returns how s was read
 // when that shows an address (the readings in order joined by ", then ":
 // DecodedPercent or, for more than one percent-decoding in a row,
-// DecodedPercentRepeated; DecodedEntity; DecodedFormat; DecodedFullStops;
+// DecodedPercentRepeated; DecodedEntity; DecodedFormat; DecodedReplacement;
+// DecodedFullStops;
 // DecodedNFKC), else "".
 func hiddenEmail(s string) string {
 	var steps []string
@@ -440,6 +449,7 @@ func hiddenEmail(s string) string {
 		{DecodedPercent, func(s string) bool { return strings.IndexByte(s, '%') >= 0 }, percentDecode},
 		{DecodedEntity, func(s string) bool { return strings.IndexByte(s, '&') >= 0 }, html.UnescapeString},
 		{DecodedFormat, hasInvisibleByte, removeFormat},
+		{DecodedReplacement, func(s string) bool { return strings.Contains(s, "\uFFFD") }, func(s string) string { return strings.ReplaceAll(s, "\uFFFD", "") }},
 	}
 	for round := 0; round < maxDecodeRounds; round++ {
 		changed := false

@@ -493,6 +493,38 @@ func TestScanFindsFormatCharacters(t *testing.T) {
 	}
 }
 
+// TestScanFindsReplacementCharacters: a lone surrogate escape ("\ud800"
+// to "\udfff" without its other half: no Unicode text, RFC 8259 §8.2)
+// decodes to U+FFFD REPLACEMENT CHARACTER, so "jane\ud800@example.com"
+// reached receivers, who read the address around the escape, while the
+// guard read "jane\ufffd@example.com", no address for its patterns. Such
+// characters, escaped or written, are removed by a reading of their own,
+// which the finding names; text with them and no address is not taken
+// for one.
+func TestScanFindsReplacementCharacters(t *testing.T) {
+	for _, c := range []struct{ s, decoded string }{
+		{`jane\ud800@example.com`, DecodedReplacement},
+		{`jane@exa\udc00mple.com`, DecodedReplacement},
+		{`ja\udfffne\udbff@example.com`, DecodedReplacement},
+		{`jane\ufffd@example.com`, DecodedReplacement},
+		{"jane\ufffd@example.com", DecodedReplacement},
+		{`ja\u200bne\ud800@example.com`, DecodedFormat + ", then " + DecodedReplacement},
+		{`jane\ud800%40example.com`, DecodedPercent + ", then " + DecodedReplacement},
+	} {
+		for _, data := range []string{`{"v":"` + c.s + `"}`, `{"` + c.s + `":true}`} {
+			f := ScanPersonalData([]byte(data), nil, "/data")
+			if len(f) != 1 || f[0].Kind != KindEmail || f[0].Decoded != c.decoded {
+				t.Errorf("%s: %+v; want one email, decoded %q", data, f, c.decoded)
+			}
+		}
+	}
+	for _, s := range []string{`\ud800`, `\ufffd`, `caf\ud800 @ noon`, `logo\ud800@2x.png`, `\ud83d\ude00`} {
+		if f := ScanPersonalData([]byte(`{"v":"`+s+`"}`), nil, "/data"); len(f) != 0 {
+			t.Errorf("%s taken for personal data: %+v", s, f)
+		}
+	}
+}
+
 // TestScanFindsIdeographicFullStops: IDNA maps U+3002 IDEOGRAPHIC FULL
 // STOP, U+FF0E FULLWIDTH FULL STOP and U+FF61 HALFWIDTH IDEOGRAPHIC FULL
 // STOP to "." (UTS #46; RFC 3490 §3.1 takes them for label separators), so

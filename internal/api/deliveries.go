@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -50,6 +52,43 @@ func (s *Server) deliveryList(q listQuery, pg store.Page[store.Delivery]) Delive
 		out.Data[i] = deliveryOut(d)
 	}
 	return out
+}
+
+// Instant is a query parameter holding an RFC 3339 date-time (§5.6), such
+// as 2026-12-07T09:30:00Z or 2026-12-07T10:30:00.5+01:00; the "T" and
+// "Z" may be lower case, as §5.6 allows. Anything else is refused with a
+// message naming the rule (huma then answers 422 at the parameter). The
+// zero value means "not given".
+type Instant struct{ time.Time }
+
+// InstantRule is the message of a refused Instant.
+const InstantRule = "want an RFC 3339 date-time with its offset, such as 2026-12-07T09:30:00Z or 2026-12-07T10:30:00.5+01:00 (RFC 3339 §5.6)"
+
+// UnmarshalText implements encoding.TextUnmarshaler, which huma uses for
+// a query parameter of this type.
+func (t *Instant) UnmarshalText(b []byte) error {
+	s := string(b)
+	// §5.6: "T" and "Z" may alternatively be lower case.
+	if len(s) > 10 && s[10] == 't' {
+		s = s[:10] + "T" + s[11:]
+	}
+	if strings.HasSuffix(s, "z") {
+		s = s[:len(s)-1] + "Z"
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return errors.New(InstantRule)
+	}
+	t.Time = v
+	return nil
+}
+
+// Schema implements huma.SchemaProvider: a string, described (no
+// "format": "date-time", whose check in huma refuses the lower-case "t"
+// and "z" RFC 3339 allows; UnmarshalText checks the value).
+func (Instant) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: huma.TypeString, Description: "an RFC 3339 date-time with its offset (§5.6; \"T\" and \"Z\" may be lower case)",
+		Examples: []any{"2026-12-07T09:30:00Z"}}
 }
 
 // sinceKey is a since filter as a cursor's query names it ("" for none).

@@ -711,9 +711,9 @@ type deliveriesOut struct {
 }
 type listEndpointDeliveriesInput struct {
 	EndpointIDPath
-	State     string    `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
-	EventType string    `query:"event_type" maxLength:"128" doc:"only this event type"`
-	Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
+	State     string  `query:"state" enum:"pending,succeeded,dead,paused" doc:"only deliveries in this state"`
+	EventType string  `query:"event_type" maxLength:"128" doc:"only this event type"`
+	Since     Instant `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339), e.g. dead-lettered since"`
 	ListQuery
 }
 
@@ -721,7 +721,7 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
 		return nil, err
 	}
-	q := query(ctx, listDeliveries, "/v1/endpoints/{id}/deliveries", "endpoint", in.ID, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since))
+	q := query(ctx, listDeliveries, "/v1/endpoints/{id}/deliveries", "endpoint", in.ID, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since.Time))
 	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
@@ -730,7 +730,7 @@ func (s *Server) listEndpointDeliveries(ctx context.Context, in *listEndpointDel
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{EndpointID: in.ID, State: store.DeliveryState(in.State),
-		EventType: in.EventType, Since: in.Since, ListParams: lp})
+		EventType: in.EventType, Since: in.Since.Time, ListParams: lp})
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}

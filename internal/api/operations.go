@@ -139,10 +139,10 @@ func (s *Server) redeliverDelivery(ctx context.Context, in *DeliveryIDPath) (*st
 }
 
 type listDeliveriesInput struct {
-	Tenant    string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
-	State     string    `query:"state" enum:"pending,succeeded,dead,paused"`
-	EventType string    `query:"event_type" maxLength:"128"`
-	Since     time.Time `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
+	Tenant    string  `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	State     string  `query:"state" enum:"pending,succeeded,dead,paused"`
+	EventType string  `query:"event_type" maxLength:"128"`
+	Since     Instant `query:"since" doc:"only deliveries last changed at or after this time (RFC 3339)"`
 	ListQuery
 }
 
@@ -154,13 +154,13 @@ func (s *Server) listDeliveries(ctx context.Context, in *listDeliveriesInput) (*
 	if err := checkTypeFilter("query.event_type", in.EventType); err != nil {
 		return nil, err
 	}
-	q := query(ctx, listDeliveries, "/v1/deliveries", "tenant", tenant, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since))
+	q := query(ctx, listDeliveries, "/v1/deliveries", "tenant", tenant, "state", in.State, "event_type", in.EventType, "since", sinceKey(in.Since.Time))
 	lp, err := s.page(in.ListQuery, q)
 	if err != nil {
 		return nil, err
 	}
 	pg, err := s.db(ctx).ListDeliveries(ctx, store.ListDeliveriesParams{Tenant: tenant, State: store.DeliveryState(in.State),
-		EventType: in.EventType, Since: in.Since, ListParams: lp})
+		EventType: in.EventType, Since: in.Since.Time, ListParams: lp})
 	if err != nil {
 		return nil, s.problem(err, "deliveries")
 	}
@@ -173,8 +173,8 @@ type countsOut struct {
 	}
 }
 type deadLetterCountsInput struct {
-	Tenant string    `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
-	Since  time.Time `query:"since"`
+	Tenant string  `query:"tenant" pattern:"^[A-Za-z0-9_.:\\-]{1,128}$" patternDescription:"1–128 letters, digits, _ . : or -" doc:"only this tenant's (letters, digits, _ . : -, at most 128)"`
+	Since  Instant `query:"since"`
 }
 
 func (s *Server) deadLetterCounts(ctx context.Context, in *deadLetterCountsInput) (*countsOut, error) {
@@ -182,7 +182,7 @@ func (s *Server) deadLetterCounts(ctx context.Context, in *deadLetterCountsInput
 	if err != nil {
 		return nil, err
 	}
-	cs, err := s.db(ctx).DeadLetterCounts(ctx, tenant, in.Since)
+	cs, err := s.db(ctx).DeadLetterCounts(ctx, tenant, in.Since.Time)
 	if err != nil {
 		return nil, s.problem(err, "dead letters")
 	}

@@ -24,9 +24,9 @@ import (
 // whatever its chunks' progress: the engine attempts no claim of an
 // endpoint that is not enabled (it puts it back, and the completion holds
 // it), so a pending delivery a chunk has not reached yet is held when a
-// claim reaches it. A release's progress is marked on the endpoint
-// (releasing_since) and finished by any node's lease rescue if this one
-// stops between chunks (finishReleases).
+// claim reaches it. A move's progress (a release's or a hold's) is marked
+// on the endpoint (releasing_since) and finished by any node's lease
+// rescue if this one stops between chunks (finishReleases).
 func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
@@ -43,7 +43,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
 		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
 		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
-		releasing_since = CASE WHEN $2 = 'enabled' THEN clock_timestamp() END,
+		releasing_since = clock_timestamp(),
 		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END,
 		release_after = NULL, release_gen = release_gen + 1
 		WHERE id = $1 RETURNING `+endpointColumns,
@@ -165,8 +165,8 @@ type move struct {
 }
 
 // moveChunkResult is what a chunk found and did: candidates found, rows
-// moved, the last candidate's id, and the release's mark as the chunk left
-// it (nil: cleared, or not a release).
+// moved, the last candidate's id, and the move's mark as the chunk left
+// it (nil: cleared, or the move is no longer the endpoint's).
 type moveChunkResult struct {
 	found, moved int64
 	last         string
@@ -188,27 +188,25 @@ func (m move) queue(b *pgx.Batch, r *moveChunkResult) {
 	}
 }
 
-// markReleaseSQL records a release's progress on endpoint $1 after a
-// chunk: with $2 (the chunk was full: more may be held) the mark renewed
-// at the server's clock when the statement runs (every node reads its age
-// on the same clock, and a chunk that waited for a lock does not write a
-// mark already old) and the cursor $3; without, the release is done and
-// all three are cleared. Only the release of generation $4
-// writes them: a pause and a new resume between its chunks end it. It
+// markReleaseSQL records a move's progress on endpoint $1 after a chunk
+// (a release's, $5, or a hold's): with $2 (the chunk was full: more may
+// be left) the mark renewed at the server's clock when the statement runs
+// (every node reads its age on the same clock, and a chunk that waited
+// for a lock does not write a mark already old) and the cursor $3;
+// without, the move is done and all three are cleared. Only the move of
+// generation $4 writes them: any state change between its chunks ends it
+// (and a change to the other direction could not take it for its own). It
 // reads no delivery: a chunk that finds fewer than moveChunk after its
-// cursor leaves none held (every writer of a held delivery holds the
-// tenant's lock and sees the endpoint enabled).
+// cursor leaves none to move (every writer of a held or a pending
+// delivery holds the tenant's lock and reads the endpoint's state).
 const markReleaseSQL = `UPDATE endpoints SET releasing_since = CASE WHEN $2 THEN clock_timestamp() END,
 		release_after = CASE WHEN $2 THEN $3 END, release_due_at = CASE WHEN $2 THEN release_due_at END
-	WHERE id = $1 AND state = 'enabled' AND release_gen = $4 RETURNING releasing_since`
+	WHERE id = $1 AND (state = 'enabled') = $5 AND release_gen = $4 RETURNING releasing_since`
 
-// mark runs markReleaseSQL for a release's chunk r in tx, setting r.mark
-// (nil when cleared or not a release).
+// mark runs markReleaseSQL for a move's chunk r in tx, setting r.mark
+// (nil when cleared, or when the move is no longer the endpoint's).
 func (m move) mark(ctx context.Context, tx pgx.Tx, r *moveChunkResult) error {
-	if !m.release {
-		return nil
-	}
-	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.gen).Scan(&r.mark)
+	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.gen, m.release).Scan(&r.mark)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -259,8 +257,8 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 			if !locked || state == "" || m.release != (state == string(store.EndpointEnabled)) {
 				return nil // the state changed since: the move is over
 			}
-			if m.release && gen != m.gen {
-				return nil // paused and resumed again since: that release goes on
+			if gen != m.gen {
+				return nil // changed again since (paused and resumed, disabled after a pause): that move goes on
 			}
 			b := &pgx.Batch{}
 			m.queue(b, &r)

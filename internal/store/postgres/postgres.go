@@ -738,12 +738,32 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 }
 
 // DeleteEndpoint implements store.Store. The tenant lock is taken
-// exclusively first: publishes of the tenant that already read the endpoint
-// commit before the deliveries are deleted (so theirs are deleted too), and
-// later ones no longer see it.
+// exclusively first: publishes of the tenant that already read the
+// endpoint commit before the delete (so their deliveries are deleted
+// too), and later ones no longer see it. In that transaction the
+// endpoint's row goes with the first moveChunk of its deliveries; when
+// more may be left the delete is recorded (endpoint_deletions) and the
+// rest are deleted in chunks of moveChunk after the commit, each in a
+// transaction of its own without the tenant's lock (deleteChunks; no
+// delivery of the endpoint is created once its row is gone), so the
+// tenant's publishes do not wait for the whole delete (150,000
+// deliveries took most of a second in one statement). The call returns
+// when every delivery is deleted, even if ctx is cancelled after the
+// commit; a node that stops between chunks leaves the rest to any node's
+// lease rescue (finishDeletions). Until then a claim of one of the
+// deliveries left finds no endpoint and deletes it (ClaimDeliveries), and
+// the deliveries left still show in the tenant's lists.
+//
+// Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
+// after the commit (the endpoint is deleted; its deliveries not yet all)
+// is wrapped "delete the endpoint's deliveries".
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
-	var deleted int64
+	var (
+		deleted int64
+		rest    deletion
+		more    bool
+	)
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
 	if p.Notice {
@@ -754,13 +774,19 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		deleted = ct.RowsAffected()
 		return nil
 	})
-	b.Queue("DELETE FROM deliveries WHERE endpoint_id = $1", id)
-	return s.txBatch(ctx, "delete endpoint", b, func(pgx.Tx) error {
+	err := s.txBatch(ctx, "delete endpoint", b, func(tx pgx.Tx) error {
 		if deleted == 0 {
 			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 		}
-		return nil
+		var err error
+		rest, more, err = startDeletion(ctx, tx, id)
+		return err
 	})
+	if err != nil || !more {
+		return err
+	}
+	_, _, err = s.deleteChunks(context.WithoutCancel(ctx), rest)
+	return err
 }
 
 // newTxBatch returns a batch that begins a transaction: BEGIN travels with

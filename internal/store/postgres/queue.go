@@ -334,6 +334,11 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
+	// Not the deliveries a delete has not reached yet (DeleteEndpoint
+	// deletes them in chunks after the endpoint's row): the list of
+	// deletions in progress is read once (an InitPlan; empty but during a
+	// delete), each row only compared with it.
+	f.where = append(f.where, "endpoint_id <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))")
 	lim := p.ListParams.PageSize()
 	query := "SELECT " + deliveryColumns + " FROM deliveries" + f.clause() + " ORDER BY id DESC" + f.limit(lim+1)
 	return query, f.args, lim
@@ -713,6 +718,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		defer p.Report(unreadable)
 	}
+	if orphans := dropOrphans(&claims, endpoints, bad); len(orphans) > 0 {
+		// Deliveries of an endpoint deleted since (its delete deletes them
+		// in chunks after the row: DeleteEndpoint): no attempt, deleted
+		// here. One round trip, only while a delete is in progress; if it
+		// fails their leases expire, and the delete's chunks (or the
+		// rescue's) delete them.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = s.pool.Exec(rctx, deleteOrphansSQL, orphans, p.Owner, until)
+		cancel()
+	}
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -729,6 +744,31 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
 	return claims, nil
+}
+
+// deleteOrphansSQL deletes the deliveries $1 a claim of owner $2 (lease
+// end $3) took whose endpoint is gone (deleted while the claim ran: its
+// delete deletes the rest of its deliveries in chunks).
+const deleteOrphansSQL = `DELETE FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
+	AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)`
+
+// dropOrphans takes out of claims (in place, in order) the claims of a
+// delivery whose endpoint the claim did not find, neither read nor
+// unreadable (bad): a deleted one. It answers their delivery ids.
+func dropOrphans(claims *[]store.Claim, endpoints map[string]store.Endpoint, bad map[string]*store.UnreadableError) []string {
+	var orphans []string
+	kept := (*claims)[:0]
+	for _, c := range *claims {
+		_, ok := endpoints[c.Delivery.EndpointID]
+		_, unreadable := bad[c.Delivery.EndpointID]
+		if !ok && !unreadable {
+			orphans = append(orphans, c.Delivery.ID)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	*claims = kept
+	return orphans
 }
 
 // giveBack gives back the leases of the deliveries ids that a claim of
@@ -1140,9 +1180,10 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 // RescueExpiredLeases implements store.Store. A rescued delivery whose
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
-// The round then finishes part of a release whose node stopped
-// (finishReleases); an error there is returned with the count of the
-// leases rescued.
+// The round then finishes part of a move whose node stopped, or that a
+// disable by a completion left (finishReleases), and part of a delete
+// whose node stopped (finishDeletions); an error there is returned with
+// the count of the leases rescued.
 // The tenant locks and then the row locks (id order) are taken first, as
 // completions take them.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
@@ -1181,6 +1222,9 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 		return 0, err
 	}
 	if err := s.finishReleases(ctx, now); err != nil {
+		return int(n), err
+	}
+	if err := s.finishDeletions(ctx); err != nil {
 		return int(n), err
 	}
 	return int(n), nil

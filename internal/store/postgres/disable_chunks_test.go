@@ -174,3 +174,84 @@ func TestCompletionDisableUsesTheEndpointIndex(t *testing.T) {
 		}
 	}
 }
+
+// A resume after a 410, before the rescue finished the disable's hold:
+// the resume releases what the disable held, and the rescue does not hold
+// the rest over the enabled endpoint (the hold's generation is over).
+func TestResumeBeforeTheRescueEndsTheDisablesHold(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc-gone-res-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	n := 2*moveChunk + 200
+	ep := pendingEndpointOf(t, s, dbURL, tenant, n+1)
+	if err := s.CompleteDeliveries(t.Context(), []store.Completion{goneCompletion(ep.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	_, released, err := s.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointEnabled, Now: base.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released != moveChunk {
+		t.Errorf("the resume released %d, want the %d the disable held", released, moveChunk)
+	}
+	if _, err := s.RescueExpiredLeases(t.Context(), base.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryPending] != n || got[store.DeliveryPaused] != 0 {
+		t.Errorf("after the resume and a rescue: %v, want all %d pending", got, n)
+	}
+	if m := markOf(t, s, ep.ID); m.marked {
+		t.Errorf("the mark after the resume: %+v, want cleared", m)
+	}
+}
+
+// A pause between two chunks of the rescue's hold of a disable, whose
+// node stops after the pause's first chunk: the disable's hold stops (its
+// generation is over: the pause's move is the endpoint's), and the pause's
+// hold, once its mark is stale, is finished by a rescue.
+func TestPauseBetweenTheChunksOfADisablesHold(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc-gone-pause-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	s2 := openStore(t, dbURL) // another node
+	n := 4*moveChunk + 200
+	ep := pendingEndpointOf(t, s, dbURL, tenant, n+1)
+	if err := s.CompleteDeliveries(t.Context(), []store.Completion{goneCompletion(ep.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	s2.beforeChunk = func() { panic(nodeStopped{}) }
+	s.beforeChunk = func() {
+		if calls++; calls == 1 {
+			stopped(t, func() {
+				if _, _, err := s2.SetEndpointState(t.Context(), store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointPaused, Now: base.Add(time.Minute)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	if _, err := s.RescueExpiredLeases(t.Context(), base.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("the rescue ran %d chunks of the disable's hold, want 1 (then stopped: paused since)", calls)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryPending] == 0 {
+		t.Errorf("after the pause's first chunk: %v, want some left pending (the pause's node stopped)", got)
+	}
+	s.beforeChunk = nil
+	if _, err := s.pool.Exec(t.Context(), "UPDATE endpoints SET releasing_since = now() - interval '31 seconds' WHERE id = $1", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RescueExpiredLeases(t.Context(), base.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryPending] != 0 || got[store.DeliveryPaused] != n {
+		t.Errorf("after the rescue of the pause's hold: %v, want all %d held", got, n)
+	}
+	if m := markOf(t, s, ep.ID); m.marked {
+		t.Errorf("the mark after the pause's hold: %+v, want cleared", m)
+	}
+}

@@ -32,7 +32,14 @@
 //     tenant's publishes do not wait for a large move. Until a pause's
 //     chunks reach them, the endpoint's pending deliveries may be claimed:
 //     the claim reads the endpoint as paused, and the engine puts it back
-//     without an attempt, which holds it.
+//     without an attempt, which holds it. A disable by a completion holds
+//     one chunk in the completion batch and leaves the rest to the lease
+//     rescue (disableEndpointQuery, finishReleases). A delete takes the
+//     lock exclusively for the endpoint's row and the first chunk of its
+//     deliveries; the rest are deleted in chunks without the lock (no
+//     delivery of the endpoint is created once its row is gone), and the
+//     lease rescue finishes a delete whose node stopped (DeleteEndpoint,
+//     finishDeletions).
 //   - Completions lock their deliveries' rows (in id order) before numbering
 //     attempts MAX(number)+1, so a stale owner's late attempt and the current
 //     owner's attempt of one delivery never collide.
@@ -40,9 +47,14 @@
 // Locks are always taken in the order tenant locks (sorted by key), then
 // delivery rows (sorted by id), then endpoint rows (sorted by id; a batch of
 // completions locks the endpoints it may update before updating them), which
-// keeps deadlocks out of the normal paths. The one exception is
-// ContinueFanOut, which takes its fanouts row before the tenant lock, with
-// SKIP LOCKED: it never waits for that row, so it cannot close a cycle.
+// keeps deadlocks out of the normal paths. The exceptions: ContinueFanOut,
+// which takes its fanouts row before the tenant lock, with SKIP LOCKED: it
+// never waits for that row, so it cannot close a cycle; and a completion
+// that disables an endpoint, which locks one chunk of the endpoint's
+// pending deliveries after the endpoint's row, under the tenant's
+// exclusive lock: no transaction that waits for an endpoint row can hold
+// one of them then (claims skip locked rows and lock no endpoint; every
+// other writer of them takes the tenant's lock).
 //
 // # Group commit and asynchronous bookkeeping
 //

@@ -106,6 +106,11 @@ func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time
 			n    int64
 		)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// A chunk lost in a crash of the server is lost with its
+			// cursor (one transaction): the next chunk does it again.
+			if _, err := tx.Exec(ctx, asyncCommit); err != nil {
+				return err
+			}
 			next, deleted, done, err := deleteChunk(ctx, tx, d)
 			if err != nil {
 				return err

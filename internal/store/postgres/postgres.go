@@ -53,8 +53,9 @@
 // that disables an endpoint, which locks one chunk of the endpoint's
 // pending deliveries after the endpoint's row, under the tenant's
 // exclusive lock: no transaction that waits for an endpoint row can hold
-// one of them then (claims skip locked rows and lock no endpoint; every
-// other writer of them takes the tenant's lock).
+// one of them then (every writer of them that locks an endpoint row takes
+// the tenant's lock first; claims skip locked rows, and the circuit's
+// postponements lock no endpoint row).
 //
 // # Group commit and asynchronous bookkeeping
 //

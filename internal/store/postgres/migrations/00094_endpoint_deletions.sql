@@ -19,4 +19,7 @@ CREATE TABLE endpoint_deletions (
 CREATE INDEX endpoint_deletions_since ON endpoint_deletions (deleting_since);
 
 -- +goose Down
+-- A delete in progress then leaves the deliveries its chunks had not
+-- reached, for good (an older binary attempts a claim of one with an
+-- empty endpoint).
 DROP TABLE endpoint_deletions;

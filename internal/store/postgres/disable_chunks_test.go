@@ -255,3 +255,64 @@ func TestPauseBetweenTheChunksOfADisablesHold(t *testing.T) {
 		t.Errorf("the mark after the pause's hold: %+v, want cleared", m)
 	}
 }
+
+// The disable's chunk re-checks its rows after waiting for their locks: a
+// delivery a claim leased while the completion waited for it is left to
+// its lease (held when it completes), not held under it.
+func TestGoneDisableChunkLeavesARowLeasedDuringItsWait(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc-gone-wait-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ep := pendingEndpointOf(t, s, dbURL, tenant, 10)
+	ctx := t.Context()
+	conn := rawConn(t, dbURL)
+	claim, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Rollback(ctx) //nolint:errcheck
+	var pid int
+	if err := claim.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_00000002' FOR NO KEY UPDATE").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.CompleteDeliveries(ctx, []store.Completion{goneCompletion(ep.ID)}) }()
+	waited := false
+	for range 500 {
+		var n int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			waited = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !waited {
+		t.Fatal("the disable never waited for the locked row")
+	}
+	if _, err := claim.Exec(ctx, "UPDATE deliveries SET lease_owner = 'w2', lease_until = $1 WHERE id = 'dlv_00000002'", base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var (
+		state string
+		owner *string
+	)
+	if err := s.pool.QueryRow(ctx, "SELECT state, lease_owner FROM deliveries WHERE id = 'dlv_00000002'").Scan(&state, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if state != "pending" || owner == nil || *owner != "w2" {
+		t.Errorf("the delivery leased during the wait: %s, leased by %v; want pending under its lease", state, owner)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryPaused] != 8 {
+		t.Errorf("deliveries %v, want the 8 others held", got)
+	}
+}

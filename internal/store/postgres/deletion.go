@@ -35,6 +35,9 @@ type deletion struct {
 	afterState, afterID string
 	// limit is the most chunks deleteChunks runs (0: until done).
 	limit int
+	// sweep: the lease rescue's (finishDeletions): a chunk waits at most
+	// sweepLockWait for a row's lock.
+	sweep bool
 }
 
 // fromStart reports whether d's next chunk starts from the endpoint's
@@ -111,6 +114,11 @@ func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time
 			if _, err := tx.Exec(ctx, asyncCommit); err != nil {
 				return err
 			}
+			if d.sweep {
+				if _, err := tx.Exec(ctx, setSweepLockTimeout, s.sweepLockSetting()); err != nil {
+					return err
+				}
+			}
 			next, deleted, done, err := deleteChunk(ctx, tx, d)
 			if err != nil {
 				return err
@@ -157,7 +165,7 @@ func (s *Store) finishDeletions(ctx context.Context) error {
 	if err != nil {
 		return wrap("finish a stopped delete", err)
 	}
-	d.limit = sweepChunks
+	d.limit, d.sweep = sweepChunks, true
 	_, mark, err := s.deleteChunks(ctx, d)
 	if err != nil || mark == nil {
 		return err

@@ -238,6 +238,9 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		)
 		b := newTxBatch()
 		if m.try {
+			// The rescue's sweep: a row lock held by a stuck session fails
+			// the chunk (sweepLockWait), not the whole round.
+			b.Queue(setSweepLockTimeout, s.sweepLockSetting())
 			b.Queue("SELECT pg_try_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass).QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err

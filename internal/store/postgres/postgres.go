@@ -146,7 +146,27 @@ type Store struct {
 	// beforeChunk, when set (tests), runs before each chunk of a pause's
 	// or a resume's move after the first, outside any transaction.
 	beforeChunk func()
+	// sweepLockTimeout, when set (tests), replaces sweepLockWait.
+	sweepLockTimeout string
 }
+
+// sweepLockWait is the longest a chunk of the lease rescue's sweep
+// (finishReleases, finishDeletions) waits for a row's lock: a row that a
+// stuck session holds fails that chunk, and the round goes on with the
+// other moves and deletes, instead of spending its whole deadline there.
+const sweepLockWait = "5s"
+
+// sweepLockSetting is the lock_timeout of a sweep's chunk.
+func (s *Store) sweepLockSetting() string {
+	if s.sweepLockTimeout != "" {
+		return s.sweepLockTimeout
+	}
+	return sweepLockWait
+}
+
+// setSweepLockTimeout is the statement that sets a sweep's chunk's
+// lock_timeout ($1) for its transaction.
+const setSweepLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
 
 // leaseEnd returns t (a claim's or a hand-off's lease end) as stored, made
 // unique among the lease ends this store gave within the last second of

@@ -1221,13 +1221,12 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	if err != nil {
 		return 0, err
 	}
-	if err := s.finishReleases(ctx, now); err != nil {
-		return int(n), err
-	}
-	if err := s.finishDeletions(ctx); err != nil {
-		return int(n), err
-	}
-	return int(n), nil
+	// Each part runs whatever the other answered: a move that keeps
+	// failing (a chunk meeting a row a stuck session holds) must not
+	// leave every stopped delete unfinished.
+	rerr := s.finishReleases(ctx, now)
+	derr := s.finishDeletions(ctx)
+	return int(n), errors.Join(rerr, derr)
 }
 
 // A move whose mark (endpoints.releasing_since) no chunk has renewed for
@@ -1280,10 +1279,18 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			WHERE id = $1 AND releasing_since = $2`, id, mark)
 		return err
 	}
+	// A move whose chunk fails is left (its mark stale, for a later
+	// round) and the next one tried: one failing move (a chunk meeting a
+	// row a stuck session holds) does not stop every other.
+	var errs []error
 	for _, st := range found {
 		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: st.release, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
 		if err != nil {
-			return wrap("finish a stopped release", err)
+			errs = append(errs, wrap("finish a stopped release", err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		switch {
 		case last.mark != nil: // more is left
@@ -1292,13 +1299,14 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			err = restale(st.id, st.mark)
 		}
 		if err != nil {
-			return wrap("finish a stopped release", err)
+			errs = append(errs, wrap("finish a stopped release", err))
+			break
 		}
 		if moved > 0 {
-			return nil
+			break
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

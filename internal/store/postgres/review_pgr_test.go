@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// stoppedDeleteOf creates an endpoint of tenant with n deliveries (ids
+// prefix + number, events evt_…, which must exist), starts its delete and
+// stops the node after the first chunk, and makes the delete's mark stale:
+// a delete for the lease rescue to finish.
+func stoppedDeleteOf(t *testing.T, s *Store, tenant, prefix string, n int) store.Endpoint {
+	t.Helper()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		SELECT $4 || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, $3, 't', CASE WHEN i % 2 = 0 THEN 'dead' ELSE 'pending' END, $1, $1, $1
+		FROM generate_series(1, $5::integer) AS i`, base, ep.ID, tenant, prefix, n); err != nil {
+		t.Fatal(err)
+	}
+	s.beforeChunk = func() { panic(nodeStopped{}) }
+	stopped(t, func() {
+		if err := s.DeleteEndpoint(t.Context(), store.DeleteEndpointParams{ID: ep.ID, Now: base}); err != nil {
+			t.Error(err)
+		}
+	})
+	s.beforeChunk = nil
+	if _, err := s.pool.Exec(t.Context(), "UPDATE endpoint_deletions SET deleting_since = now() - interval '31 seconds' WHERE endpoint_id = $1", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+// A lease rescue round whose sweep of a stale move fails (here a chunk of
+// a disable's hold meets a row locked by a stuck session: the sweep's
+// chunks wait at most sweepLockWait for a row, lowered here) still finishes the deletes whose node stopped: before,
+// the round returned at the first error of finishReleases, and as long as
+// that move kept failing no stopped delete ever finished (its deliveries
+// left, dead and held ones for good: claims only meet pending ones).
+func TestRescueFinishesDeletesWhenAMoveFails(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-rescue-err-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	s2 := openStore(t, dbURL) // another node
+	s2.sweepLockTimeout = "300ms"
+	n := 2*moveChunk + 200
+	ep := pendingEndpointOf(t, s, dbURL, tenant, n+1)
+	if err := s.CompleteDeliveries(t.Context(), []store.Completion{goneCompletion(ep.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if m := markOf(t, s, ep.ID); !m.marked {
+		t.Fatalf("the disable left no stale hold: %+v", m)
+	}
+	// A stuck session holds a row the rescue's hold chunk must lock.
+	conn := rawConn(t, dbURL)
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), "SELECT 1 FROM deliveries WHERE id = 'dlv_00000600' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	del := stoppedDeleteOf(t, s, "pgr-rescue-err-t2", "dlx_", 2*moveChunk+100)
+	// Another stale move behind the failing one: a pause whose node
+	// stopped before its first chunk's mark was renewed.
+	paused := createEndpoint(t, s, newEndpoint("pgr-rescue-err-t3"))
+	if _, err := s.pool.Exec(t.Context(), `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		SELECT 'dly_' || lpad(i::text, 8, '0'), 'evt_' || lpad(i::text, 8, '0'), $2, 'pgr-rescue-err-t3', 't', 'pending', $1, $1, $1
+		FROM generate_series(1, 700) AS i`, base, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE endpoints SET state = 'paused', releasing_since = clock_timestamp() - interval '31 seconds',
+		release_after = '', release_gen = release_gen + 1 WHERE id = $1`, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := countDeliveries(t, s, del.ID)
+	if left == 0 {
+		t.Fatal("the stopped delete left nothing")
+	}
+	_, err = s2.RescueExpiredLeases(t.Context(), base.Add(2*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Logf("the round's error: %v (want the hold's lock timeout)", err)
+	}
+	if got := countStates(t, s, paused.ID); got[store.DeliveryPending] != 0 {
+		t.Errorf("after a rescue round whose first move failed: the next stale move (a pause's hold) left %v, want every one held", got)
+	}
+	if got, marks := countDeliveries(t, s, del.ID); got != 0 || marks != 0 {
+		t.Errorf("after a rescue round whose hold failed: the stopped delete has %d deliveries left (of %d), %d deletions; want none", got, left, marks)
+	}
+}

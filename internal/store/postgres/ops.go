@@ -300,7 +300,12 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	)
 	b := newTxBatch()
 	if p.DeliveryID != "" {
-		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM deliveries WHERE id = $1", p.DeliveryID, tenantLockClass)
+		// Not a delivery of a deleted endpoint (its delete deletes them in
+		// chunks after the endpoint's row: DeleteEndpoint): not found, as
+		// once the delete is done. A delete that commits after this reads
+		// waits for the replay (the tenant's lock), then deletes it.
+		b.Queue(`SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM deliveries d WHERE id = $1
+			AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id)`, p.DeliveryID, tenantLockClass)
 	} else {
 		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.EndpointID, tenantLockClass)
 	}
@@ -325,6 +330,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		f := filter{args: []any{ts(p.Now)}} // $1 is now
 		if p.DeliveryID != "" {
 			f.add("id = ?", p.DeliveryID)
+			// Read again: the delete may have committed while the lock
+			// was awaited.
+			f.where = append(f.where, "EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)")
 		} else {
 			f.add("endpoint_id = ?", p.EndpointID)
 		}

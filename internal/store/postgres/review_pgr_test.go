@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,33 @@ func TestRescueFinishesDeletesWhenAMoveFails(t *testing.T) {
 	}
 	if got, marks := countDeliveries(t, s, del.ID); got != 0 || marks != 0 {
 		t.Errorf("after a rescue round whose hold failed: the stopped delete has %d deliveries left (of %d), %d deletions; want none", got, left, marks)
+	}
+}
+
+// A replay of a delivery of an endpoint whose delete is in progress (its
+// node stopped between the chunks) answers not found, as once the delete
+// is done (and as the other stores answer: their delete is one
+// transaction): before, it answered 1 replayed and moved the dead
+// delivery to held (its endpoint gone), to be deleted by the chunks.
+func TestReplayOfADeliveryOfADeleteInProgress(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-replay-del-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), $2, 't', $1, '{}', 'f', $1 FROM generate_series(1, 1100) AS i`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	ep := stoppedDeleteOf(t, s, tenant, "dlx_", 2*moveChunk+100)
+	var id string
+	if err := s.pool.QueryRow(t.Context(), "SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'dead' ORDER BY id DESC LIMIT 1", ep.ID).Scan(&id); err != nil {
+		t.Fatalf("no dead delivery left by the stopped delete: %v", err)
+	}
+	n, err := s.ReplayDeliveries(t.Context(), store.ReplayParams{DeliveryID: id, Now: base.Add(time.Minute)})
+	if !errors.Is(err, store.ErrNotFound) {
+		var state string
+		_ = s.pool.QueryRow(t.Context(), "SELECT state FROM deliveries WHERE id = $1", id).Scan(&state)
+		t.Errorf("replay of %s (its endpoint deleted, the delete in progress): %d replayed, error %v, the delivery now %s; want not found", id, n, err, state)
 	}
 }

@@ -153,24 +153,43 @@ func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time
 // deletion of a deleted endpoint's deliveries whose mark no chunk renewed
 // for staleRelease (its node stopped between chunks: DeleteEndpoint,
 // DeleteSource), and leaves its mark stale when more is left, for the next
-// round of any node. Two nodes may work on one deletion at once; each
-// chunk re-checks its rows.
+// round of any node. A deletion whose chunk fails (a row a stuck session
+// holds) is left, its mark stale, and the next oldest tried (up to 4), so
+// that it does not stop every other. Two nodes may work on one deletion at
+// once; each chunk re-checks its rows.
 func (s *Store) finishDeletions(ctx context.Context) error {
-	var d deletion
-	err := s.pool.QueryRow(ctx, `SELECT endpoint_id, after_state, after_id FROM endpoint_deletions
-		WHERE deleting_since < clock_timestamp() - interval '`+staleRelease+`' ORDER BY deleting_since LIMIT 1`).Scan(&d.id, &d.afterState, &d.afterID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
+	rows, err := s.pool.Query(ctx, `SELECT endpoint_id, after_state, after_id FROM endpoint_deletions
+		WHERE deleting_since < clock_timestamp() - interval '`+staleRelease+`' ORDER BY deleting_since LIMIT 4`)
 	if err != nil {
 		return wrap("finish a stopped delete", err)
 	}
-	d.limit, d.sweep = sweepChunks, true
-	_, mark, err := s.deleteChunks(ctx, d)
-	if err != nil || mark == nil {
-		return err
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (deletion, error) {
+		var d deletion
+		err := row.Scan(&d.id, &d.afterState, &d.afterID)
+		return d, err
+	})
+	if err != nil {
+		return wrap("finish a stopped delete", err)
 	}
-	_, err = s.pool.Exec(ctx, `UPDATE endpoint_deletions SET deleting_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
-		WHERE endpoint_id = $1 AND deleting_since = $2`, d.id, *mark)
-	return wrap("finish a stopped delete", err)
+	var errs []error
+	for _, d := range found {
+		d.limit, d.sweep = sweepChunks, true
+		_, mark, err := s.deleteChunks(ctx, d)
+		if err != nil {
+			errs = append(errs, wrap("finish a stopped delete", err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if mark != nil {
+			_, err = s.pool.Exec(ctx, `UPDATE endpoint_deletions SET deleting_since = clock_timestamp() - interval '`+staleRelease+`' - interval '1 second'
+				WHERE endpoint_id = $1 AND deleting_since = $2`, d.id, *mark)
+			if err != nil {
+				errs = append(errs, wrap("finish a stopped delete", err))
+			}
+		}
+		break
+	}
+	return errors.Join(errs...)
 }

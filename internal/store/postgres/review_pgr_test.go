@@ -121,3 +121,41 @@ func TestReplayOfADeliveryOfADeleteInProgress(t *testing.T) {
 		t.Errorf("replay of %s (its endpoint deleted, the delete in progress): %d replayed, error %v, the delivery now %s; want not found", id, n, err, state)
 	}
 }
+
+// A stopped delete whose chunk fails (a row a stuck session holds) does
+// not stop the lease rescue from finishing the other stopped deletes:
+// before, the rescue took only the oldest stale delete, and as long as
+// its chunk failed (its mark staying the oldest) no other was finished.
+func TestRescueFinishesOtherDeletesWhenOneFails(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-del-err-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	s2 := openStore(t, dbURL) // another node
+	s2.sweepLockTimeout = "300ms"
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), $2, 't', $1, '{}', 'f', $1 FROM generate_series(1, 1100) AS i`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	stuck := stoppedDeleteOf(t, s, tenant, "dlx_", 2*moveChunk+100)
+	other := stoppedDeleteOf(t, s, tenant+"2", "dly_", 2*moveChunk+100)
+	if _, err := s.pool.Exec(t.Context(), "UPDATE endpoint_deletions SET deleting_since = deleting_since - interval '1 minute' WHERE endpoint_id = $1", stuck.ID); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), "SELECT 1 FROM deliveries WHERE endpoint_id = $1 ORDER BY state, id LIMIT 1 FOR UPDATE", stuck.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err = s2.RescueExpiredLeases(t.Context(), base.Add(time.Minute))
+		t.Logf("the round's error: %v", err)
+	}
+	if got, marks := countDeliveries(t, s, other.ID); got != 0 || marks != 0 {
+		t.Errorf("after two rescue rounds, the delete behind the failing one has %d deliveries left, %d deletions; want none", got, marks)
+	}
+}

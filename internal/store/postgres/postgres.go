@@ -784,8 +784,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // when every delivery is deleted, even if ctx is cancelled after the
 // commit; a node that stops between chunks leaves the rest to any node's
 // lease rescue (finishDeletions). Until then a claim of one of the
-// deliveries left finds no endpoint and deletes it (ClaimDeliveries), and
-// the deliveries left still show in the tenant's lists.
+// deliveries left finds no endpoint and deletes it (ClaimDeliveries); the
+// tenant's and the event's delivery lists leave them out
+// (listDeliveriesQuery), a replay of one answers not found
+// (ReplayDeliveries), but GetDelivery still finds one and Stats counts
+// them.
 //
 // Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
 // after the commit (the endpoint is deleted; its deliveries not yet all)

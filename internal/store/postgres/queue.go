@@ -748,9 +748,17 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 
 // deleteOrphansSQL deletes the deliveries $1 a claim of owner $2 (lease
 // end $3) took whose endpoint is gone (deleted while the claim ran: its
-// delete deletes the rest of its deliveries in chunks).
-const deleteOrphansSQL = `DELETE FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
-	AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)`
+// delete deletes the rest of its deliveries in chunks). It locks them in
+// id order first, as the delete's chunks lock them (deleteChunkSQL): a
+// DELETE alone locks rows in the order of the index it reads
+// (deliveries_leased: the lease end, then the rows' places in the table),
+// and could hold one while waiting for an earlier one that a chunk holds
+// on its way to the first: a deadlock.
+const deleteOrphansSQL = `WITH l AS MATERIALIZED (
+		SELECT id FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
+		  AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)
+		ORDER BY id FOR UPDATE)
+	DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM l))`
 
 // dropOrphans takes out of claims (in place, in order) the claims of a
 // delivery whose endpoint the claim did not find, neither read nor

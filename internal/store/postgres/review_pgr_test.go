@@ -159,3 +159,87 @@ func TestRescueFinishesOtherDeletesWhenOneFails(t *testing.T) {
 		t.Errorf("after two rescue rounds, the delete behind the failing one has %d deliveries left, %d deletions; want none", got, marks)
 	}
 }
+
+// A claim's delete of the deliveries it took whose endpoint is gone
+// (deleteOrphansSQL) locks them in id order, as a delete's chunk locks
+// them: before, it locked them in the order of the index it read
+// (deliveries_leased: lease end, then the rows' places in the table, which
+// updates shuffle), so with two orphans placed against their id order it
+// held the later one while waiting for the earlier one, which a chunk of
+// the endpoint's delete held while it went on to the later one: a
+// deadlock (one of the two aborted after deadlock_timeout, the delete's
+// chunk failing the API's DELETE or the rescue's round).
+func TestOrphanDeleteLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-orphan-order-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		VALUES ('evt_o1', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	until := base.Add(time.Minute)
+	// The later id first in the table.
+	for _, id := range []string{"dlv_o2", "dlv_o1"} {
+		if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
+			VALUES ($1, 'evt_o1', $2, $3, 't', 'pending', $4, 'w', $5, $4, $4)`, id, ep.ID, tenant, base, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The delete's chunk (another connection) holds the earlier one.
+	chunk := rawConn(t, dbURL)
+	var pid uint32
+	if err := chunk.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := chunk.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_o1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.pool.Exec(ctx, deleteOrphansSQL, []string{"dlv_o1", "dlv_o2"}, "w", until)
+		done <- err
+	}()
+	waited := false
+	for range 500 {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			waited = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !waited {
+		t.Fatal("the orphans' delete never waited for the chunk's row")
+	}
+	// The chunk goes on to the later one: free unless the orphans'
+	// delete took it out of order.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_o2' FOR UPDATE NOWAIT"); err != nil {
+		t.Errorf("the chunk's next row (in id order) is held by the orphans' delete waiting for the chunk's first: %v", err)
+	}
+	tx.Rollback(ctx)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1", ep.ID).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d orphans left after their delete, want none", left)
+	}
+}

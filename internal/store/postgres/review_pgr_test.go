@@ -243,3 +243,29 @@ func TestOrphanDeleteLocksInIDOrder(t *testing.T) {
 		t.Errorf("%d orphans left after their delete, want none", left)
 	}
 }
+
+// The dead-letter counts (GET /v1/dead-letters/counts, the spike monitor)
+// leave out the deliveries of a delete in progress, as the delivery lists
+// do: before, the deleted endpoint was counted (its dead deliveries the
+// chunks had not reached) until the delete was done.
+func TestDeadLetterCountsLeaveOutADeleteInProgress(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-dlc-del-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT 'evt_' || lpad(i::text, 8, '0'), $2, 't', $1, '{}', 'f', $1 FROM generate_series(1, 1100) AS i`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	ep := stoppedDeleteOf(t, s, tenant, "dlx_", 2*moveChunk+100)
+	cs, err := s.DeadLetterCounts(t.Context(), tenant, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.EndpointID == ep.ID {
+			t.Errorf("dead-letter counts of tenant %s: %d of the deleted endpoint %s", tenant, c.Count, ep.ID)
+		}
+	}
+}

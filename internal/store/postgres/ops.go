@@ -366,10 +366,19 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	return moved, nil
 }
 
-// PostponeEndpointDeliveries implements store.Store.
+// PostponeEndpointDeliveries implements store.Store. The rows are locked
+// in id order first (conditions re-checked after a wait), as every chunk
+// of a hold, a release or a delete locks them: an UPDATE alone locks them
+// in the order of its plan (a walk of the table, or a bitmap of
+// deliveries_due: the table's order), and held one of the endpoint's rows
+// while waiting for another that a disable's chunk held on its way to the
+// first, a deadlock (the circuit opens and the failure streak disables in
+// the same outage, on the same backlog).
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
 	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
-		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1`, ts(until), endpointID)
+		WHERE id = ANY (ARRAY(SELECT id FROM deliveries
+			WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1
+			ORDER BY id FOR NO KEY UPDATE))`, ts(until), endpointID)
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}

@@ -835,9 +835,16 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, ps []store.PoisonedDeliv
 
 // releaseClaimSQL gives back the leases of a claim that failed after its
 // statements committed: $1 the claimed ids, $2 the owner, $3 the lease end
-// the claim set (a lease taken since by another claim is left alone).
+// the claim set (a lease taken since by another claim is left alone). The
+// rows are locked in id order first, as the chunks of a hold or a delete
+// lock them (a chunk that waited for the claim keeps the row it re-checked
+// and left, and goes on in id order): an UPDATE alone locks them in the
+// order of deliveries_leased (the lease end, then the rows' places in the
+// table), and could hold a later row while waiting for an earlier one: a
+// deadlock.
 const releaseClaimSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL
-	WHERE id = ANY($1) AND lease_owner = $2 AND lease_until = $3`
+	WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
+		ORDER BY id FOR NO KEY UPDATE))`
 
 // extraScanner scans one extra trailing column into last.
 type extraScanner struct {

@@ -351,3 +351,83 @@ func TestPostponeDoesNotHoldARowAgainstADisablesChunk(t *testing.T) {
 		}
 	}
 }
+
+// A claim's give-back of the leases it took but cannot use (their
+// endpoint's values do not open on this node; releaseClaimSQL, also on a
+// failed claim) locks the rows in id order, as the chunks of a disable's
+// hold lock them: a chunk that waited for the claim keeps the row it
+// re-checked and left (leased meanwhile), goes on in id order, and met the
+// give-back holding a later row while waiting for that one (a plain
+// UPDATE locks in the order of deliveries_leased: the lease end, then the
+// rows' places in the table): a deadlock.
+func TestGiveBackLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr-giveback-order-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	conn := rawConn(t, dbURL)
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		VALUES ('evt_g1', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	until := base.Add(time.Minute)
+	// The later id first in the table.
+	for _, id := range []string{"dlv_g2", "dlv_g1"} {
+		if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
+			VALUES ($1, 'evt_g1', $2, $3, 't', 'pending', $4, 'w', $5, $4, $4)`, id, ep.ID, tenant, base, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The delete's chunk (another connection) holds the earlier one.
+	chunk := rawConn(t, dbURL)
+	var pid uint32
+	if err := chunk.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := chunk.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_g1' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := s.giveBack(ctx, []string{"dlv_g1", "dlv_g2"}, "w", until)
+		done <- err
+	}()
+	waited := false
+	for range 500 {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			waited = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !waited {
+		t.Fatal("the give-back never waited for the chunk's row")
+	}
+	// The chunk goes on to the later one: free unless the give-back took
+	// it out of order.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_g2' FOR UPDATE NOWAIT"); err != nil {
+		t.Errorf("the chunk's next row (in id order) is held by the give-back waiting for the chunk's first: %v", err)
+	}
+	tx.Rollback(ctx)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var leased int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND lease_owner IS NOT NULL", ep.ID).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 0 {
+		t.Errorf("%d deliveries still leased after the give-back, want none", leased)
+	}
+}

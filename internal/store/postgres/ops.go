@@ -390,10 +390,17 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 // a row another node is claiming is left to it), else through
 // deliveries_endpoint (the endpoint's pending rows).
 func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
+	// Without a limit the rows are locked in id order first (conditions
+	// re-checked after a wait), as a hold's chunks lock them: an UPDATE
+	// alone locked them in its plan's order (the table's), and held one
+	// while waiting for another that a disable's chunk held on its way to
+	// the first, a deadlock (PostponeEndpointDeliveries).
 	q := `UPDATE deliveries SET next_attempt_at = $1
-		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
-		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
-		  AND (NOT $5 OR attempts = replay_base)`
+		WHERE id = ANY (ARRAY(SELECT id FROM deliveries
+			WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
+			  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
+			  AND (NOT $5 OR attempts = replay_base)
+			ORDER BY id FOR NO KEY UPDATE))`
 	args := []any{ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted}
 	if p.Limit > 0 {
 		q = `UPDATE deliveries d SET next_attempt_at = LEAST(d.next_attempt_at, $1::timestamptz + (m.n - 1) * $7 * interval '1 microsecond')

@@ -55,7 +55,13 @@
 // exclusive lock: no transaction that waits for an endpoint row can hold
 // one of them then (every writer of them that locks an endpoint row takes
 // the tenant's lock first; claims skip locked rows, and the circuit's
-// postponements lock no endpoint row).
+// postponements lock no endpoint row). The writers of several delivery
+// rows that take no tenant lock lock them in id order too, first, then
+// write them by primary key (a plain UPDATE or DELETE locks rows in its
+// plan's order, often the table's, and deadlocked with the id-ordered
+// chunks of a hold or a delete): the circuit's postponements and moves
+// without a limit, a claim's give-back of leases and its delete of the
+// deliveries of a deleted endpoint, a delete's chunks.
 //
 // # Group commit and asynchronous bookkeeping
 //

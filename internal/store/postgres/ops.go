@@ -24,9 +24,9 @@ import (
 // whatever its chunks' progress: the engine attempts no claim of an
 // endpoint that is not enabled (it puts it back, and the completion holds
 // it), so a pending delivery a chunk has not reached yet is held when a
-// claim reaches it. A release's progress is marked on the endpoint
-// (releasing_since) and finished by any node's lease rescue if this one
-// stops between chunks (finishReleases).
+// claim reaches it. A move's progress (a release's or a hold's) is marked
+// on the endpoint (releasing_since) and finished by any node's lease
+// rescue if this one stops between chunks (finishReleases).
 func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStateParams) (store.Endpoint, int, error) {
 	switch p.State {
 	case store.EndpointEnabled, store.EndpointPaused, store.EndpointDisabled:
@@ -43,7 +43,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	b.Queue(`UPDATE endpoints SET state = $2, state_reason = $3, updated_at = $4,
 		failing_since = CASE WHEN $2 = 'enabled' THEN NULL ELSE failing_since END,
 		failure_count = CASE WHEN $2 = 'enabled' THEN `+enableCount+` ELSE failure_count END,
-		releasing_since = CASE WHEN $2 = 'enabled' THEN clock_timestamp() END,
+		releasing_since = clock_timestamp(),
 		release_due_at = CASE WHEN $2 = 'enabled' THEN $4::timestamptz END,
 		release_after = NULL, release_gen = release_gen + 1
 		WHERE id = $1 RETURNING `+endpointColumns,
@@ -165,8 +165,8 @@ type move struct {
 }
 
 // moveChunkResult is what a chunk found and did: candidates found, rows
-// moved, the last candidate's id, and the release's mark as the chunk left
-// it (nil: cleared, or not a release).
+// moved, the last candidate's id, and the move's mark as the chunk left
+// it (nil: cleared, or the move is no longer the endpoint's).
 type moveChunkResult struct {
 	found, moved int64
 	last         string
@@ -188,27 +188,25 @@ func (m move) queue(b *pgx.Batch, r *moveChunkResult) {
 	}
 }
 
-// markReleaseSQL records a release's progress on endpoint $1 after a
-// chunk: with $2 (the chunk was full: more may be held) the mark renewed
-// at the server's clock when the statement runs (every node reads its age
-// on the same clock, and a chunk that waited for a lock does not write a
-// mark already old) and the cursor $3; without, the release is done and
-// all three are cleared. Only the release of generation $4
-// writes them: a pause and a new resume between its chunks end it. It
+// markReleaseSQL records a move's progress on endpoint $1 after a chunk
+// (a release's, $5, or a hold's): with $2 (the chunk was full: more may
+// be left) the mark renewed at the server's clock when the statement runs
+// (every node reads its age on the same clock, and a chunk that waited
+// for a lock does not write a mark already old) and the cursor $3;
+// without, the move is done and all three are cleared. Only the move of
+// generation $4 writes them: any state change between its chunks ends it
+// (and a change to the other direction could not take it for its own). It
 // reads no delivery: a chunk that finds fewer than moveChunk after its
-// cursor leaves none held (every writer of a held delivery holds the
-// tenant's lock and sees the endpoint enabled).
+// cursor leaves none to move (every writer of a held or a pending
+// delivery holds the tenant's lock and reads the endpoint's state).
 const markReleaseSQL = `UPDATE endpoints SET releasing_since = CASE WHEN $2 THEN clock_timestamp() END,
 		release_after = CASE WHEN $2 THEN $3 END, release_due_at = CASE WHEN $2 THEN release_due_at END
-	WHERE id = $1 AND state = 'enabled' AND release_gen = $4 RETURNING releasing_since`
+	WHERE id = $1 AND (state = 'enabled') = $5 AND release_gen = $4 RETURNING releasing_since`
 
-// mark runs markReleaseSQL for a release's chunk r in tx, setting r.mark
-// (nil when cleared or not a release).
+// mark runs markReleaseSQL for a move's chunk r in tx, setting r.mark
+// (nil when cleared, or when the move is no longer the endpoint's).
 func (m move) mark(ctx context.Context, tx pgx.Tx, r *moveChunkResult) error {
-	if !m.release {
-		return nil
-	}
-	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.gen).Scan(&r.mark)
+	err := tx.QueryRow(ctx, markReleaseSQL, m.id, r.found == moveChunk, r.last, m.gen, m.release).Scan(&r.mark)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -240,6 +238,9 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 		)
 		b := newTxBatch()
 		if m.try {
+			// The rescue's sweep: a row lock held by a stuck session fails
+			// the chunk (sweepLockWait), not the whole round.
+			b.Queue(setSweepLockTimeout, s.sweepLockSetting())
 			b.Queue("SELECT pg_try_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass).QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err
@@ -259,8 +260,8 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 			if !locked || state == "" || m.release != (state == string(store.EndpointEnabled)) {
 				return nil // the state changed since: the move is over
 			}
-			if m.release && gen != m.gen {
-				return nil // paused and resumed again since: that release goes on
+			if gen != m.gen {
+				return nil // changed again since (paused and resumed, disabled after a pause): that move goes on
 			}
 			b := &pgx.Batch{}
 			m.queue(b, &r)
@@ -299,7 +300,12 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	)
 	b := newTxBatch()
 	if p.DeliveryID != "" {
-		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM deliveries WHERE id = $1", p.DeliveryID, tenantLockClass)
+		// Not a delivery of a deleted endpoint (its delete deletes them in
+		// chunks after the endpoint's row: DeleteEndpoint): not found, as
+		// once the delete is done. A delete that commits after this reads
+		// waits for the replay (the tenant's lock), then deletes it.
+		b.Queue(`SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM deliveries d WHERE id = $1
+			AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id)`, p.DeliveryID, tenantLockClass)
 	} else {
 		b.Queue("SELECT pg_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", p.EndpointID, tenantLockClass)
 	}
@@ -324,6 +330,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		f := filter{args: []any{ts(p.Now)}} // $1 is now
 		if p.DeliveryID != "" {
 			f.add("id = ?", p.DeliveryID)
+			// Read again: the delete may have committed while the lock
+			// was awaited.
+			f.where = append(f.where, "EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)")
 		} else {
 			f.add("endpoint_id = ?", p.EndpointID)
 		}
@@ -357,10 +366,19 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	return moved, nil
 }
 
-// PostponeEndpointDeliveries implements store.Store.
+// PostponeEndpointDeliveries implements store.Store. The rows are locked
+// in id order first (conditions re-checked after a wait), as every chunk
+// of a hold, a release or a delete locks them: an UPDATE alone locks them
+// in the order of its plan (a walk of the table, or a bitmap of
+// deliveries_due: the table's order), and held one of the endpoint's rows
+// while waiting for another that a disable's chunk held on its way to the
+// first, a deadlock (the circuit opens and the failure streak disables in
+// the same outage, on the same backlog).
 func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID string, until time.Time) (int, error) {
 	ct, err := s.pool.Exec(ctx, `UPDATE deliveries SET next_attempt_at = $1
-		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1`, ts(until), endpointID)
+		WHERE id = ANY (ARRAY(SELECT id FROM deliveries
+			WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL AND next_attempt_at < $1
+			ORDER BY id FOR NO KEY UPDATE))`, ts(until), endpointID)
 	if err != nil {
 		return 0, wrap("postpone", err)
 	}
@@ -372,10 +390,17 @@ func (s *Store) PostponeEndpointDeliveries(ctx context.Context, endpointID strin
 // a row another node is claiming is left to it), else through
 // deliveries_endpoint (the endpoint's pending rows).
 func (s *Store) MoveEndpointDeliveries(ctx context.Context, p store.MoveParams) (int, error) {
+	// Without a limit the rows are locked in id order first (conditions
+	// re-checked after a wait), as a hold's chunks lock them: an UPDATE
+	// alone locked them in its plan's order (the table's), and held one
+	// while waiting for another that a disable's chunk held on its way to
+	// the first, a deadlock (PostponeEndpointDeliveries).
 	q := `UPDATE deliveries SET next_attempt_at = $1
-		WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
-		  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
-		  AND (NOT $5 OR attempts = replay_base)`
+		WHERE id = ANY (ARRAY(SELECT id FROM deliveries
+			WHERE endpoint_id = $2 AND state = 'pending' AND lease_owner IS NULL
+			  AND ($3::timestamptz IS NULL OR next_attempt_at >= $3) AND next_attempt_at <= $4
+			  AND (NOT $5 OR attempts = replay_base)
+			ORDER BY id FOR NO KEY UPDATE))`
 	args := []any{ts(p.At), p.EndpointID, nullTS(p.DueFrom), ts(p.DueTo), p.Unattempted}
 	if p.Limit > 0 {
 		q = `UPDATE deliveries d SET next_attempt_at = LEAST(d.next_attempt_at, $1::timestamptz + (m.n - 1) * $7 * interval '1 microsecond')
@@ -479,6 +504,9 @@ func deadLetterCountsQuery(tenant string, since time.Time) (string, []any) {
 	if !since.IsZero() {
 		f.add("updated_at >= ?", ts(since))
 	}
+	// Not the deliveries a delete has not reached yet, as the delivery
+	// lists (listDeliveriesQuery): their endpoint is gone.
+	f.where = append(f.where, "endpoint_id <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))")
 	return "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries" + f.clause() +
 		" GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id", f.args
 }

@@ -32,7 +32,14 @@
 //     tenant's publishes do not wait for a large move. Until a pause's
 //     chunks reach them, the endpoint's pending deliveries may be claimed:
 //     the claim reads the endpoint as paused, and the engine puts it back
-//     without an attempt, which holds it.
+//     without an attempt, which holds it. A disable by a completion holds
+//     one chunk in the completion batch and leaves the rest to the lease
+//     rescue (disableEndpointQuery, finishReleases). A delete takes the
+//     lock exclusively for the endpoint's row and the first chunk of its
+//     deliveries; the rest are deleted in chunks without the lock (no
+//     delivery of the endpoint is created once its row is gone), and the
+//     lease rescue finishes a delete whose node stopped (DeleteEndpoint,
+//     finishDeletions).
 //   - Completions lock their deliveries' rows (in id order) before numbering
 //     attempts MAX(number)+1, so a stale owner's late attempt and the current
 //     owner's attempt of one delivery never collide.
@@ -40,9 +47,21 @@
 // Locks are always taken in the order tenant locks (sorted by key), then
 // delivery rows (sorted by id), then endpoint rows (sorted by id; a batch of
 // completions locks the endpoints it may update before updating them), which
-// keeps deadlocks out of the normal paths. The one exception is
-// ContinueFanOut, which takes its fanouts row before the tenant lock, with
-// SKIP LOCKED: it never waits for that row, so it cannot close a cycle.
+// keeps deadlocks out of the normal paths. The exceptions: ContinueFanOut,
+// which takes its fanouts row before the tenant lock, with SKIP LOCKED: it
+// never waits for that row, so it cannot close a cycle; and a completion
+// that disables an endpoint, which locks one chunk of the endpoint's
+// pending deliveries after the endpoint's row, under the tenant's
+// exclusive lock: no transaction that waits for an endpoint row can hold
+// one of them then (every writer of them that locks an endpoint row takes
+// the tenant's lock first; claims skip locked rows, and the circuit's
+// postponements lock no endpoint row). The writers of several delivery
+// rows that take no tenant lock lock them in id order too, first, then
+// write them by primary key (a plain UPDATE or DELETE locks rows in its
+// plan's order, often the table's, and deadlocked with the id-ordered
+// chunks of a hold or a delete): the circuit's postponements and moves
+// without a limit, a claim's give-back of leases and its delete of the
+// deliveries of a deleted endpoint, a delete's chunks.
 //
 // # Group commit and asynchronous bookkeeping
 //
@@ -133,7 +152,27 @@ type Store struct {
 	// beforeChunk, when set (tests), runs before each chunk of a pause's
 	// or a resume's move after the first, outside any transaction.
 	beforeChunk func()
+	// sweepLockTimeout, when set (tests), replaces sweepLockWait.
+	sweepLockTimeout string
 }
+
+// sweepLockWait is the longest a chunk of the lease rescue's sweep
+// (finishReleases, finishDeletions) waits for a row's lock: a row that a
+// stuck session holds fails that chunk, and the round goes on with the
+// other moves and deletes, instead of spending its whole deadline there.
+const sweepLockWait = "5s"
+
+// sweepLockSetting is the lock_timeout of a sweep's chunk.
+func (s *Store) sweepLockSetting() string {
+	if s.sweepLockTimeout != "" {
+		return s.sweepLockTimeout
+	}
+	return sweepLockWait
+}
+
+// setSweepLockTimeout is the statement that sets a sweep's chunk's
+// lock_timeout ($1) for its transaction.
+const setSweepLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
 
 // leaseEnd returns t (a claim's or a hand-off's lease end) as stored, made
 // unique among the lease ends this store gave within the last second of
@@ -738,12 +777,35 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 }
 
 // DeleteEndpoint implements store.Store. The tenant lock is taken
-// exclusively first: publishes of the tenant that already read the endpoint
-// commit before the deliveries are deleted (so theirs are deleted too), and
-// later ones no longer see it.
+// exclusively first: publishes of the tenant that already read the
+// endpoint commit before the delete (so their deliveries are deleted
+// too), and later ones no longer see it. In that transaction the
+// endpoint's row goes with the first moveChunk of its deliveries; when
+// more may be left the delete is recorded (endpoint_deletions) and the
+// rest are deleted in chunks of moveChunk after the commit, each in a
+// transaction of its own without the tenant's lock (deleteChunks; no
+// delivery of the endpoint is created once its row is gone), so the
+// tenant's publishes do not wait for the whole delete (150,000
+// deliveries took most of a second in one statement). The call returns
+// when every delivery is deleted, even if ctx is cancelled after the
+// commit; a node that stops between chunks leaves the rest to any node's
+// lease rescue (finishDeletions). Until then a claim of one of the
+// deliveries left finds no endpoint and deletes it (ClaimDeliveries); the
+// tenant's and the event's delivery lists leave them out
+// (listDeliveriesQuery), a replay of one answers not found
+// (ReplayDeliveries), but GetDelivery still finds one and Stats counts
+// them.
+//
+// Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
+// after the commit (the endpoint is deleted; its deliveries not yet all)
+// is wrapped "delete the endpoint's deliveries".
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
-	var deleted int64
+	var (
+		deleted int64
+		rest    deletion
+		more    bool
+	)
 	b := newTxBatch()
 	b.Queue("SELECT pg_advisory_xact_lock($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", id, tenantLockClass)
 	if p.Notice {
@@ -754,13 +816,19 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		deleted = ct.RowsAffected()
 		return nil
 	})
-	b.Queue("DELETE FROM deliveries WHERE endpoint_id = $1", id)
-	return s.txBatch(ctx, "delete endpoint", b, func(pgx.Tx) error {
+	err := s.txBatch(ctx, "delete endpoint", b, func(tx pgx.Tx) error {
 		if deleted == 0 {
 			return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 		}
-		return nil
+		var err error
+		rest, more, err = startDeletion(ctx, tx, id)
+		return err
 	})
+	if err != nil || !more {
+		return err
+	}
+	_, _, err = s.deleteChunks(context.WithoutCancel(ctx), rest)
+	return err
 }
 
 // newTxBatch returns a batch that begins a transaction: BEGIN travels with

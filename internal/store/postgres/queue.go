@@ -334,6 +334,11 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
+	// Not the deliveries a delete has not reached yet (DeleteEndpoint
+	// deletes them in chunks after the endpoint's row): the list of
+	// deletions in progress is read once (an InitPlan; empty but during a
+	// delete), each row only compared with it.
+	f.where = append(f.where, "endpoint_id <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))")
 	lim := p.ListParams.PageSize()
 	query := "SELECT " + deliveryColumns + " FROM deliveries" + f.clause() + " ORDER BY id DESC" + f.limit(lim+1)
 	return query, f.args, lim
@@ -713,6 +718,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		}
 		defer p.Report(unreadable)
 	}
+	if orphans := dropOrphans(&claims, endpoints, bad); len(orphans) > 0 {
+		// Deliveries of an endpoint deleted since (its delete deletes them
+		// in chunks after the row: DeleteEndpoint): no attempt, deleted
+		// here. One round trip, only while a delete is in progress; if it
+		// fails their leases expire, and the delete's chunks (or the
+		// rescue's) delete them.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = s.pool.Exec(rctx, deleteOrphansSQL, orphans, p.Owner, until)
+		cancel()
+	}
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -729,6 +744,39 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 		claims[i].Endpoint = endpoints[claims[i].Delivery.EndpointID]
 	}
 	return claims, nil
+}
+
+// deleteOrphansSQL deletes the deliveries $1 a claim of owner $2 (lease
+// end $3) took whose endpoint is gone (deleted while the claim ran: its
+// delete deletes the rest of its deliveries in chunks). It locks them in
+// id order first, as the delete's chunks lock them (deleteChunkSQL): a
+// DELETE alone locks rows in the order of the index it reads
+// (deliveries_leased: the lease end, then the rows' places in the table),
+// and could hold one while waiting for an earlier one that a chunk holds
+// on its way to the first: a deadlock.
+const deleteOrphansSQL = `WITH l AS MATERIALIZED (
+		SELECT id FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
+		  AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id)
+		ORDER BY id FOR UPDATE)
+	DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM l))`
+
+// dropOrphans takes out of claims (in place, in order) the claims of a
+// delivery whose endpoint the claim did not find, neither read nor
+// unreadable (bad): a deleted one. It answers their delivery ids.
+func dropOrphans(claims *[]store.Claim, endpoints map[string]store.Endpoint, bad map[string]*store.UnreadableError) []string {
+	var orphans []string
+	kept := (*claims)[:0]
+	for _, c := range *claims {
+		_, ok := endpoints[c.Delivery.EndpointID]
+		_, unreadable := bad[c.Delivery.EndpointID]
+		if !ok && !unreadable {
+			orphans = append(orphans, c.Delivery.ID)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	*claims = kept
+	return orphans
 }
 
 // giveBack gives back the leases of the deliveries ids that a claim of
@@ -787,9 +835,16 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, ps []store.PoisonedDeliv
 
 // releaseClaimSQL gives back the leases of a claim that failed after its
 // statements committed: $1 the claimed ids, $2 the owner, $3 the lease end
-// the claim set (a lease taken since by another claim is left alone).
+// the claim set (a lease taken since by another claim is left alone). The
+// rows are locked in id order first, as the chunks of a hold or a delete
+// lock them (a chunk that waited for the claim keeps the row it re-checked
+// and left, and goes on in id order): an UPDATE alone locks them in the
+// order of deliveries_leased (the lease end, then the rows' places in the
+// table), and could hold a later row while waiting for an earlier one: a
+// deadlock.
 const releaseClaimSQL = `UPDATE deliveries SET lease_owner = NULL, lease_until = NULL
-	WHERE id = ANY($1) AND lease_owner = $2 AND lease_until = $3`
+	WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE id = ANY ($1) AND lease_owner = $2 AND lease_until = $3
+		ORDER BY id FOR NO KEY UPDATE))`
 
 // extraScanner scans one extra trailing column into last.
 type extraScanner struct {
@@ -878,24 +933,47 @@ const completionEndpoint = `COALESCE(NULLIF($1::text, ''), (SELECT endpoint_id F
 
 // disableEndpointQuery disables the completion's endpoint if it is enabled
 // (and cond holds; set, when not empty, adds ", column = value" to the
-// update), records the notice endpoint.disabled, and then holds the
-// endpoint's pending, unleased deliveries (leased ones are held when they
-// complete). $3 is the reason, $4 now. The EXISTS is a one-time filter:
-// when nothing was disabled (every failed attempt asks) the deliveries are
+// update), records the notice endpoint.disabled, and holds the first
+// moveChunk of the endpoint's pending, unleased deliveries (id order;
+// leased ones are held when they complete); held, the parameter named by
+// state (a parameter, not a literal: moveChunks' plans), is 'pending'. $3
+// is the reason, $4 now. The rest are the lease rescue's (finishReleases,
+// any node's next round): the disable starts a move of its own, named by
+// release_gen, with its cursor (release_after, the chunk's last id) and a
+// mark already stale (releasing_since: no node runs it); without more
+// than a chunk it leaves no mark. So a disable by a completion, under the
+// tenant's exclusive lock and in the node's completion batch, writes at
+// most moveChunk deliveries, whatever the backlog (all of them, before:
+// some 2 s for 150,000, the tenant's publishes and the node's completions
+// waiting), and ends whatever move an earlier state change left marked.
+// Until the sweep reaches them, a claim of the rest meets the endpoint
+// disabled and puts the delivery back without an attempt (Engine.handle),
+// and that deferral holds it. The EXISTS is a one-time filter: when
+// nothing was disabled (every failed attempt asks) the deliveries are
 // not scanned at all; without it the planner walked the whole due index
 // once per failed attempt (110 attempts/s beside a million waiting
 // deliveries, TestDisableQuerySkipsScan).
-func disableEndpointQuery(reason, cond, set string) string {
+func disableEndpointQuery(reason, cond, set, held string) string {
+	rest := `(SELECT id FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.state = ` + held + ` AND d.lease_owner IS NULL
+		ORDER BY d.id OFFSET ` + strconv.Itoa(moveChunk) + ` LIMIT 1)`
 	return `WITH dis AS (
-		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4` + set + `
+		UPDATE endpoints SET state = 'disabled', state_reason = ` + reason + `, updated_at = $4` + set + `,
+			releasing_since = CASE WHEN ` + rest + ` IS NOT NULL THEN clock_timestamp() - interval '` + staleRelease + `' - interval '1 second' END,
+			release_after = CASE WHEN ` + rest + ` IS NOT NULL THEN
+				(SELECT id FROM deliveries d WHERE d.endpoint_id = endpoints.id AND d.state = ` + held + ` AND d.lease_owner IS NULL
+				 ORDER BY d.id OFFSET ` + strconv.Itoa(moveChunk-1) + ` LIMIT 1) END,
+			release_due_at = NULL, release_gen = release_gen + 1
 		WHERE id = ` + completionEndpoint + ` AND state = 'enabled'` + cond + `
 		RETURNING id, tenant, url, kind, state, state_reason),
 	notice AS (
 		INSERT INTO notices (endpoint_id, tenant, url, kind, state, state_reason, type, created_at)
-		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.disabled', $4 FROM dis)
+		SELECT id, tenant, url, kind, state, state_reason, 'endpoint.disabled', $4 FROM dis),
+	c AS MATERIALIZED (
+		SELECT id FROM deliveries WHERE endpoint_id = (SELECT id FROM dis) AND state = ` + held + ` AND lease_owner IS NULL
+		  AND EXISTS (SELECT 1 FROM dis)
+		ORDER BY id LIMIT ` + strconv.Itoa(moveChunk) + ` FOR NO KEY UPDATE)
 	UPDATE deliveries SET state = 'paused', updated_at = $4
-	WHERE endpoint_id = (SELECT id FROM dis) AND state = 'pending' AND lease_owner IS NULL
-	  AND EXISTS (SELECT 1 FROM dis)`
+	WHERE id = ANY (ARRAY(SELECT id FROM c)) AND EXISTS (SELECT 1 FROM dis)`
 }
 
 // streakDisables renders the disable rule (store.StreakDisableSQL) over
@@ -917,14 +995,14 @@ func failingQuery(disables string) string {
 
 var (
 	// goneQuery: a 410 Gone; $3 is the reason given.
-	goneQuery = disableEndpointQuery("$3::text", "", "")
+	goneQuery = disableEndpointQuery("$3::text", "", "", "$5::text")
 	// streakQuery: the disable rule (streakDisables) with the cutoff $5
 	// and the minimum $6; $3 describes the last attempt
 	// (store.AttemptSummary), and the reason is store.DisableReason's
 	// (store.StreakReasonSQL). The streak keeps store.StreakCountAtDisable's
 	// count.
 	streakQuery = disableEndpointQuery(store.StreakReasonSQL("failing_since", "$3::text"),
-		" AND "+streakDisables("$5", "$6::integer"), ", failure_count = "+store.StreakCountAtDisableSQL("failure_count"))
+		" AND "+streakDisables("$5", "$6::integer"), ", failure_count = "+store.StreakCountAtDisableSQL("failure_count"), "$7::text")
 	// failingNoRuleQuery: endpoint.failing when the rule is off
 	// (DisableAfter 0: no failure disables).
 	failingNoRuleQuery = failingQuery("false")
@@ -1004,7 +1082,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		}
 		switch {
 		case c.DisableEndpoint:
-			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now))
+			b.Queue(goneQuery, c.EndpointID, c.DeliveryID, c.DisableReason, ts(c.Now), string(store.DeliveryPending))
 		case c.State == store.DeliverySucceeded:
 			// A success ends the failure streak (no write when there is
 			// none); one that had raised endpoint.failing raises
@@ -1029,7 +1107,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 				b.Queue(failingRuleQuery, c.EndpointID, c.DeliveryID, ts(c.Now), *cutoffs[i], c.DisableMinFailures)
 				// …and one that has lasted DisableAfter with enough
 				// failures disables the endpoint.
-				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, store.AttemptSummary(a), ts(c.Now), *cutoffs[i], c.DisableMinFailures)
+				b.Queue(streakQuery, c.EndpointID, c.DeliveryID, store.AttemptSummary(a), ts(c.Now), *cutoffs[i], c.DisableMinFailures, string(store.DeliveryPending))
 			}
 		}
 		if c.State == store.DeliveryDead {
@@ -1117,9 +1195,10 @@ func queueSuccesses(b *pgx.Batch, cs []store.Completion) {
 // RescueExpiredLeases implements store.Store. A rescued delivery whose
 // endpoint was paused or disabled while it was leased is held (paused), as
 // its completion would have done; it does not count as claimable again.
-// The round then finishes part of a release whose node stopped
-// (finishReleases); an error there is returned with the count of the
-// leases rescued.
+// The round then finishes part of a move whose node stopped, or that a
+// disable by a completion left (finishReleases), and part of a delete
+// whose node stopped (finishDeletions); an error there is returned with
+// the count of the leases rescued.
 // The tenant locks and then the row locks (id order) are taken first, as
 // completions take them.
 func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, error) {
@@ -1157,32 +1236,37 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 	if err != nil {
 		return 0, err
 	}
-	if err := s.finishReleases(ctx, now); err != nil {
-		return int(n), err
-	}
-	return int(n), nil
+	// Each part runs whatever the other answered: a move that keeps
+	// failing (a chunk meeting a row a stuck session holds) must not
+	// leave every stopped delete unfinished.
+	rerr := s.finishReleases(ctx, now)
+	derr := s.finishDeletions(ctx)
+	return int(n), errors.Join(rerr, derr)
 }
 
-// A release whose mark (endpoints.releasing_since) no chunk has renewed
-// for staleRelease stopped with its node; a lease rescue finishes up to
-// sweepChunks chunks of one such release (10,000 deliveries, some tenths of
-// a second), so that the rescue's next round is not held up, and leaves
-// the mark stale when more is left, for the next round of any node.
+// A move whose mark (endpoints.releasing_since) no chunk has renewed for
+// staleRelease stopped with its node (a disable by a completion writes it
+// stale: no node runs its move); a lease rescue finishes up to sweepChunks
+// chunks of one such move (10,000 deliveries, some tenths of a second),
+// so that the rescue's next round is not held up, and leaves the mark
+// stale when more is left, for the next round of any node.
 const (
 	staleRelease = "30 seconds"
 	sweepChunks  = 20
 )
 
-// finishReleases finishes, in part, the oldest release whose node stopped
-// between its chunks (SetEndpointState), its held deliveries due at the
-// resume's time (release_due_at), so they keep their place before what
-// was published since. It never waits for a tenant's lock: a release whose
-// tenant is locked exclusively (a state change or a delete in progress) is
-// left for a later round, and the next stale one tried. Two nodes may work
-// on one release at once; each chunk re-checks its rows.
+// finishReleases finishes, in part, the oldest move whose node stopped
+// between its chunks (SetEndpointState) or that a disable by a completion
+// left (disableEndpointQuery): a release (the endpoint is enabled), its
+// held deliveries due at the resume's time (release_due_at), so they keep
+// their place before what was published since; or a hold (paused,
+// disabled). It never waits for a tenant's lock: a move whose tenant is
+// locked exclusively (a state change or a delete in progress) is left for
+// a later round, and the next stale one tried. Two nodes may work on one
+// move at once; each chunk re-checks its rows.
 func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
-	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, ''), release_gen FROM endpoints
-		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`' AND state = 'enabled'
+	rows, err := s.pool.Query(ctx, `SELECT id, releasing_since, COALESCE(release_due_at, $1), COALESCE(release_after, ''), release_gen, state = 'enabled' FROM endpoints
+		WHERE releasing_since < clock_timestamp() - interval '`+staleRelease+`'
 		ORDER BY releasing_since LIMIT 8`, now)
 	if err != nil {
 		return wrap("finish a stopped release", err)
@@ -1192,10 +1276,11 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 		mark, due time.Time
 		after     string
 		gen       int64
+		release   bool
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
 		var st stale
-		err := row.Scan(&st.id, &st.mark, &st.due, &st.after, &st.gen)
+		err := row.Scan(&st.id, &st.mark, &st.due, &st.after, &st.gen, &st.release)
 		return st, err
 	})
 	if err != nil {
@@ -1209,10 +1294,18 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			WHERE id = $1 AND releasing_since = $2`, id, mark)
 		return err
 	}
+	// A move whose chunk fails is left (its mark stale, for a later
+	// round) and the next one tried: one failing move (a chunk meeting a
+	// row a stuck session holds) does not stop every other.
+	var errs []error
 	for _, st := range found {
-		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: true, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
+		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: st.release, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
 		if err != nil {
-			return wrap("finish a stopped release", err)
+			errs = append(errs, wrap("finish a stopped release", err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		switch {
 		case last.mark != nil: // more is left
@@ -1221,13 +1314,14 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			err = restale(st.id, st.mark)
 		}
 		if err != nil {
-			return wrap("finish a stopped release", err)
+			errs = append(errs, wrap("finish a stopped release", err))
+			break
 		}
 		if moved > 0 {
-			return nil
+			break
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // NextDueAt implements store.Store (with skipTenants: nextDueSkipQuery).

@@ -137,7 +137,8 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 // DeleteSource implements store.Store: the source, its forwarding endpoint
 // and that endpoint's deliveries. Like DeleteEndpoint it takes the tenant
 // (the source id) lock exclusively, so no publish adds a delivery to the
-// endpoint being deleted.
+// endpoint being deleted; the endpoint's deliveries are deleted in chunks
+// as DeleteEndpoint deletes them.
 func (s *Store) DeleteSource(ctx context.Context, id string) error {
 	var (
 		found      bool
@@ -154,13 +155,26 @@ func (s *Store) DeleteSource(ctx context.Context, id string) error {
 		}
 		return rows.Err()
 	})
-	return s.txBatch(ctx, "delete source", b, func(tx pgx.Tx) error {
+	var (
+		rest deletion
+		more bool
+	)
+	err := s.txBatch(ctx, "delete source", b, func(tx pgx.Tx) error {
 		if !found {
 			return fmt.Errorf("source %s: %w", id, store.ErrNotFound)
 		}
-		b := &pgx.Batch{}
-		b.Queue("DELETE FROM deliveries WHERE endpoint_id = $1", endpointID)
-		b.Queue("DELETE FROM endpoints WHERE id = $1", endpointID)
-		return tx.SendBatch(ctx, b).Close()
+		if _, err := tx.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", endpointID); err != nil {
+			return err
+		}
+		// Its deliveries as DeleteEndpoint deletes them: the first chunk
+		// here, the rest after the commit.
+		var err error
+		rest, more, err = startDeletion(ctx, tx, endpointID)
+		return err
 	})
+	if err != nil || !more {
+		return err
+	}
+	_, _, err = s.deleteChunks(context.WithoutCancel(ctx), rest)
+	return err
 }

@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	group("Unreadable", s.unreadable)
 	group("EndpointLimit", s.endpointLimit)
 	group("FanOut", s.fanOut)
+	group("Backlog", s.backlog)
 	group("Rescue", s.rescue)
 	group("Complete", s.complete)
 	group("Deliveries", s.deliveries)

@@ -212,7 +212,11 @@ func claimLockPath(dbPath string) string {
 // clears the lease columns an earlier version of Herald may have left in
 // the database (its process is gone: those deliveries are due again) and
 // holds the pending deliveries of paused and disabled endpoints (the ones
-// a dead process had in flight when their endpoint changed). It
+// a dead process had in flight when their endpoint changed, or left
+// between the chunks of a pause: holdRest), releases the held deliveries
+// of enabled endpoints (left between the chunks of a resume), and deletes
+// the deliveries of endpoints whose delete a dead process left unfinished
+// (deleteRest). It
 // is taken at the first claim, not at Open, so commands that open the
 // database beside a running server (backup, rekey) are not refused. The
 // lock is released by Close, or by the kernel when the process dies.
@@ -289,15 +293,43 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		closeF()
 		return err
 	}
+	// A process that died between the chunks of an endpoint's delete
+	// (deleteRest) left the endpoint's mark and deliveries: they are
+	// deleted below, after this transaction, one chunk per transaction.
+	var deleting []string
+	rows, err := tx.QueryContext(ctx, "SELECT substr(key, ?1) FROM meta WHERE key GLOB ?2", len(deletingMetaPrefix)+1, deletingMetaPrefix+"*")
+	if err != nil {
+		closeF()
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			closeF()
+			return err
+		}
+		deleting = append(deleting, id)
+	}
+	if err := rows.Err(); err != nil {
+		closeF()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		closeF()
 		return err
 	}
+	done()
 	if s.preLock != nil && f == s.preLock.f {
 		s.preLock.taken = true // the store holds it now, until Close
 	}
 	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
 	s.claimHeld.Store(true)
+	for _, id := range deleting {
+		// A failure leaves the mark for the next start; meanwhile the
+		// claims delete the pending ones they meet (loadClaims).
+		_, _ = s.deleteRest(context.WithoutCancel(ctx), id)
+	}
 	return nil
 }
 

@@ -57,9 +57,14 @@ type Store struct {
 	// publishWaiting reports a publish group waiting for the writer (a
 	// fan-out chunk then ends early); tests replace it.
 	publishWaiting func() bool
-	// beforeChunk, when set (tests), runs before each chunk of a resume
-	// or an endpoint's replay after the first, without the writer.
+	// beforeChunk, when set (tests), runs before each chunk of a resume,
+	// a pause or disable, a delete or an endpoint's replay after the
+	// first, without the writer.
 	beforeChunk func()
+	// holdAfter are the endpoints the running completion batch disabled
+	// whose pending deliveries it holds after its commit (disableEndpoint);
+	// only the writer's holder touches it.
+	holdAfter []pendingHold
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction
@@ -836,7 +841,17 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	return e, nil
 }
 
-// DeleteEndpoint implements store.Store.
+// DeleteEndpoint implements store.Store. It deletes the endpoint's row and
+// the first chunk (deleteChunk) of its deliveries, with their attempts, in
+// one transaction; the rest go one chunk per queue transaction after it,
+// behind waiting publishes (deleteRest): deleting 200,000 deliveries in
+// one transaction held the single writer, and every tenant's publishes,
+// for 2 s (docs/BENCHMARKS.md). Until the last chunk commits, the
+// remaining deliveries are the endpoint's no longer: it answers
+// store.ErrNotFound, a claim that meets one deletes it instead of leasing
+// it, and a crash between chunks is finished by the next start (a mark in
+// the meta table, deletingMetaPrefix; takeClaimLock). An error of a later
+// chunk is returned (wrapped) although the endpoint is gone.
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
 	tx, done, err := s.beginWrite(ctx)
@@ -858,10 +873,65 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 	}
 	s.endpointChanged()
-	if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE endpoint_id = ?", id); err != nil {
+	res, err = tx.ExecContext(ctx, deleteDeliveriesSQL, id, deleteChunk)
+	if err != nil {
 		return wrap("delete endpoint", err)
 	}
-	return wrap("delete endpoint", tx.Commit())
+	more := false
+	if n, _ := res.RowsAffected(); n == deleteChunk {
+		more = true
+		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '')", deletingMetaPrefix+id); err != nil {
+			return wrap("delete endpoint", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return wrap("delete endpoint", err)
+	}
+	done() // the next chunks take the writer again
+	if more {
+		if _, err := s.deleteRest(context.WithoutCancel(ctx), id); err != nil {
+			return wrap("delete endpoint: delete its deliveries", err)
+		}
+	}
+	return nil
+}
+
+// deleteDeliveriesSQL deletes at most ?2 deliveries of endpoint ?1 (their
+// attempts with them: ON DELETE CASCADE).
+const deleteDeliveriesSQL = `DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ?1 LIMIT ?2)`
+
+// deletingMetaPrefix, followed by an endpoint's id, is the meta key that
+// marks a deleted endpoint whose deliveries are still being deleted
+// (DeleteEndpoint): the last chunk removes it; a start finds the ones a
+// crash left (takeClaimLock).
+const deletingMetaPrefix = "deleting_endpoint:"
+
+// deleteRest deletes the deliveries of a deleted endpoint left after the
+// first chunk (deleteChunk), one chunk per queue transaction, and with
+// the last one the endpoint's mark (deletingMetaPrefix). It answers how
+// many it deleted. An endpoint row with the id (ids are never reused: it
+// cannot be) stops it, the mark removed, deleting nothing.
+func (s *Store) deleteRest(ctx context.Context, endpointID string) (int64, error) {
+	return s.inChunks(ctx, deleteChunk, func(tx *sql.Tx) (int64, error) {
+		var n int64
+		_, found, err := endpointState(ctx, tx, endpointID)
+		if err != nil {
+			return 0, err
+		}
+		if !found {
+			res, err := tx.ExecContext(ctx, deleteDeliveriesSQL, endpointID, deleteChunk)
+			if err != nil {
+				return 0, err
+			}
+			n, _ = res.RowsAffected()
+		}
+		if n < deleteChunk {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM meta WHERE key = ?", deletingMetaPrefix+endpointID); err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	})
 }
 
 func mustSub(fsys embed.FS, dir string) fs.FS {

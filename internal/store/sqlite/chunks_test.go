@@ -355,3 +355,66 @@ func TestStartFinishesInterruptedDeleteAndPause(t *testing.T) {
 		t.Errorf("paused endpoint after the start: %v, want all paused", got)
 	}
 }
+
+// TestStartFixUpsYieldTheWriterBetweenChunks: what a process that died in
+// the middle of a pause, a resume and a delete left (each 2 chunks and 3
+// deliveries) is finished by the next process's first claim one chunk per
+// transaction, a publish of another tenant committing between chunks (it
+// held the pause's and the resume's rest in one transaction before).
+func TestStartFixUpsYieldTheWriterBetweenChunks(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "h.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, id := range []string{"ep_a", "ep_b", "ep_c", "ep_d"} {
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: id, Tenant: id,
+			URL: "https://example.com/", State: store.EndpointEnabled,
+			Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 2*holdChunk + 3
+	for _, id := range []string{"ep_a", "ep_b", "ep_c"} {
+		backlogOf(t, s, id, n, now)
+	}
+	// A pause of ep_a, a resume of ep_b and a delete of ep_c, each
+	// interrupted before its second chunk (their first chunks' work left
+	// out: it changes nothing here).
+	if _, err := s.w.ExecContext(ctx, `UPDATE endpoints SET state = 'paused' WHERE id = 'ep_a';
+		UPDATE deliveries SET state = 'paused' WHERE endpoint_id = 'ep_b';
+		DELETE FROM endpoints WHERE id = 'ep_c';
+		INSERT INTO meta (key, value) VALUES ('deleting_endpoint:ep_c', '')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var between int
+	s.beforeChunk = func() {
+		between++
+		if err := publishOf(s, "ep_d", now); err != nil {
+			t.Errorf("publish between two chunks of the start-up fix-ups: %v", err)
+		}
+	}
+	if err := s.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if between != 9 {
+		t.Errorf("publishes committed between the fix-ups' chunks: %d, want 9 (3 moves of 3 chunks)", between)
+	}
+	if got := countStates(t, s, "ep_a"); got["paused"] != n || len(got) != 1 {
+		t.Errorf("paused endpoint after the start: %v, want %d paused", got, n)
+	}
+	if got := countStates(t, s, "ep_b"); got["pending"] != n || len(got) != 1 {
+		t.Errorf("enabled endpoint after the start: %v, want %d pending", got, n)
+	}
+	if got := countStates(t, s, "ep_c"); len(got) != 0 {
+		t.Errorf("deleted endpoint after the start: %v, want none", got)
+	}
+}

@@ -140,9 +140,11 @@ func TestDeleteYieldsTheWriterBetweenChunks(t *testing.T) {
 	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"}, store.Endpoint{ID: "ep_b", Tenant: "ep_b"})
 	total := 2*deleteChunk + 3
 	backlogOf(t, s, "ep_a", total, now)
-	// Attempts of the last delivery, which the last chunk deletes.
+	// All dead letters (a dead endpoint's), the last one with an attempt:
+	// the last chunk deletes it.
 	last := "dlv_ep_a_00001002"
-	if _, err := s.w.ExecContext(ctx, "INSERT INTO attempts (delivery_id, number, started_at, duration_us) VALUES (?, 1, 0, 1)", last); err != nil {
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us) VALUES (?1, 1, 0, 1);
+		UPDATE deliveries SET state = 'dead' WHERE endpoint_id = 'ep_a'`, last); err != nil {
 		t.Fatal(err)
 	}
 	var between int
@@ -159,6 +161,10 @@ func TestDeleteYieldsTheWriterBetweenChunks(t *testing.T) {
 		}
 		if _, err := s.ListAttempts(ctx, last); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("attempts of a delivery of the deleted endpoint between two chunks: %v, want not found", err)
+		}
+		counts, err := s.DeadLetterCounts(ctx, "", time.Time{})
+		if err != nil || len(counts) != 0 {
+			t.Errorf("dead-letter counts between two chunks of a delete: %v, %v; want none", counts, err)
 		}
 	}
 	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Now: now}); err != nil {

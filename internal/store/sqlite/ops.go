@@ -509,11 +509,12 @@ func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
 	return wrap("clear notices", err)
 }
 
-// DeadLetterCounts implements store.Store.
+// DeadLetterCounts implements store.Store; the endpoints that no longer
+// exist are left out.
 func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {
 	// The dead rows only (the planner would otherwise walk every delivery in
 	// deliveries_endpoint's order for the GROUP BY).
-	q := "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead'"
+	q := "SELECT endpoint_id, tenant, COUNT(*) AS n FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead'"
 	var args []any
 	if tenant != "" {
 		q += " AND tenant = ?"
@@ -523,7 +524,11 @@ func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.
 		q += " AND updated_at >= ?"
 		args = append(args, micro(since))
 	}
-	q += " GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id"
+	// A deleted endpoint's dead letters that its delete has not reached
+	// yet (DeleteEndpoint deletes them in chunks) are left out: one
+	// lookup per endpoint counted, not per row.
+	q = "SELECT endpoint_id, tenant, n FROM (" + q + ` GROUP BY endpoint_id, tenant) AS c
+		WHERE EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = c.endpoint_id) ORDER BY n DESC, endpoint_id`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, wrap("dead letter counts", err)

@@ -98,9 +98,17 @@ func measureBesidePublishes(b *testing.B, s *Store, now time.Time, op func(conte
 		wg    sync.WaitGroup
 		waits []time.Duration
 	)
+	started := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer func() {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+		}()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -116,9 +124,12 @@ func measureBesidePublishes(b *testing.B, s *Store, now time.Time, op func(conte
 				return
 			}
 			waits = append(waits, time.Since(start))
+			if i == 0 {
+				close(started)
+			}
 		}
 	}()
-	time.Sleep(20 * time.Millisecond) // the publisher under way (a benchmark: not a test)
+	<-started // the publisher under way: its first publish committed
 	b.StartTimer()
 	start := time.Now()
 	err := op(ctx)

@@ -118,6 +118,7 @@ func TestDisableByCompletionYieldsTheWriterBetweenChunks(t *testing.T) {
 		Attempt: store.Attempt{Number: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 410}, Now: now}}); err != nil {
 		t.Fatal(err)
 	}
+	s.waitBackground() // the rest of the hold runs beside the completer
 	if between != 2 {
 		t.Errorf("publishes committed between chunks: %d, want 2", between)
 	}

@@ -1455,8 +1455,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 // commitCompletions ends a completion batch: the dead-letter notices of the
 // completions that moved their delivery (held), the stats rollups, the
 // commit; then, the writer still held, it releases the leases of held;
-// then it releases the writer (done) and holds the rest of the pending
-// deliveries of the endpoints the batch disabled (holdRestAfter).
+// then it releases the writer (done) and starts the hold of the rest of
+// the pending deliveries of the endpoints the batch disabled, in the
+// background (holdRestAfter): the batch does not wait for it.
 func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, done func(), cs []store.Completion, held []bool) error {
 	if err := s.deadLetterNotices(ctx, tx, cs, held); err != nil {
 		return wrap("complete: dead-letter notices", err)
@@ -1477,7 +1478,7 @@ func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, done func(), 
 	holds := slices.Clone(s.holdAfter)
 	s.holdAfter = s.holdAfter[:0]
 	done()
-	s.holdRestAfter(ctx, holds)
+	s.holdRestAfter(holds)
 	return nil
 }
 
@@ -1904,8 +1905,9 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 // endpoint.disabled, and holds the first chunk (holdChunk) of its pending,
 // unleased deliveries (leased ones are held when they complete). tx is a
 // completion batch's, on the writer connection. An endpoint with more
-// pending deliveries is noted in s.holdAfter: the batch holds the rest
-// after its commit, one chunk per transaction (holdRest).
+// pending deliveries is noted in s.holdAfter: the rest is held after the
+// batch's commit, one chunk per transaction, in the background
+// (holdRestAfter).
 //
 // released are the deliveries whose lease the transaction's completions
 // already gave up (they move although the lease table still lists them
@@ -1943,15 +1945,24 @@ type pendingHold struct {
 
 // holdRestAfter holds, after a completion batch's commit and without the
 // writer, the rest of the pending deliveries of the endpoints it disabled
-// (holds, as taken from s.holdAfter), one chunk per transaction. The batch
-// has committed: a failure here is not the batch's (its completions must
-// not be made again), so it is not returned; what is left is held by the
-// claims that meet it (put back without an attempt) and by the next start
-// (takeClaimLock).
-func (s *Store) holdRestAfter(ctx context.Context, holds []pendingHold) {
-	for _, h := range holds {
-		_, _ = s.holdRest(context.WithoutCancel(ctx), h.endpointID, h.at)
+// (holds, as taken from s.holdAfter), one chunk per transaction, in the
+// store's background (inBackground): the batch returns at once. Holding
+// them in the batch's call kept the engine's completer, and with it every
+// tenant's completions on the node, waiting for the whole hold (400
+// chunks, seconds, for 200,000 deliveries; long enough, for a larger
+// backlog behind publishes, for the leases of the completions waiting
+// behind it to run out and their attempts to be repeated). A failure, or
+// Close, stops it; what is left is held by the claims that meet it (put
+// back without an attempt) and by the next start (takeClaimLock).
+func (s *Store) holdRestAfter(holds []pendingHold) {
+	if len(holds) == 0 {
+		return
 	}
+	s.inBackground(func(ctx context.Context) {
+		for _, h := range holds {
+			_, _ = s.holdRest(ctx, h.endpointID, h.at)
+		}
+	})
 }
 
 // holdDeliveriesSQL holds (pauses) at most ?4 pending deliveries of

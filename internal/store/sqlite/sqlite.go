@@ -62,9 +62,18 @@ type Store struct {
 	// first, without the writer.
 	beforeChunk func()
 	// holdAfter are the endpoints the running completion batch disabled
-	// whose pending deliveries it holds after its commit (disableEndpoint);
-	// only the writer's holder touches it.
+	// whose pending deliveries are held after its commit, in the
+	// background (disableEndpoint, holdRestAfter); only the writer's
+	// holder touches it.
 	holdAfter []pendingHold
+	// The background work (holdRestAfter): bg counts it, bgCtx is
+	// cancelled by Close, which waits for it (stopBackground); bgMu
+	// guards bgClosed, after which no work starts.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex
+	bgClosed bool
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction
@@ -392,6 +401,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now, leases: newLeaseTable()}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
@@ -540,6 +550,7 @@ func uniqueViolation(err error) bool {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
+	s.stopBackground()
 	s.commits.close()
 	for _, st := range s.stmts {
 		st.Close()
@@ -548,6 +559,34 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	return errors.Join(s.r.Close(), s.w.Close(), s.releaseClaimLock())
+}
+
+// inBackground runs f in a goroutine of the store's background work, with
+// a context Close cancels; Close waits for it (stopBackground). After
+// Close it runs nothing.
+func (s *Store) inBackground(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f(s.bgCtx)
+	}()
+}
+
+// stopBackground cancels the background work and waits for it to end; no
+// more starts.
+func (s *Store) stopBackground() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	if s.bgCancel != nil {
+		s.bgCancel()
+	}
+	s.bg.Wait()
 }
 
 // micro and fromMicro convert times to and from INTEGER microseconds.

@@ -1,0 +1,126 @@
+package sqlite
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
+)
+
+// complete410 claims one delivery of ep and completes it with a 410 Gone
+// (the endpoint is disabled by the batch).
+func complete410(t *testing.T, s *Store, ep string, now time.Time) store.Completion {
+	t.Helper()
+	cs, err := s.ClaimDeliveries(context.Background(), store.ClaimParams{Owner: "n", Limit: 1, Lease: time.Minute, Now: now})
+	if err != nil || len(cs) != 1 || cs[0].Endpoint.ID != ep {
+		t.Fatalf("claim: %d, %v", len(cs), err)
+	}
+	return store.Completion{DeliveryID: cs[0].Delivery.ID, EndpointID: ep, Owner: "n",
+		LeaseUntil: cs[0].Delivery.LeaseUntil, State: store.DeliveryDead, DisableEndpoint: true, DisableReason: "410 Gone",
+		Attempt: store.Attempt{Number: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 410}, Now: now}
+}
+
+// TestDisableByCompletionDoesNotHoldTheCompleter: a completion batch that
+// disables an endpoint with a large backlog returns once its own
+// transaction has committed; the rest of the hold runs beside it, so the
+// engine's completer (every tenant's completions on the node) does not
+// wait for hundreds of chunks. The test blocks the hold's second chunk
+// until the batch has returned: on a store that holds the rest inside
+// CompleteDeliveries the batch never returns while it is blocked.
+func TestDisableByCompletionDoesNotHoldTheCompleter(t *testing.T) {
+	ctx := context.Background()
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"}, store.Endpoint{ID: "ep_b", Tenant: "ep_b"})
+	pending := 2*holdChunk + 3
+	backlogOf(t, s, "ep_a", pending, now)
+	c := complete410(t, s, "ep_a", now)
+	returned := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	s.beforeChunk = func() {
+		once.Do(func() { close(entered) })
+		<-returned
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.CompleteDeliveries(ctx, []store.Completion{c}) }()
+	<-entered
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second): // a deadlock detector, not a timing assertion
+		close(returned)
+		<-errc
+		t.Fatal("CompleteDeliveries waited for the chunks of its endpoint's hold (the completer is held for the whole hold)")
+	}
+	// Another batch (another tenant's completion) commits while the hold
+	// is still blocked before its second chunk.
+	if err := publishOf(s, "ep_b", now); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "n", Limit: 1, Lease: time.Minute, Now: now.Add(time.Second), SkipTenants: []string{"ep_a"}})
+	if err != nil || len(cs) != 1 || cs[0].Endpoint.ID != "ep_b" {
+		t.Fatalf("claim of ep_b: %d, %v", len(cs), err)
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{{DeliveryID: cs[0].Delivery.ID, EndpointID: "ep_b", Owner: "n",
+		LeaseUntil: cs[0].Delivery.LeaseUntil, State: store.DeliverySucceeded,
+		Attempt: store.Attempt{Number: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 200}, Now: now.Add(time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	close(returned)
+	s.waitBackground()
+	if got := countStates(t, s, "ep_a"); got["paused"] != pending-1 || got["dead"] != 1 || got["pending"] != 0 {
+		t.Errorf("after the disable: %v, want %d paused and 1 dead", got, pending-1)
+	}
+}
+
+// TestCloseStopsHoldAfterDisable: Close during the background hold of a
+// disabled endpoint's backlog waits for it to stop (no chunk runs on a
+// closed store), and the next start holds what it left.
+func TestCloseStopsHoldAfterDisable(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/h.db"
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "ep_a",
+		URL: "https://example.com/", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	pending := 3*holdChunk + 3
+	backlogOf(t, s, "ep_a", pending, now)
+	c := complete410(t, s, "ep_a", now)
+	closing := make(chan struct{})
+	var chunks int
+	s.beforeChunk = func() {
+		chunks++
+		if chunks == 2 {
+			close(closing)
+			// Close has begun (it cancels the background work first).
+			<-s.bgCtx.Done()
+		}
+	}
+	if err := s.CompleteDeliveries(ctx, []store.Completion{c}); err != nil {
+		t.Fatal(err)
+	}
+	<-closing
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := countStates(t, s, "ep_a"); got["paused"] != pending-1 || got["pending"] != 0 {
+		t.Errorf("after a close in the middle of the hold and a start: %v, want %d paused", got, pending-1)
+	}
+}

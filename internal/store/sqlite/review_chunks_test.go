@@ -124,3 +124,50 @@ func TestCloseStopsHoldAfterDisable(t *testing.T) {
 		t.Errorf("after a close in the middle of the hold and a start: %v, want %d paused", got, pending-1)
 	}
 }
+
+// TestDeleteSourceYieldsTheWriterBetweenChunks: the delete of a source
+// deletes its forwarding endpoint's deliveries as DeleteEndpoint does,
+// one chunk per transaction behind waiting publishes, not all of them in
+// the one transaction that holds the single writer (and every tenant's
+// publishes) meanwhile.
+func TestDeleteSourceYieldsTheWriterBetweenChunks(t *testing.T) {
+	ctx := context.Background()
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_b", Tenant: "ep_b"})
+	if _, err := s.CreateSource(ctx, store.CreateSourceParams{
+		Source: store.Source{ID: "src_a", Name: "a", Config: []byte("{}"), CreatedAt: now, UpdatedAt: now},
+		Endpoint: store.Endpoint{ID: "ep_src", URL: "https://example.com/", Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}},
+			CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	total := 2*deleteChunk + 3
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO events (id, tenant, type, occurred_at, created_at, body, fingerprint)
+		SELECT 'evt_src', 'src_a', 't', ?1, ?1, '{}', 'evt_src'`, micro(now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?1)
+		INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		SELECT printf('dlv_src_%08d', n), 'evt_src', 'ep_src', 'src_a', 't', 'pending', ?2, ?2, ?2 FROM i`, total, micro(now)); err != nil {
+		t.Fatal(err)
+	}
+	var between int
+	s.beforeChunk = func() {
+		between++
+		if err := publishOf(s, "ep_b", now); err != nil {
+			t.Errorf("publish between two chunks of a source's delete: %v", err)
+		}
+	}
+	if err := s.DeleteSource(ctx, "src_a"); err != nil {
+		t.Fatal(err)
+	}
+	if between != 2 {
+		t.Errorf("publishes committed between the chunks of a source's delete: %d, want 2 (chunks of %d)", between, deleteChunk)
+	}
+	var left, marks, eps int
+	if err := s.r.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM deliveries WHERE endpoint_id = 'ep_src'),
+		(SELECT COUNT(*) FROM meta WHERE key GLOB 'deleting_endpoint:*'), (SELECT COUNT(*) FROM endpoints WHERE id = 'ep_src')`).Scan(&left, &marks, &eps); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 || marks != 0 || eps != 0 {
+		t.Errorf("after the source's delete: %d deliveries, %d marks, %d endpoints left; want none", left, marks, eps)
+	}
+}

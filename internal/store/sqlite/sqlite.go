@@ -912,16 +912,9 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 	}
 	s.endpointChanged()
-	res, err = tx.ExecContext(ctx, deleteDeliveriesSQL, id, deleteChunk)
+	more, err := deleteFirstChunk(ctx, tx, id)
 	if err != nil {
 		return wrap("delete endpoint", err)
-	}
-	more := false
-	if n, _ := res.RowsAffected(); n == deleteChunk {
-		more = true
-		if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '')", deletingMetaPrefix+id); err != nil {
-			return wrap("delete endpoint", err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return wrap("delete endpoint", err)
@@ -933,6 +926,22 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		}
 	}
 	return nil
+}
+
+// deleteFirstChunk deletes, on tx, the first chunk (deleteChunk) of the
+// deliveries of endpoint id, whose row tx deleted, and marks the endpoint
+// (deletingMetaPrefix) when more are left: more reports it, and the
+// caller runs deleteRest after its commit.
+func deleteFirstChunk(ctx context.Context, tx *sql.Tx, id string) (more bool, _ error) {
+	res, err := tx.ExecContext(ctx, deleteDeliveriesSQL, id, deleteChunk)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n < deleteChunk {
+		return false, nil
+	}
+	_, err = tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '')", deletingMetaPrefix+id)
+	return err == nil, err
 }
 
 // deleteDeliveriesSQL deletes at most ?2 deliveries of endpoint ?1 (their

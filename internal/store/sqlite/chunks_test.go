@@ -236,9 +236,10 @@ func TestChangesBetweenHoldChunks(t *testing.T) {
 	}
 }
 
-// TestClaimBetweenHoldChunks: a claim between two chunks of a pause of a
-// delivery not held yet carries the paused endpoint (the engine puts such
-// a claim back without an attempt), and the put-back holds it.
+// TestClaimBetweenHoldChunks: a claim between two chunks of a pause that
+// meets deliveries the pause has not held yet holds them itself and
+// leases none of them (no claim carries a paused endpoint); the pause
+// ends with every delivery held once.
 func TestClaimBetweenHoldChunks(t *testing.T) {
 	ctx := context.Background()
 	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
@@ -249,36 +250,33 @@ func TestClaimBetweenHoldChunks(t *testing.T) {
 	if err := s.ClaimExclusively(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var claimed []store.Claim
+	s.waitBackground()
+	claimed := false
 	s.beforeChunk = func() {
-		if claimed != nil {
+		if claimed {
 			return
 		}
+		claimed = true
+		before := countStates(t, s, "ep_a")["paused"]
 		cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "n", Limit: 10, Lease: time.Minute, Now: now.Add(time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		claimed = cs
+		if len(cs) != 0 {
+			t.Errorf("a claim between two chunks of a pause returned %d claims of the paused endpoint, want none", len(cs))
+		}
+		if after := countStates(t, s, "ep_a")["paused"]; after != before+10 {
+			t.Errorf("a claim between two chunks of a pause: %d held before, %d after; want the 10 it met held", before, after)
+		}
 	}
 	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointPaused, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if len(claimed) == 0 {
+	if !claimed {
 		t.Fatalf("no claim between the chunks of the pause")
 	}
-	var back []store.Completion
-	for _, c := range claimed {
-		if c.Endpoint.State != store.EndpointPaused {
-			t.Errorf("claim of %s between chunks: endpoint %q, want paused", c.Delivery.ID, c.Endpoint.State)
-		}
-		back = append(back, store.Completion{DeliveryID: c.Delivery.ID, EndpointID: "ep_a", Owner: "n", LeaseUntil: c.Delivery.LeaseUntil,
-			Deferred: true, NextAttemptAt: now.Add(time.Second), Now: now.Add(time.Second)})
-	}
-	if err := s.CompleteDeliveries(ctx, back); err != nil {
-		t.Fatal(err)
-	}
-	if got := countStates(t, s, "ep_a"); got["paused"] != pending {
-		t.Errorf("after the pause and the put-back claims: %v, want %d paused", got, pending)
+	if got := countStates(t, s, "ep_a"); got["paused"] != pending || len(got) != 1 {
+		t.Errorf("after the pause and the claim: %v, want %d paused", got, pending)
 	}
 }
 
@@ -346,6 +344,12 @@ func TestStartFinishesInterruptedDeleteAndPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// The fix-ups run in the background once the claim lock is taken
+	// (beside the claims: TestFirstClaimDoesNotWaitForStartFixUps).
+	if err := s.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.waitBackground()
 	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "n", Limit: 10, Lease: time.Minute, Now: now.Add(time.Second)})
 	if err != nil || len(cs) != 2 || cs[0].Endpoint.ID != "ep_c" {
 		t.Fatalf("first claim of the next process: %d claims, %v; want ep_c's 2", len(cs), err)
@@ -412,6 +416,7 @@ func TestStartFixUpsYieldTheWriterBetweenChunks(t *testing.T) {
 	if err := s.ClaimExclusively(ctx); err != nil {
 		t.Fatal(err)
 	}
+	s.waitBackground()
 	if between != 9 {
 		t.Errorf("publishes committed between the fix-ups' chunks: %d, want 9 (3 moves of 3 chunks)", between)
 	}

@@ -216,7 +216,8 @@ func claimLockPath(dbPath string) string {
 // between the chunks of a pause: holdRest), releases the held deliveries
 // of enabled endpoints (left between the chunks of a resume), and deletes
 // the deliveries of endpoints whose delete a dead process left unfinished
-// (deleteRest). It
+// (deleteRest), these moves in the background once the lock is taken,
+// beside the claims (startFixUps). It
 // is taken at the first claim, not at Open, so commands that open the
 // database beside a running server (backup, rekey) are not refused. The
 // lock is released by Close, or by the kernel when the process dies.
@@ -291,7 +292,7 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 	//     held under an enabled endpoint: they are released;
 	//   - between the chunks of an endpoint's delete (deleteRest) it left
 	//     the endpoint's mark and deliveries: they are deleted.
-	// No claim runs before they are done (claimMu).
+	// They run in the background, beside the claims (startFixUps).
 	hold, err := queryIDs(ctx, tx, `SELECT id FROM endpoints WHERE state <> 'enabled'
 		AND EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = endpoints.id AND state = 'pending')`)
 	if err != nil {
@@ -314,31 +315,47 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		return err
 	}
 	done()
-	now := micro(time.Now())
-	for _, id := range hold {
-		if _, err := s.holdRest(ctx, id, now); err != nil {
-			closeF()
-			return err
-		}
-	}
-	for _, id := range release {
-		if _, err := s.releaseRest(ctx, id, now); err != nil {
-			closeF()
-			return err
-		}
-	}
-	for _, id := range deleting {
-		if _, err := s.deleteRest(ctx, id); err != nil {
-			closeF()
-			return err
-		}
-	}
 	if s.preLock != nil && f == s.preLock.f {
 		s.preLock.taken = true // the store holds it now, until Close
 	}
 	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
 	s.claimHeld.Store(true)
+	if len(hold)+len(release)+len(deleting) > 0 {
+		now := micro(time.Now())
+		s.inBackground(func(ctx context.Context) { s.startFixUps(ctx, hold, release, deleting, now) })
+	}
 	return nil
+}
+
+// startFixUps finishes, in the store's background (inBackground), what
+// the process before this one left (takeClaimLock): it holds the pending
+// deliveries of the endpoints hold, releases the held ones of release and
+// deletes those of the deleted endpoints deleting, one chunk per
+// transaction. It runs beside the claims, not before them: finishing the
+// delete of a million deliveries first took 13 s on an idle machine, the
+// node delivering nothing meanwhile (and the claimer's claim timing out
+// past 30 s). Meanwhile a claim of a delivery of a paused or disabled
+// endpoint carries the endpoint's state (the engine puts it back without
+// an attempt, which holds it), a claim that meets a delivery of a deleted
+// endpoint deletes it, and held deliveries of an enabled endpoint wait
+// for their release. A failure or Close stops it; the next start does the
+// rest (the endpoints' states and the marks are still there).
+func (s *Store) startFixUps(ctx context.Context, hold, release, deleting []string, now int64) {
+	for _, id := range hold {
+		if _, err := s.holdRest(ctx, id, now); err != nil {
+			return
+		}
+	}
+	for _, id := range release {
+		if _, err := s.releaseRest(ctx, id, now); err != nil {
+			return
+		}
+	}
+	for _, id := range deleting {
+		if _, err := s.deleteRest(ctx, id); err != nil {
+			return
+		}
+	}
 }
 
 // queryIDs answers the first column of query's rows on tx.

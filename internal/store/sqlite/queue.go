@@ -1007,7 +1007,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	// (unleased: only the claims returned are leased below) and reported;
 	// those whose own row or event's row does not decode are dead-lettered
 	// on this transaction (store.PoisonedRows) and reported.
-	claims, unreadable, poisoned, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
+	claims, unreadable, poisoned, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until), now)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -1074,9 +1074,11 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, tx *sql.Tx, ps []store.P
 // out of claims and reported in unreadable (store.DropUnreadable); those
 // whose own row or event's row does not decode are left out and returned
 // in poisoned (store.PoisonedRows), for the caller to dead-letter; those
-// whose endpoint no longer exists are deleted on tx and left out. A row
+// whose endpoint no longer exists are deleted on tx and left out, those
+// whose endpoint is paused or disabled held on tx (at now, µs) and left
+// out. A row
 // whose id does not even decode fails the load.
-func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) (claims []store.Claim, unreadable []store.UnreadableEndpoint, poisoned []store.PoisonedDelivery, _ error) {
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time, now int64) (claims []store.Claim, unreadable []store.UnreadableEndpoint, poisoned []store.PoisonedDelivery, _ error) {
 	claims = make([]store.Claim, 0, len(ids))
 	var rows store.PoisonedRows
 	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
@@ -1134,17 +1136,30 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 	}
 	// A delivery whose endpoint is gone is one a delete has not reached
 	// yet (DeleteEndpoint deletes them in chunks after the endpoint's row):
-	// it is deleted here, not leased.
-	var orphans []string
+	// it is deleted here, not leased. One whose endpoint is paused or
+	// disabled is one a hold has not reached yet (holdRest: the chunks of
+	// a pause or a disable, the start-up fix-ups): it is held here, not
+	// leased, as the hold would have.
+	var orphans, unheld []string
 	claims = slices.DeleteFunc(claims, func(c store.Claim) bool {
-		if endpoints[c.Delivery.EndpointID].ID == "" {
+		switch e := endpoints[c.Delivery.EndpointID]; {
+		case e.ID == "":
 			orphans = append(orphans, c.Delivery.ID)
+			return true
+		case e.State == store.EndpointPaused || e.State == store.EndpointDisabled:
+			unheld = append(unheld, c.Delivery.ID)
 			return true
 		}
 		return false
 	})
 	if len(orphans) > 0 {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))", jsonIDs(orphans)); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(unheld) > 0 {
+		if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
+			jsonIDs(unheld), now); err != nil {
 			return nil, nil, nil, err
 		}
 	}

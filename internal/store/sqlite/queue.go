@@ -747,9 +747,15 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 		where []string
 		args  []any
 	)
+	// The deliveries of a deleted endpoint that its delete has not reached
+	// yet (DeleteEndpoint deletes them in chunks) are left out, as
+	// GetDelivery answers not found for them (liveEndpoint): checked once
+	// for a list of one endpoint's, else row by row.
 	if p.EndpointID != "" {
-		where = append(where, "endpoint_id = ?")
-		args = append(args, p.EndpointID)
+		where = append(where, "endpoint_id = ?", "EXISTS (SELECT 1 FROM endpoints WHERE id = ?)")
+		args = append(args, p.EndpointID, p.EndpointID)
+	} else {
+		where = append(where, strings.TrimPrefix(liveEndpoint, " AND "))
 	}
 	if p.EventID != "" {
 		where = append(where, "event_id = ?")

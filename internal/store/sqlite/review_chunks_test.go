@@ -256,3 +256,40 @@ func TestFirstClaimDoesNotWaitForStartFixUps(t *testing.T) {
 		t.Errorf("after the start-up fix-ups: %d deliveries of the deleted endpoint, %d marks; want none", left, marks)
 	}
 }
+
+// TestListDeliveriesDuringDelete: between the chunks of an endpoint's
+// delete, the lists of deliveries (by endpoint, by event, by tenant, by
+// state) leave out the deleted endpoint's deliveries, as GetDelivery (not
+// found) does: a list must not name deliveries whose GET answers 404.
+func TestListDeliveriesDuringDelete(t *testing.T) {
+	ctx := context.Background()
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"}, store.Endpoint{ID: "ep_b", Tenant: "ep_b"})
+	backlogOf(t, s, "ep_a", 2*deleteChunk+3, now)
+	backlogOf(t, s, "ep_b", 2, now)
+	checked := false
+	s.beforeChunk = func() {
+		if checked {
+			return
+		}
+		checked = true
+		for _, p := range []store.ListDeliveriesParams{{EndpointID: "ep_a"}, {EventID: "evt_ep_a"}, {Tenant: "ep_a"},
+			{State: store.DeliveryPending}, {}} {
+			page, err := s.ListDeliveries(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range page.Data {
+				if d.EndpointID == "ep_a" {
+					t.Errorf("ListDeliveries(%+v) between two chunks of ep_a's delete lists %s of the deleted endpoint", p, d.ID)
+					break
+				}
+			}
+		}
+	}
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if !checked {
+		t.Fatal("the delete ran no chunk after its first")
+	}
+}

@@ -1159,13 +1159,16 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 		return false
 	})
 	if len(orphans) > 0 {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))", jsonIDs(orphans)); err != nil {
+		// The statement checks the endpoint again itself: no delivery of an
+		// existing endpoint is ever deleted here, whatever the map said.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"+
+			" AND NOT EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)", jsonIDs(orphans)); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	if len(unheld) > 0 {
-		if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
-			jsonIDs(unheld), now); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'"+
+			" AND (SELECT state FROM endpoints WHERE endpoints.id = deliveries.endpoint_id) IN ('paused', 'disabled')", jsonIDs(unheld), now); err != nil {
 			return nil, nil, nil, err
 		}
 	}

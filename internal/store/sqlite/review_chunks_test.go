@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -291,5 +292,55 @@ func TestListDeliveriesDuringDelete(t *testing.T) {
 	}
 	if !checked {
 		t.Fatal("the delete ran no chunk after its first")
+	}
+}
+
+// TestDeleteRetriedAfterFailedChunk: a delete whose later chunk fails
+// (here: the database file is away, checkFile) answers an error although
+// the endpoint is gone, and the operator's retry through the API answers
+// not found without reaching the store (the endpoint is read first): the
+// rest of the delete must be retried by the store itself, not left (its
+// dead letters, which no claim meets, and its mark) until the next start.
+func TestDeleteRetriedAfterFailedChunk(t *testing.T) {
+	ctx := context.Background()
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
+	s.retryWait = 0
+	total := 2*deleteChunk + 3
+	backlogOf(t, s, "ep_a", total, now)
+	if _, err := s.w.ExecContext(ctx, "UPDATE deliveries SET state = 'dead' WHERE endpoint_id = 'ep_a'"); err != nil {
+		t.Fatal(err)
+	}
+	away := make(chan struct{})
+	back := make(chan struct{})
+	calls := 0
+	s.beforeChunk = func() {
+		switch calls++; calls {
+		case 1:
+			if err := os.Rename(s.path, s.path+".away"); err != nil {
+				t.Error(err)
+			}
+			close(away)
+		case 2:
+			<-back // the retry waits for the file to be back
+		}
+	}
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Now: now}); err == nil {
+		t.Fatal("the delete whose second chunk failed answered no error")
+	}
+	<-away
+	if err := os.Rename(s.path+".away", s.path); err != nil {
+		t.Fatal(err)
+	}
+	if got := countStates(t, s, "ep_a"); got["dead"] == 0 {
+		t.Fatalf("the failed chunk left nothing: %v", got)
+	}
+	close(back)
+	s.waitBackground()
+	var marks int
+	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM meta WHERE key GLOB 'deleting_endpoint:*'").Scan(&marks); err != nil {
+		t.Fatal(err)
+	}
+	if got := countStates(t, s, "ep_a"); len(got) != 0 || marks != 0 {
+		t.Errorf("after the delete's retry: %v, %d marks; want none", got, marks)
 	}
 }

@@ -74,6 +74,9 @@ type Store struct {
 	bgCancel context.CancelFunc
 	bgMu     sync.Mutex
 	bgClosed bool
+	// retryWait is the first wait of a delete's retry (retryDeleteRest);
+	// tests shorten it.
+	retryWait time.Duration
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction
@@ -402,6 +405,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now, leases: newLeaseTable()}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.retryWait = time.Second
 	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
@@ -890,7 +894,8 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // store.ErrNotFound, a claim that meets one deletes it instead of leasing
 // it, and a crash between chunks is finished by the next start (a mark in
 // the meta table, deletingMetaPrefix; takeClaimLock). An error of a later
-// chunk is returned (wrapped) although the endpoint is gone.
+// chunk is returned (wrapped) although the endpoint is gone; the rest is
+// then retried in the background (retryDeleteRest).
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
 	tx, done, err := s.beginWrite(ctx)
@@ -922,10 +927,35 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 	done() // the next chunks take the writer again
 	if more {
 		if _, err := s.deleteRest(context.WithoutCancel(ctx), id); err != nil {
+			s.retryDeleteRest(id)
 			return wrap("delete endpoint: delete its deliveries", err)
 		}
 	}
 	return nil
+}
+
+// retryDeleteRest runs deleteRest for endpoint id again, in the store's
+// background (inBackground), after a wait that starts at s.retryWait
+// and doubles up to a minute, until it succeeds or Close. A delete whose
+// later chunk failed answers an error although the endpoint is gone, and
+// its retry through the API answers not found without reaching the
+// store: without this, its dead letters and held deliveries (which no
+// claim meets) and its mark stayed until the next start.
+func (s *Store) retryDeleteRest(id string) {
+	s.inBackground(func(ctx context.Context) {
+		for wait := s.retryWait; ; wait = min(max(2*wait, time.Millisecond), time.Minute) {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if _, err := s.deleteRest(ctx, id); err == nil {
+				return
+			}
+		}
+	})
 }
 
 // deleteFirstChunk deletes, on tx, the first chunk (deleteChunk) of the

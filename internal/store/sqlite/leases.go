@@ -338,23 +338,20 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 // endpoint carries the endpoint's state (the engine puts it back without
 // an attempt, which holds it), a claim that meets a delivery of a deleted
 // endpoint deletes it, and held deliveries of an enabled endpoint wait
-// for their release. A failure or Close stops it; the next start does the
-// rest (the endpoints' states and the marks are still there).
+// for their release. A failed move does not stop the others; Close stops
+// them all; the next start does the rest (the endpoints' states and the
+// marks are still there).
 func (s *Store) startFixUps(ctx context.Context, hold, release, deleting []string, now int64) {
+	// Each move on its own: a failure leaves it to the claims (a hold, a
+	// delete) or to the next start, not the others.
 	for _, id := range hold {
-		if _, err := s.holdRest(ctx, id, now); err != nil {
-			return
-		}
+		_, _ = s.holdRest(ctx, id, now)
 	}
 	for _, id := range release {
-		if _, err := s.releaseRest(ctx, id, now); err != nil {
-			return
-		}
+		_, _ = s.releaseRest(ctx, id, now)
 	}
 	for _, id := range deleting {
-		if _, err := s.deleteRest(ctx, id); err != nil {
-			return
-		}
+		_, _ = s.deleteRest(ctx, id)
 	}
 }
 

@@ -41,7 +41,7 @@ func (e *Engine) handle(ctx context.Context, j job) {
 	now := e.cfg.Clock.Now()
 	if j.Endpoint.State == store.EndpointPaused || j.Endpoint.State == store.EndpointDisabled {
 		// Claimed after its endpoint was paused or disabled, before the
-		// store's move held it (PostgreSQL holds an endpoint's deliveries
+		// store's move held it (both stores hold an endpoint's deliveries
 		// in chunks after the change): no attempt; the deferred completion
 		// holds it.
 		e.putBack(decision{verdict: deferred, job: j, at: now, reason: reasonEndpointChanged}, now)

@@ -88,3 +88,6 @@ func ClaimSteps(s *Store) int64 { return s.claimSteps.Load() }
 // DropLease forgets the in-memory lease of delivery id (as a rescue of an
 // expired lease does).
 func DropLease(s *Store, id string) { s.leases.drop([]string{id}) }
+
+// waitBackground waits for the store's background work (holdRestAfter).
+func (s *Store) waitBackground() { s.bg.Wait() }

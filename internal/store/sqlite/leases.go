@@ -212,7 +212,12 @@ func claimLockPath(dbPath string) string {
 // clears the lease columns an earlier version of Herald may have left in
 // the database (its process is gone: those deliveries are due again) and
 // holds the pending deliveries of paused and disabled endpoints (the ones
-// a dead process had in flight when their endpoint changed). It
+// a dead process had in flight when their endpoint changed, or left
+// between the chunks of a pause: holdRest), releases the held deliveries
+// of enabled endpoints (left between the chunks of a resume), and deletes
+// the deliveries of endpoints whose delete a dead process left unfinished
+// (deleteRest), these moves in the background once the lock is taken,
+// beside the claims (startFixUps). It
 // is taken at the first claim, not at Open, so commands that open the
 // database beside a running server (backup, rekey) are not refused. The
 // lock is released by Close, or by the kernel when the process dies.
@@ -273,19 +278,35 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		closeF()
 		return err
 	}
-	// The process before this one may have died with deliveries in flight
-	// whose endpoint was paused or disabled meanwhile (the pause skipped
-	// them: in flight). Its leases are gone with it, so hold them now, as
-	// the rescue of an expired lease does on a live node.
-	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'paused', updated_at = ?
-		WHERE state = 'pending' AND endpoint_id IN (SELECT id FROM endpoints WHERE state <> 'enabled')`, micro(time.Now())); err != nil {
+	// What the process before this one left, moved below after this
+	// transaction, one chunk per transaction behind waiting publishes (not
+	// in this one: after a crash in the middle of a pause of 200,000
+	// deliveries it held the writer, and every publish, for seconds):
+	//   - it may have died with deliveries in flight whose endpoint was
+	//     paused or disabled meanwhile (the pause skipped them: in
+	//     flight), or between the chunks of a pause (holdRest): its leases
+	//     are gone with it, so the pending deliveries of paused and
+	//     disabled endpoints are held, as the rescue of an expired lease
+	//     does on a live node;
+	//   - between the chunks of a resume (releaseRest) it left deliveries
+	//     held under an enabled endpoint: they are released;
+	//   - between the chunks of an endpoint's delete (deleteRest) it left
+	//     the endpoint's mark and deliveries: they are deleted.
+	// They run in the background, beside the claims (startFixUps).
+	hold, err := queryIDs(ctx, tx, `SELECT id FROM endpoints WHERE state <> 'enabled'
+		AND EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = endpoints.id AND state = 'pending')`)
+	if err != nil {
 		closeF()
 		return err
 	}
-	// A process that died between the chunks of a resume (releaseRest)
-	// left deliveries held under an enabled endpoint: release them.
-	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?1, updated_at = ?1
-		WHERE state = 'paused' AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'enabled')`, micro(time.Now())); err != nil {
+	release, err := queryIDs(ctx, tx, `SELECT id FROM endpoints WHERE state = 'enabled'
+		AND EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = endpoints.id AND state = 'paused')`)
+	if err != nil {
+		closeF()
+		return err
+	}
+	deleting, err := queryIDs(ctx, tx, "SELECT substr(key, ?1) FROM meta WHERE key GLOB ?2", len(deletingMetaPrefix)+1, deletingMetaPrefix+"*")
+	if err != nil {
 		closeF()
 		return err
 	}
@@ -293,12 +314,63 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 		closeF()
 		return err
 	}
+	done()
 	if s.preLock != nil && f == s.preLock.f {
 		s.preLock.taken = true // the store holds it now, until Close
 	}
 	s.claimLock, s.claimLockInfo, s.claimLocked = f, held, true
 	s.claimHeld.Store(true)
+	if len(hold)+len(release)+len(deleting) > 0 {
+		now := micro(time.Now())
+		s.inBackground(func(ctx context.Context) { s.startFixUps(ctx, hold, release, deleting, now) })
+	}
 	return nil
+}
+
+// startFixUps finishes, in the store's background (inBackground), what
+// the process before this one left (takeClaimLock): it holds the pending
+// deliveries of the endpoints hold, releases the held ones of release and
+// deletes those of the deleted endpoints deleting, one chunk per
+// transaction. It runs beside the claims, not before them: finishing the
+// delete of a million deliveries first took 13 s on an idle machine, the
+// node delivering nothing meanwhile (and the claimer's claim timing out
+// past 30 s). Meanwhile a claim of a delivery of a paused or disabled
+// endpoint carries the endpoint's state (the engine puts it back without
+// an attempt, which holds it), a claim that meets a delivery of a deleted
+// endpoint deletes it, and held deliveries of an enabled endpoint wait
+// for their release. A failed move does not stop the others; Close stops
+// them all; the next start does the rest (the endpoints' states and the
+// marks are still there).
+func (s *Store) startFixUps(ctx context.Context, hold, release, deleting []string, now int64) {
+	// Each move on its own: a failure leaves it to the claims (a hold, a
+	// delete) or to the next start, not the others.
+	for _, id := range hold {
+		_, _ = s.holdRest(ctx, id, now)
+	}
+	for _, id := range release {
+		_, _ = s.releaseRest(ctx, id, now)
+	}
+	for _, id := range deleting {
+		_, _ = s.deleteRest(ctx, id)
+	}
+}
+
+// queryIDs answers the first column of query's rows on tx.
+func queryIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // A ClaimLock is the claim lock of a database taken before the database

@@ -50,7 +50,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 	if p.State == store.EndpointEnabled {
 		res, err = tx.ExecContext(ctx, releaseDeliveriesSQL, now, p.ID, releaseChunk)
 	} else {
-		res, err = tx.ExecContext(ctx, holdDeliveriesSQL, now, p.ID, s.leases.ofEndpoint(p.ID, nil))
+		res, err = tx.ExecContext(ctx, holdDeliveriesSQL, now, p.ID, s.leases.ofEndpoint(p.ID, nil), holdChunk)
 	}
 	if err != nil {
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
@@ -67,14 +67,100 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		return store.Endpoint{}, 0, wrap("set endpoint state", err)
 	}
 	done() // the next chunks take the writer again
-	if p.State == store.EndpointEnabled && moved == releaseChunk {
+	switch {
+	case p.State == store.EndpointEnabled && moved == releaseChunk:
 		more, err := s.releaseRest(context.WithoutCancel(ctx), p.ID, now)
 		moved += more
 		if err != nil {
 			return e, int(moved), wrap("set endpoint state: release held deliveries", err)
 		}
+	case p.State != store.EndpointEnabled && moved == holdChunk:
+		more, err := s.holdRest(context.WithoutCancel(ctx), p.ID, now)
+		moved += more
+		if err != nil {
+			return e, int(moved), wrap("set endpoint state: hold pending deliveries", err)
+		}
 	}
 	return e, int(moved), nil
+}
+
+// holdChunk is the most pending deliveries one transaction holds. A pause
+// or a disable holds an endpoint's pending deliveries in id order, the
+// first chunk with the state change, the rest one chunk per transaction
+// behind waiting publishes (holdRest): holding 200,000 in one transaction
+// held the single writer, and every tenant's publishes, for 3 s
+// (docs/BENCHMARKS.md). The change is in force from its commit: a claim
+// of a pending delivery not held yet carries the paused or disabled
+// endpoint, and the engine puts it back without an attempt, which holds
+// it (deferDeliverySQL).
+const holdChunk = releaseChunk
+
+// deleteChunk is the most deliveries (with their attempts) one
+// transaction of an endpoint's delete removes: the first chunk goes with
+// the endpoint's row, the rest one chunk per transaction behind waiting
+// publishes (deleteRest).
+const deleteChunk = releaseChunk
+
+// endpointState reads the state of endpoint id on tx; found is false when
+// the endpoint does not exist (deleted).
+func endpointState(ctx context.Context, tx *sql.Tx, id string) (state string, found bool, err error) {
+	err = tx.QueryRowContext(ctx, "SELECT state FROM endpoints WHERE id = ?", id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return state, err == nil, err
+}
+
+// inChunks runs step in one queue transaction after another (behind
+// waiting publish groups: writeGate), each committed, until a step moves
+// fewer than chunk rows (0 to stop: step decided there is nothing left to
+// do) or fails, and answers how many rows the steps moved. The test hook
+// beforeChunk runs before each transaction, without the writer.
+func (s *Store) inChunks(ctx context.Context, chunk int64, step func(tx *sql.Tx) (int64, error)) (int64, error) {
+	var total int64
+	for {
+		if s.beforeChunk != nil {
+			s.beforeChunk()
+		}
+		n, err := func() (int64, error) {
+			tx, done, err := s.queueTx(ctx)
+			if err != nil {
+				return 0, err
+			}
+			defer done()
+			n, err := step(tx)
+			if err != nil {
+				return 0, err
+			}
+			return n, tx.Commit()
+		}()
+		total += n
+		if err != nil || n < chunk {
+			return total, err
+		}
+	}
+}
+
+// holdRest holds the pending deliveries of a paused or disabled endpoint
+// left after the first chunk (holdChunk), one chunk per queue
+// transaction, at now (µs), and stops when none is left or the endpoint
+// is neither paused nor disabled any more (resumed, or deleted,
+// meanwhile). Leased deliveries are skipped: their completion holds them.
+// A crash between chunks leaves pending deliveries under a paused or
+// disabled endpoint; the next start holds them (takeClaimLock), and a
+// claim of one meanwhile is put back without an attempt, which holds it.
+func (s *Store) holdRest(ctx context.Context, endpointID string, now int64) (int64, error) {
+	return s.inChunks(ctx, holdChunk, func(tx *sql.Tx) (int64, error) {
+		state, found, err := endpointState(ctx, tx, endpointID)
+		if err != nil || !found || state == string(store.EndpointEnabled) {
+			return 0, err
+		}
+		res, err := tx.ExecContext(ctx, holdDeliveriesSQL, now, endpointID, s.leases.ofEndpoint(endpointID, nil), holdChunk)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
 }
 
 // releaseChunk is the most held deliveries one transaction releases. A
@@ -97,39 +183,17 @@ const releaseDeliveriesSQL = `UPDATE deliveries SET state = 'pending', next_atte
 // under an enabled endpoint; the next start releases them
 // (takeClaimLock).
 func (s *Store) releaseRest(ctx context.Context, endpointID string, now int64) (int64, error) {
-	var total int64
-	for {
-		if s.beforeChunk != nil {
-			s.beforeChunk()
+	return s.inChunks(ctx, releaseChunk, func(tx *sql.Tx) (int64, error) {
+		state, found, err := endpointState(ctx, tx, endpointID)
+		if err != nil || !found || state != string(store.EndpointEnabled) {
+			return 0, err
 		}
-		n, err := func() (int64, error) {
-			tx, done, err := s.queueTx(ctx)
-			if err != nil {
-				return 0, err
-			}
-			defer done()
-			var state string
-			if err := tx.QueryRowContext(ctx, "SELECT state FROM endpoints WHERE id = ?", endpointID).Scan(&state); err != nil {
-				if errors.Is(err, sql.ErrNoRows) {
-					return 0, nil
-				}
-				return 0, err
-			}
-			if state != string(store.EndpointEnabled) {
-				return 0, nil
-			}
-			res, err := tx.ExecContext(ctx, releaseDeliveriesSQL, now, endpointID, releaseChunk)
-			if err != nil {
-				return 0, err
-			}
-			n, _ := res.RowsAffected()
-			return n, tx.Commit()
-		}()
-		total += n
-		if err != nil || n < releaseChunk {
-			return total, err
+		res, err := tx.ExecContext(ctx, releaseDeliveriesSQL, now, endpointID, releaseChunk)
+		if err != nil {
+			return 0, err
 		}
-	}
+		return res.RowsAffected()
+	})
 }
 
 // ReplayDeliveries implements store.Store. An endpoint's replay runs in
@@ -161,7 +225,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 	defer done()
 	var one int
 	if p.DeliveryID != "" {
-		err = tx.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?", p.DeliveryID).Scan(&one)
+		err = tx.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?"+liveEndpoint, p.DeliveryID).Scan(&one)
 	} else {
 		err = tx.QueryRowContext(ctx, "SELECT 1 FROM endpoints WHERE id = ?", p.EndpointID).Scan(&one)
 	}
@@ -445,11 +509,12 @@ func (s *Store) ClearNotices(ctx context.Context, ids []int64) error {
 	return wrap("clear notices", err)
 }
 
-// DeadLetterCounts implements store.Store.
+// DeadLetterCounts implements store.Store; the endpoints that no longer
+// exist are left out.
 func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.Time) ([]store.DeadLetterCount, error) {
 	// The dead rows only (the planner would otherwise walk every delivery in
 	// deliveries_endpoint's order for the GROUP BY).
-	q := "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead'"
+	q := "SELECT endpoint_id, tenant, COUNT(*) AS n FROM deliveries INDEXED BY deliveries_dead WHERE state = 'dead'"
 	var args []any
 	if tenant != "" {
 		q += " AND tenant = ?"
@@ -459,7 +524,11 @@ func (s *Store) DeadLetterCounts(ctx context.Context, tenant string, since time.
 		q += " AND updated_at >= ?"
 		args = append(args, micro(since))
 	}
-	q += " GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id"
+	// A deleted endpoint's dead letters that its delete has not reached
+	// yet (DeleteEndpoint deletes them in chunks) are left out: one
+	// lookup per endpoint counted, not per row.
+	q = "SELECT endpoint_id, tenant, n FROM (" + q + ` GROUP BY endpoint_id, tenant) AS c
+		WHERE EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = c.endpoint_id) ORDER BY n DESC, endpoint_id`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, wrap("dead letter counts", err)

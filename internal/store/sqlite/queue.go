@@ -655,9 +655,16 @@ func scanDelivery(sc scanner) (store.Delivery, error) {
 	return d, nil
 }
 
-// GetDelivery implements store.Store.
+// liveEndpoint restricts a lookup of one delivery by id to one whose
+// endpoint still exists: the deliveries of a deleted endpoint that its
+// delete has not reached yet (DeleteEndpoint deletes them in chunks after
+// the endpoint's row) are not found.
+const liveEndpoint = " AND EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)"
+
+// GetDelivery implements store.Store: store.ErrNotFound for a delivery
+// whose endpoint was deleted (liveEndpoint).
 func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
-	d, err := scanDelivery(s.r.QueryRowContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = ?", id))
+	d, err := scanDelivery(s.r.QueryRowContext(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = ?"+liveEndpoint, id))
 	s.leases.overlay(&d)
 	return d, wrap("delivery "+id, err)
 }
@@ -740,9 +747,15 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 		where []string
 		args  []any
 	)
+	// The deliveries of a deleted endpoint that its delete has not reached
+	// yet (DeleteEndpoint deletes them in chunks) are left out, as
+	// GetDelivery answers not found for them (liveEndpoint): checked once
+	// for a list of one endpoint's, else row by row.
 	if p.EndpointID != "" {
-		where = append(where, "endpoint_id = ?")
-		args = append(args, p.EndpointID)
+		where = append(where, "endpoint_id = ?", "EXISTS (SELECT 1 FROM endpoints WHERE id = ?)")
+		args = append(args, p.EndpointID, p.EndpointID)
+	} else {
+		where = append(where, strings.TrimPrefix(liveEndpoint, " AND "))
 	}
 	if p.EventID != "" {
 		where = append(where, "event_id = ?")
@@ -784,7 +797,7 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 // ListAttempts implements store.Store.
 func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.Attempt, error) {
 	var one int
-	if err := s.r.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?", deliveryID).Scan(&one); err != nil {
+	if err := s.r.QueryRowContext(ctx, "SELECT 1 FROM deliveries WHERE id = ?"+liveEndpoint, deliveryID).Scan(&one); err != nil {
 		return nil, wrap("delivery "+deliveryID, err)
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT delivery_id, number, started_at, duration_us, status_code, error, error_detail, location, response_excerpt
@@ -1000,7 +1013,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, p store.ClaimParams) ([]sto
 	// (unleased: only the claims returned are leased below) and reported;
 	// those whose own row or event's row does not decode are dead-lettered
 	// on this transaction (store.PoisonedRows) and reported.
-	claims, unreadable, poisoned, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until))
+	claims, unreadable, poisoned, err := s.loadClaims(ctx, tx, ids, p.Owner, fromMicro(until), now)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
@@ -1066,9 +1079,12 @@ func (s *Store) deadLetterPoisoned(ctx context.Context, tx *sql.Tx, ps []store.P
 // endpoint whose stored values do not open (store.UnreadableError) are left
 // out of claims and reported in unreadable (store.DropUnreadable); those
 // whose own row or event's row does not decode are left out and returned
-// in poisoned (store.PoisonedRows), for the caller to dead-letter. A row
+// in poisoned (store.PoisonedRows), for the caller to dead-letter; those
+// whose endpoint no longer exists are deleted on tx and left out, those
+// whose endpoint is paused or disabled held on tx (at now, µs) and left
+// out. A row
 // whose id does not even decode fails the load.
-func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time) (claims []store.Claim, unreadable []store.UnreadableEndpoint, poisoned []store.PoisonedDelivery, _ error) {
+func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner string, until time.Time, now int64) (claims []store.Claim, unreadable []store.UnreadableEndpoint, poisoned []store.PoisonedDelivery, _ error) {
 	claims = make([]store.Claim, 0, len(ids))
 	var rows store.PoisonedRows
 	if err := s.loadByIDs(ctx, tx, claimDeliveriesQuery, ids, func(sc scanner) error {
@@ -1123,6 +1139,38 @@ func (s *Store) loadClaims(ctx context.Context, tx *sql.Tx, ids []string, owner 
 	}
 	if bad != nil {
 		claims, _, unreadable = store.DropUnreadable(claims, bad)
+	}
+	// A delivery whose endpoint is gone is one a delete has not reached
+	// yet (DeleteEndpoint deletes them in chunks after the endpoint's row):
+	// it is deleted here, not leased. One whose endpoint is paused or
+	// disabled is one a hold has not reached yet (holdRest: the chunks of
+	// a pause or a disable, the start-up fix-ups): it is held here, not
+	// leased, as the hold would have.
+	var orphans, unheld []string
+	claims = slices.DeleteFunc(claims, func(c store.Claim) bool {
+		switch e := endpoints[c.Delivery.EndpointID]; {
+		case e.ID == "":
+			orphans = append(orphans, c.Delivery.ID)
+			return true
+		case e.State == store.EndpointPaused || e.State == store.EndpointDisabled:
+			unheld = append(unheld, c.Delivery.ID)
+			return true
+		}
+		return false
+	})
+	if len(orphans) > 0 {
+		// The statement checks the endpoint again itself: no delivery of an
+		// existing endpoint is ever deleted here, whatever the map said.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?))"+
+			" AND NOT EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)", jsonIDs(orphans)); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(unheld) > 0 {
+		if _, err := tx.ExecContext(ctx, "UPDATE deliveries SET state = 'paused', updated_at = ?2 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'"+
+			" AND (SELECT state FROM endpoints WHERE endpoints.id = deliveries.endpoint_id) IN ('paused', 'disabled')", jsonIDs(unheld), now); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	for i := range claims {
 		claims[i].Event = events[claims[i].Delivery.EventID]
@@ -1353,6 +1401,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		return wrap("complete", err)
 	}
 	defer done()
+	s.holdAfter = s.holdAfter[:0] // the writer is held: this batch's
 	// held[i]: the delivery's lease (leases.go) is still the one cs[i] was
 	// made under (its owner and end), so the delivery moves; the leases do
 	// not change while the writer is held.
@@ -1364,7 +1413,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 		if err != nil {
 			return wrap("complete", err)
 		}
-		return s.commitCompletions(ctx, tx, cs, held)
+		return s.commitCompletions(ctx, tx, done, cs, held)
 	}
 	insAttempt, err := s.stmt(ctx, tx, insertAttemptSQL)
 	if err != nil {
@@ -1424,13 +1473,16 @@ func (s *Store) CompleteDeliveries(ctx context.Context, cs []store.Completion) e
 			return wrap("complete: failure streak", err)
 		}
 	}
-	return s.commitCompletions(ctx, tx, cs, held)
+	return s.commitCompletions(ctx, tx, done, cs, held)
 }
 
 // commitCompletions ends a completion batch: the dead-letter notices of the
 // completions that moved their delivery (held), the stats rollups, the
-// commit; then, the writer still held, it releases the leases of held.
-func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, cs []store.Completion, held []bool) error {
+// commit; then, the writer still held, it releases the leases of held;
+// then it releases the writer (done) and starts the hold of the rest of
+// the pending deliveries of the endpoints the batch disabled, in the
+// background (holdRestAfter): the batch does not wait for it.
+func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, done func(), cs []store.Completion, held []bool) error {
 	if err := s.deadLetterNotices(ctx, tx, cs, held); err != nil {
 		return wrap("complete: dead-letter notices", err)
 	}
@@ -1447,6 +1499,10 @@ func (s *Store) commitCompletions(ctx context.Context, tx *sql.Tx, cs []store.Co
 		}
 	}
 	s.leases.drop(ids)
+	holds := slices.Clone(s.holdAfter)
+	s.holdAfter = s.holdAfter[:0]
+	done()
+	s.holdRestAfter(holds)
 	return nil
 }
 
@@ -1870,8 +1926,12 @@ func (s *Store) updateStreak(ctx context.Context, tx *sql.Tx, endpointID string,
 }
 
 // disableEndpoint disables an enabled endpoint, records the notice
-// endpoint.disabled, and holds its pending, unleased deliveries (leased ones
-// are held when they complete). tx is on the writer connection.
+// endpoint.disabled, and holds the first chunk (holdChunk) of its pending,
+// unleased deliveries (leased ones are held when they complete). tx is a
+// completion batch's, on the writer connection. An endpoint with more
+// pending deliveries is noted in s.holdAfter: the rest is held after the
+// batch's commit, one chunk per transaction, in the background
+// (holdRestAfter).
 //
 // released are the deliveries whose lease the transaction's completions
 // already gave up (they move although the lease table still lists them
@@ -1889,14 +1949,52 @@ func (s *Store) disableEndpoint(ctx context.Context, tx *sql.Tx, endpointID, rea
 	if err := addNotice(ctx, tx, endpointID, store.NoticeEndpointDisabled, now); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, holdDeliveriesSQL, micro(now), endpointID, s.leases.ofEndpoint(endpointID, released))
-	return err
+	res, err = tx.ExecContext(ctx, holdDeliveriesSQL, micro(now), endpointID, s.leases.ofEndpoint(endpointID, released), holdChunk)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == holdChunk {
+		s.holdAfter = append(s.holdAfter, pendingHold{endpointID, micro(now)})
+	}
+	return nil
 }
 
-// holdDeliveriesSQL holds (pauses) the pending deliveries of endpoint ?2
-// at time ?1 except the leased ones (?3, a JSON array of ids: leases.go).
+// A pendingHold is an endpoint a completion batch disabled with more
+// pending deliveries than its first chunk held (disableEndpoint), and the
+// time of the disable (µs).
+type pendingHold struct {
+	endpointID string
+	at         int64
+}
+
+// holdRestAfter holds, after a completion batch's commit and without the
+// writer, the rest of the pending deliveries of the endpoints it disabled
+// (holds, as taken from s.holdAfter), one chunk per transaction, in the
+// store's background (inBackground): the batch returns at once. Holding
+// them in the batch's call kept the engine's completer, and with it every
+// tenant's completions on the node, waiting for the whole hold (400
+// chunks, seconds, for 200,000 deliveries; long enough, for a larger
+// backlog behind publishes, for the leases of the completions waiting
+// behind it to run out and their attempts to be repeated). A failure, or
+// Close, stops it; what is left is held by the claims that meet it (put
+// back without an attempt) and by the next start (takeClaimLock).
+func (s *Store) holdRestAfter(holds []pendingHold) {
+	if len(holds) == 0 {
+		return
+	}
+	s.inBackground(func(ctx context.Context) {
+		for _, h := range holds {
+			_, _ = s.holdRest(ctx, h.endpointID, h.at)
+		}
+	})
+}
+
+// holdDeliveriesSQL holds (pauses) at most ?4 pending deliveries of
+// endpoint ?2 at time ?1, the oldest first, except the leased ones (?3, a
+// JSON array of ids: leases.go).
 const holdDeliveriesSQL = `UPDATE deliveries SET state = 'paused', updated_at = ?1
-	WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL AND id NOT IN (SELECT value FROM json_each(?3))`
+	WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ?2 AND state = 'pending' AND lease_owner IS NULL
+	  AND id NOT IN (SELECT value FROM json_each(?3)) ORDER BY id LIMIT ?4)`
 
 // RescueExpiredLeases implements store.Store: it forgets the leases that
 // ended before now (leases.go) and returns how many of their deliveries

@@ -148,7 +148,8 @@ func (s *Store) UpdateSource(ctx context.Context, p store.UpdateSourceParams) (s
 	return out, wrap("update source", tx.Commit())
 }
 
-// DeleteSource implements store.Store.
+// DeleteSource implements store.Store. Its forwarding endpoint goes with
+// it, the endpoint's deliveries in chunks (deleteFirstChunk, deleteRest).
 func (s *Store) DeleteSource(ctx context.Context, id string) error {
 	tx, done, err := s.beginWrite(ctx)
 	if err != nil {
@@ -162,12 +163,27 @@ func (s *Store) DeleteSource(ctx context.Context, id string) error {
 		}
 		return wrap("delete source", err)
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE endpoint_id = ?", endpointID); err != nil {
-		return wrap("delete source", err)
-	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM endpoints WHERE id = ?", endpointID); err != nil {
 		return wrap("delete source", err)
 	}
 	s.endpointChanged()
-	return wrap("delete source", tx.Commit())
+	// Its forwarding endpoint's deliveries go as an endpoint's delete's
+	// do (DeleteEndpoint): the first chunk here, the rest one chunk per
+	// transaction behind waiting publishes, not all in this transaction
+	// (the single writer, and every tenant's publishes, waited for it).
+	more, err := deleteFirstChunk(ctx, tx, endpointID)
+	if err != nil {
+		return wrap("delete source", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return wrap("delete source", err)
+	}
+	done() // the next chunks take the writer again
+	if more {
+		if _, err := s.deleteRest(context.WithoutCancel(ctx), endpointID); err != nil {
+			s.retryDeleteRest(endpointID)
+			return wrap("delete source: delete its deliveries", err)
+		}
+	}
+	return nil
 }

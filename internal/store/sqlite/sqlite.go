@@ -57,9 +57,26 @@ type Store struct {
 	// publishWaiting reports a publish group waiting for the writer (a
 	// fan-out chunk then ends early); tests replace it.
 	publishWaiting func() bool
-	// beforeChunk, when set (tests), runs before each chunk of a resume
-	// or an endpoint's replay after the first, without the writer.
+	// beforeChunk, when set (tests), runs before each chunk of a resume,
+	// a pause or disable, a delete or an endpoint's replay after the
+	// first, without the writer.
 	beforeChunk func()
+	// holdAfter are the endpoints the running completion batch disabled
+	// whose pending deliveries are held after its commit, in the
+	// background (disableEndpoint, holdRestAfter); only the writer's
+	// holder touches it.
+	holdAfter []pendingHold
+	// The background work (holdRestAfter): bg counts it, bgCtx is
+	// cancelled by Close, which waits for it (stopBackground); bgMu
+	// guards bgClosed, after which no work starts.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex
+	bgClosed bool
+	// retryWait is the first wait of a delete's retry (retryDeleteRest);
+	// tests shorten it.
+	retryWait time.Duration
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction
@@ -387,6 +404,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now, leases: newLeaseTable()}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.retryWait = time.Second
 	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
@@ -535,6 +554,7 @@ func uniqueViolation(err error) bool {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
+	s.stopBackground()
 	s.commits.close()
 	for _, st := range s.stmts {
 		st.Close()
@@ -543,6 +563,34 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	return errors.Join(s.r.Close(), s.w.Close(), s.releaseClaimLock())
+}
+
+// inBackground runs f in a goroutine of the store's background work, with
+// a context Close cancels; Close waits for it (stopBackground). After
+// Close it runs nothing.
+func (s *Store) inBackground(f func(ctx context.Context)) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f(s.bgCtx)
+	}()
+}
+
+// stopBackground cancels the background work and waits for it to end; no
+// more starts.
+func (s *Store) stopBackground() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	if s.bgCancel != nil {
+		s.bgCancel()
+	}
+	s.bg.Wait()
 }
 
 // micro and fromMicro convert times to and from INTEGER microseconds.
@@ -836,7 +884,18 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 	return e, nil
 }
 
-// DeleteEndpoint implements store.Store.
+// DeleteEndpoint implements store.Store. It deletes the endpoint's row and
+// the first chunk (deleteChunk) of its deliveries, with their attempts, in
+// one transaction; the rest go one chunk per queue transaction after it,
+// behind waiting publishes (deleteRest): deleting 200,000 deliveries in
+// one transaction held the single writer, and every tenant's publishes,
+// for 2 s (docs/BENCHMARKS.md). Until the last chunk commits, the
+// remaining deliveries are the endpoint's no longer: it answers
+// store.ErrNotFound, a claim that meets one deletes it instead of leasing
+// it, and a crash between chunks is finished by the next start (a mark in
+// the meta table, deletingMetaPrefix; takeClaimLock). An error of a later
+// chunk is returned (wrapped) although the endpoint is gone; the rest is
+// then retried in the background (retryDeleteRest).
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
 	tx, done, err := s.beginWrite(ctx)
@@ -858,10 +917,99 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 		return fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 	}
 	s.endpointChanged()
-	if _, err := tx.ExecContext(ctx, "DELETE FROM deliveries WHERE endpoint_id = ?", id); err != nil {
+	more, err := deleteFirstChunk(ctx, tx, id)
+	if err != nil {
 		return wrap("delete endpoint", err)
 	}
-	return wrap("delete endpoint", tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return wrap("delete endpoint", err)
+	}
+	done() // the next chunks take the writer again
+	if more {
+		if _, err := s.deleteRest(context.WithoutCancel(ctx), id); err != nil {
+			s.retryDeleteRest(id)
+			return wrap("delete endpoint: delete its deliveries", err)
+		}
+	}
+	return nil
+}
+
+// retryDeleteRest runs deleteRest for endpoint id again, in the store's
+// background (inBackground), after a wait that starts at s.retryWait
+// and doubles up to a minute, until it succeeds or Close. A delete whose
+// later chunk failed answers an error although the endpoint is gone, and
+// its retry through the API answers not found without reaching the
+// store: without this, its dead letters and held deliveries (which no
+// claim meets) and its mark stayed until the next start.
+func (s *Store) retryDeleteRest(id string) {
+	s.inBackground(func(ctx context.Context) {
+		for wait := s.retryWait; ; wait = min(max(2*wait, time.Millisecond), time.Minute) {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if _, err := s.deleteRest(ctx, id); err == nil {
+				return
+			}
+		}
+	})
+}
+
+// deleteFirstChunk deletes, on tx, the first chunk (deleteChunk) of the
+// deliveries of endpoint id, whose row tx deleted, and marks the endpoint
+// (deletingMetaPrefix) when more are left: more reports it, and the
+// caller runs deleteRest after its commit.
+func deleteFirstChunk(ctx context.Context, tx *sql.Tx, id string) (more bool, _ error) {
+	res, err := tx.ExecContext(ctx, deleteDeliveriesSQL, id, deleteChunk)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n < deleteChunk {
+		return false, nil
+	}
+	_, err = tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, '')", deletingMetaPrefix+id)
+	return err == nil, err
+}
+
+// deleteDeliveriesSQL deletes at most ?2 deliveries of endpoint ?1 (their
+// attempts with them: ON DELETE CASCADE).
+const deleteDeliveriesSQL = `DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE endpoint_id = ?1 LIMIT ?2)`
+
+// deletingMetaPrefix, followed by an endpoint's id, is the meta key that
+// marks a deleted endpoint whose deliveries are still being deleted
+// (DeleteEndpoint): the last chunk removes it; a start finds the ones a
+// crash left (takeClaimLock).
+const deletingMetaPrefix = "deleting_endpoint:"
+
+// deleteRest deletes the deliveries of a deleted endpoint left after the
+// first chunk (deleteChunk), one chunk per queue transaction, and with
+// the last one the endpoint's mark (deletingMetaPrefix). It answers how
+// many it deleted. An endpoint row with the id (ids are never reused: it
+// cannot be) stops it, the mark removed, deleting nothing.
+func (s *Store) deleteRest(ctx context.Context, endpointID string) (int64, error) {
+	return s.inChunks(ctx, deleteChunk, func(tx *sql.Tx) (int64, error) {
+		var n int64
+		_, found, err := endpointState(ctx, tx, endpointID)
+		if err != nil {
+			return 0, err
+		}
+		if !found {
+			res, err := tx.ExecContext(ctx, deleteDeliveriesSQL, endpointID, deleteChunk)
+			if err != nil {
+				return 0, err
+			}
+			n, _ = res.RowsAffected()
+		}
+		if n < deleteChunk {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM meta WHERE key = ?", deletingMetaPrefix+endpointID); err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	})
 }
 
 func mustSub(fsys embed.FS, dir string) fs.FS {

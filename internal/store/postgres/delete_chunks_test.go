@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -314,5 +315,37 @@ func TestDeleteWaitsForAPublishThatReadTheEndpoint(t *testing.T) {
 	}
 	if n, d := countDeliveries(t, s, ep.ID); n != 0 || d != 0 {
 		t.Errorf("after the delete: %d deliveries, %d deletions; want none (the publish's too)", n, d)
+	}
+}
+
+// While a delete whose node stopped is left to the rescue, its deliveries
+// are not found by id (GET /v1/deliveries/{id}, their attempts), as the
+// lists, the replays and the dead-letter counts leave them out, and as
+// SQLite answers: the endpoint they would go to is gone.
+func TestDeliveriesOfADeleteInProgressAreNotFound(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc-delget-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	n := moveChunk + 100
+	ep := pendingEndpointOf(t, s, dbURL, tenant, n)
+	s.beforeChunk = func() { panic(nodeStopped{}) }
+	stopped(t, func() {
+		if err := s.DeleteEndpoint(t.Context(), store.DeleteEndpointParams{ID: ep.ID, Now: base}); err != nil {
+			t.Error(err)
+		}
+	})
+	s.beforeChunk = nil
+	var left string
+	if err := s.pool.QueryRow(t.Context(), "SELECT max(id) FROM deliveries WHERE endpoint_id = $1", ep.ID).Scan(&left); err != nil || left == "" {
+		t.Fatalf("no delivery left after a stopped delete: %q, %v", left, err)
+	}
+	_, err := s.GetDelivery(t.Context(), left)
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetDelivery of a leftover: %v; want not found", err)
+	}
+	_, err = s.ListAttempts(t.Context(), left)
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ListAttempts of a leftover: %v; want not found", err)
 	}
 }

@@ -793,8 +793,8 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // deliveries left finds no endpoint and deletes it (ClaimDeliveries); the
 // tenant's and the event's delivery lists leave them out
 // (listDeliveriesQuery), a replay of one answers not found
-// (ReplayDeliveries), but GetDelivery still finds one and Stats counts
-// them.
+// (ReplayDeliveries), GetDelivery and ListAttempts answer not found
+// (endpointLives); Stats still counts them.
 //
 // Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
 // after the commit (the endpoint is deleted; its deliveries not yet all)

@@ -263,9 +263,19 @@ func scanDelivery(row pgx.Row) (store.Delivery, error) {
 	return d, nil
 }
 
+// endpointLives (a condition on deliveries, ANDed) leaves out a delivery
+// whose endpoint is gone: a delete deletes its endpoint's deliveries in
+// chunks after the endpoint's row (DeleteEndpoint), and until the last,
+// the ones left are not found by id, as they are not listed.
+var endpointLives = endpointLivesOf("deliveries")
+
+func endpointLivesOf(alias string) string {
+	return " AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = " + alias + ".endpoint_id)"
+}
+
 // GetDelivery implements store.Store.
 func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1", id))
+	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1"+endpointLives, id))
 	return d, wrap("delivery "+id, err)
 }
 
@@ -351,7 +361,7 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 	rows, err := s.pool.Query(ctx, `SELECT a.number IS NOT NULL, COALESCE(a.number, 0), COALESCE(a.started_at, 'epoch'), COALESCE(a.duration_us, 0),
 		COALESCE(a.status_code, 0), COALESCE(a.error, ''), COALESCE(a.error_detail, ''), COALESCE(a.location, ''), COALESCE(a.response_excerpt, '')
 		FROM deliveries d LEFT JOIN attempts a ON a.delivery_id = d.id
-		WHERE d.id = $1 ORDER BY a.number`, deliveryID)
+		WHERE d.id = $1`+endpointLivesOf("d")+` ORDER BY a.number`, deliveryID)
 	if err != nil {
 		return nil, wrap("list attempts", err)
 	}

@@ -1253,7 +1253,33 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 const (
 	staleRelease = "30 seconds"
 	sweepChunks  = 20
+	// sweepFailures is the most failed moves (and, apart, failed
+	// deletes) a round tries: at sweepLockWait each, the two parts stay
+	// well within the engine's 30 s for a round.
+	sweepFailures = 2
 )
+
+// backOffMoveSQL and backOffDeletionSQL back off the sweep of endpoint
+// $1's move or delete whose chunk failed, if its mark is still $2 (no
+// chunk renewed it): the mark renewed at the server's clock, so that the
+// rescue tries it again after staleRelease, behind the others. They never
+// wait for the row (SKIP LOCKED: a stuck session may hold it); a row
+// skipped keeps its mark.
+const (
+	backOffMoveSQL = `UPDATE endpoints SET releasing_since = clock_timestamp()
+		WHERE id = (SELECT id FROM endpoints WHERE id = $1 AND releasing_since = $2 FOR NO KEY UPDATE SKIP LOCKED)`
+	backOffDeletionSQL = `UPDATE endpoint_deletions SET deleting_since = clock_timestamp()
+		WHERE endpoint_id = (SELECT endpoint_id FROM endpoint_deletions WHERE endpoint_id = $1 AND deleting_since = $2 FOR NO KEY UPDATE SKIP LOCKED)`
+)
+
+// sweepBackOff runs q (backOffMoveSQL, backOffDeletionSQL) for id's mark,
+// even when ctx has expired (the failure may be its deadline).
+func (s *Store) sweepBackOff(ctx context.Context, q, id string, mark time.Time) error {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := s.pool.Exec(bctx, q, id, mark)
+	return err
+}
 
 // finishReleases finishes, in part, the oldest move whose node stopped
 // between its chunks (SetEndpointState) or that a disable by a completion
@@ -1294,15 +1320,26 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			WHERE id = $1 AND releasing_since = $2`, id, mark)
 		return err
 	}
-	// A move whose chunk fails is left (its mark stale, for a later
-	// round) and the next one tried: one failing move (a chunk meeting a
-	// row a stuck session holds) does not stop every other.
-	var errs []error
+	// A move whose chunk fails is backed off (sweepBackOff: its mark
+	// renewed, stale again after staleRelease) and the next one tried:
+	// one failing move (a chunk meeting a row a stuck session holds) does
+	// not stop every other. Left stale, it stayed the oldest and came
+	// first in every round, and 8 failing moves filled the round's LIMIT
+	// for good; a round gives up after sweepFailures failures, so that
+	// failing moves (sweepLockWait each) leave it the time for the
+	// stopped deletes.
+	var (
+		errs     []error
+		failures int
+	)
 	for _, st := range found {
 		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: st.release, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
 		if err != nil {
 			errs = append(errs, wrap("finish a stopped release", err))
-			if ctx.Err() != nil {
+			if berr := s.sweepBackOff(ctx, backOffMoveSQL, st.id, st.mark); berr != nil {
+				errs = append(errs, wrap("finish a stopped release: back off", berr))
+			}
+			if failures++; failures >= sweepFailures || ctx.Err() != nil {
 				break
 			}
 			continue

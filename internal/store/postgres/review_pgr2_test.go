@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// stuckSweepShape seeds, for tenant prefix p: n endpoints (ids p-stuck-k)
+// each with one pending delivery, and one endpoint p-ok with three; it
+// answers the stuck endpoints' ids.
+func seedSweepEndpoints(t *testing.T, s *Store, p string, n int, withRows bool) []string {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		SELECT $2 || '-evt-' || i, $2, 't', $1, '{}', 'f', $1 FROM generate_series(0, $3::integer + 3) AS i`, base, p, n); err != nil {
+		t.Fatal(err)
+	}
+	var stuck []string
+	for k := 0; k <= n; k++ {
+		id, rows := fmt.Sprintf("%s-stuck-%d", p, k), 1
+		if k == n {
+			id, rows = p+"-ok", 3
+		} else {
+			stuck = append(stuck, id)
+		}
+		if withRows {
+			e := newEndpoint(fmt.Sprintf("%s-t%d", p, k))
+			e.ID = id
+			createEndpoint(t, s, e)
+		}
+		if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+			SELECT $2 || '-dlv-' || i, $4 || '-evt-' || ($5::integer + i), $2, $3, 't', 'pending', $1, $1, $1 FROM generate_series(1, $6::integer) AS i`,
+			base, id, fmt.Sprintf("%s-t%d", p, k), p, k, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return stuck
+}
+
+// A lease rescue round whose sweep meets stale moves that keep failing (a
+// chunk waiting out sweepLockWait on a row a stuck session holds) still
+// reaches the other stale moves: before, a failed move kept its mark (the
+// oldest), so it came first in every round, and the round read only the
+// 8 oldest: with 8 failing moves no other move was ever finished (and 6
+// of them, 5 s each, spent the whole 30 s of the engine's round, leaving
+// no time for the stopped deletes).
+func TestRescueSweepDoesNotStarveBehindFailingMoves(t *testing.T) {
+	t.Parallel()
+	const p = "pgr2-starve-mv"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	s2 := openStore(t, dbURL)
+	s2.sweepLockTimeout = "100ms"
+	stuck := seedSweepEndpoints(t, s, p, 8, true)
+	ctx := t.Context()
+	// Every endpoint paused by a node that stopped before its hold's first
+	// chunk: the stuck ones older.
+	if _, err := s.pool.Exec(ctx, `UPDATE endpoints SET state = 'paused', release_after = '', release_gen = release_gen + 1,
+		releasing_since = clock_timestamp() - interval '5 minutes' + (CASE WHEN id = $1 THEN 60 ELSE right(id, 1)::integer END) * interval '1 second'
+		WHERE id LIKE $2`, p+"-ok", p+"-%"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := rawConn(t, dbURL).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE endpoint_id = ANY ($1) FOR UPDATE", stuck); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		_, err := s2.RescueExpiredLeases(ctx, base.Add(time.Minute))
+		t.Logf("round %d: %v", i, err)
+	}
+	if got := countStates(t, s, p+"-ok"); got["pending"] != 0 {
+		t.Errorf("after 6 rescue rounds, the stale move behind 8 failing ones left %v; want every delivery held", got)
+	}
+}
+
+// As TestRescueSweepDoesNotStarveBehindFailingMoves, for the stopped
+// deletes: the round read the 4 oldest, and a failed one kept its mark:
+// with 4 failing deletes no other stopped delete was ever finished.
+func TestRescueSweepDoesNotStarveBehindFailingDeletes(t *testing.T) {
+	t.Parallel()
+	const p = "pgr2-starve-del"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	s2 := openStore(t, dbURL)
+	s2.sweepLockTimeout = "100ms"
+	stuck := seedSweepEndpoints(t, s, p, 4, false) // no endpoint rows: deleted
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO endpoint_deletions (endpoint_id, deleting_since)
+		SELECT endpoint_id, clock_timestamp() - interval '5 minutes' + (CASE WHEN endpoint_id = $1 THEN 60 ELSE right(endpoint_id, 1)::integer END) * interval '1 second'
+		FROM (SELECT DISTINCT endpoint_id FROM deliveries WHERE endpoint_id LIKE $2) AS e`, p+"-ok", p+"-%"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := rawConn(t, dbURL).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE endpoint_id = ANY ($1) FOR UPDATE", stuck); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		_, err := s2.RescueExpiredLeases(ctx, base.Add(time.Minute))
+		t.Logf("round %d: %v", i, err)
+	}
+	if got, marks := countDeliveries(t, s, p+"-ok"); got != 0 || marks != 0 {
+		t.Errorf("after 6 rescue rounds, the stopped delete behind 4 failing ones has %d deliveries left, %d deletions; want none", got, marks)
+	}
+}

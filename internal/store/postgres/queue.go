@@ -800,12 +800,20 @@ func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until 
 // one moved (not for deliveries of operational events) and counts each in
 // its endpoint's rollups as a dead letter, in the buckets of $3 (the
 // minute $6 and the hour $7, as store.PoisonedRollups), in the same
-// statement.
-const deadLetterPoisonedSQL = `WITH dead AS (
+// statement. The rows are locked in id order first (conditions re-checked
+// after a wait), as completions and a delete's chunks lock them: the
+// UPDATE ... FROM unnest alone locked them in the claim's order (due
+// time), and held a later row while waiting for an earlier one that an
+// id-ordered writer (the chunk of a delete of their endpoint) held on its
+// way to the later: a deadlock.
+const deadLetterPoisonedSQL = `WITH l AS MATERIALIZED (
+		SELECT id FROM deliveries WHERE id = ANY ($1) AND state = 'pending' AND lease_owner = $4 AND lease_until = $5
+		ORDER BY id FOR NO KEY UPDATE),
+	dead AS (
 		UPDATE deliveries d SET state = 'dead', last_error = u.reason, next_attempt_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_until = NULL
 		FROM unnest($1::text[], $2::text[]) AS u (id, reason)
-		WHERE d.id = u.id AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
+		WHERE d.id = u.id AND d.id = ANY (ARRAY(SELECT id FROM l)) AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
 		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error),
 	stats AS (
 		INSERT INTO endpoint_stats (endpoint_id, span, start, dead_letters)

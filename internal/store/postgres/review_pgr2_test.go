@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/herald-webhooks/herald/internal/store"
 )
 
 // stuckSweepShape seeds, for tenant prefix p: n endpoints (ids p-stuck-k)
@@ -109,5 +112,64 @@ func TestRescueSweepDoesNotStarveBehindFailingDeletes(t *testing.T) {
 	}
 	if got, marks := countDeliveries(t, s, p+"-ok"); got != 0 || marks != 0 {
 		t.Errorf("after 6 rescue rounds, the stopped delete behind 4 failing ones has %d deliveries left, %d deletions; want none", got, marks)
+	}
+}
+
+// The dead-lettering of a claim's poisoned deliveries locks their rows in
+// id order, as a delete's chunks (deleteChunkSQL) and completions lock
+// them: before, its UPDATE ... FROM unnest locked them in the claim's
+// order (due time), and held a later row while waiting for an earlier one
+// that an id-ordered writer held on its way to the later: a deadlock (here
+// the writer is a second connection locking the two rows in id order, as
+// the chunk of a delete of their endpoint does; the dead-lettering was the
+// one aborted, "deadlock detected").
+func TestDeadLetterPoisonedLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr2-poison-order-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	until := base.Add(time.Hour)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		VALUES ('evt_p1', $2, 't', $1, '{}', 'f', $1), ('evt_p2', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	// b first in the table and in the claim's order.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at, lease_owner, lease_until)
+		VALUES ('dlv_pb', 'evt_p1', $2, $3, 't', 'pending', $1, $1, $1, 'w', $4), ('dlv_pa', 'evt_p2', $2, $3, 't', 'pending', $1, $1, $1, 'w', $4)`,
+		base, ep.ID, tenant, until); err != nil {
+		t.Fatal(err)
+	}
+	conn := rawConn(t, dbURL)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_pa' FOR UPDATE").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- s.deadLetterPoisoned(ctx, []store.PoisonedDelivery{
+			{ID: "dlv_pb", EventID: "evt_p1", EndpointID: ep.ID, Tenant: tenant, Err: errors.New("bad headers")},
+			{ID: "dlv_pa", EventID: "evt_p2", EndpointID: ep.ID, Tenant: tenant, Err: errors.New("bad headers")},
+		}, "w", until, base.Add(time.Minute))
+	}()
+	waitBlockedBy(t, s, pid)
+	// The id-ordered writer goes on to the later row.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_pb' FOR UPDATE"); err != nil {
+		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("dead-letter the poisoned deliveries: %v", err)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryDead] != 2 {
+		t.Errorf("deliveries %v, want both dead", got)
 	}
 }

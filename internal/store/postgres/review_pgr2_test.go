@@ -173,3 +173,59 @@ func TestDeadLetterPoisonedLocksInIDOrder(t *testing.T) {
 		t.Errorf("deliveries %v, want both dead", got)
 	}
 }
+
+// Retention's purge of finished deliveries locks their rows in id order,
+// as a delete's chunks (deleteChunkSQL) lock them: before, its DELETE
+// found them by primary key through a bitmap, locking them in the
+// table's order, and held a later row while waiting for an earlier one
+// that an id-ordered writer held on its way to the later: a deadlock
+// (here a second connection locking the two rows in id order, as the
+// chunk of a delete of their endpoint does, which deletes its old dead
+// letters as the purge does; the purge was the one aborted).
+func TestPurgeLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr2-purge-order-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		VALUES ('evt_q1', $2, 't', $1, '{}', 'f', $1), ('evt_q2', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	// b first in the table.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		VALUES ('dlv_qb', 'evt_q1', $2, $3, 't', 'dead', $1, $1, $1), ('dlv_qa', 'evt_q2', $2, $3, 't', 'dead', $1, $1, $1)`,
+		base, ep.ID, tenant); err != nil {
+		t.Fatal(err)
+	}
+	conn := rawConn(t, dbURL)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_qa' FOR UPDATE").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.Purge(ctx, store.PurgeParams{DeadBefore: base.Add(time.Hour), Limit: 500})
+		done <- result{n, err}
+	}()
+	waitBlockedBy(t, s, pid)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_qb' FOR UPDATE"); err != nil {
+		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 2 {
+		t.Fatalf("purge: %d deleted, %v; want 2", r.n, r.err)
+	}
+}

@@ -347,9 +347,16 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 			f.add("event_type = ?", p.EventType)
 		}
 		// The attempts so far stay; the retry budget counts from here.
+		// The rows are locked in id order first (the conditions re-checked
+		// after a wait), as retention's purge and a delete's chunks lock
+		// them: the UPDATE alone locked them in its plan's order (often
+		// the table's), and could hold a later row while waiting for an
+		// earlier one that the purge of old dead letters held on its way
+		// to the later: a deadlock.
 		q := `WITH r AS (UPDATE deliveries SET
 			state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) = 'enabled' THEN 'pending' ELSE 'paused' END,
-			next_attempt_at = $1, updated_at = $1, client_errors = 0, replay_base = attempts` + f.clause() + ` RETURNING state)
+			next_attempt_at = $1, updated_at = $1, client_errors = 0, replay_base = attempts
+			WHERE id = ANY (ARRAY(SELECT id FROM deliveries` + f.clause() + ` ORDER BY id FOR NO KEY UPDATE)) RETURNING state)
 			SELECT count(*), count(*) FILTER (WHERE state = 'pending') FROM r`
 		if err := tx.QueryRow(ctx, q, f.args...).Scan(&moved, &queued); err != nil {
 			return err

@@ -229,3 +229,57 @@ func TestPurgeLocksInIDOrder(t *testing.T) {
 		t.Fatalf("purge: %d deleted, %v; want 2", r.n, r.err)
 	}
 }
+
+// A replay locks the rows it replays in id order, as retention's purge
+// and a delete's chunks lock them: before, its UPDATE locked them in its
+// plan's order (here the table's), and could hold a later row while
+// waiting for an earlier one that an id-ordered writer held on its way to
+// the later (retention's purge of old dead letters, the very rows a
+// replay of an endpoint's dead letters moves): a deadlock.
+func TestReplayLocksInIDOrder(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgr2-replay-order-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ctx := t.Context()
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
+		VALUES ('evt_r1', $2, 't', $1, '{}', 'f', $1), ('evt_r2', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		t.Fatal(err)
+	}
+	// b first in the table.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
+		VALUES ('dlv_rb', 'evt_r1', $2, $3, 't', 'dead', $1, $1, $1), ('dlv_ra', 'evt_r2', $2, $3, 't', 'dead', $1, $1, $1)`,
+		base, ep.ID, tenant); err != nil {
+		t.Fatal(err)
+	}
+	conn := rawConn(t, dbURL)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var pid int
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_ra' FOR UPDATE").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: ep.ID, Now: base.Add(time.Minute)})
+		done <- result{n, err}
+	}()
+	waitBlockedBy(t, s, pid)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_rb' FOR UPDATE"); err != nil {
+		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || r.n != 2 {
+		t.Fatalf("replay: %d replayed, %v; want 2", r.n, r.err)
+	}
+}

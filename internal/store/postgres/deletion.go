@@ -154,30 +154,45 @@ func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time
 // for staleRelease (its node stopped between chunks: DeleteEndpoint,
 // DeleteSource), and leaves its mark stale when more is left, for the next
 // round of any node. A deletion whose chunk fails (a row a stuck session
-// holds) is left, its mark stale, and the next oldest tried (up to 4), so
-// that it does not stop every other. Two nodes may work on one deletion at
+// holds) is backed off (tried again after staleRelease) and the next
+// oldest tried (up to 4, and up to sweepFailures failures), so that it
+// does not stop every other. Two nodes may work on one deletion at
 // once; each chunk re-checks its rows.
 func (s *Store) finishDeletions(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, `SELECT endpoint_id, after_state, after_id FROM endpoint_deletions
+	rows, err := s.pool.Query(ctx, `SELECT endpoint_id, after_state, after_id, deleting_since FROM endpoint_deletions
 		WHERE deleting_since < clock_timestamp() - interval '`+staleRelease+`' ORDER BY deleting_since LIMIT 4`)
 	if err != nil {
 		return wrap("finish a stopped delete", err)
 	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (deletion, error) {
-		var d deletion
-		err := row.Scan(&d.id, &d.afterState, &d.afterID)
-		return d, err
+	type stale struct {
+		d    deletion
+		mark time.Time
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stale, error) {
+		var st stale
+		err := row.Scan(&st.d.id, &st.d.afterState, &st.d.afterID, &st.mark)
+		return st, err
 	})
 	if err != nil {
 		return wrap("finish a stopped delete", err)
 	}
-	var errs []error
-	for _, d := range found {
+	// A failed delete is backed off (its mark renewed: tried again after
+	// staleRelease, behind the others), as finishReleases backs off a
+	// failed move, and a round gives up after sweepFailures failures.
+	var (
+		errs     []error
+		failures int
+	)
+	for _, st := range found {
+		d := st.d
 		d.limit, d.sweep = sweepChunks, true
 		_, mark, err := s.deleteChunks(ctx, d)
 		if err != nil {
 			errs = append(errs, wrap("finish a stopped delete", err))
-			if ctx.Err() != nil {
+			if berr := s.sweepBackOff(ctx, backOffDeletionSQL, d.id, st.mark); berr != nil {
+				errs = append(errs, wrap("finish a stopped delete: back off", berr))
+			}
+			if failures++; failures >= sweepFailures || ctx.Err() != nil {
 				break
 			}
 			continue

@@ -347,9 +347,16 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 			f.add("event_type = ?", p.EventType)
 		}
 		// The attempts so far stay; the retry budget counts from here.
+		// The rows are locked in id order first (the conditions re-checked
+		// after a wait), as retention's purge and a delete's chunks lock
+		// them: the UPDATE alone locked them in its plan's order (often
+		// the table's), and could hold a later row while waiting for an
+		// earlier one that the purge of old dead letters held on its way
+		// to the later: a deadlock.
 		q := `WITH r AS (UPDATE deliveries SET
 			state = CASE WHEN (SELECT e.state FROM endpoints e WHERE e.id = deliveries.endpoint_id) = 'enabled' THEN 'pending' ELSE 'paused' END,
-			next_attempt_at = $1, updated_at = $1, client_errors = 0, replay_base = attempts` + f.clause() + ` RETURNING state)
+			next_attempt_at = $1, updated_at = $1, client_errors = 0, replay_base = attempts
+			WHERE id = ANY (ARRAY(SELECT id FROM deliveries` + f.clause() + ` ORDER BY id FOR NO KEY UPDATE)) RETURNING state)
 			SELECT count(*), count(*) FILTER (WHERE state = 'pending') FROM r`
 		if err := tx.QueryRow(ctx, q, f.args...).Scan(&moved, &queued); err != nil {
 			return err
@@ -574,16 +581,28 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 }
 
 // The retention of finished deliveries: at most $2 rows finished before
-// $1, found through the state's partial index (migration 00092).
-const (
-	purgeSucceededSQL = `DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'succeeded' AND updated_at < $1 LIMIT $2))
-			AND state = 'succeeded' AND updated_at < $1`
-	purgeDeadSQL = `DELETE FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = 'dead' AND updated_at < $1 LIMIT $2))
-			AND state = 'dead' AND updated_at < $1`
+// $1, found through the state's partial index (migration 00092), then
+// locked in id order (the conditions re-checked after a wait: a row
+// changed meanwhile, a delivery replayed, is kept), as a delete's chunks
+// lock them, and deleted by primary key: the DELETE alone found them
+// through a bitmap of the primary key, locking them in the table's order,
+// and could hold a later row while waiting for an earlier one that a
+// delete's chunk held on its way to the later (both delete an old dead
+// letter of a deleted endpoint): a deadlock.
+func purgeFinishedSQL(state string) string {
+	return `DELETE FROM deliveries WHERE id = ANY (ARRAY(
+		SELECT id FROM deliveries WHERE id = ANY (ARRAY(SELECT id FROM deliveries WHERE state = '` + state + `' AND updated_at < $1 LIMIT $2))
+		  AND state = '` + state + `' AND updated_at < $1
+		ORDER BY id FOR UPDATE))`
+}
+
+var (
+	purgeSucceededSQL = purgeFinishedSQL("succeeded")
+	purgeDeadSQL      = purgeFinishedSQL("dead")
 )
 
 // Purge implements store.Store. Each kind is deleted by one statement of at
-// most Limit rows, so no statement holds many locks for long. The outer
+// most Limit rows, so no statement holds many locks for long. The locking
 // conditions repeat the inner ones: a row changed meanwhile (a succeeded
 // delivery replayed) is re-checked and kept.
 func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {

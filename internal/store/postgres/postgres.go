@@ -60,8 +60,9 @@
 // write them by primary key (a plain UPDATE or DELETE locks rows in its
 // plan's order, often the table's, and deadlocked with the id-ordered
 // chunks of a hold or a delete): the circuit's postponements and moves
-// without a limit, a claim's give-back of leases and its delete of the
-// deliveries of a deleted endpoint, a delete's chunks.
+// without a limit, a claim's give-back of leases, its dead-lettering of
+// poisoned deliveries and its delete of the deliveries of a deleted
+// endpoint, a delete's chunks.
 //
 // # Group commit and asynchronous bookkeeping
 //

@@ -810,12 +810,20 @@ func (s *Store) giveBack(ctx context.Context, ids []string, owner string, until 
 // one moved (not for deliveries of operational events) and counts each in
 // its endpoint's rollups as a dead letter, in the buckets of $3 (the
 // minute $6 and the hour $7, as store.PoisonedRollups), in the same
-// statement.
-const deadLetterPoisonedSQL = `WITH dead AS (
+// statement. The rows are locked in id order first (conditions re-checked
+// after a wait), as completions and a delete's chunks lock them: the
+// UPDATE ... FROM unnest alone locked them in the claim's order (due
+// time), and held a later row while waiting for an earlier one that an
+// id-ordered writer (the chunk of a delete of their endpoint) held on its
+// way to the later: a deadlock.
+const deadLetterPoisonedSQL = `WITH l AS MATERIALIZED (
+		SELECT id FROM deliveries WHERE id = ANY ($1) AND state = 'pending' AND lease_owner = $4 AND lease_until = $5
+		ORDER BY id FOR NO KEY UPDATE),
+	dead AS (
 		UPDATE deliveries d SET state = 'dead', last_error = u.reason, next_attempt_at = $3, updated_at = $3,
 			lease_owner = NULL, lease_until = NULL
 		FROM unnest($1::text[], $2::text[]) AS u (id, reason)
-		WHERE d.id = u.id AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
+		WHERE d.id = u.id AND d.id = ANY (ARRAY(SELECT id FROM l)) AND d.state = 'pending' AND d.lease_owner = $4 AND d.lease_until = $5
 		RETURNING d.id, d.endpoint_id, d.event_id, d.event_type, d.attempts, d.last_status_code, d.last_error),
 	stats AS (
 		INSERT INTO endpoint_stats (endpoint_id, span, start, dead_letters)
@@ -1263,7 +1271,33 @@ func (s *Store) RescueExpiredLeases(ctx context.Context, now time.Time) (int, er
 const (
 	staleRelease = "30 seconds"
 	sweepChunks  = 20
+	// sweepFailures is the most failed moves (and, apart, failed
+	// deletes) a round tries: at sweepLockWait each, the two parts stay
+	// well within the engine's 30 s for a round.
+	sweepFailures = 2
 )
+
+// backOffMoveSQL and backOffDeletionSQL back off the sweep of endpoint
+// $1's move or delete whose chunk failed, if its mark is still $2 (no
+// chunk renewed it): the mark renewed at the server's clock, so that the
+// rescue tries it again after staleRelease, behind the others. They never
+// wait for the row (SKIP LOCKED: a stuck session may hold it); a row
+// skipped keeps its mark.
+const (
+	backOffMoveSQL = `UPDATE endpoints SET releasing_since = clock_timestamp()
+		WHERE id = (SELECT id FROM endpoints WHERE id = $1 AND releasing_since = $2 FOR NO KEY UPDATE SKIP LOCKED)`
+	backOffDeletionSQL = `UPDATE endpoint_deletions SET deleting_since = clock_timestamp()
+		WHERE endpoint_id = (SELECT endpoint_id FROM endpoint_deletions WHERE endpoint_id = $1 AND deleting_since = $2 FOR NO KEY UPDATE SKIP LOCKED)`
+)
+
+// sweepBackOff runs q (backOffMoveSQL, backOffDeletionSQL) for id's mark,
+// even when ctx has expired (the failure may be its deadline).
+func (s *Store) sweepBackOff(ctx context.Context, q, id string, mark time.Time) error {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := s.pool.Exec(bctx, q, id, mark)
+	return err
+}
 
 // finishReleases finishes, in part, the oldest move whose node stopped
 // between its chunks (SetEndpointState) or that a disable by a completion
@@ -1304,15 +1338,26 @@ func (s *Store) finishReleases(ctx context.Context, now time.Time) error {
 			WHERE id = $1 AND releasing_since = $2`, id, mark)
 		return err
 	}
-	// A move whose chunk fails is left (its mark stale, for a later
-	// round) and the next one tried: one failing move (a chunk meeting a
-	// row a stuck session holds) does not stop every other.
-	var errs []error
+	// A move whose chunk fails is backed off (sweepBackOff: its mark
+	// renewed, stale again after staleRelease) and the next one tried:
+	// one failing move (a chunk meeting a row a stuck session holds) does
+	// not stop every other. Left stale, it stayed the oldest and came
+	// first in every round, and 8 failing moves filled the round's LIMIT
+	// for good; a round gives up after sweepFailures failures, so that
+	// failing moves (sweepLockWait each) leave it the time for the
+	// stopped deletes.
+	var (
+		errs     []error
+		failures int
+	)
 	for _, st := range found {
 		last, moved, err := s.moveChunks(ctx, move{id: st.id, release: st.release, due: st.due, after: st.after, gen: st.gen, limit: sweepChunks, try: true})
 		if err != nil {
 			errs = append(errs, wrap("finish a stopped release", err))
-			if ctx.Err() != nil {
+			if berr := s.sweepBackOff(ctx, backOffMoveSQL, st.id, st.mark); berr != nil {
+				errs = append(errs, wrap("finish a stopped release: back off", berr))
+			}
+			if failures++; failures >= sweepFailures || ctx.Err() != nil {
 				break
 			}
 			continue

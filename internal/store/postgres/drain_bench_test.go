@@ -43,33 +43,7 @@ func BenchmarkDrainQueue(b *testing.B) {
 	}
 	defer conn.Close(ctx)
 
-	now := time.Now().UTC()
-	const endpoints = 4
-	for i := range endpoints {
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t",
-			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
-			CreatedAt: now, UpdatedAt: now}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	events := b.N/endpoints + 1
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < events; i += 64 {
-				id := fmt.Sprintf("evt_%d", i)
-				body := []byte(`{"id":"` + id + `","type":"a.b","tenant":"t","occurred_at":"2026-01-01T00:00:00Z","data":{"n":1}}`)
-				if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: body, Fingerprint: id},
-					Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	seedDrain(b, s, b.N)
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE"); err != nil {
 		b.Fatal(err)
 	}
@@ -175,4 +149,39 @@ func benchDatabase(b *testing.B) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// seedDrain creates 4 enabled endpoints of tenant "t" in s and publishes
+// deliveries/4 + 1 events to them (64 publishers: group commits), for a
+// drain benchmark to claim and complete.
+func seedDrain(b *testing.B, s *postgres.Store, deliveries int) {
+	b.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	const endpoints = 4
+	for i := range endpoints {
+		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t",
+			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
+			CreatedAt: now, UpdatedAt: now}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	events := deliveries/endpoints + 1
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < events; i += 64 {
+				id := fmt.Sprintf("evt_%d", i)
+				body := []byte(`{"id":"` + id + `","type":"a.b","tenant":"t","occurred_at":"2026-01-01T00:00:00Z","data":{"n":1}}`)
+				if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: body, Fingerprint: id},
+					Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

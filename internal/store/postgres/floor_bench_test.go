@@ -80,33 +80,8 @@ func BenchmarkDrainFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	now := time.Now().UTC()
-	const endpoints, batch = 4, 128
-	for i := range endpoints {
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t",
-			URL: "https://example.com/", State: store.EndpointEnabled, Secrets: []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}},
-			CreatedAt: now, UpdatedAt: now}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	events := b.N/endpoints + 1
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < events; i += 64 {
-				id := fmt.Sprintf("evt_%d", i)
-				body := []byte(`{"id":"` + id + `","type":"a.b","tenant":"t","occurred_at":"2026-01-01T00:00:00Z","data":{"n":1}}`)
-				if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: body, Fingerprint: id},
-					Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	const batch = 128
+	seedDrain(b, s, b.N)
 	mode := *floorMode
 	switch mode {
 	case "store", "row", "log":

@@ -54,26 +54,31 @@ func benchStore(b *testing.B, eps ...store.Endpoint) (*sqlite.Store, time.Time) 
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
+	return s, createBenchEndpoints(b, s, eps...)
+}
+
+// createBenchEndpoints creates the enabled endpoints eps of tenant "t" in
+// s (a URL, one secret and the times filled in) and returns the time they
+// were created at.
+func createBenchEndpoints(b *testing.B, s *sqlite.Store, eps ...store.Endpoint) time.Time {
+	b.Helper()
 	now := time.Now().UTC()
 	for _, ep := range eps {
 		ep.Tenant, ep.URL, ep.State = "t", "https://example.com/", store.EndpointEnabled
 		ep.Secrets = []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}}
 		ep.CreatedAt, ep.UpdatedAt = now, now
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		if _, err := s.CreateEndpoint(context.Background(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return s, now
+	return now
 }
 
-func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
+// publishBenchEvents publishes events events of tenant "t" (type a.b) at
+// now from 64 publishers (group commits), for a drain benchmark.
+func publishBenchEvents(b *testing.B, s *sqlite.Store, now time.Time, events int) {
+	b.Helper()
 	ctx := context.Background()
-	eps := make([]store.Endpoint, endpoints)
-	for i := range eps {
-		eps[i].ID = fmt.Sprintf("ep_%d", i)
-	}
-	s, now := benchStore(b, eps...)
-	events := b.N/endpoints + 1
 	var wg sync.WaitGroup
 	for g := range 64 {
 		wg.Add(1)
@@ -91,6 +96,16 @@ func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
 		}()
 	}
 	wg.Wait()
+}
+
+func benchmarkDrain(b *testing.B, inFlight bool, endpoints, batch int) {
+	ctx := context.Background()
+	eps := make([]store.Endpoint, endpoints)
+	for i := range eps {
+		eps[i].ID = fmt.Sprintf("ep_%d", i)
+	}
+	s, now := benchStore(b, eps...)
+	publishBenchEvents(b, s, now, b.N/endpoints+1)
 	if *setupOnly {
 		return
 	}

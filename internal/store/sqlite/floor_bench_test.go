@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,33 +48,11 @@ func BenchmarkDrainFloor(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	now := time.Now().UTC()
-	for i := range endpoints {
-		ep := store.Endpoint{ID: fmt.Sprintf("ep_%d", i), Tenant: "t", URL: "https://example.com/", State: store.EndpointEnabled}
-		ep.Secrets = []store.Secret{{Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", CreatedAt: now}}
-		ep.CreatedAt, ep.UpdatedAt = now, now
-		if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
-			b.Fatal(err)
-		}
+	eps := make([]store.Endpoint, endpoints)
+	for i := range eps {
+		eps[i].ID = fmt.Sprintf("ep_%d", i)
 	}
-	events := b.N/endpoints + 1
-	var wg sync.WaitGroup
-	for g := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < events; i += 64 {
-				id := fmt.Sprintf("evt_%d", i)
-				body := []byte(`{"id":"` + id + `","type":"a.b","tenant":"t","occurred_at":"2026-01-01T00:00:00Z","data":{"n":1}}`)
-				if _, err := s.PublishEvent(ctx, store.PublishParams{Event: store.Event{ID: id, Tenant: "t", Type: "a.b", OccurredAt: now, Body: body, Fingerprint: id},
-					Now: now, NewDeliveryID: func() string { return store.NewID("dlv") }}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	publishBenchEvents(b, s, createBenchEndpoints(b, s, eps...), b.N/endpoints+1)
 	s.Close()
 	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)")
 	if err != nil {

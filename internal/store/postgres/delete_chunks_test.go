@@ -292,21 +292,7 @@ func TestDeleteWaitsForAPublishThatReadTheEndpoint(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: ep.ID, Now: base}) }()
-	waited := false
-	for range 500 {
-		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			waited = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !waited {
-		t.Fatal("the delete never waited for the publish")
-	}
+	waitBlockedBy(t, s, pid, "the delete never waited for the publish")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

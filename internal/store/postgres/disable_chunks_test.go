@@ -278,21 +278,7 @@ func TestGoneDisableChunkLeavesARowLeasedDuringItsWait(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.CompleteDeliveries(ctx, []store.Completion{goneCompletion(ep.ID)}) }()
-	waited := false
-	for range 500 {
-		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			waited = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !waited {
-		t.Fatal("the disable never waited for the locked row")
-	}
+	waitBlockedBy(t, s, pid, "the disable never waited for the locked row")
 	if _, err := claim.Exec(ctx, "UPDATE deliveries SET lease_owner = 'w2', lease_until = $1 WHERE id = 'dlv_00000002'", base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func TestReleaseMarkWrittenAfterTheLockWait(t *testing.T) {
 		_, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: ep.ID, State: store.EndpointEnabled, Now: base.Add(time.Minute)})
 		done <- err
 	}()
-	waitBlockedBy(t, s, pid)
+	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
 	var released time.Time
 	if err := tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&released); err != nil {
 		t.Fatal(err)
@@ -192,12 +192,12 @@ func TestReleaseMarkWrittenAfterTheLockWait(t *testing.T) {
 }
 
 // waitBlockedBy waits until a session of s waits for a lock that backend
-// pid holds.
-func waitBlockedBy(t *testing.T, s *Store, pid int) {
+// pid holds (about 5 s at most; failure is the test's message then).
+func waitBlockedBy[P int | uint32](t *testing.T, s *Store, pid P, failure string) {
 	t.Helper()
 	for range 500 {
 		var n int
-		if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
+		if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", int64(pid)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -205,5 +205,5 @@ func waitBlockedBy(t *testing.T, s *Store, pid int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("nothing ever waited for the lock")
+	t.Fatal(failure)
 }

@@ -169,21 +169,7 @@ func TestPauseChunkLeavesARowLeasedDuringItsWait(t *testing.T) {
 		done <- result{moved, err}
 	}()
 	// Wait until the pause waits for the row's lock.
-	waited := false
-	for range 500 {
-		var n int
-		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			waited = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !waited {
-		t.Fatal("the pause never waited for the locked row")
-	}
+	waitBlockedBy(t, s, pid, "the pause never waited for the locked row")
 	if _, err := claim.Exec(ctx, "UPDATE deliveries SET lease_owner = 'w', lease_until = $1 WHERE id = 'dlv_00000001'", base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func TestDeadLetterPoisonedLocksInIDOrder(t *testing.T) {
 			{ID: "dlv_pa", EventID: "evt_p2", EndpointID: ep.ID, Tenant: tenant, Err: errors.New("bad headers")},
 		}, "w", until, base.Add(time.Minute))
 	}()
-	waitBlockedBy(t, s, pid)
+	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
 	// The id-ordered writer goes on to the later row.
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_pb' FOR UPDATE"); err != nil {
 		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
@@ -218,7 +218,7 @@ func TestPurgeLocksInIDOrder(t *testing.T) {
 		n, err := s.Purge(ctx, store.PurgeParams{DeadBefore: base.Add(time.Hour), Limit: 500})
 		done <- result{n, err}
 	}()
-	waitBlockedBy(t, s, pid)
+	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_qb' FOR UPDATE"); err != nil {
 		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
 	}
@@ -272,7 +272,7 @@ func TestReplayLocksInIDOrder(t *testing.T) {
 		n, err := s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: ep.ID, Now: base.Add(time.Minute)})
 		done <- result{n, err}
 	}()
-	waitBlockedBy(t, s, pid)
+	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_rb' FOR UPDATE"); err != nil {
 		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
 	}

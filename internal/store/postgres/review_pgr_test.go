@@ -211,21 +211,7 @@ func TestOrphanDeleteLocksInIDOrder(t *testing.T) {
 		_, err := s.pool.Exec(ctx, deleteOrphansSQL, []string{"dlv_o1", "dlv_o2"}, "w", until)
 		done <- err
 	}()
-	waited := false
-	for range 500 {
-		var n int
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			waited = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !waited {
-		t.Fatal("the orphans' delete never waited for the chunk's row")
-	}
+	waitBlockedBy(t, s, pid, "the orphans' delete never waited for the chunk's row")
 	// The chunk goes on to the later one: free unless the orphans'
 	// delete took it out of order.
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_o2' FOR UPDATE NOWAIT"); err != nil {
@@ -399,21 +385,7 @@ func TestGiveBackLocksInIDOrder(t *testing.T) {
 		err := s.giveBack(ctx, []string{"dlv_g1", "dlv_g2"}, "w", until)
 		done <- err
 	}()
-	waited := false
-	for range 500 {
-		var n int
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			waited = true
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !waited {
-		t.Fatal("the give-back never waited for the chunk's row")
-	}
+	waitBlockedBy(t, s, pid, "the give-back never waited for the chunk's row")
 	// The chunk goes on to the later one: free unless the give-back took
 	// it out of order.
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_g2' FOR UPDATE NOWAIT"); err != nil {

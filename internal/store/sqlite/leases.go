@@ -334,9 +334,8 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 // transaction. It runs beside the claims, not before them: finishing the
 // delete of a million deliveries first took 13 s on an idle machine, the
 // node delivering nothing meanwhile (and the claimer's claim timing out
-// past 30 s). Meanwhile a claim of a delivery of a paused or disabled
-// endpoint carries the endpoint's state (the engine puts it back without
-// an attempt, which holds it), a claim that meets a delivery of a deleted
+// past 30 s). Meanwhile a claim that meets a delivery of a paused or
+// disabled endpoint holds it (loadClaims), one that meets a delivery of a deleted
 // endpoint deletes it, and held deliveries of an enabled endpoint wait
 // for their release. A failed move does not stop the others, and is
 // retried (retry: from s.retryWait, doubling up to a minute) until it

@@ -69,3 +69,59 @@ func TestStartReleaseRetriedAfterFailedChunk(t *testing.T) {
 		t.Errorf("after the start-up release whose first chunk failed: %v, want %d pending (released)", got, total)
 	}
 }
+
+// TestCloseStopsStartFixUpRetry: Close during the wait of a failed
+// start-up fix-up's retry (a minute here) cancels it and returns: the
+// retry does not outlive the store (the package's goleak check) nor
+// keep Close waiting.
+func TestCloseStopsStartFixUpRetry(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "h.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "ep_a",
+		URL: "https://example.com/", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	backlogOf(t, s, "ep_a", 3, now)
+	if _, err := s.w.ExecContext(ctx, "UPDATE deliveries SET state = 'paused' WHERE endpoint_id = 'ep_a'"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.retryWait = time.Minute
+	failed := make(chan struct{})
+	calls := 0
+	s.beforeChunk = func() {
+		if calls++; calls == 1 {
+			if err := os.Rename(s.path, s.path+".away"); err != nil {
+				t.Error(err)
+			}
+			close(failed)
+		}
+	}
+	if err := s.ClaimExclusively(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-failed
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second): // a deadlock detector, not a timing assertion
+		t.Fatal("Close waited for a start-up fix-up's retry")
+	}
+	if err := os.Rename(s.path+".away", s.path); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("%d chunks ran; want 1 (none after Close)", calls)
+	}
+}

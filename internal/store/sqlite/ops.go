@@ -72,6 +72,17 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		more, err := s.releaseRest(context.WithoutCancel(ctx), p.ID, now)
 		moved += more
 		if err != nil {
+			// The resume is in force, but no claim meets a held delivery:
+			// the rest is retried in the background (it stops by itself
+			// once the endpoint is no longer enabled), not left held under
+			// an enabled endpoint until another resume or the next start.
+			id := p.ID
+			s.inBackground(func(ctx context.Context) {
+				s.retry(ctx, func(ctx context.Context) error {
+					_, err := s.releaseRest(ctx, id, now)
+					return err
+				})
+			})
 			return e, int(moved), wrap("set endpoint state: release held deliveries", err)
 		}
 	case p.State != store.EndpointEnabled && moved == holdChunk:

@@ -125,3 +125,44 @@ func TestCloseStopsStartFixUpRetry(t *testing.T) {
 		t.Errorf("%d chunks ran; want 1 (none after Close)", calls)
 	}
 }
+
+// TestResumeReleaseRetriedAfterFailedChunk: a resume whose later chunk
+// fails answers an error although the endpoint is enabled (in force from
+// its commit); no claim meets a held delivery, so the rest of the release
+// must be retried by the store, not left held under an enabled endpoint
+// until the operator resumes again or the next start.
+func TestResumeReleaseRetriedAfterFailedChunk(t *testing.T) {
+	ctx := context.Background()
+	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
+	s.retryWait = 0
+	total := 2*releaseChunk + 3
+	backlogOf(t, s, "ep_a", total, now)
+	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointPaused, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	s.beforeChunk = func() {
+		switch calls++; calls {
+		case 1: // this chunk fails: the file is away
+			if err := os.Rename(s.path, s.path+".away"); err != nil {
+				t.Error(err)
+			}
+		case 2: // a retry: the file is back for it
+			if err := os.Rename(s.path+".away", s.path); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointEnabled, Now: now}); err == nil {
+		t.Fatal("the resume whose second chunk failed answered no error")
+	}
+	s.waitBackground()
+	if calls == 1 { // no retry: put the file back to read what was left
+		if err := os.Rename(s.path+".away", s.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := countStates(t, s, "ep_a"); got["paused"] != 0 || got["pending"] != total {
+		t.Errorf("after the resume whose second chunk failed: %v, want %d pending (released)", got, total)
+	}
+}

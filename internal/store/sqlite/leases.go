@@ -334,26 +334,47 @@ func (s *Store) takeClaimLock(ctx context.Context) error {
 // transaction. It runs beside the claims, not before them: finishing the
 // delete of a million deliveries first took 13 s on an idle machine, the
 // node delivering nothing meanwhile (and the claimer's claim timing out
-// past 30 s). Meanwhile a claim of a delivery of a paused or disabled
-// endpoint carries the endpoint's state (the engine puts it back without
-// an attempt, which holds it), a claim that meets a delivery of a deleted
+// past 30 s). Meanwhile a claim that meets a delivery of a paused or
+// disabled endpoint holds it (loadClaims), one that meets a delivery of a deleted
 // endpoint deletes it, and held deliveries of an enabled endpoint wait
-// for their release. A failed move does not stop the others; Close stops
-// them all; the next start does the rest (the endpoints' states and the
-// marks are still there).
+// for their release. A failed move does not stop the others, and is
+// retried (retry: from s.retryWait, doubling up to a minute) until it
+// succeeds: no claim meets a held delivery, so a failed release left the
+// deliveries of an enabled endpoint held, undelivered, until the next
+// start. Close stops them all; the next start does the rest (the
+// endpoints' states and the marks are still there).
 func (s *Store) startFixUps(ctx context.Context, hold, release, deleting []string, now int64) {
-	// Each move on its own: a failure leaves it to the claims (a hold, a
-	// delete) or to the next start, not the others.
+	var moves []func(context.Context) error
 	for _, id := range hold {
-		_, _ = s.holdRest(ctx, id, now)
+		moves = append(moves, func(ctx context.Context) error { _, err := s.holdRest(ctx, id, now); return err })
 	}
 	for _, id := range release {
-		_, _ = s.releaseRest(ctx, id, now)
+		moves = append(moves, func(ctx context.Context) error { _, err := s.releaseRest(ctx, id, now); return err })
 	}
 	for _, id := range deleting {
-		_, _ = s.deleteRest(ctx, id)
+		moves = append(moves, func(ctx context.Context) error { _, err := s.deleteRest(ctx, id); return err })
+	}
+	// Each move on its own: a failure does not stop the others.
+	run := func(ctx context.Context) error {
+		failed := moves[:0]
+		for _, m := range moves {
+			if m(ctx) != nil {
+				failed = append(failed, m)
+			}
+		}
+		moves = failed
+		if len(moves) > 0 {
+			return errFixUpsLeft
+		}
+		return nil
+	}
+	if run(ctx) != nil {
+		s.retry(ctx, run)
 	}
 }
+
+// errFixUpsLeft reports start-up fix-ups (startFixUps) to retry.
+var errFixUpsLeft = errors.New("start-up fix-ups left to retry")
 
 // queryIDs answers the first column of query's rows on tx.
 func queryIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {

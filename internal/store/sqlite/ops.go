@@ -72,6 +72,17 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		more, err := s.releaseRest(context.WithoutCancel(ctx), p.ID, now)
 		moved += more
 		if err != nil {
+			// The resume is in force, but no claim meets a held delivery:
+			// the rest is retried in the background (it stops by itself
+			// once the endpoint is no longer enabled), not left held under
+			// an enabled endpoint until another resume or the next start.
+			id := p.ID
+			s.inBackground(func(ctx context.Context) {
+				s.retry(ctx, func(ctx context.Context) error {
+					_, err := s.releaseRest(ctx, id, now)
+					return err
+				})
+			})
 			return e, int(moved), wrap("set endpoint state: release held deliveries", err)
 		}
 	case p.State != store.EndpointEnabled && moved == holdChunk:
@@ -90,9 +101,8 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 // behind waiting publishes (holdRest): holding 200,000 in one transaction
 // held the single writer, and every tenant's publishes, for 3 s
 // (docs/BENCHMARKS.md). The change is in force from its commit: a claim
-// of a pending delivery not held yet carries the paused or disabled
-// endpoint, and the engine puts it back without an attempt, which holds
-// it (deferDeliverySQL).
+// that meets a pending delivery not held yet holds it on its own
+// transaction and leaves it out (loadClaims).
 const holdChunk = releaseChunk
 
 // deleteChunk is the most deliveries (with their attempts) one
@@ -148,7 +158,7 @@ func (s *Store) inChunks(ctx context.Context, chunk int64, step func(tx *sql.Tx)
 // meanwhile). Leased deliveries are skipped: their completion holds them.
 // A crash between chunks leaves pending deliveries under a paused or
 // disabled endpoint; the next start holds them (takeClaimLock), and a
-// claim of one meanwhile is put back without an attempt, which holds it.
+// claim that meets one meanwhile holds it (loadClaims).
 func (s *Store) holdRest(ctx context.Context, endpointID string, now int64) (int64, error) {
 	return s.inChunks(ctx, holdChunk, func(tx *sql.Tx) (int64, error) {
 		state, found, err := endpointState(ctx, tx, endpointID)

@@ -1976,8 +1976,8 @@ type pendingHold struct {
 // chunks, seconds, for 200,000 deliveries; long enough, for a larger
 // backlog behind publishes, for the leases of the completions waiting
 // behind it to run out and their attempts to be repeated). A failure, or
-// Close, stops it; what is left is held by the claims that meet it (put
-// back without an attempt) and by the next start (takeClaimLock).
+// Close, stops it; what is left is held by the claims that meet it
+// (loadClaims) and by the next start (takeClaimLock).
 func (s *Store) holdRestAfter(holds []pendingHold) {
 	if len(holds) == 0 {
 		return

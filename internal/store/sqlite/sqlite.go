@@ -943,19 +943,29 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 // claim meets) and its mark stayed until the next start.
 func (s *Store) retryDeleteRest(id string) {
 	s.inBackground(func(ctx context.Context) {
-		for wait := s.retryWait; ; wait = min(max(2*wait, time.Millisecond), time.Minute) {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			if _, err := s.deleteRest(ctx, id); err == nil {
-				return
-			}
-		}
+		s.retry(ctx, func(ctx context.Context) error {
+			_, err := s.deleteRest(ctx, id)
+			return err
+		})
 	})
+}
+
+// retry runs f, in the store's background, after a wait that starts at
+// s.retryWait and doubles up to a minute, again and again until it
+// succeeds or ctx (Close) ends.
+func (s *Store) retry(ctx context.Context, f func(ctx context.Context) error) {
+	for wait := s.retryWait; ; wait = min(max(2*wait, time.Millisecond), time.Minute) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if f(ctx) == nil {
+			return
+		}
+	}
 }
 
 // deleteFirstChunk deletes, on tx, the first chunk (deleteChunk) of the

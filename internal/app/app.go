@@ -545,7 +545,7 @@ func (m *Main) openStore(ctx context.Context) (store.Store, error) {
 	if m.cfg.EncryptionKey != "" {
 		keyFile = "HERALD_ENCRYPTION_KEY"
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box), sqlite.WithClaimLock(lock))
+	st, err := sqlite.Open(ctx, path, sqlite.WithSecretBox(box), sqlite.WithClaimLock(lock), sqlite.WithLogger(m.log))
 	if err != nil {
 		if createdKey {
 			os.Remove(path + ".key") // a refused database keeps nothing of this start

@@ -357,19 +357,21 @@ func (s *Store) startFixUps(ctx context.Context, hold, release, deleting []strin
 	// Each move on its own: a failure does not stop the others.
 	run := func(ctx context.Context) error {
 		failed := moves[:0]
+		var errs []error
 		for _, m := range moves {
-			if m(ctx) != nil {
+			if err := m(ctx); err != nil {
 				failed = append(failed, m)
+				errs = append(errs, err)
 			}
 		}
 		moves = failed
 		if len(moves) > 0 {
-			return errFixUpsLeft
+			return fmt.Errorf("%w: %w", errFixUpsLeft, errors.Join(errs...))
 		}
 		return nil
 	}
-	if run(ctx) != nil {
-		s.retry(ctx, run)
+	if err := run(ctx); err != nil {
+		s.retry(ctx, "start-up fix-ups: finish the holds, releases and deletes a stop interrupted", err, run)
 	}
 }
 

@@ -76,9 +76,9 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 			// the rest is retried in the background (it stops by itself
 			// once the endpoint is no longer enabled), not left held under
 			// an enabled endpoint until another resume or the next start.
-			id := p.ID
+			id, relErr := p.ID, err
 			s.inBackground(func(ctx context.Context) {
-				s.retry(ctx, func(ctx context.Context) error {
+				s.retry(ctx, "release the held deliveries of resumed endpoint "+id, relErr, func(ctx context.Context) error {
 					_, err := s.releaseRest(ctx, id, now)
 					return err
 				})

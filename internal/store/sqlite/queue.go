@@ -1984,7 +1984,10 @@ func (s *Store) holdRestAfter(holds []pendingHold) {
 	}
 	s.inBackground(func(ctx context.Context) {
 		for _, h := range holds {
-			_, _ = s.holdRest(ctx, h.endpointID, h.at)
+			if _, err := s.holdRest(ctx, h.endpointID, h.at); err != nil && ctx.Err() == nil {
+				s.log.Warn("sqlite: holding the rest of a disabled endpoint's pending deliveries failed; claims hold each as it comes due, the next start holds the rest",
+					"endpoint", h.endpointID, "error", err)
+			}
 		}
 	})
 }

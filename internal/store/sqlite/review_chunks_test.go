@@ -1,9 +1,13 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,6 +309,9 @@ func TestDeleteRetriedAfterFailedChunk(t *testing.T) {
 	ctx := context.Background()
 	s, now := openWithEndpoints(t, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
 	s.retryWait = 0
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	s.log = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))
 	total := 2*deleteChunk + 3
 	backlogOf(t, s, "ep_a", total, now)
 	if _, err := s.w.ExecContext(ctx, "UPDATE deliveries SET state = 'dead' WHERE endpoint_id = 'ep_a'"); err != nil {
@@ -340,7 +347,26 @@ func TestDeleteRetriedAfterFailedChunk(t *testing.T) {
 	if err := s.r.QueryRowContext(ctx, "SELECT COUNT(*) FROM meta WHERE key GLOB 'deleting_endpoint:*'").Scan(&marks); err != nil {
 		t.Fatal(err)
 	}
+	logMu.Lock()
+	log := logged.String()
+	logMu.Unlock()
+	if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "deleted endpoint ep_a") || !strings.Contains(log, "background work done after a retry") {
+		t.Errorf("the store's log of the failed chunk and its retry:\n%s\nwant a WARN naming the endpoint's delete, then its success", log)
+	}
 	if got := countStates(t, s, "ep_a"); len(got) != 0 || marks != 0 {
 		t.Errorf("after the delete's retry: %v, %d marks; want none", got, marks)
 	}
+}
+
+// lockedWriter serialises the writes of a log handler shared with the
+// store's background work.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

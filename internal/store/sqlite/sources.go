@@ -181,7 +181,7 @@ func (s *Store) DeleteSource(ctx context.Context, id string) error {
 	done() // the next chunks take the writer again
 	if more {
 		if _, err := s.deleteRest(context.WithoutCancel(ctx), endpointID); err != nil {
-			s.retryDeleteRest(endpointID)
+			s.retryDeleteRest(endpointID, err)
 			return wrap("delete source: delete its deliveries", err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -77,6 +78,9 @@ type Store struct {
 	// retryWait is the first wait of a delete's retry (retryDeleteRest);
 	// tests shorten it.
 	retryWait time.Duration
+	// log receives the failures of the background work (WithLogger);
+	// discarded by default.
+	log *slog.Logger
 
 	stmts map[string]*sql.Stmt // hot statements, prepared once on the writer connection
 	// txPrepares counts statements stmt prepared for one transaction
@@ -282,6 +286,15 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// WithLogger sends the failures of the store's background work (the
+// chunks of a hold, release or delete that go on after the call that
+// started them, the start-up fix-ups) to l, at level WARN; by default they
+// are discarded. Each is retried or left to the claims and the next start,
+// as its doc says; the log says which.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) { s.log = l }
+}
+
 // WithSecretBox encrypts endpoint secrets at rest with box.
 func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
@@ -406,6 +419,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{w: w, r: r, stmts: map[string]*sql.Stmt{}, path: path, file: file, now: time.Now, leases: newLeaseTable()}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.retryWait = time.Second
+	s.log = slog.New(slog.DiscardHandler)
 	s.publishWaiting = func() bool { p, _ := s.gate.waiting(); return p > 0 }
 	for _, o := range opts {
 		o(s)
@@ -927,7 +941,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 	done() // the next chunks take the writer again
 	if more {
 		if _, err := s.deleteRest(context.WithoutCancel(ctx), id); err != nil {
-			s.retryDeleteRest(id)
+			s.retryDeleteRest(id, err)
 			return wrap("delete endpoint: delete its deliveries", err)
 		}
 	}
@@ -941,9 +955,9 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 // its retry through the API answers not found without reaching the
 // store: without this, its dead letters and held deliveries (which no
 // claim meets) and its mark stayed until the next start.
-func (s *Store) retryDeleteRest(id string) {
+func (s *Store) retryDeleteRest(id string, err error) {
 	s.inBackground(func(ctx context.Context) {
-		s.retry(ctx, func(ctx context.Context) error {
+		s.retry(ctx, "delete the deliveries of deleted endpoint "+id, err, func(ctx context.Context) error {
 			_, err := s.deleteRest(ctx, id)
 			return err
 		})
@@ -952,9 +966,12 @@ func (s *Store) retryDeleteRest(id string) {
 
 // retry runs f, in the store's background, after a wait that starts at
 // s.retryWait and doubles up to a minute, again and again until it
-// succeeds or ctx (Close) ends.
-func (s *Store) retry(ctx context.Context, f func(ctx context.Context) error) {
+// succeeds or ctx (Close) ends. what names the work and err is the
+// failure that started the retry; the log gets a WARN for each failure
+// with the wait before the next try, and an INFO when it succeeds.
+func (s *Store) retry(ctx context.Context, what string, err error, f func(ctx context.Context) error) {
 	for wait := s.retryWait; ; wait = min(max(2*wait, time.Millisecond), time.Minute) {
+		s.log.Warn("sqlite: background work failed; trying again", "work", what, "error", err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -962,8 +979,12 @@ func (s *Store) retry(ctx context.Context, f func(ctx context.Context) error) {
 			return
 		case <-t.C:
 		}
-		if f(ctx) == nil {
+		if err = f(ctx); err == nil {
+			s.log.Info("sqlite: background work done after a retry", "work", what)
 			return
+		}
+		if ctx.Err() != nil {
+			return // Close: the next start does the rest
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -268,8 +269,20 @@ func TestDeadLetterCountsLeaveOutADeleteInProgress(t *testing.T) {
 // postponement). The circuit opens and the failure streak disables in the
 // same outage, on the same backlog.
 func TestPostponeDoesNotHoldARowAgainstADisablesChunk(t *testing.T) {
+	holdsNoRowAgainstAChunk(t, "pgr-postpone-order-t", "postponement", func(ctx context.Context, s *Store, epID string) error {
+		_, err := s.PostponeEndpointDeliveries(ctx, epID, base.Add(time.Hour))
+		return err
+	})
+}
+
+// holdsNoRowAgainstAChunk checks that run (what, for the messages), a
+// statement over an endpoint's whole pending backlog (100,000 deliveries,
+// of tenant), does not hold one of its rows while it waits for another
+// that a chunk holds, the chunk going on in id order: one of the first rows
+// in id order is moved to the table's end, the chunk holds it, and then
+// must be able to take the next one (NOWAIT) while run waits.
+func holdsNoRowAgainstAChunk(t *testing.T, tenant, what string, run func(ctx context.Context, s *Store, epID string) error) {
 	t.Parallel()
-	const tenant = "pgr-postpone-order-t"
 	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	ctx := t.Context()
@@ -300,10 +313,7 @@ func TestPostponeDoesNotHoldARowAgainstADisablesChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() {
-		_, err := s.PostponeEndpointDeliveries(ctx, ep.ID, base.Add(time.Hour))
-		done <- err
-	}()
+	go func() { done <- run(ctx, s, ep.ID) }()
 	finished := false
 	for range 500 {
 		select {
@@ -322,13 +332,13 @@ func TestPostponeDoesNotHoldARowAgainstADisablesChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n > 0 {
-			break // the postponement waits for the chunk's row
+			break // run waits for the chunk's row
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// The chunk goes on to its next row.
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_00000003' FOR NO KEY UPDATE NOWAIT"); err != nil {
-		t.Errorf("the chunk's next row (in id order) is held by the postponement waiting for the chunk's first: %v", err)
+		t.Errorf("the chunk's next row (in id order) is held by the %s waiting for the chunk's first: %v", what, err)
 	}
 	tx.Rollback(ctx)
 	if !finished {
@@ -408,72 +418,8 @@ func TestGiveBackLocksInIDOrder(t *testing.T) {
 // (MoveEndpointDeliveries: the half-open circuit's probe holds the
 // endpoint's due backlog, hand-backs), a plain UPDATE before.
 func TestMoveDoesNotHoldARowAgainstADisablesChunk(t *testing.T) {
-	t.Parallel()
-	const tenant = "pgr-move-order-t"
-	dbURL := newSchema(t)
-	s := openStore(t, dbURL)
-	ctx := t.Context()
-	// A backlog as a failing endpoint has (the planner walks the table, or
-	// reads deliveries_due into a bitmap: the table's order), one of its
-	// first rows (in id order) updated since, so placed at the table's end.
-	ep := pendingEndpointOf(t, s, dbURL, tenant, 100000)
-	conn := rawConn(t, dbURL)
-	if _, err := conn.Exec(ctx, "UPDATE deliveries SET updated_at = updated_at + interval '1 second' WHERE id = 'dlv_00000002'"); err != nil {
-		t.Fatal(err)
-	}
-	var before bool
-	if err := conn.QueryRow(ctx, "SELECT (SELECT ctid FROM deliveries WHERE id = 'dlv_00000002') > (SELECT ctid FROM deliveries WHERE id = 'dlv_00000003')").Scan(&before); err != nil || !before {
-		t.Fatalf("dlv_00000002 is not placed after dlv_00000003 (%v): the test needs them against their id order", err)
-	}
-	chunk := rawConn(t, dbURL)
-	var pid uint32
-	if err := chunk.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := chunk.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	// The chunk's first row, in id order.
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_00000002' FOR NO KEY UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.MoveEndpointDeliveries(ctx, store.MoveParams{EndpointID: ep.ID, DueTo: base.Add(time.Minute), At: base.Add(time.Hour)})
-		done <- err
-	}()
-	finished := false
-	for range 500 {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-		}
-		if finished {
-			break
-		}
-		var n int
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break // the move waits for the chunk's row
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// The chunk goes on to its next row.
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_00000003' FOR NO KEY UPDATE NOWAIT"); err != nil {
-		t.Errorf("the chunk's next row (in id order) is held by the move waiting for the chunk's first: %v", err)
-	}
-	tx.Rollback(ctx)
-	if !finished {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
+	holdsNoRowAgainstAChunk(t, "pgr-move-order-t", "move", func(ctx context.Context, s *Store, epID string) error {
+		_, err := s.MoveEndpointDeliveries(ctx, store.MoveParams{EndpointID: epID, DueTo: base.Add(time.Minute), At: base.Add(time.Hour)})
+		return err
+	})
 }

@@ -511,9 +511,7 @@ func deadLetterCountsQuery(tenant string, since time.Time) (string, []any) {
 	if !since.IsZero() {
 		f.add("updated_at >= ?", ts(since))
 	}
-	// Not the deliveries a delete has not reached yet, as the delivery
-	// lists (listDeliveriesQuery): their endpoint is gone.
-	f.where = append(f.where, "endpoint_id <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))")
+	f.where = append(f.where, notDeleting("endpoint_id"))
 	return "SELECT endpoint_id, tenant, COUNT(*) FROM deliveries" + f.clause() +
 		" GROUP BY endpoint_id, tenant ORDER BY COUNT(*) DESC, endpoint_id", f.args
 }

@@ -795,7 +795,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // tenant's and the event's delivery lists leave them out
 // (listDeliveriesQuery), a replay of one answers not found
 // (ReplayDeliveries), GetDelivery and ListAttempts answer not found
-// (endpointLives); Stats still counts them.
+// (notDeleting); Stats still counts them.
 //
 // Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
 // after the commit (the endpoint is deleted; its deliveries not yet all)

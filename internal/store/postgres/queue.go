@@ -263,19 +263,20 @@ func scanDelivery(row pgx.Row) (store.Delivery, error) {
 	return d, nil
 }
 
-// endpointLives (a condition on deliveries, ANDed) leaves out a delivery
-// whose endpoint is gone: a delete deletes its endpoint's deliveries in
-// chunks after the endpoint's row (DeleteEndpoint), and until the last,
-// the ones left are not found by id, as they are not listed.
-var endpointLives = endpointLivesOf("deliveries")
-
-func endpointLivesOf(alias string) string {
-	return " AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = " + alias + ".endpoint_id)"
+// notDeleting is the condition, on the column col holding a delivery's
+// endpoint id, that leaves out the deliveries a delete has not reached
+// yet (DeleteEndpoint deletes them in chunks after the endpoint's row,
+// recorded in endpoint_deletions until the last): the lists, the
+// dead-letter counts and the lookups by id do not show them. The
+// deletions in progress are read once per statement (an InitPlan; empty
+// but during a delete), each row only compared with them.
+func notDeleting(col string) string {
+	return col + " <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))"
 }
 
 // GetDelivery implements store.Store.
 func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1"+endpointLives, id))
+	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1 AND "+notDeleting("endpoint_id"), id))
 	return d, wrap("delivery "+id, err)
 }
 
@@ -344,11 +345,7 @@ func listDeliveriesQuery(p store.ListDeliveriesParams) (string, []any, int) {
 	if p.Cursor != "" {
 		f.add("id < ?", p.Cursor)
 	}
-	// Not the deliveries a delete has not reached yet (DeleteEndpoint
-	// deletes them in chunks after the endpoint's row): the list of
-	// deletions in progress is read once (an InitPlan; empty but during a
-	// delete), each row only compared with it.
-	f.where = append(f.where, "endpoint_id <> ALL (ARRAY(SELECT endpoint_id FROM endpoint_deletions))")
+	f.where = append(f.where, notDeleting("endpoint_id"))
 	lim := p.ListParams.PageSize()
 	query := "SELECT " + deliveryColumns + " FROM deliveries" + f.clause() + " ORDER BY id DESC" + f.limit(lim+1)
 	return query, f.args, lim
@@ -361,7 +358,7 @@ func (s *Store) ListAttempts(ctx context.Context, deliveryID string) ([]store.At
 	rows, err := s.pool.Query(ctx, `SELECT a.number IS NOT NULL, COALESCE(a.number, 0), COALESCE(a.started_at, 'epoch'), COALESCE(a.duration_us, 0),
 		COALESCE(a.status_code, 0), COALESCE(a.error, ''), COALESCE(a.error_detail, ''), COALESCE(a.location, ''), COALESCE(a.response_excerpt, '')
 		FROM deliveries d LEFT JOIN attempts a ON a.delivery_id = d.id
-		WHERE d.id = $1`+endpointLivesOf("d")+` ORDER BY a.number`, deliveryID)
+		WHERE d.id = $1 AND `+notDeleting("d.endpoint_id")+` ORDER BY a.number`, deliveryID)
 	if err != nil {
 		return nil, wrap("list attempts", err)
 	}

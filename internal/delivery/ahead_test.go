@@ -42,7 +42,10 @@ func (s *gateSender) attempted() []string {
 	return slices.Clone(s.attempts)
 }
 
-// completionLog records the completions the engine writes.
+// completionLog records the completions the engine writes, once the
+// store's call returned (so a completion seen is one a read finds
+// committed: recorded before the call, a test read the delivery still
+// pending).
 type completionLog struct {
 	store.Store
 	mu   sync.Mutex
@@ -50,10 +53,11 @@ type completionLog struct {
 }
 
 func (s *completionLog) CompleteDeliveries(ctx context.Context, cs []store.Completion) error {
+	err := s.Store.CompleteDeliveries(ctx, cs)
 	s.mu.Lock()
 	s.seen = append(s.seen, cs...)
 	s.mu.Unlock()
-	return s.Store.CompleteDeliveries(ctx, cs)
+	return err
 }
 
 func (s *completionLog) of(deliveryID string) []store.Completion {

@@ -100,11 +100,13 @@ func (s *Server) OpenAPIWithWebhooks(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	hooks := map[string]any{}
+	comps := newSchemaComponents(doc)
 	for _, t := range cat {
 		for _, v := range t.Versions {
-			hooks[webhookName(t, v)] = webhookItem(t, v)
+			hooks[webhookName(t, v)] = webhookItem(t, v, comps)
 		}
 	}
+	comps.addTo(doc)
 	for typ, schema := range catalog.OperationalSchemas {
 		hooks[typ] = operationalWebhookItem(typ, schema, catalog.OperationalExamples[typ])
 	}
@@ -156,7 +158,9 @@ func webhookName(t store.EventType, v store.EventTypeVersion) string {
 	return t.Name + ".v" + strconv.Itoa(v.Version)
 }
 
-func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
+// webhookItem describes version v of event type t; a data schema that
+// names or refers to parts of itself goes to comps (hoistDataSchema).
+func webhookItem(t store.EventType, v store.EventTypeVersion, comps *schemaComponents) map[string]any {
 	var data any
 	if err := json.Unmarshal(v.Schema, &data); err != nil {
 		data = map[string]any{"type": "object"}
@@ -165,9 +169,7 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 		id, _ := m["$id"].(string)
 		delete(m, "$schema") // the document's dialect (JSON Schema 2020-12) applies
 		delete(m, "$id")
-		// Where data's schema sits in the document (webhookName has no
-		// "~" or "/" to escape).
-		rebaseRefs(m, "#/webhooks/"+webhookName(t, v)+"/post/requestBody/content/application~1json/schema/properties/data", id)
+		data = hoistDataSchema(m, webhookName(t, v), id, comps)
 	}
 	props := map[string]any{
 		"id":          map[string]any{"type": "string", "description": "event id: the same for every version and attempt"},
@@ -217,8 +219,8 @@ func webhookItem(t store.EventType, v store.EventTypeVersion) map[string]any {
 }
 
 // Keywords whose values are schemas, or arrays or maps of schemas (JSON
-// Schema 2020-12 and the earlier drafts Herald honours): rebaseRefs walks
-// only these, never values such as const, enum, default or examples.
+// Schema 2020-12 and the earlier drafts Herald honours): rewriteRefs and
+// hoistDataSchema walk only these, never values such as const, enum, default or examples.
 var (
 	schemaKeywords = map[string]bool{"additionalProperties": true, "items": true, "additionalItems": true, "contains": true,
 		"not": true, "if": true, "then": true, "else": true, "propertyNames": true, "unevaluatedItems": true,
@@ -226,46 +228,6 @@ var (
 	schemaMapKeywords = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
 		"dependentSchemas": true, "dependencies": true}
 )
-
-// rebaseRefs rewrites the references of schema s into itself ("#",
-// "#/$defs/user", or its root $id id followed by such a fragment) to
-// point at the same place once the schema is embedded at base, a
-// fragment ("#/webhooks/…/data"): in the OpenAPI document "#" is the
-// document's root, where "#/$defs/user" names nothing. Other references
-// (an anchor, "#user") are left as they are.
-func rebaseRefs(s any, base, id string) {
-	switch s := s.(type) {
-	case []any:
-		for _, e := range s {
-			rebaseRefs(e, base, id)
-		}
-	case map[string]any:
-		for _, kw := range []string{"$ref", "$dynamicRef"} {
-			ref, ok := s[kw].(string)
-			if !ok {
-				continue
-			}
-			if id != "" && (ref == id || strings.HasPrefix(ref, id+"#")) {
-				ref = "#" + strings.TrimPrefix(strings.TrimPrefix(ref, id), "#")
-			}
-			if ref == "#" || strings.HasPrefix(ref, "#/") {
-				s[kw] = base + ref[1:]
-			}
-		}
-		for k, v := range s {
-			switch {
-			case schemaKeywords[k]:
-				rebaseRefs(v, base, id)
-			case schemaMapKeywords[k]:
-				if m, ok := v.(map[string]any); ok {
-					for _, sub := range m {
-						rebaseRefs(sub, base, id)
-					}
-				}
-			}
-		}
-	}
-}
 
 // OrderText is the contract's "order" promise given the catalogued event
 // types that declare a resource_id (their events carry "sequence" and

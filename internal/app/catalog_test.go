@@ -292,9 +292,22 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	h := startHerald(t, nil)
 	h.mustCall("POST", "/v1/event-types", `{"name":"file.updated","resource_id":"/file_id","versions":[{"version":1,"schema":`+fileV1+`,"example":{"file_id":"f_1"}}]}`, 201)
 	h.mustCall("POST", "/v1/event-types/file.updated/versions", `{"version":2,"schema":`+fileV2+`,"example":{"file_id":"f_1","revision":2}}`, 201)
-	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object","properties":{"invoice_id":{"type":"string"}}},"example":{"invoice_id":"in_1"}}]}`, 201)
+	// invoice.paid's schema names a part of itself in $defs and refers
+	// to it: receiver.ts builds a body of it (openapi-typescript made
+	// $defs a required property of data when it stayed in the schema).
+	h.mustCall("POST", "/v1/event-types", `{"name":"invoice.paid","versions":[{"version":1,"schema":{"type":"object","required":["invoice_id","amount"],
+		"$defs":{"money":{"type":"object","required":["value","currency"],"properties":{"value":{"type":"integer"},"currency":{"type":"string"}}}},
+		"properties":{"invoice_id":{"type":"string"},"amount":{"$ref":"#/$defs/money"},"refunded":{"$ref":"#/$defs/money"}}},
+		"example":{"invoice_id":"in_1","amount":{"value":100,"currency":"EUR"}}}]}`, 201)
 	h.mustCall("PATCH", "/v1/event-types/file.updated", `{"deprecate":[1]}`, 200)
 	raw := h.mustCall("GET", "/openapi.json", "", 200)
+	// .ci/openapi-types.sh generates a receiver's TypeScript types from
+	// this document and compiles a receiver with them.
+	if out := os.Getenv("HERALD_OPENAPI_OUT"); out != "" {
+		if err := os.WriteFile(out, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Every webhook's example validates against that webhook's schema.
 	var hooks struct {
 		Webhooks map[string]struct {
@@ -313,6 +326,16 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	if err := json.Unmarshal(raw, &hooks); err != nil {
 		t.Fatal(err)
 	}
+	// Each webhook's schema is compiled where it sits in the document: it
+	// may refer to components.schemas (a data schema with $defs).
+	whole, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiler := jsonschema.NewCompiler()
+	if err := compiler.AddResource("herald:///openapi.json", whole); err != nil {
+		t.Fatal(err)
+	}
 	for name, hook := range hooks.Webhooks {
 		// The answers a receiver may give, as the retry policy reads them
 		// (410 is not retried, unlike "any other answer").
@@ -326,12 +349,16 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 		if err := json.Unmarshal(schema, &body); err != nil || len(body.Examples) != 1 {
 			t.Fatalf("%s: examples %v %s", name, err, schema)
 		}
-		sch, err := catalog.Compile(schema)
+		sch, err := compiler.Compile("herald:///openapi.json#/webhooks/" + name + "/post/requestBody/content/application~1json/schema")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if viol, err := sch.Validate(body.Examples[0], ""); err != nil || len(viol) > 0 {
-			t.Errorf("%s: example %s does not validate: %v %v", name, body.Examples[0], err, viol)
+		example, err := jsonschema.UnmarshalJSON(strings.NewReader(string(body.Examples[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(example); err != nil {
+			t.Errorf("%s: example %s does not validate: %v", name, body.Examples[0], err)
 		}
 	}
 	var doc struct {
@@ -358,13 +385,6 @@ func TestCatalogOpenAPIWebhooks(t *testing.T) {
 	data := doc.Webhooks["file.updated.v2"].Post.RequestBody.Content["application/json"].Schema.Properties["data"]
 	if !strings.Contains(string(data), `"revision"`) {
 		t.Fatalf("v2's data schema: %s", data)
-	}
-	// .ci/openapi-types.sh generates a receiver's TypeScript types from
-	// this document and compiles a receiver with them.
-	if out := os.Getenv("HERALD_OPENAPI_OUT"); out != "" {
-		if err := os.WriteFile(out, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	v := openAPIValidator(t, raw)
 	if ok, verrs := v.ValidateDocument(); !ok {
@@ -433,7 +453,19 @@ func TestCatalogOpenAPIWebhookRefs(t *testing.T) {
 		t.Errorf("%d $refs in the document, want at least the schema's 4", refs)
 	}
 	const body = "#/webhooks/doc.shared.v1/post/requestBody/content/application~1json/schema"
-	if tag, _ := json.Marshal(resolve(body + "/properties/data/properties/tag")); string(tag) != `{"const":{"$ref":"#/not/a/ref"}}` {
+	// The data schema and its $defs are components (openapi-typescript
+	// makes a $defs left in a schema a required property, and cannot
+	// follow a reference into a webhook's body); no $defs is left.
+	if ref, _ := json.Marshal(resolve(body + "/properties/data")); string(ref) != `{"$ref":"#/components/schemas/doc.shared.v1"}` {
+		t.Errorf("data: %s, want a reference to the component doc.shared.v1", ref)
+	}
+	if user := resolve("#/components/schemas/doc.shared.v1.user"); user == nil {
+		t.Errorf("no component doc.shared.v1.user")
+	}
+	if strings.Contains(string(raw), `"$defs"`) {
+		t.Errorf("a $defs is left in the document")
+	}
+	if tag, _ := json.Marshal(resolve("#/components/schemas/doc.shared.v1/properties/tag")); string(tag) != `{"const":{"$ref":"#/not/a/ref"}}` {
 		t.Errorf("a const that looks like a reference: %s", tag)
 	}
 	c := jsonschema.NewCompiler()

@@ -20,3 +20,18 @@ const v1: FileUpdatedV1 = {
   occurred_at: "2026-01-01T00:00:00Z", data: { file_id: "f_1" },
 };
 handle(v1);
+
+// invoice.paid's schema names a part of itself in $defs ("money") and
+// refers to it twice: the generated type of data has those two
+// properties, each a money, and nothing named $defs.
+type InvoicePaid = webhooks["invoice.paid.v1"]["post"]["requestBody"]["content"]["application/json"];
+
+export function paid(body: InvoicePaid): string {
+  const cents: number = body.data.amount.value;
+  return `${body.data.invoice_id} ${cents} ${body.data.amount.currency} ${body.data.refunded?.value ?? 0}`;
+}
+
+paid({
+  id: "evt_2", type: "invoice.paid", version: 1, tenant: "acme", occurred_at: "2026-01-01T00:00:00Z",
+  data: { invoice_id: "in_1", amount: { value: 100, currency: "EUR" } },
+});

@@ -1,0 +1,242 @@
+package api
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// schemaComponents collects the schemas /openapi.json lists under
+// components.schemas besides the API's own: the event type versions'
+// data schemas that name parts of themselves ($defs, definitions) or
+// refer to themselves, and those parts (hoistDataSchema).
+type schemaComponents struct {
+	taken   map[string]bool // every name in components.schemas
+	schemas map[string]any  // the ones added here
+}
+
+// newSchemaComponents starts from the document's existing
+// components.schemas, whose names are never reused.
+func newSchemaComponents(doc map[string]any) *schemaComponents {
+	c := &schemaComponents{taken: map[string]bool{}, schemas: map[string]any{}}
+	if comps, ok := doc["components"].(map[string]any); ok {
+		if schemas, ok := comps["schemas"].(map[string]any); ok {
+			for name := range schemas {
+				c.taken[name] = true
+			}
+		}
+	}
+	return c
+}
+
+// notComponentNameChar is a character OpenAPI 3.1 does not allow in a
+// components key (^[a-zA-Z0-9.\-_]+$, "Components Object"), or ".",
+// which separates a def's name from its owner's.
+var notComponentNameChar = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// reserve returns name, or name_2, name_3… when it is taken, and takes it.
+func (c *schemaComponents) reserve(name string) string {
+	for i, n := 2, name; ; i++ {
+		if !c.taken[n] {
+			c.taken[n] = true
+			return n
+		}
+		n = name + "_" + strconv.Itoa(i)
+	}
+}
+
+// addTo puts the collected schemas into doc's components.schemas.
+func (c *schemaComponents) addTo(doc map[string]any) {
+	if len(c.schemas) == 0 {
+		return
+	}
+	comps, ok := doc["components"].(map[string]any)
+	if !ok {
+		comps = map[string]any{}
+		doc["components"] = comps
+	}
+	schemas, ok := comps["schemas"].(map[string]any)
+	if !ok {
+		schemas = map[string]any{}
+		comps["schemas"] = schemas
+	}
+	for name, s := range c.schemas {
+		schemas[name] = s
+	}
+}
+
+// hoisted is one schema hoistDataSchema moves to components.schemas: the
+// data schema itself (ptr "") or one of its $defs or definitions entries,
+// at JSON pointer ptr within the data schema.
+type hoisted struct {
+	ptr, name string
+	schema    map[string]any
+	parent    map[string]any // the schema holding it under kw (nil: the root)
+	kw, key   string
+}
+
+// hoistDataSchema returns what the webhook named name embeds as its
+// data schema: s itself when s names no part of itself and refers to no
+// part of itself, else a $ref to s moved into c under name. Each $defs
+// or definitions entry, at any depth, is then moved too, as name.def
+// (characters OpenAPI does not allow in a component's name become "_"),
+// and every reference into s ("#", "#/$defs/money/…", or s's $id followed
+// by such a fragment) is rewritten to the same place among the
+// components. In the document "#" is its root, where "#/$defs/money" names
+// nothing; and openapi-typescript (7.x) turns a $defs left in a schema
+// into a required property and cannot follow a reference into a
+// webhook's request body, so a receiver's types generated from such a
+// document did not compile. References by anchor ("#money") are left as
+// they are.
+func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any {
+	var found []hoisted
+	var collect func(v any, ptr, owner string)
+	collect = func(v any, ptr, owner string) {
+		switch v := v.(type) {
+		case []any:
+			for i, e := range v {
+				collect(e, ptr+"/"+strconv.Itoa(i), owner)
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(v) {
+				sub := v[k]
+				switch {
+				case k == "$defs" || k == "definitions":
+					m, ok := sub.(map[string]any)
+					if !ok {
+						continue
+					}
+					for _, d := range sortedKeys(m) {
+						ds, ok := m[d].(map[string]any)
+						if !ok {
+							continue
+						}
+						dptr := ptr + "/" + k + "/" + escapePointer(d)
+						h := hoisted{ptr: dptr, name: owner + "." + notComponentNameChar.ReplaceAllString(d, "_"), schema: ds, parent: v, kw: k, key: d}
+						found = append(found, h)
+						collect(ds, dptr, h.name)
+					}
+				case schemaKeywords[k]:
+					collect(sub, ptr+"/"+escapePointer(k), owner)
+				case schemaMapKeywords[k]:
+					if m, ok := sub.(map[string]any); ok {
+						for _, p := range sortedKeys(m) {
+							collect(m[p], ptr+"/"+escapePointer(k)+"/"+escapePointer(p), owner)
+						}
+					}
+				}
+			}
+		}
+	}
+	collect(s, "", name)
+	if len(found) == 0 && !refersToItself(s, id) {
+		return s
+	}
+	root := hoisted{ptr: "", name: c.reserve(name), schema: s}
+	// Names are final before any reference is rewritten: a def's name
+	// follows its owner's, which reserve may have changed.
+	final := map[string]string{name: root.name} // provisional name → final
+	for i := range found {
+		provisional := found[i].name
+		owner := provisional[:strings.LastIndexByte(provisional, '.')]
+		found[i].name = c.reserve(final[owner] + provisional[len(owner):])
+		final[provisional] = found[i].name
+	}
+	all := append([]hoisted{root}, found...)
+	rewriteRefs(s, id, func(frag string) string {
+		best := root
+		for _, h := range found {
+			if (frag == h.ptr || strings.HasPrefix(frag, h.ptr+"/")) && len(h.ptr) > len(best.ptr) {
+				best = h
+			}
+		}
+		rest := url.URL{Fragment: frag[len(best.ptr):]}
+		return "#/components/schemas/" + best.name + rest.EscapedFragment()
+	})
+	for _, h := range all {
+		c.schemas[h.name] = h.schema
+		if h.parent == nil {
+			continue
+		}
+		m := h.parent[h.kw].(map[string]any)
+		delete(m, h.key)
+		if len(m) == 0 {
+			delete(h.parent, h.kw)
+		}
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + root.name}
+}
+
+// refersToItself reports whether schema s has a reference into itself
+// ("#", "#/…", or its $id id followed by nothing or such a fragment).
+func refersToItself(s any, id string) bool {
+	found := false
+	rewriteRefs(s, id, func(frag string) string {
+		found = true
+		return ""
+	})
+	return found
+}
+
+// rewriteRefs replaces each $ref and $dynamicRef of schema s (walking
+// only the keywords whose values are schemas) that points into s — "#",
+// "#/…", or s's $id id followed by nothing or such a fragment — by
+// to(frag), frag being the JSON pointer, percent-decoded ("" for the
+// root, "/$defs/money" …). When to returns "", the reference is left.
+func rewriteRefs(s any, id string, to func(frag string) string) {
+	switch s := s.(type) {
+	case []any:
+		for _, e := range s {
+			rewriteRefs(e, id, to)
+		}
+	case map[string]any:
+		for _, kw := range []string{"$ref", "$dynamicRef"} {
+			ref, ok := s[kw].(string)
+			if !ok {
+				continue
+			}
+			if id != "" && (ref == id || strings.HasPrefix(ref, id+"#")) {
+				ref = "#" + strings.TrimPrefix(strings.TrimPrefix(ref, id), "#")
+			}
+			if ref != "#" && !strings.HasPrefix(ref, "#/") {
+				continue
+			}
+			frag, err := url.PathUnescape(ref[1:])
+			if err != nil {
+				continue
+			}
+			if r := to(frag); r != "" {
+				s[kw] = r
+			}
+		}
+		for k, v := range s {
+			switch {
+			case schemaKeywords[k]:
+				rewriteRefs(v, id, to)
+			case schemaMapKeywords[k]:
+				if m, ok := v.(map[string]any); ok {
+					for _, sub := range m {
+						rewriteRefs(sub, id, to)
+					}
+				}
+			}
+		}
+	}
+}
+
+// escapePointer escapes a JSON pointer token (RFC 6901: "~" as "~0", "/"
+// as "~1").
+func escapePointer(tok string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(tok)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// TestHoistDataSchema: a data schema that names parts of itself ($defs,
+// definitions, at any depth) or refers to itself is moved to
+// components.schemas with those parts, under names OpenAPI allows and no
+// other component has; every reference into it is rewritten to the same
+// place; and, embedded in a document, it accepts and refuses the same
+// values as the schema alone.
+func TestHoistDataSchema(t *testing.T) {
+	const schema = `{"$id":"https://example.com/inv.json","type":"object","required":["amount"],
+		"$defs":{
+			"money":{"type":"object","required":["value"],"properties":{"value":{"type":"integer","minimum":0},"currency":{"$ref":"#/$defs/money/$defs/code"}},
+				"$defs":{"code":{"type":"string","pattern":"^[A-Z]{3}$"}}},
+			"line item":{"type":"object","properties":{"price":{"$ref":"https://example.com/inv.json#/$defs/money"},"sub":{"$ref":"#/$defs/line%20item"}}},
+			"line_item":{"type":"string"},
+			"a/b":{"type":"boolean"}},
+		"definitions":{"old":{"type":"null"}},
+		"properties":{
+			"amount":{"$ref":"#/$defs/money"},
+			"value_only":{"$ref":"#/$defs/money/properties/value"},
+			"items":{"type":"array","items":{"$ref":"#/$defs/line%20item"}},
+			"other":{"$ref":"#/$defs/line_item"},
+			"flag":{"$ref":"#/$defs/a~1b"},
+			"legacy":{"$ref":"#/definitions/old"},
+			"again":{"$ref":"#"},
+			"named":{"$ref":"#money"},
+			"tag":{"const":{"$ref":"#/$defs/money"}}}}`
+	var original map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "$id")
+	// A component already named as the first def would be.
+	doc := map[string]any{"components": map[string]any{"schemas": map[string]any{"inv.v1.money": map[string]any{"type": "string"}}}}
+	comps := newSchemaComponents(doc)
+	embedded := hoistDataSchema(m, "inv.v1", "https://example.com/inv.json", comps)
+	comps.addTo(doc)
+	doc["x"] = embedded
+
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for _, name := range []string{"inv.v1", "inv.v1.money_2", "inv.v1.money_2.code", "inv.v1.line_item", "inv.v1.line_item_2", "inv.v1.a_b", "inv.v1.old"} {
+		if schemas[name] == nil {
+			t.Errorf("no component %q", name)
+		}
+	}
+	if got, _ := json.Marshal(embedded); string(got) != `{"$ref":"#/components/schemas/inv.v1"}` {
+		t.Errorf("embedded: %s", got)
+	}
+	raw, _ := json.Marshal(doc)
+	for _, want := range []string{
+		`"amount":{"$ref":"#/components/schemas/inv.v1.money_2"}`,
+		`"value_only":{"$ref":"#/components/schemas/inv.v1.money_2/properties/value"}`,
+		`"currency":{"$ref":"#/components/schemas/inv.v1.money_2.code"}`,
+		`"again":{"$ref":"#/components/schemas/inv.v1"}`,
+		`"named":{"$ref":"#money"}`,                // an anchor: left
+		`"tag":{"const":{"$ref":"#/$defs/money"}}`, // a value: left
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("document lacks %s:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), `"$defs":`) || strings.Contains(string(raw), `"definitions":`) {
+		t.Errorf("a $defs or definitions is left:\n%s", raw)
+	}
+
+	// The same values pass and fail, the schema alone and embedded (the
+	// anchor "#money" names nothing in either: the property is left out).
+	delete(original["properties"].(map[string]any), "named")
+	delete(schemas["inv.v1"].(map[string]any)["properties"].(map[string]any), "named")
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range []string{
+		`{"amount":{"value":1,"currency":"EUR"}}`,
+		`{"amount":{"value":1,"currency":"eur"}}`,
+		`{"amount":{"value":-1}}`,
+		`{"amount":{"value":1},"value_only":-2}`,
+		`{"amount":{"value":1},"items":[{"price":{"value":2},"sub":{"price":{"value":"x"}}}]}`,
+		`{"amount":{"value":1},"items":[{"price":{"value":2},"sub":{"price":{"value":3}}}]}`,
+		`{"amount":{"value":1},"other":"s","flag":true,"legacy":null}`,
+		`{"amount":{"value":1},"flag":"no"}`,
+		`{"amount":{"value":1},"legacy":1}`,
+		`{"amount":{"value":1},"again":{"amount":{"value":-5}}}`,
+		`{"amount":{"value":1},"again":{"amount":{"value":5}}}`,
+		`{}`,
+	} {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
+		if a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
+	}
+}
+
+// TestHoistDataSchemaLeavesPlainSchemas: a data schema without $defs,
+// definitions or references into itself stays where it is, unchanged.
+func TestHoistDataSchemaLeavesPlainSchemas(t *testing.T) {
+	const schema = `{"type":"object","properties":{"id":{"type":"string"},"ext":{"$ref":"https://example.com/other.json"},"tag":{"const":{"$ref":"#"}}}}`
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]any{}
+	comps := newSchemaComponents(doc)
+	got, _ := json.Marshal(hoistDataSchema(m, "plain.v1", "", comps))
+	comps.addTo(doc)
+	var want any
+	_ = json.Unmarshal([]byte(schema), &want)
+	if w, _ := json.Marshal(want); string(got) != string(w) {
+		t.Errorf("got %s, want %s", got, w)
+	}
+	if len(doc) != 0 {
+		t.Errorf("document changed: %v", doc)
+	}
+}
+
+func compileAt(t *testing.T, doc any, frag string) *jsonschema.Schema {
+	t.Helper()
+	raw, _ := json.Marshal(doc)
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("herald:///doc.json", v); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("herald:///doc.json" + frag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

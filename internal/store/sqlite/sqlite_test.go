@@ -32,6 +32,34 @@ func openStore(t *testing.T, path string) *sqlite.Store {
 	return s
 }
 
+// createEndpointOf creates an enabled endpoint of tenant in s (one
+// secret, created at base) and returns it.
+func createEndpointOf(t *testing.T, s *sqlite.Store, tenant string) store.Endpoint {
+	t.Helper()
+	ep := store.Endpoint{
+		ID: store.NewID("ep"), Tenant: tenant, URL: "https://example.com/h", State: store.EndpointEnabled,
+		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
+	}
+	if _, err := s.CreateEndpoint(t.Context(), store.CreateEndpointParams{Endpoint: ep}); err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	return ep
+}
+
+// publishAt publishes an event of tenant (type t, body {}) at now: a
+// delivery for each of the tenant's endpoints.
+func publishAt(t *testing.T, s *sqlite.Store, tenant string, now time.Time) {
+	t.Helper()
+	id := store.NewID("evt")
+	if _, err := s.PublishEvent(t.Context(), store.PublishParams{
+		Event:         store.Event{ID: id, Tenant: tenant, Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
+		Now:           now,
+		NewDeliveryID: func() string { return store.NewID("dlv") },
+	}); err != nil {
+		t.Fatalf("PublishEvent: %v", err)
+	}
+}
+
 // TestConformance runs the suite on stores opened as Herald opens them:
 // with a secret box (secrets and header values sealed at rest).
 func TestConformance(t *testing.T) {
@@ -267,21 +295,9 @@ func TestClaimUsesDueIndex(t *testing.T) {
 	defer s.Close()
 
 	// Some rows in every state, so the planner has something to choose from.
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
-	}}); err != nil {
-		t.Fatalf("CreateEndpoint: %v", err)
-	}
+	createEndpointOf(t, s, "acme")
 	for i := range 30 {
-		id := store.NewID("evt")
-		if _, err := s.PublishEvent(ctx, store.PublishParams{
-			Event:         store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
-			Now:           base.Add(time.Duration(i) * time.Second),
-			NewDeliveryID: func() string { return store.NewID("dlv") },
-		}); err != nil {
-			t.Fatalf("PublishEvent: %v", err)
-		}
+		publishAt(t, s, "acme", base.Add(time.Duration(i)*time.Second))
 	}
 	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 20, Lease: time.Minute, Now: base.Add(time.Hour)})
 	if err != nil {
@@ -351,23 +367,9 @@ func TestSkippedBacklogCostsNothing(t *testing.T) {
 		s := openStore(t, filepath.Join(t.TempDir(), "herald.db"))
 		defer s.Close()
 		for _, tenant := range []string{"a", "b"} {
-			if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-				ID: store.NewID("ep"), Tenant: tenant, URL: "https://example.com/h", State: store.EndpointEnabled,
-				Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
-			}}); err != nil {
-				t.Fatalf("CreateEndpoint: %v", err)
-			}
+			createEndpointOf(t, s, tenant)
 		}
-		publish := func(tenant string, now time.Time) {
-			id := store.NewID("evt")
-			if _, err := s.PublishEvent(ctx, store.PublishParams{
-				Event:         store.Event{ID: id, Tenant: tenant, Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
-				Now:           now,
-				NewDeliveryID: func() string { return store.NewID("dlv") },
-			}); err != nil {
-				t.Fatalf("PublishEvent: %v", err)
-			}
-		}
+		publish := func(tenant string, now time.Time) { publishAt(t, s, tenant, now) }
 		for i := range backlog {
 			publish("a", base.Add(time.Duration(i)*time.Millisecond))
 		}
@@ -523,20 +525,8 @@ func TestDeleteEndpointLeavesNoOrphans(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
 	s := openStore(t, path)
 	defer s.Close()
-	ep := store.Endpoint{
-		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
-	}
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: ep}); err != nil {
-		t.Fatalf("CreateEndpoint: %v", err)
-	}
-	id := store.NewID("evt")
-	if _, err := s.PublishEvent(ctx, store.PublishParams{
-		Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
-		Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
-	}); err != nil {
-		t.Fatalf("PublishEvent: %v", err)
-	}
+	ep := createEndpointOf(t, s, "acme")
+	publishAt(t, s, "acme", base)
 	cs, err := s.ClaimDeliveries(ctx, store.ClaimParams{Owner: "w", Limit: 1, Lease: time.Minute, Now: base})
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("ClaimDeliveries = %d, %v", len(cs), err)
@@ -583,20 +573,9 @@ func TestOneProcessClaims(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
 	first := openStore(t, path)
 	defer first.Close()
-	if _, err := first.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
-	}}); err != nil {
-		t.Fatalf("CreateEndpoint: %v", err)
-	}
+	createEndpointOf(t, first, "acme")
 	for range 2 {
-		id := store.NewID("evt")
-		if _, err := first.PublishEvent(ctx, store.PublishParams{
-			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
-			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
-		}); err != nil {
-			t.Fatalf("PublishEvent: %v", err)
-		}
+		publishAt(t, first, "acme", base)
 	}
 	claim := func(s *sqlite.Store, owner string) ([]store.Claim, error) {
 		return s.ClaimDeliveries(ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: base})
@@ -649,20 +628,9 @@ func TestClaimLockDeletedStopsClaiming(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.db")
 	first := openStore(t, path)
 	defer first.Close()
-	if _, err := first.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{
-		ID: store.NewID("ep"), Tenant: "acme", URL: "https://example.com/h", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: base}}, CreatedAt: base, UpdatedAt: base,
-	}}); err != nil {
-		t.Fatalf("CreateEndpoint: %v", err)
-	}
+	createEndpointOf(t, first, "acme")
 	for range 3 {
-		id := store.NewID("evt")
-		if _, err := first.PublishEvent(ctx, store.PublishParams{
-			Event: store.Event{ID: id, Tenant: "acme", Type: "t", OccurredAt: base, Body: []byte("{}"), Fingerprint: id},
-			Now:   base, NewDeliveryID: func() string { return store.NewID("dlv") },
-		}); err != nil {
-			t.Fatalf("PublishEvent: %v", err)
-		}
+		publishAt(t, first, "acme", base)
 	}
 	claim := func(s *sqlite.Store, owner string) ([]store.Claim, error) {
 		return s.ClaimDeliveries(ctx, store.ClaimParams{Owner: owner, Limit: 1, Lease: time.Minute, Now: base})

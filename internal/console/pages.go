@@ -569,9 +569,13 @@ func (c *Console) createEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		b["tenant"] = t
 	}
 	var e api.EndpointOut
-	if err := c.call(r, s, "POST", "/v1/endpoints", b, &e); err != nil {
+	warnings, err := c.callWarned(r, s, "POST", "/v1/endpoints", b, &e)
+	if err != nil {
 		c.formAgain(w, r, s, "", err)
 		return
+	}
+	if len(warnings) > 0 { // pins to deprecated versions: said on the secret's page
+		c.setFlash(s, sentences(warnings...))
 	}
 	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(e.ID)+"/created", func(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, r, http.StatusOK, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
@@ -607,7 +611,8 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 			delete(b, "versions")
 		}
 	}
-	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
+	warnings, err := c.callWarned(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil)
+	if err != nil {
 		// A source's forwarding endpoint (refused 409): the page says it
 		// is changed through its source, not a form that cannot be saved.
 		var ae *apiError
@@ -619,7 +624,7 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		c.formAgain(w, r, s, id, err)
 		return
 	}
-	c.setFlash(s, "Endpoint "+id+" saved.")
+	c.setFlash(s, sentences(append([]string{"Endpoint " + id + " saved."}, warnings...)...))
 	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
 }
 

@@ -221,10 +221,14 @@ func New(cfg Config) (*Server, error) {
 	// It also applies each operation's MaxBodyBytes, so that a 413 names
 	// the route's limit and its rule (bodyLimits).
 	limits := bodyLimits{}
-	ops := map[string]string{} // mux pattern to operation id, for checkJSON's 422s
+	ops := map[string]string{}    // mux pattern to operation id, for checkJSON's 422s
+	bodyless := map[string]bool{} // mux patterns of the operations that take no body
 	hc.OpenAPI.OnAddOperation = append(hc.OpenAPI.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
 		op.BodyReadTimeout = -1
 		ops[strings.ToUpper(op.Method)+" "+op.Path] = op.OperationID
+		if op.RequestBody == nil {
+			bodyless[strings.ToUpper(op.Method)+" "+op.Path] = true
+		}
 		if op.MaxBodyBytes > 0 {
 			limits[strings.ToUpper(op.Method)+" "+op.Path] = op.MaxBodyBytes
 		}
@@ -256,7 +260,7 @@ func New(cfg Config) (*Server, error) {
 	s.ready = &readiness{check: s.checkReady, now: cfg.Now, log: cfg.Logger}
 	cfg.Metrics.SetReady(s.ready.current)
 	s.registerHealth()
-	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, ops, s.bodyRule))))
+	s.handler = s.authenticate(s.withWebhooks(s.tracePublish(checkJSON(mux, limits, ops, bodyless, s.bodyRule))))
 	return s, nil
 }
 
@@ -323,7 +327,13 @@ func (s *Server) bodyRule(pattern string) string {
 // unknown path, a wrong method or a missing key is answered without
 // reading a byte of the body. While reading, the nesting depth is checked
 // chunk by chunk, so a body of a million "[" is refused after 65 bytes.
-func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, rule func(pattern string) string) http.Handler {
+//
+// An operation that takes no body (bodyless: pause, test, replay of one
+// delivery…) takes none, or an empty object; any other well-formed body
+// is 422 at body, as an unknown member is for the operations that take
+// one, and nothing is done (huma would not read it, and the operation
+// would act as if its members meant nothing).
+func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, bodyless map[string]bool, rule func(pattern string) string) http.Handler {
 	slots := make(chan struct{}, maxBodyReaders)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The inbound gateway reads providers' raw bytes itself (any
@@ -384,6 +394,11 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, rul
 				writeProblem(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
 				return
 			}
+			if bodyless[pattern] && !emptyObject(body) {
+				writeRefusals(w, []error{&huma.ErrorDetail{Location: "body",
+					Message: pattern + " takes no request body: send none, or {}"}})
+				return
+			}
 		}
 		// Media types are case-insensitive (RFC 9110 §8.3.1). A JSON body
 		// sent without a type, or with curl's default form type, is taken
@@ -400,6 +415,13 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, rul
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// emptyObject reports whether the well-formed JSON b is an object without
+// members ({}, spaces allowed).
+func emptyObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 }
 
 // patchBodyKey is the context key of a PATCH request's body as sent,

@@ -730,17 +730,25 @@ func (r *recorder) WriteHeader(code int) {
 // JSON answer into out (may be nil). An answer >= 400 is an *apiError
 // carrying the problem's detail (and its first validation error).
 func (c *Console) call(r *http.Request, s *session, method, path string, body, out any) error {
+	_, err := c.callWarned(r, s, method, path, body, out)
+	return err
+}
+
+// callWarned is call, also returning the text of each Warning header of
+// the API's answer (a pin to a deprecated version: `299 - "…"`), for the
+// page after a change to say.
+func (c *Console) callWarned(r *http.Request, s *session, method, path string, body, out any) ([]string, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(r.Context(), method, path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.RemoteAddr, req.Host, req.TLS = r.RemoteAddr, r.Host, r.TLS
 	req.Header.Set("Authorization", "Bearer "+s.credential)
@@ -776,12 +784,36 @@ func (c *Console) call(r *http.Request, s *session, method, path string, body, o
 			c.end(s)
 		}
 		ae.Detail = msg
-		return ae
+		return nil, ae
 	}
 	if out != nil && rec.body.Len() > 0 {
-		return json.Unmarshal(rec.body.Bytes(), out)
+		if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	var warnings []string
+	for _, v := range rec.h.Values("Warning") {
+		warnings = append(warnings, warningText(v))
+	}
+	return warnings, nil
+}
+
+// warningText is the text of a Warning header's value (RFC 7234 §5.5:
+// `299 - "text"`, the quotes' escapes undone), or the value as it is.
+func warningText(v string) string {
+	rest, ok := strings.CutPrefix(v, `299 - "`)
+	if !ok || !strings.HasSuffix(rest, `"`) {
+		return v
+	}
+	rest = strings.TrimSuffix(rest, `"`)
+	var b strings.Builder
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '\\' && i+1 < len(rest) {
+			i++
+		}
+		b.WriteByte(rest[i])
+	}
+	return b.String()
 }
 
 // apiFail renders an API error as the page's answer (401 sends the browser

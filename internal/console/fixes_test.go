@@ -587,3 +587,60 @@ func TestSourceFormsNameTheirFieldsAndRefuseClearedOnes(t *testing.T) {
 		}
 	}
 }
+
+// The API keys page lists portal links a page at a time and links to the
+// next page, as it does keys: it read only the newest 1000 and offered no
+// link, so an older link still valid (up to 7 days) behind 1000 newer ones
+// (expired or revoked ones are listed too, and are never deleted) could not
+// be seen or revoked in the console. Paging one list keeps the other's page.
+func TestKeysPageLinksToMorePortalLinks(t *testing.T) {
+	defer func(n, m int) { keysPageSize, linksPageSize = n, m }(keysPageSize, linksPageSize)
+	keysPageSize, linksPageSize = 1, 2
+	f := newFixture(t)
+	for _, name := range []string{"k-one", "k-two"} {
+		if code := f.apiCall(adminKey, "POST", "/v1/api-keys", `{"name":"`+name+`","role":"viewer","tenant":"acme"}`, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", name, code)
+		}
+	}
+	ids := map[string]bool{}
+	for range 5 {
+		var ps api.PortalSessionOut
+		if code := f.apiCall(adminKey, "POST", "/v1/portal-sessions", `{"tenant":"acme","role":"viewer"}`, &ps); code != http.StatusCreated {
+			t.Fatalf("create portal session: %d", code)
+		}
+		ids[ps.ID] = true
+	}
+	b, _ := adminBrowser(t, f)
+	seen := map[string]bool{}
+	next := regexp.MustCompile(`href="(/ui/keys\?[^"]+)" data-testid="links-next"`)
+	path := "/ui/keys"
+	for range 10 {
+		w := b.do("GET", path, nil)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		page := w.Body.String()
+		for id := range ids {
+			if strings.Contains(page, `data-link="`+id+`"`) {
+				seen[id] = true
+			}
+		}
+		m := next.FindStringSubmatch(page)
+		if m == nil {
+			break
+		}
+		path = html.UnescapeString(m[1])
+	}
+	if len(seen) != len(ids) {
+		t.Fatalf("portal links reached through the pages: %d of %d", len(seen), len(ids))
+	}
+	// The keys' next page keeps the portal links' page, and the reverse.
+	page := b.do("GET", path, nil).Body.String()
+	keysNext := regexp.MustCompile(`href="(/ui/keys\?[^"]+)" data-testid="keys-next"`).FindStringSubmatch(page)
+	if keysNext == nil {
+		t.Fatal("no next page of keys on a later page of portal links")
+	}
+	if u, _ := url.Parse(html.UnescapeString(keysNext[1])); u.Query().Get("links_cursor") == "" || u.Query().Get("cursor") == "" {
+		t.Fatalf("the keys' next page %s does not keep the portal links' page", keysNext[1])
+	}
+}

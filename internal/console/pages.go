@@ -569,9 +569,13 @@ func (c *Console) createEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		b["tenant"] = t
 	}
 	var e api.EndpointOut
-	if err := c.call(r, s, "POST", "/v1/endpoints", b, &e); err != nil {
+	warnings, err := c.callWarned(r, s, "POST", "/v1/endpoints", b, &e)
+	if err != nil {
 		c.formAgain(w, r, s, "", err)
 		return
+	}
+	if len(warnings) > 0 { // pins to deprecated versions: said on the secret's page
+		c.setFlash(s, sentences(warnings...))
 	}
 	c.stash(w, r, s, "/ui/endpoints/"+url.PathEscape(e.ID)+"/created", func(w http.ResponseWriter, r *http.Request, s *session) {
 		c.render(w, r, http.StatusOK, "secret", s, "Endpoint created", "endpoints", secretData{E: e, Secret: e.Secret, Created: true})
@@ -607,7 +611,8 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 			delete(b, "versions")
 		}
 	}
-	if err := c.call(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil); err != nil {
+	warnings, err := c.callWarned(r, s, "PATCH", "/v1/endpoints/"+url.PathEscape(id), b, nil)
+	if err != nil {
 		// A source's forwarding endpoint (refused 409): the page says it
 		// is changed through its source, not a form that cannot be saved.
 		var ae *apiError
@@ -619,7 +624,7 @@ func (c *Console) updateEndpoint(w http.ResponseWriter, r *http.Request, s *sess
 		c.formAgain(w, r, s, id, err)
 		return
 	}
-	c.setFlash(s, "Endpoint "+id+" saved.")
+	c.setFlash(s, sentences(append([]string{"Endpoint " + id + " saved."}, warnings...)...))
 	http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
@@ -2119,13 +2124,14 @@ func (c *Console) updateSource(w http.ResponseWriter, r *http.Request, s *sessio
 // --- API keys and portal links (admin) ----------------------------------
 
 type keysData struct {
-	Keys       []api.APIKeyOut
-	Created    *api.APIKeyOut
-	Portal     *api.PortalSessionOut
-	Links      []api.PortalSessionOut // portal links, newest first (the first 1000)
-	Err        string
-	NextCursor string
-	Form       keyForms // what a refused form held, shown again
+	Keys      []api.APIKeyOut
+	Created   *api.APIKeyOut
+	Portal    *api.PortalSessionOut
+	Links     []api.PortalSessionOut // portal links, newest first, a page of them
+	Err       string
+	KeysNext  string   // the page's URL with the next page of keys ("": none)
+	LinksNext string   // the page's URL with the next page of portal links ("": none)
+	Form      keyForms // what a refused form held, shown again
 }
 
 // keyForms are the values of the new API key and portal link forms.
@@ -2149,33 +2155,67 @@ func (d keysData) errText() string { return d.Err }
 // next page link reads the rest).
 var keysPageSize = 1000
 
+// linksPageSize is how many portal links the API keys page lists at once
+// (its next page link reads the rest).
+var linksPageSize = 1000
+
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
 	c.keysPage(w, r, s, http.StatusOK, keysData{})
 }
 
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, s *session, status int, d keysData) {
+	// Each list is paged with its own cursor; a next page link of one
+	// keeps the page of the other.
+	keysCursor, linksCursor := r.URL.Query().Get("cursor"), r.URL.Query().Get("links_cursor")
 	var kl struct {
 		Data       []api.APIKeyOut `json:"data"`
 		NextCursor string          `json:"next_cursor"`
 	}
 	v := url.Values{"limit": {strconv.Itoa(keysPageSize)}}
-	if cur := r.URL.Query().Get("cursor"); cur != "" {
-		v.Set("cursor", cur)
+	if keysCursor != "" {
+		v.Set("cursor", keysCursor)
 	}
 	if err := c.call(r, s, "GET", "/v1/api-keys?"+v.Encode(), nil, &kl); err != nil {
 		c.apiFail(w, r, s, err)
 		return
 	}
-	d.Keys, d.NextCursor = kl.Data, kl.NextCursor
+	d.Keys = kl.Data
 	var ps struct {
-		Data []api.PortalSessionOut `json:"data"`
+		Data       []api.PortalSessionOut `json:"data"`
+		NextCursor string                 `json:"next_cursor"`
 	}
-	if err := c.call(r, s, "GET", "/v1/portal-sessions?limit=1000", nil, &ps); err != nil {
+	v = url.Values{"limit": {strconv.Itoa(linksPageSize)}}
+	if linksCursor != "" {
+		v.Set("cursor", linksCursor)
+	}
+	if err := c.call(r, s, "GET", "/v1/portal-sessions?"+v.Encode(), nil, &ps); err != nil {
 		c.apiFail(w, r, s, err)
 		return
 	}
 	d.Links = ps.Data
+	if kl.NextCursor != "" {
+		d.KeysNext = keysPageURL(kl.NextCursor, linksCursor)
+	}
+	if ps.NextCursor != "" {
+		d.LinksNext = keysPageURL(keysCursor, ps.NextCursor)
+	}
 	c.render(w, r, status, "keys", s, "API keys", "keys", d)
+}
+
+// keysPageURL is the API keys page at a page of keys and a page of portal
+// links (an empty cursor: the first page).
+func keysPageURL(keysCursor, linksCursor string) string {
+	v := url.Values{}
+	if keysCursor != "" {
+		v.Set("cursor", keysCursor)
+	}
+	if linksCursor != "" {
+		v.Set("links_cursor", linksCursor)
+	}
+	if len(v) == 0 {
+		return "/ui/keys"
+	}
+	return "/ui/keys?" + v.Encode()
 }
 
 // keysLabels name the API keys' and portal sessions' fields by the

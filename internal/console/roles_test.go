@@ -267,3 +267,50 @@ func TestEditEventTypesAwayFromAPinnedType(t *testing.T) {
 		t.Fatalf("a changed pin of an unsubscribed type: %d", w.Code)
 	}
 }
+
+// A pin to a deprecated version saved through the console says so, as the
+// API's Warning header (and the CLI) does: the console dropped the
+// warning, so an edit or a new endpoint pinned to a deprecated version
+// was saved without a word, on the page after it and on the secret page
+// of a new endpoint alike.
+func TestDeprecatedPinWarnedInTheConsole(t *testing.T) {
+	f := newFixture(t)
+	if code := f.apiCall(adminKey, "POST", "/v1/event-types", `{"name":"order.created","versions":[{"version":1,"schema":`+orderSchema+`}]}`, nil); code != 201 {
+		t.Fatal(code)
+	}
+	if code := f.apiCall(adminKey, "POST", "/v1/event-types/order.created/versions", `{"version":2,"schema":`+orderSchema+`}`, nil); code != 201 {
+		t.Fatal(code)
+	}
+	if code := f.apiCall(adminKey, "PATCH", "/v1/event-types/order.created", `{"deprecate":[1]}`, nil); code != 200 {
+		t.Fatal(code)
+	}
+	b := f.browser()
+	b.signIn(adminKey)
+	token := csrfOf(t, b.do("GET", "/ui/endpoints/new", nil).Body.String())
+	const want = "order.created version 1 is deprecated (the newest is 2)"
+	after := func(what string, w *httptest.ResponseRecorder) string {
+		t.Helper()
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", what, w.Code, w.Body)
+		}
+		return b.do("GET", w.Header().Get("Location"), nil).Body.String()
+	}
+	page := after("create", b.do("POST", "/ui/endpoints", url.Values{"csrf": {token}, "tenant": {"acme"}, "url": {"https://receiver.example/hook"},
+		"event_types": {"order.*"}, "versions": {"order.created: 1"}}))
+	if !strings.Contains(page, want) || !strings.Contains(page, "whsec_") {
+		t.Fatalf("the new endpoint's page does not warn of its deprecated pin:\n%s", page)
+	}
+	var eps struct{ Data []api.EndpointOut }
+	f.apiCall(adminKey, "GET", "/v1/endpoints", "", &eps)
+	if len(eps.Data) != 1 || eps.Data[0].Versions["order.created"] != 1 {
+		t.Fatalf("pins after create: %+v", eps.Data)
+	}
+	id := eps.Data[0].ID
+	if page := after("edit to 2", b.do("POST", "/ui/endpoints/"+id, url.Values{"csrf": {token}, "url": {"https://receiver.example/hook"}, "event_types": {"order.*"}, "versions": {"order.created: 2"}})); strings.Contains(page, "deprecated") {
+		t.Fatalf("a pin to the newest version warned:\n%s", page)
+	}
+	page = after("edit to 1", b.do("POST", "/ui/endpoints/"+id, url.Values{"csrf": {token}, "url": {"https://receiver.example/hook"}, "event_types": {"order.*"}, "versions": {"order.created: 1"}}))
+	if !strings.Contains(page, "Endpoint "+id+" saved.") || !strings.Contains(page, want) {
+		t.Fatalf("the endpoint's page after a pin to a deprecated version does not warn:\n%s", page)
+	}
+}

@@ -565,6 +565,10 @@ func (h *Housekeeper) purge(ctx context.Context, now time.Time) error {
 	// delivery refers to them.
 	if h.cfg.SucceededRetention > 0 && h.cfg.DeadRetention > 0 {
 		p.EventsBefore = now.Add(-max(h.cfg.SucceededRetention, h.cfg.DeadRetention))
+		// Portal sessions, one per dashboard visit in the usual
+		// integration, once they ended as long ago: their list (and its
+		// record of who opened what) stays as long as the events.
+		p.PortalSessionsBefore = p.EventsBefore
 	}
 	// Endpoint stats rollups are kept as long as their longest window
 	// needs them (store.StatsMinuteHorizon, store.StatsHourHorizon).

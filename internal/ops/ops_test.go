@@ -1,9 +1,11 @@
 package ops_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -219,6 +221,49 @@ func TestRetentionZeroKeepsForever(t *testing.T) {
 		}
 		if got := st.DeliveriesByState[store.DeliveryDead]; got != c.wantDead {
 			t.Errorf("DeadRetention %v a year later: %d dead letters, want %d", c.retention, got, c.wantDead)
+		}
+	}
+}
+
+// A housekeeping round purges the portal sessions that ended (expired or
+// revoked) longer ago than the longer retention, as it purges events —
+// one is made per dashboard visit in the usual integration, and they were
+// kept forever — and keeps them all when a retention is 0 (forever).
+func TestRetentionPurgesEndedPortalSessions(t *testing.T) {
+	for _, c := range []struct {
+		retention time.Duration
+		want      []string
+	}{{0, []string{"ps_new", "ps_old", "ps_revoked"}}, {24 * time.Hour, []string{"ps_new"}}} {
+		s := newStore(t)
+		ctx := t.Context()
+		for i, k := range []struct {
+			id      string
+			expires time.Time
+		}{{"ps_old", t0.Add(time.Hour)}, {"ps_revoked", t0.Add(300 * 24 * time.Hour)}, {"ps_new", t0.Add(300 * 24 * time.Hour)}} {
+			if _, err := s.CreateAPIKey(ctx, store.APIKey{ID: k.id, Kind: store.KeyKindPortal, Role: store.RoleViewer, Tenant: "acme",
+				Hash: bytes.Repeat([]byte{byte(i + 1)}, 32), CreatedAt: t0, ExpiresAt: k.expires, CreatedBy: "env"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.RevokeAPIKey(ctx, store.KeyKindPortal, "ps_revoked", t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		h := ops.New(ops.Config{Store: s, Clock: clock.NewFake(t0.Add(30 * 24 * time.Hour)), SpikeThreshold: -1,
+			DeadRetention: c.retention, SucceededRetention: c.retention})
+		if err := h.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pg, err := s.ListAPIKeys(ctx, store.KeyKindPortal, store.ListParams{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range pg.Data {
+			got = append(got, k.ID)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("retention %v, 30 days later: portal sessions %v, want %v", c.retention, got, c.want)
 		}
 	}
 }

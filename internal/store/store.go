@@ -846,12 +846,15 @@ type Stats struct {
 
 // PurgeParams deletes old history in one small batch: succeeded
 // deliveries (with their attempts) last changed before SucceededBefore,
-// dead letters before DeadBefore, and events older than EventsBefore that
-// have no delivery left. At most Limit rows of each kind.
+// dead letters before DeadBefore, events older than EventsBefore that
+// have no delivery left, and portal sessions that expired or were revoked
+// before PortalSessionsBefore (API keys are never purged). At most Limit
+// rows of each kind; a zero time purges none of its kind.
 type PurgeParams struct {
-	SucceededBefore time.Time
-	DeadBefore      time.Time
-	EventsBefore    time.Time
+	SucceededBefore      time.Time
+	DeadBefore           time.Time
+	EventsBefore         time.Time
+	PortalSessionsBefore time.Time
 	// MinuteStatsBefore and HourStatsBefore delete endpoint stats rollups
 	// (minute and hour rows) that started before them (zero: none).
 	MinuteStatsBefore time.Time

@@ -622,6 +622,7 @@ func (s *Store) Purge(ctx context.Context, p store.PurgeParams) (int, error) {
 		{"DELETE FROM events WHERE id IN (SELECT id FROM events e WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) LIMIT ?)", p.EventsBefore},
 		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'm' AND start < ? LIMIT ?)", p.MinuteStatsBefore},
 		{"DELETE FROM endpoint_stats WHERE (endpoint_id, span, start) IN (SELECT endpoint_id, span, start FROM endpoint_stats WHERE span = 'h' AND start < ? LIMIT ?)", p.HourStatsBefore},
+		{"DELETE FROM api_keys WHERE hash IN (SELECT hash FROM api_keys WHERE kind = 'portal' AND (expires_at < ?1 OR revoked_at < ?1) LIMIT ?2)", p.PortalSessionsBefore},
 	} {
 		if q.bound.IsZero() {
 			continue

@@ -494,6 +494,61 @@ func (s suite) apiKeys(t *testing.T) {
 			t.Fatalf("LookupAPIKey of nothing = %v, want ErrNotFound", err)
 		}
 	})
+	s.run(t, "PurgeEndedPortalSessions", func(t *testing.T, f *fixture) {
+		// Portal sessions that expired or were revoked before the bound go,
+		// at most Limit per call; the others, and every API key, stay.
+		session := func(id string, hash byte, expires time.Time) store.APIKey {
+			k := key(id, store.RoleViewer, "acme", hash)
+			k.Kind, k.CreatedBy, k.ExpiresAt = store.KeyKindPortal, "key_k", expires
+			return k
+		}
+		expiredKey := key("key_k", store.RoleManager, "acme", 1)
+		expiredKey.ExpiresAt = at(time.Hour)
+		revokedKey := key("key_r", store.RoleManager, "acme", 2)
+		for _, k := range []store.APIKey{expiredKey, revokedKey,
+			session("ps_expired", 3, at(time.Hour)), session("ps_revoked", 4, at(100*time.Hour)),
+			session("ps_late", 5, at(3*time.Hour)), session("ps_active", 6, at(100*time.Hour))} {
+			if _, err := f.s.CreateAPIKey(f.ctx, k); err != nil {
+				t.Fatalf("CreateAPIKey(%s): %v", k.ID, err)
+			}
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindPortal, "ps_revoked", at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.RevokeAPIKey(f.ctx, store.KeyKindAPIKey, "key_r", at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(kind string) []string {
+			t.Helper()
+			pg, err := f.s.ListAPIKeys(f.ctx, kind, store.ListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, k := range pg.Data {
+				out = append(out, k.ID)
+			}
+			slices.Sort(out)
+			return out
+		}
+		p := store.PurgeParams{PortalSessionsBefore: at(2 * time.Hour), Limit: 1}
+		if n, err := f.s.Purge(f.ctx, p); err != nil || n != 1 {
+			t.Fatalf("Purge with Limit 1 = %d, %v; want 1", n, err)
+		}
+		p.Limit = 100
+		if n, err := f.s.Purge(f.ctx, p); err != nil || n != 1 {
+			t.Fatalf("second Purge = %d, %v; want the other ended session", n, err)
+		}
+		if got := ids(store.KeyKindPortal); !slices.Equal(got, []string{"ps_active", "ps_late"}) {
+			t.Errorf("portal sessions left: %v, want ps_active and ps_late (ended after the bound or not yet)", got)
+		}
+		if got := ids(store.KeyKindAPIKey); !slices.Equal(got, []string{"key_k", "key_r"}) {
+			t.Errorf("API keys left: %v, want both (expired and revoked keys are never purged)", got)
+		}
+		if n, err := f.s.Purge(f.ctx, store.PurgeParams{SucceededBefore: at(100 * time.Hour), Limit: 100}); err != nil || n != 0 {
+			t.Errorf("Purge without PortalSessionsBefore = %d, %v; want 0", n, err)
+		}
+	})
 	s.run(t, "CreateLookupListRevoke", func(t *testing.T, f *fixture) {
 		a := key("key_a", store.RoleAdmin, "", 1)
 		p := key("key_b", store.RolePublisher, "acme", 2)

@@ -533,3 +533,31 @@ func TestInboundReplayWithNewIDIsDuplicate(t *testing.T) {
 		}
 	}
 }
+
+// TestInboundSvixReplayWithEmptyWebhookIDIsDuplicate: a request signed with
+// svix-* headers is keyed on its signed svix-id, so the same captured request
+// sent again within the tolerance with an empty webhook-id header added is a
+// duplicate, not a second event keyed on its body.
+func TestInboundSvixReplayWithEmptyWebhookIDIsDuplicate(t *testing.T) {
+	t.Parallel()
+	h := startHerald(t, nil)
+	dest := newReceiver(t, 200)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	src := h.createSource(map[string]any{"name": "svix", "scheme": "standard-webhooks", "secrets": []string{secret}, "destination_url": dest.URL})
+	body := []byte(`{"type":"user.created","data":{"id":"u_1"}}`)
+	now := time.Now()
+	sig, err := webhook.SignStandard(secret, "msg_svix_1", now.Unix(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := http.Header{"Content-Type": {"application/json"}, "Svix-Id": {"msg_svix_1"},
+		"Svix-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Svix-Signature": {"v1," + sig}}
+	if st, resp := h.ingest(src.IngestPath, hdr, body); st != 200 || !strings.Contains(resp, `"received":true`) {
+		t.Fatalf("first: %d %s", st, resp)
+	}
+	replay := hdr.Clone()
+	replay["Webhook-Id"] = []string{""}
+	if st, resp := h.ingest(src.IngestPath, replay, body); st != 200 || !strings.Contains(resp, `"duplicate":true`) {
+		t.Errorf("replay with an empty webhook-id: %d %s; want a duplicate", st, resp)
+	}
+}

@@ -183,6 +183,10 @@ type Gateway struct {
 	cfg   Config
 	mu    sync.Mutex
 	cache map[string]cachedSource
+	// forgets counts the Forget calls (mu): a configuration read that
+	// started before one is not cached, since it may be the one the
+	// change replaced.
+	forgets uint64
 	// unreadable holds the sources whose configuration did not open here
 	// at their last read, each with when it was last logged (mu).
 	unreadable map[string]unreadableNote
@@ -218,9 +222,14 @@ func New(cfg Config) *Gateway {
 // note that its configuration did not open is kept: the next read that
 // opens it logs that it opens again, on the node whose PATCH replaced it
 // as on the others (a read that finds it deleted drops the note).
+//
+// A read of the source under way meanwhile is not cached (forgets): it
+// may have read the configuration the change replaced, which would
+// otherwise keep verifying here for CacheTTL after the change.
 func (g *Gateway) Forget(id string) {
 	g.mu.Lock()
 	delete(g.cache, id)
+	g.forgets++
 	g.mu.Unlock()
 }
 
@@ -228,6 +237,7 @@ func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceCo
 	now := time.Now()
 	g.mu.Lock()
 	c, ok := g.cache[id]
+	forgets := g.forgets
 	g.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		return c.src, c.cfg, nil
@@ -246,7 +256,9 @@ func (g *Gateway) source(ctx context.Context, id string) (store.Source, SourceCo
 		return store.Source{}, SourceConfig{}, store.Internal(fmt.Errorf("source %s config: %w", id, err))
 	}
 	g.mu.Lock()
-	g.cache[id] = cachedSource{src: src, cfg: sc, expires: now.Add(g.cfg.CacheTTL)}
+	if g.forgets == forgets { // else a source changed while this one was read
+		g.cache[id] = cachedSource{src: src, cfg: sc, expires: now.Add(g.cfg.CacheTTL)}
+	}
 	if _, ok := g.unreadable[id]; ok {
 		delete(g.unreadable, id)
 		g.cfg.Logger.InfoContext(ctx, "inbound: source's stored configuration opens again: its requests are verified", "source", id)

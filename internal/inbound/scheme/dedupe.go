@@ -108,7 +108,9 @@ func parseRule(rule string) (ruleKind, any, error) {
 // With rule "" it is the scheme's natural event id, the identifier the
 // provider keeps the same on every retry of one event:
 //
-//   - standard-webhooks: webhook-id, else svix-id (signed).
+//   - standard-webhooks: webhook-id, else svix-id (signed): the id of
+//     the header set Verify read (svix-* when no webhook-* header is
+//     non-empty).
 //   - stripe: the event's top-level JSON "id" ("evt_…"; signed). Stripe,
 //     "Handle duplicate events": https://docs.stripe.com/webhooks#handle-duplicate-events
 //   - github: X-GitHub-Delivery, a GUID that a redelivery keeps. GitHub,
@@ -155,7 +157,7 @@ func DedupeKey(scheme, rule string, h http.Header, body []byte) (string, error) 
 	}
 	switch scheme {
 	case StandardWebhooks:
-		return firstHeaderKey(h, headerWebhookID, headerSvixID)
+		return headerKey(h, standardIDHeader(h))
 	case Stripe:
 		return jsonKey(body, []string{"id"}, "/id")
 	case GitHub:
@@ -197,14 +199,18 @@ func headerKey(h http.Header, name string) (string, error) {
 	return checkKey(vs[0], name+" header")
 }
 
-// firstHeaderKey returns the key of the first header present.
-func firstHeaderKey(h http.Header, names ...string) (string, error) {
-	for _, name := range names {
-		if len(h.Values(name)) > 0 {
-			return headerKey(h, name)
-		}
+// standardIDHeader names the id header a standard-webhooks request's
+// signature covers, chosen as verifyStandard chooses its header set: the
+// webhook-* set when any of its three headers is non-empty, else svix-*.
+// Keyed on a header the signature did not cover (an empty webhook-id
+// beside verified svix-* headers has no key, and the body's SHA-256 would
+// be used), a captured request replayed within the tolerance with an empty
+// webhook-id added would be a new event.
+func standardIDHeader(h http.Header) string {
+	if _, found, err := headerSet(h, standardHeaders); found || err != nil {
+		return headerWebhookID
 	}
-	return "", fmt.Errorf("%w: none of the headers %s", ErrNoDedupeKey, strings.Join(names, ", "))
+	return headerSvixID
 }
 
 // NumberKeyPrefix starts the key of a JSON number (see [jsonKey]). Its

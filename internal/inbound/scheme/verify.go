@@ -193,10 +193,11 @@ func verifyGitHub(c Config, h http.Header, body []byte) error {
 	if len(h.Values(headerGitHub)) == 0 && len(h.Values(headerGitHubSHA1)) > 0 {
 		return fmt.Errorf("%w: no %s header (the SHA-1 %s alone is not accepted)", webhook.ErrMissingSignature, headerGitHub, headerGitHubSHA1)
 	}
-	return anyCandidate(h, headerGitHub, func(v string) error { return verifyGitHubValue(c, v, body) })
+	macs := &secretMACs{secrets: c.Secrets, newHash: sha256.New}
+	return anyCandidate(h, headerGitHub, func(v string) error { return verifyGitHubValue(macs, v, body) })
 }
 
-func verifyGitHubValue(c Config, v string, body []byte) error {
+func verifyGitHubValue(macs *secretMACs, v string, body []byte) error {
 	hexSig, ok := strings.CutPrefix(v, githubSignaturePrefix)
 	if !ok {
 		return fmt.Errorf("%w: %s does not start with %q", webhook.ErrMalformedHeader, headerGitHub, githubSignaturePrefix)
@@ -205,22 +206,23 @@ func verifyGitHubValue(c Config, v string, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if !anySecretMatches(c.Secrets, sha256.New, sig, body) {
+	if !macs.match(sig, func(m hash.Hash) { m.Write(body) }) {
 		return fmt.Errorf("%w: %s", webhook.ErrNoMatchingSignature, headerGitHub)
 	}
 	return nil
 }
 
 func verifyShopify(c Config, h http.Header, body []byte) error {
-	return anyCandidate(h, headerShopify, func(v string) error { return verifyShopifyValue(c, v, body) })
+	macs := &secretMACs{secrets: c.Secrets, newHash: sha256.New}
+	return anyCandidate(h, headerShopify, func(v string) error { return verifyShopifyValue(macs, v, body) })
 }
 
-func verifyShopifyValue(c Config, v string, body []byte) error {
+func verifyShopifyValue(macs *secretMACs, v string, body []byte) error {
 	sig, err := decodeBase64(v, sha256.Size, false, headerShopify)
 	if err != nil {
 		return err
 	}
-	if !anySecretMatches(c.Secrets, sha256.New, sig, body) {
+	if !macs.match(sig, func(m hash.Hash) { m.Write(body) }) {
 		return fmt.Errorf("%w: %s", webhook.ErrNoMatchingSignature, headerShopify)
 	}
 	return nil
@@ -234,10 +236,11 @@ func verifySlack(c Config, h http.Header, body []byte, now time.Time) error {
 	if tsHeader == "" && len(h.Values(headerSlackSignature)) > 0 {
 		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, headerSlackTimestamp)
 	}
-	return anyCandidate(h, headerSlackSignature, func(v string) error { return verifySlackValue(c, v, tsHeader, body, now) })
+	macs := &secretMACs{secrets: c.Secrets, newHash: sha256.New}
+	return anyCandidate(h, headerSlackSignature, func(v string) error { return verifySlackValue(c, macs, v, tsHeader, body, now) })
 }
 
-func verifySlackValue(c Config, sigHeader, tsHeader string, body []byte, now time.Time) error {
+func verifySlackValue(c Config, macs *secretMACs, sigHeader, tsHeader string, body []byte, now time.Time) error {
 	hexSig, ok := strings.CutPrefix(sigHeader, slackVersionPrefix)
 	if !ok {
 		return fmt.Errorf("%w: %s does not start with %q", webhook.ErrMalformedHeader, headerSlackSignature, slackVersionPrefix)
@@ -254,25 +257,25 @@ func verifySlackValue(c Config, sigHeader, tsHeader string, body []byte, now tim
 		return err
 	}
 	// Slack's base string is "v0:" + the timestamp header as sent + ":" + body.
-	for _, secret := range c.Secrets {
-		mac := hmac.New(sha256.New, []byte(secret))
+	if macs.match(sig, func(mac hash.Hash) {
 		mac.Write([]byte("v0:"))
 		mac.Write([]byte(tsHeader))
 		mac.Write([]byte{':'})
 		mac.Write(body)
-		if hmac.Equal(mac.Sum(nil), sig) {
-			return nil
-		}
+	}) {
+		return nil
 	}
 	return fmt.Errorf("%w: %s", webhook.ErrNoMatchingSignature, headerSlackSignature)
 }
 
 func verifyHMAC(c Config, s *hmacSpec, h http.Header, body []byte, now time.Time) error {
-	return anyCandidate(h, s.header, func(v string) error { return verifyHMACValue(c, s, v, h, body, now) })
+	newHash, _ := hashFor(s.algorithm)
+	macs := &secretMACs{secrets: c.Secrets, newHash: newHash}
+	return anyCandidate(h, s.header, func(v string) error { return verifyHMACValue(c, s, macs, v, h, body, now) })
 }
 
-func verifyHMACValue(c Config, s *hmacSpec, v string, h http.Header, body []byte, now time.Time) error {
-	newHash, size := hashFor(s.algorithm)
+func verifyHMACValue(c Config, s *hmacSpec, macs *secretMACs, v string, h http.Header, body []byte, now time.Time) error {
+	_, size := hashFor(s.algorithm)
 	var err error
 	enc, ok := strings.CutPrefix(v, s.prefix)
 	if !ok {
@@ -323,8 +326,7 @@ func verifyHMACValue(c Config, s *hmacSpec, v string, h http.Header, body []byte
 		values[i] = vs[0]
 	}
 
-	for _, secret := range c.Secrets {
-		mac := hmac.New(newHash, []byte(secret))
+	if macs.match(sig, func(mac hash.Hash) {
 		for i, p := range s.parts {
 			switch p.kind {
 			case partLiteral:
@@ -337,9 +339,8 @@ func verifyHMACValue(c Config, s *hmacSpec, v string, h http.Header, body []byte
 				mac.Write([]byte(values[i]))
 			}
 		}
-		if hmac.Equal(mac.Sum(nil), sig) {
-			return nil
-		}
+	}) {
+		return nil
 	}
 	return fmt.Errorf("%w: %s", webhook.ErrNoMatchingSignature, s.header)
 }
@@ -355,17 +356,39 @@ func hashFor(algorithm string) (func() hash.Hash, int) {
 	}
 }
 
-// anySecretMatches reports whether sig equals HMAC(secret, body) for any
-// secret, each comparison in constant time.
-func anySecretMatches(secrets []string, newHash func() hash.Hash, sig, body []byte) bool {
-	for _, secret := range secrets {
-		mac := hmac.New(newHash, []byte(secret))
-		mac.Write(body)
-		if hmac.Equal(mac.Sum(nil), sig) {
-			return true
+// secretMACs holds each secret's MAC of one request's signed content,
+// computed on the first match and reused for the request's other
+// candidates (a signature header sent several times): the content these
+// schemes sign (the body, Slack's timestamp, an hmac template's headers)
+// is the same for every candidate, so 16 candidates cost one MAC per
+// secret, not 16 passes over a body of up to 16 MiB each, which anyone
+// could have the gateway make without knowing a secret.
+type secretMACs struct {
+	secrets []string
+	newHash func() hash.Hash
+	sums    [][]byte // nil until the first match
+}
+
+// match reports whether sig equals the MAC of any secret, each comparison
+// in constant time. write writes the signed content into a keyed MAC; it
+// is called only on the first match of a request (once per secret), and
+// must write the same content on every call for one secretMACs.
+func (m *secretMACs) match(sig []byte, write func(hash.Hash)) bool {
+	if m.sums == nil {
+		m.sums = make([][]byte, 0, len(m.secrets))
+		for _, secret := range m.secrets {
+			mac := hmac.New(m.newHash, []byte(secret))
+			write(mac)
+			m.sums = append(m.sums, mac.Sum(nil))
 		}
 	}
-	return false
+	ok := false
+	for _, sum := range m.sums {
+		if hmac.Equal(sum, sig) {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // decodeHex decodes a MAC of size bytes written in hex (either case).

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,6 +140,82 @@ func (s suite) secrets(t *testing.T) {
 		}
 		if act := got.ActiveSecrets(base.Add(time.Minute)); len(act) != 1 || act[0] != "whsec_next" {
 			t.Errorf("active secrets after a rotation without overlap = %v, want only the new one", act)
+		}
+	})
+	s.run(t, "ConcurrentRotationsLoseNoSecret", func(t *testing.T, f *fixture) {
+		// Four rotations at once, each with a day's overlap: every one
+		// reads the list the one before it wrote, so the endpoint ends with
+		// the four new secrets and the original (5, the cap), one current.
+		e := f.endpoint("acme")
+		orig := e.Secrets[0].Value
+		now := base.Add(time.Hour)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				_, errs[i] = f.s.RotateSecret(f.ctx, store.RotateSecretParams{ID: e.ID, Secret: fmt.Sprintf("whsec_concurrent_%d", i), PreviousExpiresAt: now.Add(24 * time.Hour), Now: now})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("rotation %d: %v", i, err)
+			}
+		}
+		got := f.getEndpoint(e.ID).Secrets
+		seen := map[string]bool{}
+		current := 0
+		for _, sc := range got {
+			seen[sc.Value] = true
+			if sc.ExpiresAt.IsZero() {
+				current++
+			}
+		}
+		if len(got) != store.MaxSecrets || len(seen) != store.MaxSecrets || !seen[orig] || current != 1 || !got[0].ExpiresAt.IsZero() {
+			t.Fatalf("after 4 concurrent rotations: %+v; want the 4 new secrets and the original, the first one current", got)
+		}
+		for i := range errs {
+			if !seen[fmt.Sprintf("whsec_concurrent_%d", i)] {
+				t.Errorf("rotation %d's secret was lost: %+v", i, got)
+			}
+		}
+	})
+	s.run(t, "RotationCapAndExpiryBoundary", func(t *testing.T, f *fixture) {
+		// Six rotations a minute apart, each with an hour's overlap: the
+		// sixth leaves the current secret and the 4 newest older ones (the
+		// original is dropped before its overlap ends). A secret stops
+		// signing at its expires_at exactly, and is then no longer
+		// revocable (404).
+		e := f.endpoint("acme")
+		var got store.Endpoint
+		for i := range 6 {
+			now := base.Add(time.Duration(i) * time.Minute)
+			var err error
+			if got, err = f.s.RotateSecret(f.ctx, store.RotateSecretParams{ID: e.ID, Secret: fmt.Sprintf("whsec_r%d", i), PreviousExpiresAt: now.Add(time.Hour), Now: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := []string{"whsec_r5", "whsec_r4", "whsec_r3", "whsec_r2", "whsec_r1"}
+		last := base.Add(5 * time.Minute)
+		if act := got.ActiveSecrets(last); fmt.Sprint(act) != fmt.Sprint(want) {
+			t.Fatalf("active secrets after 6 rotations = %v, want %v", act, want)
+		}
+		// whsec_r1 became an older secret at minute 2, until minute 62.
+		r1End := base.Add(2*time.Minute + time.Hour)
+		if exp := got.Secrets[4].ExpiresAt; !exp.Equal(r1End) {
+			t.Fatalf("whsec_r1 expires at %v, want %v", exp, r1End)
+		}
+		if act := got.ActiveSecrets(r1End.Add(-time.Microsecond)); len(act) != 5 {
+			t.Errorf("a microsecond before whsec_r1's expiry: %v, want 5 active", act)
+		}
+		if act := got.ActiveSecrets(r1End); len(act) != 4 || act[3] != "whsec_r2" {
+			t.Errorf("at whsec_r1's expiry exactly: %v, want it gone", act)
+		}
+		_, err := f.s.RevokeSecret(f.ctx, store.RevokeSecretParams{ID: e.ID, SecretID: store.SecretID("whsec_r1"), Now: r1End})
+		wantErr(t, "RevokeSecret(a secret at its expiry)", err, store.ErrNotFound)
+		got, err = f.s.RevokeSecret(f.ctx, store.RevokeSecretParams{ID: e.ID, SecretID: store.SecretID("whsec_r2"), Now: r1End})
+		if err != nil || len(got.Secrets) != 3 || got.Secrets[0].Value != "whsec_r5" || got.Secrets[2].Value != "whsec_r3" {
+			t.Errorf("RevokeSecret(whsec_r2) at whsec_r1's expiry = %+v, %v; want r5, r4, r3 (the expired r1 dropped too)", got.Secrets, err)
 		}
 	})
 	s.run(t, "UnknownEndpoint", func(t *testing.T, f *fixture) {

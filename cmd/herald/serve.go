@@ -160,7 +160,7 @@ printed once. More keys, with roles and tenants: herald keys create.`,
 	f.BoolVar(&cfg.Dev, "dev", false, "local development: allow http:// and loopback endpoint URLs")
 	f.BoolVar(&cfg.AllowHTTP, "allow-http", false, "allow plain http:// endpoint URLs")
 	f.StringArrayVar(&cidrs, "allow-cidr", nil, "allow destinations in this CIDR despite the SSRF deny list (repeatable); link-local and cloud-metadata addresses only through a range inside them")
-	f.StringVar(&schedule, "retry-schedule", retry.DefaultScheduleText, "upper bounds of the delays before attempts 2..N (comma-separated Go durations)")
+	f.StringVar(&schedule, "retry-schedule", retry.DefaultScheduleText, "upper bounds of the delays before attempts 2..N (comma-separated Go durations, each at least the one before it)")
 	f.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", app.DefaultAttemptTimeout, "timeout of one attempt: connect, TLS, headers and body")
 	f.IntVar(&cfg.Workers, "workers", app.DefaultWorkers, "attempts in flight at once (goroutines; an attempt mostly waits on the network)")
 	f.IntVar(&cfg.MaxPayloadBytes, "max-payload-bytes", app.DefaultMaxPayloadBytes, "largest event body delivered, in bytes: 1024 (1 KiB) to 1032192")

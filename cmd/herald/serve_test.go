@@ -70,6 +70,40 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 	}
 }
 
+// TestServeRefusesDecreasingSchedule: a --retry-schedule with a delay
+// shorter than the one before it is refused at start, naming the rule and
+// the entries, whether set by the flag or by its twin HERALD_RETRY_SCHEDULE
+// (which goes through the same parse); equal delays are allowed. A serve
+// that starts anyway is stopped by the context's deadline and fails the
+// test.
+func TestServeRefusesDecreasingSchedule(t *testing.T) {
+	run := func(args ...string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		root := newRoot()
+		root.SetArgs(append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db", "--addr", "127.0.0.1:0"}, args...))
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		cmd, err := root.ExecuteContextC(ctx)
+		if err == nil {
+			t.Fatalf("serve %v started", args)
+		}
+		return withEnvSources(cmd, err)
+	}
+	if got, want := run("--retry-schedule", "2s,1s").Error(), `--retry-schedule: retry schedule entry 2 "1s": each delay must be at least the one before it (1s after 2s)`; got != want {
+		t.Errorf("from the flag: %q, want %q", got, want)
+	}
+	t.Setenv("HERALD_RETRY_SCHEDULE", "30s,2m,1m")
+	if got, want := run().Error(), `--retry-schedule: retry schedule entry 3 "1m": each delay must be at least the one before it (1m after 2m) (--retry-schedule was set by HERALD_RETRY_SCHEDULE)`; got != want {
+		t.Errorf("from the environment: %q, want %q", got, want)
+	}
+	// Equal delays pass the schedule's check: the start stops at the
+	// next refusal (the TLS pair), after it.
+	if got, want := run("--retry-schedule", "1s,1s,2s", "--tls-cert", "c.pem").Error(), "--tls-cert and --tls-key go together: give both or neither"; got != want {
+		t.Errorf("equal delays: %q, want %q", got, want)
+	}
+}
+
 // TestServeEmptyEnvIsUnset: a flag's twin set to the empty string (what
 // deploy/compose.yaml's `${HERALD_TRUSTED_PROXY:-}` gives when the host
 // has none) counts as unset, not as an empty value to refuse.

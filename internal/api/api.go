@@ -410,8 +410,8 @@ func checkJSON(mux *http.ServeMux, limits bodyLimits, ops map[string]string, bod
 			r.Header.Set("Content-Type", ct)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if r.Method == http.MethodPatch {
-			r = r.WithContext(context.WithValue(r.Context(), patchBodyKey{}, body))
+		if r.Method == http.MethodPatch || keepsSentBody[ops[pattern]] {
+			r = r.WithContext(context.WithValue(r.Context(), sentBodyKey{}, body))
 		}
 		mux.ServeHTTP(w, r)
 	})
@@ -424,15 +424,22 @@ func emptyObject(b []byte) bool {
 	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 }
 
-// patchBodyKey is the context key of a PATCH request's body as sent,
-// which checkJSON keeps for patchBody.
-type patchBodyKey struct{}
+// sentBodyKey is the context key of a request's body as sent, which
+// checkJSON keeps for sentBody: a PATCH's, and that of an operation in
+// keepsSentBody.
+type sentBodyKey struct{}
 
-// patchBody is the body of the PATCH request ctx serves, as sent: its
-// handler tells a member given null from one left out with it (its
-// decoded body cannot: both leave a pointer nil). nil for other requests.
-func patchBody(ctx context.Context) []byte {
-	b, _ := ctx.Value(patchBodyKey{}).([]byte)
+// keepsSentBody are the operations, besides every PATCH, whose handler
+// reads the body as sent (sentBody): a rotation, whose overlap_seconds
+// given null is refused rather than read as left out (the default).
+var keepsSentBody = map[string]bool{"rotate-endpoint-secret": true}
+
+// sentBody is the body of the request ctx serves, as sent, for a PATCH
+// or an operation in keepsSentBody: its handler tells a member given null
+// from one left out with it (its decoded body cannot: both leave a
+// pointer nil). nil for other requests.
+func sentBody(ctx context.Context) []byte {
+	b, _ := ctx.Value(sentBodyKey{}).([]byte)
 	return b
 }
 

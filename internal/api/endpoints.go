@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -124,7 +125,7 @@ const (
 	// pinRule is the rule of each value of an endpoint's versions,
 	// located at body.versions.<type> ("body.versions.*" in fieldRules).
 	pinRule     = "a pin (versions.<event type>) must be an integer version number from 1: a version the event type has in the catalog (GET /v1/event-types/{name})"
-	overlapRule = "overlap_seconds must be an integer number of seconds from 0 (the previous secret is dropped at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
+	overlapRule = "overlap_seconds must be an integer number of seconds from 0 (the older secrets stop signing at once) to 604800 (7 days); leave it out for the default, 86400 (1 day)"
 )
 
 // UpdateEndpointBody is the body of PATCH /v1/endpoints/{id}; absent
@@ -451,7 +452,7 @@ func (s *Server) updateEndpoint(ctx context.Context, in *updateEndpointInput) (*
 	// the order of the body's members; nulls are refused even for an
 	// endpoint that cannot be read.
 	var fe fieldErrors
-	fe.add(refuseNulls(patchBody(ctx), endpointNullRules))
+	fe.add(refuseNulls(sentBody(ctx), endpointNullRules))
 	cur, err := s.refuseSourceEndpoint(ctx, in.ID, "change")
 	if err != nil && fe.any() {
 		return nil, fe.err(in.Body)
@@ -575,7 +576,7 @@ func (s *Server) getEndpointSecret(ctx context.Context, in *EndpointIDPath) (*se
 }
 
 type rotateBody struct {
-	OverlapSeconds *int `json:"overlap_seconds,omitempty" minimum:"0" maximum:"604800" doc:"how long the previous secret stays valid, in seconds (0–604800 = 7 days); default 86400"`
+	OverlapSeconds *int `json:"overlap_seconds,omitempty" minimum:"0" maximum:"604800" doc:"how long the older secrets stay valid, in seconds (0–604800 = 7 days; 0: they stop signing at once); left out: 86400. null is refused (422)"`
 }
 type rotateOut struct {
 	Body struct {
@@ -588,7 +589,24 @@ type rotateEndpointSecretInput struct {
 	Body *rotateBody `required:"false"`
 }
 
+// refuseNullOverlap refuses a rotation whose overlap_seconds is given null
+// (422 at the field, naming the rule): its decoded body cannot tell it
+// from the member left out, which gives the default overlap of a day, and
+// someone rotating a leaked secret who writes null meaning "none" would
+// keep the old secret signing for that day.
+func refuseNullOverlap(raw []byte) error {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil || string(members["overlap_seconds"]) != "null" {
+		return nil // no such member, or not an object: the schema has refused it
+	}
+	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.overlap_seconds",
+		Message: "overlap_seconds cannot be null: " + overlapRule})
+}
+
 func (s *Server) rotateEndpointSecret(ctx context.Context, in *rotateEndpointSecretInput) (*rotateOut, error) {
+	if err := refuseNullOverlap(sentBody(ctx)); err != nil {
+		return nil, err
+	}
 	overlap := 86400
 	if in.Body != nil && in.Body.OverlapSeconds != nil {
 		overlap = *in.Body.OverlapSeconds

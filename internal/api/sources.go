@@ -453,8 +453,8 @@ func (s *Server) updateSource(ctx context.Context, in *updateSourceInput) (*sour
 	// the order of the body's members; nulls are refused whatever the
 	// source.
 	var fe fieldErrors
-	fe.add(refuseNulls(patchBody(ctx), sourceNullRules))
-	fe.add(refuseHMACNulls(patchBody(ctx)))
+	fe.add(refuseNulls(sentBody(ctx), sourceNullRules))
+	fe.add(refuseHMACNulls(sentBody(ctx)))
 	src, err := s.db(ctx).GetSource(ctx, in.ID)
 	if err != nil && fe.any() {
 		return nil, fe.err(in.Body)

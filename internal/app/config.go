@@ -105,6 +105,9 @@ func (c Config) validate() error {
 		if d <= 0 || d > retry.MaxScheduleEntry {
 			return fmt.Errorf("--retry-schedule: entry %d is %v: each delay must be positive and at most %v", i+1, d, retry.MaxScheduleEntry)
 		}
+		if i > 0 && d < c.RetrySchedule[i-1] {
+			return fmt.Errorf("--retry-schedule: entry %d is %v: %s (%v after %v)", i+1, d, retry.OrderRule, d, c.RetrySchedule[i-1])
+		}
 	}
 	if c.DisableMinFailures < 0 {
 		return fmt.Errorf("--disable-min-failures %d: must be at least 1 (the failed attempts a streak needs, besides lasting --disable-after, to disable an endpoint)", c.DisableMinFailures)

@@ -60,6 +60,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{func(c *app.Config) { c.Lease = time.Second }, "--lease 1s must be longer than --attempt-timeout 10s (a lease must outlive its attempt)"},
 		{func(c *app.Config) { c.HeartbeatInterval = time.Hour }, "--heartbeat-interval 1h0m0s: use 10ms to 1m (a starting node waits 3 intervals before it delivers)"},
 		{func(c *app.Config) { c.RetrySchedule = []time.Duration{-time.Second} }, "--retry-schedule: entry 1 is -1s: each delay must be positive and at most 24h0m0s"},
+		{func(c *app.Config) { c.RetrySchedule = []time.Duration{time.Second, 2 * time.Second, time.Second} }, "--retry-schedule: entry 3 is 1s: each delay must be at least the one before it (1s after 2s)"},
 		{func(c *app.Config) { c.MaxEndpointsPerTenant = -1 }, "--max-endpoints-per-tenant must be 0 (no limit) or more"},
 		{func(c *app.Config) { c.BreakerCooldown = -time.Second }, "--breaker-cooldown must be positive"},
 		{func(c *app.Config) { c.TLSCertFile = "cert.pem" }, "--tls-cert and --tls-key go together: give both or neither"},

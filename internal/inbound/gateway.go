@@ -279,10 +279,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	encode(w, v)
 }
 
+// problem is an RFC 9457 problem of the shape the API's are (huma's
+// ErrorModel, as the API's writeProblem fills it): type about:blank (the
+// status says it all, RFC 9457 §4.2.1), title the status's text, status
+// and detail, in that order.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
 func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	encode(w, map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
+	encode(w, problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }
 
 // encode writes v as JSON without HTML escaping (&, <, > as they are, as

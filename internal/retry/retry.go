@@ -69,10 +69,16 @@ const (
 	DefaultClientErrorRetries = 2
 )
 
+// OrderRule is the rule of a schedule's order, which ParseSchedule,
+// Policy.Validate and app's configuration check name when they refuse a
+// delay shorter than the one before it.
+const OrderRule = "each delay must be at least the one before it"
+
 // ParseSchedule parses a retry schedule such as "30s,2m,8m": Go durations
 // (time.ParseDuration syntax) separated by commas, spaces around entries
-// ignored. Every entry must be > 0 and at most 24h; there must be between 1
-// and 50 entries. Entries need not be non-decreasing.
+// ignored. Every entry must be > 0 and at most 24h, and at least the entry
+// before it (OrderRule: equal entries are allowed, a decreasing one is
+// taken for a mistake); there must be between 1 and 50 entries.
 //
 // Errors name the entry (1-based) and the rule that failed, e.g.
 //
@@ -80,6 +86,7 @@ const (
 //	retry schedule entry 1 "0s": must be greater than 0
 //	retry schedule entry 3 "25h": must be at most 24h
 //	retry schedule entry 2 "": empty entry
+//	retry schedule entry 2 "1s": each delay must be at least the one before it (1s after 2s)
 //	retry schedule: empty
 //	retry schedule: 51 entries, at most 50 allowed
 func ParseSchedule(s string) ([]time.Duration, error) {
@@ -91,6 +98,7 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 	}
 	parts := strings.Split(s, ",")
 	out := make([]time.Duration, 0, len(parts))
+	prev := ""
 	for i, part := range parts {
 		e := strings.TrimSpace(part)
 		if e == "" {
@@ -106,7 +114,11 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 		if d > MaxScheduleEntry {
 			return nil, fmt.Errorf("retry schedule entry %d %q: must be at most 24h", i+1, e)
 		}
+		if i > 0 && d < out[i-1] {
+			return nil, fmt.Errorf("retry schedule entry %d %q: %s (%s after %s)", i+1, e, OrderRule, e, prev)
+		}
 		out = append(out, d)
+		prev = e
 	}
 	return out, nil
 }
@@ -131,7 +143,8 @@ func FormatSchedule(s []time.Duration) string {
 type Policy struct {
 	// Schedule holds the upper bounds d of the delays before attempts
 	// 2..len(Schedule)+1, so MaxAttempts = len(Schedule)+1. Empty means
-	// DefaultSchedule. Entries should be > 0 (see Validate).
+	// DefaultSchedule. Entries should be > 0 and non-decreasing (see
+	// Validate).
 	Schedule []time.Duration
 	// MaxRetryAfter caps how far a Retry-After answer may push the next
 	// attempt. Zero or negative means DefaultMaxRetryAfter (24h).
@@ -173,9 +186,9 @@ func (p Policy) clientErrorRetries() int {
 	return p.ClientErrorRetries
 }
 
-// Validate reports whether every Schedule entry is > 0 and at most 24h and
-// the schedule has at most 50 entries: the rules of ParseSchedule, for
-// policies built in code.
+// Validate reports whether every Schedule entry is > 0, at most 24h and
+// at least the entry before it (OrderRule), and the schedule has at most
+// 50 entries: the rules of ParseSchedule, for policies built in code.
 func (p Policy) Validate() error {
 	s := p.schedule()
 	if len(s) > MaxScheduleEntries {
@@ -187,6 +200,9 @@ func (p Policy) Validate() error {
 		}
 		if d > MaxScheduleEntry {
 			return fmt.Errorf("retry schedule entry %d %q: must be at most 24h", i+1, d.String())
+		}
+		if i > 0 && d < s[i-1] {
+			return fmt.Errorf("retry schedule entry %d %q: %s (%v after %v)", i+1, d.String(), OrderRule, d, s[i-1])
 		}
 	}
 	return nil

@@ -47,7 +47,8 @@ func TestParseSchedule(t *testing.T) {
 		{"30s,2m,8m", []time.Duration{30 * time.Second, 2 * time.Minute, 8 * time.Minute}},
 		{"30s,2m,8m,32m,2h8m,8h32m,24h", DefaultSchedule},
 		{"1s", []time.Duration{time.Second}},
-		{" 1s , 500ms ", []time.Duration{time.Second, 500 * time.Millisecond}}, // not sorted: allowed
+		{" 500ms , 1s ", []time.Duration{500 * time.Millisecond, time.Second}},
+		{"1s,1s,2s,2s", []time.Duration{time.Second, time.Second, 2 * time.Second, 2 * time.Second}}, // equal delays: allowed
 		{"1h30m", []time.Duration{90 * time.Minute}},
 		{"24h", []time.Duration{24 * time.Hour}},
 		{strings.Repeat("1s,", 49) + "1s", nil}, // 50 entries
@@ -82,6 +83,9 @@ func TestParseSchedule(t *testing.T) {
 		{"1s,,2s", `retry schedule entry 2 "": empty entry`},
 		{"1s,", `retry schedule entry 2 "": empty entry`},
 		{"9999999999999h", `retry schedule entry 1 "9999999999999h": not a duration`},
+		{"2s,1s", `retry schedule entry 2 "1s": each delay must be at least the one before it (1s after 2s)`},
+		{" 1s , 500ms ", `retry schedule entry 2 "500ms": each delay must be at least the one before it (500ms after 1s)`},
+		{"30s,2m,1m30s,8m", `retry schedule entry 3 "1m30s": each delay must be at least the one before it (1m30s after 2m)`},
 		{strings.Repeat("1s,", 50) + "1s", `retry schedule: 51 entries, at most 50 allowed`},
 		{strings.Repeat(",", 1000), `retry schedule: 1001 entries, at most 50 allowed`},
 	}
@@ -106,6 +110,12 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Policy{Schedule: []time.Duration{25 * time.Hour}}).Validate(); err == nil || err.Error() != `retry schedule entry 1 "25h0m0s": must be at most 24h` {
 		t.Errorf("25h entry: %v", err)
+	}
+	if err := (Policy{Schedule: []time.Duration{2 * time.Second, time.Second}}).Validate(); err == nil || err.Error() != `retry schedule entry 2 "1s": each delay must be at least the one before it (1s after 2s)` {
+		t.Errorf("decreasing entries: %v", err)
+	}
+	if err := (Policy{Schedule: []time.Duration{time.Second, time.Second}}).Validate(); err != nil {
+		t.Errorf("equal entries: %v", err)
 	}
 	if err := (Policy{Schedule: make([]time.Duration, 51)}).Validate(); err == nil || err.Error() != `retry schedule: 51 entries, at most 50 allowed` {
 		t.Errorf("51 entries: %v", err)

@@ -54,6 +54,85 @@ func (v *Verifier) VerifyHerald(header string, body []byte) error {
 	if err != nil {
 		return err
 	}
+	return v.verifyHeraldSignatures(ts, sigs, body)
+}
+
+// MaxHeraldCopyTimestamps is how many different timestamps the copies of
+// a Herald/Stripe signature header may carry ([Verifier.VerifyHeraldCopies]).
+const MaxHeraldCopyTimestamps = 2
+
+// VerifyHeraldCopies verifies the values of a Herald/Stripe signature
+// header sent several times (a proxy may repeat it; an [http.Header]'s
+// Values) as [Verifier.VerifyHerald] verifies one, succeeding when any
+// copy verifies, at the cost of one: the copies carrying one timestamp
+// are checked together, each secret's MAC computed once per timestamp,
+// and copies with more than [MaxHeraldCopyTimestamps] different
+// timestamps are refused before any MAC is computed. Without both, a
+// sender with no secret could make a receiver compute a MAC of the whole
+// body per secret per copy. Empty values are skipped.
+//
+// Errors: those of VerifyHerald, for the first copy that failed (in the
+// order of values); [ErrMalformedHeader] for more than 16 copies or too
+// many timestamps; [ErrMissingSignature] when every value is empty.
+func (v *Verifier) VerifyHeraldCopies(values []string, body []byte) error {
+	if err := v.checkSecrets(); err != nil {
+		return err
+	}
+	if len(values) > maxEntries {
+		return fmt.Errorf("%w: %s header sent %d times", ErrMalformedHeader, HeaderSignature, len(values))
+	}
+	type group struct {
+		ts    int64
+		first int // index in values of its first copy
+		sigs  [][]byte
+	}
+	var (
+		groups   []group
+		firstErr error
+		errAt    = len(values)
+	)
+	fail := func(i int, err error) {
+		if i < errAt {
+			firstErr, errAt = err, i
+		}
+	}
+	for i, c := range values {
+		if c == "" {
+			continue
+		}
+		ts, sigs, err := ParseSignatureHeader(c)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		g := 0
+		for g < len(groups) && groups[g].ts != ts {
+			g++
+		}
+		if g == len(groups) {
+			if len(groups) == MaxHeraldCopyTimestamps {
+				return fmt.Errorf("%w: %s sent with more than %d different timestamps", ErrMalformedHeader, HeaderSignature, MaxHeraldCopyTimestamps)
+			}
+			groups = append(groups, group{ts: ts, first: i})
+		}
+		groups[g].sigs = append(groups[g].sigs, sigs...)
+	}
+	for _, g := range groups {
+		err := v.verifyHeraldSignatures(g.ts, g.sigs, body)
+		if err == nil {
+			return nil
+		}
+		fail(g.first, err)
+	}
+	if firstErr == nil {
+		return fmt.Errorf("%w: empty %s header", ErrMissingSignature, HeaderSignature)
+	}
+	return firstErr
+}
+
+// verifyHeraldSignatures checks timestamp ts against the replay window and
+// sigs against HMAC-SHA256(secret, "<ts>.<body>") of each secret.
+func (v *Verifier) verifyHeraldSignatures(ts int64, sigs [][]byte, body []byte) error {
 	if err := v.checkTimestamp(ts); err != nil {
 		return err
 	}
@@ -143,8 +222,10 @@ func (v *Verifier) VerifyStandard(msgID, timestamp, signatures string, body []by
 // When both schemes are present both must verify. When neither is present
 // it returns [ErrMissingSignature]. A signature header sent several times
 // (X-Signature, webhook-signature) is a list of candidates: X-Signature
-// verifies when any of its values does, webhook-signature's values are
-// joined into one list of entries (at most 16 values each). The id and
+// verifies when any of its values does ([Verifier.VerifyHeraldCopies]: at
+// most [MaxHeraldCopyTimestamps] different timestamps among them),
+// webhook-signature's values are joined into one list of entries (at
+// most 16 values each). The id and
 // timestamp headers sent more than once are [ErrMalformedHeader]: the
 // signed string would be ambiguous. Otherwise it returns the first error
 // of the scheme methods, Herald first; [ErrInvalidSecret] when v has no
@@ -173,19 +254,8 @@ func (v *Verifier) Verify(h http.Header, body []byte) error {
 		return fmt.Errorf("%w: neither %s nor webhook-signature headers present", ErrMissingSignature, HeaderSignature)
 	}
 	if herald != "" {
-		var first error
-		for _, c := range heralds {
-			err := v.VerifyHerald(c, body)
-			if err == nil {
-				first = nil
-				break
-			}
-			if first == nil {
-				first = err
-			}
-		}
-		if first != nil {
-			return first
+		if err := v.VerifyHeraldCopies(heralds, body); err != nil {
+			return err
 		}
 	}
 	if found {

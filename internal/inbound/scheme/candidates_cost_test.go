@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-webhooks/herald/webhook"
 )
 
 // TestCandidatesShareTheMACs: a signature header sent several times is a
@@ -73,6 +76,65 @@ func TestCandidatesShareTheMACs(t *testing.T) {
 				if err := Verify(c, h, body, now); err != nil {
 					t.Errorf("a right signature after 15 wrong ones: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestHeraldFormatCopiesShareTheMACs: the copies of a stripe or herald
+// signature header carrying one timestamp cost one MAC per secret, not
+// one per copy, and copies with more than two timestamps are refused
+// before any MAC (their content differs by timestamp): 16 copies made the
+// gateway hash a body of up to 16 MiB 16 times per secret for anyone.
+func TestHeraldFormatCopiesShareTheMACs(t *testing.T) {
+	secrets := []string{"copy-secret-0001", "copy-secret-0002", "copy-secret-0003", "copy-secret-0004", "copy-secret-0005"}
+	body := []byte(`{"id":"evt_1"}`)
+	now := time.Unix(1_700_000_000, 0)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	wrong := "t=" + ts + ",v1=" + strings.Repeat("0", 64)
+	m := hmac.New(sha256.New, []byte(secrets[4]))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	right := "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+	for _, tc := range []struct {
+		name   string
+		scheme string
+		header string
+	}{{"stripe", Stripe, "Stripe-Signature"}, {"herald", Herald, "X-Signature"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Scheme: tc.scheme, Secrets: secrets}
+			request := func(values ...string) http.Header {
+				h := http.Header{}
+				for _, v := range values {
+					h.Add(tc.header, v)
+				}
+				return h
+			}
+			copies := func(n int, v string) []string {
+				out := make([]string, n)
+				for i := range out {
+					out[i] = v
+				}
+				return out
+			}
+			allocs := func(h http.Header) float64 {
+				return testing.AllocsPerRun(20, func() { _ = Verify(c, h, body, now) })
+			}
+			a1, a16 := allocs(request(wrong)), allocs(request(copies(16, wrong)...))
+			if perCopy := (a16 - a1) / 15; perCopy > 12 {
+				t.Errorf("%v allocations for 1 copy, %v for 16: %.1f more per copy; want each secret's MAC computed once per timestamp", a1, a16, perCopy)
+			}
+			if err := Verify(c, request(append(copies(15, wrong), right)...), body, now); err != nil {
+				t.Errorf("the right signature after 15 wrong copies: %v", err)
+			}
+			older := "t=" + strconv.FormatInt(now.Unix()-1, 10) + ",v1=" + strings.Repeat("0", 64)
+			if err := Verify(c, request(older, right), body, now); err != nil {
+				t.Errorf("two timestamps, the second copy right: %v", err)
+			}
+			oldest := "t=" + strconv.FormatInt(now.Unix()-2, 10) + ",v1=" + strings.Repeat("0", 64)
+			err := Verify(c, request(older, oldest, right), body, now)
+			if !errors.Is(err, webhook.ErrMalformedHeader) || !strings.Contains(err.Error(), tc.header) || !strings.Contains(err.Error(), "different timestamps") {
+				t.Errorf("three timestamps: %v, want ErrMalformedHeader naming %s and the rule", err, tc.header)
 			}
 		})
 	}

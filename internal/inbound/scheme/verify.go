@@ -114,17 +114,34 @@ func verifier(c Config, now time.Time) *webhook.Verifier {
 	}
 }
 
+// verifyHeraldFormat verifies the copies of header name together
+// (webhook.Verifier.VerifyHeraldCopies: each secret's MAC once per
+// timestamp, at most 2 timestamps), within anyCandidate's limits on their
+// number and length.
 func verifyHeraldFormat(c Config, h http.Header, name string, body []byte, now time.Time) error {
-	return anyCandidate(h, name, func(v string) error {
-		if err := verifier(c, now).VerifyHerald(v, body); err != nil {
-			if name != webhook.HeaderSignature {
-				// The webhook package names its own header: name the one read.
-				return renamedHeaderError{strings.ReplaceAll(err.Error(), webhook.HeaderSignature, name), err}
-			}
-			return fmt.Errorf("%s: %w", name, err)
+	vs := h.Values(name)
+	if len(vs) > maxCandidates {
+		return fmt.Errorf("%w: %s header sent %d times", webhook.ErrMalformedHeader, name, len(vs))
+	}
+	sent := false
+	for _, v := range vs {
+		if len(v) > maxHeaderLen {
+			return fmt.Errorf("%w: %s longer than %d bytes", webhook.ErrMalformedHeader, name, maxHeaderLen)
 		}
+		sent = sent || v != ""
+	}
+	if !sent {
+		return fmt.Errorf("%w: no %s header", webhook.ErrMissingSignature, name)
+	}
+	err := verifier(c, now).VerifyHeraldCopies(vs, body)
+	if err == nil {
 		return nil
-	})
+	}
+	if name != webhook.HeaderSignature {
+		// The webhook package names its own header: name the one read.
+		return renamedHeaderError{strings.ReplaceAll(err.Error(), webhook.HeaderSignature, name), err}
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // renamedHeaderError is an error of the webhook package about

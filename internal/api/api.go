@@ -854,7 +854,14 @@ func init() {
 				d.Value = Echo(v)
 			}
 		}
-		return base(status, cutEchoes(msg, maxDetail), listErrors(errs)...)
+		se := base(status, cutEchoes(msg, maxDetail), listErrors(errs)...)
+		if em, ok := se.(*huma.ErrorModel); ok && em.Type == "" {
+			// As writeProblem's and the inbound gateway's problems:
+			// every problem names its type (RFC 9457 §3.1.1: about:blank,
+			// the status alone says what happened).
+			em.Type = "about:blank"
+		}
+		return se
 	}
 }
 

@@ -317,6 +317,16 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		return nil
 	})
 	err := s.txBatch(ctx, "replay", b, func(tx pgx.Tx) error {
+		if found && p.EndpointID != "" {
+			// Read again, as a delivery's replay does below: the lock's
+			// statement returns the endpoint as it read it before waiting,
+			// and a delete may have committed meanwhile, leaving the
+			// deliveries its chunks have not reached yet (they are not the
+			// endpoint's any more: not found, as once the delete is done).
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = $1)", p.EndpointID).Scan(&found); err != nil {
+				return err
+			}
+		}
 		if !found {
 			if p.DeliveryID != "" {
 				return fmt.Errorf("delivery %s: %w", p.DeliveryID, store.ErrNotFound)

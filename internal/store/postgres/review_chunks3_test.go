@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -97,4 +98,60 @@ func chunkMeetsAStuckRow(t *testing.T, tenant, lock string, run func(ctx context
 		t.Fatal(err)
 	}
 	check(t, s, ep.ID)
+}
+
+// A replay of an endpoint's dead letters that waited for the tenant's
+// lock while the endpoint's delete committed answers not found and
+// replays none of the deliveries the delete's chunks have not reached
+// yet, as a replay of one delivery does and as SQLite answers: before,
+// the endpoint read before the wait counted as found, and the replay
+// moved the delete's leftovers (dead to held) and answered their number.
+func TestEndpointReplayWaitingForADeleteAnswersNotFound(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc3-replay-del"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ep := createEndpoint(t, s, newEndpoint(tenant))
+	n := 2*moveChunk + 200
+	seedDeliveries(t, rawConn(t, dbURL), ep.ID, n, seedShape{tenant: tenant, state: "'dead'", due: "$1", leased: "false", updated: "$1"})
+	ctx := t.Context()
+	conn := rawConn(t, dbURL)
+	var pid uint32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// The delete's first transaction (DeleteEndpoint: the tenant's lock,
+	// the endpoint's row, its first chunk), committed while the replay
+	// waits for the lock.
+	del, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer del.Rollback(ctx) //nolint:errcheck
+	if _, err := del.Exec(ctx, "SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", tenantLockClass, tenant); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var replayed int
+	go func() {
+		var err error
+		replayed, err = s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: ep.ID, Now: base.Add(time.Hour)})
+		done <- err
+	}()
+	waitBlockedBy(t, s, pid, "the replay never waited for the delete's lock")
+	if _, err := del.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := startDeletion(ctx, del, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := del.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the replay answered %d replayed, %v; want not found", replayed, err)
+	}
+	if got := countStates(t, s, ep.ID); got[store.DeliveryDead] != n-moveChunk {
+		t.Errorf("the delete's leftovers after the replay: %v; want %d dead, untouched", got, n-moveChunk)
+	}
 }

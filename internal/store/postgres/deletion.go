@@ -35,9 +35,6 @@ type deletion struct {
 	afterState, afterID string
 	// limit is the most chunks deleteChunks runs (0: until done).
 	limit int
-	// sweep: the lease rescue's (finishDeletions): a chunk waits at most
-	// sweepLockWait for a row's lock.
-	sweep bool
 }
 
 // fromStart reports whether d's next chunk starts from the endpoint's
@@ -97,7 +94,13 @@ func startDeletion(ctx context.Context, tx pgx.Tx, id string) (deletion, bool, e
 // mark with each, and stops when it is done (its mark deleted in the
 // chunk's transaction), when another node finished it, or after d.limit
 // chunks. It answers the deliveries deleted and the mark the last chunk
-// left (nil: done, here or by another node).
+// left (nil: done, here or by another node). A chunk waits at most
+// sweepLockWait for a row's lock, the delete's own (DeleteEndpoint,
+// DeleteSource, which run them whatever their caller's context) as the
+// rescue's (finishDeletions): a row a stuck session holds fails the
+// chunk, and the rest is left marked for the rescue, instead of holding
+// the call (and Close, which waits for the pool's connections) for as
+// long as the session holds the row.
 func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time, error) {
 	var total int64
 	for i := 0; d.limit <= 0 || i < d.limit; i++ {
@@ -114,10 +117,8 @@ func (s *Store) deleteChunks(ctx context.Context, d deletion) (int64, *time.Time
 			if _, err := tx.Exec(ctx, asyncCommit); err != nil {
 				return err
 			}
-			if d.sweep {
-				if _, err := tx.Exec(ctx, setSweepLockTimeout, s.sweepLockSetting()); err != nil {
-					return err
-				}
+			if _, err := tx.Exec(ctx, setSweepLockTimeout, s.sweepLockSetting()); err != nil {
+				return err
 			}
 			next, deleted, done, err := deleteChunk(ctx, tx, d)
 			if err != nil {
@@ -185,7 +186,7 @@ func (s *Store) finishDeletions(ctx context.Context) error {
 	)
 	for _, st := range found {
 		d := st.d
-		d.limit, d.sweep = sweepChunks, true
+		d.limit = sweepChunks
 		_, mark, err := s.deleteChunks(ctx, d)
 		if err != nil {
 			errs = append(errs, wrap("finish a stopped delete", err))

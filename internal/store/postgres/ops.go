@@ -237,10 +237,13 @@ func (s *Store) moveChunks(ctx context.Context, m move) (moveChunkResult, int64,
 			r      moveChunkResult
 		)
 		b := newTxBatch()
+		// A lock held by a stuck session fails the chunk (sweepLockWait):
+		// not the rescue's whole round, and not the state change's call,
+		// whose chunks run whatever its caller's context (nor Close, which
+		// waits for the pool's connections), for as long as the session
+		// holds it; the rest is left marked for the rescue.
+		b.Queue(setSweepLockTimeout, s.sweepLockSetting())
 		if m.try {
-			// The rescue's sweep: a row lock held by a stuck session fails
-			// the chunk (sweepLockWait), not the whole round.
-			b.Queue(setSweepLockTimeout, s.sweepLockSetting())
 			b.Queue("SELECT pg_try_advisory_xact_lock_shared($2::integer, hashtext(tenant)) FROM endpoints WHERE id = $1", m.id, tenantLockClass).QueryRow(func(row pgx.Row) error {
 				if err := row.Scan(&locked); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err
@@ -314,6 +317,16 @@ func (s *Store) ReplayDeliveries(ctx context.Context, p store.ReplayParams) (int
 		return nil
 	})
 	err := s.txBatch(ctx, "replay", b, func(tx pgx.Tx) error {
+		if found && p.EndpointID != "" {
+			// Read again, as a delivery's replay does below: the lock's
+			// statement returns the endpoint as it read it before waiting,
+			// and a delete may have committed meanwhile, leaving the
+			// deliveries its chunks have not reached yet (they are not the
+			// endpoint's any more: not found, as once the delete is done).
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM endpoints WHERE id = $1)", p.EndpointID).Scan(&found); err != nil {
+				return err
+			}
+		}
 		if !found {
 			if p.DeliveryID != "" {
 				return fmt.Errorf("delivery %s: %w", p.DeliveryID, store.ErrNotFound)

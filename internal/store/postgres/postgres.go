@@ -151,7 +151,8 @@ type Store struct {
 	// hand-off (µs since the epoch, as stored): see leaseEnd.
 	lastLeaseEnd atomic.Int64
 	// beforeChunk, when set (tests), runs before each chunk of a pause's
-	// or a resume's move after the first, outside any transaction.
+	// or a resume's move, or of a delete, after the first, outside any
+	// transaction.
 	beforeChunk func()
 	// sweepLockTimeout, when set (tests), replaces sweepLockWait.
 	sweepLockTimeout string
@@ -161,6 +162,9 @@ type Store struct {
 // (finishReleases, finishDeletions) waits for a row's lock: a row that a
 // stuck session holds fails that chunk, and the round goes on with the
 // other moves and deletes, instead of spending its whole deadline there.
+// The chunks a state change or a delete runs after its commit (moveChunks,
+// deleteChunks), which ignore their caller's cancellation, wait as long at
+// most: such a row fails the call, the rest left to the rescue.
 const sweepLockWait = "5s"
 
 // sweepLockSetting is the lock_timeout of a sweep's chunk.
@@ -789,8 +793,9 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // tenant's publishes do not wait for the whole delete (150,000
 // deliveries took most of a second in one statement). The call returns
 // when every delivery is deleted, even if ctx is cancelled after the
-// commit; a node that stops between chunks leaves the rest to any node's
-// lease rescue (finishDeletions). Until then a claim of one of the
+// commit, or when a chunk fails (one waits at most sweepLockWait for a
+// row's lock); a node that stops between chunks, or a failed chunk,
+// leaves the rest to any node's lease rescue (finishDeletions). Until then a claim of one of the
 // deliveries left finds no endpoint and deletes it (ClaimDeliveries); the
 // tenant's and the event's delivery lists leave them out
 // (listDeliveriesQuery), a replay of one answers not found

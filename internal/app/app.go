@@ -600,7 +600,7 @@ func (m *Main) openPostgres(ctx context.Context, url string) (store.Store, error
 		m.log.Info("migrating the database: applying the migrations this binary has and the database lacks",
 			"database_version", sch.Database, "binary_version", sch.Binary, "pending", sch.Pending)
 	}
-	st, err := postgres.Open(ctx, url, postgres.WithSecretBox(box))
+	st, err := postgres.Open(ctx, url, postgres.WithSecretBox(box), postgres.WithLogger(m.log))
 	if err != nil {
 		return nil, err
 	}

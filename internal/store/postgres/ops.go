@@ -84,7 +84,7 @@ func (s *Store) SetEndpointState(ctx context.Context, p store.SetEndpointStatePa
 		_, more, err := s.moveChunks(context.WithoutCancel(ctx), mv)
 		moved += more
 		if err != nil {
-			return e, int(moved), wrap("set endpoint state: move the endpoint's deliveries", err)
+			return e, int(moved), s.leftToRescue("move the deliveries of endpoint "+p.ID+" ("+string(p.State)+")", err)
 		}
 	}
 	return e, int(moved), nil

@@ -90,6 +90,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -135,6 +136,7 @@ const adminKeysLockClass = 1751479907
 type Store struct {
 	pool      *pgxpool.Pool
 	box       store.SecretBox // encrypts endpoint secrets at rest; nil = plain JSON (tests)
+	log       *slog.Logger    // WithLogger; discards by default
 	committer *committer      // group commit of PublishEvent
 	// tag is the payload of the notifications of this store's publishes:
 	// its own Listen skips them (PublishEvent's callers wake their engine
@@ -212,6 +214,23 @@ func WithSecretBox(box store.SecretBox) Option {
 	return func(s *Store) { s.box = box }
 }
 
+// WithLogger sends to l, at level WARN, the failures of the work a call
+// leaves to the lease rescue once its change is committed (a later chunk
+// of a pause's, a resume's or a delete's move that failed); by default
+// they are discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) { s.log = l }
+}
+
+// leftToRescue logs err, the failure of a chunk after what's change
+// committed, and answers nil: the change is in force and the lease rescue
+// finishes the rest (finishReleases, finishDeletions), so the call
+// reports success, as SQLite's does (which retries in the background).
+func (s *Store) leftToRescue(what string, err error) error {
+	s.log.Warn("postgres: a chunk after the change failed; the lease rescue finishes the rest", "work", what, "error", err)
+	return nil
+}
+
 // The store interface and the capabilities this driver declares
 // (Capabilities).
 var (
@@ -283,7 +302,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("postgres: migrate %s: %w", describe(cfg), err)
 	}
-	s := &Store{pool: pool, tag: store.NewID("node")}
+	s := &Store{pool: pool, tag: store.NewID("node"), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -794,7 +813,8 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // deliveries took most of a second in one statement). The call returns
 // when every delivery is deleted, even if ctx is cancelled after the
 // commit, or when a chunk fails (one waits at most sweepLockWait for a
-// row's lock); a node that stops between chunks, or a failed chunk,
+// row's lock: logged, WithLogger, and the call still succeeds, the delete
+// being committed); a node that stops between chunks, or a failed chunk,
 // leaves the rest to any node's lease rescue (finishDeletions). Until then a claim of one of the
 // deliveries left finds no endpoint and deletes it (ClaimDeliveries); the
 // tenant's and the event's delivery lists leave them out
@@ -802,9 +822,8 @@ func (s *Store) UpdateEndpoint(ctx context.Context, p store.UpdateEndpointParams
 // (ReplayDeliveries), GetDelivery and ListAttempts answer not found
 // (notDeleting); Stats still counts them.
 //
-// Errors: store.ErrNotFound (no such endpoint: nothing deleted); an error
-// after the commit (the endpoint is deleted; its deliveries not yet all)
-// is wrapped "delete the endpoint's deliveries".
+// Errors: store.ErrNotFound (no such endpoint: nothing deleted); none
+// once the delete is committed.
 func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams) error {
 	id := p.ID
 	var (
@@ -833,8 +852,10 @@ func (s *Store) DeleteEndpoint(ctx context.Context, p store.DeleteEndpointParams
 	if err != nil || !more {
 		return err
 	}
-	_, _, err = s.deleteChunks(context.WithoutCancel(ctx), rest)
-	return err
+	if _, _, err := s.deleteChunks(context.WithoutCancel(ctx), rest); err != nil {
+		return s.leftToRescue("delete the deliveries of deleted endpoint "+id, err)
+	}
+	return nil
 }
 
 // newTxBatch returns a batch that begins a transaction: BEGIN travels with

@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +17,8 @@ import (
 // a resume's) ignore the caller's cancellation (they are the change's own
 // work), so each waits a bounded time for a row's lock, as the rescue's
 // do: a row a stuck session holds fails the chunk, and the call answers
-// an error (the change in force) instead of waiting for that session;
-// the rest is left marked for the lease rescue. Before, the call waited
+// (success: the change is in force; a WARN logged) instead of waiting for
+// that session; the rest is left marked for the lease rescue. Before, the call waited
 // as long as the session held the row, whatever its context, and Close,
 // which waits for the pool's connections, with it (a node's stop hung).
 func TestAPIChunksDoNotWaitForeverForARowLock(t *testing.T) {
@@ -43,12 +47,15 @@ func TestAPIChunksDoNotWaitForeverForARowLock(t *testing.T) {
 // chunkMeetsAStuckRow runs run (an API call whose later chunks meet
 // dlv_00000600, which another session holds with lock) on an endpoint of
 // tenant with 2×moveChunk+200 pending deliveries, and checks that the call
-// returns an error while the row is still held; once the row is free the
-// rescue (its mark made stale) finishes the rest, which check checks.
+// returns while the row is still held — with no error, its change being
+// committed, and a WARN saying the rescue finishes the rest; once the row
+// is free the rescue (its mark made stale) finishes the rest, which check
+// checks.
 func chunkMeetsAStuckRow(t *testing.T, tenant, lock string, run func(ctx context.Context, s *Store, epID string) error, check func(t *testing.T, s *Store, epID string)) {
 	t.Parallel()
 	dbURL := newSchema(t)
-	s := openStore(t, dbURL)
+	var logged syncBuffer
+	s := openStore(t, dbURL, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	s.sweepLockTimeout = "200ms"
 	ep := pendingEndpointOf(t, s, dbURL, tenant, 2*moveChunk+200)
 	ctx := t.Context()
@@ -66,8 +73,11 @@ func chunkMeetsAStuckRow(t *testing.T, tenant, lock string, run func(ctx context
 	go func() { done <- run(callCtx, s, ep.ID) }()
 	select {
 	case err := <-done:
-		if err == nil {
-			t.Fatal("the call met a row another session holds and answered no error")
+		if err != nil {
+			t.Fatalf("the call met a row another session holds after its change committed: %v; want success, the rest left to the rescue", err)
+		}
+		if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "lease rescue finishes the rest") {
+			t.Errorf("log %q; want a WARN saying the rescue finishes the rest", logged.String())
 		}
 	case <-time.After(30 * time.Second):
 		// The caller gives up: it does not end the wait either.
@@ -154,4 +164,22 @@ func TestEndpointReplayWaitingForADeleteAnswersNotFound(t *testing.T) {
 	if got := countStates(t, s, ep.ID); got[store.DeliveryDead] != n-moveChunk {
 		t.Errorf("the delete's leftovers after the replay: %v; want %d dead, untouched", got, n-moveChunk)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the store's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -175,6 +175,8 @@ func (s *Store) DeleteSource(ctx context.Context, id string) error {
 	if err != nil || !more {
 		return err
 	}
-	_, _, err = s.deleteChunks(context.WithoutCancel(ctx), rest)
-	return err
+	if _, _, err := s.deleteChunks(context.WithoutCancel(ctx), rest); err != nil {
+		return s.leftToRescue("delete the deliveries of deleted source "+id+"'s endpoint "+endpointID, err)
+	}
+	return nil
 }

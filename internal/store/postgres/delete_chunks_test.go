@@ -335,3 +335,43 @@ func TestDeliveriesOfADeleteInProgressAreNotFound(t *testing.T) {
 		t.Errorf("ListAttempts of a leftover: %v; want not found", err)
 	}
 }
+
+// An endpoint.deleted notice read while the delete's chunks run carries
+// no last attempt (docs/operations.md: a deleted endpoint's attempts go
+// with it, so 0 and ""), as it does once they are done: before, the
+// outbox read looked the last attempt up among the deliveries the chunks
+// had not reached yet, and the same delete's notice said 503 or 0
+// depending on when housekeeping read it.
+func TestDeletedNoticeAmidChunksHasNoLastAttempt(t *testing.T) {
+	t.Parallel()
+	const tenant = "pgc-delnotice-t"
+	dbURL := newSchema(t)
+	s := openStore(t, dbURL)
+	ep := pendingEndpointOf(t, s, dbURL, tenant, 2*moveChunk+200)
+	if _, err := s.pool.Exec(t.Context(), "INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code) VALUES ('dlv_00000900', 1, $1, 1000, 503)", base); err != nil {
+		t.Fatal(err)
+	}
+	checked := false
+	s.beforeChunk = func() {
+		if checked {
+			return
+		}
+		checked = true
+		if n, _ := countDeliveries(t, s, ep.ID); n == 0 {
+			t.Fatal("no delivery left between the delete's chunks")
+		}
+		ns, err := s.PendingNotices(t.Context(), 10)
+		if err != nil || len(ns) != 1 || ns[0].Type != store.NoticeEndpointDeleted {
+			t.Fatalf("PendingNotices = %+v, %v; want the endpoint.deleted", ns, err)
+		}
+		if ns[0].LastStatusCode != 0 || ns[0].LastError != "" {
+			t.Errorf("endpoint.deleted amid the delete's chunks: last status %d, error %q; want 0 and none", ns[0].LastStatusCode, ns[0].LastError)
+		}
+	}
+	if err := s.DeleteEndpoint(t.Context(), store.DeleteEndpointParams{ID: ep.ID, Notice: true, Now: base.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if !checked {
+		t.Fatal("the delete ran no chunk after its first")
+	}
+}

@@ -450,7 +450,9 @@ const addNoticeQuery = `INSERT INTO notices (endpoint_id, tenant, url, kind, sta
 // from the attempt that started last among the endpoint's deliveries
 // before the change (a delivery's updated_at is no guide: claims, pauses
 // and replays move it without an attempt; attempts after the change are
-// not part of it: an endpoint.created has none).
+// not part of it: an endpoint.created has none; an endpoint.deleted has
+// none either, its attempts going with it, even while its delete's
+// chunks have some left).
 func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, error) {
 	if limit <= 0 {
 		limit = 100
@@ -461,7 +463,7 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			n.delivery_id, n.event_id, n.event_type, n.attempts
 		FROM notices n LEFT JOIN LATERAL (
 			SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
-			WHERE d.endpoint_id = n.endpoint_id AND n.delivery_id = '' AND a.started_at <= n.created_at
+			WHERE d.endpoint_id = n.endpoint_id AND n.delivery_id = '' AND n.type <> 'endpoint.deleted' AND a.started_at <= n.created_at
 			ORDER BY a.started_at DESC, a.number DESC LIMIT 1) AS l ON true
 		ORDER BY n.id LIMIT $1`, limit)
 	if err != nil {

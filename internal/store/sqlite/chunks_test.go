@@ -144,7 +144,7 @@ func TestDeleteYieldsTheWriterBetweenChunks(t *testing.T) {
 	// All dead letters (a dead endpoint's), the last one with an attempt:
 	// the last chunk deletes it.
 	last := "dlv_ep_a_00001002"
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us) VALUES (?1, 1, 0, 1);
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code) VALUES (?1, 1, 0, 1, 503);
 		UPDATE deliveries SET state = 'dead' WHERE endpoint_id = 'ep_a'`, last); err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +167,16 @@ func TestDeleteYieldsTheWriterBetweenChunks(t *testing.T) {
 		if err != nil || len(counts) != 0 {
 			t.Errorf("dead-letter counts between two chunks of a delete: %v, %v; want none", counts, err)
 		}
+		// The delete's notice carries no last attempt (a deleted
+		// endpoint's attempts go with it), whether housekeeping reads it
+		// now or once the chunks are done: the lookup found the 503 of a
+		// delivery not yet deleted.
+		ns, err := s.PendingNotices(ctx, 10)
+		if err != nil || len(ns) != 1 || ns[0].Type != store.NoticeEndpointDeleted || ns[0].LastStatusCode != 0 || ns[0].LastError != "" {
+			t.Errorf("PendingNotices between two chunks of a delete: %+v, %v; want the endpoint.deleted, last status 0", ns, err)
+		}
 	}
-	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Now: now}); err != nil {
+	if err := s.DeleteEndpoint(ctx, store.DeleteEndpointParams{ID: "ep_a", Notice: true, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if between != 2 {

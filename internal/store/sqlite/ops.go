@@ -496,6 +496,12 @@ func (s *Store) PendingNotices(ctx context.Context, limit int) ([]store.Notice, 
 			out[i].EventID = store.PublicEventID(out[i].EventID)
 			continue // the dead letter's own last attempt, recorded with it
 		}
+		if out[i].Type == store.NoticeEndpointDeleted {
+			// None: a deleted endpoint's attempts go with it. While the
+			// delete's chunks run, those of the deliveries not reached
+			// yet would answer, or not, as housekeeping's read falls.
+			continue
+		}
 		err := s.r.QueryRowContext(ctx, `SELECT a.status_code, a.error FROM deliveries d JOIN attempts a ON a.delivery_id = d.id
 			WHERE d.endpoint_id = ? AND a.started_at <= ? ORDER BY a.started_at DESC, a.number DESC LIMIT 1`, out[i].Endpoint.ID, micro(out[i].At)).Scan(&out[i].LastStatusCode, &out[i].LastError)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -183,51 +184,9 @@ func TestDeadLetterPoisonedLocksInIDOrder(t *testing.T) {
 // chunk of a delete of their endpoint does, which deletes its old dead
 // letters as the purge does; the purge was the one aborted).
 func TestPurgeLocksInIDOrder(t *testing.T) {
-	t.Parallel()
-	const tenant = "pgr2-purge-order-t"
-	dbURL := newSchema(t)
-	s := openStore(t, dbURL)
-	ctx := t.Context()
-	ep := createEndpoint(t, s, newEndpoint(tenant))
-	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		VALUES ('evt_q1', $2, 't', $1, '{}', 'f', $1), ('evt_q2', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
-		t.Fatal(err)
-	}
-	// b first in the table.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-		VALUES ('dlv_qb', 'evt_q1', $2, $3, 't', 'dead', $1, $1, $1), ('dlv_qa', 'evt_q2', $2, $3, 't', 'dead', $1, $1, $1)`,
-		base, ep.ID, tenant); err != nil {
-		t.Fatal(err)
-	}
-	conn := rawConn(t, dbURL)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	var pid int
-	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_qa' FOR UPDATE").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := s.Purge(ctx, store.PurgeParams{DeadBefore: base.Add(time.Hour), Limit: 500})
-		done <- result{n, err}
-	}()
-	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_qb' FOR UPDATE"); err != nil {
-		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.err != nil || r.n != 2 {
-		t.Fatalf("purge: %d deleted, %v; want 2", r.n, r.err)
-	}
+	locksTwoDeadLettersInIDOrder(t, "pgr2-purge-order-t", "q", "purge", func(ctx context.Context, s *Store, _ string) (int, error) {
+		return s.Purge(ctx, store.PurgeParams{DeadBefore: base.Add(time.Hour), Limit: 500})
+	})
 }
 
 // A replay locks the rows it replays in id order, as retention's purge
@@ -237,20 +196,31 @@ func TestPurgeLocksInIDOrder(t *testing.T) {
 // the later (retention's purge of old dead letters, the very rows a
 // replay of an endpoint's dead letters moves): a deadlock.
 func TestReplayLocksInIDOrder(t *testing.T) {
+	locksTwoDeadLettersInIDOrder(t, "pgr2-replay-order-t", "r", "replay", func(ctx context.Context, s *Store, epID string) (int, error) {
+		return s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: epID, Now: base.Add(time.Minute)})
+	})
+}
+
+// locksTwoDeadLettersInIDOrder gives an endpoint of tenant two dead
+// letters, dlv_<p>b first in the table and dlv_<p>a, locks dlv_<p>a on a
+// second connection, runs run (which must lock both, what naming it),
+// waits until run waits for that row, then locks dlv_<p>b as an
+// id-ordered writer would: run must not hold it (a deadlock otherwise)
+// and, once the first row is free, must answer 2.
+func locksTwoDeadLettersInIDOrder(t *testing.T, tenant, p, what string, run func(ctx context.Context, s *Store, epID string) (int, error)) {
 	t.Parallel()
-	const tenant = "pgr2-replay-order-t"
 	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	ctx := t.Context()
 	ep := createEndpoint(t, s, newEndpoint(tenant))
 	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		VALUES ('evt_r1', $2, 't', $1, '{}', 'f', $1), ('evt_r2', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		VALUES ('evt_'||$3||'1', $2, 't', $1, '{}', 'f', $1), ('evt_'||$3||'2', $2, 't', $1, '{}', 'f', $1)`, base, tenant, p); err != nil {
 		t.Fatal(err)
 	}
 	// b first in the table.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, created_at, updated_at)
-		VALUES ('dlv_rb', 'evt_r1', $2, $3, 't', 'dead', $1, $1, $1), ('dlv_ra', 'evt_r2', $2, $3, 't', 'dead', $1, $1, $1)`,
-		base, ep.ID, tenant); err != nil {
+		VALUES ('dlv_'||$4||'b', 'evt_'||$4||'1', $2, $3, 't', 'dead', $1, $1, $1), ('dlv_'||$4||'a', 'evt_'||$4||'2', $2, $3, 't', 'dead', $1, $1, $1)`,
+		base, ep.ID, tenant, p); err != nil {
 		t.Fatal(err)
 	}
 	conn := rawConn(t, dbURL)
@@ -260,7 +230,7 @@ func TestReplayLocksInIDOrder(t *testing.T) {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	var pid int
-	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_ra' FOR UPDATE").Scan(&pid); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid() FROM deliveries WHERE id = 'dlv_'||$1||'a' FOR UPDATE", p).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -269,17 +239,17 @@ func TestReplayLocksInIDOrder(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := s.ReplayDeliveries(ctx, store.ReplayParams{EndpointID: ep.ID, Now: base.Add(time.Minute)})
+		n, err := run(ctx, s, ep.ID)
 		done <- result{n, err}
 	}()
 	waitBlockedBy(t, s, pid, "nothing ever waited for the lock")
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_rb' FOR UPDATE"); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_'||$1||'b' FOR UPDATE", p); err != nil {
 		t.Fatalf("the id-ordered writer's lock of the later row: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-done; r.err != nil || r.n != 2 {
-		t.Fatalf("replay: %d replayed, %v; want 2", r.n, r.err)
+		t.Fatalf("%s: %d, %v; want 2", what, r.n, r.err)
 	}
 }

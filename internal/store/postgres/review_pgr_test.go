@@ -171,64 +171,10 @@ func TestRescueFinishesOtherDeletesWhenOneFails(t *testing.T) {
 // deadlock (one of the two aborted after deadlock_timeout, the delete's
 // chunk failing the API's DELETE or the rescue's round).
 func TestOrphanDeleteLocksInIDOrder(t *testing.T) {
-	t.Parallel()
-	const tenant = "pgr-orphan-order-t"
-	dbURL := newSchema(t)
-	s := openStore(t, dbURL)
-	ctx := t.Context()
-	ep := createEndpoint(t, s, newEndpoint(tenant))
-	conn := rawConn(t, dbURL)
-	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		VALUES ('evt_o1', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
-		t.Fatal(err)
-	}
-	until := base.Add(time.Minute)
-	// The later id first in the table.
-	for _, id := range []string{"dlv_o2", "dlv_o1"} {
-		if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-			VALUES ($1, 'evt_o1', $2, $3, 't', 'pending', $4, 'w', $5, $4, $4)`, id, ep.ID, tenant, base, until); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := conn.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	// The delete's chunk (another connection) holds the earlier one.
-	chunk := rawConn(t, dbURL)
-	var pid uint32
-	if err := chunk.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := chunk.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_o1' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.pool.Exec(ctx, deleteOrphansSQL, []string{"dlv_o1", "dlv_o2"}, "w", until)
-		done <- err
-	}()
-	waitBlockedBy(t, s, pid, "the orphans' delete never waited for the chunk's row")
-	// The chunk goes on to the later one: free unless the orphans'
-	// delete took it out of order.
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_o2' FOR UPDATE NOWAIT"); err != nil {
-		t.Errorf("the chunk's next row (in id order) is held by the orphans' delete waiting for the chunk's first: %v", err)
-	}
-	tx.Rollback(ctx)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	var left int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1", ep.ID).Scan(&left); err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 {
-		t.Errorf("%d orphans left after their delete, want none", left)
-	}
+	leasedPairLocksInIDOrder(t, "pgr-orphan-order-t", "o", "orphans' delete", true, func(ctx context.Context, s *Store, ids []string, until time.Time) error {
+		_, err := s.pool.Exec(ctx, deleteOrphansSQL, ids, "w", until)
+		return err
+	}, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1", "orphans left after their delete")
 }
 
 // The dead-letter counts (GET /v1/dead-letters/counts, the spike monitor)
@@ -357,26 +303,45 @@ func holdsNoRowAgainstAChunk(t *testing.T, tenant, what string, run func(ctx con
 // UPDATE locks in the order of deliveries_leased: the lease end, then the
 // rows' places in the table): a deadlock.
 func TestGiveBackLocksInIDOrder(t *testing.T) {
+	leasedPairLocksInIDOrder(t, "pgr-giveback-order-t", "g", "give-back", false, func(ctx context.Context, s *Store, ids []string, until time.Time) error {
+		return s.giveBack(ctx, ids, "w", until)
+	}, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND lease_owner IS NOT NULL", "deliveries still leased after the give-back")
+}
+
+// leasedPairLocksInIDOrder gives an endpoint of tenant two deliveries
+// leased by "w", dlv_<p>2 first in the table and dlv_<p>1 (the endpoint's
+// row deleted when orphaned), locks dlv_<p>1 on another connection (a
+// delete's or a hold's chunk), runs run on both (what naming it), waits
+// until run waits for that row, and checks that dlv_<p>2, the chunk's
+// next row in id order, is free (run holding it would be a deadlock);
+// once the first row is free, count (of the endpoint's id) must find
+// none: left says what it counts.
+func leasedPairLocksInIDOrder(t *testing.T, tenant, p, what string, orphaned bool, run func(ctx context.Context, s *Store, ids []string, until time.Time) error, count, left string) {
 	t.Parallel()
-	const tenant = "pgr-giveback-order-t"
 	dbURL := newSchema(t)
 	s := openStore(t, dbURL)
 	ctx := t.Context()
 	ep := createEndpoint(t, s, newEndpoint(tenant))
 	conn := rawConn(t, dbURL)
+	evt, first, second := "evt_"+p+"1", "dlv_"+p+"1", "dlv_"+p+"2"
 	if _, err := conn.Exec(ctx, `INSERT INTO events (id, tenant, type, occurred_at, body, fingerprint, created_at)
-		VALUES ('evt_g1', $2, 't', $1, '{}', 'f', $1)`, base, tenant); err != nil {
+		VALUES ($3, $2, 't', $1, '{}', 'f', $1)`, base, tenant, evt); err != nil {
 		t.Fatal(err)
 	}
 	until := base.Add(time.Minute)
 	// The later id first in the table.
-	for _, id := range []string{"dlv_g2", "dlv_g1"} {
+	for _, id := range []string{second, first} {
 		if _, err := conn.Exec(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, tenant, event_type, state, next_attempt_at, lease_owner, lease_until, created_at, updated_at)
-			VALUES ($1, 'evt_g1', $2, $3, 't', 'pending', $4, 'w', $5, $4, $4)`, id, ep.ID, tenant, base, until); err != nil {
+			VALUES ($1, $6, $2, $3, 't', 'pending', $4, 'w', $5, $4, $4)`, id, ep.ID, tenant, base, until, evt); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The delete's chunk (another connection) holds the earlier one.
+	if orphaned {
+		if _, err := conn.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", ep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The chunk (another connection) holds the earlier one.
 	chunk := rawConn(t, dbURL)
 	var pid uint32
 	if err := chunk.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
@@ -387,30 +352,27 @@ func TestGiveBackLocksInIDOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_g1' FOR UPDATE"); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = $1 FOR UPDATE", first); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() {
-		err := s.giveBack(ctx, []string{"dlv_g1", "dlv_g2"}, "w", until)
-		done <- err
-	}()
-	waitBlockedBy(t, s, pid, "the give-back never waited for the chunk's row")
-	// The chunk goes on to the later one: free unless the give-back took
-	// it out of order.
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = 'dlv_g2' FOR UPDATE NOWAIT"); err != nil {
-		t.Errorf("the chunk's next row (in id order) is held by the give-back waiting for the chunk's first: %v", err)
+	go func() { done <- run(ctx, s, []string{first, second}, until) }()
+	waitBlockedBy(t, s, pid, "the "+what+" never waited for the chunk's row")
+	// The chunk goes on to the later one: free unless run took it out of
+	// order.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM deliveries WHERE id = $1 FOR UPDATE NOWAIT", second); err != nil {
+		t.Errorf("the chunk's next row (in id order) is held by the %s waiting for the chunk's first: %v", what, err)
 	}
 	tx.Rollback(ctx)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	var leased int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND lease_owner IS NOT NULL", ep.ID).Scan(&leased); err != nil {
+	var n int
+	if err := conn.QueryRow(ctx, count, ep.ID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if leased != 0 {
-		t.Errorf("%d deliveries still leased after the give-back, want none", leased)
+	if n != 0 {
+		t.Errorf("%d %s, want none", n, left)
 	}
 }
 

@@ -19,16 +19,7 @@ import (
 func TestStartReleaseRetriedAfterFailedChunk(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "h.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "ep_a",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openAtWithEndpoints(t, path, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
 	total := releaseChunk + 3
 	backlogOf(t, s, "ep_a", total, now)
 	// As a crash between two chunks of a resume leaves them: held under
@@ -37,7 +28,7 @@ func TestStartReleaseRetriedAfterFailedChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = Open(ctx, path)
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,22 +68,13 @@ func TestStartReleaseRetriedAfterFailedChunk(t *testing.T) {
 func TestCloseStopsStartFixUpRetry(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "h.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "ep_a",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openAtWithEndpoints(t, path, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
 	backlogOf(t, s, "ep_a", 3, now)
 	if _, err := s.w.ExecContext(ctx, "UPDATE deliveries SET state = 'paused' WHERE endpoint_id = 'ep_a'"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = Open(ctx, path)
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

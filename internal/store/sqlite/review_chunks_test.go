@@ -88,16 +88,7 @@ func TestDisableByCompletionDoesNotHoldTheCompleter(t *testing.T) {
 func TestCloseStopsHoldAfterDisable(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/h.db"
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "ep_a",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openAtWithEndpoints(t, path, store.Endpoint{ID: "ep_a", Tenant: "ep_a"})
 	pending := 3*holdChunk + 3
 	backlogOf(t, s, "ep_a", pending, now)
 	c := complete410(t, s, "ep_a", now)
@@ -118,7 +109,7 @@ func TestCloseStopsHoldAfterDisable(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(ctx, path)
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

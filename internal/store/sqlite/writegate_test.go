@@ -32,12 +32,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // were created at.
 func openWithEndpoints(t *testing.T, eps ...store.Endpoint) (*Store, time.Time) {
 	t.Helper()
+	s, now := openAtWithEndpoints(t, filepath.Join(t.TempDir(), "h.db"), eps...)
+	t.Cleanup(func() { s.Close() })
+	return s, now
+}
+
+// openAtWithEndpoints is openWithEndpoints for the database at path,
+// which the caller closes (a test that reopens it).
+func openAtWithEndpoints(t *testing.T, path string, eps ...store.Endpoint) (*Store, time.Time) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "h.db"))
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	now := time.Now().UTC()
 	for _, ep := range eps {
 		if ep.Tenant == "" {
@@ -300,16 +308,7 @@ func TestResumeYieldsTheWriterBetweenChunks(t *testing.T) {
 func TestStartReleasesHeldUnderEnabledEndpoint(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "h.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	if _, err := s.CreateEndpoint(ctx, store.CreateEndpointParams{Endpoint: store.Endpoint{ID: "ep_a", Tenant: "acme",
-		URL: "https://example.com/", State: store.EndpointEnabled,
-		Secrets: []store.Secret{{Value: "whsec_x", CreatedAt: now}}, CreatedAt: now, UpdatedAt: now}}); err != nil {
-		t.Fatal(err)
-	}
+	s, now := openAtWithEndpoints(t, path, store.Endpoint{ID: "ep_a", Tenant: "acme"})
 	for range 3 {
 		id := store.NewID("evt")
 		if _, err := s.PublishEvent(ctx, store.PublishParams{
@@ -323,7 +322,7 @@ func TestStartReleasesHeldUnderEnabledEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = Open(ctx, path)
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,10 +88,20 @@ type hoisted struct {
 // nothing; and openapi-typescript (7.x) turns a $defs left in a schema
 // into a required property and cannot follow a reference into a
 // webhook's request body, so a receiver's types generated from such a
-// document did not compile. References by anchor ("#money") are left as
-// they are.
+// document did not compile. A reference may be relative to s's $id
+// ("inv.json#/$defs/money" for the $id "https://example.com/inv.json"),
+// which the document, keeping no $id, would read as another file; and it
+// may name an anchor s defines ("#money" for an "$anchor": "money", or
+// for a "$dynamicAnchor" when the reference is a $ref): those are
+// rewritten to the same place too, and s's $anchor keywords are dropped,
+// since every anchor left in the document is one name for all of it (two
+// versions with the same anchor would clash), and openapi-typescript
+// (7.x) could generate no types at all from a document with either
+// reference. A reference to an anchor s does not define is left as it is.
 func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any {
 	var found []hoisted
+	anchors := localAnchors{plain: map[string]string{}, dynamic: map[string]string{}}
+	var anchored []map[string]any // the subschemas holding an $anchor
 	var collect func(v any, ptr, owner string)
 	collect = func(v any, ptr, owner string) {
 		switch v := v.(type) {
@@ -100,6 +110,17 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 				collect(e, ptr+"/"+strconv.Itoa(i), owner)
 			}
 		case map[string]any:
+			if a, ok := v["$anchor"].(string); ok {
+				if _, dup := anchors.plain[a]; !dup {
+					anchors.plain[a] = ptr
+				}
+				anchored = append(anchored, v)
+			}
+			if a, ok := v["$dynamicAnchor"].(string); ok {
+				if _, dup := anchors.dynamic[a]; !dup {
+					anchors.dynamic[a] = ptr
+				}
+			}
 			for _, k := range sortedKeys(v) {
 				sub := v[k]
 				switch {
@@ -131,7 +152,14 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 		}
 	}
 	collect(s, "", name)
-	if len(found) == 0 && !refersToItself(s, id) {
+	// Every reference to an anchor of s is rewritten below (or s refers
+	// to none): the anchors name nothing the document needs.
+	defer func() {
+		for _, a := range anchored {
+			delete(a, "$anchor")
+		}
+	}()
+	if len(found) == 0 && !refersToItself(s, id, anchors) {
 		return s
 	}
 	root := hoisted{ptr: "", name: c.reserve(name), schema: s}
@@ -145,7 +173,7 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 		final[provisional] = found[i].name
 	}
 	all := append([]hoisted{root}, found...)
-	rewriteRefs(s, id, func(frag string) string {
+	rewriteRefs(s, id, anchors, func(frag string) string {
 		best := root
 		for _, h := range found {
 			if (frag == h.ptr || strings.HasPrefix(frag, h.ptr+"/")) && len(h.ptr) > len(best.ptr) {
@@ -170,26 +198,78 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 }
 
 // refersToItself reports whether schema s has a reference into itself
-// ("#", "#/…", or its $id id followed by nothing or such a fragment).
-func refersToItself(s any, id string) bool {
+// (localPointer).
+func refersToItself(s any, id string, anchors localAnchors) bool {
 	found := false
-	rewriteRefs(s, id, func(frag string) string {
+	rewriteRefs(s, id, anchors, func(frag string) string {
 		found = true
 		return ""
 	})
 	return found
 }
 
+// localAnchors are the plain-name anchors a schema defines, each with the
+// JSON pointer of the subschema holding it: its $anchor keywords (plain)
+// and its $dynamicAnchor keywords (dynamic), the first of each name.
+type localAnchors struct{ plain, dynamic map[string]string }
+
+// localPointer returns the JSON pointer within schema s (whose $id is id,
+// "" for none) of the place its keyword kw ($ref or $dynamicRef) names
+// with ref, when that place is in s: "#" and "#/…", percent-decoded; the
+// same written as a URI reference resolved against id
+// ("inv.json#/$defs/money", "https://example.com/inv.json"); or a
+// plain-name fragment naming an anchor s defines (an $anchor, or for a
+// $ref a $dynamicAnchor: a $dynamicRef to one stays dynamic).
+func localPointer(kw, ref, id string, anchors localAnchors) (string, bool) {
+	var frag string
+	if strings.HasPrefix(ref, "#") {
+		f, err := url.PathUnescape(ref[1:])
+		if err != nil {
+			return "", false
+		}
+		frag = f
+	} else {
+		if id == "" {
+			return "", false
+		}
+		base, err := url.Parse(id)
+		if err != nil {
+			return "", false
+		}
+		r, err := url.Parse(ref)
+		if err != nil {
+			return "", false
+		}
+		abs := base.ResolveReference(r)
+		frag = abs.Fragment
+		abs.Fragment, abs.RawFragment = "", ""
+		b := *base
+		b.Fragment, b.RawFragment = "", ""
+		if abs.String() != b.String() {
+			return "", false
+		}
+	}
+	if frag == "" || strings.HasPrefix(frag, "/") {
+		return frag, true
+	}
+	if p, ok := anchors.plain[frag]; ok {
+		return p, true
+	}
+	if p, ok := anchors.dynamic[frag]; ok && kw == "$ref" {
+		return p, true
+	}
+	return "", false
+}
+
 // rewriteRefs replaces each $ref and $dynamicRef of schema s (walking
-// only the keywords whose values are schemas) that points into s — "#",
-// "#/…", or s's $id id followed by nothing or such a fragment — by
-// to(frag), frag being the JSON pointer, percent-decoded ("" for the
+// only the keywords whose values are schemas) that points into s
+// (localPointer) by to(frag), frag being the JSON pointer ("" for the
 // root, "/$defs/money" …). When to returns "", the reference is left.
-func rewriteRefs(s any, id string, to func(frag string) string) {
+func rewriteRefs(s any, id string, anchors localAnchors, to func(frag string) string) {
 	switch s := s.(type) {
 	case []any:
 		for _, e := range s {
-			rewriteRefs(e, id, to)
+			rewriteRefs(e, id, anchors, to)
 		}
 	case map[string]any:
 		for _, kw := range []string{"$ref", "$dynamicRef"} {
@@ -197,14 +277,8 @@ func rewriteRefs(s any, id string, to func(frag string) string) {
 			if !ok {
 				continue
 			}
-			if id != "" && (ref == id || strings.HasPrefix(ref, id+"#")) {
-				ref = "#" + strings.TrimPrefix(strings.TrimPrefix(ref, id), "#")
-			}
-			if ref != "#" && !strings.HasPrefix(ref, "#/") {
-				continue
-			}
-			frag, err := url.PathUnescape(ref[1:])
-			if err != nil {
+			frag, ok := localPointer(kw, ref, id, anchors)
+			if !ok {
 				continue
 			}
 			if r := to(frag); r != "" {
@@ -214,11 +288,11 @@ func rewriteRefs(s any, id string, to func(frag string) string) {
 		for k, v := range s {
 			switch {
 			case schemaKeywords[k]:
-				rewriteRefs(v, id, to)
+				rewriteRefs(v, id, anchors, to)
 			case schemaMapKeywords[k]:
 				if m, ok := v.(map[string]any); ok {
 					for _, sub := range m {
-						rewriteRefs(sub, id, to)
+						rewriteRefs(sub, id, anchors, to)
 					}
 				}
 			}

@@ -146,3 +146,81 @@ func compileAt(t *testing.T, doc any, frag string) *jsonschema.Schema {
 	}
 	return s
 }
+
+// TestHoistDataSchemaRelativeIDRefsAndAnchors: a reference into the
+// schema written relative to its $id ("inv.json#/$defs/money",
+// "./inv.json") or by a plain-name anchor the schema defines ($anchor, or
+// a $dynamicAnchor named by a $ref) is rewritten like "#/$defs/money":
+// the document keeps no $id, so "inv.json#…" would name a file beside the
+// document, and every $anchor it keeps is one name for the whole document
+// (two versions with the same anchor would clash). openapi-typescript
+// (7.x) stopped on either ("Can't resolve $ref", "Error parsing $ref:
+// #money"), generating no types at all.
+func TestHoistDataSchemaRelativeIDRefsAndAnchors(t *testing.T) {
+	const schema = `{"$id":"https://example.com/s/inv.json","type":"object",
+		"$defs":{"money":{"$anchor":"money","type":"integer","minimum":0},"code":{"type":"string","maxLength":3}},
+		"properties":{
+			"a":{"$ref":"inv.json#/$defs/code"},
+			"b":{"$ref":"./inv.json#/$defs/money"},
+			"c":{"$ref":"#money"},
+			"d":{"$ref":"inv.json#money"},
+			"e":{"$ref":"inv.json"},
+			"f":{"$anchor":"here","type":"boolean"},
+			"g":{"$ref":"#here"},
+			"h":{"$ref":"other.json#/$defs/code"},
+			"i":{"$ref":"#nowhere"}}}`
+	var original map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "$id")
+	doc := map[string]any{}
+	comps := newSchemaComponents(doc)
+	doc["x"] = hoistDataSchema(m, "inv.v1", "https://example.com/s/inv.json", comps)
+	comps.addTo(doc)
+	raw, _ := json.Marshal(doc)
+	for _, want := range []string{
+		`"a":{"$ref":"#/components/schemas/inv.v1.code"}`,
+		`"b":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"c":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"d":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"e":{"$ref":"#/components/schemas/inv.v1"}`,
+		`"g":{"$ref":"#/components/schemas/inv.v1/properties/f"}`,
+		`"h":{"$ref":"other.json#/$defs/code"}`, // another resource: left
+		`"i":{"$ref":"#nowhere"}`,               // no such anchor: left
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("document lacks %s:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), `"$anchor"`) {
+		t.Errorf("an $anchor is left:\n%s", raw)
+	}
+
+	// The same values pass and fail, alone and embedded (without the
+	// references to nothing).
+	for _, p := range []string{"h", "i"} {
+		delete(original["properties"].(map[string]any), p)
+		delete(doc["components"].(map[string]any)["schemas"].(map[string]any)["inv.v1"].(map[string]any)["properties"].(map[string]any), p)
+	}
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range []string{
+		`{"a":"abc","b":1,"c":2,"d":3,"g":true}`,
+		`{"a":"abcd"}`, `{"b":-1}`, `{"c":-1}`, `{"d":-1}`, `{"g":1}`,
+		`{"e":{"a":"abcd"}}`, `{"e":{"a":"abc"}}`,
+	} {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
+		if a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
+	}
+}

@@ -224,3 +224,64 @@ func TestHoistDataSchemaRelativeIDRefsAndAnchors(t *testing.T) {
 		}
 	}
 }
+
+// TestHoistDataSchemaEmbeddedResources: a subschema with its own $id is a
+// resource of its own, against which the references inside it resolve:
+// "#/properties/z" inside it names its own property z, not the data
+// schema's, and "b.json" names a $defs entry whose $id is b.json. Such
+// references were rewritten to the data schema's root (a place that
+// does not exist, or another) or left pointing at a file beside the
+// document; now they go to the same place as when Herald validates, and
+// no $id is left.
+func TestHoistDataSchemaEmbeddedResources(t *testing.T) {
+	const schema = `{"$id":"https://example.com/a.json","type":"object",
+		"$defs":{"b":{"$id":"b.json","type":"string","maxLength":2,"$defs":{"n":{"$anchor":"n","type":"integer"}}}},
+		"properties":{
+			"x":{"$ref":"b.json"},
+			"w":{"$ref":"b.json#n"},
+			"v":{"$ref":"https://example.com/b.json#/$defs/n"},
+			"c":{"$id":"https://example.com/c.json","type":"object","properties":{"y":{"$ref":"#/properties/z"},"z":{"type":"integer"},"top":{"$ref":"a.json#/properties/x"}}}}}`
+	var original map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "$id")
+	doc := map[string]any{}
+	comps := newSchemaComponents(doc)
+	doc["x"] = hoistDataSchema(m, "a.v1", "https://example.com/a.json", comps)
+	comps.addTo(doc)
+	raw, _ := json.Marshal(doc)
+	for _, want := range []string{
+		`"x":{"$ref":"#/components/schemas/a.v1.b"}`,
+		`"w":{"$ref":"#/components/schemas/a.v1.b.n"}`,
+		`"v":{"$ref":"#/components/schemas/a.v1.b.n"}`,
+		`"y":{"$ref":"#/components/schemas/a.v1/properties/c/properties/z"}`,
+		`"top":{"$ref":"#/components/schemas/a.v1/properties/x"}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("document lacks %s:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), `"$id"`) || strings.Contains(string(raw), `"$anchor"`) {
+		t.Errorf("an $id or $anchor is left:\n%s", raw)
+	}
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range []string{
+		`{"x":"ab","w":1,"v":2,"c":{"y":1,"z":2,"top":"ab"}}`,
+		`{"x":"abc"}`, `{"w":"s"}`, `{"v":"s"}`, `{"c":{"y":"s"}}`, `{"c":{"top":"abc"}}`,
+	} {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
+		if a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
+	}
+}

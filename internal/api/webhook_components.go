@@ -88,18 +88,39 @@ type hoisted struct {
 // nothing; and openapi-typescript (7.x) turns a $defs left in a schema
 // into a required property and cannot follow a reference into a
 // webhook's request body, so a receiver's types generated from such a
-// document did not compile. References by anchor ("#money") are left as
-// they are.
+// document did not compile. A reference may be relative to s's $id
+// ("inv.json#/$defs/money" for the $id "https://example.com/inv.json"),
+// which the document, keeping no $id, would read as another file; and it
+// may name an anchor s defines ("#money" for an "$anchor": "money", or
+// for a "$dynamicAnchor" when the reference is a $ref): those are
+// rewritten to the same place too, and s's $anchor keywords are dropped,
+// since every anchor left in the document is one name for all of it (two
+// versions with the same anchor would clash), and openapi-typescript
+// (7.x) could generate no types at all from a document with either
+// reference. A reference to an anchor s does not define is left as it is.
 func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any {
 	var found []hoisted
-	var collect func(v any, ptr, owner string)
-	collect = func(v any, ptr, owner string) {
+	idx := newSelfIndex(id)
+	var anchored, identified []map[string]any // the subschemas holding an $anchor, an $id
+	var collect func(v any, ptr, owner, base string)
+	collect = func(v any, ptr, owner, base string) {
 		switch v := v.(type) {
 		case []any:
 			for i, e := range v {
-				collect(e, ptr+"/"+strconv.Itoa(i), owner)
+				collect(e, ptr+"/"+strconv.Itoa(i), owner, base)
 			}
 		case map[string]any:
+			base = idx.enter(v, base, ptr)
+			if _, ok := v["$id"].(string); ok {
+				identified = append(identified, v)
+			}
+			if a, ok := v["$anchor"].(string); ok {
+				idx.addAnchor(idx.plain, base, a, ptr)
+				anchored = append(anchored, v)
+			}
+			if a, ok := v["$dynamicAnchor"].(string); ok {
+				idx.addAnchor(idx.dynamic, base, a, ptr)
+			}
 			for _, k := range sortedKeys(v) {
 				sub := v[k]
 				switch {
@@ -116,22 +137,32 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 						dptr := ptr + "/" + k + "/" + escapePointer(d)
 						h := hoisted{ptr: dptr, name: owner + "." + notComponentNameChar.ReplaceAllString(d, "_"), schema: ds, parent: v, kw: k, key: d}
 						found = append(found, h)
-						collect(ds, dptr, h.name)
+						collect(ds, dptr, h.name, base)
 					}
 				case schemaKeywords[k]:
-					collect(sub, ptr+"/"+escapePointer(k), owner)
+					collect(sub, ptr+"/"+escapePointer(k), owner, base)
 				case schemaMapKeywords[k]:
 					if m, ok := sub.(map[string]any); ok {
 						for _, p := range sortedKeys(m) {
-							collect(m[p], ptr+"/"+escapePointer(k)+"/"+escapePointer(p), owner)
+							collect(m[p], ptr+"/"+escapePointer(k)+"/"+escapePointer(p), owner, base)
 						}
 					}
 				}
 			}
 		}
 	}
-	collect(s, "", name)
-	if len(found) == 0 && !refersToItself(s, id) {
+	collect(s, "", name, idx.root)
+	// Every reference to an anchor or embedded resource of s is rewritten
+	// below (or s refers to none): they name nothing the document needs.
+	defer func() {
+		for _, a := range anchored {
+			delete(a, "$anchor")
+		}
+		for _, a := range identified {
+			delete(a, "$id")
+		}
+	}()
+	if len(found) == 0 && !refersToItself(s, idx) {
 		return s
 	}
 	root := hoisted{ptr: "", name: c.reserve(name), schema: s}
@@ -145,7 +176,7 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 		final[provisional] = found[i].name
 	}
 	all := append([]hoisted{root}, found...)
-	rewriteRefs(s, id, func(frag string) string {
+	rewriteRefs(s, idx.root, idx, func(frag string) string {
 		best := root
 		for _, h := range found {
 			if (frag == h.ptr || strings.HasPrefix(frag, h.ptr+"/")) && len(h.ptr) > len(best.ptr) {
@@ -170,41 +201,133 @@ func hoistDataSchema(s map[string]any, name, id string, c *schemaComponents) any
 }
 
 // refersToItself reports whether schema s has a reference into itself
-// ("#", "#/…", or its $id id followed by nothing or such a fragment).
-func refersToItself(s any, id string) bool {
+// (selfIndex.pointer).
+func refersToItself(s any, idx *selfIndex) bool {
 	found := false
-	rewriteRefs(s, id, func(frag string) string {
+	rewriteRefs(s, idx.root, idx, func(frag string) string {
 		found = true
 		return ""
 	})
 	return found
 }
 
+// selfIndex locates, within a data schema, what its references may name:
+// the schema itself and each subschema with an $id (a resource of its
+// own, against whose URI the references inside it resolve), and the
+// plain-name anchors of each ($anchor, $dynamicAnchor, and a draft-07
+// "$id": "#name"), the first of each name.
+type selfIndex struct {
+	root           string            // the data schema's URI: its $id without fragment, "" for none
+	resources      map[string]string // a resource's absolute URI → its JSON pointer in the data schema
+	plain, dynamic map[string]string // resource URI + "#" + anchor name → JSON pointer
+}
+
+func newSelfIndex(id string) *selfIndex {
+	root, _, _ := resolveRef("", id)
+	return &selfIndex{root: root, resources: map[string]string{root: ""}, plain: map[string]string{}, dynamic: map[string]string{}}
+}
+
+// enter returns the base URI inside subschema v at ptr, base outside it:
+// base, or v's $id resolved against base, recorded as a resource (an
+// "$id": "#name" is recorded as an anchor).
+func (x *selfIndex) enter(v map[string]any, base, ptr string) string {
+	id, ok := v["$id"].(string)
+	if !ok || ptr == "" {
+		return base
+	}
+	uri, frag, ok := resolveRef(base, id)
+	if !ok {
+		return base
+	}
+	if frag != "" {
+		x.addAnchor(x.plain, uri, frag, ptr)
+		return base
+	}
+	if _, dup := x.resources[uri]; !dup {
+		x.resources[uri] = ptr
+	}
+	return uri
+}
+
+func (x *selfIndex) addAnchor(m map[string]string, base, name, ptr string) {
+	if _, dup := m[base+"#"+name]; !dup {
+		m[base+"#"+name] = ptr
+	}
+}
+
+// resolveRef resolves ref against base: the URI without fragment, and
+// the fragment, percent-decoded.
+func resolveRef(base, ref string) (uri, frag string, ok bool) {
+	if strings.HasPrefix(ref, "#") {
+		f, err := url.PathUnescape(ref[1:])
+		return base, f, err == nil
+	}
+	b, err := url.Parse(base)
+	if err != nil {
+		return "", "", false
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return "", "", false
+	}
+	abs := b.ResolveReference(r)
+	frag = abs.Fragment
+	abs.Fragment, abs.RawFragment = "", ""
+	return abs.String(), frag, true
+}
+
+// pointer returns the JSON pointer within the data schema of the place
+// its keyword kw ($ref or $dynamicRef), at a place whose base URI is base,
+// names with ref, when that place is in the data schema: a JSON pointer
+// fragment ("#", "#/…") or a plain-name fragment naming an anchor (an
+// $anchor; for a $ref also a $dynamicAnchor: a $dynamicRef to one stays
+// dynamic) of the data schema or of a resource embedded in it, the URI
+// written relative to base or in full.
+func (x *selfIndex) pointer(kw, ref, base string) (string, bool) {
+	uri, frag, ok := resolveRef(base, ref)
+	if !ok {
+		return "", false
+	}
+	res, ok := x.resources[uri]
+	if !ok {
+		return "", false
+	}
+	if frag == "" || strings.HasPrefix(frag, "/") {
+		return res + frag, true
+	}
+	if p, ok := x.plain[uri+"#"+frag]; ok {
+		return p, true
+	}
+	if p, ok := x.dynamic[uri+"#"+frag]; ok && kw == "$ref" {
+		return p, true
+	}
+	return "", false
+}
+
 // rewriteRefs replaces each $ref and $dynamicRef of schema s (walking
-// only the keywords whose values are schemas) that points into s — "#",
-// "#/…", or s's $id id followed by nothing or such a fragment — by
-// to(frag), frag being the JSON pointer, percent-decoded ("" for the
-// root, "/$defs/money" …). When to returns "", the reference is left.
-func rewriteRefs(s any, id string, to func(frag string) string) {
+// only the keywords whose values are schemas), base being the base URI
+// at s, that points into the data schema (selfIndex.pointer) by to(frag),
+// frag being the JSON pointer ("" for the root, "/$defs/money" …). When to
+// returns "", the reference is left.
+func rewriteRefs(s any, base string, idx *selfIndex, to func(frag string) string) {
 	switch s := s.(type) {
 	case []any:
 		for _, e := range s {
-			rewriteRefs(e, id, to)
+			rewriteRefs(e, base, idx, to)
 		}
 	case map[string]any:
+		if id, ok := s["$id"].(string); ok {
+			if uri, frag, ok := resolveRef(base, id); ok && frag == "" {
+				base = uri
+			}
+		}
 		for _, kw := range []string{"$ref", "$dynamicRef"} {
 			ref, ok := s[kw].(string)
 			if !ok {
 				continue
 			}
-			if id != "" && (ref == id || strings.HasPrefix(ref, id+"#")) {
-				ref = "#" + strings.TrimPrefix(strings.TrimPrefix(ref, id), "#")
-			}
-			if ref != "#" && !strings.HasPrefix(ref, "#/") {
-				continue
-			}
-			frag, err := url.PathUnescape(ref[1:])
-			if err != nil {
+			frag, ok := idx.pointer(kw, ref, base)
+			if !ok {
 				continue
 			}
 			if r := to(frag); r != "" {
@@ -214,11 +337,11 @@ func rewriteRefs(s any, id string, to func(frag string) string) {
 		for k, v := range s {
 			switch {
 			case schemaKeywords[k]:
-				rewriteRefs(v, id, to)
+				rewriteRefs(v, base, idx, to)
 			case schemaMapKeywords[k]:
 				if m, ok := v.(map[string]any); ok {
 					for _, sub := range m {
-						rewriteRefs(sub, id, to)
+						rewriteRefs(sub, base, idx, to)
 					}
 				}
 			}

@@ -146,3 +146,142 @@ func compileAt(t *testing.T, doc any, frag string) *jsonschema.Schema {
 	}
 	return s
 }
+
+// TestHoistDataSchemaRelativeIDRefsAndAnchors: a reference into the
+// schema written relative to its $id ("inv.json#/$defs/money",
+// "./inv.json") or by a plain-name anchor the schema defines ($anchor, or
+// a $dynamicAnchor named by a $ref) is rewritten like "#/$defs/money":
+// the document keeps no $id, so "inv.json#…" would name a file beside the
+// document, and every $anchor it keeps is one name for the whole document
+// (two versions with the same anchor would clash). openapi-typescript
+// (7.x) stopped on either ("Can't resolve $ref", "Error parsing $ref:
+// #money"), generating no types at all.
+func TestHoistDataSchemaRelativeIDRefsAndAnchors(t *testing.T) {
+	const schema = `{"$id":"https://example.com/s/inv.json","type":"object",
+		"$defs":{"money":{"$anchor":"money","type":"integer","minimum":0},"code":{"type":"string","maxLength":3}},
+		"properties":{
+			"a":{"$ref":"inv.json#/$defs/code"},
+			"b":{"$ref":"./inv.json#/$defs/money"},
+			"c":{"$ref":"#money"},
+			"d":{"$ref":"inv.json#money"},
+			"e":{"$ref":"inv.json"},
+			"f":{"$anchor":"here","type":"boolean"},
+			"g":{"$ref":"#here"},
+			"h":{"$ref":"other.json#/$defs/code"},
+			"i":{"$ref":"#nowhere"}}}`
+	var original map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "$id")
+	doc := map[string]any{}
+	comps := newSchemaComponents(doc)
+	doc["x"] = hoistDataSchema(m, "inv.v1", "https://example.com/s/inv.json", comps)
+	comps.addTo(doc)
+	raw, _ := json.Marshal(doc)
+	for _, want := range []string{
+		`"a":{"$ref":"#/components/schemas/inv.v1.code"}`,
+		`"b":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"c":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"d":{"$ref":"#/components/schemas/inv.v1.money"}`,
+		`"e":{"$ref":"#/components/schemas/inv.v1"}`,
+		`"g":{"$ref":"#/components/schemas/inv.v1/properties/f"}`,
+		`"h":{"$ref":"other.json#/$defs/code"}`, // another resource: left
+		`"i":{"$ref":"#nowhere"}`,               // no such anchor: left
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("document lacks %s:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), `"$anchor"`) {
+		t.Errorf("an $anchor is left:\n%s", raw)
+	}
+
+	// The same values pass and fail, alone and embedded (without the
+	// references to nothing).
+	for _, p := range []string{"h", "i"} {
+		delete(original["properties"].(map[string]any), p)
+		delete(doc["components"].(map[string]any)["schemas"].(map[string]any)["inv.v1"].(map[string]any)["properties"].(map[string]any), p)
+	}
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range []string{
+		`{"a":"abc","b":1,"c":2,"d":3,"g":true}`,
+		`{"a":"abcd"}`, `{"b":-1}`, `{"c":-1}`, `{"d":-1}`, `{"g":1}`,
+		`{"e":{"a":"abcd"}}`, `{"e":{"a":"abc"}}`,
+	} {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
+		if a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
+	}
+}
+
+// TestHoistDataSchemaEmbeddedResources: a subschema with its own $id is a
+// resource of its own, against which the references inside it resolve:
+// "#/properties/z" inside it names its own property z, not the data
+// schema's, and "b.json" names a $defs entry whose $id is b.json. Such
+// references were rewritten to the data schema's root (a place that
+// does not exist, or another) or left pointing at a file beside the
+// document; now they go to the same place as when Herald validates, and
+// no $id is left.
+func TestHoistDataSchemaEmbeddedResources(t *testing.T) {
+	const schema = `{"$id":"https://example.com/a.json","type":"object",
+		"$defs":{"b":{"$id":"b.json","type":"string","maxLength":2,"$defs":{"n":{"$anchor":"n","type":"integer"}}}},
+		"properties":{
+			"x":{"$ref":"b.json"},
+			"w":{"$ref":"b.json#n"},
+			"v":{"$ref":"https://example.com/b.json#/$defs/n"},
+			"c":{"$id":"https://example.com/c.json","type":"object","properties":{"y":{"$ref":"#/properties/z"},"z":{"type":"integer"},"top":{"$ref":"a.json#/properties/x"}}}}}`
+	var original map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "$id")
+	doc := map[string]any{}
+	comps := newSchemaComponents(doc)
+	doc["x"] = hoistDataSchema(m, "a.v1", "https://example.com/a.json", comps)
+	comps.addTo(doc)
+	raw, _ := json.Marshal(doc)
+	for _, want := range []string{
+		`"x":{"$ref":"#/components/schemas/a.v1.b"}`,
+		`"w":{"$ref":"#/components/schemas/a.v1.b.n"}`,
+		`"v":{"$ref":"#/components/schemas/a.v1.b.n"}`,
+		`"y":{"$ref":"#/components/schemas/a.v1/properties/c/properties/z"}`,
+		`"top":{"$ref":"#/components/schemas/a.v1/properties/x"}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("document lacks %s:\n%s", want, raw)
+		}
+	}
+	if strings.Contains(string(raw), `"$id"`) || strings.Contains(string(raw), `"$anchor"`) {
+		t.Errorf("an $id or $anchor is left:\n%s", raw)
+	}
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range []string{
+		`{"x":"ab","w":1,"v":2,"c":{"y":1,"z":2,"top":"ab"}}`,
+		`{"x":"abc"}`, `{"w":"s"}`, `{"v":"s"}`, `{"c":{"y":"s"}}`, `{"c":{"top":"abc"}}`,
+	} {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
+		if a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
+	}
+}

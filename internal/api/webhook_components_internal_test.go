@@ -33,21 +33,9 @@ func TestHoistDataSchema(t *testing.T) {
 			"again":{"$ref":"#"},
 			"named":{"$ref":"#money"},
 			"tag":{"const":{"$ref":"#/$defs/money"}}}}`
-	var original map[string]any
-	if err := json.Unmarshal([]byte(schema), &original); err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(schema), &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "$id")
 	// A component already named as the first def would be.
-	doc := map[string]any{"components": map[string]any{"schemas": map[string]any{"inv.v1.money": map[string]any{"type": "string"}}}}
-	comps := newSchemaComponents(doc)
-	embedded := hoistDataSchema(m, "inv.v1", "https://example.com/inv.json", comps)
-	comps.addTo(doc)
-	doc["x"] = embedded
+	original, doc := hoistForTest(t, schema, "inv.v1", map[string]any{"inv.v1.money": map[string]any{"type": "string"}})
+	embedded := doc["x"]
 
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	for _, name := range []string{"inv.v1", "inv.v1.money_2", "inv.v1.money_2.code", "inv.v1.line_item", "inv.v1.line_item_2", "inv.v1.a_b", "inv.v1.old"} {
@@ -79,9 +67,7 @@ func TestHoistDataSchema(t *testing.T) {
 	// anchor "#money" names nothing in either: the property is left out).
 	delete(original["properties"].(map[string]any), "named")
 	delete(schemas["inv.v1"].(map[string]any)["properties"].(map[string]any), "named")
-	alone := compileAt(t, original, "")
-	inDoc := compileAt(t, doc, "#/x")
-	for _, v := range []string{
+	sameVerdicts(t, original, doc,
 		`{"amount":{"value":1,"currency":"EUR"}}`,
 		`{"amount":{"value":1,"currency":"eur"}}`,
 		`{"amount":{"value":-1}}`,
@@ -94,16 +80,7 @@ func TestHoistDataSchema(t *testing.T) {
 		`{"amount":{"value":1},"again":{"amount":{"value":-5}}}`,
 		`{"amount":{"value":1},"again":{"amount":{"value":5}}}`,
 		`{}`,
-	} {
-		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
-		if a != b {
-			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
-		}
-	}
+	)
 }
 
 // TestHoistDataSchemaLeavesPlainSchemas: a data schema without $defs,
@@ -125,6 +102,47 @@ func TestHoistDataSchemaLeavesPlainSchemas(t *testing.T) {
 	}
 	if len(doc) != 0 {
 		t.Errorf("document changed: %v", doc)
+	}
+}
+
+// hoistForTest reads schema twice: as given (original), and hoisted as
+// webhook name's data schema (its $id taken out, as webhookItem does)
+// into doc, whose components.schemas start with existing, under "x".
+func hoistForTest(t *testing.T, schema, name string, existing map[string]any) (original, doc map[string]any) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(schema), &original); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(schema), &m); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := m["$id"].(string)
+	delete(m, "$id")
+	doc = map[string]any{}
+	if existing != nil {
+		doc["components"] = map[string]any{"schemas": existing}
+	}
+	comps := newSchemaComponents(doc)
+	doc["x"] = hoistDataSchema(m, name, id, comps)
+	comps.addTo(doc)
+	return original, doc
+}
+
+// sameVerdicts checks that each of values (JSON) is valid against the
+// schema original alone exactly when it is against doc's "x".
+func sameVerdicts(t *testing.T, original, doc map[string]any, values ...string) {
+	t.Helper()
+	alone := compileAt(t, original, "")
+	inDoc := compileAt(t, doc, "#/x")
+	for _, v := range values {
+		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil; a != b {
+			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
+		}
 	}
 }
 
@@ -169,19 +187,7 @@ func TestHoistDataSchemaRelativeIDRefsAndAnchors(t *testing.T) {
 			"g":{"$ref":"#here"},
 			"h":{"$ref":"other.json#/$defs/code"},
 			"i":{"$ref":"#nowhere"}}}`
-	var original map[string]any
-	if err := json.Unmarshal([]byte(schema), &original); err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(schema), &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "$id")
-	doc := map[string]any{}
-	comps := newSchemaComponents(doc)
-	doc["x"] = hoistDataSchema(m, "inv.v1", "https://example.com/s/inv.json", comps)
-	comps.addTo(doc)
+	original, doc := hoistForTest(t, schema, "inv.v1", nil)
 	raw, _ := json.Marshal(doc)
 	for _, want := range []string{
 		`"a":{"$ref":"#/components/schemas/inv.v1.code"}`,
@@ -207,22 +213,11 @@ func TestHoistDataSchemaRelativeIDRefsAndAnchors(t *testing.T) {
 		delete(original["properties"].(map[string]any), p)
 		delete(doc["components"].(map[string]any)["schemas"].(map[string]any)["inv.v1"].(map[string]any)["properties"].(map[string]any), p)
 	}
-	alone := compileAt(t, original, "")
-	inDoc := compileAt(t, doc, "#/x")
-	for _, v := range []string{
+	sameVerdicts(t, original, doc,
 		`{"a":"abc","b":1,"c":2,"d":3,"g":true}`,
 		`{"a":"abcd"}`, `{"b":-1}`, `{"c":-1}`, `{"d":-1}`, `{"g":1}`,
 		`{"e":{"a":"abcd"}}`, `{"e":{"a":"abc"}}`,
-	} {
-		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
-		if a != b {
-			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
-		}
-	}
+	)
 }
 
 // TestHoistDataSchemaEmbeddedResources: a subschema with its own $id is a
@@ -241,19 +236,7 @@ func TestHoistDataSchemaEmbeddedResources(t *testing.T) {
 			"w":{"$ref":"b.json#n"},
 			"v":{"$ref":"https://example.com/b.json#/$defs/n"},
 			"c":{"$id":"https://example.com/c.json","type":"object","properties":{"y":{"$ref":"#/properties/z"},"z":{"type":"integer"},"top":{"$ref":"a.json#/properties/x"}}}}}`
-	var original map[string]any
-	if err := json.Unmarshal([]byte(schema), &original); err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(schema), &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "$id")
-	doc := map[string]any{}
-	comps := newSchemaComponents(doc)
-	doc["x"] = hoistDataSchema(m, "a.v1", "https://example.com/a.json", comps)
-	comps.addTo(doc)
+	original, doc := hoistForTest(t, schema, "a.v1", nil)
 	raw, _ := json.Marshal(doc)
 	for _, want := range []string{
 		`"x":{"$ref":"#/components/schemas/a.v1.b"}`,
@@ -269,19 +252,8 @@ func TestHoistDataSchemaEmbeddedResources(t *testing.T) {
 	if strings.Contains(string(raw), `"$id"`) || strings.Contains(string(raw), `"$anchor"`) {
 		t.Errorf("an $id or $anchor is left:\n%s", raw)
 	}
-	alone := compileAt(t, original, "")
-	inDoc := compileAt(t, doc, "#/x")
-	for _, v := range []string{
+	sameVerdicts(t, original, doc,
 		`{"x":"ab","w":1,"v":2,"c":{"y":1,"z":2,"top":"ab"}}`,
 		`{"x":"abc"}`, `{"w":"s"}`, `{"v":"s"}`, `{"c":{"y":"s"}}`, `{"c":{"top":"abc"}}`,
-	} {
-		val, err := jsonschema.UnmarshalJSON(strings.NewReader(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, b := alone.Validate(val) == nil, inDoc.Validate(val) == nil
-		if a != b {
-			t.Errorf("%s: valid alone %v, embedded %v", v, a, b)
-		}
-	}
+	)
 }

@@ -517,7 +517,7 @@ func newEndpointsCmd() *cobra.Command {
 		}
 		return o.do(cmd, http.MethodPost, apiPath("/v1/endpoints", id, "/rotate-secret"), b, nil)
 	})
-	rotateCmd.Flags().IntVar(&overlap, "overlap-seconds", 86400, "how long the previous secret stays valid, seconds (0 = dropped at once)")
+	rotateCmd.Flags().IntVar(&overlap, "overlap-seconds", 86400, "how long the older secrets stay valid, seconds (0 = they stop signing at once)")
 
 	var statsWindow string
 	statsCmd := apiIDCmd("stats ID", "Show an endpoint's health over a window: attempts, failures by class and status, latency percentiles, circuit breaker (GET /v1/endpoints/{id}/stats)", func(cmd *cobra.Command, id string) error {

@@ -41,11 +41,30 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--trusted-proxy", ""}, `--trusted-proxy "": empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)`},
 		{[]string{"--trusted-proxy", "10.0.0.2/32,"}, `--trusted-proxy "10.0.0.2/32,": empty value; give a CIDR range such as 10.0.0.0/8 or an IP address (leave the flag and HERALD_TRUSTED_PROXY out to trust no proxy)`},
 	} {
-		_, _, err := execHerald(t, "", append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db"}, c.args...)...)
-		if err == nil || err.Error() != c.want {
+		if err := serveRefused(t, c.args...); err.Error() != c.want {
 			t.Errorf("serve %v: err %v, want %q", c.args, err, c.want)
 		}
 	}
+}
+
+// serveRefused runs herald serve with args on a temporary database and
+// a loopback port, and returns the error it refused to start with (as
+// main reports it, naming a HERALD_* variable that set the flag). A serve
+// that starts anyway is stopped by a 5 s deadline and fails the test,
+// instead of running until the test binary's timeout.
+func serveRefused(t *testing.T, args ...string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	root := newRoot()
+	root.SetArgs(append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db", "--addr", "127.0.0.1:0"}, args...))
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		t.Fatalf("serve %v started", args)
+	}
+	return withEnvSources(cmd, err)
 }
 
 // TestServeBadEnvNamesTheVariable: a bad value set only through a flag's
@@ -73,23 +92,9 @@ func TestServeBadEnvNamesTheVariable(t *testing.T) {
 // TestServeRefusesDecreasingSchedule: a --retry-schedule with a delay
 // shorter than the one before it is refused at start, naming the rule and
 // the entries, whether set by the flag or by its twin HERALD_RETRY_SCHEDULE
-// (which goes through the same parse); equal delays are allowed. A serve
-// that starts anyway is stopped by the context's deadline and fails the
-// test.
+// (which goes through the same parse); equal delays are allowed.
 func TestServeRefusesDecreasingSchedule(t *testing.T) {
-	run := func(args ...string) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		root := newRoot()
-		root.SetArgs(append([]string{"serve", "--db", "sqlite:" + t.TempDir() + "/h.db", "--addr", "127.0.0.1:0"}, args...))
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		cmd, err := root.ExecuteContextC(ctx)
-		if err == nil {
-			t.Fatalf("serve %v started", args)
-		}
-		return withEnvSources(cmd, err)
-	}
+	run := func(args ...string) error { return serveRefused(t, args...) }
 	if got, want := run("--retry-schedule", "2s,1s").Error(), `--retry-schedule: retry schedule entry 2 "1s": each delay must be at least the one before it (1s after 2s)`; got != want {
 		t.Errorf("from the flag: %q, want %q", got, want)
 	}

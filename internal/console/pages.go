@@ -815,7 +815,7 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, s *sessio
 		var err error
 		overlap, err = strconv.Atoi(form.Overlap)
 		if err != nil {
-			again(http.StatusUnprocessableEntity, labelled(overlapLabel, fmt.Errorf("%q is not a whole number of seconds (0–604800) during which the previous secret still signs", form.Overlap)))
+			again(http.StatusUnprocessableEntity, labelled(overlapLabel, fmt.Errorf("%q is not a whole number of seconds (0–604800) during which the older secrets still sign", form.Overlap)))
 			return
 		}
 		if overlap == 0 && !form.ExpireNow {

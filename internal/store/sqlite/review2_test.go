@@ -34,24 +34,12 @@ func TestStartReleaseRetriedAfterFailedChunk(t *testing.T) {
 	}
 	defer s.Close()
 	s.retryWait = 0
-	calls := 0
-	s.beforeChunk = func() {
-		switch calls++; calls {
-		case 1: // this chunk fails: the file is away
-			if err := os.Rename(s.path, s.path+".away"); err != nil {
-				t.Error(err)
-			}
-		case 2: // a retry: the file is back for it
-			if err := os.Rename(s.path+".away", s.path); err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	calls := failFirstChunk(t, s)
 	if err := s.ClaimExclusively(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.waitBackground()
-	if calls == 1 { // no retry: put the file back to read what was left
+	if *calls == 1 { // no retry: put the file back to read what was left
 		if err := os.Rename(s.path+".away", s.path); err != nil {
 			t.Fatal(err)
 		}
@@ -122,9 +110,29 @@ func TestResumeReleaseRetriedAfterFailedChunk(t *testing.T) {
 	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointPaused, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	calls := 0
+	calls := failFirstChunk(t, s)
+	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointEnabled, Now: now}); err == nil {
+		t.Fatal("the resume whose second chunk failed answered no error")
+	}
+	s.waitBackground()
+	if *calls == 1 { // no retry: put the file back to read what was left
+		if err := os.Rename(s.path+".away", s.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := countStates(t, s, "ep_a"); got["paused"] != 0 || got["pending"] != total {
+		t.Errorf("after the resume whose second chunk failed: %v, want %d pending (released)", got, total)
+	}
+}
+
+// failFirstChunk makes s's next chunk fail (its database file is away,
+// checkFile) and puts the file back for the chunk after it (a retry); it
+// answers the count of chunks begun.
+func failFirstChunk(t *testing.T, s *Store) *int {
+	t.Helper()
+	calls := new(int)
 	s.beforeChunk = func() {
-		switch calls++; calls {
+		switch *calls++; *calls {
 		case 1: // this chunk fails: the file is away
 			if err := os.Rename(s.path, s.path+".away"); err != nil {
 				t.Error(err)
@@ -135,16 +143,5 @@ func TestResumeReleaseRetriedAfterFailedChunk(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := s.SetEndpointState(ctx, store.SetEndpointStateParams{ID: "ep_a", State: store.EndpointEnabled, Now: now}); err == nil {
-		t.Fatal("the resume whose second chunk failed answered no error")
-	}
-	s.waitBackground()
-	if calls == 1 { // no retry: put the file back to read what was left
-		if err := os.Rename(s.path+".away", s.path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := countStates(t, s, "ep_a"); got["paused"] != 0 || got["pending"] != total {
-		t.Errorf("after the resume whose second chunk failed: %v, want %d pending (released)", got, total)
-	}
+	return calls
 }
